@@ -1,0 +1,1 @@
+//! The embedded Kubernetes control plane: an API server and a job runner in one process.

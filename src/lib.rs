@@ -1,0 +1,13 @@
+//! workflow-operator: runs DAG workflows of container steps on Kubernetes.
+//!
+//! Layers, each importing only the ones below it (see `DESIGN.md` section 4):
+//! - [`cli`]: the clap commands (`run`, `dev`, `crd`, `validate`, `graph`, `lifecycle`, `bench`).
+//! - [`workflow`]: the operator itself: CRD types, DAG, planner, handlers.
+//! - [`kopf`]: the Kopf-style handler framework, generic over any `kube::Resource`.
+//! - [`devcluster`]: the embedded Kubernetes control plane; knows nothing of workflows.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod devcluster;
+pub mod kopf;
+pub mod workflow;

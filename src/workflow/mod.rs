@@ -1,0 +1,1 @@
+//! The WorkFlow operator: CRD types, DAG, planner, lifecycle and handlers.
