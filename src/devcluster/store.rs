@@ -206,7 +206,19 @@ impl Store {
         &self,
         info: &ResourceInfo,
         namespace: &str,
+        obj: Value,
+    ) -> Result<Arc<StoredObject>> {
+        self.create_with(info, namespace, obj, |_| Ok(()))
+    }
+
+    /// [`Store::create`] with a last step that sees the object with its identity set (name, uid),
+    /// as the real server's create strategies do (a Job's selector is made from its uid).
+    pub fn create_with(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
         mut obj: Value,
+        prepare: impl FnOnce(&mut Value) -> Result<()>,
     ) -> Result<Arc<StoredObject>> {
         let mut inner = self.lock();
         let meta = metadata_mut(&mut obj)?;
@@ -250,6 +262,7 @@ impl Store {
             // With a status subresource, status is the controllers' to write: create ignores it.
             obj.as_object_mut().expect("object").remove("status");
         }
+        prepare(&mut obj)?;
         let stored = StoredObject::new(obj);
         inner
             .objects
