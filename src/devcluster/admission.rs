@@ -108,10 +108,10 @@ pub fn label_key(key: &str) -> Option<String> {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
     };
-    if let Some(prefix) = prefix {
-        if let Some(problem) = dns1123_subdomain(prefix) {
-            return Some(format!("prefix part {problem}"));
-        }
+    if let Some(prefix) = prefix
+        && let Some(problem) = dns1123_subdomain(prefix)
+    {
+        return Some(format!("prefix part {problem}"));
     }
     if name.is_empty() {
         return Some(format!(

@@ -91,6 +91,10 @@ pub struct WatchEvent {
     pub object: Arc<StoredObject>,
 }
 
+/// What starting a watch gives: the events to send first, then a receiver of all later changes
+/// (to be filtered by the caller).
+pub type WatchStart = (Vec<Arc<WatchEvent>>, broadcast::Receiver<Arc<WatchEvent>>);
+
 /// Where an update is addressed: the main resource or its `/status` subresource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
@@ -355,23 +359,24 @@ impl Store {
         if !new.is_object() {
             return Err(ApiError::bad_request("the object must be a JSON object"));
         }
-        if let Some(rv) = resource_version_of(&new) {
-            if rv != old.resource_version() {
-                return Err(ApiError::conflict(
-                    &info.display_name(),
-                    name,
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                ));
-            }
+        if let Some(rv) = resource_version_of(&new)
+            && rv != old.resource_version()
+        {
+            return Err(ApiError::conflict(
+                &info.display_name(),
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
         }
-        if let Some(uid) = new.pointer("/metadata/uid").and_then(Value::as_str) {
-            if !uid.is_empty() && uid != old.uid() {
-                return Err(ApiError::conflict(
-                    &info.display_name(),
-                    name,
-                    "Precondition failed: UID in precondition does not match the UID in record",
-                ));
-            }
+        if let Some(uid) = new.pointer("/metadata/uid").and_then(Value::as_str)
+            && !uid.is_empty()
+            && uid != old.uid()
+        {
+            return Err(ApiError::conflict(
+                &info.display_name(),
+                name,
+                "Precondition failed: UID in precondition does not match the UID in record",
+            ));
         }
         merge_for_target(info, &old.value, &mut new, target);
         preserve_identity(&old.value, &mut new);
@@ -434,26 +439,26 @@ impl Store {
             .and_then(|m| m.get(&key))
             .cloned()
             .ok_or_else(|| ApiError::not_found(&info.display_name(), name))?;
-        if let Some(uid) = &opts.precondition_uid {
-            if uid != old.uid() {
-                return Err(ApiError::conflict(
-                    &info.display_name(),
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        old.uid()
-                    ),
-                ));
-            }
+        if let Some(uid) = &opts.precondition_uid
+            && uid != old.uid()
+        {
+            return Err(ApiError::conflict(
+                &info.display_name(),
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    old.uid()
+                ),
+            ));
         }
-        if let Some(rv) = opts.precondition_rv {
-            if rv != old.resource_version() {
-                return Err(ApiError::conflict(
-                    &info.display_name(),
-                    name,
-                    "Precondition failed: ResourceVersion in precondition does not match",
-                ));
-            }
+        if let Some(rv) = opts.precondition_rv
+            && rv != old.resource_version()
+        {
+            return Err(ApiError::conflict(
+                &info.display_name(),
+                name,
+                "Precondition failed: ResourceVersion in precondition does not match",
+            ));
         }
         let mut new = old.value.clone();
         let mut fins = finalizers(&new);
@@ -537,7 +542,7 @@ impl Store {
         gr: &GroupResource,
         namespace: Option<&str>,
         since: Option<u64>,
-    ) -> Result<(Vec<Arc<WatchEvent>>, broadcast::Receiver<Arc<WatchEvent>>)> {
+    ) -> Result<WatchStart> {
         let inner = self.lock();
         let receiver = self.events.subscribe();
         let in_scope = |ev: &WatchEvent| {
