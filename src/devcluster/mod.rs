@@ -16,7 +16,11 @@
 //! trying, testing and measuring, not for production.
 
 pub mod admission;
+pub mod controllers;
 pub mod error;
+pub mod gc;
+pub mod jobs;
+pub mod kubelet;
 pub mod patch;
 pub mod path;
 pub mod resources;

@@ -266,6 +266,9 @@ impl Store {
             // With a status subresource, status is the controllers' to write: create ignores it.
             obj.as_object_mut().expect("object").remove("status");
         }
+        if is_namespaces(info) {
+            namespace_defaults(&mut obj);
+        }
         prepare(&mut obj)?;
         let stored = StoredObject::new(obj);
         inner
@@ -402,7 +405,10 @@ impl Store {
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
         let stored = StoredObject::new(new);
-        if being_deleted && finalizers(&stored.value).is_empty() {
+        if being_deleted
+            && finalizers(&stored.value).is_empty()
+            && !has_namespace_finalizers(info, &stored.value)
+        {
             inner
                 .objects
                 .get_mut(&gr)
@@ -473,7 +479,7 @@ impl Store {
         let already_deleting = new
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
-        if fins.is_empty() && extra.is_none() {
+        if fins.is_empty() && extra.is_none() && !has_namespace_finalizers(info, &new) {
             let rv = inner.rv + 1;
             new["metadata"]["resourceVersion"] = json!(rv.to_string());
             let stored = StoredObject::new(new);
@@ -497,12 +503,19 @@ impl Store {
         }
         let rv = inner.rv + 1;
         let meta = new["metadata"].as_object_mut().expect("metadata object");
-        meta.insert("finalizers".into(), json!(fins));
+        if fins.is_empty() {
+            meta.remove("finalizers");
+        } else {
+            meta.insert("finalizers".into(), json!(fins));
+        }
         if !already_deleting {
             meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
         }
         meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        if is_namespaces(info) {
+            new["status"]["phase"] = json!("Terminating");
+        }
         let stored = StoredObject::new(new);
         inner
             .objects
@@ -714,6 +727,32 @@ fn spec_changed(old: &Value, new: &Value) -> bool {
         m
     };
     strip(old) != strip(new)
+}
+
+/// The finalizer the namespace controller owns: a deleted namespace stays (phase `Terminating`)
+/// until its contents are gone and the controller removes this entry of `spec.finalizers`.
+pub const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+fn is_namespaces(info: &ResourceInfo) -> bool {
+    info.group.is_empty() && info.resource == "namespaces"
+}
+
+/// A new namespace gets `spec.finalizers: [kubernetes]` and phase `Active`, as on the real server.
+fn namespace_defaults(obj: &mut Value) {
+    if obj.pointer("/spec/finalizers").is_none() {
+        obj["spec"]["finalizers"] = json!([NAMESPACE_FINALIZER]);
+    }
+    obj["status"] = json!({"phase": "Active"});
+}
+
+/// Whether a namespace still has `spec.finalizers`, which keep it (like `metadata.finalizers`)
+/// while it is being deleted.
+fn has_namespace_finalizers(info: &ResourceInfo, obj: &Value) -> bool {
+    is_namespaces(info)
+        && obj
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty())
 }
 
 pub fn finalizers(obj: &Value) -> Vec<String> {
