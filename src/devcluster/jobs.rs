@@ -435,6 +435,47 @@ impl JobState {
             self.last_failure = Some(now);
         }
     }
+
+    /// Counts every pod that finished (or went) since the last reconcile; forgets gone ones.
+    fn count_finished_pods(&mut self, now: Instant) {
+        let views: Vec<(String, PodView)> = self
+            .pods
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
+        for (name, view) in views {
+            if !self.is_counted(&view.uid) {
+                if view.phase == PodPhase::Succeeded {
+                    self.succeeded.insert(view.uid.clone());
+                } else if view.phase == PodPhase::Failed || view.gone {
+                    // A pod removed before it finished counts as failed, as on a real cluster.
+                    self.count_failed(&view.uid, now);
+                }
+            }
+            if view.gone {
+                self.pods.remove(&name);
+            }
+        }
+    }
+
+    /// (name, uid) of the pods running or about to.
+    fn active_pods(&self) -> Vec<(String, String)> {
+        self.pods
+            .iter()
+            .filter(|(_, p)| p.active())
+            .map(|(n, p)| (n.clone(), p.uid.clone()))
+            .collect()
+    }
+
+    fn counts(&self) -> Counts {
+        let active = || self.pods.values().filter(|p| p.active());
+        Counts {
+            succeeded: self.succeeded.len(),
+            failed: self.failed.len(),
+            active: active().count(),
+            restarts: active().map(|p| p.restarts).sum(),
+        }
+    }
 }
 
 /// The job controller; see the module documentation.
@@ -442,6 +483,7 @@ pub(crate) struct JobController {
     store: Store,
     jobs_info: Arc<ResourceInfo>,
     pods_info: Arc<ResourceInfo>,
+    namespaces_info: Arc<ResourceInfo>,
     jobs_gr: GroupResource,
     pods_gr: GroupResource,
     jobs: HashMap<JobKey, JobState>,
@@ -459,6 +501,7 @@ impl JobController {
             pods_gr: pods_info.group_resource(),
             jobs_info,
             pods_info,
+            namespaces_info: builtin(&registry, "", "namespaces"),
             jobs: HashMap::new(),
             pod_owner: HashMap::new(),
         }
@@ -516,6 +559,12 @@ impl JobController {
         }
     }
 
+    fn namespace_terminating(&self, namespace: &str) -> bool {
+        self.store
+            .get(&self.namespaces_info, "", namespace)
+            .map_or(true, |ns| is_deleting(&ns.value))
+    }
+
     fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> bool {
         let options = DeleteOptions {
             propagation: Some(Propagation::Background),
@@ -554,248 +603,47 @@ impl JobController {
         }
     }
 
+    /// One sync of one Job: count what finished, decide, act on pods, write status, set the
+    /// timer.
     fn reconcile_job(&mut self, key: &JobKey, queue: &mut Queue<JobKey>) {
         let Ok(job) = self.store.get(&self.jobs_info, &key.0, &key.1) else {
             queue.set_timer(key.clone(), None);
             self.forget(key);
             return;
         };
-        let now = Instant::now();
-        let now_text = now_rfc3339();
-        let spec = JobSpec::parse(&job.value);
         let mut state = self.jobs.remove(key).unwrap_or_default();
         if state.uid != job.uid() {
             // A new Job under an old name (or the first sight of this one).
-            let pods = std::mem::take(&mut state.pods);
             state = JobState {
                 uid: job.uid().to_string(),
+                pods: std::mem::take(&mut state.pods),
                 ..JobState::default()
             };
-            state.pods = pods;
         }
         state.pods.retain(|_, p| p.owner_uid == state.uid);
+        let spec = JobSpec::parse(&job.value);
+        let old_status = job.value.get("status").cloned().unwrap_or(json!({}));
+        let mut draft = Draft::of(&old_status);
+        state.count_finished_pods(draft.now);
 
-        // Count every pod that finished (or went) since the last reconcile.
-        let views: Vec<(String, PodView)> = state
-            .pods
-            .iter()
-            .map(|(n, v)| (n.clone(), v.clone()))
-            .collect();
-        for (name, view) in &views {
-            if !state.is_counted(&view.uid) {
-                if view.phase == PodPhase::Succeeded {
-                    state.succeeded.insert(view.uid.clone());
-                } else if view.phase == PodPhase::Failed || view.gone {
-                    // A pod removed before it finished counts as failed, as on a real cluster.
-                    state.count_failed(&view.uid, now);
-                }
-            }
-            if view.gone {
-                state.pods.remove(name);
-            }
-        }
-
-        let status = job.value.get("status").cloned().unwrap_or(json!({}));
-        let mut conditions: Vec<Value> = status
-            .get("conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let mut start_time = status
-            .get("startTime")
-            .and_then(Value::as_str)
-            .map(String::from);
-        let mut completion_time = status
-            .get("completionTime")
-            .and_then(Value::as_str)
-            .map(String::from);
-        let finished = is_true(&conditions, "Complete") || is_true(&conditions, "Failed");
-        let mut wake: Option<Instant> = None;
-
-        let active_pods = |state: &JobState| -> Vec<(String, String)> {
-            state
-                .pods
-                .iter()
-                .filter(|(_, p)| p.active())
-                .map(|(n, p)| (n.clone(), p.uid.clone()))
-                .collect()
-        };
-
-        if finished {
-            // Nothing may run for a finished Job.
-            for (name, uid) in active_pods(&state) {
-                if self.delete_pod(&key.0, &name, &uid) {
-                    state.pods.remove(&name);
-                }
-                state.count_failed(&uid, now);
-            }
-            if let Some(ttl) = spec.ttl_after_finished {
-                let final_type = if is_true(&conditions, "Complete") {
-                    "Complete"
-                } else {
-                    "Failed"
-                };
-                let finished_at = find_condition(&conditions, final_type)
-                    .and_then(|c| c.get("lastTransitionTime"))
-                    .and_then(Value::as_str)
-                    .map(|t| instant_of(t, state.finish.as_ref()))
-                    .unwrap_or(now);
-                let expires = finished_at + ttl;
-                if expires <= now {
-                    let options = DeleteOptions {
-                        propagation: Some(Propagation::Background),
-                        precondition_uid: Some(state.uid.clone()),
-                        precondition_rv: None,
-                    };
-                    match self.store.delete(&self.jobs_info, &key.0, &key.1, &options) {
-                        Ok(_) => {}
-                        Err(error) if error.code == 404 || error.code == 409 => {}
-                        Err(error) => {
-                            tracing::warn!(%error, job = %key.1, "cannot delete an expired job")
-                        }
-                    }
-                } else {
-                    wake = Some(expires);
-                }
-            }
+        if draft.is_finished() {
+            self.finished(key, &spec, &mut state, &mut draft);
+        } else if let Some(finish) = draft.interim().or_else(|| {
+            let decided =
+                finish_decision(&spec, state.counts(), draft.deadline_passed(&spec, &state))?;
+            draft.add_condition(decided.conditions().0, decided);
+            Some(decided)
+        }) {
+            self.finishing(key, finish, &spec, &mut state, &mut draft);
+        } else if is_deleting(&job.value) {
+            // Being deleted (foreground): the garbage collector removes the pods; start none.
+        } else if spec.suspend {
+            self.suspended(key, &mut state, &mut draft);
         } else {
-            let start = start_time
-                .as_deref()
-                .map(|t| instant_of(t, state.start.as_ref()));
-            let deadline_passed = !spec.suspend
-                && matches!((spec.active_deadline, start), (Some(d), Some(s)) if s + d <= now);
-            let counts = Counts {
-                succeeded: state.succeeded.len(),
-                failed: state.failed.len(),
-                active: state.pods.values().filter(|p| p.active()).count(),
-                restarts: state
-                    .pods
-                    .values()
-                    .filter(|p| p.active())
-                    .map(|p| p.restarts)
-                    .sum(),
-            };
-            let interim = conditions
-                .iter()
-                .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
-                .find_map(Finish::from_condition)
-                .or_else(|| {
-                    let decided = finish_decision(&spec, counts, deadline_passed)?;
-                    let (interim, _, reason, message) = decided.conditions();
-                    conditions.push(condition(interim, "True", reason, message, &now_text));
-                    Some(decided)
-                });
-            if let Some(finish) = interim {
-                // Every pod still running is stopped and counts as failed.
-                for (name, uid) in active_pods(&state) {
-                    if self.delete_pod(&key.0, &name, &uid) {
-                        state.pods.remove(&name);
-                    } else if let Some(view) = state.pods.get_mut(&name) {
-                        view.deleting = true;
-                    }
-                    state.count_failed(&uid, now);
-                }
-                if !state.pods.values().any(PodView::terminating) {
-                    let (_, final_type, reason, message) = finish.conditions();
-                    conditions.push(condition(final_type, "True", reason, message, &now_text));
-                    state.finish = Some((now_text.clone(), now));
-                    if finish == Finish::Succeeded {
-                        completion_time = Some(now_text.clone());
-                    }
-                    if let Some(ttl) = spec.ttl_after_finished {
-                        wake = Some(now + ttl);
-                    }
-                }
-            } else if is_deleting(&job.value) {
-                // Being deleted (foreground): the garbage collector removes the pods; start none.
-            } else if spec.suspend {
-                for (name, uid) in active_pods(&state) {
-                    state.uncounted.insert(uid.clone());
-                    if self.delete_pod(&key.0, &name, &uid) {
-                        state.pods.remove(&name);
-                    }
-                }
-                ensure_condition_status(
-                    &mut conditions,
-                    "Suspended",
-                    "True",
-                    "JobSuspended",
-                    "Job suspended",
-                    &now_text,
-                );
-            } else {
-                let resumed = ensure_condition_status(
-                    &mut conditions,
-                    "Suspended",
-                    "False",
-                    "JobResumed",
-                    "Job resumed",
-                    &now_text,
-                );
-                if resumed || start_time.is_none() {
-                    // A resumed Job's deadline counts from the resumption.
-                    start_time = Some(now_text.clone());
-                    state.start = Some((now_text.clone(), now));
-                }
-                let start = start_time
-                    .as_deref()
-                    .map(|t| instant_of(t, state.start.as_ref()))
-                    .unwrap_or(now);
-                if let Some(deadline) = spec.active_deadline {
-                    wake = Some(start + deadline);
-                }
-                let active = active_pods(&state);
-                let missing = spec.wanted_active(state.succeeded.len())
-                    - i64::try_from(active.len()).unwrap_or(i64::MAX);
-                if missing > 0 {
-                    let retry_at = state
-                        .last_failure
-                        .map(|at| at + retry_delay(state.failed.len()));
-                    match retry_at {
-                        Some(at) if at > now => wake = Some(wake.map_or(at, |w| w.min(at))),
-                        _ => {
-                            for _ in 0..missing {
-                                match self.create_pod(&job) {
-                                    Ok(pod) => {
-                                        self.pod_owner.insert(
-                                            (key.0.clone(), pod.name().to_string()),
-                                            key.clone(),
-                                        );
-                                        state.pods.insert(
-                                            pod.name().to_string(),
-                                            PodView::of(&pod.value, &state.uid),
-                                        );
-                                    }
-                                    Err(error) => {
-                                        tracing::warn!(%error, job = %key.1, "cannot create pod");
-                                        let at = now + retry_delay(1);
-                                        wake = Some(wake.map_or(at, |w| w.min(at)));
-                                        break;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                } else if missing < 0 {
-                    // Parallelism went down: stop the newest extra pods, uncounted.
-                    let extra = usize::try_from(-missing).unwrap_or(0);
-                    for (name, uid) in active.into_iter().rev().take(extra) {
-                        state.uncounted.insert(uid.clone());
-                        if self.delete_pod(&key.0, &name, &uid) {
-                            state.pods.remove(&name);
-                        }
-                    }
-                }
-            }
+            self.running(key, &job, &spec, &mut state, &mut draft);
         }
 
-        let new_status = render_status(
-            &state,
-            &status,
-            start_time.as_deref(),
-            completion_time.as_deref(),
-            &conditions,
-        );
+        let new_status = render_status(&state, &old_status, &draft);
         if job.value.get("status") != Some(&new_status) {
             let written = self.store.modify(
                 &self.jobs_info,
@@ -813,8 +661,233 @@ impl JobController {
                 Err(error) => tracing::warn!(%error, job = %key.1, "cannot write job status"),
             }
         }
-        queue.set_timer(key.clone(), wake);
+        queue.set_timer(key.clone(), draft.wake);
         self.jobs.insert(key.clone(), state);
+    }
+
+    /// A finished Job: nothing may run, and `ttlSecondsAfterFinished` deletes it.
+    fn finished(&self, key: &JobKey, spec: &JobSpec, state: &mut JobState, draft: &mut Draft) {
+        for (name, uid) in state.active_pods() {
+            if self.delete_pod(&key.0, &name, &uid) {
+                state.pods.remove(&name);
+            }
+            state.count_failed(&uid, draft.now);
+        }
+        let Some(ttl) = spec.ttl_after_finished else {
+            return;
+        };
+        let final_type = if is_true(&draft.conditions, "Complete") {
+            "Complete"
+        } else {
+            "Failed"
+        };
+        let finished_at = find_condition(&draft.conditions, final_type)
+            .and_then(|c| c.get("lastTransitionTime"))
+            .and_then(Value::as_str)
+            .map_or(draft.now, |t| instant_of(t, state.finish.as_ref()));
+        let expires = finished_at + ttl;
+        if expires > draft.now {
+            draft.wake_at(expires);
+            return;
+        }
+        let options = DeleteOptions {
+            propagation: Some(Propagation::Background),
+            precondition_uid: Some(state.uid.clone()),
+            precondition_rv: None,
+        };
+        match self.store.delete(&self.jobs_info, &key.0, &key.1, &options) {
+            Ok(_) => {}
+            Err(error) if error.code == 404 || error.code == 409 => {}
+            Err(error) => tracing::warn!(%error, job = %key.1, "cannot delete an expired job"),
+        }
+    }
+
+    /// A Job with an interim condition: every pod still running is stopped (and counts as
+    /// failed); once none is terminating, the final condition follows.
+    fn finishing(
+        &self,
+        key: &JobKey,
+        finish: Finish,
+        spec: &JobSpec,
+        state: &mut JobState,
+        draft: &mut Draft,
+    ) {
+        for (name, uid) in state.active_pods() {
+            if self.delete_pod(&key.0, &name, &uid) {
+                state.pods.remove(&name);
+            } else if let Some(view) = state.pods.get_mut(&name) {
+                view.deleting = true;
+            }
+            state.count_failed(&uid, draft.now);
+        }
+        if state.pods.values().any(PodView::terminating) {
+            return;
+        }
+        draft.add_condition(finish.conditions().1, finish);
+        state.finish = Some((draft.now_text.clone(), draft.now));
+        if finish == Finish::Succeeded {
+            draft.completion_time = Some(draft.now_text.clone());
+        }
+        if let Some(ttl) = spec.ttl_after_finished {
+            draft.wake_at(draft.now + ttl);
+        }
+    }
+
+    /// A suspended Job: no pods (those removed are not failures), condition `Suspended`.
+    fn suspended(&self, key: &JobKey, state: &mut JobState, draft: &mut Draft) {
+        for (name, uid) in state.active_pods() {
+            state.uncounted.insert(uid.clone());
+            if self.delete_pod(&key.0, &name, &uid) {
+                state.pods.remove(&name);
+            }
+        }
+        let now = draft.now_text.clone();
+        ensure_condition_status(
+            &mut draft.conditions,
+            "Suspended",
+            "True",
+            "JobSuspended",
+            "Job suspended",
+            &now,
+        );
+    }
+
+    /// A running Job: as many pods as `parallelism` and the remaining completions ask for,
+    /// replacing failed ones after [`retry_delay`]; the deadline timer.
+    fn running(
+        &mut self,
+        key: &JobKey,
+        job: &StoredObject,
+        spec: &JobSpec,
+        state: &mut JobState,
+        draft: &mut Draft,
+    ) {
+        let now = draft.now_text.clone();
+        let resumed = ensure_condition_status(
+            &mut draft.conditions,
+            "Suspended",
+            "False",
+            "JobResumed",
+            "Job resumed",
+            &now,
+        );
+        if resumed || draft.start_time.is_none() {
+            // A resumed Job's deadline counts from the resumption.
+            draft.start_time = Some(now.clone());
+            state.start = Some((now, draft.now));
+        }
+        if let Some(deadline) = spec.active_deadline
+            && let Some(start) = draft.start(state)
+        {
+            draft.wake_at(start + deadline);
+        }
+        let active = state.active_pods();
+        let missing = spec.wanted_active(state.succeeded.len())
+            - i64::try_from(active.len()).unwrap_or(i64::MAX);
+        if missing < 0 {
+            // Parallelism went down: stop the extra pods, uncounted.
+            let extra = usize::try_from(-missing).unwrap_or(0);
+            for (name, uid) in active.into_iter().take(extra) {
+                state.uncounted.insert(uid.clone());
+                if self.delete_pod(&key.0, &name, &uid) {
+                    state.pods.remove(&name);
+                }
+            }
+            return;
+        }
+        if missing == 0 || self.namespace_terminating(&key.0) {
+            // (The API server refuses new objects in a terminating namespace.)
+            return;
+        }
+        if let Some(last) = state.last_failure {
+            let retry_at = last + retry_delay(state.failed.len());
+            if retry_at > draft.now {
+                draft.wake_at(retry_at);
+                return;
+            }
+        }
+        for _ in 0..missing {
+            match self.create_pod(job) {
+                Ok(pod) => {
+                    self.pod_owner
+                        .insert((key.0.clone(), pod.name().to_string()), key.clone());
+                    state
+                        .pods
+                        .insert(pod.name().to_string(), PodView::of(&pod.value, &state.uid));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, job = %key.1, "cannot create pod");
+                    draft.wake_at(draft.now + retry_delay(1));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The parts of a Job's status one reconcile rewrites, and when to reconcile again.
+#[derive(Debug)]
+struct Draft {
+    conditions: Vec<Value>,
+    start_time: Option<String>,
+    completion_time: Option<String>,
+    wake: Option<Instant>,
+    now: Instant,
+    now_text: String,
+}
+
+impl Draft {
+    fn of(status: &Value) -> Self {
+        let text = |field: &str| status.get(field).and_then(Value::as_str).map(String::from);
+        Self {
+            conditions: status
+                .get("conditions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            start_time: text("startTime"),
+            completion_time: text("completionTime"),
+            wake: None,
+            now: Instant::now(),
+            now_text: now_rfc3339(),
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        is_true(&self.conditions, "Complete") || is_true(&self.conditions, "Failed")
+    }
+
+    /// The finish an interim condition already set stands for.
+    fn interim(&self) -> Option<Finish> {
+        self.conditions
+            .iter()
+            .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+            .find_map(Finish::from_condition)
+    }
+
+    fn add_condition(&mut self, type_: &str, finish: Finish) {
+        let (_, _, reason, message) = finish.conditions();
+        self.conditions
+            .push(condition(type_, "True", reason, message, &self.now_text));
+    }
+
+    fn start(&self, state: &JobState) -> Option<Instant> {
+        self.start_time
+            .as_deref()
+            .map(|t| instant_of(t, state.start.as_ref()))
+    }
+
+    /// `activeDeadlineSeconds` has passed since `startTime` (never while suspended).
+    fn deadline_passed(&self, spec: &JobSpec, state: &JobState) -> bool {
+        !spec.suspend
+            && matches!(
+                (spec.active_deadline, self.start(state)),
+                (Some(deadline), Some(start)) if start + deadline <= self.now
+            )
+    }
+
+    fn wake_at(&mut self, at: Instant) {
+        self.wake = Some(self.wake.map_or(at, |w| w.min(at)));
     }
 }
 
@@ -913,9 +986,8 @@ fn pod_from_template(job: &Value) -> Value {
         }
     }
     let mut prefix = format!("{name}-");
-    if prefix.len() > MAX_GENERATE_NAME_PREFIX {
-        // Names are ASCII (DNS-1123), so any byte index is a char boundary.
-        prefix.truncate(MAX_GENERATE_NAME_PREFIX);
+    if let Some((cut, _)) = prefix.char_indices().nth(MAX_GENERATE_NAME_PREFIX) {
+        prefix.truncate(cut);
     }
     metadata.insert("generateName".into(), json!(prefix));
     metadata.insert(
@@ -940,13 +1012,7 @@ fn pod_from_template(job: &Value) -> Value {
 /// The status object, with the fields a real controller writes (zero counters omitted, except
 /// `ready` and `terminating`, as in its JSON). `succeeded` and `failed` never go down: counts a
 /// previous status holds (from before this controller knew the Job) are kept.
-fn render_status(
-    state: &JobState,
-    old: &Value,
-    start_time: Option<&str>,
-    completion_time: Option<&str>,
-    conditions: &[Value],
-) -> Value {
+fn render_status(state: &JobState, old: &Value, draft: &Draft) -> Value {
     let active = state.pods.values().filter(|p| p.active()).count();
     let ready = state
         .pods
@@ -955,13 +1021,13 @@ fn render_status(
         .count();
     let terminating = state.pods.values().filter(|p| p.terminating()).count();
     let mut status = Map::new();
-    if !conditions.is_empty() {
-        status.insert("conditions".into(), json!(conditions));
+    if !draft.conditions.is_empty() {
+        status.insert("conditions".into(), json!(draft.conditions));
     }
-    if let Some(start) = start_time {
+    if let Some(start) = &draft.start_time {
         status.insert("startTime".into(), json!(start));
     }
-    if let Some(done) = completion_time {
+    if let Some(done) = &draft.completion_time {
         status.insert("completionTime".into(), json!(done));
     }
     if active > 0 {
@@ -1147,78 +1213,21 @@ mod tests {
             parallelism: 2,
             ..spec()
         };
+        use Finish::*;
+        // (case, spec, counts (succeeded, failed, active, restarts), deadline passed, expected)
+        #[rustfmt::skip]
         let table: &[(&str, &JobSpec, Counts, bool, Option<Finish>)] = &[
             ("nothing yet", &backoff_2, counts(0, 0, 1, 0), false, None),
-            (
-                "one success completes",
-                &backoff_2,
-                counts(1, 0, 0, 0),
-                false,
-                Some(Finish::Succeeded),
-            ),
-            (
-                "failures up to the limit retry",
-                &backoff_2,
-                counts(0, 2, 0, 0),
-                false,
-                None,
-            ),
-            (
-                "one more fails",
-                &backoff_2,
-                counts(0, 3, 0, 0),
-                false,
-                Some(Finish::BackoffLimitExceeded),
-            ),
-            (
-                "success wins over a deadline",
-                &backoff_2,
-                counts(1, 0, 0, 0),
-                true,
-                Some(Finish::Succeeded),
-            ),
-            (
-                "deadline",
-                &backoff_2,
-                counts(0, 1, 1, 0),
-                true,
-                Some(Finish::DeadlineExceeded),
-            ),
-            (
-                "backoff wins over a deadline",
-                &backoff_2,
-                counts(0, 3, 0, 0),
-                true,
-                Some(Finish::BackoffLimitExceeded),
-            ),
-            (
-                "restarts below the limit",
-                &on_failure,
-                counts(0, 0, 1, 1),
-                false,
-                None,
-            ),
-            (
-                "restarts reach the limit",
-                &on_failure,
-                counts(0, 0, 1, 2),
-                false,
-                Some(Finish::BackoffLimitExceeded),
-            ),
-            (
-                "work queue waits for the others",
-                &work_queue,
-                counts(1, 0, 1, 0),
-                false,
-                None,
-            ),
-            (
-                "work queue done",
-                &work_queue,
-                counts(1, 0, 0, 0),
-                false,
-                Some(Finish::Succeeded),
-            ),
+            ("one success completes", &backoff_2, counts(1, 0, 0, 0), false, Some(Succeeded)),
+            ("failures up to the limit retry", &backoff_2, counts(0, 2, 0, 0), false, None),
+            ("one more fails", &backoff_2, counts(0, 3, 0, 0), false, Some(BackoffLimitExceeded)),
+            ("success wins over a deadline", &backoff_2, counts(1, 0, 0, 0), true, Some(Succeeded)),
+            ("deadline", &backoff_2, counts(0, 1, 1, 0), true, Some(DeadlineExceeded)),
+            ("backoff wins over a deadline", &backoff_2, counts(0, 3, 0, 0), true, Some(BackoffLimitExceeded)),
+            ("restarts below the limit", &on_failure, counts(0, 0, 1, 1), false, None),
+            ("restarts reach the limit", &on_failure, counts(0, 0, 1, 2), false, Some(BackoffLimitExceeded)),
+            ("work queue waits for the others", &work_queue, counts(1, 0, 1, 0), false, None),
+            ("work queue done", &work_queue, counts(1, 0, 0, 0), false, Some(Succeeded)),
         ];
         for (name, spec, counts, deadline, expected) in table {
             assert_eq!(
