@@ -1126,3 +1126,65 @@ async fn control_plane_killed_by_sigkill_leaves_no_process_behind() {
         eventually(&format!("process {pid} to die"), || !alive(pid)).await;
     }
 }
+
+#[rstest]
+#[tokio::test]
+async fn deleting_a_running_pod_kills_it_and_the_job_replaces_it(
+    #[future(awt)] cluster: TestCluster,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pids");
+    cluster
+        .create_job(
+            &JobBuilder::new("phoenix", &["sh", "-c", RECORD_PIDS_AND_SLEEP])
+                .env("PIDS", pid_file.to_str().unwrap()),
+        )
+        .await;
+    let pids = read_pids(&pid_file, 2).await;
+    let first = cluster.pods_of("phoenix").await.remove(0);
+    cluster
+        .api::<Pod>()
+        .delete(&first.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    for pid in pids {
+        eventually(&format!("process {pid} to die"), || !alive(pid)).await;
+    }
+    // A pod removed before it finished counts as failed, and is replaced.
+    let job = wait_for(
+        &cluster.api::<Job>(),
+        "phoenix",
+        "a replacement pod",
+        |job: Option<&Job>| {
+            job.and_then(|j| j.status.as_ref())
+                .is_some_and(|s| s.failed == Some(1) && s.active == Some(1))
+        },
+    )
+    .await;
+    assert!(condition_of(Some(&job), "Failed").is_none());
+    let pods = cluster.pods_of("phoenix").await;
+    assert_eq!(pods.len(), 1);
+    assert_ne!(pods[0].uid(), first.uid());
+}
+
+#[rstest]
+#[tokio::test]
+async fn completions_and_parallelism_run_pods_side_by_side(#[future(awt)] cluster: TestCluster) {
+    cluster
+        .create_job(
+            &JobBuilder::new("batch", &["sleep", "0.2"])
+                .spec_field("completions", json!(3))
+                .spec_field("parallelism", json!(2)),
+        )
+        .await;
+    let jobs: Api<Job> = cluster.api();
+    wait_for(&jobs, "batch", "two active pods", |job: Option<&Job>| {
+        job.and_then(|j| j.status.as_ref()?.active) == Some(2)
+    })
+    .await;
+    let job = wait_for(&jobs, "batch", "Complete", job_condition("Complete")).await;
+    assert_eq!(job.status.unwrap().succeeded, Some(3));
+    let pods = cluster.pods_of("batch").await;
+    assert_eq!(pods.len(), 3);
+    assert!(pods.iter().all(|p| phase(p) == "Succeeded"));
+}

@@ -77,6 +77,12 @@ impl Drop for Controllers {
 /// (when the control plane process dies without unwinding, even by SIGKILL) the control plane
 /// process itself: see [`super::kubelet`].
 ///
+/// # Caveats
+/// A process that leaves its process group on purpose (`setsid`, daemons) escapes the kill. A
+/// control plane killed in the microseconds between starting a process and registering its group
+/// with the reaper leaves that one process behind. Namespaces are only ever removed while these
+/// controllers run (they empty them and remove the `kubernetes` finalizer).
+///
 /// # Panics
 /// When called outside a tokio runtime.
 pub fn spawn_controllers(
