@@ -34,6 +34,8 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use controllers::Controllers;
+pub use controllers::PodMode;
 use resources::{GroupResource, Registry};
 use server::ApiState;
 use store::{HistoryLimits, Store};
@@ -68,6 +70,8 @@ pub struct DevClusterOptions {
     pub kubeconfig: Option<PathBuf>,
     /// How much change history watches can resume from.
     pub history: HistoryLimits,
+    /// Whether pods run their command as local processes or are simulated.
+    pub pods: PodMode,
 }
 
 /// A running control plane; stops (and kills every process it started) when dropped.
@@ -77,6 +81,7 @@ pub struct DevCluster {
     store: Store,
     registry: Registry,
     shutdown: CancellationToken,
+    controllers: Controllers,
     _tempdir: Option<tempfile::TempDir>,
 }
 
@@ -94,11 +99,18 @@ impl DevCluster {
                 .create(&namespaces, "", json!({"metadata": {"name": name}}))
                 .expect("a fresh store accepts the built-in namespaces");
         }
+        let shutdown = CancellationToken::new();
+        let controllers = controllers::spawn_controllers(
+            store.clone(),
+            registry.clone(),
+            options.pods,
+            shutdown.clone(),
+        );
         let state = ApiState {
             store: store.clone(),
             registry: registry.clone(),
-            logs: None,
-            on_create: None,
+            logs: Some(controllers.logs()),
+            on_create: Some(controllers::create_hook()),
         };
         let addr = SocketAddr::from(([127, 0, 0, 1], options.port));
         let listener = tokio::net::TcpListener::bind(addr)
@@ -108,7 +120,6 @@ impl DevCluster {
             .local_addr()
             .map_err(|source| Error::Listen { addr, source })?;
         let base_url = format!("http://{local}");
-        let shutdown = CancellationToken::new();
         let app = server::router(state);
         let stop = shutdown.clone();
         tokio::spawn(async move {
@@ -141,6 +152,7 @@ impl DevCluster {
             store,
             registry,
             shutdown,
+            controllers,
             _tempdir: tempdir,
         })
     }
@@ -167,6 +179,11 @@ impl DevCluster {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Pids of the pod processes running now (for tests that check nothing is left behind).
+    pub fn running_pids(&self) -> Vec<u32> {
+        self.controllers.running_pids()
     }
 
     /// Stops serving and kills every process the control plane started.
