@@ -56,7 +56,11 @@ pub const CONDITION_FAILED: &str = "Failed";
         json_path = ".status.message",
         description = "Why the workflow is in its phase"
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkFlowSpec {
@@ -145,11 +149,19 @@ pub struct EnvVar {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct WorkFlowStatus {
     /// Lifecycle phase: Created, Started, Completed or Failed.
-    #[serde(rename = "workflow-status", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "workflow-status",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub workflow_status: Option<Phase>,
 
     /// When `workflow-status` last changed (RFC 3339).
-    #[serde(rename = "status-changed", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "status-changed",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub status_changed: Option<String>,
 
     /// Why the workflow is in its phase, e.g. which step failed and how; absent when there is
@@ -170,7 +182,11 @@ pub struct WorkFlowStatus {
     pub progress: Option<String>,
 
     /// The `metadata.generation` this status was computed from.
-    #[serde(rename = "observedGeneration", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub observed_generation: Option<i64>,
 
     /// Identifies what runs (a hash of steps, images, commands, env, dependencies); Jobs carry it
@@ -247,7 +263,15 @@ mod tests {
             out.push(format!("{path}: not an object"));
             return;
         };
-        for banned in ["$ref", "oneOf", "allOf", "not", "definitions", "$defs", "$schema"] {
+        for banned in [
+            "$ref",
+            "oneOf",
+            "allOf",
+            "not",
+            "definitions",
+            "$defs",
+            "$schema",
+        ] {
             if obj.contains_key(banned) {
                 out.push(format!("{path}: has {banned}"));
             }
@@ -287,7 +311,10 @@ mod tests {
     #[test]
     fn crd_names_and_scope_match_the_seed() {
         let crd = WorkFlow::crd();
-        assert_eq!(crd.metadata.name.as_deref(), Some("workflows.workflow.crd.com"));
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("workflows.workflow.crd.com")
+        );
         assert_eq!(crd.spec.group, "workflow.crd.com");
         assert_eq!(crd.spec.scope, "Namespaced");
         let names = &crd.spec.names;
@@ -297,7 +324,12 @@ mod tests {
         assert_eq!(names.short_names.as_deref(), Some(&["wf".to_string()][..]));
         let version = &crd.spec.versions[0];
         assert_eq!(version.name, "v1");
-        assert!(version.subresources.as_ref().is_some_and(|s| s.status.is_some()));
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .is_some_and(|s| s.status.is_some())
+        );
         let columns: Vec<_> = version
             .additional_printer_columns
             .iter()
@@ -320,15 +352,27 @@ mod tests {
         let schema = spec_schema();
         let spec = &schema["properties"]["spec"];
         assert_eq!(spec["properties"]["maxStepTimeout"]["default"], 60);
-        assert_eq!(spec["properties"]["maxStepTimeout"]["minimum"].as_f64(), Some(-1.0));
+        assert_eq!(
+            spec["properties"]["maxStepTimeout"]["minimum"].as_f64(),
+            Some(-1.0)
+        );
         assert_eq!(spec["properties"]["containers"]["minItems"], 1);
-        assert_eq!(spec["properties"]["parallelism"]["minimum"].as_f64(), Some(1.0));
+        assert_eq!(
+            spec["properties"]["parallelism"]["minimum"].as_f64(),
+            Some(1.0)
+        );
         assert_eq!(spec["properties"]["failFast"]["default"], true);
         let step = &spec["properties"]["containers"]["items"];
         assert_eq!(step["properties"]["stepName"]["minLength"], 1);
         assert_eq!(step["properties"]["command"]["nullable"], true);
-        assert_eq!(step["properties"]["dependsOn"]["default"], serde_json::json!([]));
-        assert_eq!(step["properties"]["timeout"]["minimum"].as_f64(), Some(-1.0));
+        assert_eq!(
+            step["properties"]["dependsOn"]["default"],
+            serde_json::json!([])
+        );
+        assert_eq!(
+            step["properties"]["timeout"]["minimum"].as_f64(),
+            Some(-1.0)
+        );
         assert_eq!(step["properties"]["retries"]["minimum"].as_f64(), Some(0.0));
         let required: Vec<_> = step["required"].as_array().unwrap().iter().collect();
         assert!(required.contains(&&Value::from("stepName")), "{required:?}");
@@ -357,7 +401,10 @@ mod tests {
         let schema = spec_schema();
         let mut missing = Vec::new();
         undocumented("", &schema, &mut missing);
-        assert!(missing.is_empty(), "fields without a description: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "fields without a description: {missing:?}"
+        );
     }
 
     #[test]
@@ -408,7 +455,10 @@ spec:
         assert_eq!(json["status-changed"], "2026-11-22T05:50:00Z");
         assert_eq!(json["observedGeneration"], 3);
         assert_eq!(json["progress"], "1/2");
-        assert!(json.get("message").is_none(), "absent message must not be serialised: {json}");
+        assert!(
+            json.get("message").is_none(),
+            "absent message must not be serialised: {json}"
+        );
     }
 
     #[test]
@@ -417,5 +467,84 @@ spec:
         let back: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
             serde_yaml::from_str(&yaml).unwrap();
         assert_eq!(back, WorkFlow::crd());
+    }
+
+    /// Every manifest in `examples/`, by file stem.
+    fn examples() -> Vec<(String, WorkFlow)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let wf: WorkFlow = serde_yaml::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
+                out.push((path.file_stem().unwrap().to_string_lossy().into_owned(), wf));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn examples_parse_and_the_valid_ones_are_valid_dags() {
+        let examples = examples();
+        for (stem, wf) in &examples {
+            assert_eq!(
+                wf.metadata.name.as_deref(),
+                Some(stem.as_str()),
+                "name of {stem}.yaml"
+            );
+            let dag = crate::workflow::dag::Dag::build(&wf.spec.containers);
+            assert_eq!(
+                dag.is_err(),
+                stem.starts_with("invalid-"),
+                "{stem}.yaml: {dag:?}"
+            );
+            // The embedded control plane runs commands as local processes.
+            for step in &wf.spec.containers {
+                let program = step
+                    .command
+                    .as_ref()
+                    .and_then(|c| c.first())
+                    .map(String::as_str);
+                assert!(
+                    matches!(program, Some("sh" | "echo" | "sleep" | "true" | "false")),
+                    "{stem}.yaml step {} runs {program:?}",
+                    step.step_name
+                );
+            }
+        }
+        type Shows = fn(&WorkFlowSpec) -> bool;
+        let wanted: [(&str, Shows); 11] = [
+            ("simple", |s| s.containers.len() == 3),
+            ("diamond", |s| s.containers.len() == 4),
+            ("failing", |s| {
+                s.containers
+                    .iter()
+                    .any(|c| c.command.iter().flatten().any(|a| a.contains("false")))
+            }),
+            ("timeout", |s| s.max_step_timeout == 2),
+            ("args", |s| s.containers.iter().any(|c| c.args.is_some())),
+            ("env", |s| s.containers.iter().any(|c| !c.env.is_empty())),
+            ("retries", |s| {
+                s.containers.iter().any(|c| c.retries.is_some())
+            }),
+            ("step-timeout", |s| {
+                s.containers.iter().any(|c| c.timeout.is_some())
+            }),
+            ("parallelism", |s| s.parallelism.is_some()),
+            ("fail-fast-false", |s| !s.fail_fast),
+            ("resources", |s| {
+                s.containers.iter().any(|c| c.resources.is_some())
+            }),
+        ];
+        for (stem, shows) in wanted {
+            let wf = examples.iter().find(|(s, _)| s == stem).map(|(_, wf)| wf);
+            assert!(
+                wf.is_some_and(|wf| shows(&wf.spec)),
+                "examples/{stem}.yaml missing or off-topic"
+            );
+        }
     }
 }

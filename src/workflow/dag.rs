@@ -89,7 +89,9 @@ impl Dag {
                 return Err(DagError::EmptyStepName { index: i });
             }
             if index.insert(step.step_name.clone(), i as u32).is_some() {
-                return Err(DagError::DuplicateStep { name: step.step_name.clone() });
+                return Err(DagError::DuplicateStep {
+                    name: step.step_name.clone(),
+                });
             }
             names.push(step.step_name.clone());
         }
@@ -105,7 +107,9 @@ impl Dag {
         for (i, step) in steps.iter().enumerate() {
             for dep in &step.depends_on {
                 if *dep == step.step_name {
-                    return Err(DagError::SelfDependency { step: step.step_name.clone() });
+                    return Err(DagError::SelfDependency {
+                        step: step.step_name.clone(),
+                    });
                 }
                 let Some(&d) = index.get(dep.as_str()) else {
                     return Err(DagError::UnknownDependency {
@@ -121,8 +125,17 @@ impl Dag {
             }
         }
 
-        let roots: Vec<u32> = (0..steps.len() as u32).filter(|&i| in_degree[i as usize] == 0).collect();
-        let mut dag = Dag { names, index, graph, in_degree, order: Vec::new(), roots };
+        let roots: Vec<u32> = (0..steps.len() as u32)
+            .filter(|&i| in_degree[i as usize] == 0)
+            .collect();
+        let mut dag = Dag {
+            names,
+            index,
+            graph,
+            in_degree,
+            order: Vec::new(),
+            roots,
+        };
 
         // Kahn's algorithm, which is the progress tracker run to the end.
         let mut order = Vec::with_capacity(steps.len());
@@ -138,7 +151,9 @@ impl Dag {
             queue.extend(newly.iter().map(|&n| n as u32));
         }
         if order.len() < steps.len() {
-            return Err(DagError::Cycle { path: dag.find_cycle() });
+            return Err(DagError::Cycle {
+                path: dag.find_cycle(),
+            });
         }
         dag.order = order;
         Ok(dag)
@@ -166,12 +181,16 @@ impl Dag {
 
     /// The distinct steps `i` depends on.
     pub fn dependencies(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        self.graph.neighbors_directed(NodeIndex::new(i), Direction::Incoming).map(|n| n.index())
+        self.graph
+            .neighbors_directed(NodeIndex::new(i), Direction::Incoming)
+            .map(|n| n.index())
     }
 
     /// The steps that depend on `i`.
     pub fn dependents(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        self.graph.neighbors_directed(NodeIndex::new(i), Direction::Outgoing).map(|n| n.index())
+        self.graph
+            .neighbors_directed(NodeIndex::new(i), Direction::Outgoing)
+            .map(|n| n.index())
     }
 
     /// Every step, each after all its dependencies; among steps that become ready together,
@@ -187,7 +206,12 @@ impl Dag {
 
     /// A tracker with nothing done yet.
     pub fn progress(&self) -> Progress<'_> {
-        Progress { dag: self, unmet: self.in_degree.clone(), done: vec![false; self.len()], done_count: 0 }
+        Progress {
+            dag: self,
+            unmet: self.in_degree.clone(),
+            done: vec![false; self.len()],
+            done_count: 0,
+        }
     }
 
     /// A shortest cycle through the lowest-numbered step that lies on one; only called when
@@ -204,7 +228,11 @@ impl Dag {
         for n in &component {
             in_component[n.index()] = true;
         }
-        let start = component.iter().map(|n| n.index()).min().expect("non-empty component");
+        let start = component
+            .iter()
+            .map(|n| n.index())
+            .min()
+            .expect("non-empty component");
         // Breadth-first search from `start` inside the component, back to `start`.
         let mut parent = vec![usize::MAX; self.len()];
         let mut queue = VecDeque::from([start]);
@@ -240,7 +268,12 @@ impl Dag {
             let _ = writeln!(out, "    s{i} [label=\"{}\"];", dot_escape(name));
         }
         for e in self.graph.raw_edges() {
-            let _ = writeln!(out, "    s{} -> s{};", e.source().index(), e.target().index());
+            let _ = writeln!(
+                out,
+                "    s{} -> s{};",
+                e.source().index(),
+                e.target().index()
+            );
         }
         out.push_str("}\n");
         out
@@ -253,7 +286,12 @@ impl Dag {
             let _ = writeln!(out, "    s{i}[\"{}\"]", name.replace('"', "#quot;"));
         }
         for e in self.graph.raw_edges() {
-            let _ = writeln!(out, "    s{} --> s{}", e.source().index(), e.target().index());
+            let _ = writeln!(
+                out,
+                "    s{} --> s{}",
+                e.source().index(),
+                e.target().index()
+            );
         }
         out
     }
@@ -438,8 +476,11 @@ mod tests {
                 deps.iter()
                     .enumerate()
                     .map(|(i, ds)| {
-                        let names: Vec<String> =
-                            ds.iter().filter(|_| i > 0).map(|d| format!("s{}", d.index(i))).collect();
+                        let names: Vec<String> = ds
+                            .iter()
+                            .filter(|_| i > 0)
+                            .map(|d| format!("s{}", d.index(i)))
+                            .collect();
                         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
                         step(&format!("s{i}"), &refs)
                     })
@@ -452,8 +493,11 @@ mod tests {
     /// first on the last), so at least one cycle exists, possibly joined by the DAG's edges.
     fn random_cyclic() -> impl Strategy<Value = Vec<Step>> {
         let ring = proptest::collection::vec(any::<prop::sample::Index>(), 2..7);
-        (random_dag().prop_filter("needs two steps", |s| s.len() >= 2), ring).prop_map(
-            |(mut steps, ring)| {
+        (
+            random_dag().prop_filter("needs two steps", |s| s.len() >= 2),
+            ring,
+        )
+            .prop_map(|(mut steps, ring)| {
                 let n = steps.len();
                 let mut members: Vec<usize> = Vec::new();
                 for r in ring {
@@ -471,8 +515,7 @@ mod tests {
                     steps[members[k]].depends_on.push(name);
                 }
                 steps
-            },
-        )
+            })
     }
 
     proptest! {

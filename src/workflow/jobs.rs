@@ -99,10 +99,19 @@ pub fn relabel_patch(
 /// # Errors
 /// [`JobError::MissingMetadata`] when the workflow lacks a name, namespace or uid.
 pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, JobError> {
-    let name = workflow.metadata.name.as_deref().ok_or(JobError::MissingMetadata("name"))?;
-    let namespace =
-        workflow.metadata.namespace.as_deref().ok_or(JobError::MissingMetadata("namespace"))?;
-    let mut owner = workflow.controller_owner_ref(&()).ok_or(JobError::MissingMetadata("uid"))?;
+    let name = workflow
+        .metadata
+        .name
+        .as_deref()
+        .ok_or(JobError::MissingMetadata("name"))?;
+    let namespace = workflow
+        .metadata
+        .namespace
+        .as_deref()
+        .ok_or(JobError::MissingMetadata("namespace"))?;
+    let mut owner = workflow
+        .controller_owner_ref(&())
+        .ok_or(JobError::MissingMetadata("uid"))?;
     // Foreground deletion of the workflow waits for its Jobs.
     owner.block_owner_deletion = Some(true);
 
@@ -182,7 +191,10 @@ pub fn observe_job(job: &Job, now: Timestamp) -> Option<ObservedJob> {
         JobState::Succeeded
     } else if let Some(failed) = holds("Failed") {
         JobState::Failed {
-            reason: failed.reason.clone().unwrap_or_else(|| "Failed".to_string()),
+            reason: failed
+                .reason
+                .clone()
+                .unwrap_or_else(|| "Failed".to_string()),
             message: failed.message.clone().unwrap_or_default(),
         }
     } else {
@@ -212,7 +224,14 @@ mod tests {
     use crate::workflow::plan::DEADLINE_EXCEEDED;
 
     fn container(job: &Job) -> &Container {
-        &job.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0]
+        &job.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
     }
 
     fn env_of(job: &Job) -> Vec<(String, String)> {
@@ -230,7 +249,10 @@ mod tests {
         assert!(wf.metadata.labels.is_none());
         let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
         let labels = job.metadata.labels.unwrap();
-        assert_eq!(labels.get(LABEL_WORKFLOW).map(String::as_str), Some("nolabels"));
+        assert_eq!(
+            labels.get(LABEL_WORKFLOW).map(String::as_str),
+            Some("nolabels")
+        );
         assert_eq!(labels.get(LABEL_STEP).map(String::as_str), Some("a"));
         assert_eq!(labels.get(LABEL_RUN).map(String::as_str), Some("r1"));
     }
@@ -261,25 +283,49 @@ mod tests {
             .timeout(-1)
             .build();
         let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
-        assert_eq!(job.metadata.name.as_deref(), Some(names::job_name("wf", "Fetch_Data", "r1").as_str()));
+        assert_eq!(
+            job.metadata.name.as_deref(),
+            Some(names::job_name("wf", "Fetch_Data", "r1").as_str())
+        );
         assert_eq!(job.metadata.namespace.as_deref(), Some("default"));
         let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("WorkFlow", "wf"));
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("WorkFlow", "wf")
+        );
         assert_eq!(owner.api_version, "workflow.crd.com/v1");
         assert_eq!(Some(owner.uid.as_str()), wf.metadata.uid.as_deref());
-        assert_eq!((owner.controller, owner.block_owner_deletion), (Some(true), Some(true)));
+        assert_eq!(
+            (owner.controller, owner.block_owner_deletion),
+            (Some(true), Some(true))
+        );
         let annotations = job.metadata.annotations.as_ref().unwrap();
         assert_eq!(annotations[ANNOTATION_STEP], "Fetch_Data");
         assert_eq!(annotations[ANNOTATION_WORKFLOW], "wf");
         let spec = job.spec.as_ref().unwrap();
         assert_eq!(spec.backoff_limit, Some(2));
         assert_eq!(spec.active_deadline_seconds, Some(30));
-        assert_eq!(spec.template.spec.as_ref().unwrap().restart_policy.as_deref(), Some("Never"));
-        assert!(names::is_dns_label(&container(&job).name), "{}", container(&job).name);
+        assert_eq!(
+            spec.template
+                .spec
+                .as_ref()
+                .unwrap()
+                .restart_policy
+                .as_deref(),
+            Some("Never")
+        );
+        assert!(
+            names::is_dns_label(&container(&job).name),
+            "{}",
+            container(&job).name
+        );
 
         let unlimited = build_job(&wf, &wf.spec.containers[1], "r1").unwrap();
         let spec = unlimited.spec.unwrap();
-        assert_eq!((spec.active_deadline_seconds, spec.backoff_limit), (None, Some(0)));
+        assert_eq!(
+            (spec.active_deadline_seconds, spec.backoff_limit),
+            (None, Some(0))
+        );
     }
 
     #[test]
@@ -295,10 +341,15 @@ mod tests {
         let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
         let c = container(&job);
         assert_eq!(c.image.as_deref(), Some("alpine:3"));
-        assert_eq!(c.command.as_deref(), Some(&["sh".to_string(), "-c".to_string()][..]));
+        assert_eq!(
+            c.command.as_deref(),
+            Some(&["sh".to_string(), "-c".to_string()][..])
+        );
         assert_eq!(c.args.as_deref(), Some(&["echo $GREETING".to_string()][..]));
         let pairs = |v: &[(&str, &str)]| {
-            v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>()
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
         };
         assert_eq!(
             env_of(&job),
@@ -328,20 +379,30 @@ mod tests {
         let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
         let labels = job.metadata.labels.as_ref().unwrap();
         assert!(names::is_label_value(&labels[LABEL_STEP]));
-        assert_eq!(job.metadata.annotations.as_ref().unwrap()[ANNOTATION_STEP], step);
+        assert_eq!(
+            job.metadata.annotations.as_ref().unwrap()[ANNOTATION_STEP],
+            step
+        );
         assert!(names::is_dns_label(job.metadata.name.as_deref().unwrap()));
     }
 
     #[test]
     fn relabel_patch_adds_and_updates_only_what_differs() {
-        let wf = WorkFlow::test("wf").label("team", "b").label("tier", "x").step("a", &[]).build();
+        let wf = WorkFlow::test("wf")
+            .label("team", "b")
+            .label("tier", "x")
+            .step("a", &[])
+            .build();
         let current = BTreeMap::from([
             ("team".to_string(), "a".to_string()),
             ("tier".to_string(), "x".to_string()),
             (LABEL_STEP.to_string(), "a".to_string()),
         ]);
         let patch = relabel_patch(&wf, &current).unwrap();
-        assert_eq!(patch, serde_json::json!({"metadata": {"labels": {"team": "b"}}}));
+        assert_eq!(
+            patch,
+            serde_json::json!({"metadata": {"labels": {"team": "b"}}})
+        );
         let mut updated = current;
         updated.insert("team".into(), "b".into());
         assert_eq!(relabel_patch(&wf, &updated), None);
@@ -371,7 +432,10 @@ mod tests {
             (finished("Complete", None), JobState::Succeeded),
             (
                 finished("Failed", Some(DEADLINE_EXCEEDED)),
-                JobState::Failed { reason: DEADLINE_EXCEEDED.into(), message: "it broke".into() },
+                JobState::Failed {
+                    reason: DEADLINE_EXCEEDED.into(),
+                    message: "it broke".into(),
+                },
             ),
             (
                 {

@@ -33,7 +33,12 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in lifecycle order.
-    pub const ALL: [Phase; 4] = [Phase::Created, Phase::Started, Phase::Completed, Phase::Failed];
+    pub const ALL: [Phase; 4] = [
+        Phase::Created,
+        Phase::Started,
+        Phase::Completed,
+        Phase::Failed,
+    ];
 
     /// The name as stored in the status and shown by kubectl.
     pub fn as_str(self) -> &'static str {
@@ -105,16 +110,52 @@ pub struct Transition {
 /// Every legal transition. `SpecChanged` leaves every phase but `Created` (where a spec change
 /// needs no move: nothing has run yet).
 pub const TRANSITIONS: &[Transition] = &[
-    Transition { from: Phase::Created, trigger: Trigger::StepsStarted, to: Phase::Started },
-    Transition { from: Phase::Created, trigger: Trigger::InvalidSpec, to: Phase::Failed },
-    Transition { from: Phase::Started, trigger: Trigger::AllStepsSucceeded, to: Phase::Completed },
-    Transition { from: Phase::Started, trigger: Trigger::StepFailed, to: Phase::Failed },
-    Transition { from: Phase::Started, trigger: Trigger::StepTimedOut, to: Phase::Failed },
+    Transition {
+        from: Phase::Created,
+        trigger: Trigger::StepsStarted,
+        to: Phase::Started,
+    },
+    Transition {
+        from: Phase::Created,
+        trigger: Trigger::InvalidSpec,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::AllStepsSucceeded,
+        to: Phase::Completed,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::StepFailed,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::StepTimedOut,
+        to: Phase::Failed,
+    },
     // Reachable only when a newer operator rejects a spec an older one accepted (same run).
-    Transition { from: Phase::Started, trigger: Trigger::InvalidSpec, to: Phase::Failed },
-    Transition { from: Phase::Started, trigger: Trigger::SpecChanged, to: Phase::Created },
-    Transition { from: Phase::Completed, trigger: Trigger::SpecChanged, to: Phase::Created },
-    Transition { from: Phase::Failed, trigger: Trigger::SpecChanged, to: Phase::Created },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::InvalidSpec,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::SpecChanged,
+        to: Phase::Created,
+    },
+    Transition {
+        from: Phase::Completed,
+        trigger: Trigger::SpecChanged,
+        to: Phase::Created,
+    },
+    Transition {
+        from: Phase::Failed,
+        trigger: Trigger::SpecChanged,
+        to: Phase::Created,
+    },
 ];
 
 /// A transition the table does not allow.
@@ -171,11 +212,18 @@ impl fmt::Display for Transition {
 pub fn to_dot() -> String {
     let mut out = String::from("digraph lifecycle {\n    rankdir=LR;\n");
     for phase in Phase::ALL {
-        let shape = if phase.is_terminal() { "doublecircle" } else { "circle" };
+        let shape = if phase.is_terminal() {
+            "doublecircle"
+        } else {
+            "circle"
+        };
         out.push_str(&format!("    {phase} [shape={shape}];\n"));
     }
     for t in TRANSITIONS {
-        out.push_str(&format!("    {} -> {} [label=\"{}\"];\n", t.from, t.to, t.trigger));
+        out.push_str(&format!(
+            "    {} -> {} [label=\"{}\"];\n",
+            t.from, t.to, t.trigger
+        ));
     }
     out.push_str("}\n");
     out
@@ -234,7 +282,10 @@ mod tests {
     #[test]
     fn every_non_created_phase_can_go_back_to_created() {
         for phase in Phase::ALL.into_iter().filter(|p| *p != Phase::Created) {
-            assert!(Transition::new(phase, Trigger::SpecChanged).is_ok(), "{phase}");
+            assert!(
+                Transition::new(phase, Trigger::SpecChanged).is_ok(),
+                "{phase}"
+            );
         }
     }
 
@@ -258,8 +309,17 @@ mod tests {
     fn event_reasons_are_pascal_case() {
         for t in TRANSITIONS {
             let reason = t.reason();
-            assert!(reason.chars().next().is_some_and(|c| c.is_ascii_uppercase()), "{reason}");
-            assert!(reason.chars().all(|c| c.is_ascii_alphanumeric()), "{reason}");
+            assert!(
+                reason
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_uppercase()),
+                "{reason}"
+            );
+            assert!(
+                reason.chars().all(|c| c.is_ascii_alphanumeric()),
+                "{reason}"
+            );
         }
     }
 

@@ -45,7 +45,9 @@ pub fn is_dns_label(s: &str) -> bool {
     let bytes = s.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= MAX_LABEL
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
         && bytes[0].is_ascii_alphanumeric()
         && bytes[bytes.len() - 1].is_ascii_alphanumeric()
 }
@@ -56,7 +58,9 @@ pub fn is_label_value(s: &str) -> bool {
     let bytes = s.as_bytes();
     bytes.is_empty()
         || (bytes.len() <= MAX_LABEL
-            && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
             && bytes[0].is_ascii_alphanumeric()
             && bytes[bytes.len() - 1].is_ascii_alphanumeric())
 }
@@ -90,7 +94,11 @@ fn cut(mut base: String, max: usize) -> String {
 /// `base-hash`, or just `hash` when `base` is empty; at most 63 characters.
 fn with_hash(base: String, hash: String) -> String {
     let base = cut(base, MAX_LABEL - 1 - hash.len());
-    if base.is_empty() { hash } else { format!("{base}-{hash}") }
+    if base.is_empty() {
+        hash
+    } else {
+        format!("{base}-{hash}")
+    }
 }
 
 /// `s` itself when it is a DNS-1123 label, else a sanitised, shortened form plus a hash of `s`.
@@ -110,10 +118,18 @@ pub fn label_value(s: &str) -> String {
     }
     let mut base: String = s
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     // A label value must start with an alphanumeric character.
-    let start = base.find(|c: char| c.is_ascii_alphanumeric()).unwrap_or(base.len());
+    let start = base
+        .find(|c: char| c.is_ascii_alphanumeric())
+        .unwrap_or(base.len());
     base.drain(..start);
     with_hash(base, short_hash(&[s], HASH_LEN))
 }
@@ -206,20 +222,30 @@ mod tests {
     fn job_names_are_dns_labels(#[case] workflow: &str, #[case] step: &str) {
         let name = job_name(workflow, step, "0123456789");
         assert!(is_dns_label(&name), "{name:?} ({} chars)", name.len());
-        assert_eq!(name, job_name(workflow, step, "0123456789"), "deterministic");
+        assert_eq!(
+            name,
+            job_name(workflow, step, "0123456789"),
+            "deterministic"
+        );
     }
 
     #[test]
     fn bug8_long_uppercase_underscore_step_names_give_valid_job_names() {
         let wf = WorkFlow::test("My-Workflow-Name-That-Is-Quite-Long-Indeed-And-Longer-Still")
             .step(&format!("EXTRACT_{}", long('X', 290)), &[])
-            .step("Load_Data_Into_The_Warehouse_Step_Number_One_Hundred_And_Twenty", &[])
+            .step(
+                "Load_Data_Into_The_Warehouse_Step_Number_One_Hundred_And_Twenty",
+                &[],
+            )
             .build();
         let run = run_id(&wf.spec);
         for step in &wf.spec.containers {
             let name = job_name(wf.metadata.name.as_deref().unwrap(), &step.step_name, &run);
             assert!(is_dns_label(&name), "{name:?}");
-            assert!(is_dns_label(&dns_label(&step.step_name)), "container name of {name:?}");
+            assert!(
+                is_dns_label(&dns_label(&step.step_name)),
+                "container name of {name:?}"
+            );
         }
     }
 
@@ -290,7 +316,10 @@ mod tests {
 
     #[test]
     fn run_id_ignores_limits_and_order() {
-        let base = WorkFlow::test("wf").step("a", &[]).step("b", &["a"]).build();
+        let base = WorkFlow::test("wf")
+            .step("a", &[])
+            .step("b", &["a"])
+            .build();
         let limits = WorkFlow::test("wf")
             .step("b", &["a", "a"])
             .timeout(-1)
@@ -310,7 +339,10 @@ mod tests {
         let id = run_id(&base().build().spec);
         let variants = [
             ("step added", base().step("c", &[]).build()),
-            ("dependency removed", WorkFlow::test("wf").step("a", &[]).step("b", &[]).build()),
+            (
+                "dependency removed",
+                WorkFlow::test("wf").step("a", &[]).step("b", &[]).build(),
+            ),
             ("image", base().image("other:1").build()),
             ("command", base().command(&["sh", "-c", "exit 0"]).build()),
             ("args", base().args(&["x"]).build()),

@@ -68,7 +68,11 @@ impl WorkFlowBuilder {
     }
 
     fn last(&mut self) -> &mut Step {
-        self.workflow.spec.containers.last_mut().expect("add a step first")
+        self.workflow
+            .spec
+            .containers
+            .last_mut()
+            .expect("add a step first")
     }
 
     /// Sets the last step's image.
@@ -91,7 +95,10 @@ impl WorkFlowBuilder {
 
     /// Adds an environment variable to the last step.
     pub fn env(mut self, name: &str, value: &str) -> Self {
-        self.last().env.push(EnvVar { name: name.to_string(), value: value.to_string() });
+        self.last().env.push(EnvVar {
+            name: name.to_string(),
+            value: value.to_string(),
+        });
         self
     }
 
@@ -170,7 +177,11 @@ pub struct Jobs<'a> {
 impl<'a> Jobs<'a> {
     /// No Jobs yet, for `workflow`'s current run.
     pub fn of(workflow: &'a WorkFlow) -> Jobs<'a> {
-        Jobs { workflow, run: names::run_id(&workflow.spec), jobs: Vec::new() }
+        Jobs {
+            workflow,
+            run: names::run_id(&workflow.spec),
+            jobs: Vec::new(),
+        }
     }
 
     /// Following calls add Jobs of run `run` instead of the current one.
@@ -180,14 +191,20 @@ impl<'a> Jobs<'a> {
     }
 
     fn add(mut self, step: &str, state: JobState) -> Self {
-        let name = names::job_name(self.workflow.metadata.name.as_deref().unwrap_or(""), step, &self.run);
+        let name = names::job_name(
+            self.workflow.metadata.name.as_deref().unwrap_or(""),
+            step,
+            &self.run,
+        );
         let timeout = self
             .workflow
             .spec
             .containers
             .iter()
             .find(|s| s.step_name == step)
-            .map_or(DEFAULT_MAX_STEP_TIMEOUT, |s| self.workflow.spec.effective_timeout(s));
+            .map_or(DEFAULT_MAX_STEP_TIMEOUT, |s| {
+                self.workflow.spec.effective_timeout(s)
+            });
         self.jobs.push(ObservedJob {
             name,
             step: step.to_string(),
@@ -211,7 +228,13 @@ impl<'a> Jobs<'a> {
 
     /// A failed Job of `step`.
     pub fn failed(self, step: &str, reason: &str, message: &str) -> Self {
-        self.add(step, JobState::Failed { reason: reason.to_string(), message: message.to_string() })
+        self.add(
+            step,
+            JobState::Failed {
+                reason: reason.to_string(),
+                message: message.to_string(),
+            },
+        )
     }
 
     /// Marks the last Job added as being deleted.
