@@ -38,29 +38,11 @@ pub const CONDITION_FAILED: &str = "Failed";
     status = "WorkFlowStatus",
     derive = "PartialEq",
     doc = "A DAG of container steps; the operator runs one Job per step, each after its dependencies.",
-    printcolumn(
-        name = "Status",
-        type_ = "string",
-        json_path = ".status.workflow-status",
-        description = "Lifecycle phase"
-    ),
-    printcolumn(
-        name = "Progress",
-        type_ = "string",
-        json_path = ".status.progress",
-        description = "Steps executed / total"
-    ),
-    printcolumn(
-        name = "Message",
-        type_ = "string",
-        json_path = ".status.message",
-        description = "Why the workflow is in its phase"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    // The JSON form: clippy's duplicated_attributes lint misfires on repeated `type_ = "string"`.
+    printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.workflow-status", "description": "Lifecycle phase"}"#,
+    printcolumn = r#"{"name": "Progress", "type": "string", "jsonPath": ".status.progress", "description": "Steps executed / total"}"#,
+    printcolumn = r#"{"name": "Message", "type": "string", "jsonPath": ".status.message", "description": "Why the workflow is in its phase"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkFlowSpec {
