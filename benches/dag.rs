@@ -41,10 +41,19 @@ fn shapes() -> Vec<(&'static str, Vec<Step>)> {
     let width = 100;
     let mut rng = StdRng::seed_from_u64(7);
     let random: Vec<Vec<usize>> = (0..STEPS)
-        .map(|i| if i == 0 { vec![] } else { (0..3).map(|_| rng.random_range(0..i)).collect() })
+        .map(|i| {
+            if i == 0 {
+                vec![]
+            } else {
+                (0..3).map(|_| rng.random_range(0..i)).collect()
+            }
+        })
         .collect();
     vec![
-        ("chain", build(|i| if i == 0 { vec![] } else { vec![i - 1] })),
+        (
+            "chain",
+            build(|i| if i == 0 { vec![] } else { vec![i - 1] }),
+        ),
         (
             "fan-out-fan-in",
             build(|i| match i {
@@ -115,7 +124,10 @@ fn bench(c: &mut Criterion) {
                 fail_fast: true,
             },
         );
-        let mut wf = WorkFlow { metadata: WorkFlow::test("bench").build().metadata, ..wf };
+        let mut wf = WorkFlow {
+            metadata: WorkFlow::test("bench").build().metadata,
+            ..wf
+        };
         let compiled = Compiled::new(&wf.spec);
         let run = names::run_id(&wf.spec);
         let job = |i: usize, state: JobState| ObservedJob {
@@ -126,9 +138,14 @@ fn bench(c: &mut Criterion) {
             deleting: false,
             active_deadline_seconds: Some(60),
         };
-        let mut jobs: Vec<ObservedJob> =
-            order[..STEPS / 2].iter().map(|&i| job(i, JobState::Succeeded)).collect();
-        jobs.extend(half.ready().map(|i| job(i, JobState::Active { since: now })));
+        let mut jobs: Vec<ObservedJob> = order[..STEPS / 2]
+            .iter()
+            .map(|&i| job(i, JobState::Succeeded))
+            .collect();
+        jobs.extend(
+            half.ready()
+                .map(|i| job(i, JobState::Active { since: now })),
+        );
         let before = plan::plan_compiled(&wf, &compiled, &jobs, now);
         wf.status = before.status;
         let done = jobs.iter_mut().find(|j| j.step == name(middle)).unwrap();

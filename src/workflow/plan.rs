@@ -16,6 +16,8 @@
 //! scan of the Jobs and the status. `benches/dag.rs` measures both at 10,000 steps. The
 //! O(degree) part, which steps a completion releases, is [`crate::workflow::dag::Progress`].
 
+use std::collections::{HashMap, HashSet};
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -164,7 +166,13 @@ pub fn plan(workflow: &WorkFlow, jobs: &[ObservedJob], now: Timestamp) -> Plan {
 ///   left running are deleted.
 /// - A step is started only if no Job of the current run exists for it and all its dependencies
 ///   succeeded; at most `parallelism` steps run at once.
+/// - Every transition made is a row of `lifecycle::TRANSITIONS`; a new workflow, or one whose
+///   status write was lost, goes `Created -> Started` before reaching an outcome.
 /// - `status` is `Some` only when it differs from `workflow.status`.
+///
+/// # Caveats
+/// A succeeded Job that is deleted (by someone else) makes its step run again: steps are
+/// assumed idempotent, as in the seed, and the planner trusts only the Jobs that exist.
 pub fn plan_compiled(
     workflow: &WorkFlow,
     compiled: &Compiled,
@@ -186,15 +194,21 @@ pub fn plan_compiled(
 }
 
 /// When the next running step of `workflow` times out, for a timer; `None` when nothing can
-/// time out (no running step with a limit, or a terminal workflow). The same as
-/// [`Plan::next_timeout_at`] when nothing else changes.
+/// time out (no running step with a limit, or a terminal workflow of the current run). The
+/// same as [`Plan::next_timeout_at`] when nothing else changes.
 pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Timestamp> {
-    let phase = workflow.status.as_ref().and_then(|s| s.workflow_status);
-    if phase.is_some_and(Phase::is_terminal) {
+    let run = names::run_id(&workflow.spec);
+    let status = workflow.status.as_ref();
+    let terminal = status
+        .and_then(|s| s.workflow_status)
+        .is_some_and(Phase::is_terminal);
+    let same_run = status
+        .and_then(|s| s.run.as_deref())
+        .is_none_or(|r| r == run);
+    if terminal && same_run {
         return None;
     }
-    let run = names::run_id(&workflow.spec);
-    let timeouts: std::collections::HashMap<&str, i64> = workflow
+    let timeouts: HashMap<&str, i64> = workflow
         .spec
         .containers
         .iter()
@@ -203,10 +217,9 @@ pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Time
     jobs.iter()
         .filter(|j| j.run == run && !j.deleting)
         .filter_map(|j| match j.state {
-            JobState::Active { since } => Some((since, *timeouts.get(j.step.as_str())?)),
+            JobState::Active { since } => deadline(since, *timeouts.get(j.step.as_str())?),
             _ => None,
         })
-        .filter_map(|(since, timeout)| deadline(since, timeout))
         .min()
 }
 
@@ -230,7 +243,8 @@ enum Failure {
         reason: String,
         message: String,
     },
-    /// Ran past its timeout; `elapsed` is `None` when Kubernetes' deadline caught it first.
+    /// Ran past its timeout: `elapsed` when the planner caught it, `None` when Kubernetes'
+    /// deadline of `timeout` seconds did.
     TimedOut {
         timeout: i64,
         elapsed: Option<SignedDuration>,
@@ -270,69 +284,85 @@ impl Failure {
     }
 }
 
+/// Used when a workflow has no status yet.
+static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
+    workflow_status: None,
+    status_changed: None,
+    message: None,
+    executed: Vec::new(),
+    started: Vec::new(),
+    progress: None,
+    observed_generation: None,
+    run: None,
+    conditions: Vec::new(),
+};
+
 /// The state of one plan being made.
 struct Planner<'a> {
     workflow: &'a WorkFlow,
+    previous: &'a WorkFlowStatus,
     run: &'a str,
     now: Timestamp,
-    previous: WorkFlowStatus,
     phase: Phase,
-    message: Option<String>,
-    /// Set when the lists are recomputed; a terminal workflow keeps the previous ones.
-    lists: Option<Lists>,
-    /// The trigger that made the workflow fail, for the `Failed` condition's reason.
-    failed_by: Option<Trigger>,
+    /// The recomputed message, lists and the trigger of a failure; `None` keeps the previous
+    /// status's (a terminal workflow).
+    outcome: Option<Outcome>,
     actions: Vec<Action>,
+    /// Jobs this plan already deletes, so none is deleted twice.
+    deleted: HashSet<&'a str>,
     events: Vec<LifecycleEvent>,
     next_timeout_at: Option<Timestamp>,
 }
 
-struct Lists {
+struct Outcome {
+    message: Option<String>,
     executed: Vec<String>,
     started: Vec<String>,
     total: usize,
+    /// What made the workflow fail, for the `Failed` condition's reason.
+    failed_by: Option<Trigger>,
 }
 
 impl<'a> Planner<'a> {
     fn new(workflow: &'a WorkFlow, run: &'a str, now: Timestamp) -> Planner<'a> {
-        let previous = workflow.status.clone().unwrap_or_default();
+        let previous = workflow.status.as_ref().unwrap_or(&NO_STATUS);
         let mut planner = Planner {
             workflow,
+            previous,
             run,
             now,
             phase: previous.workflow_status.unwrap_or(Phase::Created),
-            message: previous.message.clone(),
-            previous,
-            lists: None,
-            failed_by: None,
+            outcome: None,
             actions: Vec::new(),
+            deleted: HashSet::new(),
             events: Vec::new(),
             next_timeout_at: None,
         };
         // A status without a run id is adopted as is (a new workflow, or one another operator
-        // ran); a different run id means what runs changed.
-        let changed = planner.previous.run.as_deref().is_some_and(|r| r != run);
-        if changed {
-            if planner.phase != Phase::Created {
-                let from = planner.previous.run.clone().unwrap_or_default();
-                planner.go(
-                    Trigger::SpecChanged,
-                    format!("what runs changed (run {from} -> {run})"),
-                );
-            }
-            planner.message = None;
+        // ran); a different run id means what runs changed. In Created nothing ran yet, so
+        // there is no move to make.
+        if let Some(old) = previous.run.as_deref().filter(|old| *old != run)
+            && planner.phase != Phase::Created
+        {
+            planner.go(
+                Trigger::SpecChanged,
+                format!("what runs changed (run {old} -> {run})"),
+            );
         }
         planner
     }
 
-    /// Moves along the lifecycle table. The planner only asks for transitions the table has;
-    /// a refusal is a bug in this module, caught by its tests.
+    /// Moves along the lifecycle table.
+    ///
+    /// # Panics
+    /// Never in practice: the planner is only in Created or Started when it calls this with
+    /// anything but `SpecChanged`, and the table has a row for each trigger it uses there (the
+    /// lifecycle and planner tests cover every call).
     fn go(&mut self, trigger: Trigger, detail: String) {
         if self.phase == Phase::Created
-            && trigger != Trigger::StepsStarted
-            && trigger != Trigger::InvalidSpec
+            && !matches!(trigger, Trigger::StepsStarted | Trigger::InvalidSpec)
         {
-            // Reaching an outcome from Created (e.g. the status write after the first Jobs was
+            // Reaching an outcome from Created (the status write after the first Jobs was
             // lost) passes through Started, so the recorded path stays a legal one.
             self.go(Trigger::StepsStarted, "steps were already running".into());
         }
@@ -345,83 +375,82 @@ impl<'a> Planner<'a> {
         self.phase = transition.to();
     }
 
-    fn delete_other_runs(&mut self, jobs: &[ObservedJob]) {
-        for job in jobs.iter().filter(|j| j.run != self.run && !j.deleting) {
+    fn delete(&mut self, job: &'a ObservedJob, reason: DeleteReason) {
+        if !job.deleting && self.deleted.insert(&job.name) {
             self.actions.push(Action::DeleteJob {
                 job_name: job.name.clone(),
-                reason: DeleteReason::OldRun,
+                reason,
             });
         }
     }
 
+    fn delete_other_runs(&mut self, jobs: &'a [ObservedJob]) {
+        let run = self.run;
+        for job in jobs.iter().filter(|j| j.run != run) {
+            self.delete(job, DeleteReason::OldRun);
+        }
+    }
+
     /// Deletes the current run's Jobs that still run (a failed workflow stops its steps).
-    fn delete_running(&mut self, current: &[&ObservedJob], reason: DeleteReason) {
-        for job in current {
-            if matches!(job.state, JobState::Active { .. }) && !job.deleting {
-                let already = self.actions.iter().any(
-                    |a| matches!(a, Action::DeleteJob { job_name, .. } if *job_name == job.name),
-                );
-                if !already {
-                    self.actions.push(Action::DeleteJob {
-                        job_name: job.name.clone(),
-                        reason,
-                    });
-                }
+    fn delete_running(&mut self, current: &[&'a ObservedJob]) {
+        for &job in current {
+            if matches!(job.state, JobState::Active { .. }) {
+                self.delete(job, DeleteReason::WorkflowFailed);
             }
         }
     }
 
-    fn keep_terminal(&mut self, current: &[&ObservedJob]) {
+    fn keep_terminal(&mut self, current: &[&'a ObservedJob]) {
         if self.phase == Phase::Failed {
-            self.delete_running(current, DeleteReason::WorkflowFailed);
+            self.delete_running(current);
         }
     }
 
-    fn fail_invalid(&mut self, error: &DagError, current: &[&ObservedJob]) {
+    fn fail_invalid(&mut self, error: &DagError, current: &[&'a ObservedJob]) {
         let message = format!("invalid workflow: {error}");
         self.go(Trigger::InvalidSpec, message.clone());
-        self.message = Some(message);
-        self.failed_by = Some(Trigger::InvalidSpec);
-        self.delete_running(current, DeleteReason::WorkflowFailed);
-        self.lists = Some(Lists {
+        self.delete_running(current);
+        self.outcome = Some(Outcome {
+            message: Some(message),
             executed: Vec::new(),
             started: Vec::new(),
             total: self.workflow.spec.containers.len(),
+            failed_by: Some(Trigger::InvalidSpec),
         });
     }
 
-    fn advance(&mut self, dag: &Dag, current: &[&ObservedJob]) {
+    fn advance(&mut self, dag: &Dag, current: &[&'a ObservedJob]) {
         let spec = &self.workflow.spec;
         let n = dag.len();
         // The Job that speaks for each step; if a step somehow has two, success wins, then a
         // running one (it may still succeed).
-        let mut job_of: Vec<Option<&ObservedJob>> = vec![None; n];
+        let rank = |j: &ObservedJob| match j.state {
+            JobState::Succeeded => 0,
+            JobState::Active { .. } => 1,
+            JobState::Failed { .. } => 2,
+        };
+        let mut job_of: Vec<Option<&'a ObservedJob>> = vec![None; n];
         for &job in current {
-            let Some(i) = dag.index_of(&job.step) else {
-                continue;
-            };
-            let rank = |j: &ObservedJob| match j.state {
-                JobState::Succeeded => 0,
-                JobState::Active { .. } => 1,
-                JobState::Failed { .. } => 2,
-            };
-            if job_of[i].is_none_or(|old| rank(job) < rank(old)) {
+            if let Some(i) = dag.index_of(&job.step)
+                && job_of[i].is_none_or(|old| rank(job) < rank(old))
+            {
                 job_of[i] = Some(job);
             }
         }
 
         let mut progress = dag.progress();
-        let mut scratch = Vec::new();
+        let mut released = Vec::new();
         let mut failures: Vec<(usize, Failure)> = Vec::new();
         let mut running = 0usize;
-        // Timed-out steps whose Jobs are deleted now: no longer running.
+        // Timed-out steps, whose Jobs this plan deletes: no longer running.
         let mut stopped = vec![false; n];
         for (i, job) in job_of.iter().enumerate() {
-            let Some(job) = job else { continue };
+            let Some(job) = *job else { continue };
             let timeout = spec.effective_timeout(&spec.containers[i]);
             match &job.state {
-                JobState::Succeeded => progress.complete(i, &mut scratch),
+                JobState::Succeeded => progress.complete(i, &mut released),
                 JobState::Failed { reason, .. } if reason == DEADLINE_EXCEEDED => {
+                    let timeout = job.active_deadline_seconds.unwrap_or(timeout);
                     failures.push((
                         i,
                         Failure::TimedOut {
@@ -439,10 +468,10 @@ impl<'a> Planner<'a> {
                 )),
                 JobState::Active { since } => {
                     let elapsed = self.now.duration_since(*since);
-                    if !job.deleting
-                        && timeout != UNLIMITED
-                        && elapsed >= SignedDuration::from_secs(timeout)
-                    {
+                    let over =
+                        timeout != UNLIMITED && elapsed >= SignedDuration::from_secs(timeout);
+                    // A Job being deleted is on its way out already: not timed out again.
+                    if over && !job.deleting {
                         failures.push((
                             i,
                             Failure::TimedOut {
@@ -451,10 +480,7 @@ impl<'a> Planner<'a> {
                             },
                         ));
                         stopped[i] = true;
-                        self.actions.push(Action::DeleteJob {
-                            job_name: job.name.clone(),
-                            reason: DeleteReason::TimedOut,
-                        });
+                        self.delete(job, DeleteReason::TimedOut);
                     } else {
                         running += 1;
                     }
@@ -463,35 +489,32 @@ impl<'a> Planner<'a> {
         }
         failures.sort_by_key(|(i, _)| *i);
 
-        let fail_now = !failures.is_empty()
-            && (spec.fail_fast || running == 0 && startable(&progress, &job_of).is_empty());
+        let ready = startable(&progress, &job_of);
+        let fail_now = !failures.is_empty() && (spec.fail_fast || running == 0 && ready.is_empty());
         let mut created: Vec<usize> = Vec::new();
-        if fail_now {
+        let mut failed_by = None;
+        let message = if fail_now {
             let (i, failure) = &failures[0];
             let mut message = failure.describe(dag.name(*i));
             if failures.len() > 1 {
                 message.push_str(&format!(" (and {} more failed steps)", failures.len() - 1));
             }
-            let trigger = failure.trigger();
-            self.go(trigger, message.clone());
-            self.failed_by = Some(trigger);
-            self.message = Some(message);
-            self.delete_running(current, DeleteReason::WorkflowFailed);
+            self.go(failure.trigger(), message.clone());
+            failed_by = Some(failure.trigger());
+            self.delete_running(current);
+            Some(message)
         } else if progress.all_done() {
-            self.go(
-                Trigger::AllStepsSucceeded,
-                format!("all {n} steps succeeded"),
-            );
-            self.message = Some(format!("all {n} steps succeeded"));
+            let message = format!("all {n} steps succeeded");
+            self.go(Trigger::AllStepsSucceeded, message.clone());
+            Some(message)
         } else {
             let slots = match spec.parallelism {
-                Some(p) => (p.max(1) as usize).saturating_sub(running),
+                Some(p) => usize::try_from(p.max(1))
+                    .unwrap_or(1)
+                    .saturating_sub(running),
                 None => usize::MAX,
             };
-            created = startable(&progress, &job_of)
-                .into_iter()
-                .take(slots)
-                .collect();
+            created = ready.into_iter().take(slots).collect();
             for &i in &created {
                 let step = dag.name(i);
                 self.actions.push(Action::CreateJob {
@@ -506,14 +529,15 @@ impl<'a> Planner<'a> {
                     format!("starting {}", list_names(&names)),
                 );
             }
-            self.message = failures.first().map(|(i, failure)| {
+            self.plan_deadlines(&job_of, &stopped);
+            // failFast false: the failure is known, the workflow fails once nothing runs.
+            failures.first().map(|(i, failure)| {
                 format!(
                     "{}; waiting for running steps to finish",
                     failure.describe(dag.name(*i))
                 )
-            });
-            self.plan_deadlines(&job_of, &stopped);
-        }
+            })
+        };
 
         let mut executed = Vec::with_capacity(progress.done_count());
         let mut started = Vec::new();
@@ -531,10 +555,12 @@ impl<'a> Planner<'a> {
                 started.push(dag.name(i).to_string());
             }
         }
-        self.lists = Some(Lists {
+        self.outcome = Some(Outcome {
+            message,
             executed,
             started,
             total: n,
+            failed_by,
         });
     }
 
@@ -569,34 +595,48 @@ impl<'a> Planner<'a> {
     }
 
     fn finish(self) -> Plan {
+        let previous = self.previous;
         let generation = self.workflow.metadata.generation;
-        let mut status = self.previous.clone();
-        status.observed_generation = generation.or(status.observed_generation);
-        status.run = Some(self.run.to_string());
-        if self.previous.workflow_status != Some(self.phase) || status.status_changed.is_none() {
-            status.status_changed = Some(format!("{:.0}", self.now));
-        }
-        status.workflow_status = Some(self.phase);
-        if let Some(lists) = self.lists {
-            status.progress = Some(format!("{}/{}", lists.executed.len(), lists.total));
-            status.executed = lists.executed;
-            status.started = lists.started;
-            status.message = self.message;
-            status.conditions = conditions(
-                &self.previous.conditions,
-                self.phase,
-                self.failed_by,
-                status.message.as_deref(),
-                generation,
-                self.now,
-            );
-        } else if status.progress.is_none() {
-            status.progress = Some(format!(
-                "{}/{}",
-                status.executed.len(),
-                self.workflow.spec.containers.len()
-            ));
-        }
+        let phase_changed = previous.workflow_status != Some(self.phase);
+        let status_changed = match &previous.status_changed {
+            Some(at) if !phase_changed => at.clone(),
+            _ => format!("{:.0}", self.now),
+        };
+        let status = match self.outcome {
+            Some(outcome) => WorkFlowStatus {
+                progress: Some(format!("{}/{}", outcome.executed.len(), outcome.total)),
+                conditions: conditions(
+                    &previous.conditions,
+                    self.phase,
+                    outcome.failed_by,
+                    outcome.message.as_deref(),
+                    generation,
+                    self.now,
+                ),
+                message: outcome.message,
+                executed: outcome.executed,
+                started: outcome.started,
+                workflow_status: Some(self.phase),
+                status_changed: Some(status_changed),
+                observed_generation: generation,
+                run: Some(self.run.to_string()),
+            },
+            // Terminal: keep everything but the bookkeeping.
+            None => WorkFlowStatus {
+                workflow_status: Some(self.phase),
+                status_changed: Some(status_changed),
+                progress: previous.progress.clone().or_else(|| {
+                    Some(format!(
+                        "{}/{}",
+                        previous.executed.len(),
+                        self.workflow.spec.containers.len()
+                    ))
+                }),
+                observed_generation: generation.or(previous.observed_generation),
+                run: Some(self.run.to_string()),
+                ..previous.clone()
+            },
+        };
         let status = (self.workflow.status.as_ref() != Some(&status)).then_some(status);
         Plan {
             run: self.run.to_string(),
