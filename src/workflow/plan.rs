@@ -1687,5 +1687,63 @@ mod tests {
             prop_assert_eq!(jobs.len(), deps.len(), "one Job per step");
             prop_assert_eq!(status.progress.clone(), Some(format!("{0}/{0}", deps.len())));
         }
+
+        #[test]
+        fn random_failures_end_failed_without_running_dependents_of_the_failed_step(
+            deps in proptest::collection::vec(proptest::collection::vec(any::<prop::sample::Index>(), 0..3), 2..20),
+            fail_fast in any::<bool>(),
+            outcomes in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..4), 200),
+        ) {
+            let mut builder = WorkFlow::test("f").fail_fast(fail_fast);
+            for (i, ds) in deps.iter().enumerate() {
+                let names: Vec<String> = ds.iter().filter(|_| i > 0).map(|d| format!("s{}", d.index(i))).collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                builder = builder.step(&format!("s{i}"), &refs);
+            }
+            let mut wf = builder.build();
+            let mut jobs: Vec<ObservedJob> = Vec::new();
+            let mut failed: Vec<String> = Vec::new();
+            let mut outcomes = outcomes.iter().cycle();
+            for tick in 0..500 {
+                let now = at(tick);
+                let plan = plan(&wf, &jobs, now);
+                // No step whose dependency failed is ever started.
+                for action in &plan.actions {
+                    if let Action::CreateJob { step, .. } = action {
+                        let spec = wf.spec.containers.iter().find(|s| s.step_name == *step).unwrap();
+                        prop_assert!(spec.depends_on.iter().all(|d| !failed.contains(d)), "{} started after a failed dependency", step);
+                        prop_assert!(!fail_fast || failed.is_empty(), "{} started after a failure with failFast", step);
+                    }
+                }
+                apply(&mut jobs, &wf, &plan, now);
+                wf = written(wf, &plan);
+                let phase = wf.status.as_ref().unwrap().workflow_status.unwrap();
+                if phase.is_terminal() {
+                    break;
+                }
+                let running: Vec<usize> = jobs.iter().enumerate()
+                    .filter(|(_, j)| matches!(j.state, JobState::Active { .. }))
+                    .map(|(i, _)| i)
+                    .collect();
+                prop_assert!(!running.is_empty(), "stalled in {}", phase);
+                let (pick, outcome) = outcomes.next().unwrap();
+                let r = running[pick.index(running.len())];
+                if *outcome == 0 {
+                    jobs[r].state = JobState::Failed { reason: "BackoffLimitExceeded".into(), message: String::new() };
+                    failed.push(jobs[r].step.clone());
+                } else {
+                    jobs[r].state = JobState::Succeeded;
+                }
+            }
+            let status = wf.status.as_ref().unwrap();
+            let want = if failed.is_empty() { Phase::Completed } else { Phase::Failed };
+            prop_assert_eq!(status.workflow_status, Some(want));
+            // A failed workflow leaves nothing running.
+            prop_assert!(jobs.iter().all(|j| !matches!(j.state, JobState::Active { .. })), "{:?}", jobs);
+            if let Some(first) = failed.first().filter(|_| fail_fast) {
+                let prefix = format!("step {first} failed");
+                prop_assert!(status.message.as_deref().unwrap().starts_with(&prefix));
+            }
+        }
     }
 }
