@@ -1,1 +1,194 @@
-//! The embedded Kubernetes control plane: an API server and a job runner in one process.
+//! The embedded Kubernetes control plane: an API server, a job controller, a kubelet that runs
+//! each pod's command as a local process, and a garbage collector, all in one process. It knows
+//! nothing of workflows: it serves whatever CRDs are installed. `make demo`, the integration
+//! tests and the benchmarks run on it (DESIGN section 5).
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! use workflow_operator::devcluster::{DevCluster, DevClusterOptions};
+//! let cluster = DevCluster::start(DevClusterOptions::default()).await?;
+//! let client: kube::Client = cluster.client();
+//! // ... the cluster stops when `cluster` is dropped.
+//! # Ok(()) }
+//! ```
+//!
+//! The server speaks plain HTTP on loopback without authentication: it is a local tool for
+//! trying, testing and measuring, not for production.
+
+pub mod admission;
+pub mod error;
+pub mod patch;
+pub mod path;
+pub mod resources;
+pub mod selector;
+pub mod server;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use resources::{GroupResource, Registry};
+use server::ApiState;
+use store::{HistoryLimits, Store};
+
+/// Errors starting the control plane.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid control plane url {0:?}: {1}")]
+    Url(String, #[source] http::uri::InvalidUri),
+    #[error("cannot build a client for the control plane: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// How to start the control plane.
+#[derive(Debug, Clone, Default)]
+pub struct DevClusterOptions {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Where to write the kubeconfig; `None` writes one into a temporary directory.
+    pub kubeconfig: Option<PathBuf>,
+    /// How much change history watches can resume from.
+    pub history: HistoryLimits,
+}
+
+/// A running control plane; stops (and kills every process it started) when dropped.
+pub struct DevCluster {
+    base_url: String,
+    kubeconfig: PathBuf,
+    store: Store,
+    registry: Registry,
+    shutdown: CancellationToken,
+    _tempdir: Option<tempfile::TempDir>,
+}
+
+impl DevCluster {
+    /// Starts the API server on 127.0.0.1 and writes a kubeconfig for it. The `default`,
+    /// `kube-system` and `kube-public` namespaces exist from the start.
+    pub async fn start(options: DevClusterOptions) -> Result<Self, Error> {
+        let store = Store::new(options.history);
+        let registry = Registry::with_builtins();
+        let namespaces = registry
+            .get(&GroupResource::new("", "namespaces"))
+            .expect("built in");
+        for name in ["default", "kube-system", "kube-public"] {
+            store
+                .create(&namespaces, "", json!({"metadata": {"name": name}}))
+                .expect("a fresh store accepts the built-in namespaces");
+        }
+        let state = ApiState {
+            store: store.clone(),
+            registry: registry.clone(),
+            logs: None,
+            on_create: None,
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], options.port));
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::Listen { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| Error::Listen { addr, source })?;
+        let base_url = format!("http://{local}");
+        let shutdown = CancellationToken::new();
+        let app = server::router(state);
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, "devcluster API server stopped");
+            }
+        });
+        let (kubeconfig, tempdir) = match options.kubeconfig {
+            Some(path) => (path, None),
+            None => {
+                let dir = tempfile::tempdir().map_err(|source| Error::Kubeconfig {
+                    path: "<tempdir>".into(),
+                    source,
+                })?;
+                (dir.path().join("kubeconfig"), Some(dir))
+            }
+        };
+        std::fs::write(&kubeconfig, kubeconfig_yaml(&base_url)).map_err(|source| {
+            Error::Kubeconfig {
+                path: kubeconfig.clone(),
+                source,
+            }
+        })?;
+        Ok(Self {
+            base_url,
+            kubeconfig,
+            store,
+            registry,
+            shutdown,
+            _tempdir: tempdir,
+        })
+    }
+
+    /// A client for the API, default namespace `default`.
+    pub fn client(&self) -> kube::Client {
+        client_for(&self.base_url).expect("a client for a parsed loopback URL")
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The kubeconfig file pointing at this control plane.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The object store, for the in-process controllers and fault injection.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Stops serving and kills every process the control plane started.
+    pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl Drop for DevCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A kube client for a control plane at `base_url`, without credentials.
+pub fn client_for(base_url: &str) -> Result<kube::Client, Error> {
+    let url = base_url
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| Error::Url(base_url.to_string(), e))?;
+    let mut config = kube::Config::new(url);
+    config.default_namespace = "default".into();
+    kube::Client::try_from(config).map_err(Error::Client)
+}
+
+fn kubeconfig_yaml(base_url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: devcluster\n  cluster:\n    server: {base_url}\nusers:\n- name: devcluster\n  user: {{}}\ncontexts:\n- name: devcluster\n  context:\n    cluster: devcluster\n    user: devcluster\n    namespace: default\ncurrent-context: devcluster\n"
+    )
+}

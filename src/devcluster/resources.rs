@@ -1,0 +1,383 @@
+//! The registry of served resources: the built-in kinds this project and `kubectl apply -f deploy/`
+//! need, plus every CustomResourceDefinition installed at run time. The server looks every request
+//! up here; discovery documents are rendered from it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Value, json};
+
+/// A group and a resource (plural), the key objects are stored under. Versions are not part of
+/// the key: every resource is served at exactly one version here.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupResource {
+    pub group: String,
+    pub resource: String,
+}
+
+impl GroupResource {
+    pub fn new(group: &str, resource: &str) -> Self {
+        Self {
+            group: group.to_string(),
+            resource: resource.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for GroupResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// Everything the server needs to know about one served resource.
+#[derive(Debug, Clone)]
+pub struct ResourceInfo {
+    pub group: String,
+    pub version: String,
+    /// Plural, lower case: the URL segment.
+    pub resource: String,
+    pub singular: String,
+    pub kind: String,
+    pub short_names: Vec<String>,
+    pub namespaced: bool,
+    /// Whether `/status` is a subresource: then writes to the main resource ignore `status`
+    /// and writes to `/status` ignore everything else.
+    pub status_subresource: bool,
+    /// The structural OpenAPI v3 schema of a CRD version, for defaulting and validation.
+    pub schema: Option<Value>,
+    /// `additionalPrinterColumns` of a CRD version, served as a `Table` to kubectl.
+    pub printer_columns: Vec<Value>,
+    pub categories: Vec<String>,
+}
+
+impl ResourceInfo {
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource::new(&self.group, &self.resource)
+    }
+
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The qualified name used in error messages, e.g. `jobs.batch`.
+    pub fn display_name(&self) -> String {
+        self.group_resource().to_string()
+    }
+
+    /// The entry of this resource in an `APIResourceList`.
+    pub fn discovery_entry(&self) -> Value {
+        let mut entry = json!({
+            "name": self.resource,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        });
+        if !self.short_names.is_empty() {
+            entry["shortNames"] = json!(self.short_names);
+        }
+        if !self.categories.is_empty() {
+            entry["categories"] = json!(self.categories);
+        }
+        entry
+    }
+}
+
+/// A built-in resource: (group, version, plural, kind, namespaced, status subresource, short names).
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    bool,
+    &'static [&'static str],
+);
+
+const BUILTINS: &[Builtin] = &[
+    ("", "v1", "namespaces", "Namespace", false, true, &["ns"]),
+    ("", "v1", "pods", "Pod", true, true, &["po"]),
+    ("", "v1", "events", "Event", true, false, &["ev"]),
+    ("", "v1", "configmaps", "ConfigMap", true, false, &["cm"]),
+    ("", "v1", "secrets", "Secret", true, false, &[]),
+    (
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        true,
+        false,
+        &["sa"],
+    ),
+    ("", "v1", "services", "Service", true, true, &["svc"]),
+    ("batch", "v1", "jobs", "Job", true, true, &[]),
+    (
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        true,
+        &["deploy"],
+    ),
+    (
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        true,
+        false,
+        &["ev"],
+    ),
+    (
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        true,
+        false,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "Role",
+        true,
+        false,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+        false,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+        false,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+        false,
+        &[],
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+        true,
+        &["crd", "crds"],
+    ),
+];
+
+/// The set of served resources; shared by the server and the controllers.
+#[derive(Clone, Default)]
+pub struct Registry {
+    inner: Arc<RwLock<BTreeMap<GroupResource, Arc<ResourceInfo>>>>,
+}
+
+impl Registry {
+    /// A registry with the built-in kinds.
+    pub fn with_builtins() -> Self {
+        let registry = Self::default();
+        for &(group, version, resource, kind, namespaced, status, short) in BUILTINS {
+            registry.insert(ResourceInfo {
+                group: group.into(),
+                version: version.into(),
+                resource: resource.into(),
+                singular: kind.to_lowercase(),
+                kind: kind.into(),
+                short_names: short.iter().map(|s| s.to_string()).collect(),
+                namespaced,
+                status_subresource: status,
+                schema: None,
+                printer_columns: Vec::new(),
+                categories: if group == "batch" || resource == "pods" {
+                    vec!["all".into()]
+                } else {
+                    vec![]
+                },
+            });
+        }
+        registry
+    }
+
+    pub fn insert(&self, info: ResourceInfo) {
+        self.inner
+            .write()
+            .expect("registry lock")
+            .insert(info.group_resource(), Arc::new(info));
+    }
+
+    pub fn remove(&self, gr: &GroupResource) {
+        self.inner.write().expect("registry lock").remove(gr);
+    }
+
+    /// The resource served at `group/version` under the plural `resource`.
+    pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
+        let map = self.inner.read().expect("registry lock");
+        map.get(&GroupResource::new(group, resource))
+            .filter(|info| info.version == version)
+            .cloned()
+    }
+
+    pub fn get(&self, gr: &GroupResource) -> Option<Arc<ResourceInfo>> {
+        self.inner.read().expect("registry lock").get(gr).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
+        self.inner
+            .read()
+            .expect("registry lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The `/api` document.
+    pub fn api_versions(&self) -> Value {
+        json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+            {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}
+        ]})
+    }
+
+    /// The `/apis` document: every non-core group with its one version.
+    pub fn api_group_list(&self) -> Value {
+        let mut groups: BTreeMap<String, String> = BTreeMap::new();
+        for info in self.all() {
+            if !info.group.is_empty() {
+                groups.insert(info.group.clone(), info.version.clone());
+            }
+        }
+        let groups: Vec<Value> = groups
+            .into_iter()
+            .map(|(group, version)| {
+                let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+                json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+            })
+            .collect();
+        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+    }
+
+    /// The `/apis/{group}` document, or `None` when no resource is served in that group.
+    pub fn api_group(&self, group: &str) -> Option<Value> {
+        let version = self
+            .all()
+            .into_iter()
+            .find(|i| i.group == group)?
+            .version
+            .clone();
+        let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+        Some(
+            json!({"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": [gv.clone()], "preferredVersion": gv}),
+        )
+    }
+
+    /// The `APIResourceList` of one group/version, or `None` when nothing is served there.
+    pub fn api_resource_list(&self, group: &str, version: &str) -> Option<Value> {
+        let infos: Vec<_> = self
+            .all()
+            .into_iter()
+            .filter(|i| i.group == group && i.version == version)
+            .collect();
+        if infos.is_empty() {
+            return None;
+        }
+        let mut resources = Vec::new();
+        for info in &infos {
+            resources.push(info.discovery_entry());
+            if info.status_subresource {
+                resources.push(json!({"name": format!("{}/status", info.resource), "singularName": "", "namespaced": info.namespaced, "kind": info.kind, "verbs": ["get", "patch", "update"]}));
+            }
+            if info.resource == "pods" {
+                resources.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
+            }
+        }
+        let group_version = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        Some(
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+        )
+    }
+
+    /// Registers the served version of a CustomResourceDefinition object; returns what it serves.
+    pub fn register_crd(&self, crd: &Value) -> Option<Arc<ResourceInfo>> {
+        let info = crd_resource_info(crd)?;
+        self.insert(info.clone());
+        self.get(&info.group_resource())
+    }
+}
+
+/// Reads a CRD object (apiextensions.k8s.io/v1) into the resource it serves: its storage version
+/// (or first served one), schema, status subresource and printer columns.
+pub fn crd_resource_info(crd: &Value) -> Option<ResourceInfo> {
+    let spec = crd.get("spec")?;
+    let names = spec.get("names")?;
+    let versions = spec.get("versions")?.as_array()?;
+    let version = versions
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .or_else(|| {
+            versions
+                .iter()
+                .find(|v| v.get("served").and_then(Value::as_bool) != Some(false))
+        })?;
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let kind = names.get("kind")?.as_str()?.to_string();
+    Some(ResourceInfo {
+        group: spec.get("group")?.as_str()?.to_string(),
+        version: version.get("name")?.as_str()?.to_string(),
+        resource: names.get("plural")?.as_str()?.to_string(),
+        singular: names
+            .get("singular")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .unwrap_or_else(|| kind.to_lowercase()),
+        kind,
+        short_names: strings(names.get("shortNames")),
+        namespaced: spec.get("scope").and_then(Value::as_str) != Some("Cluster"),
+        status_subresource: version.pointer("/subresources/status").is_some(),
+        schema: version.pointer("/schema/openAPIV3Schema").cloned(),
+        printer_columns: version
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        categories: strings(names.get("categories")),
+    })
+}
