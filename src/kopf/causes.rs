@@ -145,7 +145,11 @@ pub struct Known<'a, K> {
 pub fn detect<K: Resource + Serialize>(object: &K, known: &Known<'_, K>) -> Cause {
     let meta = object.meta();
     if meta.deletion_timestamp.is_some() {
-        let ours = meta.finalizers.iter().flatten().any(|f| f == known.finalizer);
+        let ours = meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == known.finalizer);
         return if ours { Cause::Delete } else { Cause::Noop };
     }
     let base = match known.base {
@@ -162,7 +166,9 @@ pub fn detect<K: Resource + Serialize>(object: &K, known: &Known<'_, K>) -> Caus
     for field in known.fields {
         // A field registered after the object was handled has no base: adopt its value quietly
         // rather than calling handlers for a change nobody made.
-        let Some(old_base) = base.fields.get(field) else { continue };
+        let Some(old_base) = base.fields.get(field) else {
+            continue;
+        };
         if !is_metadata(field) && !generation_moved {
             continue;
         }
@@ -181,9 +187,17 @@ pub fn detect<K: Resource + Serialize>(object: &K, known: &Known<'_, K>) -> Caus
         let mut changes = Vec::new();
         match old {
             Some(old) => diff_values(&root, &old, &now, &mut changes),
-            None => changes.push(Change { path: root, old: None, new: present(&now) }),
+            None => changes.push(Change {
+                path: root,
+                old: None,
+                new: present(&now),
+            }),
         }
-        diffs.push(FieldDiff { field: field.clone(), base: FieldBase::of(&now), changes });
+        diffs.push(FieldDiff {
+            field: field.clone(),
+            base: FieldBase::of(&now),
+            changes,
+        });
     }
     let generation_behind = matches!(
         (meta.generation, base.generation),
@@ -205,7 +219,10 @@ pub fn base_of<K: Resource + Serialize>(object: &K, fields: &[String]) -> DiffBa
     DiffBase {
         created: true,
         generation: object.meta().generation,
-        fields: fields.iter().map(|f| (f.clone(), FieldBase::of(&current.get(f)))).collect(),
+        fields: fields
+            .iter()
+            .map(|f| (f.clone(), FieldBase::of(&current.get(f))))
+            .collect(),
     }
 }
 
@@ -233,13 +250,21 @@ pub fn diff_values(path: &[String], old: &Value, new: &Value, out: &mut Vec<Chan
                 match (old.get(key), new.get(key)) {
                     (Some(o), Some(n)) => diff_values(&child, o, n, out),
                     (o, n) => {
-                        out.push(Change { path: child, old: o.cloned(), new: n.cloned() });
+                        out.push(Change {
+                            path: child,
+                            old: o.cloned(),
+                            new: n.cloned(),
+                        });
                     }
                 }
             }
         }
         _ if old == new => {}
-        _ => out.push(Change { path: path.to_vec(), old: present(old), new: present(new) }),
+        _ => out.push(Change {
+            path: path.to_vec(),
+            old: present(old),
+            new: present(new),
+        }),
     }
 }
 
@@ -250,7 +275,10 @@ pub fn digest_of(value: &Value) -> String {
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn is_metadata(field: &str) -> bool {
@@ -275,7 +303,11 @@ struct Fields<'a, K> {
 
 impl<'a, K: Resource + Serialize> Fields<'a, K> {
     fn new(object: &'a K) -> Self {
-        Self { object, meta: OnceCell::new(), whole: OnceCell::new() }
+        Self {
+            object,
+            meta: OnceCell::new(),
+            whole: OnceCell::new(),
+        }
     }
 
     fn get(&self, field: &str) -> Value {
@@ -324,7 +356,11 @@ mod tests {
     }
 
     fn change(path: &str, old: Option<Value>, new: Option<Value>) -> Change {
-        Change { path: split(path), old, new }
+        Change {
+            path: split(path),
+            old,
+            new,
+        }
     }
 
     fn big_list(len: usize, tag: &str) -> Value {
@@ -372,9 +408,10 @@ mod tests {
         };
         let deleting = |finalizers: Vec<&str>| {
             let mut obj = v1.clone();
-            obj.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                "2026-01-01T00:00:00Z".parse().expect("a timestamp"),
-            ));
+            obj.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    "2026-01-01T00:00:00Z".parse().expect("a timestamp"),
+                ));
             obj.metadata.finalizers = Some(finalizers.into_iter().map(String::from).collect());
             obj
         };
@@ -386,7 +423,10 @@ mod tests {
         };
         let big1 = big("a", 1);
         let big2 = big("b", 2);
-        let half_created = DiffBase { created: false, ..handled(&v1) };
+        let half_created = DiffBase {
+            created: false,
+            ..handled(&v1)
+        };
 
         vec![
             Case {
@@ -558,7 +598,12 @@ mod tests {
                 finalizer: FINALIZER,
                 fields: &fields,
             };
-            assert_eq!(detect(&case.object, &known), case.expected, "case: {}", case.name);
+            assert_eq!(
+                detect(&case.object, &known),
+                case.expected,
+                "case: {}",
+                case.name
+            );
         }
     }
 
@@ -586,8 +631,16 @@ mod tests {
     #[test]
     fn removed_keys_and_emptied_fields_are_diffed() {
         let table = [
-            (json!({"a": 1, "b": 2}), json!({"a": 1}), vec![change("f.b", Some(json!(2)), None)]),
-            (json!({"a": 1}), Value::Null, vec![change("f", Some(json!({"a": 1})), None)]),
+            (
+                json!({"a": 1, "b": 2}),
+                json!({"a": 1}),
+                vec![change("f.b", Some(json!(2)), None)],
+            ),
+            (
+                json!({"a": 1}),
+                Value::Null,
+                vec![change("f", Some(json!({"a": 1})), None)],
+            ),
             (json!("x"), json!("x"), vec![]),
         ];
         for (old, new, expected) in table {

@@ -140,7 +140,9 @@ pub struct Hooks {
 
 impl std::fmt::Debug for Hooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hooks").field("before_store", &self.before_store.is_some()).finish()
+        f.debug_struct("Hooks")
+            .field("before_store", &self.before_store.is_some())
+            .finish()
     }
 }
 
@@ -155,14 +157,19 @@ pub struct Operator {
 
 impl Operator {
     pub fn new(client: Client, config: OperatorConfig) -> Self {
-        Self { client, config, reactors: Vec::new() }
+        Self {
+            client,
+            config,
+            reactors: Vec::new(),
+        }
     }
 
     /// Registers the handlers of resource type `K`.
     #[must_use]
     pub fn resource<K: Watched>(mut self, table: impl FnOnce(Registry<K>) -> Registry<K>) -> Self {
         let registry = table(Registry::new(self.config.defaults.clone()));
-        self.reactors.push(Box::new(move |env| reactor::run(registry, env).boxed()));
+        self.reactors
+            .push(Box::new(move |env| reactor::run(registry, env).boxed()));
         self
     }
 
@@ -176,7 +183,10 @@ impl Operator {
         let env = reactor::Env {
             recorder: Recorder::new(
                 self.client.clone(),
-                Reporter { controller: self.config.name.clone(), instance: self.config.instance.clone() },
+                Reporter {
+                    controller: self.config.name.clone(),
+                    instance: self.config.instance.clone(),
+                },
             ),
             client: self.client,
             semaphore: Arc::new(Semaphore::new(self.config.concurrency.max(1))),

@@ -123,14 +123,18 @@ impl Record {
 
     /// Whether `handler` finished for `target`.
     pub fn finished(&self, handler: &str, target: &str) -> bool {
-        self.progress(handler, target).is_some_and(HandlerProgress::finished)
+        self.progress(handler, target)
+            .is_some_and(HandlerProgress::finished)
     }
 
     /// The progress entry of `handler` for `target`, reset if it was for another target.
     pub fn entry(&mut self, handler: &str, target: &str) -> &mut HandlerProgress {
         let entry = self.handlers.entry(handler.to_string()).or_default();
         if entry.target != target {
-            *entry = HandlerProgress { target: target.to_string(), ..Default::default() };
+            *entry = HandlerProgress {
+                target: target.to_string(),
+                ..Default::default()
+            };
         }
         entry
     }
@@ -146,7 +150,10 @@ impl Record {
         };
         serde_json::from_str(text)
             .map(Some)
-            .map_err(|source| Error::Decode { key: key.to_string(), source })
+            .map_err(|source| Error::Decode {
+                key: key.to_string(),
+                source,
+            })
     }
 
     /// The annotation text.
@@ -166,8 +173,11 @@ where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
     let patch = json!({"metadata": {"annotations": {key: record.encode()}}});
-    ignore_not_found(api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch)).await)
-        .map_err(Error::Store)
+    ignore_not_found(
+        api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    )
+    .map_err(Error::Store)
 }
 
 /// Adds `finalizer` to `object`, failing if the object changed since it was read.
@@ -185,7 +195,9 @@ where
         {"op": "test", "path": "/metadata/resourceVersion", "value": object.resource_version()},
         {"op": "add", "path": "/metadata/finalizers", "value": finalizers},
     ]);
-    json_patch(api, &object.name_any(), patch).await.map_err(Error::AddFinalizer)
+    json_patch(api, &object.name_any(), patch)
+        .await
+        .map_err(Error::AddFinalizer)
 }
 
 /// Removes `finalizer` from `object` if it carries it; a missing object is fine.
@@ -205,7 +217,9 @@ where
         {"op": "test", "path": path, "value": finalizer},
         {"op": "remove", "path": path},
     ]);
-    json_patch(api, &object.name_any(), patch).await.map_err(Error::RemoveFinalizer)
+    json_patch(api, &object.name_any(), patch)
+        .await
+        .map_err(Error::RemoveFinalizer)
 }
 
 async fn json_patch<K>(api: &Api<K>, name: &str, patch: Value) -> Result<(), kube::Error>
@@ -213,7 +227,10 @@ where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
     let patch: json_patch::Patch = serde_json::from_value(patch).expect("a well-formed JSON patch");
-    ignore_not_found(api.patch_metadata(name, &PatchParams::default(), &Patch::<()>::Json(patch)).await)
+    ignore_not_found(
+        api.patch_metadata(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await,
+    )
 }
 
 fn ignore_not_found<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
@@ -237,7 +254,10 @@ mod tests {
                 created: true,
                 generation: Some(3),
                 fields: BTreeMap::from([
-                    ("metadata.labels".to_string(), FieldBase::Value(json!({"team": "a"}))),
+                    (
+                        "metadata.labels".to_string(),
+                        FieldBase::Value(json!({"team": "a"})),
+                    ),
                     ("spec".to_string(), FieldBase::Digest("ab".repeat(32))),
                 ]),
             },
@@ -266,9 +286,27 @@ mod tests {
     #[test]
     fn failed_handlers_are_finished() {
         let table = [
-            (HandlerProgress { done: true, ..Default::default() }, true),
-            (HandlerProgress { failed: Some("boom".into()), ..Default::default() }, true),
-            (HandlerProgress { retries: 3, ..Default::default() }, false),
+            (
+                HandlerProgress {
+                    done: true,
+                    ..Default::default()
+                },
+                true,
+            ),
+            (
+                HandlerProgress {
+                    failed: Some("boom".into()),
+                    ..Default::default()
+                },
+                true,
+            ),
+            (
+                HandlerProgress {
+                    retries: 3,
+                    ..Default::default()
+                },
+                false,
+            ),
         ];
         for (progress, finished) in table {
             assert_eq!(progress.finished(), finished, "{progress:?}");
@@ -285,11 +323,19 @@ mod tests {
             }))
             .expect("an object")
         };
-        assert_eq!(Record::read(&object(json!({})), "k/last-handled").expect("ok"), None);
+        assert_eq!(
+            Record::read(&object(json!({})), "k/last-handled").expect("ok"),
+            None
+        );
         let stored = object(json!({"k/last-handled": r#"{"created":true}"#}));
-        let read = Record::read(&stored, "k/last-handled").expect("ok").expect("some");
+        let read = Record::read(&stored, "k/last-handled")
+            .expect("ok")
+            .expect("some");
         assert!(read.base.created);
         let garbled = object(json!({"k/last-handled": "not json"}));
-        assert!(matches!(Record::read(&garbled, "k/last-handled"), Err(Error::Decode { .. })));
+        assert!(matches!(
+            Record::read(&garbled, "k/last-handled"),
+            Err(Error::Decode { .. })
+        ));
     }
 }

@@ -30,11 +30,11 @@ use std::time::Duration;
 use chrono::Utc;
 use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ListParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
-use kube::{Client, Resource, ResourceExt};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, ResourceExt};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -64,6 +64,12 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A child object with its type erased.
+type AnyObject = Arc<dyn Any + Send + Sync>;
+
+/// A handler due for a persisted cause: the handler, its progress target, its diff.
+type Due<'a, K> = (&'a Handler<K>, String, Option<Arc<[Change]>>);
+
 /// What every reactor of one operator shares.
 #[derive(Clone)]
 pub(crate) struct Env {
@@ -82,7 +88,10 @@ pub(crate) struct ChildIndex<C> {
 impl<C> ChildIndex<C> {
     pub(crate) fn of(&self, parent: &Parent) -> Vec<Arc<C>> {
         let index = self.by_parent.read().expect("child index lock");
-        index.get(parent).map(|children| children.values().cloned().collect()).unwrap_or_default()
+        index
+            .get(parent)
+            .map(|children| children.values().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -91,78 +100,109 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
     index: usize,
     children: Children<C>,
 ) -> (ChildWatch, Arc<dyn Any + Send + Sync>) {
-    let parent_of = children.parent.unwrap_or_else(|| Arc::new(owner_of::<K, C>));
+    let parent_of = children
+        .parent
+        .unwrap_or_else(|| Arc::new(owner_of::<K, C>));
     let labels = children.labels;
-    let mirror = Arc::new(ChildIndex::<C> { by_parent: RwLock::default() });
+    let mirror = Arc::new(ChildIndex::<C> {
+        by_parent: RwLock::default(),
+    });
     let erased: Arc<dyn Any + Send + Sync> = mirror.clone();
-    let watch: ChildWatch = Arc::new(move |client: Client, namespace: Option<String>, sink: ChildSink| {
-        let api = C::Scope::api::<C>(client, namespace.as_deref());
-        let mut config = watcher::Config::default();
-        if let Some(labels) = &labels {
-            config = config.labels(labels);
-        }
-        let parent_of = parent_of.clone();
-        let mirror = mirror.clone();
-        async move {
-            let parent = |child: &C| {
-                parent_of(child).map(|mut parent| {
-                    if !K::Scope::namespaced() {
-                        parent.namespace = None;
-                    }
-                    parent
-                })
-            };
-            let key = |child: &C| format!("{}/{}", child.namespace().unwrap_or_default(), child.name_any());
-            let mut relisted: Option<HashMap<Parent, BTreeMap<String, Arc<C>>>> = None;
-            let mut events = std::pin::pin!(watcher(api, config).default_backoff());
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(Event::Init) => relisted = Some(HashMap::new()),
-                    Ok(Event::InitApply(child)) => {
-                        let Some(p) = parent(&child) else { continue };
-                        let child = Arc::new(child);
-                        let k = key(&child);
-                        if let Some(buffer) = relisted.as_mut() {
-                            buffer.entry(p.clone()).or_default().insert(k.clone(), child.clone());
+    let watch: ChildWatch = Arc::new(
+        move |client: Client, namespace: Option<String>, sink: ChildSink| {
+            let api = C::Scope::api::<C>(client, namespace.as_deref());
+            let mut config = watcher::Config::default();
+            if let Some(labels) = &labels {
+                config = config.labels(labels);
+            }
+            let parent_of = parent_of.clone();
+            let mirror = mirror.clone();
+            async move {
+                let parent = |child: &C| {
+                    parent_of(child).map(|mut parent| {
+                        if !K::Scope::namespaced() {
+                            parent.namespace = None;
                         }
-                        let object: Arc<dyn Any + Send + Sync> = child;
-                        let _ = sink.send((p, ChildEvent { index, key: k, object }));
-                    }
-                    Ok(Event::InitDone) => {
-                        if let Some(buffer) = relisted.take() {
-                            *mirror.by_parent.write().expect("child index lock") = buffer;
+                        parent
+                    })
+                };
+                let key = |child: &C| {
+                    format!(
+                        "{}/{}",
+                        child.namespace().unwrap_or_default(),
+                        child.name_any()
+                    )
+                };
+                let mut relisted: Option<HashMap<Parent, BTreeMap<String, Arc<C>>>> = None;
+                let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(Event::Init) => relisted = Some(HashMap::new()),
+                        Ok(Event::InitApply(child)) => {
+                            let Some(p) = parent(&child) else { continue };
+                            let child = Arc::new(child);
+                            let k = key(&child);
+                            if let Some(buffer) = relisted.as_mut() {
+                                buffer
+                                    .entry(p.clone())
+                                    .or_default()
+                                    .insert(k.clone(), child.clone());
+                            }
+                            let object: Arc<dyn Any + Send + Sync> = child;
+                            let _ = sink.send((
+                                p,
+                                ChildEvent {
+                                    index,
+                                    key: k,
+                                    object,
+                                },
+                            ));
                         }
-                    }
-                    Ok(Event::Apply(child)) => {
-                        let Some(p) = parent(&child) else { continue };
-                        let child = Arc::new(child);
-                        let k = key(&child);
-                        mirror
-                            .by_parent
-                            .write()
-                            .expect("child index lock")
-                            .entry(p.clone())
-                            .or_default()
-                            .insert(k.clone(), child.clone());
-                        let object: Arc<dyn Any + Send + Sync> = child;
-                        let _ = sink.send((p, ChildEvent { index, key: k, object }));
-                    }
-                    Ok(Event::Delete(child)) => {
-                        let Some(p) = parent(&child) else { continue };
-                        let mut index = mirror.by_parent.write().expect("child index lock");
-                        if let Some(siblings) = index.get_mut(&p) {
-                            siblings.remove(&key(&child));
-                            if siblings.is_empty() {
-                                index.remove(&p);
+                        Ok(Event::InitDone) => {
+                            if let Some(buffer) = relisted.take() {
+                                *mirror.by_parent.write().expect("child index lock") = buffer;
                             }
                         }
+                        Ok(Event::Apply(child)) => {
+                            let Some(p) = parent(&child) else { continue };
+                            let child = Arc::new(child);
+                            let k = key(&child);
+                            mirror
+                                .by_parent
+                                .write()
+                                .expect("child index lock")
+                                .entry(p.clone())
+                                .or_default()
+                                .insert(k.clone(), child.clone());
+                            let object: Arc<dyn Any + Send + Sync> = child;
+                            let _ = sink.send((
+                                p,
+                                ChildEvent {
+                                    index,
+                                    key: k,
+                                    object,
+                                },
+                            ));
+                        }
+                        Ok(Event::Delete(child)) => {
+                            let Some(p) = parent(&child) else { continue };
+                            let mut index = mirror.by_parent.write().expect("child index lock");
+                            if let Some(siblings) = index.get_mut(&p) {
+                                siblings.remove(&key(&child));
+                                if siblings.is_empty() {
+                                    index.remove(&p);
+                                }
+                            }
+                        }
+                        Err(error) => {
+                            warn!(%error, kind = %C::kind(&()), "child watch failed; retrying")
+                        }
                     }
-                    Err(error) => warn!(%error, kind = %C::kind(&()), "child watch failed; retrying"),
                 }
             }
-        }
-        .boxed()
-    });
+            .boxed()
+        },
+    );
     (watch, erased)
 }
 
@@ -174,19 +214,26 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     // Fail fast, with a useful message, when the resource is not served at all.
     api.list_metadata(&ListParams::default().limit(1))
         .await
-        .map_err(|source| Error::Unlistable { kind: K::kind(&()).to_string(), source })?;
+        .map_err(|source| Error::Unlistable {
+            kind: K::kind(&()).to_string(),
+            source,
+        })?;
 
     let (reader, writer) = reflector::store::<K>();
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg<K>>();
     let mut background = JoinSet::new();
 
     let watch_tx = tx.clone();
-    let events = watcher(api.clone(), watcher::Config::default()).default_backoff().reflect(writer);
+    let events = watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
     background.spawn(async move {
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
             let msg = match event {
-                Ok(Event::Apply(obj) | Event::InitApply(obj)) => Msg::Changed(ObjectRef::from(&obj)),
+                Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
+                    Msg::Changed(ObjectRef::from(&obj))
+                }
                 Ok(Event::Delete(obj)) => Msg::Changed(ObjectRef::from(&obj)),
                 Ok(Event::Init | Event::InitDone) => continue,
                 Err(error) => {
@@ -224,7 +271,11 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
             let mut tasks = JoinSet::new();
             let (child_tx, mut child_rx) = mpsc::unbounded_channel();
             for watch in &ctl.registry.children {
-                tasks.spawn(watch(ctl.env.client.clone(), ctl.env.config.namespace.clone(), child_tx.clone()));
+                tasks.spawn(watch(
+                    ctl.env.client.clone(),
+                    ctl.env.config.namespace.clone(),
+                    child_tx.clone(),
+                ));
             }
             let forward = tx.clone();
             tasks.spawn(async move {
@@ -275,7 +326,12 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
 }
 
 /// Queues the objects a timer (or, with `None`, the resync) is due for, at every tick.
-async fn tick<K: Watched>(ctl: Arc<Ctl<K>>, tx: mpsc::UnboundedSender<Msg<K>>, every: Duration, timer: Option<usize>) {
+async fn tick<K: Watched>(
+    ctl: Arc<Ctl<K>>,
+    tx: mpsc::UnboundedSender<Msg<K>>,
+    every: Duration,
+    timer: Option<usize>,
+) {
     let mut interval = tokio::time::interval_at(Instant::now() + every, every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -349,7 +405,7 @@ struct ObjectState<K> {
     /// Resume handlers still to run in this process: retries and next attempt.
     resume: BTreeMap<Arc<str>, (u32, Instant)>,
     /// Child events that failed temporarily.
-    child_retries: BTreeMap<(usize, String), (Arc<dyn Any + Send + Sync>, u32, Instant)>,
+    child_retries: BTreeMap<(usize, String), (AnyObject, u32, Instant)>,
 }
 
 impl<K> Default for ObjectState<K> {
@@ -434,7 +490,9 @@ impl<K: Watched> Queues<K> {
         let state = slot.state.take().unwrap_or_default();
         let ctl = self.ctl.clone();
         let span = info_span!("object", kind = %K::kind(&()), namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name);
-        let handle = self.workers.spawn(work(ctl, key.clone(), pending, state).instrument(span));
+        let handle = self
+            .workers
+            .spawn(work(ctl, key.clone(), pending, state).instrument(span));
         self.running.insert(handle.id(), key);
     }
 
@@ -447,12 +505,20 @@ impl<K: Watched> Queues<K> {
             Err(error) => {
                 // Our own bug (handler panics are caught): forget what we knew, the record on
                 // the object is still there.
-                let Some(key) = self.running.remove(&error.id()) else { return };
+                let Some(key) = self.running.remove(&error.id()) else {
+                    return;
+                };
                 error!(%error, name = %key.name, "object worker failed");
-                (key, Some(ObjectState::default()), Some(Instant::now() + Duration::from_secs(1)))
+                (
+                    key,
+                    Some(ObjectState::default()),
+                    Some(Instant::now() + Duration::from_secs(1)),
+                )
             }
         };
-        let Some(slot) = self.slots.get_mut(&key) else { return };
+        let Some(slot) = self.slots.get_mut(&key) else {
+            return;
+        };
         slot.running = false;
         match state {
             None if slot.pending.is_empty() => {
@@ -493,12 +559,19 @@ async fn work<K: Watched>(
         permit = ctl.env.semaphore.clone().acquire_owned() => permit,
         () = ctl.env.shutdown.cancelled() => return (key, Some(state), None),
     };
-    let Ok(_permit) = permit else { return (key, Some(state), None) };
+    let Ok(_permit) = permit else {
+        return (key, Some(state), None);
+    };
     let Some(object) = ctl.reader.get(&key) else {
         debug!("object is gone");
         return (key, None, None);
     };
-    let mut pass = Pass { ctl: &ctl, object, state, wake: None };
+    let mut pass = Pass {
+        ctl: &ctl,
+        object,
+        state,
+        wake: None,
+    };
     pass.run(pending).await;
     let Pass { state, wake, .. } = pass;
     (key, Some(state), wake)
@@ -517,7 +590,10 @@ impl<K: Watched> Pass<'_, K> {
         let uid = self.object.uid();
         if self.state.uid != uid {
             // A new object under a known name: nothing we remember applies to it.
-            self.state = ObjectState { uid, ..ObjectState::default() };
+            self.state = ObjectState {
+                uid,
+                ..ObjectState::default()
+            };
         }
         if self.state.record.is_none() {
             self.state.record = match Record::read(&*self.object, &self.ctl.annotation) {
@@ -557,8 +633,14 @@ impl<K: Watched> Pass<'_, K> {
         for index in std::mem::take(&mut pending.timers) {
             self.timer(index).await;
         }
-        for (_, _, at) in self.state.child_retries.values() {
-            self.wake_at(*at);
+        let retries: Vec<Instant> = self
+            .state
+            .child_retries
+            .values()
+            .map(|(_, _, at)| *at)
+            .collect();
+        for at in retries {
+            self.wake_at(at);
         }
     }
 
@@ -574,7 +656,10 @@ impl<K: Watched> Pass<'_, K> {
     fn due_retry(&self) -> bool {
         let now = Utc::now();
         self.state.record.as_ref().is_some_and(|record| {
-            record.handlers.values().any(|p| !p.finished() && p.next.is_none_or(|next| next <= now))
+            record
+                .handlers
+                .values()
+                .any(|p| !p.finished() && p.next.is_none_or(|next| next <= now))
         })
     }
 
@@ -623,7 +708,7 @@ impl<K: Watched> Pass<'_, K> {
     }
 
     fn has_finalizer(&self) -> bool {
-        self.state.finalizer_added || self.object.finalizers().iter().any(|f| *f == self.ctl.finalizer)
+        self.state.finalizer_added || self.object.finalizers().contains(&self.ctl.finalizer)
     }
 
     /// Adds the finalizer; false when it could not be added (a wake-up is scheduled).
@@ -644,7 +729,9 @@ impl<K: Watched> Pass<'_, K> {
                             self.state.finalizer_added = true;
                             return true;
                         }
-                        Ok(Some(fresh)) if fresh.meta().deletion_timestamp.is_none() => object = Arc::new(fresh),
+                        Ok(Some(fresh)) if fresh.meta().deletion_timestamp.is_none() => {
+                            object = Arc::new(fresh)
+                        }
                         Ok(_) => return false,
                         Err(error) => {
                             self.write_failed(&error.to_string());
@@ -659,15 +746,25 @@ impl<K: Watched> Pass<'_, K> {
     }
 
     fn write_failed(&mut self, error: &str) {
-        let delay = self.ctl.env.config.defaults.backoff.delay(self.state.write_failures);
+        let delay = self
+            .ctl
+            .env
+            .config
+            .defaults
+            .backoff
+            .delay(self.state.write_failures);
         self.state.write_failures = self.state.write_failures.saturating_add(1);
         warn!(%error, retry_in = ?delay, "write failed");
         self.wake_at(Instant::now() + delay);
     }
 
     async fn create(&mut self) {
-        let handlers: Vec<_> =
-            self.ctl.registry.with_trigger(|t| *t == Trigger::Create).map(|h| (h, CREATE.to_string(), None)).collect();
+        let handlers: Vec<_> = self
+            .ctl
+            .registry
+            .with_trigger(|t| *t == Trigger::Create)
+            .map(|h| (h, CREATE.to_string(), None))
+            .collect();
         if self.persisted(&handlers, Reason::Create).await {
             let record = self.state.record.get_or_insert_default();
             record.base = causes::base_of(&*self.object, &self.ctl.fields);
@@ -716,8 +813,12 @@ impl<K: Watched> Pass<'_, K> {
     }
 
     async fn delete(&mut self) {
-        let handlers: Vec<_> =
-            self.ctl.registry.with_trigger(|t| *t == Trigger::Delete).map(|h| (h, DELETE.to_string(), None)).collect();
+        let handlers: Vec<_> = self
+            .ctl
+            .registry
+            .with_trigger(|t| *t == Trigger::Delete)
+            .map(|h| (h, DELETE.to_string(), None))
+            .collect();
         if !self.persisted(&handlers, Reason::Delete).await || self.stopping() {
             return;
         }
@@ -745,11 +846,7 @@ impl<K: Watched> Pass<'_, K> {
 
     /// Runs the handlers of a persisted cause (create, update of one field, delete) that have
     /// not finished for their target, storing progress after each. True when all finished.
-    async fn persisted(
-        &mut self,
-        handlers: &[(&Handler<K>, String, Option<Arc<[Change]>>)],
-        reason: Reason,
-    ) -> bool {
+    async fn persisted(&mut self, handlers: &[Due<'_, K>], reason: Reason) -> bool {
         let mut unfinished: Vec<usize> = Vec::new();
         for (i, (handler, target, _)) in handlers.iter().enumerate() {
             let record = self.state.record.get_or_insert_default();
@@ -764,20 +861,26 @@ impl<K: Watched> Pass<'_, K> {
                 return false;
             }
             let record = self.state.record.get_or_insert_default();
-            let progress = record.progress(&handler.name, target).cloned().unwrap_or_default();
+            let progress = record
+                .progress(&handler.name, target)
+                .cloned()
+                .unwrap_or_default();
             if let Some(next) = progress.next.filter(|next| *next > Utc::now()) {
                 let wait = (next - Utc::now()).to_std().unwrap_or_default();
                 self.wake_at(Instant::now() + wait);
                 continue;
             }
-            let result = self.call(handler, reason, diff.clone(), progress.retries, None).await;
+            let result = self
+                .call(handler, reason, diff.clone(), progress.retries, None)
+                .await;
             let record = self.state.record.get_or_insert_default();
             let entry = record.entry(&handler.name, target);
             match settle(handler, entry.retries, result) {
                 Settled::Done => entry.done = true,
                 Settled::Retry(delay, message) => {
                     entry.retries += 1;
-                    entry.next = Some(Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default());
+                    entry.next =
+                        Some(Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default());
                     warn!(handler = %handler.name, %message, retry_in = ?delay, "handler failed; will retry");
                     self.wake_at(Instant::now() + delay);
                 }
@@ -786,7 +889,11 @@ impl<K: Watched> Pass<'_, K> {
                     self.report_failure(handler, reason, &message).await;
                 }
             }
-            let finished = self.state.record.as_ref().is_some_and(|r| r.finished(&handler.name, target));
+            let finished = self
+                .state
+                .record
+                .as_ref()
+                .is_some_and(|r| r.finished(&handler.name, target));
             if finished {
                 remaining -= 1;
             }
@@ -817,7 +924,14 @@ impl<K: Watched> Pass<'_, K> {
             return;
         }
         let record = self.state.record.clone().unwrap_or_default();
-        match progress::store(&self.ctl.api, &self.object.name_any(), &self.ctl.annotation, &record).await {
+        match progress::store(
+            &self.ctl.api,
+            &self.object.name_any(),
+            &self.ctl.annotation,
+            &record,
+        )
+        .await
+        {
             Ok(()) => {
                 self.state.dirty = false;
                 self.state.write_failures = 0;
@@ -829,19 +943,32 @@ impl<K: Watched> Pass<'_, K> {
     /// Runs the resume handlers still due in this process.
     async fn resume(&mut self) {
         let now = Instant::now();
-        let due: Vec<Arc<str>> =
-            self.state.resume.iter().filter(|(_, (_, at))| *at <= now).map(|(name, _)| name.clone()).collect();
+        let due: Vec<Arc<str>> = self
+            .state
+            .resume
+            .iter()
+            .filter(|(_, (_, at))| *at <= now)
+            .map(|(name, _)| name.clone())
+            .collect();
         for name in due {
             if self.stopping() {
                 return;
             }
-            let Some(handler) = self.ctl.registry.handlers.iter().find(|h| h.name == name) else { continue };
-            let retries = self.state.resume.get(&name).map_or(0, |(retries, _)| *retries);
+            let Some(handler) = self.ctl.registry.handlers.iter().find(|h| h.name == name) else {
+                continue;
+            };
+            let retries = self
+                .state
+                .resume
+                .get(&name)
+                .map_or(0, |(retries, _)| *retries);
             if !handler.wants(&self.object) {
                 self.state.resume.remove(&name);
                 continue;
             }
-            let result = self.call(handler, Reason::Resume, None, retries, None).await;
+            let result = self
+                .call(handler, Reason::Resume, None, retries, None)
+                .await;
             match settle(handler, retries, result) {
                 Settled::Done => {
                     self.state.resume.remove(&name);
@@ -858,13 +985,19 @@ impl<K: Watched> Pass<'_, K> {
                 }
             }
         }
-        for (_, at) in self.state.resume.values() {
-            let at = *at;
-            self.wake = Some(self.wake.map_or(at, |wake| wake.min(at)));
+        let retries: Vec<Instant> = self.state.resume.values().map(|(_, at)| *at).collect();
+        for at in retries {
+            self.wake_at(at);
         }
     }
 
-    async fn child(&mut self, index: usize, key: String, object: Arc<dyn Any + Send + Sync>, retries: u32) {
+    async fn child(
+        &mut self,
+        index: usize,
+        key: String,
+        object: Arc<dyn Any + Send + Sync>,
+        retries: u32,
+    ) {
         if self.stopping() {
             return;
         }
@@ -880,12 +1013,16 @@ impl<K: Watched> Pass<'_, K> {
         if !handler.wants(&self.object) {
             return;
         }
-        let result = self.call(handler, Reason::Child, None, retries, Some(object.clone())).await;
+        let result = self
+            .call(handler, Reason::Child, None, retries, Some(object.clone()))
+            .await;
         match settle(handler, retries, result) {
             Settled::Done => {}
             Settled::Retry(delay, message) => {
                 warn!(handler = %handler.name, child = %key, %message, retry_in = ?delay, "child handler failed; will retry");
-                self.state.child_retries.insert((index, key), (object, retries + 1, Instant::now() + delay));
+                self.state
+                    .child_retries
+                    .insert((index, key), (object, retries + 1, Instant::now() + delay));
             }
             Settled::Failed(message) => self.report_failure(handler, Reason::Child, &message).await,
         }
@@ -905,7 +1042,9 @@ impl<K: Watched> Pass<'_, K> {
             Err(HandlerError::Temporary { message, .. }) => {
                 warn!(handler = %handler.name, %message, "timer failed; next tick retries");
             }
-            Err(HandlerError::Permanent(message)) => self.report_failure(handler, Reason::Timer, &message).await,
+            Err(HandlerError::Permanent(message)) => {
+                self.report_failure(handler, Reason::Timer, &message).await
+            }
         }
     }
 
@@ -934,7 +1073,11 @@ impl<K: Watched> Pass<'_, K> {
         let outcome = match handler.options.timeout {
             Some(limit) => match tokio::time::timeout(limit, run).await {
                 Ok(outcome) => outcome,
-                Err(_) => return Err(HandlerError::temporary(format!("timed out after {limit:?}"))),
+                Err(_) => {
+                    return Err(HandlerError::temporary(format!(
+                        "timed out after {limit:?}"
+                    )));
+                }
             },
             None => run.await,
         };
@@ -944,7 +1087,9 @@ impl<K: Watched> Pass<'_, K> {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            Err(HandlerError::temporary(format!("handler panicked: {message}")))
+            Err(HandlerError::temporary(format!(
+                "handler panicked: {message}"
+            )))
         })
     }
 
@@ -965,7 +1110,13 @@ impl<K: Watched> Pass<'_, K> {
             action: reason.to_string(),
             secondary: None,
         };
-        if let Err(error) = self.ctl.env.recorder.publish(&event, &self.object.object_ref(&())).await {
+        if let Err(error) = self
+            .ctl
+            .env
+            .recorder
+            .publish(&event, &self.object.object_ref(&()))
+            .await
+        {
             warn!(%error, "could not post the failure event");
         }
     }
@@ -985,10 +1136,17 @@ fn settle<K>(handler: &Handler<K>, retries: u32, result: HandlerResult) -> Settl
         Ok(()) => Settled::Done,
         Err(HandlerError::Permanent(message)) => Settled::Failed(message),
         Err(HandlerError::Temporary { delay, message }) => {
-            if handler.options.retries.is_some_and(|limit| retries >= limit) {
+            if handler
+                .options
+                .retries
+                .is_some_and(|limit| retries >= limit)
+            {
                 Settled::Failed(format!("gave up after {} retries: {message}", retries))
             } else {
-                Settled::Retry(delay.unwrap_or_else(|| handler.options.backoff.delay(retries)), message)
+                Settled::Retry(
+                    delay.unwrap_or_else(|| handler.options.backoff.delay(retries)),
+                    message,
+                )
             }
         }
     }
@@ -1004,7 +1162,10 @@ mod tests {
         Handler {
             name: "h".into(),
             trigger: Trigger::Create,
-            options: HandlerOptions { retries, ..HandlerOptions::default() },
+            options: HandlerOptions {
+                retries,
+                ..HandlerOptions::default()
+            },
             when: None,
             run: Arc::new(|_| async { Ok(()) }.boxed()),
         }
@@ -1015,8 +1176,18 @@ mod tests {
         let backoff = HandlerOptions::default().backoff;
         let table = [
             (None, 0, Ok(()), Settled::Done),
-            (None, 9, Err(HandlerError::permanent("bad")), Settled::Failed("bad".into())),
-            (None, 2, Err(HandlerError::temporary("later")), Settled::Retry(backoff.delay(2), "later".into())),
+            (
+                None,
+                9,
+                Err(HandlerError::permanent("bad")),
+                Settled::Failed("bad".into()),
+            ),
+            (
+                None,
+                2,
+                Err(HandlerError::temporary("later")),
+                Settled::Retry(backoff.delay(2), "later".into()),
+            ),
             (
                 Some(5),
                 1,
@@ -1032,7 +1203,11 @@ mod tests {
         ];
         for (limit, retries, result, expected) in table {
             let shown = format!("{limit:?} {retries} {result:?}");
-            assert_eq!(settle(&handler(limit), retries, result), expected, "{shown}");
+            assert_eq!(
+                settle(&handler(limit), retries, result),
+                expected,
+                "{shown}"
+            );
         }
     }
 }

@@ -15,7 +15,6 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -31,7 +30,10 @@ pub enum HandlerError {
     /// Try again: after `delay` if given, else after the handler's backoff. Counts against the
     /// handler's retry limit; when that is exhausted it becomes permanent.
     #[error("temporary error: {message}")]
-    Temporary { delay: Option<Duration>, message: String },
+    Temporary {
+        delay: Option<Duration>,
+        message: String,
+    },
     /// Do not try again for this cause: a Warning Event is posted on the object and the error
     /// is logged. The cause still completes, so the object is not handled again until it
     /// changes.
@@ -42,12 +44,18 @@ pub enum HandlerError {
 impl HandlerError {
     /// A temporary error retried after the handler's backoff.
     pub fn temporary(message: impl Into<String>) -> Self {
-        Self::Temporary { delay: None, message: message.into() }
+        Self::Temporary {
+            delay: None,
+            message: message.into(),
+        }
     }
 
     /// A temporary error retried after `delay`.
     pub fn retry_after(delay: Duration, message: impl Into<String>) -> Self {
-        Self::Temporary { delay: Some(delay), message: message.into() }
+        Self::Temporary {
+            delay: Some(delay),
+            message: message.into(),
+        }
     }
 
     /// A permanent error.
@@ -95,7 +103,11 @@ impl Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Self { initial: Duration::from_secs(1), factor: 2.0, max: Duration::from_secs(300) }
+        Self {
+            initial: Duration::from_secs(1),
+            factor: 2.0,
+            max: Duration::from_secs(300),
+        }
     }
 }
 
@@ -186,7 +198,11 @@ where
     /// with [`Registry::on_child`] (empty if `C` is not registered). No API call.
     pub fn children<C: Send + Sync + 'static>(&self) -> Vec<Arc<C>> {
         let parent = Parent {
-            namespace: if K::Scope::namespaced() { self.object.namespace() } else { None },
+            namespace: if K::Scope::namespaced() {
+                self.object.namespace()
+            } else {
+                None
+            },
             name: self.object.name_any(),
         };
         self.children
@@ -277,7 +293,8 @@ impl<T> Watched for T where
 {
 }
 
-pub(crate) type HandlerFn<K> = Arc<dyn Fn(Context<K>) -> BoxFuture<'static, HandlerResult> + Send + Sync>;
+pub(crate) type HandlerFn<K> =
+    Arc<dyn Fn(Context<K>) -> BoxFuture<'static, HandlerResult> + Send + Sync>;
 pub(crate) type Predicate<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 
 /// When a handler runs.
@@ -307,10 +324,12 @@ impl<K> Handler<K> {
     }
 }
 
+pub(crate) type ParentOf<C> = Arc<dyn Fn(&C) -> Option<Parent> + Send + Sync>;
+
 /// Which child objects a child handler sees and how each finds its parent.
 pub struct Children<C> {
     pub(crate) labels: Option<String>,
-    pub(crate) parent: Option<Arc<dyn Fn(&C) -> Option<Parent> + Send + Sync>>,
+    pub(crate) parent: Option<ParentOf<C>>,
 }
 
 /// The parent of a child object.
@@ -323,7 +342,10 @@ pub struct Parent {
 impl<C: Resource> Children<C> {
     /// Children whose owner references name a parent of the registering kind.
     pub fn owned() -> Self {
-        Self { labels: None, parent: None }
+        Self {
+            labels: None,
+            parent: None,
+        }
     }
 
     /// Only children matching this label selector are watched (and mirrored in memory).
@@ -335,7 +357,10 @@ impl<C: Resource> Children<C> {
 
     /// Finds the parent with `parent_of` (e.g. from a label) instead of owner references.
     #[must_use]
-    pub fn parent_by(mut self, parent_of: impl Fn(&C) -> Option<Parent> + Send + Sync + 'static) -> Self {
+    pub fn parent_by(
+        mut self,
+        parent_of: impl Fn(&C) -> Option<Parent> + Send + Sync + 'static,
+    ) -> Self {
         self.parent = Some(Arc::new(parent_of));
         self
     }
@@ -350,7 +375,10 @@ pub fn owner_of<K: Resource<DynamicType = ()>, C: Resource>(child: &C) -> Option
         .iter()
         .flatten()
         .find(|owner| owner.kind == kind && owner.api_version == api_version)
-        .map(|owner| Parent { namespace: child.meta().namespace.clone(), name: owner.name.clone() })
+        .map(|owner| Parent {
+            namespace: child.meta().namespace.clone(),
+            name: owner.name.clone(),
+        })
 }
 
 /// A child event on its way to the parent's queue.
@@ -394,7 +422,12 @@ pub struct Registry<K> {
 
 impl<K: Watched> Registry<K> {
     pub(crate) fn new(defaults: HandlerOptions) -> Self {
-        Self { handlers: Vec::new(), children: Vec::new(), child_indexes: Vec::new(), defaults }
+        Self {
+            handlers: Vec::new(),
+            children: Vec::new(),
+            child_indexes: Vec::new(),
+            defaults,
+        }
     }
 
     /// Runs `handler` once when an object is first seen (its create cause).
@@ -416,7 +449,13 @@ impl<K: Watched> Registry<K> {
         F: Fn(Context<K>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
-        self.push(name, Trigger::Update { field: field.to_string() }, handler)
+        self.push(
+            name,
+            Trigger::Update {
+                field: field.to_string(),
+            },
+            handler,
+        )
     }
 
     /// Runs `handler` when an object is deleted; registering one makes the framework put its
@@ -467,10 +506,15 @@ impl<K: Watched> Registry<K> {
         self.children.push(watch);
         self.child_indexes.push(mirror);
         let run = move |mut ctx: Context<K>| {
-            let child = ctx.child.take().and_then(|child| child.downcast::<C>().ok());
+            let child = ctx
+                .child
+                .take()
+                .and_then(|child| child.downcast::<C>().ok());
             match child {
                 Some(child) => handler(ctx, child).boxed(),
-                None => async { Err(HandlerError::permanent("child event of another kind")) }.boxed(),
+                None => {
+                    async { Err(HandlerError::permanent("child event of another kind")) }.boxed()
+                }
             }
         };
         self.push(name, Trigger::Child { index }, run)
@@ -525,7 +569,9 @@ impl<K: Watched> Registry<K> {
     }
 
     fn last(&mut self) -> &mut Handler<K> {
-        self.handlers.last_mut().expect("a modifier follows the handler it modifies")
+        self.handlers
+            .last_mut()
+            .expect("a modifier follows the handler it modifies")
     }
 
     /// The fields update handlers are registered on, without repeats.
@@ -553,9 +599,6 @@ impl<K: Watched> Registry<K> {
         self.handlers.iter().filter(move |h| wanted(&h.trigger))
     }
 }
-
-/// The object reference kind used as the per-object queue key.
-pub(crate) type Key<K> = ObjectRef<K>;
 
 #[cfg(test)]
 mod tests {
@@ -586,7 +629,9 @@ mod tests {
             .retries(3)
             .timeout(Duration::from_secs(7))
             .when(|cm| cm.data.is_some());
-        let [first, second] = &registry.handlers[..] else { panic!("two handlers") };
+        let [first, second] = &registry.handlers[..] else {
+            panic!("two handlers")
+        };
         assert_eq!(first.options, HandlerOptions::default());
         assert!(first.when.is_none());
         assert_eq!(second.options.retries, Some(3));
@@ -607,12 +652,24 @@ mod tests {
     #[test]
     fn api_errors_a_retry_cannot_fix_are_permanent() {
         let status = |code| {
-            kube::Error::Api(Box::new(kube::core::Status::failure("boom", "Reason").with_code(code)))
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("boom", "Reason").with_code(code),
+            ))
         };
-        let table = [(422, false), (403, false), (409, true), (500, true), (429, true)];
+        let table = [
+            (422, false),
+            (403, false),
+            (409, true),
+            (500, true),
+            (429, true),
+        ];
         for (code, temporary) in table {
             let error = HandlerError::from(status(code));
-            assert_eq!(matches!(error, HandlerError::Temporary { .. }), temporary, "{code}");
+            assert_eq!(
+                matches!(error, HandlerError::Temporary { .. }),
+                temporary,
+                "{code}"
+            );
         }
     }
 
@@ -631,7 +688,10 @@ mod tests {
         child.metadata.owner_references = Some(vec![owner("Secret", "s"), owner("ConfigMap", "p")]);
         assert_eq!(
             owner_of::<ConfigMap, _>(&child),
-            Some(Parent { namespace: Some("ns".into()), name: "p".into() })
+            Some(Parent {
+                namespace: Some("ns".into()),
+                name: "p".into()
+            })
         );
         child.metadata.owner_references = Some(vec![owner("Secret", "s")]);
         assert_eq!(owner_of::<ConfigMap, _>(&child), None);
