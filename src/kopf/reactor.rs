@@ -808,6 +808,11 @@ impl<K: Watched> Pass<'_, K> {
                 record.base.generation = generation;
                 self.state.dirty = true;
             }
+            // Progress left for values the fields no longer have is moot.
+            if !record.handlers.is_empty() {
+                record.handlers.clear();
+                self.state.dirty = true;
+            }
             self.state.handled = Some(self.object.clone());
         }
     }
@@ -1066,7 +1071,7 @@ impl<K: Watched> Pass<'_, K> {
             retry,
             recorder: self.ctl.env.recorder.clone(),
             child,
-            children: self.ctl.child_indexes.clone(),
+            mirrors: self.ctl.child_indexes.clone(),
         };
         debug!(handler = %handler.name, %reason, retry, "calling handler");
         let run = AssertUnwindSafe((handler.run)(ctx)).catch_unwind();

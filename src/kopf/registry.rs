@@ -159,7 +159,7 @@ pub struct Context<K> {
     /// Publishes Events (events.k8s.io/v1) as this operator.
     pub recorder: Recorder,
     pub(crate) child: Option<Arc<dyn Any + Send + Sync>>,
-    pub(crate) children: Arc<[Arc<dyn Any + Send + Sync>]>,
+    pub(crate) mirrors: Arc<[Arc<dyn Any + Send + Sync>]>,
 }
 
 impl<K: Resource<DynamicType = ()>> Context<K> {
@@ -205,7 +205,7 @@ where
             },
             name: self.object.name_any(),
         };
-        self.children
+        self.mirrors
             .iter()
             .filter_map(|index| index.downcast_ref::<super::reactor::ChildIndex<C>>())
             .flat_map(|index| index.of(&parent))
@@ -541,7 +541,10 @@ impl<K: Watched> Registry<K> {
         self
     }
 
-    /// Runs the handler registered last only for objects where `when` holds.
+    /// Runs the handler registered last only for objects where `when` holds. A create, update
+    /// or delete handler whose `when` does not hold when its cause is handled is skipped for
+    /// that cause (and counts as finished); a timer's `when` is evaluated at every tick on the
+    /// in-memory mirror, so objects it excludes cost no task at all.
     #[must_use]
     pub fn when(mut self, when: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self {
         self.last().when = Some(Arc::new(when));

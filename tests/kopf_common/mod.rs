@@ -22,7 +22,13 @@ use workflow_operator::kopf::{Change, Context, Operator, OperatorConfig, Reason}
 
 /// A test resource: a size, a list of items (to make it large) and a status.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, JsonSchema)]
-#[kube(group = "kopf.test", version = "v1", kind = "Widget", namespaced, status = "WidgetStatus")]
+#[kube(
+    group = "kopf.test",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus"
+)]
 pub struct WidgetSpec {
     /// Any number.
     pub size: i64,
@@ -45,7 +51,9 @@ pub const FINALIZER: &str = "kopf.test/finalizer";
 
 /// A started control plane with the Widget CRD installed.
 pub async fn cluster() -> (DevCluster, Client) {
-    let cluster = DevCluster::start(DevClusterOptions::default()).await.expect("control plane starts");
+    let cluster = DevCluster::start(DevClusterOptions::default())
+        .await
+        .expect("control plane starts");
     let client = cluster.client();
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &Widget::crd())
@@ -59,12 +67,21 @@ pub fn widgets(client: &Client) -> Api<Widget> {
 }
 
 pub fn widget(name: &str, size: i64) -> Widget {
-    Widget::new(name, WidgetSpec { size, items: Vec::new() })
+    Widget::new(
+        name,
+        WidgetSpec {
+            size,
+            items: Vec::new(),
+        },
+    )
 }
 
 /// The operator config the tests use: fast backoff, a short resync.
 pub fn config() -> OperatorConfig {
-    let mut config = OperatorConfig { name: NAME.into(), ..OperatorConfig::default() };
+    let mut config = OperatorConfig {
+        name: NAME.into(),
+        ..OperatorConfig::default()
+    };
     config.namespace = Some(NS.into());
     config.resync = Some(Duration::from_millis(500));
     config.defaults.backoff.initial = Duration::from_millis(50);
@@ -136,7 +153,10 @@ impl Probe {
             let count = active.entry(object.clone()).or_default();
             *count += 1;
             if *count > 1 {
-                self.overlaps.lock().unwrap().push(format!("{object}: {}", ctx.handler));
+                self.overlaps
+                    .lock()
+                    .unwrap()
+                    .push(format!("{object}: {}", ctx.handler));
             }
             let mut in_flight = self.in_flight.lock().unwrap();
             in_flight.0 += 1;
@@ -150,7 +170,10 @@ impl Probe {
             diff: ctx.diff.to_vec(),
             retry: ctx.retry,
         });
-        Guard { probe: self.clone(), object }
+        Guard {
+            probe: self.clone(),
+            object,
+        }
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -158,17 +181,33 @@ impl Probe {
     }
 
     pub fn count(&self, handler: &str, object: &str) -> usize {
-        self.calls.lock().unwrap().iter().filter(|c| c.handler == handler && c.object == object).count()
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.handler == handler && c.object == object)
+            .count()
     }
 
     pub fn count_handler(&self, handler: &str) -> usize {
-        self.calls.lock().unwrap().iter().filter(|c| c.handler == handler).count()
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.handler == handler)
+            .count()
     }
 
     /// Calls of `handler`, per object.
     pub fn per_object(&self, handler: &str) -> HashMap<String, usize> {
         let mut counts = HashMap::new();
-        for call in self.calls.lock().unwrap().iter().filter(|c| c.handler == handler) {
+        for call in self
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.handler == handler)
+        {
             *counts.entry(call.object.clone()).or_default() += 1;
         }
         counts
@@ -191,7 +230,10 @@ impl Probe {
                 return;
             }
             if tokio::time::timeout_at(end, notified).await.is_err() {
-                assert!(condition(self), "timed out after {deadline:?} waiting for {what}");
+                assert!(
+                    condition(self),
+                    "timed out after {deadline:?} waiting for {what}"
+                );
                 return;
             }
         }
@@ -225,7 +267,10 @@ where
         if let Some(value) = check().await {
             return value;
         }
-        assert!(Instant::now() < end, "timed out after {deadline:?} waiting for {what}");
+        assert!(
+            Instant::now() < end,
+            "timed out after {deadline:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -239,8 +284,14 @@ pub async fn record(api: &Api<Widget>, name: &str) -> Option<serde_json::Value> 
 
 /// Waits until the widget's record says its create handlers all finished.
 pub async fn wait_created(api: &Api<Widget>, name: &str) -> serde_json::Value {
-    eventually(&format!("{name} to be recorded as created"), Duration::from_secs(20), || async {
-        record(api, name).await.filter(|r| r["created"] == true && r.get("handlers").is_none())
-    })
+    eventually(
+        &format!("{name} to be recorded as created"),
+        Duration::from_secs(20),
+        || async {
+            record(api, name)
+                .await
+                .filter(|r| r["created"] == true && r.get("handlers").is_none())
+        },
+    )
     .await
 }
