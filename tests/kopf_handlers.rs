@@ -244,8 +244,10 @@ async fn permanent_error_stops_retries_and_posts_a_warning_event() {
         "{event:?}"
     );
     wait_created(&api, "w").await;
+    let version = api.get("w").await.expect("get").resource_version();
 
-    // Let a few resyncs (500ms) and timer ticks pass over the object: none re-runs the handler.
+    // Let a few resyncs (500ms) and timer ticks pass over the object: none re-runs the handler,
+    // and neither writes to the object.
     probe
         .wait(
             "timer ticks across two resyncs",
@@ -259,6 +261,8 @@ async fn permanent_error_stops_retries_and_posts_a_warning_event() {
         1,
         "a permanent error is not retried"
     );
+    let after = api.get("w").await.expect("get").resource_version();
+    assert_eq!(after, version, "timers and resyncs write nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -406,7 +406,13 @@ struct ObjectState<K> {
     resume: BTreeMap<Arc<str>, (u32, Instant)>,
     /// Child events that failed temporarily.
     child_retries: BTreeMap<(usize, String), (AnyObject, u32, Instant)>,
+    /// Child events that arrived before their parent was in the mirror (the two watches are
+    /// not ordered), kept until the parent shows up or [`ORPHAN_WAIT`] passes.
+    orphans: BTreeMap<(usize, String), (AnyObject, Instant)>,
 }
+
+/// How long a child event waits for its parent to appear in the mirror.
+const ORPHAN_WAIT: Duration = Duration::from_secs(30);
 
 impl<K> Default for ObjectState<K> {
     fn default() -> Self {
@@ -420,6 +426,7 @@ impl<K> Default for ObjectState<K> {
             handled: None,
             resume: BTreeMap::new(),
             child_retries: BTreeMap::new(),
+            orphans: BTreeMap::new(),
         }
     }
 }
@@ -563,8 +570,7 @@ async fn work<K: Watched>(
         return (key, Some(state), None);
     };
     let Some(object) = ctl.reader.get(&key) else {
-        debug!("object is gone");
-        return (key, None, None);
+        return orphaned(key, pending, state);
     };
     let mut pass = Pass {
         ctl: &ctl,
@@ -577,6 +583,29 @@ async fn work<K: Watched>(
     (key, Some(state), wake)
 }
 
+/// Keeps the child events of an object missing from the mirror until it appears (its own
+/// watch event may simply lag behind the child's) or they expire.
+fn orphaned<K: Watched>(key: ObjectRef<K>, pending: Pending, mut state: ObjectState<K>) -> Done<K> {
+    let now = Instant::now();
+    state.orphans.retain(|_, (_, expiry)| *expiry > now);
+    for (child, object) in pending.children {
+        state.orphans.insert(child, (object, now + ORPHAN_WAIT));
+    }
+    match state.orphans.values().map(|(_, expiry)| *expiry).min() {
+        None => {
+            debug!("object is gone");
+            (key, None, None)
+        }
+        Some(expiry) => {
+            debug!(
+                children = state.orphans.len(),
+                "child events wait for their parent"
+            );
+            (key, Some(state), Some(expiry))
+        }
+    }
+}
+
 /// The processing of one object by one worker.
 struct Pass<'a, K: Watched> {
     ctl: &'a Ctl<K>,
@@ -587,6 +616,9 @@ struct Pass<'a, K: Watched> {
 
 impl<K: Watched> Pass<'_, K> {
     async fn run(&mut self, mut pending: Pending) {
+        for (child, (object, _)) in std::mem::take(&mut self.state.orphans) {
+            pending.children.entry(child).or_insert(object);
+        }
         let uid = self.object.uid();
         if self.state.uid != uid {
             // A new object under a known name: nothing we remember applies to it.
