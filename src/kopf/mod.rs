@@ -1,1 +1,215 @@
 //! A Kopf-style handler framework on kube-runtime, generic over any `kube::Resource`.
+//!
+//! An operator is a table of handlers per resource type, registered in one place, and run by
+//! [`Operator::run`]. The workflow operator (`crate::workflow`) is written on top of it; this
+//! module knows nothing about workflows.
+//!
+//! ```ignore
+//! Operator::new(client, OperatorConfig { name: "example.com".into(), ..Default::default() })
+//!     .resource::<Widget>(|r| {
+//!         r.on_create("start", start)
+//!             .on_update_field("spec", "restart", restart).retries(5)
+//!             .on_update_field("metadata.labels", "relabel", relabel)
+//!             .on_delete("cleanup", cleanup)
+//!             .on_resume("rebuild", rebuild)
+//!             .timer("deadline", Duration::from_secs(5), check).when(|w| w.is_running())
+//!             .on_child("job-changed", Children::<Job>::owned(), job_changed)
+//!     })
+//!     .run(shutdown_signal())
+//!     .await?;
+//! ```
+//!
+//! Handlers are async functions `(Context<K>) -> Result<(), HandlerError>` (child handlers also
+//! get the child). [`HandlerError::Temporary`] retries after a delay or the handler's
+//! [`Backoff`], up to its retry limit; [`HandlerError::Permanent`] stops, logs and posts a
+//! Warning Event on the object.
+//!
+//! Layers: [`causes`] (pure detection) and [`registry`] (the table) below [`progress`]
+//! (persistence) and [`reactor`] (watches, queues, handler calls).
+//!
+//! # Guarantees
+//!
+//! - **One task per object.** At most one handler of an object runs at any time, whatever its
+//!   cause: create, update, delete, resume, timer or child event (child events are queued in
+//!   the parent's queue). Events arriving meanwhile are queued and coalesced.
+//! - **Bounded parallelism.** At most [`OperatorConfig::concurrency`] objects are processed at
+//!   once, across all resource types.
+//! - **Create/update/delete handlers run until they finish.** Each such handler is called
+//!   until it succeeds or fails permanently (or exhausts its retries) for its cause; its
+//!   progress is stored on the object after every outcome, so a restarted operator re-runs at
+//!   most the handler whose outcome was not stored yet, and never skips one.
+//! - **Spec changes are found by generation, metadata changes by comparison.** Status-only
+//!   changes never cause update handlers to run. An update handler that finished for one value
+//!   of its field runs again if the field changes again, even mid-retry.
+//! - **Finalizer only with delete handlers.** The finalizer `<name>/finalizer` is added before
+//!   any handler runs when delete handlers are registered, and removed once they have all
+//!   finished; without delete handlers it is never added, and deleting an object that does not
+//!   carry it is never blocked.
+//! - **Level-triggered backup.** Every `resync` interval each mirrored object goes through
+//!   detection again; a missed watch event only delays work. Watches recover with backoff.
+//! - **Resume.** After a start, resume handlers run once for every object handled before.
+//! - **Graceful shutdown.** When the shutdown future resolves no new handler starts; running
+//!   handlers finish and their progress is stored.
+//!
+//! # Caveats
+//!
+//! - Handlers must be idempotent: a crash between a handler's effect and the store of its
+//!   progress re-runs it, as does an aborted operator.
+//! - The full previous object is kept in memory only; after a restart the diff of a field too
+//!   large to keep verbatim (over 512 bytes of JSON) reports `old: None`.
+//! - Fields registered with `on_update_field` outside `metadata` are compared only when the
+//!   generation moves: do not register status fields.
+//! - Resume, timer and child handlers keep their retries in memory only; a permanently failed
+//!   one is reported once per occurrence. Timers retry at their next tick.
+//! - Child handlers run for added and changed children (and for every child after a watch
+//!   re-list), not for deleted ones; use [`Context::children`] or a resume/timer handler to see
+//!   the current set. They do not run while the parent is being deleted.
+//! - A permanently failed delete handler does not block deletion: the finalizer is removed.
+//! - Objects being deleted without this operator's finalizer get no handlers.
+//! - The record annotation `<name>/last-handled` belongs to the framework; editing it by hand
+//!   makes the object look new (its create handlers run again).
+
+pub mod causes;
+pub mod progress;
+pub mod reactor;
+pub mod registry;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+pub use causes::{Cause, Change};
+pub use reactor::Error;
+pub use registry::{
+    Backoff, Children, Context, HandlerError, HandlerOptions, HandlerResult, Parent, Reason,
+    Registry, Watched, owner_of,
+};
+
+/// How an operator runs.
+#[derive(Clone, Debug)]
+pub struct OperatorConfig {
+    /// A DNS-subdomain style name: the Event reporter, and the prefix of the framework's
+    /// annotation (`<name>/last-handled`) and finalizer (`<name>/finalizer`).
+    pub name: String,
+    /// The reporting instance on Events (e.g. the pod name).
+    pub instance: Option<String>,
+    /// Watch only this namespace; `None` watches all.
+    pub namespace: Option<String>,
+    /// Objects processed at once, across all resource types.
+    pub concurrency: usize,
+    /// Every object goes through cause detection again this often; `None` disables it.
+    pub resync: Option<Duration>,
+    /// Options of handlers that set none.
+    pub defaults: HandlerOptions,
+    /// Test hooks.
+    #[doc(hidden)]
+    pub hooks: Hooks,
+}
+
+impl Default for OperatorConfig {
+    fn default() -> Self {
+        Self {
+            name: "kopf.rs".into(),
+            instance: None,
+            namespace: None,
+            concurrency: 16,
+            resync: Some(Duration::from_secs(60)),
+            defaults: HandlerOptions::default(),
+            hooks: Hooks::default(),
+        }
+    }
+}
+
+/// Points where tests can stop the reactor.
+#[doc(hidden)]
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// Awaited after a create/update/delete handler's outcome is known and before it is stored,
+    /// with the object's name and the handler's name. A hook that never completes freezes
+    /// the object there, so a test can abort the operator at exactly that point.
+    #[allow(clippy::type_complexity)]
+    pub before_store: Option<Arc<dyn Fn(String, String) -> BoxFuture<'static, ()> + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("before_store", &self.before_store.is_some())
+            .finish()
+    }
+}
+
+type Reactor = Box<dyn FnOnce(reactor::Env) -> BoxFuture<'static, Result<(), Error>> + Send>;
+
+/// An operator: resource types with their handler tables.
+pub struct Operator {
+    client: Client,
+    config: OperatorConfig,
+    reactors: Vec<Reactor>,
+}
+
+impl Operator {
+    pub fn new(client: Client, config: OperatorConfig) -> Self {
+        Self {
+            client,
+            config,
+            reactors: Vec::new(),
+        }
+    }
+
+    /// Registers the handlers of resource type `K`.
+    #[must_use]
+    pub fn resource<K: Watched>(mut self, table: impl FnOnce(Registry<K>) -> Registry<K>) -> Self {
+        let registry = table(Registry::new(self.config.defaults.clone()));
+        self.reactors
+            .push(Box::new(move |env| reactor::run(registry, env).boxed()));
+        self
+    }
+
+    /// Runs until `shutdown` resolves, then lets running handlers finish.
+    ///
+    /// # Errors
+    /// [`Error::Unlistable`] at start when a registered resource cannot be listed (its CRD is
+    /// not installed, or access is denied).
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+        let token = CancellationToken::new();
+        let env = reactor::Env {
+            recorder: Recorder::new(
+                self.client.clone(),
+                Reporter {
+                    controller: self.config.name.clone(),
+                    instance: self.config.instance.clone(),
+                },
+            ),
+            client: self.client,
+            semaphore: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
+            config: Arc::new(self.config),
+            shutdown: token.clone(),
+        };
+        let reactors = futures::future::join_all(self.reactors.into_iter().map(|start| {
+            let token = token.clone();
+            start(env.clone()).map(move |result| {
+                // One failed reactor stops the operator.
+                if result.is_err() {
+                    token.cancel();
+                }
+                result
+            })
+        }));
+        let stop = async {
+            tokio::select! {
+                () = shutdown => token.cancel(),
+                () = token.cancelled() => {}
+            }
+        };
+        let (results, ()) = tokio::join!(reactors, stop);
+        results.into_iter().collect()
+    }
+}

@@ -1,0 +1,1250 @@
+//! The reactor: watches, per-object queues, handler calls, retries, finalizers.
+//!
+//! [`super::Operator::run`] starts one reactor per registered resource type. Each reactor:
+//! - mirrors the resource in memory with a kube-runtime `watcher` feeding a reflector store
+//!   (the watcher re-lists and re-watches with its default backoff after failures);
+//! - queues work per object: watch events, resyncs and retry wake-ups mark the object
+//!   "changed", child events and timer ticks are queued beside; repeated work for the same
+//!   object (or the same child) coalesces while queued;
+//! - runs at most one worker per object, and at most `concurrency` workers in total across all
+//!   resource types (a semaphore);
+//! - in a worker, reads the object from the mirror, detects the cause ([`super::causes`]), runs
+//!   the matching handlers and records their progress ([`super::progress`]), then runs queued
+//!   child and timer handlers;
+//! - resyncs every `resync` interval by marking every mirrored object changed: detection on an
+//!   unchanged object is a no-op, so this only costs CPU, never API calls, and a missed or
+//!   failed event only delays work;
+//! - ticks timers by evaluating each timer's `when` predicate on the mirror and queueing only
+//!   the objects it holds for.
+//!
+//! Child kinds get their own watcher; their objects are grouped by parent in memory
+//! ([`super::Context::children`]) and their events go to the parent's queue.
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::{FutureExt, StreamExt};
+use kube::api::{Api, ListParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, ResourceExt};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::time::DelayQueue;
+use tokio_util::time::delay_queue;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use super::causes::{self, Cause, Change, FieldDiff, Known};
+use super::progress::{self, CREATE, DELETE, Record};
+use super::registry::{
+    ChildEvent, ChildSink, ChildWatch, Children, Context, Handler, HandlerError, HandlerResult,
+    Parent, Reason, Registry, Scope, Trigger, Watched, owner_of,
+};
+use super::{Hooks, OperatorConfig};
+
+/// Errors that stop the reactor.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot list {kind}: is its CRD installed and readable? {source}")]
+    Unlistable {
+        kind: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A child object with its type erased.
+type AnyObject = Arc<dyn Any + Send + Sync>;
+
+/// A handler due for a persisted cause: the handler, its progress target, its diff.
+type Due<'a, K> = (&'a Handler<K>, String, Option<Arc<[Change]>>);
+
+/// What every reactor of one operator shares.
+#[derive(Clone)]
+pub(crate) struct Env {
+    pub client: Client,
+    pub config: Arc<OperatorConfig>,
+    pub semaphore: Arc<Semaphore>,
+    pub recorder: Recorder,
+    pub shutdown: CancellationToken,
+}
+
+/// The in-memory mirror of one child kind, grouped by parent.
+pub(crate) struct ChildIndex<C> {
+    by_parent: RwLock<HashMap<Parent, BTreeMap<String, Arc<C>>>>,
+}
+
+impl<C> ChildIndex<C> {
+    pub(crate) fn of(&self, parent: &Parent) -> Vec<Arc<C>> {
+        let index = self.by_parent.read().expect("child index lock");
+        index
+            .get(parent)
+            .map(|children| children.values().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Builds the watch of child kind `C` for parents of kind `K`, and its index.
+pub(crate) fn child_watch<K: Watched, C: Watched>(
+    index: usize,
+    children: Children<C>,
+) -> (ChildWatch, Arc<dyn Any + Send + Sync>) {
+    let parent_of = children
+        .parent
+        .unwrap_or_else(|| Arc::new(owner_of::<K, C>));
+    let labels = children.labels;
+    let mirror = Arc::new(ChildIndex::<C> {
+        by_parent: RwLock::default(),
+    });
+    let erased: Arc<dyn Any + Send + Sync> = mirror.clone();
+    let watch: ChildWatch = Arc::new(
+        move |client: Client, namespace: Option<String>, sink: ChildSink| {
+            let api = C::Scope::api::<C>(client, namespace.as_deref());
+            let mut config = watcher::Config::default();
+            if let Some(labels) = &labels {
+                config = config.labels(labels);
+            }
+            let parent_of = parent_of.clone();
+            let mirror = mirror.clone();
+            async move {
+                let parent = |child: &C| {
+                    parent_of(child).map(|mut parent| {
+                        if !K::Scope::namespaced() {
+                            parent.namespace = None;
+                        }
+                        parent
+                    })
+                };
+                let key = |child: &C| {
+                    format!(
+                        "{}/{}",
+                        child.namespace().unwrap_or_default(),
+                        child.name_any()
+                    )
+                };
+                let mut relisted: Option<HashMap<Parent, BTreeMap<String, Arc<C>>>> = None;
+                let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(Event::Init) => relisted = Some(HashMap::new()),
+                        Ok(Event::InitApply(child)) => {
+                            let Some(p) = parent(&child) else { continue };
+                            let child = Arc::new(child);
+                            let k = key(&child);
+                            if let Some(buffer) = relisted.as_mut() {
+                                buffer
+                                    .entry(p.clone())
+                                    .or_default()
+                                    .insert(k.clone(), child.clone());
+                            }
+                            let object: Arc<dyn Any + Send + Sync> = child;
+                            let _ = sink.send((
+                                p,
+                                ChildEvent {
+                                    index,
+                                    key: k,
+                                    object,
+                                },
+                            ));
+                        }
+                        Ok(Event::InitDone) => {
+                            if let Some(buffer) = relisted.take() {
+                                *mirror.by_parent.write().expect("child index lock") = buffer;
+                            }
+                        }
+                        Ok(Event::Apply(child)) => {
+                            let Some(p) = parent(&child) else { continue };
+                            let child = Arc::new(child);
+                            let k = key(&child);
+                            mirror
+                                .by_parent
+                                .write()
+                                .expect("child index lock")
+                                .entry(p.clone())
+                                .or_default()
+                                .insert(k.clone(), child.clone());
+                            let object: Arc<dyn Any + Send + Sync> = child;
+                            let _ = sink.send((
+                                p,
+                                ChildEvent {
+                                    index,
+                                    key: k,
+                                    object,
+                                },
+                            ));
+                        }
+                        Ok(Event::Delete(child)) => {
+                            let Some(p) = parent(&child) else { continue };
+                            let mut index = mirror.by_parent.write().expect("child index lock");
+                            if let Some(siblings) = index.get_mut(&p) {
+                                siblings.remove(&key(&child));
+                                if siblings.is_empty() {
+                                    index.remove(&p);
+                                }
+                            }
+                        }
+                        Err(error) => {
+                            warn!(%error, kind = %C::kind(&()), "child watch failed; retrying")
+                        }
+                    }
+                }
+            }
+            .boxed()
+        },
+    );
+    (watch, erased)
+}
+
+/// Runs the reactor of resource `K` until `env.shutdown` is cancelled, then waits for running
+/// handlers to finish.
+pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<()> {
+    let config = env.config.clone();
+    let api = K::Scope::api::<K>(env.client.clone(), config.namespace.as_deref());
+    // Fail fast, with a useful message, when the resource is not served at all.
+    api.list_metadata(&ListParams::default().limit(1))
+        .await
+        .map_err(|source| Error::Unlistable {
+            kind: K::kind(&()).to_string(),
+            source,
+        })?;
+
+    let (reader, writer) = reflector::store::<K>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Msg<K>>();
+    let mut background = JoinSet::new();
+
+    let watch_tx = tx.clone();
+    let events = watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    background.spawn(async move {
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            let msg = match event {
+                Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
+                    Msg::Changed(ObjectRef::from(&obj))
+                }
+                Ok(Event::Delete(obj)) => Msg::Changed(ObjectRef::from(&obj)),
+                Ok(Event::Init | Event::InitDone) => continue,
+                Err(error) => {
+                    warn!(%error, kind = %K::kind(&()), "watch failed; retrying with backoff");
+                    continue;
+                }
+            };
+            if watch_tx.send(msg).is_err() {
+                break;
+            }
+        }
+    });
+
+    let ctl = Arc::new(Ctl {
+        fields: registry.fields(),
+        finalizer: format!("{}/finalizer", config.name),
+        annotation: format!("{}/last-handled", config.name),
+        deletes: registry.has_delete_handlers(),
+        reader: reader.clone(),
+        api,
+        env: env.clone(),
+        child_indexes: registry.child_indexes.clone().into(),
+        registry,
+    });
+
+    // Children, timers and resyncs start once the mirror holds every object, so no child event
+    // arrives before its parent is known.
+    {
+        let ctl = ctl.clone();
+        let tx = tx.clone();
+        background.spawn(async move {
+            if ctl.reader.wait_until_ready().await.is_err() {
+                return;
+            }
+            let mut tasks = JoinSet::new();
+            let (child_tx, mut child_rx) = mpsc::unbounded_channel();
+            for watch in &ctl.registry.children {
+                tasks.spawn(watch(
+                    ctl.env.client.clone(),
+                    ctl.env.config.namespace.clone(),
+                    child_tx.clone(),
+                ));
+            }
+            let forward = tx.clone();
+            tasks.spawn(async move {
+                while let Some((parent, event)) = child_rx.recv().await {
+                    let mut key = ObjectRef::<K>::new(&parent.name);
+                    key.namespace = parent.namespace;
+                    if forward.send(Msg::Child(key, event)).is_err() {
+                        break;
+                    }
+                }
+            });
+            for (index, handler) in ctl.registry.handlers.iter().enumerate() {
+                if let Trigger::Timer { every } = handler.trigger {
+                    tasks.spawn(tick(ctl.clone(), tx.clone(), every, Some(index)));
+                }
+            }
+            if let Some(every) = ctl.env.config.resync {
+                tasks.spawn(tick(ctl.clone(), tx.clone(), every, None));
+            }
+            tasks.join_all().await;
+        });
+    }
+    drop(tx);
+
+    let mut queues = Queues::<K>::new(ctl.clone());
+    loop {
+        tokio::select! {
+            biased;
+            () = env.shutdown.cancelled() => break,
+            Some(done) = queues.workers.join_next_with_id() => queues.finished(done),
+            Some(expired) = queues.wakes.next(), if !queues.wakes.is_empty() => {
+                let key = expired.into_inner();
+                if let Some(slot) = queues.slots.get_mut(&key) {
+                    slot.wake = None;
+                }
+                queues.enqueue(key, |pending| pending.changed = true);
+            }
+            Some(msg) = rx.recv() => queues.receive(msg),
+        }
+    }
+    // Graceful shutdown: workers see the cancellation between handlers and return.
+    background.abort_all();
+    while let Some(done) = queues.workers.join_next_with_id().await {
+        queues.finished(done);
+    }
+    info!(kind = %K::kind(&()), "reactor stopped");
+    Ok(())
+}
+
+/// Queues the objects a timer (or, with `None`, the resync) is due for, at every tick.
+async fn tick<K: Watched>(
+    ctl: Arc<Ctl<K>>,
+    tx: mpsc::UnboundedSender<Msg<K>>,
+    every: Duration,
+    timer: Option<usize>,
+) {
+    let mut interval = tokio::time::interval_at(Instant::now() + every, every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        for object in ctl.reader.state() {
+            let msg = match timer {
+                Some(index) => {
+                    let handler = &ctl.registry.handlers[index];
+                    if object.meta().deletion_timestamp.is_some() || !handler.wants(&object) {
+                        continue;
+                    }
+                    Msg::Timer(ObjectRef::from(&*object), index)
+                }
+                None => Msg::Changed(ObjectRef::from(&*object)),
+            };
+            if tx.send(msg).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// What the reactor of one resource type knows.
+struct Ctl<K: Watched> {
+    registry: Registry<K>,
+    fields: Vec<String>,
+    finalizer: String,
+    annotation: String,
+    deletes: bool,
+    reader: Store<K>,
+    api: Api<K>,
+    env: Env,
+    child_indexes: Arc<[Arc<dyn Any + Send + Sync>]>,
+}
+
+enum Msg<K: Watched> {
+    Changed(ObjectRef<K>),
+    Timer(ObjectRef<K>, usize),
+    Child(ObjectRef<K>, ChildEvent),
+}
+
+/// Work queued for one object.
+#[derive(Default)]
+struct Pending {
+    changed: bool,
+    timers: BTreeSet<usize>,
+    children: BTreeMap<(usize, String), Arc<dyn Any + Send + Sync>>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        !self.changed && self.timers.is_empty() && self.children.is_empty()
+    }
+}
+
+/// What the reactor remembers about one object between workers.
+struct ObjectState<K> {
+    uid: Option<String>,
+    /// Not processed by this process yet.
+    fresh: bool,
+    /// The record as this process last stored (or read) it; `None` before it is read.
+    record: Option<Record>,
+    /// The record differs from what the API holds.
+    dirty: bool,
+    /// Consecutive failed record or finalizer writes.
+    write_failures: u32,
+    /// This process put the finalizer on the object (the mirror may not show it yet).
+    finalizer_added: bool,
+    /// The object as its create/update handlers last finished with it, for diff detail.
+    handled: Option<Arc<K>>,
+    /// Resume handlers still to run in this process: retries and next attempt.
+    resume: BTreeMap<Arc<str>, (u32, Instant)>,
+    /// Child events that failed temporarily.
+    child_retries: BTreeMap<(usize, String), (AnyObject, u32, Instant)>,
+    /// Child events that arrived before their parent was in the mirror (the two watches are
+    /// not ordered), kept until the parent shows up or [`ORPHAN_WAIT`] passes.
+    orphans: BTreeMap<(usize, String), (AnyObject, Instant)>,
+}
+
+/// How long a child event waits for its parent to appear in the mirror.
+const ORPHAN_WAIT: Duration = Duration::from_secs(30);
+
+impl<K> Default for ObjectState<K> {
+    fn default() -> Self {
+        Self {
+            uid: None,
+            fresh: true,
+            record: None,
+            dirty: false,
+            write_failures: 0,
+            finalizer_added: false,
+            handled: None,
+            resume: BTreeMap::new(),
+            child_retries: BTreeMap::new(),
+            orphans: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Slot<K> {
+    pending: Pending,
+    running: bool,
+    /// Absent while a worker holds it.
+    state: Option<ObjectState<K>>,
+    wake: Option<(Instant, delay_queue::Key)>,
+}
+
+type Done<K> = (ObjectRef<K>, Option<ObjectState<K>>, Option<Instant>);
+
+/// The per-object queues of one resource type.
+struct Queues<K: Watched> {
+    ctl: Arc<Ctl<K>>,
+    slots: HashMap<ObjectRef<K>, Slot<K>>,
+    workers: JoinSet<Done<K>>,
+    running: HashMap<tokio::task::Id, ObjectRef<K>>,
+    wakes: DelayQueue<ObjectRef<K>>,
+}
+
+impl<K: Watched> Queues<K> {
+    fn new(ctl: Arc<Ctl<K>>) -> Self {
+        Self {
+            ctl,
+            slots: HashMap::new(),
+            workers: JoinSet::new(),
+            running: HashMap::new(),
+            wakes: DelayQueue::new(),
+        }
+    }
+
+    fn receive(&mut self, msg: Msg<K>) {
+        match msg {
+            Msg::Changed(key) => self.enqueue(key, |p| p.changed = true),
+            Msg::Timer(key, index) => self.enqueue(key, |p| {
+                p.timers.insert(index);
+            }),
+            Msg::Child(key, event) => self.enqueue(key, |p| {
+                p.children.insert((event.index, event.key), event.object);
+            }),
+        }
+    }
+
+    fn enqueue(&mut self, key: ObjectRef<K>, add: impl FnOnce(&mut Pending)) {
+        if self.ctl.env.shutdown.is_cancelled() {
+            return;
+        }
+        let slot = self.slots.entry(key.clone()).or_insert_with(|| Slot {
+            pending: Pending::default(),
+            running: false,
+            state: Some(ObjectState::default()),
+            wake: None,
+        });
+        add(&mut slot.pending);
+        if !slot.running {
+            self.spawn(key);
+        }
+    }
+
+    fn spawn(&mut self, key: ObjectRef<K>) {
+        let slot = self.slots.get_mut(&key).expect("spawned for a known slot");
+        slot.running = true;
+        let pending = std::mem::take(&mut slot.pending);
+        let state = slot.state.take().unwrap_or_default();
+        let ctl = self.ctl.clone();
+        let span = info_span!("object", kind = %K::kind(&()), namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name);
+        let handle = self
+            .workers
+            .spawn(work(ctl, key.clone(), pending, state).instrument(span));
+        self.running.insert(handle.id(), key);
+    }
+
+    fn finished(&mut self, done: Result<(tokio::task::Id, Done<K>), tokio::task::JoinError>) {
+        let (key, state, wake) = match done {
+            Ok((id, (key, state, wake))) => {
+                self.running.remove(&id);
+                (key, state, wake)
+            }
+            Err(error) => {
+                // Our own bug (handler panics are caught): forget what we knew, the record on
+                // the object is still there.
+                let Some(key) = self.running.remove(&error.id()) else {
+                    return;
+                };
+                error!(%error, name = %key.name, "object worker failed");
+                (
+                    key,
+                    Some(ObjectState::default()),
+                    Some(Instant::now() + Duration::from_secs(1)),
+                )
+            }
+        };
+        let Some(slot) = self.slots.get_mut(&key) else {
+            return;
+        };
+        slot.running = false;
+        match state {
+            None if slot.pending.is_empty() => {
+                if let Some((_, wake)) = slot.wake.take() {
+                    self.wakes.remove(&wake);
+                }
+                self.slots.remove(&key);
+                return;
+            }
+            None => slot.state = Some(ObjectState::default()),
+            Some(state) => slot.state = Some(state),
+        }
+        if let Some(at) = wake {
+            match slot.wake {
+                Some((scheduled, _)) if scheduled <= at => {}
+                Some((_, old)) => {
+                    self.wakes.reset_at(&old, at);
+                    slot.wake = Some((at, old));
+                }
+                None => slot.wake = Some((at, self.wakes.insert_at(key.clone(), at))),
+            }
+        }
+        if !slot.pending.is_empty() && !self.ctl.env.shutdown.is_cancelled() {
+            self.spawn(key);
+        }
+    }
+}
+
+/// One worker run for one object: returns its state (`None` once the object is gone) and when
+/// to wake it for retries.
+async fn work<K: Watched>(
+    ctl: Arc<Ctl<K>>,
+    key: ObjectRef<K>,
+    pending: Pending,
+    state: ObjectState<K>,
+) -> Done<K> {
+    let permit = tokio::select! {
+        permit = ctl.env.semaphore.clone().acquire_owned() => permit,
+        () = ctl.env.shutdown.cancelled() => return (key, Some(state), None),
+    };
+    let Ok(_permit) = permit else {
+        return (key, Some(state), None);
+    };
+    let Some(object) = ctl.reader.get(&key) else {
+        return orphaned(key, pending, state);
+    };
+    let mut pass = Pass {
+        ctl: &ctl,
+        object,
+        state,
+        wake: None,
+    };
+    pass.run(pending).await;
+    let Pass { state, wake, .. } = pass;
+    (key, Some(state), wake)
+}
+
+/// Keeps the child events of an object missing from the mirror until it appears (its own
+/// watch event may simply lag behind the child's) or they expire.
+fn orphaned<K: Watched>(key: ObjectRef<K>, pending: Pending, mut state: ObjectState<K>) -> Done<K> {
+    let now = Instant::now();
+    state.orphans.retain(|_, (_, expiry)| *expiry > now);
+    for (child, object) in pending.children {
+        state.orphans.insert(child, (object, now + ORPHAN_WAIT));
+    }
+    match state.orphans.values().map(|(_, expiry)| *expiry).min() {
+        None => {
+            debug!("object is gone");
+            (key, None, None)
+        }
+        Some(expiry) => {
+            debug!(
+                children = state.orphans.len(),
+                "child events wait for their parent"
+            );
+            (key, Some(state), Some(expiry))
+        }
+    }
+}
+
+/// The processing of one object by one worker.
+struct Pass<'a, K: Watched> {
+    ctl: &'a Ctl<K>,
+    object: Arc<K>,
+    state: ObjectState<K>,
+    wake: Option<Instant>,
+}
+
+impl<K: Watched> Pass<'_, K> {
+    async fn run(&mut self, mut pending: Pending) {
+        for (child, (object, _)) in std::mem::take(&mut self.state.orphans) {
+            pending.children.entry(child).or_insert(object);
+        }
+        let uid = self.object.uid();
+        if self.state.uid != uid {
+            // A new object under a known name: nothing we remember applies to it.
+            self.state = ObjectState {
+                uid,
+                ..ObjectState::default()
+            };
+        }
+        if self.state.record.is_none() {
+            self.state.record = match Record::read(&*self.object, &self.ctl.annotation) {
+                Ok(record) => Some(record.unwrap_or_default()),
+                Err(error) => {
+                    warn!(%error, "ignoring an unreadable progress record; handling as new");
+                    Some(Record::default())
+                }
+            };
+        }
+        let deleting = self.object.meta().deletion_timestamp.is_some();
+        let retry_due = self.due_retry();
+        if pending.changed || self.state.fresh || self.state.dirty || retry_due {
+            self.changed().await;
+        }
+        if deleting {
+            return;
+        }
+        self.resume().await;
+        for ((index, child_key), object) in std::mem::take(&mut pending.children) {
+            self.state.child_retries.remove(&(index, child_key.clone()));
+            self.child(index, child_key, object, 0).await;
+        }
+        let now = Instant::now();
+        let due: Vec<_> = self
+            .state
+            .child_retries
+            .iter()
+            .filter(|(_, (_, _, at))| *at <= now)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in due {
+            if let Some((object, retries, _)) = self.state.child_retries.remove(&key) {
+                self.child(key.0, key.1, object, retries).await;
+            }
+        }
+        for index in std::mem::take(&mut pending.timers) {
+            self.timer(index).await;
+        }
+        let retries: Vec<Instant> = self
+            .state
+            .child_retries
+            .values()
+            .map(|(_, _, at)| *at)
+            .collect();
+        for at in retries {
+            self.wake_at(at);
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.ctl.env.shutdown.is_cancelled()
+    }
+
+    fn wake_at(&mut self, at: Instant) {
+        self.wake = Some(self.wake.map_or(at, |wake| wake.min(at)));
+    }
+
+    /// Whether a persisted handler retry is due now.
+    fn due_retry(&self) -> bool {
+        let now = Utc::now();
+        self.state.record.as_ref().is_some_and(|record| {
+            record
+                .handlers
+                .values()
+                .any(|p| !p.finished() && p.next.is_none_or(|next| next <= now))
+        })
+    }
+
+    /// Detects the cause and runs its handlers.
+    async fn changed(&mut self) {
+        let cause = {
+            let record = self.state.record.as_ref();
+            let known = Known {
+                base: record.map(|r| &r.base),
+                previous: self.state.handled.as_deref(),
+                first_sighting: self.state.fresh,
+                finalizer: &self.ctl.finalizer,
+                fields: &self.ctl.fields,
+            };
+            causes::detect(&*self.object, &known)
+        };
+        if self.state.fresh && matches!(cause, Cause::Resume(_)) {
+            let now = Instant::now();
+            self.state.resume = self
+                .ctl
+                .registry
+                .with_trigger(|t| *t == Trigger::Resume)
+                .map(|h| (h.name.clone(), (0, now)))
+                .collect();
+        }
+        self.state.fresh = false;
+        debug!(?cause, "detected");
+        let deleting = self.object.meta().deletion_timestamp.is_some();
+        let needs_finalizer = self.ctl.deletes && !deleting && !self.has_finalizer();
+        if needs_finalizer && !self.add_finalizer().await {
+            return;
+        }
+        match cause {
+            Cause::Noop => {}
+            Cause::Create => self.create().await,
+            Cause::Update(diffs) => self.update(diffs).await,
+            Cause::Resume(diffs) => {
+                self.resume().await;
+                self.update(diffs).await;
+            }
+            Cause::Delete => self.delete().await,
+        }
+        if self.state.dirty {
+            self.store(None).await;
+        }
+    }
+
+    fn has_finalizer(&self) -> bool {
+        self.state.finalizer_added || self.object.finalizers().contains(&self.ctl.finalizer)
+    }
+
+    /// Adds the finalizer; false when it could not be added (a wake-up is scheduled).
+    async fn add_finalizer(&mut self) -> bool {
+        let mut object = self.object.clone();
+        for attempt in 0..2 {
+            match progress::add_finalizer(&self.ctl.api, &*object, &self.ctl.finalizer).await {
+                Ok(()) => {
+                    self.state.write_failures = 0;
+                    self.state.finalizer_added = true;
+                    return true;
+                }
+                // The mirror lags behind the object; read it once and try again.
+                Err(error) if attempt == 0 => {
+                    debug!(%error, "finalizer precondition failed; re-reading the object");
+                    match self.ctl.api.get_opt(&object.name_any()).await {
+                        Ok(Some(fresh)) if fresh.finalizers().contains(&self.ctl.finalizer) => {
+                            self.state.finalizer_added = true;
+                            return true;
+                        }
+                        Ok(Some(fresh)) if fresh.meta().deletion_timestamp.is_none() => {
+                            object = Arc::new(fresh)
+                        }
+                        Ok(_) => return false,
+                        Err(error) => {
+                            self.write_failed(&error.to_string());
+                            return false;
+                        }
+                    }
+                }
+                Err(error) => self.write_failed(&error.to_string()),
+            }
+        }
+        false
+    }
+
+    fn write_failed(&mut self, error: &str) {
+        let delay = self
+            .ctl
+            .env
+            .config
+            .defaults
+            .backoff
+            .delay(self.state.write_failures);
+        self.state.write_failures = self.state.write_failures.saturating_add(1);
+        warn!(%error, retry_in = ?delay, "write failed");
+        self.wake_at(Instant::now() + delay);
+    }
+
+    async fn create(&mut self) {
+        let handlers: Vec<_> = self
+            .ctl
+            .registry
+            .with_trigger(|t| *t == Trigger::Create)
+            .map(|h| (h, CREATE.to_string(), None))
+            .collect();
+        if self.persisted(&handlers, Reason::Create).await {
+            let record = self.state.record.get_or_insert_default();
+            record.base = causes::base_of(&*self.object, &self.ctl.fields);
+            record.handlers.clear();
+            self.state.handled = Some(self.object.clone());
+            self.state.dirty = true;
+        }
+    }
+
+    async fn update(&mut self, diffs: Vec<FieldDiff>) {
+        let mut all_done = true;
+        let count = diffs.len();
+        for (position, diff) in diffs.into_iter().enumerate() {
+            let target = diff.base.fingerprint();
+            let changes: Arc<[Change]> = diff.changes.into();
+            let handlers: Vec<_> = self
+                .ctl
+                .registry
+                .with_trigger(|t| matches!(t, Trigger::Update { field } if *field == diff.field))
+                .map(|h| (h, target.clone(), Some(changes.clone())))
+                .collect();
+            if self.persisted(&handlers, Reason::Update).await {
+                let record = self.state.record.get_or_insert_default();
+                record.base.fields.insert(diff.field.clone(), diff.base);
+                for (handler, _, _) in &handlers {
+                    record.handlers.remove(&*handler.name);
+                }
+                self.state.dirty = true;
+                // Later fields' handlers must not be able to lose this field's completion.
+                if position + 1 < count {
+                    self.store(None).await;
+                }
+            } else {
+                all_done = false;
+            }
+        }
+        if all_done {
+            let generation = self.object.meta().generation;
+            let record = self.state.record.get_or_insert_default();
+            if record.base.generation != generation {
+                record.base.generation = generation;
+                self.state.dirty = true;
+            }
+            // Progress left for values the fields no longer have is moot.
+            if !record.handlers.is_empty() {
+                record.handlers.clear();
+                self.state.dirty = true;
+            }
+            self.state.handled = Some(self.object.clone());
+        }
+    }
+
+    async fn delete(&mut self) {
+        let handlers: Vec<_> = self
+            .ctl
+            .registry
+            .with_trigger(|t| *t == Trigger::Delete)
+            .map(|h| (h, DELETE.to_string(), None))
+            .collect();
+        if !self.persisted(&handlers, Reason::Delete).await || self.stopping() {
+            return;
+        }
+        // The object goes away with the finalizer: no record to store.
+        self.state.dirty = false;
+        let mut object = self.object.clone();
+        for attempt in 0..2 {
+            match progress::remove_finalizer(&self.ctl.api, &*object, &self.ctl.finalizer).await {
+                Ok(()) => {
+                    info!("deletion handled; finalizer removed");
+                    return;
+                }
+                Err(error) if attempt == 0 => {
+                    debug!(%error, "finalizer list moved; re-reading the object");
+                    match self.ctl.api.get_opt(&object.name_any()).await {
+                        Ok(Some(fresh)) => object = Arc::new(fresh),
+                        Ok(None) => return,
+                        Err(error) => return self.write_failed(&error.to_string()),
+                    }
+                }
+                Err(error) => self.write_failed(&error.to_string()),
+            }
+        }
+    }
+
+    /// Runs the handlers of a persisted cause (create, update of one field, delete) that have
+    /// not finished for their target, storing progress after each. True when all finished.
+    async fn persisted(&mut self, handlers: &[Due<'_, K>], reason: Reason) -> bool {
+        let mut unfinished: Vec<usize> = Vec::new();
+        for (i, (handler, target, _)) in handlers.iter().enumerate() {
+            let record = self.state.record.get_or_insert_default();
+            if !record.finished(&handler.name, target) && handler.wants(&self.object) {
+                unfinished.push(i);
+            }
+        }
+        let mut remaining = unfinished.len();
+        for i in unfinished {
+            let (handler, target, diff) = &handlers[i];
+            if self.stopping() {
+                return false;
+            }
+            let record = self.state.record.get_or_insert_default();
+            let progress = record
+                .progress(&handler.name, target)
+                .cloned()
+                .unwrap_or_default();
+            if let Some(next) = progress.next.filter(|next| *next > Utc::now()) {
+                let wait = (next - Utc::now()).to_std().unwrap_or_default();
+                self.wake_at(Instant::now() + wait);
+                continue;
+            }
+            let result = self
+                .call(handler, reason, diff.clone(), progress.retries, None)
+                .await;
+            let record = self.state.record.get_or_insert_default();
+            let entry = record.entry(&handler.name, target);
+            match settle(handler, entry.retries, result) {
+                Settled::Done => entry.done = true,
+                Settled::Retry(delay, message) => {
+                    entry.retries += 1;
+                    entry.next =
+                        Some(Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default());
+                    warn!(handler = %handler.name, %message, retry_in = ?delay, "handler failed; will retry");
+                    self.wake_at(Instant::now() + delay);
+                }
+                Settled::Failed(message) => {
+                    entry.failed = Some(message.clone());
+                    self.report_failure(handler, reason, &message).await;
+                }
+            }
+            let finished = self
+                .state
+                .record
+                .as_ref()
+                .is_some_and(|r| r.finished(&handler.name, target));
+            if finished {
+                remaining -= 1;
+            }
+            self.state.dirty = true;
+            // The last handler's progress goes out with the completed cause, in one write.
+            if remaining > 0 || !finished {
+                self.store(Some(&handler.name)).await;
+            } else {
+                self.before_store(&handler.name).await;
+            }
+        }
+        remaining == 0
+    }
+
+    async fn before_store(&self, handler: &str) {
+        let Hooks { before_store } = &self.ctl.env.config.hooks;
+        if let Some(hook) = before_store {
+            hook(self.object.name_any(), handler.to_string()).await;
+        }
+    }
+
+    /// Writes the record if it changed; `handler` names the handler whose outcome is written.
+    async fn store(&mut self, handler: Option<&str>) {
+        if let Some(handler) = handler {
+            self.before_store(handler).await;
+        }
+        if !self.state.dirty {
+            return;
+        }
+        let record = self.state.record.clone().unwrap_or_default();
+        match progress::store(
+            &self.ctl.api,
+            &self.object.name_any(),
+            &self.ctl.annotation,
+            &record,
+        )
+        .await
+        {
+            Ok(()) => {
+                self.state.dirty = false;
+                self.state.write_failures = 0;
+            }
+            Err(error) => self.write_failed(&error.to_string()),
+        }
+    }
+
+    /// Runs the resume handlers still due in this process.
+    async fn resume(&mut self) {
+        let now = Instant::now();
+        let due: Vec<Arc<str>> = self
+            .state
+            .resume
+            .iter()
+            .filter(|(_, (_, at))| *at <= now)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in due {
+            if self.stopping() {
+                return;
+            }
+            let Some(handler) = self.ctl.registry.handlers.iter().find(|h| h.name == name) else {
+                continue;
+            };
+            let retries = self
+                .state
+                .resume
+                .get(&name)
+                .map_or(0, |(retries, _)| *retries);
+            if !handler.wants(&self.object) {
+                self.state.resume.remove(&name);
+                continue;
+            }
+            let result = self
+                .call(handler, Reason::Resume, None, retries, None)
+                .await;
+            match settle(handler, retries, result) {
+                Settled::Done => {
+                    self.state.resume.remove(&name);
+                }
+                Settled::Retry(delay, message) => {
+                    warn!(handler = %name, %message, retry_in = ?delay, "resume handler failed; will retry");
+                    let at = Instant::now() + delay;
+                    self.state.resume.insert(name, (retries + 1, at));
+                    self.wake_at(at);
+                }
+                Settled::Failed(message) => {
+                    self.state.resume.remove(&name);
+                    self.report_failure(handler, Reason::Resume, &message).await;
+                }
+            }
+        }
+        let retries: Vec<Instant> = self.state.resume.values().map(|(_, at)| *at).collect();
+        for at in retries {
+            self.wake_at(at);
+        }
+    }
+
+    async fn child(
+        &mut self,
+        index: usize,
+        key: String,
+        object: Arc<dyn Any + Send + Sync>,
+        retries: u32,
+    ) {
+        if self.stopping() {
+            return;
+        }
+        let Some(handler) = self
+            .ctl
+            .registry
+            .handlers
+            .iter()
+            .find(|h| h.trigger == Trigger::Child { index })
+        else {
+            return;
+        };
+        if !handler.wants(&self.object) {
+            return;
+        }
+        let result = self
+            .call(handler, Reason::Child, None, retries, Some(object.clone()))
+            .await;
+        match settle(handler, retries, result) {
+            Settled::Done => {}
+            Settled::Retry(delay, message) => {
+                warn!(handler = %handler.name, child = %key, %message, retry_in = ?delay, "child handler failed; will retry");
+                self.state
+                    .child_retries
+                    .insert((index, key), (object, retries + 1, Instant::now() + delay));
+            }
+            Settled::Failed(message) => self.report_failure(handler, Reason::Child, &message).await,
+        }
+    }
+
+    async fn timer(&mut self, index: usize) {
+        if self.stopping() {
+            return;
+        }
+        let handler = &self.ctl.registry.handlers[index];
+        if !handler.wants(&self.object) {
+            return;
+        }
+        // A failing timer is simply tried again at its next tick.
+        match self.call(handler, Reason::Timer, None, 0, None).await {
+            Ok(()) => {}
+            Err(HandlerError::Temporary { message, .. }) => {
+                warn!(handler = %handler.name, %message, "timer failed; next tick retries");
+            }
+            Err(HandlerError::Permanent(message)) => {
+                self.report_failure(handler, Reason::Timer, &message).await
+            }
+        }
+    }
+
+    /// Calls one handler with its timeout, turning panics into temporary errors.
+    async fn call(
+        &self,
+        handler: &Handler<K>,
+        reason: Reason,
+        diff: Option<Arc<[Change]>>,
+        retry: u32,
+        child: Option<Arc<dyn Any + Send + Sync>>,
+    ) -> HandlerResult {
+        let ctx = Context {
+            client: self.ctl.env.client.clone(),
+            object: self.object.clone(),
+            reason,
+            diff: diff.unwrap_or_else(|| Arc::new([])),
+            handler: handler.name.clone(),
+            retry,
+            recorder: self.ctl.env.recorder.clone(),
+            child,
+            mirrors: self.ctl.child_indexes.clone(),
+        };
+        debug!(handler = %handler.name, %reason, retry, "calling handler");
+        let run = AssertUnwindSafe((handler.run)(ctx)).catch_unwind();
+        let outcome = match handler.options.timeout {
+            Some(limit) => match tokio::time::timeout(limit, run).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    return Err(HandlerError::temporary(format!(
+                        "timed out after {limit:?}"
+                    )));
+                }
+            },
+            None => run.await,
+        };
+        outcome.unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(HandlerError::temporary(format!(
+                "handler panicked: {message}"
+            )))
+        })
+    }
+
+    async fn report_failure(&self, handler: &Handler<K>, reason: Reason, message: &str) {
+        error!(handler = %handler.name, %reason, %message, "handler failed permanently");
+        let mut note = format!("handler {} failed: {message}", handler.name);
+        if note.len() > 1000 {
+            let mut end = 1000;
+            while !note.is_char_boundary(end) {
+                end -= 1;
+            }
+            note.truncate(end);
+        }
+        let event = KubeEvent {
+            type_: EventType::Warning,
+            reason: "HandlerFailed".into(),
+            note: Some(note),
+            action: reason.to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self
+            .ctl
+            .env
+            .recorder
+            .publish(&event, &self.object.object_ref(&()))
+            .await
+        {
+            warn!(%error, "could not post the failure event");
+        }
+    }
+}
+
+/// What becomes of a handler's result.
+#[derive(Debug, PartialEq)]
+enum Settled {
+    Done,
+    Retry(Duration, String),
+    Failed(String),
+}
+
+/// Applies the handler's retry policy to its result; `retries` counts earlier failures.
+fn settle<K>(handler: &Handler<K>, retries: u32, result: HandlerResult) -> Settled {
+    match result {
+        Ok(()) => Settled::Done,
+        Err(HandlerError::Permanent(message)) => Settled::Failed(message),
+        Err(HandlerError::Temporary { delay, message }) => {
+            if handler
+                .options
+                .retries
+                .is_some_and(|limit| retries >= limit)
+            {
+                Settled::Failed(format!("gave up after {} retries: {message}", retries))
+            } else {
+                Settled::Retry(
+                    delay.unwrap_or_else(|| handler.options.backoff.delay(retries)),
+                    message,
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kopf::registry::HandlerOptions;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn handler(retries: Option<u32>) -> Handler<ConfigMap> {
+        Handler {
+            name: "h".into(),
+            trigger: Trigger::Create,
+            options: HandlerOptions {
+                retries,
+                ..HandlerOptions::default()
+            },
+            when: None,
+            run: Arc::new(|_| async { Ok(()) }.boxed()),
+        }
+    }
+
+    #[test]
+    fn results_settle_by_the_retry_policy() {
+        let backoff = HandlerOptions::default().backoff;
+        let table = [
+            (None, 0, Ok(()), Settled::Done),
+            (
+                None,
+                9,
+                Err(HandlerError::permanent("bad")),
+                Settled::Failed("bad".into()),
+            ),
+            (
+                None,
+                2,
+                Err(HandlerError::temporary("later")),
+                Settled::Retry(backoff.delay(2), "later".into()),
+            ),
+            (
+                Some(5),
+                1,
+                Err(HandlerError::retry_after(Duration::from_millis(7), "soon")),
+                Settled::Retry(Duration::from_millis(7), "soon".into()),
+            ),
+            (
+                Some(2),
+                2,
+                Err(HandlerError::temporary("again")),
+                Settled::Failed("gave up after 2 retries: again".into()),
+            ),
+        ];
+        for (limit, retries, result, expected) in table {
+            let shown = format!("{limit:?} {retries} {result:?}");
+            assert_eq!(
+                settle(&handler(limit), retries, result),
+                expected,
+                "{shown}"
+            );
+        }
+    }
+}

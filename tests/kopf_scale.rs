@@ -1,0 +1,134 @@
+//! The handler framework with many objects at once (issue 3, acceptance 4).
+
+mod kopf_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt, stream};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use workflow_operator::kopf::{Context, HandlerResult, Operator};
+
+use kopf_common::*;
+
+const OBJECTS: usize = 1_000;
+const CONCURRENCY: usize = 8;
+
+fn probed(
+    probe: &Arc<Probe>,
+) -> impl Fn(Context<Widget>) -> futures::future::BoxFuture<'static, HandlerResult> + Send + Sync + 'static
+{
+    let probe = probe.clone();
+    move |ctx| {
+        let probe = probe.clone();
+        async move {
+            let _guard = probe.enter(&ctx);
+            // Simulated work, so that handlers overlap if nothing bounds them.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            Ok(())
+        }
+        .boxed()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousand_objects_stay_within_the_bound_and_are_handled_once_per_cause() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let mut config = config();
+    config.concurrency = CONCURRENCY;
+    let running = start(
+        Operator::new(client.clone(), config).resource::<Widget>(|r| {
+            r.on_create("create", probed(&probe))
+                .on_update_field("spec", "update", probed(&probe))
+                .on_delete("delete", probed(&probe))
+        }),
+    );
+    let names: Vec<String> = (0..OBJECTS).map(|i| format!("w{i:04}")).collect();
+    let all = |handler: &'static str| {
+        let names = names.clone();
+        move |p: &Probe| {
+            let counts = p.per_object(handler);
+            names.iter().all(|name| counts.contains_key(name))
+        }
+    };
+
+    stream::iter(&names)
+        .for_each_concurrent(32, |name| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &widget(name, 1))
+                    .await
+                    .expect("create");
+            }
+        })
+        .await;
+    probe
+        .wait("every create", Duration::from_secs(120), all("create"))
+        .await;
+
+    stream::iter(&names)
+        .for_each_concurrent(32, |name| {
+            let api = api.clone();
+            async move {
+                let patch = Patch::Merge(json!({"spec": {"size": 2}}));
+                api.patch(name, &PatchParams::default(), &patch)
+                    .await
+                    .expect("patch");
+            }
+        })
+        .await;
+    probe
+        .wait("every update", Duration::from_secs(120), all("update"))
+        .await;
+
+    stream::iter(&names)
+        .for_each_concurrent(32, |name| {
+            let api = api.clone();
+            async move {
+                api.delete(name, &DeleteParams::default())
+                    .await
+                    .expect("delete");
+            }
+        })
+        .await;
+    probe
+        .wait("every delete", Duration::from_secs(120), all("delete"))
+        .await;
+    eventually(
+        "every widget to be gone",
+        Duration::from_secs(60),
+        || async {
+            api.list(&ListParams::default())
+                .await
+                .expect("list")
+                .items
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+    running.stop().await;
+
+    for handler in ["create", "update", "delete"] {
+        let counts = probe.per_object(handler);
+        let repeated: Vec<_> = counts.iter().filter(|(_, n)| **n != 1).collect();
+        assert!(
+            repeated.is_empty(),
+            "{handler} ran more than once for {repeated:?}"
+        );
+        assert_eq!(counts.len(), OBJECTS, "{handler} ran for every object");
+    }
+    assert!(
+        probe.max_in_flight() <= CONCURRENCY,
+        "at most {CONCURRENCY} at once: {}",
+        probe.max_in_flight()
+    );
+    assert!(
+        probe.max_in_flight() > 1,
+        "objects were handled in parallel"
+    );
+    assert!(probe.overlaps().is_empty());
+}
