@@ -9,10 +9,43 @@
 //! merge for built-ins, JSON merge for custom resources), as it does with any server whose
 //! OpenAPI lacks the Kubernetes patch extensions.
 
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::resources::{Registry, ResourceInfo};
+
+/// The protobuf media type of `/openapi/v2` (kubectl asks for it as `...spec.v2@v1.0+protobuf`,
+/// which is no valid media type to answer with).
+const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// `/openapi/v2`: a document without definitions. kubectl falls back to it to validate what it
+/// cannot leave to the server (the items of a `kind: List` file), and skips the validation of
+/// kinds the document does not define, so an empty one lets such files through to the server's
+/// own validation. Protobuf (the empty message is zero bytes) when asked for, else JSON.
+pub fn v2_response(headers: &HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if accept.contains("protobuf") {
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, OPENAPI_V2_PROTOBUF)],
+            Vec::new(),
+        )
+            .into_response()
+    } else {
+        let doc = json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.34.0"}, "paths": {}, "definitions": {}});
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            doc.to_string(),
+        )
+            .into_response()
+    }
+}
 
 /// `api/v1` or `apis/{group}/{version}`: the key of a group/version in the index.
 fn gv_path(group: &str, version: &str) -> String {

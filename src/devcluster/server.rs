@@ -168,6 +168,7 @@ async fn route(
                 &openapi::index(&state.registry),
             ));
         }
+        "/openapi/v2" => return Ok(openapi::v2_response(headers)),
         _ => {}
     }
     let not_found = || ApiError {
