@@ -90,11 +90,28 @@ pub fn check(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Field
             ));
         }
     }
+    if info.group.is_empty() && matches!(info.resource.as_str(), "configmaps" | "secrets") {
+        let size: usize = ["data", "binaryData", "stringData"]
+            .into_iter()
+            .filter_map(|field| obj.get(field).and_then(Value::as_object))
+            .flat_map(|map| map.iter())
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if size > MAX_CONFIG_BYTES {
+            errors.push(FieldError::too_long(
+                "[]",
+                format!("Too long: may not be more than {MAX_CONFIG_BYTES} bytes"),
+            ));
+        }
+    }
     if let Some(old) = old {
         immutable_fields(info, obj, old, &mut errors);
     }
     errors
 }
+
+/// The largest data a ConfigMap or Secret holds (1 MiB), as on the real server.
+pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
 
 /// Namespaces (and a few others) need a DNS-1123 label, most objects a subdomain.
 fn name_must_be_label(info: &ResourceInfo) -> bool {
