@@ -18,18 +18,26 @@
 pub mod admission;
 pub mod controllers;
 pub mod error;
+pub mod faults;
 pub mod gc;
 pub mod jobs;
 pub mod kubelet;
+pub mod metrics;
+pub mod openapi;
 pub mod patch;
 pub mod path;
 pub mod resources;
+pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod store;
+pub mod table;
+pub mod watch;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -72,6 +80,9 @@ pub struct DevClusterOptions {
     pub history: HistoryLimits,
     /// Whether pods run their command as local processes or are simulated.
     pub pods: PodMode,
+    /// How often watches that allow bookmarks get one; `None` is
+    /// [`server::DEFAULT_BOOKMARK_INTERVAL`].
+    pub bookmark_interval: Option<Duration>,
 }
 
 /// A running control plane; stops (and kills every process it started) when dropped.
@@ -80,6 +91,9 @@ pub struct DevCluster {
     kubeconfig: PathBuf,
     store: Store,
     registry: Registry,
+    faults: Arc<faults::Faults>,
+    requests: Arc<metrics::RequestCounters>,
+    watches: Arc<watch::WatchHub>,
     shutdown: CancellationToken,
     controllers: Controllers,
     _tempdir: Option<tempfile::TempDir>,
@@ -106,12 +120,17 @@ impl DevCluster {
             options.pods,
             shutdown.clone(),
         );
-        let state = ApiState {
-            store: store.clone(),
-            registry: registry.clone(),
-            logs: Some(controllers.logs()),
-            on_create: Some(controllers::create_hook()),
-        };
+        let mut state = ApiState::new(store.clone(), registry.clone(), shutdown.clone());
+        state.logs = Some(controllers.logs());
+        state.on_create = Some(controllers::create_hook());
+        if let Some(interval) = options.bookmark_interval {
+            state.bookmark_interval = interval;
+        }
+        let (faults, requests, watches) = (
+            state.faults.clone(),
+            state.requests.clone(),
+            state.watches.clone(),
+        );
         let addr = SocketAddr::from(([127, 0, 0, 1], options.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -151,6 +170,9 @@ impl DevCluster {
             kubeconfig,
             store,
             registry,
+            faults,
+            requests,
+            watches,
             shutdown,
             controllers,
             _tempdir: tempdir,
@@ -184,6 +206,39 @@ impl DevCluster {
     /// Pids of the pod processes running now (for tests that check nothing is left behind).
     pub fn running_pids(&self) -> Vec<u32> {
         self.controllers.running_pids()
+    }
+
+    /// Fault injection: error rates per verb, latency, watches closed periodically.
+    pub fn faults(&self) -> &faults::Faults {
+        &self.faults
+    }
+
+    /// The API requests served so far, per verb, resource, user agent and status code (also at
+    /// `/debug/requests`).
+    pub fn requests(&self) -> metrics::RequestCounts {
+        self.requests.snapshot()
+    }
+
+    /// Starts counting requests from zero.
+    pub fn reset_requests(&self) {
+        self.requests.reset();
+    }
+
+    /// Closes every open watch; clients resume from their last resourceVersion.
+    pub fn close_watches(&self) {
+        self.watches.close_all();
+    }
+
+    /// Number of watches open now.
+    pub fn open_watches(&self) -> usize {
+        self.watches.watch_count()
+    }
+
+    /// Forces 410 Gone: forgets the change history (as an etcd compaction does) and closes every
+    /// watch, so every client must re-list.
+    pub fn force_gone(&self) {
+        self.store.compact();
+        self.watches.close_all();
     }
 
     /// Stops serving and kills every process the control plane started.

@@ -89,6 +89,9 @@ pub struct WatchEvent {
     pub gr: GroupResource,
     pub event_type: EventType,
     pub object: Arc<StoredObject>,
+    /// The object before this change (`None` for a create), so that a watch with a selector can
+    /// send `DELETED` when an object stops matching and `ADDED` when it starts, as the real one.
+    pub prev: Option<Arc<StoredObject>>,
 }
 
 /// What starting a watch gives: the events to send first, then a receiver of all later changes
@@ -282,6 +285,7 @@ impl Store {
             info.group_resource(),
             EventType::Added,
             stored.clone(),
+            None,
         );
         Ok(stored)
     }
@@ -414,14 +418,28 @@ impl Store {
                 .get_mut(&gr)
                 .expect("resource present")
                 .remove(&key);
-            self.commit(&mut inner, rv, gr, EventType::Deleted, stored.clone());
+            self.commit(
+                &mut inner,
+                rv,
+                gr,
+                EventType::Deleted,
+                stored.clone(),
+                Some(old),
+            );
         } else {
             inner
                 .objects
                 .get_mut(&gr)
                 .expect("resource present")
                 .insert(key, stored.clone());
-            self.commit(&mut inner, rv, gr, EventType::Modified, stored.clone());
+            self.commit(
+                &mut inner,
+                rv,
+                gr,
+                EventType::Modified,
+                stored.clone(),
+                Some(old),
+            );
         }
         Ok(stored)
     }
@@ -488,7 +506,14 @@ impl Store {
                 .get_mut(&gr)
                 .expect("resource present")
                 .remove(&key);
-            self.commit(&mut inner, rv, gr, EventType::Deleted, stored.clone());
+            self.commit(
+                &mut inner,
+                rv,
+                gr,
+                EventType::Deleted,
+                stored.clone(),
+                Some(old),
+            );
             return Ok(Deleted::Removed(stored));
         }
         if let Some(extra) = extra {
@@ -522,7 +547,14 @@ impl Store {
             .get_mut(&gr)
             .expect("resource present")
             .insert(key, stored.clone());
-        self.commit(&mut inner, rv, gr, EventType::Modified, stored.clone());
+        self.commit(
+            &mut inner,
+            rv,
+            gr,
+            EventType::Modified,
+            stored.clone(),
+            Some(old),
+        );
         Ok(Deleted::Pending(stored))
     }
 
@@ -542,6 +574,7 @@ impl Store {
                 gr.clone(),
                 EventType::Deleted,
                 StoredObject::new(value),
+                Some(obj),
             );
         }
     }
@@ -573,6 +606,7 @@ impl Store {
                             gr: gr.clone(),
                             event_type: EventType::Added,
                             object: o.clone(),
+                            prev: None,
                         })
                     })
                     .collect()
@@ -613,6 +647,7 @@ impl Store {
         gr: GroupResource,
         event_type: EventType,
         object: Arc<StoredObject>,
+        prev: Option<Arc<StoredObject>>,
     ) {
         inner.rv = rv;
         let event = Arc::new(WatchEvent {
@@ -620,6 +655,7 @@ impl Store {
             gr,
             event_type,
             object,
+            prev,
         });
         inner.history_bytes += event.object.json.len();
         inner.history.push_back(event.clone());
@@ -648,8 +684,9 @@ pub fn default_propagation(info: &ResourceInfo) -> Propagation {
 }
 
 /// With a status subresource, a write to the main resource keeps the stored status, and a write
-/// to `/status` keeps everything but status (labels and annotations included).
-fn merge_for_target(info: &ResourceInfo, old: &Value, new: &mut Value, target: Target) {
+/// to `/status` keeps everything but status (labels and annotations included). Public so that the
+/// server validates the object that will be stored; applying it twice changes nothing more.
+pub fn merge_for_target(info: &ResourceInfo, old: &Value, new: &mut Value, target: Target) {
     match (info.status_subresource, target) {
         (true, Target::Main) => match old.get("status") {
             Some(status) => new["status"] = status.clone(),
