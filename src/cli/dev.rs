@@ -19,8 +19,7 @@ use crate::devcluster::{DevCluster, DevClusterOptions, PodMode};
 use crate::workflow::crd::WorkFlow;
 use crate::workflow::operator::{self, OperatorOptions};
 
-/// Start the embedded control plane. It serves plain HTTP on 127.0.0.1 without authentication:
-/// a local tool for trying, testing and measuring, never for production or a shared host.
+/// Options of `dev` (its help text is on `Command::Dev`).
 #[derive(Debug, Args)]
 pub struct DevArgs {
     /// Port on 127.0.0.1 to serve the Kubernetes API on (0 picks a free port).

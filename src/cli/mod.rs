@@ -34,6 +34,10 @@ enum Command {
     /// Run the operator against a cluster (the current kubeconfig, or in-cluster config).
     Run(run::RunArgs),
     /// Start the embedded control plane (and the operator) for trying and testing: no cluster needed.
+    ///
+    /// Serves the Kubernetes API on 127.0.0.1 over plain HTTP without authentication: a local
+    /// tool for trying, testing and measuring, never for production or a shared host. Pods run
+    /// their command as local processes on this machine (no container, no image pull).
     Dev(dev::DevArgs),
     /// Print the WorkFlow CustomResourceDefinition as YAML (what `crd/workflow.yaml` holds).
     Crd,

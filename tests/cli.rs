@@ -1,0 +1,204 @@
+//! The commands that need no cluster, run as a user runs them: `crd`, `validate`, `graph`,
+//! `lifecycle`, and `--help` (issue 4, acceptance 5).
+
+use std::io::Write;
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A manifest in a temporary file.
+fn manifest(yaml: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(yaml.as_bytes()).unwrap();
+    file
+}
+
+#[test]
+fn crd_in_the_repository_is_the_generated_one() {
+    let generated = stdout(&run(&["crd"]));
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/crd/workflow.yaml")).unwrap();
+    assert!(
+        generated == committed,
+        "crd/workflow.yaml is stale: run `make crd` and commit it"
+    );
+}
+
+#[test]
+fn crd_has_the_seed_api_and_printer_columns() {
+    let crd: serde_json::Value = serde_yaml::from_str(&stdout(&run(&["crd"]))).unwrap();
+    assert_eq!(crd["spec"]["group"], "workflow.crd.com");
+    assert_eq!(crd["spec"]["names"]["kind"], "WorkFlow");
+    assert_eq!(crd["spec"]["names"]["plural"], "workflows");
+    assert_eq!(crd["spec"]["names"]["shortNames"][0], "wf");
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1");
+    assert!(version["subresources"]["status"].is_object());
+    let columns: Vec<&str> = version["additionalPrinterColumns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Status", "Progress", "Message", "Age"]);
+    let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    assert_eq!(spec["maxStepTimeout"]["default"], 60);
+}
+
+#[test]
+fn validate_accepts_every_valid_example() {
+    let examples = [
+        "examples/simple.yaml",
+        "examples/diamond.yaml",
+        "examples/failing.yaml",
+        "examples/timeout.yaml",
+        "examples/args.yaml",
+        "examples/env.yaml",
+        "examples/retries.yaml",
+        "examples/step-timeout.yaml",
+        "examples/parallelism.yaml",
+        "examples/fail-fast-false.yaml",
+        "examples/resources.yaml",
+    ];
+    let mut args = vec!["validate"];
+    args.extend(examples);
+    let output = run(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output)
+            .lines()
+            .filter(|l| l.ends_with(": valid"))
+            .count(),
+        examples.len()
+    );
+}
+
+#[test]
+fn validate_names_the_cycle_path_and_exits_1() {
+    let output = run(&["validate", "examples/invalid-cycle.yaml"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("dependency cycle: extract -> transform -> load -> extract"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn validate_names_each_problem() {
+    let cases = [
+        (
+            "maxStepTimeout: -5\n  containers: [{stepName: a, image: x}]",
+            "spec.maxStepTimeout",
+        ),
+        ("containers: []", "spec.containers"),
+        (
+            "containers: [{stepName: a, image: x, dependsOn: [nope]}]",
+            "unknown step \"nope\"",
+        ),
+        (
+            "containers: [{stepName: a, image: x}, {stepName: a, image: y}]",
+            "\"a\" is used more than once",
+        ),
+        (
+            "containers: [{stepName: a, image: x, dependsOn: [a]}]",
+            "depends on itself",
+        ),
+        ("containers: [{stepName: a}]", "image"),
+    ];
+    for (spec, expected) in cases {
+        let file = manifest(&format!(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: bad}}\nspec:\n  {spec}\n"
+        ));
+        let output = run(&["validate", file.path().to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(1), "{spec}");
+        assert!(
+            stderr(&output).contains(expected),
+            "{spec}: expected {expected:?} in {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn graph_draws_the_dag_as_dot_and_mermaid() {
+    let dot = stdout(&run(&["graph", "examples/diamond.yaml"]));
+    assert!(dot.starts_with("digraph"), "{dot}");
+    let mermaid = stdout(&run(&[
+        "graph",
+        "examples/diamond.yaml",
+        "--format",
+        "mermaid",
+    ]));
+    assert!(mermaid.starts_with("flowchart"), "{mermaid}");
+    for output in [&dot, &mermaid] {
+        for step in ["step0", "step1", "step2", "step3"] {
+            assert!(output.contains(step), "{step} missing from {output}");
+        }
+        // Four edges: step0 -> step1, step0 -> step2, step1 -> step3, step2 -> step3.
+        assert_eq!(output.matches("->").count(), 4, "{output}");
+    }
+}
+
+#[test]
+fn graph_refuses_an_invalid_workflow() {
+    let output = run(&["graph", "examples/invalid-cycle.yaml"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("dependency cycle"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn lifecycle_prints_every_legal_transition() {
+    let dot = stdout(&run(&["lifecycle"]));
+    for edge in [
+        "Created -> Started",
+        "Created -> Failed",
+        "Started -> Completed",
+        "Started -> Failed",
+        "Started -> Created",
+        "Completed -> Created",
+        "Failed -> Created",
+    ] {
+        assert!(dot.contains(edge), "{edge} missing from {dot}");
+    }
+    assert!(
+        !dot.contains("Completed -> Failed"),
+        "a terminal state never moves to the other"
+    );
+    let mermaid = stdout(&run(&["lifecycle", "--format", "mermaid"]));
+    assert!(mermaid.contains("Started --> Completed"), "{mermaid}");
+}
+
+#[test]
+fn dev_help_says_the_server_is_plain_http_on_loopback() {
+    let help = stdout(&run(&["dev", "--help"]));
+    assert!(help.contains("plain HTTP"), "{help}");
+    assert!(help.contains("127.0.0.1"), "{help}");
+    for flag in [
+        "--apply",
+        "--until-done",
+        "--no-operator",
+        "--kubeconfig",
+        "--pods",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from dev --help");
+    }
+}
