@@ -7,8 +7,26 @@ use serde_json::Value;
 use super::error::{ApiError, FieldError, Result};
 use super::resources::ResourceInfo;
 
-/// Checks a create (`old` is `None`) or an update of `obj`.
+/// Checks a create (`old` is `None`) or an update of `obj`; 422 `Invalid` listing every problem.
 pub fn admit(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<()> {
+    let errors = check(info, obj, old);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Err(ApiError::invalid(&info.qualified_kind(), name, errors))
+    }
+}
+
+/// The largest total size of an object's annotations (keys plus values), as on the real server.
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+/// The problems the real server's metadata and built-in validation finds in a create (`old` is
+/// `None`) or an update; the server adds the schema's own to the same list.
+pub fn check(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -51,15 +69,49 @@ pub fn admit(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<()
             }
         }
     }
+    if let Some(annotations) = obj
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+    {
+        let mut total = 0;
+        for (key, value) in annotations {
+            total += key.len() + value.as_str().map_or(0, str::len);
+            if let Some(problem) = label_key(key) {
+                errors.push(FieldError::invalid(
+                    "metadata.annotations",
+                    format!("Invalid value: {key:?}: {problem}"),
+                ));
+            }
+        }
+        if total > MAX_ANNOTATIONS_BYTES {
+            errors.push(FieldError::too_long(
+                "metadata.annotations",
+                format!("Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes"),
+            ));
+        }
+    }
+    if info.group.is_empty() && matches!(info.resource.as_str(), "configmaps" | "secrets") {
+        let size: usize = ["data", "binaryData", "stringData"]
+            .into_iter()
+            .filter_map(|field| obj.get(field).and_then(Value::as_object))
+            .flat_map(|map| map.iter())
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if size > MAX_CONFIG_BYTES {
+            errors.push(FieldError::too_long(
+                "[]",
+                format!("Too long: may not be more than {MAX_CONFIG_BYTES} bytes"),
+            ));
+        }
+    }
     if let Some(old) = old {
         immutable_fields(info, obj, old, &mut errors);
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(&info.kind, name, errors))
-    }
+    errors
 }
+
+/// The largest data a ConfigMap or Secret holds (1 MiB), as on the real server.
+pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
 
 /// Namespaces (and a few others) need a DNS-1123 label, most objects a subdomain.
 fn name_must_be_label(info: &ResourceInfo) -> bool {

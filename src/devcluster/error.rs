@@ -52,19 +52,30 @@ impl ApiError {
         .with_details(json!({"name": name, "kind": resource}))
     }
 
-    /// 422 with one cause per invalid field, as `field.ErrorList` renders it.
-    pub fn invalid(kind: &str, name: &str, causes: Vec<FieldError>) -> Self {
+    /// 422 with one cause per invalid field, as `field.ErrorList` renders it. `qualified_kind` is
+    /// `Kind` for the core group and `Kind.group` otherwise (`Job.batch`), as in the real message.
+    pub fn invalid(qualified_kind: &str, name: &str, causes: Vec<FieldError>) -> Self {
         let summary: Vec<String> = causes
             .iter()
             .map(|c| format!("{}: {}", c.field, c.message))
             .collect();
-        let message = format!("{kind} \"{name}\" is invalid: {}", summary.join(", "));
+        let summary = match summary.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let message = format!("{qualified_kind} \"{name}\" is invalid: {summary}");
         let causes: Vec<Value> = causes
             .into_iter()
             .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
             .collect();
-        Self::new(422, "Invalid", message)
-            .with_details(json!({"name": name, "kind": kind, "causes": causes}))
+        let (kind, group) = qualified_kind
+            .split_once('.')
+            .unwrap_or((qualified_kind, ""));
+        let mut details = json!({"name": name, "kind": kind, "causes": causes});
+        if !group.is_empty() {
+            details["group"] = json!(group);
+        }
+        Self::new(422, "Invalid", message).with_details(details)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -150,8 +161,37 @@ impl FieldError {
         }
     }
     pub fn forbidden(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::with_reason("FieldValueForbidden", field, message)
+    }
+    /// A value of the wrong JSON type.
+    pub fn type_invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::with_reason("FieldValueTypeInvalid", field, message)
+    }
+    /// A value outside an enum.
+    pub fn not_supported(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::with_reason("FieldValueNotSupported", field, message)
+    }
+    pub fn too_long(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::with_reason("FieldValueTooLong", field, message)
+    }
+    pub fn too_many(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::with_reason("FieldValueTooMany", field, message)
+    }
+    /// A repeated entry of a set or map list.
+    pub fn duplicate(field: impl Into<String>, value: &Value) -> Self {
+        Self::with_reason(
+            "FieldValueDuplicate",
+            field,
+            format!("Duplicate value: {value}"),
+        )
+    }
+    fn with_reason(
+        reason: &'static str,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
-            reason: "FieldValueForbidden",
+            reason,
             field: field.into(),
             message: message.into(),
         }
@@ -161,6 +201,20 @@ impl FieldError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (code, axum::Json(self.status_body())).into_response()
+        let mut response = (code, axum::Json(self.status_body())).into_response();
+        if self.code == 429 {
+            // Clients (client-go, kube-rs's retry layers) wait as long as Retry-After says.
+            let seconds = self
+                .details
+                .as_ref()
+                .and_then(|d| d.get("retryAfterSeconds"))
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
+        response
     }
 }

@@ -16,20 +16,34 @@
 //! trying, testing and measuring, not for production.
 
 pub mod admission;
+pub mod controllers;
 pub mod error;
+pub mod faults;
+pub mod gc;
+pub mod jobs;
+pub mod kubelet;
+pub mod metrics;
+pub mod openapi;
 pub mod patch;
 pub mod path;
 pub mod resources;
+pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod store;
+pub mod table;
+pub mod watch;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use controllers::Controllers;
+pub use controllers::PodMode;
 use resources::{GroupResource, Registry};
 use server::ApiState;
 use store::{HistoryLimits, Store};
@@ -64,6 +78,11 @@ pub struct DevClusterOptions {
     pub kubeconfig: Option<PathBuf>,
     /// How much change history watches can resume from.
     pub history: HistoryLimits,
+    /// Whether pods run their command as local processes or are simulated.
+    pub pods: PodMode,
+    /// How often watches that allow bookmarks get one; `None` is
+    /// [`server::DEFAULT_BOOKMARK_INTERVAL`].
+    pub bookmark_interval: Option<Duration>,
 }
 
 /// A running control plane; stops (and kills every process it started) when dropped.
@@ -72,7 +91,11 @@ pub struct DevCluster {
     kubeconfig: PathBuf,
     store: Store,
     registry: Registry,
+    faults: Arc<faults::Faults>,
+    requests: Arc<metrics::RequestCounters>,
+    watches: Arc<watch::WatchHub>,
     shutdown: CancellationToken,
+    controllers: Controllers,
     _tempdir: Option<tempfile::TempDir>,
 }
 
@@ -90,12 +113,24 @@ impl DevCluster {
                 .create(&namespaces, "", json!({"metadata": {"name": name}}))
                 .expect("a fresh store accepts the built-in namespaces");
         }
-        let state = ApiState {
-            store: store.clone(),
-            registry: registry.clone(),
-            logs: None,
-            on_create: None,
-        };
+        let shutdown = CancellationToken::new();
+        let controllers = controllers::spawn_controllers(
+            store.clone(),
+            registry.clone(),
+            options.pods,
+            shutdown.clone(),
+        );
+        let mut state = ApiState::new(store.clone(), registry.clone(), shutdown.clone());
+        state.logs = Some(controllers.logs());
+        state.on_create = Some(controllers::create_hook());
+        if let Some(interval) = options.bookmark_interval {
+            state.bookmark_interval = interval;
+        }
+        let (faults, requests, watches) = (
+            state.faults.clone(),
+            state.requests.clone(),
+            state.watches.clone(),
+        );
         let addr = SocketAddr::from(([127, 0, 0, 1], options.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -104,7 +139,6 @@ impl DevCluster {
             .local_addr()
             .map_err(|source| Error::Listen { addr, source })?;
         let base_url = format!("http://{local}");
-        let shutdown = CancellationToken::new();
         let app = server::router(state);
         let stop = shutdown.clone();
         tokio::spawn(async move {
@@ -136,7 +170,11 @@ impl DevCluster {
             kubeconfig,
             store,
             registry,
+            faults,
+            requests,
+            watches,
             shutdown,
+            controllers,
             _tempdir: tempdir,
         })
     }
@@ -163,6 +201,44 @@ impl DevCluster {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Pids of the pod processes running now (for tests that check nothing is left behind).
+    pub fn running_pids(&self) -> Vec<u32> {
+        self.controllers.running_pids()
+    }
+
+    /// Fault injection: error rates per verb, latency, watches closed periodically.
+    pub fn faults(&self) -> &faults::Faults {
+        &self.faults
+    }
+
+    /// The API requests served so far, per verb, resource, user agent and status code (also at
+    /// `/debug/requests`).
+    pub fn requests(&self) -> metrics::RequestCounts {
+        self.requests.snapshot()
+    }
+
+    /// Starts counting requests from zero.
+    pub fn reset_requests(&self) {
+        self.requests.reset();
+    }
+
+    /// Closes every open watch; clients resume from their last resourceVersion.
+    pub fn close_watches(&self) {
+        self.watches.close_all();
+    }
+
+    /// Number of watches open now.
+    pub fn open_watches(&self) -> usize {
+        self.watches.watch_count()
+    }
+
+    /// Forces 410 Gone: forgets the change history (as an etcd compaction does) and closes every
+    /// watch, so every client must re-list.
+    pub fn force_gone(&self) {
+        self.store.compact();
+        self.watches.close_all();
     }
 
     /// Stops serving and kills every process the control plane started.

@@ -68,6 +68,15 @@ impl ResourceInfo {
         }
     }
 
+    /// `Kind` in the core group, else `Kind.group` (`Job.batch`), as 422 messages name objects.
+    pub fn qualified_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
     /// The qualified name used in error messages, e.g. `jobs.batch`.
     pub fn display_name(&self) -> String {
         self.group_resource().to_string()
@@ -87,6 +96,35 @@ impl ResourceInfo {
         }
         if !self.categories.is_empty() {
             entry["categories"] = json!(self.categories);
+        }
+        entry
+    }
+
+    /// The entry of this resource in aggregated discovery.
+    fn aggregated_entry(&self) -> Value {
+        let kind = json!({"group": self.group, "version": self.version, "kind": self.kind});
+        let mut entry = json!({
+            "resource": self.resource,
+            "responseKind": kind,
+            "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
+            "singularResource": self.singular,
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        });
+        if !self.short_names.is_empty() {
+            entry["shortNames"] = json!(self.short_names);
+        }
+        if !self.categories.is_empty() {
+            entry["categories"] = json!(self.categories);
+        }
+        let mut subresources = Vec::new();
+        if self.status_subresource {
+            subresources.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+        }
+        if self.group.is_empty() && self.resource == "pods" {
+            subresources.push(json!({"subresource": "log", "responseKind": {"group": "", "version": "v1", "kind": "Pod"}, "verbs": ["get"]}));
+        }
+        if !subresources.is_empty() {
+            entry["subresources"] = json!(subresources);
         }
         entry
     }
@@ -325,6 +363,34 @@ impl Registry {
         Some(
             json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
         )
+    }
+
+    /// Aggregated discovery (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`): every group with
+    /// its resources in one document, which kubectl asks for first. `core` selects `/api` (the
+    /// legacy group) or `/apis` (all others).
+    pub fn aggregated_discovery(&self, core: bool, api_version: &str) -> Value {
+        let mut groups: BTreeMap<String, Vec<Arc<ResourceInfo>>> = BTreeMap::new();
+        for info in self.all() {
+            if info.group.is_empty() == core {
+                groups.entry(info.group.clone()).or_default().push(info);
+            }
+        }
+        let items: Vec<Value> = groups
+            .into_iter()
+            .map(|(group, infos)| {
+                let version = infos[0].version.clone();
+                let resources: Vec<Value> = infos.iter().map(|i| i.aggregated_entry()).collect();
+                let mut metadata = json!({"creationTimestamp": null});
+                if !group.is_empty() {
+                    metadata["name"] = json!(group);
+                }
+                json!({
+                    "metadata": metadata,
+                    "versions": [{"version": version, "resources": resources, "freshness": "Current"}],
+                })
+            })
+            .collect();
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": api_version, "metadata": {}, "items": items})
     }
 
     /// Registers the served version of a CustomResourceDefinition object; returns what it serves.

@@ -1,35 +1,48 @@
-//! The HTTP API server: routes Kubernetes API requests (discovery, get, list, watch, create,
-//! update, patch, delete, deletecollection, `/status`, `pods/log`) to the store, with the
-//! admission checks and CRD handling the real server does on the way.
+//! The HTTP API server: routes Kubernetes API requests (discovery, aggregated discovery, OpenAPI
+//! v3, get, list, watch, create, update, patch, delete, deletecollection, `/status`, `pods/log`)
+//! to the store, with what the real server does on the way: CRD schema pruning, defaulting and
+//! validation, metadata validation, size limits, `Table` output for kubectl, warnings, fault
+//! injection and request counting.
 //!
 //! One fallback handler parses the path ([`super::path`]) rather than a route table, because
 //! Kubernetes paths nest namespaces, resources, names and subresources in ways a router's
 //! patterns cannot tell apart.
 
-use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 
 use super::admission;
-use super::error::{ApiError, Result};
+use super::error::{ApiError, FieldError, Result};
+use super::faults::{Faults, Verb};
+use super::metrics::RequestCounters;
+use super::openapi;
 use super::patch;
 use super::path::{self, ApiPath, ResourcePath};
 use super::resources::{GroupResource, Registry, ResourceInfo};
+use super::schema;
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{DeleteOptions, Deleted, Propagation, Store, StoredObject, Target};
+use super::store::{self, DeleteOptions, Deleted, Propagation, Store, StoredObject, Target};
+use super::table::{self, IncludeObject, wants_table};
+use super::watch::{self, WatchHub, WatchRequest};
 
 /// The largest request body the real API server accepts (3 MiB).
 const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The largest object etcd stores (its default `--max-request-bytes`, 1.5 MiB).
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+
+/// How often a watch that asked for bookmarks gets one, unless configured otherwise.
+pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Where the server reads pod logs from (the kubelet).
 pub trait PodLogs: Send + Sync {
@@ -46,14 +59,32 @@ pub struct ApiState {
     pub registry: Registry,
     pub logs: Option<Arc<dyn PodLogs>>,
     pub on_create: Option<CreateHook>,
+    pub faults: Arc<Faults>,
+    pub requests: Arc<RequestCounters>,
+    pub watches: Arc<WatchHub>,
+    pub bookmark_interval: Duration,
+}
+
+impl ApiState {
+    /// State for a server on `store` and `registry`; its watch fan-out runs until `shutdown`.
+    pub fn new(store: Store, registry: Registry, shutdown: CancellationToken) -> Self {
+        let watches = WatchHub::start(&store, shutdown);
+        Self {
+            store,
+            registry,
+            logs: None,
+            on_create: None,
+            faults: Arc::default(),
+            requests: Arc::default(),
+            watches,
+            bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+        }
+    }
 }
 
 /// The axum application serving the Kubernetes API.
 pub fn router(state: ApiState) -> Router {
-    Router::new()
-        .fallback(handle)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(state)
+    Router::new().fallback(handle).with_state(state)
 }
 
 /// Query parameters the server understands; the rest are accepted and ignored.
@@ -65,41 +96,79 @@ struct Params {
     field_selector: Option<String>,
     resource_version: Option<String>,
     timeout_seconds: Option<u64>,
-    allow_watch_bookmarks: Option<bool>,
+    allow_watch_bookmarks: Option<String>,
+    send_initial_events: Option<String>,
     limit: Option<usize>,
     #[serde(rename = "continue")]
     continue_token: Option<String>,
     propagation_policy: Option<String>,
     field_manager: Option<String>,
+    field_validation: Option<String>,
     dry_run: Option<String>,
+    include_object: Option<String>,
 }
 
 async fn handle(
     State(state): State<ApiState>,
     method: Method,
     uri: Uri,
-    Query(params): Query<Params>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    match route(&state, &method, &uri, &params, &headers, body).await {
+    let response = match route(&state, &method, &uri, &headers, body).await {
         Ok(response) => response,
         Err(error) => error.into_response(),
+    };
+    if let Some(counted) = response.extensions().get::<Counted>() {
+        let user_agent = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("unknown");
+        state.requests.record(
+            counted.verb,
+            counted.resource.clone(),
+            user_agent,
+            response.status().as_u16(),
+        );
     }
+    response
 }
+
+/// Marks a response to a resource request for the request counters.
+#[derive(Clone)]
+struct Counted {
+    verb: Verb,
+    resource: String,
+}
+
+/// The content type of aggregated discovery, which kubectl asks for first.
+const AGGREGATED_DISCOVERY: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 async fn route(
     state: &ApiState,
     method: &Method,
     uri: &Uri,
-    params: &Params,
     headers: &HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Result<Response> {
     let path = uri.path();
     match path {
         "/healthz" | "/readyz" | "/livez" => return Ok("ok".into_response()),
         "/version" => return Ok(json_response(StatusCode::OK, &version())),
+        "/debug/requests" => {
+            return Ok(json_response(
+                StatusCode::OK,
+                &state.requests.snapshot().to_json(),
+            ));
+        }
+        "/openapi/v3" => {
+            return Ok(json_response(
+                StatusCode::OK,
+                &openapi::index(&state.registry),
+            ));
+        }
+        "/openapi/v2" => return Ok(openapi::v2_response(headers)),
         _ => {}
     }
     let not_found = || ApiError {
@@ -108,12 +177,53 @@ async fn route(
         message: "the server could not find the requested resource".into(),
         details: None,
     };
+    if let Some(gv) = path.strip_prefix("/openapi/v3/") {
+        let doc = match gv.split('/').collect::<Vec<_>>().as_slice() {
+            ["api", version] => openapi::document(&state.registry, "", version),
+            ["apis", group, version] => openapi::document(&state.registry, group, version),
+            _ => None,
+        };
+        return doc
+            .map(|d| json_response(StatusCode::OK, &d))
+            .ok_or_else(not_found);
+    }
+    let params: Params = Query::<Params>::try_from_uri(uri)
+        .map(|q| q.0)
+        .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
     let parsed = path::parse(path).ok_or_else(not_found)?;
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
     let discovery = |doc: Option<Value>| {
         doc.map(|d| json_response(StatusCode::OK, &d))
             .ok_or_else(not_found)
     };
+    let aggregated =
+        accept.contains("as=APIGroupDiscoveryList") && accept.contains("apidiscovery.k8s.io");
     match parsed {
+        ApiPath::CoreVersions | ApiPath::Groups if aggregated => {
+            let core = matches!(parsed, ApiPath::CoreVersions);
+            let (api_version, content_type) = if accept.contains("v=v2;")
+                || accept.contains("v=v2,")
+                || accept.ends_with("v=v2")
+                || !accept.contains("v2beta1")
+            {
+                ("apidiscovery.k8s.io/v2", AGGREGATED_DISCOVERY.to_string())
+            } else {
+                (
+                    "apidiscovery.k8s.io/v2beta1",
+                    AGGREGATED_DISCOVERY.replace("v=v2;", "v=v2beta1;"),
+                )
+            };
+            let doc = state.registry.aggregated_discovery(core, api_version);
+            Ok((
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, content_type)],
+                doc.to_string(),
+            )
+                .into_response())
+        }
         ApiPath::CoreVersions => discovery(Some(state.registry.api_versions())),
         ApiPath::Groups => discovery(Some(state.registry.api_group_list())),
         ApiPath::Group(group) => discovery(state.registry.api_group(&group)),
@@ -132,12 +242,53 @@ async fn route(
                 state,
                 info: &info,
                 path: &rp,
-                params,
+                params: &params,
                 headers,
+                table: wants_table(accept)
+                    .then(|| IncludeObject::parse(params.include_object.as_deref())),
+                warnings: Mutex::new(Vec::new()),
             };
-            request.dispatch(method, body).await
+            let verb = request.verb(method);
+            let mut resource = info.display_name();
+            if let Some(sub) = &rp.subresource {
+                resource = format!("{resource}/{sub}");
+            }
+            let counted = Counted { verb, resource };
+            let outcome = async {
+                state
+                    .faults
+                    .before_request(
+                        verb,
+                        &info.display_name(),
+                        rp.name.as_deref().unwrap_or_default(),
+                    )
+                    .await?;
+                let body = read_body(body).await?;
+                request.dispatch(method, body).await
+            }
+            .await;
+            let mut response = outcome.unwrap_or_else(IntoResponse::into_response);
+            for warning in request.warnings.lock().expect("warnings").drain(..) {
+                let value = format!("299 - {}", serde_json::to_string(&warning).expect("json"));
+                if let Ok(value) = header::HeaderValue::from_str(&value) {
+                    response.headers_mut().append(header::WARNING, value);
+                }
+            }
+            response.extensions_mut().insert(counted);
+            Ok(response)
         }
     }
+}
+
+/// Reads a request body up to the real server's limit; a larger one is 413, as there.
+async fn read_body(body: Body) -> Result<Bytes> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::too_large(format!(
+                "Request entity too large: limit is {MAX_BODY_BYTES}"
+            ))
+        })
 }
 
 /// One request on a resource.
@@ -147,6 +298,18 @@ struct Request<'a> {
     path: &'a ResourcePath,
     params: &'a Params,
     headers: &'a HeaderMap,
+    /// `Some` when the client asked for a `Table` (kubectl's printing).
+    table: Option<IncludeObject>,
+    /// `Warning` headers for the response (unknown fields under `fieldValidation=Warn`).
+    warnings: Mutex<Vec<String>>,
+}
+
+/// How unknown fields in a write are handled (`?fieldValidation=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
 }
 
 impl Request<'_> {
@@ -155,6 +318,20 @@ impl Request<'_> {
             self.path.namespace.as_deref().unwrap_or_default()
         } else {
             ""
+        }
+    }
+
+    fn verb(&self, method: &Method) -> Verb {
+        match (method.as_str(), self.path.name.is_some()) {
+            ("GET", false) if is_true(self.params.watch.as_deref()) => Verb::Watch,
+            ("GET", false) => Verb::List,
+            ("GET", true) => Verb::Get,
+            ("POST", _) => Verb::Create,
+            ("PUT", _) => Verb::Update,
+            ("PATCH", _) => Verb::Patch,
+            ("DELETE", true) => Verb::Delete,
+            ("DELETE", false) => Verb::DeleteCollection,
+            _ => Verb::Get,
         }
     }
 
@@ -169,6 +346,17 @@ impl Request<'_> {
         }
     }
 
+    fn field_validation(&self) -> Result<FieldValidation> {
+        match self.params.field_validation.as_deref() {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation must be one of Ignore, Warn or Strict, not {other:?}"
+            ))),
+        }
+    }
+
     async fn dispatch(&self, method: &Method, body: Bytes) -> Result<Response> {
         let name = self.path.name.as_deref();
         match (method.as_str(), name) {
@@ -180,7 +368,7 @@ impl Request<'_> {
             ("GET", Some(name)) => {
                 self.target()?;
                 let obj = self.state.store.get(self.info, self.namespace(), name)?;
-                Ok(object_response(StatusCode::OK, &obj))
+                Ok(self.object_response(StatusCode::OK, &obj))
             }
             ("POST", None) => self.create(body),
             ("PUT", Some(name)) => self.update(name, body),
@@ -190,6 +378,24 @@ impl Request<'_> {
             _ => Err(ApiError::method_not_allowed(format!(
                 "{method} is not supported here"
             ))),
+        }
+    }
+
+    /// An object, or a one-row Table of it when kubectl asked for one.
+    fn object_response(&self, code: StatusCode, obj: &Arc<StoredObject>) -> Response {
+        match self.table {
+            None => object_response(code, obj),
+            Some(include) => {
+                let metadata = json!({"resourceVersion": obj.resource_version().to_string()});
+                let table = table::table(
+                    self.info,
+                    std::slice::from_ref(obj),
+                    include,
+                    metadata,
+                    true,
+                );
+                json_response(code, &table)
+            }
         }
     }
 
@@ -226,11 +432,73 @@ impl Request<'_> {
         Ok(())
     }
 
+    /// What the real server does to a write before storing it: the CRD schema prunes unknown
+    /// fields (refused under `fieldValidation=Strict`, warned about under `Warn`) and fills in
+    /// defaults; then metadata, built-in rules and the schema validate the result, all problems
+    /// in one 422; and the object must fit in etcd. `new` is the object as it will be stored
+    /// (for `/status` writes: the stored object with the new status).
+    fn prepare(&self, new: &mut Value, old: Option<&Value>, size_hint: usize) -> Result<()> {
+        let mut errors: Vec<FieldError> = Vec::new();
+        if let Some(schema) = &self.info.schema {
+            let normalized = schema::normalize(schema, new);
+            if !normalized.unknown_fields.is_empty() {
+                match self.field_validation()? {
+                    FieldValidation::Strict => {
+                        let fields: Vec<String> = normalized
+                            .unknown_fields
+                            .iter()
+                            .map(|f| format!("unknown field {f:?}"))
+                            .collect();
+                        return Err(ApiError::bad_request(format!(
+                            "strict decoding error: {}",
+                            fields.join(", ")
+                        )));
+                    }
+                    FieldValidation::Warn => {
+                        let mut warnings = self.warnings.lock().expect("warnings");
+                        warnings.extend(
+                            normalized
+                                .unknown_fields
+                                .iter()
+                                .map(|f| format!("unknown field {f:?}")),
+                        );
+                    }
+                    FieldValidation::Ignore => {}
+                }
+            }
+            errors.extend(admission::check(self.info, new, old));
+            errors.extend(schema::validate(schema, new));
+        } else {
+            errors.extend(admission::check(self.info, new, old));
+        }
+        if !errors.is_empty() {
+            let name = new
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            return Err(ApiError::invalid(&self.info.qualified_kind(), name, errors));
+        }
+        // Measuring means serializing: only when the object could be near the limit.
+        if size_hint > MAX_OBJECT_BYTES / 2
+            && serde_json::to_vec(new).map_or(0, |v| v.len()) > MAX_OBJECT_BYTES
+        {
+            return Err(ApiError::internal("etcdserver: request is too large"));
+        }
+        Ok(())
+    }
+
     fn create(&self, body: Bytes) -> Result<Response> {
-        let obj = parse_body(&body)?;
+        let mut obj = parse_body(&body)?;
         self.check_body_identity(&obj, None)?;
         self.ensure_namespace_exists()?;
-        admission::admit(self.info, &obj, None)?;
+        if self.info.status_subresource
+            && let Some(map) = obj.as_object_mut()
+        {
+            // With a status subresource, create ignores status (the store drops it too); it
+            // must not be validated either.
+            map.remove("status");
+        }
+        self.prepare(&mut obj, None, body.len())?;
         if is_dry_run(self.params) {
             return Ok(json_response(StatusCode::CREATED, &obj));
         }
@@ -256,11 +524,18 @@ impl Request<'_> {
         let target = self.target()?;
         let new = parse_body(&body)?;
         self.check_body_identity(&new, Some(name))?;
+        let old_size = self
+            .state
+            .store
+            .get(self.info, self.namespace(), name)
+            .map_or(0, |o| o.json.len());
         let stored =
             self.state
                 .store
                 .modify(self.info, self.namespace(), name, target, |old, info| {
-                    admission::admit(info, &new, Some(old))?;
+                    let mut new = new;
+                    store::merge_for_target(info, old, &mut new, target);
+                    self.prepare(&mut new, Some(old), old_size + body.len())?;
                     Ok(new)
                 })?;
         let stored = self.after_write(stored)?;
@@ -288,12 +563,9 @@ impl Request<'_> {
                 "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
             ));
         }
-        let exists = self
-            .state
-            .store
-            .get(self.info, self.namespace(), name)
-            .is_ok();
-        if !exists && kind == patch::PatchKind::Apply && target == Target::Main {
+        let existing = self.state.store.get(self.info, self.namespace(), name);
+        let old_size = existing.as_ref().map_or(0, |o| o.json.len());
+        if existing.is_err() && kind == patch::PatchKind::Apply && target == Target::Main {
             // Server-side apply creates what does not exist yet.
             let mut obj = patch_doc;
             obj["metadata"]["name"] = json!(name);
@@ -304,8 +576,9 @@ impl Request<'_> {
             self.state
                 .store
                 .modify(self.info, self.namespace(), name, target, |old, info| {
-                    let new = patch::apply(kind, old, &patch_doc, info)?;
-                    admission::admit(info, &new, Some(old))?;
+                    let mut new = patch::apply(kind, old, &patch_doc, info)?;
+                    store::merge_for_target(info, old, &mut new, target);
+                    self.prepare(&mut new, Some(old), old_size + body.len())?;
                     Ok(new)
                 })?;
         let stored = self.after_write(stored)?;
@@ -379,7 +652,15 @@ impl Request<'_> {
                 .store
                 .delete(self.info, item.namespace(), item.name(), &options)
             {
-                Ok(Deleted::Removed(obj) | Deleted::Pending(obj)) => deleted.push(obj),
+                Ok(outcome) => {
+                    if self.is_crd()
+                        && let Deleted::Removed(obj) = &outcome
+                    {
+                        self.unregister_crd(obj);
+                    }
+                    let (Deleted::Removed(obj) | Deleted::Pending(obj)) = outcome;
+                    deleted.push(obj);
+                }
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
@@ -388,12 +669,16 @@ impl Request<'_> {
         Ok(list_response(self.info, &deleted, rv, None))
     }
 
+    fn selectors(&self) -> Result<(LabelSelector, FieldSelector)> {
+        Ok((
+            LabelSelector::parse(self.params.label_selector.as_deref().unwrap_or_default())?,
+            FieldSelector::parse(self.params.field_selector.as_deref().unwrap_or_default())?,
+        ))
+    }
+
     /// The objects the request's namespace and selectors pick, with the list's resourceVersion.
     fn selected(&self) -> Result<(Vec<Arc<StoredObject>>, u64)> {
-        let labels =
-            LabelSelector::parse(self.params.label_selector.as_deref().unwrap_or_default())?;
-        let fields =
-            FieldSelector::parse(self.params.field_selector.as_deref().unwrap_or_default())?;
+        let (labels, fields) = self.selectors()?;
         let namespace = self
             .path
             .namespace
@@ -412,7 +697,9 @@ impl Request<'_> {
 
     fn list(&self) -> Result<Response> {
         let (items, rv) = self.selected()?;
-        // `continue` is "<list rv>/<namespace>/<name>" of the last item sent.
+        // `continue` is "<list rv>/<namespace>/<name>" of the last item sent. The rest of the
+        // list is read now, not at that resourceVersion: objects changed meanwhile show their
+        // new state, as on the real server when the continue token's revision is compacted.
         let (rv, start) = match &self.params.continue_token {
             Some(token) => {
                 let mut parts = token.splitn(3, '/');
@@ -442,99 +729,49 @@ impl Request<'_> {
             }
             _ => (items, None),
         };
-        Ok(list_response(self.info, &page, rv, next))
+        match self.table {
+            None => Ok(list_response(self.info, &page, rv, next)),
+            Some(include) => {
+                let mut metadata = json!({"resourceVersion": rv.to_string()});
+                if let Some(next) = next {
+                    metadata["continue"] = json!(next);
+                }
+                let table = table::table(self.info, &page, include, metadata, true);
+                Ok(json_response(StatusCode::OK, &table))
+            }
+        }
     }
 
     fn watch(&self) -> Result<Response> {
-        let labels =
-            LabelSelector::parse(self.params.label_selector.as_deref().unwrap_or_default())?;
-        let fields =
-            FieldSelector::parse(self.params.field_selector.as_deref().unwrap_or_default())?;
-        let since =
-            match self.params.resource_version.as_deref() {
-                None | Some("") => None,
-                Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
-                })?),
-            };
-        let gr = self.info.group_resource();
-        let namespace = self.path.namespace.clone().filter(|_| self.info.namespaced);
-        let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<Bytes, Infallible>>(256);
-        let (backlog, mut live) = match self.state.store.watch(&gr, namespace.as_deref(), since) {
-            Ok(started) => started,
-            Err(gone) => {
-                // The real server answers 200 and then an ERROR event carrying the 410 Status.
-                let line = watch_line(
-                    "ERROR",
-                    &Bytes::from(serde_json::to_vec(&gone.status_body()).expect("json")),
-                );
-                tx.try_send(Ok(line)).expect("fresh channel has room");
-                return Ok(watch_response(rx));
-            }
+        let (labels, fields) = self.selectors()?;
+        let since = watch::parse_resource_version(self.params.resource_version.as_deref())?;
+        let mut timeout = self.params.timeout_seconds.map(Duration::from_secs);
+        if let Some(lifetime) = self.state.faults.watch_lifetime() {
+            timeout = Some(timeout.map_or(lifetime, |t| t.min(lifetime)));
+        }
+        let info = self
+            .state
+            .registry
+            .get(&self.info.group_resource())
+            .unwrap_or_else(|| Arc::new(self.info.clone()));
+        let request = WatchRequest {
+            info,
+            namespace: self.path.namespace.clone().filter(|_| self.info.namespaced),
+            labels,
+            fields,
+            since,
+            send_initial_events: is_true(self.params.send_initial_events.as_deref()),
+            timeout,
+            bookmarks: is_true(self.params.allow_watch_bookmarks.as_deref()),
+            bookmark_interval: self.state.bookmark_interval,
+            table: self.table,
         };
-        let timeout = self.params.timeout_seconds.map(Duration::from_secs);
-        let bookmarks = self.params.allow_watch_bookmarks.unwrap_or(false);
-        let info = self.info.clone();
-        let store = self.state.store.clone();
-        let matches =
-            move |o: &StoredObject| labels.matches(o.labels()) && fields.matches(&o.value);
-        let in_scope = move |ev: &super::store::WatchEvent| {
-            ev.gr == gr
-                && namespace
-                    .as_deref()
-                    .is_none_or(|ns| ev.object.namespace() == ns)
-        };
-        tokio::spawn(async move {
-            let mut last_rv = since.unwrap_or(0);
-            for ev in backlog {
-                last_rv = last_rv.max(ev.rv);
-                if matches(&ev.object)
-                    && tx
-                        .send(Ok(watch_line(ev.event_type.as_str(), &ev.object.json)))
-                        .await
-                        .is_err()
-                {
-                    return;
-                }
-            }
-            let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-            let mut bookmark_timer = tokio::time::interval(Duration::from_secs(1));
-            bookmark_timer.tick().await;
-            loop {
-                let until_deadline = async {
-                    match deadline {
-                        Some(d) => tokio::time::sleep_until(d).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    received = live.recv() => match received {
-                        Ok(ev) => {
-                            if ev.rv <= last_rv || !in_scope(&ev) {
-                                continue;
-                            }
-                            last_rv = ev.rv;
-                            if matches(&ev.object) && tx.send(Ok(watch_line(ev.event_type.as_str(), &ev.object.json))).await.is_err() {
-                                return;
-                            }
-                        }
-                        // A watcher that falls behind is closed, as the real server closes slow
-                        // watchers; the client resumes from its last resourceVersion.
-                        Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
-                    },
-                    _ = bookmark_timer.tick(), if bookmarks => {
-                        let rv = store.current_rv().max(last_rv);
-                        let object = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": {"resourceVersion": rv.to_string()}});
-                        if tx.send(Ok(watch_line("BOOKMARK", &Bytes::from(object.to_string())))).await.is_err() {
-                            return;
-                        }
-                    }
-                    _ = until_deadline => return,
-                    _ = tx.closed() => return,
-                }
-            }
-        });
-        Ok(watch_response(rx))
+        let rx = watch::serve(&self.state.store, &self.state.watches, request)?;
+        Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from_stream(ReceiverStream::new(rx)))
+            .expect("valid response"))
     }
 
     fn logs(&self, name: &str) -> Result<Response> {
@@ -556,6 +793,9 @@ impl Request<'_> {
 
     /// The body's apiVersion, kind, namespace and name must agree with the URL.
     fn check_body_identity(&self, obj: &Value, name: Option<&str>) -> Result<()> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request("the object must be a JSON object"));
+        }
         if let Some(kind) = obj.get("kind").and_then(Value::as_str)
             && kind != self.info.kind
             && self.path.subresource.is_none()
@@ -604,9 +844,9 @@ impl Request<'_> {
             return Ok(stored);
         }
         let served = self.state.registry.register_crd(&stored.value).ok_or_else(|| {
-            ApiError::invalid("CustomResourceDefinition", stored.name(), vec![super::error::FieldError::invalid("spec", "a CRD needs spec.group, spec.names.kind, spec.names.plural and a served version")])
+            ApiError::invalid("CustomResourceDefinition.apiextensions.k8s.io", stored.name(), vec![FieldError::invalid("spec", "a CRD needs spec.group, spec.names.kind, spec.names.plural and a served version")])
         })?;
-        let now = super::store::now_rfc3339();
+        let now = store::now_rfc3339();
         let condition = |type_: &str, reason: &str, message: &str| json!({"type": type_, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now});
         let status = json!({
             "conditions": [
@@ -709,26 +949,6 @@ fn list_response(
         body,
     )
         .into_response()
-}
-
-fn watch_line(event_type: &str, object: &Bytes) -> Bytes {
-    let mut line = Vec::with_capacity(object.len() + 32);
-    line.extend_from_slice(b"{\"type\":\"");
-    line.extend_from_slice(event_type.as_bytes());
-    line.extend_from_slice(b"\",\"object\":");
-    line.extend_from_slice(object);
-    line.extend_from_slice(b"}\n");
-    Bytes::from(line)
-}
-
-fn watch_response(
-    rx: tokio::sync::mpsc::Receiver<std::result::Result<Bytes, Infallible>>,
-) -> Response {
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from_stream(ReceiverStream::new(rx)))
-        .expect("valid response")
 }
 
 fn version() -> Value {

@@ -89,6 +89,9 @@ pub struct WatchEvent {
     pub gr: GroupResource,
     pub event_type: EventType,
     pub object: Arc<StoredObject>,
+    /// The object before this change (`None` for a create), so that a watch with a selector can
+    /// send `DELETED` when an object stops matching and `ADDED` when it starts, as the real one.
+    pub prev: Option<Arc<StoredObject>>,
 }
 
 /// What starting a watch gives: the events to send first, then a receiver of all later changes
@@ -266,6 +269,9 @@ impl Store {
             // With a status subresource, status is the controllers' to write: create ignores it.
             obj.as_object_mut().expect("object").remove("status");
         }
+        if is_namespaces(info) {
+            namespace_defaults(&mut obj);
+        }
         prepare(&mut obj)?;
         let stored = StoredObject::new(obj);
         inner
@@ -279,6 +285,7 @@ impl Store {
             info.group_resource(),
             EventType::Added,
             stored.clone(),
+            None,
         );
         Ok(stored)
     }
@@ -402,20 +409,37 @@ impl Store {
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
         let stored = StoredObject::new(new);
-        if being_deleted && finalizers(&stored.value).is_empty() {
+        if being_deleted
+            && finalizers(&stored.value).is_empty()
+            && !has_namespace_finalizers(info, &stored.value)
+        {
             inner
                 .objects
                 .get_mut(&gr)
                 .expect("resource present")
                 .remove(&key);
-            self.commit(&mut inner, rv, gr, EventType::Deleted, stored.clone());
+            self.commit(
+                &mut inner,
+                rv,
+                gr,
+                EventType::Deleted,
+                stored.clone(),
+                Some(old),
+            );
         } else {
             inner
                 .objects
                 .get_mut(&gr)
                 .expect("resource present")
                 .insert(key, stored.clone());
-            self.commit(&mut inner, rv, gr, EventType::Modified, stored.clone());
+            self.commit(
+                &mut inner,
+                rv,
+                gr,
+                EventType::Modified,
+                stored.clone(),
+                Some(old),
+            );
         }
         Ok(stored)
     }
@@ -473,7 +497,7 @@ impl Store {
         let already_deleting = new
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
-        if fins.is_empty() && extra.is_none() {
+        if fins.is_empty() && extra.is_none() && !has_namespace_finalizers(info, &new) {
             let rv = inner.rv + 1;
             new["metadata"]["resourceVersion"] = json!(rv.to_string());
             let stored = StoredObject::new(new);
@@ -482,7 +506,14 @@ impl Store {
                 .get_mut(&gr)
                 .expect("resource present")
                 .remove(&key);
-            self.commit(&mut inner, rv, gr, EventType::Deleted, stored.clone());
+            self.commit(
+                &mut inner,
+                rv,
+                gr,
+                EventType::Deleted,
+                stored.clone(),
+                Some(old),
+            );
             return Ok(Deleted::Removed(stored));
         }
         if let Some(extra) = extra {
@@ -497,19 +528,33 @@ impl Store {
         }
         let rv = inner.rv + 1;
         let meta = new["metadata"].as_object_mut().expect("metadata object");
-        meta.insert("finalizers".into(), json!(fins));
+        if fins.is_empty() {
+            meta.remove("finalizers");
+        } else {
+            meta.insert("finalizers".into(), json!(fins));
+        }
         if !already_deleting {
             meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
         }
         meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        if is_namespaces(info) {
+            new["status"]["phase"] = json!("Terminating");
+        }
         let stored = StoredObject::new(new);
         inner
             .objects
             .get_mut(&gr)
             .expect("resource present")
             .insert(key, stored.clone());
-        self.commit(&mut inner, rv, gr, EventType::Modified, stored.clone());
+        self.commit(
+            &mut inner,
+            rv,
+            gr,
+            EventType::Modified,
+            stored.clone(),
+            Some(old),
+        );
         Ok(Deleted::Pending(stored))
     }
 
@@ -529,6 +574,7 @@ impl Store {
                 gr.clone(),
                 EventType::Deleted,
                 StoredObject::new(value),
+                Some(obj),
             );
         }
     }
@@ -560,6 +606,7 @@ impl Store {
                             gr: gr.clone(),
                             event_type: EventType::Added,
                             object: o.clone(),
+                            prev: None,
                         })
                     })
                     .collect()
@@ -600,6 +647,7 @@ impl Store {
         gr: GroupResource,
         event_type: EventType,
         object: Arc<StoredObject>,
+        prev: Option<Arc<StoredObject>>,
     ) {
         inner.rv = rv;
         let event = Arc::new(WatchEvent {
@@ -607,6 +655,7 @@ impl Store {
             gr,
             event_type,
             object,
+            prev,
         });
         inner.history_bytes += event.object.json.len();
         inner.history.push_back(event.clone());
@@ -635,8 +684,9 @@ pub fn default_propagation(info: &ResourceInfo) -> Propagation {
 }
 
 /// With a status subresource, a write to the main resource keeps the stored status, and a write
-/// to `/status` keeps everything but status (labels and annotations included).
-fn merge_for_target(info: &ResourceInfo, old: &Value, new: &mut Value, target: Target) {
+/// to `/status` keeps everything but status (labels and annotations included). Public so that the
+/// server validates the object that will be stored; applying it twice changes nothing more.
+pub fn merge_for_target(info: &ResourceInfo, old: &Value, new: &mut Value, target: Target) {
     match (info.status_subresource, target) {
         (true, Target::Main) => match old.get("status") {
             Some(status) => new["status"] = status.clone(),
@@ -714,6 +764,32 @@ fn spec_changed(old: &Value, new: &Value) -> bool {
         m
     };
     strip(old) != strip(new)
+}
+
+/// The finalizer the namespace controller owns: a deleted namespace stays (phase `Terminating`)
+/// until its contents are gone and the controller removes this entry of `spec.finalizers`.
+pub const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+fn is_namespaces(info: &ResourceInfo) -> bool {
+    info.group.is_empty() && info.resource == "namespaces"
+}
+
+/// A new namespace gets `spec.finalizers: [kubernetes]` and phase `Active`, as on the real server.
+fn namespace_defaults(obj: &mut Value) {
+    if obj.pointer("/spec/finalizers").is_none() {
+        obj["spec"]["finalizers"] = json!([NAMESPACE_FINALIZER]);
+    }
+    obj["status"] = json!({"phase": "Active"});
+}
+
+/// Whether a namespace still has `spec.finalizers`, which keep it (like `metadata.finalizers`)
+/// while it is being deleted.
+fn has_namespace_finalizers(info: &ResourceInfo, obj: &Value) -> bool {
+    is_namespaces(info)
+        && obj
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty())
 }
 
 pub fn finalizers(obj: &Value) -> Vec<String> {

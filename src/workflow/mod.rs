@@ -1,1 +1,20 @@
 //! The WorkFlow operator: CRD types, DAG, planner, lifecycle and handlers.
+//!
+//! The pure core, which knows no client and does no I/O:
+//! - [`crd`]: the `WorkFlow` custom resource (spec, status) and the generated CRD YAML.
+//! - [`dag`]: step graph validation, topological order, ready set, incremental progress.
+//! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
+//! - [`names`]: deterministic Job names, label values and run ids.
+//! - [`jobs`]: building a step's Job; reading Jobs back as plain data; relabel patches.
+//! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
+//! - [`testing`]: fixture builders for unit and integration tests.
+
+pub mod crd;
+pub mod dag;
+pub mod jobs;
+pub mod lifecycle;
+pub mod names;
+pub mod plan;
+pub mod testing;
+
+pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};

@@ -1,0 +1,164 @@
+//! Benchmarks of the workflow operator's pure core at 10,000 steps (issue 5, target 1):
+//! validating, ordering and computing the initial ready set of a DAG, and the cost of one step
+//! completion, both in the O(degree) tracker (`dag::Progress`) and in the full planner
+//! (`plan::plan_compiled` with a cached `Compiled`, which is what the handlers call).
+//!
+//! Shapes: a chain, a fan-out/fan-in, a diamond lattice (100 layers of 100, each step depending
+//! on two of the layer before) and a random DAG with about 3 dependencies per step.
+//! Run with `cargo bench --bench dag` (release).
+
+use std::hint::black_box;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use k8s_openapi::jiff::Timestamp;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use workflow_operator::workflow::WorkFlow;
+use workflow_operator::workflow::crd::Step;
+use workflow_operator::workflow::dag::Dag;
+use workflow_operator::workflow::plan::{self, Compiled, JobState, ObservedJob};
+use workflow_operator::workflow::testing::step;
+use workflow_operator::workflow::{WorkFlowSpec, names};
+
+const STEPS: usize = 10_000;
+
+fn name(i: usize) -> String {
+    format!("step-{i}")
+}
+
+fn build(deps: impl Fn(usize) -> Vec<usize>) -> Vec<Step> {
+    (0..STEPS)
+        .map(|i| {
+            let names: Vec<String> = deps(i).into_iter().map(name).collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            step(&name(i), &refs)
+        })
+        .collect()
+}
+
+fn shapes() -> Vec<(&'static str, Vec<Step>)> {
+    let width = 100;
+    let mut rng = StdRng::seed_from_u64(7);
+    let random: Vec<Vec<usize>> = (0..STEPS)
+        .map(|i| {
+            if i == 0 {
+                vec![]
+            } else {
+                (0..3).map(|_| rng.random_range(0..i)).collect()
+            }
+        })
+        .collect();
+    vec![
+        (
+            "chain",
+            build(|i| if i == 0 { vec![] } else { vec![i - 1] }),
+        ),
+        (
+            "fan-out-fan-in",
+            build(|i| match i {
+                0 => vec![],
+                i if i == STEPS - 1 => (1..STEPS - 1).collect(),
+                _ => vec![0],
+            }),
+        ),
+        (
+            "diamond-lattice",
+            build(|i| {
+                let (layer, pos) = (i / width, i % width);
+                if layer == 0 {
+                    vec![]
+                } else {
+                    let prev = (layer - 1) * width;
+                    vec![prev + pos, prev + (pos + 1) % width]
+                }
+            }),
+        ),
+        ("random-3", build(|i| random[i].clone())),
+    ]
+}
+
+fn bench(c: &mut Criterion) {
+    let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+    for (shape, steps) in shapes() {
+        let mut group = c.benchmark_group(shape);
+        group.sample_size(30);
+
+        group.bench_function("validate+order+ready", |b| {
+            b.iter(|| {
+                let dag = Dag::build(black_box(&steps)).unwrap();
+                let order = dag.topological_order().len();
+                let ready: Vec<usize> = dag.roots().collect();
+                black_box((order, ready))
+            })
+        });
+
+        // The state half-way: every step before the middle of the topological order is done.
+        let dag = Dag::build(&steps).unwrap();
+        let order: Vec<usize> = dag.topological_order().collect();
+        let middle = order[STEPS / 2];
+        let mut half = dag.progress();
+        let mut scratch = Vec::new();
+        for &i in &order[..STEPS / 2] {
+            half.complete(i, &mut scratch);
+        }
+        group.bench_function("one completion (tracker)", |b| {
+            b.iter_batched_ref(
+                || (half.clone(), Vec::new()),
+                |(progress, newly)| {
+                    progress.complete(black_box(middle), newly);
+                    black_box(newly.len())
+                },
+                BatchSize::LargeInput,
+            )
+        });
+
+        // The planner on the same state: the Job of `middle` just succeeded; earlier steps'
+        // Jobs succeeded; the other ready steps' Jobs run.
+        let wf = WorkFlow::new(
+            "bench",
+            WorkFlowSpec {
+                max_step_timeout: 60,
+                containers: steps.clone(),
+                parallelism: None,
+                fail_fast: true,
+            },
+        );
+        let mut wf = WorkFlow {
+            metadata: WorkFlow::test("bench").build().metadata,
+            ..wf
+        };
+        let compiled = Compiled::new(&wf.spec);
+        let run = names::run_id(&wf.spec);
+        let job = |i: usize, state: JobState| ObservedJob {
+            name: names::job_name("bench", &name(i), &run),
+            step: name(i),
+            run: run.clone(),
+            state,
+            deleting: false,
+            active_deadline_seconds: Some(60),
+        };
+        let mut jobs: Vec<ObservedJob> = order[..STEPS / 2]
+            .iter()
+            .map(|&i| job(i, JobState::Succeeded))
+            .collect();
+        jobs.extend(
+            half.ready()
+                .map(|i| job(i, JobState::Active { since: now })),
+        );
+        let before = plan::plan_compiled(&wf, &compiled, &jobs, now);
+        wf.status = before.status;
+        let done = jobs.iter_mut().find(|j| j.step == name(middle)).unwrap();
+        done.state = JobState::Succeeded;
+        group.bench_function("one completion (full plan, cached DAG)", |b| {
+            b.iter(|| black_box(plan::plan_compiled(&wf, &compiled, black_box(&jobs), now)))
+        });
+        group.bench_function("compile (run id + DAG)", |b| {
+            b.iter(|| black_box(Compiled::new(black_box(&wf.spec))))
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,1231 @@
+//! The kubelet: runs every pod's first container as a local process and writes the pod's status
+//! as the real kubelet does. Started by [`super::controllers::spawn_controllers`]; the API server
+//! reads pod logs through [`Shared`] (as [`PodLogs`]) and defaults new pods with
+//! [`pod_defaults_on_create`].
+//!
+//! A container's `command` + `args` run without a shell (unless the command is one), after
+//! `$(VAR)` expansion, with the container's `env` (plain values and `fieldRef`s to the pod's
+//! metadata) on top of `PATH`, `HOME` and `HOSTNAME`, in a fresh scratch directory that is
+//! removed afterwards. A container without `command` stands for its image's entrypoint, which
+//! cannot run here: it succeeds at once. A command that cannot be executed fails like a container
+//! that cannot start (`terminated`, reason `StartError`, exit code 128, phase `Failed`). Output
+//! (stdout and stderr interleaved, the last [`LOG_LIMIT`] bytes) is kept as the pod's log until
+//! the pod is deleted. `restartPolicy` `OnFailure` and `Always` restart the container (after
+//! 100 ms, doubling, at most 1 s), counting `restartCount`. Other containers, init containers,
+//! probes, volumes, `workingDir` and resources are ignored.
+//!
+//! No process outlives its pod or the control plane:
+//! - each container runs in its own process group, and the whole group is killed (SIGKILL, as
+//!   with a grace period of 0) when its main process exits, when the pod is deleted, and when
+//!   the controllers stop or are dropped;
+//! - when the control plane process dies without running any of that (SIGKILL, abort), a small
+//!   `sh` "reaper" started alongside the first container kills every group still registered with
+//!   it: it reads group ids from a pipe and acts when the pipe closes, which the kernel does when
+//!   the control plane dies. (`PR_SET_PDEATHSIG` would need `pre_exec`, which is unsafe code,
+//!   and would reach only the direct child, not what it started.) A process that leaves its
+//!   group on purpose (`setsid`) escapes both, as it would escape a container's cgroup only
+//!   by breaking out of the container.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write as _;
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncReadExt as _;
+use tokio_util::sync::CancellationToken;
+
+use super::controllers::{PodMode, Queue, Reconciler, builtin, is_deleting};
+use super::resources::{GroupResource, Registry, ResourceInfo};
+use super::server::PodLogs;
+use super::store::{EventType, Store, StoredObject, Target, WatchEvent, now_rfc3339};
+
+/// How much of a pod's output is kept (the end of it).
+pub const LOG_LIMIT: usize = 1 << 20;
+
+/// What can go wrong around running a pod, outside the pod's own command.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot create a scratch directory: {0}")]
+    Scratch(#[source] std::io::Error),
+    #[error("cannot start the process reaper: {0}")]
+    Reaper(#[source] std::io::Error),
+}
+
+/// The real API server's create-time defaults for a pod, as far as the kubelet cares:
+/// `restartPolicy: Always` and `status.phase: Pending`.
+pub fn pod_defaults_on_create(pod: &mut Value) {
+    if !pod.get("spec").is_some_and(Value::is_object) {
+        pod["spec"] = json!({});
+    }
+    if pod["spec"].get("restartPolicy").is_none_or(Value::is_null) {
+        pod["spec"]["restartPolicy"] = json!("Always");
+    }
+    pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+}
+
+/// Kubernetes' `$(VAR)` expansion of a command, argument or env value: a defined variable is
+/// replaced, an undefined reference is kept as written, and `$$` stands for a literal `$`.
+pub fn expand(text: &str, vars: &HashMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(close) = inner.find(')')
+        {
+            let name = &inner[..close];
+            match vars.get(name) {
+                Some(value) => out.push_str(value),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &inner[close + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The end of a pod's output, at most [`LOG_LIMIT`] bytes.
+#[derive(Debug, Default)]
+struct LogBuffer(VecDeque<u8>);
+
+impl LogBuffer {
+    fn push(&mut self, bytes: &[u8]) {
+        let bytes = &bytes[bytes.len().saturating_sub(LOG_LIMIT)..];
+        let overflow = (self.0.len() + bytes.len()).saturating_sub(LOG_LIMIT);
+        self.0.drain(..overflow);
+        self.0.extend(bytes);
+    }
+
+    fn text(&self) -> String {
+        let (a, b) = self.0.as_slices();
+        let mut bytes = Vec::with_capacity(a.len() + b.len());
+        bytes.extend_from_slice(a);
+        bytes.extend_from_slice(b);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+type Log = Arc<Mutex<LogBuffer>>;
+
+/// A container the kubelet is running (or about to).
+struct Running {
+    cancel: CancellationToken,
+    /// The process group, once the process exists.
+    group: Option<i32>,
+}
+
+#[derive(Default)]
+struct RunningSet {
+    /// Set when the controllers stop: nothing starts after that.
+    closed: bool,
+    pods: HashMap<String, Running>,
+}
+
+/// What the kubelet shares with its runner tasks, the API server (logs) and [`Controllers`]
+/// (killing everything on drop).
+///
+/// [`Controllers`]: super::controllers::Controllers
+pub(crate) struct Shared {
+    mode: PodMode,
+    logs: Mutex<HashMap<(String, String), (String, Log)>>,
+    running: Mutex<RunningSet>,
+    reaper: Mutex<Option<Reaper>>,
+}
+
+impl Shared {
+    pub fn new(mode: PodMode) -> Arc<Self> {
+        Arc::new(Self {
+            mode,
+            logs: Mutex::default(),
+            running: Mutex::default(),
+            reaper: Mutex::default(),
+        })
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, RunningSet> {
+        self.running.lock().expect("kubelet lock poisoned")
+    }
+
+    pub fn pod_logs(&self, namespace: &str, pod: &str) -> Option<String> {
+        let logs = self.logs.lock().expect("kubelet lock poisoned");
+        let (_, log) = logs.get(&(namespace.to_string(), pod.to_string()))?;
+        let text = log.lock().expect("log lock poisoned").text();
+        Some(text)
+    }
+
+    pub fn running_pids(&self) -> Vec<u32> {
+        self.running()
+            .pods
+            .values()
+            .filter_map(|r| r.group.and_then(|g| u32::try_from(g).ok()))
+            .collect()
+    }
+
+    /// A fresh log for a pod (replacing any of an older pod of the same name).
+    fn new_log(&self, namespace: &str, pod: &str, uid: &str) -> Log {
+        let log = Log::default();
+        self.logs.lock().expect("kubelet lock poisoned").insert(
+            (namespace.to_string(), pod.to_string()),
+            (uid.to_string(), log.clone()),
+        );
+        log
+    }
+
+    fn forget_log(&self, namespace: &str, pod: &str, uid: &str) {
+        let mut logs = self.logs.lock().expect("kubelet lock poisoned");
+        let key = (namespace.to_string(), pod.to_string());
+        if logs.get(&key).is_some_and(|(owner, _)| owner == uid) {
+            logs.remove(&key);
+        }
+    }
+
+    /// Claims a pod for running; `None` when it runs already or the kubelet stopped.
+    fn claim(&self, uid: &str) -> Option<CancellationToken> {
+        let mut running = self.running();
+        if running.closed || running.pods.contains_key(uid) {
+            return None;
+        }
+        let cancel = CancellationToken::new();
+        running.pods.insert(
+            uid.to_string(),
+            Running {
+                cancel: cancel.clone(),
+                group: None,
+            },
+        );
+        Some(cancel)
+    }
+
+    fn is_running(&self, uid: &str) -> bool {
+        self.running().pods.contains_key(uid)
+    }
+
+    /// Records a started process group; false (and the group is killed) when the pod was
+    /// stopped or the kubelet closed meanwhile.
+    fn set_group(&self, uid: &str, group: i32) -> bool {
+        let mut running = self.running();
+        let closed = running.closed;
+        match running.pods.get_mut(uid) {
+            Some(entry) if !closed && !entry.cancel.is_cancelled() => {
+                entry.group = Some(group);
+                drop(running);
+                self.with_reaper(|reaper| reaper.register(group));
+                true
+            }
+            _ => {
+                kill_group(group);
+                false
+            }
+        }
+    }
+
+    fn clear_group(&self, uid: &str, group: i32) {
+        if let Some(entry) = self.running().pods.get_mut(uid) {
+            entry.group = None;
+        }
+        self.with_reaper(|reaper| reaper.unregister(group));
+    }
+
+    /// Stops a pod's container (if running); its runner writes what follows.
+    fn stop(&self, uid: &str) {
+        let running = self.running();
+        if let Some(entry) = running.pods.get(uid) {
+            entry.cancel.cancel();
+            if let Some(group) = entry.group {
+                kill_group(group);
+            }
+        }
+    }
+
+    fn finished(&self, uid: &str) {
+        self.running().pods.remove(uid);
+    }
+
+    /// Kills every process group and refuses new pods. Synchronous, for `Drop`.
+    pub fn kill_all(&self) {
+        let mut running = self.running();
+        running.closed = true;
+        for entry in running.pods.values() {
+            entry.cancel.cancel();
+            if let Some(group) = entry.group {
+                kill_group(group);
+            }
+        }
+        drop(running);
+        // Closing the reaper's pipe lets it exit (killing again whatever is still registered).
+        let reaper = self.reaper.lock().expect("kubelet lock poisoned").take();
+        drop(reaper);
+    }
+
+    fn with_reaper(&self, f: impl FnOnce(&mut Reaper)) {
+        let mut slot = self.reaper.lock().expect("kubelet lock poisoned");
+        if slot.is_none() && !self.running().closed {
+            match Reaper::spawn() {
+                Ok(reaper) => *slot = Some(reaper),
+                Err(error) => {
+                    tracing::warn!(%error, "pods may outlive a killed control plane");
+                    return;
+                }
+            }
+        }
+        if let Some(reaper) = slot.as_mut() {
+            f(reaper);
+        }
+    }
+}
+
+impl PodLogs for Shared {
+    fn pod_logs(&self, namespace: &str, pod: &str) -> Option<String> {
+        Shared::pod_logs(self, namespace, pod)
+    }
+}
+
+fn kill_group(group: i32) {
+    // ESRCH (nothing left in the group) is the usual, fine outcome.
+    let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+}
+
+/// The reaper script: remembers the process groups registered (`+ ID`) and not unregistered
+/// (`- ID`) on its stdin, and kills them when stdin closes.
+const REAPER_SCRIPT: &str = r#"
+groups=" "
+while read -r op group; do
+  case "$op" in
+    +) groups="$groups$group " ;;
+    -) case "$groups" in
+         *" $group "*) groups="${groups%% $group *} ${groups#* $group }" ;;
+       esac ;;
+  esac
+done
+for group in $groups; do kill -9 -"$group" 2>/dev/null; done
+"#;
+
+/// A `sh` process (in its own process group, so a terminal's Ctrl-C does not reach it) that
+/// kills the registered process groups once the control plane is gone.
+struct Reaper {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+}
+
+impl Reaper {
+    fn spawn() -> Result<Self, Error> {
+        use std::os::unix::process::CommandExt as _;
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(REAPER_SCRIPT)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(Error::Reaper)?;
+        let stdin = child.stdin.take();
+        Ok(Self { child, stdin })
+    }
+
+    fn send(&mut self, line: &str) {
+        if let Some(stdin) = self.stdin.as_mut()
+            && let Err(error) = writeln!(stdin, "{line}")
+        {
+            tracing::warn!(%error, "the process reaper is gone; pods may outlive a killed control plane");
+            self.stdin = None;
+        }
+    }
+
+    fn register(&mut self, group: i32) {
+        self.send(&format!("+ {group}"));
+    }
+
+    fn unregister(&mut self, group: i32) {
+        self.send(&format!("- {group}"));
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        self.stdin = None;
+        // It exits as soon as it has read the closed pipe; reap it so no zombie is left.
+        let _ = self.child.wait();
+    }
+}
+
+/// (namespace, name) of a pod.
+type PodKey = (String, String);
+
+/// The kubelet's reconciler: starts a runner for every pending pod, stops it when the pod goes.
+pub(crate) struct Kubelet {
+    store: Store,
+    pods_info: Arc<ResourceInfo>,
+    pods_gr: GroupResource,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+}
+
+impl Kubelet {
+    pub fn new(
+        store: Store,
+        registry: Registry,
+        shared: Arc<Shared>,
+        stop: CancellationToken,
+    ) -> Self {
+        let pods_info = builtin(&registry, "", "pods");
+        Self {
+            store,
+            pods_gr: pods_info.group_resource(),
+            pods_info,
+            shared,
+            stop,
+        }
+    }
+
+    fn start(&self, pod: Arc<StoredObject>) {
+        let Some(cancel) = self.shared.claim(pod.uid()) else {
+            return;
+        };
+        let runner = Runner {
+            store: self.store.clone(),
+            info: self.pods_info.clone(),
+            shared: self.shared.clone(),
+            pod,
+            cancel: cancel.clone(),
+        };
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            let uid = runner.pod.uid().to_string();
+            let shared = runner.shared.clone();
+            tokio::select! {
+                _ = runner.run() => {}
+                // The runner kills its group on cancel; the controllers' stop cancels it too.
+                _ = stop.cancelled() => shared.stop(&uid),
+            }
+            shared.finished(&uid);
+        });
+    }
+}
+
+impl Reconciler for Kubelet {
+    type Key = PodKey;
+
+    fn observe(&mut self, event: &WatchEvent, queue: &mut Queue<PodKey>) {
+        if event.gr != self.pods_gr {
+            return;
+        }
+        let pod = &event.object;
+        if event.event_type == EventType::Deleted {
+            self.shared.stop(pod.uid());
+            self.shared
+                .forget_log(pod.namespace(), pod.name(), pod.uid());
+            return;
+        }
+        queue.add((pod.namespace().to_string(), pod.name().to_string()));
+    }
+
+    fn resync(&mut self, queue: &mut Queue<PodKey>) {
+        let (pods, _) = self.store.list(&self.pods_gr, None);
+        let uids: std::collections::HashSet<&str> = pods.iter().map(|p| p.uid()).collect();
+        let orphaned: Vec<String> = self
+            .shared
+            .running()
+            .pods
+            .keys()
+            .filter(|uid| !uids.contains(uid.as_str()))
+            .cloned()
+            .collect();
+        for uid in orphaned {
+            self.shared.stop(&uid);
+        }
+        for pod in &pods {
+            queue.add((pod.namespace().to_string(), pod.name().to_string()));
+        }
+    }
+
+    fn reconcile(&mut self, key: PodKey, _queue: &mut Queue<PodKey>) {
+        let Ok(pod) = self.store.get(&self.pods_info, &key.0, &key.1) else {
+            return;
+        };
+        if is_deleting(&pod.value) {
+            self.shared.stop(pod.uid());
+            return;
+        }
+        let pending = matches!(
+            pod.value.pointer("/status/phase").and_then(Value::as_str),
+            None | Some("Pending")
+        );
+        if !pending || self.shared.is_running(pod.uid()) {
+            return;
+        }
+        if self.shared.mode == PodMode::Simulated(Duration::ZERO) {
+            // One write per pod: straight to Succeeded.
+            let now = now_rfc3339();
+            let state = State::Terminated {
+                exit_code: 0,
+                reason: "Completed".into(),
+                message: None,
+                started_at: now.clone(),
+                finished_at: now,
+            };
+            write_status(&self.store, &self.pods_info, &pod, &state, None, 0);
+            return;
+        }
+        self.start(pod);
+    }
+}
+
+/// A container's state, as `containerStatuses[0].state` says it.
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    Waiting {
+        reason: String,
+        message: String,
+    },
+    Running {
+        started_at: String,
+    },
+    Terminated {
+        exit_code: i32,
+        reason: String,
+        message: Option<String>,
+        started_at: String,
+        finished_at: String,
+    },
+}
+
+impl State {
+    fn to_json(&self, container_id: &str) -> Value {
+        match self {
+            State::Waiting { reason, message } => {
+                json!({"waiting": {"reason": reason, "message": message}})
+            }
+            State::Running { started_at } => json!({"running": {"startedAt": started_at}}),
+            State::Terminated {
+                exit_code,
+                reason,
+                message,
+                started_at,
+                finished_at,
+            } => {
+                let mut terminated = json!({
+                    "exitCode": exit_code,
+                    "reason": reason,
+                    "startedAt": started_at,
+                    "finishedAt": finished_at,
+                });
+                if let Some(message) = message {
+                    terminated["message"] = json!(message);
+                }
+                if !container_id.is_empty() {
+                    terminated["containerID"] = json!(container_id);
+                }
+                json!({"terminated": terminated})
+            }
+        }
+    }
+}
+
+/// The pod status the real kubelet writes for a single-container pod whose container is in
+/// `state`: phase, conditions, `containerStatuses[0]`; `startTime` is kept once set.
+fn pod_status(
+    pod: &Value,
+    old_status: Option<&Value>,
+    state: &State,
+    last_state: Option<&State>,
+    restarts: u32,
+    container_id: &str,
+) -> Value {
+    let now = now_rfc3339();
+    let container = pod.pointer("/spec/containers/0");
+    let name = container
+        .and_then(|c| c.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("main");
+    let image = container
+        .and_then(|c| c.get("image"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let phase = match state {
+        State::Terminated { exit_code: 0, .. } => "Succeeded",
+        State::Terminated { .. } => "Failed",
+        State::Running { .. } | State::Waiting { .. } => "Running",
+    };
+    let running = matches!(state, State::Running { .. });
+    let cond = |type_: &str, status: bool, reason: Option<&str>, message: Option<String>| {
+        let mut c = json!({
+            "type": type_,
+            "status": if status { "True" } else { "False" },
+            "lastProbeTime": null,
+            "lastTransitionTime": now,
+        });
+        if let Some(reason) = reason {
+            c["reason"] = json!(reason);
+        }
+        if let Some(message) = message {
+            c["message"] = json!(message);
+        }
+        c
+    };
+    let finished = matches!(state, State::Terminated { .. });
+    let (ready_reason, ready_message) = if finished {
+        (Some("PodCompleted"), None)
+    } else if running {
+        (None, None)
+    } else {
+        (
+            Some("ContainersNotReady"),
+            Some(format!("containers with unready status: [{name}]")),
+        )
+    };
+    let conditions = json!([
+        cond("PodReadyToStartContainers", !finished, None, None),
+        cond(
+            "Initialized",
+            true,
+            finished.then_some("PodCompleted"),
+            None
+        ),
+        cond("Ready", running, ready_reason, ready_message.clone()),
+        cond("ContainersReady", running, ready_reason, ready_message),
+        cond("PodScheduled", true, None, None),
+    ]);
+    let start_time = old_status
+        .and_then(|s| s.get("startTime"))
+        .cloned()
+        .unwrap_or_else(|| json!(now));
+    let mut container_status = json!({
+        "name": name,
+        "image": image,
+        "imageID": "",
+        "ready": running,
+        "started": running,
+        "restartCount": restarts,
+        "state": state.to_json(container_id),
+        "lastState": last_state.map_or(json!({}), |s| s.to_json(container_id)),
+    });
+    if !container_id.is_empty() {
+        container_status["containerID"] = json!(container_id);
+    }
+    json!({
+        "phase": phase,
+        "conditions": conditions,
+        "hostIP": "127.0.0.1",
+        "hostIPs": [{"ip": "127.0.0.1"}],
+        "podIP": "127.0.0.1",
+        "podIPs": [{"ip": "127.0.0.1"}],
+        "startTime": start_time,
+        "qosClass": "BestEffort",
+        "containerStatuses": [container_status],
+    })
+}
+
+/// Writes a pod's status; false when the pod is gone (or replaced by another of the same name).
+fn write_status(
+    store: &Store,
+    info: &ResourceInfo,
+    pod: &StoredObject,
+    state: &State,
+    last_state: Option<&State>,
+    restarts: u32,
+) -> bool {
+    let container_id = match state {
+        State::Running { .. } | State::Terminated { .. } => format!("devcluster://{}", pod.uid()),
+        State::Waiting { .. } => String::new(),
+    };
+    let uid = pod.uid().to_string();
+    let written = store.modify(
+        info,
+        pod.namespace(),
+        pod.name(),
+        Target::Status,
+        |old, _| {
+            if old.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
+                return Err(super::error::ApiError::not_found("pods", &uid));
+            }
+            let mut new = old.clone();
+            new["status"] = pod_status(
+                old,
+                old.get("status"),
+                state,
+                last_state,
+                restarts,
+                &container_id,
+            );
+            Ok(new)
+        },
+    );
+    match written {
+        Ok(_) => true,
+        Err(error) if error.code == 404 => false,
+        Err(error) => {
+            tracing::warn!(%error, pod = pod.name(), "cannot write pod status");
+            false
+        }
+    }
+}
+
+/// How one run of a container ended.
+enum Outcome {
+    /// It ran and exited (or was killed): the terminated state.
+    Exited(State),
+    /// It could not start: the terminated state with reason `StartError`.
+    NotStarted(State),
+    /// The pod was deleted or the kubelet stopped.
+    Stopped,
+}
+
+/// Runs one pod to its end, restarting its container as `restartPolicy` says.
+struct Runner {
+    store: Store,
+    info: Arc<ResourceInfo>,
+    shared: Arc<Shared>,
+    pod: Arc<StoredObject>,
+    cancel: CancellationToken,
+}
+
+impl Runner {
+    async fn run(&self) {
+        if let PodMode::Simulated(after) = self.shared.mode {
+            self.simulate(after).await;
+            return;
+        }
+        let container = self
+            .pod
+            .value
+            .pointer("/spec/containers/0")
+            .cloned()
+            .unwrap_or(json!({}));
+        let Some(argv) = self.argv(&container) else {
+            // The image's entrypoint, which cannot run here: it succeeds at once.
+            let now = now_rfc3339();
+            let state = State::Terminated {
+                exit_code: 0,
+                reason: "Completed".into(),
+                message: None,
+                started_at: now.clone(),
+                finished_at: now,
+            };
+            self.write(&state, None, 0);
+            return;
+        };
+        let env = self.env(&container);
+        let argv: Vec<String> = argv.iter().map(|a| expand(a, &env)).collect();
+        let policy = self
+            .pod
+            .value
+            .pointer("/spec/restartPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or("Always")
+            .to_string();
+        let log = self
+            .shared
+            .new_log(self.pod.namespace(), self.pod.name(), self.pod.uid());
+        let mut restarts: u32 = 0;
+        let mut last_state: Option<State> = None;
+        loop {
+            let outcome = self
+                .run_once(&argv, &env, &log, last_state.as_ref(), restarts)
+                .await;
+            let terminated = match outcome {
+                Outcome::Stopped => {
+                    // Deleted: the pod is gone, unless finalizers keep it; then say how it ended.
+                    let now = now_rfc3339();
+                    let state = State::Terminated {
+                        exit_code: 137,
+                        reason: "Error".into(),
+                        message: None,
+                        started_at: now.clone(),
+                        finished_at: now,
+                    };
+                    self.write(&state, last_state.as_ref(), restarts);
+                    return;
+                }
+                Outcome::Exited(state) | Outcome::NotStarted(state) => state,
+            };
+            let failed = !matches!(terminated, State::Terminated { exit_code: 0, .. });
+            let restart = match policy.as_str() {
+                "Never" => false,
+                "OnFailure" => failed,
+                _ => true,
+            };
+            if !restart {
+                self.write(&terminated, last_state.as_ref(), restarts);
+                return;
+            }
+            restarts += 1;
+            let delay = super::jobs::retry_delay(restarts as usize);
+            let waiting = State::Waiting {
+                reason: "CrashLoopBackOff".into(),
+                message: format!(
+                    "back-off {}ms restarting failed container",
+                    delay.as_millis()
+                ),
+            };
+            if !self.write(&waiting, Some(&terminated), restarts) {
+                return;
+            }
+            last_state = Some(terminated);
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.cancel.cancelled() => return,
+            }
+        }
+    }
+
+    /// `command` + `args`, or `None` when there is no command (the image's entrypoint).
+    fn argv(&self, container: &Value) -> Option<Vec<String>> {
+        let strings = |field: &str| -> Vec<String> {
+            container
+                .get(field)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|v| match v {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut argv = strings("command");
+        if argv.is_empty() {
+            return None;
+        }
+        argv.extend(strings("args"));
+        Some(argv)
+    }
+
+    /// `PATH`, `HOME` (the scratch directory, set later), `HOSTNAME`, then the container's env
+    /// in order, each value expanded against the ones before it.
+    fn env(&self, container: &Value) -> HashMap<String, String> {
+        let mut env = HashMap::new();
+        env.insert(
+            "PATH".to_string(),
+            std::env::var("PATH").unwrap_or_else(|_| {
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()
+            }),
+        );
+        env.insert("HOSTNAME".to_string(), self.pod.name().to_string());
+        for var in container
+            .get("env")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(name) = var.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let value = match var.get("value") {
+                Some(Value::String(value)) => Some(expand(value, &env)),
+                Some(Value::Null) | None => var
+                    .pointer("/valueFrom/fieldRef/fieldPath")
+                    .and_then(Value::as_str)
+                    .map(|path| field_ref(&self.pod.value, path)),
+                Some(other) => Some(other.to_string()),
+            };
+            // Other `valueFrom` sources (ConfigMaps, Secrets, resources) are not resolved.
+            env.insert(name.to_string(), value.unwrap_or_default());
+        }
+        env
+    }
+
+    fn write(&self, state: &State, last_state: Option<&State>, restarts: u32) -> bool {
+        write_status(
+            &self.store,
+            &self.info,
+            &self.pod,
+            state,
+            last_state,
+            restarts,
+        )
+    }
+
+    async fn simulate(&self, after: Duration) {
+        let started_at = now_rfc3339();
+        let running = State::Running {
+            started_at: started_at.clone(),
+        };
+        if !self.write(&running, None, 0) {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(after) => {}
+            _ = self.cancel.cancelled() => return,
+        }
+        let done = State::Terminated {
+            exit_code: 0,
+            reason: "Completed".into(),
+            message: None,
+            started_at,
+            finished_at: now_rfc3339(),
+        };
+        self.write(&done, None, 0);
+    }
+
+    /// Runs the container's process once, in a fresh scratch directory and its own process
+    /// group, collecting its output into `log`.
+    async fn run_once(
+        &self,
+        argv: &[String],
+        env: &HashMap<String, String>,
+        log: &Log,
+        last_state: Option<&State>,
+        restarts: u32,
+    ) -> Outcome {
+        let started_at = now_rfc3339();
+        let not_started = |message: String| {
+            Outcome::NotStarted(State::Terminated {
+                exit_code: 128,
+                reason: "StartError".into(),
+                message: Some(message),
+                started_at: "1970-01-01T00:00:00Z".into(),
+                finished_at: now_rfc3339(),
+            })
+        };
+        let scratch = match tempfile::Builder::new()
+            .prefix("devcluster-pod-")
+            .tempdir()
+            .map_err(Error::Scratch)
+        {
+            Ok(dir) => dir,
+            Err(error) => return not_started(error.to_string()),
+        };
+        let mut command = tokio::process::Command::new(&argv[0]);
+        command
+            .args(&argv[1..])
+            .current_dir(scratch.path())
+            .env_clear()
+            .envs(env)
+            .env("HOME", scratch.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(error) => {
+                let why = match error.kind() {
+                    std::io::ErrorKind::NotFound => {
+                        "executable file not found in $PATH".to_string()
+                    }
+                    std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                    _ => error.to_string(),
+                };
+                return not_started(format!(
+                    "failed to start container process: exec: {:?}: {why}",
+                    argv[0]
+                ));
+            }
+        };
+        let Some(group) = child.id().and_then(|id| i32::try_from(id).ok()) else {
+            return Outcome::Stopped;
+        };
+        if !self.shared.set_group(self.pod.uid(), group) {
+            let _ = child.wait().await;
+            return Outcome::Stopped;
+        }
+        let readers: Vec<_> = [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|mut stream| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                while let Ok(n) = stream.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    log.lock().expect("log lock poisoned").push(&buf[..n]);
+                }
+            })
+        })
+        .collect();
+        let running = State::Running {
+            started_at: started_at.clone(),
+        };
+        let alive = self.write(&running, last_state, restarts);
+        let exit = if alive {
+            tokio::select! {
+                exit = child.wait() => Some(exit),
+                _ = self.cancel.cancelled() => None,
+            }
+        } else {
+            None
+        };
+        // Whatever the main process left behind dies with it, as in a container.
+        kill_group(group);
+        let exit = match exit {
+            Some(exit) => exit,
+            None => {
+                let _ = child.wait().await;
+                self.shared.clear_group(self.pod.uid(), group);
+                return Outcome::Stopped;
+            }
+        };
+        self.shared.clear_group(self.pod.uid(), group);
+        // A process that left the group (setsid) may hold the pipes open: do not wait for it.
+        let _ =
+            tokio::time::timeout(Duration::from_secs(1), futures::future::join_all(readers)).await;
+        drop(scratch);
+        let finished_at = now_rfc3339();
+        Outcome::Exited(match exit {
+            Ok(status) => {
+                let exit_code = status
+                    .code()
+                    .or_else(|| status.signal().map(|s| 128 + s))
+                    .unwrap_or(1);
+                State::Terminated {
+                    exit_code,
+                    reason: if exit_code == 0 { "Completed" } else { "Error" }.into(),
+                    message: None,
+                    started_at,
+                    finished_at,
+                }
+            }
+            Err(error) => State::Terminated {
+                exit_code: 128,
+                reason: "Error".into(),
+                message: Some(error.to_string()),
+                started_at,
+                finished_at,
+            },
+        })
+    }
+}
+
+/// The value of a `fieldRef` env source: the pod's name, namespace, uid, a label or annotation,
+/// its service account, node or IPs.
+fn field_ref(pod: &Value, path: &str) -> String {
+    let text = |pointer: &str| {
+        pod.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let keyed = |prefix: &str, map: &str| {
+        let key = path.strip_prefix(prefix)?.strip_suffix("']")?.to_string();
+        Some(
+            pod.pointer(map)
+                .and_then(Value::as_object)
+                .and_then(|m: &Map<String, Value>| m.get(&key))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        )
+    };
+    match path {
+        "metadata.name" => text("/metadata/name"),
+        "metadata.namespace" => text("/metadata/namespace"),
+        "metadata.uid" => text("/metadata/uid"),
+        "spec.serviceAccountName" => text("/spec/serviceAccountName"),
+        "spec.nodeName" => text("/spec/nodeName"),
+        "status.podIP" | "status.hostIP" => "127.0.0.1".into(),
+        _ => keyed("metadata.labels['", "/metadata/labels")
+            .or_else(|| keyed("metadata.annotations['", "/metadata/annotations"))
+            .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expansion_follows_kubernetes_rules() {
+        let vars: HashMap<String, String> = [("A", "1"), ("B", "two")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let table = [
+            ("plain", "plain"),
+            ("$(A)", "1"),
+            ("x$(A)y$(B)z", "x1ytwoz"),
+            ("$(UNDEFINED)", "$(UNDEFINED)"),
+            ("$$(A)", "$(A)"),
+            ("$$", "$"),
+            ("$A", "$A"),
+            ("$(A", "$(A"),
+            ("cost: 5$", "cost: 5$"),
+        ];
+        for (input, expected) in table {
+            assert_eq!(expand(input, &vars), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn log_buffer_keeps_the_end() {
+        let mut log = LogBuffer::default();
+        log.push(b"hello ");
+        log.push(b"world");
+        assert_eq!(log.text(), "hello world");
+        log.push(&vec![b'x'; LOG_LIMIT]);
+        assert_eq!(log.0.len(), LOG_LIMIT);
+        log.push(b"end");
+        assert_eq!(log.0.len(), LOG_LIMIT);
+        assert!(log.text().ends_with("xxend"));
+        assert!(!log.text().contains("hello"));
+    }
+
+    #[test]
+    fn pod_defaults_set_pending_and_restart_always() {
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
+        pod_defaults_on_create(&mut pod);
+        assert_eq!(pod["status"]["phase"], "Pending");
+        assert_eq!(pod["spec"]["restartPolicy"], "Always");
+        let mut never = json!({"spec": {"restartPolicy": "Never"}});
+        pod_defaults_on_create(&mut never);
+        assert_eq!(never["spec"]["restartPolicy"], "Never");
+    }
+
+    #[test]
+    fn field_refs_read_the_pod() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u",
+                         "labels": {"app": "x"}, "annotations": {"note": "y"}},
+                         "spec": {"serviceAccountName": "sa"}});
+        let table = [
+            ("metadata.name", "p"),
+            ("metadata.namespace", "ns"),
+            ("metadata.uid", "u"),
+            ("metadata.labels['app']", "x"),
+            ("metadata.labels['missing']", ""),
+            ("metadata.annotations['note']", "y"),
+            ("spec.serviceAccountName", "sa"),
+            ("status.podIP", "127.0.0.1"),
+        ];
+        for (path, expected) in table {
+            assert_eq!(field_ref(&pod, path), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn status_of_each_container_state() {
+        let pod = json!({"spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+        let running = State::Running {
+            started_at: "t0".into(),
+        };
+        let status = pod_status(&pod, None, &running, None, 0, "devcluster://u");
+        assert_eq!(status["phase"], "Running");
+        assert_eq!(
+            status["containerStatuses"][0]["state"]["running"]["startedAt"],
+            "t0"
+        );
+        assert_eq!(status["containerStatuses"][0]["ready"], true);
+        let ready = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert_eq!(ready["status"], "True");
+
+        let old = json!({"startTime": "t-start"});
+        for (exit_code, reason, phase) in [(0, "Completed", "Succeeded"), (3, "Error", "Failed")] {
+            let done = State::Terminated {
+                exit_code,
+                reason: reason.into(),
+                message: None,
+                started_at: "t0".into(),
+                finished_at: "t1".into(),
+            };
+            let status = pod_status(&pod, Some(&old), &done, None, 0, "devcluster://u");
+            assert_eq!(status["phase"], phase);
+            assert_eq!(status["startTime"], "t-start");
+            let terminated = &status["containerStatuses"][0]["state"]["terminated"];
+            assert_eq!(terminated["exitCode"], exit_code);
+            assert_eq!(terminated["reason"], reason);
+            assert_eq!(terminated["finishedAt"], "t1");
+            let ready = status["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == "Ready")
+                .unwrap();
+            assert_eq!(ready["status"], "False");
+            assert_eq!(ready["reason"], "PodCompleted");
+        }
+    }
+
+    /// Whether a process exists and is not a zombie.
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+                Some(state != 'Z')
+            })
+            .unwrap_or(false)
+    }
+
+    fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !condition() {
+            assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn sleeper_group() -> std::process::Child {
+        use std::os::unix::process::CommandExt as _;
+        std::process::Command::new("sleep")
+            .arg("60")
+            .process_group(0)
+            .spawn()
+            .expect("sleep runs")
+    }
+
+    #[test]
+    fn reaper_kills_registered_groups_when_its_pipe_closes() {
+        let mut child = sleeper_group();
+        let group = i32::try_from(child.id()).unwrap();
+        let mut reaper = Reaper::spawn().unwrap();
+        reaper.register(group);
+        // As when the control plane dies: the pipe closes without any unregistering.
+        drop(reaper);
+        wait_until("the reaper killed the group", || {
+            child.try_wait().unwrap().is_some()
+        });
+        assert_eq!(child.try_wait().unwrap().unwrap().signal(), Some(9));
+    }
+
+    #[test]
+    fn reaper_spares_unregistered_groups() {
+        let mut spared = sleeper_group();
+        let mut killed = sleeper_group();
+        let mut reaper = Reaper::spawn().unwrap();
+        reaper.register(i32::try_from(spared.id()).unwrap());
+        reaper.register(i32::try_from(killed.id()).unwrap());
+        reaper.unregister(i32::try_from(spared.id()).unwrap());
+        drop(reaper);
+        wait_until("the registered group is killed", || {
+            killed.try_wait().unwrap().is_some()
+        });
+        assert!(alive(spared.id()), "an unregistered group was killed");
+        spared.kill().unwrap();
+        spared.wait().unwrap();
+    }
+}

@@ -1,0 +1,532 @@
+//! The `WorkFlow` custom resource (`workflow.crd.com/v1`): spec, status and the generated CRD.
+//!
+//! The spec accepts every manifest of the Kopf operator (`seeds/004_…`) unchanged; the fields
+//! added since are optional and absent means the seed's behaviour. The CRD YAML in `crd/` is
+//! rendered by [`crd_yaml`] (the `crd` CLI command), never written by hand. Used by every other
+//! part of `workflow/`.
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, CustomResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::lifecycle::Phase;
+
+/// The seed's default for `maxStepTimeout`, in seconds.
+pub const DEFAULT_MAX_STEP_TIMEOUT: i64 = 60;
+
+/// A timeout value meaning "no limit".
+pub const UNLIMITED: i64 = -1;
+
+/// The condition type that is `True` once every step succeeded.
+pub const CONDITION_COMPLETED: &str = "Completed";
+
+/// The condition type that is `True` once the workflow failed.
+pub const CONDITION_FAILED: &str = "Failed";
+
+/// A DAG of container steps; the operator runs one Job per step, each after its dependencies.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "workflow.crd.com",
+    version = "v1",
+    kind = "WorkFlow",
+    plural = "workflows",
+    singular = "workflow",
+    shortname = "wf",
+    namespaced,
+    status = "WorkFlowStatus",
+    derive = "PartialEq",
+    doc = "A DAG of container steps; the operator runs one Job per step, each after its dependencies.",
+    // The JSON form: clippy's duplicated_attributes lint misfires on repeated `type_ = "string"`.
+    printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.workflow-status", "description": "Lifecycle phase"}"#,
+    printcolumn = r#"{"name": "Progress", "type": "string", "jsonPath": ".status.progress", "description": "Steps executed / total"}"#,
+    printcolumn = r#"{"name": "Message", "type": "string", "jsonPath": ".status.message", "description": "Why the workflow is in its phase"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkFlowSpec {
+    /// Seconds a step may run before it, and so the workflow, fails; -1 means unlimited. A step's
+    /// own `timeout` overrides it. Changing it applies to running steps from then on.
+    #[serde(default = "default_max_step_timeout")]
+    #[schemars(range(min = -1))]
+    pub max_step_timeout: i64,
+
+    /// The steps, one Kubernetes Job each, run in an order that respects `dependsOn`.
+    #[schemars(length(min = 1))]
+    pub containers: Vec<Step>,
+
+    /// Most steps running at once; absent means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub parallelism: Option<i32>,
+
+    /// On a failed step: true stops the running steps and fails at once; false lets steps that do
+    /// not depend on the failed one finish, then fails.
+    #[serde(default = "default_true")]
+    pub fail_fast: bool,
+}
+
+/// One step of a workflow: a container run to completion as a Job.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// The step's name, unique in the workflow; `dependsOn` refers to it. Any text: Job and
+    /// container names are derived from it (lower-cased, sanitised, shortened with a hash).
+    #[schemars(length(min = 1, max = 253))]
+    pub step_name: String,
+
+    /// The container image to run.
+    #[schemars(length(min = 1))]
+    pub image: String,
+
+    /// The command to run (the container's entrypoint); absent means the image's own.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+
+    /// Names of the steps that must succeed before this one starts.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+
+    /// Arguments to the command (the container's args); absent means the image's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+
+    /// Environment variables for the step, besides `WORKFLOW_NAME`, `WORKFLOW_NAMESPACE` and
+    /// `STEP_NAME`, which the operator sets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+
+    /// Compute resources of the step's container: `requests` and `limits` of `cpu`, `memory`,
+    /// ... as Kubernetes quantities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "resources_schema")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// Seconds this step may run, overriding `maxStepTimeout`; -1 means unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = -1))]
+    pub timeout: Option<i64>,
+
+    /// Extra attempts after a failed one before the step fails (the Job's `backoffLimit`);
+    /// default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub retries: Option<i32>,
+}
+
+/// An environment variable of a step.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct EnvVar {
+    /// The variable's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+
+    /// The variable's value; default empty.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// What the operator observed of a workflow; written only by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct WorkFlowStatus {
+    /// Lifecycle phase: Created, Started, Completed or Failed.
+    #[serde(
+        rename = "workflow-status",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub workflow_status: Option<Phase>,
+
+    /// When `workflow-status` last changed (RFC 3339).
+    #[serde(
+        rename = "status-changed",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub status_changed: Option<String>,
+
+    /// Why the workflow is in its phase, e.g. which step failed and how; absent when there is
+    /// nothing to say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+
+    /// Steps whose Job succeeded, in spec order.
+    #[serde(default)]
+    pub executed: Vec<String>,
+
+    /// Steps whose Job exists and has not finished, in spec order.
+    #[serde(default)]
+    pub started: Vec<String>,
+
+    /// Steps executed out of the total, e.g. "3/4".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+
+    /// The `metadata.generation` this status was computed from.
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub observed_generation: Option<i64>,
+
+    /// Identifies what runs (a hash of steps, images, commands, env, dependencies); Jobs carry it
+    /// as a label, and a new value means a new run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+
+    /// Standard conditions: `Completed` and `Failed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+impl WorkFlowSpec {
+    /// The timeout that applies to `step`, in seconds; [`UNLIMITED`] (-1) means none.
+    pub fn effective_timeout(&self, step: &Step) -> i64 {
+        step.timeout.unwrap_or(self.max_step_timeout)
+    }
+}
+
+/// A compact schema for [`ResourceRequirements`]: the derived one repeats a 2 KiB description
+/// of `Quantity` and offers `claims`, which a workflow step has no use for.
+fn resources_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    // The pattern Kubernetes itself publishes for resource.Quantity (checked on strings only).
+    // No `anyOf` of integer/string: kube's structural rewriter would strip its types.
+    let quantity = serde_json::json!({
+        "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+        "x-kubernetes-int-or-string": true,
+    });
+    let map = |what: &str| {
+        serde_json::json!({
+            "type": "object",
+            "description": format!("{what} per resource name (cpu, memory, ...)."),
+            "additionalProperties": quantity,
+        })
+    };
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "properties": {
+            "limits": map("Most the container may use"),
+            "requests": map("What the container is guaranteed"),
+        },
+    })
+}
+
+fn default_max_step_timeout() -> i64 {
+    DEFAULT_MAX_STEP_TIMEOUT
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The CRD as YAML, as stored in `crd/workflow.yaml` and printed by the `crd` command.
+pub fn crd_yaml() -> String {
+    // Serialising a CRD (plain maps, strings and numbers) cannot fail.
+    serde_yaml::to_string(&WorkFlow::crd()).expect("a CRD serialises to YAML")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use serde_json::Value;
+
+    fn spec_schema() -> Value {
+        let crd = serde_json::to_value(WorkFlow::crd()).unwrap();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    }
+
+    /// Walks a schema and reports every node that breaks Kubernetes' structural-schema rules.
+    fn structural_violations(path: &str, node: &Value, out: &mut Vec<String>) {
+        let Some(obj) = node.as_object() else {
+            out.push(format!("{path}: not an object"));
+            return;
+        };
+        for banned in [
+            "$ref",
+            "oneOf",
+            "allOf",
+            "not",
+            "definitions",
+            "$defs",
+            "$schema",
+        ] {
+            if obj.contains_key(banned) {
+                out.push(format!("{path}: has {banned}"));
+            }
+        }
+        let int_or_string = obj.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+        // anyOf is only allowed (without types) for int-or-string.
+        if obj.contains_key("anyOf") && !int_or_string {
+            out.push(format!("{path}: anyOf outside int-or-string"));
+        }
+        let preserve = obj.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        if !obj.contains_key("type") && !int_or_string && !preserve {
+            out.push(format!("{path}: no type"));
+        }
+        if obj.get("type").is_some_and(|t| !t.is_string()) {
+            out.push(format!("{path}: type is not a single string"));
+        }
+        if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+            for (name, sub) in props {
+                structural_violations(&format!("{path}.{name}"), sub, out);
+            }
+        }
+        if let Some(items) = obj.get("items") {
+            structural_violations(&format!("{path}[]"), items, out);
+        }
+        if let Some(extra) = obj.get("additionalProperties").filter(|v| v.is_object()) {
+            structural_violations(&format!("{path}{{}}"), extra, out);
+        }
+    }
+
+    #[test]
+    fn crd_schema_is_structural() {
+        let mut violations = Vec::new();
+        structural_violations("", &spec_schema(), &mut violations);
+        assert!(violations.is_empty(), "{violations:#?}");
+    }
+
+    #[test]
+    fn crd_names_and_scope_match_the_seed() {
+        let crd = WorkFlow::crd();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("workflows.workflow.crd.com")
+        );
+        assert_eq!(crd.spec.group, "workflow.crd.com");
+        assert_eq!(crd.spec.scope, "Namespaced");
+        let names = &crd.spec.names;
+        assert_eq!(names.kind, "WorkFlow");
+        assert_eq!(names.plural, "workflows");
+        assert_eq!(names.singular.as_deref(), Some("workflow"));
+        assert_eq!(names.short_names.as_deref(), Some(&["wf".to_string()][..]));
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, "v1");
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .is_some_and(|s| s.status.is_some())
+        );
+        let columns: Vec<_> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.as_str(), c.json_path.as_str(), c.type_.as_str()))
+            .collect();
+        assert_eq!(
+            columns,
+            [
+                ("Status", ".status.workflow-status", "string"),
+                ("Progress", ".status.progress", "string"),
+                ("Message", ".status.message", "string"),
+                ("Age", ".metadata.creationTimestamp", "date"),
+            ]
+        );
+    }
+
+    #[test]
+    fn crd_schema_validates_what_a_schema_can_say() {
+        let schema = spec_schema();
+        let spec = &schema["properties"]["spec"];
+        assert_eq!(spec["properties"]["maxStepTimeout"]["default"], 60);
+        assert_eq!(
+            spec["properties"]["maxStepTimeout"]["minimum"].as_f64(),
+            Some(-1.0)
+        );
+        assert_eq!(spec["properties"]["containers"]["minItems"], 1);
+        assert_eq!(
+            spec["properties"]["parallelism"]["minimum"].as_f64(),
+            Some(1.0)
+        );
+        assert_eq!(spec["properties"]["failFast"]["default"], true);
+        let step = &spec["properties"]["containers"]["items"];
+        assert_eq!(step["properties"]["stepName"]["minLength"], 1);
+        assert_eq!(step["properties"]["command"]["nullable"], true);
+        assert_eq!(
+            step["properties"]["dependsOn"]["default"],
+            serde_json::json!([])
+        );
+        assert_eq!(
+            step["properties"]["timeout"]["minimum"].as_f64(),
+            Some(-1.0)
+        );
+        assert_eq!(step["properties"]["retries"]["minimum"].as_f64(), Some(0.0));
+        let required: Vec<_> = step["required"].as_array().unwrap().iter().collect();
+        assert!(required.contains(&&Value::from("stepName")), "{required:?}");
+        assert!(required.contains(&&Value::from("image")), "{required:?}");
+        assert_eq!(spec["required"], serde_json::json!(["containers"]));
+    }
+
+    #[test]
+    fn every_field_has_a_description() {
+        fn undocumented(path: &str, node: &Value, out: &mut Vec<String>) {
+            if let Some(props) = node["properties"].as_object() {
+                for (name, sub) in props {
+                    let here = format!("{path}.{name}");
+                    // apiVersion/kind/metadata come from kube, not from our `///` docs.
+                    let ours = !matches!(here.as_str(), ".apiVersion" | ".kind" | ".metadata");
+                    if ours && sub.get("description").is_none() {
+                        out.push(here.clone());
+                    }
+                    undocumented(&here, sub, out);
+                }
+            }
+            if node["items"].is_object() {
+                undocumented(&format!("{path}[]"), &node["items"], out);
+            }
+        }
+        let schema = spec_schema();
+        let mut missing = Vec::new();
+        undocumented("", &schema, &mut missing);
+        assert!(
+            missing.is_empty(),
+            "fields without a description: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn seed_manifest_parses_with_defaults() {
+        let yaml = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: simple}
+spec:
+  containers:
+    - stepName: step0
+      image: busybox
+    - stepName: step1
+      image: busybox
+      command: null
+      dependsOn: [step0]
+"#;
+        let wf: WorkFlow = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(wf.spec.max_step_timeout, 60);
+        assert!(wf.spec.fail_fast);
+        assert_eq!(wf.spec.parallelism, None);
+        assert_eq!(wf.spec.containers[0].depends_on, Vec::<String>::new());
+        assert_eq!(wf.spec.containers[1].command, None);
+        assert_eq!(wf.spec.containers[1].depends_on, ["step0"]);
+    }
+
+    #[test]
+    fn step_timeout_overrides_max_step_timeout() {
+        let yaml = "{maxStepTimeout: 10, containers: [{stepName: a, image: x, timeout: -1}, \
+                    {stepName: b, image: x}]}";
+        let spec: WorkFlowSpec = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(spec.effective_timeout(&spec.containers[0]), UNLIMITED);
+        assert_eq!(spec.effective_timeout(&spec.containers[1]), 10);
+    }
+
+    #[test]
+    fn status_serialises_with_the_seed_field_names() {
+        let status = WorkFlowStatus {
+            workflow_status: Some(Phase::Started),
+            status_changed: Some("2026-11-22T05:50:00Z".into()),
+            executed: vec!["a".into()],
+            progress: Some("1/2".into()),
+            observed_generation: Some(3),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["workflow-status"], "Started");
+        assert_eq!(json["status-changed"], "2026-11-22T05:50:00Z");
+        assert_eq!(json["observedGeneration"], 3);
+        assert_eq!(json["progress"], "1/2");
+        assert!(
+            json.get("message").is_none(),
+            "absent message must not be serialised: {json}"
+        );
+    }
+
+    #[test]
+    fn crd_yaml_is_the_crd() {
+        let yaml = crd_yaml();
+        let back: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(back, WorkFlow::crd());
+    }
+
+    /// Every manifest in `examples/`, by file stem.
+    fn examples() -> Vec<(String, WorkFlow)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let wf: WorkFlow = serde_yaml::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
+                out.push((path.file_stem().unwrap().to_string_lossy().into_owned(), wf));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn examples_parse_and_the_valid_ones_are_valid_dags() {
+        let examples = examples();
+        for (stem, wf) in &examples {
+            assert_eq!(
+                wf.metadata.name.as_deref(),
+                Some(stem.as_str()),
+                "name of {stem}.yaml"
+            );
+            let dag = crate::workflow::dag::Dag::build(&wf.spec.containers);
+            assert_eq!(
+                dag.is_err(),
+                stem.starts_with("invalid-"),
+                "{stem}.yaml: {dag:?}"
+            );
+            // The embedded control plane runs commands as local processes.
+            for step in &wf.spec.containers {
+                let program = step
+                    .command
+                    .as_ref()
+                    .and_then(|c| c.first())
+                    .map(String::as_str);
+                assert!(
+                    matches!(program, Some("sh" | "echo" | "sleep" | "true" | "false")),
+                    "{stem}.yaml step {} runs {program:?}",
+                    step.step_name
+                );
+            }
+        }
+        type Shows = fn(&WorkFlowSpec) -> bool;
+        let wanted: [(&str, Shows); 11] = [
+            ("simple", |s| s.containers.len() == 3),
+            ("diamond", |s| s.containers.len() == 4),
+            ("failing", |s| {
+                s.containers
+                    .iter()
+                    .any(|c| c.command.iter().flatten().any(|a| a.contains("false")))
+            }),
+            ("timeout", |s| s.max_step_timeout == 2),
+            ("args", |s| s.containers.iter().any(|c| c.args.is_some())),
+            ("env", |s| s.containers.iter().any(|c| !c.env.is_empty())),
+            ("retries", |s| {
+                s.containers.iter().any(|c| c.retries.is_some())
+            }),
+            ("step-timeout", |s| {
+                s.containers.iter().any(|c| c.timeout.is_some())
+            }),
+            ("parallelism", |s| s.parallelism.is_some()),
+            ("fail-fast-false", |s| !s.fail_fast),
+            ("resources", |s| {
+                s.containers.iter().any(|c| c.resources.is_some())
+            }),
+        ];
+        for (stem, shows) in wanted {
+            let wf = examples.iter().find(|(s, _)| s == stem).map(|(_, wf)| wf);
+            assert!(
+                wf.is_some_and(|wf| shows(&wf.spec)),
+                "examples/{stem}.yaml missing or off-topic"
+            );
+        }
+    }
+}

@@ -1,0 +1,460 @@
+//! Kubernetes Jobs of a workflow: building a step's Job, reading a Job back as plain data for
+//! the planner, and the labels copied on relabel. Pure; no client.
+//!
+//! The handlers call [`build_job`] for each `plan::Action::CreateJob`, [`observe_job`] on every
+//! Job they list or watch, and [`relabel_patch`] when a workflow's labels change.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::{Resource, ResourceExt};
+
+use super::crd::{Step, WorkFlow};
+use super::names;
+use super::plan::{JobState, ObservedJob, job_deadline_seconds};
+
+/// Label: the workflow's name (made a valid label value by `names::label_value`).
+pub const LABEL_WORKFLOW: &str = "workflow.crd.com/workflow";
+/// Label: the step's name (made a valid label value by `names::label_value`).
+pub const LABEL_STEP: &str = "workflow.crd.com/step";
+/// Label: the run id.
+pub const LABEL_RUN: &str = "workflow.crd.com/run";
+/// Annotation: the workflow's exact name.
+pub const ANNOTATION_WORKFLOW: &str = "workflow.crd.com/workflow";
+/// Annotation: the step's exact name.
+pub const ANNOTATION_STEP: &str = "workflow.crd.com/step";
+/// The operator's own labels; a workflow's labels never override them.
+pub const OWN_LABELS: [&str; 3] = [LABEL_WORKFLOW, LABEL_STEP, LABEL_RUN];
+/// Environment variables the operator sets in every step; a step's `env` cannot override them.
+pub const OWN_ENV: [&str; 3] = ["WORKFLOW_NAME", "WORKFLOW_NAMESPACE", "STEP_NAME"];
+
+/// Why a Job cannot be built for a workflow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// The workflow has no `metadata.name`, `metadata.namespace` or `metadata.uid` (it was not
+    /// read from the API server), so its Jobs cannot name or be owned by it.
+    #[error("workflow has no metadata.{0}; jobs are built only for stored workflows")]
+    MissingMetadata(&'static str),
+}
+
+/// A label selector matching every Job of the workflow named `workflow`.
+pub fn selector(workflow: &str) -> String {
+    format!("{LABEL_WORKFLOW}={}", names::label_value(workflow))
+}
+
+/// The labels a step's Job carries: the workflow's own labels, then the operator's, which win.
+pub fn job_labels(workflow: &WorkFlow, step: &str, run: &str) -> BTreeMap<String, String> {
+    let mut labels = job_labels_for_relabel(workflow);
+    labels.extend(own_labels(&workflow.name_any(), step, run));
+    labels
+}
+
+fn own_labels(workflow: &str, step: &str, run: &str) -> [(String, String); 3] {
+    [
+        (LABEL_WORKFLOW.to_string(), names::label_value(workflow)),
+        (LABEL_STEP.to_string(), names::label_value(step)),
+        (LABEL_RUN.to_string(), names::label_value(run)),
+    ]
+}
+
+/// The workflow's labels as copied to its Jobs: all of them but the operator's own keys.
+pub fn job_labels_for_relabel(workflow: &WorkFlow) -> BTreeMap<String, String> {
+    workflow
+        .labels()
+        .iter()
+        .filter(|(k, _)| !OWN_LABELS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// A JSON merge patch copying the workflow's labels onto a Job whose labels are `current`, or
+/// `None` when the Job already has them. It adds and updates; it never touches the operator's
+/// labels, and labels removed from the workflow stay on existing Jobs (the operator cannot
+/// tell them from labels others put there).
+pub fn relabel_patch(
+    workflow: &WorkFlow,
+    current: &BTreeMap<String, String>,
+) -> Option<serde_json::Value> {
+    let changes: serde_json::Map<String, serde_json::Value> = job_labels_for_relabel(workflow)
+        .into_iter()
+        .filter(|(k, v)| current.get(k) != Some(v))
+        .map(|(k, v)| (k, serde_json::Value::String(v)))
+        .collect();
+    (!changes.is_empty()).then(|| serde_json::json!({ "metadata": { "labels": changes } }))
+}
+
+/// The Job that runs `step` of `workflow` in run `run`.
+///
+/// Name from `names::job_name`; labels from [`job_labels`]; annotations with the exact
+/// workflow and step names; a controller owner reference to the workflow (so the garbage
+/// collector deletes it with the workflow); `restartPolicy: Never`; `backoffLimit` = the step's
+/// `retries`; `activeDeadlineSeconds` from its effective timeout (none when unlimited); one
+/// container named after the step with the step's image, command, args, resources and env, plus
+/// `WORKFLOW_NAME`, `WORKFLOW_NAMESPACE` and `STEP_NAME`. No `ttlSecondsAfterFinished`: the
+/// planner derives progress from finished Jobs, so they must stay while the workflow exists.
+///
+/// # Errors
+/// [`JobError::MissingMetadata`] when the workflow lacks a name, namespace or uid.
+pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, JobError> {
+    let name = workflow
+        .metadata
+        .name
+        .as_deref()
+        .ok_or(JobError::MissingMetadata("name"))?;
+    let namespace = workflow
+        .metadata
+        .namespace
+        .as_deref()
+        .ok_or(JobError::MissingMetadata("namespace"))?;
+    let mut owner = workflow
+        .controller_owner_ref(&())
+        .ok_or(JobError::MissingMetadata("uid"))?;
+    // Foreground deletion of the workflow waits for its Jobs.
+    owner.block_owner_deletion = Some(true);
+
+    let env_var = |name: &str, value: &str| EnvVar {
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        value_from: None,
+    };
+    let mut env = vec![
+        env_var("WORKFLOW_NAME", name),
+        env_var("WORKFLOW_NAMESPACE", namespace),
+        env_var("STEP_NAME", &step.step_name),
+    ];
+    env.extend(
+        step.env
+            .iter()
+            .filter(|e| !OWN_ENV.contains(&e.name.as_str()))
+            .map(|e| env_var(&e.name, &e.value)),
+    );
+
+    let timeout = workflow.spec.effective_timeout(step);
+    Ok(Job {
+        metadata: ObjectMeta {
+            name: Some(names::job_name(name, &step.step_name, run)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(job_labels(workflow, &step.step_name, run)),
+            annotations: Some(BTreeMap::from([
+                (ANNOTATION_WORKFLOW.to_string(), name.to_string()),
+                (ANNOTATION_STEP.to_string(), step.step_name.clone()),
+            ])),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(step.retries.unwrap_or(0)),
+            active_deadline_seconds: job_deadline_seconds(timeout),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    // Only the operator's labels: the template is immutable, so copied user
+                    // labels could not follow a relabel.
+                    labels: Some(own_labels(name, &step.step_name, run).into_iter().collect()),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".to_string()),
+                    containers: vec![Container {
+                        name: names::dns_label(&step.step_name),
+                        image: Some(step.image.clone()),
+                        command: step.command.clone(),
+                        args: step.args.clone(),
+                        env: Some(env),
+                        resources: step.resources.clone(),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// A Job as the planner sees it, or `None` when it lacks the step annotation (not built by
+/// [`build_job`]). `now` stands in for the start of a Job with neither `status.startTime` nor
+/// `metadata.creationTimestamp` (one not read from the API server).
+pub fn observe_job(job: &Job, now: Timestamp) -> Option<ObservedJob> {
+    let step = job.annotations().get(ANNOTATION_STEP)?.clone();
+    let run = job.labels().get(LABEL_RUN).cloned().unwrap_or_default();
+    let status = job.status.as_ref();
+    let holds = |type_: &str| {
+        status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == type_ && c.status == "True"))
+    };
+    let state = if holds("Complete").is_some() {
+        JobState::Succeeded
+    } else if let Some(failed) = holds("Failed") {
+        JobState::Failed {
+            reason: failed
+                .reason
+                .clone()
+                .unwrap_or_else(|| "Failed".to_string()),
+            message: failed.message.clone().unwrap_or_default(),
+        }
+    } else {
+        let since = status
+            .and_then(|s| s.start_time.as_ref())
+            .or(job.metadata.creation_timestamp.as_ref())
+            .map_or(now, |t| t.0);
+        JobState::Active { since }
+    };
+    Some(ObservedJob {
+        name: job.name_any(),
+        step,
+        run,
+        state,
+        deleting: job.metadata.deletion_timestamp.is_some(),
+        active_deadline_seconds: job.spec.as_ref().and_then(|s| s.active_deadline_seconds),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use crate::workflow::plan::DEADLINE_EXCEEDED;
+
+    fn container(job: &Job) -> &Container {
+        &job.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+    }
+
+    fn env_of(job: &Job) -> Vec<(String, String)> {
+        container(job)
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn bug7_workflow_without_labels_builds_jobs() {
+        let wf = WorkFlow::test("nolabels").step("a", &[]).build();
+        assert!(wf.metadata.labels.is_none());
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let labels = job.metadata.labels.unwrap();
+        assert_eq!(
+            labels.get(LABEL_WORKFLOW).map(String::as_str),
+            Some("nolabels")
+        );
+        assert_eq!(labels.get(LABEL_STEP).map(String::as_str), Some("a"));
+        assert_eq!(labels.get(LABEL_RUN).map(String::as_str), Some("r1"));
+    }
+
+    #[test]
+    fn bug7_user_labels_never_override_the_operators() {
+        let wf = WorkFlow::test("wf")
+            .label("team", "a")
+            .label(LABEL_STEP, "evil")
+            .label(LABEL_RUN, "evil")
+            .step("a", &[])
+            .build();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let labels = job.metadata.labels.unwrap();
+        assert_eq!(labels[LABEL_STEP], "a");
+        assert_eq!(labels[LABEL_RUN], "r1");
+        assert_eq!(labels["team"], "a");
+        assert!(!job_labels_for_relabel(&wf).contains_key(LABEL_STEP));
+    }
+
+    #[test]
+    fn job_has_owner_names_policy_and_limits() {
+        let wf = WorkFlow::test("wf")
+            .max_step_timeout(30)
+            .step("Fetch_Data", &[])
+            .retries(2)
+            .step("b", &[])
+            .timeout(-1)
+            .build();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        assert_eq!(
+            job.metadata.name.as_deref(),
+            Some(names::job_name("wf", "Fetch_Data", "r1").as_str())
+        );
+        assert_eq!(job.metadata.namespace.as_deref(), Some("default"));
+        let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("WorkFlow", "wf")
+        );
+        assert_eq!(owner.api_version, "workflow.crd.com/v1");
+        assert_eq!(Some(owner.uid.as_str()), wf.metadata.uid.as_deref());
+        assert_eq!(
+            (owner.controller, owner.block_owner_deletion),
+            (Some(true), Some(true))
+        );
+        let annotations = job.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations[ANNOTATION_STEP], "Fetch_Data");
+        assert_eq!(annotations[ANNOTATION_WORKFLOW], "wf");
+        let spec = job.spec.as_ref().unwrap();
+        assert_eq!(spec.backoff_limit, Some(2));
+        assert_eq!(spec.active_deadline_seconds, Some(30));
+        assert_eq!(
+            spec.template
+                .spec
+                .as_ref()
+                .unwrap()
+                .restart_policy
+                .as_deref(),
+            Some("Never")
+        );
+        assert!(
+            names::is_dns_label(&container(&job).name),
+            "{}",
+            container(&job).name
+        );
+
+        let unlimited = build_job(&wf, &wf.spec.containers[1], "r1").unwrap();
+        let spec = unlimited.spec.unwrap();
+        assert_eq!(
+            (spec.active_deadline_seconds, spec.backoff_limit),
+            (None, Some(0))
+        );
+    }
+
+    #[test]
+    fn job_runs_the_steps_container_with_the_operators_env() {
+        let wf = WorkFlow::test("wf")
+            .step("a", &[])
+            .image("alpine:3")
+            .command(&["sh", "-c"])
+            .args(&["echo $GREETING"])
+            .env("GREETING", "hi")
+            .env("STEP_NAME", "spoofed")
+            .build();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let c = container(&job);
+        assert_eq!(c.image.as_deref(), Some("alpine:3"));
+        assert_eq!(
+            c.command.as_deref(),
+            Some(&["sh".to_string(), "-c".to_string()][..])
+        );
+        assert_eq!(c.args.as_deref(), Some(&["echo $GREETING".to_string()][..]));
+        let pairs = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            env_of(&job),
+            pairs(&[
+                ("WORKFLOW_NAME", "wf"),
+                ("WORKFLOW_NAMESPACE", "default"),
+                ("STEP_NAME", "a"),
+                ("GREETING", "hi"),
+            ])
+        );
+    }
+
+    #[test]
+    fn job_is_not_built_without_a_uid() {
+        let mut wf = WorkFlow::test("wf").step("a", &[]).build();
+        wf.metadata.uid = None;
+        assert_eq!(
+            build_job(&wf, &wf.spec.containers[0], "r").unwrap_err(),
+            JobError::MissingMetadata("uid")
+        );
+    }
+
+    #[test]
+    fn long_names_give_valid_labels_and_exact_annotations() {
+        let step = "Step_".repeat(60);
+        let wf = WorkFlow::test("wf").step(&step, &[]).build();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let labels = job.metadata.labels.as_ref().unwrap();
+        assert!(names::is_label_value(&labels[LABEL_STEP]));
+        assert_eq!(
+            job.metadata.annotations.as_ref().unwrap()[ANNOTATION_STEP],
+            step
+        );
+        assert!(names::is_dns_label(job.metadata.name.as_deref().unwrap()));
+    }
+
+    #[test]
+    fn relabel_patch_adds_and_updates_only_what_differs() {
+        let wf = WorkFlow::test("wf")
+            .label("team", "b")
+            .label("tier", "x")
+            .step("a", &[])
+            .build();
+        let current = BTreeMap::from([
+            ("team".to_string(), "a".to_string()),
+            ("tier".to_string(), "x".to_string()),
+            (LABEL_STEP.to_string(), "a".to_string()),
+        ]);
+        let patch = relabel_patch(&wf, &current).unwrap();
+        assert_eq!(
+            patch,
+            serde_json::json!({"metadata": {"labels": {"team": "b"}}})
+        );
+        let mut updated = current;
+        updated.insert("team".into(), "b".into());
+        assert_eq!(relabel_patch(&wf, &updated), None);
+    }
+
+    fn finished(type_: &str, reason: Option<&str>) -> Job {
+        let wf = WorkFlow::test("wf").step("a", &[]).build();
+        let mut job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        job.status = Some(JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: type_.to_string(),
+                status: "True".to_string(),
+                reason: reason.map(str::to_string),
+                message: Some("it broke".to_string()),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        });
+        job
+    }
+
+    #[test]
+    fn observe_job_reads_state_step_and_run() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let started: Timestamp = "2025-12-31T23:59:00Z".parse().unwrap();
+        let cases = [
+            (finished("Complete", None), JobState::Succeeded),
+            (
+                finished("Failed", Some(DEADLINE_EXCEEDED)),
+                JobState::Failed {
+                    reason: DEADLINE_EXCEEDED.into(),
+                    message: "it broke".into(),
+                },
+            ),
+            (
+                {
+                    let mut job = finished("SuccessCriteriaMet", None);
+                    job.status.as_mut().unwrap().start_time = Some(Time(started));
+                    job
+                },
+                JobState::Active { since: started },
+            ),
+        ];
+        for (job, want) in cases {
+            let seen = observe_job(&job, now).unwrap();
+            assert_eq!(seen.state, want);
+            assert_eq!((seen.step.as_str(), seen.run.as_str()), ("a", "r1"));
+            assert_eq!(seen.active_deadline_seconds, Some(60));
+            assert!(!seen.deleting);
+        }
+        let mut foreign = finished("Complete", None);
+        foreign.metadata.annotations = None;
+        assert_eq!(observe_job(&foreign, now), None);
+    }
+}

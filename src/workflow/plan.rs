@@ -1,0 +1,1749 @@
+//! The planner: the pure decision function of the operator, `(workflow, observed Jobs, now) ->
+//! actions + status + lifecycle events`. No client, no clock, no I/O.
+//!
+//! Every handler (create, job status, spec update, resume, timer) ends in [`plan`]: state is
+//! derived from the Jobs that exist, never from the status lists, so a lost, duplicate or late
+//! event cannot lose a completion or start a step twice (DESIGN sections 3 and 6). The handlers
+//! in `handlers.rs` turn the observed Jobs into [`ObservedJob`]s (`jobs::observe_job`), call
+//! [`plan`] (or [`plan_compiled`] with a cached [`Compiled`]), then execute the [`Action`]s, write
+//! the status when there is one, post one Event per [`LifecycleEvent`], and schedule a timer at
+//! [`Plan::next_timeout_at`].
+//!
+//! # Cost
+//! One call is O(steps + dependencies + jobs): it rebuilds the step states from the Jobs and
+//! renders the status lists. [`Compiled`] (the validated DAG and run id, cacheable per
+//! `metadata.generation`) removes the DAG build and the run-id hash from that; what is left is a
+//! scan of the Jobs and the status. `benches/dag.rs` measures both at 10,000 steps. The
+//! O(degree) part, which steps a completion releases, is [`crate::workflow::dag::Progress`].
+
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::crd::{
+    CONDITION_COMPLETED, CONDITION_FAILED, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
+};
+use super::dag::{Dag, DagError, Progress};
+use super::lifecycle::{Phase, Transition, Trigger};
+use super::names;
+
+/// The Job reason Kubernetes gives when `activeDeadlineSeconds` was exceeded.
+pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+
+/// What a step's Job is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    /// Not finished. `since` is the Job's `status.startTime`, or its creation time before the
+    /// Job controller set one; the step's timeout counts from it.
+    Active {
+        /// When the Job started.
+        since: Timestamp,
+    },
+    /// The Job has condition `Complete=True`.
+    Succeeded,
+    /// The Job has condition `Failed=True`, with that condition's reason and message.
+    Failed {
+        /// E.g. `BackoffLimitExceeded`, `DeadlineExceeded`.
+        reason: String,
+        /// Kubernetes' explanation.
+        message: String,
+    },
+}
+
+/// A Job of the workflow as the handlers observed it: plain data, no Kubernetes types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedJob {
+    /// The Job's name.
+    pub name: String,
+    /// The exact step name (annotation `workflow.crd.com/step`).
+    pub step: String,
+    /// The run id (label `workflow.crd.com/run`).
+    pub run: String,
+    /// What the Job is doing.
+    pub state: JobState,
+    /// The Job has a `deletionTimestamp`.
+    pub deleting: bool,
+    /// The Job's `spec.activeDeadlineSeconds`.
+    pub active_deadline_seconds: Option<i64>,
+}
+
+/// Why a Job is to be deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteReason {
+    /// The Job belongs to an earlier run (what runs changed).
+    OldRun,
+    /// The step ran past its timeout; its Job is still running.
+    TimedOut,
+    /// The workflow failed (failFast) and this Job is still running.
+    WorkflowFailed,
+}
+
+/// Something the handler must do, in order. Every action is idempotent: creating an existing
+/// Job (deterministic name) or deleting a missing one is success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Create the Job of `step` (build it with `jobs::build_job(workflow, step, run)`).
+    CreateJob {
+        /// The step's exact name.
+        step: String,
+        /// The Job's name (`names::job_name`).
+        job_name: String,
+    },
+    /// Delete a Job together with its pods (propagation policy `Background` or `Foreground`,
+    /// never `Orphan`).
+    DeleteJob {
+        /// The Job's name.
+        job_name: String,
+        /// Why.
+        reason: DeleteReason,
+    },
+    /// Patch a running Job's `spec.activeDeadlineSeconds` (`None`: remove it) because the step's
+    /// effective timeout changed; otherwise the Job would still be killed at the old deadline.
+    SetJobDeadline {
+        /// The Job's name.
+        job_name: String,
+        /// The new deadline in seconds, or `None` for unlimited.
+        active_deadline_seconds: Option<i64>,
+    },
+}
+
+/// A lifecycle transition made by this plan, to be posted as a Kubernetes Event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleEvent {
+    /// The transition; its `reason()` is the Event reason.
+    pub transition: Transition,
+    /// The Event message, e.g. `Started -> Failed: step b failed: ...`.
+    pub message: String,
+}
+
+/// The decisions for one workflow at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The current run id.
+    pub run: String,
+    /// What to do, in order.
+    pub actions: Vec<Action>,
+    /// The new status, only when it differs from the workflow's current status.
+    pub status: Option<WorkFlowStatus>,
+    /// The lifecycle transitions, in order (e.g. `Started -> Created`, `Created -> Started`).
+    pub events: Vec<LifecycleEvent>,
+    /// When the next running step times out, if one can; `None` for a terminal workflow.
+    pub next_timeout_at: Option<Timestamp>,
+}
+
+/// The parts of a plan that depend only on the spec: the run id and the validated DAG. Cache it
+/// per workflow and `metadata.generation` to skip an O(steps) hash and DAG build per event.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// `names::run_id(spec)`.
+    pub run: String,
+    /// `Dag::build(&spec.containers)`.
+    pub dag: Result<Dag, DagError>,
+}
+
+impl Compiled {
+    /// Hashes and validates `spec`.
+    pub fn new(spec: &WorkFlowSpec) -> Compiled {
+        Compiled {
+            run: names::run_id(spec),
+            dag: Dag::build(&spec.containers),
+        }
+    }
+}
+
+/// Plans `workflow` given its Jobs (of every run) at time `now`. See [`plan_compiled`].
+pub fn plan(workflow: &WorkFlow, jobs: &[ObservedJob], now: Timestamp) -> Plan {
+    plan_compiled(workflow, &Compiled::new(&workflow.spec), jobs, now)
+}
+
+/// Plans `workflow` with `compiled`, which must have been made from `workflow.spec`.
+///
+/// # Guarantees
+/// - Jobs of another run are deleted and otherwise ignored.
+/// - A terminal workflow of the current run is never timed out, never restarted and its phase,
+///   message and lists never change; only `observedGeneration` follows the object, and Jobs it
+///   left running are deleted.
+/// - A step is started only if no Job of the current run exists for it and all its dependencies
+///   succeeded; at most `parallelism` steps run at once.
+/// - Every transition made is a row of `lifecycle::TRANSITIONS`; a new workflow, or one whose
+///   status write was lost, goes `Created -> Started` before reaching an outcome.
+/// - `status` is `Some` only when it differs from `workflow.status`.
+///
+/// # Caveats
+/// A succeeded Job that is deleted (by someone else) makes its step run again: steps are
+/// assumed idempotent, as in the seed, and the planner trusts only the Jobs that exist.
+pub fn plan_compiled(
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    jobs: &[ObservedJob],
+    now: Timestamp,
+) -> Plan {
+    let mut planner = Planner::new(workflow, &compiled.run, now);
+    planner.delete_other_runs(jobs);
+    let current: Vec<&ObservedJob> = jobs.iter().filter(|j| j.run == compiled.run).collect();
+    if planner.phase.is_terminal() {
+        planner.keep_terminal(&current);
+    } else {
+        match &compiled.dag {
+            Err(error) => planner.fail_invalid(error, &current),
+            Ok(dag) => planner.advance(dag, &current),
+        }
+    }
+    planner.finish()
+}
+
+/// When the next running step of `workflow` times out, for a timer; `None` when nothing can
+/// time out (no running step with a limit, or a terminal workflow of the current run). The
+/// same as [`Plan::next_timeout_at`] when nothing else changes.
+pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Timestamp> {
+    let run = names::run_id(&workflow.spec);
+    let status = workflow.status.as_ref();
+    let terminal = status
+        .and_then(|s| s.workflow_status)
+        .is_some_and(Phase::is_terminal);
+    let same_run = status
+        .and_then(|s| s.run.as_deref())
+        .is_none_or(|r| r == run);
+    if terminal && same_run {
+        return None;
+    }
+    let timeouts: HashMap<&str, i64> = workflow
+        .spec
+        .containers
+        .iter()
+        .map(|s| (s.step_name.as_str(), workflow.spec.effective_timeout(s)))
+        .collect();
+    jobs.iter()
+        .filter(|j| j.run == run && !j.deleting)
+        .filter_map(|j| match j.state {
+            JobState::Active { since } => deadline(since, *timeouts.get(j.step.as_str())?),
+            _ => None,
+        })
+        .min()
+}
+
+/// `since + timeout`, or `None` for an unlimited timeout.
+fn deadline(since: Timestamp, timeout: i64) -> Option<Timestamp> {
+    if timeout == UNLIMITED {
+        return None;
+    }
+    since.checked_add(SignedDuration::from_secs(timeout)).ok()
+}
+
+/// The Job's `activeDeadlineSeconds` for a timeout: none for unlimited, at least 1 (Kubernetes
+/// rejects 0).
+pub fn job_deadline_seconds(timeout: i64) -> Option<i64> {
+    (timeout != UNLIMITED).then_some(timeout.max(1))
+}
+
+/// Why a step failed.
+enum Failure {
+    Failed {
+        reason: String,
+        message: String,
+    },
+    /// Ran past its timeout: `elapsed` when the planner caught it, `None` when Kubernetes'
+    /// deadline of `timeout` seconds did.
+    TimedOut {
+        timeout: i64,
+        elapsed: Option<SignedDuration>,
+    },
+}
+
+impl Failure {
+    fn trigger(&self) -> Trigger {
+        match self {
+            Failure::Failed { .. } => Trigger::StepFailed,
+            Failure::TimedOut { .. } => Trigger::StepTimedOut,
+        }
+    }
+
+    fn describe(&self, step: &str) -> String {
+        match self {
+            Failure::Failed { reason, message } if message.is_empty() => {
+                format!("step {step} failed: {reason}")
+            }
+            Failure::Failed { reason, message } => {
+                format!("step {step} failed: {reason}: {message}")
+            }
+            Failure::TimedOut {
+                timeout,
+                elapsed: Some(elapsed),
+            } => format!(
+                "step {step} timed out: running for {}s, longer than its timeout of {timeout}s",
+                elapsed.as_secs()
+            ),
+            Failure::TimedOut {
+                timeout,
+                elapsed: None,
+            } => {
+                format!("step {step} timed out: its Job exceeded its deadline of {timeout}s")
+            }
+        }
+    }
+}
+
+/// Used when a workflow has no status yet.
+static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
+    workflow_status: None,
+    status_changed: None,
+    message: None,
+    executed: Vec::new(),
+    started: Vec::new(),
+    progress: None,
+    observed_generation: None,
+    run: None,
+    conditions: Vec::new(),
+};
+
+/// The state of one plan being made.
+struct Planner<'a> {
+    workflow: &'a WorkFlow,
+    previous: &'a WorkFlowStatus,
+    run: &'a str,
+    now: Timestamp,
+    phase: Phase,
+    /// The recomputed message, lists and the trigger of a failure; `None` keeps the previous
+    /// status's (a terminal workflow).
+    outcome: Option<Outcome>,
+    actions: Vec<Action>,
+    /// Jobs this plan already deletes, so none is deleted twice.
+    deleted: HashSet<&'a str>,
+    events: Vec<LifecycleEvent>,
+    next_timeout_at: Option<Timestamp>,
+}
+
+struct Outcome {
+    message: Option<String>,
+    executed: Vec<String>,
+    started: Vec<String>,
+    total: usize,
+    /// What made the workflow fail, for the `Failed` condition's reason.
+    failed_by: Option<Trigger>,
+}
+
+impl<'a> Planner<'a> {
+    fn new(workflow: &'a WorkFlow, run: &'a str, now: Timestamp) -> Planner<'a> {
+        let previous = workflow.status.as_ref().unwrap_or(&NO_STATUS);
+        let mut planner = Planner {
+            workflow,
+            previous,
+            run,
+            now,
+            phase: previous.workflow_status.unwrap_or(Phase::Created),
+            outcome: None,
+            actions: Vec::new(),
+            deleted: HashSet::new(),
+            events: Vec::new(),
+            next_timeout_at: None,
+        };
+        // A status without a run id is adopted as is (a new workflow, or one another operator
+        // ran); a different run id means what runs changed. In Created nothing ran yet, so
+        // there is no move to make.
+        if let Some(old) = previous.run.as_deref().filter(|old| *old != run)
+            && planner.phase != Phase::Created
+        {
+            planner.go(
+                Trigger::SpecChanged,
+                format!("what runs changed (run {old} -> {run})"),
+            );
+        }
+        planner
+    }
+
+    /// Moves along the lifecycle table.
+    ///
+    /// # Panics
+    /// Never in practice: the planner is only in Created or Started when it calls this with
+    /// anything but `SpecChanged`, and the table has a row for each trigger it uses there (the
+    /// lifecycle and planner tests cover every call).
+    fn go(&mut self, trigger: Trigger, detail: String) {
+        if self.phase == Phase::Created
+            && !matches!(trigger, Trigger::StepsStarted | Trigger::InvalidSpec)
+        {
+            // Reaching an outcome from Created (the status write after the first Jobs was
+            // lost) passes through Started, so the recorded path stays a legal one.
+            self.go(Trigger::StepsStarted, "steps were already running".into());
+        }
+        let transition =
+            Transition::new(self.phase, trigger).unwrap_or_else(|e| panic!("planner bug: {e}"));
+        self.events.push(LifecycleEvent {
+            message: format!("{} -> {}: {detail}", transition.from(), transition.to()),
+            transition,
+        });
+        self.phase = transition.to();
+    }
+
+    fn delete(&mut self, job: &'a ObservedJob, reason: DeleteReason) {
+        if !job.deleting && self.deleted.insert(&job.name) {
+            self.actions.push(Action::DeleteJob {
+                job_name: job.name.clone(),
+                reason,
+            });
+        }
+    }
+
+    fn delete_other_runs(&mut self, jobs: &'a [ObservedJob]) {
+        let run = self.run;
+        for job in jobs.iter().filter(|j| j.run != run) {
+            self.delete(job, DeleteReason::OldRun);
+        }
+    }
+
+    /// Deletes the current run's Jobs that still run (a failed workflow stops its steps).
+    fn delete_running(&mut self, current: &[&'a ObservedJob]) {
+        for &job in current {
+            if matches!(job.state, JobState::Active { .. }) {
+                self.delete(job, DeleteReason::WorkflowFailed);
+            }
+        }
+    }
+
+    fn keep_terminal(&mut self, current: &[&'a ObservedJob]) {
+        if self.phase == Phase::Failed {
+            self.delete_running(current);
+        }
+    }
+
+    fn fail_invalid(&mut self, error: &DagError, current: &[&'a ObservedJob]) {
+        let message = format!("invalid workflow: {error}");
+        self.go(Trigger::InvalidSpec, message.clone());
+        self.delete_running(current);
+        self.outcome = Some(Outcome {
+            message: Some(message),
+            executed: Vec::new(),
+            started: Vec::new(),
+            total: self.workflow.spec.containers.len(),
+            failed_by: Some(Trigger::InvalidSpec),
+        });
+    }
+
+    fn advance(&mut self, dag: &Dag, current: &[&'a ObservedJob]) {
+        let spec = &self.workflow.spec;
+        let n = dag.len();
+        // The Job that speaks for each step; if a step somehow has two, success wins, then a
+        // running one (it may still succeed).
+        let rank = |j: &ObservedJob| match j.state {
+            JobState::Succeeded => 0,
+            JobState::Active { .. } => 1,
+            JobState::Failed { .. } => 2,
+        };
+        let mut job_of: Vec<Option<&'a ObservedJob>> = vec![None; n];
+        for &job in current {
+            if let Some(i) = dag.index_of(&job.step)
+                && job_of[i].is_none_or(|old| rank(job) < rank(old))
+            {
+                job_of[i] = Some(job);
+            }
+        }
+
+        let mut progress = dag.progress();
+        let mut released = Vec::new();
+        let mut failures: Vec<(usize, Failure)> = Vec::new();
+        let mut running = 0usize;
+        // Timed-out steps, whose Jobs this plan deletes: no longer running.
+        let mut stopped = vec![false; n];
+        for (i, job) in job_of.iter().enumerate() {
+            let Some(job) = *job else { continue };
+            let timeout = spec.effective_timeout(&spec.containers[i]);
+            match &job.state {
+                JobState::Succeeded => progress.complete(i, &mut released),
+                JobState::Failed { reason, .. } if reason == DEADLINE_EXCEEDED => {
+                    let timeout = job.active_deadline_seconds.unwrap_or(timeout);
+                    failures.push((
+                        i,
+                        Failure::TimedOut {
+                            timeout,
+                            elapsed: None,
+                        },
+                    ));
+                }
+                JobState::Failed { reason, message } => failures.push((
+                    i,
+                    Failure::Failed {
+                        reason: reason.clone(),
+                        message: message.clone(),
+                    },
+                )),
+                JobState::Active { since } => {
+                    let elapsed = self.now.duration_since(*since);
+                    let over =
+                        timeout != UNLIMITED && elapsed >= SignedDuration::from_secs(timeout);
+                    // A Job being deleted is on its way out already: not timed out again.
+                    if over && !job.deleting {
+                        failures.push((
+                            i,
+                            Failure::TimedOut {
+                                timeout,
+                                elapsed: Some(elapsed),
+                            },
+                        ));
+                        stopped[i] = true;
+                        self.delete(job, DeleteReason::TimedOut);
+                    } else {
+                        running += 1;
+                    }
+                }
+            }
+        }
+        failures.sort_by_key(|(i, _)| *i);
+
+        let ready = startable(&progress, &job_of);
+        let fail_now = !failures.is_empty() && (spec.fail_fast || running == 0 && ready.is_empty());
+        let mut created: Vec<usize> = Vec::new();
+        let mut failed_by = None;
+        let message = if fail_now {
+            let (i, failure) = &failures[0];
+            let mut message = failure.describe(dag.name(*i));
+            if failures.len() > 1 {
+                message.push_str(&format!(" (and {} more failed steps)", failures.len() - 1));
+            }
+            self.go(failure.trigger(), message.clone());
+            failed_by = Some(failure.trigger());
+            self.delete_running(current);
+            Some(message)
+        } else if progress.all_done() {
+            let message = format!("all {n} steps succeeded");
+            self.go(Trigger::AllStepsSucceeded, message.clone());
+            Some(message)
+        } else {
+            let slots = match spec.parallelism {
+                Some(p) => usize::try_from(p.max(1))
+                    .unwrap_or(1)
+                    .saturating_sub(running),
+                None => usize::MAX,
+            };
+            created = ready.into_iter().take(slots).collect();
+            for &i in &created {
+                let step = dag.name(i);
+                self.actions.push(Action::CreateJob {
+                    step: step.to_string(),
+                    job_name: names::job_name(self.workflow_name(), step, self.run),
+                });
+            }
+            if self.phase == Phase::Created && (running > 0 || !created.is_empty()) {
+                let names: Vec<&str> = created.iter().map(|&i| dag.name(i)).collect();
+                self.go(
+                    Trigger::StepsStarted,
+                    format!("starting {}", list_names(&names)),
+                );
+            }
+            self.plan_deadlines(&job_of, &stopped);
+            // failFast false: the failure is known, the workflow fails once nothing runs.
+            failures.first().map(|(i, failure)| {
+                format!(
+                    "{}; waiting for running steps to finish",
+                    failure.describe(dag.name(*i))
+                )
+            })
+        };
+
+        let mut executed = Vec::with_capacity(progress.done_count());
+        let mut started = Vec::new();
+        let mut created_iter = created.iter().peekable();
+        for (i, job) in job_of.iter().enumerate() {
+            match job.map(|j| &j.state) {
+                Some(JobState::Succeeded) => executed.push(dag.name(i).to_string()),
+                Some(JobState::Active { .. }) if !self.phase.is_terminal() && !stopped[i] => {
+                    started.push(dag.name(i).to_string())
+                }
+                _ => {}
+            }
+            // Steps being created count as started, so their Jobs appearing changes nothing.
+            if created_iter.next_if_eq(&&i).is_some() {
+                started.push(dag.name(i).to_string());
+            }
+        }
+        self.outcome = Some(Outcome {
+            message,
+            executed,
+            started,
+            total: n,
+            failed_by,
+        });
+    }
+
+    /// Keeps running Jobs' deadlines equal to their steps' current timeouts, and finds the
+    /// next timeout for the timer.
+    fn plan_deadlines(&mut self, job_of: &[Option<&ObservedJob>], stopped: &[bool]) {
+        let spec = &self.workflow.spec;
+        for (i, job) in job_of.iter().enumerate() {
+            let Some(job) = job else { continue };
+            let JobState::Active { since } = job.state else {
+                continue;
+            };
+            if job.deleting || stopped[i] {
+                continue;
+            }
+            let timeout = spec.effective_timeout(&spec.containers[i]);
+            let want = job_deadline_seconds(timeout);
+            if job.active_deadline_seconds != want {
+                self.actions.push(Action::SetJobDeadline {
+                    job_name: job.name.clone(),
+                    active_deadline_seconds: want,
+                });
+            }
+            if let Some(at) = deadline(since, timeout) {
+                self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
+            }
+        }
+    }
+
+    fn workflow_name(&self) -> &str {
+        self.workflow.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    fn finish(self) -> Plan {
+        let previous = self.previous;
+        let generation = self.workflow.metadata.generation;
+        let phase_changed = previous.workflow_status != Some(self.phase);
+        let status_changed = match &previous.status_changed {
+            Some(at) if !phase_changed => at.clone(),
+            _ => format!("{:.0}", self.now),
+        };
+        let status = match self.outcome {
+            Some(outcome) => WorkFlowStatus {
+                progress: Some(format!("{}/{}", outcome.executed.len(), outcome.total)),
+                conditions: conditions(
+                    &previous.conditions,
+                    self.phase,
+                    outcome.failed_by,
+                    outcome.message.as_deref(),
+                    generation,
+                    self.now,
+                ),
+                message: outcome.message,
+                executed: outcome.executed,
+                started: outcome.started,
+                workflow_status: Some(self.phase),
+                status_changed: Some(status_changed),
+                observed_generation: generation,
+                run: Some(self.run.to_string()),
+            },
+            // Terminal: keep everything but the bookkeeping.
+            None => WorkFlowStatus {
+                workflow_status: Some(self.phase),
+                status_changed: Some(status_changed),
+                progress: previous.progress.clone().or_else(|| {
+                    Some(format!(
+                        "{}/{}",
+                        previous.executed.len(),
+                        self.workflow.spec.containers.len()
+                    ))
+                }),
+                observed_generation: generation.or(previous.observed_generation),
+                run: Some(self.run.to_string()),
+                ..previous.clone()
+            },
+        };
+        let status = (self.workflow.status.as_ref() != Some(&status)).then_some(status);
+        Plan {
+            run: self.run.to_string(),
+            actions: self.actions,
+            status,
+            events: self.events,
+            next_timeout_at: self.next_timeout_at,
+        }
+    }
+}
+
+/// Steps whose dependencies all succeeded and that have no Job yet, in declaration order.
+fn startable(progress: &Progress<'_>, job_of: &[Option<&ObservedJob>]) -> Vec<usize> {
+    progress.ready().filter(|&i| job_of[i].is_none()).collect()
+}
+
+/// `a, b, c` or `a, b, c and 7 more`.
+fn list_names(names: &[&str]) -> String {
+    const SHOWN: usize = 5;
+    let mut out = names
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        out.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    if out.is_empty() {
+        "nothing new".into()
+    } else {
+        out
+    }
+}
+
+/// The `Completed` and `Failed` conditions for `phase`; a condition keeps its
+/// `lastTransitionTime` while its status stays the same.
+fn conditions(
+    previous: &[Condition],
+    phase: Phase,
+    failed_by: Option<Trigger>,
+    message: Option<&str>,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Vec<Condition> {
+    let make = |type_: &str, holds: bool, reason: &str| {
+        let status = if holds { "True" } else { "False" };
+        let since = previous
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map_or(Time(now), |c| c.last_transition_time.clone());
+        Condition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            reason: reason.to_string(),
+            message: message.unwrap_or_default().to_string(),
+            observed_generation: generation,
+            last_transition_time: since,
+        }
+    };
+    let completed = phase == Phase::Completed;
+    let failed = phase == Phase::Failed;
+    vec![
+        make(
+            CONDITION_COMPLETED,
+            completed,
+            if completed {
+                Trigger::AllStepsSucceeded.reason()
+            } else {
+                phase.as_str()
+            },
+        ),
+        make(
+            CONDITION_FAILED,
+            failed,
+            match failed_by {
+                Some(trigger) if failed => trigger.reason(),
+                _ => phase.as_str(),
+            },
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use proptest::prelude::*;
+
+    use crate::workflow::testing::Jobs;
+
+    fn at(seconds: i64) -> Timestamp {
+        "2026-01-01T00:00:00Z".parse::<Timestamp>().unwrap() + SignedDuration::from_secs(seconds)
+    }
+
+    /// `workflow` after the handler wrote `plan`'s status.
+    fn written(mut workflow: WorkFlow, plan: &Plan) -> WorkFlow {
+        if let Some(status) = &plan.status {
+            workflow.status = Some(status.clone());
+        }
+        workflow
+    }
+
+    /// A workflow whose first plan (at time 0, no Jobs) was carried out and written.
+    fn running(workflow: WorkFlow) -> WorkFlow {
+        let first = plan(&workflow, &[], at(0));
+        written(workflow, &first)
+    }
+
+    fn diamond() -> crate::workflow::testing::WorkFlowBuilder {
+        WorkFlow::test("diamond")
+            .step("a", &[])
+            .step("b", &["a"])
+            .step("c", &["a"])
+            .step("d", &["b", "c"])
+    }
+
+    fn creates(plan: &Plan) -> Vec<&str> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::CreateJob { step, .. } => Some(step.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn deletes(plan: &Plan) -> Vec<(&str, DeleteReason)> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::DeleteJob { job_name, reason } => Some((job_name.as_str(), *reason)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn reasons(plan: &Plan) -> Vec<&'static str> {
+        plan.events.iter().map(|e| e.transition.reason()).collect()
+    }
+
+    fn status(plan: &Plan) -> &WorkFlowStatus {
+        plan.status.as_ref().expect("the plan changes the status")
+    }
+
+    fn phase(plan: &Plan) -> Option<Phase> {
+        status(plan).workflow_status
+    }
+
+    fn job_name(workflow: &WorkFlow, step: &str) -> String {
+        names::job_name(
+            workflow.metadata.name.as_deref().unwrap(),
+            step,
+            &names::run_id(&workflow.spec),
+        )
+    }
+
+    /// One scenario of the planner's rules and what it must decide.
+    struct Case {
+        name: &'static str,
+        workflow: WorkFlow,
+        jobs: fn(&WorkFlow) -> Vec<ObservedJob>,
+        now: i64,
+        phase: Phase,
+        creates: &'static [&'static str],
+        deletes: &'static [DeleteReason],
+        executed: &'static [&'static str],
+        started: &'static [&'static str],
+        progress: &'static str,
+        message: Option<&'static str>,
+        reasons: &'static [&'static str],
+    }
+
+    #[test]
+    fn planner_rules() {
+        use DeleteReason::*;
+        let cases = [
+            Case {
+                name: "a new workflow starts its roots",
+                workflow: diamond().build(),
+                jobs: |_| vec![],
+                now: 0,
+                phase: Phase::Started,
+                creates: &["a"],
+                deletes: &[],
+                executed: &[],
+                started: &["a"],
+                progress: "0/4",
+                message: None,
+                reasons: &["StepsStarted"],
+            },
+            Case {
+                name: "every root starts at once",
+                workflow: WorkFlow::test("w")
+                    .step("x", &[])
+                    .step("y", &[])
+                    .step("z", &["x"])
+                    .build(),
+                jobs: |_| vec![],
+                now: 0,
+                phase: Phase::Started,
+                creates: &["x", "y"],
+                deletes: &[],
+                executed: &[],
+                started: &["x", "y"],
+                progress: "0/3",
+                message: None,
+                reasons: &["StepsStarted"],
+            },
+            Case {
+                name: "an unknown dependency fails the workflow naming both steps",
+                workflow: WorkFlow::test("w").step("a", &["nope"]).build(),
+                jobs: |_| vec![],
+                now: 0,
+                phase: Phase::Failed,
+                creates: &[],
+                deletes: &[],
+                executed: &[],
+                started: &[],
+                progress: "0/1",
+                message: Some("invalid workflow: step \"a\" depends on unknown step \"nope\""),
+                reasons: &["InvalidSpec"],
+            },
+            Case {
+                name: "a cycle fails the workflow naming its path",
+                workflow: WorkFlow::test("w")
+                    .step("a", &["c"])
+                    .step("b", &["a"])
+                    .step("c", &["b"])
+                    .build(),
+                jobs: |_| vec![],
+                now: 0,
+                phase: Phase::Failed,
+                creates: &[],
+                deletes: &[],
+                executed: &[],
+                started: &[],
+                progress: "0/3",
+                message: Some("invalid workflow: dependency cycle: a -> b -> c -> a"),
+                reasons: &["InvalidSpec"],
+            },
+            Case {
+                name: "a duplicate step name fails the workflow",
+                workflow: WorkFlow::test("w").step("a", &[]).step("a", &[]).build(),
+                jobs: |_| vec![],
+                now: 0,
+                phase: Phase::Failed,
+                creates: &[],
+                deletes: &[],
+                executed: &[],
+                started: &[],
+                progress: "0/2",
+                message: Some("invalid workflow: step name \"a\" is used more than once"),
+                reasons: &["InvalidSpec"],
+            },
+            Case {
+                name: "a succeeded job is executed and releases its dependents",
+                workflow: running(diamond().build()),
+                jobs: |w| Jobs::of(w).succeeded("a").build(),
+                now: 1,
+                phase: Phase::Started,
+                creates: &["b", "c"],
+                deletes: &[],
+                executed: &["a"],
+                started: &["b", "c"],
+                progress: "1/4",
+                message: None,
+                reasons: &[],
+            },
+            Case {
+                name: "a step waits for all its dependencies",
+                workflow: running(diamond().build()),
+                jobs: |w| {
+                    Jobs::of(w)
+                        .succeeded("a")
+                        .succeeded("b")
+                        .active("c", at(1))
+                        .build()
+                },
+                now: 2,
+                phase: Phase::Started,
+                creates: &[],
+                deletes: &[],
+                executed: &["a", "b"],
+                started: &["c"],
+                progress: "2/4",
+                message: None,
+                reasons: &[],
+            },
+            Case {
+                name: "all steps executed completes the workflow",
+                workflow: running(diamond().build()),
+                jobs: |w| {
+                    Jobs::of(w)
+                        .succeeded("a")
+                        .succeeded("b")
+                        .succeeded("c")
+                        .succeeded("d")
+                        .build()
+                },
+                now: 3,
+                phase: Phase::Completed,
+                creates: &[],
+                deletes: &[],
+                executed: &["a", "b", "c", "d"],
+                started: &[],
+                progress: "4/4",
+                message: Some("all 4 steps succeeded"),
+                reasons: &["AllStepsSucceeded"],
+            },
+            Case {
+                name: "a failed job fails the workflow and stops running steps (failFast)",
+                workflow: running(diamond().build()),
+                jobs: |w| {
+                    Jobs::of(w)
+                        .succeeded("a")
+                        .failed(
+                            "b",
+                            "BackoffLimitExceeded",
+                            "Job has reached the specified backoff limit",
+                        )
+                        .active("c", at(1))
+                        .build()
+                },
+                now: 2,
+                phase: Phase::Failed,
+                creates: &[],
+                deletes: &[WorkflowFailed],
+                executed: &["a"],
+                started: &[],
+                progress: "1/4",
+                message: Some(
+                    "step b failed: BackoffLimitExceeded: Job has reached the specified backoff limit",
+                ),
+                reasons: &["StepFailed"],
+            },
+            Case {
+                name: "without failFast independent steps keep running and starting",
+                workflow: running(
+                    WorkFlow::test("w")
+                        .fail_fast(false)
+                        .step("a", &[])
+                        .step("b", &["a"])
+                        .step("x", &[])
+                        .step("y", &["x"])
+                        .build(),
+                ),
+                jobs: |w| {
+                    Jobs::of(w)
+                        .failed("a", "BackoffLimitExceeded", "")
+                        .succeeded("x")
+                        .build()
+                },
+                now: 2,
+                phase: Phase::Started,
+                creates: &["y"],
+                deletes: &[],
+                executed: &["x"],
+                started: &["y"],
+                progress: "1/4",
+                message: Some(
+                    "step a failed: BackoffLimitExceeded; waiting for running steps to finish",
+                ),
+                reasons: &[],
+            },
+            Case {
+                name: "without failFast the workflow fails once nothing can run",
+                workflow: running(
+                    WorkFlow::test("w")
+                        .fail_fast(false)
+                        .step("a", &[])
+                        .step("b", &["a"])
+                        .step("x", &[])
+                        .build(),
+                ),
+                jobs: |w| {
+                    Jobs::of(w)
+                        .failed("a", "BackoffLimitExceeded", "")
+                        .succeeded("x")
+                        .build()
+                },
+                now: 2,
+                phase: Phase::Failed,
+                creates: &[],
+                deletes: &[],
+                executed: &["x"],
+                started: &[],
+                progress: "1/3",
+                message: Some("step a failed: BackoffLimitExceeded"),
+                reasons: &["StepFailed"],
+            },
+            Case {
+                name: "a step running past maxStepTimeout fails the workflow",
+                workflow: running(
+                    WorkFlow::test("w")
+                        .max_step_timeout(5)
+                        .step("a", &[])
+                        .step("b", &[])
+                        .build(),
+                ),
+                jobs: |w| Jobs::of(w).active("a", at(0)).active("b", at(3)).build(),
+                now: 6,
+                phase: Phase::Failed,
+                creates: &[],
+                deletes: &[TimedOut, WorkflowFailed],
+                executed: &[],
+                started: &[],
+                progress: "0/2",
+                message: Some("step a timed out: running for 6s, longer than its timeout of 5s"),
+                reasons: &["StepTimedOut"],
+            },
+            Case {
+                name: "a step's own timeout overrides maxStepTimeout",
+                workflow: running(
+                    WorkFlow::test("w")
+                        .max_step_timeout(5)
+                        .step("a", &[])
+                        .timeout(100)
+                        .build(),
+                ),
+                jobs: |w| Jobs::of(w).active("a", at(0)).build(),
+                now: 99,
+                phase: Phase::Started,
+                creates: &[],
+                deletes: &[],
+                executed: &[],
+                started: &["a"],
+                progress: "0/1",
+                message: None,
+                reasons: &[],
+            },
+            Case {
+                name: "a job killed by its deadline is reported as a timeout",
+                workflow: running(
+                    WorkFlow::test("w")
+                        .max_step_timeout(2)
+                        .step("a", &[])
+                        .build(),
+                ),
+                jobs: |w| {
+                    Jobs::of(w)
+                        .failed(
+                            "a",
+                            DEADLINE_EXCEEDED,
+                            "Job was active longer than specified deadline",
+                        )
+                        .build()
+                },
+                now: 3,
+                phase: Phase::Failed,
+                creates: &[],
+                deletes: &[],
+                executed: &[],
+                started: &[],
+                progress: "0/1",
+                message: Some("step a timed out: its Job exceeded its deadline of 2s"),
+                reasons: &["StepTimedOut"],
+            },
+            Case {
+                name: "parallelism caps the running steps",
+                workflow: running(
+                    WorkFlow::test("w")
+                        .parallelism(2)
+                        .step("a", &[])
+                        .step("b", &[])
+                        .step("c", &[])
+                        .step("d", &[])
+                        .build(),
+                ),
+                jobs: |w| Jobs::of(w).succeeded("a").active("b", at(0)).build(),
+                now: 1,
+                phase: Phase::Started,
+                creates: &["c"],
+                deletes: &[],
+                executed: &["a"],
+                started: &["b", "c"],
+                progress: "1/4",
+                message: None,
+                reasons: &[],
+            },
+            Case {
+                name: "jobs of another run are deleted and ignored",
+                workflow: running(diamond().build()),
+                jobs: |w| {
+                    Jobs::of(w)
+                        .run("0ld")
+                        .succeeded("a")
+                        .active("b", at(0))
+                        .build()
+                },
+                now: 1,
+                phase: Phase::Started,
+                creates: &["a"],
+                deletes: &[OldRun, OldRun],
+                executed: &[],
+                started: &["a"],
+                progress: "0/4",
+                message: None,
+                reasons: &[],
+            },
+            Case {
+                name: "a running job that is being deleted is neither timed out nor deleted again",
+                workflow: running(
+                    WorkFlow::test("w")
+                        .max_step_timeout(1)
+                        .step("a", &[])
+                        .build(),
+                ),
+                jobs: |w| Jobs::of(w).active("a", at(0)).deleting().build(),
+                now: 10,
+                phase: Phase::Started,
+                creates: &[],
+                deletes: &[],
+                executed: &[],
+                started: &["a"],
+                progress: "0/1",
+                message: None,
+                reasons: &[],
+            },
+        ];
+        for case in cases {
+            let jobs = (case.jobs)(&case.workflow);
+            let plan = plan(&case.workflow, &jobs, at(case.now));
+            let name = case.name;
+            let new = plan
+                .status
+                .clone()
+                .or(case.workflow.status.clone())
+                .unwrap();
+            assert_eq!(new.workflow_status, Some(case.phase), "{name}");
+            assert_eq!(creates(&plan), case.creates, "{name}");
+            let deleted: Vec<_> = deletes(&plan).into_iter().map(|(_, r)| r).collect();
+            assert_eq!(deleted, case.deletes, "{name}");
+            assert_eq!(new.executed, case.executed, "{name}");
+            assert_eq!(new.started, case.started, "{name}");
+            assert_eq!(new.progress.as_deref(), Some(case.progress), "{name}");
+            assert_eq!(new.message.as_deref(), case.message, "{name}");
+            assert_eq!(reasons(&plan), case.reasons, "{name}");
+            assert_eq!(new.run.as_deref(), Some(plan.run.as_str()), "{name}");
+            assert_eq!(new.observed_generation, Some(1), "{name}");
+        }
+    }
+
+    #[test]
+    fn created_jobs_are_named_deterministically() {
+        let wf = diamond().build();
+        let plan = plan(&wf, &[], at(0));
+        assert_eq!(
+            plan.actions,
+            [Action::CreateJob {
+                step: "a".into(),
+                job_name: job_name(&wf, "a")
+            }]
+        );
+    }
+
+    #[test]
+    fn events_say_from_to_and_why() {
+        let wf = running(WorkFlow::test("w").step("a", &[]).build());
+        let plan = plan(
+            &wf,
+            &Jobs::of(&wf)
+                .failed("a", "BackoffLimitExceeded", "")
+                .build(),
+            at(1),
+        );
+        assert_eq!(plan.events.len(), 1);
+        assert_eq!(
+            plan.events[0].message,
+            "Started -> Failed: step a failed: BackoffLimitExceeded"
+        );
+        assert_eq!(plan.events[0].transition.reason(), "StepFailed");
+        let first = super::plan(
+            &WorkFlow::test("w").step("a", &[]).step("b", &[]).build(),
+            &[],
+            at(0),
+        );
+        assert_eq!(first.events[0].message, "Created -> Started: starting a, b");
+    }
+
+    #[test]
+    fn bug1_completed_workflow_is_never_timed_out() {
+        let wf = running(
+            WorkFlow::test("w")
+                .max_step_timeout(1)
+                .step("a", &[])
+                .build(),
+        );
+        let jobs = Jobs::of(&wf).succeeded("a").build();
+        let done = plan(&wf, &jobs, at(0));
+        let completed = written(wf, &done);
+        assert_eq!(
+            completed.status.as_ref().unwrap().workflow_status,
+            Some(Phase::Completed)
+        );
+        // Even a stray running Job of the same run, far past any timeout, changes nothing.
+        let stray = Jobs::of(&completed).active("a", at(0)).build();
+        for jobs in [jobs, stray] {
+            let later = plan(&completed, &jobs, at(10_000));
+            assert_eq!(later.status, None);
+            assert!(
+                later.events.is_empty() && later.actions.is_empty(),
+                "{later:?}"
+            );
+            assert_eq!(later.next_timeout_at, None);
+            assert_eq!(next_timeout_at(&completed, &jobs), None);
+        }
+    }
+
+    #[test]
+    fn bug2_max_step_timeout_minus_one_never_times_out() {
+        let before = running(
+            WorkFlow::test("w")
+                .max_step_timeout(5)
+                .step("a", &[])
+                .build(),
+        );
+        let jobs = Jobs::of(&before).active("a", at(0)).build();
+        assert_eq!(jobs[0].active_deadline_seconds, Some(5));
+        // The user sets maxStepTimeout to -1 while `a` runs: same run, new generation.
+        let mut after = before.clone();
+        after.spec.max_step_timeout = UNLIMITED;
+        after.metadata.generation = Some(2);
+        let plan = plan(&after, &jobs, at(86_400));
+        let status = status(&plan);
+        assert_eq!(status.workflow_status, Some(Phase::Started));
+        assert_eq!(status.observed_generation, Some(2));
+        assert!(plan.events.is_empty());
+        // The Job's own deadline is lifted too, or Kubernetes would still kill it at 5s.
+        assert_eq!(
+            plan.actions,
+            [Action::SetJobDeadline {
+                job_name: jobs[0].name.clone(),
+                active_deadline_seconds: None
+            }]
+        );
+        assert_eq!(plan.next_timeout_at, None);
+        assert_eq!(next_timeout_at(&after, &jobs), None);
+    }
+
+    #[test]
+    fn raising_max_step_timeout_applies_to_running_steps() {
+        let before = running(
+            WorkFlow::test("w")
+                .max_step_timeout(5)
+                .step("a", &[])
+                .build(),
+        );
+        let jobs = Jobs::of(&before).active("a", at(0)).build();
+        let mut after = before.clone();
+        after.spec.max_step_timeout = 50;
+        let plan = plan(&after, &jobs, at(10));
+        assert!(plan.events.is_empty(), "{plan:?}");
+        assert_eq!(
+            plan.actions,
+            [Action::SetJobDeadline {
+                job_name: jobs[0].name.clone(),
+                active_deadline_seconds: Some(50)
+            }]
+        );
+        assert_eq!(plan.next_timeout_at, Some(at(50)));
+    }
+
+    #[test]
+    fn next_timeout_is_the_earliest_running_deadline() {
+        let wf = running(
+            WorkFlow::test("w")
+                .max_step_timeout(30)
+                .step("a", &[])
+                .step("b", &[])
+                .timeout(10)
+                .step("c", &[])
+                .timeout(-1)
+                .build(),
+        );
+        let jobs = Jobs::of(&wf)
+            .active("a", at(0))
+            .active("b", at(5))
+            .active("c", at(0))
+            .build();
+        let plan = plan(&wf, &jobs, at(6));
+        assert_eq!(plan.next_timeout_at, Some(at(15)));
+        assert_eq!(next_timeout_at(&wf, &jobs), Some(at(15)));
+        // At the deadline exactly the step has timed out: the timer never fires too early.
+        let due = super::plan(&wf, &jobs, at(15));
+        assert_eq!(status(&due).workflow_status, Some(Phase::Failed));
+    }
+
+    #[test]
+    fn bug3_two_jobs_finishing_together_both_count() {
+        let wf = running(diamond().build());
+        let a_done = written(
+            wf.clone(),
+            &plan(&wf, &Jobs::of(&wf).succeeded("a").build(), at(1)),
+        );
+        // b and c complete in the same instant; each handler may see both. Neither is lost.
+        let jobs = Jobs::of(&a_done)
+            .succeeded("a")
+            .succeeded("b")
+            .succeeded("c")
+            .build();
+        let plan = plan(&a_done, &jobs, at(2));
+        assert_eq!(status(&plan).executed, ["a", "b", "c"]);
+        assert_eq!(creates(&plan), ["d"]);
+    }
+
+    #[test]
+    fn state_comes_from_jobs_not_from_status_lists() {
+        let mut wf = running(diamond().build());
+        let stale = wf.status.as_mut().unwrap();
+        stale.executed = vec!["a".into(), "b".into(), "c".into(), "d".into()];
+        stale.started = vec![];
+        let plan = plan(&wf, &Jobs::of(&wf).succeeded("a").build(), at(1));
+        assert_eq!(status(&plan).executed, ["a"]);
+        assert_eq!(status(&plan).workflow_status, Some(Phase::Started));
+        assert_eq!(creates(&plan), ["b", "c"]);
+    }
+
+    #[test]
+    fn bug4_completions_while_the_operator_was_down_are_recorded() {
+        // The status still says only `a` started; meanwhile a, b and c finished.
+        let wf = running(diamond().build());
+        assert_eq!(wf.status.as_ref().unwrap().started, ["a"]);
+        let jobs = Jobs::of(&wf)
+            .succeeded("a")
+            .succeeded("b")
+            .succeeded("c")
+            .build();
+        let plan = plan(&wf, &jobs, at(100));
+        assert_eq!(status(&plan).executed, ["a", "b", "c"]);
+        assert_eq!(creates(&plan), ["d"]);
+    }
+
+    #[test]
+    fn bug5_spec_update_before_any_step_finished_restarts() {
+        let old = running(diamond().build());
+        let old_jobs = Jobs::of(&old).active("a", at(0)).build();
+        let mut new = old.clone();
+        new.spec.containers[0].image = "busybox:1.37".into();
+        new.metadata.generation = Some(2);
+        let plan = plan(&new, &old_jobs, at(5));
+        assert_eq!(reasons(&plan), ["SpecChanged", "StepsStarted"]);
+        assert_eq!(
+            deletes(&plan),
+            [(old_jobs[0].name.as_str(), DeleteReason::OldRun)]
+        );
+        assert_eq!(creates(&plan), ["a"]);
+        let new_name = job_name(&new, "a");
+        assert_ne!(new_name, old_jobs[0].name);
+        let status = status(&plan);
+        assert_eq!(status.run, Some(names::run_id(&new.spec)));
+        assert_eq!(
+            (status.executed.len(), status.started.as_slice()),
+            (0, &["a".to_string()][..])
+        );
+        assert_eq!(status.message, None);
+    }
+
+    #[test]
+    fn bug5_late_completion_of_an_old_job_is_ignored() {
+        let old = running(diamond().build());
+        let mut new = old.clone();
+        new.spec.containers[0].command = Some(vec!["true".into()]);
+        let new = written(new.clone(), &plan(&new, &[], at(1)));
+        // The old run's `a` completes late, next to the new run's running `a`.
+        let mut jobs = Jobs::of(&old).succeeded("a").build();
+        jobs[0].deleting = true;
+        jobs.extend(Jobs::of(&new).active("a", at(1)).build());
+        let plan = plan(&new, &jobs, at(2));
+        assert_eq!(plan.status, None, "nothing changed: {plan:?}");
+        assert!(plan.actions.is_empty(), "{plan:?}");
+    }
+
+    #[test]
+    fn spec_change_restarts_a_terminal_workflow() {
+        for outcome in ["succeeded", "failed"] {
+            let wf = running(WorkFlow::test("w").step("a", &[]).build());
+            let jobs = match outcome {
+                "succeeded" => Jobs::of(&wf).succeeded("a").build(),
+                _ => Jobs::of(&wf)
+                    .failed("a", "BackoffLimitExceeded", "")
+                    .build(),
+            };
+            let done = written(wf.clone(), &plan(&wf, &jobs, at(1)));
+            let mut changed = done.clone();
+            changed
+                .spec
+                .containers
+                .push(crate::workflow::testing::step("b", &["a"]));
+            let plan = plan(&changed, &jobs, at(2));
+            assert_eq!(reasons(&plan), ["SpecChanged", "StepsStarted"], "{outcome}");
+            assert_eq!(creates(&plan), ["a"], "{outcome}");
+            assert_eq!(
+                status(&plan).workflow_status,
+                Some(Phase::Started),
+                "{outcome}"
+            );
+            assert!(
+                status(&plan).conditions.iter().all(|c| c.status == "False"),
+                "{outcome}"
+            );
+        }
+    }
+
+    #[test]
+    fn limits_change_of_a_terminal_workflow_changes_only_observed_generation() {
+        let wf = running(WorkFlow::test("w").step("a", &[]).build());
+        let jobs = Jobs::of(&wf)
+            .failed("a", "BackoffLimitExceeded", "")
+            .build();
+        let failed = written(wf.clone(), &plan(&wf, &jobs, at(1)));
+        let mut changed = failed.clone();
+        changed.spec.max_step_timeout = 600;
+        changed.spec.containers[0].retries = Some(3);
+        changed.metadata.generation = Some(2);
+        let plan = plan(&changed, &jobs, at(2));
+        let mut want = failed.status.clone().unwrap();
+        want.observed_generation = Some(2);
+        assert_eq!(plan.status, Some(want));
+        assert!(
+            plan.events.is_empty() && plan.actions.is_empty(),
+            "{plan:?}"
+        );
+    }
+
+    #[test]
+    fn bug6_missing_message_is_absent_not_type_text() {
+        let wf = running(diamond().build());
+        let status = wf.status.as_ref().unwrap();
+        assert_eq!(status.message, None);
+        let json = serde_json::to_value(status).unwrap();
+        assert!(json.get("message").is_none(), "{json}");
+        assert!(!json.to_string().contains("Optional"), "{json}");
+    }
+
+    #[test]
+    fn bug9_failed_workflow_deletes_its_running_jobs() {
+        let wf = running(WorkFlow::test("w").step("a", &[]).step("b", &[]).build());
+        let jobs = Jobs::of(&wf)
+            .failed("a", "BackoffLimitExceeded", "")
+            .active("b", at(0))
+            .build();
+        let first = plan(&wf, &jobs, at(1));
+        assert_eq!(
+            deletes(&first),
+            [(jobs[1].name.as_str(), DeleteReason::WorkflowFailed)]
+        );
+        // If that delete was lost, the failed workflow deletes the Job again, once.
+        let failed = written(wf, &first);
+        let again = plan(&failed, &jobs, at(2));
+        assert_eq!(
+            deletes(&again),
+            [(jobs[1].name.as_str(), DeleteReason::WorkflowFailed)]
+        );
+        assert_eq!(again.status, None);
+        let mut gone = jobs.clone();
+        gone[1].deleting = true;
+        assert!(plan(&failed, &gone, at(3)).actions.is_empty());
+    }
+
+    #[test]
+    fn bug10_retried_plan_creates_each_job_once() {
+        let wf = diamond().build();
+        let first = plan(&wf, &[], at(0));
+        // The Job was created but the status write failed; the retry sees the Job.
+        let jobs = Jobs::of(&wf).active("a", at(0)).build();
+        let retry = plan(&wf, &jobs, at(1));
+        assert!(creates(&retry).is_empty(), "{retry:?}");
+        assert_eq!(reasons(&retry), ["StepsStarted"]);
+        assert_eq!(retry.status.as_ref().unwrap().started, ["a"]);
+        // The create itself failed: the retry asks for the very same Job name again.
+        let again = plan(&wf, &[], at(1));
+        assert_eq!(again.actions, first.actions);
+    }
+
+    #[test]
+    fn plan_is_idempotent_once_carried_out() {
+        let wf = running(diamond().build());
+        let jobs = Jobs::of(&wf).succeeded("a").build();
+        let first = plan(&wf, &jobs, at(1));
+        let wf = written(wf, &first);
+        let jobs = Jobs::of(&wf)
+            .succeeded("a")
+            .active("b", at(1))
+            .active("c", at(1))
+            .build();
+        let second = plan(&wf, &jobs, at(2));
+        assert_eq!(second.status, None, "{second:?}");
+        assert!(
+            second.actions.is_empty() && second.events.is_empty(),
+            "{second:?}"
+        );
+    }
+
+    #[test]
+    fn conditions_follow_the_phase_and_keep_their_transition_time() {
+        let wf = running(WorkFlow::test("w").step("a", &[]).step("b", &["a"]).build());
+        let started = wf.status.as_ref().unwrap();
+        let condition = |s: &WorkFlowStatus, t: &str| {
+            s.conditions.iter().find(|c| c.type_ == t).cloned().unwrap()
+        };
+        assert_eq!(condition(started, CONDITION_COMPLETED).status, "False");
+        assert_eq!(condition(started, CONDITION_COMPLETED).reason, "Started");
+        assert_eq!(
+            condition(started, CONDITION_FAILED).last_transition_time,
+            Time(at(0))
+        );
+
+        let step = plan(&wf, &Jobs::of(&wf).succeeded("a").build(), at(5));
+        assert_eq!(
+            condition(status(&step), CONDITION_FAILED).last_transition_time,
+            Time(at(0))
+        );
+        assert_eq!(
+            status(&step).status_changed,
+            started.status_changed,
+            "phase unchanged"
+        );
+
+        let done = plan(
+            &wf,
+            &Jobs::of(&wf).succeeded("a").succeeded("b").build(),
+            at(9),
+        );
+        let completed = condition(status(&done), CONDITION_COMPLETED);
+        assert_eq!(
+            (completed.status.as_str(), completed.reason.as_str()),
+            ("True", "AllStepsSucceeded")
+        );
+        assert_eq!(completed.last_transition_time, Time(at(9)));
+        assert_eq!(
+            status(&done).status_changed.as_deref(),
+            Some("2026-01-01T00:00:09Z")
+        );
+
+        let failed = plan(
+            &wf,
+            &Jobs::of(&wf)
+                .failed("a", "BackoffLimitExceeded", "")
+                .build(),
+            at(9),
+        );
+        let failed = condition(status(&failed), CONDITION_FAILED);
+        assert_eq!(
+            (failed.status.as_str(), failed.reason.as_str()),
+            ("True", "StepFailed")
+        );
+        assert_eq!(failed.message, "step a failed: BackoffLimitExceeded");
+    }
+
+    #[test]
+    fn lost_status_write_after_first_jobs_still_records_a_legal_path() {
+        // No status at all, yet the step already finished: Created -> Started -> Completed.
+        let wf = WorkFlow::test("w").step("a", &[]).build();
+        let plan = plan(&wf, &Jobs::of(&wf).succeeded("a").build(), at(1));
+        assert_eq!(reasons(&plan), ["StepsStarted", "AllStepsSucceeded"]);
+        assert_eq!(phase(&plan), Some(Phase::Completed));
+    }
+
+    #[test]
+    fn status_from_another_operator_is_adopted_without_a_restart() {
+        let wf = WorkFlow::test("w")
+            .step("a", &[])
+            .status(WorkFlowStatus {
+                workflow_status: Some(Phase::Completed),
+                ..Default::default()
+            })
+            .build();
+        let plan = plan(&wf, &[], at(1));
+        assert!(
+            plan.events.is_empty() && plan.actions.is_empty(),
+            "{plan:?}"
+        );
+        assert_eq!(phase(&plan), Some(Phase::Completed));
+        assert_eq!(status(&plan).run, Some(names::run_id(&wf.spec)));
+    }
+
+    /// What a simulated cluster does with a plan's actions: creates Jobs, deletes them.
+    fn apply(jobs: &mut Vec<ObservedJob>, wf: &WorkFlow, plan: &Plan, now: Timestamp) {
+        for action in &plan.actions {
+            match action {
+                Action::CreateJob { step, job_name } => {
+                    assert!(
+                        !jobs.iter().any(|j| j.name == *job_name),
+                        "duplicate create {job_name}"
+                    );
+                    let mut new = Jobs::of(wf).active(step, now).build();
+                    assert_eq!(new[0].name, *job_name);
+                    jobs.append(&mut new);
+                }
+                Action::DeleteJob { job_name, .. } => jobs.retain(|j| j.name != *job_name),
+                Action::SetJobDeadline { .. } => {}
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn random_workflows_run_each_step_once_after_its_dependencies_to_completion(
+            deps in proptest::collection::vec(proptest::collection::vec(any::<prop::sample::Index>(), 0..3), 1..25),
+            parallelism in proptest::option::of(1i32..4),
+            finish_order in proptest::collection::vec(any::<prop::sample::Index>(), 200),
+        ) {
+            let mut builder = WorkFlow::test("p");
+            for (i, ds) in deps.iter().enumerate() {
+                let names: Vec<String> = ds.iter().filter(|_| i > 0).map(|d| format!("s{}", d.index(i))).collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                builder = builder.step(&format!("s{i}"), &refs);
+            }
+            if let Some(p) = parallelism {
+                builder = builder.parallelism(p);
+            }
+            let mut wf = builder.build();
+            let mut jobs: Vec<ObservedJob> = Vec::new();
+            let mut finished: Vec<String> = Vec::new();
+            let mut picks = finish_order.iter().cycle();
+            for tick in 0..500 {
+                let now = at(tick);
+                let plan = plan(&wf, &jobs, now);
+                apply(&mut jobs, &wf, &plan, now);
+                wf = written(wf, &plan);
+                let status = wf.status.as_ref().unwrap();
+                if status.workflow_status == Some(Phase::Completed) {
+                    break;
+                }
+                prop_assert_eq!(status.workflow_status, Some(Phase::Started));
+                let running: Vec<usize> = jobs.iter().enumerate()
+                    .filter(|(_, j)| matches!(j.state, JobState::Active { .. }))
+                    .map(|(i, _)| i)
+                    .collect();
+                if let Some(p) = parallelism {
+                    prop_assert!(running.len() <= p as usize, "{} running > {}", running.len(), p);
+                }
+                prop_assert!(!running.is_empty(), "stalled at {:?}", status);
+                // Every running step's dependencies finished before it started.
+                for &r in &running {
+                    let step = wf.spec.containers.iter().find(|s| s.step_name == jobs[r].step).unwrap();
+                    for d in &step.depends_on {
+                        prop_assert!(finished.contains(d), "{} started before {}", step.step_name, d);
+                    }
+                }
+                let r = running[picks.next().unwrap().index(running.len())];
+                jobs[r].state = JobState::Succeeded;
+                finished.push(jobs[r].step.clone());
+            }
+            let status = wf.status.as_ref().unwrap();
+            prop_assert_eq!(status.workflow_status, Some(Phase::Completed));
+            prop_assert_eq!(jobs.len(), deps.len(), "one Job per step");
+            prop_assert_eq!(status.progress.clone(), Some(format!("{0}/{0}", deps.len())));
+        }
+
+        #[test]
+        fn random_failures_end_failed_without_running_dependents_of_the_failed_step(
+            deps in proptest::collection::vec(proptest::collection::vec(any::<prop::sample::Index>(), 0..3), 2..20),
+            fail_fast in any::<bool>(),
+            outcomes in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..4), 200),
+        ) {
+            let mut builder = WorkFlow::test("f").fail_fast(fail_fast);
+            for (i, ds) in deps.iter().enumerate() {
+                let names: Vec<String> = ds.iter().filter(|_| i > 0).map(|d| format!("s{}", d.index(i))).collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                builder = builder.step(&format!("s{i}"), &refs);
+            }
+            let mut wf = builder.build();
+            let mut jobs: Vec<ObservedJob> = Vec::new();
+            let mut failed: Vec<String> = Vec::new();
+            let mut outcomes = outcomes.iter().cycle();
+            for tick in 0..500 {
+                let now = at(tick);
+                let plan = plan(&wf, &jobs, now);
+                // No step whose dependency failed is ever started.
+                for action in &plan.actions {
+                    if let Action::CreateJob { step, .. } = action {
+                        let spec = wf.spec.containers.iter().find(|s| s.step_name == *step).unwrap();
+                        prop_assert!(spec.depends_on.iter().all(|d| !failed.contains(d)), "{} started after a failed dependency", step);
+                        prop_assert!(!fail_fast || failed.is_empty(), "{} started after a failure with failFast", step);
+                    }
+                }
+                apply(&mut jobs, &wf, &plan, now);
+                wf = written(wf, &plan);
+                let phase = wf.status.as_ref().unwrap().workflow_status.unwrap();
+                if phase.is_terminal() {
+                    break;
+                }
+                let running: Vec<usize> = jobs.iter().enumerate()
+                    .filter(|(_, j)| matches!(j.state, JobState::Active { .. }))
+                    .map(|(i, _)| i)
+                    .collect();
+                prop_assert!(!running.is_empty(), "stalled in {}", phase);
+                let (pick, outcome) = outcomes.next().unwrap();
+                let r = running[pick.index(running.len())];
+                if *outcome == 0 {
+                    jobs[r].state = JobState::Failed { reason: "BackoffLimitExceeded".into(), message: String::new() };
+                    failed.push(jobs[r].step.clone());
+                } else {
+                    jobs[r].state = JobState::Succeeded;
+                }
+            }
+            let status = wf.status.as_ref().unwrap();
+            let want = if failed.is_empty() { Phase::Completed } else { Phase::Failed };
+            prop_assert_eq!(status.workflow_status, Some(want));
+            // A failed workflow leaves nothing running.
+            prop_assert!(jobs.iter().all(|j| !matches!(j.state, JobState::Active { .. })), "{:?}", jobs);
+            if let Some(first) = failed.first().filter(|_| fail_fast) {
+                let prefix = format!("step {first} failed");
+                prop_assert!(status.message.as_deref().unwrap().starts_with(&prefix));
+            }
+        }
+    }
+}

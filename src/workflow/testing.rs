@@ -1,0 +1,250 @@
+//! Fixture builders for tests: `WorkFlow::test("name").step("a", &[]).step("b", &["a"])...`,
+//! steps, and observed Jobs for the planner.
+//!
+//! A normal public module (not `cfg(test)`) so the integration tests in `tests/` and the
+//! benchmarks can use it too. Not used by the operator itself.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+
+use super::crd::{DEFAULT_MAX_STEP_TIMEOUT, EnvVar, Step, WorkFlow, WorkFlowSpec, WorkFlowStatus};
+use super::names;
+use super::plan::{JobState, ObservedJob};
+
+/// The image of test steps.
+pub const TEST_IMAGE: &str = "busybox:1.36";
+
+/// A step running `sh -c "echo <name>"` in [`TEST_IMAGE`] after `depends_on`.
+pub fn step(name: &str, depends_on: &[&str]) -> Step {
+    Step {
+        step_name: name.to_string(),
+        image: TEST_IMAGE.to_string(),
+        command: Some(vec!["sh".into(), "-c".into(), format!("echo {name}")]),
+        depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
+        args: None,
+        env: Vec::new(),
+        resources: None,
+        timeout: None,
+        retries: None,
+    }
+}
+
+/// Builds a [`WorkFlow`] as read from the API server: namespace `default`, a uid, generation 1,
+/// no labels and no status unless set. Step setters (`image`, `command`, `timeout`, ...) apply
+/// to the last step added.
+#[derive(Debug, Clone)]
+pub struct WorkFlowBuilder {
+    workflow: WorkFlow,
+}
+
+impl WorkFlow {
+    /// A builder for a test workflow named `name`.
+    pub fn test(name: &str) -> WorkFlowBuilder {
+        let spec = WorkFlowSpec {
+            max_step_timeout: DEFAULT_MAX_STEP_TIMEOUT,
+            containers: Vec::new(),
+            parallelism: None,
+            fail_fast: true,
+        };
+        let mut workflow = WorkFlow::new(name, spec);
+        workflow.metadata = ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("default".to_string()),
+            uid: Some(format!("uid-{name}")),
+            generation: Some(1),
+            ..ObjectMeta::default()
+        };
+        WorkFlowBuilder { workflow }
+    }
+}
+
+impl WorkFlowBuilder {
+    /// Adds a step (see [`step`]).
+    pub fn step(mut self, name: &str, depends_on: &[&str]) -> Self {
+        self.workflow.spec.containers.push(step(name, depends_on));
+        self
+    }
+
+    fn last(&mut self) -> &mut Step {
+        self.workflow
+            .spec
+            .containers
+            .last_mut()
+            .expect("add a step first")
+    }
+
+    /// Sets the last step's image.
+    pub fn image(mut self, image: &str) -> Self {
+        self.last().image = image.to_string();
+        self
+    }
+
+    /// Sets the last step's command.
+    pub fn command(mut self, command: &[&str]) -> Self {
+        self.last().command = Some(command.iter().map(|c| c.to_string()).collect());
+        self
+    }
+
+    /// Sets the last step's args.
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.last().args = Some(args.iter().map(|c| c.to_string()).collect());
+        self
+    }
+
+    /// Adds an environment variable to the last step.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.last().env.push(EnvVar {
+            name: name.to_string(),
+            value: value.to_string(),
+        });
+        self
+    }
+
+    /// Sets the last step's timeout in seconds.
+    pub fn timeout(mut self, seconds: i64) -> Self {
+        self.last().timeout = Some(seconds);
+        self
+    }
+
+    /// Sets the last step's retries.
+    pub fn retries(mut self, retries: i32) -> Self {
+        self.last().retries = Some(retries);
+        self
+    }
+
+    /// Sets `maxStepTimeout`.
+    pub fn max_step_timeout(mut self, seconds: i64) -> Self {
+        self.workflow.spec.max_step_timeout = seconds;
+        self
+    }
+
+    /// Sets `parallelism`.
+    pub fn parallelism(mut self, parallelism: i32) -> Self {
+        self.workflow.spec.parallelism = Some(parallelism);
+        self
+    }
+
+    /// Sets `failFast`.
+    pub fn fail_fast(mut self, fail_fast: bool) -> Self {
+        self.workflow.spec.fail_fast = fail_fast;
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.workflow
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Sets the namespace.
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.workflow.metadata.namespace = Some(namespace.to_string());
+        self
+    }
+
+    /// Sets `metadata.generation`.
+    pub fn generation(mut self, generation: i64) -> Self {
+        self.workflow.metadata.generation = Some(generation);
+        self
+    }
+
+    /// Sets the status.
+    pub fn status(mut self, status: WorkFlowStatus) -> Self {
+        self.workflow.status = Some(status);
+        self
+    }
+
+    /// The workflow.
+    pub fn build(self) -> WorkFlow {
+        self.workflow
+    }
+}
+
+/// Observed Jobs of a workflow's current run, for planner tests.
+#[derive(Debug, Clone)]
+pub struct Jobs<'a> {
+    workflow: &'a WorkFlow,
+    run: String,
+    jobs: Vec<ObservedJob>,
+}
+
+impl<'a> Jobs<'a> {
+    /// No Jobs yet, for `workflow`'s current run.
+    pub fn of(workflow: &'a WorkFlow) -> Jobs<'a> {
+        Jobs {
+            workflow,
+            run: names::run_id(&workflow.spec),
+            jobs: Vec::new(),
+        }
+    }
+
+    /// Following calls add Jobs of run `run` instead of the current one.
+    pub fn run(mut self, run: &str) -> Self {
+        self.run = run.to_string();
+        self
+    }
+
+    fn add(mut self, step: &str, state: JobState) -> Self {
+        let name = names::job_name(
+            self.workflow.metadata.name.as_deref().unwrap_or(""),
+            step,
+            &self.run,
+        );
+        let timeout = self
+            .workflow
+            .spec
+            .containers
+            .iter()
+            .find(|s| s.step_name == step)
+            .map_or(DEFAULT_MAX_STEP_TIMEOUT, |s| {
+                self.workflow.spec.effective_timeout(s)
+            });
+        self.jobs.push(ObservedJob {
+            name,
+            step: step.to_string(),
+            run: self.run.clone(),
+            state,
+            deleting: false,
+            active_deadline_seconds: super::plan::job_deadline_seconds(timeout),
+        });
+        self
+    }
+
+    /// A running Job of `step`, started at `since`.
+    pub fn active(self, step: &str, since: Timestamp) -> Self {
+        self.add(step, JobState::Active { since })
+    }
+
+    /// A succeeded Job of `step`.
+    pub fn succeeded(self, step: &str) -> Self {
+        self.add(step, JobState::Succeeded)
+    }
+
+    /// A failed Job of `step`.
+    pub fn failed(self, step: &str, reason: &str, message: &str) -> Self {
+        self.add(
+            step,
+            JobState::Failed {
+                reason: reason.to_string(),
+                message: message.to_string(),
+            },
+        )
+    }
+
+    /// Marks the last Job added as being deleted.
+    pub fn deleting(mut self) -> Self {
+        self.jobs.last_mut().expect("add a job first").deleting = true;
+        self
+    }
+
+    /// The Jobs.
+    pub fn build(self) -> Vec<ObservedJob> {
+        self.jobs
+    }
+}
