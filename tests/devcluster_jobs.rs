@@ -40,12 +40,9 @@ impl TestCluster {
         let shutdown = CancellationToken::new();
         let controllers =
             spawn_controllers(store.clone(), registry.clone(), pods, shutdown.clone());
-        let state = ApiState {
-            store,
-            registry,
-            logs: Some(controllers.logs()),
-            on_create: Some(create_hook()),
-        };
+        let mut state = ApiState::new(store, registry, shutdown.clone());
+        state.logs = Some(controllers.logs());
+        state.on_create = Some(create_hook());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let stop = shutdown.clone();

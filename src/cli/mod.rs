@@ -1,1 +1,100 @@
-//! The command line: one subcommand per module, parsed by clap.
+//! The command line: one clap subcommand per job, each in its own module. `main.rs` only calls
+//! [`main`].
+
+mod dev;
+mod inspect;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Runs DAG workflows of container steps on Kubernetes: one Job per step, in dependency order,
+/// with per-step timeouts and progress in the WorkFlow's status.
+#[derive(Debug, Parser)]
+#[command(name = "workflow-operator", version, propagate_version = true)]
+#[command(
+    after_help = "Try it without a cluster:\n  workflow-operator dev --apply examples/diamond.yaml --until-done"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Log filter, as `RUST_LOG` (e.g. `info`, `workflow_operator=debug`).
+    #[arg(
+        long,
+        global = true,
+        env = "RUST_LOG",
+        default_value = "warn,workflow_operator=info"
+    )]
+    log: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the operator against a cluster (the current kubeconfig, or in-cluster config).
+    Run(run::RunArgs),
+    /// Start the embedded control plane (and the operator) for trying and testing: no cluster needed.
+    Dev(dev::DevArgs),
+    /// Print the WorkFlow CustomResourceDefinition as YAML (what `crd/workflow.yaml` holds).
+    Crd,
+    /// Check WorkFlow manifests without a cluster: exit 1 and name each problem (e.g. a cycle's path).
+    Validate(inspect::ValidateArgs),
+    /// Print a workflow's DAG as Graphviz DOT or Mermaid.
+    Graph(inspect::GraphArgs),
+    /// Print the workflow lifecycle (its states and legal transitions) as DOT or Mermaid.
+    Lifecycle(inspect::LifecycleArgs),
+}
+
+/// Parses the command line and runs the chosen command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.log);
+    match cli.command {
+        Command::Crd => inspect::crd(),
+        Command::Validate(args) => inspect::validate(&args),
+        Command::Graph(args) => inspect::graph(&args),
+        Command::Lifecycle(args) => inspect::lifecycle(&args),
+        Command::Run(args) => block_on(run::run(args)),
+        Command::Dev(args) => block_on(dev::dev(args)),
+    }
+}
+
+fn block_on(future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(future),
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,workflow_operator=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -18,3 +18,7 @@ pub mod plan;
 pub mod testing;
 
 pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};
+
+// The operator: the handlers and their registration (client side; above the pure core).
+pub mod handlers;
+pub mod operator;

@@ -1,0 +1,14 @@
+# Multi-stage build of the operator image: a static-ish release binary on a distroless,
+# non-root runtime image (no shell, no package manager).
+FROM rust:1.95-slim-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY benches ./benches
+RUN cargo build --release --locked --bin workflow-operator
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/workflow-operator /usr/local/bin/workflow-operator
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/workflow-operator"]
+CMD ["run"]

@@ -1,0 +1,291 @@
+//! `workflow-operator dev`: the embedded control plane, the WorkFlow CRD and (unless
+//! `--no-operator`) the operator, in one process, with manifests applied from files and a line
+//! printed whenever a workflow's status changes. `make demo` runs this.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::watcher;
+use serde_json::Value;
+
+use crate::devcluster::{DevCluster, DevClusterOptions, PodMode};
+use crate::workflow::crd::WorkFlow;
+use crate::workflow::operator::{self, OperatorOptions};
+
+/// Start the embedded control plane. It serves plain HTTP on 127.0.0.1 without authentication:
+/// a local tool for trying, testing and measuring, never for production or a shared host.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Port on 127.0.0.1 to serve the Kubernetes API on (0 picks a free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Where to write a kubeconfig for kubectl (default: a temporary file, printed at start).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Only the control plane and the CRD; run the operator yourself (`workflow-operator run`).
+    #[arg(long)]
+    no_operator: bool,
+    /// A manifest file to submit once the control plane is up (repeatable; multi-document YAML).
+    #[arg(long = "apply", value_name = "FILE")]
+    apply: Vec<PathBuf>,
+    /// Exit when every submitted workflow is terminal: 0 if all Completed, 1 otherwise.
+    #[arg(long)]
+    until_done: bool,
+    /// How pods run: `real` runs each container's command as a local process (no image is
+    /// pulled: the command runs on this machine); `simulated:<millis>` completes every pod after
+    /// that long without a process (for benchmarks).
+    #[arg(long, default_value = "real", value_parser = parse_pod_mode)]
+    pods: PodMode,
+    /// Handlers the operator runs at once, over all workflows.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+}
+
+fn parse_pod_mode(text: &str) -> Result<PodMode, String> {
+    match text.split_once(':') {
+        None if text == "real" => Ok(PodMode::Real),
+        Some(("simulated", millis)) => millis
+            .parse::<u64>()
+            .map(|ms| PodMode::Simulated(Duration::from_millis(ms)))
+            .map_err(|_| format!("expected simulated:<millis>, got {text:?}")),
+        _ => Err(format!(
+            "expected `real` or `simulated:<millis>`, got {text:?}"
+        )),
+    }
+}
+
+pub async fn dev(args: DevArgs) -> ExitCode {
+    match run_dev(args).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_dev(args: DevArgs) -> Result<ExitCode> {
+    let cluster = DevCluster::start(DevClusterOptions {
+        port: args.port,
+        kubeconfig: args.kubeconfig.clone(),
+        pods: args.pods,
+        ..Default::default()
+    })
+    .await
+    .context("starting the embedded control plane")?;
+    println!(
+        "control plane serving at {} (plain HTTP, no authentication)",
+        cluster.base_url()
+    );
+    println!("export KUBECONFIG={}", cluster.kubeconfig_path().display());
+    let client = cluster.client();
+    operator::install_crd(&client)
+        .await
+        .context("installing the WorkFlow CRD")?;
+
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let operator_task = if args.no_operator {
+        None
+    } else {
+        let options = OperatorOptions {
+            namespace: None,
+            concurrency: args.concurrency,
+        };
+        let (client, stop) = (client.clone(), shutdown.clone());
+        Some(tokio::spawn(async move {
+            operator::run(client, options, stop.cancelled_owned()).await
+        }))
+    };
+
+    if args.until_done && args.apply.is_empty() {
+        bail!("--until-done waits for the workflows of --apply FILE; none were given");
+    }
+    let mut submitted = BTreeSet::new();
+    for file in &args.apply {
+        submitted.extend(apply_file(&cluster, file).await?);
+    }
+
+    let outcome = tokio::select! {
+        outcome = follow_workflows(client.clone(), args.until_done.then_some(&submitted)) => outcome,
+        _ = crate::cli::shutdown_signal() => Ok(ExitCode::SUCCESS),
+    };
+    shutdown.cancel();
+    if let Some(task) = operator_task {
+        match task.await {
+            Ok(Err(error)) => eprintln!("operator stopped with an error: {error:#}"),
+            Err(error) => eprintln!("operator task failed: {error}"),
+            Ok(Ok(())) => {}
+        }
+    }
+    outcome
+}
+
+/// Submits every document of a manifest file; returns the (namespace, name) of each WorkFlow.
+async fn apply_file(cluster: &DevCluster, file: &PathBuf) -> Result<Vec<(String, String)>> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let mut workflows = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let value: Value = serde::Deserialize::deserialize(document)
+            .with_context(|| format!("parsing {}", file.display()))?;
+        if value.is_null() {
+            continue;
+        }
+        let object: DynamicObject = serde_json::from_value(value)
+            .with_context(|| format!("{}: not a Kubernetes object", file.display()))?;
+        let types = object
+            .types
+            .clone()
+            .with_context(|| format!("{}: apiVersion and kind are required", file.display()))?;
+        let gvk = GroupVersionKind::try_from(&types)?;
+        let info = cluster
+            .registry()
+            .all()
+            .into_iter()
+            .find(|i| i.group == gvk.group && i.version == gvk.version && i.kind == gvk.kind)
+            .with_context(|| {
+                format!(
+                    "{}: the server does not serve {}",
+                    file.display(),
+                    types.kind
+                )
+            })?;
+        let resource = ApiResource::from_gvk_with_plural(&gvk, &info.resource);
+        let namespace = object
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let api: Api<DynamicObject> = if info.namespaced {
+            Api::namespaced_with(cluster.client(), &namespace, &resource)
+        } else {
+            Api::all_with(cluster.client(), &resource)
+        };
+        let created = api
+            .create(&PostParams::default(), &object)
+            .await
+            .with_context(|| {
+                format!(
+                    "{}: creating {} {:?}",
+                    file.display(),
+                    types.kind,
+                    object.metadata.name
+                )
+            })?;
+        let name = created.metadata.name.clone().unwrap_or_default();
+        println!("created {}/{name}", info.resource);
+        if gvk.kind == "WorkFlow" {
+            workflows.push((namespace, name));
+        }
+    }
+    Ok(workflows)
+}
+
+/// What the printed status line is made of, per workflow.
+#[derive(Debug, Default, PartialEq)]
+struct Shown {
+    phase: String,
+    started: BTreeSet<String>,
+    executed: BTreeSet<String>,
+    message: String,
+}
+
+/// Prints a line whenever a workflow's status changes, and each step starting and finishing.
+/// With `until_done`, returns once every listed workflow is terminal.
+async fn follow_workflows(
+    client: kube::Client,
+    until_done: Option<&BTreeSet<(String, String)>>,
+) -> Result<ExitCode> {
+    let api: Api<WorkFlow> = Api::all(client);
+    let mut events = watcher(api, watcher::Config::default()).boxed();
+    let mut shown: BTreeMap<(String, String), Shown> = BTreeMap::new();
+    let mut terminal: BTreeMap<(String, String), Option<bool>> = BTreeMap::new();
+    while let Some(event) = events.next().await {
+        let workflow = match event {
+            Ok(watcher::Event::Apply(wf) | watcher::Event::InitApply(wf)) => wf,
+            Ok(_) => continue,
+            Err(error) => {
+                tracing::warn!(%error, "watching workflows");
+                continue;
+            }
+        };
+        let key = (
+            workflow.metadata.namespace.clone().unwrap_or_default(),
+            workflow.metadata.name.clone().unwrap_or_default(),
+        );
+        let status = serde_json::to_value(&workflow.status).unwrap_or(Value::Null);
+        let strings = |field: &str| -> BTreeSet<String> {
+            status
+                .get(field)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let now = Shown {
+            phase: status
+                .get("workflow-status")
+                .and_then(Value::as_str)
+                .unwrap_or("Pending")
+                .to_string(),
+            started: strings("started"),
+            executed: strings("executed"),
+            message: status
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        };
+        let before = shown.remove(&key).unwrap_or_default();
+        let name = format!("{}/{}", key.0, key.1);
+        for step in now.started.difference(&before.started) {
+            println!("  {name}: step {step} started");
+        }
+        for step in now.executed.difference(&before.executed) {
+            println!("  {name}: step {step} finished");
+        }
+        if now.phase != before.phase || now.message != before.message {
+            let progress = status.get("progress").and_then(Value::as_str).unwrap_or("");
+            let message = if now.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", now.message)
+            };
+            println!("workflow {name} {} {progress}{message}", now.phase);
+        }
+        // Terminal for the current spec: a status written for an older generation is stale.
+        let generation = workflow.metadata.generation;
+        let observed = status.get("observedGeneration").and_then(Value::as_i64);
+        let outcome = match now.phase.as_str() {
+            "Completed" | "Failed" if observed == generation => Some(now.phase == "Completed"),
+            _ => None,
+        };
+        terminal.insert(key.clone(), outcome);
+        shown.insert(key, now);
+        if let Some(wanted) = until_done {
+            let outcomes: Option<Vec<bool>> = wanted
+                .iter()
+                .map(|k| terminal.get(k).copied().flatten())
+                .collect();
+            if let Some(outcomes) = outcomes {
+                let all_completed = outcomes.into_iter().all(|completed| completed);
+                return Ok(if all_completed {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                });
+            }
+        }
+    }
+    bail!("the workflow watch ended unexpectedly")
+}

@@ -1,0 +1,295 @@
+//! The WorkFlow handlers: what the operator does for each event of DESIGN section 3, on top of
+//! the [`crate::kopf`] framework. [`crate::workflow::operator`] registers them.
+//!
+//! Creation, spec updates, Job changes, resumes and timer ticks all end in [`reconcile`], which
+//! reads the workflow's Jobs from the framework's in-memory mirror of the API (never from the
+//! status lists), asks the pure planner what to do, and does it: create and delete Jobs, write
+//! the status once, post one Event per lifecycle transition. Every write is idempotent (Job
+//! names are deterministic, deletes of missing Jobs succeed), so a retry, a duplicate event or a
+//! restart never starts a step twice.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::crd::WorkFlow;
+use super::jobs::{self, LABEL_WORKFLOW};
+use super::names;
+use super::plan::{self, Action, Compiled, ObservedJob};
+use crate::kopf::{Context, HandlerError, HandlerResult};
+
+/// The field manager the operator writes with.
+pub const FIELD_MANAGER: &str = "workflow-operator";
+
+/// What the handlers share across calls: caches of what the API already told us. Nothing here is
+/// a source of truth; losing it costs only recomputation.
+#[derive(Default)]
+pub struct Shared {
+    /// The validated DAG and run id per workflow uid and generation: saves an O(steps) build per
+    /// Job event.
+    compiled: Mutex<HashMap<String, (i64, Arc<Compiled>)>>,
+    /// The object our last status write returned, per workflow uid: newer than the watch's copy
+    /// until the watch catches up, so a quick next event does not plan from a stale status.
+    written: Mutex<HashMap<String, Arc<WorkFlow>>>,
+}
+
+impl Shared {
+    fn compiled(&self, workflow: &WorkFlow) -> Arc<Compiled> {
+        let uid = workflow.uid().unwrap_or_default();
+        let generation = workflow.metadata.generation.unwrap_or_default();
+        let mut cache = self.compiled.lock().expect("compiled cache lock");
+        match cache.get(&uid) {
+            Some((g, compiled)) if *g == generation => compiled.clone(),
+            _ => {
+                let compiled = Arc::new(Compiled::new(&workflow.spec));
+                cache.insert(uid, (generation, compiled.clone()));
+                compiled
+            }
+        }
+    }
+
+    /// The newest copy of the workflow we know of: the mirror's or our last write's.
+    fn latest(&self, mirrored: &Arc<WorkFlow>) -> Arc<WorkFlow> {
+        let uid = mirrored.uid().unwrap_or_default();
+        let written = self.written.lock().expect("written cache lock");
+        match written.get(&uid) {
+            Some(ours) if resource_version(ours) > resource_version(mirrored) => ours.clone(),
+            _ => mirrored.clone(),
+        }
+    }
+
+    fn remember_write(&self, workflow: WorkFlow) {
+        let uid = workflow.uid().unwrap_or_default();
+        self.written
+            .lock()
+            .expect("written cache lock")
+            .insert(uid, Arc::new(workflow));
+    }
+
+    /// Drops what is cached for a deleted workflow.
+    fn forget(&self, workflow: &WorkFlow) {
+        let uid = workflow.uid().unwrap_or_default();
+        self.compiled
+            .lock()
+            .expect("compiled cache lock")
+            .remove(&uid);
+        self.written
+            .lock()
+            .expect("written cache lock")
+            .remove(&uid);
+    }
+}
+
+fn resource_version(workflow: &WorkFlow) -> u64 {
+    workflow
+        .resource_version()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
+pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+    let workflow = shared.latest(&ctx.object);
+    if workflow.meta().deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let now = Timestamp::now();
+    let observed = observed_jobs(&ctx, &workflow, now);
+    let compiled = shared.compiled(&workflow);
+    let plan = plan::plan_compiled(&workflow, &compiled, &observed, now);
+    let namespace = workflow.namespace().unwrap_or_default();
+    let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
+    for action in &plan.actions {
+        execute(&job_api, &workflow, action).await?;
+    }
+    if let Some(status) = &plan.status {
+        // JSON patch `add /status` replaces the whole status in one write: the lists are
+        // recomputed from the Jobs, never appended to, so concurrent completions cannot erase
+        // each other (the seed operator's bug 3).
+        let patch = json!([{"op": "add", "path": "/status", "value": status}]);
+        let api: Api<WorkFlow> = Api::namespaced(ctx.client.clone(), &namespace);
+        let written = api
+            .patch_status(
+                &workflow.name_any(),
+                &PatchParams::default(),
+                &Patch::<()>::Json(serde_json::from_value(patch).expect("a valid JSON patch")),
+            )
+            .await
+            .map_err(|e| temporary("writing the status", e))?;
+        shared.remember_write(written);
+    }
+    for event in &plan.events {
+        let type_ = if event.transition.to() == super::lifecycle::Phase::Failed {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        if let Err(error) = ctx
+            .publish(type_, event.transition.reason(), &event.message)
+            .await
+        {
+            // An Event that cannot be posted is not worth redoing the whole reconcile for.
+            tracing::warn!(%error, workflow = %workflow.name_any(), "posting a lifecycle event");
+        }
+    }
+    Ok(())
+}
+
+/// The workflow's Jobs, from the mirror, as the planner sees them. Only Jobs owned by this very
+/// object (by uid) count: a workflow deleted and recreated under the same name must not inherit
+/// the old one's Jobs.
+fn observed_jobs(ctx: &Context<WorkFlow>, workflow: &WorkFlow, now: Timestamp) -> Vec<ObservedJob> {
+    let uid = workflow.uid().unwrap_or_default();
+    ctx.children::<Job>()
+        .iter()
+        .filter(|job| job.owner_references().iter().any(|o| o.uid == uid))
+        .filter_map(|job| jobs::observe_job(job, now))
+        .collect()
+}
+
+async fn execute(api: &Api<Job>, workflow: &WorkFlow, action: &Action) -> HandlerResult {
+    match action {
+        Action::CreateJob { step, job_name } => {
+            let step = workflow
+                .spec
+                .containers
+                .iter()
+                .find(|s| &s.step_name == step)
+                .ok_or_else(|| {
+                    HandlerError::permanent(format!("planned step {step} is not in the spec"))
+                })?;
+            let run = names::run_id(&workflow.spec);
+            let job = jobs::build_job(workflow, step, &run)
+                .map_err(|e| HandlerError::permanent(e.to_string()))?;
+            match api
+                .create(
+                    &PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..Default::default()
+                    },
+                    &job,
+                )
+                .await
+            {
+                Ok(_) => Ok(()),
+                // The name is deterministic: an existing Job is this step's Job of this run.
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                Err(e) => Err(temporary(&format!("creating job {job_name}"), e)),
+            }
+        }
+        Action::DeleteJob { job_name, .. } => delete_job(api, job_name).await,
+        Action::SetJobDeadline {
+            job_name,
+            active_deadline_seconds,
+        } => {
+            let patch = json!({"spec": {"activeDeadlineSeconds": active_deadline_seconds}});
+            match api
+                .patch(job_name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                Err(e) => Err(temporary(
+                    &format!("updating the deadline of job {job_name}"),
+                    e,
+                )),
+            }
+        }
+    }
+}
+
+/// Deletes a Job with its pods (background propagation: the API's default for Jobs orphans the
+/// pods, the seed operator's bug 9). A Job already gone is success.
+async fn delete_job(api: &Api<Job>, name: &str) -> HandlerResult {
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(temporary(&format!("deleting job {name}"), e)),
+    }
+}
+
+/// Copies the workflow's labels onto its Jobs (never over the operator's own labels).
+pub async fn relabel(ctx: Context<WorkFlow>) -> HandlerResult {
+    let workflow = &ctx.object;
+    let uid = workflow.uid().unwrap_or_default();
+    let api: Api<Job> = Api::namespaced(
+        ctx.client.clone(),
+        &workflow.namespace().unwrap_or_default(),
+    );
+    for job in ctx.children::<Job>() {
+        if !job.owner_references().iter().any(|o| o.uid == uid) {
+            continue;
+        }
+        let Some(patch) = jobs::relabel_patch(workflow, job.labels()) else {
+            continue;
+        };
+        match api
+            .patch(
+                &job.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(temporary(&format!("relabelling job {}", job.name_any()), e)),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the workflow's Jobs and their pods. Owner references would let the garbage collector
+/// do it too; doing it here means it happens even where GC is slow or the references were
+/// stripped, and the Jobs are listed from the API, not the mirror, so none is missed.
+pub async fn cleanup(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+    let workflow = &ctx.object;
+    let uid = workflow.uid().unwrap_or_default();
+    let api: Api<Job> = Api::namespaced(
+        ctx.client.clone(),
+        &workflow.namespace().unwrap_or_default(),
+    );
+    let selector = format!(
+        "{LABEL_WORKFLOW}={}",
+        names::label_value(&workflow.name_any())
+    );
+    let listed = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| temporary("listing jobs", e))?;
+    for job in listed
+        .items
+        .iter()
+        .filter(|j| j.owner_references().iter().any(|o| o.uid == uid))
+    {
+        delete_job(&api, &job.name_any()).await?;
+    }
+    shared.forget(workflow);
+    Ok(())
+}
+
+/// Whether the timer needs to look at a workflow: only a non-terminal one can time out. A
+/// terminal status written for an older generation does not count (the spec changed since).
+/// Cheap on purpose: it runs for every mirrored workflow at every tick.
+pub fn may_time_out(workflow: &WorkFlow) -> bool {
+    let Some(status) = &workflow.status else {
+        return true;
+    };
+    let terminal = status.workflow_status.is_some_and(|p| p.is_terminal());
+    let current = status.observed_generation == workflow.metadata.generation;
+    !(terminal && current) && workflow.meta().deletion_timestamp.is_none()
+}
+
+fn temporary(what: &str, error: kube::Error) -> HandlerError {
+    HandlerError::temporary(format!("{what}: {error}"))
+}

@@ -1,0 +1,121 @@
+//! The WorkFlow operator: the table of handlers, registered in one place, and what it needs at
+//! start-up (the CRD installed). `workflow-operator run` and `dev` call [`run`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, CustomResourceExt};
+
+use super::crd::WorkFlow;
+use super::handlers::{self, FIELD_MANAGER, Shared};
+use super::jobs::LABEL_WORKFLOW;
+use crate::kopf::{Children, Operator, OperatorConfig};
+
+/// The name the operator reports Events as, and the prefix of its finalizer and annotation.
+pub const OPERATOR_NAME: &str = "workflow.crd.com";
+
+/// How often running workflows are checked for steps past their timeout. Job deadlines kill
+/// most timed-out steps; this catches steps whose pod never started.
+pub const TIMEOUT_CHECK: Duration = Duration::from_secs(1);
+
+/// How the operator runs.
+#[derive(Debug, Clone)]
+pub struct OperatorOptions {
+    /// Watch only this namespace; `None` watches all.
+    pub namespace: Option<String>,
+    /// Handlers run at once over all workflows (one at a time per workflow).
+    pub concurrency: usize,
+}
+
+impl Default for OperatorOptions {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            concurrency: 64,
+        }
+    }
+}
+
+/// Runs the operator until `shutdown` resolves; running handlers finish first.
+///
+/// # Errors
+/// When the WorkFlow CRD is not installed or cannot be listed.
+pub async fn run(
+    client: Client,
+    options: OperatorOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let shared = Arc::new(Shared::default());
+    let reconcile = move |shared: Arc<Shared>| move |ctx| handlers::reconcile(shared.clone(), ctx);
+    let cleanup = {
+        let shared = shared.clone();
+        move |ctx| handlers::cleanup(shared.clone(), ctx)
+    };
+    let config = OperatorConfig {
+        name: OPERATOR_NAME.into(),
+        instance: std::env::var("POD_NAME").ok(),
+        namespace: options.namespace,
+        concurrency: options.concurrency,
+        ..Default::default()
+    };
+    let jobs = Children::<Job>::owned().labels(LABEL_WORKFLOW);
+    let job_changed = {
+        let shared = shared.clone();
+        move |ctx, _job: Arc<Job>| handlers::reconcile(shared.clone(), ctx)
+    };
+    Operator::new(client, config)
+        .resource::<WorkFlow>(|r| {
+            r.on_create("start", reconcile(shared.clone()))
+                .on_update_field("spec", "restart", reconcile(shared.clone()))
+                .on_update_field("metadata.labels", "relabel", handlers::relabel)
+                .on_delete("cleanup", cleanup)
+                .on_resume("rebuild", reconcile(shared.clone()))
+                .timer("timeouts", TIMEOUT_CHECK, reconcile(shared.clone()))
+                .when(handlers::may_time_out)
+                .on_child("job-changed", jobs, job_changed)
+        })
+        .run(shutdown)
+        .await
+        .context("the operator stopped")
+}
+
+/// Installs (or updates) the WorkFlow CRD and waits until the API serves it.
+pub async fn install_crd(client: &Client) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = WorkFlow::crd();
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .with_context(|| format!("applying CRD {name}"))?;
+    let established = kube::runtime::wait::await_condition(
+        api,
+        &name,
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(Duration::from_secs(30), established)
+        .await
+        .with_context(|| format!("CRD {name} not established after 30s"))??;
+    Ok(())
+}
+
+/// Fails fast, saying how to fix it, when the WorkFlow CRD is not installed.
+pub async fn check_crd_installed(client: &Client) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = WorkFlow::crd_name();
+    match api.get_opt(name).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => bail!(
+            "the WorkFlow CRD ({name}) is not installed; install it with `kubectl apply -f crd/workflow.yaml` or `workflow-operator crd | kubectl apply -f -`"
+        ),
+        Err(error) => Err(error).with_context(|| format!("checking that CRD {name} is installed")),
+    }
+}
