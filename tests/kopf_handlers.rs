@@ -575,3 +575,46 @@ async fn first_handler_call_after_start_sees_every_existing_child() {
         "the create handler saw all children at its only call"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempt_over_its_timeout_is_cut_short_and_retried() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let stall_probe = probe.clone();
+    let operator = Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+        r.on_create("stalls-once", move |ctx: Context<Widget>| {
+            let probe = stall_probe.clone();
+            async move {
+                let _guard = probe.enter(&ctx);
+                if ctx.retry == 0 {
+                    // A hung call, as a handler waiting on an unresponsive service would be.
+                    tokio::time::sleep(Duration::from_secs(600)).await;
+                }
+                Ok(())
+            }
+        })
+        .timeout(Duration::from_millis(200))
+    });
+    let started = tokio::time::Instant::now();
+    let running = start(operator);
+    api.create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    wait_created(&api, "w").await;
+    running.stop().await;
+    let retries: Vec<u32> = probe.calls().iter().map(|c| c.retry).collect();
+    assert_eq!(
+        retries,
+        [0, 1],
+        "the hung attempt was abandoned and retried"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the hung attempt did not hold the object"
+    );
+    assert!(
+        probe.overlaps().is_empty(),
+        "the abandoned attempt no longer counts as running"
+    );
+}
