@@ -8,7 +8,7 @@
 //! names are deterministic, deletes of missing Jobs succeed), so a retry, a duplicate event or a
 //! restart never starts a step twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::batch::v1::Job;
@@ -18,7 +18,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::crd::WorkFlow;
+use super::crd::{WorkFlow, WorkFlowStatus};
 use super::jobs::{self, LABEL_WORKFLOW};
 use super::names;
 use super::plan::{self, Action, Compiled, ObservedJob};
@@ -124,6 +124,18 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
             .map_err(|e| temporary("writing the status", e))?;
         shared.remember_write(written);
     }
+    if let Some(note) = plan
+        .status
+        .as_ref()
+        .and_then(|new| step_progress(workflow.status.as_ref(), new))
+    {
+        if let Err(error) = ctx
+            .publish(EventType::Normal, STEP_PROGRESS_REASON, &note)
+            .await
+        {
+            tracing::warn!(%error, workflow = %workflow.name_any(), "posting a step event");
+        }
+    }
     for event in &plan.events {
         let type_ = if event.transition.to() == super::lifecycle::Phase::Failed {
             EventType::Warning
@@ -139,6 +151,34 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
         }
     }
     Ok(())
+}
+
+/// The reason of the Event that names the steps started and finished by one reconcile.
+pub const STEP_PROGRESS_REASON: &str = "StepProgress";
+
+/// `finished step0; started step1, step2`: the steps that finished and started between two
+/// statuses, or `None` when none did. One Event per status write rather than one per step keeps
+/// the API writes per step low (a fan-in of 100 completions handled together is one Event);
+/// failed and timed-out steps are named by the lifecycle Event of the failure.
+fn step_progress(old: Option<&WorkFlowStatus>, new: &WorkFlowStatus) -> Option<String> {
+    let newly = |old_list: Option<&Vec<String>>, new_list: &Vec<String>| -> Vec<String> {
+        let old_set: HashSet<&String> = old_list.into_iter().flatten().collect();
+        new_list
+            .iter()
+            .filter(|s| !old_set.contains(s))
+            .cloned()
+            .collect()
+    };
+    let finished = newly(old.map(|s| &s.executed), &new.executed);
+    let started = newly(old.map(|s| &s.started), &new.started);
+    let mut parts = Vec::new();
+    if !finished.is_empty() {
+        parts.push(format!("finished {}", finished.join(", ")));
+    }
+    if !started.is_empty() {
+        parts.push(format!("started {}", started.join(", ")));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The workflow's Jobs, from the mirror, as the planner sees them. Only Jobs owned by this very
@@ -292,4 +332,42 @@ pub fn may_time_out(workflow: &WorkFlow) -> bool {
 
 fn temporary(what: &str, error: kube::Error) -> HandlerError {
     HandlerError::temporary(format!("{what}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(executed: &[&str], started: &[&str]) -> WorkFlowStatus {
+        WorkFlowStatus {
+            executed: executed.iter().map(|s| s.to_string()).collect(),
+            started: started.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn step_progress_names_the_steps_that_finished_and_started() {
+        let cases = [
+            (None, status(&[], &["a"]), Some("started a")),
+            (
+                Some(status(&[], &["a"])),
+                status(&["a"], &["b", "c"]),
+                Some("finished a; started b, c"),
+            ),
+            (
+                Some(status(&["a"], &["b", "c"])),
+                status(&["a", "b"], &["c"]),
+                Some("finished b"),
+            ),
+            (Some(status(&["a"], &["b"])), status(&["a"], &["b"]), None),
+        ];
+        for (old, new, want) in cases {
+            assert_eq!(
+                step_progress(old.as_ref(), &new).as_deref(),
+                want,
+                "{old:?} -> {new:?}"
+            );
+        }
+    }
 }
