@@ -618,3 +618,32 @@ async fn attempt_over_its_timeout_is_cut_short_and_retried() {
         "the abandoned attempt no longer counts as running"
     );
 }
+
+/// Regression: an operator watching all namespaces wrote its record and finalizer through an
+/// `Api` without a namespace, so every such write addressed a cluster-scoped path and got 404:
+/// objects never got the finalizer and progress was never stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_watching_all_namespaces_stores_progress_and_finalizer_on_the_object() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let mut all_namespaces = config();
+    all_namespaces.namespace = None;
+    let probe = Probe::new();
+    let running = start(
+        Operator::new(client.clone(), all_namespaces).resource::<Widget>(|r| {
+            r.on_create("create", probed(&probe))
+                .on_delete("delete", probed(&probe))
+        }),
+    );
+    api.create(&PostParams::default(), &widget("anywhere", 1))
+        .await
+        .expect("create");
+    wait_created(&api, "anywhere").await;
+    let stored = api.get("anywhere").await.expect("get");
+    assert!(
+        stored.finalizers().contains(&FINALIZER.to_string()),
+        "the finalizer is on the object: {:?}",
+        stored.finalizers()
+    );
+    running.stop().await;
+}

@@ -46,6 +46,9 @@ pub struct DevArgs {
     /// Handlers the operator runs at once, over all workflows.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Do not post an Event per step started and succeeded (saves two API writes per step).
+    #[arg(long)]
+    no_step_events: bool,
     /// Fault injection: fail this fraction of a verb's requests, as `VERB=RATE[:CODE]` with CODE
     /// 500 (default), 409 or 429, e.g. `patch=0.1:409` (repeatable).
     #[arg(
@@ -120,6 +123,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         let options = OperatorOptions {
             namespace: None,
             concurrency: args.concurrency,
+            step_events: !args.no_step_events,
         };
         let (client, stop) = (client.clone(), shutdown.clone());
         Some(tokio::spawn(async move {

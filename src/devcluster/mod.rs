@@ -18,6 +18,7 @@
 pub mod admission;
 pub mod controllers;
 pub mod error;
+pub mod events;
 pub mod faults;
 pub mod gc;
 pub mod jobs;

@@ -638,6 +638,15 @@ impl Request<'_> {
         {
             self.unregister_crd(obj);
         }
+        if super::events::is_event(self.info) {
+            super::events::mirror_delete(
+                &self.state.store,
+                &self.state.registry,
+                self.info,
+                self.namespace(),
+                name,
+            );
+        }
         let (Deleted::Removed(obj) | Deleted::Pending(obj)) = outcome;
         Ok(object_response(StatusCode::OK, &obj))
     }
@@ -833,6 +842,15 @@ impl Request<'_> {
     /// After a CRD is written, serve what it defines and report it `Established`, as the real
     /// server's CRD controllers do within moments.
     fn after_write(&self, stored: Arc<StoredObject>) -> Result<Arc<StoredObject>> {
+        if super::events::is_event(self.info) {
+            super::events::mirror_write(
+                &self.state.store,
+                &self.state.registry,
+                self.info,
+                &stored,
+            )?;
+            return Ok(stored);
+        }
         if !self.is_crd() {
             return Ok(stored);
         }

@@ -260,7 +260,6 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         annotation: format!("{}/last-handled", config.name),
         deletes: registry.has_delete_handlers(),
         reader: reader.clone(),
-        api,
         env: env.clone(),
         child_indexes: registry.child_indexes.clone().into(),
         registry,
@@ -382,7 +381,6 @@ struct Ctl<K: Watched> {
     annotation: String,
     deletes: bool,
     reader: Store<K>,
-    api: Api<K>,
     env: Env,
     child_indexes: Arc<[Arc<dyn Any + Send + Sync>]>,
     /// A latch: cancelled once every mirror holds a full listing.
@@ -765,6 +763,16 @@ impl<K: Watched> Pass<'_, K> {
         }
     }
 
+    /// An `Api` for writes to this object: in its own namespace, whatever namespace (or none)
+    /// the operator watches. The watch-wide `Ctl::api` has no namespace when the operator
+    /// watches all of them, and a patch through it would address a cluster-scoped path (404).
+    fn object_api(&self) -> Api<K> {
+        K::Scope::api::<K>(
+            self.ctl.env.client.clone(),
+            self.object.namespace().as_deref(),
+        )
+    }
+
     fn has_finalizer(&self) -> bool {
         self.state.finalizer_added || self.object.finalizers().contains(&self.ctl.finalizer)
     }
@@ -773,7 +781,7 @@ impl<K: Watched> Pass<'_, K> {
     async fn add_finalizer(&mut self) -> bool {
         let mut object = self.object.clone();
         for attempt in 0..2 {
-            match progress::add_finalizer(&self.ctl.api, &*object, &self.ctl.finalizer).await {
+            match progress::add_finalizer(&self.object_api(), &*object, &self.ctl.finalizer).await {
                 Ok(()) => {
                     self.state.write_failures = 0;
                     self.state.finalizer_added = true;
@@ -782,7 +790,7 @@ impl<K: Watched> Pass<'_, K> {
                 // The mirror lags behind the object; read it once and try again.
                 Err(error) if attempt == 0 => {
                     debug!(%error, "finalizer precondition failed; re-reading the object");
-                    match self.ctl.api.get_opt(&object.name_any()).await {
+                    match self.object_api().get_opt(&object.name_any()).await {
                         Ok(Some(fresh)) if fresh.finalizers().contains(&self.ctl.finalizer) => {
                             self.state.finalizer_added = true;
                             return true;
@@ -889,14 +897,16 @@ impl<K: Watched> Pass<'_, K> {
         self.state.dirty = false;
         let mut object = self.object.clone();
         for attempt in 0..2 {
-            match progress::remove_finalizer(&self.ctl.api, &*object, &self.ctl.finalizer).await {
+            match progress::remove_finalizer(&self.object_api(), &*object, &self.ctl.finalizer)
+                .await
+            {
                 Ok(()) => {
                     info!("deletion handled; finalizer removed");
                     return;
                 }
                 Err(error) if attempt == 0 => {
                     debug!(%error, "finalizer list moved; re-reading the object");
-                    match self.ctl.api.get_opt(&object.name_any()).await {
+                    match self.object_api().get_opt(&object.name_any()).await {
                         Ok(Some(fresh)) => object = Arc::new(fresh),
                         Ok(None) => return,
                         Err(error) => return self.write_failed(&error.to_string()),
@@ -988,7 +998,7 @@ impl<K: Watched> Pass<'_, K> {
         }
         let record = self.state.record.clone().unwrap_or_default();
         match progress::store(
-            &self.ctl.api,
+            &self.object_api(),
             &self.object.name_any(),
             &self.ctl.annotation,
             &record,
