@@ -134,10 +134,10 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
             .map_err(|e| temporary("writing the status", e))?;
         shared.remember_write(written);
     }
-    if shared.step_events {
-        if let Some(new) = &plan.status {
-            publish_step_events(&ctx, &workflow, &plan.run, workflow.status.as_ref(), new).await;
-        }
+    if shared.step_events
+        && let Some(new) = &plan.status
+    {
+        publish_step_events(&ctx, &workflow, &plan.run, workflow.status.as_ref(), new).await;
     }
     for event in &plan.events {
         let type_ = if event.transition.to() == super::lifecycle::Phase::Failed {
