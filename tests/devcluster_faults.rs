@@ -129,10 +129,10 @@ async fn watches_are_closed_every_period_and_the_kube_watcher_carries_on() {
         })
         .await;
         assert_eq!(found, Ok(true), "{name} seen");
-        // Wait past a close before the next change.
-        let closed_before = cluster.open_watches();
-        support::eventually(Duration::from_secs(10), "a watch close", || async {
-            cluster.open_watches() < closed_before || closed_before == 0
+        // The next change comes after the watcher has been closed and has watched again.
+        let watches_so_far = cluster.requests().by_verb(Verb::Watch);
+        support::eventually(Duration::from_secs(10), "a re-opened watch", || async {
+            cluster.requests().by_verb(Verb::Watch) > watches_so_far
         })
         .await;
     }
