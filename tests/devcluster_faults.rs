@@ -24,6 +24,45 @@ fn api(cluster: &DevCluster) -> Api<ConfigMap> {
     Api::namespaced(cluster.client(), "default")
 }
 
+/// Runs a kube-rs watcher on its own task, as an operator does; the names of the objects it
+/// applies come out of the receiver.
+fn spawn_watcher(
+    api: &Api<ConfigMap>,
+) -> (
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut objects = watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let driver = tokio::spawn(async move {
+        while let Some(result) = objects.next().await {
+            if let Ok(cm) = result
+                && tx.send(cm.metadata.name.unwrap_or_default()).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (rx, driver)
+}
+
+/// Waits for the watcher to report `name`.
+async fn seen_by(seen: &mut tokio::sync::mpsc::UnboundedReceiver<String>, name: &str) -> bool {
+    let found = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(seen_name) = seen.recv().await {
+            if seen_name == name {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    found == Ok(true)
+}
+
 fn status_of(result: Result<impl std::fmt::Debug, kube::Error>) -> (u16, String) {
     match result {
         Err(kube::Error::Api(status)) => (status.code, status.reason.clone()),
@@ -111,31 +150,21 @@ async fn watches_are_closed_every_period_and_the_kube_watcher_carries_on() {
     assert!(ended.is_ok(), "the watch was closed");
 
     // The kube-rs watcher resumes after each close and still sees every change.
-    let mut seen = watcher(api.clone(), watcher::Config::default())
-        .applied_objects()
-        .boxed();
+    let (mut seen, driver) = spawn_watcher(&api);
     for i in 0..3 {
         let name = format!("cm-{i}");
         api.create(&PostParams::default(), &config_map(&name))
             .await
             .unwrap();
-        let found = tokio::time::timeout(Duration::from_secs(10), async {
-            while let Some(cm) = seen.try_next().await.unwrap() {
-                if cm.metadata.name.as_deref() == Some(name.as_str()) {
-                    return true;
-                }
-            }
-            false
-        })
-        .await;
-        assert_eq!(found, Ok(true), "{name} seen");
-        // Wait past a close before the next change.
-        let closed_before = cluster.open_watches();
-        support::eventually(Duration::from_secs(10), "a watch close", || async {
-            cluster.open_watches() < closed_before || closed_before == 0
+        assert!(seen_by(&mut seen, &name).await, "{name} seen");
+        // The next change comes after the watcher has been closed and has watched again.
+        let watches_so_far = cluster.requests().by_verb(Verb::Watch);
+        support::eventually(Duration::from_secs(10), "a re-opened watch", || async {
+            cluster.requests().by_verb(Verb::Watch) > watches_so_far
         })
         .await;
     }
+    driver.abort();
 }
 
 #[tokio::test]
@@ -146,21 +175,7 @@ async fn forcing_gone_closes_watches_and_their_resource_versions_expire() {
         .await
         .unwrap();
     let rv = cluster.store().current_rv().to_string();
-    // The kube-rs watcher runs on its own, as in an operator; what it sees comes out here.
-    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
-    let mut objects = watcher(api.clone(), watcher::Config::default())
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    let driver = tokio::spawn(async move {
-        while let Some(result) = objects.next().await {
-            if let Ok(cm) = result
-                && seen_tx.send(cm.metadata.name.unwrap_or_default()).is_err()
-            {
-                return;
-            }
-        }
-    });
+    let (mut seen, driver) = spawn_watcher(&api);
     assert_eq!(seen.recv().await.as_deref(), Some("before"));
     let raw = api
         .watch(&WatchParams::default().disable_bookmarks(), &rv)
@@ -188,17 +203,8 @@ async fn forcing_gone_closes_watches_and_their_resource_versions_expire() {
     api.create(&PostParams::default(), &config_map("after"))
         .await
         .unwrap();
-    let found = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(name) = seen.recv().await {
-            if name == "after" {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
+    assert!(seen_by(&mut seen, "after").await);
     driver.abort();
-    assert_eq!(found, Ok(true));
 }
 
 #[tokio::test]
