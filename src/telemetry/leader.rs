@@ -255,12 +255,11 @@ impl Observed {
 
 /// Result of one successful attempt.
 enum Attempt {
-    Leading(Lease),
+    Leading(Box<Lease>),
     HeldBy(String),
 }
 
 /// Why a leader stopped leading.
-#[derive(Debug)]
 enum Lost {
     TakenBy(String),
     RenewDeadline,
@@ -335,10 +334,11 @@ impl LeaderElection {
     ///
     /// - Leadership lost: `token` is cancelled, the lease is left alone, and once `work` returns,
     ///   [`Ended::LostLeadership`].
-    /// - `shutdown` cancelled: before leading, returns [`Ended::Shutdown`]`(None)` at once; while
-    ///   leading, `token` is cancelled, the lease is still renewed until `work` returns (so no
-    ///   standby starts while handlers finish), then released so a standby takes over at its next
-    ///   poll.
+    /// - `shutdown` cancelled: before leading, returns [`Ended::Shutdown`]`(None)` once the API
+    ///   call in flight, if any, has ended (at most the renew deadline; a lease won by that call
+    ///   is released); while leading, `token` is cancelled, the lease is still renewed until
+    ///   `work` returns (so no standby starts while handlers finish), then released so a standby
+    ///   takes over at its next poll.
     /// - `work` returns by itself: the lease is released, [`Ended::Finished`].
     ///
     /// Errors talking to the API server are logged and retried; they end leadership only when
@@ -374,7 +374,7 @@ impl LeaderElection {
         let work = work(token.clone());
         tokio::pin!(work);
         let mut current = lease;
-        let mut lost = None;
+        let mut lost = false;
         let mut shutting_down = false;
         let output = {
             let keep = self.keep_leading(&mut current, &mut observed, sent_at);
@@ -390,16 +390,18 @@ impl LeaderElection {
                     }
                     reason = &mut keep, if !keep_done => {
                         keep_done = true;
-                        tracing::warn!(identity = %self.identity, ?reason, "lost leadership: stopping the leader's work");
-                        lost = Some(reason);
+                        match reason {
+                            Lost::TakenBy(holder) => tracing::warn!(identity = %self.identity, %holder, "lost leadership to another holder: stopping the leader's work"),
+                            Lost::RenewDeadline => tracing::warn!(identity = %self.identity, "lost leadership: no renewal within the renew deadline; stopping the leader's work"),
+                        }
+                        lost = true;
                         self.set_status(LeaderStatus::Stopped);
                         token.cancel();
                     }
                 }
             }
         };
-        if lost.is_some() {
-            self.set_status(LeaderStatus::Stopped);
+        if lost {
             return Ended::LostLeadership(output);
         }
         self.release(current).await;
@@ -428,10 +430,10 @@ impl LeaderElection {
             {
                 Ok(Attempt::Leading(lease)) => {
                     if shutdown.is_cancelled() {
-                        self.release(lease).await;
+                        self.release(*lease).await;
                         return None;
                     }
-                    return Some((lease, sent_at));
+                    return Some((*lease, sent_at));
                 }
                 Ok(Attempt::HeldBy(holder)) => {
                     tracing::debug!(identity = %self.identity, %holder, "standing by");
@@ -477,7 +479,7 @@ impl LeaderElection {
                 .await
             {
                 Ok(Attempt::Leading(lease)) => {
-                    *current = lease;
+                    *current = *lease;
                     last_renewal = sent_at;
                 }
                 Ok(Attempt::HeldBy(holder)) => return Lost::TakenBy(holder),
@@ -505,7 +507,7 @@ impl LeaderElection {
         if let Some(lease) = held {
             match self.write_claim(lease.clone(), observed).await {
                 Err(Error::Conflict(_)) => {} // changed since: read it and decide again
-                other => return other.map(Attempt::Leading),
+                other => return other.map(|lease| Attempt::Leading(Box::new(lease))),
             }
         }
         let lease = self
@@ -517,7 +519,10 @@ impl LeaderElection {
                 source,
             })?;
         let Some(lease) = lease else {
-            return self.create(observed).await.map(Attempt::Leading);
+            return self
+                .create(observed)
+                .await
+                .map(|lease| Attempt::Leading(Box::new(lease)));
         };
         self.mark_ready();
         let spec = lease.spec.clone().unwrap_or_default();
@@ -533,7 +538,7 @@ impl LeaderElection {
             Decision::Acquire | Decision::Renew => self
                 .write_claim(lease, observed)
                 .await
-                .map(Attempt::Leading),
+                .map(|lease| Attempt::Leading(Box::new(lease))),
         }
     }
 

@@ -220,8 +220,8 @@ impl Metrics {
             StepOutcome::TimedOut,
         ] {
             let labels = StepLabels { outcome };
-            steps_finished.get_or_create(&labels);
-            step_duration.get_or_create(&labels);
+            drop(steps_finished.get_or_create(&labels));
+            drop(step_duration.get_or_create(&labels));
         }
         let leader = Gauge::default();
         registry.register(
