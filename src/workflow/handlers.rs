@@ -34,6 +34,8 @@ pub const FIELD_MANAGER: &str = "workflow-operator";
 pub struct Shared {
     /// Post an Event per step started and succeeded (each one an API write).
     pub step_events: bool,
+    /// Prometheus metric updates.
+    pub metrics: super::metrics::Recorder,
     /// The validated DAG and run id per workflow uid and generation: saves an O(steps) build per
     /// Job event.
     compiled: Mutex<HashMap<String, (i64, Arc<Compiled>)>>,
@@ -43,9 +45,10 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(step_events: bool) -> Self {
+    pub fn new(step_events: bool, metrics: Option<crate::telemetry::metrics::Metrics>) -> Self {
         Self {
             step_events,
+            metrics: super::metrics::Recorder::new(metrics),
             ..Default::default()
         }
     }
@@ -85,6 +88,7 @@ impl Shared {
     /// Drops what is cached for a deleted workflow.
     fn forget(&self, workflow: &WorkFlow) {
         let uid = workflow.uid().unwrap_or_default();
+        self.metrics.workflow_phase(&uid, None);
         self.compiled
             .lock()
             .expect("compiled cache lock")
@@ -105,6 +109,14 @@ fn resource_version(workflow: &WorkFlow) -> u64 {
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+    let started = std::time::Instant::now();
+    let handler = ctx.handler.clone();
+    let result = reconcile_once(&shared, ctx).await;
+    shared.metrics.handler(&handler, &result, started.elapsed());
+    result
+}
+
+async fn reconcile_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult {
     let workflow = shared.latest(&ctx.object);
     if workflow.meta().deletion_timestamp.is_some() {
         return Ok(());
@@ -131,13 +143,25 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
                 &Patch::<()>::Json(serde_json::from_value(patch).expect("a valid JSON patch")),
             )
             .await
-            .map_err(|e| temporary("writing the status", e))?;
+            .map_err(|e| {
+                shared.metrics.api_error("patch");
+                temporary("writing the status", e)
+            })?;
         shared.remember_write(written);
     }
-    if shared.step_events
-        && let Some(new) = &plan.status
-    {
-        publish_step_events(&ctx, &workflow, &plan.run, workflow.status.as_ref(), new).await;
+    if let Some(new) = &plan.status {
+        let changes = step_changes(workflow.status.as_ref(), new);
+        let uid = workflow.uid().unwrap_or_default();
+        shared.metrics.workflow_phase(&uid, new.workflow_status);
+        shared.metrics.steps(
+            &changes.started,
+            &changes.finished,
+            &plan,
+            &ctx.children::<Job>(),
+        );
+        if shared.step_events {
+            publish_step_events(&ctx, &workflow, &plan.run, &changes).await;
+        }
     }
     for event in &plan.events {
         let type_ = if event.transition.to() == super::lifecycle::Phase::Failed {
@@ -190,10 +214,8 @@ async fn publish_step_events(
     ctx: &Context<WorkFlow>,
     workflow: &WorkFlow,
     run: &str,
-    old: Option<&WorkFlowStatus>,
-    new: &WorkFlowStatus,
+    changes: &StepChanges,
 ) {
-    let changes = step_changes(old, new);
     let name = workflow.name_any();
     let events = changes
         .finished
@@ -338,6 +360,14 @@ pub async fn relabel(ctx: Context<WorkFlow>) -> HandlerResult {
 /// do it too; doing it here means it happens even where GC is slow or the references were
 /// stripped, and the Jobs are listed from the API, not the mirror, so none is missed.
 pub async fn cleanup(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+    let started = std::time::Instant::now();
+    let handler = ctx.handler.clone();
+    let result = cleanup_once(&shared, ctx).await;
+    shared.metrics.handler(&handler, &result, started.elapsed());
+    result
+}
+
+async fn cleanup_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult {
     let workflow = &ctx.object;
     let uid = workflow.uid().unwrap_or_default();
     let api: Api<Job> = Api::namespaced(

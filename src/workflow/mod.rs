@@ -21,4 +21,5 @@ pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};
 
 // The operator: the handlers and their registration (client side; above the pure core).
 pub mod handlers;
+pub mod metrics;
 pub mod operator;
