@@ -78,11 +78,7 @@ impl Recorder {
                 Trigger::StepTimedOut => StepOutcome::TimedOut,
                 _ => continue,
             };
-            let duration = jobs
-                .iter()
-                .map(job_duration)
-                .max()
-                .unwrap_or_default();
+            let duration = jobs.iter().map(job_duration).max().unwrap_or_default();
             metrics.step_finished(outcome, duration);
         }
     }
