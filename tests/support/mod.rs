@@ -511,6 +511,41 @@ where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
     K::DynamicType: Default,
 {
+    watch_one(api, name, what, deadline, cond, |_| {}).await
+}
+
+/// [`wait_for`] that also returns every state of the object seen on the way, oldest first
+/// (the first is the state when the watch started).
+pub async fn wait_for_history<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    cond: impl Fn(Option<&K>) -> bool,
+) -> Vec<K>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let mut history = Vec::new();
+    watch_one(api, name, what, DEADLINE, cond, |k: &K| {
+        history.push(k.clone())
+    })
+    .await;
+    history
+}
+
+async fn watch_one<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    deadline: Duration,
+    cond: impl Fn(Option<&K>) -> bool,
+    mut seen: impl FnMut(&K),
+) -> Option<K>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = watcher(api.clone(), config).default_backoff().boxed();
     let mut last: Option<K> = None;
@@ -529,7 +564,13 @@ where
                     continue;
                 }
             }
-            if listed && cond(last.as_ref()) {
+            if !listed {
+                continue;
+            }
+            if let Some(object) = &last {
+                seen(object);
+            }
+            if cond(last.as_ref()) {
                 return true;
             }
         }
@@ -633,14 +674,19 @@ pub async fn holds_for<K>(
     let mut seen = 0usize;
     let _ = tokio::time::timeout(period, async {
         let mut last: Option<K> = None;
+        let mut listed = false;
         while let Some(event) = events.next().await {
             match event {
                 Ok(watcher::Event::InitApply(object) | watcher::Event::Apply(object)) => {
                     last = Some(object)
                 }
                 Ok(watcher::Event::Delete(_)) => last = None,
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                Ok(watcher::Event::Init) => last = None,
+                Ok(watcher::Event::InitDone) => listed = true,
                 Err(_) => continue,
+            }
+            if !listed {
+                continue;
             }
             seen += 1;
             assert!(
