@@ -811,7 +811,7 @@ impl Operator {
         );
         let options = OperatorOptions {
             namespace: Some(self.ns.name.clone()),
-            concurrency: 64,
+            ..OperatorOptions::default()
         };
         self.running = if self.as_process {
             let dev = self.ns.cluster.dev().expect("controllable");
