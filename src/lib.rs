@@ -10,4 +10,5 @@
 pub mod cli;
 pub mod devcluster;
 pub mod kopf;
+pub mod telemetry;
 pub mod workflow;

@@ -204,18 +204,16 @@ async fn route(
     match parsed {
         ApiPath::CoreVersions | ApiPath::Groups if aggregated => {
             let core = matches!(parsed, ApiPath::CoreVersions);
-            let (api_version, content_type) = if accept.contains("v=v2;")
-                || accept.contains("v=v2,")
-                || accept.ends_with("v=v2")
-                || !accept.contains("v2beta1")
-            {
-                ("apidiscovery.k8s.io/v2", AGGREGATED_DISCOVERY.to_string())
-            } else {
-                (
-                    "apidiscovery.k8s.io/v2beta1",
-                    AGGREGATED_DISCOVERY.replace("v=v2;", "v=v2beta1;"),
-                )
-            };
+            // v2 unless the client asks only for the older v2beta1 (same shape, other name).
+            let (api_version, content_type) =
+                if accept.contains("v=v2;") || !accept.contains("v=v2beta1") {
+                    ("apidiscovery.k8s.io/v2", AGGREGATED_DISCOVERY.to_string())
+                } else {
+                    (
+                        "apidiscovery.k8s.io/v2beta1",
+                        AGGREGATED_DISCOVERY.replace("v=v2;", "v=v2beta1;"),
+                    )
+                };
             let doc = state.registry.aggregated_discovery(core, api_version);
             Ok((
                 StatusCode::OK,
