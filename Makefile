@@ -28,8 +28,9 @@ lint: ## rustfmt and clippy, warnings are errors
 fmt: ## format the code
 	$(CARGO) fmt --all
 
-crd: ## regenerate crd/workflow.yaml from the Rust types
+crd: ## regenerate crd/workflow.yaml (and its copy deploy/crd.yaml) from the Rust types
 	$(CARGO) run --quiet -- crd > crd/workflow.yaml
+	cp crd/workflow.yaml deploy/crd.yaml
 
 # --- real clusters (need Docker and kind; not available on the build machines) ---
 KIND ?= kind

@@ -73,7 +73,7 @@ pub async fn run(
     let jobs = Children::<Job>::owned().labels(LABEL_WORKFLOW);
     let job_changed = {
         let shared = shared.clone();
-        move |ctx, _job: Arc<Job>| handlers::reconcile(shared.clone(), ctx)
+        move |ctx, job: Arc<Job>| handlers::reconcile_job(shared.clone(), ctx, job)
     };
     Operator::new(client, config)
         .resource::<WorkFlow>(|r| {
