@@ -105,24 +105,25 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
     let plan = plan::plan_compiled(&workflow, &compiled, &observed, now);
     let namespace = workflow.namespace().unwrap_or_default();
     let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
+    // A terminal outcome is recorded before its actions (which then only delete Jobs), because
+    // a deleted Job can be the only evidence of the outcome: a step that timed out has its Job
+    // deleted, and an operator that died between that delete and the status write would find
+    // the step without a Job after a restart and start it again. Once the status is terminal,
+    // a restarted operator deletes whatever is left running. Otherwise Jobs come first, so the
+    // status never lists a step as started before its Job exists.
+    let terminal = plan
+        .status
+        .as_ref()
+        .and_then(|s| s.workflow_status)
+        .is_some_and(|p| p.is_terminal());
+    if terminal {
+        write_status(&shared, &ctx, &workflow, plan.status.as_ref()).await?;
+    }
     for action in &plan.actions {
         execute(&job_api, &workflow, action).await?;
     }
-    if let Some(status) = &plan.status {
-        // JSON patch `add /status` replaces the whole status in one write: the lists are
-        // recomputed from the Jobs, never appended to, so concurrent completions cannot erase
-        // each other (the seed operator's bug 3).
-        let patch = json!([{"op": "add", "path": "/status", "value": status}]);
-        let api: Api<WorkFlow> = Api::namespaced(ctx.client.clone(), &namespace);
-        let written = api
-            .patch_status(
-                &workflow.name_any(),
-                &PatchParams::default(),
-                &Patch::<()>::Json(serde_json::from_value(patch).expect("a valid JSON patch")),
-            )
-            .await
-            .map_err(|e| temporary("writing the status", e))?;
-        shared.remember_write(written);
+    if !terminal {
+        write_status(&shared, &ctx, &workflow, plan.status.as_ref()).await?;
     }
     for event in &plan.events {
         let type_ = if event.transition.to() == super::lifecycle::Phase::Failed {
@@ -138,6 +139,36 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
             tracing::warn!(%error, workflow = %workflow.name_any(), "posting a lifecycle event");
         }
     }
+    Ok(())
+}
+
+/// Replaces the workflow's status with `status` (if any) in one write and remembers the result.
+async fn write_status(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    workflow: &WorkFlow,
+    status: Option<&super::crd::WorkFlowStatus>,
+) -> HandlerResult {
+    let Some(status) = status else {
+        return Ok(());
+    };
+    // JSON patch `add /status` replaces the whole status in one write: the lists are
+    // recomputed from the Jobs, never appended to, so concurrent completions cannot erase
+    // each other (the seed operator's bug 3).
+    let patch = json!([{"op": "add", "path": "/status", "value": status}]);
+    let api: Api<WorkFlow> = Api::namespaced(
+        ctx.client.clone(),
+        &workflow.namespace().unwrap_or_default(),
+    );
+    let written = api
+        .patch_status(
+            &workflow.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(serde_json::from_value(patch).expect("a valid JSON patch")),
+        )
+        .await
+        .map_err(|e| temporary("writing the status", e))?;
+    shared.remember_write(written);
     Ok(())
 }
 
