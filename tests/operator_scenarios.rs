@@ -120,10 +120,10 @@ async fn a_slow_step_times_out_fails_the_workflow_and_its_dependents_never_start
     let recorder = JobRecorder::start(ns).await;
     ns.create(
         WorkFlow::test("slow")
-            .max_step_timeout(2)
             .step("quick", &[])
             .step("slow", &["quick"])
             .command(&["sleep", "30"])
+            .timeout(2)
             .step("after", &["slow"]),
     )
     .await;
