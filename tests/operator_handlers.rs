@@ -353,7 +353,7 @@ async fn resumed_operator_records_completions_made_while_it_was_down(
         .create(
             WorkFlow::test("resume")
                 .step("a", &[])
-                .command(&["sleep", "1"])
+                .command(&["sleep", "2"])
                 .step("b", &["a"]),
         )
         .await;

@@ -247,7 +247,9 @@ async fn bad_input_is_refused_or_fails_naming_the_problem_and_never_takes_the_op
     ns.expect_completed("valid").await;
 
     assert!(operator.is_running(), "the operator is still running");
-    assert_eq!(operator.starts, 1, "the operator never restarted");
+    if operator.controllable() {
+        assert_eq!(operator.starts, 1, "the operator never restarted");
+    }
     let log = operator.log();
     assert!(!log.contains("panicked"), "the operator panicked:\n{log}");
     println!(

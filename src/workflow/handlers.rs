@@ -185,28 +185,29 @@ async fn reconcile_with(
     let mut resource_version_now = resource_version(&workflow);
     let namespace = workflow.namespace().unwrap_or_default();
     let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
+    // A terminal outcome is recorded before its actions (which then only delete Jobs), because
+    // a deleted Job can be the only evidence of the outcome: a step that timed out has its Job
+    // deleted, and an operator that died between that delete and the status write would find
+    // the step without a Job after a restart and start it again. Once the status is terminal,
+    // a restarted operator deletes whatever is left running. Otherwise Jobs come first, so the
+    // status never lists a step as started before its Job exists.
+    let terminal = plan
+        .status
+        .as_ref()
+        .and_then(|s| s.workflow_status)
+        .is_some_and(|p| p.is_terminal());
+    if terminal
+        && let Some(rv) = write_status(shared, &ctx, &workflow, plan.status.as_ref()).await?
+    {
+        resource_version_now = rv;
+    }
     for action in &plan.actions {
         execute(&job_api, &workflow, &compiled, action).await?;
     }
-    if let Some(status) = &plan.status {
-        // JSON patch `add /status` replaces the whole status in one write: the lists are
-        // recomputed from the Jobs, never appended to, so concurrent completions cannot erase
-        // each other (the seed operator's bug 3).
-        let patch = json!([{"op": "add", "path": "/status", "value": status}]);
-        let api: Api<WorkFlow> = Api::namespaced(ctx.client.clone(), &namespace);
-        let written = api
-            .patch_status(
-                &workflow.name_any(),
-                &PatchParams::default(),
-                &Patch::<()>::Json(serde_json::from_value(patch).expect("a valid JSON patch")),
-            )
-            .await
-            .map_err(|e| {
-                shared.metrics.api_error("patch");
-                temporary("writing the status", e)
-            })?;
-        resource_version_now = resource_version(&written);
-        shared.remember_write(written);
+    if !terminal
+        && let Some(rv) = write_status(shared, &ctx, &workflow, plan.status.as_ref()).await?
+    {
+        resource_version_now = rv;
     }
     if let Some(new) = &plan.status {
         let changes = step_changes(workflow.status.as_ref(), new);
@@ -352,6 +353,41 @@ async fn publish_step_events(
             tracing::warn!(%error, workflow = %name, step, "posting a step event");
         }
     }
+}
+
+/// Replaces the workflow's status with `status` (if any) in one write and remembers the result;
+/// the resourceVersion written, if a write was made.
+async fn write_status(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    workflow: &WorkFlow,
+    status: Option<&super::crd::WorkFlowStatus>,
+) -> Result<Option<u64>, HandlerError> {
+    let Some(status) = status else {
+        return Ok(None);
+    };
+    // JSON patch `add /status` replaces the whole status in one write: the lists are
+    // recomputed from the Jobs, never appended to, so concurrent completions cannot erase
+    // each other (the seed operator's bug 3).
+    let patch = json!([{"op": "add", "path": "/status", "value": status}]);
+    let api: Api<WorkFlow> = Api::namespaced(
+        ctx.client.clone(),
+        &workflow.namespace().unwrap_or_default(),
+    );
+    let written = api
+        .patch_status(
+            &workflow.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(serde_json::from_value(patch).expect("a valid JSON patch")),
+        )
+        .await
+        .map_err(|e| {
+            shared.metrics.api_error("patch");
+            temporary("writing the status", e)
+        })?;
+    let rv = resource_version(&written);
+    shared.remember_write(written);
+    Ok(Some(rv))
 }
 
 /// The workflow's Jobs, from the mirror, as the planner sees them. Only Jobs owned by this very

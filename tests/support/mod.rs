@@ -720,7 +720,11 @@ where
             Ok(value) => return value,
             Err(error) => {
                 let transient = match &error {
-                    kube::Error::Api(e) => matches!(e.code, 409 | 429 | 500 | 503),
+                    // A 409 AlreadyExists is an answer, not a hiccup (an injected 409 is a
+                    // Conflict).
+                    kube::Error::Api(e) => {
+                        matches!(e.code, 409 | 429 | 500 | 503) && e.reason != "AlreadyExists"
+                    }
                     kube::Error::HyperError(_) | kube::Error::Service(_) => true,
                     _ => false,
                 };
@@ -1136,12 +1140,16 @@ impl JobRecorder {
                 )
             })
             .collect();
+        let mut pods_per_job: BTreeMap<String, usize> = BTreeMap::new();
+        for (job, _) in self.state.lock().expect("recorder lock").pods.values() {
+            *pods_per_job.entry(job.clone()).or_default() += 1;
+        }
         for job in &jobs {
             let allowed = 1 + retries
                 .get(&(job.workflow.clone(), job.step.clone()))
                 .copied()
                 .unwrap_or(0);
-            let pods = self.pods_of(&job.uid);
+            let pods = pods_per_job.get(&job.uid).copied().unwrap_or(0);
             if pods > allowed {
                 duplicates.push(format!(
                     "job {} (workflow {} step {}) ran {pods} pods, at most {allowed} allowed",
