@@ -30,3 +30,26 @@ fmt: ## format the code
 
 crd: ## regenerate crd/workflow.yaml from the Rust types
 	$(CARGO) run --quiet -- crd > crd/workflow.yaml
+
+# --- real clusters (need Docker and kind; not available on the build machines) ---
+KIND ?= kind
+KIND_CLUSTER ?= workflow-operator
+IMAGE ?= workflow-operator:dev
+KUBECTL ?= kubectl
+KIND_CONTEXT := kind-$(KIND_CLUSTER)
+OPERATOR_TESTS := $(patsubst tests/%.rs,--test %,$(wildcard tests/operator_*.rs tests/reliability_*.rs))
+
+image: ## build the operator image (Docker)
+	docker build -t $(IMAGE) .
+
+deploy-kind: image ## create a kind cluster (if needed), load the image, install the CRD and operator
+	$(KIND) get clusters | grep -qx '$(KIND_CLUSTER)' || $(KIND) create cluster --name $(KIND_CLUSTER)
+	$(KIND) load docker-image $(IMAGE) --name $(KIND_CLUSTER)
+	$(KUBECTL) --context $(KIND_CONTEXT) apply -f crd/workflow.yaml
+	$(KUBECTL) --context $(KIND_CONTEXT) wait --for=condition=Established crd/workflows.workflow.crd.com --timeout=60s
+	$(KUBECTL) --context $(KIND_CONTEXT) apply -k deploy/
+	$(KUBECTL) --context $(KIND_CONTEXT) -n workflow-operator rollout status deploy/workflow-operator --timeout=180s
+
+test-kind: deploy-kind ## run the operator test files against the kind cluster (same files as on the devcluster)
+	$(KUBECTL) config use-context $(KIND_CONTEXT)
+	WORKFLOW_TEST_CLUSTER=kube $(CARGO) test $(OPERATOR_TESTS)

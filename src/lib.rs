@@ -13,4 +13,5 @@ pub mod bench;
 pub mod cli;
 pub mod devcluster;
 pub mod kopf;
+pub mod telemetry;
 pub mod workflow;

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
@@ -504,4 +505,145 @@ async fn child_handlers_see_the_child_and_its_siblings_from_memory() {
             .all(|(_, child, siblings)| child != "a3" && !siblings.contains(&"a3".to_string())),
         "unlabelled children are not watched"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_handler_call_after_start_sees_every_existing_child() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let owner = api
+        .create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    // Many other objects of the child kind make its listing take longer than the parent's.
+    futures::stream::iter(0..1500)
+        .for_each_concurrent(32, |i| {
+            let config_maps = config_maps.clone();
+            async move {
+                let mut other = ConfigMap::default();
+                other.metadata.name = Some(format!("other{i}"));
+                config_maps
+                    .create(&PostParams::default(), &other)
+                    .await
+                    .expect("create");
+            }
+        })
+        .await;
+    for i in 0..3 {
+        let mut child = ConfigMap::default();
+        child.metadata.name = Some(format!("c{i}"));
+        child.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: Widget::api_version(&()).into(),
+            kind: Widget::kind(&()).into(),
+            name: "w".into(),
+            uid: owner.uid().expect("uid"),
+            ..Default::default()
+        }]);
+        config_maps
+            .create(&PostParams::default(), &child)
+            .await
+            .expect("child");
+    }
+
+    let seen: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let record = seen.clone();
+    let running = start(
+        Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+            r.on_create("create", move |ctx: Context<Widget>| {
+                let record = record.clone();
+                async move {
+                    record
+                        .lock()
+                        .unwrap()
+                        .push(ctx.children::<ConfigMap>().len());
+                    Ok(())
+                }
+            })
+            .on_child(
+                "child",
+                Children::<ConfigMap>::owned(),
+                |_ctx, _child: Arc<ConfigMap>| async { Ok(()) },
+            )
+        }),
+    );
+    wait_created(&api, "w").await;
+    running.stop().await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [3],
+        "the create handler saw all children at its only call"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempt_over_its_timeout_is_cut_short_and_retried() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let stall_probe = probe.clone();
+    let operator = Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+        r.on_create("stalls-once", move |ctx: Context<Widget>| {
+            let probe = stall_probe.clone();
+            async move {
+                let _guard = probe.enter(&ctx);
+                if ctx.retry == 0 {
+                    // A hung call, as a handler waiting on an unresponsive service would be.
+                    tokio::time::sleep(Duration::from_secs(600)).await;
+                }
+                Ok(())
+            }
+        })
+        .timeout(Duration::from_millis(200))
+    });
+    let started = tokio::time::Instant::now();
+    let running = start(operator);
+    api.create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    wait_created(&api, "w").await;
+    running.stop().await;
+    let retries: Vec<u32> = probe.calls().iter().map(|c| c.retry).collect();
+    assert_eq!(
+        retries,
+        [0, 1],
+        "the hung attempt was abandoned and retried"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the hung attempt did not hold the object"
+    );
+    assert!(
+        probe.overlaps().is_empty(),
+        "the abandoned attempt no longer counts as running"
+    );
+}
+
+/// Regression: an operator watching all namespaces wrote its record and finalizer through an
+/// `Api` without a namespace, so every such write addressed a cluster-scoped path and got 404:
+/// objects never got the finalizer and progress was never stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_watching_all_namespaces_stores_progress_and_finalizer_on_the_object() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let mut all_namespaces = config();
+    all_namespaces.namespace = None;
+    let probe = Probe::new();
+    let running = start(
+        Operator::new(client.clone(), all_namespaces).resource::<Widget>(|r| {
+            r.on_create("create", probed(&probe))
+                .on_delete("delete", probed(&probe))
+        }),
+    );
+    api.create(&PostParams::default(), &widget("anywhere", 1))
+        .await
+        .expect("create");
+    wait_created(&api, "anywhere").await;
+    let stored = api.get("anywhere").await.expect("get");
+    assert!(
+        stored.finalizers().contains(&FINALIZER.to_string()),
+        "the finalizer is on the object: {:?}",
+        stored.finalizers()
+    );
+    running.stop().await;
 }

@@ -269,3 +269,54 @@ async fn large_spec_goes_through_create_update_and_delete() {
         (1, 1)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_running_handlers_finish_and_store_their_progress() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (slow_probe, slow_release, slow_finished) =
+        (probe.clone(), release.clone(), finished.clone());
+    let running = start(
+        Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+            r.on_create("slow", move |ctx| {
+                let (probe, release, finished) = (
+                    slow_probe.clone(),
+                    slow_release.clone(),
+                    slow_finished.clone(),
+                );
+                async move {
+                    let guard = probe.enter(&ctx);
+                    release.notified().await;
+                    finished.store(true, std::sync::atomic::Ordering::SeqCst);
+                    drop(guard);
+                    Ok(())
+                }
+            })
+        }),
+    );
+    api.create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    probe
+        .wait("the handler to start", Duration::from_secs(20), |p| {
+            p.count("slow", "w") == 1
+        })
+        .await;
+
+    running.request_stop();
+    release.notify_one();
+    running.stop().await;
+
+    assert!(
+        finished.load(std::sync::atomic::Ordering::SeqCst),
+        "the running handler was not cut short"
+    );
+    let record = record(&api, "w").await.expect("a record");
+    assert_eq!(
+        record["created"], true,
+        "its progress was stored before the operator stopped: {record}"
+    );
+}

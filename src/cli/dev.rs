@@ -15,6 +15,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::Value;
 
+use crate::devcluster::faults::{ErrorRate, FaultConfig};
 use crate::devcluster::{DevCluster, DevClusterOptions, PodMode};
 use crate::workflow::crd::WorkFlow;
 use crate::workflow::operator::{self, OperatorOptions};
@@ -45,6 +46,27 @@ pub struct DevArgs {
     /// Handlers the operator runs at once, over all workflows.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Do not post an Event per step started and succeeded (saves two API writes per step).
+    #[arg(long)]
+    no_step_events: bool,
+    /// Fault injection: fail this fraction of a verb's requests, as `VERB=RATE[:CODE]` with CODE
+    /// 500 (default), 409 or 429, e.g. `patch=0.1:409` (repeatable).
+    #[arg(
+        long = "fail",
+        value_name = "VERB=RATE[:CODE]",
+        help_heading = "Fault injection"
+    )]
+    fail: Vec<ErrorRate>,
+    /// Fault injection: delay every API request by this many milliseconds.
+    #[arg(long, value_name = "MILLIS", help_heading = "Fault injection")]
+    latency_ms: Option<u64>,
+    /// Fault injection: close every watch this many seconds after it opened.
+    #[arg(long, value_name = "SECONDS", help_heading = "Fault injection")]
+    close_watches_every: Option<u64>,
+    /// Fault injection: forget the change history every this many seconds, so watches get
+    /// 410 Gone and clients must re-list (as after an etcd compaction).
+    #[arg(long, value_name = "SECONDS", help_heading = "Fault injection")]
+    force_gone_every: Option<u64>,
 }
 
 fn parse_pod_mode(text: &str) -> Result<PodMode, String> {
@@ -79,6 +101,11 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
     })
     .await
     .context("starting the embedded control plane")?;
+    cluster.faults().set(FaultConfig {
+        error_rates: args.fail.clone(),
+        latency: Duration::from_millis(args.latency_ms.unwrap_or(0)),
+        close_watches_every: args.close_watches_every.map(Duration::from_secs),
+    });
     println!(
         "control plane serving at {} (plain HTTP, no authentication)",
         cluster.base_url()
@@ -96,6 +123,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         let options = OperatorOptions {
             namespace: None,
             concurrency: args.concurrency,
+            step_events: !args.no_step_events,
         };
         let (client, stop) = (client.clone(), shutdown.clone());
         Some(tokio::spawn(async move {
@@ -111,9 +139,21 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         submitted.extend(apply_file(&cluster, file).await?);
     }
 
+    let force_gone = async {
+        let Some(seconds) = args.force_gone_every else {
+            return std::future::pending().await;
+        };
+        let mut tick = tokio::time::interval(Duration::from_secs(seconds.max(1)));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            cluster.force_gone();
+        }
+    };
     let outcome = tokio::select! {
         outcome = follow_workflows(client.clone(), args.until_done.then_some(&submitted)) => outcome,
         _ = crate::cli::shutdown_signal() => Ok(ExitCode::SUCCESS),
+        () = force_gone => unreachable!("the fault ticker never ends"),
     };
     shutdown.cancel();
     if let Some(task) = operator_task {
@@ -202,6 +242,7 @@ async fn follow_workflows(
     client: kube::Client,
     until_done: Option<&BTreeSet<(String, String)>>,
 ) -> Result<ExitCode> {
+    let start = std::time::Instant::now();
     let api: Api<WorkFlow> = Api::all(client);
     let mut events = watcher(api, watcher::Config::default()).boxed();
     let mut shown: BTreeMap<(String, String), Shown> = BTreeMap::new();
@@ -235,7 +276,7 @@ async fn follow_workflows(
             phase: status
                 .get("workflow-status")
                 .and_then(Value::as_str)
-                .unwrap_or("Pending")
+                .unwrap_or_default()
                 .to_string(),
             started: strings("started"),
             executed: strings("executed"),
@@ -247,20 +288,26 @@ async fn follow_workflows(
         };
         let before = shown.remove(&key).unwrap_or_default();
         let name = format!("{}/{}", key.0, key.1);
-        for step in now.started.difference(&before.started) {
-            println!("  {name}: step {step} started");
-        }
         for step in now.executed.difference(&before.executed) {
-            println!("  {name}: step {step} finished");
+            println!("{} {name}: step {step} finished", elapsed(start));
         }
-        if now.phase != before.phase || now.message != before.message {
+        for step in now.started.difference(&before.started) {
+            println!("{} {name}: step {step} started", elapsed(start));
+        }
+        if now.phase.is_empty() {
+            // Not picked up by the operator yet: nothing to say beyond `created` above.
+        } else if now.phase != before.phase || now.message != before.message {
             let progress = status.get("progress").and_then(Value::as_str).unwrap_or("");
             let message = if now.message.is_empty() {
                 String::new()
             } else {
                 format!(": {}", now.message)
             };
-            println!("workflow {name} {} {progress}{message}", now.phase);
+            println!(
+                "{} workflow {name} {} {progress}{message}",
+                elapsed(start),
+                now.phase
+            );
         }
         // Terminal for the current spec: a status written for an older generation is stale.
         let generation = workflow.metadata.generation;
@@ -287,4 +334,9 @@ async fn follow_workflows(
         }
     }
     bail!("the workflow watch ended unexpectedly")
+}
+
+/// `[  1.25s]`: time since the control plane came up, for the progress lines.
+fn elapsed(start: std::time::Instant) -> String {
+    format!("[{:6.2}s]", start.elapsed().as_secs_f64())
 }

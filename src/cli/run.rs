@@ -18,6 +18,10 @@ pub struct RunArgs {
     /// Handlers run at once, over all workflows (one at a time per workflow).
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Do not post an Event per step started and succeeded (saves two API writes per step;
+    /// lifecycle Events, failures included, are always posted).
+    #[arg(long)]
+    no_step_events: bool,
 }
 
 pub async fn run(args: RunArgs) -> ExitCode {
@@ -37,6 +41,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
     let options = OperatorOptions {
         namespace: args.namespace,
         concurrency: args.concurrency,
+        step_events: !args.no_step_events,
     };
     match operator::run(client, options, crate::cli::shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,6 +18,7 @@
 pub mod admission;
 pub mod controllers;
 pub mod error;
+pub mod events;
 pub mod faults;
 pub mod gc;
 pub mod jobs;
@@ -237,6 +238,31 @@ impl DevCluster {
     /// Forces 410 Gone: forgets the change history (as an etcd compaction does) and closes every
     /// watch, so every client must re-list.
     pub fn force_gone(&self) {
+        // A real cluster's resourceVersion always moves on (leases are renewed every few
+        // seconds), so a compaction leaves every resourceVersion a client holds behind. Here
+        // the control plane renews a lease of its own first, for the same effect on a quiet one.
+        let leases = self
+            .registry
+            .get(&GroupResource::new("coordination.k8s.io", "leases"))
+            .expect("leases are built in");
+        let renew_time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let lease = json!({
+            "metadata": {"name": "devcluster-compaction"},
+            "spec": {"holderIdentity": "devcluster", "renewTime": renew_time},
+        });
+        let renewed = self
+            .store
+            .update(
+                &leases,
+                "kube-system",
+                "devcluster-compaction",
+                lease.clone(),
+                store::Target::Main,
+            )
+            .or_else(|_| self.store.create(&leases, "kube-system", lease));
+        if let Err(error) = renewed {
+            tracing::warn!(%error, "cannot renew the compaction lease");
+        }
         self.store.compact();
         self.watches.close_all();
     }

@@ -204,18 +204,16 @@ async fn route(
     match parsed {
         ApiPath::CoreVersions | ApiPath::Groups if aggregated => {
             let core = matches!(parsed, ApiPath::CoreVersions);
-            let (api_version, content_type) = if accept.contains("v=v2;")
-                || accept.contains("v=v2,")
-                || accept.ends_with("v=v2")
-                || !accept.contains("v2beta1")
-            {
-                ("apidiscovery.k8s.io/v2", AGGREGATED_DISCOVERY.to_string())
-            } else {
-                (
-                    "apidiscovery.k8s.io/v2beta1",
-                    AGGREGATED_DISCOVERY.replace("v=v2;", "v=v2beta1;"),
-                )
-            };
+            // v2 unless the client asks only for the older v2beta1 (same shape, other name).
+            let (api_version, content_type) =
+                if accept.contains("v=v2;") || !accept.contains("v=v2beta1") {
+                    ("apidiscovery.k8s.io/v2", AGGREGATED_DISCOVERY.to_string())
+                } else {
+                    (
+                        "apidiscovery.k8s.io/v2beta1",
+                        AGGREGATED_DISCOVERY.replace("v=v2;", "v=v2beta1;"),
+                    )
+                };
             let doc = state.registry.aggregated_discovery(core, api_version);
             Ok((
                 StatusCode::OK,
@@ -638,6 +636,15 @@ impl Request<'_> {
         {
             self.unregister_crd(obj);
         }
+        if super::events::is_event(self.info) {
+            super::events::mirror_delete(
+                &self.state.store,
+                &self.state.registry,
+                self.info,
+                self.namespace(),
+                name,
+            );
+        }
         let (Deleted::Removed(obj) | Deleted::Pending(obj)) = outcome;
         Ok(object_response(StatusCode::OK, &obj))
     }
@@ -833,6 +840,15 @@ impl Request<'_> {
     /// After a CRD is written, serve what it defines and report it `Established`, as the real
     /// server's CRD controllers do within moments.
     fn after_write(&self, stored: Arc<StoredObject>) -> Result<Arc<StoredObject>> {
+        if super::events::is_event(self.info) {
+            super::events::mirror_write(
+                &self.state.store,
+                &self.state.registry,
+                self.info,
+                &stored,
+            )?;
+            return Ok(stored);
+        }
         if !self.is_crd() {
             return Ok(stored);
         }

@@ -48,6 +48,8 @@
 //! - **Level-triggered backup.** Every `resync` interval each mirrored object goes through
 //!   detection again; a missed watch event only delays work. Watches recover with backoff.
 //! - **Resume.** After a start, resume handlers run once for every object handled before.
+//! - **Full picture first.** No handler runs before the resource and every child kind have
+//!   been listed into memory, so [`Context::children`] is complete from the first call.
 //! - **Graceful shutdown.** When the shutdown future resolves no new handler starts; running
 //!   handlers finish and their progress is stored.
 //!
@@ -65,6 +67,8 @@
 //!   re-list), not for deleted ones; use [`Context::children`] or a resume/timer handler to see
 //!   the current set. They do not run while the parent is being deleted.
 //! - A permanently failed delete handler does not block deletion: the finalizer is removed.
+//! - A child kind that cannot be listed (not installed, or forbidden) keeps every handler of
+//!   its parent kind waiting; the watch failure is logged as a warning on every retry.
 //! - Objects being deleted without this operator's finalizer get no handlers.
 //! - The record annotation `<name>/last-handled` belongs to the framework; editing it by hand
 //!   makes the object look new (its create handlers run again).

@@ -35,7 +35,7 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, ResourceExt};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -109,7 +109,10 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
     });
     let erased: Arc<dyn Any + Send + Sync> = mirror.clone();
     let watch: ChildWatch = Arc::new(
-        move |client: Client, namespace: Option<String>, sink: ChildSink| {
+        move |client: Client,
+              namespace: Option<String>,
+              sink: ChildSink,
+              synced: oneshot::Sender<()>| {
             let api = C::Scope::api::<C>(client, namespace.as_deref());
             let mut config = watcher::Config::default();
             if let Some(labels) = &labels {
@@ -117,6 +120,7 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
             }
             let parent_of = parent_of.clone();
             let mirror = mirror.clone();
+            let mut synced = Some(synced);
             async move {
                 let parent = |child: &C| {
                     parent_of(child).map(|mut parent| {
@@ -161,6 +165,9 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
                         Ok(Event::InitDone) => {
                             if let Some(buffer) = relisted.take() {
                                 *mirror.by_parent.write().expect("child index lock") = buffer;
+                            }
+                            if let Some(synced) = synced.take() {
+                                let _ = synced.send(());
                             }
                         }
                         Ok(Event::Apply(child)) => {
@@ -253,28 +260,30 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         annotation: format!("{}/last-handled", config.name),
         deletes: registry.has_delete_handlers(),
         reader: reader.clone(),
-        api,
         env: env.clone(),
         child_indexes: registry.child_indexes.clone().into(),
         registry,
+        ready: CancellationToken::new(),
     });
 
-    // Children, timers and resyncs start once the mirror holds every object, so no child event
-    // arrives before its parent is known.
+    // No handler runs before the mirrors of the resource and of every child kind hold a full
+    // listing, so handlers never act on a partial picture (e.g. a resume handler that would see
+    // no children yet). Timers and resyncs start then too.
     {
         let ctl = ctl.clone();
         let tx = tx.clone();
         background.spawn(async move {
-            if ctl.reader.wait_until_ready().await.is_err() {
-                return;
-            }
             let mut tasks = JoinSet::new();
             let (child_tx, mut child_rx) = mpsc::unbounded_channel();
+            let mut synced = Vec::new();
             for watch in &ctl.registry.children {
+                let (done, listed) = oneshot::channel();
+                synced.push(listed);
                 tasks.spawn(watch(
                     ctl.env.client.clone(),
                     ctl.env.config.namespace.clone(),
                     child_tx.clone(),
+                    done,
                 ));
             }
             let forward = tx.clone();
@@ -287,6 +296,16 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
                     }
                 }
             });
+            if ctl.reader.wait_until_ready().await.is_err() {
+                return;
+            }
+            for listed in synced {
+                if listed.await.is_err() {
+                    return;
+                }
+            }
+            debug!(kind = %K::kind(&()), "mirrors listed; handlers may run");
+            ctl.ready.cancel();
             for (index, handler) in ctl.registry.handlers.iter().enumerate() {
                 if let Trigger::Timer { every } = handler.trigger {
                     tasks.spawn(tick(ctl.clone(), tx.clone(), every, Some(index)));
@@ -362,9 +381,10 @@ struct Ctl<K: Watched> {
     annotation: String,
     deletes: bool,
     reader: Store<K>,
-    api: Api<K>,
     env: Env,
     child_indexes: Arc<[Arc<dyn Any + Send + Sync>]>,
+    /// A latch: cancelled once every mirror holds a full listing.
+    ready: CancellationToken,
 }
 
 enum Msg<K: Watched> {
@@ -562,6 +582,10 @@ async fn work<K: Watched>(
     pending: Pending,
     state: ObjectState<K>,
 ) -> Done<K> {
+    tokio::select! {
+        () = ctl.ready.cancelled() => {}
+        () = ctl.env.shutdown.cancelled() => return (key, Some(state), None),
+    }
     let permit = tokio::select! {
         permit = ctl.env.semaphore.clone().acquire_owned() => permit,
         () = ctl.env.shutdown.cancelled() => return (key, Some(state), None),
@@ -739,6 +763,16 @@ impl<K: Watched> Pass<'_, K> {
         }
     }
 
+    /// An `Api` for writes to this object: in its own namespace, whatever namespace (or none)
+    /// the operator watches. The watch-wide `Ctl::api` has no namespace when the operator
+    /// watches all of them, and a patch through it would address a cluster-scoped path (404).
+    fn object_api(&self) -> Api<K> {
+        K::Scope::api::<K>(
+            self.ctl.env.client.clone(),
+            self.object.namespace().as_deref(),
+        )
+    }
+
     fn has_finalizer(&self) -> bool {
         self.state.finalizer_added || self.object.finalizers().contains(&self.ctl.finalizer)
     }
@@ -747,7 +781,7 @@ impl<K: Watched> Pass<'_, K> {
     async fn add_finalizer(&mut self) -> bool {
         let mut object = self.object.clone();
         for attempt in 0..2 {
-            match progress::add_finalizer(&self.ctl.api, &*object, &self.ctl.finalizer).await {
+            match progress::add_finalizer(&self.object_api(), &*object, &self.ctl.finalizer).await {
                 Ok(()) => {
                     self.state.write_failures = 0;
                     self.state.finalizer_added = true;
@@ -756,7 +790,7 @@ impl<K: Watched> Pass<'_, K> {
                 // The mirror lags behind the object; read it once and try again.
                 Err(error) if attempt == 0 => {
                     debug!(%error, "finalizer precondition failed; re-reading the object");
-                    match self.ctl.api.get_opt(&object.name_any()).await {
+                    match self.object_api().get_opt(&object.name_any()).await {
                         Ok(Some(fresh)) if fresh.finalizers().contains(&self.ctl.finalizer) => {
                             self.state.finalizer_added = true;
                             return true;
@@ -863,14 +897,16 @@ impl<K: Watched> Pass<'_, K> {
         self.state.dirty = false;
         let mut object = self.object.clone();
         for attempt in 0..2 {
-            match progress::remove_finalizer(&self.ctl.api, &*object, &self.ctl.finalizer).await {
+            match progress::remove_finalizer(&self.object_api(), &*object, &self.ctl.finalizer)
+                .await
+            {
                 Ok(()) => {
                     info!("deletion handled; finalizer removed");
                     return;
                 }
                 Err(error) if attempt == 0 => {
                     debug!(%error, "finalizer list moved; re-reading the object");
-                    match self.ctl.api.get_opt(&object.name_any()).await {
+                    match self.object_api().get_opt(&object.name_any()).await {
                         Ok(Some(fresh)) => object = Arc::new(fresh),
                         Ok(None) => return,
                         Err(error) => return self.write_failed(&error.to_string()),
@@ -962,7 +998,7 @@ impl<K: Watched> Pass<'_, K> {
         }
         let record = self.state.record.clone().unwrap_or_default();
         match progress::store(
-            &self.ctl.api,
+            &self.object_api(),
             &self.object.name_any(),
             &self.ctl.annotation,
             &record,

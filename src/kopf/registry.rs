@@ -390,10 +390,19 @@ pub(crate) struct ChildEvent {
     pub object: Arc<dyn Any + Send + Sync>,
 }
 
-/// Starts the watch of one child kind: given the client and namespace, it yields
+/// Starts the watch of one child kind: given the client and namespace, it sends
 /// `(parent, event)` pairs until dropped.
-pub(crate) type ChildWatch =
-    Arc<dyn Fn(Client, Option<String>, ChildSink) -> BoxFuture<'static, ()> + Send + Sync>;
+/// The last argument is told when the first full listing is mirrored.
+pub(crate) type ChildWatch = Arc<
+    dyn Fn(
+            Client,
+            Option<String>,
+            ChildSink,
+            tokio::sync::oneshot::Sender<()>,
+        ) -> BoxFuture<'static, ()>
+        + Send
+        + Sync,
+>;
 
 /// Where a child watch sends events.
 pub(crate) type ChildSink = tokio::sync::mpsc::UnboundedSender<(Parent, ChildEvent)>;

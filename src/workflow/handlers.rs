@@ -8,17 +8,18 @@
 //! names are deterministic, deletes of missing Jobs succeed), so a retry, a duplicate event or a
 //! restart never starts a step twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
-use kube::runtime::events::EventType;
+use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::crd::WorkFlow;
+use super::crd::{WorkFlow, WorkFlowStatus};
 use super::jobs::{self, LABEL_WORKFLOW};
 use super::names;
 use super::plan::{self, Action, Compiled, ObservedJob};
@@ -31,6 +32,8 @@ pub const FIELD_MANAGER: &str = "workflow-operator";
 /// a source of truth; losing it costs only recomputation.
 #[derive(Default)]
 pub struct Shared {
+    /// Post an Event per step started and succeeded (each one an API write).
+    pub step_events: bool,
     /// The validated DAG and run id per workflow uid and generation: saves an O(steps) build per
     /// Job event.
     compiled: Mutex<HashMap<String, (i64, Arc<Compiled>)>>,
@@ -40,6 +43,13 @@ pub struct Shared {
 }
 
 impl Shared {
+    pub fn new(step_events: bool) -> Self {
+        Self {
+            step_events,
+            ..Default::default()
+        }
+    }
+
     fn compiled(&self, workflow: &WorkFlow) -> Arc<Compiled> {
         let uid = workflow.uid().unwrap_or_default();
         let generation = workflow.metadata.generation.unwrap_or_default();
@@ -124,6 +134,11 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
             .map_err(|e| temporary("writing the status", e))?;
         shared.remember_write(written);
     }
+    if shared.step_events
+        && let Some(new) = &plan.status
+    {
+        publish_step_events(&ctx, &workflow, &plan.run, workflow.status.as_ref(), new).await;
+    }
     for event in &plan.events {
         let type_ = if event.transition.to() == super::lifecycle::Phase::Failed {
             EventType::Warning
@@ -139,6 +154,76 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
         }
     }
     Ok(())
+}
+
+/// Event reasons of a step's Job starting and succeeding. Failed and timed-out steps are named
+/// by the lifecycle Event of the failure (`StepFailed`, `StepTimedOut`).
+pub const STEP_STARTED: &str = "StepStarted";
+pub const STEP_SUCCEEDED: &str = "StepSucceeded";
+
+/// The steps that finished and that started between two statuses, in status order.
+#[derive(Debug, Default, PartialEq)]
+struct StepChanges {
+    finished: Vec<String>,
+    started: Vec<String>,
+}
+
+fn step_changes(old: Option<&WorkFlowStatus>, new: &WorkFlowStatus) -> StepChanges {
+    let newly = |old_list: Option<&Vec<String>>, new_list: &Vec<String>| -> Vec<String> {
+        let old_set: HashSet<&String> = old_list.into_iter().flatten().collect();
+        new_list
+            .iter()
+            .filter(|s| !old_set.contains(s))
+            .cloned()
+            .collect()
+    };
+    StepChanges {
+        finished: newly(old.map(|s| &s.executed), &new.executed),
+        started: newly(old.map(|s| &s.started), &new.started),
+    }
+}
+
+/// One Event per step that started or finished, about the workflow with the step's Job as the
+/// related object (which also keeps kube's recorder from folding different steps into one
+/// series). Each is an API write: `--no-step-events` turns them off for large workflows.
+async fn publish_step_events(
+    ctx: &Context<WorkFlow>,
+    workflow: &WorkFlow,
+    run: &str,
+    old: Option<&WorkFlowStatus>,
+    new: &WorkFlowStatus,
+) {
+    let changes = step_changes(old, new);
+    let name = workflow.name_any();
+    let events = changes
+        .finished
+        .iter()
+        .map(|step| (STEP_SUCCEEDED, step, format!("step {step} succeeded")))
+        .chain(
+            changes
+                .started
+                .iter()
+                .map(|step| (STEP_STARTED, step, format!("step {step} started"))),
+        );
+    for (reason, step, note) in events {
+        let job = ObjectReference {
+            api_version: Some("batch/v1".into()),
+            kind: Some("Job".into()),
+            name: Some(names::job_name(&name, step, run)),
+            namespace: workflow.namespace(),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note),
+            action: ctx.reason.to_string(),
+            secondary: Some(job),
+        };
+        if let Err(error) = ctx.recorder.publish(&event, &ctx.object_ref()).await {
+            tracing::warn!(%error, workflow = %name, step, "posting a step event");
+        }
+    }
 }
 
 /// The workflow's Jobs, from the mirror, as the planner sees them. Only Jobs owned by this very
@@ -292,4 +377,46 @@ pub fn may_time_out(workflow: &WorkFlow) -> bool {
 
 fn temporary(what: &str, error: kube::Error) -> HandlerError {
     HandlerError::temporary(format!("{what}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(executed: &[&str], started: &[&str]) -> WorkFlowStatus {
+        WorkFlowStatus {
+            executed: executed.iter().map(|s| s.to_string()).collect(),
+            started: started.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn step_changes_name_the_steps_that_finished_and_started() {
+        let changes = |finished: &[&str], started: &[&str]| StepChanges {
+            finished: finished.iter().map(|s| s.to_string()).collect(),
+            started: started.iter().map(|s| s.to_string()).collect(),
+        };
+        let cases = [
+            (None, status(&[], &["a"]), changes(&[], &["a"])),
+            (
+                Some(status(&[], &["a"])),
+                status(&["a"], &["b", "c"]),
+                changes(&["a"], &["b", "c"]),
+            ),
+            (
+                Some(status(&["a"], &["b", "c"])),
+                status(&["a", "b"], &["c"]),
+                changes(&["b"], &[]),
+            ),
+            (
+                Some(status(&["a"], &["b"])),
+                status(&["a"], &["b"]),
+                changes(&[], &[]),
+            ),
+        ];
+        for (old, new, want) in cases {
+            assert_eq!(step_changes(old.as_ref(), &new), want, "{old:?} -> {new:?}");
+        }
+    }
 }

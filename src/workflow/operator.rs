@@ -30,6 +30,8 @@ pub struct OperatorOptions {
     pub namespace: Option<String>,
     /// Handlers run at once over all workflows (one at a time per workflow).
     pub concurrency: usize,
+    /// Post an Event per step started and succeeded (an API write each).
+    pub step_events: bool,
 }
 
 impl Default for OperatorOptions {
@@ -37,6 +39,7 @@ impl Default for OperatorOptions {
         Self {
             namespace: None,
             concurrency: 64,
+            step_events: true,
         }
     }
 }
@@ -50,7 +53,7 @@ pub async fn run(
     options: OperatorOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared::new(options.step_events));
     let reconcile = move |shared: Arc<Shared>| move |ctx| handlers::reconcile(shared.clone(), ctx);
     let cleanup = {
         let shared = shared.clone();

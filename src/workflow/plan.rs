@@ -13,8 +13,10 @@
 //! One call is O(steps + dependencies + jobs): it rebuilds the step states from the Jobs and
 //! renders the status lists. [`Compiled`] (the validated DAG and run id, cacheable per
 //! `metadata.generation`) removes the DAG build and the run-id hash from that; what is left is a
-//! scan of the Jobs and the status. `benches/dag.rs` measures both at 10,000 steps. The
-//! O(degree) part, which steps a completion releases, is [`crate::workflow::dag::Progress`].
+//! scan of the Jobs and the status. `benches/dag.rs` measures both at 10,000 steps: about
+//! 0.5-1.3 ms per completion with a cached [`Compiled`], 6-11 ms without (most of it the run-id
+//! hash), on the 2-core build machine. The O(degree) part, which steps a completion releases, is
+//! [`crate::workflow::dag::Progress`] (tens of nanoseconds).
 
 use std::collections::{HashMap, HashSet};
 

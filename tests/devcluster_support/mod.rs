@@ -99,7 +99,7 @@ pub fn widget(name: &str, labels: Value, spec: Value) -> DynamicObject {
     .unwrap()
 }
 
-/// A raw request: status, headers and body.
+/// The answer to a raw request: status, headers and body.
 pub struct RawResponse {
     pub status: u16,
     pub headers: http::HeaderMap,
@@ -126,11 +126,11 @@ pub async fn raw(
         .header(http::header::CONTENT_TYPE, content_type)
         .body(kube::client::Body::from(body))
         .unwrap();
-    let response = cluster
-        .client()
-        .send(request)
-        .await
-        .expect("the request is sent");
+    // Without kube-rs's retries (it retries 429s), so the test sees each answer as it was.
+    let mut config = kube::Config::new(cluster.base_url().parse().unwrap());
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).unwrap();
+    let response = client.send(request).await.expect("the request is sent");
     let (parts, body) = response.into_parts();
     RawResponse {
         status: parts.status.as_u16(),

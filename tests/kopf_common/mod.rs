@@ -102,6 +102,11 @@ pub fn start(operator: Operator) -> Running {
 }
 
 impl Running {
+    /// Asks for a graceful shutdown without waiting for it.
+    pub fn request_stop(&self) {
+        self.token.cancel();
+    }
+
     /// Graceful shutdown; panics if the operator failed.
     pub async fn stop(self) {
         self.token.cancel();
@@ -170,6 +175,7 @@ impl Probe {
             diff: ctx.diff.to_vec(),
             retry: ctx.retry,
         });
+        self.changed.notify_waiters();
         Guard {
             probe: self.clone(),
             object,

@@ -1,0 +1,221 @@
+//! Events are one resource served under two APIs, `events.k8s.io/v1` (what kube-rs' recorder and
+//! current controllers write) and core `v1` (what `kubectl describe` reads). The real server
+//! stores each Event once and converts between the two; here each write to one is mirrored,
+//! converted, to the other, directly in the store, so either API sees every Event.
+
+use serde_json::{Map, Value, json};
+
+use super::error::Result;
+use super::resources::{GroupResource, Registry, ResourceInfo};
+use super::store::{DeleteOptions, Store, StoredObject, Target};
+
+/// Whether a resource is one of the two faces of Events.
+pub fn is_event(info: &ResourceInfo) -> bool {
+    info.resource == "events" && (info.group.is_empty() || info.group == "events.k8s.io")
+}
+
+/// Brings the other face of a written Event in line with it (created when missing).
+pub fn mirror_write(
+    store: &Store,
+    registry: &Registry,
+    info: &ResourceInfo,
+    written: &StoredObject,
+) -> Result<()> {
+    let (other, converted) = match info.group.as_str() {
+        "" => (
+            GroupResource::new("events.k8s.io", "events"),
+            to_events_v1(&written.value),
+        ),
+        _ => (GroupResource::new("", "events"), to_core(&written.value)),
+    };
+    let Some(other) = registry.get(&other) else {
+        return Ok(());
+    };
+    let (namespace, name) = (written.namespace(), written.name());
+    match store.get(&other, namespace, name) {
+        Ok(_) => store
+            .modify(&other, namespace, name, Target::Main, |old, _| {
+                let mut new = converted.clone();
+                new["metadata"] = old["metadata"].clone();
+                new["metadata"]
+                    .as_object_mut()
+                    .expect("metadata")
+                    .remove("resourceVersion");
+                Ok(new)
+            })
+            .map(drop),
+        Err(_) => store.create(&other, namespace, converted).map(drop),
+    }
+}
+
+/// Deletes the other face of a deleted Event.
+pub fn mirror_delete(
+    store: &Store,
+    registry: &Registry,
+    info: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+) {
+    let other = match info.group.as_str() {
+        "" => GroupResource::new("events.k8s.io", "events"),
+        _ => GroupResource::new("", "events"),
+    };
+    if let Some(other) = registry.get(&other) {
+        // Already gone is fine: the two faces are deleted together either way.
+        let _ = store.delete(&other, namespace, name, &DeleteOptions::default());
+    }
+}
+
+fn metadata_of(event: &Value) -> Value {
+    let mut meta = Map::new();
+    for field in ["name", "namespace", "labels", "annotations"] {
+        if let Some(v) = event.pointer(&format!("/metadata/{field}")) {
+            meta.insert(field.into(), v.clone());
+        }
+    }
+    Value::Object(meta)
+}
+
+/// `events.k8s.io/v1` -> core `v1`, as the API server's conversion does.
+pub fn to_core(event: &Value) -> Value {
+    let get = |path: &str| event.pointer(path).cloned();
+    let event_time = get("/eventTime");
+    let last = get("/deprecatedLastTimestamp")
+        .or_else(|| get("/series/lastObservedTime"))
+        .or_else(|| event_time.clone());
+    let first = get("/deprecatedFirstTimestamp").or_else(|| event_time.clone());
+    let count = get("/deprecatedCount")
+        .or_else(|| get("/series/count"))
+        .unwrap_or(json!(1));
+    let source = get("/deprecatedSource").unwrap_or_else(|| {
+        let mut source = Map::new();
+        if let Some(c) = get("/reportingController") {
+            source.insert("component".into(), c);
+        }
+        if let Some(h) = get("/reportingInstance") {
+            source.insert("host".into(), h);
+        }
+        Value::Object(source)
+    });
+    let mut core = json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": metadata_of(event),
+        "involvedObject": get("/regarding").unwrap_or(json!({})),
+        "source": source,
+        "count": count,
+    });
+    let fields = [
+        ("reason", get("/reason")),
+        ("message", get("/note")),
+        ("type", get("/type")),
+        ("action", get("/action")),
+        ("related", get("/related")),
+        ("eventTime", event_time),
+        ("series", get("/series")),
+        ("reportingComponent", get("/reportingController")),
+        ("reportingInstance", get("/reportingInstance")),
+        // Timestamps are whole seconds in core; MicroTime has microseconds.
+        ("firstTimestamp", first.map(whole_seconds)),
+        ("lastTimestamp", last.map(whole_seconds)),
+    ];
+    for (field, value) in fields {
+        if let Some(value) = value.filter(|v| !v.is_null()) {
+            core[field] = value;
+        }
+    }
+    core
+}
+
+/// Core `v1` -> `events.k8s.io/v1`.
+pub fn to_events_v1(event: &Value) -> Value {
+    let get = |path: &str| event.pointer(path).cloned();
+    let mut converted = json!({
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": metadata_of(event),
+    });
+    let fields = [
+        ("regarding", get("/involvedObject")),
+        ("note", get("/message")),
+        ("reason", get("/reason")),
+        ("type", get("/type")),
+        ("action", get("/action")),
+        ("related", get("/related")),
+        ("eventTime", get("/eventTime")),
+        ("series", get("/series")),
+        (
+            "reportingController",
+            get("/reportingComponent").or_else(|| get("/source/component")),
+        ),
+        (
+            "reportingInstance",
+            get("/reportingInstance").or_else(|| get("/source/host")),
+        ),
+        ("deprecatedSource", get("/source")),
+        ("deprecatedCount", get("/count")),
+        ("deprecatedFirstTimestamp", get("/firstTimestamp")),
+        ("deprecatedLastTimestamp", get("/lastTimestamp")),
+    ];
+    for (field, value) in fields {
+        if let Some(value) = value.filter(|v| !v.is_null()) {
+            converted[field] = value;
+        }
+    }
+    converted
+}
+
+/// `2026-11-22T08:00:00.123456Z` -> `2026-11-22T08:00:00Z`.
+fn whole_seconds(time: Value) -> Value {
+    match time
+        .as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    {
+        Some(t) => json!(
+            t.with_timezone(&chrono::Utc)
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ),
+        None => time,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_convert_both_ways_keeping_what_describe_shows() {
+        let v1 = json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "wf.1", "namespace": "ns", "uid": "dropped"},
+            "regarding": {"kind": "WorkFlow", "name": "wf", "namespace": "ns", "uid": "u1"},
+            "note": "step a started", "reason": "StepStarted", "type": "Normal", "action": "Create",
+            "eventTime": "2026-11-22T08:00:00.123456Z",
+            "reportingController": "workflow.crd.com", "reportingInstance": "pod-1",
+        });
+        let core = to_core(&v1);
+        assert_eq!(core["involvedObject"]["uid"], "u1");
+        assert_eq!(core["message"], "step a started");
+        assert_eq!(core["reason"], "StepStarted");
+        assert_eq!(
+            core["source"],
+            json!({"component": "workflow.crd.com", "host": "pod-1"})
+        );
+        assert_eq!(core["count"], 1);
+        assert_eq!(core["lastTimestamp"], "2026-11-22T08:00:00Z");
+        assert_eq!(core["metadata"], json!({"name": "wf.1", "namespace": "ns"}));
+        let back = to_events_v1(&core);
+        for field in [
+            "regarding",
+            "note",
+            "reason",
+            "type",
+            "action",
+            "eventTime",
+            "reportingController",
+            "reportingInstance",
+        ] {
+            assert_eq!(back[field], v1[field], "{field}");
+        }
+    }
+}

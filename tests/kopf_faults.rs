@@ -1,0 +1,217 @@
+//! The handler framework when the API misbehaves, and what it costs in writes.
+
+mod kopf_common;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use workflow_operator::devcluster::faults::{InjectedError, Verb};
+use workflow_operator::kopf::{Children, Context, HandlerResult, Operator};
+
+use kopf_common::*;
+
+fn probed(
+    probe: &Arc<Probe>,
+) -> impl Fn(Context<Widget>) -> futures::future::BoxFuture<'static, HandlerResult> + Send + Sync + 'static
+{
+    let probe = probe.clone();
+    move |ctx| {
+        let probe = probe.clone();
+        async move {
+            let _guard = probe.enter(&ctx);
+            Ok(())
+        }
+        .boxed()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_run_once_per_cause_through_dropped_watches_and_failing_writes() {
+    let (cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let running = start(
+        Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+            r.on_create("create", probed(&probe))
+                .on_update_field("spec", "update", probed(&probe))
+        }),
+    );
+    // A third of the framework's record writes fail, and every watch is cut short.
+    cluster
+        .faults()
+        .set_error_rate(Verb::Patch, 0.3, InjectedError::Internal);
+    cluster
+        .faults()
+        .close_watches_every(Some(Duration::from_millis(200)));
+
+    let names: Vec<String> = (0..20).map(|i| format!("w{i:02}")).collect();
+    for name in &names {
+        api.create(&PostParams::default(), &widget(name, 1))
+            .await
+            .expect("create");
+    }
+    probe
+        .wait("every create", Duration::from_secs(30), |p| {
+            p.per_object("create").len() == names.len()
+        })
+        .await;
+    // Forget the change history: watches must re-list.
+    cluster.force_gone();
+    for name in &names {
+        // The test's own writes use update, which no fault touches.
+        let mut current = api.get(name).await.expect("get");
+        current.spec.size = 2;
+        api.replace(name, &PostParams::default(), &current)
+            .await
+            .expect("replace");
+    }
+    for name in &names {
+        eventually(
+            &format!("{name}'s update to be recorded"),
+            Duration::from_secs(30),
+            || async {
+                record(&api, name)
+                    .await
+                    .filter(|r| r["generation"] == 2 && r.get("handlers").is_none())
+            },
+        )
+        .await;
+    }
+    cluster.faults().clear();
+    running.stop().await;
+
+    for handler in ["create", "update"] {
+        let counts = probe.per_object(handler);
+        assert_eq!(counts.len(), names.len(), "{handler} ran for every object");
+        assert!(
+            counts.values().all(|n| *n == 1),
+            "{handler} ran once per object: {counts:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_handled_field_costs_one_write_and_children_timers_and_resyncs_none() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let child_probe = probe.clone();
+    let running = start(
+        Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+            r.on_create("create", probed(&probe))
+                .on_update_field("spec", "update", probed(&probe))
+                .on_update_field("metadata.labels", "labels", probed(&probe))
+                .timer("tick", Duration::from_millis(20), probed(&probe))
+                .on_child(
+                    "child",
+                    Children::<ConfigMap>::owned(),
+                    move |ctx, _child: Arc<ConfigMap>| {
+                        let probe = child_probe.clone();
+                        async move {
+                            let _guard = probe.enter(&ctx);
+                            Ok(())
+                        }
+                    },
+                )
+        }),
+    );
+    // Every version of the widget, as a watch sees it.
+    let versions: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let seen = versions.clone();
+    let watch_api = api.clone();
+    let watch = tokio::spawn(async move {
+        let mut events = watcher(
+            watch_api,
+            watcher::Config::default().fields("metadata.name=w"),
+        )
+        .boxed();
+        while let Some(Ok(event)) = events.next().await {
+            if let watcher::Event::Apply(w) | watcher::Event::InitApply(w) = event {
+                seen.lock()
+                    .unwrap()
+                    .insert(w.resource_version().expect("a resourceVersion"));
+            }
+        }
+    });
+
+    let created = api
+        .create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    wait_created(&api, "w").await;
+    let patch = json!({"spec": {"size": 2}, "metadata": {"labels": {"team": "a"}}});
+    api.patch("w", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("patch");
+    probe
+        .wait("both update handlers", Duration::from_secs(20), |p| {
+            p.count("update", "w") == 1 && p.count("labels", "w") == 1
+        })
+        .await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    for i in 0..5 {
+        let mut child = ConfigMap::default();
+        child.metadata.name = Some(format!("c{i}"));
+        child.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: Widget::api_version(&()).into(),
+            kind: Widget::kind(&()).into(),
+            name: "w".into(),
+            uid: created.uid().expect("uid"),
+            ..Default::default()
+        }]);
+        config_maps
+            .create(&PostParams::default(), &child)
+            .await
+            .expect("child");
+    }
+    // Timer ticks across two resyncs (500ms), after all child events.
+    probe
+        .wait("the child events", Duration::from_secs(20), |p| {
+            p.count("child", "w") >= 5
+        })
+        .await;
+    let ticks = probe.count("tick", "w");
+    probe
+        .wait("more timer ticks", Duration::from_secs(20), |p| {
+            p.count("tick", "w") >= ticks + 50
+        })
+        .await;
+    let stored = eventually(
+        "the record of both updates",
+        Duration::from_secs(20),
+        || async {
+            record(&api, "w")
+                .await
+                .filter(|r| r["generation"] == 2 && r.get("handlers").is_none())
+        },
+    )
+    .await;
+    let last = api
+        .get("w")
+        .await
+        .expect("get")
+        .resource_version()
+        .expect("a resourceVersion");
+    eventually("the watch to catch up", Duration::from_secs(20), || async {
+        versions.lock().unwrap().contains(&last).then_some(())
+    })
+    .await;
+    running.stop().await;
+    watch.abort();
+
+    // Created, recorded, patched by the test, recorded once per changed field: nothing else.
+    let versions = versions.lock().unwrap().clone();
+    assert_eq!(
+        versions.len(),
+        5,
+        "five versions of the widget: {versions:?} (record {stored})"
+    );
+}
