@@ -21,6 +21,8 @@ pub struct Spawn {
     pub log_filter: String,
     /// Where its stderr goes (appended).
     pub log: PathBuf,
+    /// More arguments for `run` (e.g. `--no-step-events`).
+    pub extra_args: Vec<String>,
 }
 
 /// A running operator process.
@@ -45,6 +47,7 @@ impl OperatorProcess {
             .arg(spawn.concurrency.to_string())
             .arg("--log")
             .arg(&spawn.log_filter)
+            .args(&spawn.extra_args)
             .env("KUBECONFIG", kubeconfig)
             .env_remove("WATCH_NAMESPACE")
             .env_remove("RUST_LOG")

@@ -44,6 +44,9 @@ pub struct BenchArgs {
     /// Where our operator's stderr goes (default: a file in the temporary directory).
     #[arg(long)]
     operator_log: Option<PathBuf>,
+    /// An argument for our operator's `run` (repeatable), e.g. `--operator-arg=--no-step-events`.
+    #[arg(long = "operator-arg", value_name = "ARG", allow_hyphen_values = true)]
+    operator_args: Vec<String>,
     /// Our operator's log filter.
     #[arg(long, default_value = "warn")]
     operator_log_filter: String,
@@ -141,6 +144,7 @@ fn options(args: &BenchArgs) -> Result<Options, String> {
             concurrency: args.concurrency,
             log_filter: args.operator_log_filter.clone(),
             log,
+            extra_args: args.operator_args.clone(),
         })
     };
     Ok(Options {
