@@ -28,8 +28,9 @@ lint: ## rustfmt and clippy, warnings are errors
 fmt: ## format the code
 	$(CARGO) fmt --all
 
-crd: ## regenerate crd/workflow.yaml from the Rust types
+crd: ## regenerate crd/workflow.yaml (and its copy deploy/crd.yaml) from the Rust types
 	$(CARGO) run --quiet -- crd > crd/workflow.yaml
+	cp crd/workflow.yaml deploy/crd.yaml
 
 # Issue 5's target 2; e.g. `make bench BENCH_ARGS="--workflows 1 --steps 10000 --shape chain"`.
 BENCH_ARGS ?= --workflows 1000 --steps 10 --shape diamond

@@ -1,13 +1,17 @@
 //! Benchmarks of the workflow operator's pure core at 10,000 steps (issue 5, target 1):
 //! validating, ordering and computing the initial ready set of a DAG, and the cost of one step
 //! completion, both in the O(degree) tracker (`dag::Progress`) and in the full planner
-//! (`plan::plan_compiled` with a cached `Compiled`, which is what the handlers call).
+//! (`plan::plan_compiled` with a cached `Compiled`), and in the incremental planner
+//! (`incremental::RunState`, which the Job-event handler uses): its decision alone, and with the
+//! O(steps) rendering of the status that a write needs.
 //!
 //! Shapes: a chain, a fan-out/fan-in, a diamond lattice (100 layers of 100, each step depending
 //! on two of the layer before) and a random DAG with about 3 dependencies per step.
-//! Run with `cargo bench --bench dag` (release).
+//! Run with `cargo bench --bench dag` (release); `cargo bench --bench dag -- incremental` for
+//! the incremental planner only.
 
 use std::hint::black_box;
+use std::sync::Arc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use k8s_openapi::jiff::Timestamp;
@@ -17,6 +21,7 @@ use rand::{Rng, SeedableRng};
 use workflow_operator::workflow::WorkFlow;
 use workflow_operator::workflow::crd::Step;
 use workflow_operator::workflow::dag::Dag;
+use workflow_operator::workflow::incremental::{JobChange, RunState};
 use workflow_operator::workflow::plan::{self, Compiled, JobState, ObservedJob};
 use workflow_operator::workflow::testing::step;
 use workflow_operator::workflow::{WorkFlowSpec, names};
@@ -148,8 +153,29 @@ fn bench(c: &mut Criterion) {
         );
         let before = plan::plan_compiled(&wf, &compiled, &jobs, now);
         wf.status = before.status;
+        // The incremental state as the handler caches it: built before the completion.
+        let (_, state) = RunState::build(&wf, Arc::new(compiled.clone()), &jobs, now);
+        let state = state.expect("a started workflow is followed");
         let done = jobs.iter_mut().find(|j| j.step == name(middle)).unwrap();
         done.state = JobState::Succeeded;
+        let change = JobChange::Applied(done.clone());
+        group.bench_function("one completion (incremental decision)", |b| {
+            b.iter_batched_ref(
+                || state.clone(),
+                |state| black_box(state.decide(black_box(&change), now).unwrap()),
+                BatchSize::LargeInput,
+            )
+        });
+        group.bench_function(
+            "one completion (incremental decision + status render)",
+            |b| {
+                b.iter_batched_ref(
+                    || state.clone(),
+                    |state| black_box(state.observe(black_box(&change), now).unwrap()),
+                    BatchSize::LargeInput,
+                )
+            },
+        );
         group.bench_function("one completion (full plan, cached DAG)", |b| {
             b.iter(|| black_box(plan::plan_compiled(&wf, &compiled, black_box(&jobs), now)))
         });

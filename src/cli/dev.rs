@@ -124,6 +124,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
             namespace: None,
             concurrency: args.concurrency,
             step_events: !args.no_step_events,
+            metrics: None,
         };
         let (client, stop) = (client.clone(), shutdown.clone());
         Some(tokio::spawn(async move {

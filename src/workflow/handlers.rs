@@ -7,6 +7,11 @@
 //! the status once, post one Event per lifecycle transition. Every write is idempotent (Job
 //! names are deterministic, deletes of missing Jobs succeed), so a retry, a duplicate event or a
 //! restart never starts a step twice.
+//!
+//! A Job event ([`reconcile_job`]) is planned by the cached [`RunState`] of the workflow in
+//! O(degree of the step) when the cache is still the workflow's (same generation, run and
+//! status resource version) and the mirror holds as many Jobs as the state knows; every other
+//! cause, and every doubt, plans in full and rebuilds the state.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -20,9 +25,10 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::crd::{WorkFlow, WorkFlowStatus};
+use super::incremental::{JobChange, RunState};
 use super::jobs::{self, LABEL_WORKFLOW};
 use super::names;
-use super::plan::{self, Action, Compiled, ObservedJob};
+use super::plan::{Action, Compiled, ObservedJob, Plan};
 use crate::kopf::{Context, HandlerError, HandlerResult};
 
 /// The field manager the operator writes with.
@@ -34,18 +40,31 @@ pub const FIELD_MANAGER: &str = "workflow-operator";
 pub struct Shared {
     /// Post an Event per step started and succeeded (each one an API write).
     pub step_events: bool,
+    /// Prometheus metric updates.
+    pub metrics: super::metrics::Recorder,
     /// The validated DAG and run id per workflow uid and generation: saves an O(steps) build per
     /// Job event.
     compiled: Mutex<HashMap<String, (i64, Arc<Compiled>)>>,
     /// The object our last status write returned, per workflow uid: newer than the watch's copy
     /// until the watch catches up, so a quick next event does not plan from a stale status.
     written: Mutex<HashMap<String, Arc<WorkFlow>>>,
+    /// The incremental planner's state per workflow uid, as of the last plan carried out.
+    runs: Mutex<HashMap<String, CachedRun>>,
+}
+
+/// A [`RunState`] and what it is valid for: the workflow's generation and the resource version
+/// of the object whose status the state rendered (the run id is the state's own).
+struct CachedRun {
+    generation: i64,
+    resource_version: u64,
+    state: RunState,
 }
 
 impl Shared {
-    pub fn new(step_events: bool) -> Self {
+    pub fn new(step_events: bool, metrics: Option<crate::telemetry::metrics::Metrics>) -> Self {
         Self {
             step_events,
+            metrics: super::metrics::Recorder::new(metrics),
             ..Default::default()
         }
     }
@@ -82,9 +101,19 @@ impl Shared {
             .insert(uid, Arc::new(workflow));
     }
 
+    /// Takes the cached run state out: a reconcile that fails half-way leaves none behind.
+    fn take_run(&self, uid: &str) -> Option<CachedRun> {
+        self.runs.lock().expect("run cache lock").remove(uid)
+    }
+
+    fn keep_run(&self, uid: String, run: CachedRun) {
+        self.runs.lock().expect("run cache lock").insert(uid, run);
+    }
+
     /// Drops what is cached for a deleted workflow.
     fn forget(&self, workflow: &WorkFlow) {
         let uid = workflow.uid().unwrap_or_default();
+        self.metrics.workflow_phase(&uid, None);
         self.compiled
             .lock()
             .expect("compiled cache lock")
@@ -93,6 +122,7 @@ impl Shared {
             .lock()
             .expect("written cache lock")
             .remove(&uid);
+        self.runs.lock().expect("run cache lock").remove(&uid);
     }
 }
 
@@ -105,18 +135,58 @@ fn resource_version(workflow: &WorkFlow) -> u64 {
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+    timed(shared, ctx, None).await
+}
+
+/// [`reconcile`] for a change of one of the workflow's Jobs: planned incrementally when the
+/// cached run state allows it, in full otherwise.
+pub async fn reconcile_job(
+    shared: Arc<Shared>,
+    ctx: Context<WorkFlow>,
+    job: Arc<Job>,
+) -> HandlerResult {
+    timed(shared, ctx, Some(job)).await
+}
+
+/// Runs one reconcile and records its latency and outcome.
+async fn timed(
+    shared: Arc<Shared>,
+    ctx: Context<WorkFlow>,
+    changed: Option<Arc<Job>>,
+) -> HandlerResult {
+    let started = std::time::Instant::now();
+    let handler = ctx.handler.clone();
+    let result = reconcile_with(&shared, ctx, changed).await;
+    shared.metrics.handler(&handler, &result, started.elapsed());
+    result
+}
+
+async fn reconcile_with(
+    shared: &Shared,
+    ctx: Context<WorkFlow>,
+    changed: Option<Arc<Job>>,
+) -> HandlerResult {
     let workflow = shared.latest(&ctx.object);
     if workflow.meta().deletion_timestamp.is_some() {
         return Ok(());
     }
     let now = Timestamp::now();
-    let observed = observed_jobs(&ctx, &workflow, now);
+    let uid = workflow.uid().unwrap_or_default();
     let compiled = shared.compiled(&workflow);
-    let plan = plan::plan_compiled(&workflow, &compiled, &observed, now);
+    let cached = shared.take_run(&uid);
+    let (plan, state) = match plan_incrementally(&ctx, &workflow, &compiled, cached, changed, now) {
+        Some((plan, state)) => (plan, Some(state)),
+        None => {
+            let observed = observed_jobs(&ctx, &workflow, now);
+            let (plan, state) = RunState::build(&workflow, compiled.clone(), &observed, now);
+            (plan, state.ok())
+        }
+    };
+    let mut resource_version_now = resource_version(&workflow);
     let namespace = workflow.namespace().unwrap_or_default();
     let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
     for action in &plan.actions {
-        execute(&job_api, &workflow, action).await?;
+        execute(&job_api, &workflow, &compiled, action).await?;
     }
     if let Some(status) = &plan.status {
         // JSON patch `add /status` replaces the whole status in one write: the lists are
@@ -131,13 +201,26 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
                 &Patch::<()>::Json(serde_json::from_value(patch).expect("a valid JSON patch")),
             )
             .await
-            .map_err(|e| temporary("writing the status", e))?;
+            .map_err(|e| {
+                shared.metrics.api_error("patch");
+                temporary("writing the status", e)
+            })?;
+        resource_version_now = resource_version(&written);
         shared.remember_write(written);
     }
-    if shared.step_events
-        && let Some(new) = &plan.status
-    {
-        publish_step_events(&ctx, &workflow, &plan.run, workflow.status.as_ref(), new).await;
+    if let Some(new) = &plan.status {
+        let changes = step_changes(workflow.status.as_ref(), new);
+        let uid = workflow.uid().unwrap_or_default();
+        shared.metrics.workflow_phase(&uid, new.workflow_status);
+        shared.metrics.steps(
+            &changes.started,
+            &changes.finished,
+            &plan,
+            &ctx.children::<Job>(),
+        );
+        if shared.step_events {
+            publish_step_events(&ctx, &workflow, &plan.run, &changes).await;
+        }
     }
     for event in &plan.events {
         let type_ = if event.transition.to() == super::lifecycle::Phase::Failed {
@@ -153,7 +236,54 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
             tracing::warn!(%error, workflow = %workflow.name_any(), "posting a lifecycle event");
         }
     }
+    if let Some(state) = state {
+        shared.keep_run(
+            uid,
+            CachedRun {
+                generation: workflow.metadata.generation.unwrap_or_default(),
+                resource_version: resource_version_now,
+                state,
+            },
+        );
+    }
     Ok(())
+}
+
+/// The plan for one changed Job from the cached run state, in O(degree) of its step, or `None`
+/// when the full planner must decide: no cache or no changed Job, a cache made for another
+/// generation, run or status, a change the state does not follow, or a mirror that holds a
+/// different number of Jobs than the state knows (a Job deleted, or others changed too).
+fn plan_incrementally(
+    ctx: &Context<WorkFlow>,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    cached: Option<CachedRun>,
+    changed: Option<Arc<Job>>,
+    now: Timestamp,
+) -> Option<(Plan, RunState)> {
+    let (mut cached, job) = (cached?, changed?);
+    let uid = workflow.uid()?;
+    let current = cached.generation == workflow.metadata.generation.unwrap_or_default()
+        && cached.resource_version == resource_version(workflow)
+        && cached.state.run() == compiled.run;
+    if !current || !job.owner_references().iter().any(|o| o.uid == uid) {
+        return None;
+    }
+    let observed = jobs::observe_job(&job, now)?;
+    let plan = match cached.state.observe(&JobChange::Applied(observed), now) {
+        Ok(plan) => plan,
+        Err(why) => {
+            tracing::debug!(%why, workflow = %workflow.name_any(), "planning in full");
+            return None;
+        }
+    };
+    // O(jobs) in pointer copies, but no parsing: the check that the mirror and the state agree.
+    let mirrored = ctx
+        .children::<Job>()
+        .iter()
+        .filter(|j| j.owner_references().iter().any(|o| o.uid == uid))
+        .count();
+    (mirrored == cached.state.job_count()).then_some((plan, cached.state))
 }
 
 /// Event reasons of a step's Job starting and succeeding. Failed and timed-out steps are named
@@ -190,10 +320,8 @@ async fn publish_step_events(
     ctx: &Context<WorkFlow>,
     workflow: &WorkFlow,
     run: &str,
-    old: Option<&WorkFlowStatus>,
-    new: &WorkFlowStatus,
+    changes: &StepChanges,
 ) {
-    let changes = step_changes(old, new);
     let name = workflow.name_any();
     let events = changes
         .finished
@@ -238,19 +366,26 @@ fn observed_jobs(ctx: &Context<WorkFlow>, workflow: &WorkFlow, now: Timestamp) -
         .collect()
 }
 
-async fn execute(api: &Api<Job>, workflow: &WorkFlow, action: &Action) -> HandlerResult {
+/// Carries out one action. `compiled` is `workflow.spec`'s: its run id and step index keep a
+/// create O(1) in the number of steps (no re-hash of the spec, no scan of the steps).
+async fn execute(
+    api: &Api<Job>,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    action: &Action,
+) -> HandlerResult {
     match action {
         Action::CreateJob { step, job_name } => {
-            let step = workflow
-                .spec
-                .containers
-                .iter()
-                .find(|s| &s.step_name == step)
+            let step = compiled
+                .dag
+                .as_ref()
+                .ok()
+                .and_then(|dag| dag.index_of(step))
+                .and_then(|i| workflow.spec.containers.get(i))
                 .ok_or_else(|| {
                     HandlerError::permanent(format!("planned step {step} is not in the spec"))
                 })?;
-            let run = names::run_id(&workflow.spec);
-            let job = jobs::build_job(workflow, step, &run)
+            let job = jobs::build_job(workflow, step, &compiled.run)
                 .map_err(|e| HandlerError::permanent(e.to_string()))?;
             match api
                 .create(
@@ -338,6 +473,14 @@ pub async fn relabel(ctx: Context<WorkFlow>) -> HandlerResult {
 /// do it too; doing it here means it happens even where GC is slow or the references were
 /// stripped, and the Jobs are listed from the API, not the mirror, so none is missed.
 pub async fn cleanup(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+    let started = std::time::Instant::now();
+    let handler = ctx.handler.clone();
+    let result = cleanup_once(&shared, ctx).await;
+    shared.metrics.handler(&handler, &result, started.elapsed());
+    result
+}
+
+async fn cleanup_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult {
     let workflow = &ctx.object;
     let uid = workflow.uid().unwrap_or_default();
     let api: Api<Job> = Api::namespaced(

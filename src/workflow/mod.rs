@@ -7,10 +7,12 @@
 //! - [`names`]: deterministic Job names, label values and run ids.
 //! - [`jobs`]: building a step's Job; reading Jobs back as plain data; relabel patches.
 //! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
+//! - [`incremental`]: the planner updated by one Job change in O(degree), for Job events.
 //! - [`testing`]: fixture builders for unit and integration tests.
 
 pub mod crd;
 pub mod dag;
+pub mod incremental;
 pub mod jobs;
 pub mod lifecycle;
 pub mod names;
@@ -21,4 +23,5 @@ pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};
 
 // The operator: the handlers and their registration (client side; above the pure core).
 pub mod handlers;
+pub mod metrics;
 pub mod operator;

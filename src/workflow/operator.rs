@@ -15,6 +15,7 @@ use super::crd::WorkFlow;
 use super::handlers::{self, FIELD_MANAGER, Shared};
 use super::jobs::LABEL_WORKFLOW;
 use crate::kopf::{Children, Operator, OperatorConfig};
+use crate::telemetry::metrics::Metrics;
 
 /// The name the operator reports Events as, and the prefix of its finalizer and annotation.
 pub const OPERATOR_NAME: &str = "workflow.crd.com";
@@ -32,6 +33,8 @@ pub struct OperatorOptions {
     pub concurrency: usize,
     /// Post an Event per step started and succeeded (an API write each).
     pub step_events: bool,
+    /// Where to record Prometheus metrics (served by `run --metrics-addr`).
+    pub metrics: Option<Metrics>,
 }
 
 impl Default for OperatorOptions {
@@ -40,6 +43,7 @@ impl Default for OperatorOptions {
             namespace: None,
             concurrency: 64,
             step_events: true,
+            metrics: None,
         }
     }
 }
@@ -53,7 +57,7 @@ pub async fn run(
     options: OperatorOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    let shared = Arc::new(Shared::new(options.step_events));
+    let shared = Arc::new(Shared::new(options.step_events, options.metrics));
     let reconcile = move |shared: Arc<Shared>| move |ctx| handlers::reconcile(shared.clone(), ctx);
     let cleanup = {
         let shared = shared.clone();
@@ -69,7 +73,7 @@ pub async fn run(
     let jobs = Children::<Job>::owned().labels(LABEL_WORKFLOW);
     let job_changed = {
         let shared = shared.clone();
-        move |ctx, _job: Arc<Job>| handlers::reconcile(shared.clone(), ctx)
+        move |ctx, job: Arc<Job>| handlers::reconcile_job(shared.clone(), ctx, job)
     };
     Operator::new(client, config)
         .resource::<WorkFlow>(|r| {

@@ -1,0 +1,272 @@
+//! The operator as it runs in production: a separate process (`workflow-operator run`) with
+//! `/healthz`, `/readyz` and `/metrics`, and two replicas with leader election against one
+//! control plane (issue 6, acceptance 2 and 3).
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::wait::await_condition;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use workflow_operator::devcluster::{DevCluster, DevClusterOptions};
+use workflow_operator::workflow::crd::WorkFlow;
+use workflow_operator::workflow::operator;
+
+/// A `workflow-operator run` process against the cluster; killed when dropped.
+fn spawn_operator(cluster: &DevCluster, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .arg("run")
+        .args(args)
+        .env("KUBECONFIG", cluster.kubeconfig_path())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the operator binary starts")
+}
+
+/// A free port on 127.0.0.1 (bound, then released for the child to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A plain HTTP/1.0 GET; the status code and body.
+async fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// Polls `check` every 50 ms until it holds, failing with `what` after `deadline`.
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    deadline: Duration,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let end = Instant::now() + deadline;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The value of a metric line (`name{labels} value`) in OpenMetrics text.
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+fn is_completed(wf: Option<&WorkFlow>) -> bool {
+    wf.and_then(|w| w.status.as_ref())
+        .and_then(|s| s.workflow_status)
+        .is_some_and(|p| p.as_str() == "Completed")
+}
+
+async fn wait_completed(api: &Api<WorkFlow>, name: &str, deadline: Duration) {
+    tokio::time::timeout(deadline, await_condition(api.clone(), name, is_completed))
+        .await
+        .unwrap_or_else(|_| panic!("workflow {name} not Completed within {deadline:?}"))
+        .expect("watching the workflow");
+}
+
+async fn cluster_with_crd() -> DevCluster {
+    let cluster = DevCluster::start(DevClusterOptions::default())
+        .await
+        .unwrap();
+    operator::install_crd(&cluster.client()).await.unwrap();
+    cluster
+}
+
+fn diamond(name: &str) -> WorkFlow {
+    WorkFlow::test(name)
+        .step("a", &[])
+        .command(&["true"])
+        .step("b", &["a"])
+        .command(&["true"])
+        .step("c", &["a"])
+        .command(&["true"])
+        .step("d", &["b", "c"])
+        .command(&["true"])
+        .namespace("default")
+        .build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoint_shows_counters_moving_during_a_run() {
+    let cluster = cluster_with_crd().await;
+    let port = free_port();
+    let _operator = spawn_operator(&cluster, &["--metrics-addr", &format!("127.0.0.1:{port}")]);
+    eventually(
+        "/healthz to answer 200",
+        Duration::from_secs(30),
+        || async { get(port, "/healthz").await.filter(|(code, _)| *code == 200) },
+    )
+    .await;
+    eventually("/readyz to answer 200", Duration::from_secs(30), || async {
+        get(port, "/readyz").await.filter(|(code, _)| *code == 200)
+    })
+    .await;
+    let (_, before) = get(port, "/metrics").await.expect("/metrics answers");
+    assert_eq!(
+        metric(&before, "workflow_operator_steps_started_total"),
+        Some(0.0),
+        "{before}"
+    );
+
+    let api: Api<WorkFlow> = Api::namespaced(cluster.client(), "default");
+    api.create(&PostParams::default(), &diamond("scraped"))
+        .await
+        .unwrap();
+    wait_completed(&api, "scraped", Duration::from_secs(60)).await;
+
+    let (_, after) = eventually(
+        "the completion to show in /metrics",
+        Duration::from_secs(10),
+        || async {
+            get(port, "/metrics").await.filter(|(_, body)| {
+                metric(body, r#"workflow_operator_workflows{status="Completed"}"#) == Some(1.0)
+            })
+        },
+    )
+    .await;
+    assert_eq!(
+        metric(&after, "workflow_operator_steps_started_total"),
+        Some(4.0),
+        "{after}"
+    );
+    assert_eq!(
+        metric(
+            &after,
+            r#"workflow_operator_steps_finished_total{outcome="completed"}"#
+        ),
+        Some(4.0),
+        "{after}"
+    );
+    assert!(
+        after.contains("workflow_operator_handler_duration_seconds"),
+        "{after}"
+    );
+}
+
+/// Two replicas with leader election: one does all the work (one Job per step, no duplicates);
+/// killing it lets the other finish the run. Prints the measured takeover time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_leader_and_the_standby_takes_over_when_it_dies() {
+    let cluster = cluster_with_crd().await;
+    let lease = [
+        "--leader-election",
+        "--leader-election-namespace",
+        "default",
+        "--lease-duration",
+        "3",
+    ];
+    let mut first = spawn_operator(
+        &cluster,
+        &[&lease[..], &["--leader-election-identity", "first"]].concat(),
+    );
+    let client = cluster.client();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "default");
+    let holder = |lease: Option<k8s_openapi::api::coordination::v1::Lease>| {
+        lease
+            .and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty())
+    };
+    let leader = eventually("a leader", Duration::from_secs(30), || async {
+        holder(leases.get_opt("workflow-operator").await.ok().flatten())
+    })
+    .await;
+    assert_eq!(leader, "first");
+    let _second = spawn_operator(
+        &cluster,
+        &[&lease[..], &["--leader-election-identity", "second"]].concat(),
+    );
+
+    // Workflows with a slow last step, so the run is still going when the leader dies.
+    let api: Api<WorkFlow> = Api::namespaced(client.clone(), "default");
+    for i in 0..20 {
+        let workflow = WorkFlow::test(&format!("run-{i}"))
+            .step("a", &[])
+            .command(&["true"])
+            .step("b", &["a"])
+            .command(&["sleep", "2"])
+            .step("c", &["b"])
+            .command(&["true"])
+            .namespace("default")
+            .build();
+        api.create(&PostParams::default(), &workflow).await.unwrap();
+    }
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    eventually(
+        "the leader to start steps",
+        Duration::from_secs(30),
+        || async {
+            let n = jobs.list(&ListParams::default()).await.ok()?.items.len();
+            (n >= 20).then_some(())
+        },
+    )
+    .await;
+
+    first.kill().await.expect("killing the leader");
+    let killed = Instant::now();
+    let next = eventually(
+        "the standby to take over",
+        Duration::from_secs(30),
+        || async {
+            holder(leases.get_opt("workflow-operator").await.ok().flatten())
+                .filter(|h| h == "second")
+        },
+    )
+    .await;
+    println!(
+        "takeover after the leader was killed: {:.2}s (lease 3s)",
+        killed.elapsed().as_secs_f64()
+    );
+    assert_eq!(next, "second");
+
+    for i in 0..20 {
+        wait_completed(&api, &format!("run-{i}"), Duration::from_secs(90)).await;
+    }
+    let mut per_step: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for job in jobs.list(&ListParams::default()).await.unwrap().items {
+        let labels = job.metadata.labels.unwrap_or_default();
+        let key = (
+            labels["workflow.crd.com/workflow"].clone(),
+            labels["workflow.crd.com/step"].clone(),
+        );
+        *per_step.entry(key).or_default() += 1;
+    }
+    assert_eq!(per_step.len(), 60, "every step of the 20 workflows ran");
+    let duplicated: Vec<_> = per_step.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(duplicated.is_empty(), "duplicate Jobs: {duplicated:?}");
+    println!(
+        "checked {} Jobs of 20 workflows: one per step",
+        per_step.len()
+    );
+}
