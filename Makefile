@@ -5,7 +5,7 @@ CARGO ?= cargo
 PYTHON ?= python3
 SHELL := /bin/bash
 
-.PHONY: demo test test-slow lint fmt crd bench image deploy-kind test-kind tools help
+.PHONY: demo test test-slow lint fmt crd bench bench-dag image deploy-kind test-kind tools help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -31,6 +31,15 @@ fmt: ## format the code
 crd: ## regenerate crd/workflow.yaml (and its copy deploy/crd.yaml) from the Rust types
 	$(CARGO) run --quiet -- crd > crd/workflow.yaml
 	cp crd/workflow.yaml deploy/crd.yaml
+
+# Issue 5's target 2; e.g. `make bench BENCH_ARGS="--workflows 1 --steps 10000 --shape chain"`.
+BENCH_ARGS ?= --workflows 1000 --steps 10 --shape diamond
+
+bench: ## measure the operator end to end (release build; BENCH_ARGS=...): one JSON object
+	$(CARGO) run --release --quiet -- bench $(BENCH_ARGS)
+
+bench-dag: ## criterion benchmarks of the pure core on 10,000-step DAGs (release build)
+	$(CARGO) bench --bench dag
 
 # --- real clusters (need Docker and kind; not available on the build machines) ---
 KIND ?= kind

@@ -1,6 +1,7 @@
 //! The command line: one clap subcommand per job, each in its own module. `main.rs` only calls
 //! [`main`].
 
+mod bench;
 mod dev;
 mod inspect;
 mod run;
@@ -47,6 +48,14 @@ enum Command {
     Graph(inspect::GraphArgs),
     /// Print the workflow lifecycle (its states and legal transitions) as DOT or Mermaid.
     Lifecycle(inspect::LifecycleArgs),
+    /// Measure the operator end to end and print one JSON object (makespan, steps per second,
+    /// dispatch latency, API requests, the operator's CPU and memory, the control plane's
+    /// ceiling).
+    ///
+    /// Starts the embedded control plane in this process with simulated pods and the operator as
+    /// a separate process (`run`), submits the workflows, and waits for all of them to finish.
+    /// `--external` measures another operator serving the same CRD instead.
+    Bench(bench::BenchArgs),
 }
 
 /// Parses the command line and runs the chosen command.
@@ -60,6 +69,7 @@ pub fn main() -> ExitCode {
         Command::Lifecycle(args) => inspect::lifecycle(&args),
         Command::Run(args) => block_on(run::run(args)),
         Command::Dev(args) => block_on(dev::dev(args)),
+        Command::Bench(args) => block_on(bench::bench(args)),
     }
 }
 

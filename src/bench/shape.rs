@@ -1,0 +1,201 @@
+//! The workflows a benchmark submits: `S` steps in one of four shapes, as the plain JSON a user
+//! would `kubectl create` (only the seed's fields, so any operator serving the same CRD can run
+//! them). Pure; [`super::run`] calls [`Shape::dependencies`] and [`manifest`].
+//!
+//! Step names are short (`s0`, `s1`, ...) and the image is the same for every step: the stored
+//! size of a 10,000-step workflow is then mostly what the operator adds, not what the user wrote.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::index::sample;
+use serde_json::{Value, json};
+
+/// How the steps of a benchmark workflow depend on each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `s0 -> s1 -> ... -> s(S-1)`: one step ready at a time.
+    Chain,
+    /// `s0 -> {s1 .. s(S-2)} -> s(S-1)`: everything in the middle ready at once, then a join.
+    Fan,
+    /// A lattice of layers `ceil(sqrt(S))` wide; each step depends on two neighbours of the
+    /// layer before (the diamond `a -> {b, c} -> d`, repeated).
+    Diamond,
+    /// Each step depends on up to 3 distinct earlier steps, picked at random (seeded).
+    Random,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 4] = [Shape::Chain, Shape::Fan, Shape::Diamond, Shape::Random];
+
+    /// The dependencies of each of `steps` steps, as indices of earlier steps (so the graph is
+    /// acyclic by construction). `seed` matters only for [`Shape::Random`].
+    pub fn dependencies(self, steps: usize, seed: u64) -> Vec<Vec<usize>> {
+        match self {
+            Shape::Chain => (0..steps)
+                .map(|i| if i == 0 { vec![] } else { vec![i - 1] })
+                .collect(),
+            Shape::Fan => (0..steps)
+                .map(|i| match i {
+                    0 => vec![],
+                    i if i == steps - 1 && steps > 2 => (1..i).collect(),
+                    _ => vec![0],
+                })
+                .collect(),
+            Shape::Diamond => {
+                let width = (steps as f64).sqrt().ceil().max(1.0) as usize;
+                (0..steps)
+                    .map(|i| {
+                        let (layer, pos) = (i / width, i % width);
+                        if layer == 0 {
+                            return vec![];
+                        }
+                        let prev = (layer - 1) * width;
+                        let mut deps = vec![prev + pos, prev + (pos + 1) % width];
+                        deps.dedup();
+                        deps
+                    })
+                    .collect()
+            }
+            Shape::Random => {
+                let mut rng = StdRng::seed_from_u64(seed);
+                (0..steps)
+                    .map(|i| {
+                        let picks = i.min(3);
+                        let mut deps = sample(&mut rng, i.max(1), picks).into_vec();
+                        deps.sort_unstable();
+                        deps
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Shape::Chain => "chain",
+            Shape::Fan => "fan",
+            Shape::Diamond => "diamond",
+            Shape::Random => "random",
+        })
+    }
+}
+
+impl FromStr for Shape {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Shape::ALL
+            .into_iter()
+            .find(|s| s.to_string() == text)
+            .ok_or_else(|| format!("expected chain, fan, diamond or random, got {text:?}"))
+    }
+}
+
+/// The name of step `i`.
+pub fn step_name(i: usize) -> String {
+    format!("s{i}")
+}
+
+/// The `spec` of a workflow with these dependencies: image `busybox`, command `true`,
+/// `maxStepTimeout` 300 s (a step that waits for a busy machine must not time out).
+pub fn spec(dependencies: &[Vec<usize>]) -> Value {
+    let containers: Vec<Value> = dependencies
+        .iter()
+        .enumerate()
+        .map(|(i, deps)| {
+            let mut step =
+                json!({"stepName": step_name(i), "image": "busybox", "command": ["true"]});
+            if !deps.is_empty() {
+                step["dependsOn"] = deps.iter().map(|&d| step_name(d)).collect();
+            }
+            step
+        })
+        .collect();
+    json!({"maxStepTimeout": 300, "containers": containers})
+}
+
+/// A whole WorkFlow manifest named `name` in `namespace`.
+pub fn manifest(name: &str, namespace: &str, spec: &Value) -> Value {
+    json!({
+        "apiVersion": "workflow.crd.com/v1",
+        "kind": "WorkFlow",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::WorkFlowSpec;
+    use crate::workflow::dag::Dag;
+
+    fn edges(deps: &[Vec<usize>]) -> usize {
+        deps.iter().map(Vec::len).sum()
+    }
+
+    #[test]
+    fn shapes_have_the_documented_edges_and_roots() {
+        // (shape, steps, edges, roots)
+        let cases = [
+            (Shape::Chain, 1, 0, 1),
+            (Shape::Chain, 10, 9, 1),
+            (Shape::Fan, 1, 0, 1),
+            (Shape::Fan, 2, 1, 1),
+            (Shape::Fan, 10, 8 + 8, 1),
+            // 4 steps, width 2: s0 s1 / s2(s0,s1) s3(s1,s0).
+            (Shape::Diamond, 4, 4, 2),
+            // 10 steps, width 4: 4 roots, 6 steps with 2 deps each.
+            (Shape::Diamond, 10, 12, 4),
+            (Shape::Random, 1, 0, 1),
+            // 1 + 2 + 3 * 7 picks.
+            (Shape::Random, 10, 24, 1),
+        ];
+        for (shape, steps, want_edges, want_roots) in cases {
+            let deps = shape.dependencies(steps, 7);
+            assert_eq!(deps.len(), steps, "{shape} {steps}");
+            assert_eq!(edges(&deps), want_edges, "{shape} {steps}: {deps:?}");
+            let roots = deps.iter().filter(|d| d.is_empty()).count();
+            assert_eq!(roots, want_roots, "{shape} {steps}: {deps:?}");
+        }
+    }
+
+    #[test]
+    fn every_shape_is_a_valid_workflow_for_the_operator() {
+        for shape in Shape::ALL {
+            for steps in [1, 2, 3, 10, 101] {
+                let spec: WorkFlowSpec =
+                    serde_json::from_value(spec(&shape.dependencies(steps, 3))).unwrap();
+                assert_eq!(spec.containers.len(), steps);
+                let dag = Dag::build(&spec.containers);
+                assert!(dag.is_ok(), "{shape} {steps}: {:?}", dag.err());
+            }
+        }
+    }
+
+    #[test]
+    fn random_shape_is_repeatable_per_seed_and_has_no_duplicate_edges() {
+        let a = Shape::Random.dependencies(200, 11);
+        assert_eq!(a, Shape::Random.dependencies(200, 11));
+        assert_ne!(a, Shape::Random.dependencies(200, 12));
+        for (i, deps) in a.iter().enumerate() {
+            let mut unique = deps.clone();
+            unique.dedup();
+            assert_eq!(&unique, deps, "step {i}");
+            assert!(deps.iter().all(|&d| d < i), "step {i}: {deps:?}");
+        }
+    }
+
+    #[test]
+    fn shapes_parse_from_their_names() {
+        for shape in Shape::ALL {
+            assert_eq!(shape.to_string().parse::<Shape>(), Ok(shape));
+        }
+        assert!("star".parse::<Shape>().is_err());
+    }
+}

@@ -1,0 +1,169 @@
+//! `workflow-operator bench`: the end-to-end benchmark of [`crate::bench`], from the command
+//! line; prints one JSON object. `make bench` runs it on a release build.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::bench::{self, Idle, OperatorUnderTest, Options, Shape, process::Spawn};
+
+/// Options of `bench` (its help text is on `Command::Bench`).
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Workflows submitted at once.
+    #[arg(long, default_value_t = 100)]
+    workflows: usize,
+    /// Steps per workflow.
+    #[arg(long, default_value_t = 10)]
+    steps: usize,
+    /// How the steps depend on each other: chain, fan (one root, a join), diamond (a lattice of
+    /// sqrt(steps) wide layers, two dependencies each) or random (up to 3 dependencies each).
+    #[arg(long, default_value = "diamond", value_parser = parse_shape)]
+    shape: Shape,
+    /// Seed of the random shape.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// How long each simulated pod runs, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pod_millis: u64,
+    /// Do not start our operator: wait for another one, started against the printed
+    /// KUBECONFIG (use --port/--kubeconfig to know it in advance), serving the same CRD.
+    #[arg(long)]
+    external: bool,
+    /// With --external: the operator's process id, to report its CPU and memory.
+    #[arg(long, requires = "external")]
+    external_pid: Option<u32>,
+    /// With --external: how long to wait for it to watch workflows, in seconds.
+    #[arg(long, default_value_t = 300)]
+    external_wait_secs: u64,
+    /// Handlers our operator runs at once (`run --concurrency`).
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Where our operator's stderr goes (default: a file in the temporary directory).
+    #[arg(long)]
+    operator_log: Option<PathBuf>,
+    /// An argument for our operator's `run` (repeatable), e.g. `--operator-arg=--no-step-events`.
+    #[arg(long = "operator-arg", value_name = "ARG", allow_hyphen_values = true)]
+    operator_args: Vec<String>,
+    /// Our operator's log filter.
+    #[arg(long, default_value = "warn")]
+    operator_log_filter: String,
+    /// Port of the control plane on 127.0.0.1 (0: any free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Where to write the control plane's kubeconfig (default: a temporary file).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Namespace of the workflows.
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// Seconds to measure the control plane's ceiling for, before the operator starts (0 skips).
+    #[arg(long, default_value_t = 2.0)]
+    ceiling_secs: f64,
+    /// Concurrent loops of the ceiling measurement.
+    #[arg(long, default_value_t = 8)]
+    ceiling_workers: usize,
+    /// Workflow creates in flight at once.
+    #[arg(long, default_value_t = 16)]
+    submit_concurrency: usize,
+    /// Give up waiting for the workflows after this many seconds (the report says so).
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
+    /// Target 4: run N workflows to the end (N overrides --workflows), then measure the
+    /// operator sitting on them for --idle-secs.
+    #[arg(long, value_name = "N")]
+    keep_finished: Option<usize>,
+    /// Seconds of the idle measurement of --keep-finished.
+    #[arg(long, default_value_t = 10)]
+    idle_secs: u64,
+    /// With --keep-finished: restart the operator before the idle measurement, so it starts on
+    /// the finished workflows.
+    #[arg(long, requires = "keep_finished")]
+    restart_before_idle: bool,
+    /// Print the JSON indented.
+    #[arg(long)]
+    pretty: bool,
+}
+
+fn parse_shape(text: &str) -> Result<Shape, String> {
+    text.parse()
+}
+
+/// Runs the benchmark and prints its report; exits 1 when a workflow failed or the run timed
+/// out (the report is printed all the same).
+pub async fn bench(args: BenchArgs) -> ExitCode {
+    let options = match options(&args) {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = match bench::run(options).await {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let json = if args.pretty {
+        serde_json::to_string_pretty(&report)
+    } else {
+        serde_json::to_string(&report)
+    };
+    println!("{}", json.expect("reports serialize"));
+    if report.timed_out || report.workflows_failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn options(args: &BenchArgs) -> Result<Options, String> {
+    if args.steps == 0 {
+        return Err("--steps must be at least 1".into());
+    }
+    let operator = if args.external {
+        OperatorUnderTest::External {
+            pid: args.external_pid,
+            wait: Duration::from_secs(args.external_wait_secs),
+        }
+    } else {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find this program's path to start the operator: {e}"))?;
+        let log = args.operator_log.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!(
+                "workflow-operator-bench-{}.log",
+                std::process::id()
+            ))
+        });
+        OperatorUnderTest::Spawn(Spawn {
+            exe,
+            concurrency: args.concurrency,
+            log_filter: args.operator_log_filter.clone(),
+            log,
+            extra_args: args.operator_args.clone(),
+        })
+    };
+    Ok(Options {
+        workflows: args.keep_finished.unwrap_or(args.workflows),
+        steps: args.steps,
+        shape: args.shape,
+        seed: args.seed,
+        pod_millis: args.pod_millis,
+        operator,
+        port: args.port,
+        kubeconfig: args.kubeconfig.clone(),
+        namespace: args.namespace.clone(),
+        ceiling: (args.ceiling_secs > 0.0).then(|| Duration::from_secs_f64(args.ceiling_secs)),
+        ceiling_workers: args.ceiling_workers,
+        submit_concurrency: args.submit_concurrency,
+        timeout: Duration::from_secs(args.timeout_secs),
+        idle: args.keep_finished.map(|_| Idle {
+            duration: Duration::from_secs(args.idle_secs),
+            restart: args.restart_before_idle,
+        }),
+    })
+}

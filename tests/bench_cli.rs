@@ -1,0 +1,120 @@
+//! `workflow-operator bench` end to end, at a tiny size: the report's figures add up to what was
+//! submitted (the speed figures themselves are for `make bench`, not for tests).
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("running workflow-operator bench")
+}
+
+fn report(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "bench failed: {}\nstdout: {}",
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    serde_json::from_slice(&output.stdout).expect("one JSON object on stdout")
+}
+
+#[test]
+fn bench_report_accounts_for_every_submitted_step() {
+    // 3 diamonds of 4 steps: 2 roots and 2 dependents each.
+    let output = bench(&[
+        "--workflows",
+        "3",
+        "--steps",
+        "4",
+        "--shape",
+        "diamond",
+        "--ceiling-secs",
+        "0.3",
+        "--timeout-secs",
+        "120",
+    ]);
+    let report = report(&output);
+    assert_eq!(report["workflowsCompleted"], 3, "{report:#}");
+    assert_eq!(report["workflowsFailed"], 0);
+    assert_eq!(report["timedOut"], false);
+    assert_eq!(report["stepsCompleted"], 12);
+    assert!(report["stepsPerSecond"].as_f64().unwrap() > 0.0);
+
+    let dispatch = &report["dispatchLatencyMs"];
+    assert_eq!(dispatch["count"], 6, "{report:#}");
+    assert!(dispatch["p50"].as_f64().unwrap() <= dispatch["max"].as_f64().unwrap());
+    assert_eq!(report["dispatchEarly"], 0);
+    assert_eq!(report["dispatchUnmatched"], 0);
+
+    let api = &report["api"];
+    let job_creates = api["byVerbAndResource"]["create jobs.batch"]
+        .as_u64()
+        .unwrap();
+    assert!(job_creates >= 12, "{api:#}");
+    let writes = api["writes"].as_f64().unwrap();
+    assert!((api["writesPerStep"].as_f64().unwrap() - writes / 12.0).abs() < 0.001);
+    // The benchmark's own workflow creates are not the operator's.
+    assert!(
+        api["byVerbAndResource"]
+            .get("create workflows.workflow.crd.com")
+            .is_none(),
+        "{api:#}"
+    );
+
+    assert!(report["operator"]["peakRssMib"].as_f64().unwrap() > 0.0);
+    assert!(report["operator"]["cpuSecondsTotal"].as_f64().unwrap() >= 0.0);
+    let ceiling = &report["controlPlane"]["ceiling"];
+    assert!(
+        ceiling["requestsPerSecond"].as_f64().unwrap() > 0.0,
+        "{ceiling:#}"
+    );
+    assert_eq!(ceiling["errors"], 0);
+    let largest = &report["largestWorkflow"];
+    assert!(largest["bytes"].as_u64().unwrap() > largest["specBytes"].as_u64().unwrap());
+    assert!(report["idle"].is_null());
+}
+
+#[test]
+fn keep_finished_measures_a_restarted_operator_on_the_finished_workflows() {
+    let output = bench(&[
+        "--keep-finished",
+        "4",
+        "--steps",
+        "1",
+        "--idle-secs",
+        "1",
+        "--restart-before-idle",
+        "--ceiling-secs",
+        "0",
+        "--timeout-secs",
+        "120",
+    ]);
+    let report = report(&output);
+    assert_eq!(report["workflowsCompleted"], 4, "{report:#}");
+    let idle = &report["idle"];
+    assert_eq!(idle["restarted"], true, "{idle:#}");
+    assert_eq!(idle["finishedWorkflows"], 4);
+    assert!(idle["rssMibEnd"].as_f64().unwrap() > 0.0);
+    assert!(idle["operatorCpuSeconds"].as_f64().unwrap() >= 0.0);
+    assert!(report["controlPlane"]["ceiling"].is_null());
+}
+
+#[test]
+fn external_mode_fails_when_no_operator_shows_up() {
+    let output = bench(&[
+        "--external",
+        "--external-wait-secs",
+        "1",
+        "--ceiling-secs",
+        "0",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("KUBECONFIG="), "{stderr}");
+    assert!(stderr.contains("no operator watched workflows"), "{stderr}");
+}
