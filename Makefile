@@ -21,6 +21,9 @@ test: tools ## run the whole test suite
 	$(CARGO) test --all-targets --no-fail-fast && $(CARGO) test --doc; rc=$$?; \
 	echo "test suite took $$(( $$(date +%s) - start ))s"; exit $$rc
 
+test-slow: tools ## the slow reliability tests: 20 operator kills during 50 workflows; a 5,000-step workflow
+	$(CARGO) test --test reliability_crash --test reliability_awkward_input -- --ignored --nocapture
+
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings

@@ -905,7 +905,13 @@ impl Runner {
             Ok(dir) => dir,
             Err(error) => return not_started(error.to_string()),
         };
-        let mut command = tokio::process::Command::new(&argv[0]);
+        // An absolute program path lets the standard library use posix_spawn: with a bare name
+        // and a PATH of the container's own, it falls back to fork, whose cost grows with this
+        // process's memory (a 1 GB test process spent 30% of a 2,000-step run copying page
+        // tables). Not found: spawn the bare name and report what exec says.
+        let program = resolve_program(&argv[0], env.get("PATH").map(String::as_str))
+            .unwrap_or_else(|| std::path::PathBuf::from(&argv[0]));
+        let mut command = tokio::process::Command::new(program);
         command
             .args(&argv[1..])
             .current_dir(scratch.path())
@@ -1051,8 +1057,39 @@ fn field_ref(pod: &Value, path: &str) -> String {
     }
 }
 
+/// The executable `name` stands for on `path` (the container's `PATH`, else the usual
+/// default), as exec would find it; a name with a `/` is taken as it is.
+fn resolve_program(name: &str, path: Option<&str>) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if name.contains('/') {
+        return Some(name.into());
+    }
+    let path = path.unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    path.split(':')
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| std::path::Path::new(dir).join(name))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn programs_resolve_on_the_path_as_exec_finds_them() {
+        let sh = resolve_program("sh", None).expect("sh is on the default PATH");
+        assert!(sh.is_absolute() && sh.ends_with("sh"), "{sh:?}");
+        assert_eq!(resolve_program("./x", None), Some("./x".into()));
+        assert_eq!(
+            resolve_program("/bin/true", Some("")),
+            Some("/bin/true".into())
+        );
+        assert_eq!(resolve_program("sh", Some("/nonexistent")), None);
+        assert_eq!(resolve_program("no-such-program-here", None), None);
+    }
+
     use super::*;
 
     #[test]
