@@ -117,6 +117,8 @@ pub struct Options {
     pub ceiling_workers: usize,
     /// Workflow creates in flight at once.
     pub submit_concurrency: usize,
+    /// Workflows submitted per second; `None` submits them all at once (a burst).
+    pub submit_rate: Option<f64>,
     /// Give up waiting for the workflows after this long (the report says so).
     pub timeout: Duration,
     pub idle: Option<Idle>,
@@ -155,6 +157,8 @@ pub struct Config {
     pub steps: usize,
     pub shape: String,
     pub pod_millis: u64,
+    /// Workflows submitted per second; absent: all at once.
+    pub submit_rate: Option<f64>,
     /// `spawned` (ours, `run --concurrency N`) or `external`.
     pub operator: String,
     pub concurrency: Option<usize>,
@@ -335,6 +339,7 @@ pub async fn run(options: Options) -> Result<Report> {
             steps: options.steps,
             shape: options.shape.to_string(),
             pod_millis: options.pod_millis,
+            submit_rate: options.submit_rate,
             operator: match options.operator {
                 OperatorUnderTest::Spawn(_) => "spawned".into(),
                 OperatorUnderTest::External { .. } => "external".into(),
@@ -482,12 +487,19 @@ async fn submit(
         Api::namespaced_with(client.clone(), &options.namespace, &resource);
     let spec = shape::spec(dependencies);
     let width = options.workflows.to_string().len();
+    let start = tokio::time::Instant::now();
     futures::stream::iter(0..options.workflows)
         .map(|i| {
             let name = format!("w{i:0width$}");
             let manifest = shape::manifest(&name, &options.namespace, &spec);
             let api = api.clone();
+            let due = options
+                .submit_rate
+                .map(|rate| start + Duration::from_secs_f64(i as f64 / rate));
             async move {
+                if let Some(due) = due {
+                    tokio::time::sleep_until(due).await;
+                }
                 let object: DynamicObject =
                     serde_json::from_value(manifest).expect("a valid manifest");
                 api.create(&PostParams::default(), &object)

@@ -68,6 +68,9 @@ pub struct BenchArgs {
     /// Workflow creates in flight at once.
     #[arg(long, default_value_t = 16)]
     submit_concurrency: usize,
+    /// Submit this many workflows per second instead of all at once (latency below saturation).
+    #[arg(long, value_name = "PER_SECOND")]
+    submit_rate: Option<f64>,
     /// Give up waiting for the workflows after this many seconds (the report says so).
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
@@ -160,6 +163,7 @@ fn options(args: &BenchArgs) -> Result<Options, String> {
         ceiling: (args.ceiling_secs > 0.0).then(|| Duration::from_secs_f64(args.ceiling_secs)),
         ceiling_workers: args.ceiling_workers,
         submit_concurrency: args.submit_concurrency,
+        submit_rate: args.submit_rate.filter(|rate| *rate > 0.0),
         timeout: Duration::from_secs(args.timeout_secs),
         idle: args.keep_finished.map(|_| Idle {
             duration: Duration::from_secs(args.idle_secs),
