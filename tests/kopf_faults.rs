@@ -66,12 +66,7 @@ async fn handlers_run_once_per_cause_through_dropped_watches_and_failing_writes(
     // Forget the change history: watches must re-list.
     cluster.force_gone();
     for name in &names {
-        // The test's own writes use update, which no fault touches.
-        let mut current = api.get(name).await.expect("get");
-        current.spec.size = 2;
-        api.replace(name, &PostParams::default(), &current)
-            .await
-            .expect("replace");
+        set_size_by_update(&api, name, 2).await;
     }
     for name in &names {
         eventually(
@@ -96,6 +91,22 @@ async fn handlers_run_once_per_cause_through_dropped_watches_and_failing_writes(
             "{handler} ran once per object: {counts:?}"
         );
     }
+}
+
+/// Sets a widget's size with a read-modify-update (PUT), which no injected fault touches. The
+/// framework may record progress on the object between the read and the update; the 409 that
+/// follows is a genuine conflict, and re-reading is what any client does.
+async fn set_size_by_update(api: &kube::Api<Widget>, name: &str, size: i64) {
+    for _ in 0..20 {
+        let mut current = api.get(name).await.expect("get");
+        current.spec.size = size;
+        match api.replace(name, &PostParams::default(), &current).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(other) => panic!("replace {name}: {other}"),
+        }
+    }
+    panic!("replace {name}: still conflicting after 20 attempts");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
