@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -142,6 +143,14 @@ impl DevCluster {
         let base_url = format!("http://{local}");
         let app = server::router(state);
         let stop = shutdown.clone();
+        // Go's net package, and so the real API server, sets TCP_NODELAY on every connection.
+        // Without it, Nagle's algorithm holds each small watch event behind the peer's delayed
+        // ACK: up to 40 ms of added latency per event.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "could not set TCP_NODELAY");
+            }
+        });
         tokio::spawn(async move {
             let served = axum::serve(listener, app)
                 .with_graceful_shutdown(stop.cancelled_owned())

@@ -138,7 +138,12 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
                     )
                 };
                 let mut relisted: Option<HashMap<Parent, BTreeMap<String, Arc<C>>>> = None;
-                let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+                let events = watcher(api, config)
+                    // Handlers never read managedFields; the real API server can make them
+                    // most of an object.
+                    .modify(|child: &mut C| child.managed_fields_mut().clear())
+                    .default_backoff();
+                let mut events = std::pin::pin!(events);
                 while let Some(event) = events.next().await {
                     match event {
                         Ok(Event::Init) => relisted = Some(HashMap::new()),
@@ -231,7 +236,9 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     let mut background = JoinSet::new();
 
     let watch_tx = tx.clone();
+    // Handlers never read managedFields; the real API server can make them most of an object.
     let events = watcher(api.clone(), watcher::Config::default())
+        .modify(|object: &mut K| object.managed_fields_mut().clear())
         .default_backoff()
         .reflect(writer);
     background.spawn(async move {

@@ -326,7 +326,9 @@ impl<K> Handler<K> {
 
 pub(crate) type ParentOf<C> = Arc<dyn Fn(&C) -> Option<Parent> + Send + Sync>;
 
-/// Which child objects a child handler sees and how each finds its parent.
+/// Which child objects a child handler sees and how each finds its parent. A child kind is
+/// mirrored in memory whole (less its `managedFields`): to save memory, register a type that
+/// deserialises only the fields the handlers read.
 pub struct Children<C> {
     pub(crate) labels: Option<String>,
     pub(crate) parent: Option<ParentOf<C>>,

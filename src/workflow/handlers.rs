@@ -29,7 +29,8 @@ use serde_json::json;
 
 use super::crd::{WorkFlow, WorkFlowStatus};
 use super::incremental::{JobChange, RunState};
-use super::jobs::{self, LABEL_WORKFLOW};
+use super::job_summary::JobSummary;
+use super::jobs;
 use super::names;
 use super::plan::{Action, Compiled, ObservedJob, Plan};
 use crate::kopf::{Context, HandlerError, HandlerResult};
@@ -96,13 +97,19 @@ impl Shared {
         }
     }
 
-    /// The newest copy of the workflow we know of: the mirror's or our last write's.
+    /// The newest copy of the workflow we know of: the mirror's or our last write's. Our copy
+    /// is dropped once the mirror has caught up with it, so that a copy is held only while the
+    /// watch lags, not for every workflow ever written.
     fn latest(&self, mirrored: &Arc<WorkFlow>) -> Arc<WorkFlow> {
         let uid = mirrored.uid().unwrap_or_default();
-        let written = self.written.lock().expect("written cache lock");
+        let mut written = self.written.lock().expect("written cache lock");
         match written.get(&uid) {
             Some(ours) if resource_version(ours) > resource_version(mirrored) => ours.clone(),
-            _ => mirrored.clone(),
+            Some(_) => {
+                written.remove(&uid);
+                mirrored.clone()
+            }
+            None => mirrored.clone(),
         }
     }
 
@@ -121,6 +128,16 @@ impl Shared {
 
     fn keep_run(&self, uid: String, run: CachedRun) {
         self.runs.lock().expect("run cache lock").insert(uid, run);
+    }
+
+    /// Drops what is cached to plan a workflow that has finished (the cached run state is
+    /// already taken out): a DAG and a run state for each of thousands of finished workflows
+    /// would be most of the operator's memory, to save work that is rarely needed again.
+    fn finished(&self, uid: &str) {
+        self.compiled
+            .lock()
+            .expect("compiled cache lock")
+            .remove(uid);
     }
 
     /// Drops what is cached for a deleted workflow.
@@ -164,7 +181,7 @@ impl Shared {
 
     /// The Jobs we created for workflow `uid` that `mirrored` (its Jobs in the mirror) does not
     /// show yet; forgets the ones it shows and the expired ones. O(1) when there are none.
-    fn unmirrored(&self, uid: &str, mirrored: &[Arc<Job>]) -> Vec<ObservedJob> {
+    fn unmirrored(&self, uid: &str, mirrored: &[Arc<JobSummary>]) -> Vec<ObservedJob> {
         let mut all = self.unmirrored.lock().expect("unmirrored jobs lock");
         let Some(jobs) = all.get_mut(uid) else {
             return Vec::new();
@@ -201,7 +218,7 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
 pub async fn reconcile_job(
     shared: Arc<Shared>,
     ctx: Context<WorkFlow>,
-    job: Arc<Job>,
+    job: Arc<JobSummary>,
 ) -> HandlerResult {
     timed(shared, ctx, Some(job)).await
 }
@@ -210,7 +227,7 @@ pub async fn reconcile_job(
 async fn timed(
     shared: Arc<Shared>,
     ctx: Context<WorkFlow>,
-    changed: Option<Arc<Job>>,
+    changed: Option<Arc<JobSummary>>,
 ) -> HandlerResult {
     let started = std::time::Instant::now();
     let handler = ctx.handler.clone();
@@ -222,7 +239,7 @@ async fn timed(
 async fn reconcile_with(
     shared: &Shared,
     ctx: Context<WorkFlow>,
-    changed: Option<Arc<Job>>,
+    changed: Option<Arc<JobSummary>>,
 ) -> HandlerResult {
     let workflow = shared.latest(&ctx.object);
     if workflow.meta().deletion_timestamp.is_some() {
@@ -232,7 +249,7 @@ async fn reconcile_with(
     let uid = workflow.uid().unwrap_or_default();
     let compiled = shared.compiled(&workflow);
     let cached = shared.take_run(&uid);
-    let children = ctx.children::<Job>();
+    let children = ctx.children::<JobSummary>();
     let unmirrored = shared.unmirrored(&uid, &children);
     let incremental = plan_incrementally(
         &children,
@@ -287,7 +304,7 @@ async fn reconcile_with(
             &changes.started,
             &changes.finished,
             &plan,
-            &ctx.children::<Job>(),
+            &ctx.children::<JobSummary>(),
         );
         if shared.step_events {
             publish_step_events(&ctx, &workflow, &plan.run, &changes).await;
@@ -307,7 +324,17 @@ async fn reconcile_with(
             tracing::warn!(%error, workflow = %workflow.name_any(), "posting a lifecycle event");
         }
     }
-    if let Some(state) = state {
+    // A finished workflow has no more Jobs to start: its run state would only hold memory (the
+    // operator may keep thousands of finished workflows). A late event plans in full.
+    let finished = plan
+        .status
+        .as_ref()
+        .or(workflow.status.as_ref())
+        .and_then(|s| s.workflow_status)
+        .is_some_and(super::lifecycle::Phase::is_terminal);
+    if finished {
+        shared.finished(&uid);
+    } else if let Some(state) = state {
         shared.keep_run(
             uid,
             CachedRun {
@@ -326,12 +353,12 @@ async fn reconcile_with(
 /// different number of Jobs than the state knows (a Job deleted, or others changed too), counting
 /// the `unmirrored` Jobs we created that the mirror does not show yet.
 fn plan_incrementally(
-    children: &[Arc<Job>],
+    children: &[Arc<JobSummary>],
     unmirrored: usize,
     workflow: &WorkFlow,
     compiled: &Compiled,
     cached: Option<CachedRun>,
-    changed: Option<Arc<Job>>,
+    changed: Option<Arc<JobSummary>>,
     now: Timestamp,
 ) -> Option<(Plan, RunState)> {
     let (mut cached, job) = (cached?, changed?);
@@ -490,7 +517,11 @@ async fn write_status(
 /// The workflow's Jobs, from the mirror, as the planner sees them. Only Jobs owned by this very
 /// object (by uid) count: a workflow deleted and recreated under the same name must not inherit
 /// the old one's Jobs.
-fn observed_jobs(children: &[Arc<Job>], workflow: &WorkFlow, now: Timestamp) -> Vec<ObservedJob> {
+fn observed_jobs(
+    children: &[Arc<JobSummary>],
+    workflow: &WorkFlow,
+    now: Timestamp,
+) -> Vec<ObservedJob> {
     let uid = workflow.uid().unwrap_or_default();
     children
         .iter()
@@ -533,7 +564,7 @@ async fn execute(
                 .await
             {
                 Ok(created) => {
-                    if let Some(observed) = jobs::observe_job(&created, Timestamp::now()) {
+                    if let Some(observed) = jobs::observe_job(&created.into(), Timestamp::now()) {
                         shared.created(&uid, observed);
                     }
                     Ok(())
@@ -582,18 +613,15 @@ async fn delete_job(api: &Api<Job>, name: &str) -> HandlerResult {
     }
 }
 
-/// Copies the workflow's labels onto its Jobs (never over the operator's own labels).
+/// Copies the workflow's labels onto its Jobs (never over the operator's own labels). The Jobs
+/// are read from the API: the mirror keeps no labels ([`JobSummary`]), and relabelling is rare.
 pub async fn relabel(ctx: Context<WorkFlow>) -> HandlerResult {
     let workflow = &ctx.object;
-    let uid = workflow.uid().unwrap_or_default();
     let api: Api<Job> = Api::namespaced(
         ctx.client.clone(),
         &workflow.namespace().unwrap_or_default(),
     );
-    for job in ctx.children::<Job>() {
-        if !job.owner_references().iter().any(|o| o.uid == uid) {
-            continue;
-        }
+    for job in owned_jobs(&api, workflow).await? {
         let Some(patch) = jobs::relabel_patch(workflow, job.labels()) else {
             continue;
         };
@@ -613,6 +641,21 @@ pub async fn relabel(ctx: Context<WorkFlow>) -> HandlerResult {
     Ok(())
 }
 
+/// The workflow's Jobs, listed from the API: those with its label and owned by this very object
+/// (by uid), so that a workflow recreated under the same name never touches the old one's.
+async fn owned_jobs(api: &Api<Job>, workflow: &WorkFlow) -> Result<Vec<Job>, HandlerError> {
+    let uid = workflow.uid().unwrap_or_default();
+    let listed = api
+        .list(&ListParams::default().labels(&jobs::selector(&workflow.name_any())))
+        .await
+        .map_err(|e| temporary("listing jobs", e))?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter(|j| j.owner_references().iter().any(|o| o.uid == uid))
+        .collect())
+}
+
 /// Deletes the workflow's Jobs and their pods. Owner references would let the garbage collector
 /// do it too; doing it here means it happens even where GC is slow or the references were
 /// stripped, and the Jobs are listed from the API, not the mirror, so none is missed.
@@ -626,24 +669,11 @@ pub async fn cleanup(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResu
 
 async fn cleanup_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult {
     let workflow = &ctx.object;
-    let uid = workflow.uid().unwrap_or_default();
     let api: Api<Job> = Api::namespaced(
         ctx.client.clone(),
         &workflow.namespace().unwrap_or_default(),
     );
-    let selector = format!(
-        "{LABEL_WORKFLOW}={}",
-        names::label_value(&workflow.name_any())
-    );
-    let listed = api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|e| temporary("listing jobs", e))?;
-    for job in listed
-        .items
-        .iter()
-        .filter(|j| j.owner_references().iter().any(|o| o.uid == uid))
-    {
+    for job in owned_jobs(&api, workflow).await? {
         delete_job(&api, &job.name_any()).await?;
     }
     shared.forget(workflow);

@@ -13,6 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
 use super::crd::{Step, WorkFlow};
+use super::job_summary::JobSummary;
 use super::names;
 use super::plan::{JobState, ObservedJob, job_deadline_seconds};
 
@@ -178,9 +179,9 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
 /// A Job as the planner sees it, or `None` when it lacks the step annotation (not built by
 /// [`build_job`]). `now` stands in for the start of a Job with neither `status.startTime` nor
 /// `metadata.creationTimestamp` (one not read from the API server).
-pub fn observe_job(job: &Job, now: Timestamp) -> Option<ObservedJob> {
-    let step = job.annotations().get(ANNOTATION_STEP)?.clone();
-    let run = job.labels().get(LABEL_RUN).cloned().unwrap_or_default();
+pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
+    let step = job.step.clone()?;
+    let run = job.run.clone().unwrap_or_default();
     let status = job.status.as_ref();
     let holds = |type_: &str| {
         status
@@ -447,7 +448,7 @@ mod tests {
             ),
         ];
         for (job, want) in cases {
-            let seen = observe_job(&job, now).unwrap();
+            let seen = observe_job(&job.into(), now).unwrap();
             assert_eq!(seen.state, want);
             assert_eq!((seen.step.as_str(), seen.run.as_str()), ("a", "r1"));
             assert_eq!(seen.active_deadline_seconds, Some(60));
@@ -455,6 +456,6 @@ mod tests {
         }
         let mut foreign = finished("Complete", None);
         foreign.metadata.annotations = None;
-        assert_eq!(observe_job(&foreign, now), None);
+        assert_eq!(observe_job(&foreign.into(), now), None);
     }
 }

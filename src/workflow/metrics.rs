@@ -7,8 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::Job;
-
+use super::job_summary::JobSummary;
 use super::lifecycle::{Phase, Trigger};
 use super::plan::Plan;
 use crate::kopf::HandlerResult;
@@ -59,7 +58,13 @@ impl Recorder {
     }
 
     /// The steps a status write started and finished, and the failures the plan made.
-    pub fn steps(&self, started: &[String], finished: &[String], plan: &Plan, jobs: &[Arc<Job>]) {
+    pub fn steps(
+        &self,
+        started: &[String],
+        finished: &[String],
+        plan: &Plan,
+        jobs: &[Arc<JobSummary>],
+    ) {
         let Some(metrics) = &self.metrics else { return };
         for _ in started {
             metrics.step_started();
@@ -67,7 +72,7 @@ impl Recorder {
         for step in finished {
             let duration = jobs
                 .iter()
-                .find(|j| step_of(j) == Some(step.as_str()))
+                .find(|j| j.step.as_deref() == Some(step.as_str()))
                 .map(job_duration)
                 .unwrap_or_default();
             metrics.step_finished(StepOutcome::Completed, duration);
@@ -102,16 +107,8 @@ impl Recorder {
     }
 }
 
-fn step_of(job: &Job) -> Option<&str> {
-    job.metadata
-        .annotations
-        .as_ref()?
-        .get(super::jobs::ANNOTATION_STEP)
-        .map(String::as_str)
-}
-
 /// How long a Job ran: from `status.startTime` to `completionTime` (or to now while running).
-fn job_duration(job: &Arc<Job>) -> Duration {
+fn job_duration(job: &Arc<JobSummary>) -> Duration {
     let Some(status) = &job.status else {
         return Duration::ZERO;
     };

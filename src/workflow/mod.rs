@@ -6,6 +6,7 @@
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
 //! - [`names`]: deterministic Job names, label values and run ids.
 //! - [`jobs`]: building a step's Job; reading Jobs back as plain data; relabel patches.
+//! - [`job_summary`]: a Job as the operator keeps it in memory (no pod template).
 //! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
 //! - [`incremental`]: the planner updated by one Job change in O(degree), for Job events.
 //! - [`testing`]: fixture builders for unit and integration tests.
@@ -13,6 +14,7 @@
 pub mod crd;
 pub mod dag;
 pub mod incremental;
+pub mod job_summary;
 pub mod jobs;
 pub mod lifecycle;
 pub mod names;

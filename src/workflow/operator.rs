@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, CustomResourceExt};
 
 use super::crd::WorkFlow;
 use super::handlers::{self, FIELD_MANAGER, Shared};
+use super::job_summary::JobSummary;
 use super::jobs::LABEL_WORKFLOW;
 use crate::kopf::{Children, Operator, OperatorConfig};
 use crate::telemetry::metrics::Metrics;
@@ -70,10 +70,10 @@ pub async fn run(
         concurrency: options.concurrency,
         ..Default::default()
     };
-    let jobs = Children::<Job>::owned().labels(LABEL_WORKFLOW);
+    let jobs = Children::<JobSummary>::owned().labels(LABEL_WORKFLOW);
     let job_changed = {
         let shared = shared.clone();
-        move |ctx, job: Arc<Job>| handlers::reconcile_job(shared.clone(), ctx, job)
+        move |ctx, job: Arc<JobSummary>| handlers::reconcile_job(shared.clone(), ctx, job)
     };
     Operator::new(client, config)
         .resource::<WorkFlow>(|r| {
