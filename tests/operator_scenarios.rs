@@ -20,6 +20,7 @@ use serde_json::json;
 use support::{JobRecorder, Operator, executed, job_outcome, operator, step_of};
 use workflow_operator::workflow::WorkFlow;
 use workflow_operator::workflow::jobs::{LABEL_STEP, LABEL_WORKFLOW};
+use workflow_operator::workflow::lifecycle::Phase;
 
 fn set(items: &[&str]) -> BTreeSet<String> {
     items.iter().map(|s| s.to_string()).collect()
@@ -149,12 +150,12 @@ async fn a_slow_step_times_out_fails_the_workflow_and_its_dependents_never_start
     assert!(recorder.jobs_of("slow", "after").is_empty());
 }
 
-/// Bug in the planner (`plan.rs`): a step the operator's timer finds past its timeout has its
-/// Job deleted, and the Job was the only record of the timeout; with `failFast: false` the
-/// workflow goes on, so the next plan finds the step without a Job and starts it again.
+/// A planner bug: a step the operator's timer found past its timeout had its Job deleted, and
+/// the Job was the only record of the timeout; with `failFast: false` the workflow goes on, so
+/// the next plan found the step without a Job and started it again. The Job is now stopped
+/// (Kubernetes fails it by its deadline, killing its pod) and kept.
 #[rstest]
 #[tokio::test]
-#[ignore = "planner bug: a timed-out step's Job is deleted, then the step is started again (failFast: false)"]
 async fn with_fail_fast_false_a_timed_out_step_is_not_started_again(
     #[future(awt)] operator: Operator,
 ) {
@@ -172,9 +173,101 @@ async fn with_fail_fast_false_a_timed_out_step_is_not_started_again(
     .await;
     let workflow = ns.expect_failed("patient", &["step slow timed out"]).await;
     assert_eq!(executed(&workflow), set(&["other"]));
+    let failed = workflow
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Failed")
+        .expect("a Failed condition");
+    assert_eq!(failed.reason, "StepTimedOut");
+
+    // The timed-out step's Job is kept, failed by its deadline, its pod stopped.
+    let job = ns
+        .wait_step_job("patient", "slow", "failed", |j| {
+            job_outcome(j) == Some(false)
+        })
+        .await;
+    let reason = job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Failed"))
+        .and_then(|c| c.reason.clone());
+    assert_eq!(reason.as_deref(), Some("DeadlineExceeded"));
+    ns.wait_no_pods("the slow step's pod stopped", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
     recorder.catch_up(ns).await;
     let slow = recorder.jobs_of("patient", "slow");
     assert_eq!(slow.len(), 1, "the timed-out step ran once: {slow:?}");
+    assert!(
+        !slow[0].deleted,
+        "the timed-out step's Job is kept: {slow:?}"
+    );
+}
+
+/// With `failFast: false`, a step whose timeout only the operator's timer sees (its Job
+/// suspended: no pod, no deadline counting, so Kubernetes never fails it): the stopped Job alone
+/// records the timeout, and an operator restarted while another step still runs, with nothing
+/// but the API's state, does not start the step again.
+#[rstest]
+#[tokio::test]
+async fn with_fail_fast_false_a_step_timed_out_by_the_timer_is_not_started_again_after_a_restart(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("stops the operator");
+    let mut operator = operator;
+    let recorder = JobRecorder::start(&operator.ns).await;
+    operator
+        .ns
+        .create(
+            WorkFlow::test("restarted")
+                .fail_fast(false)
+                .step("stuck", &[])
+                .command(&["sleep", "30"])
+                .timeout(2)
+                .step("other", &[])
+                .command(&["sleep", "12"]),
+        )
+        .await;
+    let job = operator
+        .ns
+        .wait_step_job("restarted", "stuck", "created", |_| true)
+        .await;
+    operator
+        .ns
+        .jobs()
+        .patch(
+            &job.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .expect("the job is suspended");
+    operator
+        .ns
+        .wait_workflow("restarted", "the timeout recorded while other runs", |wf| {
+            support::phase(wf) == Some(Phase::Started)
+                && support::message(wf).contains("step stuck timed out")
+        })
+        .await;
+    operator.stop().await;
+    operator.start();
+    let ns = &operator.ns;
+    let workflow = ns
+        .expect_failed("restarted", &["step stuck timed out", "timeout of 2s"])
+        .await;
+    assert_eq!(executed(&workflow), set(&["other"]));
+    recorder.catch_up(ns).await;
+    let stuck = recorder.jobs_of("restarted", "stuck");
+    assert_eq!(stuck.len(), 1, "the timed-out step ran once: {stuck:?}");
+    assert!(
+        !stuck[0].deleted,
+        "the timed-out step's Job is kept: {stuck:?}"
+    );
 }
 
 #[rstest]

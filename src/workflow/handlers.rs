@@ -3,10 +3,10 @@
 //!
 //! Creation, spec updates, Job changes, resumes and timer ticks all end in [`reconcile`], which
 //! reads the workflow's Jobs from the framework's in-memory mirror of the API (never from the
-//! status lists), asks the pure planner what to do, and does it: create and delete Jobs, write
-//! the status once, post one Event per lifecycle transition. Every write is idempotent (Job
-//! names are deterministic, deletes of missing Jobs succeed), so a retry, a duplicate event or a
-//! restart never starts a step twice.
+//! status lists), asks the pure planner what to do, and does it: create, stop and delete Jobs,
+//! write the status once, post one Event per lifecycle transition. Every write is idempotent (Job
+//! names are deterministic, deletes of missing Jobs succeed, patches set fixed values), so a
+//! retry, a duplicate event or a restart never starts a step twice.
 //!
 //! A Job event ([`reconcile_job`]) is planned by the cached [`RunState`] of the workflow in
 //! O(degree of the step) when the cache is still the workflow's (same generation, run and
@@ -272,12 +272,11 @@ async fn reconcile_with(
     let mut resource_version_now = resource_version(&workflow);
     let namespace = workflow.namespace().unwrap_or_default();
     let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
-    // A terminal outcome is recorded before its actions (which then only delete Jobs), because
-    // a deleted Job can be the only evidence of the outcome: a step that timed out has its Job
-    // deleted, and an operator that died between that delete and the status write would find
-    // the step without a Job after a restart and start it again. Once the status is terminal,
-    // a restarted operator deletes whatever is left running. Otherwise Jobs come first, so the
-    // status never lists a step as started before its Job exists.
+    // A terminal outcome is recorded before its actions (which then only stop or delete Jobs):
+    // once the status is terminal, whatever becomes of those writes, a restarted operator only
+    // deletes what is left running. Otherwise Jobs come first, so the status never lists a step
+    // as started before its Job exists, and a timed-out step's Job carries the record of its
+    // timeout before the status reports it.
     let terminal = plan
         .status
         .as_ref()
@@ -584,18 +583,30 @@ async fn execute(
             active_deadline_seconds,
         } => {
             let patch = json!({"spec": {"activeDeadlineSeconds": active_deadline_seconds}});
-            match api
-                .patch(job_name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-                Err(e) => Err(temporary(
-                    &format!("updating the deadline of job {job_name}"),
-                    e,
-                )),
-            }
+            patch_job(api, job_name, patch, "updating the deadline of").await
         }
+        Action::TimeOutJob { job_name, why } => {
+            let patch = jobs::time_out_patch(why);
+            patch_job(api, job_name, patch, "stopping the timed-out").await
+        }
+    }
+}
+
+/// Merge-patches a Job. A Job already gone is success: the next plan goes by the Jobs that
+/// exist.
+async fn patch_job(
+    api: &Api<Job>,
+    name: &str,
+    patch: serde_json::Value,
+    what: &str,
+) -> HandlerResult {
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(temporary(&format!("{what} job {name}"), e)),
     }
 }
 

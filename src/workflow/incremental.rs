@@ -13,7 +13,8 @@
 //! live Job of another run. A change is handled incrementally when a step's Job appears, runs,
 //! succeeds or disappears. Everything else returns a [`Fallback`] and the caller re-plans in
 //! full: a Job of another run that is not being deleted, a failed step (with or without
-//! failFast), a running step past its timeout, a succeeded Job going back (deleted, or a stale
+//! failFast), a running step past its timeout or a step whose Job the operator stopped at its
+//! timeout (`JobState::TimedOut`), a succeeded Job going back (deleted, or a stale
 //! event), a second Job for one step, and the last step succeeding (the lifecycle move to
 //! `Completed` with its conditions is left to the full planner, once per workflow).
 //!
@@ -78,9 +79,10 @@ pub enum Fallback {
         /// The Job that is not the one tracked.
         job: String,
     },
-    /// A running step is past its timeout.
-    #[error("a running step timed out")]
-    TimedOut,
+    /// A step timed out: it runs past its timeout, or its Job was stopped at its timeout (the
+    /// timeout decides the workflow's outcome and message, as a failure does).
+    #[error("step {0} timed out")]
+    TimedOut(String),
     /// Every step succeeded: the workflow completes.
     #[error("every step succeeded")]
     AllSucceeded,
@@ -101,7 +103,8 @@ pub struct Decision {
 #[derive(Debug, Clone)]
 struct StepJob {
     name: String,
-    /// `Some(since)` while running, `None` once succeeded (failed Jobs are never tracked).
+    /// `Some(since)` while running, `None` once succeeded (failed and timed-out Jobs are never
+    /// tracked).
     active_since: Option<Timestamp>,
     deleting: bool,
     active_deadline_seconds: Option<i64>,
@@ -287,6 +290,7 @@ impl RunState {
             JobState::Active { since } => Some(*since),
             JobState::Succeeded => None,
             JobState::Failed { .. } => return Err(Fallback::StepFailed(job.step.clone())),
+            JobState::TimedOut { .. } => return Err(Fallback::TimedOut(job.step.clone())),
         };
         if let Some(old) = &self.job_of[i] {
             if old.name != job.name {
@@ -410,8 +414,10 @@ impl RunState {
         if self.done_count == dag.len() {
             return Err(Fallback::AllSucceeded);
         }
-        if self.deadlines.first().is_some_and(|(at, _)| *at <= now) {
-            return Err(Fallback::TimedOut);
+        if let Some(&(at, i)) = self.deadlines.first()
+            && at <= now
+        {
+            return Err(Fallback::TimedOut(dag.name(i).to_string()));
         }
 
         let created: Vec<usize> = self.pending.iter().take(self.slots()).copied().collect();
@@ -590,7 +596,18 @@ mod tests {
                 "a step past its timeout",
                 vec![job(Jobs::of(&wf).active("a", at(0)).build())],
                 at(5),
-                Fallback::TimedOut,
+                Fallback::TimedOut("a".into()),
+            ),
+            (
+                "a step whose job was stopped at its timeout",
+                vec![JobChange::Applied(ObservedJob {
+                    state: JobState::TimedOut {
+                        why: "running for 5s, longer than its timeout of 5s".into(),
+                    },
+                    ..Jobs::of(&wf).active("a", at(0)).build()[0].clone()
+                })],
+                at(5),
+                Fallback::TimedOut("a".into()),
             ),
             (
                 "a succeeded job deleted",
@@ -720,11 +737,21 @@ mod tests {
                     }
                 }
                 // Carry the plan out: deletes remove Jobs (the state sees them on a rebuild,
-                // as deletes only come from full plans), the status is written.
+                // as deletes only come from full plans), timed-out Jobs are stopped and kept,
+                // the status is written.
                 for action in &full.actions {
-                    if let Action::DeleteJob { job_name, .. } = action {
-                        jobs.retain(|j| j.name != *job_name);
-                        state = Err(Fallback::NotFollowed("jobs deleted"));
+                    match action {
+                        Action::DeleteJob { job_name, .. } => {
+                            jobs.retain(|j| j.name != *job_name);
+                            state = Err(Fallback::NotFollowed("jobs deleted"));
+                        }
+                        Action::TimeOutJob { job_name, why } => {
+                            // A timeout is never planned incrementally, nor followed after.
+                            prop_assert!(state.is_err(), "{} timed out incrementally", job_name);
+                            let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
+                            job.state = JobState::TimedOut { why: why.clone() };
+                        }
+                        Action::CreateJob { .. } | Action::SetJobDeadline { .. } => {}
                     }
                 }
                 wf = written(wf, &full);

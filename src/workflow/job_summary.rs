@@ -9,7 +9,7 @@
 //! `batch/v1` `Job` to kube: `Api<JobSummary>` lists and watches `jobs`.
 //!
 //! Kept: name, namespace, uid, resourceVersion, creation and deletion timestamps, owner
-//! references; the step annotation and run label as plain fields; `activeDeadlineSeconds` and
+//! references; the step and timed-out annotations and the run label as plain fields; `activeDeadlineSeconds` and
 //! `suspend`; the status with only the conditions that hold and end a Job (`Complete`,
 //! `Failed`). Whoever needs anything else (e.g. relabelling, which compares all labels) reads
 //! the Job from the API.
@@ -22,7 +22,7 @@ use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::jobs::{ANNOTATION_STEP, LABEL_RUN};
+use super::jobs::{ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RUN};
 
 /// A Job as the planner reads it; see the module documentation for what is kept.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -34,6 +34,8 @@ pub struct JobSummary {
     pub step: Option<String>,
     /// The run id (label `workflow.crd.com/run`).
     pub run: Option<String>,
+    /// Why the operator timed the Job out (annotation `workflow.crd.com/timed-out`).
+    pub timed_out: Option<String>,
     /// The part of `spec` the planner reads.
     pub spec: Option<JobSummarySpec>,
     /// The Job's status, with only the conditions that hold and end the Job.
@@ -69,9 +71,9 @@ impl From<JobOnTheWire> for JobSummary {
             spec,
             mut status,
         } = wire;
-        let step = metadata
-            .annotations
-            .and_then(|mut a| a.remove(ANNOTATION_STEP));
+        let mut annotations = metadata.annotations.unwrap_or_default();
+        let step = annotations.remove(ANNOTATION_STEP);
+        let timed_out = annotations.remove(ANNOTATION_TIMED_OUT);
         let run = metadata.labels.and_then(|mut l| l.remove(LABEL_RUN));
         if let Some(status) = status.as_mut() {
             if let Some(conditions) = status.conditions.as_mut() {
@@ -94,6 +96,7 @@ impl From<JobOnTheWire> for JobSummary {
             },
             step,
             run,
+            timed_out,
             spec,
             status,
         }
@@ -103,9 +106,14 @@ impl From<JobOnTheWire> for JobSummary {
 impl From<JobSummary> for JobOnTheWire {
     fn from(summary: JobSummary) -> Self {
         let mut metadata = summary.metadata;
-        metadata.annotations = summary
-            .step
-            .map(|step| BTreeMap::from([(ANNOTATION_STEP.to_string(), step)]));
+        let annotations: BTreeMap<String, String> = [
+            (ANNOTATION_STEP, summary.step),
+            (ANNOTATION_TIMED_OUT, summary.timed_out),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_string(), value?)))
+        .collect();
+        metadata.annotations = (!annotations.is_empty()).then_some(annotations);
         metadata.labels = summary
             .run
             .map(|run| BTreeMap::from([(LABEL_RUN.to_string(), run)]));

@@ -1,8 +1,10 @@
 //! Kubernetes Jobs of a workflow: building a step's Job, reading a Job back as plain data for
-//! the planner, and the labels copied on relabel. Pure; no client.
+//! the planner, stopping a timed-out step's Job, and the labels copied on relabel. Pure; no
+//! client.
 //!
-//! The handlers call [`build_job`] for each `plan::Action::CreateJob`, [`observe_job`] on every
-//! Job they list or watch, and [`relabel_patch`] when a workflow's labels change.
+//! The handlers call [`build_job`] for each `plan::Action::CreateJob`, [`time_out_patch`] for
+//! each `plan::Action::TimeOutJob`, [`observe_job`] on every Job they list or watch, and
+//! [`relabel_patch`] when a workflow's labels change.
 
 use std::collections::BTreeMap;
 
@@ -27,6 +29,10 @@ pub const LABEL_RUN: &str = "workflow.crd.com/run";
 pub const ANNOTATION_WORKFLOW: &str = "workflow.crd.com/workflow";
 /// Annotation: the step's exact name.
 pub const ANNOTATION_STEP: &str = "workflow.crd.com/step";
+/// Annotation: put by the operator on the Job of a step that ran past its timeout, saying why
+/// (`running for 6s, longer than its timeout of 5s`). It makes the Job the record of the
+/// timeout: [`observe_job`] reads such a Job as `JobState::TimedOut` whatever its conditions.
+pub const ANNOTATION_TIMED_OUT: &str = "workflow.crd.com/timed-out";
 /// The operator's own labels; a workflow's labels never override them.
 pub const OWN_LABELS: [&str; 3] = [LABEL_WORKFLOW, LABEL_STEP, LABEL_RUN];
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
@@ -85,6 +91,24 @@ pub fn relabel_patch(
         .map(|(k, v)| (k, serde_json::Value::String(v)))
         .collect();
     (!changes.is_empty()).then(|| serde_json::json!({ "metadata": { "labels": changes } }))
+}
+
+/// The `activeDeadlineSeconds` a timed-out step's Job is given: the least Kubernetes accepts.
+/// The operator times a step out once it has run at least its timeout since the Job's
+/// `startTime`, from which Kubernetes counts the deadline too, so this one is already exceeded
+/// (or, for a Job the Job controller has not started yet, exceeded a second after it does).
+const TIMED_OUT_DEADLINE_SECONDS: i64 = 1;
+
+/// A JSON merge patch that stops the Job of a step past its timeout and records why: the
+/// annotation [`ANNOTATION_TIMED_OUT`], and an `activeDeadlineSeconds` already exceeded, so the
+/// Job controller kills the Job's pods and fails it with reason `DeadlineExceeded`. The Job is
+/// kept, as the record that the step timed out (a suspended Job has no pods and its deadline does
+/// not count, so there the annotation alone records it). Applying it twice changes nothing.
+pub fn time_out_patch(why: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"annotations": {ANNOTATION_TIMED_OUT: why}},
+        "spec": {"activeDeadlineSeconds": TIMED_OUT_DEADLINE_SECONDS},
+    })
 }
 
 /// The Job that runs `step` of `workflow` in run `run`.
@@ -177,8 +201,11 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
 }
 
 /// A Job as the planner sees it, or `None` when it lacks the step annotation (not built by
-/// [`build_job`]). `now` stands in for the start of a Job with neither `status.startTime` nor
-/// `metadata.creationTimestamp` (one not read from the API server).
+/// [`build_job`]). A Job with the annotation [`ANNOTATION_TIMED_OUT`] is `JobState::TimedOut`
+/// whatever its conditions say: still stopping, failed by the deadline [`time_out_patch`] set, or
+/// complete in the instant before it landed; the operator's verdict stands. `now` stands in for
+/// the start of a Job with neither `status.startTime` nor `metadata.creationTimestamp` (one not
+/// read from the API server).
 pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
     let step = job.step.clone()?;
     let run = job.run.clone().unwrap_or_default();
@@ -188,7 +215,9 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == type_ && c.status == "True"))
     };
-    let state = if holds("Complete").is_some() {
+    let state = if let Some(why) = &job.timed_out {
+        JobState::TimedOut { why: why.clone() }
+    } else if holds("Complete").is_some() {
         JobState::Succeeded
     } else if let Some(failed) = holds("Failed") {
         JobState::Failed {
@@ -457,5 +486,44 @@ mod tests {
         let mut foreign = finished("Complete", None);
         foreign.metadata.annotations = None;
         assert_eq!(observe_job(&foreign.into(), now), None);
+    }
+
+    /// The Job after the handler's merge patch, as the API server computes it.
+    fn patched(job: &Job, patch: &serde_json::Value) -> Job {
+        let mut value = serde_json::to_value(job).unwrap();
+        json_patch::merge(&mut value, patch);
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_timed_out_job_is_stopped_by_its_deadline_and_stays_timed_out_whatever_it_does_next() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let why = "running for 6s, longer than its timeout of 5s";
+        let patch = time_out_patch(why);
+        let wf = WorkFlow::test("wf").step("a", &[]).build();
+        let running = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let stopped = patched(&running, &patch);
+        assert_eq!(
+            patched(&stopped, &patch),
+            stopped,
+            "applying it twice changes nothing"
+        );
+        let deadline = stopped.spec.as_ref().unwrap().active_deadline_seconds;
+        assert!(
+            deadline.is_some_and(|d| (1..60).contains(&d)),
+            "a deadline Kubernetes accepts, shorter than the 60s timeout the step ran past: {deadline:?}"
+        );
+        let want = JobState::TimedOut { why: why.into() };
+        // Still stopping, failed by the deadline as the patch asks, or complete in the instant
+        // before the patch landed: the step timed out all the same.
+        for job in [
+            running,
+            finished("Failed", Some(DEADLINE_EXCEEDED)),
+            finished("Complete", None),
+        ] {
+            let seen = observe_job(&patched(&job, &patch).into(), now).unwrap();
+            assert_eq!(seen.state, want, "{:?}", job.status);
+            assert_eq!(seen.step, "a");
+        }
     }
 }

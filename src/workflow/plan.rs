@@ -51,6 +51,15 @@ pub enum JobState {
         /// Kubernetes' explanation.
         message: String,
     },
+    /// The operator stopped the Job because its step ran past its timeout
+    /// ([`Action::TimeOutJob`]), whatever the Job's conditions say since: still stopping,
+    /// failed by the deadline the operator set, or even complete in the same instant. The Job is
+    /// the step's record of the timeout, so the step is never started again in this run.
+    TimedOut {
+        /// Why, as the operator recorded it, e.g. `running for 6s, longer than its timeout of
+        /// 5s`.
+        why: String,
+    },
 }
 
 /// A Job of the workflow as the handlers observed it: plain data, no Kubernetes types.
@@ -75,14 +84,13 @@ pub struct ObservedJob {
 pub enum DeleteReason {
     /// The Job belongs to an earlier run (what runs changed).
     OldRun,
-    /// The step ran past its timeout; its Job is still running.
-    TimedOut,
     /// The workflow failed (failFast) and this Job is still running.
     WorkflowFailed,
 }
 
 /// Something the handler must do, in order. Every action is idempotent: creating an existing
-/// Job (deterministic name) or deleting a missing one is success.
+/// Job (deterministic name), deleting a missing one or patching a Job to what it already is is
+/// success.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Create the Job of `step` (build it with `jobs::build_job(workflow, step, run)`).
@@ -107,6 +115,18 @@ pub enum Action {
         job_name: String,
         /// The new deadline in seconds, or `None` for unlimited.
         active_deadline_seconds: Option<i64>,
+    },
+    /// Stop the running Job of a step that ran past its timeout, and keep it as the record that
+    /// the step timed out (`jobs::time_out_patch`: an annotation saying `why`, and a deadline
+    /// already exceeded, so Kubernetes kills the pods and fails the Job). Not a delete: the state
+    /// comes from the Jobs that exist, so a deleted Job would leave the step without a Job and
+    /// the next plan (with failFast false) would start it again. Observed afterwards as
+    /// [`JobState::TimedOut`].
+    TimeOutJob {
+        /// The Job's name.
+        job_name: String,
+        /// Why, e.g. `running for 6s, longer than its timeout of 5s`.
+        why: String,
     },
 }
 
@@ -168,6 +188,9 @@ pub fn plan(workflow: &WorkFlow, jobs: &[ObservedJob], now: Timestamp) -> Plan {
 ///   left running are deleted.
 /// - A step is started only if no Job of the current run exists for it and all its dependencies
 ///   succeeded; at most `parallelism` steps run at once.
+/// - A running step past its timeout has its Job stopped, never deleted ([`Action::TimeOutJob`]):
+///   the Job stays as the record of the timeout, so the step is not started again in the run,
+///   by this operator or by one restarted with nothing but the API's state.
 /// - Every transition made is a row of `lifecycle::TRANSITIONS`; a new workflow, or one whose
 ///   status write was lost, goes `Created -> Started` before reaching an outcome.
 /// - `status` is `Some` only when it differs from `workflow.status`.
@@ -245,11 +268,9 @@ enum Failure {
         reason: String,
         message: String,
     },
-    /// Ran past its timeout: `elapsed` when the planner caught it, `None` when Kubernetes'
-    /// deadline of `timeout` seconds did.
+    /// Ran past its timeout; `why` says by how much, or that Kubernetes' deadline caught it.
     TimedOut {
-        timeout: i64,
-        elapsed: Option<SignedDuration>,
+        why: String,
     },
 }
 
@@ -269,19 +290,7 @@ impl Failure {
             Failure::Failed { reason, message } => {
                 format!("step {step} failed: {reason}: {message}")
             }
-            Failure::TimedOut {
-                timeout,
-                elapsed: Some(elapsed),
-            } => format!(
-                "step {step} timed out: running for {}s, longer than its timeout of {timeout}s",
-                elapsed.as_secs()
-            ),
-            Failure::TimedOut {
-                timeout,
-                elapsed: None,
-            } => {
-                format!("step {step} timed out: its Job exceeded its deadline of {timeout}s")
-            }
+            Failure::TimedOut { why } => format!("step {step} timed out: {why}"),
         }
     }
 }
@@ -310,8 +319,8 @@ struct Planner<'a> {
     /// status's (a terminal workflow).
     outcome: Option<Outcome>,
     actions: Vec<Action>,
-    /// Jobs this plan already deletes, so none is deleted twice.
-    deleted: HashSet<&'a str>,
+    /// Jobs this plan already deletes or stops, so none is acted on twice.
+    settled: HashSet<&'a str>,
     events: Vec<LifecycleEvent>,
     next_timeout_at: Option<Timestamp>,
 }
@@ -336,7 +345,7 @@ impl<'a> Planner<'a> {
             phase: previous.workflow_status.unwrap_or(Phase::Created),
             outcome: None,
             actions: Vec::new(),
-            deleted: HashSet::new(),
+            settled: HashSet::new(),
             events: Vec::new(),
             next_timeout_at: None,
         };
@@ -378,10 +387,21 @@ impl<'a> Planner<'a> {
     }
 
     fn delete(&mut self, job: &'a ObservedJob, reason: DeleteReason) {
-        if !job.deleting && self.deleted.insert(&job.name) {
+        if !job.deleting && self.settled.insert(&job.name) {
             self.actions.push(Action::DeleteJob {
                 job_name: job.name.clone(),
                 reason,
+            });
+        }
+    }
+
+    /// Stops the Job of a step past its timeout and keeps it (see [`Action::TimeOutJob`]); a
+    /// failed workflow then does not delete it with its running Jobs.
+    fn time_out(&mut self, job: &'a ObservedJob, why: String) {
+        if self.settled.insert(&job.name) {
+            self.actions.push(Action::TimeOutJob {
+                job_name: job.name.clone(),
+                why,
             });
         }
     }
@@ -393,7 +413,8 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Deletes the current run's Jobs that still run (a failed workflow stops its steps).
+    /// Deletes the current run's Jobs that still run (a failed workflow stops its steps). A
+    /// timed-out step's Job is not one of them: it is stopping already, and it is the record.
     fn delete_running(&mut self, current: &[&'a ObservedJob]) {
         for &job in current {
             if matches!(job.state, JobState::Active { .. }) {
@@ -429,7 +450,7 @@ impl<'a> Planner<'a> {
         let rank = |j: &ObservedJob| match j.state {
             JobState::Succeeded => 0,
             JobState::Active { .. } => 1,
-            JobState::Failed { .. } => 2,
+            JobState::Failed { .. } | JobState::TimedOut { .. } => 2,
         };
         let mut job_of: Vec<Option<&'a ObservedJob>> = vec![None; n];
         for &job in current {
@@ -444,22 +465,20 @@ impl<'a> Planner<'a> {
         let mut released = Vec::new();
         let mut failures: Vec<(usize, Failure)> = Vec::new();
         let mut running = 0usize;
-        // Timed-out steps, whose Jobs this plan deletes: no longer running.
+        // Steps this plan times out, whose Jobs it stops: no longer running.
         let mut stopped = vec![false; n];
         for (i, job) in job_of.iter().enumerate() {
             let Some(job) = *job else { continue };
             let timeout = spec.effective_timeout(&spec.containers[i]);
             match &job.state {
                 JobState::Succeeded => progress.complete(i, &mut released),
+                JobState::TimedOut { why } => {
+                    failures.push((i, Failure::TimedOut { why: why.clone() }));
+                }
                 JobState::Failed { reason, .. } if reason == DEADLINE_EXCEEDED => {
                     let timeout = job.active_deadline_seconds.unwrap_or(timeout);
-                    failures.push((
-                        i,
-                        Failure::TimedOut {
-                            timeout,
-                            elapsed: None,
-                        },
-                    ));
+                    let why = format!("its Job exceeded its deadline of {timeout}s");
+                    failures.push((i, Failure::TimedOut { why }));
                 }
                 JobState::Failed { reason, message } => failures.push((
                     i,
@@ -474,15 +493,13 @@ impl<'a> Planner<'a> {
                         timeout != UNLIMITED && elapsed >= SignedDuration::from_secs(timeout);
                     // A Job being deleted is on its way out already: not timed out again.
                     if over && !job.deleting {
-                        failures.push((
-                            i,
-                            Failure::TimedOut {
-                                timeout,
-                                elapsed: Some(elapsed),
-                            },
-                        ));
+                        let why = format!(
+                            "running for {}s, longer than its timeout of {timeout}s",
+                            elapsed.as_secs()
+                        );
+                        failures.push((i, Failure::TimedOut { why: why.clone() }));
                         stopped[i] = true;
-                        self.delete(job, DeleteReason::TimedOut);
+                        self.time_out(job, why);
                     } else {
                         running += 1;
                     }
@@ -776,6 +793,17 @@ mod tests {
             .collect()
     }
 
+    /// The Jobs the plan stops at their timeout, with why.
+    fn stops(plan: &Plan) -> Vec<(&str, &str)> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::TimeOutJob { job_name, why } => Some((job_name.as_str(), why.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn reasons(plan: &Plan) -> Vec<&'static str> {
         plan.events.iter().map(|e| e.transition.reason()).collect()
     }
@@ -796,6 +824,13 @@ mod tests {
         )
     }
 
+    /// `jobs` once the operator stopped the Job of `step` at its timeout, saying `why`.
+    fn timed_out(mut jobs: Vec<ObservedJob>, step: &str, why: &str) -> Vec<ObservedJob> {
+        let job = jobs.iter_mut().find(|j| j.step == step).expect("a job");
+        job.state = JobState::TimedOut { why: why.into() };
+        jobs
+    }
+
     /// One scenario of the planner's rules and what it must decide.
     struct Case {
         name: &'static str,
@@ -805,6 +840,8 @@ mod tests {
         phase: Phase,
         creates: &'static [&'static str],
         deletes: &'static [DeleteReason],
+        /// Steps whose Jobs are stopped at their timeout (and kept).
+        stops: &'static [&'static str],
         executed: &'static [&'static str],
         started: &'static [&'static str],
         progress: &'static str,
@@ -824,6 +861,7 @@ mod tests {
                 phase: Phase::Started,
                 creates: &["a"],
                 deletes: &[],
+                stops: &[],
                 executed: &[],
                 started: &["a"],
                 progress: "0/4",
@@ -842,6 +880,7 @@ mod tests {
                 phase: Phase::Started,
                 creates: &["x", "y"],
                 deletes: &[],
+                stops: &[],
                 executed: &[],
                 started: &["x", "y"],
                 progress: "0/3",
@@ -856,6 +895,7 @@ mod tests {
                 phase: Phase::Failed,
                 creates: &[],
                 deletes: &[],
+                stops: &[],
                 executed: &[],
                 started: &[],
                 progress: "0/1",
@@ -874,6 +914,7 @@ mod tests {
                 phase: Phase::Failed,
                 creates: &[],
                 deletes: &[],
+                stops: &[],
                 executed: &[],
                 started: &[],
                 progress: "0/3",
@@ -888,6 +929,7 @@ mod tests {
                 phase: Phase::Failed,
                 creates: &[],
                 deletes: &[],
+                stops: &[],
                 executed: &[],
                 started: &[],
                 progress: "0/2",
@@ -902,6 +944,7 @@ mod tests {
                 phase: Phase::Started,
                 creates: &["b", "c"],
                 deletes: &[],
+                stops: &[],
                 executed: &["a"],
                 started: &["b", "c"],
                 progress: "1/4",
@@ -922,6 +965,7 @@ mod tests {
                 phase: Phase::Started,
                 creates: &[],
                 deletes: &[],
+                stops: &[],
                 executed: &["a", "b"],
                 started: &["c"],
                 progress: "2/4",
@@ -943,6 +987,7 @@ mod tests {
                 phase: Phase::Completed,
                 creates: &[],
                 deletes: &[],
+                stops: &[],
                 executed: &["a", "b", "c", "d"],
                 started: &[],
                 progress: "4/4",
@@ -967,6 +1012,7 @@ mod tests {
                 phase: Phase::Failed,
                 creates: &[],
                 deletes: &[WorkflowFailed],
+                stops: &[],
                 executed: &["a"],
                 started: &[],
                 progress: "1/4",
@@ -996,6 +1042,7 @@ mod tests {
                 phase: Phase::Started,
                 creates: &["y"],
                 deletes: &[],
+                stops: &[],
                 executed: &["x"],
                 started: &["y"],
                 progress: "1/4",
@@ -1024,6 +1071,7 @@ mod tests {
                 phase: Phase::Failed,
                 creates: &[],
                 deletes: &[],
+                stops: &[],
                 executed: &["x"],
                 started: &[],
                 progress: "1/3",
@@ -1043,10 +1091,62 @@ mod tests {
                 now: 6,
                 phase: Phase::Failed,
                 creates: &[],
-                deletes: &[TimedOut, WorkflowFailed],
+                deletes: &[WorkflowFailed],
+                stops: &["a"],
                 executed: &[],
                 started: &[],
                 progress: "0/2",
+                message: Some("step a timed out: running for 6s, longer than its timeout of 5s"),
+                reasons: &["StepTimedOut"],
+            },
+            Case {
+                name: "without failFast a step past its timeout has its job stopped, not deleted",
+                workflow: running(
+                    WorkFlow::test("w")
+                        .fail_fast(false)
+                        .max_step_timeout(5)
+                        .step("a", &[])
+                        .step("b", &[])
+                        .step("c", &["a"])
+                        .build(),
+                ),
+                jobs: |w| Jobs::of(w).active("a", at(0)).active("b", at(3)).build(),
+                now: 6,
+                phase: Phase::Started,
+                creates: &[],
+                deletes: &[],
+                stops: &["a"],
+                executed: &[],
+                started: &["b"],
+                progress: "0/3",
+                message: Some(
+                    "step a timed out: running for 6s, longer than its timeout of 5s; waiting for running steps to finish",
+                ),
+                reasons: &[],
+            },
+            Case {
+                name: "a job stopped at its timeout is reported as recorded then, however late",
+                workflow: running(
+                    WorkFlow::test("w")
+                        .max_step_timeout(5)
+                        .step("a", &[])
+                        .build(),
+                ),
+                jobs: |w| {
+                    timed_out(
+                        Jobs::of(w).active("a", at(0)).build(),
+                        "a",
+                        "running for 6s, longer than its timeout of 5s",
+                    )
+                },
+                now: 600,
+                phase: Phase::Failed,
+                creates: &[],
+                deletes: &[],
+                stops: &[],
+                executed: &[],
+                started: &[],
+                progress: "0/1",
                 message: Some("step a timed out: running for 6s, longer than its timeout of 5s"),
                 reasons: &["StepTimedOut"],
             },
@@ -1064,6 +1164,7 @@ mod tests {
                 phase: Phase::Started,
                 creates: &[],
                 deletes: &[],
+                stops: &[],
                 executed: &[],
                 started: &["a"],
                 progress: "0/1",
@@ -1091,6 +1192,7 @@ mod tests {
                 phase: Phase::Failed,
                 creates: &[],
                 deletes: &[],
+                stops: &[],
                 executed: &[],
                 started: &[],
                 progress: "0/1",
@@ -1113,6 +1215,7 @@ mod tests {
                 phase: Phase::Started,
                 creates: &["c"],
                 deletes: &[],
+                stops: &[],
                 executed: &["a"],
                 started: &["b", "c"],
                 progress: "1/4",
@@ -1133,6 +1236,7 @@ mod tests {
                 phase: Phase::Started,
                 creates: &["a"],
                 deletes: &[OldRun, OldRun],
+                stops: &[],
                 executed: &[],
                 started: &["a"],
                 progress: "0/4",
@@ -1152,6 +1256,7 @@ mod tests {
                 phase: Phase::Started,
                 creates: &[],
                 deletes: &[],
+                stops: &[],
                 executed: &[],
                 started: &["a"],
                 progress: "0/1",
@@ -1172,6 +1277,13 @@ mod tests {
             assert_eq!(creates(&plan), case.creates, "{name}");
             let deleted: Vec<_> = deletes(&plan).into_iter().map(|(_, r)| r).collect();
             assert_eq!(deleted, case.deletes, "{name}");
+            let stopped: Vec<&str> = stops(&plan).into_iter().map(|(j, _)| j).collect();
+            let want: Vec<String> = case
+                .stops
+                .iter()
+                .map(|step| job_name(&case.workflow, step))
+                .collect();
+            assert_eq!(stopped, want, "{name}");
             assert_eq!(new.executed, case.executed, "{name}");
             assert_eq!(new.started, case.started, "{name}");
             assert_eq!(new.progress.as_deref(), Some(case.progress), "{name}");
@@ -1325,6 +1437,105 @@ mod tests {
         // At the deadline exactly the step has timed out: the timer never fires too early.
         let due = super::plan(&wf, &jobs, at(15));
         assert_eq!(status(&due).workflow_status, Some(Phase::Failed));
+    }
+
+    /// The bug: the Job of a step the timer found past its timeout was deleted, and it was the
+    /// only record of the timeout; the next plan found the step without a Job and started it
+    /// again.
+    #[test]
+    fn with_fail_fast_false_a_timed_out_step_is_not_started_again_on_the_next_plan() {
+        let wf = running(
+            WorkFlow::test("w")
+                .fail_fast(false)
+                .step("a", &[])
+                .timeout(5)
+                .step("b", &[])
+                .step("c", &["a"])
+                .build(),
+        );
+        let mut jobs = Jobs::of(&wf).active("a", at(0)).active("b", at(0)).build();
+        let first = plan(&wf, &jobs, at(6));
+        let why = "running for 6s, longer than its timeout of 5s";
+        assert_eq!(
+            first.actions,
+            [Action::TimeOutJob {
+                job_name: jobs[0].name.clone(),
+                why: why.into()
+            }]
+        );
+        let waiting = format!("step a timed out: {why}; waiting for running steps to finish");
+        assert_eq!(status(&first).message.as_deref(), Some(waiting.as_str()));
+        apply(&mut jobs, &wf, &first, at(6));
+        let recorded = written(wf.clone(), &first);
+
+        // The timer's next ticks; an operator restarted after the status write, or before it
+        // (only the stopped Job records the timeout then): the step is neither started again
+        // nor stopped twice, nothing else changes, and the timer waits for b's deadline.
+        for (workflow, now) in [(&recorded, 7), (&recorded, 59), (&wf, 7)] {
+            let next = plan(workflow, &jobs, at(now));
+            assert!(next.actions.is_empty(), "at {now}: {next:?}");
+            let status = next.status.as_ref().or(workflow.status.as_ref()).unwrap();
+            assert_eq!(status.workflow_status, Some(Phase::Started), "at {now}");
+            assert_eq!(
+                status.message.as_deref(),
+                Some(waiting.as_str()),
+                "at {now}"
+            );
+            assert_eq!(status.started, ["b"], "at {now}");
+            assert_eq!(next.next_timeout_at, Some(at(60)), "at {now}");
+            assert_eq!(next_timeout_at(workflow, &jobs), Some(at(60)), "at {now}");
+        }
+        assert_eq!(plan(&recorded, &jobs, at(7)).status, None);
+
+        // Once b finishes the workflow fails with the timeout; a's dependent never started.
+        jobs[1].state = JobState::Succeeded;
+        let last = plan(&recorded, &jobs, at(20));
+        assert!(last.actions.is_empty(), "{last:?}");
+        assert_eq!(reasons(&last), ["StepTimedOut"]);
+        let failed = status(&last);
+        assert_eq!(
+            failed.message.as_deref(),
+            Some(format!("step a timed out: {why}").as_str())
+        );
+        assert_eq!(failed.executed, ["b"]);
+        let condition = failed
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_FAILED);
+        assert_eq!(condition.map(|c| c.reason.as_str()), Some("StepTimedOut"));
+    }
+
+    #[test]
+    fn with_fail_fast_a_timed_out_job_is_stopped_and_kept_and_the_others_deleted() {
+        let wf = running(
+            WorkFlow::test("w")
+                .step("a", &[])
+                .timeout(5)
+                .step("b", &[])
+                .build(),
+        );
+        let mut jobs = Jobs::of(&wf).active("a", at(0)).active("b", at(0)).build();
+        let first = plan(&wf, &jobs, at(6));
+        assert_eq!(
+            stops(&first),
+            [(
+                jobs[0].name.as_str(),
+                "running for 6s, longer than its timeout of 5s"
+            )]
+        );
+        assert_eq!(
+            deletes(&first),
+            [(jobs[1].name.as_str(), DeleteReason::WorkflowFailed)]
+        );
+        assert_eq!(phase(&first), Some(Phase::Failed));
+        apply(&mut jobs, &wf, &first, at(6));
+        // The failed workflow leaves its stopped Job alone: it is no longer running.
+        let failed = written(wf, &first);
+        let later = plan(&failed, &jobs, at(7));
+        assert!(
+            later.actions.is_empty() && later.status.is_none(),
+            "{later:?}"
+        );
     }
 
     #[test]
@@ -1616,7 +1827,8 @@ mod tests {
         assert_eq!(status(&plan).run, Some(names::run_id(&wf.spec)));
     }
 
-    /// What a simulated cluster does with a plan's actions: creates Jobs, deletes them.
+    /// What a simulated cluster does with a plan's actions: creates Jobs, deletes them, stops
+    /// timed-out ones (as `jobs::observe_job` then reads them).
     fn apply(jobs: &mut Vec<ObservedJob>, wf: &WorkFlow, plan: &Plan, now: Timestamp) {
         for action in &plan.actions {
             match action {
@@ -1630,6 +1842,10 @@ mod tests {
                     jobs.append(&mut new);
                 }
                 Action::DeleteJob { job_name, .. } => jobs.retain(|j| j.name != *job_name),
+                Action::TimeOutJob { job_name, why } => {
+                    let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
+                    job.state = JobState::TimedOut { why: why.clone() };
+                }
                 Action::SetJobDeadline { .. } => {}
             }
         }
