@@ -676,6 +676,7 @@ async fn work<K: Watched>(
         wake: None,
     };
     pass.run(pending).await;
+    pass.settle();
     let Pass { state, wake, .. } = pass;
     (key, Some(state), wake)
 }
@@ -716,6 +717,33 @@ struct Pass<'a, K: Watched> {
 }
 
 impl<K: Watched> Pass<'_, K> {
+    /// Forgets what the object itself holds, once it does: the reactor keeps state for every
+    /// object it has seen, mostly idle ones, and a parsed record or an old copy of the object
+    /// for each would double the memory of the mirror.
+    /// - The record, once the object's annotation says the same (stored, and the mirror has
+    ///   caught up): the next pass reads it back from the mirror.
+    /// - The previously handled object, when every field base is verbatim: diffs take their old
+    ///   values from the base then, and the copy is only needed for fields stored as digests.
+    fn settle(&mut self) {
+        let Some(record) = &self.state.record else {
+            return;
+        };
+        let verbatim = record
+            .base
+            .fields
+            .values()
+            .all(|base| matches!(base, causes::FieldBase::Value(_)));
+        if verbatim {
+            self.state.handled = None;
+        }
+        if !self.state.dirty
+            && Record::read(&*self.object, &self.ctl.annotation)
+                .is_ok_and(|stored| stored.as_ref() == Some(record))
+        {
+            self.state.record = None;
+        }
+    }
+
     async fn run(&mut self, mut pending: Pending) {
         for (child, (object, _)) in std::mem::take(&mut self.state.orphans) {
             pending.children.entry(child).or_insert(object);
