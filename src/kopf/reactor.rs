@@ -8,6 +8,9 @@
 //!   object (or the same child) coalesces while queued;
 //! - runs at most one worker per object, and at most `concurrency` workers in total across all
 //!   resource types (a semaphore);
+//! - counts its objects in the operator's [`super::Monitor`]: queued from the worker's spawn
+//!   until it holds a semaphore permit, running from then until it ends; and reports to it
+//!   when its mirrors hold their initial listings;
 //! - in a worker, reads the object from the mirror, detects the cause ([`super::causes`]), runs
 //!   the matching handlers and records their progress ([`super::progress`]), then runs queued
 //!   child and timer handlers;
@@ -49,7 +52,7 @@ use super::registry::{
     ChildEvent, ChildSink, ChildWatch, Children, Context, Handler, HandlerError, HandlerResult,
     Parent, Reason, Registry, Scope, Trigger, Watched, owner_of,
 };
-use super::{Hooks, OperatorConfig};
+use super::{Hooks, Monitor, OperatorConfig, Ticket};
 
 /// Errors that stop the reactor.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +81,7 @@ pub(crate) struct Env {
     pub semaphore: Arc<Semaphore>,
     pub recorder: Recorder,
     pub shutdown: CancellationToken,
+    pub monitor: Monitor,
 }
 
 /// The in-memory mirror of one child kind, grouped by parent.
@@ -313,6 +317,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
             }
             debug!(kind = %K::kind(&()), "mirrors listed; handlers may run");
             ctl.ready.cancel();
+            ctl.env.monitor.listed();
             for (index, handler) in ctl.registry.handlers.iter().enumerate() {
                 if let Trigger::Timer { every } = handler.trigger {
                     tasks.spawn(tick(ctl.clone(), tx.clone(), every, Some(index)));
@@ -523,10 +528,11 @@ impl<K: Watched> Queues<K> {
         let pending = std::mem::take(&mut slot.pending);
         let state = slot.state.take().unwrap_or_default();
         let ctl = self.ctl.clone();
+        let ticket = ctl.env.monitor.ticket();
         let span = info_span!("object", kind = %K::kind(&()), namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name);
         let handle = self
             .workers
-            .spawn(work(ctl, key.clone(), pending, state).instrument(span));
+            .spawn(work(ctl, key.clone(), pending, state, ticket).instrument(span));
         self.running.insert(handle.id(), key);
     }
 
@@ -582,12 +588,13 @@ impl<K: Watched> Queues<K> {
 }
 
 /// One worker run for one object: returns its state (`None` once the object is gone) and when
-/// to wake it for retries.
+/// to wake it for retries. `ticket` counts it in the monitor until it returns.
 async fn work<K: Watched>(
     ctl: Arc<Ctl<K>>,
     key: ObjectRef<K>,
     pending: Pending,
     state: ObjectState<K>,
+    mut ticket: Ticket,
 ) -> Done<K> {
     tokio::select! {
         () = ctl.ready.cancelled() => {}
@@ -600,6 +607,7 @@ async fn work<K: Watched>(
     let Ok(_permit) = permit else {
         return (key, Some(state), None);
     };
+    ticket.start();
     let Some(object) = ctl.reader.get(&key) else {
         return orphaned(key, pending, state);
     };
