@@ -1,6 +1,8 @@
 //! The `/healthz`, `/readyz` and `/metrics` endpoints of `telemetry::serve`, over loopback.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -78,6 +80,31 @@ async fn healthz_is_ok_while_readyz_follows_readiness() {
     readiness.set_ready(false);
     assert_eq!(get(addr, "/readyz").await.unwrap().status, 503);
     assert_eq!(get(addr, "/healthz").await.unwrap().status, 200);
+}
+
+#[tokio::test]
+async fn readyz_needs_the_flag_and_every_check_evaluated_at_each_probe() {
+    let readiness = Readiness::new();
+    let (addr, _shutdown) = start(Metrics::new(), readiness.clone()).await;
+    let synced = Arc::new(AtomicBool::new(false));
+    let seen = synced.clone();
+    readiness.add_check(move || seen.load(Ordering::Acquire));
+
+    readiness.set_ready(true);
+    assert_eq!(
+        get(addr, "/readyz").await.unwrap().status,
+        503,
+        "check fails"
+    );
+    synced.store(true, Ordering::Release);
+    assert_eq!(get(addr, "/readyz").await.unwrap().status, 200, "all pass");
+    readiness.add_check(|| false);
+    assert_eq!(
+        get(addr, "/readyz").await.unwrap().status,
+        503,
+        "a new check fails"
+    );
+    assert!(!readiness.is_ready());
 }
 
 #[tokio::test]

@@ -10,9 +10,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use crate::kopf::Monitor;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::leader::{Ended, LeaderElection};
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Metrics, QueueSample};
 use crate::workflow::operator::{self, OperatorOptions};
 
 /// Run the operator. Credentials come from `KUBECONFIG` / `~/.kube/config`, or from the pod's
@@ -31,7 +32,9 @@ pub struct RunArgs {
     #[arg(long)]
     no_step_events: bool,
     /// Serve `/healthz`, `/readyz` and `/metrics` (Prometheus) on this address, e.g.
-    /// `0.0.0.0:8080`. Off when not given.
+    /// `0.0.0.0:8080`. Off when not given. `/readyz` answers 200 once the operator's caches of
+    /// workflows and Jobs are synced; with `--leader-election`, a standby answers 200 once it
+    /// has read the Lease, and a new leader 503 again until its caches are synced.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<SocketAddr>,
     /// Run as one of several replicas: only the holder of a Lease handles workflows; a standby
@@ -79,6 +82,14 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
     operator::check_crd_installed(&client).await?;
 
     let metrics = Metrics::new();
+    let monitor = Monitor::new();
+    {
+        let monitor = monitor.clone();
+        metrics.sample_queue(move || QueueSample {
+            queued: monitor.queued(),
+            running: monitor.running(),
+        });
+    }
     let readiness = Readiness::new();
     let shutdown = CancellationToken::new();
     if let Some(addr) = args.metrics_addr {
@@ -101,10 +112,24 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
         step_events: !args.no_step_events,
         metrics: Some(metrics.clone()),
     };
+    // A replica running the operator is ready only once its caches hold the initial listings:
+    // before that it has not seen the workflows it is responsible for.
+    let synced = {
+        let monitor = monitor.clone();
+        move || monitor.is_synced()
+    };
+    let operate = {
+        let client = client.clone();
+        move |stop: CancellationToken| {
+            operator::run_monitored(client, options, monitor, stop.cancelled_owned())
+        }
+    };
 
     if !args.leader_election {
+        // The API server answered (the CRD check): only the caches remain to wait for.
         readiness.set_ready(true);
-        operator::run(client, options, shutdown.cancelled_owned()).await?;
+        readiness.add_check(synced);
+        operate(shutdown).await?;
         return Ok(ExitCode::SUCCESS);
     }
     let identity = args.leader_election_identity.unwrap_or_else(|| {
@@ -119,13 +144,9 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
         Duration::from_secs(args.lease_duration.max(1)),
     )
     .with_metrics(metrics)
-    .with_readiness(readiness);
-    let ended = election
-        .run_while_leader(
-            |leading| operator::run(client, options, leading.cancelled_owned()),
-            shutdown,
-        )
-        .await;
+    .with_readiness(readiness.clone());
+    readiness.add_check(election.readiness_check(synced));
+    let ended = election.run_while_leader(operate, shutdown).await;
     match ended {
         Ended::Finished(result) | Ended::Shutdown(Some(result)) => {
             result.map(|()| ExitCode::SUCCESS)

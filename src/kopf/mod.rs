@@ -27,6 +27,9 @@
 //! Layers: [`causes`] (pure detection) and [`registry`] (the table) below [`progress`]
 //! (persistence) and [`reactor`] (watches, queues, handler calls).
 //!
+//! A [`Monitor`] given to [`Operator::with_monitor`] lets the caller watch the operator run: a
+//! readiness probe reads [`Monitor::is_synced`], a metrics exporter the queue figures.
+//!
 //! # Guarantees
 //!
 //! - **One task per object.** At most one handler of an object runs at any time, whatever its
@@ -50,6 +53,7 @@
 //! - **Resume.** After a start, resume handlers run once for every object handled before.
 //! - **Full picture first.** No handler runs before the resource and every child kind have
 //!   been listed into memory, so [`Context::children`] is complete from the first call.
+//!   [`Monitor::is_synced`] turns true at that point, once it holds for every resource type.
 //! - **Graceful shutdown.** When the shutdown future resolves no new handler starts; running
 //!   handlers finish and their progress is stored.
 //!
@@ -80,6 +84,7 @@ pub mod registry;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -150,6 +155,110 @@ impl std::fmt::Debug for Hooks {
     }
 }
 
+/// What a running [`Operator`] reports about itself, for a readiness probe and for metrics:
+/// whether its mirrors hold their initial listings, and how many objects wait for a worker or
+/// have one. Cheap to clone; clones share the figures.
+///
+/// Reading is an atomic load. The reactors keep the figures with atomic increments when a worker
+/// is spawned, starts and ends; no lock is taken for them.
+///
+/// # Caveats
+/// - The figures count objects, not events: an object with more work queued while its worker
+///   runs counts once, as running; an object waiting for a retry's backoff delay counts
+///   nowhere until the delay ends.
+/// - One [`Operator::run`] at a time per monitor: each run starts it afresh.
+#[derive(Clone, Debug, Default)]
+pub struct Monitor {
+    inner: Arc<MonitorInner>,
+}
+
+#[derive(Debug, Default)]
+struct MonitorInner {
+    /// Resource types of the current run whose mirrors are not all listed yet.
+    unlisted: AtomicUsize,
+    synced: AtomicBool,
+    queued: AtomicUsize,
+    running: AtomicUsize,
+}
+
+impl Monitor {
+    /// A monitor of no run yet: not synced, nothing queued.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// True from the moment every registered resource type and every child kind has been
+    /// listed into memory (handlers run from then on) until [`Operator::run`] returns.
+    pub fn is_synced(&self) -> bool {
+        self.inner.synced.load(Ordering::Acquire)
+    }
+
+    /// Objects with work whose worker has not started: waiting for the initial listings, or
+    /// for a free slot of [`OperatorConfig::concurrency`].
+    pub fn queued(&self) -> usize {
+        self.inner.queued.load(Ordering::Relaxed)
+    }
+
+    /// Objects being processed now, each holding one slot of [`OperatorConfig::concurrency`].
+    pub fn running(&self) -> usize {
+        self.inner.running.load(Ordering::Relaxed)
+    }
+
+    /// A run with `resources` resource types starts: none is listed yet.
+    fn start(&self, resources: usize) {
+        self.inner.unlisted.store(resources, Ordering::Release);
+        self.inner.synced.store(resources == 0, Ordering::Release);
+    }
+
+    /// The mirrors of one resource type (and of its child kinds) hold their initial listings.
+    pub(crate) fn listed(&self) {
+        if self.inner.unlisted.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.inner.synced.store(true, Ordering::Release);
+        }
+    }
+
+    fn stopped(&self) {
+        self.inner.synced.store(false, Ordering::Release);
+    }
+
+    /// Counts one object's worker as queued until [`Ticket::start`], and uncounts it when
+    /// dropped (the worker ended, however).
+    pub(crate) fn ticket(&self) -> Ticket {
+        self.inner.queued.fetch_add(1, Ordering::Relaxed);
+        Ticket {
+            inner: self.inner.clone(),
+            running: false,
+        }
+    }
+}
+
+/// One object's worker, as counted by a [`Monitor`].
+pub(crate) struct Ticket {
+    inner: Arc<MonitorInner>,
+    running: bool,
+}
+
+impl Ticket {
+    /// The worker holds its concurrency slot: queued no more, running.
+    pub(crate) fn start(&mut self) {
+        debug_assert!(!self.running, "a worker starts once");
+        self.running = true;
+        self.inner.queued.fetch_sub(1, Ordering::Relaxed);
+        self.inner.running.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let counter = if self.running {
+            &self.inner.running
+        } else {
+            &self.inner.queued
+        };
+        counter.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 type Reactor = Box<dyn FnOnce(reactor::Env) -> BoxFuture<'static, Result<(), Error>> + Send>;
 
 /// An operator: resource types with their handler tables.
@@ -157,6 +266,7 @@ pub struct Operator {
     client: Client,
     config: OperatorConfig,
     reactors: Vec<Reactor>,
+    monitor: Monitor,
 }
 
 impl Operator {
@@ -165,7 +275,15 @@ impl Operator {
             client,
             config,
             reactors: Vec::new(),
+            monitor: Monitor::new(),
         }
+    }
+
+    /// Reports to `monitor` while running (see [`Monitor`]); keep a clone to read it.
+    #[must_use]
+    pub fn with_monitor(mut self, monitor: Monitor) -> Self {
+        self.monitor = monitor;
+        self
     }
 
     /// Registers the handlers of resource type `K`.
@@ -184,6 +302,7 @@ impl Operator {
     /// not installed, or access is denied).
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let token = CancellationToken::new();
+        self.monitor.start(self.reactors.len());
         let env = reactor::Env {
             recorder: Recorder::new(
                 self.client.clone(),
@@ -196,6 +315,7 @@ impl Operator {
             semaphore: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
             config: Arc::new(self.config),
             shutdown: token.clone(),
+            monitor: self.monitor.clone(),
         };
         let reactors = futures::future::join_all(self.reactors.into_iter().map(|start| {
             let token = token.clone();
@@ -214,6 +334,7 @@ impl Operator {
             }
         };
         let (results, ()) = tokio::join!(reactors, stop);
+        self.monitor.stopped();
         results.into_iter().collect()
     }
 }

@@ -11,6 +11,9 @@
 //!   tasks: objects this process has handled before go first (their work is usually the next
 //!   step of something under way), objects never handled get one worker in [`INTAKE_SHARE`], so
 //!   a burst of new objects neither starves nor holds up the ones in progress;
+//! - counts its objects in the operator's [`super::Monitor`]: queued while in a ready queue,
+//!   running while a worker holds a permit for it; and reports to it when its mirrors hold
+//!   their initial listings;
 //! - in a worker, reads the object from the mirror, detects the cause ([`super::causes`]), runs
 //!   the matching handlers and records their progress ([`super::progress`]), then runs queued
 //!   child and timer handlers;
@@ -52,7 +55,7 @@ use super::registry::{
     ChildEvent, ChildSink, ChildWatch, Children, Context, Handler, HandlerError, HandlerResult,
     Parent, Reason, Registry, Scope, Trigger, Watched, owner_of,
 };
-use super::{Hooks, OperatorConfig};
+use super::{Hooks, Monitor, OperatorConfig, Ticket};
 
 /// Errors that stop the reactor.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +84,7 @@ pub(crate) struct Env {
     pub semaphore: Arc<Semaphore>,
     pub recorder: Recorder,
     pub shutdown: CancellationToken,
+    pub monitor: Monitor,
 }
 
 /// The in-memory mirror of one child kind, grouped by parent.
@@ -316,6 +320,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
             }
             debug!(kind = %K::kind(&()), "mirrors listed; handlers may run");
             ctl.ready.cancel();
+            ctl.env.monitor.listed();
             for (index, handler) in ctl.registry.handlers.iter().enumerate() {
                 if let Trigger::Timer { every } = handler.trigger {
                     tasks.spawn(tick(ctl.clone(), tx.clone(), every, Some(index)));
@@ -474,6 +479,8 @@ struct Slot<K> {
     running: bool,
     /// Waiting in one of the ready queues for a worker.
     queued: bool,
+    /// Counts the object as queued in the monitor, from when it is queued until its worker ends.
+    ticket: Option<Ticket>,
     /// Absent while a worker holds it. Boxed: the reactor keeps a slot for every object it
     /// has seen, and most of them are idle.
     state: Option<Box<ObjectState<K>>>,
@@ -566,12 +573,19 @@ impl<K: Watched> Queues<K> {
             pending: Pending::default(),
             running: false,
             queued: false,
+            ticket: None,
             state: None,
             wake: None,
         });
         add(&mut slot.pending);
         if !slot.running && !slot.queued {
-            Self::queue(&mut self.progress, &mut self.intake, key, slot);
+            Self::queue(
+                &mut self.progress,
+                &mut self.intake,
+                &self.ctl.env.monitor,
+                key,
+                slot,
+            );
         }
     }
 
@@ -579,10 +593,12 @@ impl<K: Watched> Queues<K> {
     fn queue(
         progress: &mut VecDeque<ObjectRef<K>>,
         intake: &mut VecDeque<ObjectRef<K>>,
+        monitor: &Monitor,
         key: ObjectRef<K>,
         slot: &mut Slot<K>,
     ) {
         slot.queued = true;
+        slot.ticket = Some(monitor.ticket());
         match &slot.state {
             Some(state) if !state.fresh => progress.push_back(key),
             _ => intake.push_back(key),
@@ -598,11 +614,15 @@ impl<K: Watched> Queues<K> {
         slot.running = true;
         let pending = std::mem::take(&mut slot.pending);
         let state = slot.state.take().unwrap_or_default();
+        let ticket = slot
+            .ticket
+            .take()
+            .expect("a queued object holds its ticket");
         let ctl = self.ctl.clone();
         let span = info_span!("object", kind = %K::kind(&()), namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name);
         let handle = self
             .workers
-            .spawn(work(ctl, key.clone(), pending, state, permit).instrument(span));
+            .spawn(work(ctl, key.clone(), pending, state, ticket, permit).instrument(span));
         self.running.insert(handle.id(), key);
     }
 
@@ -652,20 +672,28 @@ impl<K: Watched> Queues<K> {
             }
         }
         if !slot.pending.is_empty() && !self.ctl.env.shutdown.is_cancelled() {
-            Self::queue(&mut self.progress, &mut self.intake, key, slot);
+            Self::queue(
+                &mut self.progress,
+                &mut self.intake,
+                &self.ctl.env.monitor,
+                key,
+                slot,
+            );
         }
     }
 }
 
 /// One worker run for one object: returns its state (`None` once the object is gone) and when
-/// to wake it for retries.
+/// to wake it for retries. `ticket` counts it in the monitor until it returns.
 async fn work<K: Watched>(
     ctl: Arc<Ctl<K>>,
     key: ObjectRef<K>,
     pending: Pending,
     state: Box<ObjectState<K>>,
+    mut ticket: Ticket,
     _permit: OwnedSemaphorePermit,
 ) -> Done<K> {
+    ticket.start();
     let Some(object) = ctl.reader.get(&key) else {
         return orphaned(key, pending, state);
     };

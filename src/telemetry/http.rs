@@ -4,19 +4,24 @@
 //! - `/healthz` (liveness) answers 200 whenever the process can answer at all: the tokio runtime
 //!   is alive. It checks nothing else on purpose: a liveness probe that fails when the API
 //!   server is down would restart every replica during an API outage and fix nothing.
-//! - `/readyz` (readiness) answers 200 once [`Readiness::set_ready`] was called with `true`, 503
-//!   before. The operator marks itself ready once its watch caches have synced; with leader
-//!   election, a standby is ready too, as soon as it has read the Lease (so it can reach the API
-//!   server and take over); [`super::leader::LeaderElection::with_readiness`] does that. Ready
-//!   for leader and standby alike is deliberate: nothing routes traffic to an operator, so
-//!   readiness only gates rollouts, and a standby that were never ready would stall every rolling
-//!   update (the new pod waits for the lease, the old leader is not replaced until the new pod is
-//!   ready). Whether this replica leads is the `workflow_operator_leader` metric instead.
+//! - `/readyz` (readiness) answers 200 once [`Readiness::set_ready`] was called with `true` and
+//!   while every check added with [`Readiness::add_check`] passes, 503 otherwise. The `run`
+//!   command makes a replica that runs the operator ready once the operator's watch caches hold
+//!   their initial listings (a check on the handler framework's monitor). With leader election,
+//!   [`super::leader::LeaderElection::with_readiness`] sets the flag once the Lease has been
+//!   read, and [`super::leader::LeaderElection::readiness_check`] requires the synced caches
+//!   only while the replica does not stand by: a standby, which runs no operator, is ready as
+//!   soon as it can reach the API server and take over, the leader once its caches have synced.
+//!   A ready standby is deliberate: nothing routes traffic to an operator, so readiness only
+//!   gates rollouts, and a standby that were never ready would stall every rolling update (the
+//!   new pod waits for the lease, the old leader is not replaced until the new pod is ready). A
+//!   replica that just became the leader answers 503 until its caches sync. Whether this replica
+//!   leads is the `workflow_operator_leader` metric.
 //! - `/metrics` is [`Metrics::encode`] in the OpenMetrics text format.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use axum::Router;
 use axum::extract::State;
@@ -40,10 +45,26 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Whether `/readyz` answers 200. Cheap to clone; every clone shares the flag.
-#[derive(Debug, Clone, Default)]
+type Check = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// Whether `/readyz` answers 200: a flag, and checks evaluated at every probe. Cheap to clone;
+/// every clone shares the flag and the checks.
+#[derive(Clone, Default)]
 pub struct Readiness {
     ready: Arc<AtomicBool>,
+    checks: Arc<RwLock<Vec<Check>>>,
+}
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness")
+            .field("ready", &self.ready.load(Ordering::Acquire))
+            .field(
+                "checks",
+                &self.checks.read().expect("readiness checks").len(),
+            )
+            .finish()
+    }
 }
 
 impl Readiness {
@@ -56,8 +77,24 @@ impl Readiness {
         self.ready.store(ready, Ordering::Release);
     }
 
+    /// Adds a condition that readiness also requires from now on, such as the operator's caches
+    /// having synced. It is called at every probe, so it must be cheap and must not block.
+    pub fn add_check(&self, check: impl Fn() -> bool + Send + Sync + 'static) {
+        self.checks
+            .write()
+            .expect("readiness checks")
+            .push(Box::new(check));
+    }
+
+    /// The flag is set and every check passes.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+            && self
+                .checks
+                .read()
+                .expect("readiness checks")
+                .iter()
+                .all(|check| check())
     }
 }
 

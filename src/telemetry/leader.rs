@@ -310,8 +310,9 @@ impl LeaderElection {
         self
     }
 
-    /// Marks `readiness` ready once the lease has been read (leader or standby: see
-    /// [`super::http`] for why a standby is ready).
+    /// Sets the flag of `readiness` once the lease has been read (leader or standby: see
+    /// [`super::http`] for why a standby is ready). What the leader's work needs to be ready is
+    /// [`LeaderElection::readiness_check`].
     pub fn with_readiness(mut self, readiness: Readiness) -> Self {
         self.readiness = Some(readiness);
         self
@@ -323,6 +324,19 @@ impl LeaderElection {
 
     pub fn timing(&self) -> Timing {
         self.timing
+    }
+
+    /// A [`Readiness`] check for a replica whose work runs only while it leads: it passes while
+    /// this contender stands by (it has read the Lease and can take over), and otherwise
+    /// (starting, leading, stopped) only while `work_ready` does. So a new leader is unready from
+    /// the moment it leads until its work is ready, with no gap in between, as the status turns
+    /// [`LeaderStatus::Leader`] before the work starts.
+    pub fn readiness_check(
+        &self,
+        work_ready: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> impl Fn() -> bool + Send + Sync + 'static {
+        let status = self.status.subscribe();
+        move || matches!(*status.borrow(), LeaderStatus::Standby { .. }) || work_ready()
     }
 
     /// Follows this contender's [`LeaderStatus`].

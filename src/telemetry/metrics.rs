@@ -2,8 +2,10 @@
 //! format for the `/metrics` endpoint ([`super::http`]).
 //!
 //! The operator's handlers call the recording methods ([`Metrics::step_started`],
-//! [`Metrics::handler_done`], ...); [`super::leader`] sets the leader gauge. Every metric is
-//! prefixed `workflow_operator_`:
+//! [`Metrics::handler_done`], ...); [`super::leader`] sets the leader gauge; the queue gauges
+//! are read at every scrape from the source given to [`Metrics::sample_queue`] (the `run`
+//! command gives the handler framework's counters). Every metric is prefixed
+//! `workflow_operator_`:
 //!
 //! | metric | type | labels |
 //! |---|---|---|
@@ -14,7 +16,8 @@
 //! | `handler_duration_seconds` | histogram | `handler` |
 //! | `handler_outcomes_total` | counter | `handler`, `outcome` = `success` \| `temporary` \| `permanent` |
 //! | `api_errors_total` | counter | `verb` |
-//! | `queue_depth` | gauge | |
+//! | `queue_depth` | gauge: objects waiting for a worker | |
+//! | `active_workers` | gauge: objects being processed | |
 //! | `leader` | gauge (0 or 1) | |
 //!
 //! A family with a free-form label (`status`, `handler`, `verb`) appears in the output once a
@@ -26,7 +29,7 @@
 //! the completion rate and no outcome can be missed by a dashboard.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
@@ -115,6 +118,17 @@ struct VerbLabels {
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// The work queue at one moment, as the handler framework counts it (in objects).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueSample {
+    /// Objects with work waiting for a worker (for the initial listings or a free slot).
+    pub queued: usize,
+    /// Objects being processed.
+    pub running: usize,
+}
+
+type QueueSource = Box<dyn Fn() -> QueueSample + Send + Sync>;
+
 /// Steps run from seconds to hours: 0.5 s doubling to about 68 min (14 buckets).
 fn step_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.5, 2.0, 14))
@@ -135,6 +149,8 @@ struct Inner {
     handler_outcomes: Family<HandlerOutcomeLabels, Counter>,
     api_errors: Family<VerbLabels, Counter>,
     queue_depth: Gauge,
+    active_workers: Gauge,
+    queue_source: RwLock<Option<QueueSource>>,
     leader: Gauge,
 }
 
@@ -209,8 +225,14 @@ impl Metrics {
         let queue_depth = Gauge::default();
         registry.register(
             "queue_depth",
-            "Objects waiting to be processed",
+            "Objects with work waiting for a worker",
             queue_depth.clone(),
+        );
+        let active_workers = Gauge::default();
+        registry.register(
+            "active_workers",
+            "Objects being processed, each by one worker",
+            active_workers.clone(),
         );
         // Known outcomes start at zero, so `rate()` sees the first step end (a series that
         // appears at 1 has no earlier sample to rate against).
@@ -240,6 +262,8 @@ impl Metrics {
                 handler_outcomes,
                 api_errors,
                 queue_depth,
+                active_workers,
+                queue_source: RwLock::new(None),
                 leader,
             }),
         }
@@ -297,9 +321,11 @@ impl Metrics {
             .inc();
     }
 
-    /// Sets how many objects wait to be processed.
-    pub fn set_queue_depth(&self, n: i64) {
-        self.inner.queue_depth.set(n);
+    /// Reads `queue_depth` and `active_workers` from `source` at every scrape (replacing an
+    /// earlier source); they stay at zero without one. Sampled on scrape rather than pushed, so
+    /// the operator's hot path only bumps its own atomic counters.
+    pub fn sample_queue(&self, source: impl Fn() -> QueueSample + Send + Sync + 'static) {
+        *self.inner.queue_source.write().expect("queue source") = Some(Box::new(source));
     }
 
     /// Sets whether this replica is the leader.
@@ -309,11 +335,20 @@ impl Metrics {
 
     /// Every metric in the OpenMetrics text format (ends with `# EOF`).
     pub fn encode(&self) -> String {
+        if let Some(source) = &*self.inner.queue_source.read().expect("queue source") {
+            let QueueSample { queued, running } = source();
+            self.inner.queue_depth.set(gauge_value(queued));
+            self.inner.active_workers.set(gauge_value(running));
+        }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.inner.registry)
             .expect("writing to a String cannot fail");
         text
     }
+}
+
+fn gauge_value(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
@@ -336,6 +371,7 @@ mod tests {
             "workflow_operator_steps_finished counter",
             "workflow_operator_step_duration_seconds histogram",
             "workflow_operator_queue_depth gauge",
+            "workflow_operator_active_workers gauge",
             "workflow_operator_leader gauge",
         ] {
             assert!(
@@ -350,6 +386,7 @@ mod tests {
             r#"workflow_operator_steps_finished_total{outcome="timed_out"}"#,
             r#"workflow_operator_step_duration_seconds_count{outcome="failed"}"#,
             "workflow_operator_queue_depth",
+            "workflow_operator_active_workers",
             "workflow_operator_leader",
         ];
         for series in zeros {
@@ -500,7 +537,6 @@ mod tests {
         clone.set_workflows("Started", 5);
         clone.set_workflows("Started", 2);
         clone.set_workflows("Completed", 7);
-        clone.set_queue_depth(4);
         clone.set_leader(true);
         clone.api_error("patch");
         clone.api_error("patch");
@@ -509,7 +545,6 @@ mod tests {
         let cases = [
             (r#"workflow_operator_workflows{status="Started"}"#, 2.0),
             (r#"workflow_operator_workflows{status="Completed"}"#, 7.0),
-            ("workflow_operator_queue_depth", 4.0),
             ("workflow_operator_leader", 1.0),
             (r#"workflow_operator_api_errors_total{verb="patch"}"#, 2.0),
         ];
@@ -523,6 +558,29 @@ mod tests {
         clone.set_leader(false);
         assert_eq!(
             sample(&metrics.encode(), "workflow_operator_leader"),
+            Some(0.0)
+        );
+    }
+
+    #[test]
+    fn queue_gauges_are_read_from_the_source_at_every_scrape() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let metrics = Metrics::new();
+        let queued = Arc::new(AtomicUsize::new(3));
+        let counter = queued.clone();
+        metrics.sample_queue(move || QueueSample {
+            queued: counter.load(Ordering::Relaxed),
+            running: 2,
+        });
+        let text = metrics.encode();
+        assert_eq!(sample(&text, "workflow_operator_queue_depth"), Some(3.0));
+        assert_eq!(sample(&text, "workflow_operator_active_workers"), Some(2.0));
+
+        // Nothing is pushed: the next scrape sees the source's new value.
+        queued.store(0, Ordering::Relaxed);
+        assert_eq!(
+            sample(&metrics.encode(), "workflow_operator_queue_depth"),
             Some(0.0)
         );
     }

@@ -9,4 +9,4 @@ pub mod metrics;
 
 pub use http::{Readiness, serve};
 pub use leader::{Ended, LeaderElection, LeaderStatus, Timing};
-pub use metrics::{HandlerOutcome, Metrics, StepOutcome};
+pub use metrics::{HandlerOutcome, Metrics, QueueSample, StepOutcome};

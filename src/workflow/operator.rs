@@ -1,5 +1,6 @@
 //! The WorkFlow operator: the table of handlers, registered in one place, and what it needs at
-//! start-up (the CRD installed). `workflow-operator run` and `dev` call [`run`].
+//! start-up (the CRD installed). `workflow-operator dev` calls [`run`], `workflow-operator run`
+//! [`run_monitored`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use super::crd::WorkFlow;
 use super::handlers::{self, FIELD_MANAGER, Shared};
 use super::job_summary::JobSummary;
 use super::jobs::LABEL_WORKFLOW;
-use crate::kopf::{Children, Operator, OperatorConfig};
+use crate::kopf::{Children, Monitor, Operator, OperatorConfig};
 use crate::telemetry::metrics::Metrics;
 
 /// The name the operator reports Events as, and the prefix of its finalizer and annotation.
@@ -57,6 +58,20 @@ pub async fn run(
     options: OperatorOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
+    run_monitored(client, options, Monitor::new(), shutdown).await
+}
+
+/// [`run`], reporting to `monitor` whether the caches are synced and how many workflows are
+/// queued and being processed (for `/readyz` and `/metrics`).
+///
+/// # Errors
+/// When the WorkFlow CRD is not installed or cannot be listed.
+pub async fn run_monitored(
+    client: Client,
+    options: OperatorOptions,
+    monitor: Monitor,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
     let shared = Arc::new(Shared::new(options.step_events, options.metrics));
     let reconcile = move |shared: Arc<Shared>| move |ctx| handlers::reconcile(shared.clone(), ctx);
     let cleanup = {
@@ -76,6 +91,7 @@ pub async fn run(
         move |ctx, job: Arc<JobSummary>| handlers::reconcile_job(shared.clone(), ctx, job)
     };
     Operator::new(client, config)
+        .with_monitor(monitor)
         .resource::<WorkFlow>(|r| {
             r.on_create("start", reconcile(shared.clone()))
                 .on_update_field("spec", "restart", reconcile(shared.clone()))
