@@ -11,7 +11,7 @@ mod kopf_common;
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -30,7 +30,7 @@ use workflow_operator::telemetry::{
 use workflow_operator::workflow::crd::WorkFlow;
 use workflow_operator::workflow::operator;
 
-use kopf_common::{Probe, Widget};
+use kopf_common::{Probe, Widget, eventually};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -68,25 +68,6 @@ async fn queue(addr: SocketAddr) -> Option<(f64, f64)> {
         value("workflow_operator_queue_depth")?,
         value("workflow_operator_active_workers")?,
     ))
-}
-
-/// Polls `check` every 20 ms until it gives a value, failing with `what` after `deadline`.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    deadline: Duration,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let end = Instant::now() + deadline;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The endpoints of one replica, wired as `workflow-operator run` wires them: the queue gauges

@@ -493,18 +493,70 @@ type Done<K> = (ObjectRef<K>, Option<Box<ObjectState<K>>>, Option<Instant>);
 /// never handled before; the rest go to objects already in progress.
 const INTAKE_SHARE: u32 = 4;
 
+/// The objects waiting for a worker, in two queues.
+struct Ready<K: Watched> {
+    /// Objects this process has handled before: their work is usually the next step of
+    /// something under way (a child finished), and is served first so that a burst of new
+    /// objects does not hold it up.
+    progress: VecDeque<ObjectRef<K>>,
+    /// Objects this process has not handled yet.
+    intake: VecDeque<ObjectRef<K>>,
+    /// Objects taken since the last one from `intake`.
+    since_intake: u32,
+}
+
+impl<K: Watched> Ready<K> {
+    fn new() -> Self {
+        Self {
+            progress: VecDeque::new(),
+            intake: VecDeque::new(),
+            since_intake: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.progress.is_empty() && self.intake.is_empty()
+    }
+
+    /// Queues the object of `slot` where its history says, counted as queued by `monitor`.
+    fn push(&mut self, key: ObjectRef<K>, slot: &mut Slot<K>, monitor: &Monitor) {
+        slot.queued = true;
+        slot.ticket = Some(monitor.ticket());
+        match &slot.state {
+            Some(state) if !state.fresh => self.progress.push_back(key),
+            _ => self.intake.push_back(key),
+        }
+    }
+
+    /// The next object to get a worker: from `progress`, but one in [`INTAKE_SHARE`] from
+    /// `intake` so that new objects are never starved.
+    fn pop(&mut self) -> Option<ObjectRef<K>> {
+        let intake_turn = self.since_intake + 1 >= INTAKE_SHARE || self.progress.is_empty();
+        let next = if intake_turn {
+            self.intake
+                .pop_front()
+                .or_else(|| self.progress.pop_front())
+        } else {
+            self.progress
+                .pop_front()
+                .or_else(|| self.intake.pop_front())
+        };
+        if next.is_some() {
+            self.since_intake = if intake_turn {
+                0
+            } else {
+                self.since_intake + 1
+            };
+        }
+        next
+    }
+}
+
 /// The per-object queues of one resource type.
 struct Queues<K: Watched> {
     ctl: Arc<Ctl<K>>,
     slots: HashMap<ObjectRef<K>, Slot<K>>,
-    /// Objects with work waiting for a worker that this process has handled before: their
-    /// work is usually the next step of something under way (a child finished), and is served
-    /// first so that a burst of new objects does not hold it up.
-    progress: VecDeque<ObjectRef<K>>,
-    /// Objects with work waiting for a worker that this process has not handled yet.
-    intake: VecDeque<ObjectRef<K>>,
-    /// Workers started since the last one for `intake`.
-    since_intake: u32,
+    ready: Ready<K>,
     /// The mirrors are listed: handlers may run.
     admitting: bool,
     workers: JoinSet<Done<K>>,
@@ -517,9 +569,7 @@ impl<K: Watched> Queues<K> {
         Self {
             ctl,
             slots: HashMap::new(),
-            progress: VecDeque::new(),
-            intake: VecDeque::new(),
-            since_intake: 0,
+            ready: Ready::new(),
             admitting: false,
             workers: JoinSet::new(),
             running: HashMap::new(),
@@ -529,28 +579,14 @@ impl<K: Watched> Queues<K> {
 
     /// Whether an object waits for a worker and handlers may run.
     fn waiting(&self) -> bool {
-        self.admitting && !(self.progress.is_empty() && self.intake.is_empty())
+        self.admitting && !self.ready.is_empty()
     }
 
     /// Starts a worker, holding `permit`, for the next waiting object.
     fn admit(&mut self, permit: OwnedSemaphorePermit) {
-        let intake_turn = self.since_intake + 1 >= INTAKE_SHARE || self.progress.is_empty();
-        let next = if intake_turn {
-            self.intake
-                .pop_front()
-                .or_else(|| self.progress.pop_front())
-        } else {
-            self.progress
-                .pop_front()
-                .or_else(|| self.intake.pop_front())
-        };
-        let Some(key) = next else { return };
-        self.since_intake = if intake_turn {
-            0
-        } else {
-            self.since_intake + 1
-        };
-        self.spawn(key, permit);
+        if let Some(key) = self.ready.pop() {
+            self.spawn(key, permit);
+        }
     }
 
     fn receive(&mut self, msg: Msg<K>) {
@@ -579,29 +615,7 @@ impl<K: Watched> Queues<K> {
         });
         add(&mut slot.pending);
         if !slot.running && !slot.queued {
-            Self::queue(
-                &mut self.progress,
-                &mut self.intake,
-                &self.ctl.env.monitor,
-                key,
-                slot,
-            );
-        }
-    }
-
-    /// Puts the object of `slot` in the ready queue its history calls for.
-    fn queue(
-        progress: &mut VecDeque<ObjectRef<K>>,
-        intake: &mut VecDeque<ObjectRef<K>>,
-        monitor: &Monitor,
-        key: ObjectRef<K>,
-        slot: &mut Slot<K>,
-    ) {
-        slot.queued = true;
-        slot.ticket = Some(monitor.ticket());
-        match &slot.state {
-            Some(state) if !state.fresh => progress.push_back(key),
-            _ => intake.push_back(key),
+            self.ready.push(key, slot, &self.ctl.env.monitor);
         }
     }
 
@@ -672,13 +686,7 @@ impl<K: Watched> Queues<K> {
             }
         }
         if !slot.pending.is_empty() && !self.ctl.env.shutdown.is_cancelled() {
-            Self::queue(
-                &mut self.progress,
-                &mut self.intake,
-                &self.ctl.env.monitor,
-                key,
-                slot,
-            );
+            self.ready.push(key, slot, &self.ctl.env.monitor);
         }
     }
 }
