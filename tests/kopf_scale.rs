@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt, stream};
+use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use workflow_operator::kopf::{Context, HandlerResult, Operator};
+use workflow_operator::kopf::{Context, HandlerResult, Monitor, Operator};
 
 use kopf_common::*;
 
@@ -134,21 +135,25 @@ async fn thousand_objects_stay_within_the_bound_and_are_handled_once_per_cause()
 }
 
 /// A burst of new objects does not hold up work on an object already in progress: with one
-/// worker and handlers that take a while, an update of an object handled before waits for at
-/// most a few of the 20 new objects queued ahead of it, not for all of them.
+/// worker, busy while 19 new objects and an update of an object handled before queue up, the
+/// update is served next, not after the burst.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_on_an_object_in_progress_goes_before_a_burst_of_new_objects() {
     let (_cluster, client) = cluster().await;
     let api = widgets(&client);
     let probe = Probe::new();
-    let slow = |probe: &Arc<Probe>| {
-        let probe = probe.clone();
+    // The first new object's handler holds the only worker until the test opens the gate, so
+    // that everything else is queued, in a known order, when the worker frees up.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let handler = |probe: &Arc<Probe>, gate: &Arc<tokio::sync::Semaphore>| {
+        let (probe, gate) = (probe.clone(), gate.clone());
         move |ctx: Context<Widget>| {
-            let probe = probe.clone();
+            let (probe, gate) = (probe.clone(), gate.clone());
             async move {
                 let _guard = probe.enter(&ctx);
-                // Simulated work: the burst takes a second to get through one worker.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                if ctx.object.name_any() == "new00" {
+                    let _open = gate.acquire().await;
+                }
                 HandlerResult::Ok(())
             }
             .boxed()
@@ -156,11 +161,16 @@ async fn work_on_an_object_in_progress_goes_before_a_burst_of_new_objects() {
     };
     let mut config = config();
     config.concurrency = 1;
+    // Only the test's own changes queue work: a resync could queue early before its update.
+    config.resync = None;
+    let monitor = Monitor::new();
     let running = start(
-        Operator::new(client.clone(), config).resource::<Widget>(|r| {
-            r.on_create("create", slow(&probe))
-                .on_update_field("spec", "update", slow(&probe))
-        }),
+        Operator::new(client.clone(), config)
+            .with_monitor(monitor.clone())
+            .resource::<Widget>(|r| {
+                r.on_create("create", handler(&probe, &gate))
+                    .on_update_field("spec", "update", handler(&probe, &gate))
+            }),
     );
     api.create(&PostParams::default(), &widget("early", 1))
         .await
@@ -173,6 +183,11 @@ async fn work_on_an_object_in_progress_goes_before_a_burst_of_new_objects() {
             .await
             .expect("create");
     }
+    probe
+        .wait("new00 to hold the worker", Duration::from_secs(30), |p| {
+            p.count("create", "new00") == 1
+        })
+        .await;
     api.patch(
         "early",
         &PatchParams::default(),
@@ -180,6 +195,13 @@ async fn work_on_an_object_in_progress_goes_before_a_burst_of_new_objects() {
     )
     .await
     .expect("update early");
+    eventually(
+        "the other new objects and early's update to be queued",
+        Duration::from_secs(30),
+        || async { (monitor.queued() == BURST).then_some(()) },
+    )
+    .await;
+    gate.add_permits(1);
     probe
         .wait("early's update", Duration::from_secs(30), |p| {
             p.count("update", "early") == 1
@@ -191,15 +213,16 @@ async fn work_on_an_object_in_progress_goes_before_a_burst_of_new_objects() {
         .iter()
         .position(|c| c.handler == "update" && c.object == "early")
         .expect("early's update was recorded");
-    let new_before = calls[..update_at]
+    let new_before: Vec<&str> = calls[..update_at]
         .iter()
         .filter(|c| c.handler == "create" && c.object.starts_with("new"))
-        .count();
+        .map(|c| c.object.as_str())
+        .collect();
     running.stop().await;
-    // First come, first served would handle all 20 first; one in four workers goes to new
-    // objects, so early waits for the one running and about one more.
-    assert!(
-        new_before <= BURST / 4,
-        "{new_before} of {BURST} new objects were handled before early's update"
+    // First come, first served would handle all 20 first.
+    assert_eq!(
+        new_before,
+        ["new00"],
+        "new objects handled before early's update"
     );
 }
