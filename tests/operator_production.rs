@@ -2,60 +2,16 @@
 //! `/healthz`, `/readyz` and `/metrics`, and two replicas with leader election against one
 //! control plane (issue 6, acceptance 2 and 3).
 
+mod run_process;
+
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::wait::await_condition;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
-use workflow_operator::devcluster::{DevCluster, DevClusterOptions};
 use workflow_operator::workflow::crd::WorkFlow;
-use workflow_operator::workflow::operator;
 
-/// A `workflow-operator run` process against the cluster; killed when dropped.
-fn spawn_operator(cluster: &DevCluster, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
-        .arg("run")
-        .args(args)
-        .env("KUBECONFIG", cluster.kubeconfig_path())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the operator binary starts")
-}
-
-/// A free port on 127.0.0.1 (bound, then released for the child to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A plain HTTP/1.0 GET; the status code and body.
-async fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    let code = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((code, body))
-}
+use run_process::{cluster_with_crd, free_addr, get, metric, spawn_operator, wait_completed};
 
 /// Polls `check` every 50 ms until it holds, failing with `what` after `deadline`.
 async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
@@ -76,33 +32,6 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
-/// The value of a metric line (`name{labels} value`) in OpenMetrics text.
-fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-}
-
-fn is_completed(wf: Option<&WorkFlow>) -> bool {
-    wf.and_then(|w| w.status.as_ref())
-        .and_then(|s| s.workflow_status)
-        .is_some_and(|p| p.as_str() == "Completed")
-}
-
-async fn wait_completed(api: &Api<WorkFlow>, name: &str, deadline: Duration) {
-    tokio::time::timeout(deadline, await_condition(api.clone(), name, is_completed))
-        .await
-        .unwrap_or_else(|_| panic!("workflow {name} not Completed within {deadline:?}"))
-        .expect("watching the workflow");
-}
-
-async fn cluster_with_crd() -> DevCluster {
-    let cluster = DevCluster::start(DevClusterOptions::default())
-        .await
-        .unwrap();
-    operator::install_crd(&cluster.client()).await.unwrap();
-    cluster
-}
-
 fn diamond(name: &str) -> WorkFlow {
     WorkFlow::test(name)
         .step("a", &[])
@@ -120,19 +49,19 @@ fn diamond(name: &str) -> WorkFlow {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_endpoint_shows_counters_moving_during_a_run() {
     let cluster = cluster_with_crd().await;
-    let port = free_port();
-    let _operator = spawn_operator(&cluster, &["--metrics-addr", &format!("127.0.0.1:{port}")]);
+    let addr = free_addr();
+    let _operator = spawn_operator(&cluster, &["--metrics-addr", &addr.to_string()]);
     eventually(
         "/healthz to answer 200",
         Duration::from_secs(30),
-        || async { get(port, "/healthz").await.filter(|(code, _)| *code == 200) },
+        || async { get(addr, "/healthz").await.filter(|(code, _)| *code == 200) },
     )
     .await;
     eventually("/readyz to answer 200", Duration::from_secs(30), || async {
-        get(port, "/readyz").await.filter(|(code, _)| *code == 200)
+        get(addr, "/readyz").await.filter(|(code, _)| *code == 200)
     })
     .await;
-    let (_, before) = get(port, "/metrics").await.expect("/metrics answers");
+    let (_, before) = get(addr, "/metrics").await.expect("/metrics answers");
     assert_eq!(
         metric(&before, "workflow_operator_steps_started_total"),
         Some(0.0),
@@ -149,7 +78,7 @@ async fn metrics_endpoint_shows_counters_moving_during_a_run() {
         "the completion to show in /metrics",
         Duration::from_secs(10),
         || async {
-            get(port, "/metrics").await.filter(|(_, body)| {
+            get(addr, "/metrics").await.filter(|(_, body)| {
                 metric(body, r#"workflow_operator_workflows{status="Completed"}"#) == Some(1.0)
             })
         },

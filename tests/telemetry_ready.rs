@@ -7,9 +7,9 @@
 //!   listings are done, and a burst of workflows on one worker shows in `queue_depth`.
 
 mod kopf_common;
+mod run_process;
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,10 +17,8 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
-use kube::runtime::wait::await_condition;
 use kube::{Client, CustomResourceExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 use workflow_operator::devcluster::{DevCluster, DevClusterOptions};
 use workflow_operator::kopf::{Children, Monitor, Operator, OperatorConfig};
@@ -28,28 +26,11 @@ use workflow_operator::telemetry::{
     LeaderElection, LeaderStatus, Metrics, QueueSample, Readiness, serve,
 };
 use workflow_operator::workflow::crd::WorkFlow;
-use workflow_operator::workflow::operator;
 
 use kopf_common::{Probe, Widget, eventually};
+use run_process::{cluster_with_crd, free_addr, get, metric, spawn_operator, wait_completed};
 
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// A plain HTTP/1.0 GET; the status code and body, or `None` while nothing listens.
-async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    let code = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((code, body))
-}
 
 async fn readyz(addr: SocketAddr) -> u16 {
     get(addr, "/readyz").await.expect("/readyz answers").0
@@ -58,15 +39,9 @@ async fn readyz(addr: SocketAddr) -> u16 {
 /// `(queue_depth, active_workers)` as `/metrics` shows them.
 async fn queue(addr: SocketAddr) -> Option<(f64, f64)> {
     let (_, body) = get(addr, "/metrics").await?;
-    let value = |series: &str| {
-        body.lines().find_map(|line| {
-            let (name, value) = line.rsplit_once(' ')?;
-            (name == series).then(|| value.parse::<f64>().expect("a numeric sample"))
-        })
-    };
     Some((
-        value("workflow_operator_queue_depth")?,
-        value("workflow_operator_active_workers")?,
+        metric(&body, "workflow_operator_queue_depth")?,
+        metric(&body, "workflow_operator_active_workers")?,
     ))
 }
 
@@ -326,32 +301,14 @@ async fn a_new_leader_is_unready_until_its_caches_sync_while_a_standby_is_ready(
     assert!(!standby.monitor.is_synced(), "the standby runs no operator");
 }
 
-async fn cluster_with_crd() -> DevCluster {
-    let cluster = DevCluster::start(DevClusterOptions::default())
-        .await
-        .expect("control plane starts");
-    operator::install_crd(&cluster.client())
-        .await
-        .expect("the WorkFlow CRD installs");
-    cluster
-}
-
 /// `workflow-operator run` with its endpoints on a free port; killed when dropped.
-fn spawn_operator(cluster: &DevCluster, args: &[&str]) -> (Child, SocketAddr) {
-    let addr: SocketAddr = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port");
-    let child = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
-        .arg("run")
-        .args(["--metrics-addr", &addr.to_string()])
-        .args(args)
-        .env("KUBECONFIG", cluster.kubeconfig_path())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the operator binary starts");
+fn spawn_with_endpoints(cluster: &DevCluster, args: &[&str]) -> (Child, SocketAddr) {
+    let addr = free_addr();
+    let metrics_addr = addr.to_string();
+    let child = spawn_operator(
+        cluster,
+        &[&["--metrics-addr", &metrics_addr][..], args].concat(),
+    );
     (child, addr)
 }
 
@@ -363,19 +320,13 @@ fn one_step(name: &str) -> WorkFlow {
         .build()
 }
 
-fn is_completed(wf: Option<&WorkFlow>) -> bool {
-    wf.and_then(|w| w.status.as_ref())
-        .and_then(|s| s.workflow_status)
-        .is_some_and(|p| p.as_str() == "Completed")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_answers_503_on_readyz_until_its_caches_are_synced() {
     let cluster = cluster_with_crd().await;
     // Every API request takes a second: the endpoints come up after the CRD check, and the
     // operator's listings need at least two more requests, one after the other.
     cluster.faults().set_latency(Duration::from_secs(1));
-    let (_operator, addr) = spawn_operator(&cluster, &[]);
+    let (_operator, addr) = spawn_with_endpoints(&cluster, &[]);
 
     let (first, _) = eventually("/readyz to answer", DEADLINE, || get(addr, "/readyz")).await;
     assert_eq!(first, 503, "the first answer comes before the listings");
@@ -389,7 +340,7 @@ async fn run_answers_503_on_readyz_until_its_caches_are_synced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_depth_rises_during_a_burst_of_workflows_and_returns_to_zero() {
     let cluster = cluster_with_crd().await;
-    let (_operator, addr) = spawn_operator(&cluster, &["--concurrency", "1"]);
+    let (_operator, addr) = spawn_with_endpoints(&cluster, &["--concurrency", "1"]);
     eventually("/readyz to answer 200", DEADLINE, || async {
         get(addr, "/readyz").await.filter(|(code, _)| *code == 200)
     })
@@ -424,10 +375,7 @@ async fn queue_depth_rises_during_a_burst_of_workflows_and_returns_to_zero() {
     cluster.faults().set_latency(Duration::ZERO);
 
     for name in &names {
-        tokio::time::timeout(DEADLINE, await_condition(api.clone(), name, is_completed))
-            .await
-            .unwrap_or_else(|_| panic!("workflow {name} not Completed in time"))
-            .expect("watching the workflow");
+        wait_completed(&api, name, DEADLINE).await;
     }
     eventually("the queue to drain", DEADLINE, || async {
         queue(addr).await.filter(|sample| *sample == (0.0, 0.0))
