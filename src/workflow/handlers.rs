@@ -308,12 +308,9 @@ async fn reconcile_with(
         let changes = step_changes(workflow.status.as_ref(), new);
         let uid = workflow.uid().unwrap_or_default();
         shared.metrics.workflow_phase(&uid, new.workflow_status);
-        shared.metrics.steps(
-            &changes.started,
-            &changes.finished,
-            &plan,
-            &ctx.children::<JobSummary>(),
-        );
+        shared
+            .metrics
+            .steps(&changes.started, &changes.finished, &plan, &children);
         if shared.step_events {
             publish_step_events(&ctx, &workflow, &plan.run, &changes).await;
         }
@@ -642,20 +639,8 @@ pub async fn relabel(ctx: Context<WorkFlow>) -> HandlerResult {
         &workflow.namespace().unwrap_or_default(),
     );
     for job in owned_jobs(&api, workflow).await? {
-        let Some(patch) = jobs::relabel_patch(workflow, job.labels()) else {
-            continue;
-        };
-        match api
-            .patch(
-                &job.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(temporary(&format!("relabelling job {}", job.name_any()), e)),
+        if let Some(patch) = jobs::relabel_patch(workflow, job.labels()) {
+            patch_job(&api, &job.name_any(), patch, "relabelling").await?;
         }
     }
     Ok(())
