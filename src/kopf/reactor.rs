@@ -346,7 +346,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
                 }
             }
             // Only wakes the loop once the mirrors are listed, so waiting objects are admitted.
-            () = ctl.ready.cancelled(), if !queues.admitting => queues.admitting = true,
+            () = ctl.ready.cancelled(), if !ctl.ready.is_cancelled() => {}
             Some(done) = queues.workers.join_next_with_id() => queues.finished(done),
             Some(expired) = queues.wakes.next(), if !queues.wakes.is_empty() => {
                 let key = expired.into_inner();
@@ -477,9 +477,8 @@ impl<K> Default for ObjectState<K> {
 struct Slot<K> {
     pending: Pending,
     running: bool,
-    /// Waiting in one of the ready queues for a worker.
-    queued: bool,
-    /// Counts the object as queued in the monitor, from when it is queued until its worker ends.
+    /// Present while the object waits in one of the ready queues for a worker: counts it as
+    /// queued in the monitor, then goes with the worker, which counts it as running.
     ticket: Option<Ticket>,
     /// Absent while a worker holds it. Boxed: the reactor keeps a slot for every object it
     /// has seen, and most of them are idle.
@@ -520,7 +519,6 @@ impl<K: Watched> Ready<K> {
 
     /// Queues the object of `slot` where its history says, counted as queued by `monitor`.
     fn push(&mut self, key: ObjectRef<K>, slot: &mut Slot<K>, monitor: &Monitor) {
-        slot.queued = true;
         slot.ticket = Some(monitor.ticket());
         match &slot.state {
             Some(state) if !state.fresh => self.progress.push_back(key),
@@ -557,8 +555,6 @@ struct Queues<K: Watched> {
     ctl: Arc<Ctl<K>>,
     slots: HashMap<ObjectRef<K>, Slot<K>>,
     ready: Ready<K>,
-    /// The mirrors are listed: handlers may run.
-    admitting: bool,
     workers: JoinSet<Done<K>>,
     running: HashMap<tokio::task::Id, ObjectRef<K>>,
     wakes: DelayQueue<ObjectRef<K>>,
@@ -570,7 +566,6 @@ impl<K: Watched> Queues<K> {
             ctl,
             slots: HashMap::new(),
             ready: Ready::new(),
-            admitting: false,
             workers: JoinSet::new(),
             running: HashMap::new(),
             wakes: DelayQueue::new(),
@@ -579,7 +574,7 @@ impl<K: Watched> Queues<K> {
 
     /// Whether an object waits for a worker and handlers may run.
     fn waiting(&self) -> bool {
-        self.admitting && !self.ready.is_empty()
+        self.ctl.ready.is_cancelled() && !self.ready.is_empty()
     }
 
     /// Starts a worker, holding `permit`, for the next waiting object.
@@ -608,13 +603,12 @@ impl<K: Watched> Queues<K> {
         let slot = self.slots.entry(key.clone()).or_insert_with(|| Slot {
             pending: Pending::default(),
             running: false,
-            queued: false,
             ticket: None,
             state: None,
             wake: None,
         });
         add(&mut slot.pending);
-        if !slot.running && !slot.queued {
+        if !slot.running && slot.ticket.is_none() {
             self.ready.push(key, slot, &self.ctl.env.monitor);
         }
     }
@@ -624,7 +618,6 @@ impl<K: Watched> Queues<K> {
     /// start-up).
     fn spawn(&mut self, key: ObjectRef<K>, permit: OwnedSemaphorePermit) {
         let slot = self.slots.get_mut(&key).expect("spawned for a known slot");
-        slot.queued = false;
         slot.running = true;
         let pending = std::mem::take(&mut slot.pending);
         let state = slot.state.take().unwrap_or_default();
