@@ -226,3 +226,70 @@ async fn work_on_an_object_in_progress_goes_before_a_burst_of_new_objects() {
         "new objects handled before early's update"
     );
 }
+
+/// New objects are taken in only as fast as the API server echoes the framework's writes
+/// (`kopf::intake`): before any echo, one new object at a time, however many workers are free;
+/// once the first is done and echoed, the rest follow, none left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_objects_start_one_at_a_time_until_the_watch_echoes_a_write() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    // The first handler holds its worker until the test opens the gate.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let handler = {
+        let (probe, gate) = (probe.clone(), gate.clone());
+        move |ctx: Context<Widget>| {
+            let (probe, gate) = (probe.clone(), gate.clone());
+            async move {
+                let _guard = probe.enter(&ctx);
+                if ctx.object.name_any() == "new0" {
+                    let _open = gate.acquire().await;
+                }
+                HandlerResult::Ok(())
+            }
+            .boxed()
+        }
+    };
+    let mut config = config();
+    config.concurrency = 16;
+    // Never release the held worker from the window: the test decides when it ends.
+    config.intake_hold = Duration::from_secs(3600);
+    let monitor = Monitor::new();
+    let running = start(
+        Operator::new(client.clone(), config)
+            .with_monitor(monitor.clone())
+            .resource::<Widget>(|r| r.on_create("create", handler)),
+    );
+    api.create(&PostParams::default(), &widget("new0", 1))
+        .await
+        .expect("create new0");
+    probe
+        .wait("new0 to hold its worker", Duration::from_secs(30), |p| {
+            p.count("create", "new0") == 1
+        })
+        .await;
+    for name in ["new1", "new2", "new3"] {
+        api.create(&PostParams::default(), &widget(name, 1))
+            .await
+            .expect("create");
+    }
+    eventually(
+        "the other three to wait, with 15 workers free",
+        Duration::from_secs(30),
+        || async { (monitor.queued() == 3).then_some(()) },
+    )
+    .await;
+    assert_eq!(monitor.running(), 1);
+    assert_eq!(probe.max_in_flight(), 1, "no other new object was started");
+
+    gate.add_permits(1);
+    probe
+        .wait("every new object handled", Duration::from_secs(30), |p| {
+            ["new1", "new2", "new3"]
+                .iter()
+                .all(|name| p.count("create", name) == 1)
+        })
+        .await;
+    running.stop().await;
+}

@@ -37,6 +37,11 @@
 //!   the parent's queue). Events arriving meanwhile are queued and coalesced.
 //! - **Bounded parallelism.** At most [`OperatorConfig::concurrency`] objects are processed at
 //!   once, across all resource types.
+//! - **Work under way first.** Objects handled before are served before new ones, and new
+//!   objects are taken in only as fast as the API server echoes the framework's writes
+//!   ([`intake`]), so a burst of new objects cannot make the watches of the others fall
+//!   behind. No object is starved: new ones get one worker in four while any wait, and a
+//!   worker slow to set one up stops counting after [`OperatorConfig::intake_hold`].
 //! - **Create/update/delete handlers run until they finish.** Each such handler is called
 //!   until it succeeds or fails permanently (or exhausts its retries) for its cause; its
 //!   progress is stored on the object after every outcome, so a restarted operator re-runs at
@@ -78,6 +83,7 @@
 //!   makes the object look new (its create handlers run again).
 
 pub mod causes;
+pub mod intake;
 pub mod progress;
 pub mod reactor;
 pub mod registry;
@@ -113,6 +119,10 @@ pub struct OperatorConfig {
     pub namespace: Option<String>,
     /// Objects processed at once, across all resource types.
     pub concurrency: usize,
+    /// How long a worker on a never-handled object counts against the intake window
+    /// ([`intake`]): one slower than this (a handler waiting on something) no longer holds
+    /// up the other new objects.
+    pub intake_hold: Duration,
     /// Every object goes through cause detection again this often; `None` disables it.
     pub resync: Option<Duration>,
     /// Options of handlers that set none.
@@ -129,6 +139,7 @@ impl Default for OperatorConfig {
             instance: None,
             namespace: None,
             concurrency: 16,
+            intake_hold: Duration::from_secs(1),
             resync: Some(Duration::from_secs(60)),
             defaults: HandlerOptions::default(),
             hooks: Hooks::default(),

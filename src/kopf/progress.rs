@@ -163,21 +163,29 @@ impl Record {
 }
 
 /// Stores `record` in the annotation `key` of the object `name` (a merge patch of that one
-/// annotation).
+/// annotation). Returns the object's new resourceVersion, `None` if the object is gone.
 ///
 /// # Errors
 /// [`Error::Store`] when the API refuses the patch; a missing object is not an error (there is
 /// nothing left to record progress for).
-pub async fn store<K>(api: &Api<K>, name: &str, key: &str, record: &Record) -> Result<()>
+pub async fn store<K>(
+    api: &Api<K>,
+    name: &str,
+    key: &str,
+    record: &Record,
+) -> Result<Option<String>>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
     let patch = json!({"metadata": {"annotations": {key: record.encode()}}});
-    ignore_not_found(
-        api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await,
-    )
-    .map_err(Error::Store)
+    match api
+        .patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(stored) => Ok(stored.metadata.resource_version),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(Error::Store(error)),
+    }
 }
 
 /// Adds `finalizer` to `object`, failing if the object changed since it was read.

@@ -8,8 +8,10 @@
 //!   object (or the same child) coalesces while queued;
 //! - runs at most one worker per object, and at most `concurrency` workers in total across all
 //!   resource types (a semaphore); objects waiting for a worker wait in two ready queues, not as
-//!   tasks: objects this process has handled before go first (their work is usually the next
-//!   step of something under way), objects never handled get one worker in [`INTAKE_SHARE`], so
+//!   tasks: objects handled before (by this process, or by another as their record says) go
+//!   first, since their work is usually the next step of something under way; objects never
+//!   handled get one worker in [`INTAKE_SHARE`], and only as many at once as the intake window
+//!   allows ([`super::intake`]: it grows while the watch echoes the record writes promptly), so
 //!   a burst of new objects neither starves nor holds up the ones in progress;
 //! - counts its objects in the operator's [`super::Monitor`]: queued while in a ready queue,
 //!   running while a worker holds a permit for it; and reports to it when its mirrors hold
@@ -30,7 +32,7 @@ use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt::Debug;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -50,6 +52,7 @@ use tokio_util::time::delay_queue;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::causes::{self, Cause, Change, FieldDiff, Known};
+use super::intake::{Echoes, IntakeWindow};
 use super::progress::{self, CREATE, DELETE, Record};
 use super::registry::{
     ChildEvent, ChildSink, ChildWatch, Children, Context, Handler, HandlerError, HandlerResult,
@@ -243,6 +246,11 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     let mut background = JoinSet::new();
 
     let watch_tx = tx.clone();
+    let intake = Arc::new(Mutex::new(Intake {
+        window: IntakeWindow::new(config.concurrency, Instant::now()),
+        echoes: Echoes::default(),
+    }));
+    let watch_intake = intake.clone();
     // Handlers never read managedFields; the real API server can make them most of an object.
     let events = watcher(api.clone(), watcher::Config::default())
         .modify(|object: &mut K| object.managed_fields_mut().clear())
@@ -253,9 +261,24 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         while let Some(event) = events.next().await {
             let msg = match event {
                 Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
-                    Msg::Changed(ObjectRef::from(&obj))
+                    let key = ObjectRef::from(&obj);
+                    if let Some(version) = obj.meta().resource_version.as_deref() {
+                        watch_intake
+                            .lock()
+                            .expect("intake lock")
+                            .echoed(&key, version);
+                    }
+                    Msg::Changed(key)
                 }
-                Ok(Event::Delete(obj)) => Msg::Changed(ObjectRef::from(&obj)),
+                Ok(Event::Delete(obj)) => {
+                    let key = ObjectRef::from(&obj);
+                    watch_intake
+                        .lock()
+                        .expect("intake lock")
+                        .echoes
+                        .forget(&key);
+                    Msg::Changed(key)
+                }
                 Ok(Event::Init | Event::InitDone) => continue,
                 Err(error) => {
                     warn!(%error, kind = %K::kind(&()), "watch failed; retrying with backoff");
@@ -278,6 +301,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         child_indexes: registry.child_indexes.clone().into(),
         registry,
         ready: CancellationToken::new(),
+        intake,
     });
 
     // No handler runs before the mirrors of the resource and of every child kind hold a full
@@ -336,6 +360,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
 
     let mut queues = Queues::<K>::new(ctl.clone());
     loop {
+        let intake_release = queues.intake_release();
         tokio::select! {
             biased;
             () = env.shutdown.cancelled() => break,
@@ -356,6 +381,9 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
                 queues.enqueue(key, |pending| pending.changed = true);
             }
             Some(msg) = rx.recv() => queues.receive(msg),
+            () = tokio::time::sleep_until(intake_release.unwrap_or_else(Instant::now)), if intake_release.is_some() => {
+                queues.release_slow_intake();
+            }
         }
     }
     // Graceful shutdown: workers see the cancellation between handlers and return.
@@ -408,6 +436,25 @@ struct Ctl<K: Watched> {
     child_indexes: Arc<[Arc<dyn Any + Send + Sync>]>,
     /// A latch: cancelled once every mirror holds a full listing.
     ready: CancellationToken,
+    /// How many new objects may be processed at once, from the echoes of the record writes.
+    intake: Arc<Mutex<Intake<K>>>,
+}
+
+/// The intake window and the record writes whose echo it waits for ([`super::intake`]).
+struct Intake<K: Watched> {
+    window: IntakeWindow,
+    echoes: Echoes<ObjectRef<K>>,
+}
+
+impl<K: Watched> Intake<K> {
+    /// The watch delivered `version` of `key`: if that is a record write's echo, the window
+    /// learns its lag.
+    fn echoed(&mut self, key: &ObjectRef<K>, version: &str) {
+        let now = Instant::now();
+        if let Some(lag) = self.echoes.seen(key, version, now) {
+            self.window.observe(lag, now);
+        }
+    }
 }
 
 enum Msg<K: Watched> {
@@ -494,11 +541,12 @@ const INTAKE_SHARE: u32 = 4;
 
 /// The objects waiting for a worker, in two queues.
 struct Ready<K: Watched> {
-    /// Objects this process has handled before: their work is usually the next step of
-    /// something under way (a child finished), and is served first so that a burst of new
-    /// objects does not hold it up.
+    /// Objects handled before, by this process or (their record says) another: their work is
+    /// usually the next step of something under way (a child finished), and is served first
+    /// so that a burst of new objects does not hold it up.
     progress: VecDeque<ObjectRef<K>>,
-    /// Objects this process has not handled yet.
+    /// Objects never handled: only as many are processed at once as the intake window allows
+    /// ([`super::intake`]).
     intake: VecDeque<ObjectRef<K>>,
     /// Objects taken since the last one from `intake`.
     since_intake: u32,
@@ -513,34 +561,44 @@ impl<K: Watched> Ready<K> {
         }
     }
 
-    fn is_empty(&self) -> bool {
-        self.progress.is_empty() && self.intake.is_empty()
+    /// Whether an object may be given a worker now; `intake_open` says if the intake window
+    /// has room.
+    fn has_work(&self, intake_open: bool) -> bool {
+        !self.progress.is_empty() || (intake_open && !self.intake.is_empty())
     }
 
-    /// Queues the object of `slot` where its history says, counted as queued by `monitor`.
-    fn push(&mut self, key: ObjectRef<K>, slot: &mut Slot<K>, monitor: &Monitor) {
+    /// Queues the object of `slot`, in `intake` if it is `new`, counted as queued by `monitor`.
+    fn push(&mut self, key: ObjectRef<K>, slot: &mut Slot<K>, new: bool, monitor: &Monitor) {
         slot.ticket = Some(monitor.ticket());
-        match &slot.state {
-            Some(state) if !state.fresh => self.progress.push_back(key),
-            _ => self.intake.push_back(key),
+        if new {
+            self.intake.push_back(key);
+        } else {
+            self.progress.push_back(key);
         }
     }
 
-    /// The next object to get a worker: from `progress`, but one in [`INTAKE_SHARE`] from
-    /// `intake` so that new objects are never starved.
-    fn pop(&mut self) -> Option<ObjectRef<K>> {
+    /// The next object to get a worker, and whether it came from `intake`: from `progress`,
+    /// but one in [`INTAKE_SHARE`] from `intake` (while `intake_open`) so that new objects are
+    /// never starved.
+    fn pop(&mut self, intake_open: bool) -> Option<(ObjectRef<K>, bool)> {
+        let from_intake = |ready: &mut Self| {
+            if intake_open {
+                ready.intake.pop_front().map(|key| (key, true))
+            } else {
+                None
+            }
+        };
         let intake_turn = self.since_intake + 1 >= INTAKE_SHARE || self.progress.is_empty();
         let next = if intake_turn {
-            self.intake
-                .pop_front()
-                .or_else(|| self.progress.pop_front())
+            from_intake(self).or_else(|| self.progress.pop_front().map(|key| (key, false)))
         } else {
             self.progress
                 .pop_front()
-                .or_else(|| self.intake.pop_front())
+                .map(|key| (key, false))
+                .or_else(|| from_intake(self))
         };
-        if next.is_some() {
-            self.since_intake = if intake_turn {
+        if let Some((_, took_intake)) = &next {
+            self.since_intake = if *took_intake {
                 0
             } else {
                 self.since_intake + 1
@@ -557,6 +615,8 @@ struct Queues<K: Watched> {
     ready: Ready<K>,
     workers: JoinSet<Done<K>>,
     running: HashMap<tokio::task::Id, ObjectRef<K>>,
+    /// Workers on new objects counted against the intake window, oldest first.
+    intake_workers: VecDeque<(tokio::task::Id, Instant)>,
     wakes: DelayQueue<ObjectRef<K>>,
 }
 
@@ -568,20 +628,67 @@ impl<K: Watched> Queues<K> {
             ready: Ready::new(),
             workers: JoinSet::new(),
             running: HashMap::new(),
+            intake_workers: VecDeque::new(),
             wakes: DelayQueue::new(),
         }
     }
 
-    /// Whether an object waits for a worker and handlers may run.
+    /// Whether the intake window has room for one more new object.
+    fn intake_open(&self) -> bool {
+        let limit = self.ctl.intake.lock().expect("intake lock").window.limit();
+        self.intake_workers.len() < limit
+    }
+
+    /// Whether an object waits for a worker it may have and handlers may run.
     fn waiting(&self) -> bool {
-        self.ctl.ready.is_cancelled() && !self.ready.is_empty()
+        self.ctl.ready.is_cancelled() && self.ready.has_work(self.intake_open())
     }
 
     /// Starts a worker, holding `permit`, for the next waiting object.
     fn admit(&mut self, permit: OwnedSemaphorePermit) {
-        if let Some(key) = self.ready.pop() {
-            self.spawn(key, permit);
+        if let Some((key, new)) = self.ready.pop(self.intake_open()) {
+            let id = self.spawn(key, permit);
+            if new {
+                self.intake_workers.push_back((id, Instant::now()));
+            }
         }
+    }
+
+    /// When the oldest worker on a new object stops counting against the intake window.
+    fn intake_release(&self) -> Option<Instant> {
+        self.intake_workers
+            .front()
+            .map(|(_, started)| *started + self.ctl.env.config.intake_hold)
+    }
+
+    /// Stops counting the workers on new objects that have run for
+    /// [`OperatorConfig::intake_hold`].
+    fn release_slow_intake(&mut self) {
+        let now = Instant::now();
+        let hold = self.ctl.env.config.intake_hold;
+        while self
+            .intake_workers
+            .front()
+            .is_some_and(|(_, started)| *started + hold <= now)
+        {
+            self.intake_workers.pop_front();
+        }
+    }
+
+    /// Queues the object of `slot` for a worker: in the intake queue if no process has handled
+    /// it yet (neither this one, nor another whose record the object carries).
+    fn push_ready(&mut self, key: ObjectRef<K>) {
+        let Some(slot) = self.slots.get_mut(&key) else {
+            return;
+        };
+        let handled_here = slot.state.as_ref().is_some_and(|state| !state.fresh);
+        let new = !handled_here
+            && self
+                .ctl
+                .reader
+                .get(&key)
+                .is_none_or(|object| !object.annotations().contains_key(&self.ctl.annotation));
+        self.ready.push(key, slot, new, &self.ctl.env.monitor);
     }
 
     fn receive(&mut self, msg: Msg<K>) {
@@ -609,14 +716,14 @@ impl<K: Watched> Queues<K> {
         });
         add(&mut slot.pending);
         if !slot.running && slot.ticket.is_none() {
-            self.ready.push(key, slot, &self.ctl.env.monitor);
+            self.push_ready(key);
         }
     }
 
     /// Only as many worker tasks exist as there are permits: a queued object costs its slot,
     /// not a task (a task per queued object was 6 KB each, 60 MB for 10,000 objects at
     /// start-up).
-    fn spawn(&mut self, key: ObjectRef<K>, permit: OwnedSemaphorePermit) {
+    fn spawn(&mut self, key: ObjectRef<K>, permit: OwnedSemaphorePermit) -> tokio::task::Id {
         let slot = self.slots.get_mut(&key).expect("spawned for a known slot");
         slot.running = true;
         let pending = std::mem::take(&mut slot.pending);
@@ -631,17 +738,21 @@ impl<K: Watched> Queues<K> {
             .workers
             .spawn(work(ctl, key.clone(), pending, state, ticket, permit).instrument(span));
         self.running.insert(handle.id(), key);
+        handle.id()
     }
 
     fn finished(&mut self, done: Result<(tokio::task::Id, Done<K>), tokio::task::JoinError>) {
         let (key, state, wake) = match done {
             Ok((id, (key, state, wake))) => {
                 self.running.remove(&id);
+                self.intake_workers.retain(|(worker, _)| *worker != id);
                 (key, state, wake)
             }
             Err(error) => {
                 // Our own bug (handler panics are caught): forget what we knew, the record on
                 // the object is still there.
+                self.intake_workers
+                    .retain(|(worker, _)| *worker != error.id());
                 let Some(key) = self.running.remove(&error.id()) else {
                     return;
                 };
@@ -679,7 +790,7 @@ impl<K: Watched> Queues<K> {
             }
         }
         if !slot.pending.is_empty() && !self.ctl.env.shutdown.is_cancelled() {
-            self.ready.push(key, slot, &self.ctl.env.monitor);
+            self.push_ready(key);
         }
     }
 }
@@ -1139,9 +1250,16 @@ impl<K: Watched> Pass<'_, K> {
         )
         .await
         {
-            Ok(()) => {
+            Ok(version) => {
                 self.state.dirty = false;
                 self.state.write_failures = 0;
+                if let Some(version) = version {
+                    self.ctl.intake.lock().expect("intake lock").echoes.wrote(
+                        ObjectRef::from(&*self.object),
+                        version,
+                        Instant::now(),
+                    );
+                }
             }
             Err(error) => self.write_failed(&error.to_string()),
         }
