@@ -277,7 +277,7 @@ impl GarbageCollector {
         &self,
         info: &ResourceInfo,
         obj: &StoredObject,
-        edit: impl FnOnce(&mut Vec<Value>),
+        edit: impl Fn(&mut Vec<Value>),
     ) {
         let uid = obj.uid().to_string();
         let written =

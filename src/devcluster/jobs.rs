@@ -652,7 +652,7 @@ impl JobController {
                 Target::Status,
                 move |old, _| {
                     let mut new = old.clone();
-                    new["status"] = new_status;
+                    new["status"] = new_status.clone();
                     Ok(new)
                 },
             );

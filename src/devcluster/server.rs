@@ -531,7 +531,7 @@ impl Request<'_> {
             self.state
                 .store
                 .modify(self.info, self.namespace(), name, target, |old, info| {
-                    let mut new = new;
+                    let mut new = new.clone();
                     store::merge_for_target(info, old, &mut new, target);
                     self.prepare(&mut new, Some(old), old_size + body.len())?;
                     Ok(new)
@@ -882,7 +882,7 @@ impl Request<'_> {
             .store
             .modify(self.info, "", stored.name(), Target::Status, |old, _| {
                 let mut new = old.clone();
-                new["status"] = status;
+                new["status"] = status.clone();
                 new["metadata"]
                     .as_object_mut()
                     .expect("metadata")
