@@ -61,6 +61,7 @@ impl Endpoints {
         metrics.sample_queue(move || QueueSample {
             queued: sampled.queued(),
             running: sampled.running(),
+            intake_window: sampled.intake_window(),
         });
         let stop = CancellationToken::new();
         let addr = serve(
@@ -346,6 +347,12 @@ async fn queue_depth_rises_during_a_burst_of_workflows_and_returns_to_zero() {
     })
     .await;
     assert_eq!(queue(addr).await, Some((0.0, 0.0)), "idle before the burst");
+    let (_, body) = get(addr, "/metrics").await.expect("/metrics answers");
+    assert_eq!(
+        metric(&body, "workflow_operator_intake_window"),
+        Some(1.0),
+        "no write echoed yet: one new workflow at a time"
+    );
 
     // Slow API calls keep the one worker on each workflow for a while, so the others queue.
     cluster.faults().set_latency(Duration::from_millis(200));

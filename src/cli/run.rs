@@ -88,6 +88,7 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
         metrics.sample_queue(move || QueueSample {
             queued: monitor.queued(),
             running: monitor.running(),
+            intake_window: monitor.intake_window(),
         });
     }
     let readiness = Readiness::new();

@@ -190,6 +190,7 @@ struct MonitorInner {
     synced: AtomicBool,
     queued: AtomicUsize,
     running: AtomicUsize,
+    intake_window: AtomicUsize,
 }
 
 impl Monitor {
@@ -213,6 +214,16 @@ impl Monitor {
     /// Objects being processed now, each holding one slot of [`OperatorConfig::concurrency`].
     pub fn running(&self) -> usize {
         self.inner.running.load(Ordering::Relaxed)
+    }
+
+    /// How many never-handled objects may be processed at once ([`intake`]): the window of the
+    /// resource type whose window changed last (an operator of one resource type has one).
+    pub fn intake_window(&self) -> usize {
+        self.inner.intake_window.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_intake_window(&self, limit: usize) {
+        self.inner.intake_window.store(limit, Ordering::Relaxed);
     }
 
     /// A run with `resources` resource types starts: none is listed yet.

@@ -246,9 +246,12 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     let mut background = JoinSet::new();
 
     let watch_tx = tx.clone();
+    let window = IntakeWindow::new(config.concurrency, Instant::now());
+    env.monitor.set_intake_window(window.limit());
     let intake = Arc::new(Mutex::new(Intake {
-        window: IntakeWindow::new(config.concurrency, Instant::now()),
+        window,
         echoes: Echoes::default(),
+        monitor: env.monitor.clone(),
     }));
     let watch_intake = intake.clone();
     // Handlers never read managedFields; the real API server can make them most of an object.
@@ -444,6 +447,7 @@ struct Ctl<K: Watched> {
 struct Intake<K: Watched> {
     window: IntakeWindow,
     echoes: Echoes<ObjectRef<K>>,
+    monitor: Monitor,
 }
 
 impl<K: Watched> Intake<K> {
@@ -452,7 +456,11 @@ impl<K: Watched> Intake<K> {
     fn echoed(&mut self, key: &ObjectRef<K>, version: &str) {
         let now = Instant::now();
         if let Some(lag) = self.echoes.seen(key, version, now) {
+            let before = self.window.limit();
             self.window.observe(lag, now);
+            if self.window.limit() != before {
+                self.monitor.set_intake_window(self.window.limit());
+            }
         }
     }
 }

@@ -18,6 +18,7 @@
 //! | `api_errors_total` | counter | `verb` |
 //! | `queue_depth` | gauge: objects waiting for a worker | |
 //! | `active_workers` | gauge: objects being processed | |
+//! | `intake_window` | gauge: new workflows that may be set up at once | |
 //! | `leader` | gauge (0 or 1) | |
 //!
 //! A family with a free-form label (`status`, `handler`, `verb`) appears in the output once a
@@ -125,6 +126,8 @@ pub struct QueueSample {
     pub queued: usize,
     /// Objects being processed.
     pub running: usize,
+    /// Never-handled objects that may be processed at once (the framework's intake window).
+    pub intake_window: usize,
 }
 
 type QueueSource = Box<dyn Fn() -> QueueSample + Send + Sync>;
@@ -150,6 +153,7 @@ struct Inner {
     api_errors: Family<VerbLabels, Counter>,
     queue_depth: Gauge,
     active_workers: Gauge,
+    intake_window: Gauge,
     queue_source: RwLock<Option<QueueSource>>,
     leader: Gauge,
 }
@@ -234,6 +238,12 @@ impl Metrics {
             "Objects being processed, each by one worker",
             active_workers.clone(),
         );
+        let intake_window = Gauge::default();
+        registry.register(
+            "intake_window",
+            "New workflows that may be set up at once: grows while the API server echoes writes promptly, halves when it falls behind",
+            intake_window.clone(),
+        );
         // Known outcomes start at zero, so `rate()` sees the first step end (a series that
         // appears at 1 has no earlier sample to rate against).
         for outcome in [
@@ -263,6 +273,7 @@ impl Metrics {
                 api_errors,
                 queue_depth,
                 active_workers,
+                intake_window,
                 queue_source: RwLock::new(None),
                 leader,
             }),
@@ -336,9 +347,14 @@ impl Metrics {
     /// Every metric in the OpenMetrics text format (ends with `# EOF`).
     pub fn encode(&self) -> String {
         if let Some(source) = &*self.inner.queue_source.read().expect("queue source") {
-            let QueueSample { queued, running } = source();
+            let QueueSample {
+                queued,
+                running,
+                intake_window,
+            } = source();
             self.inner.queue_depth.set(gauge_value(queued));
             self.inner.active_workers.set(gauge_value(running));
+            self.inner.intake_window.set(gauge_value(intake_window));
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.inner.registry)
@@ -572,10 +588,12 @@ mod tests {
         metrics.sample_queue(move || QueueSample {
             queued: counter.load(Ordering::Relaxed),
             running: 2,
+            intake_window: 5,
         });
         let text = metrics.encode();
         assert_eq!(sample(&text, "workflow_operator_queue_depth"), Some(3.0));
         assert_eq!(sample(&text, "workflow_operator_active_workers"), Some(2.0));
+        assert_eq!(sample(&text, "workflow_operator_intake_window"), Some(5.0));
 
         // Nothing is pushed: the next scrape sees the source's new value.
         queued.store(0, Ordering::Relaxed);
