@@ -647,3 +647,90 @@ async fn operator_watching_all_namespaces_stores_progress_and_finalizer_on_the_o
     );
     running.stop().await;
 }
+
+/// A batch child handler (`on_children`) gets every changed child in one call: the children a
+/// fresh operator lists at start come together, a failed call is retried with all of them,
+/// and a later change of one child brings just that child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_child_handler_gets_the_changed_children_together_and_retries_them_together() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let owner = api
+        .create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    for i in 0..3 {
+        let mut child = ConfigMap::default();
+        child.metadata.name = Some(format!("c{i}"));
+        child.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: Widget::api_version(&()).into(),
+            kind: Widget::kind(&()).into(),
+            name: "w".into(),
+            uid: owner.uid().expect("uid"),
+            ..Default::default()
+        }]);
+        config_maps
+            .create(&PostParams::default(), &child)
+            .await
+            .expect("child");
+    }
+
+    // (retry, the children of the call)
+    type Calls = Vec<(u32, Vec<String>)>;
+    let calls: Arc<Mutex<Calls>> = Arc::default();
+    let record = calls.clone();
+    let running = start(
+        Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+            r.on_children(
+                "children",
+                Children::<ConfigMap>::owned(),
+                move |ctx: Context<Widget>, children: Vec<Arc<ConfigMap>>| {
+                    let record = record.clone();
+                    async move {
+                        let names = children.iter().map(|c| c.name_any()).collect();
+                        record.lock().unwrap().push((ctx.retry, names));
+                        if ctx.retry == 0 && children.len() > 1 {
+                            return Err(HandlerError::temporary("the first batch fails once"));
+                        }
+                        Ok(())
+                    }
+                },
+            )
+        }),
+    );
+    let call_count = |n: usize| {
+        let calls = calls.clone();
+        move || {
+            let calls = calls.clone();
+            async move { (calls.lock().unwrap().len() >= n).then_some(()) }
+        }
+    };
+    eventually(
+        "the batch and its retry",
+        Duration::from_secs(30),
+        call_count(2),
+    )
+    .await;
+    config_maps
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "v"}})),
+        )
+        .await
+        .expect("change c1");
+    eventually(
+        "the call for c1's change",
+        Duration::from_secs(30),
+        call_count(3),
+    )
+    .await;
+    running.stop().await;
+
+    let all = vec!["c0".to_string(), "c1".to_string(), "c2".to_string()];
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [(0, all.clone()), (1, all), (0, vec!["c1".to_string()])]
+    );
+}

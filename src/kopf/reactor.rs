@@ -922,9 +922,24 @@ impl<K: Watched> Pass<'_, K> {
             return;
         }
         self.resume().await;
+        // Children for handlers that take them together, by child kind.
+        let mut batches: BTreeMap<usize, Vec<(String, AnyObject, u32)>> = BTreeMap::new();
         for ((index, child_key), object) in std::mem::take(&mut pending.children) {
-            self.state.child_retries.remove(&(index, child_key.clone()));
-            self.child(index, child_key, object, 0).await;
+            // A newer event of a child supersedes its failed one. A per-child handler starts
+            // counting retries again; a batch keeps the count, so a failing batch backs off.
+            let retries = self
+                .state
+                .child_retries
+                .remove(&(index, child_key.clone()))
+                .map_or(0, |(_, retries, _)| retries);
+            if self.batched(index) {
+                batches
+                    .entry(index)
+                    .or_default()
+                    .push((child_key, object, retries));
+            } else {
+                self.child(index, child_key, object, 0).await;
+            }
         }
         let now = Instant::now();
         let due: Vec<_> = self
@@ -936,8 +951,18 @@ impl<K: Watched> Pass<'_, K> {
             .collect();
         for key in due {
             if let Some((object, retries, _)) = self.state.child_retries.remove(&key) {
-                self.child(key.0, key.1, object, retries).await;
+                if self.batched(key.0) {
+                    batches
+                        .entry(key.0)
+                        .or_default()
+                        .push((key.1, object, retries));
+                } else {
+                    self.child(key.0, key.1, object, retries).await;
+                }
             }
+        }
+        for (index, batch) in batches {
+            self.children(index, batch).await;
         }
         for index in std::mem::take(&mut pending.timers) {
             self.timer(index).await;
@@ -1356,6 +1381,61 @@ impl<K: Watched> Pass<'_, K> {
                 self.state
                     .child_retries
                     .insert((index, key), (object, retries + 1, Instant::now() + delay));
+            }
+            Settled::Failed(message) => self.report_failure(handler, Reason::Child, &message).await,
+        }
+    }
+
+    /// Whether child kind `index` is handled in batches ([`Registry::on_children`]).
+    fn batched(&self, index: usize) -> bool {
+        self.ctl
+            .registry
+            .handlers
+            .iter()
+            .any(|h| h.trigger == Trigger::Children { index })
+    }
+
+    /// Runs the batch handler of child kind `index` once with every child in `batch` (key,
+    /// object, retries so far); on a temporary failure each child waits for the retry, counted
+    /// from the most retried of them.
+    async fn children(&mut self, index: usize, mut batch: Vec<(String, AnyObject, u32)>) {
+        if self.stopping() || batch.is_empty() {
+            return;
+        }
+        let Some(handler) = self
+            .ctl
+            .registry
+            .handlers
+            .iter()
+            .find(|h| h.trigger == Trigger::Children { index })
+        else {
+            return;
+        };
+        if !handler.wants(&self.object) {
+            return;
+        }
+        batch.sort_by(|a, b| a.0.cmp(&b.0));
+        let retries = batch.iter().map(|(_, _, r)| *r).max().unwrap_or(0);
+        let objects: Vec<AnyObject> = batch.iter().map(|(_, o, _)| o.clone()).collect();
+        let result = self
+            .call(
+                handler,
+                Reason::Child,
+                None,
+                retries,
+                Some(Arc::new(objects)),
+            )
+            .await;
+        match settle(handler, retries, result) {
+            Settled::Done => {}
+            Settled::Retry(delay, message) => {
+                warn!(handler = %handler.name, children = batch.len(), %message, retry_in = ?delay, "child handler failed; will retry");
+                let at = Instant::now() + delay;
+                for (key, object, _) in batch {
+                    self.state
+                        .child_retries
+                        .insert((index, key), (object, retries + 1, at));
+                }
             }
             Settled::Failed(message) => self.report_failure(handler, Reason::Child, &message).await,
         }

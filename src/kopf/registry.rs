@@ -195,7 +195,8 @@ where
     K::Scope: Scope,
 {
     /// The object's children of kind `C`, from the in-memory mirror of a child kind registered
-    /// with [`Registry::on_child`] (empty if `C` is not registered). No API call.
+    /// with [`Registry::on_child`] or [`Registry::on_children`] (empty if `C` is not
+    /// registered). No API call.
     pub fn children<C: Send + Sync + 'static>(&self) -> Vec<Arc<C>> {
         let parent = Parent {
             namespace: if K::Scope::namespaced() {
@@ -301,11 +302,22 @@ pub(crate) type Predicate<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Trigger {
     Create,
-    Update { field: String },
+    Update {
+        field: String,
+    },
     Delete,
     Resume,
-    Timer { every: Duration },
-    Child { index: usize },
+    Timer {
+        every: Duration,
+    },
+    /// One call per changed child of child kind `index`.
+    Child {
+        index: usize,
+    },
+    /// One call per pass with every changed child of child kind `index`.
+    Children {
+        index: usize,
+    },
 }
 
 /// One registered handler.
@@ -512,10 +524,7 @@ impl<K: Watched> Registry<K> {
         F: Fn(Context<K>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
-        let index = self.children.len();
-        let (watch, mirror) = super::reactor::child_watch::<K, C>(index, children);
-        self.children.push(watch);
-        self.child_indexes.push(mirror);
+        let index = self.watch_children(children);
         let run = move |mut ctx: Context<K>| {
             let child = ctx
                 .child
@@ -529,6 +538,50 @@ impl<K: Watched> Registry<K> {
             }
         };
         self.push(name, Trigger::Child { index }, run)
+    }
+
+    /// Runs `handler` once per pass of the parent with every child of kind `C` added or changed
+    /// since the last call, each once and in its latest state (ordered by namespace and name).
+    /// Like [`Registry::on_child`] it runs in the parent's queue; use it when handling several
+    /// children at once costs less than handling them one by one (one status write for many
+    /// finished Jobs, say). A failed call is retried with all of its children, joined by any
+    /// that changed meanwhile.
+    #[must_use]
+    pub fn on_children<C, F, Fut>(mut self, name: &str, children: Children<C>, handler: F) -> Self
+    where
+        C: Watched,
+        F: Fn(Context<K>, Vec<Arc<C>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        let index = self.watch_children(children);
+        let run = move |mut ctx: Context<K>| {
+            let batch = ctx
+                .child
+                .take()
+                .and_then(|batch| batch.downcast::<Vec<Arc<dyn Any + Send + Sync>>>().ok())
+                .and_then(|batch| {
+                    batch
+                        .iter()
+                        .map(|child| child.clone().downcast::<C>().ok())
+                        .collect::<Option<Vec<Arc<C>>>>()
+                });
+            match batch {
+                Some(children) => handler(ctx, children).boxed(),
+                None => {
+                    async { Err(HandlerError::permanent("child event of another kind")) }.boxed()
+                }
+            }
+        };
+        self.push(name, Trigger::Children { index }, run)
+    }
+
+    /// Starts mirroring child kind `C`; returns its index.
+    fn watch_children<C: Watched>(&mut self, children: Children<C>) -> usize {
+        let index = self.children.len();
+        let (watch, mirror) = super::reactor::child_watch::<K, C>(index, children);
+        self.children.push(watch);
+        self.child_indexes.push(mirror);
+        index
     }
 
     /// Sets the retry limit of the handler registered last.

@@ -8,8 +8,9 @@
 //! names are deterministic, deletes of missing Jobs succeed, patches set fixed values), so a
 //! retry, a duplicate event or a restart never starts a step twice.
 //!
-//! A Job event ([`reconcile_job`]) is planned by the cached [`RunState`] of the workflow in
-//! O(degree of the step) when the cache is still the workflow's (same generation, run and
+//! Job events come in batches ([`reconcile_jobs`]: every Job that changed since the workflow's
+//! last pass, so a burst of completions costs one pass of creates and one status write). They
+//! are planned by the cached [`RunState`] of the workflow in O(degree of their steps) when the cache is still the workflow's (same generation, run and
 //! status resource version) and the mirror holds as many Jobs as the state knows; every other
 //! cause, and every doubt, plans in full and rebuilds the state.
 
@@ -217,24 +218,26 @@ fn resource_version(workflow: &WorkFlow) -> u64 {
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
-    timed(shared, ctx, None).await
+    timed(shared, ctx, Vec::new()).await
 }
 
-/// [`reconcile`] for a change of one of the workflow's Jobs: planned incrementally when the
-/// cached run state allows it, in full otherwise.
-pub async fn reconcile_job(
+/// [`reconcile`] for changes of the workflow's Jobs (every Job that changed since the last
+/// call, from the framework's batch): planned incrementally when the cached run state allows
+/// it, in full otherwise; either way one pass of creates and at most one status write for all
+/// of them.
+pub async fn reconcile_jobs(
     shared: Arc<Shared>,
     ctx: Context<WorkFlow>,
-    job: Arc<JobSummary>,
+    jobs: Vec<Arc<JobSummary>>,
 ) -> HandlerResult {
-    timed(shared, ctx, Some(job)).await
+    timed(shared, ctx, jobs).await
 }
 
 /// Runs one reconcile and records its latency and outcome.
 async fn timed(
     shared: Arc<Shared>,
     ctx: Context<WorkFlow>,
-    changed: Option<Arc<JobSummary>>,
+    changed: Vec<Arc<JobSummary>>,
 ) -> HandlerResult {
     let started = std::time::Instant::now();
     let handler = ctx.handler.clone();
@@ -246,7 +249,7 @@ async fn timed(
 async fn reconcile_with(
     shared: &Shared,
     ctx: Context<WorkFlow>,
-    changed: Option<Arc<JobSummary>>,
+    changed: Vec<Arc<JobSummary>>,
 ) -> HandlerResult {
     let workflow = shared.latest(&ctx.object);
     if workflow.meta().deletion_timestamp.is_some() {
@@ -307,10 +310,11 @@ async fn reconcile_with(
     if let Some(new) = &plan.status {
         let changes = step_changes(workflow.status.as_ref(), new);
         let uid = workflow.uid().unwrap_or_default();
-        shared.metrics.workflow_phase(&uid, new.workflow_status);
+        // Steps first: a scrape that sees the workflow Completed must see its last step too.
         shared
             .metrics
             .steps(&changes.started, &changes.finished, &plan, &children);
+        shared.metrics.workflow_phase(&uid, new.workflow_status);
         if shared.step_events {
             publish_step_events(&ctx, &workflow, &plan.run, &changes).await;
         }
@@ -352,8 +356,8 @@ async fn reconcile_with(
     Ok(())
 }
 
-/// The plan for one changed Job from the cached run state, in O(degree) of its step, or `None`
-/// when the full planner must decide: no cache or no changed Job, a cache made for another
+/// The plan for the changed Jobs from the cached run state, in O(degree) of their steps, or
+/// `None` when the full planner must decide: no cache or no changed Job, a cache made for another
 /// generation, run or status, a change the state does not follow, or a mirror that holds a
 /// different number of Jobs than the state knows (a Job deleted, or others changed too), counting
 /// the `unmirrored` Jobs we created that the mirror does not show yet.
@@ -363,19 +367,26 @@ fn plan_incrementally(
     workflow: &WorkFlow,
     compiled: &Compiled,
     cached: Option<CachedRun>,
-    changed: Option<Arc<JobSummary>>,
+    changed: Vec<Arc<JobSummary>>,
     now: Timestamp,
 ) -> Option<(Plan, RunState)> {
-    let (mut cached, job) = (cached?, changed?);
+    let mut cached = cached?;
+    if changed.is_empty() {
+        return None;
+    }
     let uid = workflow.uid()?;
     let current = cached.generation == workflow.metadata.generation.unwrap_or_default()
         && cached.resource_version == resource_version(workflow)
         && cached.state.run() == compiled.run;
-    if !current || !job.owner_references().iter().any(|o| o.uid == uid) {
+    let owned = |job: &JobSummary| job.owner_references().iter().any(|o| o.uid == uid);
+    if !current || !changed.iter().all(|job| owned(job)) {
         return None;
     }
-    let observed = jobs::observe_job(&job, now)?;
-    let plan = match cached.state.observe(&JobChange::Applied(observed), now) {
+    let changes = changed
+        .iter()
+        .map(|job| jobs::observe_job(job, now).map(JobChange::Applied))
+        .collect::<Option<Vec<_>>>()?;
+    let plan = match cached.state.observe_all(&changes, now) {
         Ok(plan) => plan,
         Err(why) => {
             tracing::debug!(%why, workflow = %workflow.name_any(), "planning in full");
@@ -383,10 +394,7 @@ fn plan_incrementally(
         }
     };
     // O(jobs) in pointer copies, but no parsing: the check that the mirror and the state agree.
-    let mirrored = children
-        .iter()
-        .filter(|j| j.owner_references().iter().any(|o| o.uid == uid))
-        .count();
+    let mirrored = children.iter().filter(|j| owned(j)).count();
     (mirrored + unmirrored == cached.state.job_count()).then_some((plan, cached.state))
 }
 

@@ -485,11 +485,26 @@ impl RunState {
 
     /// [`RunState::decide`], then the [`Plan`] with the status rendered when it changed.
     pub fn observe(&mut self, change: &JobChange, now: Timestamp) -> Result<Plan, Fallback> {
-        let decision = self.decide(change, now)?;
+        self.observe_all(std::slice::from_ref(change), now)
+    }
+
+    /// [`RunState::decide`] for each change in turn, then one [`Plan`]: the last decision's
+    /// actions (each decision plans every step still to create and every deadline still to
+    /// fix, so the last one holds the earlier ones' too) and the status rendered once, if any
+    /// decision changed it. `changes` must not be empty.
+    pub fn observe_all(&mut self, changes: &[JobChange], now: Timestamp) -> Result<Plan, Fallback> {
+        let mut status_changed = false;
+        let mut last = None;
+        for change in changes {
+            let decision = self.decide(change, now)?;
+            status_changed |= decision.status_changed;
+            last = Some(decision);
+        }
+        let decision = last.expect("at least one change");
         Ok(Plan {
             run: self.compiled.run.clone(),
             actions: decision.actions,
-            status: decision.status_changed.then(|| self.render()),
+            status: status_changed.then(|| self.render()),
             events: Vec::new(),
             next_timeout_at: decision.next_timeout_at,
         })

@@ -88,7 +88,7 @@ pub async fn run_monitored(
     let jobs = Children::<JobSummary>::owned().labels(LABEL_WORKFLOW);
     let job_changed = {
         let shared = shared.clone();
-        move |ctx, job: Arc<JobSummary>| handlers::reconcile_job(shared.clone(), ctx, job)
+        move |ctx, jobs: Vec<Arc<JobSummary>>| handlers::reconcile_jobs(shared.clone(), ctx, jobs)
     };
     Operator::new(client, config)
         .with_monitor(monitor)
@@ -100,7 +100,7 @@ pub async fn run_monitored(
                 .on_resume("rebuild", reconcile(shared.clone()))
                 .timer("timeouts", TIMEOUT_CHECK, reconcile(shared.clone()))
                 .when(handlers::may_time_out)
-                .on_child("job-changed", jobs, job_changed)
+                .on_children("job-changed", jobs, job_changed)
         })
         .run(shutdown)
         .await
