@@ -80,7 +80,16 @@ struct CachedRun {
     generation: i64,
     resource_version: u64,
     state: RunState,
+    /// When this process last wrote the workflow's status.
+    status_written_at: Option<Instant>,
 }
+
+/// While a workflow runs, a status that only lists more steps started or executed is written at
+/// most this often when Job events come quickly; the timer's full reconcile (every
+/// [`super::operator::TIMEOUT_CHECK`]) writes whatever is left. A status write costs the API
+/// server the whole object (700 KB for 10,000 steps), and the workflow's next pass waits for
+/// it; a phase change is always written at once.
+const STATUS_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 impl Shared {
     pub fn new(step_events: bool, metrics: Option<crate::telemetry::metrics::Metrics>) -> Self {
@@ -259,6 +268,7 @@ async fn reconcile_with(
     let uid = workflow.uid().unwrap_or_default();
     let compiled = shared.compiled(&workflow);
     let cached = shared.take_run(&uid);
+    let status_written_at = cached.as_ref().and_then(|c| c.status_written_at);
     let children = ctx.children::<JobSummary>();
     let unmirrored = shared.unmirrored(&uid, &children);
     let incremental = plan_incrementally(
@@ -270,6 +280,7 @@ async fn reconcile_with(
         changed,
         now,
     );
+    let planned_incrementally = incremental.is_some();
     let (plan, state) = match incremental {
         Some((plan, state)) => (plan, Some(state)),
         None => {
@@ -292,10 +303,21 @@ async fn reconcile_with(
         .as_ref()
         .and_then(|s| s.workflow_status)
         .is_some_and(|p| p.is_terminal());
+    // Only progress within the same phase is deferred (see [`STATUS_MIN_INTERVAL`]); the
+    // cached state stays valid, since it is checked against the resourceVersion of the status
+    // actually stored, and the next write renders everything.
+    let phase_changed = plan.status.as_ref().map(|s| s.workflow_status)
+        != Some(workflow.status.as_ref().and_then(|s| s.workflow_status));
+    let defer_status = planned_incrementally
+        && !terminal
+        && !phase_changed
+        && status_written_at.is_some_and(|at| at.elapsed() < STATUS_MIN_INTERVAL);
+    let mut status_written_at = status_written_at;
     if terminal
         && let Some(rv) = write_status(shared, &ctx, &workflow, plan.status.as_ref()).await?
     {
         resource_version_now = rv;
+        status_written_at = Some(Instant::now());
     }
     futures::stream::iter(plan.actions.iter().map(Ok))
         .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
@@ -303,11 +325,15 @@ async fn reconcile_with(
         })
         .await?;
     if !terminal
+        && !defer_status
         && let Some(rv) = write_status(shared, &ctx, &workflow, plan.status.as_ref()).await?
     {
         resource_version_now = rv;
+        status_written_at = Some(Instant::now());
     }
-    if let Some(new) = &plan.status {
+    // Steps are counted and announced when a status lists them, against the status stored: a
+    // deferred status is counted by the write that stores it.
+    if let Some(new) = plan.status.as_ref().filter(|_| !defer_status) {
         let changes = step_changes(workflow.status.as_ref(), new);
         let uid = workflow.uid().unwrap_or_default();
         // Steps first: a scrape that sees the workflow Completed must see its last step too.
@@ -350,6 +376,7 @@ async fn reconcile_with(
                 generation: workflow.metadata.generation.unwrap_or_default(),
                 resource_version: resource_version_now,
                 state,
+                status_written_at,
             },
         );
     }
@@ -410,19 +437,26 @@ struct StepChanges {
     started: Vec<String>,
 }
 
+/// A step that started and finished between the two (its start was in a status never
+/// written) counts as both, started first.
 fn step_changes(old: Option<&WorkFlowStatus>, new: &WorkFlowStatus) -> StepChanges {
-    let newly = |old_list: Option<&Vec<String>>, new_list: &Vec<String>| -> Vec<String> {
-        let old_set: HashSet<&String> = old_list.into_iter().flatten().collect();
-        new_list
-            .iter()
-            .filter(|s| !old_set.contains(s))
-            .cloned()
-            .collect()
-    };
-    StepChanges {
-        finished: newly(old.map(|s| &s.executed), &new.executed),
-        started: newly(old.map(|s| &s.started), &new.started),
+    fn set(list: Option<&Vec<String>>) -> HashSet<&String> {
+        list.into_iter().flatten().collect()
     }
+    let (old_executed, old_started) = (set(old.map(|s| &s.executed)), set(old.map(|s| &s.started)));
+    let finished: Vec<String> = new
+        .executed
+        .iter()
+        .filter(|s| !old_executed.contains(s))
+        .cloned()
+        .collect();
+    let started = finished
+        .iter()
+        .filter(|s| !old_started.contains(s))
+        .chain(new.started.iter().filter(|s| !old_started.contains(s)))
+        .cloned()
+        .collect();
+    StepChanges { finished, started }
 }
 
 /// One Event per step that started or finished, about the workflow with the step's Job as the
@@ -743,6 +777,12 @@ mod tests {
                 Some(status(&["a"], &["b"])),
                 status(&["a"], &["b"]),
                 changes(&[], &[]),
+            ),
+            // b started and finished between two written statuses.
+            (
+                Some(status(&["a"], &[])),
+                status(&["a", "b"], &["c"]),
+                changes(&["b"], &["b", "c"]),
             ),
         ];
         for (old, new, want) in cases {
