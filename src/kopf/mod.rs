@@ -78,6 +78,7 @@
 //!   makes the object look new (its create handlers run again).
 
 pub mod causes;
+pub mod child_index;
 pub mod progress;
 pub mod reactor;
 pub mod registry;
