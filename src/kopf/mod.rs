@@ -83,6 +83,7 @@
 //!   makes the object look new (its create handlers run again).
 
 pub mod causes;
+pub mod child_index;
 pub mod intake;
 pub mod progress;
 pub mod reactor;

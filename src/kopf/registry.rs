@@ -208,7 +208,7 @@ where
         };
         self.mirrors
             .iter()
-            .filter_map(|index| index.downcast_ref::<super::reactor::ChildIndex<C>>())
+            .filter_map(|index| index.downcast_ref::<super::child_index::ChildIndex<C>>())
             .flat_map(|index| index.of(&parent))
             .collect()
     }
@@ -578,7 +578,7 @@ impl<K: Watched> Registry<K> {
     /// Starts mirroring child kind `C`; returns its index.
     fn watch_children<C: Watched>(&mut self, children: Children<C>) -> usize {
         let index = self.children.len();
-        let (watch, mirror) = super::reactor::child_watch::<K, C>(index, children);
+        let (watch, mirror) = super::child_index::child_watch::<K, C>(index, children);
         self.children.push(watch);
         self.child_indexes.push(mirror);
         index

@@ -3,23 +3,27 @@
 //! The operator mirrors every Job of every workflow it sees, finished ones included, so the
 //! size of one mirrored Job is most of its memory. A `k8s_openapi` `Job` is 2.8 KB before any
 //! of its strings, because its pod template (a `PodSpec` of some fifty optional fields) is held
-//! inline, and its label and annotation maps cost a B-tree node each. A `JobSummary` is the
-//! same API object read with only what the planner needs: the watch deserialises straight into
-//! it (serde skips what it does not name), so a pod template is never held at all. It is a
-//! `batch/v1` `Job` to kube: `Api<JobSummary>` lists and watches `jobs`.
+//! inline, and its label and annotation maps cost a B-tree node each. Its `JobStatus` alone is
+//! ~300 bytes inline, and its conditions (a finished Job has two or three, each with up to four
+//! strings) another ~600 bytes once read. A `JobSummary` is the same API object read with only
+//! what the operator reads: the watch deserialises straight into it (serde skips what it does
+//! not name), so a pod template or a condition's strings are never kept. It is a `batch/v1`
+//! `Job` to kube: `Api<JobSummary>` lists and watches `jobs`.
 //!
 //! Kept: name, namespace, uid, resourceVersion, creation and deletion timestamps, owner
-//! references; the step and timed-out annotations and the run label as plain fields; `activeDeadlineSeconds` and
-//! `suspend`; the status with only the conditions that hold and end a Job (`Complete`,
-//! `Failed`). Whoever needs anything else (e.g. relabelling, which compares all labels) reads
-//! the Job from the API.
+//! references; the step and timed-out annotations and the run label as plain fields;
+//! `activeDeadlineSeconds` and `suspend`; of the status, `startTime`, `completionTime` and the
+//! condition that ended the Job, if one holds ([`JobEnd`]: `Complete`, or `Failed` with its
+//! reason and message). Whoever needs anything else (e.g. relabelling, which compares all
+//! labels) reads the Job from the API. Serialised, a `JobSummary` is a valid `Job` with just
+//! those fields (the ending condition as the one condition it lists).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
 use super::jobs::{ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RUN};
@@ -38,8 +42,8 @@ pub struct JobSummary {
     pub timed_out: Option<String>,
     /// The part of `spec` the planner reads.
     pub spec: Option<JobSummarySpec>,
-    /// The Job's status, with only the conditions that hold and end the Job.
-    pub status: Option<JobStatus>,
+    /// The part of `status` the operator reads.
+    pub status: Option<JobSummaryStatus>,
 }
 
 /// The fields of a Job's `spec` the planner reads.
@@ -54,14 +58,164 @@ pub struct JobSummarySpec {
     pub suspend: Option<bool>,
 }
 
+/// The fields of a Job's `status` the operator reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobSummaryStatus {
+    /// `status.startTime`: a running step's timeout counts from it.
+    pub start_time: Option<Time>,
+    /// `status.completionTime`, for the step duration metric.
+    pub completion_time: Option<Time>,
+    /// The condition that ended the Job, if one holds.
+    pub ended: Option<JobEnd>,
+}
+
+/// The condition that ended a Job: `Complete=True`, else `Failed=True`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JobEnd {
+    Complete,
+    /// The condition's reason and message, for the step's failure.
+    Failed {
+        reason: Option<String>,
+        message: Option<String>,
+    },
+}
+
 /// The JSON shape of a Job, limited to the fields a [`JobSummary`] is made from.
-#[derive(Clone, Deserialize, Serialize)]
+#[derive(Deserialize, Serialize)]
 struct JobOnTheWire {
     metadata: ObjectMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     spec: Option<JobSummarySpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    status: Option<JobStatus>,
+    status: Option<StatusOnTheWire>,
+}
+
+/// The JSON shape of a Job's status, limited likewise.
+#[derive(Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusOnTheWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    completion_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    conditions: Option<Vec<ConditionOnTheWire>>,
+}
+
+/// One of a Job's conditions. Its type and status are read as enums, so the conditions that
+/// do not end the Job cost no allocation for them (the reason and message of every condition
+/// are still read, and dropped with the condition).
+#[derive(Deserialize, Serialize)]
+struct ConditionOnTheWire {
+    #[serde(rename = "type", default)]
+    type_: ConditionType,
+    #[serde(default)]
+    status: ConditionStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+/// A condition's type; only the two that end a Job are told apart. (`Other` is never written:
+/// a summary keeps no other condition.)
+#[derive(Clone, Copy, Default, PartialEq, Deserialize, Serialize)]
+enum ConditionType {
+    Complete,
+    Failed,
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+/// A condition's status; only `True` is told apart.
+#[derive(Clone, Copy, Default, PartialEq, Deserialize, Serialize)]
+enum ConditionStatus {
+    True,
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+impl ConditionType {
+    fn of(type_: &str) -> Self {
+        match type_ {
+            "Complete" => Self::Complete,
+            "Failed" => Self::Failed,
+            _ => Self::Other,
+        }
+    }
+}
+
+impl From<StatusOnTheWire> for JobSummaryStatus {
+    fn from(wire: StatusOnTheWire) -> Self {
+        let mut holding = wire.conditions.unwrap_or_default();
+        holding.retain(|c| c.status == ConditionStatus::True);
+        // `Complete` wins over a `Failed` that also holds (the Job controller never sets both).
+        let ended = if holding.iter().any(|c| c.type_ == ConditionType::Complete) {
+            Some(JobEnd::Complete)
+        } else {
+            holding
+                .into_iter()
+                .find(|c| c.type_ == ConditionType::Failed)
+                .map(|c| JobEnd::Failed {
+                    reason: c.reason,
+                    message: c.message,
+                })
+        };
+        Self {
+            start_time: wire.start_time,
+            completion_time: wire.completion_time,
+            ended,
+        }
+    }
+}
+
+impl From<JobSummaryStatus> for StatusOnTheWire {
+    fn from(status: JobSummaryStatus) -> Self {
+        let condition = |type_, reason, message| ConditionOnTheWire {
+            type_,
+            status: ConditionStatus::True,
+            reason,
+            message,
+        };
+        Self {
+            start_time: status.start_time,
+            completion_time: status.completion_time,
+            conditions: status.ended.map(|end| {
+                vec![match end {
+                    JobEnd::Complete => condition(ConditionType::Complete, None, None),
+                    JobEnd::Failed { reason, message } => {
+                        condition(ConditionType::Failed, reason, message)
+                    }
+                }]
+            }),
+        }
+    }
+}
+
+impl From<JobStatus> for StatusOnTheWire {
+    fn from(status: JobStatus) -> Self {
+        Self {
+            start_time: status.start_time,
+            completion_time: status.completion_time,
+            conditions: status.conditions.map(|conditions| {
+                conditions
+                    .into_iter()
+                    .map(|c| ConditionOnTheWire {
+                        type_: ConditionType::of(&c.type_),
+                        status: if c.status == "True" {
+                            ConditionStatus::True
+                        } else {
+                            ConditionStatus::Other
+                        },
+                        reason: c.reason,
+                        message: c.message,
+                    })
+                    .collect()
+            }),
+        }
+    }
 }
 
 impl From<JobOnTheWire> for JobSummary {
@@ -69,20 +223,17 @@ impl From<JobOnTheWire> for JobSummary {
         let JobOnTheWire {
             metadata,
             spec,
-            mut status,
+            status,
         } = wire;
         let mut annotations = metadata.annotations.unwrap_or_default();
         let step = annotations.remove(ANNOTATION_STEP);
         let timed_out = annotations.remove(ANNOTATION_TIMED_OUT);
         let run = metadata.labels.and_then(|mut l| l.remove(LABEL_RUN));
-        if let Some(status) = status.as_mut() {
-            if let Some(conditions) = status.conditions.as_mut() {
-                conditions.retain(|c| {
-                    c.status == "True" && matches!(c.type_.as_str(), "Complete" | "Failed")
-                });
-            }
-            status.uncounted_terminated_pods = None;
-        }
+        // Read into a Vec grown for four; a Job has one owner.
+        let owner_references = metadata.owner_references.map(|mut owners| {
+            owners.shrink_to_fit();
+            owners
+        });
         Self {
             metadata: ObjectMeta {
                 name: metadata.name,
@@ -91,14 +242,14 @@ impl From<JobOnTheWire> for JobSummary {
                 resource_version: metadata.resource_version,
                 creation_timestamp: metadata.creation_timestamp,
                 deletion_timestamp: metadata.deletion_timestamp,
-                owner_references: metadata.owner_references,
+                owner_references,
                 ..ObjectMeta::default()
             },
             step,
             run,
             timed_out,
             spec,
-            status,
+            status: status.map(JobSummaryStatus::from),
         }
     }
 }
@@ -120,7 +271,7 @@ impl From<JobSummary> for JobOnTheWire {
         Self {
             metadata,
             spec: summary.spec,
-            status: summary.status,
+            status: summary.status.map(StatusOnTheWire::from),
         }
     }
 }
@@ -133,7 +284,7 @@ impl From<Job> for JobSummary {
                 active_deadline_seconds: spec.active_deadline_seconds,
                 suspend: spec.suspend,
             }),
-            status: job.status,
+            status: job.status.map(StatusOnTheWire::from),
         }
         .into()
     }
@@ -182,54 +333,123 @@ mod tests {
     use crate::workflow::WorkFlow;
     use crate::workflow::jobs::build_job;
 
-    #[test]
-    fn reads_a_job_as_the_api_sends_it_and_converts_a_job_alike() {
+    fn job_with(conditions: Vec<JobCondition>) -> Job {
         let workflow = WorkFlow::test("wf").step("a", &[]).build();
         let mut job = build_job(&workflow, &workflow.spec.containers[0], "r1").unwrap();
         job.status = Some(JobStatus {
-            conditions: Some(vec![
-                condition("SuccessCriteriaMet", "True"),
-                condition("Complete", "True"),
-                condition("Failed", "False"),
-            ]),
+            conditions: Some(conditions),
+            start_time: Some(Time("2026-01-01T00:00:00Z".parse().unwrap())),
+            completion_time: Some(Time("2026-01-01T00:00:05Z".parse().unwrap())),
+            active: Some(0),
             ..JobStatus::default()
         });
-        let from_wire: JobSummary =
-            serde_json::from_value(serde_json::to_value(&job).unwrap()).unwrap();
+        job
+    }
+
+    /// The Job as the API server sends it, read as a summary.
+    fn read(job: &Job) -> JobSummary {
+        serde_json::from_value(serde_json::to_value(job).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn reads_a_job_as_the_api_sends_it_and_converts_a_job_alike() {
+        let job = job_with(vec![
+            condition("SuccessCriteriaMet", "True", None),
+            condition("Complete", "True", None),
+            condition("Failed", "False", None),
+        ]);
+        let from_wire = read(&job);
         assert_eq!(from_wire, JobSummary::from(job.clone()));
         assert_eq!(from_wire.metadata.name, job.metadata.name);
-        assert_eq!(
-            from_wire.metadata.owner_references,
-            job.metadata.owner_references
-        );
+        let owners = from_wire.metadata.owner_references.as_ref().unwrap();
+        assert_eq!(Some(owners), job.metadata.owner_references.as_ref());
+        assert_eq!(owners.capacity(), owners.len(), "no room kept for more");
         assert_eq!(
             (from_wire.step.as_deref(), from_wire.run.as_deref()),
             (Some("a"), Some("r1"))
         );
         assert_eq!(
             from_wire.spec.as_ref().unwrap().active_deadline_seconds,
-            job.spec.unwrap().active_deadline_seconds
+            job.spec.as_ref().unwrap().active_deadline_seconds
         );
-        let kept: Vec<_> = from_wire
-            .status
-            .as_ref()
-            .unwrap()
-            .conditions
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|c| c.type_.as_str())
-            .collect();
-        assert_eq!(kept, ["Complete"]);
-        let again: JobSummary =
-            serde_json::from_value(serde_json::to_value(&from_wire).unwrap()).unwrap();
-        assert_eq!(again, from_wire, "what is serialised reads back the same");
+        let status = job.status.unwrap();
+        assert_eq!(
+            from_wire.status,
+            Some(JobSummaryStatus {
+                start_time: status.start_time,
+                completion_time: status.completion_time,
+                ended: Some(JobEnd::Complete),
+            })
+        );
     }
 
-    fn condition(type_: &str, status: &str) -> JobCondition {
+    #[test]
+    fn keeps_the_condition_that_ended_the_job_with_the_reason_and_message_of_a_failure() {
+        let failed = |reason: &str| JobEnd::Failed {
+            reason: Some(reason.into()),
+            message: Some("it broke".into()),
+        };
+        let cases = [
+            (vec![], None),
+            (
+                vec![
+                    condition("Complete", "False", None),
+                    condition("Suspended", "True", Some("JobSuspended")),
+                ],
+                None,
+            ),
+            (
+                vec![
+                    condition("FailureTarget", "True", Some("BackoffLimitExceeded")),
+                    condition("Failed", "True", Some("BackoffLimitExceeded")),
+                ],
+                Some(failed("BackoffLimitExceeded")),
+            ),
+            (
+                vec![
+                    condition("Failed", "True", Some("DeadlineExceeded")),
+                    condition("Complete", "True", None),
+                ],
+                Some(JobEnd::Complete),
+            ),
+        ];
+        for (conditions, want) in cases {
+            let shown = format!("{conditions:?}");
+            let job = job_with(conditions);
+            assert_eq!(read(&job).status.unwrap().ended, want, "{shown}");
+            assert_eq!(JobSummary::from(job).status.unwrap().ended, want, "{shown}");
+        }
+    }
+
+    #[test]
+    fn serialises_as_a_job_with_the_ending_condition_and_reads_back_the_same() {
+        let job = job_with(vec![
+            condition("FailureTarget", "True", Some("DeadlineExceeded")),
+            condition("Failed", "True", Some("DeadlineExceeded")),
+        ]);
+        let summary = read(&job);
+        let as_job: Job = serde_json::from_value(serde_json::to_value(&summary).unwrap())
+            .expect("a valid batch/v1 Job");
+        let status = as_job.status.as_ref().unwrap();
+        assert_eq!(
+            status.conditions,
+            Some(vec![condition("Failed", "True", Some("DeadlineExceeded"))])
+        );
+        assert_eq!(status.start_time, job.status.as_ref().unwrap().start_time);
+        assert_eq!(as_job.metadata.name, job.metadata.name);
+        assert_eq!(
+            read(&as_job),
+            summary,
+            "what is serialised reads back the same"
+        );
+    }
+
+    fn condition(type_: &str, status: &str, reason: Option<&str>) -> JobCondition {
         JobCondition {
             type_: type_.into(),
             status: status.into(),
+            reason: reason.map(str::to_string),
+            message: reason.map(|_| "it broke".to_string()),
             ..JobCondition::default()
         }
     }
@@ -242,5 +462,6 @@ mod tests {
         );
         assert_eq!(JobSummary::api_version(&()), "batch/v1");
         assert!(std::mem::size_of::<JobSummary>() * 4 < std::mem::size_of::<Job>());
+        assert!(std::mem::size_of::<JobSummaryStatus>() * 2 < std::mem::size_of::<JobStatus>());
     }
 }

@@ -15,7 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
 use super::crd::{Step, WorkFlow};
-use super::job_summary::JobSummary;
+use super::job_summary::{JobEnd, JobSummary};
 use super::names;
 use super::plan::{JobState, ObservedJob, job_deadline_seconds};
 
@@ -210,29 +210,23 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
     let step = job.step.clone()?;
     let run = job.run.clone().unwrap_or_default();
     let status = job.status.as_ref();
-    let holds = |type_: &str| {
-        status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == type_ && c.status == "True"))
-    };
     let state = if let Some(why) = &job.timed_out {
         JobState::TimedOut { why: why.clone() }
-    } else if holds("Complete").is_some() {
-        JobState::Succeeded
-    } else if let Some(failed) = holds("Failed") {
-        JobState::Failed {
-            reason: failed
-                .reason
-                .clone()
-                .unwrap_or_else(|| "Failed".to_string()),
-            message: failed.message.clone().unwrap_or_default(),
-        }
     } else {
-        let since = status
-            .and_then(|s| s.start_time.as_ref())
-            .or(job.metadata.creation_timestamp.as_ref())
-            .map_or(now, |t| t.0);
-        JobState::Active { since }
+        match status.and_then(|s| s.ended.as_ref()) {
+            Some(JobEnd::Complete) => JobState::Succeeded,
+            Some(JobEnd::Failed { reason, message }) => JobState::Failed {
+                reason: reason.clone().unwrap_or_else(|| "Failed".to_string()),
+                message: message.clone().unwrap_or_default(),
+            },
+            None => {
+                let since = status
+                    .and_then(|s| s.start_time.as_ref())
+                    .or(job.metadata.creation_timestamp.as_ref())
+                    .map_or(now, |t| t.0);
+                JobState::Active { since }
+            }
+        }
     };
     Some(ObservedJob {
         name: job.name_any(),

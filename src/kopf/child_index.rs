@@ -1,0 +1,336 @@
+//! The in-memory mirror of one child kind, grouped by parent, and the watch that feeds it.
+//!
+//! Every child kind registered with [`super::Registry::on_child`] gets its own watcher. Its
+//! objects are kept per parent for [`super::Context::children`], and each added or changed
+//! child is sent to the parent's queue in the reactor ([`super::reactor`]) as a child event.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use futures::{FutureExt, StreamExt};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, Resource, ResourceExt};
+use tokio::sync::oneshot;
+use tracing::warn;
+
+use super::registry::{
+    ChildEvent, ChildSink, ChildWatch, Children, Parent, Scope, Watched, owner_of,
+};
+
+/// The in-memory mirror of one child kind, grouped by parent.
+pub(crate) struct ChildIndex<C> {
+    groups: RwLock<Groups<C>>,
+}
+
+impl<C> ChildIndex<C> {
+    pub(crate) fn of(&self, parent: &Parent) -> Vec<Arc<C>> {
+        self.groups.read().expect("child index lock").of(parent)
+    }
+}
+
+/// Children grouped by parent: the mirror itself, or a re-listing being built.
+///
+/// Each parent's children are a `Vec` sorted by namespace and name, read from the children
+/// themselves: no key string per child and no B-tree node per parent (a `BTreeMap` per parent
+/// cost a ~400-byte leaf node plus a "namespace/name" string even for a parent of one child,
+/// which is most parents). Finding a child is a binary search; adding or removing one moves
+/// the pointers after it, a few kilobytes for a parent of 10,000 children.
+struct Groups<C> {
+    by_parent: HashMap<Parent, Vec<Arc<C>>>,
+}
+
+impl<C> Default for Groups<C> {
+    fn default() -> Self {
+        Self {
+            by_parent: HashMap::new(),
+        }
+    }
+}
+
+impl<C> Groups<C> {
+    /// The children of `parent`, by namespace and name.
+    fn of(&self, parent: &Parent) -> Vec<Arc<C>> {
+        self.by_parent.get(parent).cloned().unwrap_or_default()
+    }
+}
+
+impl<C: Resource> Groups<C> {
+    /// Adds `child` to `parent`'s children, in place of the one of the same namespace and name.
+    fn insert(&mut self, parent: &Parent, child: Arc<C>) {
+        let Some(siblings) = self.by_parent.get_mut(parent) else {
+            // Most parents have one child: `vec!` keeps no room for more until a second comes.
+            self.by_parent.insert(parent.clone(), vec![child]);
+            return;
+        };
+        match position(siblings, &child) {
+            Ok(at) => siblings[at] = child,
+            Err(at) => siblings.insert(at, child),
+        }
+    }
+
+    /// Removes the child of `child`'s namespace and name from `parent`'s children, and the
+    /// parent once it has none.
+    fn remove(&mut self, parent: &Parent, child: &C) {
+        let Some(siblings) = self.by_parent.get_mut(parent) else {
+            return;
+        };
+        if let Ok(at) = position(siblings, child) {
+            siblings.remove(at);
+        }
+        if siblings.is_empty() {
+            self.by_parent.remove(parent);
+        }
+    }
+}
+
+/// Where `child` is, or would go, among `siblings` (sorted by namespace, then name).
+fn position<C: Resource>(siblings: &[Arc<C>], child: &C) -> Result<usize, usize> {
+    let wanted = key(child);
+    siblings.binary_search_by(|sibling| key(&**sibling).cmp(&wanted))
+}
+
+fn key<C: Resource>(child: &C) -> (Option<&str>, Option<&str>) {
+    let meta = child.meta();
+    (meta.namespace.as_deref(), meta.name.as_deref())
+}
+
+/// Builds the watch of child kind `C` for parents of kind `K`, and its index.
+pub(crate) fn child_watch<K: Watched, C: Watched>(
+    index: usize,
+    children: Children<C>,
+) -> (ChildWatch, Arc<dyn Any + Send + Sync>) {
+    let parent_of = children
+        .parent
+        .unwrap_or_else(|| Arc::new(owner_of::<K, C>));
+    let labels = children.labels;
+    let mirror = Arc::new(ChildIndex::<C> {
+        groups: RwLock::default(),
+    });
+    let erased: Arc<dyn Any + Send + Sync> = mirror.clone();
+    let watch: ChildWatch = Arc::new(
+        move |client: Client,
+              namespace: Option<String>,
+              sink: ChildSink,
+              synced: oneshot::Sender<()>| {
+            let api = C::Scope::api::<C>(client, namespace.as_deref());
+            let mut config = watcher::Config::default();
+            if let Some(labels) = &labels {
+                config = config.labels(labels);
+            }
+            let parent_of = parent_of.clone();
+            let mirror = mirror.clone();
+            let mut synced = Some(synced);
+            async move {
+                let parent = |child: &C| {
+                    parent_of(child).map(|mut parent| {
+                        if !K::Scope::namespaced() {
+                            parent.namespace = None;
+                        }
+                        parent
+                    })
+                };
+                let event_key = |child: &C| {
+                    format!(
+                        "{}/{}",
+                        child.namespace().unwrap_or_default(),
+                        child.name_any()
+                    )
+                };
+                let mut relisted: Option<Groups<C>> = None;
+                let events = watcher(api, config)
+                    // Handlers never read managedFields; the real API server can make them
+                    // most of an object.
+                    .modify(|child: &mut C| child.managed_fields_mut().clear())
+                    .default_backoff();
+                let mut events = std::pin::pin!(events);
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(Event::Init) => relisted = Some(Groups::default()),
+                        Ok(Event::InitApply(child)) => {
+                            let Some(p) = parent(&child) else { continue };
+                            let child = Arc::new(child);
+                            let k = event_key(&child);
+                            if let Some(buffer) = relisted.as_mut() {
+                                buffer.insert(&p, child.clone());
+                            }
+                            let object: Arc<dyn Any + Send + Sync> = child;
+                            let _ = sink.send((
+                                p,
+                                ChildEvent {
+                                    index,
+                                    key: k,
+                                    object,
+                                },
+                            ));
+                        }
+                        Ok(Event::InitDone) => {
+                            if let Some(buffer) = relisted.take() {
+                                *mirror.groups.write().expect("child index lock") = buffer;
+                            }
+                            if let Some(synced) = synced.take() {
+                                let _ = synced.send(());
+                            }
+                        }
+                        Ok(Event::Apply(child)) => {
+                            let Some(p) = parent(&child) else { continue };
+                            let child = Arc::new(child);
+                            let k = event_key(&child);
+                            mirror
+                                .groups
+                                .write()
+                                .expect("child index lock")
+                                .insert(&p, child.clone());
+                            let object: Arc<dyn Any + Send + Sync> = child;
+                            let _ = sink.send((
+                                p,
+                                ChildEvent {
+                                    index,
+                                    key: k,
+                                    object,
+                                },
+                            ));
+                        }
+                        Ok(Event::Delete(child)) => {
+                            let Some(p) = parent(&child) else { continue };
+                            mirror
+                                .groups
+                                .write()
+                                .expect("child index lock")
+                                .remove(&p, &child);
+                        }
+                        Err(error) => {
+                            warn!(%error, kind = %C::kind(&()), "child watch failed; retrying")
+                        }
+                    }
+                }
+            }
+            .boxed()
+        },
+    );
+    (watch, erased)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn parent(name: &str) -> Parent {
+        Parent {
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    fn child(namespace: &str, name: &str, version: &str) -> Arc<ConfigMap> {
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                namespace: Some(namespace.into()),
+                name: Some(name.into()),
+                resource_version: Some(version.into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        })
+    }
+
+    /// (namespace, name, resourceVersion) of each child, in the order `of` gives them.
+    fn seen(groups: &Groups<ConfigMap>, parent: &Parent) -> Vec<(String, String, String)> {
+        groups
+            .of(parent)
+            .iter()
+            .map(|c| {
+                let meta = &c.metadata;
+                (
+                    meta.namespace.clone().unwrap(),
+                    meta.name.clone().unwrap(),
+                    meta.resource_version.clone().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn row(namespace: &str, name: &str, version: &str) -> (String, String, String) {
+        (namespace.into(), name.into(), version.into())
+    }
+
+    #[test]
+    fn children_are_kept_per_parent_by_namespace_and_name_and_replaced_in_place() {
+        let mut groups = Groups::default();
+        let (p, q) = (parent("p"), parent("q"));
+        groups.insert(&p, child("ns", "b", "1"));
+        groups.insert(&p, child("ns", "a", "1"));
+        groups.insert(&q, child("ns", "a", "1"));
+        // A cluster-scoped parent can have children in several namespaces.
+        groups.insert(&p, child("another", "z", "1"));
+        groups.insert(&p, child("ns", "b", "2"));
+        assert_eq!(
+            seen(&groups, &p),
+            [
+                row("another", "z", "1"),
+                row("ns", "a", "1"),
+                row("ns", "b", "2")
+            ]
+        );
+        assert_eq!(seen(&groups, &q), [row("ns", "a", "1")]);
+
+        groups.remove(&p, &child("ns", "a", "9"));
+        groups.remove(&p, &child("ns", "unknown", "1"));
+        groups.remove(&parent("unknown"), &child("ns", "b", "2"));
+        assert_eq!(
+            seen(&groups, &p),
+            [row("another", "z", "1"), row("ns", "b", "2")]
+        );
+        groups.remove(&q, &child("ns", "a", "1"));
+        assert!(groups.of(&q).is_empty());
+        assert!(
+            !groups.by_parent.contains_key(&q),
+            "a parent without children is forgotten"
+        );
+    }
+
+    #[test]
+    fn a_parent_of_many_children_keeps_them_sorted_through_inserts_and_removals() {
+        let mut groups = Groups::default();
+        let p = parent("p");
+        let n = 10_000;
+        let name = |i: usize| format!("job-{i:05}");
+        // Every index once, in a scattered order (7919 is prime, so coprime with 10,000).
+        let scattered: Vec<usize> = (0..n).map(|i| (i * 7919) % n).collect();
+        for &i in &scattered {
+            groups.insert(&p, child("ns", &name(i), "1"));
+        }
+        for &i in scattered.iter().filter(|&&i| i % 3 == 0) {
+            groups.insert(&p, child("ns", &name(i), "2"));
+        }
+        for &i in scattered.iter().filter(|&&i| i % 2 == 1) {
+            groups.remove(&p, &child("ns", &name(i), "1"));
+        }
+        let want: Vec<_> = (0..n)
+            .filter(|i| i % 2 == 0)
+            .map(|i| row("ns", &name(i), if i % 3 == 0 { "2" } else { "1" }))
+            .collect();
+        assert_eq!(seen(&groups, &p), want);
+    }
+
+    #[test]
+    fn the_index_reads_the_groups_it_holds() {
+        let index = ChildIndex::<ConfigMap> {
+            groups: RwLock::default(),
+        };
+        let p = parent("p");
+        assert!(index.of(&p).is_empty());
+        index
+            .groups
+            .write()
+            .unwrap()
+            .insert(&p, child("ns", "a", "1"));
+        let children = index.of(&p);
+        assert_eq!(children.len(), 1);
+        assert_eq!(children[0].metadata.name.as_deref(), Some("a"));
+    }
+}
