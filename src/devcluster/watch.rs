@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,6 +39,9 @@ struct Channels {
 #[derive(Default)]
 pub struct WatchHub {
     channels: Mutex<HashMap<GroupResource, Channels>>,
+    /// The resourceVersion of the last change sent to the channels: every change up to it is
+    /// in the channel of every watch it concerns.
+    dispatched: Arc<AtomicU64>,
 }
 
 impl WatchHub {
@@ -69,6 +73,8 @@ impl WatchHub {
     fn dispatch(&self, event: &Arc<WatchEvent>) {
         let mut channels = self.channels.lock().expect("hub lock");
         let Some(resource) = channels.get_mut(&event.gr) else {
+            drop(channels);
+            self.dispatched.store(event.rv, Ordering::Release);
             return;
         };
         if let Some(all) = &resource.all
@@ -82,6 +88,8 @@ impl WatchHub {
         {
             resource.by_namespace.remove(namespace);
         }
+        drop(channels);
+        self.dispatched.store(event.rv, Ordering::Release);
     }
 
     /// A receiver of every later change of `gr` (in `namespace`, or in all namespaces).
@@ -182,7 +190,7 @@ pub fn serve(store: &Store, hub: &WatchHub, request: WatchRequest) -> Result<Wat
             (events, rv, request.send_initial_events)
         }
     };
-    let store = store.clone();
+    let dispatched = hub.dispatched.clone();
     tokio::spawn(async move {
         let mut stream = Stream {
             tx,
@@ -190,7 +198,7 @@ pub fn serve(store: &Store, hub: &WatchHub, request: WatchRequest) -> Result<Wat
             columns_sent: false,
         };
         stream
-            .run(store, backlog, start_rv, initial_end, live)
+            .run(dispatched, backlog, start_rv, initial_end, live)
             .await;
     });
     Ok(rx)
@@ -259,7 +267,7 @@ impl Stream {
 
     async fn run(
         &mut self,
-        store: Store,
+        dispatched: Arc<AtomicU64>,
         backlog: Vec<Arc<WatchEvent>>,
         start_rv: u64,
         initial_end: bool,
@@ -308,7 +316,14 @@ impl Stream {
                     Err(RecvError::Lagged(_) | RecvError::Closed) => return,
                 },
                 _ = bookmark_timer.tick(), if self.request.bookmarks => {
-                    let rv = store.current_rv().max(last_rv);
+                    // A bookmark promises the client every event up to its resourceVersion: a
+                    // client that resumes from it never sees the ones before. So it names what
+                    // this watch has received, or (with nothing waiting in its channel) what the
+                    // hub has sent out, never the store's newest version, whose changes may
+                    // still be on their way here (a lost Job event left the operator's mirror
+                    // stale for good under load).
+                    let hub_rv = dispatched.load(Ordering::Acquire);
+                    let rv = if live.is_empty() { last_rv.max(hub_rv) } else { last_rv };
                     if !self.bookmark(rv, false).await {
                         return;
                     }
@@ -339,5 +354,87 @@ pub fn parse_resource_version(rv: Option<&str>) -> Result<Option<u64>> {
             .parse::<u64>()
             .map(Some)
             .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devcluster::resources::Registry;
+    use crate::devcluster::store::HistoryLimits;
+
+    fn config_map(name: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}})
+    }
+
+    /// The next bookmark's resourceVersion, and the names of the objects sent before it.
+    async fn until_bookmark(body: &mut WatchBody) -> (u64, Vec<String>) {
+        let mut names = Vec::new();
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(5), body.recv())
+                .await
+                .expect("a line within 5 s")
+                .expect("the stream is open")
+                .expect("infallible");
+            let event: serde_json::Value = serde_json::from_slice(&line).expect("a JSON line");
+            let rv = event["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("0");
+            match event["type"].as_str() {
+                Some("BOOKMARK") => return (rv.parse().expect("a number"), names),
+                _ => names.push(event["object"]["metadata"]["name"].as_str().unwrap().into()),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bookmark_never_names_a_version_whose_changes_the_watch_has_not_received() {
+        let store = Store::new(HistoryLimits::default());
+        let info = Registry::with_builtins()
+            .lookup("", "v1", "configmaps")
+            .expect("configmaps are built in");
+        let first = store.create(&info, "default", config_map("a")).expect("a");
+        // A hub that is not started forwards nothing by itself: the test dispatches.
+        let hub = WatchHub::default();
+        let mut body = serve(
+            &store,
+            &hub,
+            WatchRequest {
+                info: info.clone(),
+                namespace: None,
+                labels: LabelSelector::parse("").unwrap(),
+                fields: FieldSelector::parse("").unwrap(),
+                since: Some(first.resource_version()),
+                send_initial_events: false,
+                timeout: None,
+                bookmarks: true,
+                bookmark_interval: Duration::from_millis(10),
+                table: None,
+            },
+        )
+        .expect("the watch starts");
+
+        // Stored, but still on its way to the watch (as under load, when the hub lags).
+        let second = store.create(&info, "default", config_map("b")).expect("b");
+        assert!(second.resource_version() > first.resource_version());
+        let (rv, sent) = until_bookmark(&mut body).await;
+        assert_eq!(sent, Vec::<String>::new());
+        assert_eq!(
+            rv,
+            first.resource_version(),
+            "a client resuming from a later version would never see b"
+        );
+
+        // Once the change reaches the watch, it is sent, and bookmarks move up to it.
+        hub.dispatch(&Arc::new(WatchEvent {
+            rv: second.resource_version(),
+            gr: info.group_resource(),
+            event_type: EventType::Added,
+            object: second.clone(),
+            prev: None,
+        }));
+        let (rv, sent) = until_bookmark(&mut body).await;
+        assert_eq!(sent, ["b"]);
+        assert_eq!(rv, second.resource_version());
     }
 }
