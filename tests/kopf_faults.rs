@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 use workflow_operator::devcluster::faults::{InjectedError, Verb};
 use workflow_operator::kopf::{Children, Context, HandlerResult, Operator};
@@ -167,21 +166,8 @@ async fn each_handled_field_costs_one_write_and_children_timers_and_resyncs_none
             p.count("update", "w") == 1 && p.count("labels", "w") == 1
         })
         .await;
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     for i in 0..5 {
-        let mut child = ConfigMap::default();
-        child.metadata.name = Some(format!("c{i}"));
-        child.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: Widget::api_version(&()).into(),
-            kind: Widget::kind(&()).into(),
-            name: "w".into(),
-            uid: created.uid().expect("uid"),
-            ..Default::default()
-        }]);
-        config_maps
-            .create(&PostParams::default(), &child)
-            .await
-            .expect("child");
+        create_child(&client, &format!("c{i}"), &created).await;
     }
     // Timer ticks across two resyncs (500ms), after all child events.
     probe

@@ -531,19 +531,7 @@ async fn first_handler_call_after_start_sees_every_existing_child() {
         })
         .await;
     for i in 0..3 {
-        let mut child = ConfigMap::default();
-        child.metadata.name = Some(format!("c{i}"));
-        child.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: Widget::api_version(&()).into(),
-            kind: Widget::kind(&()).into(),
-            name: "w".into(),
-            uid: owner.uid().expect("uid"),
-            ..Default::default()
-        }]);
-        config_maps
-            .create(&PostParams::default(), &child)
-            .await
-            .expect("child");
+        create_child(&client, &format!("c{i}"), &owner).await;
     }
 
     let seen: Arc<Mutex<Vec<usize>>> = Arc::default();
@@ -661,19 +649,7 @@ async fn batch_child_handler_gets_the_changed_children_together_and_retries_them
         .expect("create");
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     for i in 0..3 {
-        let mut child = ConfigMap::default();
-        child.metadata.name = Some(format!("c{i}"));
-        child.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: Widget::api_version(&()).into(),
-            kind: Widget::kind(&()).into(),
-            name: "w".into(),
-            uid: owner.uid().expect("uid"),
-            ..Default::default()
-        }]);
-        config_maps
-            .create(&PostParams::default(), &child)
-            .await
-            .expect("child");
+        create_child(&client, &format!("c{i}"), &owner).await;
     }
 
     // (retry, the children of the call)

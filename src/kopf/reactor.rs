@@ -726,7 +726,7 @@ struct Pass<'a, K: Watched> {
     wake: Option<Instant>,
 }
 
-impl<K: Watched> Pass<'_, K> {
+impl<'a, K: Watched> Pass<'a, K> {
     /// Forgets what the object itself holds, once it does: the reactor keeps state for every
     /// object it has seen, mostly idle ones, and a parsed record or an old copy of the object
     /// for each would double the memory of the mirror.
@@ -1218,21 +1218,9 @@ impl<K: Watched> Pass<'_, K> {
         object: Arc<dyn Any + Send + Sync>,
         retries: u32,
     ) {
-        if self.stopping() {
-            return;
-        }
-        let Some(handler) = self
-            .ctl
-            .registry
-            .handlers
-            .iter()
-            .find(|h| h.trigger == Trigger::Child { index })
-        else {
+        let Some(handler) = self.child_handler(Trigger::Child { index }) else {
             return;
         };
-        if !handler.wants(&self.object) {
-            return;
-        }
         let result = self
             .call(handler, Reason::Child, None, retries, Some(object.clone()))
             .await;
@@ -1248,6 +1236,18 @@ impl<K: Watched> Pass<'_, K> {
         }
     }
 
+    /// The child handler registered for `trigger`, if it is to run now: not stopping, and its
+    /// `when` holds for the parent.
+    fn child_handler(&self, trigger: Trigger) -> Option<&'a Handler<K>> {
+        let handler = self
+            .ctl
+            .registry
+            .handlers
+            .iter()
+            .find(|h| h.trigger == trigger)?;
+        (!self.stopping() && handler.wants(&self.object)).then_some(handler)
+    }
+
     /// Whether child kind `index` is handled in batches ([`Registry::on_children`]).
     fn batched(&self, index: usize) -> bool {
         self.ctl
@@ -1261,21 +1261,12 @@ impl<K: Watched> Pass<'_, K> {
     /// object, retries so far); on a temporary failure each child waits for the retry, counted
     /// from the most retried of them.
     async fn children(&mut self, index: usize, mut batch: Vec<(String, AnyObject, u32)>) {
-        if self.stopping() || batch.is_empty() {
+        if batch.is_empty() {
             return;
         }
-        let Some(handler) = self
-            .ctl
-            .registry
-            .handlers
-            .iter()
-            .find(|h| h.trigger == Trigger::Children { index })
-        else {
+        let Some(handler) = self.child_handler(Trigger::Children { index }) else {
             return;
         };
-        if !handler.wants(&self.object) {
-            return;
-        }
         batch.sort_by(|a, b| a.0.cmp(&b.0));
         let retries = batch.iter().map(|(_, _, r)| *r).max().unwrap_or(0);
         let objects: Vec<AnyObject> = batch.iter().map(|(_, o, _)| o.clone()).collect();

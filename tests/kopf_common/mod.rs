@@ -8,9 +8,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, PostParams};
-use kube::{Client, CustomResource, CustomResourceExt};
+use kube::{Client, CustomResource, CustomResourceExt, Resource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -74,6 +76,23 @@ pub fn widget(name: &str, size: i64) -> Widget {
             items: Vec::new(),
         },
     )
+}
+
+/// Creates ConfigMap `name` owned by the Widget `owner` (a child, to child handlers).
+pub async fn create_child(client: &Client, name: &str, owner: &Widget) {
+    let mut child = ConfigMap::default();
+    child.metadata.name = Some(name.into());
+    child.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: Widget::api_version(&()).into(),
+        kind: Widget::kind(&()).into(),
+        name: owner.name_any(),
+        uid: owner.uid().expect("the owner is stored"),
+        ..Default::default()
+    }]);
+    Api::<ConfigMap>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &child)
+        .await
+        .expect("create the child");
 }
 
 /// The operator config the tests use: fast backoff, a short resync.
