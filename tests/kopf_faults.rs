@@ -137,20 +137,36 @@ async fn each_handled_field_costs_one_write_and_children_timers_and_resyncs_none
     let versions: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let seen = versions.clone();
     let watch_api = api.clone();
+    // The watch must have listed before the widget is created, or it starts from a later
+    // version and never sees the first.
+    let (listed_tx, listed) = tokio::sync::oneshot::channel();
     let watch = tokio::spawn(async move {
+        let mut listed_tx = Some(listed_tx);
         let mut events = watcher(
             watch_api,
             watcher::Config::default().fields("metadata.name=w"),
         )
         .boxed();
         while let Some(Ok(event)) = events.next().await {
-            if let watcher::Event::Apply(w) | watcher::Event::InitApply(w) = event {
-                seen.lock()
-                    .unwrap()
-                    .insert(w.resource_version().expect("a resourceVersion"));
+            match event {
+                watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
+                    seen.lock()
+                        .unwrap()
+                        .insert(w.resource_version().expect("a resourceVersion"));
+                }
+                watcher::Event::InitDone => {
+                    if let Some(tx) = listed_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                _ => {}
             }
         }
     });
+    tokio::time::timeout(Duration::from_secs(20), listed)
+        .await
+        .expect("the watch lists within 20 s")
+        .expect("the watch task is running");
 
     let created = api
         .create(&PostParams::default(), &widget("w", 1))
