@@ -10,9 +10,12 @@
 //!
 //! Job events come in batches ([`reconcile_jobs`]: every Job that changed since the workflow's
 //! last pass, so a burst of completions costs one pass of creates and one status write). They
-//! are planned by the cached [`RunState`] of the workflow in O(degree of their steps) when the cache is still the workflow's (same generation, run and
-//! status resource version) and the mirror holds as many Jobs as the state knows; every other
-//! cause, and every doubt, plans in full and rebuilds the state.
+//! are planned by the cached [`RunState`] of the workflow in O(degree of their steps) when the
+//! cache is still the workflow's (same generation, run and status resource version) and the
+//! mirror still holds every Job the state knows. While steps finish quickly the status is
+//! written at most every `STATUS_MIN_INTERVAL`; the timer's pass writes what was deferred,
+//! from the cached state too, and rebuilds the state in full every `FULL_RECONCILE_EVERY`.
+//! Every other cause, and every doubt, plans in full and rebuilds the state.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -82,7 +85,16 @@ struct CachedRun {
     state: RunState,
     /// When this process last wrote the workflow's status.
     status_written_at: Option<Instant>,
+    /// When the full planner last built the state from the mirror.
+    built_at: Instant,
 }
+
+/// How long the timer's passes may plan from the cached run state (checking deadlines and
+/// writing a deferred status) before a pass rebuilds it from the mirror with the full planner.
+/// The state follows every Job change and the mirror's Job count, so the rebuild is a safety
+/// net; a full pass of a 10,000-step workflow takes about 120 ms, during which its completions
+/// wait, and every second that was an eighth of the workflow's time.
+const FULL_RECONCILE_EVERY: Duration = Duration::from_secs(10);
 
 /// While a workflow runs, a status that only lists more steps started or executed is written at
 /// most this often when Job events come quickly; the timer's full reconcile (every
@@ -269,11 +281,14 @@ async fn reconcile_with(
     let compiled = shared.compiled(&workflow);
     let cached = shared.take_run(&uid);
     let status_written_at = cached.as_ref().and_then(|c| c.status_written_at);
+    let built_at = cached.as_ref().map(|c| c.built_at);
+    // A pass without changed Jobs (the timer's) writes whatever status was deferred.
+    let flush = changed.is_empty();
     let children = ctx.children::<JobSummary>();
     let unmirrored = shared.unmirrored(&uid, &children);
     let incremental = plan_incrementally(
         &children,
-        unmirrored.len(),
+        &unmirrored,
         &workflow,
         &compiled,
         cached,
@@ -281,6 +296,9 @@ async fn reconcile_with(
         now,
     );
     let planned_incrementally = incremental.is_some();
+    let built_at = built_at
+        .filter(|_| planned_incrementally)
+        .unwrap_or_else(Instant::now);
     let (plan, state) = match incremental {
         Some((plan, state)) => (plan, Some(state)),
         None => {
@@ -309,6 +327,7 @@ async fn reconcile_with(
     let phase_changed = plan.status.as_ref().map(|s| s.workflow_status)
         != Some(workflow.status.as_ref().and_then(|s| s.workflow_status));
     let defer_status = planned_incrementally
+        && !flush
         && !terminal
         && !phase_changed
         && status_written_at.is_some_and(|at| at.elapsed() < STATUS_MIN_INTERVAL);
@@ -377,6 +396,7 @@ async fn reconcile_with(
                 resource_version: resource_version_now,
                 state,
                 status_written_at,
+                built_at,
             },
         );
     }
@@ -384,13 +404,20 @@ async fn reconcile_with(
 }
 
 /// The plan for the changed Jobs from the cached run state, in O(degree) of their steps, or
-/// `None` when the full planner must decide: no cache or no changed Job, a cache made for another
-/// generation, run or status, a change the state does not follow, or a mirror that holds a
-/// different number of Jobs than the state knows (a Job deleted, or others changed too), counting
-/// the `unmirrored` Jobs we created that the mirror does not show yet.
+/// `None` when the full planner must decide: no cache, a cache made for another generation, run
+/// or status, a pass without changed Jobs when the state was built [`FULL_RECONCILE_EVERY`]
+/// ago or more, a change the state does not follow, or a state that knows a Job neither the
+/// mirror nor our `unmirrored` creates show (a Job deleted).
+///
+/// Besides the changed Jobs, the state is given the Jobs the full planner would count that it
+/// has not seen: the `unmirrored` Jobs we created (otherwise their steps look waiting and are
+/// created again, a 409 each), and Jobs the mirror received after the batch was taken (they
+/// come again in the next batch). While Jobs are created faster than the watch shows them (a
+/// 10,000-step workflow), nearly every other pass fell back to the full planner for want of
+/// these, and wrote the status.
 fn plan_incrementally(
     children: &[Arc<JobSummary>],
-    unmirrored: usize,
+    unmirrored: &[ObservedJob],
     workflow: &WorkFlow,
     compiled: &Compiled,
     cached: Option<CachedRun>,
@@ -398,7 +425,8 @@ fn plan_incrementally(
     now: Timestamp,
 ) -> Option<(Plan, RunState)> {
     let mut cached = cached?;
-    if changed.is_empty() {
+    let flush = changed.is_empty();
+    if flush && cached.built_at.elapsed() >= FULL_RECONCILE_EVERY {
         return None;
     }
     let uid = workflow.uid()?;
@@ -409,20 +437,48 @@ fn plan_incrementally(
     if !current || !changed.iter().all(|job| owned(job)) {
         return None;
     }
-    let changes = changed
+    // O(jobs) in pointer copies and lookups, but no parsing: the mirror and the state agree.
+    let in_batch: HashSet<&str> = changed
         .iter()
-        .map(|job| jobs::observe_job(job, now).map(JobChange::Applied))
+        .filter_map(|j| j.meta().name.as_deref())
+        .collect();
+    let mut mirrored = 0;
+    let mut arrived_since = Vec::new();
+    for job in children.iter().filter(|j| owned(j)) {
+        mirrored += 1;
+        let name = job.meta().name.as_deref().unwrap_or_default();
+        if !in_batch.contains(name) && !cached.state.knows(name) {
+            arrived_since.push(job);
+        }
+    }
+    let changes = unmirrored
+        .iter()
+        .cloned()
+        .map(Some)
+        .chain(changed.iter().map(|job| jobs::observe_job(job, now)))
+        .chain(
+            arrived_since
+                .into_iter()
+                .map(|job| jobs::observe_job(job, now)),
+        )
+        .map(|job| job.map(JobChange::Applied))
         .collect::<Option<Vec<_>>>()?;
-    let plan = match cached.state.observe_all(&changes, now) {
+    let mut plan = match cached.state.observe_all(&changes, now) {
         Ok(plan) => plan,
         Err(why) => {
             tracing::debug!(%why, workflow = %workflow.name_any(), "planning in full");
             return None;
         }
     };
-    // O(jobs) in pointer copies, but no parsing: the check that the mirror and the state agree.
-    let mirrored = children.iter().filter(|j| owned(j)).count();
-    (mirrored + unmirrored == cached.state.job_count()).then_some((plan, cached.state))
+    if mirrored + unmirrored.len() != cached.state.job_count() {
+        return None;
+    }
+    // Passes with changes may have deferred their status: this one writes it if it differs.
+    if flush && plan.status.is_none() {
+        let rendered = cached.state.render();
+        plan.status = (workflow.status.as_ref() != Some(&rendered)).then_some(rendered);
+    }
+    Some((plan, cached.state))
 }
 
 /// Event reasons of a step's Job starting and succeeding. Failed and timed-out steps are named
@@ -787,6 +843,195 @@ mod tests {
         ];
         for (old, new, want) in cases {
             assert_eq!(step_changes(old.as_ref(), &new), want, "{old:?} -> {new:?}");
+        }
+    }
+
+    mod incremental_passes {
+        use super::super::*;
+        use crate::workflow::job_summary::{JobEnd, JobSummaryStatus};
+        use crate::workflow::testing::Jobs;
+
+        /// A started workflow (a and b ready, c after both, d after c), the state its first plan
+        /// left in the cache, and its compiled form.
+        fn started() -> (WorkFlow, Arc<Compiled>, CachedRun) {
+            let mut wf = WorkFlow::test("w")
+                .step("a", &[])
+                .step("b", &[])
+                .step("c", &["a", "b"])
+                .step("d", &["c"])
+                .build();
+            let compiled = Arc::new(Compiled::new(&wf.spec));
+            let (first, state) = RunState::build(&wf, compiled.clone(), &[], Timestamp::now());
+            wf.status = first.status;
+            let cached = CachedRun {
+                generation: 1,
+                resource_version: 0,
+                state: state.expect("a started workflow is followed"),
+                status_written_at: None,
+                built_at: Instant::now(),
+            };
+            (wf, compiled, cached)
+        }
+
+        /// Step `step`'s Job as the mirror holds it, running or complete.
+        fn mirrored(
+            wf: &WorkFlow,
+            compiled: &Compiled,
+            step: &str,
+            complete: bool,
+        ) -> Arc<JobSummary> {
+            let spec = wf
+                .spec
+                .containers
+                .iter()
+                .find(|s| s.step_name == step)
+                .unwrap();
+            let mut job: JobSummary = jobs::build_job(wf, spec, &compiled.run).unwrap().into();
+            job.status = Some(JobSummaryStatus {
+                ended: complete.then_some(JobEnd::Complete),
+                ..Default::default()
+            });
+            Arc::new(job)
+        }
+
+        fn creates(plan: &Plan) -> Vec<&str> {
+            plan.actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::CreateJob { step, .. } => Some(step.as_str()),
+                    _ => None,
+                })
+                .collect()
+        }
+
+        #[test]
+        fn jobs_the_mirror_shows_beyond_the_batch_are_followed_not_created_again() {
+            let (wf, compiled, cached) = started();
+            // b's Job reached the mirror after the batch with a's was taken.
+            let a = mirrored(&wf, &compiled, "a", false);
+            let b = mirrored(&wf, &compiled, "b", false);
+            let now = Timestamp::now();
+            let (plan, state) = plan_incrementally(
+                &[a.clone(), b],
+                &[],
+                &wf,
+                &compiled,
+                Some(cached),
+                vec![a],
+                now,
+            )
+            .expect("planned incrementally");
+            assert_eq!(creates(&plan), Vec::<&str>::new());
+            assert_eq!(state.job_count(), 2);
+        }
+
+        #[test]
+        fn jobs_we_created_that_the_mirror_does_not_show_yet_are_not_created_again() {
+            let (wf, compiled, cached) = started();
+            let a = mirrored(&wf, &compiled, "a", false);
+            let b_created = Jobs::of(&wf).active("b", Timestamp::now()).build();
+            let now = Timestamp::now();
+            let (plan, state) = plan_incrementally(
+                std::slice::from_ref(&a),
+                &b_created,
+                &wf,
+                &compiled,
+                Some(cached),
+                vec![a.clone()],
+                now,
+            )
+            .expect("planned incrementally");
+            assert_eq!(creates(&plan), Vec::<&str>::new());
+            assert_eq!(state.job_count(), 2);
+        }
+
+        #[test]
+        fn a_job_the_state_knows_but_the_mirror_lost_is_left_to_the_full_planner() {
+            let (wf, compiled, cached) = started();
+            let (a, b) = (
+                mirrored(&wf, &compiled, "a", false),
+                mirrored(&wf, &compiled, "b", false),
+            );
+            let now = Timestamp::now();
+            let (_, state) = plan_incrementally(
+                &[a.clone(), b.clone()],
+                &[],
+                &wf,
+                &compiled,
+                Some(cached),
+                vec![a.clone(), b],
+                now,
+            )
+            .expect("planned incrementally");
+            let cached = CachedRun {
+                state,
+                ..started().2
+            };
+            // b's Job was deleted: only a is left in the mirror.
+            let planned = plan_incrementally(
+                std::slice::from_ref(&a),
+                &[],
+                &wf,
+                &compiled,
+                Some(cached),
+                vec![a.clone()],
+                now,
+            );
+            assert!(planned.is_none());
+        }
+
+        #[test]
+        fn a_pass_without_changes_writes_the_status_passes_with_changes_deferred() {
+            let (wf, compiled, cached) = started();
+            let (a, b) = (
+                mirrored(&wf, &compiled, "a", true),
+                mirrored(&wf, &compiled, "b", false),
+            );
+            let mirror = [a.clone(), b.clone()];
+            let now = Timestamp::now();
+            let (with_changes, state) =
+                plan_incrementally(&mirror, &[], &wf, &compiled, Some(cached), vec![a, b], now)
+                    .expect("planned incrementally");
+            let rendered = with_changes.status.expect("a finished: the status changed");
+            // That status was deferred: the stored one still lists nothing executed.
+            let cached = CachedRun {
+                state,
+                ..started().2
+            };
+            let (flush, state) =
+                plan_incrementally(&mirror, &[], &wf, &compiled, Some(cached), vec![], now)
+                    .expect("planned incrementally");
+            assert_eq!(flush.status.as_ref(), Some(&rendered));
+            assert_eq!(rendered.executed, vec!["a".to_string()]);
+            // Once it is stored, a pass without changes writes nothing.
+            let mut stored = wf.clone();
+            stored.status = Some(rendered);
+            let cached = CachedRun {
+                state,
+                ..started().2
+            };
+            let (flush, _) =
+                plan_incrementally(&mirror, &[], &stored, &compiled, Some(cached), vec![], now)
+                    .expect("planned incrementally");
+            assert_eq!(flush.status, None);
+        }
+
+        #[test]
+        fn a_pass_without_changes_rebuilds_a_state_built_long_ago() {
+            let (wf, compiled, mut cached) = started();
+            cached.built_at = Instant::now()
+                .checked_sub(FULL_RECONCILE_EVERY)
+                .expect("the clock is past the interval");
+            let planned = plan_incrementally(
+                &[],
+                &[],
+                &wf,
+                &compiled,
+                Some(cached),
+                vec![],
+                Timestamp::now(),
+            );
+            assert!(planned.is_none());
         }
     }
 }

@@ -262,6 +262,11 @@ impl RunState {
         self.owners.len()
     }
 
+    /// Whether the state has seen the Job `name` (of any run).
+    pub fn knows(&self, name: &str) -> bool {
+        self.owners.contains_key(name)
+    }
+
     /// The run id the state follows.
     pub fn run(&self) -> &str {
         &self.compiled.run
