@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -92,6 +93,9 @@ pub struct WatchEvent {
     /// The object before this change (`None` for a create), so that a watch with a selector can
     /// send `DELETED` when an object stops matching and `ADDED` when it starts, as the real one.
     pub prev: Option<Arc<StoredObject>>,
+    /// When the store committed the change (when it was made, for the events a watch starts
+    /// with): in-process observers measure latencies from it, not from when they got to it.
+    pub committed_at: Instant,
 }
 
 /// What starting a watch gives: the events to send first, then a receiver of all later changes
@@ -626,6 +630,7 @@ impl Store {
                             event_type: EventType::Added,
                             object: o.clone(),
                             prev: None,
+                            committed_at: Instant::now(),
                         })
                     })
                     .collect()
@@ -675,6 +680,7 @@ impl Store {
             event_type,
             object,
             prev,
+            committed_at: Instant::now(),
         });
         inner.history_bytes += event.object.json.len();
         inner.history.push_back(event.clone());

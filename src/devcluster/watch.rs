@@ -184,6 +184,7 @@ pub fn serve(store: &Store, hub: &WatchHub, request: WatchRequest) -> Result<Wat
                         event_type: EventType::Added,
                         object,
                         prev: None,
+                        committed_at: std::time::Instant::now(),
                     })
                 })
                 .collect();
@@ -432,6 +433,7 @@ mod tests {
             event_type: EventType::Added,
             object: second.clone(),
             prev: None,
+            committed_at: std::time::Instant::now(),
         }));
         let (rv, sent) = until_bookmark(&mut body).await;
         assert_eq!(sent, ["b"]);
