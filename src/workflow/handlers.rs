@@ -77,11 +77,15 @@ const ACTIONS_IN_FLIGHT: usize = 16;
 /// created again.
 const UNMIRRORED_TTL: Duration = Duration::from_secs(30);
 
-/// A [`RunState`] and what it is valid for: the workflow's generation and the resource version
-/// of the object whose status the state rendered (the run id is the state's own).
+/// A [`RunState`] and what it is valid for: the workflow's generation and the status stored
+/// when the state was last carried out (the run id is the state's own).
 struct CachedRun {
     generation: i64,
-    resource_version: u64,
+    /// The state stays valid while the workflow's status is still this one. Not the object's
+    /// resourceVersion: the framework's record of each handler, a label or an annotation change
+    /// it, and after the first pass that made every 10,000-step workflow plan in full once more
+    /// and write its status, while its roots' dependents waited 200 ms.
+    stored_status: Option<WorkFlowStatus>,
     state: RunState,
     /// When this process last wrote the workflow's status.
     status_written_at: Option<Instant>,
@@ -281,7 +285,6 @@ async fn reconcile_with(
     let compiled = shared.compiled(&workflow);
     let cached = shared.take_run(&uid);
     let status_written_at = cached.as_ref().and_then(|c| c.status_written_at);
-    let built_at = cached.as_ref().map(|c| c.built_at);
     // A pass without changed Jobs (the timer's) writes whatever status was deferred.
     let flush = changed.is_empty();
     let children = ctx.children::<JobSummary>();
@@ -296,19 +299,15 @@ async fn reconcile_with(
         now,
     );
     let planned_incrementally = incremental.is_some();
-    let built_at = built_at
-        .filter(|_| planned_incrementally)
-        .unwrap_or_else(Instant::now);
-    let (plan, state) = match incremental {
-        Some((plan, state)) => (plan, Some(state)),
+    let (plan, state, mut stored_status, built_at) = match incremental {
+        Some((plan, run)) => (plan, Some(run.state), run.stored_status, run.built_at),
         None => {
             let mut observed = observed_jobs(&children, &workflow, now);
             observed.extend(unmirrored);
             let (plan, state) = RunState::build(&workflow, compiled.clone(), &observed, now);
-            (plan, state.ok())
+            (plan, state.ok(), workflow.status.clone(), Instant::now())
         }
     };
-    let mut resource_version_now = resource_version(&workflow);
     let namespace = workflow.namespace().unwrap_or_default();
     let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
     // A terminal outcome is recorded before its actions (which then only stop or delete Jobs):
@@ -322,8 +321,8 @@ async fn reconcile_with(
         .and_then(|s| s.workflow_status)
         .is_some_and(|p| p.is_terminal());
     // Only progress within the same phase is deferred (see [`STATUS_MIN_INTERVAL`]); the
-    // cached state stays valid, since it is checked against the resourceVersion of the status
-    // actually stored, and the next write renders everything.
+    // cached state stays valid, since it is checked against the status actually stored, and
+    // the next write renders everything.
     let phase_changed = plan.status.as_ref().map(|s| s.workflow_status)
         != Some(workflow.status.as_ref().and_then(|s| s.workflow_status));
     let defer_status = planned_incrementally
@@ -332,10 +331,8 @@ async fn reconcile_with(
         && !phase_changed
         && status_written_at.is_some_and(|at| at.elapsed() < STATUS_MIN_INTERVAL);
     let mut status_written_at = status_written_at;
-    if terminal
-        && let Some(rv) = write_status(shared, &ctx, &workflow, plan.status.as_ref()).await?
-    {
-        resource_version_now = rv;
+    if terminal && write_status(shared, &ctx, &workflow, plan.status.as_ref()).await? {
+        stored_status.clone_from(&plan.status);
         status_written_at = Some(Instant::now());
     }
     futures::stream::iter(plan.actions.iter().map(Ok))
@@ -345,9 +342,9 @@ async fn reconcile_with(
         .await?;
     if !terminal
         && !defer_status
-        && let Some(rv) = write_status(shared, &ctx, &workflow, plan.status.as_ref()).await?
+        && write_status(shared, &ctx, &workflow, plan.status.as_ref()).await?
     {
-        resource_version_now = rv;
+        stored_status.clone_from(&plan.status);
         status_written_at = Some(Instant::now());
     }
     // Steps are counted and announced when a status lists them, against the status stored: a
@@ -393,7 +390,7 @@ async fn reconcile_with(
             uid,
             CachedRun {
                 generation: workflow.metadata.generation.unwrap_or_default(),
-                resource_version: resource_version_now,
+                stored_status,
                 state,
                 status_written_at,
                 built_at,
@@ -423,7 +420,7 @@ fn plan_incrementally(
     cached: Option<CachedRun>,
     changed: Vec<Arc<JobSummary>>,
     now: Timestamp,
-) -> Option<(Plan, RunState)> {
+) -> Option<(Plan, CachedRun)> {
     let mut cached = cached?;
     let flush = changed.is_empty();
     if flush && cached.built_at.elapsed() >= FULL_RECONCILE_EVERY {
@@ -431,7 +428,7 @@ fn plan_incrementally(
     }
     let uid = workflow.uid()?;
     let current = cached.generation == workflow.metadata.generation.unwrap_or_default()
-        && cached.resource_version == resource_version(workflow)
+        && cached.stored_status == workflow.status
         && cached.state.run() == compiled.run;
     let owned = |job: &JobSummary| job.owner_references().iter().any(|o| o.uid == uid);
     if !current || !changed.iter().all(|job| owned(job)) {
@@ -478,7 +475,7 @@ fn plan_incrementally(
         let rendered = cached.state.render();
         plan.status = (workflow.status.as_ref() != Some(&rendered)).then_some(rendered);
     }
-    Some((plan, cached.state))
+    Some((plan, cached))
 }
 
 /// Event reasons of a step's Job starting and succeeding. Failed and timed-out steps are named
@@ -583,15 +580,15 @@ async fn publish_step_events(
 }
 
 /// Replaces the workflow's status with `status` (if any) in one write and remembers the result;
-/// the resourceVersion written, if a write was made.
+/// whether a write was made.
 async fn write_status(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
     workflow: &WorkFlow,
     status: Option<&super::crd::WorkFlowStatus>,
-) -> Result<Option<u64>, HandlerError> {
+) -> Result<bool, HandlerError> {
     let Some(status) = status else {
-        return Ok(None);
+        return Ok(false);
     };
     // JSON patch `add /status` replaces the whole status in one write: the lists are
     // recomputed from the Jobs, never appended to, so concurrent completions cannot erase
@@ -612,9 +609,8 @@ async fn write_status(
             shared.metrics.api_error("patch");
             temporary("writing the status", e)
         })?;
-    let rv = resource_version(&written);
     shared.remember_write(written);
-    Ok(Some(rv))
+    Ok(true)
 }
 
 /// The workflow's Jobs, from the mirror, as the planner sees them. Only Jobs owned by this very
@@ -865,7 +861,7 @@ mod tests {
             wf.status = first.status;
             let cached = CachedRun {
                 generation: 1,
-                resource_version: 0,
+                stored_status: wf.status.clone(),
                 state: state.expect("a started workflow is followed"),
                 status_written_at: None,
                 built_at: Instant::now(),
@@ -911,7 +907,7 @@ mod tests {
             let a = mirrored(&wf, &compiled, "a", false);
             let b = mirrored(&wf, &compiled, "b", false);
             let now = Timestamp::now();
-            let (plan, state) = plan_incrementally(
+            let (plan, run) = plan_incrementally(
                 &[a.clone(), b],
                 &[],
                 &wf,
@@ -922,7 +918,7 @@ mod tests {
             )
             .expect("planned incrementally");
             assert_eq!(creates(&plan), Vec::<&str>::new());
-            assert_eq!(state.job_count(), 2);
+            assert_eq!(run.state.job_count(), 2);
         }
 
         #[test]
@@ -931,7 +927,7 @@ mod tests {
             let a = mirrored(&wf, &compiled, "a", false);
             let b_created = Jobs::of(&wf).active("b", Timestamp::now()).build();
             let now = Timestamp::now();
-            let (plan, state) = plan_incrementally(
+            let (plan, run) = plan_incrementally(
                 std::slice::from_ref(&a),
                 &b_created,
                 &wf,
@@ -942,7 +938,7 @@ mod tests {
             )
             .expect("planned incrementally");
             assert_eq!(creates(&plan), Vec::<&str>::new());
-            assert_eq!(state.job_count(), 2);
+            assert_eq!(run.state.job_count(), 2);
         }
 
         #[test]
@@ -953,7 +949,7 @@ mod tests {
                 mirrored(&wf, &compiled, "b", false),
             );
             let now = Timestamp::now();
-            let (_, state) = plan_incrementally(
+            let (_, cached) = plan_incrementally(
                 &[a.clone(), b.clone()],
                 &[],
                 &wf,
@@ -963,10 +959,6 @@ mod tests {
                 now,
             )
             .expect("planned incrementally");
-            let cached = CachedRun {
-                state,
-                ..started().2
-            };
             // b's Job was deleted: only a is left in the mirror.
             let planned = plan_incrementally(
                 std::slice::from_ref(&a),
@@ -989,16 +981,12 @@ mod tests {
             );
             let mirror = [a.clone(), b.clone()];
             let now = Timestamp::now();
-            let (with_changes, state) =
+            let (with_changes, cached) =
                 plan_incrementally(&mirror, &[], &wf, &compiled, Some(cached), vec![a, b], now)
                     .expect("planned incrementally");
             let rendered = with_changes.status.expect("a finished: the status changed");
             // That status was deferred: the stored one still lists nothing executed.
-            let cached = CachedRun {
-                state,
-                ..started().2
-            };
-            let (flush, state) =
+            let (flush, mut cached) =
                 plan_incrementally(&mirror, &[], &wf, &compiled, Some(cached), vec![], now)
                     .expect("planned incrementally");
             assert_eq!(flush.status.as_ref(), Some(&rendered));
@@ -1006,14 +994,42 @@ mod tests {
             // Once it is stored, a pass without changes writes nothing.
             let mut stored = wf.clone();
             stored.status = Some(rendered);
-            let cached = CachedRun {
-                state,
-                ..started().2
-            };
+            cached.stored_status.clone_from(&stored.status);
             let (flush, _) =
                 plan_incrementally(&mirror, &[], &stored, &compiled, Some(cached), vec![], now)
                     .expect("planned incrementally");
             assert_eq!(flush.status, None);
+        }
+
+        #[test]
+        fn the_cache_outlives_writes_that_leave_the_status_but_not_a_status_changed_by_another() {
+            let (mut wf, compiled, cached) = started();
+            let a = mirrored(&wf, &compiled, "a", false);
+            let now = Timestamp::now();
+            // The framework's record of the handler: a new resourceVersion, the same status.
+            wf.metadata.resource_version = Some("42".into());
+            let (_, cached) = plan_incrementally(
+                std::slice::from_ref(&a),
+                &[],
+                &wf,
+                &compiled,
+                Some(cached),
+                vec![a.clone()],
+                now,
+            )
+            .expect("planned incrementally");
+            // Someone else wrote the status.
+            wf.status.as_mut().unwrap().progress = Some("4/4".into());
+            let planned = plan_incrementally(
+                std::slice::from_ref(&a),
+                &[],
+                &wf,
+                &compiled,
+                Some(cached),
+                vec![a.clone()],
+                now,
+            );
+            assert!(planned.is_none());
         }
 
         #[test]
