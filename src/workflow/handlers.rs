@@ -38,6 +38,7 @@ use super::job_summary::JobSummary;
 use super::jobs;
 use super::names;
 use super::plan::{Action, Compiled, ObservedJob, Plan};
+use super::status_writer::StatusWriter;
 use crate::kopf::{Context, HandlerError, HandlerResult};
 
 /// The field manager the operator writes with.
@@ -54,9 +55,8 @@ pub struct Shared {
     /// The validated DAG and run id per workflow uid and generation: saves an O(steps) build per
     /// Job event.
     compiled: Mutex<HashMap<String, (i64, Arc<Compiled>)>>,
-    /// The object our last status write returned, per workflow uid: newer than the watch's copy
-    /// until the watch catches up, so a quick next event does not plan from a stale status.
-    written: Mutex<HashMap<String, Arc<WorkFlow>>>,
+    /// Status writes, some behind the passes, and the newest copy of each workflow they returned.
+    status: StatusWriter,
     /// The incremental planner's state per workflow uid, as of the last plan carried out.
     runs: Mutex<HashMap<String, CachedRun>>,
     /// Jobs we created that the mirror may not show yet, per workflow uid, with when: planned as
@@ -77,15 +77,10 @@ const ACTIONS_IN_FLIGHT: usize = 16;
 /// created again.
 const UNMIRRORED_TTL: Duration = Duration::from_secs(30);
 
-/// A [`RunState`] and what it is valid for: the workflow's generation and the status stored
-/// when the state was last carried out (the run id is the state's own).
+/// A [`RunState`] and what it is valid for: the workflow's generation (the run id is the
+/// state's own), and a stored status the state follows ([`RunState::follows`]).
 struct CachedRun {
     generation: i64,
-    /// The state stays valid while the workflow's status is still this one. Not the object's
-    /// resourceVersion: the framework's record of each handler, a label or an annotation change
-    /// it, and after the first pass that made every 10,000-step workflow plan in full once more
-    /// and write its status, while its roots' dependents waited 200 ms.
-    stored_status: Option<WorkFlowStatus>,
     state: RunState,
     /// When this process last wrote the workflow's status.
     status_written_at: Option<Instant>,
@@ -130,30 +125,6 @@ impl Shared {
         }
     }
 
-    /// The newest copy of the workflow we know of: the mirror's or our last write's. Our copy
-    /// is dropped once the mirror has caught up with it, so that a copy is held only while the
-    /// watch lags, not for every workflow ever written.
-    fn latest(&self, mirrored: &Arc<WorkFlow>) -> Arc<WorkFlow> {
-        let uid = mirrored.uid().unwrap_or_default();
-        let mut written = self.written.lock().expect("written cache lock");
-        match written.get(&uid) {
-            Some(ours) if resource_version(ours) > resource_version(mirrored) => ours.clone(),
-            Some(_) => {
-                written.remove(&uid);
-                mirrored.clone()
-            }
-            None => mirrored.clone(),
-        }
-    }
-
-    fn remember_write(&self, workflow: WorkFlow) {
-        let uid = workflow.uid().unwrap_or_default();
-        self.written
-            .lock()
-            .expect("written cache lock")
-            .insert(uid, Arc::new(workflow));
-    }
-
     /// Takes the cached run state out: a reconcile that fails half-way leaves none behind.
     fn take_run(&self, uid: &str) -> Option<CachedRun> {
         self.runs.lock().expect("run cache lock").remove(uid)
@@ -171,6 +142,7 @@ impl Shared {
             .lock()
             .expect("compiled cache lock")
             .remove(uid);
+        self.status.forget(uid);
     }
 
     /// Drops what is cached for a deleted workflow.
@@ -181,10 +153,8 @@ impl Shared {
             .lock()
             .expect("compiled cache lock")
             .remove(&uid);
-        self.written
-            .lock()
-            .expect("written cache lock")
-            .remove(&uid);
+        self.status.forget(&uid);
+        self.status.forget_written(&uid);
         self.runs.lock().expect("run cache lock").remove(&uid);
         self.unmirrored
             .lock()
@@ -234,13 +204,6 @@ impl Shared {
     }
 }
 
-fn resource_version(workflow: &WorkFlow) -> u64 {
-    workflow
-        .resource_version()
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
     timed(shared, ctx, Vec::new()).await
@@ -276,7 +239,7 @@ async fn reconcile_with(
     ctx: Context<WorkFlow>,
     changed: Vec<Arc<JobSummary>>,
 ) -> HandlerResult {
-    let workflow = shared.latest(&ctx.object);
+    let workflow = shared.status.latest(&ctx.object);
     if workflow.meta().deletion_timestamp.is_some() {
         return Ok(());
     }
@@ -299,15 +262,24 @@ async fn reconcile_with(
         now,
     );
     let planned_incrementally = incremental.is_some();
-    let (plan, state, mut stored_status, built_at) = match incremental {
-        Some((plan, run)) => (plan, Some(run.state), run.stored_status, run.built_at),
+    let (mut plan, state, built_at) = match incremental {
+        Some((plan, run)) => (plan, Some(run.state), run.built_at),
         None => {
             let mut observed = observed_jobs(&children, &workflow, now);
             observed.extend(unmirrored);
             let (plan, state) = RunState::build(&workflow, compiled.clone(), &observed, now);
-            (plan, state.ok(), workflow.status.clone(), Instant::now())
+            (plan, state.ok(), Instant::now())
         }
     };
+    // What this process last handed over to be written, else what is stored: a status still on
+    // its way must be neither written again nor counted again.
+    let counted = shared.status.with_newest(&uid, |newest| {
+        let before = newest.or(workflow.status.as_ref());
+        if flush && planned_incrementally && plan.status.is_none() {
+            plan.status = state.as_ref().and_then(|s| deferred_status(s, before));
+        }
+        plan.status.as_ref().map(|new| step_changes(before, new))
+    });
     let namespace = workflow.namespace().unwrap_or_default();
     let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
     // A terminal outcome is recorded before its actions (which then only stop or delete Jobs):
@@ -320,19 +292,17 @@ async fn reconcile_with(
         .as_ref()
         .and_then(|s| s.workflow_status)
         .is_some_and(|p| p.is_terminal());
-    // Only progress within the same phase is deferred (see [`STATUS_MIN_INTERVAL`]); the
-    // cached state stays valid, since it is checked against the status actually stored, and
-    // the next write renders everything.
+    // Only progress within the same phase is deferred (see [`STATUS_MIN_INTERVAL`]) or written
+    // behind (see [`StatusWriter`]); the cached state stays valid, since only the lists and
+    // the progress change, and the next write renders everything.
     let phase_changed = plan.status.as_ref().map(|s| s.workflow_status)
         != Some(workflow.status.as_ref().and_then(|s| s.workflow_status));
-    let defer_status = planned_incrementally
+    let progress_only = planned_incrementally && !terminal && !phase_changed;
+    let defer_status = progress_only
         && !flush
-        && !terminal
-        && !phase_changed
         && status_written_at.is_some_and(|at| at.elapsed() < STATUS_MIN_INTERVAL);
     let mut status_written_at = status_written_at;
     if terminal && write_status(shared, &ctx, &workflow, plan.status.as_ref()).await? {
-        stored_status.clone_from(&plan.status);
         status_written_at = Some(Instant::now());
     }
     futures::stream::iter(plan.actions.iter().map(Ok))
@@ -340,18 +310,19 @@ async fn reconcile_with(
             execute(shared, &job_api, &workflow, &compiled, action)
         })
         .await?;
-    if !terminal
-        && !defer_status
-        && write_status(shared, &ctx, &workflow, plan.status.as_ref()).await?
-    {
-        stored_status.clone_from(&plan.status);
-        status_written_at = Some(Instant::now());
+    if !terminal && !defer_status {
+        if let Some(status) = plan.status.as_ref().filter(|_| progress_only) {
+            shared
+                .status
+                .write_behind(&ctx.client, &workflow, status.clone());
+            status_written_at = Some(Instant::now());
+        } else if write_status(shared, &ctx, &workflow, plan.status.as_ref()).await? {
+            status_written_at = Some(Instant::now());
+        }
     }
-    // Steps are counted and announced when a status lists them, against the status stored: a
-    // deferred status is counted by the write that stores it.
-    if let Some(new) = plan.status.as_ref().filter(|_| !defer_status) {
-        let changes = step_changes(workflow.status.as_ref(), new);
-        let uid = workflow.uid().unwrap_or_default();
+    // Steps are counted and announced when a status that lists them is written or handed over
+    // to be written: a deferred status is counted by the write that stores it.
+    if let Some((new, changes)) = plan.status.as_ref().zip(counted).filter(|_| !defer_status) {
         // Steps first: a scrape that sees the workflow Completed must see its last step too.
         shared
             .metrics
@@ -390,7 +361,6 @@ async fn reconcile_with(
             uid,
             CachedRun {
                 generation: workflow.metadata.generation.unwrap_or_default(),
-                stored_status,
                 state,
                 status_written_at,
                 built_at,
@@ -422,13 +392,15 @@ fn plan_incrementally(
     now: Timestamp,
 ) -> Option<(Plan, CachedRun)> {
     let mut cached = cached?;
-    let flush = changed.is_empty();
-    if flush && cached.built_at.elapsed() >= FULL_RECONCILE_EVERY {
+    if changed.is_empty() && cached.built_at.elapsed() >= FULL_RECONCILE_EVERY {
         return None;
     }
     let uid = workflow.uid()?;
     let current = cached.generation == workflow.metadata.generation.unwrap_or_default()
-        && cached.stored_status == workflow.status
+        && workflow
+            .status
+            .as_ref()
+            .is_some_and(|status| cached.state.follows(status))
         && cached.state.run() == compiled.run;
     let owned = |job: &JobSummary| job.owner_references().iter().any(|o| o.uid == uid);
     if !current || !changed.iter().all(|job| owned(job)) {
@@ -460,7 +432,7 @@ fn plan_incrementally(
         )
         .map(|job| job.map(JobChange::Applied))
         .collect::<Option<Vec<_>>>()?;
-    let mut plan = match cached.state.observe_all(&changes, now) {
+    let plan = match cached.state.observe_all(&changes, now) {
         Ok(plan) => plan,
         Err(why) => {
             tracing::debug!(%why, workflow = %workflow.name_any(), "planning in full");
@@ -470,12 +442,15 @@ fn plan_incrementally(
     if mirrored + unmirrored.len() != cached.state.job_count() {
         return None;
     }
-    // Passes with changes may have deferred their status: this one writes it if it differs.
-    if flush && plan.status.is_none() {
-        let rendered = cached.state.render();
-        plan.status = (workflow.status.as_ref() != Some(&rendered)).then_some(rendered);
-    }
     Some((plan, cached))
+}
+
+/// The status a pass without changed Jobs (the timer's) writes from the cached state: what
+/// passes with changes deferred, if it differs from `before` (the newest status handed over to
+/// be written, else the stored one).
+fn deferred_status(state: &RunState, before: Option<&WorkFlowStatus>) -> Option<WorkFlowStatus> {
+    let rendered = state.render();
+    (before != Some(&rendered)).then_some(rendered)
 }
 
 /// Event reasons of a step's Job starting and succeeding. Failed and timed-out steps are named
@@ -579,8 +554,8 @@ async fn publish_step_events(
     }
 }
 
-/// Replaces the workflow's status with `status` (if any) in one write and remembers the result;
-/// whether a write was made.
+/// Replaces the workflow's status with `status` (if any) in one write, after any write of it in
+/// flight ([`StatusWriter::write`]); whether a write was made.
 async fn write_status(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
@@ -590,26 +565,14 @@ async fn write_status(
     let Some(status) = status else {
         return Ok(false);
     };
-    // JSON patch `add /status` replaces the whole status in one write: the lists are
-    // recomputed from the Jobs, never appended to, so concurrent completions cannot erase
-    // each other (the seed operator's bug 3).
-    let patch = json!([{"op": "add", "path": "/status", "value": status}]);
-    let api: Api<WorkFlow> = Api::namespaced(
-        ctx.client.clone(),
-        &workflow.namespace().unwrap_or_default(),
-    );
-    let written = api
-        .patch_status(
-            &workflow.name_any(),
-            &PatchParams::default(),
-            &Patch::<()>::Json(serde_json::from_value(patch).expect("a valid JSON patch")),
-        )
+    shared
+        .status
+        .write(&ctx.client, workflow, status)
         .await
         .map_err(|e| {
             shared.metrics.api_error("patch");
             temporary("writing the status", e)
         })?;
-    shared.remember_write(written);
     Ok(true)
 }
 
@@ -861,7 +824,6 @@ mod tests {
             wf.status = first.status;
             let cached = CachedRun {
                 generation: 1,
-                stored_status: wf.status.clone(),
                 state: state.expect("a started workflow is followed"),
                 status_written_at: None,
                 built_at: Instant::now(),
@@ -973,32 +935,32 @@ mod tests {
         }
 
         #[test]
-        fn a_pass_without_changes_writes_the_status_passes_with_changes_deferred() {
+        fn a_pass_without_changes_writes_what_passes_with_changes_deferred() {
             let (wf, compiled, cached) = started();
             let (a, b) = (
                 mirrored(&wf, &compiled, "a", true),
                 mirrored(&wf, &compiled, "b", false),
             );
-            let mirror = [a.clone(), b.clone()];
             let now = Timestamp::now();
-            let (with_changes, cached) =
-                plan_incrementally(&mirror, &[], &wf, &compiled, Some(cached), vec![a, b], now)
-                    .expect("planned incrementally");
+            let (with_changes, cached) = plan_incrementally(
+                &[a.clone(), b.clone()],
+                &[],
+                &wf,
+                &compiled,
+                Some(cached),
+                vec![a, b],
+                now,
+            )
+            .expect("planned incrementally");
             let rendered = with_changes.status.expect("a finished: the status changed");
-            // That status was deferred: the stored one still lists nothing executed.
-            let (flush, mut cached) =
-                plan_incrementally(&mirror, &[], &wf, &compiled, Some(cached), vec![], now)
-                    .expect("planned incrementally");
-            assert_eq!(flush.status.as_ref(), Some(&rendered));
             assert_eq!(rendered.executed, vec!["a".to_string()]);
-            // Once it is stored, a pass without changes writes nothing.
-            let mut stored = wf.clone();
-            stored.status = Some(rendered);
-            cached.stored_status.clone_from(&stored.status);
-            let (flush, _) =
-                plan_incrementally(&mirror, &[], &stored, &compiled, Some(cached), vec![], now)
-                    .expect("planned incrementally");
-            assert_eq!(flush.status, None);
+            // That status was deferred: the stored one still lists nothing executed.
+            assert_eq!(
+                deferred_status(&cached.state, wf.status.as_ref()),
+                Some(rendered.clone())
+            );
+            // Once it is written or handed over to be, there is nothing left to write.
+            assert_eq!(deferred_status(&cached.state, Some(&rendered)), None);
         }
 
         #[test]
@@ -1018,8 +980,22 @@ mod tests {
                 now,
             )
             .expect("planned incrementally");
-            // Someone else wrote the status.
-            wf.status.as_mut().unwrap().progress = Some("4/4".into());
+            // Our own status written behind lands: more progress, the same phase.
+            let status = wf.status.as_mut().unwrap();
+            status.progress = Some("1/4".into());
+            status.executed = vec!["a".into()];
+            let (_, cached) = plan_incrementally(
+                std::slice::from_ref(&a),
+                &[],
+                &wf,
+                &compiled,
+                Some(cached),
+                vec![a.clone()],
+                now,
+            )
+            .expect("planned incrementally");
+            // Someone else wrote the status: a message the state never rendered.
+            wf.status.as_mut().unwrap().message = Some("edited by hand".into());
             let planned = plan_incrementally(
                 std::slice::from_ref(&a),
                 &[],

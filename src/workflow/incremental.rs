@@ -262,6 +262,18 @@ impl RunState {
         self.owners.len()
     }
 
+    /// Whether `status` is one the state rendered or will render: the same phase, message,
+    /// change time and observed generation. Its lists and progress are not compared: they
+    /// are the state's own, and the stored ones lag behind while a write is on its way. A
+    /// status someone else changed in those fields is left to the full planner.
+    pub fn follows(&self, status: &WorkFlowStatus) -> bool {
+        let base = &self.base;
+        status.workflow_status == base.workflow_status
+            && status.status_changed == base.status_changed
+            && status.message == base.message
+            && status.observed_generation == base.observed_generation
+    }
+
     /// Whether the state has seen the Job `name` (of any run).
     pub fn knows(&self, name: &str) -> bool {
         self.owners.contains_key(name)

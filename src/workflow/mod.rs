@@ -27,3 +27,4 @@ pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};
 pub mod handlers;
 pub mod metrics;
 pub mod operator;
+pub mod status_writer;
