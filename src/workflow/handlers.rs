@@ -239,14 +239,22 @@ async fn reconcile_with(
     ctx: Context<WorkFlow>,
     changed: Vec<Arc<JobSummary>>,
 ) -> HandlerResult {
-    let workflow = shared.status.latest(&ctx.object);
+    let mut workflow = shared.status.latest(&ctx.object);
     if workflow.meta().deletion_timestamp.is_some() {
         return Ok(());
     }
     let now = Timestamp::now();
     let uid = workflow.uid().unwrap_or_default();
     let compiled = shared.compiled(&workflow);
-    let cached = shared.take_run(&uid);
+    let cached = shared.take_run(&uid).filter(|run| {
+        shared.status.with_newest(&uid, |newest, in_flight| {
+            still_follows(
+                &run.state,
+                workflow.status.as_ref(),
+                newest.filter(|_| in_flight),
+            )
+        })
+    });
     let status_written_at = cached.as_ref().and_then(|c| c.status_written_at);
     // A pass without changed Jobs (the timer's) writes whatever status was deferred.
     let flush = changed.is_empty();
@@ -265,6 +273,12 @@ async fn reconcile_with(
     let (mut plan, state, built_at) = match incremental {
         Some((plan, run)) => (plan, Some(run.state), run.built_at),
         None => {
+            // The full planner reads the stored status: what was handed over lands first.
+            shared.status.settle(&workflow).await.map_err(|e| {
+                shared.metrics.api_error("patch");
+                temporary("writing the status", e)
+            })?;
+            workflow = shared.status.latest(&ctx.object);
             let mut observed = observed_jobs(&children, &workflow, now);
             observed.extend(unmirrored);
             let (plan, state) = RunState::build(&workflow, compiled.clone(), &observed, now);
@@ -273,12 +287,13 @@ async fn reconcile_with(
     };
     // What this process last handed over to be written, else what is stored: a status still on
     // its way must be neither written again nor counted again.
-    let counted = shared.status.with_newest(&uid, |newest| {
+    let (counted, phase_before) = shared.status.with_newest(&uid, |newest, _| {
         let before = newest.or(workflow.status.as_ref());
         if flush && planned_incrementally && plan.status.is_none() {
             plan.status = state.as_ref().and_then(|s| deferred_status(s, before));
         }
-        plan.status.as_ref().map(|new| step_changes(before, new))
+        let counted = plan.status.as_ref().map(|new| step_changes(before, new));
+        (counted, before.and_then(|s| s.workflow_status))
     });
     let namespace = workflow.namespace().unwrap_or_default();
     let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -292,15 +307,17 @@ async fn reconcile_with(
         .as_ref()
         .and_then(|s| s.workflow_status)
         .is_some_and(|p| p.is_terminal());
-    // Only progress within the same phase is deferred (see [`STATUS_MIN_INTERVAL`]) or written
-    // behind (see [`StatusWriter`]); the cached state stays valid, since only the lists and
-    // the progress change, and the next write renders everything.
-    let phase_changed = plan.status.as_ref().map(|s| s.workflow_status)
-        != Some(workflow.status.as_ref().and_then(|s| s.workflow_status));
-    let progress_only = planned_incrementally && !terminal && !phase_changed;
-    let defer_status = progress_only
+    // Only progress within the same phase is deferred (see [`STATUS_MIN_INTERVAL`]); the
+    // cached state stays valid, and the next write renders everything. A status is written
+    // behind (see [`StatusWriter`]) when the state is kept to plan the next pass: it does not
+    // read the stored status, and a pass in full waits for it to land.
+    let phase_changed = plan.status.as_ref().map(|s| s.workflow_status) != Some(phase_before);
+    let defer_status = planned_incrementally
         && !flush
+        && !terminal
+        && !phase_changed
         && status_written_at.is_some_and(|at| at.elapsed() < STATUS_MIN_INTERVAL);
+    let behind = !terminal && state.is_some();
     let mut status_written_at = status_written_at;
     if terminal && write_status(shared, &ctx, &workflow, plan.status.as_ref()).await? {
         status_written_at = Some(Instant::now());
@@ -311,7 +328,7 @@ async fn reconcile_with(
         })
         .await?;
     if !terminal && !defer_status {
-        if let Some(status) = plan.status.as_ref().filter(|_| progress_only) {
+        if let Some(status) = plan.status.as_ref().filter(|_| behind) {
             shared
                 .status
                 .write_behind(&ctx.client, &workflow, status.clone());
@@ -397,10 +414,6 @@ fn plan_incrementally(
     }
     let uid = workflow.uid()?;
     let current = cached.generation == workflow.metadata.generation.unwrap_or_default()
-        && workflow
-            .status
-            .as_ref()
-            .is_some_and(|status| cached.state.follows(status))
         && cached.state.run() == compiled.run;
     let owned = |job: &JobSummary| job.owner_references().iter().any(|o| o.uid == uid);
     if !current || !changed.iter().all(|job| owned(job)) {
@@ -443,6 +456,19 @@ fn plan_incrementally(
         return None;
     }
     Some((plan, cached))
+}
+
+/// Whether a cached state still plans for the workflow: it follows the stored status, or the
+/// status this process handed over that may not be stored yet (`in_flight`).
+fn still_follows(
+    state: &RunState,
+    stored: Option<&WorkFlowStatus>,
+    in_flight: Option<&WorkFlowStatus>,
+) -> bool {
+    stored
+        .into_iter()
+        .chain(in_flight)
+        .any(|status| state.follows(status))
 }
 
 /// The status a pass without changed Jobs (the timer's) writes from the cached state: what
@@ -964,48 +990,23 @@ mod tests {
         }
 
         #[test]
-        fn the_cache_outlives_writes_that_leave_the_status_but_not_a_status_changed_by_another() {
-            let (mut wf, compiled, cached) = started();
-            let a = mirrored(&wf, &compiled, "a", false);
-            let now = Timestamp::now();
-            // The framework's record of the handler: a new resourceVersion, the same status.
-            wf.metadata.resource_version = Some("42".into());
-            let (_, cached) = plan_incrementally(
-                std::slice::from_ref(&a),
-                &[],
-                &wf,
-                &compiled,
-                Some(cached),
-                vec![a.clone()],
-                now,
-            )
-            .expect("planned incrementally");
-            // Our own status written behind lands: more progress, the same phase.
-            let status = wf.status.as_mut().unwrap();
-            status.progress = Some("1/4".into());
-            status.executed = vec!["a".into()];
-            let (_, cached) = plan_incrementally(
-                std::slice::from_ref(&a),
-                &[],
-                &wf,
-                &compiled,
-                Some(cached),
-                vec![a.clone()],
-                now,
-            )
-            .expect("planned incrementally");
-            // Someone else wrote the status: a message the state never rendered.
-            wf.status.as_mut().unwrap().message = Some("edited by hand".into());
-            let planned = plan_incrementally(
-                std::slice::from_ref(&a),
-                &[],
-                &wf,
-                &compiled,
-                Some(cached),
-                vec![a.clone()],
-                now,
-            );
-            assert!(planned.is_none());
+        fn a_cached_state_follows_its_own_statuses_not_one_changed_by_another() {
+            let (wf, _, cached) = started();
+            let stored = wf.status.clone().expect("the first plan's status");
+            // Our own status written behind landed: more progress, the same phase.
+            let mut ours = stored.clone();
+            ours.progress = Some("1/4".into());
+            ours.executed = vec!["a".into()];
+            assert!(still_follows(&cached.state, Some(&ours), None));
+            // Someone else wrote a message the state never rendered...
+            let mut edited = stored.clone();
+            edited.message = Some("edited by hand".into());
+            assert!(!still_follows(&cached.state, Some(&edited), None));
+            // ...unless a status of ours, which will replace it, is on its way.
+            assert!(still_follows(&cached.state, Some(&edited), Some(&ours)));
+            // Our first status is on its way; nothing is stored yet.
+            assert!(still_follows(&cached.state, None, Some(&stored)));
+            assert!(!still_follows(&cached.state, None, None));
         }
 
         #[test]

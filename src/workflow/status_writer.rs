@@ -82,8 +82,13 @@ impl StatusWriter {
     }
 
     /// Calls `f` with the newest status handed over for workflow `uid`, if this process handed
-    /// over any since it last forgot the workflow.
-    pub fn with_newest<R>(&self, uid: &str, f: impl FnOnce(Option<&WorkFlowStatus>) -> R) -> R {
+    /// over any since it last forgot the workflow, and whether it may not be stored yet (it is
+    /// waiting or being written behind).
+    pub fn with_newest<R>(
+        &self,
+        uid: &str,
+        f: impl FnOnce(Option<&WorkFlowStatus>, bool) -> R,
+    ) -> R {
         let slot = self
             .slots
             .lock()
@@ -91,8 +96,49 @@ impl StatusWriter {
             .get(uid)
             .cloned();
         match slot {
-            Some(slot) => f(slot.state.lock().expect("status slot lock").newest.as_ref()),
-            None => f(None),
+            Some(slot) => {
+                let state = slot.state.lock().expect("status slot lock");
+                f(state.newest.as_ref(), state.draining)
+            }
+            None => f(None, false),
+        }
+    }
+
+    /// Waits until what was handed over for `workflow` is stored: the write in flight ends,
+    /// and a status still waiting is written now. For the full planner, which reads the stored
+    /// status.
+    ///
+    /// # Errors
+    /// When the API refuses the waiting status (it stays waiting).
+    pub async fn settle(&self, workflow: &WorkFlow) -> Result<(), kube::Error> {
+        let uid = workflow.uid().unwrap_or_default();
+        let Some(slot) = self
+            .slots
+            .lock()
+            .expect("status slots lock")
+            .get(&uid)
+            .cloned()
+        else {
+            return Ok(());
+        };
+        let _writing = slot.writing.lock().await;
+        let Some(pending) = slot.state.lock().expect("status slot lock").pending.take() else {
+            return Ok(());
+        };
+        match patch_status(&pending.api, &pending.name, &pending.status).await {
+            Ok(object) => {
+                remember(&self.written, object);
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => {
+                slot.state
+                    .lock()
+                    .expect("status slot lock")
+                    .pending
+                    .get_or_insert(pending);
+                Err(error)
+            }
         }
     }
 
@@ -321,7 +367,7 @@ mod tests {
             .await
             .expect("written at once");
         assert_eq!(
-            writer.with_newest(&workflow.uid().unwrap(), |s| s.cloned()),
+            writer.with_newest(&workflow.uid().unwrap(), |s, _| s.cloned()),
             Some(status(31))
         );
         // Whatever was in flight landed before it, and nothing pending lands after it.
