@@ -834,7 +834,7 @@ mod tests {
     mod incremental_passes {
         use super::super::*;
         use crate::workflow::job_summary::{JobEnd, JobSummaryStatus};
-        use crate::workflow::testing::Jobs;
+        use crate::workflow::testing::{Jobs, creates};
 
         /// A started workflow (a and b ready, c after both, d after c), the state its first plan
         /// left in the cache, and its compiled form.
@@ -876,16 +876,6 @@ mod tests {
                 ..Default::default()
             });
             Arc::new(job)
-        }
-
-        fn creates(plan: &Plan) -> Vec<&str> {
-            plan.actions
-                .iter()
-                .filter_map(|a| match a {
-                    Action::CreateJob { step, .. } => Some(step.as_str()),
-                    _ => None,
-                })
-                .collect()
         }
 
         #[test]

@@ -745,7 +745,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use crate::workflow::testing::Jobs;
+    use crate::workflow::testing::{Jobs, creates};
 
     fn at(seconds: i64) -> Timestamp {
         "2026-01-01T00:00:00Z".parse::<Timestamp>().unwrap() + SignedDuration::from_secs(seconds)
@@ -771,16 +771,6 @@ mod tests {
             .step("b", &["a"])
             .step("c", &["a"])
             .step("d", &["b", "c"])
-    }
-
-    fn creates(plan: &Plan) -> Vec<&str> {
-        plan.actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::CreateJob { step, .. } => Some(step.as_str()),
-                _ => None,
-            })
-            .collect()
     }
 
     fn deletes(plan: &Plan) -> Vec<(&str, DeleteReason)> {

@@ -346,6 +346,32 @@ mod tests {
         seen
     }
 
+    /// A writer whose status 1, written behind, the API refused `tries` times; it is accepted
+    /// again from now on.
+    async fn refused_behind(
+        cluster: &DevCluster,
+        client: &Client,
+        workflow: &WorkFlow,
+        tries: u64,
+    ) -> StatusWriter {
+        let patches = cluster.requests().by_verb(Verb::Patch);
+        cluster
+            .faults()
+            .set_error_rate(Verb::Patch, 1.0, InjectedError::Internal);
+        let writer = StatusWriter::default();
+        writer.write_behind(client, workflow, status(1));
+        let refused = async {
+            while cluster.requests().by_verb(Verb::Patch) < patches + tries {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), refused)
+            .await
+            .expect("the write behind is tried");
+        cluster.faults().clear();
+        writer
+    }
+
     async fn sentinel(client: &Client) {
         let api: Api<WorkFlow> = Api::namespaced(client.clone(), "default");
         let patch = json!({"metadata": {"labels": {"sentinel": "yes"}}});
@@ -387,21 +413,7 @@ mod tests {
     async fn a_write_at_once_drops_an_older_status_waiting_to_be_tried_again() {
         let (cluster, client, workflow) = started().await;
         let mut changes = cluster.store().subscribe();
-        let patches = cluster.requests().by_verb(Verb::Patch);
-        cluster
-            .faults()
-            .set_error_rate(Verb::Patch, 1.0, InjectedError::Internal);
-        let writer = StatusWriter::default();
-        writer.write_behind(&client, &workflow, status(1));
-        let refused = async {
-            while cluster.requests().by_verb(Verb::Patch) == patches {
-                tokio::task::yield_now().await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(20), refused)
-            .await
-            .expect("the write behind is tried");
-        cluster.faults().clear();
+        let writer = refused_behind(&cluster, &client, &workflow, 1).await;
         // Status 1 now waits for its next try; status 2 is newer.
         writer
             .write(&client, &workflow, &status(2))
@@ -424,21 +436,7 @@ mod tests {
     async fn a_status_written_behind_that_fails_is_tried_again_until_it_lands() {
         let (cluster, client, workflow) = started().await;
         let mut changes = cluster.store().subscribe();
-        let patches = cluster.requests().by_verb(Verb::Patch);
-        cluster
-            .faults()
-            .set_error_rate(Verb::Patch, 1.0, InjectedError::Internal);
-        let writer = StatusWriter::default();
-        writer.write_behind(&client, &workflow, status(1));
-        let refused = async {
-            while cluster.requests().by_verb(Verb::Patch) < patches + 2 {
-                tokio::task::yield_now().await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(20), refused)
-            .await
-            .expect("the write is tried again after it is refused");
-        cluster.faults().clear();
+        let _writer = refused_behind(&cluster, &client, &workflow, 2).await;
         let landed = async {
             loop {
                 let event = changes.recv().await.expect("the store's change stream");

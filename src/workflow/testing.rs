@@ -11,12 +11,23 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::crd::{DEFAULT_MAX_STEP_TIMEOUT, EnvVar, Step, WorkFlow, WorkFlowSpec, WorkFlowStatus};
 use super::names;
-use super::plan::{JobState, ObservedJob};
+use super::plan::{Action, JobState, ObservedJob, Plan};
 
 /// The image of test steps.
 pub const TEST_IMAGE: &str = "busybox:1.36";
 
 /// A step running `sh -c "echo <name>"` in [`TEST_IMAGE`] after `depends_on`.
+/// The steps whose Jobs `plan` creates, in order.
+pub fn creates(plan: &Plan) -> Vec<&str> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateJob { step, .. } => Some(step.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn step(name: &str, depends_on: &[&str]) -> Step {
     Step {
         step_name: name.to_string(),
