@@ -56,7 +56,7 @@ pub struct Shared {
     /// Job event.
     compiled: Mutex<HashMap<String, (i64, Arc<Compiled>)>>,
     /// Status writes, some behind the passes, and the newest copy of each workflow they returned.
-    status: StatusWriter,
+    pub(super) status: StatusWriter,
     /// The incremental planner's state per workflow uid, as of the last plan carried out.
     runs: Mutex<HashMap<String, CachedRun>>,
     /// Jobs we created that the mirror may not show yet, per workflow uid, with when: planned as

@@ -104,7 +104,10 @@ pub async fn run_monitored(
         })
         .run(shutdown)
         .await
-        .context("the operator stopped")
+        .context("the operator stopped")?;
+    // Handlers have finished; statuses they handed over to be written behind are stored now.
+    shared.status.settle_all().await;
+    Ok(())
 }
 
 /// Installs (or updates) the WorkFlow CRD and waits until the API serves it.

@@ -112,15 +112,37 @@ impl StatusWriter {
     /// When the API refuses the waiting status (it stays waiting).
     pub async fn settle(&self, workflow: &WorkFlow) -> Result<(), kube::Error> {
         let uid = workflow.uid().unwrap_or_default();
-        let Some(slot) = self
+        let slot = self
             .slots
             .lock()
             .expect("status slots lock")
             .get(&uid)
+            .cloned();
+        match slot {
+            Some(slot) => self.settle_slot(&slot).await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`StatusWriter::settle`] for every workflow: at shutdown, so that the statuses handed
+    /// over are stored before the process exits. One that the API refuses is logged and left
+    /// (a restarted operator writes the status again from the Jobs).
+    pub async fn settle_all(&self) {
+        let slots: Vec<_> = self
+            .slots
+            .lock()
+            .expect("status slots lock")
+            .values()
             .cloned()
-        else {
-            return Ok(());
-        };
+            .collect();
+        for slot in slots {
+            if let Err(error) = self.settle_slot(&slot).await {
+                tracing::warn!(%error, "writing a status at shutdown");
+            }
+        }
+    }
+
+    async fn settle_slot(&self, slot: &Slot) -> Result<(), kube::Error> {
         let _writing = slot.writing.lock().await;
         let Some(pending) = slot.state.lock().expect("status slot lock").pending.take() else {
             return Ok(());
@@ -430,6 +452,17 @@ mod tests {
             .expect("the writer goes idle");
         sentinel(&client).await;
         assert_eq!(stored_progress(&mut changes, 2).await, vec![2]);
+    }
+
+    #[tokio::test]
+    async fn at_shutdown_a_status_waiting_to_be_tried_again_is_written_at_once() {
+        let (cluster, client, workflow) = started().await;
+        let writer = refused_behind(&cluster, &client, &workflow, 1).await;
+        // The task waits 100 ms before its next try; settling does not wait for it.
+        writer.settle_all().await;
+        let api: Api<WorkFlow> = Api::namespaced(client.clone(), "default");
+        let stored = api.get("w").await.expect("the workflow");
+        assert_eq!(stored.status, Some(status(1)));
     }
 
     #[tokio::test]
