@@ -451,7 +451,10 @@ mod tests {
             .await
             .expect("the writer goes idle");
         sentinel(&client).await;
-        assert_eq!(stored_progress(&mut changes, 2).await, vec![2]);
+        // Status 1 may have landed before status 2 (when the test is slow), never after it.
+        let seen = stored_progress(&mut changes, 2).await;
+        assert_eq!(seen.last(), Some(&2), "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
     }
 
     #[tokio::test]
