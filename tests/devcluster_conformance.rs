@@ -3,7 +3,7 @@
 //! optimistic concurrency, 410 Gone, generation, status isolation, schema defaulting and
 //! validation, finalizers, name and label validation, selectors, pagination, watch bookmarks,
 //! timeouts and selector transitions, the four patch types, immutable Job templates,
-//! deletecollection and size limits. Each test would fail against a plain map of objects.
+//! deletecollection, size limits and metadata-only responses. Each test would fail against a plain map of objects.
 
 mod devcluster_support;
 
@@ -791,4 +791,75 @@ async fn objects_over_the_size_limits_are_refused_as_the_real_server_refuses_the
     cm.data = Some([("k".to_string(), "x".repeat((1 << 20) + 1))].into());
     let error = api_error(api.create(&PostParams::default(), &cm).await);
     assert_eq!(error.code, 422);
+}
+
+#[tokio::test]
+async fn metadata_requests_are_answered_with_metadata_only() {
+    let cluster = support::start().await;
+    support::install_widget_crd(&cluster).await;
+    let path = "/apis/test.example.com/v1/namespaces/default/widgets";
+    let widget = json!({
+        "apiVersion": "test.example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w", "labels": {"team": "a"}},
+        "spec": {"color": "red", "blob": {"data": "x".repeat(100_000)}}
+    });
+    let created = support::raw(
+        &cluster,
+        "POST",
+        path,
+        "application/json",
+        serde_json::to_vec(&widget).unwrap(),
+    )
+    .await;
+    assert_eq!(created.status, 201);
+    let meta = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+    let only_metadata = |body: &Value| {
+        assert_eq!(
+            body["kind"],
+            "PartialObjectMetadata",
+            "{:.300}",
+            body.to_string()
+        );
+        assert_eq!(body["apiVersion"], "meta.k8s.io/v1");
+        assert_eq!(body["metadata"]["labels"]["team"], "a");
+        assert!(
+            body.get("spec").is_none(),
+            "a spec in {:.300}",
+            body.to_string()
+        );
+    };
+
+    let got = support::raw_accepting(&cluster, "GET", &format!("{path}/w"), meta, "", vec![]).await;
+    assert_eq!(got.status, 200);
+    only_metadata(&got.json());
+    assert!(got.body.len() < 1_000, "{} bytes", got.body.len());
+
+    let patch = json!({"metadata": {"annotations": {"note": "x"}}});
+    let patched = support::raw_accepting(
+        &cluster,
+        "PATCH",
+        &format!("{path}/w"),
+        meta,
+        "application/merge-patch+json",
+        serde_json::to_vec(&patch).unwrap(),
+    )
+    .await;
+    assert_eq!(patched.status, 200);
+    let patched = patched.json();
+    only_metadata(&patched);
+    assert_eq!(patched["metadata"]["annotations"]["note"], "x");
+
+    let list_meta = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let listed = support::raw_accepting(&cluster, "GET", path, list_meta, "", vec![]).await;
+    let listed = listed.json();
+    assert_eq!(listed["kind"], "PartialObjectMetadataList");
+    assert!(listed["metadata"]["resourceVersion"].is_string());
+    only_metadata(&listed["items"][0]);
+
+    // Asked for the object, the object comes whole; and kube-rs reads both forms.
+    let full = support::raw(&cluster, "GET", &format!("{path}/w"), "", vec![]).await;
+    assert_eq!(full.json()["spec"]["color"], "red");
+    let widgets = support::widgets(&cluster, "default");
+    let meta = widgets.get_metadata("w").await.unwrap();
+    assert_eq!(meta.metadata.annotations.unwrap()["note"], "x");
 }

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod patch;
 pub mod path;
+pub mod representation;
 pub mod resources;
 pub mod schema;
 pub mod selector;

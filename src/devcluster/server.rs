@@ -28,11 +28,11 @@ use super::metrics::RequestCounters;
 use super::openapi;
 use super::patch;
 use super::path::{self, ApiPath, ResourcePath};
+use super::representation::{self, Representation};
 use super::resources::{GroupResource, Registry, ResourceInfo};
 use super::schema;
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{self, DeleteOptions, Deleted, Propagation, Store, StoredObject, Target};
-use super::table::{self, IncludeObject, wants_table};
 use super::watch::{self, WatchHub, WatchRequest};
 
 /// The largest request body the real API server accepts (3 MiB).
@@ -242,8 +242,10 @@ async fn route(
                 path: &rp,
                 params: &params,
                 headers,
-                table: wants_table(accept)
-                    .then(|| IncludeObject::parse(params.include_object.as_deref())),
+                representation: Representation::from_accept(
+                    accept,
+                    params.include_object.as_deref(),
+                ),
                 warnings: Mutex::new(Vec::new()),
             };
             let verb = request.verb(method);
@@ -296,8 +298,8 @@ struct Request<'a> {
     path: &'a ResourcePath,
     params: &'a Params,
     headers: &'a HeaderMap,
-    /// `Some` when the client asked for a `Table` (kubectl's printing).
-    table: Option<IncludeObject>,
+    /// How the response renders objects (`Accept`: as stored, their metadata, or a Table).
+    representation: Representation,
     /// `Warning` headers for the response (unknown fields under `fieldValidation=Warn`).
     warnings: Mutex<Vec<String>>,
 }
@@ -379,21 +381,11 @@ impl Request<'_> {
         }
     }
 
-    /// An object, or a one-row Table of it when kubectl asked for one.
+    /// An object as the client asked for it: as stored, its metadata, or a one-row Table.
     fn object_response(&self, code: StatusCode, obj: &Arc<StoredObject>) -> Response {
-        match self.table {
+        match representation::render_one(self.representation, self.info, obj, true) {
             None => object_response(code, obj),
-            Some(include) => {
-                let metadata = json!({"resourceVersion": obj.resource_version().to_string()});
-                let table = table::table(
-                    self.info,
-                    std::slice::from_ref(obj),
-                    include,
-                    metadata,
-                    true,
-                );
-                json_response(code, &table)
-            }
+            Some(rendered) => json_response(code, &rendered),
         }
     }
 
@@ -515,7 +507,7 @@ impl Request<'_> {
                     },
                 )?;
         let stored = self.after_write(stored)?;
-        Ok(object_response(StatusCode::CREATED, &stored))
+        Ok(self.object_response(StatusCode::CREATED, &stored))
     }
 
     fn update(&self, name: &str, body: Bytes) -> Result<Response> {
@@ -537,7 +529,7 @@ impl Request<'_> {
                     Ok(new)
                 })?;
         let stored = self.after_write(stored)?;
-        Ok(object_response(StatusCode::OK, &stored))
+        Ok(self.object_response(StatusCode::OK, &stored))
     }
 
     fn patch(&self, name: &str, body: Bytes) -> Result<Response> {
@@ -580,7 +572,7 @@ impl Request<'_> {
                     Ok(new)
                 })?;
         let stored = self.after_write(stored)?;
-        Ok(object_response(StatusCode::OK, &stored))
+        Ok(self.object_response(StatusCode::OK, &stored))
     }
 
     fn delete_options(&self, body: &Bytes) -> Result<DeleteOptions> {
@@ -646,7 +638,7 @@ impl Request<'_> {
             );
         }
         let (Deleted::Removed(obj) | Deleted::Pending(obj)) = outcome;
-        Ok(object_response(StatusCode::OK, &obj))
+        Ok(self.object_response(StatusCode::OK, &obj))
     }
 
     fn delete_collection(&self, body: Bytes) -> Result<Response> {
@@ -736,17 +728,16 @@ impl Request<'_> {
             }
             _ => (items, None),
         };
-        match self.table {
-            None => Ok(list_response(self.info, &page, rv, next)),
-            Some(include) => {
-                let mut metadata = json!({"resourceVersion": rv.to_string()});
-                if let Some(next) = next {
-                    metadata["continue"] = json!(next);
-                }
-                let table = table::table(self.info, &page, include, metadata, true);
-                Ok(json_response(StatusCode::OK, &table))
-            }
+        if self.representation == Representation::Object {
+            return Ok(list_response(self.info, &page, rv, next));
         }
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if let Some(next) = next {
+            metadata["continue"] = json!(next);
+        }
+        let rendered = representation::render_list(self.representation, self.info, &page, metadata)
+            .expect("rendered unless as stored");
+        Ok(json_response(StatusCode::OK, &rendered))
     }
 
     fn watch(&self) -> Result<Response> {
@@ -771,7 +762,7 @@ impl Request<'_> {
             timeout,
             bookmarks: is_true(self.params.allow_watch_bookmarks.as_deref()),
             bookmark_interval: self.state.bookmark_interval,
-            table: self.table,
+            representation: self.representation,
         };
         let rx = watch::serve(&self.state.store, &self.state.watches, request)?;
         Ok(Response::builder()

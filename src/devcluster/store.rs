@@ -713,33 +713,58 @@ pub fn default_propagation(info: &ResourceInfo) -> Propagation {
 /// server validates the object that will be stored; applying it twice changes nothing more.
 pub fn merge_for_target(info: &ResourceInfo, old: &Value, new: &mut Value, target: Target) {
     match (info.status_subresource, target) {
-        (true, Target::Main) => match old.get("status") {
-            Some(status) => new["status"] = status.clone(),
-            None => {
-                new.as_object_mut().expect("object").remove("status");
-            }
-        },
+        (true, Target::Main) => keep_field(old, new, "status"),
         (true, Target::Status) | (false, Target::Status) => {
-            let status = new.get("status").cloned();
+            // The real server's status strategy copies the old object and sets the new status
+            // on the copy. Fields already equal to the old ones stay as they are: the server
+            // merges a write before validating it and the store again when committing it, and
+            // the second time (or a status write of a large object) should cost a comparison,
+            // not a copy of the spec.
             let rv = new.pointer("/metadata/resourceVersion").cloned();
-            *new = old.clone();
-            match status {
-                Some(status) => new["status"] = status,
-                None => {
-                    new.as_object_mut().expect("object").remove("status");
+            match (new.as_object_mut(), old.as_object()) {
+                (Some(fields), Some(old_fields)) => {
+                    fields.retain(|key, _| key == "status" || old_fields.contains_key(key));
+                    for (key, value) in old_fields {
+                        if key != "status" && fields.get(key) != Some(value) {
+                            fields.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+                _ => {
+                    let status = new.get("status").cloned();
+                    *new = old.clone();
+                    if let Some(status) = status {
+                        new["status"] = status;
+                    }
                 }
             }
             match rv {
                 Some(rv) => new["metadata"]["resourceVersion"] = rv,
                 None => {
-                    new["metadata"]
-                        .as_object_mut()
-                        .expect("metadata")
-                        .remove("resourceVersion");
+                    if let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                        metadata.remove("resourceVersion");
+                    }
                 }
             }
         }
         (false, Target::Main) => {}
+    }
+}
+
+/// Gives `new` the old object's `field` (or none, as the old one has none), copying it only
+/// when it differs.
+fn keep_field(old: &Value, new: &mut Value, field: &str) {
+    let Some(fields) = new.as_object_mut() else {
+        return;
+    };
+    match old.get(field) {
+        Some(value) if fields.get(field) != Some(value) => {
+            fields.insert(field.to_string(), value.clone());
+        }
+        Some(_) => {}
+        None => {
+            fields.remove(field);
+        }
     }
 }
 
@@ -780,15 +805,26 @@ fn preserve_identity(old: &Value, new: &mut Value) {
     new["kind"] = old["kind"].clone();
 }
 
-/// Whether anything outside `metadata` and `status` differs.
+/// Whether anything outside `metadata` and `status` differs (compared in place: a write of a
+/// large object must not copy its spec to find out).
 fn spec_changed(old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| -> Map<String, Value> {
-        let mut m = v.as_object().cloned().unwrap_or_default();
-        m.remove("metadata");
-        m.remove("status");
-        m
+    let outside = |v: &Value| {
+        v.as_object()
+            .map(|m| {
+                m.keys()
+                    .filter(|k| *k != "metadata" && *k != "status")
+                    .count()
+            })
+            .unwrap_or(0)
     };
-    strip(old) != strip(new)
+    let Some(old_fields) = old.as_object() else {
+        return new.is_object();
+    };
+    outside(old) != outside(new)
+        || old_fields
+            .iter()
+            .filter(|(k, _)| *k != "metadata" && *k != "status")
+            .any(|(k, v)| new.get(k) != Some(v))
 }
 
 /// The finalizer the namespace controller owns: a deleted namespace stays (phase `Terminating`)

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::representation::partial_metadata;
 use super::resources::ResourceInfo;
 use super::store::StoredObject;
 
@@ -31,14 +32,6 @@ impl IncludeObject {
             _ => IncludeObject::Metadata,
         }
     }
-}
-
-/// Whether an Accept header asks for a Table (kubectl lists several types; a Table is first).
-pub fn wants_table(accept: &str) -> bool {
-    accept
-        .split(',')
-        .next()
-        .is_some_and(|first| first.contains("as=Table"))
 }
 
 /// One column: its header and how a cell is computed.
@@ -120,13 +113,7 @@ fn row(cells: Vec<Value>, item: &StoredObject, include: IncludeObject) -> Value 
     let mut row = json!({"cells": cells});
     match include {
         IncludeObject::None => {}
-        IncludeObject::Metadata => {
-            row["object"] = json!({
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": item.value.get("metadata").cloned().unwrap_or_default(),
-            });
-        }
+        IncludeObject::Metadata => row["object"] = partial_metadata(item),
         IncludeObject::Object => row["object"] = item.value.clone(),
     }
     row

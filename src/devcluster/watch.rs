@@ -20,10 +20,10 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::error::{ApiError, Result};
+use super::representation::{self, Representation};
 use super::resources::{GroupResource, ResourceInfo};
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{EventType, Store, StoredObject, WatchEvent};
-use super::table::{self, IncludeObject};
 
 /// How many events a watch may fall behind before it is closed (the client then resumes).
 const WATCH_BUFFER: usize = 4096;
@@ -148,8 +148,8 @@ pub struct WatchRequest {
     pub timeout: Option<Duration>,
     pub bookmarks: bool,
     pub bookmark_interval: Duration,
-    /// Objects are sent as one-row Tables (`kubectl get --watch`).
-    pub table: Option<IncludeObject>,
+    /// How objects are sent: as stored, their metadata, or one-row Tables (`kubectl get --watch`).
+    pub representation: Representation,
 }
 
 pub type WatchBody = tokio::sync::mpsc::Receiver<std::result::Result<Bytes, Infallible>>;
@@ -236,18 +236,17 @@ impl Stream {
     }
 
     async fn send(&mut self, event_type: &str, object: &Arc<StoredObject>) -> bool {
-        let bytes = match self.request.table {
+        let rendered = representation::render_one(
+            self.request.representation,
+            &self.request.info,
+            object,
+            !self.columns_sent,
+        );
+        let bytes = match rendered {
             None => line(event_type, &object.json),
-            Some(include) => {
-                let table = table::table(
-                    &self.request.info,
-                    std::slice::from_ref(object),
-                    include,
-                    json!({"resourceVersion": object.resource_version().to_string()}),
-                    !self.columns_sent,
-                );
+            Some(rendered) => {
                 self.columns_sent = true;
-                line(event_type, &Bytes::from(table.to_string()))
+                line(event_type, &Bytes::from(rendered.to_string()))
             }
         };
         self.tx.send(Ok(bytes)).await.is_ok()
@@ -410,7 +409,7 @@ mod tests {
                 timeout: None,
                 bookmarks: true,
                 bookmark_interval: Duration::from_millis(10),
-                table: None,
+                representation: Representation::Object,
             },
         )
         .expect("the watch starts");

@@ -120,9 +120,30 @@ pub async fn raw(
     content_type: &str,
     body: Vec<u8>,
 ) -> RawResponse {
+    raw_accepting(
+        cluster,
+        method,
+        path,
+        "application/json",
+        content_type,
+        body,
+    )
+    .await
+}
+
+/// [`raw`], asking for the media type `accept`.
+pub async fn raw_accepting(
+    cluster: &DevCluster,
+    method: &str,
+    path: &str,
+    accept: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> RawResponse {
     let request = http::Request::builder()
         .method(method)
         .uri(path)
+        .header(http::header::ACCEPT, accept)
         .header(http::header::CONTENT_TYPE, content_type)
         .body(kube::client::Body::from(body))
         .unwrap();
