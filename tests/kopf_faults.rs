@@ -228,3 +228,129 @@ async fn each_handled_field_costs_one_write_and_children_timers_and_resyncs_none
         "five versions of the widget: {versions:?} (record {stored})"
     );
 }
+
+/// The record of a completed cause is written behind: while that write is in flight (held by
+/// the control plane), the object's child events are handled; the record lands after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_events_are_handled_while_the_completed_causes_record_is_being_written() {
+    let (cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let child_probe = probe.clone();
+    let creator = client.clone();
+    let running = start(
+        Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+            r.on_create("create", move |ctx: Context<Widget>| {
+                let client = creator.clone();
+                async move {
+                    create_child(&client, "w-child", &ctx.object).await;
+                    Ok(())
+                }
+            })
+            .on_child(
+                "child",
+                Children::<ConfigMap>::owned(),
+                move |ctx: Context<Widget>, _child: Arc<ConfigMap>| {
+                    let probe = child_probe.clone();
+                    async move {
+                        let _guard = probe.enter(&ctx);
+                        Ok(())
+                    }
+                },
+            )
+        }),
+    );
+    let held = cluster.faults().hold(Verb::Patch, "widgets.kopf.test");
+    api.create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    probe
+        .wait(
+            "the child handler, while the record write is held",
+            Duration::from_secs(10),
+            |p| p.count("child", "w") >= 1,
+        )
+        .await;
+    assert_eq!(
+        record(&api, "w").await,
+        None,
+        "the record must still be on its way"
+    );
+    drop(held);
+    wait_created(&api, "w").await;
+    running.stop().await;
+}
+
+/// A graceful shutdown stores the records still being written behind before it returns, so a
+/// restarted operator does not run their handlers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_the_records_written_behind() {
+    let (cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let running = start(
+        Operator::new(client.clone(), config())
+            .resource::<Widget>(|r| r.on_create("create", probed(&probe))),
+    );
+    let held = cluster.faults().hold(Verb::Patch, "widgets.kopf.test");
+    api.create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    probe
+        .wait("the create handler", Duration::from_secs(10), |p| {
+            p.count("create", "w") == 1
+        })
+        .await;
+    running.request_stop();
+    // The record write is let go only after the shutdown began.
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(held);
+    });
+    running.stop().await;
+    let stored = record(&api, "w").await.expect("the record is stored");
+    assert_eq!(stored["created"], true);
+    release.await.expect("released");
+}
+
+/// A record carries its object's uid as a precondition: one written late, after the object was
+/// replaced by another of the same name, is refused instead of marking the new object handled.
+#[tokio::test]
+async fn a_record_for_a_replaced_object_is_refused() {
+    use workflow_operator::kopf::progress::{self, Record};
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let first = api
+        .create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    api.delete("w", &Default::default()).await.expect("delete");
+    let second = api
+        .create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create again");
+    assert_ne!(first.uid(), second.uid());
+    let stale = progress::store(
+        &api,
+        "w",
+        first.uid().as_deref(),
+        ANNOTATION,
+        &Record::default(),
+    )
+    .await;
+    assert!(
+        matches!(&stale, Err(progress::Error::Store(kube::Error::Api(s))) if s.code == 409),
+        "{stale:?}"
+    );
+    assert_eq!(record(&api, "w").await, None);
+    let current = progress::store(
+        &api,
+        "w",
+        second.uid().as_deref(),
+        ANNOTATION,
+        &Record::default(),
+    )
+    .await;
+    assert!(matches!(current, Ok(Some(_))), "{current:?}");
+    assert!(record(&api, "w").await.is_some());
+}

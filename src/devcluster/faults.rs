@@ -1,6 +1,7 @@
 //! Fault injection for tests: the failures a real API server shows under load or during upgrades,
 //! on demand. An error rate per verb (500 `InternalError`, 409 `Conflict`, or 429
-//! `TooManyRequests` with `Retry-After`), added latency, and closing every watch every N seconds.
+//! `TooManyRequests` with `Retry-After`), added latency, closing every watch every N seconds,
+//! and holding one verb's requests on one resource until the test lets them go.
 //! Forcing 410 Gone is [`super::DevCluster::force_gone`] (compaction plus closing every watch).
 //!
 //! Set programmatically through [`super::DevCluster::faults`]; `workflow-operator dev` sets it
@@ -8,10 +9,11 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use rand::Rng;
+use tokio::sync::watch;
 
 use super::error::ApiError;
 
@@ -186,6 +188,18 @@ pub struct FaultConfig {
 #[derive(Debug, Default)]
 pub struct Faults {
     config: RwLock<FaultConfig>,
+    /// Requests held by [`Faults::hold`]: verb, resource, and whether they may go now.
+    holds: Mutex<Vec<(Verb, String, watch::Receiver<bool>)>>,
+}
+
+/// Requests held by [`Faults::hold`] go on when this is dropped.
+#[must_use = "the requests go on as soon as this is dropped"]
+pub struct Held(watch::Sender<bool>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
+    }
 }
 
 impl Faults {
@@ -222,6 +236,17 @@ impl Faults {
             .close_watches_every = period;
     }
 
+    /// Holds every `verb` request on `resource` (as in `widgets.kopf.test`; `jobs.batch`)
+    /// before it is handled, until the returned [`Held`] is dropped: to test what a client does
+    /// while one of its writes is in flight.
+    pub fn hold(&self, verb: Verb, resource: &str) -> Held {
+        let (release, held) = watch::channel(false);
+        let mut holds = self.holds.lock().expect("holds lock");
+        holds.retain(|(_, _, held)| !*held.borrow());
+        holds.push((verb, resource.to_string(), held));
+        Held(release)
+    }
+
     pub(crate) fn watch_lifetime(&self) -> Option<Duration> {
         self.config.read().expect("faults lock").close_watches_every
     }
@@ -241,6 +266,18 @@ impl Faults {
         };
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
+        }
+        let holds: Vec<_> = self
+            .holds
+            .lock()
+            .expect("holds lock")
+            .iter()
+            .filter(|(v, r, _)| *v == verb && r == resource)
+            .map(|(_, _, held)| held.clone())
+            .collect();
+        for mut held in holds {
+            // A dropped sender has let go too.
+            let _ = held.wait_for(|go| *go).await;
         }
         match rule {
             Some(rule) if rand::rng().random_bool(rule.rate.clamp(0.0, 1.0)) => {

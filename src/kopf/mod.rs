@@ -45,7 +45,9 @@
 //! - **Create/update/delete handlers run until they finish.** Each such handler is called
 //!   until it succeeds or fails permanently (or exhausts its retries) for its cause; its
 //!   progress is stored on the object after every outcome, so a restarted operator re-runs at
-//!   most the handler whose outcome was not stored yet, and never skips one.
+//!   most the handler whose outcome was not stored yet, and never skips one. The record of a
+//!   completed cause is written behind ([`record_writer`]): the object's child events are
+//!   handled meanwhile, and a graceful shutdown waits for it.
 //! - **Spec changes are found by generation, metadata changes by comparison.** Status-only
 //!   changes never cause update handlers to run. An update handler that finished for one value
 //!   of its field runs again if the field changes again, even mid-retry.
@@ -87,6 +89,7 @@ pub mod child_index;
 pub mod intake;
 pub mod progress;
 pub mod reactor;
+pub mod record_writer;
 pub mod registry;
 
 use std::future::Future;

@@ -163,21 +163,27 @@ impl Record {
 }
 
 /// Stores `record` in the annotation `key` of the object `name` (a merge patch of that one
-/// annotation). Returns the object's new resourceVersion, `None` if the object is gone.
+/// annotation, with the object's `uid`, when given, as a precondition). Returns the object's
+/// new resourceVersion, `None` if the object is gone.
 ///
 /// # Errors
-/// [`Error::Store`] when the API refuses the patch; a missing object is not an error (there is
-/// nothing left to record progress for).
+/// [`Error::Store`] when the API refuses the patch, including when the object under `name`
+/// has another uid (409); a missing object is not an error (there is nothing left to record
+/// progress for).
 pub async fn store<K>(
     api: &Api<K>,
     name: &str,
+    uid: Option<&str>,
     key: &str,
     record: &Record,
 ) -> Result<Option<String>>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let patch = json!({"metadata": {"annotations": {key: record.encode()}}});
+    let mut patch = json!({"metadata": {"annotations": {key: record.encode()}}});
+    if let Some(uid) = uid {
+        patch["metadata"]["uid"] = json!(uid);
+    }
     match api
         .patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -54,6 +54,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use super::causes::{self, Cause, Change, FieldDiff, Known};
 use super::intake::{Echoes, IntakeWindow};
 use super::progress::{self, CREATE, DELETE, Record};
+use super::record_writer::{RecordWriter, Write};
 use super::registry::{
     ChildEvent, Context, Handler, HandlerError, HandlerResult, Reason, Registry, Scope, Trigger,
     Watched,
@@ -156,6 +157,14 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         }
     });
 
+    let stored_intake = intake.clone();
+    let records = RecordWriter::new(Arc::new(move |key: &ObjectRef<K>, version: String| {
+        stored_intake.lock().expect("intake lock").echoes.wrote(
+            key.clone(),
+            version,
+            Instant::now(),
+        );
+    }));
     let ctl = Arc::new(Ctl {
         fields: registry.fields(),
         finalizer: format!("{}/finalizer", config.name),
@@ -167,6 +176,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         registry,
         ready: CancellationToken::new(),
         intake,
+        records,
     });
 
     // No handler runs before the mirrors of the resource and of every child kind hold a full
@@ -256,6 +266,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     while let Some(done) = queues.workers.join_next_with_id().await {
         queues.finished(done);
     }
+    ctl.records.settle_all().await;
     info!(kind = %K::kind(&()), "reactor stopped");
     Ok(())
 }
@@ -303,6 +314,8 @@ struct Ctl<K: Watched> {
     ready: CancellationToken,
     /// How many new objects may be processed at once, from the echoes of the record writes.
     intake: Arc<Mutex<Intake<K>>>,
+    /// Records of completed causes, written behind ([`super::record_writer`]).
+    records: RecordWriter<K, ObjectRef<K>>,
 }
 
 /// The intake window and the record writes whose echo it waits for ([`super::intake`]).
@@ -899,7 +912,7 @@ impl<'a, K: Watched> Pass<'a, K> {
             Cause::Delete => self.delete().await,
         }
         if self.state.dirty {
-            self.store(None).await;
+            self.store_behind();
         }
     }
 
@@ -1128,7 +1141,9 @@ impl<'a, K: Watched> Pass<'a, K> {
         }
     }
 
-    /// Writes the record if it changed; `handler` names the handler whose outcome is written.
+    /// Writes the record now if it changed, after any record of the object written behind;
+    /// `handler` names the handler whose outcome is written. Between the handlers of one cause,
+    /// so that a restart re-runs at most the handler whose outcome was not stored.
     async fn store(&mut self, handler: Option<&str>) {
         if let Some(handler) = handler {
             self.before_store(handler).await;
@@ -1136,10 +1151,13 @@ impl<'a, K: Watched> Pass<'a, K> {
         if !self.state.dirty {
             return;
         }
+        let key = ObjectRef::from(&*self.object);
+        let _taken_over = self.ctl.records.take_over(&key).await;
         let record = self.state.record.clone().unwrap_or_default();
         match progress::store(
             &self.object_api(),
             &self.object.name_any(),
+            self.object.meta().uid.as_deref(),
             &self.ctl.annotation,
             &record,
         )
@@ -1158,6 +1176,26 @@ impl<'a, K: Watched> Pass<'a, K> {
             }
             Err(error) => self.write_failed(&error.to_string()),
         }
+    }
+
+    /// Hands the record of a completed cause over to be written behind
+    /// ([`super::record_writer`]): the object's next passes (its child events) need not wait
+    /// for a write that costs the API server the whole object. The record stays in memory
+    /// until the mirror shows it stored ([`Pass::settle`]).
+    fn store_behind(&mut self) {
+        let record = self.state.record.clone().unwrap_or_default();
+        self.ctl.records.write_behind(
+            &ObjectRef::from(&*self.object),
+            Write {
+                api: self.object_api(),
+                name: self.object.name_any(),
+                uid: self.object.meta().uid.clone(),
+                annotation: self.ctl.annotation.clone(),
+                record,
+            },
+        );
+        self.state.dirty = false;
+        self.state.write_failures = 0;
     }
 
     /// Runs the resume handlers still due in this process.
