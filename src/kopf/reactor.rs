@@ -54,7 +54,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use super::causes::{self, Cause, Change, FieldDiff, Known};
 use super::intake::{Echoes, IntakeWindow};
 use super::progress::{self, CREATE, DELETE, Record};
-use super::record_writer::{RecordWriter, Write};
+use super::record_writer::{Callbacks, RecordWriter, Write};
 use super::registry::{
     ChildEvent, Context, Handler, HandlerError, HandlerResult, Reason, Registry, Scope, Trigger,
     Watched,
@@ -158,13 +158,19 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     });
 
     let stored_intake = intake.clone();
-    let records = RecordWriter::new(Arc::new(move |key: &ObjectRef<K>, version: String| {
-        stored_intake.lock().expect("intake lock").echoes.wrote(
-            key.clone(),
-            version,
-            Instant::now(),
-        );
-    }));
+    let (records_idle_tx, mut records_idle) = mpsc::unbounded_channel::<ObjectRef<K>>();
+    let records = RecordWriter::new(Callbacks {
+        stored: Box::new(move |key: &ObjectRef<K>, version: String| {
+            stored_intake.lock().expect("intake lock").echoes.wrote(
+                key.clone(),
+                version,
+                Instant::now(),
+            );
+        }),
+        idle: Box::new(move |key: &ObjectRef<K>| {
+            let _ = records_idle_tx.send(key.clone());
+        }),
+    });
     let ctl = Arc::new(Ctl {
         fields: registry.fields(),
         finalizer: format!("{}/finalizer", config.name),
@@ -200,23 +206,44 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
                 ));
             }
             let forward = tx.clone();
+            let send = move |(parent, event): (super::registry::Parent, ChildEvent)| {
+                let mut key = ObjectRef::<K>::new(&parent.name);
+                key.namespace = parent.namespace;
+                forward.send(Msg::Child(key, event)).is_ok()
+            };
+            let listed = async {
+                ctl.reader.wait_until_ready().await.ok()?;
+                for listed in synced {
+                    listed.await.ok()?;
+                }
+                Some(())
+            };
+            let mut listed = std::pin::pin!(listed);
+            // Child events are forwarded here until every mirror is listed, and the listings'
+            // events (each child watch sends them before it reports its listing) are all in
+            // the queue before `ready`: the first pass of an object sees all its children's.
+            loop {
+                tokio::select! {
+                    biased;
+                    done = &mut listed => match done {
+                        Some(()) => break,
+                        None => return,
+                    },
+                    Some(event) = child_rx.recv() => if !send(event) { return },
+                }
+            }
+            while let Ok(event) = child_rx.try_recv() {
+                if !send(event) {
+                    return;
+                }
+            }
             tasks.spawn(async move {
-                while let Some((parent, event)) = child_rx.recv().await {
-                    let mut key = ObjectRef::<K>::new(&parent.name);
-                    key.namespace = parent.namespace;
-                    if forward.send(Msg::Child(key, event)).is_err() {
+                while let Some(event) = child_rx.recv().await {
+                    if !send(event) {
                         break;
                     }
                 }
             });
-            if ctl.reader.wait_until_ready().await.is_err() {
-                return;
-            }
-            for listed in synced {
-                if listed.await.is_err() {
-                    return;
-                }
-            }
             debug!(kind = %K::kind(&()), "mirrors listed; handlers may run");
             ctl.ready.cancel();
             ctl.env.monitor.listed();
@@ -234,7 +261,16 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     drop(tx);
 
     let mut queues = Queues::<K>::new(ctl.clone());
+    let mut listings_queued = false;
     loop {
+        if !listings_queued && ctl.ready.is_cancelled() {
+            // Everything the listings brought is in `rx` by now: queue it before any worker
+            // starts (admitting comes first in the select below).
+            while let Ok(msg) = rx.try_recv() {
+                queues.receive(msg);
+            }
+            listings_queued = true;
+        }
         let intake_release = queues.intake_release();
         tokio::select! {
             biased;
@@ -256,6 +292,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
                 queues.enqueue(key, |pending| pending.changed = true);
             }
             Some(msg) = rx.recv() => queues.receive(msg),
+            Some(key) = records_idle.recv() => queues.record_idle(&key),
             () = tokio::time::sleep_until(intake_release.unwrap_or_else(Instant::now)), if intake_release.is_some() => {
                 queues.release_slow_intake();
             }
@@ -491,6 +528,13 @@ impl<K: Watched> Ready<K> {
     }
 }
 
+/// A new object counted against the intake window.
+struct IntakeEntry<K: Watched> {
+    worker: Option<tokio::task::Id>,
+    key: ObjectRef<K>,
+    started: Instant,
+}
+
 /// The per-object queues of one resource type.
 struct Queues<K: Watched> {
     ctl: Arc<Ctl<K>>,
@@ -498,8 +542,10 @@ struct Queues<K: Watched> {
     ready: Ready<K>,
     workers: JoinSet<Done<K>>,
     running: HashMap<tokio::task::Id, ObjectRef<K>>,
-    /// Workers on new objects counted against the intake window, oldest first.
-    intake_workers: VecDeque<(tokio::task::Id, Instant)>,
+    /// New objects counted against the intake window, oldest first: while their worker runs,
+    /// then while the record it handed over is written behind (`worker` is `None` then), as
+    /// long as [`OperatorConfig::intake_hold`] allows.
+    intake_workers: VecDeque<IntakeEntry<K>>,
     wakes: DelayQueue<ObjectRef<K>>,
 }
 
@@ -530,9 +576,13 @@ impl<K: Watched> Queues<K> {
     /// Starts a worker, holding `permit`, for the next waiting object.
     fn admit(&mut self, permit: OwnedSemaphorePermit) {
         if let Some((key, new)) = self.ready.pop(self.intake_open()) {
-            let id = self.spawn(key, permit);
+            let id = self.spawn(key.clone(), permit);
             if new {
-                self.intake_workers.push_back((id, Instant::now()));
+                self.intake_workers.push_back(IntakeEntry {
+                    worker: Some(id),
+                    key,
+                    started: Instant::now(),
+                });
             }
         }
     }
@@ -541,7 +591,7 @@ impl<K: Watched> Queues<K> {
     fn intake_release(&self) -> Option<Instant> {
         self.intake_workers
             .front()
-            .map(|(_, started)| *started + self.ctl.env.config.intake_hold)
+            .map(|entry| entry.started + self.ctl.env.config.intake_hold)
     }
 
     /// Stops counting the workers on new objects that have run for
@@ -552,10 +602,17 @@ impl<K: Watched> Queues<K> {
         while self
             .intake_workers
             .front()
-            .is_some_and(|(_, started)| *started + hold <= now)
+            .is_some_and(|entry| entry.started + hold <= now)
         {
             self.intake_workers.pop_front();
         }
+    }
+
+    /// No record of `key` is being written behind any more: a new object whose worker has
+    /// finished stops counting against the intake window.
+    fn record_idle(&mut self, key: &ObjectRef<K>) {
+        self.intake_workers
+            .retain(|entry| entry.worker.is_some() || entry.key != *key);
     }
 
     /// Queues the object of `slot` for a worker: in the intake queue if no process has handled
@@ -628,14 +685,23 @@ impl<K: Watched> Queues<K> {
         let (key, state, wake) = match done {
             Ok((id, (key, state, wake))) => {
                 self.running.remove(&id);
-                self.intake_workers.retain(|(worker, _)| *worker != id);
+                // A new object's record still on its way counts as the worker did: the
+                // window paces new objects by their writes, as when the worker wrote it.
+                let writing = self.ctl.records.in_flight(&key);
+                self.intake_workers.retain_mut(|entry| {
+                    if entry.worker != Some(id) {
+                        return true;
+                    }
+                    entry.worker = None;
+                    writing
+                });
                 (key, state, wake)
             }
             Err(error) => {
                 // Our own bug (handler panics are caught): forget what we knew, the record on
                 // the object is still there.
                 self.intake_workers
-                    .retain(|(worker, _)| *worker != error.id());
+                    .retain(|entry| entry.worker != Some(error.id()));
                 let Some(key) = self.running.remove(&error.id()) else {
                     return;
                 };

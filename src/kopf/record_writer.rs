@@ -37,8 +37,16 @@ use super::progress::{self, Record};
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
-/// Called with the object and the resourceVersion a stored record produced.
-pub type OnStored<Key> = Arc<dyn Fn(&Key, String) + Send + Sync>;
+/// What the writer tells its owner: a record of the object was stored and produced this
+/// resourceVersion (at once, for the intake window's echo timing), and no record of the object
+/// is waiting or being written any more (stored, or given up for a gone object).
+pub struct Callbacks<Key> {
+    pub stored: Box<OnStored<Key>>,
+    pub idle: Box<OnIdle<Key>>,
+}
+
+pub type OnStored<Key> = dyn Fn(&Key, String) + Send + Sync;
+pub type OnIdle<Key> = dyn Fn(&Key) + Send + Sync;
 
 /// A record to store on one object.
 pub struct Write<K: Resource> {
@@ -58,7 +66,7 @@ type Slots<K, Key> = Arc<Mutex<HashMap<Key, Arc<Slot<K>>>>>;
 /// record of it waits or is being written.
 pub struct RecordWriter<K: Resource, Key> {
     slots: Slots<K, Key>,
-    on_stored: OnStored<Key>,
+    callbacks: Arc<Callbacks<Key>>,
 }
 
 struct Slot<K: Resource> {
@@ -78,11 +86,20 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     Key: Clone + Eq + Hash + Debug + Send + Sync + 'static,
 {
-    pub fn new(on_stored: OnStored<Key>) -> Self {
+    pub fn new(callbacks: Callbacks<Key>) -> Self {
         Self {
             slots: Arc::default(),
-            on_stored,
+            callbacks: Arc::new(callbacks),
         }
+    }
+
+    /// Whether a record of `key` is waiting or being written behind.
+    pub fn in_flight(&self, key: &Key) -> bool {
+        self.slots
+            .lock()
+            .expect("record slots lock")
+            .get(key)
+            .is_some_and(|slot| slot.state.lock().expect("record slot lock").draining)
     }
 
     /// Hands `write` over to be stored behind, replacing any record of `key` still waiting.
@@ -110,7 +127,7 @@ where
                 key.clone(),
                 slot.clone(),
                 self.slots.clone(),
-                self.on_stored.clone(),
+                self.callbacks.clone(),
             ));
         }
     }
@@ -145,7 +162,7 @@ where
             let pending = slot.state.lock().expect("record slot lock").pending.take();
             if let Some(write) = pending {
                 match store(&write).await {
-                    Ok(Some(version)) => (self.on_stored)(&key, version),
+                    Ok(Some(version)) => (self.callbacks.stored)(&key, version),
                     Ok(None) => {}
                     Err(error) => {
                         tracing::warn!(%error, object = %write.name, "storing handler progress at shutdown")
@@ -181,8 +198,12 @@ where
 }
 
 /// Writes the slot's waiting records, the newest each time, until none is left.
-async fn drain<K, Key>(key: Key, slot: Arc<Slot<K>>, slots: Slots<K, Key>, on_stored: OnStored<Key>)
-where
+async fn drain<K, Key>(
+    key: Key,
+    slot: Arc<Slot<K>>,
+    slots: Slots<K, Key>,
+    callbacks: Arc<Callbacks<Key>>,
+) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     Key: Eq + Hash + Send + Sync + 'static,
 {
@@ -199,11 +220,13 @@ where
         let Some(write) = pending else {
             drop(writing);
             forget_idle(&slots, &key, &slot);
+            // After `draining` went false, so that whoever hears this sees the slot idle.
+            (callbacks.idle)(&key);
             return;
         };
         match store(&write).await {
             Ok(Some(version)) => {
-                on_stored(&key, version);
+                (callbacks.stored)(&key, version);
                 delay = RETRY_FIRST;
             }
             Ok(None) => {}
