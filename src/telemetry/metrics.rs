@@ -15,7 +15,7 @@
 //! | `step_duration_seconds` | histogram | `outcome` |
 //! | `handler_duration_seconds` | histogram | `handler` |
 //! | `handler_outcomes_total` | counter | `handler`, `outcome` = `success` \| `temporary` \| `permanent` |
-//! | `api_errors_total` | counter | `verb` |
+//! | `api_errors_total` | counter: the operator's refused API calls, status writes made behind included (each try); not the framework's own writes | `verb` |
 //! | `queue_depth` | gauge: objects waiting for a worker | |
 //! | `active_workers` | gauge: objects being processed | |
 //! | `intake_window` | gauge: new workflows that may be set up at once | |

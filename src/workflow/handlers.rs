@@ -104,9 +104,19 @@ const STATUS_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 impl Shared {
     pub fn new(step_events: bool, metrics: Option<crate::telemetry::metrics::Metrics>) -> Self {
+        // A status written behind that the API refuses counts as an API error, as one written
+        // at once does.
+        let status = match &metrics {
+            Some(metrics) => {
+                let metrics = metrics.clone();
+                StatusWriter::counting_refusals(Arc::new(move || metrics.api_error("patch")))
+            }
+            None => StatusWriter::default(),
+        };
         Self {
             step_events,
             metrics: super::metrics::Recorder::new(metrics),
+            status,
             ..Default::default()
         }
     }

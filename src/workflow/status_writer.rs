@@ -31,6 +31,10 @@ use super::crd::{WorkFlow, WorkFlowStatus};
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
+/// Called for every status write behind that the API refuses (it is tried again): the
+/// operator counts these as API errors.
+pub type OnRefused = Arc<dyn Fn() + Send + Sync>;
+
 /// The status writes of every workflow, and the newest copy of each workflow they returned.
 #[derive(Default)]
 pub struct StatusWriter {
@@ -38,6 +42,7 @@ pub struct StatusWriter {
     /// The object our last status write returned, per workflow uid: newer than the watch's copy
     /// until the watch catches up, so a quick next event does not plan from a stale status.
     written: Arc<Mutex<HashMap<String, Arc<WorkFlow>>>>,
+    on_refused: Option<OnRefused>,
 }
 
 /// One workflow's writes.
@@ -65,6 +70,14 @@ struct Pending {
 }
 
 impl StatusWriter {
+    /// A writer that calls `on_refused` for every refused write behind.
+    pub fn counting_refusals(on_refused: OnRefused) -> Self {
+        Self {
+            on_refused: Some(on_refused),
+            ..Self::default()
+        }
+    }
+
     /// The newest copy of the workflow we know of: the mirror's or our last write's. Our copy
     /// is dropped once the mirror has caught up with it, so that a copy is held only while the
     /// watch lags, not for every workflow ever written.
@@ -195,7 +208,11 @@ impl StatusWriter {
         });
         if !state.draining {
             state.draining = true;
-            tokio::spawn(drain(slot.clone(), self.written.clone()));
+            tokio::spawn(drain(
+                slot.clone(),
+                self.written.clone(),
+                self.on_refused.clone(),
+            ));
         }
     }
 
@@ -231,7 +248,11 @@ impl StatusWriter {
 }
 
 /// Writes the slot's pending statuses, newest first, until none is left.
-async fn drain(slot: Arc<Slot>, written: Arc<Mutex<HashMap<String, Arc<WorkFlow>>>>) {
+async fn drain(
+    slot: Arc<Slot>,
+    written: Arc<Mutex<HashMap<String, Arc<WorkFlow>>>>,
+    on_refused: Option<OnRefused>,
+) {
     let mut delay = RETRY_FIRST;
     loop {
         let writing = slot.writing.lock().await;
@@ -251,6 +272,9 @@ async fn drain(slot: Arc<Slot>, written: Arc<Mutex<HashMap<String, Arc<WorkFlow>
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(error) => {
                 tracing::warn!(%error, workflow = %pending.name, "writing the status behind; trying again");
+                if let Some(on_refused) = &on_refused {
+                    on_refused();
+                }
                 slot.state
                     .lock()
                     .expect("status slot lock")
@@ -466,6 +490,42 @@ mod tests {
         let api: Api<WorkFlow> = Api::namespaced(client.clone(), "default");
         let stored = api.get("w").await.expect("the workflow");
         assert_eq!(stored.status, Some(status(1)));
+    }
+
+    #[tokio::test]
+    async fn every_refused_write_behind_is_reported_and_a_landed_one_is_not() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (cluster, client, workflow) = started().await;
+        let refused = Arc::new(AtomicUsize::new(0));
+        let count = refused.clone();
+        let writer = StatusWriter::counting_refusals(Arc::new(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+        }));
+        cluster
+            .faults()
+            .set_error_rate(Verb::Patch, 1.0, InjectedError::Internal);
+        writer.write_behind(&client, &workflow, status(1));
+        let twice = async {
+            while refused.load(Ordering::SeqCst) < 2 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), twice)
+            .await
+            .expect("both refusals are reported");
+        cluster.faults().clear();
+        writer.settle(&workflow).await.expect("the status lands");
+        let before = refused.load(Ordering::SeqCst);
+        writer.write_behind(&client, &workflow, status(2));
+        let landed = async {
+            while !writer.idle(&workflow.uid().unwrap_or_default()) {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), landed)
+            .await
+            .expect("the second status is written");
+        assert_eq!(refused.load(Ordering::SeqCst), before);
     }
 
     #[tokio::test]
