@@ -728,16 +728,14 @@ impl Request<'_> {
             }
             _ => (items, None),
         };
-        if self.representation == Representation::Object {
-            return Ok(list_response(self.info, &page, rv, next));
-        }
         let mut metadata = json!({"resourceVersion": rv.to_string()});
-        if let Some(next) = next {
+        if let Some(next) = &next {
             metadata["continue"] = json!(next);
         }
-        let rendered = representation::render_list(self.representation, self.info, &page, metadata)
-            .expect("rendered unless as stored");
-        Ok(json_response(StatusCode::OK, &rendered))
+        match representation::render_list(self.representation, self.info, &page, metadata) {
+            None => Ok(list_response(self.info, &page, rv, next)),
+            Some(rendered) => Ok(json_response(StatusCode::OK, &rendered)),
+        }
     }
 
     fn watch(&self) -> Result<Response> {
