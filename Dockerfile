@@ -5,7 +5,9 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
-RUN cargo build --release --locked --bin workflow-operator
+COPY crates ./crates
+# Without the default `dev` feature: no embedded control plane (`dev`, `bench`) in the image.
+RUN cargo build --release --locked --no-default-features --bin workflow-operator
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/workflow-operator /usr/local/bin/workflow-operator

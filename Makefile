@@ -18,7 +18,7 @@ tools: ## install the test tools (kubectl, Python kubernetes client) into .venv/
 
 test: tools ## run the whole test suite
 	@start=$$(date +%s); \
-	$(CARGO) test --all-targets --no-fail-fast && $(CARGO) test --doc; rc=$$?; \
+	$(CARGO) test --workspace --all-targets --no-fail-fast && $(CARGO) test --workspace --doc; rc=$$?; \
 	echo "test suite took $$(( $$(date +%s) - start ))s"; exit $$rc
 
 test-slow: tools ## the slow reliability tests: 20 operator kills during 50 workflows; a 5,000-step workflow
@@ -26,7 +26,8 @@ test-slow: tools ## the slow reliability tests: 20 operator kills during 50 work
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --no-default-features -- -D warnings
 
 fmt: ## format the code
 	$(CARGO) fmt --all

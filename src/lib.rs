@@ -3,15 +3,17 @@
 //! Layers, each importing only the ones below it (see `DESIGN.md` section 4):
 //! - [`cli`]: the clap commands (`run`, `dev`, `crd`, `validate`, `graph`, `lifecycle`, `bench`).
 //! - [`workflow`]: the operator itself: CRD types, DAG, planner, handlers.
-//! - [`kopf`]: the Kopf-style handler framework, generic over any `kube::Resource`.
-//! - [`devcluster`]: the embedded Kubernetes control plane; knows nothing of workflows.
+//! - [`telemetry`]: metrics, health endpoints and leader election.
 //! - [`bench`]: the end-to-end benchmark (`workflow-operator bench`): the control plane plus the
-//!   operator as a separate process, measured.
+//!   operator as a separate process, measured (the `dev` feature).
+//!
+//! Below them, crates of their own in this workspace: `kube-kopf`, the Kopf-style handler
+//! framework, generic over any `kube::Resource`; `kube-devcluster`, the embedded Kubernetes
+//! control plane. Neither knows workflows.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "dev")]
 pub mod bench;
 pub mod cli;
-pub mod devcluster;
-pub mod kopf;
 pub mod telemetry;
 pub mod workflow;

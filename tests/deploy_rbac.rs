@@ -2,17 +2,14 @@
 //! uses: no wildcard, and every (verb, resource) the operator process was seen calling on the
 //! embedded control plane during a run through every handler is granted (issue 6, acceptance 1).
 
-#[path = "devcluster_support/mod.rs"]
-mod support;
-
 use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
+use kube_devcluster::DevCluster;
 use serde_json::{Value, json};
-use workflow_operator::devcluster::DevCluster;
 use workflow_operator::workflow::crd::WorkFlow;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -116,11 +113,12 @@ async fn wait_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes() {
-    let Some(tools) = support::require_tools("deploy_installs_with_kubectl") else {
+    let Some(tools) = kube_devcluster::testing::require_tools("deploy_installs_with_kubectl")
+    else {
         return;
     };
     let home = tempfile::tempdir().unwrap();
-    let cluster = support::start().await;
+    let cluster = kube_devcluster::testing::start().await;
     kubectl(
         &cluster,
         &tools.kubectl,

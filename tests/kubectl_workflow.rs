@@ -3,14 +3,11 @@
 //! read it back with the CRD's printer columns, look at its Jobs, pods, logs and Events, and
 //! delete it (issue 2 acceptance 1, issue 6 acceptance 3).
 
-#[path = "devcluster_support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::time::Duration;
 
+use kube_devcluster::DevCluster;
 use tokio_util::sync::CancellationToken;
-use workflow_operator::devcluster::DevCluster;
 use workflow_operator::workflow::operator::{self, OperatorOptions};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -47,11 +44,13 @@ fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
 
 #[tokio::test]
 async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() {
-    let Some(tools) = support::require_tools("kubectl_session_runs_the_diamond_example") else {
+    let Some(tools) =
+        kube_devcluster::testing::require_tools("kubectl_session_runs_the_diamond_example")
+    else {
         return;
     };
     let home = tempfile::tempdir().unwrap();
-    let cluster = support::start().await;
+    let cluster = kube_devcluster::testing::start().await;
     let k = |args: &'static [&'static str]| kubectl(&cluster, &tools.kubectl, home.path(), args);
 
     k(&["apply", "-f", "crd/"]).await;

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
+use kube_devcluster::faults::{InjectedError, Verb};
 use rstest::rstest;
 use serde_json::json;
 use support::{
     JobRecorder, Operator, executed, holds_for, job_outcome, operator, operator_process, phase,
     started, wait_for, wait_for_history,
 };
-use workflow_operator::devcluster::faults::{InjectedError, Verb};
 use workflow_operator::workflow::WorkFlow;
 use workflow_operator::workflow::jobs::{LABEL_RUN, LABEL_STEP, LABEL_WORKFLOW};
 use workflow_operator::workflow::lifecycle::Phase;

@@ -4,6 +4,8 @@
 
 mod run_process;
 
+use kube_devcluster::testing::eventually;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -12,25 +14,6 @@ use kube::api::{Api, ListParams, PostParams};
 use workflow_operator::workflow::crd::WorkFlow;
 
 use run_process::{cluster_with_crd, free_addr, get, metric, spawn_operator, wait_completed};
-
-/// Polls `check` every 50 ms until it holds, failing with `what` after `deadline`.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    deadline: Duration,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let end = Instant::now() + deadline;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn diamond(name: &str) -> WorkFlow {
     WorkFlow::test(name)

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
+use kube_devcluster::faults::Verb;
 use rstest::rstest;
 use support::{JobRecorder, Operator, executed, operator, step_of};
-use workflow_operator::devcluster::faults::Verb;
 use workflow_operator::workflow::WorkFlow;
 use workflow_operator::workflow::jobs::LABEL_WORKFLOW;
 use workflow_operator::workflow::names;

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
+use kube_devcluster::faults::{InjectedError, Verb};
 use rstest::rstest;
 use serde_json::json;
 use support::{JobRecorder, Operator, Shape, check_outcome, operator};
-use workflow_operator::devcluster::faults::{InjectedError, Verb};
 use workflow_operator::workflow::WorkFlow;
 use workflow_operator::workflow::lifecycle::Phase;
 

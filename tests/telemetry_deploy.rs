@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::{Container, Namespace};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
 use kube::api::PostParams;
+use kube_devcluster::{DevCluster, DevClusterOptions};
 use serde_json::json;
-use workflow_operator::devcluster::{DevCluster, DevClusterOptions};
 
 const MANIFEST: &str = include_str!("../deploy/deployment.yaml");
 

@@ -9,11 +9,11 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::Api;
 use kube::api::PostParams;
+use kube_devcluster::{DevCluster, DevClusterOptions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use workflow_operator::devcluster::{DevCluster, DevClusterOptions};
 use workflow_operator::telemetry::{
     Ended, LeaderElection, LeaderStatus, Metrics, Readiness, Timing,
 };

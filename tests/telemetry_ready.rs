@@ -6,6 +6,8 @@
 //! - through `workflow-operator run`, with added API latency: `/readyz` is 503 before the
 //!   listings are done, and a burst of workflows on one worker shows in `queue_depth`.
 
+// The framework's test fixtures (the `Widget` resource, the handler `Probe`), shared, not copied.
+#[path = "../crates/kube-kopf/tests/common/mod.rs"]
 mod kopf_common;
 mod run_process;
 
@@ -18,10 +20,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::{Client, CustomResourceExt};
+use kube_devcluster::{DevCluster, DevClusterOptions};
+use kube_kopf::{Children, Monitor, Operator, OperatorConfig};
 use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
-use workflow_operator::devcluster::{DevCluster, DevClusterOptions};
-use workflow_operator::kopf::{Children, Monitor, Operator, OperatorConfig};
 use workflow_operator::telemetry::{
     LeaderElection, LeaderStatus, Metrics, QueueSample, Readiness, serve,
 };

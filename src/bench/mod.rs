@@ -31,12 +31,12 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::devcluster::faults::Verb;
-use crate::devcluster::metrics::RequestCounts;
-use crate::devcluster::resources::GroupResource;
-use crate::devcluster::{DevCluster, DevClusterOptions, PodMode};
 use crate::workflow::operator::install_crd;
 use ceiling::Ceiling;
+use kube_devcluster::faults::Verb;
+use kube_devcluster::metrics::RequestCounts;
+use kube_devcluster::resources::GroupResource;
+use kube_devcluster::{DevCluster, DevClusterOptions, PodMode};
 use process::{OperatorProcess, Spawn};
 pub use shape::Shape;
 use timeline::{Observer, Summary};
@@ -51,7 +51,7 @@ const WORKFLOWS: (&str, &str) = ("workflow.crd.com", "workflows");
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("starting the embedded control plane: {0}")]
-    Cluster(#[from] crate::devcluster::Error),
+    Cluster(#[from] kube_devcluster::Error),
     #[error("installing the WorkFlow CRD: {0:#}")]
     Crd(anyhow::Error),
     #[error("measuring the control plane's ceiling: {0}")]
@@ -391,14 +391,14 @@ pub async fn run(options: Options) -> Result<Report> {
 fn bench_client(base_url: &str) -> Result<kube::Client> {
     let url = base_url
         .parse()
-        .map_err(|e| crate::devcluster::Error::Url(base_url.to_string(), e))?;
+        .map_err(|e| kube_devcluster::Error::Url(base_url.to_string(), e))?;
     let mut config = kube::Config::new(url);
     config.default_namespace = "default".into();
     config.headers.push((
         http::header::USER_AGENT,
         http::HeaderValue::from_static(BENCH_AGENT),
     ));
-    Ok(kube::Client::try_from(config).map_err(crate::devcluster::Error::Client)?)
+    Ok(kube::Client::try_from(config).map_err(kube_devcluster::Error::Client)?)
 }
 
 async fn start_operator(cluster: &DevCluster, spawn: &Spawn) -> Result<OperatorProcess> {

@@ -1,6 +1,6 @@
 //! What a benchmark sees happen, and when: the instants at which each step's Job was created and
 //! became `Complete`, and at which each workflow became terminal, read from the control plane's
-//! in-process change stream ([`crate::devcluster::store::Store::subscribe`]) on a thread of its
+//! in-process change stream ([`kube_devcluster::store::Store::subscribe`]) on a thread of its
 //! own. [`super::run`] starts an [`Observer`] before submitting and turns its [`Timeline`] into
 //! dispatch latencies at the end.
 //!
@@ -24,7 +24,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::devcluster::store::{EventType, WatchEvent};
+use kube_devcluster::store::{EventType, WatchEvent};
 
 const WORKFLOW_GROUP: &str = "workflow.crd.com";
 const STEP_KEY: &str = "workflow.crd.com/step";
@@ -262,7 +262,7 @@ pub struct Observer {
 }
 
 impl Observer {
-    /// Starts observing `changes` (a fresh [`crate::devcluster::store::Store::subscribe`]) on a
+    /// Starts observing `changes` (a fresh [`kube_devcluster::store::Store::subscribe`]) on a
     /// thread of its own, so that it is never queued behind the API server's tasks.
     ///
     /// # Panics

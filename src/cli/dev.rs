@@ -15,10 +15,10 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::Value;
 
-use crate::devcluster::faults::{ErrorRate, FaultConfig};
-use crate::devcluster::{DevCluster, DevClusterOptions, PodMode};
 use crate::workflow::crd::WorkFlow;
 use crate::workflow::operator::{self, OperatorOptions};
+use kube_devcluster::faults::{ErrorRate, FaultConfig};
+use kube_devcluster::{DevCluster, DevClusterOptions, PodMode};
 
 /// Options of `dev` (its help text is on `Command::Dev`).
 #[derive(Debug, Args)]

@@ -7,10 +7,10 @@ use clap::{Args, ValueEnum};
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::devcluster::schema;
 use crate::workflow::crd::{WorkFlow, crd_yaml};
 use crate::workflow::dag::Dag;
 use crate::workflow::lifecycle;
+use kube_devcluster::schema;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {

@@ -1,7 +1,9 @@
 //! The command line: one clap subcommand per job, each in its own module. `main.rs` only calls
 //! [`main`].
 
+#[cfg(feature = "dev")]
 mod bench;
+#[cfg(feature = "dev")]
 mod dev;
 mod inspect;
 mod run;
@@ -39,6 +41,7 @@ enum Command {
     /// Serves the Kubernetes API on 127.0.0.1 over plain HTTP without authentication: a local
     /// tool for trying, testing and measuring, never for production or a shared host. Pods run
     /// their command as local processes on this machine (no container, no image pull).
+    #[cfg(feature = "dev")]
     Dev(dev::DevArgs),
     /// Print the WorkFlow CustomResourceDefinition as YAML (what `crd/workflow.yaml` holds).
     Crd,
@@ -55,6 +58,7 @@ enum Command {
     /// Starts the embedded control plane in this process with simulated pods and the operator as
     /// a separate process (`run`), submits the workflows, and waits for all of them to finish.
     /// `--external` measures another operator serving the same CRD instead.
+    #[cfg(feature = "dev")]
     Bench(bench::BenchArgs),
 }
 
@@ -68,7 +72,9 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => inspect::graph(&args),
         Command::Lifecycle(args) => inspect::lifecycle(&args),
         Command::Run(args) => block_on(run::run(args)),
+        #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),
+        #[cfg(feature = "dev")]
         Command::Bench(args) => block_on(bench::bench(args)),
     }
 }

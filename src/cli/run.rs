@@ -10,11 +10,11 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use crate::kopf::Monitor;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::leader::{Ended, LeaderElection};
 use crate::telemetry::metrics::{Metrics, QueueSample};
 use crate::workflow::operator::{self, OperatorOptions};
+use kube_kopf::Monitor;
 
 /// Run the operator. Credentials come from `KUBECONFIG` / `~/.kube/config`, or from the pod's
 /// service account when running in a cluster. The WorkFlow CRD must be installed

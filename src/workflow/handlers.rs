@@ -1,5 +1,5 @@
 //! The WorkFlow handlers: what the operator does for each event of DESIGN section 3, on top of
-//! the [`crate::kopf`] framework. [`crate::workflow::operator`] registers them.
+//! the [`kube_kopf`] framework. [`crate::workflow::operator`] registers them.
 //!
 //! Creation, spec updates, Job changes, resumes and timer ticks all end in [`reconcile`], which
 //! reads the workflow's Jobs from the framework's in-memory mirror of the API (never from the
@@ -39,7 +39,7 @@ use super::jobs;
 use super::names;
 use super::plan::{Action, Compiled, ObservedJob, Plan};
 use super::status_writer::StatusWriter;
-use crate::kopf::{Context, HandlerError, HandlerResult};
+use kube_kopf::{Context, HandlerError, HandlerResult};
 
 /// The field manager the operator writes with.
 pub const FIELD_MANAGER: &str = "workflow-operator";

@@ -10,8 +10,8 @@ use std::time::Duration;
 use super::job_summary::JobSummary;
 use super::lifecycle::{Phase, Trigger};
 use super::plan::Plan;
-use crate::kopf::HandlerResult;
 use crate::telemetry::metrics::{HandlerOutcome, Metrics, StepOutcome};
+use kube_kopf::HandlerResult;
 
 /// Metric updates from the handlers; a no-op without metrics.
 #[derive(Default)]
@@ -105,8 +105,8 @@ impl Recorder {
         let Some(metrics) = &self.metrics else { return };
         let outcome = match result {
             Ok(()) => HandlerOutcome::Success,
-            Err(crate::kopf::HandlerError::Temporary { .. }) => HandlerOutcome::Temporary,
-            Err(crate::kopf::HandlerError::Permanent(_)) => HandlerOutcome::Permanent,
+            Err(kube_kopf::HandlerError::Temporary { .. }) => HandlerOutcome::Temporary,
+            Err(kube_kopf::HandlerError::Permanent(_)) => HandlerOutcome::Permanent,
         };
         metrics.handler_done(name, outcome, elapsed);
     }

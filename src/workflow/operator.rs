@@ -15,8 +15,8 @@ use super::crd::WorkFlow;
 use super::handlers::{self, FIELD_MANAGER, Shared};
 use super::job_summary::JobSummary;
 use super::jobs::LABEL_WORKFLOW;
-use crate::kopf::{Children, Monitor, Operator, OperatorConfig};
 use crate::telemetry::metrics::Metrics;
+use kube_kopf::{Children, Monitor, Operator, OperatorConfig};
 
 /// The name the operator reports Events as, and the prefix of its finalizer and annotation.
 pub const OPERATOR_NAME: &str = "workflow.crd.com";

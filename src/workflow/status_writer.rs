@@ -332,9 +332,9 @@ mod tests {
 
     use kube::api::PostParams;
 
-    use crate::devcluster::faults::{InjectedError, Verb};
-    use crate::devcluster::{DevCluster, DevClusterOptions};
     use crate::workflow::operator::install_crd;
+    use kube_devcluster::faults::{InjectedError, Verb};
+    use kube_devcluster::{DevCluster, DevClusterOptions};
 
     fn status(done: usize) -> WorkFlowStatus {
         WorkFlowStatus {
@@ -363,7 +363,7 @@ mod tests {
     /// The `done` of each status the store committed for the workflow, in order, until one with
     /// `last` done and then the label `sentinel`, which the test writes after it.
     async fn stored_progress(
-        changes: &mut tokio::sync::broadcast::Receiver<Arc<crate::devcluster::store::WatchEvent>>,
+        changes: &mut tokio::sync::broadcast::Receiver<Arc<kube_devcluster::store::WatchEvent>>,
         last: usize,
     ) -> Vec<usize> {
         let mut seen = Vec::new();

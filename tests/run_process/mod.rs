@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
+use kube_devcluster::{DevCluster, DevClusterOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
-use workflow_operator::devcluster::{DevCluster, DevClusterOptions};
 use workflow_operator::workflow::crd::WorkFlow;
 use workflow_operator::workflow::operator;
 

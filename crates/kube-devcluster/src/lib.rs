@@ -1,0 +1,64 @@
+//! The embedded Kubernetes control plane: an API server, a job controller, a kubelet that runs
+//! each pod's command as a local process, and a garbage collector, all in one process. It knows
+//! nothing of workflows: it serves whatever CRDs are installed. `make demo`, the integration
+//! tests and the benchmarks run on it (DESIGN section 5).
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! use kube_devcluster::{DevCluster, DevClusterOptions};
+//! let cluster = DevCluster::start(DevClusterOptions::default()).await?;
+//! let client: kube::Client = cluster.client();
+//! // ... the cluster stops when `cluster` is dropped.
+//! # Ok(()) }
+//! ```
+//!
+//! The server speaks plain HTTP on loopback without authentication: it is a local tool for
+//! trying, testing and measuring, not for production.
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "server")]
+pub mod admission;
+#[cfg(feature = "server")]
+mod cluster;
+#[cfg(feature = "server")]
+pub mod controllers;
+#[cfg(feature = "server")]
+pub mod error;
+#[cfg(feature = "server")]
+pub mod events;
+#[cfg(feature = "server")]
+pub mod faults;
+pub mod field_error;
+#[cfg(feature = "server")]
+pub mod gc;
+#[cfg(feature = "server")]
+pub mod jobs;
+#[cfg(feature = "server")]
+pub mod kubelet;
+#[cfg(feature = "server")]
+pub mod metrics;
+#[cfg(feature = "server")]
+pub mod openapi;
+#[cfg(feature = "server")]
+pub mod patch;
+#[cfg(feature = "server")]
+pub mod path;
+#[cfg(feature = "server")]
+pub mod representation;
+#[cfg(feature = "server")]
+pub mod resources;
+pub mod schema;
+#[cfg(feature = "server")]
+pub mod selector;
+#[cfg(feature = "server")]
+pub mod server;
+#[cfg(feature = "server")]
+pub mod store;
+#[cfg(feature = "server")]
+pub mod table;
+#[cfg(feature = "server")]
+pub mod watch;
+#[cfg(feature = "server")]
+pub use cluster::{DevCluster, DevClusterOptions, Error, PodMode, client_for};
+#[cfg(feature = "testing")]
+pub mod testing;

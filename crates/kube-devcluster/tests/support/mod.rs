@@ -1,0 +1,150 @@
+//! Shared fixtures of the devcluster API tests: a started cluster, a small test CRD (`Widget`,
+//! with a status subresource, printer columns, defaults and validation) and raw HTTP requests;
+//! what every crate's tests share comes from [`kube_devcluster::testing`].
+#![allow(dead_code)]
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube_devcluster::DevCluster;
+use serde_json::{Value, json};
+
+/// The test CRD as YAML: `widgets.test.example.com`, kind `Widget`, short name `wd`.
+pub const WIDGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.test.example.com
+spec:
+  group: test.example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets, singular: widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Phase, type: string, jsonPath: .status.phase}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [color]
+            properties:
+              size: {type: integer, default: 3, minimum: 1}
+              color: {type: string, enum: [red, blue]}
+              parts:
+                type: array
+                items:
+                  type: object
+                  required: [partName]
+                  properties:
+                    partName: {type: string, pattern: '^[a-z0-9-]+$'}
+                    weight: {type: integer, default: 1}
+              blob: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status:
+            type: object
+            properties:
+              phase: {type: string}
+              conditions:
+                type: array
+                items:
+                  type: object
+                  x-kubernetes-preserve-unknown-fields: true
+"#;
+
+/// Installs the Widget CRD through the API.
+pub async fn install_widget_crd(cluster: &DevCluster) {
+    let crd: CustomResourceDefinition = serde_yaml::from_str(WIDGET_CRD).unwrap();
+    Api::<CustomResourceDefinition>::all(cluster.client())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("the CRD is accepted");
+}
+
+pub fn widget_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("test.example.com", "v1", "Widget"),
+        "widgets",
+    )
+}
+
+pub fn widgets(cluster: &DevCluster, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(cluster.client(), namespace, &widget_resource())
+}
+
+/// A Widget manifest with the given name, labels and spec.
+pub fn widget(name: &str, labels: Value, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "test.example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// The answer to a raw request: status, headers and body.
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+pub async fn raw(
+    cluster: &DevCluster,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> RawResponse {
+    raw_accepting(
+        cluster,
+        method,
+        path,
+        "application/json",
+        content_type,
+        body,
+    )
+    .await
+}
+
+/// [`raw`], asking for the media type `accept`.
+pub async fn raw_accepting(
+    cluster: &DevCluster,
+    method: &str,
+    path: &str,
+    accept: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> RawResponse {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::ACCEPT, accept)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    // Without kube-rs's retries (it retries 429s), so the test sees each answer as it was.
+    let mut config = kube::Config::new(cluster.base_url().parse().unwrap());
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).unwrap();
+    let response = client.send(request).await.expect("the request is sent");
+    let (parts, body) = response.into_parts();
+    RawResponse {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body: body.collect_bytes().await.expect("a body").to_vec(),
+    }
+}
