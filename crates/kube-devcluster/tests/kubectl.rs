@@ -5,95 +5,15 @@
 
 mod support;
 
-use std::path::PathBuf;
+use support::{rows, setup};
+
 use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube_devcluster::DevCluster;
-use kube_devcluster::testing;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
-
-/// kubectl bound to one cluster, with its own discovery cache and a directory for manifests.
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    dir: tempfile::TempDir,
-}
-
-struct Output {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Kubectl {
-    fn new(cluster: &DevCluster, bin: PathBuf) -> Self {
-        Self {
-            bin,
-            kubeconfig: cluster.kubeconfig_path().to_path_buf(),
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(&self.bin);
-        command
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("cache"))
-            .args(args)
-            .env("HOME", self.dir.path())
-            .kill_on_drop(true);
-        command
-    }
-
-    async fn run(&self, args: &[&str]) -> Output {
-        let out = self.command(args).output().await.expect("kubectl runs");
-        Output {
-            success: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// Runs a command that must succeed; its standard output.
-    async fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args).await;
-        assert!(
-            out.success,
-            "kubectl {args:?} failed:\n{}\n{}",
-            out.stdout, out.stderr
-        );
-        out.stdout
-    }
-
-    /// Writes a manifest file and returns its path.
-    fn manifest(&self, name: &str, yaml: &str) -> String {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, yaml).unwrap();
-        path.to_string_lossy().into_owned()
-    }
-}
-
-async fn setup(test: &str) -> Option<(DevCluster, Kubectl)> {
-    let tools = testing::require_tools(test)?;
-    let cluster = testing::start().await;
-    let kubectl = Kubectl::new(&cluster, tools.kubectl.clone());
-    Some((cluster, kubectl))
-}
-
-/// The words of each line of a `kubectl get` table.
-fn rows(table: &str) -> Vec<Vec<String>> {
-    table
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.split_whitespace().map(String::from).collect())
-        .collect()
-}
 
 const WIDGET_W1: &str = "apiVersion: test.example.com/v1\nkind: Widget\nmetadata:\n  name: w1\n  labels: {team: a}\nspec:\n  color: red\n";
 

@@ -5,7 +5,6 @@
 mod support;
 
 use kube_devcluster::testing;
-use serde_json::Value;
 
 /// The client's side of the test; prints one JSON line of what it saw, checked by the Rust side.
 const SCRIPT: &str = r#"
@@ -59,26 +58,12 @@ print(json.dumps({
 
 #[tokio::test]
 async fn python_client_creates_lists_watches_and_patches_status_of_custom_objects() {
-    let Some(tools) = testing::require_tools("python_client") else {
+    if testing::require_tools("python_client").is_none() {
         return;
-    };
+    }
     let cluster = testing::start().await;
     support::install_widget_crd(&cluster).await;
-    let out = tokio::process::Command::new(&tools.python)
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(cluster.kubeconfig_path())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    let seen = support::python(&cluster, SCRIPT).await;
     assert_eq!(seen["default"], 3, "the schema default is applied");
     assert_eq!(seen["listed"], serde_json::json!(["w1"]));
     assert_eq!(seen["patched_phase"], "Ready");

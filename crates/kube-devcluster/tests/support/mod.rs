@@ -5,7 +5,9 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kube_devcluster::DevCluster;
+use std::path::PathBuf;
+
+use kube_devcluster::{DevCluster, testing};
 use serde_json::{Value, json};
 
 /// The test CRD as YAML: `widgets.test.example.com`, kind `Widget`, short name `wd`.
@@ -147,4 +149,104 @@ pub async fn raw_accepting(
         headers: parts.headers,
         body: body.collect_bytes().await.expect("a body").to_vec(),
     }
+}
+
+/// kubectl bound to one cluster, with its own discovery cache and a directory for manifests.
+pub struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+pub struct Output {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Kubectl {
+    pub fn new(cluster: &DevCluster, bin: PathBuf) -> Self {
+        Self {
+            bin,
+            kubeconfig: cluster.kubeconfig_path().to_path_buf(),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(&self.bin);
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .kill_on_drop(true);
+        command
+    }
+
+    pub async fn run(&self, args: &[&str]) -> Output {
+        let out = self.command(args).output().await.expect("kubectl runs");
+        Output {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs a command that must succeed; its standard output.
+    pub async fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(
+            out.success,
+            "kubectl {args:?} failed:\n{}\n{}",
+            out.stdout, out.stderr
+        );
+        out.stdout
+    }
+
+    /// Writes a manifest file and returns its path.
+    pub fn manifest(&self, name: &str, yaml: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, yaml).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+}
+
+pub async fn setup(test: &str) -> Option<(DevCluster, Kubectl)> {
+    let tools = testing::require_tools(test)?;
+    let cluster = testing::start().await;
+    let kubectl = Kubectl::new(&cluster, tools.kubectl.clone());
+    Some((cluster, kubectl))
+}
+
+/// The words of each line of a `kubectl get` table.
+pub fn rows(table: &str) -> Vec<Vec<String>> {
+    table
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+/// Runs a Python script with the official `kubernetes` client against `cluster` (its kubeconfig
+/// is `sys.argv[1]`); the script must succeed. Its standard output, parsed as one JSON value.
+pub async fn python(cluster: &DevCluster, script: &str) -> Value {
+    let tools = testing::require_tools("python").expect("the tools, already checked by setup");
+    let out = tokio::process::Command::new(&tools.python)
+        .arg("-c")
+        .arg(script)
+        .arg(cluster.kubeconfig_path())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
