@@ -42,32 +42,102 @@ fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
         .unwrap_or_else(|| panic!("no row {name} in\n{table}"))
 }
 
+/// The embedded control plane with the CRD installed (by kubectl, from `crd/`) and the operator
+/// running, and kubectl's home; `None` where kubectl cannot be had.
+struct Session {
+    cluster: DevCluster,
+    kubectl: &'static Path,
+    home: tempfile::TempDir,
+    stop: CancellationToken,
+    operator: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Session {
+    async fn start(test: &str) -> Option<Session> {
+        let tools = kube_devcluster::testing::require_tools(test)?;
+        let cluster = kube_devcluster::testing::start().await;
+        let home = tempfile::tempdir().unwrap();
+        kubectl(
+            &cluster,
+            &tools.kubectl,
+            home.path(),
+            &["apply", "-f", "crd/"],
+        )
+        .await;
+        kubectl(
+            &cluster,
+            &tools.kubectl,
+            home.path(),
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd/workflows.workflow.crd.com",
+                "--timeout=30s",
+            ],
+        )
+        .await;
+        let stop = CancellationToken::new();
+        let operator = tokio::spawn(operator::run(
+            cluster.client(),
+            OperatorOptions::default(),
+            stop.clone().cancelled_owned(),
+        ));
+        Some(Session {
+            cluster,
+            kubectl: &tools.kubectl,
+            home,
+            stop,
+            operator,
+        })
+    }
+
+    async fn k(&self, args: &[&str]) -> String {
+        kubectl(&self.cluster, self.kubectl, self.home.path(), args).await
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.operator)
+            .await
+            .expect("the operator stops")
+            .expect("the operator task")
+            .expect("the operator ran without error");
+    }
+}
+
 #[tokio::test]
-async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() {
-    let Some(tools) =
-        kube_devcluster::testing::require_tools("kubectl_session_runs_the_diamond_example")
-    else {
+async fn kubectl_wait_for_finished_returns_when_a_workflow_fails() {
+    let Some(session) = Session::start("kubectl_wait_for_finished").await else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let cluster = kube_devcluster::testing::start().await;
-    let k = |args: &'static [&'static str]| kubectl(&cluster, &tools.kubectl, home.path(), args);
+    session.k(&["create", "-f", "examples/failing.yaml"]).await;
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Finished",
+            "wf/failing",
+            "--timeout=60s",
+        ])
+        .await;
+    let phase = session
+        .k(&[
+            "get",
+            "wf",
+            "failing",
+            "-o",
+            "jsonpath={.status.workflow-status}",
+        ])
+        .await;
+    assert_eq!(phase, "Failed");
+    session.stop().await;
+}
 
-    k(&["apply", "-f", "crd/"]).await;
-    k(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/workflows.workflow.crd.com",
-        "--timeout=30s",
-    ])
-    .await;
-
-    let stop = CancellationToken::new();
-    let operator = tokio::spawn(operator::run(
-        cluster.client(),
-        OperatorOptions::default(),
-        stop.clone().cancelled_owned(),
-    ));
+#[tokio::test]
+async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() {
+    let Some(session) = Session::start("kubectl_session_runs_the_diamond_example").await else {
+        return;
+    };
+    let k = |args: &'static [&'static str]| session.k(args);
 
     k(&["create", "-f", "examples/diamond.yaml"]).await;
     k(&[
@@ -114,7 +184,7 @@ async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() 
         .iter()
         .find(|j| j.contains("step0"))
         .expect("the step0 job");
-    let logs = kubectl(&cluster, &tools.kubectl, home.path(), &["logs", step0]).await;
+    let logs = session.k(&["logs", step0]).await;
     assert_eq!(logs.trim(), "step0");
 
     let described = k(&["describe", "wf", "diamond"]).await;
@@ -153,10 +223,5 @@ async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() 
         .await;
     }
 
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(30), operator)
-        .await
-        .expect("the operator stops")
-        .expect("the operator task")
-        .expect("the operator ran without error");
+    session.stop().await;
 }

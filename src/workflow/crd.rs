@@ -25,6 +25,10 @@ pub const CONDITION_COMPLETED: &str = "Completed";
 /// The condition type that is `True` once the workflow failed.
 pub const CONDITION_FAILED: &str = "Failed";
 
+/// The condition type that is `True` once the workflow ended, either way (`Completed` or
+/// `Failed`): what a script waits for (`kubectl wait --for=condition=Finished`).
+pub const CONDITION_FINISHED: &str = "Finished";
+
 /// A DAG of container steps; the operator runs one Job per step, each after its dependencies.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -176,7 +180,7 @@ pub struct WorkFlowStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
 
-    /// Standard conditions: `Completed` and `Failed`.
+    /// Standard conditions: `Completed`, `Failed`, and `Finished` (ended either way).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

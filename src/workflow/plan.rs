@@ -24,7 +24,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::crd::{
-    CONDITION_COMPLETED, CONDITION_FAILED, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
+    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, UNLIMITED, WorkFlow, WorkFlowSpec,
+    WorkFlowStatus,
 };
 use super::dag::{Dag, DagError, Progress};
 use super::lifecycle::{Phase, Transition, Trigger};
@@ -691,7 +692,7 @@ fn list_names(names: &[&str]) -> String {
     }
 }
 
-/// The `Completed` and `Failed` conditions for `phase`; a condition keeps its
+/// The `Completed`, `Failed` and `Finished` conditions for `phase`; a condition keeps its
 /// `lastTransitionTime` while its status stays the same.
 fn conditions(
     previous: &[Condition],
@@ -733,6 +734,15 @@ fn conditions(
             failed,
             match failed_by {
                 Some(trigger) if failed => trigger.reason(),
+                _ => phase.as_str(),
+            },
+        ),
+        make(
+            CONDITION_FINISHED,
+            completed || failed,
+            match failed_by {
+                Some(trigger) if failed => trigger.reason(),
+                _ if completed => Trigger::AllStepsSucceeded.reason(),
                 _ => phase.as_str(),
             },
         ),
@@ -1731,6 +1741,35 @@ mod tests {
         assert!(
             second.actions.is_empty() && second.events.is_empty(),
             "{second:?}"
+        );
+    }
+
+    #[test]
+    fn finished_is_true_once_the_workflow_ended_either_way() {
+        let finished = |s: &WorkFlowStatus| {
+            let c = s.conditions.iter().find(|c| c.type_ == CONDITION_FINISHED);
+            c.map(|c| (c.status.clone(), c.reason.clone()))
+        };
+        let wf = running(WorkFlow::test("w").step("a", &[]).build());
+        assert_eq!(
+            finished(wf.status.as_ref().unwrap()),
+            Some(("False".into(), "Started".into()))
+        );
+        let done = plan(&wf, &Jobs::of(&wf).succeeded("a").build(), at(5));
+        assert_eq!(
+            finished(status(&done)),
+            Some(("True".into(), "AllStepsSucceeded".into()))
+        );
+        let failed = plan(
+            &wf,
+            &Jobs::of(&wf)
+                .failed("a", "BackoffLimitExceeded", "")
+                .build(),
+            at(5),
+        );
+        assert_eq!(
+            finished(status(&failed)),
+            Some(("True".into(), "StepFailed".into()))
         );
     }
 
