@@ -127,6 +127,7 @@ fn bench(c: &mut Criterion) {
                 containers: steps.clone(),
                 parallelism: None,
                 fail_fast: true,
+                pod_template: None,
             },
         );
         let mut wf = WorkFlow {

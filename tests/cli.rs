@@ -75,6 +75,7 @@ fn validate_accepts_every_valid_example() {
         "examples/parallelism.yaml",
         "examples/fail-fast-false.yaml",
         "examples/resources.yaml",
+        "examples/secrets-and-volumes.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);

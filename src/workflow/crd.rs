@@ -5,7 +5,12 @@
 //! rendered by [`crd_yaml`] (the `crd` CLI command), never written by hand. Used by every other
 //! part of `workflow/`.
 
-use k8s_openapi::api::core::v1::ResourceRequirements;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvFromSource, EnvVar, LocalObjectReference, PodSecurityContext,
+    ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
@@ -69,6 +74,69 @@ pub struct WorkFlowSpec {
     /// not depend on the failed one finish, then fails.
     #[serde(default = "default_true")]
     pub fail_fast: bool,
+
+    /// What every step's pod gets besides its container: labels and annotations, service
+    /// account, volumes, image pull secrets, scheduling and security settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_template: Option<PodTemplate>,
+}
+
+/// The pod-level settings of every step's pod (`spec.podTemplate`), as Kubernetes types.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTemplate {
+    /// Labels and annotations every step's pod carries (the operator's own labels win).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<PodTemplateMetadata>,
+
+    /// The service account the steps run as (`pod.spec.serviceAccountName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+
+    /// Volumes the steps may mount with `volumeMounts` (`pod.spec.volumes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub volumes: Vec<Volume>,
+
+    /// Secrets to pull the steps' images with (`pod.spec.imagePullSecrets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+
+    /// Node labels a step's pod must be scheduled on (`pod.spec.nodeSelector`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+
+    /// Taints the steps' pods tolerate (`pod.spec.tolerations`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub tolerations: Vec<Toleration>,
+
+    /// Scheduling constraints (`pod.spec.affinity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubernetes_object")]
+    pub affinity: Option<Affinity>,
+
+    /// Pod-level security settings (`pod.spec.securityContext`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubernetes_object")]
+    pub security_context: Option<PodSecurityContext>,
+
+    /// The steps' pods' priority class (`pod.spec.priorityClassName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+}
+
+/// Labels and annotations for every step's pod.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PodTemplateMetadata {
+    /// Labels of every step's pod.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+
+    /// Annotations of every step's pod.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// One step of a workflow: a container run to completion as a Job.
@@ -97,9 +165,37 @@ pub struct Step {
     pub args: Option<Vec<String>>,
 
     /// Environment variables for the step, besides `WORKFLOW_NAME`, `WORKFLOW_NAMESPACE` and
-    /// `STEP_NAME`, which the operator sets.
+    /// `STEP_NAME`, which the operator sets: Kubernetes `EnvVar`s, `value` or `valueFrom`
+    /// (`secretKeyRef`, `configMapKeyRef`, `fieldRef`, `resourceFieldRef`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "env_schema")]
     pub env: Vec<EnvVar>,
+
+    /// Environment variables from every key of a ConfigMap or Secret (`configMapRef`,
+    /// `secretRef`, with an optional `prefix`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub env_from: Vec<EnvFromSource>,
+
+    /// Where the pod's volumes (`spec.podTemplate.volumes`) appear in the step's container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub volume_mounts: Vec<VolumeMount>,
+
+    /// The directory the command runs in; absent means the image's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+
+    /// When to pull the image: `Always`, `IfNotPresent` or `Never`; absent means Kubernetes'
+    /// default for the image's tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "image_pull_policy_schema")]
+    pub image_pull_policy: Option<String>,
+
+    /// The step's container's security settings (Kubernetes `SecurityContext`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubernetes_object")]
+    pub security_context: Option<SecurityContext>,
 
     /// Compute resources of the step's container: `requests` and `limits` of `cpu`, `memory`,
     /// ... as Kubernetes quantities.
@@ -117,18 +213,6 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub retries: Option<i32>,
-}
-
-/// An environment variable of a step.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-pub struct EnvVar {
-    /// The variable's name.
-    #[schemars(length(min = 1))]
-    pub name: String,
-
-    /// The variable's value; default empty.
-    #[serde(default)]
-    pub value: String,
 }
 
 /// What the operator observed of a workflow; written only by the operator.
@@ -215,6 +299,56 @@ fn resources_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "limits": map("Most the container may use"),
             "requests": map("What the container is guaranteed"),
         },
+    })
+}
+
+/// A nested Kubernetes type whose full schema would bloat the CRD (a pod's `affinity` alone is
+/// tens of KiB): kept as an object whose fields the API server does not prune. A wrong value
+/// still ends in a clear error: the API server refuses the step's Job with its message, which
+/// the operator reports as the step's failure; `validate` checks it offline.
+fn kubernetes_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// A list of [`kubernetes_object`]s.
+fn list_of_kubernetes_objects(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+    })
+}
+
+/// `env`: a name and a value, or a name and a `valueFrom` (kept whole, see
+/// [`kubernetes_object`]).
+fn env_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "description": "The variable's name."},
+                "value": {"type": "string", "description": "The variable's value; default empty."},
+                "valueFrom": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "description": "Where the value comes from: secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef.",
+                },
+            },
+        },
+    })
+}
+
+/// `imagePullPolicy`: one of Kubernetes' three.
+fn image_pull_policy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "nullable": true,
+        "enum": ["Always", "IfNotPresent", "Never"],
     })
 }
 
@@ -463,9 +597,16 @@ spec:
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "yaml") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                let wf: WorkFlow = serde_yaml::from_str(&text)
-                    .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
-                out.push((path.file_stem().unwrap().to_string_lossy().into_owned(), wf));
+                // An example may carry what its workflow needs (a Secret, a ConfigMap) first.
+                for document in serde_yaml::Deserializer::from_str(&text) {
+                    let value = serde_yaml::Value::deserialize(document).unwrap();
+                    if value["kind"].as_str() != Some("WorkFlow") {
+                        continue;
+                    }
+                    let wf: WorkFlow = serde_yaml::from_value(value)
+                        .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
+                    out.push((path.file_stem().unwrap().to_string_lossy().into_owned(), wf));
+                }
             }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -502,7 +643,7 @@ spec:
             }
         }
         type Shows = fn(&WorkFlowSpec) -> bool;
-        let wanted: [(&str, Shows); 11] = [
+        let wanted: [(&str, Shows); 12] = [
             ("simple", |s| s.containers.len() == 3),
             ("diamond", |s| s.containers.len() == 4),
             ("failing", |s| {
@@ -523,6 +664,12 @@ spec:
             ("fail-fast-false", |s| !s.fail_fast),
             ("resources", |s| {
                 s.containers.iter().any(|c| c.resources.is_some())
+            }),
+            ("secrets-and-volumes", |s| {
+                s.pod_template.is_some()
+                    && s.containers
+                        .iter()
+                        .any(|c| !c.env_from.is_empty() && !c.volume_mounts.is_empty())
             }),
         ];
         for (stem, shows) in wanted {

@@ -47,6 +47,11 @@ pub enum JobError {
     MissingMetadata(&'static str),
 }
 
+/// `Some(list)` unless it is empty: Kubernetes omits empty lists, and so do the Jobs we build.
+fn non_empty<T>(list: Vec<T>) -> Option<Vec<T>> {
+    (!list.is_empty()).then_some(list)
+}
+
 /// A label selector matching every Job of the workflow named `workflow`.
 pub fn selector(workflow: &str) -> String {
     format!("{LABEL_WORKFLOW}={}", names::label_value(workflow))
@@ -117,8 +122,9 @@ pub fn time_out_patch(why: &str) -> serde_json::Value {
 /// workflow and step names; a controller owner reference to the workflow (so the garbage
 /// collector deletes it with the workflow); `restartPolicy: Never`; `backoffLimit` = the step's
 /// `retries`; `activeDeadlineSeconds` from its effective timeout (none when unlimited); one
-/// container named after the step with the step's image, command, args, resources and env, plus
-/// `WORKFLOW_NAME`, `WORKFLOW_NAMESPACE` and `STEP_NAME`. No `ttlSecondsAfterFinished`: the
+/// container named after the step with the step's image, command, args, resources, env (plus
+/// `WORKFLOW_NAME`, `WORKFLOW_NAMESPACE` and `STEP_NAME`), envFrom, volume mounts, working
+/// directory, pull policy and security context; the pod-level fields of `spec.podTemplate`. No `ttlSecondsAfterFinished`: the
 /// planner derives progress from finished Jobs, so they must stay while the workflow exists.
 ///
 /// # Errors
@@ -154,8 +160,13 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
         step.env
             .iter()
             .filter(|e| !OWN_ENV.contains(&e.name.as_str()))
-            .map(|e| env_var(&e.name, &e.value)),
+            .cloned(),
     );
+    let pod = workflow.spec.pod_template.clone().unwrap_or_default();
+    let pod_metadata = pod.metadata.unwrap_or_default();
+    // The template's labels, then the operator's, which win (as on the Job itself).
+    let mut pod_labels = pod_metadata.labels;
+    pod_labels.extend(own_labels(name, &step.step_name, run));
 
     let timeout = workflow.spec.effective_timeout(step);
     Ok(Job {
@@ -175,9 +186,12 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
             active_deadline_seconds: job_deadline_seconds(timeout),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    // Only the operator's labels: the template is immutable, so copied user
-                    // labels could not follow a relabel.
-                    labels: Some(own_labels(name, &step.step_name, run).into_iter().collect()),
+                    // The operator's labels and `podTemplate.metadata`'s, not the workflow's:
+                    // the template is immutable, so copied workflow labels could not follow a
+                    // relabel.
+                    labels: Some(pod_labels),
+                    annotations: (!pod_metadata.annotations.is_empty())
+                        .then_some(pod_metadata.annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
@@ -188,9 +202,22 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
                         command: step.command.clone(),
                         args: step.args.clone(),
                         env: Some(env),
+                        env_from: non_empty(step.env_from.clone()),
+                        volume_mounts: non_empty(step.volume_mounts.clone()),
+                        working_dir: step.working_dir.clone(),
+                        image_pull_policy: step.image_pull_policy.clone(),
+                        security_context: step.security_context.clone(),
                         resources: step.resources.clone(),
                         ..Container::default()
                     }],
+                    service_account_name: pod.service_account_name,
+                    volumes: non_empty(pod.volumes),
+                    image_pull_secrets: non_empty(pod.image_pull_secrets),
+                    node_selector: (!pod.node_selector.is_empty()).then_some(pod.node_selector),
+                    tolerations: non_empty(pod.tolerations),
+                    affinity: pod.affinity,
+                    security_context: pod.security_context,
+                    priority_class_name: pod.priority_class_name,
                     ..PodSpec::default()
                 }),
             },
@@ -383,6 +410,67 @@ mod tests {
                 ("STEP_NAME", "a"),
                 ("GREETING", "hi"),
             ])
+        );
+    }
+
+    #[test]
+    fn job_carries_the_steps_container_fields_and_the_pod_template() {
+        let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: wf, namespace: default, uid: u1}
+spec:
+  podTemplate:
+    metadata: {labels: {team: a, workflow.crd.com/step: hijack}, annotations: {note: x}}
+    serviceAccountName: runner
+    volumes: [{name: config, configMap: {name: settings}}]
+    imagePullSecrets: [{name: registry}]
+    nodeSelector: {pool: batch}
+    tolerations: [{key: batch, operator: Exists}]
+    priorityClassName: low
+  containers:
+    - stepName: a
+      image: busybox
+      env:
+        - {name: PLAIN, value: v}
+        - name: SECRET
+          valueFrom: {secretKeyRef: {name: creds, key: password}}
+      envFrom: [{configMapRef: {name: settings}, prefix: CFG_}]
+      volumeMounts: [{name: config, mountPath: /etc/settings, readOnly: true}]
+      workingDir: /work
+      imagePullPolicy: IfNotPresent
+      securityContext: {runAsNonRoot: true}
+"#;
+        let wf: WorkFlow = serde_yaml::from_str(manifest).unwrap();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let template = &job.spec.as_ref().unwrap().template;
+        let labels = template.metadata.as_ref().unwrap().labels.as_ref().unwrap();
+        assert_eq!(labels["team"], "a");
+        assert_eq!(labels[LABEL_STEP], "a", "the operator's labels win");
+        let pod = template.spec.as_ref().unwrap();
+        assert_eq!(pod.service_account_name.as_deref(), Some("runner"));
+        assert_eq!(pod.volumes.as_ref().unwrap()[0].name, "config");
+        assert_eq!(pod.image_pull_secrets.as_ref().unwrap()[0].name, "registry");
+        assert_eq!(pod.node_selector.as_ref().unwrap()["pool"], "batch");
+        assert_eq!(pod.tolerations.as_ref().unwrap().len(), 1);
+        assert_eq!(pod.priority_class_name.as_deref(), Some("low"));
+        let c = container(&job);
+        let secret = c.env.as_ref().unwrap().iter().find(|e| e.name == "SECRET");
+        let key_ref = secret.and_then(|e| e.value_from.as_ref()?.secret_key_ref.as_ref());
+        assert_eq!(key_ref.map(|r| r.key.as_str()), Some("password"));
+        assert_eq!(
+            c.env_from.as_ref().unwrap()[0].prefix.as_deref(),
+            Some("CFG_")
+        );
+        assert_eq!(
+            c.volume_mounts.as_ref().unwrap()[0].mount_path,
+            "/etc/settings"
+        );
+        assert_eq!(c.working_dir.as_deref(), Some("/work"));
+        assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
+        assert_eq!(
+            c.security_context.as_ref().unwrap().run_as_non_root,
+            Some(true)
         );
     }
 

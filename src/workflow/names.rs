@@ -8,7 +8,11 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::crd::{EnvVar, Step, WorkFlowSpec};
+use k8s_openapi::api::core::v1::{
+    EnvFromSource, EnvVar, ResourceRequirements, SecurityContext, VolumeMount,
+};
+
+use super::crd::{PodTemplate, Step, WorkFlowSpec};
 
 /// Longest DNS-1123 label (Job names, container names) and label value.
 pub const MAX_LABEL: usize = 63;
@@ -153,6 +157,8 @@ pub fn job_name(workflow: &str, step: &str, run: &str) -> String {
 #[derive(Serialize)]
 struct RunKey<'a> {
     steps: Vec<StepKey<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pod_template: &'a Option<PodTemplate>,
 }
 
 #[derive(Serialize)]
@@ -163,21 +169,42 @@ struct StepKey<'a> {
     args: &'a Option<Vec<String>>,
     env: &'a [EnvVar],
     depends_on: Vec<&'a str>,
-    resources: &'a Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+    resources: &'a Option<ResourceRequirements>,
+    // Fields added since the first release: left out when unset, so a workflow that does not use
+    // them keeps its run id across the upgrade (a new id would start it again).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    env_from: &'a [EnvFromSource],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    volume_mounts: &'a [VolumeMount],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    working_dir: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image_pull_policy: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    security_context: &'a Option<SecurityContext>,
 }
 
 /// A short stable id of what runs: the set of steps with their images, commands, args, env,
-/// resources and dependencies.
+/// resources, mounts, working directories, pull policies, security contexts and dependencies,
+/// and the pod template.
 ///
 /// Limits are left out on purpose, so changing them applies to the running workflow instead of
 /// starting a new run: `maxStepTimeout`, a step's `timeout`, `parallelism`, `failFast` and a step's
 /// `retries` (how often to try is a limit on the same work, not different work). The order of
 /// `containers` and of each `dependsOn`, and a dependency listed twice, do not matter.
 pub fn run_id(spec: &WorkFlowSpec) -> String {
+    short_hash(&[&run_key_json(spec)], RUN_ID_LEN)
+}
+
+/// What [`run_id`] hashes.
+fn run_key_json(spec: &WorkFlowSpec) -> String {
     let mut steps: Vec<StepKey<'_>> = spec.containers.iter().map(step_key).collect();
     steps.sort_by(|a, b| a.name.cmp(b.name));
-    let json = serde_json::to_string(&RunKey { steps }).expect("plain data serialises to JSON");
-    short_hash(&[&json], RUN_ID_LEN)
+    let key = RunKey {
+        steps,
+        pod_template: &spec.pod_template,
+    };
+    serde_json::to_string(&key).expect("plain data serialises to JSON")
 }
 
 fn step_key(step: &Step) -> StepKey<'_> {
@@ -192,6 +219,11 @@ fn step_key(step: &Step) -> StepKey<'_> {
         env: &step.env,
         depends_on,
         resources: &step.resources,
+        env_from: &step.env_from,
+        volume_mounts: &step.volume_mounts,
+        working_dir: &step.working_dir,
+        image_pull_policy: &step.image_pull_policy,
+        security_context: &step.security_context,
     }
 }
 
@@ -333,6 +365,17 @@ mod tests {
         assert_eq!(run_id(&base.spec).len(), RUN_ID_LEN);
     }
 
+    /// A workflow that uses none of the fields added since the first release hashes the same
+    /// key as before them, so an upgraded operator does not start it again.
+    #[test]
+    fn run_key_of_a_seed_workflow_has_only_the_first_release_fields() {
+        let wf = WorkFlow::test("wf").step("a", &[]).build();
+        assert_eq!(
+            run_key_json(&wf.spec),
+            r#"{"steps":[{"name":"a","image":"busybox:1.36","command":["sh","-c","echo a"],"args":null,"env":[],"depends_on":[],"resources":null}]}"#
+        );
+    }
+
     #[test]
     fn run_id_changes_with_what_runs() {
         let base = || WorkFlow::test("wf").step("a", &[]).step("b", &["a"]);
@@ -347,6 +390,19 @@ mod tests {
             ("command", base().command(&["sh", "-c", "exit 0"]).build()),
             ("args", base().args(&["x"]).build()),
             ("env", base().env("K", "V").build()),
+            ("working dir", {
+                let mut wf = base().build();
+                wf.spec.containers[0].working_dir = Some("/tmp".into());
+                wf
+            }),
+            ("service account", {
+                let mut wf = base().build();
+                wf.spec.pod_template = Some(crate::workflow::crd::PodTemplate {
+                    service_account_name: Some("runner".into()),
+                    ..Default::default()
+                });
+                wf
+            }),
         ];
         for (what, wf) in variants {
             assert_ne!(run_id(&wf.spec), id, "{what}");

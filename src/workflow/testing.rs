@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
-use super::crd::{DEFAULT_MAX_STEP_TIMEOUT, EnvVar, Step, WorkFlow, WorkFlowSpec, WorkFlowStatus};
+use k8s_openapi::api::core::v1::EnvVar;
+
+use super::crd::{DEFAULT_MAX_STEP_TIMEOUT, Step, WorkFlow, WorkFlowSpec, WorkFlowStatus};
 use super::names;
 use super::plan::{Action, JobState, ObservedJob, Plan};
 
@@ -39,6 +41,11 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         resources: None,
         timeout: None,
         retries: None,
+        env_from: Vec::new(),
+        volume_mounts: Vec::new(),
+        working_dir: None,
+        image_pull_policy: None,
+        security_context: None,
     }
 }
 
@@ -58,6 +65,7 @@ impl WorkFlow {
             containers: Vec::new(),
             parallelism: None,
             fail_fast: true,
+            pod_template: None,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {
@@ -108,7 +116,8 @@ impl WorkFlowBuilder {
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.last().env.push(EnvVar {
             name: name.to_string(),
-            value: value.to_string(),
+            value: Some(value.to_string()),
+            value_from: None,
         });
         self
     }
