@@ -91,6 +91,26 @@ fn validate_accepts_every_valid_example() {
 }
 
 #[test]
+fn validate_refuses_a_typo_field_naming_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("typo.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: typo}\nspec:\n  \
+         containers:\n  - {stepName: a, image: busybox}\n  - {stepName: b, image: busybox, \
+         depends_on: [a]}\n",
+    )
+    .unwrap();
+    let output = run(&["validate", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains(r#"unknown field "spec.containers[1].depends_on""#),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
 fn validate_names_the_cycle_path_and_exits_1() {
     let output = run(&["validate", "examples/invalid-cycle.yaml"]);
     assert_eq!(output.status.code(), Some(1));

@@ -111,8 +111,9 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
     }
 }
 
-/// What is wrong with one WorkFlow document: schema violations with their field paths (what a
-/// create would get as 422), else DAG problems (what the operator would fail it for).
+/// What is wrong with one WorkFlow document: unknown fields and schema violations with their
+/// field paths (what `kubectl create` would be refused for), else DAG problems (what the
+/// operator would fail it for).
 fn problems_of(value: &Value) -> Vec<String> {
     let crd = WorkFlow::crd();
     let schema = crd.spec.versions[0]
@@ -122,12 +123,19 @@ fn problems_of(value: &Value) -> Vec<String> {
         .map(|s| serde_json::to_value(s).expect("schemas serialize"))
         .expect("the WorkFlow CRD has a schema");
     let mut normalized = value.clone();
-    schema::normalize(&schema, &mut normalized);
+    // kubectl validates strictly by default (`--validate=strict`, the server's
+    // `fieldValidation=Strict`): an unknown field, such as a typo, refuses the whole object.
+    let unknown = schema::normalize(&schema, &mut normalized).unknown_fields;
     let errors = schema::validate(&schema, &normalized);
-    if !errors.is_empty() {
-        return errors
+    if !unknown.is_empty() || !errors.is_empty() {
+        return unknown
             .into_iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
+            .map(|field| format!("unknown field {field:?}"))
+            .chain(
+                errors
+                    .into_iter()
+                    .map(|e| format!("{}: {}", e.field, e.message)),
+            )
             .collect();
     }
     match serde_json::from_value::<WorkFlow>(normalized) {
