@@ -13,7 +13,10 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams, PostParams};
 use workflow_operator::workflow::crd::WorkFlow;
 
-use run_process::{cluster_with_crd, free_addr, get, metric, spawn_operator, wait_completed};
+use run_process::{
+    cluster_with_crd, free_addr, get, metric, spawn_operator, spawn_operator_logging,
+    wait_completed,
+};
 
 fn diamond(name: &str) -> WorkFlow {
     WorkFlow::test(name)
@@ -27,6 +30,57 @@ fn diamond(name: &str) -> WorkFlow {
         .command(&["true"])
         .namespace("default")
         .build()
+}
+
+/// At its default level the operator logs its start and each workflow's phase changes with their
+/// messages, a failure as a warning; `--log-format json` makes every line one JSON object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_logs_its_start_and_each_phase_change_as_json_lines() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let cluster = cluster_with_crd().await;
+    let mut operator = spawn_operator_logging(&cluster, &["--log-format", "json"]);
+    let mut lines = BufReader::new(operator.stderr.take().expect("piped")).lines();
+    let api: Api<WorkFlow> = Api::namespaced(cluster.client(), "default");
+    let broken = WorkFlow::test("broken")
+        .step("a", &[])
+        .command(&["false"])
+        .namespace("default")
+        .build();
+    api.create(&PostParams::default(), &broken).await.unwrap();
+
+    let mut seen = Vec::new();
+    let failure = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("the log") {
+            let entry: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            let fields = &entry["fields"];
+            let failed = fields["workflow"] == "default/broken"
+                && fields["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("step a failed"));
+            seen.push(entry.clone());
+            if failed {
+                return entry;
+            }
+        }
+        panic!("the log ended without the failure: {seen:#?}");
+    })
+    .await
+    .expect("the failure is logged within 60 s");
+    assert_eq!(failure["level"], "WARN", "{failure}");
+    let start = seen
+        .iter()
+        .find(|e| e["fields"]["message"] == "starting the operator")
+        .unwrap_or_else(|| panic!("no start-up line in {seen:#?}"));
+    assert_eq!(start["level"], "INFO");
+    assert_eq!(start["fields"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(start["fields"]["namespace"], "<all>");
+    assert!(
+        seen.iter()
+            .any(|e| e["fields"]["workflow"] == "default/broken" && e["level"] == "INFO"),
+        "the start of the workflow is logged too: {seen:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

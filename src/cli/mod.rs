@@ -30,6 +30,17 @@ pub struct Cli {
         default_value = "warn,workflow_operator=info"
     )]
     log: String,
+    /// How log lines are written (to standard error): `text` for people, `json` (one object a
+    /// line) for log collectors.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// The format of the log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,7 +76,7 @@ enum Command {
 /// Parses the command line and runs the chosen command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log);
+    init_tracing(&cli.log, cli.log_format);
     match cli.command {
         Command::Crd => inspect::crd(),
         Command::Validate(args) => inspect::validate(&args),
@@ -92,15 +103,17 @@ fn block_on(future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
     }
 }
 
-fn init_tracing(filter: &str) {
+fn init_tracing(filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,workflow_operator=info"));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().init(),
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -80,6 +80,12 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
     ));
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
     operator::check_crd_installed(&client).await?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        leader_election = args.leader_election,
+        "starting the operator"
+    );
 
     let metrics = Metrics::new();
     let monitor = Monitor::new();
@@ -147,6 +153,10 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
     .with_metrics(metrics)
     .with_readiness(readiness.clone());
     readiness.add_check(election.readiness_check(synced));
+    tracing::info!(
+        lease = %format!("{}/{}", args.leader_election_namespace, args.leader_election_lease),
+        "standing by until this replica holds the Lease"
+    );
     let ended = election.run_while_leader(operate, shutdown).await;
     match ended {
         Ended::Finished(result) | Ended::Shutdown(Some(result)) => {

@@ -360,7 +360,19 @@ async fn reconcile_with(
         }
     }
     for event in &plan.events {
-        let type_ = if event.transition.to() == super::lifecycle::Phase::Failed {
+        let failed = event.transition.to() == super::lifecycle::Phase::Failed;
+        // The operator's log tells the same story as the Events, for `kubectl logs`.
+        let workflow_key = format!(
+            "{}/{}",
+            workflow.namespace().unwrap_or_default(),
+            workflow.name_any()
+        );
+        if failed {
+            tracing::warn!(workflow = %workflow_key, reason = event.transition.reason(), "{}", event.message);
+        } else {
+            tracing::info!(workflow = %workflow_key, reason = event.transition.reason(), "{}", event.message);
+        }
+        let type_ = if failed {
             EventType::Warning
         } else {
             EventType::Normal

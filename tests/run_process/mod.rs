@@ -24,18 +24,35 @@ pub async fn cluster_with_crd() -> DevCluster {
     cluster
 }
 
-/// A `workflow-operator run` process against the cluster; killed when dropped.
+/// A `workflow-operator run` process against the cluster, logging warnings only; killed when
+/// dropped.
 pub fn spawn_operator(cluster: &DevCluster, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+    operator_command(cluster, args)
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the operator binary starts")
+}
+
+/// A `workflow-operator run` process at its default log level, its log (standard error) piped
+/// for the test to read; killed when dropped.
+pub fn spawn_operator_logging(cluster: &DevCluster, args: &[&str]) -> Child {
+    operator_command(cluster, args)
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the operator binary starts")
+}
+
+fn operator_command(cluster: &DevCluster, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_workflow-operator"));
+    command
         .arg("run")
         .args(args)
         .env("KUBECONFIG", cluster.kubeconfig_path())
-        .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the operator binary starts")
+        .kill_on_drop(true);
+    command
 }
 
 /// A free address on 127.0.0.1 (bound, then released for the child to take).
