@@ -1,5 +1,6 @@
 //! The operator as production runs it, for tests: a control plane with the WorkFlow CRD, a
 //! `workflow-operator run` child process, and its HTTP endpoints read over plain HTTP.
+#![allow(dead_code)] // each test file uses a part of it
 
 use std::net::SocketAddr;
 use std::process::Stdio;
