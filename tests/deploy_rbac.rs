@@ -141,7 +141,8 @@ async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes()
         .spawn()
         .unwrap();
 
-    // Through every handler: create, job status, relabel, spec update, delete.
+    // Through every handler: create, job status (success and failure), relabel, spec update,
+    // delete.
     let api: Api<WorkFlow> = Api::namespaced(cluster.client(), "default");
     let workflow = WorkFlow::test("rbac")
         .step("a", &[])
@@ -153,6 +154,17 @@ async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes()
     api.create(&PostParams::default(), &workflow).await.unwrap();
     wait_for(&api, "rbac", "Completed", |wf| {
         phase(wf) == Some("Completed")
+    })
+    .await;
+    // A failure: its cause is read from the failed step's pods.
+    let failing = WorkFlow::test("rbac-failing")
+        .step("a", &[])
+        .command(&["false"])
+        .namespace("default")
+        .build();
+    api.create(&PostParams::default(), &failing).await.unwrap();
+    wait_for(&api, "rbac-failing", "Failed", |wf| {
+        phase(wf) == Some("Failed")
     })
     .await;
     api.patch(

@@ -132,6 +132,25 @@ async fn job_completion_records_the_step_and_starts_its_dependents(
     assert_started_after(&recorder, "chain", "c", &["b"]);
 }
 
+/// A command that does not exist: the container cannot start, and the message says so, as
+/// `kubectl describe pod` would.
+#[rstest]
+#[tokio::test]
+async fn a_command_not_found_fails_the_workflow_saying_so(#[future(awt)] operator: Operator) {
+    let ns = &operator.ns;
+    ns.create(
+        WorkFlow::test("typo")
+            .step("a", &[])
+            .command(&["no-such-command-here"]),
+    )
+    .await;
+    ns.expect_failed(
+        "typo",
+        &["step a failed: exit code", "no-such-command-here"],
+    )
+    .await;
+}
+
 #[rstest]
 #[tokio::test]
 async fn job_failure_fails_the_workflow_naming_the_step_and_reason(
@@ -149,7 +168,7 @@ async fn job_failure_fails_the_workflow_naming_the_step_and_reason(
     .await;
 
     let workflow = ns
-        .expect_failed("failing", &["step bad failed", "BackoffLimitExceeded"])
+        .expect_failed("failing", &["step bad failed: exit code 3"])
         .await;
     assert_eq!(executed(&workflow), set(&["ok"]));
     let conditions = &workflow.status.as_ref().expect("status").conditions;

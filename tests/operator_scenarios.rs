@@ -317,7 +317,7 @@ async fn retries_run_a_failing_step_again_then_fail_the_workflow(
             .retries(2),
     )
     .await;
-    ns.expect_failed("flaky", &["step flaky failed", "BackoffLimitExceeded"])
+    ns.expect_failed("flaky", &["step flaky failed: exit code 1"])
         .await;
     recorder.catch_up(ns).await;
     let jobs = recorder.jobs_of("flaky", "flaky");

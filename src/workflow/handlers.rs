@@ -33,6 +33,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::crd::{WorkFlow, WorkFlowStatus};
+use super::failure_cause;
 use super::incremental::{JobChange, RunState};
 use super::job_summary::JobSummary;
 use super::jobs;
@@ -291,6 +292,18 @@ async fn reconcile_with(
             workflow = shared.status.latest(&ctx.object);
             let mut observed = observed_jobs(&children, &workflow, now);
             observed.extend(unmirrored);
+            // A failure about to decide the outcome is explained from its pods; a finished
+            // workflow's message is written already.
+            let terminal = workflow
+                .status
+                .as_ref()
+                .and_then(|s| s.workflow_status)
+                .is_some_and(|p| p.is_terminal());
+            if !terminal {
+                let namespace = workflow.namespace().unwrap_or_default();
+                let pods = Api::namespaced(ctx.client.clone(), &namespace);
+                failure_cause::explain(&pods, &mut observed).await;
+            }
             let (plan, state) = RunState::build(&workflow, compiled.clone(), &observed, now);
             (plan, state.ok(), Instant::now())
         }

@@ -23,7 +23,9 @@ pub mod testing;
 
 pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};
 
-// The operator: the handlers and their registration (client side; above the pure core).
+// The operator: the handlers and their registration (client side; above the pure core), and
+// what it reads to explain a failure.
+pub mod failure_cause;
 pub mod handlers;
 pub mod metrics;
 pub mod operator;
