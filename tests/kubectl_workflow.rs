@@ -95,6 +95,26 @@ impl Session {
         kubectl(&self.cluster, self.kubectl, self.home.path(), args).await
     }
 
+    /// Runs `workflow-operator ARGS` against the cluster, as a user with its kubeconfig would;
+    /// its standard output, or a panic with its output unless it succeeds.
+    async fn cli(&self, args: &[&str]) -> String {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+            .args(args)
+            .env("KUBECONFIG", self.cluster.kubeconfig_path())
+            .current_dir(ROOT)
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("workflow-operator runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "workflow-operator {args:?} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+
     async fn stop(self) {
         self.stop.cancel();
         tokio::time::timeout(Duration::from_secs(30), self.operator)
@@ -132,6 +152,64 @@ async fn kubectl_wait_for_finished_returns_when_a_workflow_fails() {
     session.stop().await;
 }
 
+/// `get` lists the steps in DAG order with their phase, attempts and exit code (text and JSON);
+/// `logs` prints each step's output prefixed with the step, in DAG order; `logs -f` follows the
+/// workflow until it finishes.
+#[tokio::test]
+async fn get_and_logs_show_each_step_in_dag_order() {
+    let Some(session) = Session::start("get_and_logs_show_each_step").await else {
+        return;
+    };
+    session.k(&["create", "-f", "examples/failing.yaml"]).await;
+    // Follows from now until the workflow finished: steps that ran before it started too.
+    // Lines of steps read at once may interleave, so compare them as a set.
+    let followed = session.cli(&["logs", "failing", "-f"]).await;
+    let mut lines: Vec<&str> = followed.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        ["fail: about to fail", "ok: this one works"],
+        "{followed}"
+    );
+
+    let text = session.cli(&["get", "failing"]).await;
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("STEP"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE"]
+    );
+    assert_eq!(rows[1][..2], ["ok", "Succeeded"], "{text}");
+    assert_eq!(rows[2][..2], ["fail", "Failed"], "{text}");
+    assert_eq!(
+        rows[2][3..5],
+        ["1", "1"],
+        "one attempt, exit code 1: {text}"
+    );
+    assert_eq!(rows[3], ["after", "Skipped"], "{text}");
+    assert!(text.contains("step fail failed: exit code 1"), "{text}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&session.cli(&["get", "failing", "-o", "json"]).await).unwrap();
+    assert_eq!(json["phase"], "Failed");
+    assert_eq!(json["steps"][1]["name"], "fail");
+    assert_eq!(json["steps"][1]["phase"], "Failed");
+    assert_eq!(json["steps"][1]["exitCode"], 1);
+    assert_eq!(json["steps"][2]["phase"], "Skipped");
+
+    let logs = session.cli(&["logs", "failing"]).await;
+    assert_eq!(
+        logs.lines().collect::<Vec<_>>(),
+        ["ok: this one works", "fail: about to fail"]
+    );
+    let one = session.cli(&["logs", "failing", "--step", "fail"]).await;
+    assert_eq!(one.trim(), "fail: about to fail");
+    session.stop().await;
+}
+
 #[tokio::test]
 async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() {
     let Some(session) = Session::start("kubectl_session_runs_the_diamond_example").await else {
@@ -140,6 +218,11 @@ async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() 
     let k = |args: &'static [&'static str]| session.k(args);
 
     k(&["create", "-f", "examples/diamond.yaml"]).await;
+    // `watch` redraws as the workflow changes and returns once it finished.
+    let watched = session.cli(&["watch", "diamond"]).await;
+    let last = watched.rsplit("Name:").next().unwrap();
+    assert!(last.contains("Status:    Completed"), "{watched}");
+    assert_eq!(last.matches("Succeeded").count(), 4, "{watched}");
     k(&[
         "wait",
         "--for=condition=Completed",

@@ -5,7 +5,9 @@
 mod bench;
 #[cfg(feature = "dev")]
 mod dev;
+mod get;
 mod inspect;
+mod logs;
 mod run;
 
 use std::process::ExitCode;
@@ -60,6 +62,14 @@ enum Command {
     Validate(inspect::ValidateArgs),
     /// Print a workflow's DAG as Graphviz DOT or Mermaid.
     Graph(inspect::GraphArgs),
+    /// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code,
+    /// message (like `argo get`; `-o json` for scripts).
+    Get(get::GetArgs),
+    /// Show a workflow as `get` does, refreshed as it changes, until it finishes.
+    Watch(get::WatchArgs),
+    /// Print the logs of a workflow's steps in DAG order, each line prefixed with its step
+    /// (`--step` for one, `-f` to follow).
+    Logs(logs::LogsArgs),
     /// Print the workflow lifecycle (its states and legal transitions) as DOT or Mermaid.
     Lifecycle(inspect::LifecycleArgs),
     /// Measure the operator end to end and print one JSON object (makespan, steps per second,
@@ -82,11 +92,37 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => inspect::validate(&args),
         Command::Graph(args) => inspect::graph(&args),
         Command::Lifecycle(args) => inspect::lifecycle(&args),
+        Command::Get(args) => block_on(get::get(args)),
+        Command::Watch(args) => block_on(get::watch(args)),
+        Command::Logs(args) => block_on(logs::logs(args)),
         Command::Run(args) => block_on(run::run(args)),
         #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),
         #[cfg(feature = "dev")]
         Command::Bench(args) => block_on(bench::bench(args)),
+    }
+}
+
+/// A client from the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the pod's service account,
+/// as kubectl finds it, and the namespace to use: `namespace` if given, else the context's.
+async fn client(namespace: Option<String>) -> anyhow::Result<(kube::Client, String)> {
+    use anyhow::Context as _;
+    let config = kube::Config::infer()
+        .await
+        .context("no Kubernetes configuration found; set KUBECONFIG or run in a cluster")?;
+    let namespace = namespace.unwrap_or_else(|| config.default_namespace.clone());
+    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    Ok((client, namespace))
+}
+
+/// Runs a command's body; an error is printed (with its causes) and exits 1.
+async fn report(body: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    match body.await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -21,8 +21,12 @@ const JOB_NAME_LABEL: &str = "job-name";
 /// The cause of a failed attempt as `(reason, message)` for the planner's `step X failed:
 /// {reason}: {message}`: the last container to terminate with a failure, among `pods`.
 pub fn describe(pods: &[Pod]) -> Option<(String, String)> {
-    let last = pods
-        .iter()
+    last_failure(pods).map(cause)
+}
+
+/// The state of the last container among `pods` to terminate with a non-zero exit code.
+pub fn last_failure(pods: &[Pod]) -> Option<&ContainerStateTerminated> {
+    pods.iter()
         .flat_map(|pod| {
             pod.status
                 .iter()
@@ -30,8 +34,7 @@ pub fn describe(pods: &[Pod]) -> Option<(String, String)> {
         })
         .filter_map(|status| status.state.as_ref()?.terminated.as_ref())
         .filter(|terminated| terminated.exit_code != 0)
-        .max_by_key(|terminated| terminated.finished_at.as_ref().map(|t| t.0))?;
-    Some(cause(last))
+        .max_by_key(|terminated| terminated.finished_at.as_ref().map(|t| t.0))
 }
 
 /// `exit code N` as the reason; the container's reason (unless the plain `Error` of a non-zero

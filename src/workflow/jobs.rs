@@ -167,6 +167,9 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
     // The template's labels, then the operator's, which win (as on the Job itself).
     let mut pod_labels = pod_metadata.labels;
     pod_labels.extend(own_labels(name, &step.step_name, run));
+    // The exact step name on the pod too, for `logs` (labels may be shortened).
+    let mut pod_annotations = pod_metadata.annotations;
+    pod_annotations.insert(ANNOTATION_STEP.to_string(), step.step_name.clone());
 
     let timeout = workflow.spec.effective_timeout(step);
     Ok(Job {
@@ -190,8 +193,7 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
                     // the template is immutable, so copied workflow labels could not follow a
                     // relabel.
                     labels: Some(pod_labels),
-                    annotations: (!pod_metadata.annotations.is_empty())
-                        .then_some(pod_metadata.annotations),
+                    annotations: Some(pod_annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {

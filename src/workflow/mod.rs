@@ -9,6 +9,7 @@
 //! - [`job_summary`]: a Job as the operator keeps it in memory (no pod template).
 //! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
 //! - [`incremental`]: the planner updated by one Job change in O(degree), for Job events.
+//! - [`step_view`]: where each step stands (phase, times, attempts, exit code), for `get`.
 //! - [`testing`]: fixture builders for unit and integration tests.
 
 pub mod crd;
@@ -19,6 +20,7 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod names;
 pub mod plan;
+pub mod step_view;
 pub mod testing;
 
 pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};

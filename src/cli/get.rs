@@ -1,0 +1,285 @@
+//! `workflow-operator get NAME` and `watch NAME`: a workflow and where each of its steps stands,
+//! in DAG order, as `argo get` and `argo watch` show it; `-o json` for scripts. Read with the
+//! user's kubeconfig, as kubectl reads it.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::workflow::WorkFlow;
+use crate::workflow::jobs;
+use crate::workflow::step_view::{StepView, step_views};
+
+/// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code and
+/// message (like `argo get`).
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The workflow's name.
+    name: String,
+    /// The workflow's namespace (default: the kubeconfig context's, as kubectl).
+    #[arg(long, short = 'n')]
+    namespace: Option<String>,
+    /// `text` for people, `json` for scripts (the steps with their phase, times, attempts, exit
+    /// code, reason, message and Job).
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
+    output: Output,
+}
+
+/// Show a workflow as `get` does, refreshed as it changes, until it finishes (like `argo watch`).
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The workflow's name.
+    name: String,
+    /// The workflow's namespace (default: the kubeconfig context's, as kubectl).
+    #[arg(long, short = 'n')]
+    namespace: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+pub async fn get(args: GetArgs) -> ExitCode {
+    super::report(async {
+        let (client, namespace) = super::client(args.namespace).await?;
+        let shown = Shown::read(&client, &namespace, &args.name).await?;
+        match args.output {
+            Output::Text => print!("{}", shown.render(Timestamp::now())),
+            Output::Json => println!("{}", serde_json::to_string_pretty(&shown.to_json())?),
+        }
+        Ok(())
+    })
+    .await
+}
+
+pub async fn watch(args: WatchArgs) -> ExitCode {
+    super::report(async {
+        let (client, namespace) = super::client(args.namespace).await?;
+        let workflows: Api<WorkFlow> = Api::namespaced(client.clone(), &namespace);
+        let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
+        // Any change of the workflow or of its Jobs redraws; the watches are the clock.
+        let workflow_changes = watcher(
+            workflows,
+            watcher::Config::default().fields(&format!("metadata.name={}", args.name)),
+        )
+        .touched_objects()
+        .map(|_| ());
+        let job_changes = watcher(
+            jobs,
+            watcher::Config::default().labels(&jobs::selector(&args.name)),
+        )
+        .touched_objects()
+        .map(|_| ());
+        let mut changes = Box::pin(futures::stream::select(workflow_changes, job_changes));
+        // A running step's duration grows between changes too.
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let clear = std::io::stdout().is_terminal();
+        loop {
+            let shown = Shown::read(&client, &namespace, &args.name).await?;
+            if clear {
+                print!("\x1b[2J\x1b[H");
+            }
+            print!("{}", shown.render(Timestamp::now()));
+            if shown.finished() {
+                return Ok(());
+            }
+            tokio::select! {
+                change = changes.next() => if change.is_none() { return Ok(()) },
+                _ = tick.tick() => {}
+            }
+        }
+    })
+    .await
+}
+
+/// A workflow with its steps' views, as read at one moment.
+struct Shown {
+    workflow: WorkFlow,
+    steps: Vec<StepView>,
+}
+
+impl Shown {
+    async fn read(client: &Client, namespace: &str, name: &str) -> Result<Shown> {
+        let workflow = Api::<WorkFlow>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading workflow {namespace}/{name}"))?
+            .with_context(|| format!("workflow {name} not found in namespace {namespace}"))?;
+        let selector = ListParams::default().labels(&jobs::selector(name));
+        let jobs = Api::<Job>::namespaced(client.clone(), namespace)
+            .list(&selector)
+            .await
+            .context("listing the workflow's jobs")?
+            .items;
+        let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+            .list(&selector)
+            .await
+            .context("listing the workflow's pods")?
+            .items;
+        let steps = step_views(&workflow, &jobs, &pods);
+        Ok(Shown { workflow, steps })
+    }
+
+    fn finished(&self) -> bool {
+        self.phase().is_some_and(|p| p.is_terminal())
+    }
+
+    fn phase(&self) -> Option<crate::workflow::lifecycle::Phase> {
+        self.workflow.status.as_ref()?.workflow_status
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let status = self.workflow.status.clone().unwrap_or_default();
+        json!({
+            "name": self.workflow.name_any(),
+            "namespace": self.workflow.namespace(),
+            "phase": status.workflow_status.map(|p| p.as_str()),
+            "message": status.message,
+            "progress": status.progress,
+            "steps": self.steps,
+        })
+    }
+
+    fn render(&self, now: Timestamp) -> String {
+        let status = self.workflow.status.clone().unwrap_or_default();
+        let created = self
+            .workflow
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0);
+        // A finished workflow's duration ends when it finished (its phase last changed).
+        let ended = status
+            .status_changed
+            .as_deref()
+            .and_then(|t| t.parse::<Timestamp>().ok())
+            .filter(|_| self.finished());
+        let duration = created.map(|c| seconds(ended.unwrap_or(now).duration_since(c)));
+        let mut out = String::new();
+        let mut field = |label: &str, value: &str| {
+            if !value.is_empty() {
+                out.push_str(&format!("{:<11}{value}\n", format!("{label}:")));
+            }
+        };
+        field("Name", &self.workflow.name_any());
+        field("Namespace", &self.workflow.namespace().unwrap_or_default());
+        field(
+            "Status",
+            status.workflow_status.map_or("Pending", |p| p.as_str()),
+        );
+        field("Message", status.message.as_deref().unwrap_or_default());
+        field(
+            "Created",
+            &created.map(|c| c.to_string()).unwrap_or_default(),
+        );
+        field("Duration", &duration.map(human).unwrap_or_default());
+        field("Progress", status.progress.as_deref().unwrap_or_default());
+        out.push('\n');
+        let rows: Vec<[String; 6]> = self
+            .steps
+            .iter()
+            .map(|step| {
+                [
+                    step.name.clone(),
+                    step.phase.as_str().to_string(),
+                    step.duration(now)
+                        .map(|d| human(d.as_secs()))
+                        .unwrap_or_default(),
+                    if step.attempts > 0 {
+                        step.attempts.to_string()
+                    } else {
+                        String::new()
+                    },
+                    step.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+                    [step.reason.as_deref(), step.message.as_deref()]
+                        .into_iter()
+                        .flatten()
+                        .collect::<Vec<_>>()
+                        .join(": "),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            ["STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE"],
+            &rows,
+        ));
+        out
+    }
+}
+
+fn seconds(duration: k8s_openapi::jiff::SignedDuration) -> u64 {
+    duration.as_secs().max(0) as u64
+}
+
+/// `42s`, `3m07s`, `2h05m`.
+fn human(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Columns padded to their widest cell, as kubectl prints; the last column is not padded.
+fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut text = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == N {
+                text.push_str(cell);
+            } else {
+                text.push_str(&format!("{cell:<width$}   ", width = widths[i]));
+            }
+        }
+        text.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(human(0), "0s");
+        assert_eq!(human(59), "59s");
+        assert_eq!(human(187), "3m07s");
+        assert_eq!(human(7500), "2h05m");
+    }
+
+    #[test]
+    fn table_columns_line_up() {
+        let rows = [
+            ["a".to_string(), "Succeeded".to_string()],
+            ["longer".to_string(), "Failed".to_string()],
+        ];
+        assert_eq!(
+            table(["STEP", "PHASE"], &rows),
+            "STEP     PHASE\na        Succeeded\nlonger   Failed\n"
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! `workflow-operator logs NAME [--step S] [-f]`: the logs of a workflow's steps in DAG order,
+//! each line prefixed with its step (like `argo logs`). With `-f`, the logs of steps still to
+//! come are followed as their pods start, until the workflow finishes.
+
+use std::collections::HashSet;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, LogParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio::task::JoinSet;
+
+use crate::workflow::WorkFlow;
+use crate::workflow::jobs::{self, ANNOTATION_STEP};
+use crate::workflow::step_view::step_views;
+
+/// Print the logs of a workflow's steps, in DAG order, each line prefixed with its step.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The workflow's name.
+    name: String,
+    /// Only this step's logs.
+    #[arg(long)]
+    step: Option<String>,
+    /// Follow: print new lines as they come, and the logs of steps that start later, until the
+    /// workflow finishes.
+    #[arg(long, short = 'f')]
+    follow: bool,
+    /// The workflow's namespace (default: the kubeconfig context's, as kubectl).
+    #[arg(long, short = 'n')]
+    namespace: Option<String>,
+}
+
+pub async fn logs(args: LogsArgs) -> ExitCode {
+    super::report(async {
+        let (client, namespace) = super::client(args.namespace.clone()).await?;
+        let workflow = Api::<WorkFlow>::namespaced(client.clone(), &namespace)
+            .get_opt(&args.name)
+            .await
+            .context("reading the workflow")?
+            .with_context(|| {
+                format!("workflow {} not found in namespace {namespace}", args.name)
+            })?;
+        if let Some(step) = &args.step
+            && !workflow
+                .spec
+                .containers
+                .iter()
+                .any(|s| &s.step_name == step)
+        {
+            bail!("workflow {} has no step {step:?}", args.name);
+        }
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+        if args.follow {
+            follow(&client, &pods, &workflow, args.step.as_deref()).await
+        } else {
+            print_all(&pods, &workflow, args.step.as_deref()).await
+        }
+    })
+    .await
+}
+
+/// Every step's pods (attempts in order), steps in DAG order, each log printed whole.
+async fn print_all(pods: &Api<Pod>, workflow: &WorkFlow, only: Option<&str>) -> Result<()> {
+    let name = workflow.name_any();
+    let listed = pods
+        .list(&ListParams::default().labels(&jobs::selector(&name)))
+        .await
+        .context("listing the workflow's pods")?
+        .items;
+    for view in step_views(workflow, &[], &[]) {
+        if only.is_some_and(|s| s != view.name) {
+            continue;
+        }
+        let mut attempts: Vec<&Pod> = listed
+            .iter()
+            .filter(|pod| step_of(pod) == Some(view.name.as_str()) && in_run(pod, workflow))
+            .collect();
+        attempts.sort_by_key(|pod| pod.metadata.creation_timestamp.clone());
+        for pod in attempts {
+            let text = pods
+                .logs(&pod.name_any(), &LogParams::default())
+                .await
+                .with_context(|| format!("reading the logs of pod {}", pod.name_any()))?;
+            for line in text.lines() {
+                println!("{}: {line}", view.name);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Follows the log of every pod of the workflow's current run as it appears, until the workflow
+/// has finished and every followed log has ended.
+async fn follow(
+    client: &Client,
+    pods: &Api<Pod>,
+    workflow: &WorkFlow,
+    only: Option<&str>,
+) -> Result<()> {
+    let name = workflow.name_any();
+    let workflows: Api<WorkFlow> =
+        Api::namespaced(client.clone(), &workflow.namespace().unwrap_or_default());
+    let mut finished = Box::pin(
+        watcher(
+            workflows,
+            watcher::Config::default().fields(&format!("metadata.name={name}")),
+        )
+        .applied_objects()
+        .try_filter(|wf| {
+            let done = wf
+                .status
+                .as_ref()
+                .and_then(|s| s.workflow_status)
+                .is_some_and(|p| p.is_terminal());
+            std::future::ready(done)
+        }),
+    );
+    let mut appearing = Box::pin(
+        watcher(
+            pods.clone(),
+            watcher::Config::default().labels(&jobs::selector(&name)),
+        )
+        .applied_objects(),
+    );
+    let mut followed: HashSet<String> = HashSet::new();
+    let mut streams = JoinSet::new();
+    let mut follow_pod = |pod: Pod, streams: &mut JoinSet<Result<()>>| {
+        let Some(step) = step_of(&pod).map(str::to_string) else {
+            return;
+        };
+        if !has_started(&pod)
+            || only.is_some_and(|s| s != step)
+            || !in_run(&pod, workflow)
+            || !followed.insert(pod.name_any())
+        {
+            return;
+        }
+        let pods = pods.clone();
+        streams.spawn(async move { stream_log(&pods, &pod.name_any(), &step).await });
+    };
+    loop {
+        tokio::select! {
+            pod = appearing.next() => {
+                let Some(pod) = pod else { break };
+                follow_pod(pod.context("watching the workflow's pods")?, &mut streams);
+            }
+            done = finished.next() => {
+                if let Some(Err(error)) = done {
+                    return Err(error).context("watching the workflow");
+                }
+                // Finished: every pod it ran exists now; follow those the watch has not shown
+                // yet, then wait for the logs to end.
+                let listed = pods
+                    .list(&ListParams::default().labels(&jobs::selector(&name)))
+                    .await
+                    .context("listing the workflow's pods")?;
+                for pod in listed.items {
+                    follow_pod(pod, &mut streams);
+                }
+                break;
+            }
+        }
+    }
+    while let Some(ended) = streams.join_next().await {
+        ended.context("a log stream")??;
+    }
+    Ok(())
+}
+
+/// Whether the pod's container started (or ended), so that its log can be read.
+fn has_started(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|statuses| {
+            statuses.iter().any(|c| {
+                c.state
+                    .as_ref()
+                    .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+            })
+        })
+}
+
+async fn stream_log(pods: &Api<Pod>, pod: &str, step: &str) -> Result<()> {
+    let params = LogParams {
+        follow: true,
+        ..LogParams::default()
+    };
+    let mut lines = pods
+        .log_stream(pod, &params)
+        .await
+        .with_context(|| format!("following the log of pod {pod}"))?
+        .lines();
+    while let Some(line) = lines.next().await {
+        println!("{step}: {}", line.context("reading a log line")?);
+    }
+    Ok(())
+}
+
+/// The step a pod runs: its exact name from the annotation the operator puts on every step's
+/// pod, else (pods of an older operator) the step label, which is exact for simple names.
+fn step_of(pod: &Pod) -> Option<&str> {
+    pod.annotations()
+        .get(ANNOTATION_STEP)
+        .or_else(|| pod.labels().get(jobs::LABEL_STEP))
+        .map(String::as_str)
+}
+
+/// Whether the pod belongs to the workflow's current run (not a run its spec replaced).
+fn in_run(pod: &Pod, workflow: &WorkFlow) -> bool {
+    let run = workflow.status.as_ref().and_then(|s| s.run.as_deref());
+    run.is_none() || pod.labels().get(jobs::LABEL_RUN).map(String::as_str) == run
+}

@@ -1,0 +1,352 @@
+//! Where each step of a workflow stands, as a person (or a script) reads it: its phase, times,
+//! attempts, and for a failed step its exit code, reason and message, and its Job. Pure: built
+//! from the workflow, its Jobs and their pods as read from the API. `workflow-operator get`
+//! prints it.
+//!
+//! The phase names are a contract (the CLI, scripts and the web view read them): `Waiting`
+//! (its dependencies have not all succeeded), `Queued` (its Job exists but is suspended),
+//! `Running`, `Succeeded`, `Failed`, `TimedOut`, `Skipped` (the workflow ended without it
+//! starting).
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use serde::Serialize;
+
+use super::crd::WorkFlow;
+use super::dag::Dag;
+use super::failure_cause;
+use super::jobs::{ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RUN};
+use super::plan::DEADLINE_EXCEEDED;
+
+/// Where one step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum StepPhase {
+    Waiting,
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    TimedOut,
+    Skipped,
+}
+
+impl StepPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepPhase::Waiting => "Waiting",
+            StepPhase::Queued => "Queued",
+            StepPhase::Running => "Running",
+            StepPhase::Succeeded => "Succeeded",
+            StepPhase::Failed => "Failed",
+            StepPhase::TimedOut => "TimedOut",
+            StepPhase::Skipped => "Skipped",
+        }
+    }
+}
+
+/// One step, as `get` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepView {
+    pub name: String,
+    pub phase: StepPhase,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+    /// Pods the step's Job has run (each try of `retries` is one).
+    pub attempts: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+}
+
+impl StepView {
+    /// How long the step ran: to its end, or to `now` while it runs.
+    pub fn duration(&self, now: Timestamp) -> Option<std::time::Duration> {
+        let end = self.finished_at.unwrap_or(now);
+        let elapsed = end.duration_since(self.started_at?);
+        elapsed.try_into().ok()
+    }
+}
+
+/// The workflow's steps in DAG (topological) order, each with what its Job of the current run
+/// and that Job's pods say. `jobs` and `pods` may hold others (they are matched by step
+/// annotation, run label and owner); an invalid DAG lists the steps in spec order.
+pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepView> {
+    let status = workflow.status.as_ref();
+    let run = status.and_then(|s| s.run.as_deref());
+    let terminal = status
+        .and_then(|s| s.workflow_status)
+        .is_some_and(|p| p.is_terminal());
+    let uid = workflow.uid();
+    let order: Vec<usize> = match Dag::build(&workflow.spec.containers) {
+        Ok(dag) => dag.topological_order().collect(),
+        Err(_) => (0..workflow.spec.containers.len()).collect(),
+    };
+    order
+        .into_iter()
+        .map(|i| {
+            let name = &workflow.spec.containers[i].step_name;
+            let job = jobs.iter().find(|job| {
+                job.annotations().get(ANNOTATION_STEP) == Some(name)
+                    && run
+                        .is_some_and(|r| job.labels().get(LABEL_RUN).map(String::as_str) == Some(r))
+                    && job
+                        .owner_references()
+                        .iter()
+                        .any(|o| Some(&o.uid) == uid.as_ref())
+            });
+            match job {
+                Some(job) => view_of_job(name, job, pods),
+                None => StepView {
+                    name: name.clone(),
+                    phase: if terminal {
+                        StepPhase::Skipped
+                    } else {
+                        StepPhase::Waiting
+                    },
+                    started_at: None,
+                    finished_at: None,
+                    attempts: 0,
+                    exit_code: None,
+                    reason: None,
+                    message: None,
+                    job: None,
+                },
+            }
+        })
+        .collect()
+}
+
+fn view_of_job(name: &str, job: &Job, pods: &[Pod]) -> StepView {
+    let status = job.status.clone().unwrap_or_default();
+    let ended = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
+    let timed_out = job.annotations().get(ANNOTATION_TIMED_OUT);
+    let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+    let phase = match (timed_out, ended) {
+        (Some(_), _) => StepPhase::TimedOut,
+        (None, Some(c)) if c.type_ == "Complete" => StepPhase::Succeeded,
+        (None, Some(c)) if c.reason.as_deref() == Some(DEADLINE_EXCEEDED) => StepPhase::TimedOut,
+        (None, Some(_)) => StepPhase::Failed,
+        (None, None) if suspended => StepPhase::Queued,
+        (None, None) => StepPhase::Running,
+    };
+    let job_name = job.name_any();
+    let own_pods: Vec<Pod> = pods
+        .iter()
+        .filter(|pod| pod.labels().get("job-name") == Some(&job_name))
+        .cloned()
+        .collect();
+    let (exit_code, reason, message) = match phase {
+        StepPhase::Failed => match failure_cause::last_failure(&own_pods) {
+            Some(terminated) => (
+                Some(terminated.exit_code),
+                terminated.reason.clone(),
+                terminated.message.clone().filter(|m| !m.trim().is_empty()),
+            ),
+            None => (
+                None,
+                ended.and_then(|c| c.reason.clone()),
+                ended.and_then(|c| c.message.clone()),
+            ),
+        },
+        StepPhase::TimedOut => (
+            None,
+            Some("TimedOut".into()),
+            timed_out
+                .cloned()
+                .or_else(|| ended.and_then(|c| c.message.clone())),
+        ),
+        _ => (None, None, None),
+    };
+    let finished_at = ended.and_then(|c| {
+        let at = status
+            .completion_time
+            .as_ref()
+            .or(c.last_transition_time.as_ref());
+        at.map(|t| t.0)
+    });
+    StepView {
+        name: name.to_string(),
+        phase,
+        started_at: status.start_time.as_ref().map(|t| t.0),
+        finished_at,
+        attempts: status.succeeded.unwrap_or(0)
+            + status.failed.unwrap_or(0)
+            + status.active.unwrap_or(0),
+        exit_code,
+        reason,
+        message,
+        job: Some(job_name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use serde_json::json;
+
+    use crate::workflow::jobs::build_job;
+    use crate::workflow::lifecycle::Phase;
+    use crate::workflow::names;
+
+    /// `a -> b -> c`, `d` alone, written as started in run `r1`.
+    fn workflow(phase: Phase) -> WorkFlow {
+        let mut wf = WorkFlow::test("wf")
+            .step("c", &["b"])
+            .step("b", &["a"])
+            .step("a", &[])
+            .step("d", &[])
+            .build();
+        wf.status = Some(crate::workflow::WorkFlowStatus {
+            workflow_status: Some(phase),
+            run: Some("r1".into()),
+            ..Default::default()
+        });
+        wf
+    }
+
+    fn job(wf: &WorkFlow, step: &str, status: serde_json::Value) -> Job {
+        let spec = wf
+            .spec
+            .containers
+            .iter()
+            .find(|s| s.step_name == step)
+            .unwrap();
+        let mut job = build_job(wf, spec, "r1").unwrap();
+        job.status = Some(serde_json::from_value(status).unwrap());
+        job
+    }
+
+    fn failed_pod(step: &str, exit_code: i32, message: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("{step}-pod"), "labels": {"job-name": names::job_name("wf", step, "r1")}},
+            "status": {"containerStatuses": [{
+                "name": step, "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": exit_code, "reason": "Error", "message": message,
+                                         "finishedAt": "2026-01-01T00:00:05Z"}},
+            }]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn steps_come_in_dag_order_with_their_phase_times_and_attempts() {
+        let wf = workflow(Phase::Started);
+        let jobs = [
+            job(
+                &wf,
+                "a",
+                json!({"startTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:00:03Z", "succeeded": 1,
+                "conditions": [{"type": "Complete", "status": "True"}]}),
+            ),
+            job(
+                &wf,
+                "b",
+                json!({"startTime": "2026-01-01T00:00:03Z", "active": 1}),
+            ),
+        ];
+        let views = step_views(&wf, &jobs, &[]);
+        let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+        let position = |n: &str| names.iter().position(|x| *x == n).unwrap();
+        assert!(
+            position("a") < position("b") && position("b") < position("c"),
+            "{names:?}"
+        );
+        let of = |n: &str| views.iter().find(|v| v.name == n).unwrap();
+        assert_eq!(of("a").phase, StepPhase::Succeeded);
+        assert_eq!(of("a").attempts, 1);
+        assert_eq!(
+            of("a").duration(Timestamp::now()),
+            Some(std::time::Duration::from_secs(3))
+        );
+        assert_eq!(of("b").phase, StepPhase::Running);
+        assert_eq!(of("b").finished_at, None);
+        assert_eq!(of("c").phase, StepPhase::Waiting);
+        assert_eq!(of("c").job, None);
+    }
+
+    #[test]
+    fn a_failed_step_shows_its_exit_code_and_the_rest_are_skipped_once_the_workflow_ended() {
+        let wf = workflow(Phase::Failed);
+        let jobs = [job(
+            &wf,
+            "a",
+            json!({"startTime": "2026-01-01T00:00:00Z", "failed": 3,
+            "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                            "lastTransitionTime": "2026-01-01T00:00:06Z"}]}),
+        )];
+        let pods = [failed_pod("a", 2, "disk full")];
+        let views = step_views(&wf, &jobs, &pods);
+        let a = views.iter().find(|v| v.name == "a").unwrap();
+        assert_eq!(a.phase, StepPhase::Failed);
+        assert_eq!(a.exit_code, Some(2));
+        assert_eq!(a.reason.as_deref(), Some("Error"));
+        assert_eq!(a.message.as_deref(), Some("disk full"));
+        assert_eq!(a.attempts, 3);
+        assert_eq!(
+            a.job.as_deref(),
+            Some(names::job_name("wf", "a", "r1").as_str())
+        );
+        for other in ["b", "c", "d"] {
+            let v = views.iter().find(|v| v.name == other).unwrap();
+            assert_eq!(v.phase, StepPhase::Skipped, "{other}");
+        }
+    }
+
+    #[test]
+    fn timed_out_and_suspended_jobs() {
+        let wf = workflow(Phase::Started);
+        let mut slow = job(
+            &wf,
+            "a",
+            json!({"startTime": "2026-01-01T00:00:00Z", "active": 1}),
+        );
+        slow.metadata.annotations.get_or_insert_default().insert(
+            ANNOTATION_TIMED_OUT.into(),
+            "running for 6s, longer than its timeout of 5s".into(),
+        );
+        let mut queued = job(&wf, "d", json!({}));
+        queued.spec.as_mut().unwrap().suspend = Some(true);
+        let views = step_views(&wf, &[slow, queued], &[]);
+        let of = |n: &str| views.iter().find(|v| v.name == n).unwrap();
+        assert_eq!(of("a").phase, StepPhase::TimedOut);
+        assert_eq!(
+            of("a").message.as_deref(),
+            Some("running for 6s, longer than its timeout of 5s")
+        );
+        assert_eq!(of("d").phase, StepPhase::Queued);
+    }
+
+    #[test]
+    fn jobs_of_another_run_or_workflow_do_not_count() {
+        let wf = workflow(Phase::Started);
+        let mut old = job(
+            &wf,
+            "a",
+            json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}),
+        );
+        old.metadata
+            .labels
+            .get_or_insert_default()
+            .insert(LABEL_RUN.into(), "r0".into());
+        let views = step_views(&wf, &[old], &[]);
+        assert_eq!(
+            views.iter().find(|v| v.name == "a").unwrap().phase,
+            StepPhase::Waiting
+        );
+    }
+}
