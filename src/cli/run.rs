@@ -27,7 +27,7 @@ pub struct RunArgs {
     /// Handlers run at once, over all workflows (one at a time per workflow).
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
-    /// Do not post an Event per step started and succeeded (saves two API writes per step;
+    /// Do not post the Events naming the steps started and succeeded (one per status write;
     /// lifecycle Events, failures included, are always posted).
     #[arg(long)]
     no_step_events: bool,
