@@ -240,6 +240,15 @@ async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() 
     );
     let diamond = row(&table, "diamond");
     assert_eq!(diamond[1..3], ["Completed", "4/4"], "{table}");
+    let wide = k(&["get", "wf", "-o", "wide"]).await;
+    let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "STATUS", "PROGRESS", "MESSAGE", "AGE", "RUNNING", "CHANGED", "RUN"
+        ],
+        "{wide}"
+    );
 
     let jobs = k(&[
         "get",

@@ -51,7 +51,11 @@ pub const CONDITION_FINISHED: &str = "Finished";
     printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.workflow-status", "description": "Lifecycle phase"}"#,
     printcolumn = r#"{"name": "Progress", "type": "string", "jsonPath": ".status.progress", "description": "Steps executed / total"}"#,
     printcolumn = r#"{"name": "Message", "type": "string", "jsonPath": ".status.message", "description": "Why the workflow is in its phase"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    // `kubectl get -o wide` adds the columns of priority 1.
+    printcolumn = r#"{"name": "Running", "type": "string", "jsonPath": ".status.started", "description": "Steps whose Job runs", "priority": 1}"#,
+    printcolumn = r#"{"name": "Changed", "type": "date", "jsonPath": ".status.status-changed", "description": "Since the phase last changed", "priority": 1}"#,
+    printcolumn = r#"{"name": "Run", "type": "string", "jsonPath": ".status.run", "description": "The run id: what runs, hashed", "priority": 1}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkFlowSpec {
@@ -463,6 +467,9 @@ mod tests {
                 ("Progress", ".status.progress", "string"),
                 ("Message", ".status.message", "string"),
                 ("Age", ".metadata.creationTimestamp", "date"),
+                ("Running", ".status.started", "string"),
+                ("Changed", ".status.status-changed", "date"),
+                ("Run", ".status.run", "string"),
             ]
         );
     }
