@@ -32,7 +32,8 @@ PACKAGES = {
     "k8s.io.apimachinery.pkg.api.resource": ("apimachinery", "pkg/api/resource"),
 }
 
-# The kinds the server stores (src/resources.rs) and the other bodies clients send.
+# The built-in kinds the server stores (src/resources.rs) but CustomResourceDefinition, whose
+# messages live in k8s.io/apiextensions-apiserver.
 ROOTS = [
     "k8s.io.api.core.v1.Namespace",
     "k8s.io.api.core.v1.Pod",
@@ -49,7 +50,6 @@ ROOTS = [
     "k8s.io.api.rbac.v1.RoleBinding",
     "k8s.io.api.rbac.v1.ClusterRole",
     "k8s.io.api.rbac.v1.ClusterRoleBinding",
-    "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
 ]
 
 # Messages whose JSON is not an object of their fields; the decoder renders them itself.

@@ -315,3 +315,135 @@ fn wrong_wire_type(message: &Message, field: &Field) -> String {
         field.number, field.name, message.name
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varint(n: u8, v: u64) -> Vec<u8> {
+        let mut out = vec![n << 3];
+        let mut v = v;
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(byte);
+                return out;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    fn bytes(n: u8, b: &[u8]) -> Vec<u8> {
+        let mut out = vec![n << 3 | 2, b.len() as u8];
+        out.extend_from_slice(b);
+        out
+    }
+
+    fn decode(name: &str, wire: &[u8]) -> Value {
+        Value::Object(message(schema::message(name).unwrap(), wire).unwrap())
+    }
+
+    #[test]
+    fn a_set_pointer_keeps_its_zero_and_a_plain_zero_field_is_omitted() {
+        // DeploymentSpec: replicas (*int32) = 0, minReadySeconds (int32, omitempty) = 0,
+        // paused (bool, omitempty) = false; template (plain struct) and strategy absent.
+        let wire = [varint(1, 0), varint(5, 0), varint(7, 0)].concat();
+        let spec = decode("k8s.io.api.apps.v1.DeploymentSpec", &wire);
+        assert_eq!(spec["replicas"], 0);
+        assert!(spec.get("minReadySeconds").is_none(), "{spec}");
+        assert!(spec.get("paused").is_none(), "{spec}");
+        // Plain structs are never omitted; a nil pointer is, under omitempty
+        // (revisionHistoryLimit), else it is null (selector is `json:"selector"`).
+        assert_eq!(spec["strategy"], json!({}));
+        assert_eq!(spec["template"]["spec"]["containers"], Value::Null);
+        assert!(spec.get("revisionHistoryLimit").is_none(), "{spec}");
+        assert_eq!(spec["selector"], Value::Null);
+    }
+
+    #[test]
+    fn fields_without_omitempty_are_rendered_even_when_empty() {
+        // PolicyRule.verbs is `json:"verbs"`: a nil slice is null. RoleRef's strings are "".
+        let rule = decode("k8s.io.api.rbac.v1.PolicyRule", &bytes(3, b"pods"));
+        assert_eq!(rule, json!({"verbs": null, "resources": ["pods"]}));
+        let role_ref = decode("k8s.io.api.rbac.v1.RoleRef", &bytes(2, b"Role"));
+        assert_eq!(
+            role_ref,
+            json!({"apiGroup": "", "kind": "Role", "name": ""})
+        );
+    }
+
+    #[test]
+    fn times_quantities_int_or_strings_and_bytes_render_as_their_json() {
+        // ObjectMeta: deletionTimestamp (*Time) at 2021-01-01T00:00:00Z; creationTimestamp
+        // (omitzero) sent empty; a label.
+        let time = varint(1, 1_609_459_200);
+        let label = [bytes(1, b"a"), bytes(2, b"b")].concat();
+        let wire = [bytes(8, &[]), bytes(9, &time), bytes(11, &label)].concat();
+        let meta = decode("k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", &wire);
+        assert_eq!(
+            meta,
+            json!({"deletionTimestamp": "2021-01-01T00:00:00Z", "labels": {"a": "b"}})
+        );
+
+        // LeaseSpec.renewTime is a MicroTime.
+        let micro = [varint(1, 1_609_459_200), varint(2, 123_456_000)].concat();
+        let lease = decode("k8s.io.api.coordination.v1.LeaseSpec", &bytes(4, &micro));
+        assert_eq!(lease["renewTime"], "2021-01-01T00:00:00.123456Z");
+
+        // ServicePort.targetPort: a string IntOrString; port 80.
+        let target = [varint(1, 1), bytes(3, b"http")].concat();
+        let port = decode(
+            "k8s.io.api.core.v1.ServicePort",
+            &[varint(3, 80), bytes(4, &target)].concat(),
+        );
+        assert_eq!(port, json!({"port": 80, "targetPort": "http"}));
+
+        // ResourceRequirements.limits: map<string, Quantity>.
+        let quantity = bytes(1, b"500m");
+        let entry = [bytes(1, b"cpu"), bytes(2, &quantity)].concat();
+        let resources = decode("k8s.io.api.core.v1.ResourceRequirements", &bytes(1, &entry));
+        assert_eq!(resources["limits"], json!({"cpu": "500m"}));
+
+        // Secret.data: map<string, bytes>, base64; an entry without a value is "".
+        let entries = [
+            bytes(2, &[bytes(1, b"k"), bytes(2, &[0xff, 0])].concat()),
+            bytes(2, &bytes(1, b"empty")),
+        ]
+        .concat();
+        let secret = decode("k8s.io.api.core.v1.Secret", &entries);
+        assert_eq!(secret["data"], json!({"k": "/wA=", "empty": ""}));
+    }
+
+    #[test]
+    fn inline_structs_merge_into_their_parent_and_unknown_fields_are_skipped() {
+        // Volume {name = 1, volumeSource = 2 (inline) {emptyDir = 2 {}}}, plus a field 99.
+        let source = bytes(2, &[]);
+        let wire = [bytes(1, b"scratch"), bytes(2, &source), varint(99, 1)].concat();
+        let volume = decode("k8s.io.api.core.v1.Volume", &wire);
+        assert_eq!(volume, json!({"name": "scratch", "emptyDir": {}}));
+    }
+
+    #[test]
+    fn packed_and_unpacked_repeated_scalars_are_both_read() {
+        // PodSecurityContext.supplementalGroups (repeated int64, field 4).
+        let packed = bytes(4, &[1, 2, 3]);
+        let unpacked = [varint(4, 4), varint(4, 5)].concat();
+        let ctx = decode(
+            "k8s.io.api.core.v1.PodSecurityContext",
+            &[packed, unpacked].concat(),
+        );
+        assert_eq!(ctx["supplementalGroups"], json!([1, 2, 3, 4, 5]));
+    }
+
+    #[test]
+    fn a_wrong_wire_type_is_an_error() {
+        let wire = bytes(1, b"not a varint");
+        let err = message(
+            schema::message("k8s.io.api.apps.v1.DeploymentSpec").unwrap(),
+            &wire,
+        )
+        .unwrap_err();
+        assert!(err.contains("replicas"), "{err}");
+    }
+}

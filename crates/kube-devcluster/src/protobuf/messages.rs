@@ -1164,14 +1164,6 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { number: 5, name: "reason", label: Single, ty: Str, pointer: false, omitempty: false, omitzero: false, inline: false },
         Field { number: 6, name: "message", label: Single, ty: Str, pointer: false, omitempty: false, omitzero: false, inline: false },
     ] },
-    Message { name: "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions", fields: &[
-        Field { number: 1, name: "gracePeriodSeconds", label: Single, ty: I64, pointer: true, omitempty: true, omitzero: false, inline: false },
-        Field { number: 2, name: "preconditions", label: Single, ty: Msg("k8s.io.apimachinery.pkg.apis.meta.v1.Preconditions"), pointer: true, omitempty: true, omitzero: false, inline: false },
-        Field { number: 3, name: "orphanDependents", label: Single, ty: Bool, pointer: true, omitempty: true, omitzero: false, inline: false },
-        Field { number: 4, name: "propagationPolicy", label: Single, ty: Str, pointer: true, omitempty: true, omitzero: false, inline: false },
-        Field { number: 5, name: "dryRun", label: Repeated, ty: Str, pointer: false, omitempty: true, omitzero: false, inline: false },
-        Field { number: 6, name: "ignoreStoreReadErrorWithClusterBreakingPotential", label: Single, ty: Bool, pointer: true, omitempty: true, omitzero: false, inline: false },
-    ] },
     Message { name: "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector", fields: &[
         Field { number: 1, name: "matchLabels", label: Map(Str), ty: Str, pointer: false, omitempty: true, omitzero: false, inline: false },
         Field { number: 2, name: "matchExpressions", label: Repeated, ty: Msg("k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement"), pointer: false, omitempty: true, omitzero: false, inline: false },
@@ -1214,9 +1206,5 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { number: 5, name: "apiVersion", label: Single, ty: Str, pointer: false, omitempty: false, omitzero: false, inline: false },
         Field { number: 6, name: "controller", label: Single, ty: Bool, pointer: true, omitempty: true, omitzero: false, inline: false },
         Field { number: 7, name: "blockOwnerDeletion", label: Single, ty: Bool, pointer: true, omitempty: true, omitzero: false, inline: false },
-    ] },
-    Message { name: "k8s.io.apimachinery.pkg.apis.meta.v1.Preconditions", fields: &[
-        Field { number: 1, name: "uid", label: Single, ty: Str, pointer: true, omitempty: true, omitzero: false, inline: false },
-        Field { number: 2, name: "resourceVersion", label: Single, ty: Str, pointer: true, omitempty: true, omitzero: false, inline: false },
     ] },
 ];

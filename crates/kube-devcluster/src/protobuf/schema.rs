@@ -82,8 +82,6 @@ pub(super) fn message_for_kind(api_version: &str, kind: &str) -> Option<&'static
     };
     let package = if group.is_empty() {
         "core"
-    } else if group == "meta.k8s.io" {
-        return message(&format!("k8s.io.apimachinery.pkg.apis.meta.{version}.{kind}"));
     } else {
         group.split('.').next().unwrap_or(group)
     };

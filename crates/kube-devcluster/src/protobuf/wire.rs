@@ -87,8 +87,14 @@ mod tests {
             0x08, 0xac, 0x02, 0x12, 2, b'h', b'i', 0x19, 7, 0, 0, 0, 0, 0, 0, 0, 0x25, 9, 0, 0, 0,
         ];
         let mut reader = Reader::new(&bytes);
-        assert!(matches!(reader.field(), Ok(Some((1, WireValue::Varint(300))))));
-        assert!(matches!(reader.field(), Ok(Some((2, WireValue::Bytes(b"hi"))))));
+        assert!(matches!(
+            reader.field(),
+            Ok(Some((1, WireValue::Varint(300))))
+        ));
+        assert!(matches!(
+            reader.field(),
+            Ok(Some((2, WireValue::Bytes(b"hi"))))
+        ));
         assert!(matches!(reader.field(), Ok(Some((3, WireValue::Fixed64)))));
         assert!(matches!(reader.field(), Ok(Some((4, WireValue::Fixed32)))));
         assert!(matches!(reader.field(), Ok(None)));
