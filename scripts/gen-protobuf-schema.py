@@ -4,6 +4,12 @@ kinds the embedded control plane stores, as a table its decoder walks (no protoc
 
 Usage: scripts/gen-protobuf-schema.py API_DIR APIMACHINERY_DIR [API_REF APIMACHINERY_REF] > out.rs
 
+The table in the repository was generated from the v0.36.3 tags:
+  git clone --depth 1 --branch v0.36.3 https://github.com/kubernetes/api /tmp/api
+  git clone --depth 1 --branch v0.36.3 https://github.com/kubernetes/apimachinery /tmp/apimachinery
+  scripts/gen-protobuf-schema.py /tmp/api /tmp/apimachinery v0.36.3 v0.36.3 \
+    > crates/kube-devcluster/src/protobuf/messages.rs
+
 API_DIR and APIMACHINERY_DIR are checkouts of github.com/kubernetes/api and
 github.com/kubernetes/apimachinery. From each package's generated.proto the table takes every
 message's fields: number, name (Kubernetes names proto fields as their JSON keys) and type. From

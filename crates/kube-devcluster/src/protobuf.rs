@@ -62,7 +62,9 @@ pub fn body_format(content_type: Option<&str>, info: &ResourceInfo) -> Result<Bo
 
 /// 415 as the real server words it (negotiation/errors.go, errUnsupportedMediaType): the media
 /// types the resource accepts. Custom resources are served as JSON and YAML only
-/// (apiextensions-apiserver's codecs have no protobuf serializer).
+/// (apiextensions-apiserver's codecs have no protobuf serializer). CBOR is in neither list: its
+/// gate, CBORServingAndStorage, is alpha and off by default
+/// (k8s.io/apiserver/pkg/features/kube_features.go).
 fn unsupported_media_type(protobuf: bool) -> ApiError {
     let mut accepted = vec!["application/json", "application/yaml"];
     if protobuf {
