@@ -44,6 +44,8 @@ pub mod patch;
 #[cfg(feature = "server")]
 pub mod path;
 #[cfg(feature = "server")]
+pub mod protobuf;
+#[cfg(feature = "server")]
 pub mod representation;
 #[cfg(feature = "server")]
 pub mod resources;

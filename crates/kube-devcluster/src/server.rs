@@ -28,6 +28,7 @@ use super::metrics::RequestCounters;
 use super::openapi;
 use super::patch;
 use super::path::{self, ApiPath, ResourcePath};
+use super::protobuf;
 use super::representation::{self, Representation};
 use super::resources::{GroupResource, Registry, ResourceInfo};
 use super::schema;
@@ -477,8 +478,25 @@ impl Request<'_> {
         Ok(())
     }
 
+    /// A create or update body by its `Content-Type`: JSON or YAML, or protobuf for built-in
+    /// kinds (`protobuf`), else 415.
+    fn request_body(&self, body: &Bytes) -> Result<Value> {
+        let content_type = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        match protobuf::body_format(content_type, self.info)? {
+            protobuf::BodyFormat::Text => parse_body(body),
+            protobuf::BodyFormat::Protobuf => protobuf::decode(body, self.info),
+        }
+    }
+
     fn create(&self, body: Bytes) -> Result<Response> {
-        let mut obj = parse_body(&body)?;
+        let obj = self.request_body(&body)?;
+        self.create_object(obj, body.len())
+    }
+
+    fn create_object(&self, mut obj: Value, size_hint: usize) -> Result<Response> {
         self.check_body_identity(&obj, None)?;
         self.ensure_namespace_exists()?;
         if self.info.status_subresource
@@ -488,7 +506,7 @@ impl Request<'_> {
             // must not be validated either.
             map.remove("status");
         }
-        self.prepare(&mut obj, None, body.len())?;
+        self.prepare(&mut obj, None, size_hint)?;
         if is_dry_run(self.params) {
             return Ok(json_response(StatusCode::CREATED, &obj));
         }
@@ -512,7 +530,7 @@ impl Request<'_> {
 
     fn update(&self, name: &str, body: Bytes) -> Result<Response> {
         let target = self.target()?;
-        let new = parse_body(&body)?;
+        let new = self.request_body(&body)?;
         self.check_body_identity(&new, Some(name))?;
         let old_size = self
             .state
@@ -559,8 +577,7 @@ impl Request<'_> {
             // Server-side apply creates what does not exist yet.
             let mut obj = patch_doc;
             obj["metadata"]["name"] = json!(name);
-            let body = Bytes::from(serde_json::to_vec(&obj).expect("json"));
-            return self.create(body);
+            return self.create_object(obj, body.len());
         }
         let stored =
             self.state
