@@ -142,6 +142,34 @@ type Builtin = (
 );
 
 const BUILTINS: &[Builtin] = &[
+    // The reviews of `kubectl auth can-i` and `whoami` (answered by `auth_reviews`, never stored).
+    (
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        false,
+        false,
+        &[],
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        false,
+        false,
+        &[],
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        false,
+        false,
+        &[],
+    ),
     ("", "v1", "namespaces", "Namespace", false, true, &["ns"]),
     ("", "v1", "pods", "Pod", true, true, &["po"]),
     ("", "v1", "events", "Event", true, false, &["ev"]),

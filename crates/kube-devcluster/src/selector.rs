@@ -90,6 +90,11 @@ impl FieldSelector {
         Ok(Self(terms))
     }
 
+    /// The field labels it selects on (`metadata.name`, `status.phase`, ...).
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(path, _, _)| path.as_str())
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, equal, value)| {
             let pointer = format!("/{}", path.replace('.', "/"));
