@@ -375,6 +375,30 @@ async fn kubectl_auth_can_i_and_whoami() {
     assert_eq!(out.trim(), "yes");
     let out = kubectl.ok(&["auth", "can-i", "--list"]).await;
     assert!(out.contains("*.*"), "{out}");
+    // Discovery lists the reviews, with create their only verb.
+    let out = kubectl
+        .ok(&[
+            "api-resources",
+            "--api-group=authorization.k8s.io",
+            "-o",
+            "wide",
+        ])
+        .await;
+    let table = support::rows(&out);
+    assert!(
+        table.contains(
+            &[
+                "selfsubjectaccessreviews",
+                "authorization.k8s.io/v1",
+                "false",
+                "SelfSubjectAccessReview",
+                "create",
+            ]
+            .map(String::from)
+            .to_vec()
+        ),
+        "{out}"
+    );
     let out = kubectl.ok(&["auth", "whoami", "-o", "json"]).await;
     let review: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(review["kind"], "SelfSubjectReview");
