@@ -687,7 +687,9 @@ impl Request<'_> {
         let fields =
             FieldSelector::parse(self.params.field_selector.as_deref().unwrap_or_default())?;
         let crd = self.custom_resource();
-        super::field_labels::check(self.info, crd.as_ref().map(|c| &c.value), fields.labels())?;
+        let fields = fields.transform(|label| {
+            super::field_labels::convert(self.info, crd.as_ref().map(|c| &c.value), label)
+        })?;
         Ok((
             LabelSelector::parse(self.params.label_selector.as_deref().unwrap_or_default())?,
             fields,

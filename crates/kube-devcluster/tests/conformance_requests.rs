@@ -76,6 +76,9 @@ async fn kubectl_server_dry_runs_store_nothing_and_make_no_watch_event() {
     let w1_blue = kubectl.manifest("w1-blue.yaml", W1_BLUE);
     kubectl.ok(&["apply", "-f", &w1]).await;
     kubectl.ok(&["apply", "-f", &w2]).await;
+    let w3 = kubectl.manifest("w3.yaml", &W1.replace("w1", "w3"));
+    let w3_blue = kubectl.manifest("w3-blue.yaml", &W1_BLUE.replace("w1", "w3"));
+    kubectl.ok(&["apply", "--server-side", "-f", &w3]).await;
     let api = widgets(&cluster, "default");
     let before = [api.get("w1").await.unwrap(), api.get("w2").await.unwrap()];
     let rv = list_rv(&api).await;
@@ -101,6 +104,26 @@ async fn kubectl_server_dry_runs_store_nothing_and_make_no_watch_event() {
     assert_eq!(
         serde_json::from_str::<Value>(&out).unwrap()["spec"]["color"],
         "blue"
+    );
+    // Server-side apply, of an object that was server-side applied (kubectl then sends the one
+    // apply patch; with a client-side last-applied annotation it sends a second patch, which a
+    // dry run computes from the stored object again).
+    let w3_before = api.get("w3").await.unwrap();
+    let out = kubectl
+        .ok(&[
+            "apply",
+            "--server-side",
+            "-f",
+            &w3_blue,
+            "--dry-run=server",
+            "-o",
+            "json",
+        ])
+        .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["spec"]["color"],
+        "blue",
+        "server-side apply, dry run"
     );
     kubectl
         .ok(&["label", "widget", "w1", "team=x", "--dry-run=server"])
@@ -148,7 +171,12 @@ async fn kubectl_server_dry_runs_store_nothing_and_make_no_watch_event() {
         out.stderr
     );
 
-    let after = [api.get("w1").await.unwrap(), api.get("w2").await.unwrap()];
+    let before = [before[0].clone(), before[1].clone(), w3_before];
+    let after = [
+        api.get("w1").await.unwrap(),
+        api.get("w2").await.unwrap(),
+        api.get("w3").await.unwrap(),
+    ];
     for (b, a) in before.iter().zip(&after) {
         assert_eq!(rv_of(b), rv_of(a), "the resourceVersion is unchanged");
         assert_eq!(b.data, a.data);
@@ -193,6 +221,10 @@ out["w_status"] = api.patch_namespaced_custom_object_status(g, v, ns, p, "w1", {
 w = api.get_namespaced_custom_object(g, v, ns, p, "w1")
 w["spec"]["color"] = "blue"
 out["w_replace"] = api.replace_namespaced_custom_object(g, v, ns, p, "w1", w, dry_run="All")["spec"]
+w = api.get_namespaced_custom_object(g, v, ns, p, "w1")
+w["status"] = {"phase": "Replaced"}
+out["w_replace_status"] = api.replace_namespaced_custom_object_status(g, v, ns, p, "w1", w, dry_run="All").get("status")
+out["crd_delete"] = raw(ext.delete_custom_resource_definition("widgets.test.example.com", dry_run="All", _preload_content=False))["metadata"]["name"]
 out["w_delete"] = api.delete_namespaced_custom_object(g, v, ns, p, "w1", dry_run="All")["metadata"]["name"]
 out["w_delete_collection"] = [i["metadata"]["name"] for i in api.delete_collection_namespaced_custom_object(g, v, ns, p, dry_run="All")["items"]]
 crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -232,6 +264,8 @@ async fn python_client_dry_runs_store_nothing_and_make_no_watch_event() {
     assert_eq!(seen["w_patch"], json!({"color": "red", "size": 5}));
     assert_eq!(seen["w_status"], json!({"phase": "Done"}));
     assert_eq!(seen["w_replace"], json!({"color": "blue", "size": 3}));
+    assert_eq!(seen["w_replace_status"], json!({"phase": "Replaced"}));
+    assert_eq!(seen["crd_delete"], "widgets.test.example.com");
     assert_eq!(seen["w_delete"], "w1");
     assert_eq!(seen["w_delete_collection"], json!(["w1"]));
     assert_eq!(seen["crd"], "gadgets.dry.example.com");
@@ -518,6 +552,94 @@ async fn unsupported_field_selectors_are_a_bad_request() {
         ])
         .await;
     assert!(out.contains("namespace/default"), "{out}");
+    // A Job's `status.successful` selects on its `status.succeeded`; others are refused in the
+    // Job's own words.
+    let job = kubectl.manifest(
+        "job.yaml",
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: done\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - {name: main, image: busybox, command: [\"true\"]}\n",
+    );
+    kubectl.ok(&["apply", "-f", &job]).await;
+    kubectl
+        .ok(&[
+            "wait",
+            "--for=condition=Complete",
+            "job/done",
+            "--timeout=60s",
+        ])
+        .await;
+    let out = kubectl
+        .ok(&[
+            "get",
+            "jobs",
+            "--field-selector",
+            "status.successful=1",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(out.trim(), "job.batch/done");
+    let out = kubectl
+        .ok(&[
+            "get",
+            "jobs",
+            "--field-selector",
+            "status.successful=0",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(out.trim(), "");
+    let out = kubectl
+        .run(&["get", "jobs", "--field-selector", "spec.parallelism=1"])
+        .await;
+    assert!(
+        !out.success
+            && out
+                .stderr
+                .contains("field label \"spec.parallelism\" not supported for Job"),
+        "{}",
+        out.stderr
+    );
+    // A CRD's selectableFields are supported.
+    let gadgets = kubectl.manifest(
+        "gadgets.yaml",
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.test.example.com}
+spec:
+  group: test.example.com
+  scope: Namespaced
+  names: {kind: Gadget, plural: gadgets, singular: gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    selectableFields: [{jsonPath: .spec.color}]
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {color: {type: string}}}
+"#,
+    );
+    kubectl.ok(&["apply", "-f", &gadgets]).await;
+    let g1 = kubectl.manifest(
+        "g1.yaml",
+        "apiVersion: test.example.com/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {color: red}\n",
+    );
+    kubectl.ok(&["apply", "-f", &g1]).await;
+    let out = kubectl
+        .ok(&[
+            "get",
+            "gadgets",
+            "--field-selector",
+            "spec.color=red",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(out.trim(), "gadget.test.example.com/g1");
     // Python, through the watch too.
     let seen = support::python(
         &cluster,
