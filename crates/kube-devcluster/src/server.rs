@@ -98,7 +98,8 @@ struct Params {
     timeout_seconds: Option<u64>,
     allow_watch_bookmarks: Option<String>,
     send_initial_events: Option<String>,
-    limit: Option<usize>,
+    /// An int64 as on the real server: zero or less is no limit.
+    limit: Option<i64>,
     #[serde(rename = "continue")]
     continue_token: Option<String>,
     propagation_policy: Option<String>,
@@ -186,6 +187,9 @@ async fn route(
         return doc
             .map(|d| json_response(StatusCode::OK, &d))
             .ok_or_else(not_found);
+    }
+    if let Ok(Query(pairs)) = Query::<Vec<(String, String)>>::try_from_uri(uri) {
+        super::query::check_integers(&pairs)?;
     }
     let params: Params = Query::<Params>::try_from_uri(uri)
         .map(|q| q.0)
@@ -777,7 +781,11 @@ impl Request<'_> {
                 .collect(),
             None => items,
         };
-        let limit = self.params.limit.filter(|&l| l > 0);
+        let limit = self
+            .params
+            .limit
+            .filter(|&l| l > 0)
+            .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
         let (page, next) = match limit {
             Some(limit) if items.len() > limit => {
                 let last = &items[limit - 1];

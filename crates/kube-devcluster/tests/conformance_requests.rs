@@ -390,6 +390,38 @@ async fn boolean_query_parameters_are_decoded_as_the_api_server_decodes_them() {
 }
 
 #[tokio::test]
+async fn integer_query_parameters_are_decoded_as_the_api_server_decodes_them() {
+    let Some((_cluster, kubectl)) = setup("integer_query_parameters").await else {
+        return;
+    };
+    // Convert_Slice_string_To_int64: strconv.ParseInt, answered 400 with its message.
+    let out = kubectl
+        .run(&[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps?limit=abc",
+        ])
+        .await;
+    assert!(
+        !out.success
+            && out.stderr.contains(
+                "Error from server (BadRequest): strconv.ParseInt: parsing \"abc\": invalid syntax"
+            ),
+        "{}",
+        out.stderr
+    );
+    // An int64: a negative limit is no limit.
+    let out = kubectl
+        .ok(&[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps?limit=-1",
+        ])
+        .await;
+    assert!(out.contains("ConfigMapList"), "{out}");
+}
+
+#[tokio::test]
 async fn kubectl_auth_can_i_and_whoami() {
     let Some((_cluster, kubectl)) = setup("kubectl_auth_can_i_and_whoami").await else {
         return;
