@@ -1,5 +1,6 @@
-//! Custom resources (those a CRD serves) and the one write rule here that differs for them: an
-//! update must name the resourceVersion it replaces.
+//! Custom resources (those a CRD serves) and the one write rule here that differs for them (and
+//! for the few built-ins whose strategies say the same): an update must name the
+//! resourceVersion it replaces.
 
 use std::sync::Arc;
 
@@ -27,12 +28,25 @@ pub fn crd_of(
         .ok()
 }
 
-/// A custom object's update (PUT, of the object or its `/status`) must carry
-/// `metadata.resourceVersion`: the custom resource strategies do not allow unconditional updates
-/// (k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go
-/// `AllowUnconditionalUpdate` is false), and k8s.io/apiserver/pkg/registry/generic/registry/
-/// store.go `Update` answers a missing one with this 422. Built-ins such as ConfigMap allow it
-/// (the update then replaces whatever is stored).
+/// Whether an update (PUT, of the object or its `/status`) must carry
+/// `metadata.resourceVersion`: when the resource's strategy does not allow unconditional
+/// updates. `AllowUnconditionalUpdate` is false for custom resources
+/// (k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go), CRDs
+/// (.../registry/customresourcedefinition/strategy.go) and Leases
+/// (k8s.io/kubernetes/pkg/registry/coordination/lease/strategy.go); the other built-ins served
+/// here (ConfigMap, Pod, Job, ...) allow it, and the update then replaces what is stored.
+pub fn requires_resource_version(info: &ResourceInfo, custom: bool) -> bool {
+    custom
+        || matches!(
+            (info.group.as_str(), info.resource.as_str()),
+            ("apiextensions.k8s.io", "customresourcedefinitions")
+                | ("coordination.k8s.io", "leases")
+        )
+}
+
+/// Refuses an update without `metadata.resourceVersion` as
+/// k8s.io/apiserver/pkg/registry/generic/registry/store.go `Update` does when the resource
+/// requires one ([`requires_resource_version`]): 422.
 pub fn check_update(info: &ResourceInfo, name: &str, new: &Value) -> Result<()> {
     let given = new
         .pointer("/metadata/resourceVersion")

@@ -518,7 +518,8 @@ impl Request<'_> {
         let new = parse_body(&body)?;
         self.check_body_identity(&new, Some(name))?;
         let dry_run = self.dry_run("UpdateOptions", &[])?;
-        if self.custom_resource().is_some() {
+        let custom = self.custom_resource().is_some();
+        if super::custom_resources::requires_resource_version(self.info, custom) {
             super::custom_resources::check_update(self.info, name, &new)?;
         }
         let old_size = self

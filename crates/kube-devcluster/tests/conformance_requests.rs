@@ -208,9 +208,11 @@ def raw(resp):
 
 core.create_namespaced_config_map(ns, {"metadata": {"name": "settings", "finalizers": ["example.com/keep"]}, "data": {"a": "1"}})
 api.create_namespaced_custom_object(g, v, ns, p, {"apiVersion": "test.example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"color": "red"}})
+core.create_namespaced_event(ns, {"metadata": {"name": "e1"}, "involvedObject": {"kind": "ConfigMap", "name": "settings", "namespace": ns}, "reason": "Tested", "message": "one", "type": "Normal"})
 rv = core.list_namespaced_config_map(ns).metadata.resource_version
 
 out = {"rv": rv}
+out["event_patch"] = core.patch_namespaced_event("e1", ns, {"message": "two"}, dry_run="All").message
 out["cm_patch"] = core.patch_namespaced_config_map("settings", ns, {"data": {"a": "2"}}, dry_run="All").data
 current = core.read_namespaced_config_map("settings", ns)
 current.data = {"a": "3"}
@@ -255,6 +257,8 @@ async fn python_client_dry_runs_store_nothing_and_make_no_watch_event() {
     support::install_widget_crd(&cluster).await;
     let seen = support::python(&cluster, DRY_RUN_SCRIPT).await;
     assert_eq!(seen["cm_patch"], json!({"a": "2"}), "the would-be object");
+    // Nor is an Event mirrored to events.k8s.io (the resourceVersion check below).
+    assert_eq!(seen["event_patch"], "two");
     assert_eq!(seen["cm_replace"], json!({"a": "3"}));
     assert!(
         seen["cm_delete"]["metadata"]["deletionTimestamp"].is_string(),
@@ -700,7 +704,7 @@ print(json.dumps(out))
 }
 
 #[tokio::test]
-async fn custom_objects_refuse_an_update_without_resource_version() {
+async fn updates_without_resource_version_are_refused_where_the_strategy_says_so() {
     let Some((cluster, _kubectl)) = setup("custom_objects_refuse_unconditional_update").await
     else {
         return;
@@ -727,6 +731,13 @@ except client.exceptions.ApiException as e:
 core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"a": "1"}})
 out["cm"] = core.replace_namespaced_config_map("c", ns, {"metadata": {"name": "c"}, "data": {"a": "2"}}).data
 out["color"] = api.get_namespaced_custom_object(g, v, ns, p, "w1")["spec"]["color"]
+leases = client.CoordinationV1Api()
+leases.create_namespaced_lease(ns, {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
+try:
+    leases.replace_namespaced_lease("l", ns, {"metadata": {"name": "l"}, "spec": {"holderIdentity": "b"}})
+    out["lease"] = None
+except client.exceptions.ApiException as e:
+    out["lease"] = [e.status, json.loads(e.body)["message"]]
 print(json.dumps(out))
 "#,
     )
@@ -742,6 +753,14 @@ print(json.dumps(out))
         ])
     );
     assert_eq!(seen["color"], "red");
+    // So does the Lease strategy (pkg/registry/coordination/lease/strategy.go).
+    assert_eq!(
+        seen["lease"],
+        json!([
+            422,
+            "leases.coordination.k8s.io \"l\" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update"
+        ])
+    );
     // Built-ins such as ConfigMap allow it.
     assert_eq!(seen["cm"], json!({"a": "2"}));
 }
