@@ -427,7 +427,7 @@ async fn integer_query_parameters_are_decoded_as_the_api_server_decodes_them() {
 
 #[tokio::test]
 async fn kubectl_auth_can_i_and_whoami() {
-    let Some((_cluster, kubectl)) = setup("kubectl_auth_can_i_and_whoami").await else {
+    let Some((cluster, kubectl)) = setup("kubectl_auth_can_i_and_whoami").await else {
         return;
     };
     let out = kubectl.ok(&["auth", "can-i", "create", "pods"]).await;
@@ -475,6 +475,25 @@ async fn kubectl_auth_can_i_and_whoami() {
     assert_eq!(review["status"]["userInfo"]["username"], "devcluster");
     let out = kubectl.ok(&["auth", "whoami"]).await;
     assert!(out.contains("devcluster"), "{out}");
+    // The Python client sends JSON: the review comes back with its spec and a status.
+    let seen = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(config_file=sys.argv[1])
+review = client.AuthorizationV1Api().create_self_subject_access_review(
+    {"spec": {"resourceAttributes": {"verb": "delete", "resource": "jobs", "group": "batch", "namespace": "x"}}})
+me = client.AuthenticationV1Api().create_self_subject_review({})
+print(json.dumps({"allowed": review.status.allowed, "verb": review.spec.resource_attributes.verb,
+                  "user": me.status.user_info.username}))
+"#,
+    )
+    .await;
+    assert_eq!(
+        seen,
+        json!({"allowed": true, "verb": "delete", "user": "devcluster"})
+    );
 }
 
 #[tokio::test]
