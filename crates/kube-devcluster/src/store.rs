@@ -616,6 +616,9 @@ impl Store {
 
     /// Removes every object of a resource (used when its CRD is deleted).
     pub fn drop_resource(&self, gr: &GroupResource) {
+        if self.dry_run {
+            return;
+        }
         let mut inner = self.lock();
         let Some(map) = inner.objects.remove(gr) else {
             return;
