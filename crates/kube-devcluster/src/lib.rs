@@ -64,3 +64,16 @@ pub mod watch;
 pub use cluster::{DevCluster, DevClusterOptions, Error, PodMode, client_for};
 #[cfg(feature = "testing")]
 pub mod testing;
+// Issue 13, requests answered as the real API server answers them.
+#[cfg(feature = "server")]
+pub mod auth_reviews;
+#[cfg(feature = "server")]
+pub mod custom_resources;
+#[cfg(feature = "server")]
+pub mod dry_run;
+#[cfg(feature = "server")]
+pub mod field_labels;
+#[cfg(feature = "server")]
+pub mod namespace_lifecycle;
+#[cfg(feature = "server")]
+pub mod query;

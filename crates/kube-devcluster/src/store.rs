@@ -172,6 +172,8 @@ pub struct Store {
     inner: Arc<Mutex<Inner>>,
     events: broadcast::Sender<Arc<WatchEvent>>,
     limits: HistoryLimits,
+    /// A dry-run view ([`Store::dry_run`]): writes compute their result and commit nothing.
+    dry_run: bool,
 }
 
 impl Default for Store {
@@ -193,6 +195,19 @@ impl Store {
             })),
             events,
             limits,
+            dry_run: false,
+        }
+    }
+
+    /// The same store, as a dry run (`?dryRun=All`) writes to it: every write (create, update,
+    /// patch, delete) runs its checks and returns the object it would store, and stores nothing:
+    /// no resourceVersion is used, no watch event is sent. As the real server's
+    /// `DryRunnableStorage` (k8s.io/apiserver/pkg/registry/generic/registry/dryrun.go), the one
+    /// place where a dry run differs is the commit.
+    pub fn dry_run(&self) -> Store {
+        Store {
+            dry_run: true,
+            ..self.clone()
         }
     }
 
@@ -277,6 +292,11 @@ impl Store {
             namespace_defaults(&mut obj);
         }
         prepare(&mut obj)?;
+        if self.dry_run {
+            // Nothing is stored, so no resourceVersion is given out.
+            metadata_mut(&mut obj)?.remove("resourceVersion");
+            return Ok(StoredObject::new(obj));
+        }
         let stored = StoredObject::new(obj);
         inner
             .objects
@@ -431,6 +451,10 @@ impl Store {
         if new == old.value {
             return Ok(Some(old));
         }
+        if self.dry_run {
+            // The would-be object, at the resourceVersion it was computed from.
+            return Ok(Some(StoredObject::new(new)));
+        }
         let being_deleted = new
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
@@ -521,6 +545,9 @@ impl Store {
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
         if fins.is_empty() && extra.is_none() && !has_namespace_finalizers(info, &new) {
+            if self.dry_run {
+                return Ok(Deleted::Removed(old));
+            }
             let rv = inner.rv + 1;
             new["metadata"]["resourceVersion"] = json!(rv.to_string());
             let stored = StoredObject::new(new);
@@ -560,11 +587,17 @@ impl Store {
             meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
         }
-        meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        if !self.dry_run {
+            meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        }
         if is_namespaces(info) {
             new["status"]["phase"] = json!("Terminating");
         }
         let stored = StoredObject::new(new);
+        if self.dry_run {
+            // Returned marked for deletion, as it would be stored.
+            return Ok(Deleted::Pending(stored));
+        }
         inner
             .objects
             .get_mut(&gr)
@@ -583,6 +616,9 @@ impl Store {
 
     /// Removes every object of a resource (used when its CRD is deleted).
     pub fn drop_resource(&self, gr: &GroupResource) {
+        if self.dry_run {
+            return;
+        }
         let mut inner = self.lock();
         let Some(map) = inner.objects.remove(gr) else {
             return;
