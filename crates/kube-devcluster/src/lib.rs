@@ -49,6 +49,8 @@ pub mod representation;
 pub mod resources;
 pub mod schema;
 #[cfg(feature = "server")]
+pub mod secrets;
+#[cfg(feature = "server")]
 pub mod selector;
 #[cfg(feature = "server")]
 pub mod server;

@@ -428,6 +428,7 @@ impl Request<'_> {
     /// in one 422; and the object must fit in etcd. `new` is the object as it will be stored
     /// (for `/status` writes: the stored object with the new status).
     fn prepare(&self, new: &mut Value, old: Option<&Value>, size_hint: usize) -> Result<()> {
+        super::secrets::normalize(self.info, new);
         let mut errors: Vec<FieldError> = Vec::new();
         if let Some(schema) = &self.info.schema {
             let normalized = schema::normalize(schema, new);
