@@ -52,6 +52,10 @@ pub struct DevClusterOptions {
     /// How often watches that allow bookmarks get one; `None` is
     /// [`server::DEFAULT_BOOKMARK_INTERVAL`].
     pub bookmark_interval: Option<Duration>,
+    /// Entrypoints of images for containers without `command`, by image (`my/app:v1`) or
+    /// repository (`my/app`), on top of the built-in ones (`hello-world`, `busybox`, `alpine`,
+    /// `ubuntu`, `debian`, `python`); see [`crate::entrypoints`].
+    pub entrypoints: std::collections::HashMap<String, Vec<String>>,
 }
 
 /// A running control plane; stops (and kills every process it started) when dropped.
@@ -89,6 +93,7 @@ impl DevCluster {
             options.pods,
             shutdown.clone(),
         );
+        controllers.set_entrypoints(options.entrypoints.clone());
         let mut state = ApiState::new(store.clone(), registry.clone(), shutdown.clone());
         state.logs = Some(controllers.logs());
         state.on_create = Some(controllers::create_hook());

@@ -55,6 +55,12 @@ impl Controllers {
         self.kubelet.clone()
     }
 
+    /// Images' entrypoints the kubelet runs for containers without `command`, on top of its
+    /// built-in ones ([`super::entrypoints`]): image (or repository) -> ENTRYPOINT.
+    pub fn set_entrypoints(&self, entrypoints: std::collections::HashMap<String, Vec<String>>) {
+        self.kubelet.set_entrypoints(entrypoints);
+    }
+
     /// Process ids of the containers running now, for diagnostics and tests.
     pub fn running_pids(&self) -> Vec<u32> {
         self.kubelet.running_pids()

@@ -570,6 +570,7 @@ impl JobController {
             propagation: Some(Propagation::Background),
             precondition_uid: Some(uid.to_string()),
             precondition_rv: None,
+            grace_period_seconds: None,
         };
         match self
             .store
@@ -694,6 +695,7 @@ impl JobController {
             propagation: Some(Propagation::Background),
             precondition_uid: Some(state.uid.clone()),
             precondition_rv: None,
+            grace_period_seconds: None,
         };
         match self.store.delete(&self.jobs_info, &key.0, &key.1, &options) {
             Ok(_) => {}

@@ -23,6 +23,8 @@ mod cluster;
 #[cfg(feature = "server")]
 pub mod controllers;
 #[cfg(feature = "server")]
+pub mod entrypoints;
+#[cfg(feature = "server")]
 pub mod error;
 #[cfg(feature = "server")]
 pub mod events;
@@ -45,6 +47,12 @@ pub mod patch;
 pub mod path;
 #[cfg(feature = "server")]
 pub mod representation;
+#[cfg(feature = "server")]
+pub mod pod_deletion;
+#[cfg(feature = "server")]
+pub mod pod_env;
+#[cfg(feature = "server")]
+pub mod pod_logs;
 #[cfg(feature = "server")]
 pub mod resources;
 pub mod schema;

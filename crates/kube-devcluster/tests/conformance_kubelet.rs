@@ -299,18 +299,17 @@ spec:
         kubectl.ok(&["logs", "talker", "--since=1h"]).await,
         "one\ntwo\nthree\nfour\n"
     );
-    // sinceTime just after the third line: only the fourth (two seconds later) is left.
-    let after_third = chrono::DateTime::parse_from_rfc3339(lines[2].split_once(' ').unwrap().0)
+    // sinceTime (whole seconds) after the third line and before the fourth (two seconds later).
+    let third = chrono::DateTime::parse_from_rfc3339(lines[2].split_once(' ').unwrap().0)
         .unwrap()
-        .with_timezone(&chrono::Utc)
-        + chrono::Duration::milliseconds(500);
-    assert!(after_third < fourth);
+        .with_timezone(&chrono::Utc);
+    let after_third = chrono::DateTime::from_timestamp(third.timestamp() + 1, 0).unwrap();
+    assert!(third < after_third && after_third < fourth);
     let since_time = after_third.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let out = kubectl
         .ok(&["logs", "talker", &format!("--since-time={since_time}")])
         .await;
-    // sinceTime has whole seconds: it may or may not keep the third line, never the first two.
-    assert!(out.ends_with("four\n") && !out.contains("two"), "{out}");
+    assert_eq!(out, "four\n");
 
     // The Python client, following as a stream.
     let pod2 = manifest.replace("talker", "talker2");
@@ -486,7 +485,16 @@ metadata: {name: shell}
 spec:
   restartPolicy: Never
   containers:
-  - {name: main, image: "busybox:1.36", args: ["-c", "echo from busybox"]}
+  # No ENTRYPOINT in busybox: `args` replace its CMD (`sh`) and run as the command.
+  - {name: main, image: "busybox:1.36", args: ["sh", "-c", "echo from busybox"]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bare}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: "alpine"}
 ---
 apiVersion: v1
 kind: Pod
@@ -504,6 +512,8 @@ spec:
     assert!(hello.contains("Hello from Docker!"), "{hello}");
     wait_phase(&kubectl, "shell", &["Succeeded"]).await;
     assert_eq!(kubectl.ok(&["logs", "shell"]).await, "from busybox\n");
+    // Its CMD, `sh`, with no terminal: it reads an empty stdin and exits 0.
+    wait_phase(&kubectl, "bare", &["Succeeded"]).await;
     let pod = wait_phase(&kubectl, "unknown", &["Failed"]).await;
     let terminated = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(terminated["reason"], "StartError", "{pod}");
