@@ -523,3 +523,105 @@ spec:
         "{message}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 6. Indexed Jobs, 7. the Job controller's back-off
+
+/// Waits until the Job has a true condition of `type_`; the Job.
+async fn wait_job_condition(kubectl: &Kubectl, job: &str, type_: &str, within: Duration) -> Value {
+    eventually(&format!("job {job} {type_}"), within, || async {
+        let job = get(kubectl, "job", job).await?;
+        job["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == type_ && c["status"] == "True")
+            .then_some(job)
+    })
+    .await
+}
+
+/// The pods of a Job, by `kubectl get pods -l job-name=...`.
+async fn job_pods(kubectl: &Kubectl, job: &str) -> Vec<Value> {
+    let out = kubectl
+        .ok(&["get", "pods", "-l", &format!("job-name={job}"), "-o", "json"])
+        .await;
+    let list: Value = serde_json::from_str(&out).unwrap();
+    list["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn indexed_jobs_give_each_pod_its_completion_index() {
+    let Some((_cluster, kubectl)) = setup("indexed_jobs").await else {
+        return;
+    };
+    let job = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: indexed}
+spec:
+  completionMode: Indexed
+  completions: 3
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "echo index=$JOB_COMPLETION_INDEX"]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", job)])
+        .await;
+    let done = wait_job_condition(&kubectl, "indexed", "Complete", Duration::from_secs(30)).await;
+    assert_eq!(done["status"]["succeeded"], 3, "{done}");
+    assert_eq!(done["status"]["completedIndexes"], "0-2", "{done}");
+    let pods = job_pods(&kubectl, "indexed").await;
+    let mut indexes = Vec::new();
+    for pod in &pods {
+        let key = "batch.kubernetes.io/job-completion-index";
+        let index = pod["metadata"]["annotations"][key].as_str().unwrap().to_string();
+        assert_eq!(pod["metadata"]["labels"][key], index, "{pod}");
+        let name = pod["metadata"]["name"].as_str().unwrap();
+        assert!(name.starts_with(&format!("indexed-{index}-")), "{name}");
+        let logs = kubectl.ok(&["logs", name]).await;
+        assert_eq!(logs, format!("index={index}\n"));
+        indexes.push(index);
+    }
+    indexes.sort();
+    assert_eq!(indexes, ["0", "1", "2"]);
+}
+
+#[tokio::test]
+async fn a_failed_job_pod_is_replaced_after_the_controllers_back_off() {
+    let Some((_cluster, kubectl)) = setup("job_backoff").await else {
+        return;
+    };
+    let job = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: flaky}
+spec:
+  backoffLimit: 1
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: main, image: busybox, command: ["false"]}
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", job)])
+        .await;
+    let failed = wait_job_condition(&kubectl, "flaky", "Failed", Duration::from_secs(40)).await;
+    assert_eq!(failed["status"]["failed"], 2, "{failed}");
+    let mut pods = job_pods(&kubectl, "flaky").await;
+    assert_eq!(pods.len(), 2);
+    let time = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
+    pods.sort_by_key(|p| time(&p["metadata"]["creationTimestamp"]));
+    let first_failed = time(&pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]);
+    let second_created = time(&pods[1]["metadata"]["creationTimestamp"]);
+    // 10 s after the first failure (timestamps have whole seconds).
+    let gap = second_created - first_failed;
+    assert!(gap >= chrono::Duration::seconds(9), "replaced after {gap}");
+    assert!(gap <= chrono::Duration::seconds(13), "replaced after {gap}");
+}
