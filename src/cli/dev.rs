@@ -17,8 +17,8 @@ use serde_json::Value;
 
 use crate::workflow::crd::WorkFlow;
 use crate::workflow::operator::{self, OperatorOptions};
-use kube_devcluster::faults::{ErrorRate, FaultConfig};
 use kube_devcluster::entrypoints;
+use kube_devcluster::faults::{ErrorRate, FaultConfig};
 use kube_devcluster::jobs::JobBackoff;
 use kube_devcluster::{DevCluster, DevClusterOptions, PodMode};
 

@@ -110,7 +110,7 @@ pub async fn cluster() -> Arc<Cluster> {
         ..DevClusterOptions::default()
     })
     .await
-        .expect("the embedded control plane starts");
+    .expect("the embedded control plane starts");
     let client = dev.client();
     workflow_operator_mod::install_crd(&client)
         .await

@@ -159,12 +159,19 @@ mod tests {
             argv("nginx", strings(&["echo"]), strings(&["x"]), &none).unwrap(),
             strings(&["echo", "x"])
         );
-        assert_eq!(argv("busybox:1.36", vec![], vec![], &none).unwrap(), strings(&["sh"]));
+        assert_eq!(
+            argv("busybox:1.36", vec![], vec![], &none).unwrap(),
+            strings(&["sh"])
+        );
         assert_eq!(
             argv("busybox", vec![], strings(&["sh", "-c", "true"]), &none).unwrap(),
             strings(&["sh", "-c", "true"])
         );
-        assert!(argv("nginx:1.27", vec![], vec![], &none).unwrap_err().contains("entrypoint"));
+        assert!(
+            argv("nginx:1.27", vec![], vec![], &none)
+                .unwrap_err()
+                .contains("entrypoint")
+        );
         let extra: HashMap<String, Vec<String>> =
             [("nginx".to_string(), strings(&["echo", "nginx"]))].into();
         assert_eq!(

@@ -234,8 +234,7 @@ impl JobSpec {
                 .pointer("/spec/template/spec/restartPolicy")
                 .and_then(Value::as_str)
                 == Some("OnFailure"),
-            indexed: job.pointer("/spec/completionMode").and_then(Value::as_str)
-                == Some("Indexed"),
+            indexed: job.pointer("/spec/completionMode").and_then(Value::as_str) == Some("Indexed"),
         }
     }
 
@@ -1287,9 +1286,21 @@ mod tests {
     #[test]
     fn backoff_doubles_from_ten_seconds_up_to_six_minutes() {
         let backoff = JobBackoff::default();
-        let table = [(0, 0), (1, 10), (2, 20), (3, 40), (6, 320), (7, 360), (100, 360)];
+        let table = [
+            (0, 0),
+            (1, 10),
+            (2, 20),
+            (3, 40),
+            (6, 320),
+            (7, 360),
+            (100, 360),
+        ];
         for (failures, seconds) in table {
-            assert_eq!(backoff.delay(failures), Duration::from_secs(seconds), "{failures}");
+            assert_eq!(
+                backoff.delay(failures),
+                Duration::from_secs(seconds),
+                "{failures}"
+            );
         }
         assert_eq!(JobBackoff::FAST.delay(1), Duration::from_millis(100));
         assert_eq!(JobBackoff::FAST.delay(9), Duration::from_secs(1));
@@ -1297,7 +1308,11 @@ mod tests {
 
     #[test]
     fn completed_indexes_are_written_as_ranges() {
-        let set = |v: &[i64]| v.iter().copied().collect::<std::collections::BTreeSet<i64>>();
+        let set = |v: &[i64]| {
+            v.iter()
+                .copied()
+                .collect::<std::collections::BTreeSet<i64>>()
+        };
         assert_eq!(interval_list(&set(&[0, 1, 2])), "0-2");
         assert_eq!(interval_list(&set(&[0, 2, 3, 5])), "0,2-3,5");
         assert_eq!(interval_list(&set(&[])), "");

@@ -46,13 +46,13 @@ pub mod patch;
 #[cfg(feature = "server")]
 pub mod path;
 #[cfg(feature = "server")]
-pub mod representation;
-#[cfg(feature = "server")]
 pub mod pod_deletion;
 #[cfg(feature = "server")]
 pub mod pod_env;
 #[cfg(feature = "server")]
 pub mod pod_logs;
+#[cfg(feature = "server")]
+pub mod representation;
 #[cfg(feature = "server")]
 pub mod resources;
 pub mod schema;

@@ -69,7 +69,10 @@ mod tests {
         let mut done = running.clone();
         done["status"]["phase"] = json!("Succeeded");
         assert_eq!(grace_period(&pods, &done, None), 0);
-        assert_eq!(grace_period(&pods, &json!({"status": {"phase": "Pending"}}), None), 0);
+        assert_eq!(
+            grace_period(&pods, &json!({"status": {"phase": "Pending"}}), None),
+            0
+        );
         assert_eq!(grace_period(&cms, &running, Some(5)), 0);
     }
 }

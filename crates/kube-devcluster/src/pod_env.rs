@@ -76,10 +76,21 @@ pub(crate) fn resolve(
         let prefix = source.get("prefix").and_then(Value::as_str).unwrap_or("");
         let (reference, data) = if let Some(cm) = source.get("configMapRef") {
             let name = cm.get("name").and_then(Value::as_str).unwrap_or_default();
-            (cm, sources.config_map(name).ok_or_else(|| not_found("configmap", name)))
+            (
+                cm,
+                sources
+                    .config_map(name)
+                    .ok_or_else(|| not_found("configmap", name)),
+            )
         } else if let Some(secret) = source.get("secretRef") {
-            let name = secret.get("name").and_then(Value::as_str).unwrap_or_default();
-            (secret, secret_data(sources, name).ok_or_else(|| not_found("secret", name)))
+            let name = secret
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            (
+                secret,
+                secret_data(sources, name).ok_or_else(|| not_found("secret", name)),
+            )
         } else {
             continue;
         };
@@ -93,7 +104,9 @@ pub(crate) fn resolve(
             // Keys that are not valid variable names are skipped (the kubelet records a
             // warning event, InvalidEnvironmentVariableNames). Since Kubernetes 1.32
             // (RelaxedEnvironmentVariableValidation) any printable ASCII but `=` is valid.
-            if name.is_empty() || name.contains('=') || !name.bytes().all(|b| (32..127).contains(&b))
+            if name.is_empty()
+                || name.contains('=')
+                || !name.bytes().all(|b| (32..127).contains(&b))
             {
                 continue;
             }
@@ -114,9 +127,7 @@ pub(crate) fn resolve(
             continue;
         };
         let value = match var.get("value") {
-            Some(Value::String(value)) if !value.is_empty() => {
-                super::kubelet::expand(value, vars)
-            }
+            Some(Value::String(value)) if !value.is_empty() => super::kubelet::expand(value, vars),
             _ => match value_from(var.get("valueFrom"), namespace, sources, &field_ref)? {
                 Some(value) => value,
                 // An optional source that is missing: the variable is not set at all.
@@ -145,8 +156,14 @@ fn value_from(
         return Ok(Some(field_ref(path)));
     }
     let keyed = |selector: &Value, resource: &str, kind: &str, data: Option<Map<String, Value>>| {
-        let name = selector.get("name").and_then(Value::as_str).unwrap_or_default();
-        let key = selector.get("key").and_then(Value::as_str).unwrap_or_default();
+        let name = selector
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let key = selector
+            .get("key")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let Some(data) = data else {
             return if optional(selector) {
                 Ok(None)
@@ -163,11 +180,17 @@ fn value_from(
         }
     };
     if let Some(selector) = source.get("configMapKeyRef") {
-        let name = selector.get("name").and_then(Value::as_str).unwrap_or_default();
+        let name = selector
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         return keyed(selector, "configmap", "ConfigMap", sources.config_map(name));
     }
     if let Some(selector) = source.get("secretKeyRef") {
-        let name = selector.get("name").and_then(Value::as_str).unwrap_or_default();
+        let name = selector
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         return keyed(selector, "secret", "Secret", secret_data(sources, name));
     }
     // resourceFieldRef (limits and requests) and fileKeyRef are not resolved here.
@@ -197,7 +220,13 @@ mod tests {
         }));
         let pod = json!({"metadata": {"name": "p", "namespace": "ns"}});
         let mut vars = HashMap::new();
-        resolve(&pod, &container, &sources, |path| format!("<{path}>"), &mut vars)?;
+        resolve(
+            &pod,
+            &container,
+            &sources,
+            |path| format!("<{path}>"),
+            &mut vars,
+        )?;
         Ok(vars)
     }
 
@@ -224,8 +253,14 @@ mod tests {
     #[test]
     fn missing_sources_say_what_the_kubelet_says() {
         let cases = [
-            (json!({"envFrom": [{"configMapRef": {"name": "x"}}]}), "configmap \"x\" not found"),
-            (json!({"envFrom": [{"secretRef": {"name": "x"}}]}), "secret \"x\" not found"),
+            (
+                json!({"envFrom": [{"configMapRef": {"name": "x"}}]}),
+                "configmap \"x\" not found",
+            ),
+            (
+                json!({"envFrom": [{"secretRef": {"name": "x"}}]}),
+                "secret \"x\" not found",
+            ),
             (
                 json!({"env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}),
                 "couldn't find key k in Secret ns/s",

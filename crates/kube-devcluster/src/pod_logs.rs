@@ -59,13 +59,19 @@ impl LogOptions {
         if tail_lines.is_some_and(|n| n < 0) {
             errors.push(FieldError::invalid(
                 "tailLines",
-                format!("Invalid value: {}: must be greater than or equal to 0", tail_lines.unwrap_or_default()),
+                format!(
+                    "Invalid value: {}: must be greater than or equal to 0",
+                    tail_lines.unwrap_or_default()
+                ),
             ));
         }
         if limit_bytes.is_some_and(|n| n < 1) {
             errors.push(FieldError::invalid(
                 "limitBytes",
-                format!("Invalid value: {}: must be greater than 0", limit_bytes.unwrap_or_default()),
+                format!(
+                    "Invalid value: {}: must be greater than 0",
+                    limit_bytes.unwrap_or_default()
+                ),
             ));
         }
         if since_seconds.is_some() && since_time.is_some() {
@@ -77,7 +83,10 @@ impl LogOptions {
         if since_seconds.is_some_and(|n| n < 1) {
             errors.push(FieldError::invalid(
                 "sinceSeconds",
-                format!("Invalid value: {}: must be greater than 0", since_seconds.unwrap_or_default()),
+                format!(
+                    "Invalid value: {}: must be greater than 0",
+                    since_seconds.unwrap_or_default()
+                ),
             ));
         }
         let since_time = match since_time {
@@ -91,9 +100,8 @@ impl LogOptions {
         if !errors.is_empty() {
             return Err(ApiError::invalid("PodLogOptions", "", errors));
         }
-        let since = since_time.or_else(|| {
-            since_seconds.map(|s| Utc::now() - chrono::Duration::seconds(s))
-        });
+        let since =
+            since_time.or_else(|| since_seconds.map(|s| Utc::now() - chrono::Duration::seconds(s)));
         Ok(Self {
             follow: parse_bool("follow", follow)?,
             tail_lines: tail_lines.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
@@ -335,7 +343,10 @@ mod tests {
         let log = Arc::new(Log::default());
         log.push(b"one\ntwo\nthr");
         log.push(b"ee\nfour");
-        assert_eq!(read_all(&log, LogOptions::default()).await, "one\ntwo\nthree\nfour");
+        assert_eq!(
+            read_all(&log, LogOptions::default()).await,
+            "one\ntwo\nthree\nfour"
+        );
         let tail = LogOptions {
             tail_lines: Some(2),
             ..LogOptions::default()
@@ -355,7 +366,10 @@ mod tests {
         )
         .await;
         assert_eq!(stamped.lines().count(), 4);
-        assert!(stamped.lines().all(|l| l.len() > 31 && &l[30..31] == " "), "{stamped}");
+        assert!(
+            stamped.lines().all(|l| l.len() > 31 && &l[30..31] == " "),
+            "{stamped}"
+        );
         let future = LogOptions {
             since: Some(Utc::now() + chrono::Duration::seconds(5)),
             ..LogOptions::default()
@@ -401,12 +415,20 @@ mod tests {
             422
         );
         assert_eq!(
-            LogOptions::parse(None, None, None, Some(5), Some("2024-01-01T00:00:00Z"), None)
-                .unwrap_err()
-                .code,
+            LogOptions::parse(
+                None,
+                None,
+                None,
+                Some(5),
+                Some("2024-01-01T00:00:00Z"),
+                None
+            )
+            .unwrap_err()
+            .code,
             422
         );
-        let ok = LogOptions::parse(Some("True"), Some(3), Some("true"), None, None, Some(9)).unwrap();
+        let ok =
+            LogOptions::parse(Some("True"), Some(3), Some("true"), None, None, Some(9)).unwrap();
         assert!(ok.follow && ok.timestamps);
         assert_eq!((ok.tail_lines, ok.limit_bytes), (Some(3), Some(9)));
     }

@@ -72,7 +72,10 @@ mod tests {
         );
         let mut typed = json!({"type": "kubernetes.io/tls", "stringData": {"k": ""}});
         normalize(&info("secrets"), &mut typed);
-        assert_eq!(typed, json!({"type": "kubernetes.io/tls", "data": {"k": ""}}));
+        assert_eq!(
+            typed,
+            json!({"type": "kubernetes.io/tls", "data": {"k": ""}})
+        );
     }
 
     #[test]

@@ -526,10 +526,7 @@ impl Store {
         let old_grace = new
             .pointer("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64);
-        if fins.is_empty()
-            && extra.is_none()
-            && grace == 0
-            && !has_namespace_finalizers(info, &new)
+        if fins.is_empty() && extra.is_none() && grace == 0 && !has_namespace_finalizers(info, &new)
         {
             let rv = inner.rv + 1;
             new["metadata"]["resourceVersion"] = json!(rv.to_string());

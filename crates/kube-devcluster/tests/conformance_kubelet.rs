@@ -392,7 +392,10 @@ print(json.dumps({"ts": deleted.metadata.deletion_timestamp is not None,
     .await;
     assert_eq!(seen["ts"], true, "{seen}");
     assert_eq!(seen["grace"], 30, "{seen}");
-    assert_eq!(seen["events"].as_array().unwrap().last().unwrap(), "DELETED");
+    assert_eq!(
+        seen["events"].as_array().unwrap().last().unwrap(),
+        "DELETED"
+    );
 
     // Ignores SIGTERM: killed when its grace period (2 s) is over, shown Terminating meanwhile.
     let stubborn = r#"
@@ -427,14 +430,19 @@ spec:
     let table = kubectl.ok(&["get", "pod", "stubborn"]).await;
     assert!(table.contains("Terminating"), "{table}");
     eventually("the pod is gone", Duration::from_secs(20), || async {
-        get(&kubectl, "pod", "stubborn").await.is_none().then_some(())
+        get(&kubectl, "pod", "stubborn")
+            .await
+            .is_none()
+            .then_some(())
     })
     .await;
     let took = started.elapsed();
     assert!(took >= Duration::from_millis(1500), "gone after {took:?}");
 
     // --grace-period=0 --force: at once.
-    let again = stubborn.replace("stubborn", "forced").replace(": 2", ": 30");
+    let again = stubborn
+        .replace("stubborn", "forced")
+        .replace(": 2", ": 30");
     kubectl
         .ok(&["apply", "-f", &kubectl.manifest("forced.yaml", &again)])
         .await;
@@ -543,7 +551,14 @@ async fn wait_job_condition(kubectl: &Kubectl, job: &str, type_: &str, within: D
 /// The pods of a Job, by `kubectl get pods -l job-name=...`.
 async fn job_pods(kubectl: &Kubectl, job: &str) -> Vec<Value> {
     let out = kubectl
-        .ok(&["get", "pods", "-l", &format!("job-name={job}"), "-o", "json"])
+        .ok(&[
+            "get",
+            "pods",
+            "-l",
+            &format!("job-name={job}"),
+            "-o",
+            "json",
+        ])
         .await;
     let list: Value = serde_json::from_str(&out).unwrap();
     list["items"].as_array().unwrap().clone()
@@ -580,7 +595,10 @@ spec:
     let mut indexes = Vec::new();
     for pod in &pods {
         let key = "batch.kubernetes.io/job-completion-index";
-        let index = pod["metadata"]["annotations"][key].as_str().unwrap().to_string();
+        let index = pod["metadata"]["annotations"][key]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert_eq!(pod["metadata"]["labels"][key], index, "{pod}");
         let name = pod["metadata"]["name"].as_str().unwrap();
         assert!(name.starts_with(&format!("indexed-{index}-")), "{name}");
@@ -618,7 +636,8 @@ spec:
     assert_eq!(pods.len(), 2);
     let time = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
     pods.sort_by_key(|p| time(&p["metadata"]["creationTimestamp"]));
-    let first_failed = time(&pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]);
+    let first_failed =
+        time(&pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]);
     let second_created = time(&pods[1]["metadata"]["creationTimestamp"]);
     // 10 s after the first failure (timestamps have whole seconds).
     let gap = second_created - first_failed;
