@@ -378,8 +378,10 @@ config.load_kube_config(config_file=sys.argv[1])
 v1 = client.CoreV1Api()
 deleted = v1.delete_namespaced_pod("polite", "default")
 events = []
+# From the deleted object's resourceVersion: it may be gone before the watch starts.
 for event in watch.Watch().stream(v1.list_namespaced_pod, "default",
-                                  field_selector="metadata.name=polite", timeout_seconds=20):
+                                  field_selector="metadata.name=polite", timeout_seconds=20,
+                                  resource_version=deleted.metadata.resource_version):
     obj = event["object"]
     events.append(event["type"])
     if event["type"] == "DELETED":
