@@ -47,7 +47,13 @@ pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Where the server reads pod logs from (the kubelet).
 pub trait PodLogs: Send + Sync {
-    fn pod_logs(&self, namespace: &str, pod: &str) -> Option<String>;
+    /// A pod's log as `options` ask for it; `None` when the kubelet never ran the pod.
+    fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        options: &super::pod_logs::LogOptions,
+    ) -> Option<super::pod_logs::LogStream>;
 }
 
 /// Create-time defaulting that needs the object's identity (e.g. a Job's selector from its uid).
@@ -108,6 +114,14 @@ struct Params {
     field_validation: Option<String>,
     dry_run: Option<String>,
     include_object: Option<String>,
+    grace_period_seconds: Option<i64>,
+    // Pod log options (`GET .../pods/NAME/log`, see `pod_logs`).
+    follow: Option<String>,
+    tail_lines: Option<i64>,
+    timestamps: Option<String>,
+    since_seconds: Option<i64>,
+    since_time: Option<String>,
+    limit_bytes: Option<i64>,
 }
 
 async fn handle(
@@ -437,6 +451,7 @@ impl Request<'_> {
     /// in one 422; and the object must fit in etcd. `new` is the object as it will be stored
     /// (for `/status` writes: the stored object with the new status).
     fn prepare(&self, new: &mut Value, old: Option<&Value>, size_hint: usize) -> Result<()> {
+        super::secrets::normalize(self.info, new);
         let mut errors: Vec<FieldError> = Vec::new();
         if let Some(schema) = &self.info.schema {
             let normalized = schema::normalize(schema, new);
@@ -646,6 +661,10 @@ impl Request<'_> {
                 .pointer("/preconditions/resourceVersion")
                 .and_then(Value::as_str)
                 .and_then(|s| s.parse().ok()),
+            grace_period_seconds: options
+                .get("gracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .or(self.params.grace_period_seconds),
         })
     }
 
@@ -864,13 +883,29 @@ impl Request<'_> {
             ));
         }
         let pod = self.state.store.get(self.info, self.namespace(), name)?;
-        let logs = self
+        let p = self.params;
+        let options = super::pod_logs::LogOptions::parse(
+            p.follow.as_deref(),
+            p.tail_lines,
+            p.timestamps.as_deref(),
+            p.since_seconds,
+            p.since_time.as_deref(),
+            p.limit_bytes,
+        )?;
+        let stream = self
             .state
             .logs
             .as_ref()
-            .and_then(|l| l.pod_logs(pod.namespace(), pod.name()))
-            .unwrap_or_default();
-        Ok(([(header::CONTENT_TYPE, "text/plain")], logs).into_response())
+            .and_then(|l| l.pod_log(pod.namespace(), pod.name(), &options));
+        let body = match stream {
+            // Streamed: with `follow` it lasts as long as the container runs.
+            Some(stream) => Body::from_stream(futures::StreamExt::map(
+                stream,
+                Ok::<_, std::convert::Infallible>,
+            )),
+            None => Body::empty(),
+        };
+        Ok(([(header::CONTENT_TYPE, "text/plain")], body).into_response())
     }
 
     /// The body's apiVersion, kind, namespace and name must agree with the URL.

@@ -127,6 +127,8 @@ pub struct DeleteOptions {
     pub propagation: Option<Propagation>,
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<u64>,
+    /// `gracePeriodSeconds`: only pods have one (see [`super::pod_deletion`]).
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// The outcome of a delete: removed at once, or marked with a `deletionTimestamp` and left for
@@ -544,7 +546,12 @@ impl Store {
         let already_deleting = new
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
-        if fins.is_empty() && extra.is_none() && !has_namespace_finalizers(info, &new) {
+        let grace = super::pod_deletion::grace_period(info, &new, opts.grace_period_seconds);
+        let old_grace = new
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64);
+        if fins.is_empty() && extra.is_none() && grace == 0 && !has_namespace_finalizers(info, &new)
+        {
             if self.dry_run {
                 return Ok(Deleted::Removed(old));
             }
@@ -573,7 +580,10 @@ impl Store {
                 fins.push(extra.to_string());
             }
         }
-        if already_deleting && finalizers(&old.value) == fins {
+        // A second delete may only shorten a grace period (apiserver registry/rest/delete.go,
+        // BeforeDelete).
+        let shorter = already_deleting && old_grace.is_some_and(|g| grace < g);
+        if already_deleting && finalizers(&old.value) == fins && !shorter {
             return Ok(Deleted::Pending(old));
         }
         let rv = inner.rv + 1;
@@ -583,9 +593,14 @@ impl Store {
         } else {
             meta.insert("finalizers".into(), json!(fins));
         }
-        if !already_deleting {
-            meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+        if !already_deleting || shorter {
+            // The timestamp is when the object should be gone: now plus its grace period.
+            let at = chrono::Utc::now() + chrono::Duration::seconds(grace);
+            meta.insert(
+                "deletionTimestamp".into(),
+                json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            );
+            meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
         }
         if !self.dry_run {
             meta.insert("resourceVersion".into(), json!(rv.to_string()));
