@@ -19,6 +19,8 @@
 #[cfg(feature = "server")]
 pub mod admission;
 #[cfg(feature = "server")]
+pub mod builtin_schemas;
+#[cfg(feature = "server")]
 mod cluster;
 #[cfg(feature = "server")]
 pub mod controllers;
@@ -56,6 +58,8 @@ pub mod server;
 pub mod store;
 #[cfg(feature = "server")]
 pub mod table;
+#[cfg(feature = "server")]
+pub mod typed_decode;
 #[cfg(feature = "server")]
 pub mod watch;
 #[cfg(feature = "server")]
