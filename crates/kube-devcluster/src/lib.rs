@@ -63,6 +63,8 @@ pub mod typed_decode;
 #[cfg(feature = "server")]
 pub mod watch;
 #[cfg(feature = "server")]
+pub mod workload_validation;
+#[cfg(feature = "server")]
 pub use cluster::{DevCluster, DevClusterOptions, Error, PodMode, client_for};
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -33,6 +33,7 @@ use super::resources::{GroupResource, Registry, ResourceInfo};
 use super::schema;
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{self, DeleteOptions, Deleted, Propagation, Store, StoredObject, Target};
+use super::typed_decode;
 use super::watch::{self, WatchHub, WatchRequest};
 
 /// The largest request body the real API server accepts (3 MiB).
@@ -427,8 +428,24 @@ impl Request<'_> {
     /// defaults; then metadata, built-in rules and the schema validate the result, all problems
     /// in one 422; and the object must fit in etcd. `new` is the object as it will be stored
     /// (for `/status` writes: the stored object with the new status).
-    fn prepare(&self, new: &mut Value, old: Option<&Value>, size_hint: usize) -> Result<()> {
+    fn prepare(
+        &self,
+        new: &mut Value,
+        old: Option<&Value>,
+        size_hint: usize,
+        write: typed_decode::Write<'_>,
+    ) -> Result<()> {
         let mut errors: Vec<FieldError> = Vec::new();
+        if self.info.schema.is_none() {
+            // Built-in kinds: what decoding into their Go types does (typed_decode).
+            let directive = match self.field_validation()? {
+                FieldValidation::Ignore => typed_decode::Directive::Ignore,
+                FieldValidation::Warn => typed_decode::Directive::Warn,
+                FieldValidation::Strict => typed_decode::Directive::Strict,
+            };
+            let warnings = typed_decode::admit(self.info, new, directive, write)?;
+            self.warnings.lock().expect("warnings").extend(warnings);
+        }
         if let Some(schema) = &self.info.schema {
             let normalized = schema::normalize(schema, new);
             if !normalized.unknown_fields.is_empty() {
@@ -488,7 +505,7 @@ impl Request<'_> {
             // must not be validated either.
             map.remove("status");
         }
-        self.prepare(&mut obj, None, body.len())?;
+        self.prepare(&mut obj, None, body.len(), typed_decode::Write::Body)?;
         if is_dry_run(self.params) {
             return Ok(json_response(StatusCode::CREATED, &obj));
         }
@@ -525,7 +542,12 @@ impl Request<'_> {
                 .modify(self.info, self.namespace(), name, target, |old, info| {
                     let mut new = new.clone();
                     store::merge_for_target(info, old, &mut new, target);
-                    self.prepare(&mut new, Some(old), old_size + body.len())?;
+                    self.prepare(
+                        &mut new,
+                        Some(old),
+                        old_size + body.len(),
+                        typed_decode::Write::Body,
+                    )?;
                     Ok(new)
                 })?;
         let stored = self.after_write(stored)?;
@@ -568,7 +590,18 @@ impl Request<'_> {
                 .modify(self.info, self.namespace(), name, target, |old, info| {
                     let mut new = patch::apply(kind, old, &patch_doc, info)?;
                     store::merge_for_target(info, old, &mut new, target);
-                    self.prepare(&mut new, Some(old), old_size + body.len())?;
+                    // The patch as the real server shows it in a decoding error: Go's print of
+                    // the decoded map for a strategic merge patch, JSON otherwise.
+                    let render = || match kind {
+                        patch::PatchKind::StrategicMerge => typed_decode::go_print(&patch_doc),
+                        _ => patch_doc.to_string(),
+                    };
+                    self.prepare(
+                        &mut new,
+                        Some(old),
+                        old_size + body.len(),
+                        typed_decode::Write::Patch(&render),
+                    )?;
                     Ok(new)
                 })?;
         let stored = self.after_write(stored)?;

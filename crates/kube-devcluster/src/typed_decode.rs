@@ -15,7 +15,9 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::builtin_schemas::BuiltinSchemas;
+use crate::builtin_schemas::{BuiltinSchemas, SCHEMAS};
+use crate::error::{ApiError, FieldError};
+use crate::resources::ResourceInfo;
 
 /// What decoding found: the paths of dropped unknown fields.
 #[derive(Debug, Default, PartialEq)]
@@ -66,17 +68,16 @@ struct Walk<'s> {
 impl Walk<'_> {
     /// Decodes `value` as `schema` (not yet resolved). `owner` is the Go struct the current
     /// field belongs to, as the type error names it.
-    fn value(
-        &mut self,
-        schema: &Value,
-        owner: &str,
-        value: &mut Value,
-    ) -> Result<(), String> {
+    fn value(&mut self, schema: &Value, owner: &str, value: &mut Value) -> Result<(), String> {
         let (name, schema) = self.schemas.resolve(schema);
         if name.is_some_and(takes_any_json) {
             return Ok(());
         }
-        if schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
+        if schema
+            .get("x-kubernetes-int-or-string")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
             // intstr.IntOrString and resource.Quantity take a number or a string.
             return match value {
                 Value::Number(_) | Value::String(_) => Ok(()),
@@ -245,10 +246,8 @@ fn base64_error(s: &str) -> Option<usize> {
             if b == b'=' {
                 // Padding only in the last quantum, after at least two characters, and only
                 // '=' after it.
-                let ok = last
-                    && chunk.len() == 4
-                    && i >= 2
-                    && chunk[i..].iter().all(|&c| c == b'=');
+                let ok =
+                    last && chunk.len() == 4 && i >= 2 && chunk[i..].iter().all(|&c| c == b'=');
                 return if ok { None } else { Some(start + i) };
             }
             if !valid(b) {
@@ -263,10 +262,121 @@ fn base64_error(s: &str) -> Option<usize> {
     None
 }
 
+/// How a write reached the server: the handlers word a decoding failure differently.
+pub enum Write<'a> {
+    /// POST or PUT: the body is decoded.
+    Body,
+    /// PATCH: the patched object is decoded; the closure renders the patch as the error's
+    /// value (only called on an error).
+    Patch(&'a dyn Fn() -> String),
+}
+
+/// `fieldValidation` of a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Directive {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+/// Decodes a write of a built-in kind as the real server does and answers as its handlers do;
+/// `Ok` with the warnings to send (`Warn`). Kinds without a built-in schema pass unchanged.
+///
+/// - POST/PUT (k8s.io/apiserver pkg/endpoints/handlers/create.go and update.go): a strict
+///   decoding error under `Strict`, or any type error, goes through `transformDecodeError`
+///   (handlers/rest.go): 400 BadRequest `Pod in version "v1" cannot be handled as a Pod: ...`.
+/// - PATCH (handlers/patch.go, `applyPatchToObject` and `jsonPatcher`): either is a 422 with no
+///   kind or name, the patch as the invalid field `patch`.
+/// - `Warn`: one warning per unknown field, `unknown field "spec.containers[0].comand"`
+///   (handlers/rest.go `addStrictDecodingWarnings`); `Ignore`: dropped silently.
+pub fn admit(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    directive: Directive,
+    write: Write<'_>,
+) -> Result<Vec<String>, ApiError> {
+    let schemas = &*SCHEMAS;
+    let Some(root) = schemas.kind(&info.group, &info.version, &info.kind) else {
+        return Ok(Vec::new());
+    };
+    let unknown_fields = |fields: &[String]| -> Vec<String> {
+        fields
+            .iter()
+            .map(|f| format!("unknown field {f:?}"))
+            .collect()
+    };
+    let failure = match decode(schemas, root, obj) {
+        Ok(decoded) if decoded.unknown_fields.is_empty() => return Ok(Vec::new()),
+        Ok(decoded) => match directive {
+            Directive::Ignore => return Ok(Vec::new()),
+            Directive::Warn => return Ok(unknown_fields(&decoded.unknown_fields)),
+            // runtime.strictDecodingError: "strict decoding error: " and the errors joined.
+            Directive::Strict => format!(
+                "strict decoding error: {}",
+                unknown_fields(&decoded.unknown_fields).join(", ")
+            ),
+        },
+        Err(type_error) => type_error,
+    };
+    Err(match write {
+        Write::Body => {
+            let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+            let version = obj
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .map(|v| v.rsplit('/').next().unwrap_or(v))
+                .unwrap_or_default();
+            if kind.is_empty() {
+                ApiError::bad_request(format!(
+                    "the object provided is unrecognized (must be of type {}): {failure}",
+                    info.kind
+                ))
+            } else {
+                ApiError::bad_request(format!(
+                    "{kind} in version {version:?} cannot be handled as a {}: {failure}",
+                    info.kind
+                ))
+            }
+        }
+        Write::Patch(render) => ApiError::invalid(
+            "",
+            "",
+            vec![FieldError::invalid(
+                "patch",
+                format!("Invalid value: {:?}: {failure}", render()),
+            )],
+        ),
+    })
+}
+
+/// A JSON value as Go's `fmt.Sprintf("%+v", map[string]interface{})` prints a decoded patch
+/// (the value of the `patch` field in a strategic merge patch's error): `map[k:v ...]` with
+/// sorted keys, `[a b]` lists, strings bare, `<nil>` for null.
+pub fn go_print(value: &Value) -> String {
+    match value {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_print).collect();
+            format!("[{}]", items.join(" "))
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let entries: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{k}:{}", go_print(v)))
+                .collect();
+            format!("map[{}]", entries.join(" "))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtin_schemas::SCHEMAS;
     use serde_json::json;
 
     fn pod() -> Value {
@@ -290,7 +400,10 @@ mod tests {
         );
         assert!(obj["spec"]["containers"][0].get("comand").is_none());
         assert!(obj["metadata"].get("creationTimestamp").is_none());
-        assert_eq!(obj["spec"]["containers"][0]["resources"]["limits"]["cpu"], 1);
+        assert_eq!(
+            obj["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+            1
+        );
         assert_eq!(obj["metadata"]["labels"]["a"], "b");
     }
 
@@ -329,7 +442,11 @@ mod tests {
             ),
         ];
         for (root, mut obj, want) in cases {
-            assert_eq!(decode(&SCHEMAS, root, &mut obj), Err(want.to_string()), "{obj}");
+            assert_eq!(
+                decode(&SCHEMAS, root, &mut obj),
+                Err(want.to_string()),
+                "{obj}"
+            );
         }
         let mut ok = json!({"data": {"a": "aGVsbG8="}, "type": "Opaque"});
         assert!(decode(&SCHEMAS, "io.k8s.api.core.v1.Secret", &mut ok).is_ok());

@@ -36,7 +36,9 @@ async fn kubectl_apply_refuses_warns_or_ignores_an_unknown_field_of_a_pod_as_a_r
 
     // --validate=warn: stored without the field, kubectl prints the server's warning.
     let warn = kubectl.manifest("warn.yaml", &POD_WITH_TYPO.replace("NAME", "warn"));
-    let out = kubectl.run(&["apply", "--validate=warn", "-f", &warn]).await;
+    let out = kubectl
+        .run(&["apply", "--validate=warn", "-f", &warn])
+        .await;
     assert!(out.success, "{}", out.stderr);
     assert!(
         out.stderr
@@ -46,17 +48,25 @@ async fn kubectl_apply_refuses_warns_or_ignores_an_unknown_field_of_a_pod_as_a_r
     );
     let pod: Value =
         serde_json::from_str(&kubectl.ok(&["get", "pod", "warn", "-o", "json"]).await).unwrap();
-    assert!(pod["spec"]["containers"][0].get("comand").is_none(), "{pod}");
+    assert!(
+        pod["spec"]["containers"][0].get("comand").is_none(),
+        "{pod}"
+    );
     assert_eq!(pod["spec"]["containers"][0]["image"], "busybox");
 
     // --validate=false (fieldValidation=Ignore): stored without the field, silently.
     let ignore = kubectl.manifest("ignore.yaml", &POD_WITH_TYPO.replace("NAME", "ignore"));
-    let out = kubectl.run(&["apply", "--validate=false", "-f", &ignore]).await;
+    let out = kubectl
+        .run(&["apply", "--validate=false", "-f", &ignore])
+        .await;
     assert!(out.success, "{}", out.stderr);
     assert!(!out.stderr.contains("unknown field"), "{}", out.stderr);
     let pod: Value =
         serde_json::from_str(&kubectl.ok(&["get", "pod", "ignore", "-o", "json"]).await).unwrap();
-    assert!(pod["spec"]["containers"][0].get("comand").is_none(), "{pod}");
+    assert!(
+        pod["spec"]["containers"][0].get("comand").is_none(),
+        "{pod}"
+    );
 
     // An apply to the existing object is a patch: refused under Strict too, as the real
     // server's patch handler refuses it (422, the patch named as the invalid field).
@@ -93,7 +103,8 @@ async fn kubectl_create_of_invalid_jobs_and_pods_prints_the_real_servers_errors(
         return;
     };
     let job = |name: &str, restart: Option<&str>| {
-        let mut spec = json!({"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]});
+        let mut spec =
+            json!({"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]});
         if let Some(restart) = restart {
             spec["restartPolicy"] = json!(restart);
         }
@@ -190,10 +201,22 @@ async fn kubectl_cannot_change_immutable_fields_of_pods_configmaps_and_secrets()
     // The image and activeDeadlineSeconds may change (pkg/apis/core/validation ValidatePodUpdate).
     kubectl.ok(&["set", "image", "pod/p", "c=alpine"]).await;
     kubectl
-        .ok(&["patch", "pod", "p", "-p", r#"{"spec":{"activeDeadlineSeconds":600}}"#])
+        .ok(&[
+            "patch",
+            "pod",
+            "p",
+            "-p",
+            r#"{"spec":{"activeDeadlineSeconds":600}}"#,
+        ])
         .await;
     let out = kubectl
-        .run(&["patch", "pod", "p", "-p", r#"{"spec":{"restartPolicy":"Always"}}"#])
+        .run(&[
+            "patch",
+            "pod",
+            "p",
+            "-p",
+            r#"{"spec":{"restartPolicy":"Always"}}"#,
+        ])
         .await;
     assert!(!out.success);
     assert!(
@@ -204,9 +227,13 @@ async fn kubectl_cannot_change_immutable_fields_of_pods_configmaps_and_secrets()
         out.stderr
     );
 
-    kubectl
-        .ok(&["create", "configmap", "cm", "--from-literal=a=1"])
-        .await;
+    // (From manifests: kubectl's imperative `create configmap` sends protobuf.)
+    let cm = kubectl.manifest(
+        "cm.json",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}})
+            .to_string(),
+    );
+    kubectl.ok(&["apply", "-f", &cm]).await;
     kubectl
         .ok(&["patch", "configmap", "cm", "-p", r#"{"data":{"a":"2"}}"#])
         .await;
@@ -236,9 +263,12 @@ async fn kubectl_cannot_change_immutable_fields_of_pods_configmaps_and_secrets()
     // Labels may still change.
     kubectl.ok(&["label", "configmap", "cm", "x=y"]).await;
 
-    kubectl
-        .ok(&["create", "secret", "generic", "s", "--from-literal=a=1"])
-        .await;
+    let secret = kubectl.manifest(
+        "secret.json",
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"a": "MQ=="}})
+            .to_string(),
+    );
+    kubectl.ok(&["apply", "-f", &secret]).await;
     kubectl
         .ok(&["patch", "secret", "s", "-p", r#"{"immutable":true}"#])
         .await;
@@ -262,7 +292,10 @@ async fn kubectl_explain_reads_the_built_in_schemas() {
     let out = kubectl.ok(&["explain", "pods.spec"]).await;
     assert!(out.contains("KIND:       Pod"), "{out}");
     assert!(out.contains("FIELD: spec <PodSpec>"), "{out}");
-    assert!(out.contains("containers\t<[]Container> -required-"), "{out}");
+    assert!(
+        out.contains("containers\t<[]Container> -required-"),
+        "{out}"
+    );
     let out = kubectl
         .ok(&["explain", "jobs.spec.template.spec.containers"])
         .await;
@@ -328,11 +361,19 @@ async fn python_client_gets_400_for_fields_of_the_wrong_type_and_can_still_list(
     // k8s.io/apiserver handlers/rest.go transformDecodeError around the json decoder's error.
     assert_eq!(
         seen["refused"],
-        json!([400, "BadRequest", "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels of type map[string]string"])
+        json!([
+            400,
+            "BadRequest",
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels of type map[string]string"
+        ])
     );
     assert_eq!(
         seen["number"],
-        json!([400, "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"])
+        json!([
+            400,
+            "BadRequest",
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+        ])
     );
     assert_eq!(seen["listed"], json!(["good"]));
     assert!(seen["container"].get("comand").is_none(), "{seen}");
