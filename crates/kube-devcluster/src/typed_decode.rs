@@ -91,19 +91,18 @@ impl Walk<'_> {
                 let properties = schema.get("properties").and_then(Value::as_object);
                 let additional = schema.get("additionalProperties").filter(|a| a.is_object());
                 let mut drop = Vec::new();
-                let keys: Vec<String> = map.keys().cloned().collect();
-                for key in keys {
-                    let child = map.get_mut(&key).expect("key");
+                for (key, child) in map.iter_mut() {
+                    let key = key.as_str();
                     let mark = self.path.len();
                     if !self.path.is_empty() {
                         self.path.push('.');
                     }
-                    self.path.push_str(&key);
+                    self.path.push_str(key);
                     if child.is_null() {
                         // A null decodes to the field's zero value: nothing is stored.
-                        drop.push(key.clone());
-                    } else if let Some(prop) = properties.and_then(|p| p.get(&key)) {
-                        self.go_path.push(key.clone());
+                        drop.push(key.to_string());
+                    } else if let Some(prop) = properties.and_then(|p| p.get(key)) {
+                        self.go_path.push(key.to_string());
                         let owner = struct_name.unwrap_or(owner);
                         let result = self.value(prop, owner, child);
                         self.go_path.pop();
@@ -114,7 +113,7 @@ impl Walk<'_> {
                         result?;
                     } else if properties.is_some() || struct_name.is_some() {
                         self.unknown.push(self.path.clone());
-                        drop.push(key.clone());
+                        drop.push(key.to_string());
                     }
                     self.path.truncate(mark);
                 }
@@ -124,14 +123,15 @@ impl Walk<'_> {
                 Ok(())
             }
             ("array", Value::Array(items)) => {
-                let item_schema = schema.get("items").cloned().unwrap_or(Value::Null);
+                let item_schema = schema.get("items");
                 for (i, item) in items.iter_mut().enumerate() {
                     let mark = self.path.len();
                     let _ = write!(self.path, "[{i}]");
-                    let result = if item.is_null() || item_schema.is_null() {
-                        Ok(())
-                    } else {
-                        self.value(&item_schema, owner, item)
+                    let result = match item_schema {
+                        Some(item_schema) if !item.is_null() => {
+                            self.value(item_schema, owner, item)
+                        }
+                        _ => Ok(()),
                     };
                     self.path.truncate(mark);
                     result?;
