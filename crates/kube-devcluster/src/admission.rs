@@ -107,6 +107,14 @@ pub fn check(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Field
     if let Some(old) = old {
         immutable_fields(info, obj, old, &mut errors);
     }
+    if info.schema.is_none() {
+        errors.extend(super::workload_validation::check(
+            &info.group,
+            &info.resource,
+            obj,
+            old,
+        ));
+    }
     errors
 }
 

@@ -19,6 +19,8 @@
 #[cfg(feature = "server")]
 pub mod admission;
 #[cfg(feature = "server")]
+pub mod builtin_schemas;
+#[cfg(feature = "server")]
 mod cluster;
 #[cfg(feature = "server")]
 pub mod controllers;
@@ -69,7 +71,11 @@ pub mod store;
 #[cfg(feature = "server")]
 pub mod table;
 #[cfg(feature = "server")]
+pub mod typed_decode;
+#[cfg(feature = "server")]
 pub mod watch;
+#[cfg(feature = "server")]
+pub mod workload_validation;
 #[cfg(feature = "server")]
 pub use cluster::{DevCluster, DevClusterOptions, Error, PodMode, client_for};
 #[cfg(feature = "testing")]

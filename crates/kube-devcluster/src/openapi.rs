@@ -2,18 +2,23 @@
 //! per group/version. kubectl reads them before `apply` and `create` to learn that the server
 //! validates fields itself (the `fieldValidation` parameter of each PATCH operation; it then sends
 //! `fieldValidation=Strict` instead of validating on its side), and `kubectl explain` reads the
-//! schemas. CRDs contribute their structural schema; built-in kinds a minimal object schema.
+//! schemas. CRDs contribute their structural schema; built-in kinds their full schema (the
+//! definitions k8s-openapi carries, [`crate::builtin_schemas`]), with every definition they use.
 //!
 //! PATCH operations of built-in kinds deliberately do not list the strategic merge patch media
 //! type: kubectl then computes client-side apply patches from its compiled-in types (strategic
 //! merge for built-ins, JSON merge for custom resources), as it does with any server whose
 //! OpenAPI lacks the Kubernetes patch extensions.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use super::builtin_schemas::SCHEMAS;
 use super::resources::{Registry, ResourceInfo};
 
 /// The protobuf media type of `/openapi/v2` (kubectl asks for it as `...spec.v2@v1.0+protobuf`,
@@ -68,10 +73,9 @@ pub fn index(registry: &Registry) -> Value {
     gvs.dedup();
     let mut paths = Map::new();
     for (group, version) in gvs {
-        let Some(doc) = document(registry, &group, &version) else {
+        let Some(hash) = document_hash(registry, &group, &version) else {
             continue;
         };
-        let hash = hex(&Sha256::digest(doc.to_string().as_bytes())[..16]);
         let path = gv_path(&group, &version);
         paths.insert(
             path.clone(),
@@ -81,6 +85,40 @@ pub fn index(registry: &Registry) -> Value {
     json!({ "paths": paths })
 }
 
+/// The hash of a group/version's document. The documents of built-in kinds are large (every
+/// definition they use) and never change, so their hashes are kept, keyed by the kinds served
+/// (a document with a custom resource is hashed anew: its CRD can change).
+fn document_hash(registry: &Registry, group: &str, version: &str) -> Option<String> {
+    static BUILTIN_HASHES: LazyLock<Mutex<HashMap<String, String>>> =
+        LazyLock::new(Default::default);
+    let infos: Vec<_> = registry
+        .all()
+        .into_iter()
+        .filter(|i| i.group == group && i.version == version)
+        .collect();
+    let builtin_only = infos.iter().all(|i| builtin_schema(i).is_some());
+    let key = format!(
+        "{group}/{version}:{}",
+        infos
+            .iter()
+            .map(|i| i.kind.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    if builtin_only && let Some(hash) = BUILTIN_HASHES.lock().expect("hashes").get(&key) {
+        return Some(hash.clone());
+    }
+    let doc = document(registry, group, version)?;
+    let hash = hex(&Sha256::digest(doc.to_string().as_bytes())[..16]);
+    if builtin_only {
+        BUILTIN_HASHES
+            .lock()
+            .expect("hashes")
+            .insert(key, hash.clone());
+    }
+    Some(hash)
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
@@ -88,6 +126,9 @@ fn hex(bytes: &[u8]) -> String {
 /// The name a kind's schema has under `components/schemas`: `io.k8s.api.batch.v1.Job` for
 /// built-ins, the reversed group for custom resources (`com.example.v1.Widget`).
 fn schema_name(info: &ResourceInfo) -> String {
+    if let Some((definition, _)) = builtin_schema(info) {
+        return definition.to_string();
+    }
     if info.schema.is_some() {
         let reversed: Vec<&str> = info.group.split('.').rev().collect();
         format!("{}.{}.{}", reversed.join("."), info.version, info.kind)
@@ -98,6 +139,16 @@ fn schema_name(info: &ResourceInfo) -> String {
         };
         format!("io.k8s.api.{group}.{}.{}", info.version, info.kind)
     }
+}
+
+/// The full schema of a built-in kind (k8s-openapi's, [`crate::builtin_schemas`]) and its
+/// definition name, as the real server's documents carry it; `None` for custom resources.
+fn builtin_schema(info: &ResourceInfo) -> Option<(&'static str, &'static Value)> {
+    if info.schema.is_some() {
+        return None;
+    }
+    let name = SCHEMAS.kind(&info.group, &info.version, &info.kind)?;
+    Some((name, SCHEMAS.get(name)?))
 }
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
@@ -175,7 +226,21 @@ pub fn document(registry: &Registry, group: &str, version: &str) -> Option<Value
                 }),
             );
         }
-        schemas.insert(name, kind_schema(info, gvk));
+        match builtin_schema(info) {
+            Some((definition, schema)) => {
+                for needed in SCHEMAS.reachable(&[definition]) {
+                    if let Some(def) = SCHEMAS.get(&needed) {
+                        schemas.insert(needed, def.clone());
+                    }
+                }
+                let mut schema = schema.clone();
+                schema["x-kubernetes-group-version-kind"] = json!([gvk]);
+                schemas.insert(definition.to_string(), schema);
+            }
+            None => {
+                schemas.insert(name, kind_schema(info, gvk));
+            }
+        }
     }
     Some(json!({
         "openapi": "3.0.0",
@@ -205,7 +270,7 @@ fn parameters(write: bool) -> Value {
 }
 
 /// The schema of a kind: a CRD's structural schema with the standard fields, or an open object
-/// for a built-in kind (whose full schema this server does not carry).
+/// for a built-in kind without a schema in [`crate::builtin_schemas`].
 fn kind_schema(info: &ResourceInfo, gvk: Value) -> Value {
     let mut schema = info.schema.clone().unwrap_or_else(|| {
         json!({

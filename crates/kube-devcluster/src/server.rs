@@ -34,6 +34,7 @@ use super::resources::{GroupResource, Registry, ResourceInfo};
 use super::schema;
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{self, DeleteOptions, Deleted, Propagation, Store, StoredObject, Target};
+use super::typed_decode;
 use super::watch::{self, WatchHub, WatchRequest};
 
 /// The largest request body the real API server accepts (3 MiB).
@@ -450,9 +451,26 @@ impl Request<'_> {
     /// defaults; then metadata, built-in rules and the schema validate the result, all problems
     /// in one 422; and the object must fit in etcd. `new` is the object as it will be stored
     /// (for `/status` writes: the stored object with the new status).
-    fn prepare(&self, new: &mut Value, old: Option<&Value>, size_hint: usize) -> Result<()> {
-        super::secrets::normalize(self.info, new);
+    fn prepare(
+        &self,
+        new: &mut Value,
+        old: Option<&Value>,
+        size_hint: usize,
+        write: typed_decode::Write<'_>,
+    ) -> Result<()> {
         let mut errors: Vec<FieldError> = Vec::new();
+        if self.info.schema.is_none() {
+            // Built-in kinds: what decoding into their Go types does (typed_decode).
+            let directive = match self.field_validation()? {
+                FieldValidation::Ignore => typed_decode::Directive::Ignore,
+                FieldValidation::Warn => typed_decode::Directive::Warn,
+                FieldValidation::Strict => typed_decode::Directive::Strict,
+            };
+            let warnings = typed_decode::admit(self.info, new, directive, write)?;
+            self.warnings.lock().expect("warnings").extend(warnings);
+        }
+        // After decoding, as the v1 conversion that folds a Secret's stringData follows it.
+        super::secrets::normalize(self.info, new);
         if let Some(schema) = &self.info.schema {
             let normalized = schema::normalize(schema, new);
             if !normalized.unknown_fields.is_empty() {
@@ -530,7 +548,7 @@ impl Request<'_> {
             map.remove("status");
         }
         let dry_run = self.dry_run("CreateOptions", &[])?;
-        self.prepare(&mut obj, None, size_hint)?;
+        self.prepare(&mut obj, None, size_hint, typed_decode::Write::Body)?;
         let on_create = self.state.on_create.clone();
         let info = self.info.clone();
         let stored = super::dry_run::store(&self.state.store, dry_run).create_with(
@@ -568,7 +586,12 @@ impl Request<'_> {
             |old, info| {
                 let mut new = new.clone();
                 store::merge_for_target(info, old, &mut new, target);
-                self.prepare(&mut new, Some(old), old_size + body.len())?;
+                self.prepare(
+                    &mut new,
+                    Some(old),
+                    old_size + body.len(),
+                    typed_decode::Write::Body,
+                )?;
                 Ok(new)
             },
         )?;
@@ -614,7 +637,18 @@ impl Request<'_> {
             |old, info| {
                 let mut new = patch::apply(kind, old, &patch_doc, info)?;
                 store::merge_for_target(info, old, &mut new, target);
-                self.prepare(&mut new, Some(old), old_size + body.len())?;
+                // The patch as the real server shows it in a decoding error: Go's print of the
+                // decoded map for a strategic merge patch, JSON otherwise.
+                let render = || match kind {
+                    patch::PatchKind::StrategicMerge => typed_decode::go_print(&patch_doc),
+                    _ => patch_doc.to_string(),
+                };
+                self.prepare(
+                    &mut new,
+                    Some(old),
+                    old_size + body.len(),
+                    typed_decode::Write::Patch(&render),
+                )?;
                 Ok(new)
             },
         )?;

@@ -1,0 +1,385 @@
+//! Schemas of the built-in kinds, judged by real clients: unknown fields and wrong types in Pods,
+//! Jobs and ConfigMaps answered as the real API server answers them for each `fieldValidation`
+//! (kubectl's `--validate`), the structural checks of Pods and Jobs, the immutable fields of
+//! Pods, ConfigMaps and Secrets, and `kubectl explain` of built-in kinds.
+
+mod support;
+
+use support::setup;
+
+use serde_json::{Value, json};
+
+const POD_WITH_TYPO: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  containers:\n  - name: c\n    image: busybox\n    comand: [sleep, '30']\n";
+
+const JOB_WITH_TYPO: &str = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: typo\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: busybox\n        comand: ['true']\n";
+
+#[tokio::test]
+async fn kubectl_apply_refuses_warns_or_ignores_an_unknown_field_of_a_pod_as_a_real_server() {
+    let Some((_cluster, kubectl)) = setup("kubectl_unknown_field_of_a_pod").await else {
+        return;
+    };
+    // --validate=strict (kubectl's default): the server refuses the create; kubectl prints
+    // the server's message.
+    let strict = kubectl.manifest("strict.yaml", &POD_WITH_TYPO.replace("NAME", "strict"));
+    let out = kubectl.run(&["apply", "-f", &strict]).await;
+    assert!(!out.success, "{}", out.stdout);
+    assert!(
+        out.stderr.contains(
+            "Error from server (BadRequest): error when creating \"".to_string().as_str()
+        ) && out.stderr.contains(
+            "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.containers[0].comand\""
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(!kubectl.run(&["get", "pod", "strict"]).await.success);
+
+    // --validate=warn: stored without the field, kubectl prints the server's warning.
+    let warn = kubectl.manifest("warn.yaml", &POD_WITH_TYPO.replace("NAME", "warn"));
+    let out = kubectl
+        .run(&["apply", "--validate=warn", "-f", &warn])
+        .await;
+    assert!(out.success, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("Warning: unknown field \"spec.containers[0].comand\""),
+        "{}",
+        out.stderr
+    );
+    let pod: Value =
+        serde_json::from_str(&kubectl.ok(&["get", "pod", "warn", "-o", "json"]).await).unwrap();
+    assert!(
+        pod["spec"]["containers"][0].get("comand").is_none(),
+        "{pod}"
+    );
+    assert_eq!(pod["spec"]["containers"][0]["image"], "busybox");
+
+    // --validate=false (fieldValidation=Ignore): stored without the field, silently.
+    let ignore = kubectl.manifest("ignore.yaml", &POD_WITH_TYPO.replace("NAME", "ignore"));
+    let out = kubectl
+        .run(&["apply", "--validate=false", "-f", &ignore])
+        .await;
+    assert!(out.success, "{}", out.stderr);
+    assert!(!out.stderr.contains("unknown field"), "{}", out.stderr);
+    let pod: Value =
+        serde_json::from_str(&kubectl.ok(&["get", "pod", "ignore", "-o", "json"]).await).unwrap();
+    assert!(
+        pod["spec"]["containers"][0].get("comand").is_none(),
+        "{pod}"
+    );
+
+    // An apply to the existing object is a patch: refused under Strict too, as the real
+    // server's patch handler refuses it (422, the patch named as the invalid field).
+    let out = kubectl.run(&["apply", "-f", &warn]).await;
+    assert!(!out.success, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("strict decoding error: unknown field \"spec.containers[0].comand\""),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn kubectl_create_refuses_an_unknown_field_in_a_job_template() {
+    let Some((_cluster, kubectl)) = setup("kubectl_unknown_field_of_a_job").await else {
+        return;
+    };
+    let job = kubectl.manifest("job.yaml", JOB_WITH_TYPO);
+    let out = kubectl.run(&["create", "-f", &job]).await;
+    assert!(!out.success, "{}", out.stdout);
+    assert!(
+        out.stderr.contains(
+            "Job in version \"v1\" cannot be handled as a Job: strict decoding error: unknown field \"spec.template.spec.containers[0].comand\""
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn kubectl_create_of_invalid_jobs_and_pods_prints_the_real_servers_errors() {
+    let Some((_cluster, kubectl)) = setup("kubectl_invalid_jobs_and_pods").await else {
+        return;
+    };
+    let job = |name: &str, restart: Option<&str>| {
+        let mut spec =
+            json!({"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]});
+        if let Some(restart) = restart {
+            spec["restartPolicy"] = json!(restart);
+        }
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+               "spec": {"template": {"spec": spec}}})
+        .to_string()
+    };
+    let pod = |name: &str, spec: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+            .to_string()
+    };
+    // k8s.io/kubernetes pkg/apis/batch/validation: Always (the pod default) and no value are
+    // both "Required value" since the pod template defaults to Always.
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (
+            job("always", Some("Always")),
+            vec![
+                "The Job \"always\" is invalid: spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"",
+            ],
+        ),
+        (
+            job("unset", None),
+            vec![
+                "The Job \"unset\" is invalid: spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"",
+            ],
+        ),
+        (
+            job("sometimes", Some("Sometimes")),
+            vec![
+                "spec.template.spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"OnFailure\", \"Never\"",
+            ],
+        ),
+        (
+            pod("empty", json!({"containers": []})),
+            vec!["The Pod \"empty\" is invalid: spec.containers: Required value"],
+        ),
+        (
+            pod(
+                "bad-containers",
+                json!({"containers": [
+                    {"name": "c", "image": "busybox"},
+                    {"name": "c", "image": "busybox"},
+                    {"name": "Upper", "image": "busybox"},
+                    {"image": "busybox"},
+                    {"name": "noimage"}
+                ]}),
+            ),
+            vec![
+                "spec.containers[1].name: Duplicate value: \"c\"",
+                "spec.containers[2].name: Invalid value: \"Upper\": a lowercase RFC 1123 label must consist of",
+                "spec.containers[3].name: Required value",
+                "spec.containers[4].image: Required value",
+            ],
+        ),
+        (
+            pod(
+                "sometimes",
+                json!({"restartPolicy": "Sometimes", "containers": [{"name": "c", "image": "busybox"}]}),
+            ),
+            vec![
+                "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+            ],
+        ),
+    ];
+    for (i, (manifest, wanted)) in cases.iter().enumerate() {
+        let path = kubectl.manifest(&format!("case{i}.json"), manifest);
+        let out = kubectl.run(&["create", "-f", &path]).await;
+        assert!(!out.success, "{manifest} was accepted: {}", out.stdout);
+        for want in wanted {
+            assert!(
+                out.stderr.contains(want),
+                "{manifest}: wanted {want:?} in\n{}",
+                out.stderr
+            );
+        }
+    }
+    // The valid Job is accepted.
+    let path = kubectl.manifest("ok.json", &job("ok", Some("Never")));
+    kubectl.ok(&["create", "-f", &path]).await;
+}
+
+#[tokio::test]
+async fn kubectl_cannot_change_immutable_fields_of_pods_configmaps_and_secrets() {
+    let Some((_cluster, kubectl)) = setup("kubectl_immutable_fields").await else {
+        return;
+    };
+    let pod = kubectl.manifest(
+        "pod.json",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "30"]}]}})
+        .to_string(),
+    );
+    kubectl.ok(&["create", "-f", &pod]).await;
+    // The image and activeDeadlineSeconds may change (pkg/apis/core/validation ValidatePodUpdate).
+    kubectl.ok(&["set", "image", "pod/p", "c=alpine"]).await;
+    kubectl
+        .ok(&[
+            "patch",
+            "pod",
+            "p",
+            "-p",
+            r#"{"spec":{"activeDeadlineSeconds":600}}"#,
+        ])
+        .await;
+    let out = kubectl
+        .run(&[
+            "patch",
+            "pod",
+            "p",
+            "-p",
+            r#"{"spec":{"restartPolicy":"Always"}}"#,
+        ])
+        .await;
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains(
+            "The Pod \"p\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"
+        ),
+        "{}",
+        out.stderr
+    );
+
+    // (From manifests: kubectl's imperative `create configmap` sends protobuf.)
+    let cm = kubectl.manifest(
+        "cm.json",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}})
+            .to_string(),
+    );
+    kubectl.ok(&["apply", "-f", &cm]).await;
+    kubectl
+        .ok(&["patch", "configmap", "cm", "-p", r#"{"data":{"a":"2"}}"#])
+        .await;
+    kubectl
+        .ok(&["patch", "configmap", "cm", "-p", r#"{"immutable":true}"#])
+        .await;
+    let out = kubectl
+        .run(&["patch", "configmap", "cm", "-p", r#"{"data":{"a":"3"}}"#])
+        .await;
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains(
+            "The ConfigMap \"cm\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+        ),
+        "{}",
+        out.stderr
+    );
+    let out = kubectl
+        .run(&["patch", "configmap", "cm", "-p", r#"{"immutable":false}"#])
+        .await;
+    assert!(
+        out.stderr
+            .contains("immutable: Forbidden: field is immutable when `immutable` is set"),
+        "{}",
+        out.stderr
+    );
+    // Labels may still change.
+    kubectl.ok(&["label", "configmap", "cm", "x=y"]).await;
+
+    let secret = kubectl.manifest(
+        "secret.json",
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"a": "MQ=="}})
+            .to_string(),
+    );
+    kubectl.ok(&["apply", "-f", &secret]).await;
+    kubectl
+        .ok(&["patch", "secret", "s", "-p", r#"{"immutable":true}"#])
+        .await;
+    let out = kubectl
+        .run(&["patch", "secret", "s", "-p", r#"{"stringData":{"a":"2"}}"#])
+        .await;
+    assert!(
+        out.stderr.contains(
+            "The Secret \"s\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn kubectl_explain_reads_the_built_in_schemas() {
+    let Some((_cluster, kubectl)) = setup("kubectl_explain_built_ins").await else {
+        return;
+    };
+    let out = kubectl.ok(&["explain", "pods.spec"]).await;
+    assert!(out.contains("KIND:       Pod"), "{out}");
+    assert!(out.contains("FIELD: spec <PodSpec>"), "{out}");
+    assert!(
+        out.contains("containers\t<[]Container> -required-"),
+        "{out}"
+    );
+    let out = kubectl
+        .ok(&["explain", "jobs.spec.template.spec.containers"])
+        .await;
+    assert!(out.contains("GROUP:      batch"), "{out}");
+    assert!(out.contains("command\t<[]string>"), "{out}");
+    let out = kubectl.ok(&["explain", "configmaps"]).await;
+    assert!(out.contains("immutable\t<boolean>"), "{out}");
+    let out = kubectl
+        .run(&["explain", "pods.spec.containers.comand"])
+        .await;
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains("field \"comand\" does not exist"),
+        "{}",
+        out.stderr
+    );
+}
+
+const PYTHON_WRONG_TYPES: &str = r#"
+import json, sys
+from kubernetes import client, config
+
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+api = v1.api_client
+ns = "default"
+
+def send(method, path, body):
+    # The client's models refuse a label that is no string before sending it; another client
+    # (or an older one) sends it: the raw request through the client's own request machinery.
+    request = api.param_serialize(method, path, header_params={"Content-Type": "application/json", "Accept": "application/json"}, body=body, auth_settings=["BearerToken"])
+    response = api.call_api(*request)
+    response.read()
+    api.response_deserialize(response, {"2XX": "object"})  # raises ApiException unless 2xx
+    return response
+
+def refusal(method, path, body):
+    try:
+        send(method, path, body)
+        return None
+    except client.exceptions.ApiException as e:
+        body = json.loads(e.body)
+        return [e.status, body["reason"], body["message"]]
+
+v1.create_namespaced_config_map(ns, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "good"}, "data": {"a": "1"}})
+refused = refusal("POST", "/api/v1/namespaces/default/configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad", "labels": "x"}})
+number = refusal("POST", "/api/v1/namespaces/default/configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad2"}, "data": {"n": 1}})
+listed = [cm.metadata.name for cm in v1.list_namespaced_config_map(ns).items]
+# No fieldValidation: the server's default is Warn, the unknown field is dropped, a warning sent.
+response = send("POST", "/api/v1/namespaces/default/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+    "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "command": ["true"], "comand": ["x"]}]}})
+warning = response.headers.get("Warning")
+pod = json.loads(response.data)
+print(json.dumps({"refused": refused, "number": number, "listed": listed, "warning": warning, "container": pod["spec"]["containers"][0]}))
+"#;
+
+#[tokio::test]
+async fn python_client_gets_400_for_fields_of_the_wrong_type_and_can_still_list() {
+    let Some((cluster, _kubectl)) = setup("python_wrong_types").await else {
+        return;
+    };
+    let seen = support::python(&cluster, PYTHON_WRONG_TYPES).await;
+    // k8s.io/apiserver handlers/rest.go transformDecodeError around the json decoder's error.
+    assert_eq!(
+        seen["refused"],
+        json!([
+            400,
+            "BadRequest",
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels of type map[string]string"
+        ])
+    );
+    assert_eq!(
+        seen["number"],
+        json!([
+            400,
+            "BadRequest",
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+        ])
+    );
+    assert_eq!(seen["listed"], json!(["good"]));
+    assert!(seen["container"].get("comand").is_none(), "{seen}");
+    assert_eq!(
+        seen["warning"],
+        json!("299 - \"unknown field \\\"spec.containers[0].comand\\\"\"")
+    );
+    assert_eq!(seen["container"]["command"], json!(["true"]));
+}
