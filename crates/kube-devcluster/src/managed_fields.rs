@@ -209,30 +209,66 @@ impl Level {
 pub fn field_set(obj: &Value, shape: Shape) -> FieldSet {
     let mut out = FieldSet::default();
     if let Some(map) = obj.as_object() {
-        map_fields(map, shape, Level::Top, &mut out);
+        map_fields(map, shape, Level::Top, Walk::Applied, &mut out);
     }
     out
 }
 
-fn map_fields(map: &Map<String, Value>, shape: Shape, level: Level, out: &mut FieldSet) {
+/// Whether a walk lists the fields an applied configuration sets, or the fields a write added
+/// or removed. The latter also owns each object and list that was absent or is gone
+/// (typed/compare.go inserts the path of every node with no left or right side), except the
+/// structs a built-in object always has (Go value structs: spec, status, template).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    Applied,
+    Changed,
+}
+
+fn map_fields(
+    map: &Map<String, Value>,
+    shape: Shape,
+    level: Level,
+    walk: Walk,
+    out: &mut FieldSet,
+) {
     for (key, value) in map {
         if level.strips(key) {
             continue;
         }
-        let node = out.child(format!("f:{key}"));
-        value_fields(key, value, shape, level, node);
+        let element = format!("f:{key}");
+        let node = out.child(element.clone());
+        value_fields(key, value, shape, level, walk, node);
+        if node.is_empty() {
+            // Only stripped fields below (metadata.name): nothing owned here.
+            out.children.remove(&element);
+        }
     }
 }
 
 /// The fields of the value of `key` of an object of `shape`, into its node.
-fn value_fields(key: &str, value: &Value, shape: Shape, level: Level, node: &mut FieldSet) {
+fn value_fields(
+    key: &str,
+    value: &Value,
+    shape: Shape,
+    level: Level,
+    walk: Walk,
+    node: &mut FieldSet,
+) {
     let field = shape.field(key);
     if !shape.is_struct() {
         node.member = true;
     }
+    let value_struct = matches!(field.shape, Shape::Builtin(_)) && field.shape.is_struct();
+    if walk == Walk::Changed
+        && (value.is_object() || value.is_array())
+        && !value_struct
+        && level.below(key) != Level::Metadata
+    {
+        node.member = true;
+    }
     match value {
         Value::Object(map) if map.is_empty() || field.atomic_map => node.member = true,
-        Value::Object(map) => map_fields(map, field.shape, level.below(key), node),
+        Value::Object(map) => map_fields(map, field.shape, level.below(key), walk, node),
         Value::Array(items) => match &field.list {
             ListType::Atomic => node.member = true,
             ListType::Set => {
@@ -245,7 +281,7 @@ fn value_fields(key: &str, value: &Value, shape: Shape, level: Level, node: &mut
                     let item_node = node.child(key_element(item, keys));
                     item_node.member = true;
                     if let Some(map) = item.as_object() {
-                        map_fields(map, field.shape, Level::Inner, item_node);
+                        map_fields(map, field.shape, Level::Inner, walk, item_node);
                     }
                 }
             }
@@ -337,7 +373,14 @@ fn compare_maps(
                 level,
                 &mut nodes.child(&element),
             ),
-            None => value_fields(key, new_value, shape, level, nodes.added.child(element)),
+            None => value_fields(
+                key,
+                new_value,
+                shape,
+                level,
+                Walk::Changed,
+                nodes.added.child(element),
+            ),
         }
     }
     for (key, old_value) in old {
@@ -347,6 +390,7 @@ fn compare_maps(
                 old_value,
                 shape,
                 level,
+                Walk::Changed,
                 nodes.removed.child(format!("f:{key}")),
             );
         }
@@ -399,7 +443,7 @@ fn compare_values(
                         let node = nodes.added.child(e.clone());
                         node.member = true;
                         if let (ListType::Map(_), Some(map)) = (&field.list, item.as_object()) {
-                            map_fields(map, field.shape, Level::Inner, node);
+                            map_fields(map, field.shape, Level::Inner, Walk::Changed, node);
                         }
                     }
                 }
@@ -409,7 +453,7 @@ fn compare_values(
                     let node = nodes.removed.child(e.clone());
                     node.member = true;
                     if let (ListType::Map(_), Some(map)) = (&field.list, item.as_object()) {
-                        map_fields(map, field.shape, Level::Inner, node);
+                        map_fields(map, field.shape, Level::Inner, Walk::Changed, node);
                     }
                 }
             }

@@ -156,8 +156,11 @@ fn builtin(ty: &str, name: &str) -> Option<Field<'static>> {
         ("Service", "spec") => typed("ServiceSpec"),
         ("Service", "status") => typed("ServiceStatus"),
         ("JobSpec" | "DeploymentSpec", "template") => typed("PodTemplateSpec"),
-        ("JobSpec" | "DeploymentSpec", "selector") => typed("LabelSelector"),
-        ("LabelSelector", "matchLabels") => typed("Map"),
+        // meta/v1 types.go: LabelSelector is `+structType=atomic`.
+        ("JobSpec" | "DeploymentSpec", "selector") => Field {
+            atomic_map: true,
+            ..typed("LabelSelector")
+        },
         ("PodTemplateSpec", "spec") => typed("PodSpec"),
         // apps/v1 types.go: DeploymentSpec.strategy patchStrategy retainKeys.
         ("DeploymentSpec", "strategy") => Field {

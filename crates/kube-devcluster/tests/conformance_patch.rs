@@ -239,7 +239,9 @@ batch.patch_namespaced_job_status("j", "default", {"status": {"conditions": [con
 answer = batch.patch_namespaced_job_status("j", "default", {"status": {"conditions": [condition("example.com/B")]}})
 stored = batch.read_namespaced_job_status("j", "default")
 print(json.dumps({"answer": [c.type for c in answer.status.conditions],
-                  "stored": [c.type for c in stored.status.conditions]}))
+                  "stored": [c.type for c in stored.status.conditions],
+                  "managers": [[m.manager, m.operation, m.subresource, m.fields_v1]
+                               for m in stored.metadata.managed_fields]}))
 "#,
     )
     .await;
@@ -254,5 +256,305 @@ print(json.dumps({"answer": [c.type for c in answer.status.conditions],
             types.contains(&"example.com/A") && types.contains(&"example.com/B"),
             "{out}"
         );
+    }
+    // The status writes are the Python client's (manager: its User-Agent up to the first `/`),
+    // recorded as an Update through the status subresource.
+    let status_entry = out["managers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m[2] == "status")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(status_entry[0], "OpenAPI-Generator", "{out}");
+    assert_eq!(status_entry[1], "Update", "{out}");
+    assert!(
+        status_entry[3]["f:status"]["f:conditions"].is_object(),
+        "{out}"
+    );
+}
+
+const SETTINGS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels: {app: web}\ndata:\n  a: \"1\"\n  b: \"1\"\n";
+
+/// The managed fields of an object, by manager and operation.
+fn managed<'a>(obj: &'a Value, manager: &str, operation: &str) -> Option<&'a Value> {
+    obj["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|e| e["manager"] == manager && e["operation"] == operation)
+}
+
+/// `kubectl apply --server-side` records what the manager applied in `metadata.managedFields`
+/// (FieldsV1); applying the same manifest again changes nothing (no new resourceVersion); a field
+/// the manager stops applying is removed (k8s.io/apiserver fieldmanager; structured-merge-diff
+/// merge.Updater.Apply and prune).
+#[tokio::test]
+async fn server_side_apply_records_managed_fields_and_removes_what_it_no_longer_applies() {
+    let Some((_cluster, kubectl)) = setup("server_side_apply_records_managed_fields").await else {
+        return;
+    };
+    let file = kubectl.manifest("cm.yaml", SETTINGS);
+    let out = kubectl.ok(&["apply", "--server-side", "-f", &file]).await;
+    assert!(
+        out.contains("configmap/settings serverside-applied"),
+        "{out}"
+    );
+    let first = get_json(
+        &kubectl,
+        &["configmap", "settings", "--show-managed-fields"],
+    )
+    .await;
+    let entry = managed(&first, "kubectl", "Apply").unwrap_or_else(|| panic!("{first}"));
+    assert_eq!(entry["apiVersion"], "v1");
+    assert_eq!(entry["fieldsType"], "FieldsV1");
+    assert!(entry["time"].is_string(), "{entry}");
+    assert_eq!(
+        entry["fieldsV1"],
+        json!({"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {"f:app": {}}}}),
+        "{first}"
+    );
+
+    let out = kubectl.ok(&["apply", "--server-side", "-f", &file]).await;
+    assert!(
+        out.contains("configmap/settings serverside-applied"),
+        "{out}"
+    );
+    let again = get_json(
+        &kubectl,
+        &["configmap", "settings", "--show-managed-fields"],
+    )
+    .await;
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        first["metadata"]["resourceVersion"]
+    );
+    assert_eq!(
+        again["metadata"]["managedFields"],
+        first["metadata"]["managedFields"]
+    );
+
+    let without_b = kubectl.manifest(
+        "cm2.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels: {app: web}\ndata:\n  a: \"1\"\n",
+    );
+    kubectl
+        .ok(&["apply", "--server-side", "-f", &without_b])
+        .await;
+    let pruned = get_json(
+        &kubectl,
+        &["configmap", "settings", "--show-managed-fields"],
+    )
+    .await;
+    assert_eq!(pruned["data"], json!({"a": "1"}), "{pruned}");
+    assert_eq!(
+        managed(&pruned, "kubectl", "Apply").unwrap()["fieldsV1"],
+        json!({"f:data": {"f:a": {}}, "f:metadata": {"f:labels": {"f:app": {}}}})
+    );
+}
+
+/// An apply that changes a field another manager owns is refused with 409 naming the field and
+/// the manager (fieldmanager/internal/conflict.go); `--force-conflicts` takes the field over.
+/// A field two managers apply with the same value is shared, and stays while one still applies it.
+#[tokio::test]
+async fn server_side_apply_conflicts_name_fields_and_managers_and_force_takes_them_over() {
+    let Some((_cluster, kubectl)) = setup("server_side_apply_conflicts").await else {
+        return;
+    };
+    let file = kubectl.manifest("cm.yaml", SETTINGS);
+    kubectl.ok(&["apply", "--server-side", "-f", &file]).await;
+    let other = kubectl.manifest(
+        "other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"2\"\n  b: \"1\"\n",
+    );
+    let out = kubectl
+        .run(&[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "other",
+            "-f",
+            &other,
+        ])
+        .await;
+    assert!(!out.success, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .data.a"#),
+        "{}",
+        out.stderr
+    );
+
+    kubectl
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "other",
+            "--force-conflicts",
+            "-f",
+            &other,
+        ])
+        .await;
+    let live = get_json(
+        &kubectl,
+        &["configmap", "settings", "--show-managed-fields"],
+    )
+    .await;
+    assert_eq!(live["data"], json!({"a": "2", "b": "1"}));
+    assert_eq!(
+        managed(&live, "other", "Apply").unwrap()["fieldsV1"],
+        json!({"f:data": {"f:a": {}, "f:b": {}}}),
+        "{live}"
+    );
+    assert_eq!(
+        managed(&live, "kubectl", "Apply").unwrap()["fieldsV1"],
+        json!({"f:data": {"f:b": {}}, "f:metadata": {"f:labels": {"f:app": {}}}}),
+        "{live}"
+    );
+
+    // kubectl stops applying b; "other" still owns it, so it stays.
+    let only_labels = kubectl.manifest(
+        "labels.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels: {app: web}\n",
+    );
+    kubectl
+        .ok(&["apply", "--server-side", "-f", &only_labels])
+        .await;
+    let live = get_json(&kubectl, &["configmap", "settings"]).await;
+    assert_eq!(live["data"], json!({"a": "2", "b": "1"}), "{live}");
+}
+
+/// Updates are recorded too (operation Update, the manager from `fieldManager`), and an apply
+/// conflicting with one names it with its API version and time; the status is a 409 whose causes
+/// are `FieldManagerConflict`s, as the Python client sees it.
+#[tokio::test]
+async fn updates_are_managed_fields_too_and_conflict_with_apply() {
+    let Some((cluster, kubectl)) = setup("updates_are_managed_fields_too").await else {
+        return;
+    };
+    let file = kubectl.manifest("cm.yaml", SETTINGS);
+    kubectl.ok(&["create", "-f", &file]).await;
+    kubectl
+        .ok(&["label", "configmap", "settings", "tier=front"])
+        .await;
+    let live = get_json(
+        &kubectl,
+        &["configmap", "settings", "--show-managed-fields"],
+    )
+    .await;
+    assert_eq!(
+        managed(&live, "kubectl-create", "Update").unwrap_or_else(|| panic!("{live}"))["fieldsV1"],
+        json!({"f:data": {".": {}, "f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}}),
+        "{live}"
+    );
+    assert_eq!(
+        managed(&live, "kubectl-label", "Update").unwrap()["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {"f:tier": {}}}}),
+        "{live}"
+    );
+
+    let out = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(sys.argv[1])
+core = client.CoreV1Api()
+body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "labels": {"tier": "back"}}}
+try:
+    core.patch_namespaced_config_map("settings", "default", body, field_manager="py",
+                                     _content_type="application/apply-patch+yaml")
+    print(json.dumps({"status": 200}))
+except client.exceptions.ApiException as e:
+    print(json.dumps({"status": e.status, "body": json.loads(e.body)}))
+"#,
+    )
+    .await;
+    assert_eq!(out["status"], 409, "{out}");
+    assert_eq!(out["body"]["reason"], "Conflict", "{out}");
+    let message = out["body"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            r#"Apply failed with 1 conflict: conflict with "kubectl-label" using v1 at "#
+        ) && message.ends_with(": .metadata.labels.tier"),
+        "{message}"
+    );
+    let cause = &out["body"]["details"]["causes"][0];
+    assert_eq!(cause["reason"], "FieldManagerConflict", "{out}");
+    assert_eq!(cause["field"], ".metadata.labels.tier", "{out}");
+}
+
+/// Two managers apply different containers of one Deployment: the containers list is a map
+/// keyed by name (`x-kubernetes-list-map-keys`), so each keeps its own, and re-applying the
+/// first manifest leaves the other manager's container.
+#[tokio::test]
+async fn server_side_apply_merges_keyed_lists_per_manager() {
+    let Some((_cluster, kubectl)) = setup("server_side_apply_merges_keyed_lists").await else {
+        return;
+    };
+    let first = kubectl.manifest("d.yaml", &deployment("http", false));
+    kubectl.ok(&["apply", "--server-side", "-f", &first]).await;
+    let sidecar = kubectl.manifest(
+        "sidecar.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n      - {name: sidecar, image: busybox}\n",
+    );
+    kubectl
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "mesh",
+            "-f",
+            &sidecar,
+        ])
+        .await;
+    kubectl.ok(&["apply", "--server-side", "-f", &first]).await;
+    let live = get_json(&kubectl, &["deployment", "web", "--show-managed-fields"]).await;
+    let names: Vec<&str> = live["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c", "sidecar"], "{live}");
+    assert_eq!(
+        managed(&live, "mesh", "Apply").unwrap()["fieldsV1"],
+        json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
+            "k:{\"name\":\"sidecar\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}}),
+        "{live}"
+    );
+}
+
+/// A malformed apply body is a 400 with a Status, never a panic or a closed connection.
+#[tokio::test]
+async fn malformed_apply_bodies_are_bad_requests() {
+    let Some((cluster, kubectl)) = setup("malformed_apply_bodies_are_bad_requests").await else {
+        return;
+    };
+    let file = kubectl.manifest("cm.yaml", SETTINGS);
+    kubectl.ok(&["create", "-f", &file]).await;
+    for name in ["settings", "absent"] {
+        for body in [
+            "- a\n- b\n",
+            "\"just a string\"",
+            "data: [unclosed\n",
+            "{\"data\": ",
+        ] {
+            let path = format!("/api/v1/namespaces/default/configmaps/{name}?fieldManager=m");
+            let answer = support::raw(
+                &cluster,
+                "PATCH",
+                &path,
+                "application/apply-patch+yaml",
+                body.as_bytes().to_vec(),
+            )
+            .await;
+            assert_eq!(
+                answer.status,
+                400,
+                "{name} {body:?}: {}",
+                String::from_utf8_lossy(&answer.body)
+            );
+            assert_eq!(answer.json()["kind"], "Status");
+        }
     }
 }
