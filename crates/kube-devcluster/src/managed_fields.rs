@@ -589,26 +589,30 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, shape: Shape, who: &W
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .is_some_and(|l| !l.is_empty());
-    let mut managers = if sent {
-        entries(new)
-    } else {
-        old.map(entries).unwrap_or_default()
-    };
     let empty = json!({});
     let comparison = compare(old.unwrap_or(&empty), new, shape);
     if comparison.is_empty() {
         if !sent && let Some(old) = old {
-            match old.pointer("/metadata/managedFields") {
-                Some(list) => new["metadata"]["managedFields"] = list.clone(),
-                None => {
-                    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-                        m.remove("managedFields");
+            let stored = old.pointer("/metadata/managedFields");
+            if new.pointer("/metadata/managedFields") != stored {
+                match stored {
+                    Some(list) => new["metadata"]["managedFields"] = list.clone(),
+                    None => {
+                        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                            m.remove("managedFields");
+                        }
                     }
                 }
             }
         }
         return;
     }
+    // Parsed only when something changed: a no-op write costs the comparison alone.
+    let mut managers = if sent {
+        entries(new)
+    } else {
+        old.map(entries).unwrap_or_default()
+    };
     let changed = comparison.changed();
     for entry in managers.iter_mut().filter(|e| !e.is(who, "Update")) {
         entry.fields = entry

@@ -95,6 +95,8 @@ const RETAIN_KEYS: &str = "$retainKeys";
 const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
 const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList/";
 
+/// A malformed strategic merge patch is a 400 (endpoints/handlers/patch.go
+/// interpretStrategicMergePatchError).
 fn invalid_patch(message: String) -> ApiError {
     ApiError::bad_request(message)
 }
@@ -129,10 +131,14 @@ fn merge_map(
             )));
         };
         let keep: Vec<&str> = retain.iter().filter_map(Value::as_str).collect();
-        for key in patch.keys().filter(|k| !k.starts_with('$')) {
+        // Nulls (fields the patch deletes) need not be named.
+        for (key, _) in patch
+            .iter()
+            .filter(|(k, v)| !k.starts_with('$') && !v.is_null())
+        {
             if !keep.contains(&key.as_str()) {
                 return Err(invalid_patch(format!(
-                    "The list of $retainKeys must contain all keys in the patch: {key:?} is missing"
+                    "invalid patch format of retainKeys: {key}"
                 )));
             }
         }

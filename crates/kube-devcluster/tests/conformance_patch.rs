@@ -558,3 +558,110 @@ async fn malformed_apply_bodies_are_bad_requests() {
         }
     }
 }
+
+const GADGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.test.example.com
+spec:
+  group: test.example.com
+  scope: Namespaced
+  names: {kind: Gadget, plural: gadgets, singular: gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              parts:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [partName]
+                items:
+                  type: object
+                  properties:
+                    partName: {type: string}
+                    weight: {type: integer}
+              tags:
+                type: array
+                x-kubernetes-list-type: set
+                items: {type: string}
+              steps:
+                type: array
+                items: {type: string}
+"#;
+
+/// For custom resources the list types come from the CRD's schema: a `map` list merges per key
+/// and a `set` per value across managers, a list without a type is atomic and conflicts whole
+/// (apiextensions `x-kubernetes-list-type`, `x-kubernetes-list-map-keys`).
+#[tokio::test]
+async fn server_side_apply_of_custom_objects_follows_the_schema_list_types() {
+    let Some((_cluster, kubectl)) = setup("server_side_apply_of_custom_objects").await else {
+        return;
+    };
+    let crd = kubectl.manifest("crd.yaml", GADGET_CRD);
+    kubectl.ok(&["apply", "-f", &crd]).await;
+    let gadget = |parts: &str, tags: &str, steps: &str| {
+        format!(
+            "apiVersion: test.example.com/v1\nkind: Gadget\nmetadata:\n  name: g\nspec:\n  parts: {parts}\n  tags: {tags}\n  steps: {steps}\n"
+        )
+    };
+    let first = kubectl.manifest(
+        "a.yaml",
+        &gadget("[{partName: a, weight: 1}]", "[red]", "[one]"),
+    );
+    kubectl.ok(&["apply", "--server-side", "-f", &first]).await;
+    let second = kubectl.manifest(
+        "b.yaml",
+        "apiVersion: test.example.com/v1\nkind: Gadget\nmetadata:\n  name: g\nspec:\n  parts: [{partName: b}]\n  tags: [blue]\n",
+    );
+    kubectl
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "b",
+            "-f",
+            &second,
+        ])
+        .await;
+    let live = get_json(&kubectl, &["gadget", "g", "--show-managed-fields"]).await;
+    assert_eq!(
+        live["spec"]["parts"],
+        json!([{"partName": "a", "weight": 1}, {"partName": "b"}]),
+        "{live}"
+    );
+    assert_eq!(live["spec"]["tags"], json!(["red", "blue"]), "{live}");
+    assert_eq!(
+        managed(&live, "b", "Apply").unwrap()["fieldsV1"],
+        json!({"f:spec": {"f:parts": {"k:{\"partName\":\"b\"}": {".": {}, "f:partName": {}}}, "f:tags": {"v:\"blue\"": {}}}}),
+        "{live}"
+    );
+
+    let steps = kubectl.manifest(
+        "steps.yaml",
+        "apiVersion: test.example.com/v1\nkind: Gadget\nmetadata:\n  name: g\nspec:\n  steps: [two]\n",
+    );
+    let out = kubectl
+        .run(&[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "b",
+            "-f",
+            &steps,
+        ])
+        .await;
+    assert!(
+        out.stderr
+            .contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.steps"#),
+        "{}",
+        out.stderr
+    );
+}
