@@ -255,15 +255,18 @@ fn value_fields(
     node: &mut FieldSet,
 ) {
     let field = shape.field(key);
+    if level.below(key) == Level::Metadata {
+        // metadata itself is never owned (stripmeta.go), only fields in it.
+        if let Some(map) = value.as_object() {
+            map_fields(map, field.shape, Level::Metadata, walk, node);
+        }
+        return;
+    }
     if !shape.is_struct() {
         node.member = true;
     }
     let value_struct = matches!(field.shape, Shape::Builtin(_)) && field.shape.is_struct();
-    if walk == Walk::Changed
-        && (value.is_object() || value.is_array())
-        && !value_struct
-        && level.below(key) != Level::Metadata
-    {
+    if walk == Walk::Changed && (value.is_object() || value.is_array()) && !value_struct {
         node.member = true;
     }
     match value {
@@ -614,6 +617,9 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, shape: Shape, who: &W
         old.map(entries).unwrap_or_default()
     };
     let changed = comparison.changed();
+    if sent_or_stored(new, old, sent) && touch_own_entry(new, &comparison, &changed, who, now) {
+        return;
+    }
     for entry in managers.iter_mut().filter(|e| !e.is(who, "Update")) {
         entry.fields = entry
             .fields
@@ -638,6 +644,104 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, shape: Shape, who: &W
     mine.api_version = who.api_version.to_string();
     managers.push(mine);
     set_entries(new, managers);
+}
+
+/// Gives `new` the managed fields its update starts from: its own if the client sent some, else
+/// the stored ones. False when there are none.
+fn sent_or_stored(new: &mut Value, old: Option<&Value>, sent: bool) -> bool {
+    if sent {
+        return true;
+    }
+    match old.and_then(|o| o.pointer("/metadata/managedFields")) {
+        Some(list) if new.get("metadata").is_some_and(Value::is_object) => {
+            new["metadata"]["managedFields"] = list.clone();
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The common case of a controller writing its own fields again (the operator's status writes):
+/// nothing removed, the writer's Update entry already owns every changed field and no other
+/// manager owns any. Then only that entry's time changes, in the `FieldsV1` as stored, without
+/// parsing or rendering any field set. False when the case does not apply.
+fn touch_own_entry(
+    new: &mut Value,
+    comparison: &Comparison,
+    changed: &FieldSet,
+    who: &Writer,
+    now: &str,
+) -> bool {
+    if !comparison.removed.is_empty() {
+        return false;
+    }
+    let Some(list) = new
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let is_mine = |e: &Value| {
+        e["manager"] == who.manager
+            && e["operation"] == "Update"
+            && e["apiVersion"] == who.api_version
+            && e.get("subresource").and_then(Value::as_str) == who.subresource
+    };
+    let Some(i) = list.iter().position(is_mine) else {
+        return false;
+    };
+    let clear = list.iter().enumerate().all(|(j, e)| {
+        if j == i {
+            json_contains(&e["fieldsV1"], changed)
+        } else {
+            !json_intersects(&e["fieldsV1"], changed)
+        }
+    });
+    if !clear {
+        return false;
+    }
+    let mut entry = list.remove(i);
+    entry["time"] = json!(now);
+    // Keep the server's order (see `set_entries`): Apply first, then by time and manager.
+    let key = |e: &Value| {
+        (
+            e["operation"] != "Apply",
+            e["time"].as_str().unwrap_or_default().to_string(),
+            e["manager"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    let mine = key(&entry);
+    let at = list
+        .iter()
+        .position(|e| key(e) > mine)
+        .unwrap_or(list.len());
+    list.insert(at, entry);
+    true
+}
+
+/// Whether a `fieldsV1` node is itself owned: a leaf, or one with `.`.
+fn json_is_member(fields: &Value) -> bool {
+    fields
+        .as_object()
+        .is_none_or(|m| m.is_empty() || m.contains_key("."))
+}
+
+/// Whether the stored `fieldsV1` owns every member of `set`.
+fn json_contains(fields: &Value, set: &FieldSet) -> bool {
+    (!set.member || json_is_member(fields))
+        && set
+            .children
+            .iter()
+            .all(|(k, c)| fields.get(k).is_some_and(|f| json_contains(f, c)))
+}
+
+/// Whether the stored `fieldsV1` owns any member of `set`.
+fn json_intersects(fields: &Value, set: &FieldSet) -> bool {
+    (set.member && json_is_member(fields))
+        || set
+            .children
+            .iter()
+            .any(|(k, c)| fields.get(k).is_some_and(|f| json_intersects(f, c)))
 }
 
 /// Server-side apply of `config` to `live` (merge.Updater.Apply): the object to store, with its
@@ -901,5 +1005,47 @@ mod tests {
         assert_eq!(c.modified.paths(), vec![".spec.b.c"]);
         assert_eq!(c.added.paths(), vec![".status.y"]);
         assert_eq!(c.removed.paths(), vec![".status.x"]);
+    }
+
+    #[test]
+    fn an_update_takes_the_fields_it_changes_from_other_managers() {
+        let a = Writer {
+            manager: "a",
+            api_version: "v1",
+            subresource: None,
+        };
+        let b = Writer {
+            manager: "b",
+            api_version: "v1",
+            subresource: None,
+        };
+        let mut v1 = json!({"metadata": {"name": "x"}, "data": {"k": "1", "l": "1"}});
+        record_update(None, &mut v1, Shape::Untyped, &a, "t1");
+        // a writes its own field again: only its time changes.
+        let mut v2 = v1.clone();
+        v2["data"]["k"] = json!("2");
+        record_update(Some(&v1), &mut v2, Shape::Untyped, &a, "t2");
+        let entries = v2["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0]["time"], "t2");
+        assert_eq!(
+            entries[0]["fieldsV1"],
+            v1["metadata"]["managedFields"][0]["fieldsV1"]
+        );
+        // b changes k: it owns k now, a keeps l.
+        let mut v3 = v2.clone();
+        v3["data"]["k"] = json!("3");
+        record_update(Some(&v2), &mut v3, Shape::Untyped, &b, "t3");
+        let fields = |m: &str| {
+            v3["metadata"]["managedFields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["manager"] == m)
+                .unwrap()["fieldsV1"]
+                .clone()
+        };
+        assert_eq!(fields("a"), json!({"f:data": {".": {}, "f:l": {}}}));
+        assert_eq!(fields("b"), json!({"f:data": {"f:k": {}}}));
     }
 }
