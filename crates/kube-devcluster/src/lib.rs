@@ -40,6 +40,10 @@ pub mod jobs;
 #[cfg(feature = "server")]
 pub mod kubelet;
 #[cfg(feature = "server")]
+pub mod managed_fields;
+#[cfg(feature = "server")]
+pub mod merge_keys;
+#[cfg(feature = "server")]
 pub mod metrics;
 #[cfg(feature = "server")]
 pub mod openapi;

@@ -1,11 +1,12 @@
 //! The four patch types of the API: JSON patch (RFC 6902), JSON merge patch (RFC 7386), strategic
-//! merge patch (approximated: lists of objects keyed by `name` merge by key, as they do for
-//! containers, env and ports), and server-side apply (a merge patch with a field manager; field
-//! ownership is not tracked).
+//! merge patch (each field merges as its type declares: lists by their merge key, with the
+//! `$patch`, `$retainKeys`, `$setElementOrder` and `$deleteFromPrimitiveList` directives; see
+//! `merge_keys`), and server-side apply (see `managed_fields`).
 
 use serde_json::{Map, Value};
 
 use super::error::{ApiError, Result};
+use super::merge_keys::{Field, Shape};
 use super::resources::ResourceInfo;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,68 +62,244 @@ pub fn apply(kind: PatchKind, old: &Value, patch: &Value, info: &ResourceInfo) -
                 "application/strategic-merge-patch+json",
             ));
         }
-        PatchKind::StrategicMerge | PatchKind::Apply => strategic_merge(&mut new, patch),
+        PatchKind::StrategicMerge => strategic_merge(&mut new, patch, Shape::root(info))?,
+        PatchKind::Apply => super::managed_fields::apply_merge(&mut new, patch, Shape::root(info)),
     }
     Ok(new)
 }
 
-/// A merge patch in which lists of objects that all carry a `name` are merged element by element
-/// on that key, instead of replaced.
-fn strategic_merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(target), Value::Object(patch)) => merge_maps(target, patch),
-        (target, patch) => *target = strip_nulls(patch),
+/// Strategic merge patch as k8s.io/apimachinery/pkg/util/strategicpatch/patch.go (`mergeMap`,
+/// `mergeSlice`) applies one to an object whose fields merge as `shape` declares.
+pub fn strategic_merge(target: &mut Value, patch: &Value, shape: Shape) -> Result<()> {
+    match (target.as_object_mut(), patch) {
+        (Some(map), Value::Object(patch)) => {
+            if merge_map(map, patch, shape)? == Outcome::Delete {
+                // `$patch: delete` of the whole object leaves an empty one (patch.go mergeMap).
+                map.clear();
+            }
+        }
+        (_, patch) => *target = patch.clone(),
     }
+    Ok(())
 }
 
-fn merge_maps(target: &mut Map<String, Value>, patch: &Map<String, Value>) {
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Keep,
+    /// The patch said `$patch: delete`: the parent removes this map.
+    Delete,
+}
+
+const DIRECTIVE: &str = "$patch";
+const RETAIN_KEYS: &str = "$retainKeys";
+const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
+const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList/";
+
+/// A malformed strategic merge patch is a 400 (endpoints/handlers/patch.go
+/// interpretStrategicMergePatchError).
+fn invalid_patch(message: String) -> ApiError {
+    ApiError::bad_request(message)
+}
+
+fn merge_map(
+    target: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    shape: Shape,
+) -> Result<Outcome> {
+    // patch.go handleDirectiveInMergeMap: `$patch: replace` replaces the map with the patch's
+    // other keys, `$patch: delete` deletes it, `merge` is the default.
+    match patch.get(DIRECTIVE) {
+        None => {}
+        Some(Value::String(d)) if d == "merge" => {}
+        Some(Value::String(d)) if d == "replace" => {
+            *target = patch
+                .iter()
+                .filter(|(k, _)| k.as_str() != DIRECTIVE)
+                .map(|(k, v)| (k.clone(), strip_nulls(v)))
+                .collect();
+            return Ok(Outcome::Keep);
+        }
+        Some(Value::String(d)) if d == "delete" => return Ok(Outcome::Delete),
+        Some(other) => return Err(invalid_patch(format!("Unknown patch type: {other}"))),
+    }
+    // patch.go applyRetainKeysDirective: fields of the original the list does not name are
+    // cleared, and every field the patch sets must be named.
+    if let Some(retain) = patch.get(RETAIN_KEYS) {
+        let Some(retain) = retain.as_array() else {
+            return Err(invalid_patch(format!(
+                "invalid patch: {RETAIN_KEYS} must be a list"
+            )));
+        };
+        let keep: Vec<&str> = retain.iter().filter_map(Value::as_str).collect();
+        // Nulls (fields the patch deletes) need not be named.
+        for (key, _) in patch
+            .iter()
+            .filter(|(k, v)| !k.starts_with('$') && !v.is_null())
+        {
+            if !keep.contains(&key.as_str()) {
+                return Err(invalid_patch(format!(
+                    "invalid patch format of retainKeys: {key}"
+                )));
+            }
+        }
+        target.retain(|key, _| keep.contains(&key.as_str()));
+    }
+    let mut orders = Vec::new();
     for (key, value) in patch {
-        if key.starts_with("$") {
+        if let Some(field) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
+            // patch.go mergePatchIntoOriginal: removes these values from the primitive list.
+            let remove = value.as_array().cloned().unwrap_or_default();
+            if let Some(Value::Array(items)) = target.get_mut(field) {
+                items.retain(|item| !remove.contains(item));
+            }
             continue;
         }
+        if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
+            orders.push((field, value));
+            continue;
+        }
+        if key.starts_with('$') {
+            continue;
+        }
+        let field = shape.field(key);
         match value {
             Value::Null => {
                 target.remove(key);
             }
-            Value::Array(items) if keyed_by_name(items) => match target.get_mut(key) {
-                Some(Value::Array(existing)) if keyed_by_name(existing) => {
-                    merge_keyed_lists(existing, items)
-                }
-                _ => {
-                    target.insert(key.clone(), strip_nulls(value));
-                }
-            },
-            Value::Object(_) => {
+            Value::Object(patch) => {
                 let entry = target
                     .entry(key.clone())
                     .or_insert(Value::Object(Map::new()));
                 if !entry.is_object() {
                     *entry = Value::Object(Map::new());
                 }
-                strategic_merge(entry, value);
+                let map = entry.as_object_mut().expect("an object");
+                if merge_map(map, patch, field.shape)? == Outcome::Delete {
+                    target.remove(key);
+                }
+            }
+            Value::Array(patch) if field.merge => {
+                let mut items = match target.remove(key) {
+                    Some(Value::Array(items)) => items,
+                    _ => Vec::new(),
+                };
+                merge_list(&mut items, patch, &field)?;
+                target.insert(key.clone(), Value::Array(items));
             }
             _ => {
-                target.insert(key.clone(), value.clone());
+                target.insert(key.clone(), strip_nulls(value));
             }
         }
     }
-}
-
-fn keyed_by_name(items: &[Value]) -> bool {
-    !items.is_empty()
-        && items
-            .iter()
-            .all(|i| i.get("name").is_some_and(Value::is_string))
-}
-
-fn merge_keyed_lists(existing: &mut Vec<Value>, patch: &[Value]) {
-    for item in patch {
-        let name = &item["name"];
-        match existing.iter_mut().find(|e| &e["name"] == name) {
-            Some(found) => strategic_merge(found, item),
-            None => existing.push(strip_nulls(item)),
+    for (field, order) in orders {
+        let Some(order) = order.as_array() else {
+            return Err(invalid_patch(format!(
+                "invalid patch: {SET_ELEMENT_ORDER}{field} must be a list"
+            )));
+        };
+        let merge_key = shape.field(field).merge_key;
+        if let Some(Value::Array(items)) = target.get_mut(field) {
+            let original = items.clone();
+            *items = set_element_order(std::mem::take(items), order, &original, merge_key);
         }
     }
+    Ok(Outcome::Keep)
+}
+
+/// A list with patch strategy `merge`: items of objects merge on the merge key (and a
+/// `$patch: delete` item removes one, a `$patch: replace` item makes the patch's items the list);
+/// lists of scalars become the union, original items first (patch.go mergeSlice).
+fn merge_list(target: &mut Vec<Value>, patch: &[Value], field: &Field) -> Result<()> {
+    let is_directive =
+        |item: &Value, which: &str| item.get(DIRECTIVE).and_then(Value::as_str) == Some(which);
+    if patch.iter().any(|item| is_directive(item, "replace")) {
+        *target = patch
+            .iter()
+            .filter(|item| !is_directive(item, "replace"))
+            .map(strip_nulls)
+            .collect();
+        return Ok(());
+    }
+    let Some(key) = field.merge_key else {
+        for item in patch {
+            if !target.contains(item) {
+                target.push(item.clone());
+            }
+        }
+        return Ok(());
+    };
+    for item in patch {
+        let Some(patch_item) = item.as_object() else {
+            return Err(invalid_patch(format!(
+                "invalid patch: the list items must be objects with the merge key {key:?}"
+            )));
+        };
+        let Some(id) = patch_item.get(key) else {
+            return Err(invalid_patch(format!(
+                "map: {item} does not contain declared merge key: {key}"
+            )));
+        };
+        let position = target.iter().position(|t| t.get(key) == Some(id));
+        if is_directive(item, "delete") {
+            target.retain(|t| t.get(key) != Some(id));
+            continue;
+        }
+        match position {
+            Some(i) => {
+                let found = target[i]
+                    .as_object_mut()
+                    .expect("items with a merge key are objects");
+                merge_map(found, patch_item, field.shape)?;
+            }
+            None => {
+                let mut new = Map::new();
+                merge_map(&mut new, patch_item, field.shape)?;
+                target.push(Value::Object(new));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `$setElementOrder/<field>`: the items the order names come in that order; the others (only
+/// on the server) keep their place relative to them in the original list (patch.go
+/// normalizeElementOrder and mergeSortedSlice).
+fn set_element_order(
+    merged: Vec<Value>,
+    order: &[Value],
+    original: &[Value],
+    merge_key: Option<&str>,
+) -> Vec<Value> {
+    let id = |item: &Value| -> Value {
+        match merge_key {
+            Some(key) => item.get(key).cloned().unwrap_or(Value::Null),
+            None => item.clone(),
+        }
+    };
+    let order_ids: Vec<Value> = order.iter().map(&id).collect();
+    let server_ids: Vec<Value> = original.iter().map(&id).collect();
+    let (mut named, server_only): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|item| order_ids.contains(&id(item)));
+    named.sort_by_key(|item| order_ids.iter().position(|o| *o == id(item)));
+    let index = |item: &Value| server_ids.iter().position(|s| *s == id(item));
+    let mut out = Vec::with_capacity(named.len() + server_only.len());
+    let (mut left, mut right) = (
+        named.into_iter().peekable(),
+        server_only.into_iter().peekable(),
+    );
+    loop {
+        match (left.peek(), right.peek()) {
+            (Some(l), Some(r)) => {
+                let take_left = matches!((index(l), index(r)), (Some(a), Some(b)) if a < b);
+                out.push(if take_left { left.next() } else { right.next() }.expect("peeked"));
+            }
+            (Some(_), None) => out.push(left.next().expect("peeked")),
+            (None, Some(_)) => out.push(right.next().expect("peeked")),
+            (None, None) => break,
+        }
+    }
+    out
 }
 
 fn strip_nulls(value: &Value) -> Value {
@@ -163,12 +340,12 @@ mod tests {
     }
 
     #[test]
-    fn strategic_merge_merges_named_lists_by_name() {
-        let old = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
-        let patch = json!({"spec": {"containers": [{"name": "b", "image": "z"}, {"name": "c", "image": "w"}]}});
+    fn strategic_merge_merges_containers_by_name() {
+        let old = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}}}});
+        let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "z"}, {"name": "c", "image": "w"}]}}}});
         let new = apply(PatchKind::StrategicMerge, &old, &patch, &jobs()).unwrap();
         assert_eq!(
-            new["spec"]["containers"],
+            new["spec"]["template"]["spec"]["containers"],
             json!([{"name": "a", "image": "x"}, {"name": "b", "image": "z"}, {"name": "c", "image": "w"}])
         );
     }

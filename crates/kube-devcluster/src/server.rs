@@ -24,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 use super::admission;
 use super::error::{ApiError, FieldError, Result};
 use super::faults::{Faults, Verb};
+use super::managed_fields;
+use super::merge_keys::Shape;
 use super::metrics::RequestCounters;
 use super::openapi;
 use super::patch;
@@ -113,6 +115,7 @@ struct Params {
     propagation_policy: Option<String>,
     field_manager: Option<String>,
     field_validation: Option<String>,
+    force: Option<String>,
     dry_run: Option<String>,
     include_object: Option<String>,
     grace_period_seconds: Option<i64>,
@@ -534,10 +537,23 @@ impl Request<'_> {
 
     fn create(&self, body: Bytes) -> Result<Response> {
         let obj = self.request_body(&body)?;
-        self.create_object(obj, body.len())
+        self.create_object(obj, body.len(), false)
     }
 
-    fn create_object(&self, mut obj: Value, size_hint: usize) -> Result<Response> {
+    /// The field manager of this request: `fieldManager`, else the client's User-Agent.
+    fn manager(&self) -> String {
+        self.params.field_manager.clone().unwrap_or_else(|| {
+            managed_fields::manager_from_user_agent(
+                self.headers
+                    .get(header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default(),
+            )
+        })
+    }
+
+    /// Creates `obj`; `applied` when server-side apply made it (its managed fields are set).
+    fn create_object(&self, mut obj: Value, size_hint: usize, applied: bool) -> Result<Response> {
         self.check_body_identity(&obj, None)?;
         self.ensure_namespace_exists()?;
         if self.info.status_subresource
@@ -549,6 +565,17 @@ impl Request<'_> {
         }
         let dry_run = self.dry_run("CreateOptions", &[])?;
         self.prepare(&mut obj, None, size_hint, typed_decode::Write::Body)?;
+        if !applied {
+            let manager = self.manager();
+            let api_version = self.info.api_version();
+            let who = managed_fields::Writer {
+                manager: &manager,
+                api_version: &api_version,
+                subresource: None,
+            };
+            let now = store::now_rfc3339();
+            managed_fields::record_update(None, &mut obj, Shape::root(self.info), &who, &now);
+        }
         let on_create = self.state.on_create.clone();
         let info = self.info.clone();
         let stored = super::dry_run::store(&self.state.store, dry_run).create_with(
@@ -578,6 +605,9 @@ impl Request<'_> {
             .store
             .get(self.info, self.namespace(), name)
             .map_or(0, |o| o.json.len());
+        let manager = self.manager();
+        let api_version = self.info.api_version();
+        let who = self.writer(&manager, &api_version, target);
         let stored = super::dry_run::store(&self.state.store, dry_run).modify(
             self.info,
             self.namespace(),
@@ -592,6 +622,8 @@ impl Request<'_> {
                     old_size + body.len(),
                     typed_decode::Write::Body,
                 )?;
+                let now = store::now_rfc3339();
+                managed_fields::record_update(Some(old), &mut new, Shape::root(info), &who, &now);
                 Ok(new)
             },
         )?;
@@ -614,20 +646,40 @@ impl Request<'_> {
         let kind = patch::PatchKind::from_content_type(&content_type)
             .ok_or_else(|| ApiError::unsupported_media_type(&content_type))?;
         let dry_run = self.dry_run("PatchOptions", &[])?;
-        let patch_doc = patch::parse(kind, &body)?;
-        let manager = self.params.field_manager.clone();
-        if kind == patch::PatchKind::Apply && manager.is_none() {
+        let mut patch_doc = patch::parse(kind, &body)?;
+        if kind == patch::PatchKind::Apply && self.params.field_manager.is_none() {
             return Err(ApiError::bad_request(
                 "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
             ));
         }
         let existing = self.state.store.get(self.info, self.namespace(), name);
         let old_size = existing.as_ref().map_or(0, |o| o.json.len());
-        if existing.is_err() && kind == patch::PatchKind::Apply && target == Target::Main {
+        let manager = self.manager();
+        let api_version = self.info.api_version();
+        let who = self.writer(&manager, &api_version, target);
+        let force = is_true(self.params.force.as_deref());
+        let apply = kind == patch::PatchKind::Apply;
+        if apply {
+            managed_fields::reset_fields(
+                &mut patch_doc,
+                self.info.status_subresource,
+                target == Target::Status,
+            )?;
+        }
+        if existing.is_err() && apply && target == Target::Main {
             // Server-side apply creates what does not exist yet.
-            let mut obj = patch_doc;
-            obj["metadata"]["name"] = json!(name);
-            return self.create_object(obj, body.len());
+            let mut config = patch_doc;
+            config["metadata"]["name"] = json!(name);
+            let now = store::now_rfc3339();
+            let obj = managed_fields::apply(
+                &json!({}),
+                &config,
+                Shape::root(self.info),
+                &who,
+                force,
+                &now,
+            )?;
+            return self.create_object(obj, body.len(), true);
         }
         let stored = super::dry_run::store(&self.state.store, dry_run).modify(
             self.info,
@@ -635,7 +687,12 @@ impl Request<'_> {
             name,
             target,
             |old, info| {
-                let mut new = patch::apply(kind, old, &patch_doc, info)?;
+                let now = store::now_rfc3339();
+                let mut new = if apply {
+                    managed_fields::apply(old, &patch_doc, Shape::root(info), &who, force, &now)?
+                } else {
+                    patch::apply(kind, old, &patch_doc, info)?
+                };
                 store::merge_for_target(info, old, &mut new, target);
                 // The patch as the real server shows it in a decoding error: Go's print of the
                 // decoded map for a strategic merge patch, JSON otherwise.
@@ -649,11 +706,33 @@ impl Request<'_> {
                     old_size + body.len(),
                     typed_decode::Write::Patch(&render),
                 )?;
+                if !apply {
+                    managed_fields::record_update(
+                        Some(old),
+                        &mut new,
+                        Shape::root(info),
+                        &who,
+                        &now,
+                    );
+                }
                 Ok(new)
             },
         )?;
         let stored = self.after_write_unless(dry_run, stored)?;
         Ok(self.object_response(StatusCode::OK, &stored))
+    }
+
+    fn writer<'a>(
+        &self,
+        manager: &'a str,
+        api_version: &'a str,
+        target: Target,
+    ) -> managed_fields::Writer<'a> {
+        managed_fields::Writer {
+            manager,
+            api_version,
+            subresource: (target == Target::Status).then_some("status"),
+        }
     }
 
     fn delete_options(&self, body: &Bytes) -> Result<DeleteOptions> {

@@ -772,6 +772,9 @@ pub fn merge_for_target(info: &ResourceInfo, old: &Value, new: &mut Value, targe
             // the second time (or a status write of a large object) should cost a comparison,
             // not a copy of the spec.
             let rv = new.pointer("/metadata/resourceVersion").cloned();
+            // The write's managed fields are the field manager's record of this write (see
+            // `managed_fields`), not part of the metadata a status write cannot change.
+            let managed = new.pointer("/metadata/managedFields").cloned();
             match (new.as_object_mut(), old.as_object()) {
                 (Some(fields), Some(old_fields)) => {
                     fields.retain(|key, _| key == "status" || old_fields.contains_key(key));
@@ -788,6 +791,11 @@ pub fn merge_for_target(info: &ResourceInfo, old: &Value, new: &mut Value, targe
                         new["status"] = status;
                     }
                 }
+            }
+            if let Some(managed) = managed
+                && new.pointer("/metadata/managedFields") != Some(&managed)
+            {
+                new["metadata"]["managedFields"] = managed;
             }
             match rv {
                 Some(rv) => new["metadata"]["resourceVersion"] = rv,
