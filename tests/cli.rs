@@ -50,13 +50,18 @@ fn crd_has_the_seed_api_and_printer_columns() {
     let version = &crd["spec"]["versions"][0];
     assert_eq!(version["name"], "v1");
     assert!(version["subresources"]["status"].is_object());
-    let columns: Vec<&str> = version["additionalPrinterColumns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(columns, ["Status", "Progress", "Message", "Age"]);
+    let columns = |priority: i64| -> Vec<&str> {
+        version["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"].as_i64().unwrap_or(0) == priority)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(columns(0), ["Status", "Progress", "Message", "Age"]);
+    // `kubectl get -o wide` adds these.
+    assert_eq!(columns(1), ["Running", "Changed", "Run"]);
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(spec["maxStepTimeout"]["default"], 60);
 }
