@@ -292,8 +292,9 @@ async fn reconcile_with(
             workflow = shared.status.latest(&ctx.object);
             let mut observed = observed_jobs(&children, &workflow, now);
             observed.extend(unmirrored);
-            // A failure about to decide the outcome is explained from its pods; a finished
-            // workflow's message is written already.
+            // A failure about to decide the outcome is explained from its pods, and so is a
+            // step whose pod has not started by its deadline; a finished workflow's message is
+            // written already.
             let terminal = workflow
                 .status
                 .as_ref()
@@ -303,6 +304,9 @@ async fn reconcile_with(
                 let namespace = workflow.namespace().unwrap_or_default();
                 let pods = Api::namespaced(ctx.client.clone(), &namespace);
                 failure_cause::explain(&pods, &mut observed).await;
+                let events = Api::namespaced(ctx.client.clone(), &namespace);
+                failure_cause::explain_start(&pods, &events, &workflow.spec, &mut observed, now)
+                    .await;
             }
             let (plan, state) = RunState::build(&workflow, compiled.clone(), &observed, now);
             (plan, state.ok(), Instant::now())
@@ -774,6 +778,10 @@ async fn execute(
         Action::TimeOutJob { job_name, why } => {
             let patch = jobs::time_out_patch(why);
             patch_job(api, job_name, patch, "stopping the timed-out").await
+        }
+        Action::FailStart { job_name, why } => {
+            let patch = jobs::cannot_start_patch(why);
+            patch_job(api, job_name, patch, "stopping the not started").await
         }
     }
 }

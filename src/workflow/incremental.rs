@@ -86,6 +86,9 @@ pub enum Fallback {
     /// Every step succeeded: the workflow completes.
     #[error("every step succeeded")]
     AllSucceeded,
+    /// A step's pod has not started by its start deadline: the handler reads its pods.
+    #[error("step {0} has not started by its start deadline")]
+    NotStarted(String),
 }
 
 /// The decision for one change, before the status is rendered.
@@ -133,6 +136,8 @@ pub struct RunState {
     workflow_name: String,
     /// The effective timeout of each step.
     timeouts: Vec<i64>,
+    /// `spec.startTimeout`.
+    start_timeout: i64,
     parallelism: Option<i32>,
     /// The status last rendered, lists left empty: phase, conditions, run and generation stay
     /// as they are while the state follows the workflow.
@@ -155,6 +160,9 @@ pub struct RunState {
     /// Deadlines of running steps not being deleted, with a limit.
     deadlines: BTreeSet<(Timestamp, usize)>,
     deadline_of: Vec<Option<Timestamp>>,
+    /// Start deadlines of running steps whose pod has not started (`ObservedJob::start_deadline`).
+    start_deadlines: BTreeSet<(Timestamp, usize)>,
+    start_deadline_of: Vec<Option<Timestamp>>,
     /// Running steps whose Job's `activeDeadlineSeconds` is not the step's timeout.
     mismatched: BTreeSet<usize>,
 }
@@ -207,10 +215,12 @@ impl RunState {
                 .iter()
                 .map(|s| spec.effective_timeout(s))
                 .collect(),
+            start_timeout: spec.start_timeout,
             parallelism: spec.parallelism,
             base: WorkFlowStatus {
                 executed: Vec::new(),
                 started: Vec::new(),
+                steps: Vec::new(),
                 progress: None,
                 ..status.clone()
             },
@@ -225,6 +235,8 @@ impl RunState {
             in_started: vec![false; n],
             deadlines: BTreeSet::new(),
             deadline_of: vec![None; n],
+            start_deadlines: BTreeSet::new(),
+            start_deadline_of: vec![None; n],
             mismatched: BTreeSet::new(),
             compiled: compiled.clone(),
         };
@@ -306,9 +318,15 @@ impl RunState {
         let active_since = match &job.state {
             JobState::Active { since } => Some(*since),
             JobState::Succeeded => None,
-            JobState::Failed { .. } => return Err(Fallback::StepFailed(job.step.clone())),
+            JobState::Failed { .. } | JobState::CannotStart { .. } => {
+                return Err(Fallback::StepFailed(job.step.clone()));
+            }
             JobState::TimedOut { .. } => return Err(Fallback::TimedOut(job.step.clone())),
         };
+        if job.suspended {
+            // A queued step's phase (and Kueue's admission of it) is the full planner's.
+            return Err(Fallback::NotFollowed("a suspended job"));
+        }
         if let Some(old) = &self.job_of[i] {
             if old.name != job.name {
                 return Err(Fallback::SecondJob {
@@ -343,6 +361,10 @@ impl RunState {
                         self.deadlines.insert((at, i));
                         self.deadline_of[i] = Some(at);
                     }
+                    if let Some(at) = job.start_deadline(self.start_timeout) {
+                        self.start_deadlines.insert((at, i));
+                        self.start_deadline_of[i] = Some(at);
+                    }
                 }
                 false
             }
@@ -361,6 +383,9 @@ impl RunState {
             self.mismatched.remove(&i);
             if let Some(at) = self.deadline_of[i].take() {
                 self.deadlines.remove(&(at, i));
+            }
+            if let Some(at) = self.start_deadline_of[i].take() {
+                self.start_deadlines.remove(&(at, i));
             }
         }
     }
@@ -423,6 +448,11 @@ impl RunState {
         {
             return Err(Fallback::TimedOut(dag.name(i).to_string()));
         }
+        if let Some(&(at, i)) = self.start_deadlines.first()
+            && at <= now
+        {
+            return Err(Fallback::NotStarted(dag.name(i).to_string()));
+        }
 
         let created: Vec<usize> = self.pending.iter().take(self.slots()).copied().collect();
         let old = std::mem::replace(&mut self.created, created);
@@ -452,10 +482,15 @@ impl RunState {
                 active_deadline_seconds: plan::job_deadline_seconds(self.timeouts[i]),
             });
         }
+        let next_timeout_at = [self.deadlines.first(), self.start_deadlines.first()]
+            .into_iter()
+            .flatten()
+            .map(|(at, _)| *at)
+            .min();
         Ok(Decision {
             actions,
             status_changed,
-            next_timeout_at: self.deadlines.first().map(|(at, _)| *at),
+            next_timeout_at,
         })
     }
 
@@ -509,21 +544,29 @@ impl RunState {
             .expect("followed workflows have a dag");
         let mut executed = Vec::with_capacity(self.done_count);
         let mut started = Vec::new();
+        let mut steps = Vec::new();
         let mut created = self.created.iter().peekable();
         for (i, job) in self.job_of.iter().enumerate() {
+            let name = dag.name(i);
             match job {
-                Some(job) if job.is_active() => started.push(dag.name(i).to_string()),
-                Some(_) => executed.push(dag.name(i).to_string()),
+                Some(job) if job.is_active() => {
+                    started.push(name.to_string());
+                    steps.push(plan::running_step_status(name, job.name.clone(), false));
+                }
+                Some(_) => executed.push(name.to_string()),
                 None => {}
             }
             if created.next_if_eq(&&i).is_some() {
-                started.push(dag.name(i).to_string());
+                started.push(name.to_string());
+                let job = names::job_name(&self.workflow_name, name, &self.compiled.run);
+                steps.push(plan::running_step_status(name, job, false));
             }
         }
         WorkFlowStatus {
             progress: Some(format!("{}/{}", executed.len(), dag.len())),
             executed,
             started,
+            steps,
             ..self.base.clone()
         }
     }
@@ -717,9 +760,10 @@ mod tests {
             timeouts in proptest::collection::vec(proptest::option::of(2i64..30), 25),
             parallelism in proptest::option::of(1i32..4),
             fail_fast in any::<bool>(),
-            events in proptest::collection::vec((0u8..10, any::<prop::sample::Index>()), 1..120),
+            start_timeout in 2i64..30,
+            events in proptest::collection::vec((0u8..12, any::<prop::sample::Index>()), 1..120),
         ) {
-            let mut builder = WorkFlow::test("p").fail_fast(fail_fast);
+            let mut builder = WorkFlow::test("p").fail_fast(fail_fast).start_timeout(start_timeout);
             for (i, ds) in deps.iter().enumerate() {
                 let names: Vec<String> = ds.iter().filter(|_| i > 0).map(|d| format!("s{}", d.index(i))).collect();
                 let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -747,22 +791,38 @@ mod tests {
                     .filter(|(_, j)| matches!(j.state, JobState::Active { .. }))
                     .map(|(i, _)| i)
                     .collect();
+                let pending: Vec<usize> = active.iter().copied().filter(|&i| !jobs[i].pod_started).collect();
                 let change = match kind {
                     0..=3 if !to_start.is_empty() => {
                         let step = to_start[pick.index(to_start.len())].to_string();
-                        let job = Jobs::of(&wf).active(&step, now).build().remove(0);
+                        // Some pods take their time to start, or never do.
+                        let job = if *kind == 3 {
+                            Jobs::of(&wf).pending(&step, now).build().remove(0)
+                        } else {
+                            Jobs::of(&wf).active(&step, now).build().remove(0)
+                        };
                         jobs.push(job.clone());
                         JobChange::Applied(job)
                     }
+                    10 | 11 if !pending.is_empty() => {
+                        let r = pending[pick.index(pending.len())];
+                        if *kind == 10 {
+                            jobs[r].pod_started = true;
+                        } else {
+                            // As the handler reads it from the pods at the start deadline.
+                            jobs[r].start_failure = Some("ErrImagePull: no such image".into());
+                        }
+                        JobChange::Applied(jobs[r].clone())
+                    }
                     _ if active.is_empty() => continue,
-                    0..=6 => {
+                    0..=6 | 10 | 11 => {
                         let r = active[pick.index(active.len())];
                         jobs[r].state = JobState::Succeeded;
                         JobChange::Applied(jobs[r].clone())
                     }
                     7 => {
                         let r = active[pick.index(active.len())];
-                        jobs[r].state = JobState::Failed { reason: "BackoffLimitExceeded".into(), message: String::new() };
+                        jobs[r].state = JobState::Failed { reason: "BackoffLimitExceeded".into(), message: String::new(), exit_code: None };
                         JobChange::Applied(jobs[r].clone())
                     }
                     8 => {
@@ -809,6 +869,11 @@ mod tests {
                             prop_assert!(state.is_err(), "{} timed out incrementally", job_name);
                             let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
                             job.state = JobState::TimedOut { why: why.clone() };
+                        }
+                        Action::FailStart { job_name, why } => {
+                            prop_assert!(state.is_err(), "{} failed to start incrementally", job_name);
+                            let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
+                            job.state = JobState::CannotStart { why: why.clone() };
                         }
                         Action::CreateJob { .. } | Action::SetJobDeadline { .. } => {}
                     }
