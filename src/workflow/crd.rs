@@ -744,7 +744,7 @@ spec:
             }
         }
         type Shows = fn(&WorkFlowSpec) -> bool;
-        let wanted: [(&str, Shows); 12] = [
+        let wanted: [(&str, Shows); 13] = [
             ("simple", |s| s.containers.len() == 3),
             ("diamond", |s| s.containers.len() == 4),
             ("failing", |s| {
@@ -772,6 +772,7 @@ spec:
                         .iter()
                         .any(|c| !c.env_from.is_empty() && !c.volume_mounts.is_empty())
             }),
+            ("start-timeout", |s| s.start_timeout != DEFAULT_START_TIMEOUT),
         ];
         for (stem, shows) in wanted {
             let wf = examples.iter().find(|(s, _)| s == stem).map(|(_, wf)| wf);
