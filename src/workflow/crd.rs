@@ -772,7 +772,9 @@ spec:
                         .iter()
                         .any(|c| !c.env_from.is_empty() && !c.volume_mounts.is_empty())
             }),
-            ("start-timeout", |s| s.start_timeout != DEFAULT_START_TIMEOUT),
+            ("start-timeout", |s| {
+                s.start_timeout != DEFAULT_START_TIMEOUT
+            }),
         ];
         for (stem, shows) in wanted {
             let wf = examples.iter().find(|(s, _)| s == stem).map(|(_, wf)| wf);

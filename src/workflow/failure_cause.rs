@@ -102,8 +102,9 @@ pub async fn explain(pods: &Api<Pod>, observed: &mut [ObservedJob]) {
 /// Reads the pods of each running Job in `observed` that has no started pod past its start
 /// deadline or its step's timeout (one pod list each; an Event list too when it has no pod),
 /// and records what they say: a container that did start (the Job's status lags) marks the
-/// Job started; otherwise [`start_cause`] is the Job's `start_failure`. A Job whose pods
-/// cannot be read keeps waiting: the next pass reads them again.
+/// Job started; otherwise [`start_cause`] is the Job's `start_failure` (past the start
+/// deadline, `its pod did not start in Ns` when nothing says why). A Job whose pods cannot be
+/// read keeps waiting: the next pass reads them again.
 pub async fn explain_start(
     pods: &Api<Pod>,
     events: &Api<Event>,
@@ -125,7 +126,7 @@ pub async fn explain_start(
         let start_over = job
             .start_deadline(spec.start_timeout)
             .is_some_and(|at| now >= at);
-        if job.pod_started || job.deleting || !(start_over || run_over) {
+        if !job.may_fail_to_start() || !(start_over || run_over) {
             continue;
         }
         let selector = format!("{JOB_NAME_LABEL}={}", job.name);
@@ -150,6 +151,8 @@ pub async fn explain_start(
         };
         match start_cause(&listed, &failed_creates, &job.name) {
             StartCause::Started => job.pod_started = true,
+            // At the step's timeout, a pod that says nothing leaves it timed out, as before.
+            StartCause::NotStarted(None) if !start_over => {}
             StartCause::NotStarted(why) => {
                 job.start_failure = Some(why.unwrap_or_else(|| {
                     let waited = now.duration_since(job.created).as_secs();

@@ -111,10 +111,16 @@ impl ObservedJob {
     /// When this Job's pod must have started by (its step's `startTimeout` after its creation),
     /// if it has not started yet and may still fail to.
     pub fn start_deadline(&self, start_timeout: i64) -> Option<Timestamp> {
-        if self.pod_started || self.deleting || self.suspended {
+        if !self.may_fail_to_start() {
             return None;
         }
         deadline(self.created, start_timeout)
+    }
+
+    /// Whether the Job's pod has yet to start, and may fail to: not started, not being deleted
+    /// (on its way out already), not suspended (queued: it has no pod to start).
+    pub fn may_fail_to_start(&self) -> bool {
+        !self.pod_started && !self.deleting && !self.suspended
     }
 }
 
@@ -660,7 +666,7 @@ impl<'a> Planner<'a> {
                     let cannot_start = job
                         .start_failure
                         .as_ref()
-                        .filter(|_| (over || start_over) && !job.pod_started && !job.deleting);
+                        .filter(|_| (over || start_over) && job.may_fail_to_start());
                     if let Some(why) = cannot_start {
                         failures.push((i, Failure::CannotStart { why: why.clone() }));
                         stopped[i] = true;
@@ -2295,6 +2301,14 @@ mod tests {
         assert_eq!(
             status(&plan).message.as_deref(),
             Some(format!("step x cannot start: {why}").as_str())
+        );
+        // A suspended (queued) Job has no pod to start: it times out, whatever was read.
+        let mut queued = jobs.clone();
+        queued[0].suspended = true;
+        let plan = super::plan(&wf, &queued, at(5));
+        assert_eq!(
+            status(&plan).message.as_deref(),
+            Some("step x timed out: running for 5s, longer than its timeout of 5s")
         );
         // Without a cause (the pods could not be read) it times out as before.
         let plan = super::plan(&wf, &Jobs::of(&wf).pending("x", at(0)).build(), at(5));
