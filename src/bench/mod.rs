@@ -256,6 +256,7 @@ pub async fn run(options: Options) -> Result<Report> {
         port: options.port,
         kubeconfig: options.kubeconfig.clone(),
         pods: PodMode::Simulated(Duration::from_millis(options.pod_millis)),
+        job_backoff: kube_devcluster::jobs::JobBackoff::FAST,
         ..Default::default()
     })
     .await?;

@@ -17,7 +17,9 @@ use serde_json::Value;
 
 use crate::workflow::crd::WorkFlow;
 use crate::workflow::operator::{self, OperatorOptions};
+use kube_devcluster::entrypoints;
 use kube_devcluster::faults::{ErrorRate, FaultConfig};
+use kube_devcluster::jobs::JobBackoff;
 use kube_devcluster::{DevCluster, DevClusterOptions, PodMode};
 
 /// Options of `dev` (its help text is on `Command::Dev`).
@@ -43,6 +45,15 @@ pub struct DevArgs {
     /// that long without a process (for benchmarks).
     #[arg(long, default_value = "real", value_parser = parse_pod_mode)]
     pods: PodMode,
+    /// What a container without `command` runs for this image (or repository), as
+    /// `IMAGE=COMMAND`, e.g. `my/app=python3 -m app` (repeatable). Built in: hello-world,
+    /// busybox, alpine, ubuntu, debian, python; any other image needs a command.
+    #[arg(long = "entrypoint", value_name = "IMAGE=COMMAND", value_parser = entrypoints::parse_mapping)]
+    entrypoints: Vec<(String, Vec<String>)>,
+    /// Replace a failed step's pod after Kubernetes' Job back-off (10 s, doubling, at most
+    /// 6 minutes) instead of after 100 ms (doubling, at most 1 s).
+    #[arg(long)]
+    real_job_backoff: bool,
     /// Handlers the operator runs at once, over all workflows.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
@@ -97,6 +108,12 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         port: args.port,
         kubeconfig: args.kubeconfig.clone(),
         pods: args.pods,
+        entrypoints: args.entrypoints.iter().cloned().collect(),
+        job_backoff: if args.real_job_backoff {
+            JobBackoff::default()
+        } else {
+            JobBackoff::FAST
+        },
         ..Default::default()
     })
     .await

@@ -24,14 +24,11 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Log filter, as `RUST_LOG` (e.g. `info`, `workflow_operator=debug`).
-    #[arg(
-        long,
-        global = true,
-        env = "RUST_LOG",
-        default_value = "warn,workflow_operator=info"
-    )]
-    log: String,
+    /// Log filter, as `RUST_LOG` (e.g. `info`, `workflow_operator=debug`). Default: the
+    /// operator's and its framework's info lines and everything's warnings; for `dev`, warnings
+    /// only (it prints each workflow's progress itself).
+    #[arg(long, global = true, env = "RUST_LOG")]
+    log: Option<String>,
     /// How log lines are written (to standard error): `text` for people, `json` (one object a
     /// line) for log collectors.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -86,7 +83,12 @@ enum Command {
 /// Parses the command line and runs the chosen command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log, cli.log_format);
+    let filter = cli.log.as_deref().unwrap_or(match cli.command {
+        #[cfg(feature = "dev")]
+        Command::Dev(_) => "warn",
+        _ => DEFAULT_LOG,
+    });
+    init_tracing(filter, cli.log_format);
     match cli.command {
         Command::Crd => inspect::crd(),
         Command::Validate(args) => inspect::validate(&args),
@@ -139,9 +141,12 @@ fn block_on(future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
     }
 }
 
+/// The log filter of every command but `dev`.
+const DEFAULT_LOG: &str = "warn,workflow_operator=info,kube_kopf=info";
+
 fn init_tracing(filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,workflow_operator=info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -104,9 +104,13 @@ pub async fn cluster() -> Arc<Cluster> {
             .expect("the WorkFlow CRD is installed on the test cluster");
         return Arc::new(Cluster { dev: None, client });
     }
-    let dev = DevCluster::start(DevClusterOptions::default())
-        .await
-        .expect("the embedded control plane starts");
+    let dev = DevCluster::start(DevClusterOptions {
+        // Step retries in moments, as before the control plane had Kubernetes' 10 s back-off.
+        job_backoff: kube_devcluster::jobs::JobBackoff::FAST,
+        ..DevClusterOptions::default()
+    })
+    .await
+    .expect("the embedded control plane starts");
     let client = dev.client();
     workflow_operator_mod::install_crd(&client)
         .await

@@ -52,6 +52,13 @@ pub struct DevClusterOptions {
     /// How often watches that allow bookmarks get one; `None` is
     /// [`server::DEFAULT_BOOKMARK_INTERVAL`].
     pub bookmark_interval: Option<Duration>,
+    /// Entrypoints of images for containers without `command`, by image (`my/app:v1`) or
+    /// repository (`my/app`), on top of the built-in ones (`hello-world`, `busybox`, `alpine`,
+    /// `ubuntu`, `debian`, `python`); see [`crate::entrypoints`].
+    pub entrypoints: std::collections::HashMap<String, Vec<String>>,
+    /// How long the Job controller waits before replacing a failed pod: Kubernetes' 10 s
+    /// doubling to 6 minutes by default; [`crate::jobs::JobBackoff::FAST`] for tests and demos.
+    pub job_backoff: crate::jobs::JobBackoff,
 }
 
 /// A running control plane; stops (and kills every process it started) when dropped.
@@ -89,6 +96,8 @@ impl DevCluster {
             options.pods,
             shutdown.clone(),
         );
+        controllers.set_entrypoints(options.entrypoints.clone());
+        controllers.set_job_backoff(options.job_backoff);
         let mut state = ApiState::new(store.clone(), registry.clone(), shutdown.clone());
         state.logs = Some(controllers.logs());
         state.on_create = Some(controllers::create_hook());

@@ -39,6 +39,7 @@ pub enum PodMode {
 /// [`spawn_controllers`]) stops them and kills every process the kubelet started.
 pub struct Controllers {
     kubelet: Arc<kubelet::Shared>,
+    job_backoff: jobs::SharedBackoff,
     stop: CancellationToken,
 }
 
@@ -53,6 +54,18 @@ impl Controllers {
     /// keep the controllers running.
     pub fn logs(&self) -> Arc<dyn PodLogs> {
         self.kubelet.clone()
+    }
+
+    /// Images' entrypoints the kubelet runs for containers without `command`, on top of its
+    /// built-in ones ([`super::entrypoints`]): image (or repository) -> ENTRYPOINT.
+    pub fn set_entrypoints(&self, entrypoints: std::collections::HashMap<String, Vec<String>>) {
+        self.kubelet.set_entrypoints(entrypoints);
+    }
+
+    /// How long the Job controller waits before replacing a failed pod (default: Kubernetes'
+    /// 10 s doubling to 6 minutes; [`jobs::JobBackoff::FAST`] for tests).
+    pub fn set_job_backoff(&self, backoff: jobs::JobBackoff) {
+        *self.job_backoff.lock().expect("backoff lock poisoned") = backoff;
     }
 
     /// Process ids of the containers running now, for diagnostics and tests.
@@ -93,8 +106,9 @@ pub fn spawn_controllers(
 ) -> Controllers {
     let stop = shutdown.child_token();
     let kubelet = kubelet::Shared::new(pods);
+    let job_backoff = jobs::SharedBackoff::default();
     run(
-        jobs::JobController::new(store.clone(), registry.clone()),
+        jobs::JobController::new(store.clone(), registry.clone(), job_backoff.clone()),
         store.subscribe(),
         stop.clone(),
     );
@@ -119,7 +133,11 @@ pub fn spawn_controllers(
         token.cancelled().await;
         on_stop.kill_all();
     });
-    Controllers { kubelet, stop }
+    Controllers {
+        kubelet,
+        job_backoff,
+        stop,
+    }
 }
 
 /// The create-time defaulting the real API server does for the kinds the controllers run: Jobs

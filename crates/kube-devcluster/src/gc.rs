@@ -259,6 +259,7 @@ impl GarbageCollector {
             propagation: Some(propagation),
             precondition_uid: Some(obj.uid().to_string()),
             precondition_rv: None,
+            grace_period_seconds: None,
         };
         match self
             .store
@@ -498,6 +499,7 @@ impl GarbageCollector {
                     propagation: Some(Propagation::Background),
                     precondition_uid: Some(item.uid().to_string()),
                     precondition_rv: None,
+                    grace_period_seconds: None,
                 };
                 match self
                     .store

@@ -12,15 +12,20 @@
 //! `activeDeadlineSeconds` (counted from `startTime`; a later change applies), `suspend` and
 //! `ttlSecondsAfterFinished`.
 //!
+//! A failed pod is replaced after the controller's back-off ([`JobBackoff`]: 10 s after the
+//! first failure since the last success, doubling, at most 6 minutes), which
+//! `DevClusterOptions::job_backoff` can shorten for tests and demos ([`JobBackoff::FAST`]).
+//! `completionMode: Indexed` gives each pod an index (`JOB_COMPLETION_INDEX`, the annotation
+//! and label `batch.kubernetes.io/job-completion-index`, name `{job}-{index}-…`, hostname
+//! `{job}-{index}`) and completes when every index from 0 to `completions - 1` succeeded
+//! (`status.completedIndexes`).
+//!
 //! Differences from the real controller, on purpose:
-//! - a failed pod is replaced after [`retry_delay`] (100 ms, doubling, at most 1 s) instead of
-//!   10 s doubling up to 6 minutes, so that tests and demos of retries take seconds;
 //! - finished pods are counted in memory instead of through the `batch.kubernetes.io/job-tracking`
 //!   pod finalizer (the store lives in the same process, so nothing survives a restart anyway),
 //!   which saves two writes per pod;
 //! - pods deleted because the Job was suspended or scaled down are not counted as failed;
-//! - `completionMode: Indexed`, `podFailurePolicy`, `successPolicy` and
-//!   `backoffLimitPerIndex` are not implemented (an Indexed Job runs as a NonIndexed one);
+//! - `podFailurePolicy`, `successPolicy` and `backoffLimitPerIndex` are not implemented;
 //! - no Events are written.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -139,8 +144,54 @@ pub fn job_defaults_on_create(job: &mut Value) {
     }
 }
 
-/// How long to wait before replacing a failed pod, after `failures` failures: 100 ms, doubling,
-/// at most 1 s. (The real controller waits 10 s, doubling, up to 6 minutes.)
+/// Annotation and label of an Indexed Job's pod: its completion index.
+pub const COMPLETION_INDEX_KEY: &str = "batch.kubernetes.io/job-completion-index";
+
+/// How long the Job controller waits before replacing a failed pod.
+///
+/// k8s.io/kubernetes pkg/controller/job/job_controller.go: `DefaultJobPodFailureBackOff` (10 s)
+/// and `MaxJobPodFailureBackOff` (360 s); pkg/controller/job/backoff_utils.go
+/// (`getRemainingTime`): after `n` pod failures since the last success, the next pod is created
+/// `base * 2^(n-1)` (at most `max`) after the last failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobBackoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for JobBackoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(10),
+            max: Duration::from_secs(360),
+        }
+    }
+}
+
+impl JobBackoff {
+    /// 100 ms doubling up to 1 s: retries in tests and demos take moments, not minutes.
+    pub const FAST: JobBackoff = JobBackoff {
+        base: Duration::from_millis(100),
+        max: Duration::from_secs(1),
+    };
+
+    /// The wait after `failures` failures since the last success (none: no wait).
+    pub fn delay(&self, failures: usize) -> Duration {
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        let doublings = u32::try_from(failures - 1).unwrap_or(u32::MAX).min(20);
+        self.base
+            .saturating_mul(2u32.saturating_pow(doublings))
+            .min(self.max)
+    }
+}
+
+/// Shared, so that `DevClusterOptions::job_backoff` can set it once the controllers run.
+pub(crate) type SharedBackoff = Arc<std::sync::Mutex<JobBackoff>>;
+
+/// The kubelet's restart back-off and the retry of a failed pod creation: 100 ms, doubling, at
+/// most 1 s (the real kubelet's CrashLoopBackOff is 10 s doubling to 5 minutes).
 pub fn retry_delay(failures: usize) -> Duration {
     const BASE: Duration = Duration::from_millis(100);
     const MAX: Duration = Duration::from_secs(1);
@@ -162,6 +213,8 @@ struct JobSpec {
     suspend: bool,
     ttl_after_finished: Option<Duration>,
     on_failure: bool,
+    /// `completionMode: Indexed` (which requires `completions`).
+    indexed: bool,
 }
 
 impl JobSpec {
@@ -181,6 +234,7 @@ impl JobSpec {
                 .pointer("/spec/template/spec/restartPolicy")
                 .and_then(Value::as_str)
                 == Some("OnFailure"),
+            indexed: job.pointer("/spec/completionMode").and_then(Value::as_str) == Some("Indexed"),
         }
     }
 
@@ -359,6 +413,8 @@ struct PodView {
     deleting: bool,
     ready: bool,
     restarts: i64,
+    /// An Indexed Job's pod: its completion index.
+    index: Option<i64>,
     /// Removed from the store; kept until counted.
     gone: bool,
 }
@@ -390,6 +446,11 @@ impl PodView {
             deleting: is_deleting(pod),
             ready,
             restarts,
+            index: pod
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(COMPLETION_INDEX_KEY))
+                .and_then(Value::as_str)
+                .and_then(|i| i.parse().ok()),
             gone: false,
         }
     }
@@ -421,6 +482,12 @@ struct JobState {
     /// Likewise for the final condition's `lastTransitionTime`.
     finish: Option<(String, Instant)>,
     last_failure: Option<Instant>,
+    /// Pod failures since the last success, for the back-off.
+    failures_since_success: usize,
+    /// An Indexed Job's succeeded indexes.
+    succeeded_indexes: std::collections::BTreeSet<i64>,
+    /// Whether the Job is Indexed (its `succeeded` counts indexes).
+    indexed: bool,
     /// The resourceVersion of this controller's last status write, whose event needs no work.
     written_rv: u64,
 }
@@ -433,6 +500,7 @@ impl JobState {
     fn count_failed(&mut self, uid: &str, now: Instant) {
         if self.failed.insert(uid.to_string()) {
             self.last_failure = Some(now);
+            self.failures_since_success += 1;
         }
     }
 
@@ -447,6 +515,10 @@ impl JobState {
             if !self.is_counted(&view.uid) {
                 if view.phase == PodPhase::Succeeded {
                     self.succeeded.insert(view.uid.clone());
+                    self.failures_since_success = 0;
+                    if let Some(index) = view.index {
+                        self.succeeded_indexes.insert(index);
+                    }
                 } else if view.phase == PodPhase::Failed || view.gone {
                     // A pod removed before it finished counts as failed, as on a real cluster.
                     self.count_failed(&view.uid, now);
@@ -456,6 +528,31 @@ impl JobState {
                 self.pods.remove(&name);
             }
         }
+    }
+
+    /// `succeeded` as the status counts it: pods, or for an Indexed Job succeeded indexes
+    /// (pkg/controller/job/job_controller.go: `succeeded = succeededIndexes.total()`).
+    fn succeeded_count(&self) -> usize {
+        if self.indexed {
+            self.succeeded_indexes.len()
+        } else {
+            self.succeeded.len()
+        }
+    }
+
+    /// The indexes an Indexed Job still needs pods for: neither succeeded nor held by an
+    /// active pod, lowest first (pkg/controller/job/indexed_job_utils.go, `firstPendingIndexes`).
+    fn pending_indexes(&self, completions: i64, count: usize) -> Vec<i64> {
+        let held: std::collections::HashSet<i64> = self
+            .pods
+            .values()
+            .filter(|p| p.active())
+            .filter_map(|p| p.index)
+            .collect();
+        (0..completions)
+            .filter(|i| !self.succeeded_indexes.contains(i) && !held.contains(i))
+            .take(count)
+            .collect()
     }
 
     /// (name, uid) of the pods running or about to.
@@ -470,7 +567,7 @@ impl JobState {
     fn counts(&self) -> Counts {
         let active = || self.pods.values().filter(|p| p.active());
         Counts {
-            succeeded: self.succeeded.len(),
+            succeeded: self.succeeded_count(),
             failed: self.failed.len(),
             active: active().count(),
             restarts: active().map(|p| p.restarts).sum(),
@@ -489,10 +586,11 @@ pub(crate) struct JobController {
     jobs: HashMap<JobKey, JobState>,
     /// The Job each known pod belongs to, by (namespace, pod name).
     pod_owner: HashMap<(String, String), JobKey>,
+    backoff: SharedBackoff,
 }
 
 impl JobController {
-    pub fn new(store: Store, registry: Registry) -> Self {
+    pub fn new(store: Store, registry: Registry, backoff: SharedBackoff) -> Self {
         let jobs_info = builtin(&registry, "batch", "jobs");
         let pods_info = builtin(&registry, "", "pods");
         Self {
@@ -504,6 +602,7 @@ impl JobController {
             namespaces_info: builtin(&registry, "", "namespaces"),
             jobs: HashMap::new(),
             pod_owner: HashMap::new(),
+            backoff,
         }
     }
 
@@ -570,6 +669,7 @@ impl JobController {
             propagation: Some(Propagation::Background),
             precondition_uid: Some(uid.to_string()),
             precondition_rv: None,
+            grace_period_seconds: None,
         };
         match self
             .store
@@ -585,8 +685,15 @@ impl JobController {
         }
     }
 
-    fn create_pod(&self, job: &StoredObject) -> Result<Arc<StoredObject>, ApiError> {
-        let pod = pod_from_template(&job.value);
+    fn create_pod(
+        &self,
+        job: &StoredObject,
+        index: Option<i64>,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let mut pod = pod_from_template(&job.value);
+        if let Some(index) = index {
+            with_completion_index(&mut pod, &job.value, index);
+        }
         let mut attempt = 0;
         loop {
             let created =
@@ -622,6 +729,7 @@ impl JobController {
         }
         state.pods.retain(|_, p| p.owner_uid == state.uid);
         let spec = JobSpec::parse(&job.value);
+        state.indexed = spec.indexed && spec.completions.is_some();
         let old_status = job.value.get("status").cloned().unwrap_or(json!({}));
         let mut draft = Draft::of(&old_status);
         state.count_finished_pods(draft.now);
@@ -694,6 +802,7 @@ impl JobController {
             propagation: Some(Propagation::Background),
             precondition_uid: Some(state.uid.clone()),
             precondition_rv: None,
+            grace_period_seconds: None,
         };
         match self.store.delete(&self.jobs_info, &key.0, &key.1, &options) {
             Ok(_) => {}
@@ -782,7 +891,7 @@ impl JobController {
             draft.wake_at(start + deadline);
         }
         let active = state.active_pods();
-        let missing = spec.wanted_active(state.succeeded.len())
+        let missing = spec.wanted_active(state.succeeded_count())
             - i64::try_from(active.len()).unwrap_or(i64::MAX);
         if missing < 0 {
             // Parallelism went down: stop the extra pods, uncounted.
@@ -800,14 +909,24 @@ impl JobController {
             return;
         }
         if let Some(last) = state.last_failure {
-            let retry_at = last + retry_delay(state.failed.len());
+            let backoff = *self.backoff.lock().expect("backoff lock poisoned");
+            let retry_at = last + backoff.delay(state.failures_since_success);
             if retry_at > draft.now {
                 draft.wake_at(retry_at);
                 return;
             }
         }
-        for _ in 0..missing {
-            match self.create_pod(job) {
+        let count = usize::try_from(missing).unwrap_or(0);
+        let indexes: Vec<Option<i64>> = match spec.completions {
+            Some(completions) if state.indexed => state
+                .pending_indexes(completions, count)
+                .into_iter()
+                .map(Some)
+                .collect(),
+            _ => vec![None; count],
+        };
+        for index in indexes {
+            match self.create_pod(job, index) {
                 Ok(pod) => {
                     self.pod_owner
                         .insert((key.0.clone(), pod.name().to_string()), key.clone());
@@ -1009,6 +1128,70 @@ fn pod_from_template(job: &Value) -> Value {
     })
 }
 
+/// Makes a pod from the template an Indexed Job's pod for `index` (pkg/controller/job/
+/// indexed_job_utils.go: `addCompletionIndexAnnotation`, `addCompletionIndexLabel`,
+/// `addCompletionIndexEnvVariables` (a `fieldRef` to the annotation, unless the container
+/// sets `JOB_COMPLETION_INDEX` itself), `podGenerateNameWithIndex`, and the hostname).
+fn with_completion_index(pod: &mut Value, job: &Value, index: i64) {
+    let name = job
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let text = index.to_string();
+    for field in ["annotations", "labels"] {
+        if !pod["metadata"].get(field).is_some_and(Value::is_object) {
+            pod["metadata"][field] = json!({});
+        }
+        pod["metadata"][field][COMPLETION_INDEX_KEY] = json!(text);
+    }
+    let mut prefix = format!("{name}-{index}-");
+    if let Some((cut, _)) = prefix.char_indices().nth(MAX_GENERATE_NAME_PREFIX) {
+        prefix.truncate(cut);
+    }
+    pod["metadata"]["generateName"] = json!(prefix);
+    if pod.pointer("/spec/hostname").is_none() {
+        pod["spec"]["hostname"] = json!(format!("{name}-{index}"));
+    }
+    let env = json!({
+        "name": "JOB_COMPLETION_INDEX",
+        "valueFrom": {"fieldRef": {"fieldPath":
+            format!("metadata.annotations['{COMPLETION_INDEX_KEY}']")}},
+    });
+    for list in ["containers", "initContainers"] {
+        let Some(containers) = pod["spec"].get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for container in containers {
+            if !container.get("env").is_some_and(Value::is_array) {
+                container["env"] = json!([]);
+            }
+            let vars = container["env"].as_array_mut().expect("just made an array");
+            if !vars.iter().any(|v| v["name"] == "JOB_COMPLETION_INDEX") {
+                vars.push(env.clone());
+            }
+        }
+    }
+}
+
+/// Indexes as `status.completedIndexes` writes them: ranges, e.g. `0-2,5,7-8`.
+fn interval_list(indexes: &std::collections::BTreeSet<i64>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut iter = indexes.iter().copied().peekable();
+    while let Some(first) = iter.next() {
+        let mut last = first;
+        while iter.peek() == Some(&(last + 1)) {
+            last += 1;
+            iter.next();
+        }
+        parts.push(if first == last {
+            first.to_string()
+        } else {
+            format!("{first}-{last}")
+        });
+    }
+    parts.join(",")
+}
+
 /// The status object, with the fields a real controller writes (zero counters omitted, except
 /// `ready` and `terminating`, as in its JSON). `succeeded` and `failed` never go down: counts a
 /// previous status holds (from before this controller knew the Job) are kept.
@@ -1041,9 +1224,15 @@ fn render_status(state: &JobState, old: &Value, draft: &Draft) -> Value {
             .unwrap_or(0);
         count.max(old)
     };
-    let succeeded = at_least("succeeded", state.succeeded.len());
+    let succeeded = at_least("succeeded", state.succeeded_count());
     if succeeded > 0 {
         status.insert("succeeded".into(), json!(succeeded));
+    }
+    if state.indexed && !state.succeeded_indexes.is_empty() {
+        status.insert(
+            "completedIndexes".into(),
+            json!(interval_list(&state.succeeded_indexes)),
+        );
     }
     let failed = at_least("failed", state.failed.len());
     if failed > 0 {
@@ -1090,7 +1279,43 @@ mod tests {
             suspend: false,
             ttl_after_finished: None,
             on_failure: false,
+            indexed: false,
         }
+    }
+
+    #[test]
+    fn backoff_doubles_from_ten_seconds_up_to_six_minutes() {
+        let backoff = JobBackoff::default();
+        let table = [
+            (0, 0),
+            (1, 10),
+            (2, 20),
+            (3, 40),
+            (6, 320),
+            (7, 360),
+            (100, 360),
+        ];
+        for (failures, seconds) in table {
+            assert_eq!(
+                backoff.delay(failures),
+                Duration::from_secs(seconds),
+                "{failures}"
+            );
+        }
+        assert_eq!(JobBackoff::FAST.delay(1), Duration::from_millis(100));
+        assert_eq!(JobBackoff::FAST.delay(9), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn completed_indexes_are_written_as_ranges() {
+        let set = |v: &[i64]| {
+            v.iter()
+                .copied()
+                .collect::<std::collections::BTreeSet<i64>>()
+        };
+        assert_eq!(interval_list(&set(&[0, 1, 2])), "0-2");
+        assert_eq!(interval_list(&set(&[0, 2, 3, 5])), "0,2-3,5");
+        assert_eq!(interval_list(&set(&[])), "");
     }
 
     #[test]

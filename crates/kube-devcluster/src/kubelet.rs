@@ -4,15 +4,22 @@
 //! [`pod_defaults_on_create`].
 //!
 //! A container's `command` + `args` run without a shell (unless the command is one), after
-//! `$(VAR)` expansion, with the container's `env` (plain values and `fieldRef`s to the pod's
-//! metadata) on top of `PATH`, `HOME` and `HOSTNAME`, in a fresh scratch directory that is
-//! removed afterwards. A container without `command` stands for its image's entrypoint, which
-//! cannot run here: it succeeds at once. A command that cannot be executed fails like a container
-//! that cannot start (`terminated`, reason `StartError`, exit code 128, phase `Failed`). Output
-//! (stdout and stderr interleaved, the last [`LOG_LIMIT`] bytes) is kept as the pod's log until
-//! the pod is deleted. `restartPolicy` `OnFailure` and `Always` restart the container (after
-//! 100 ms, doubling, at most 1 s), counting `restartCount`. Other containers, init containers,
-//! probes, volumes, `workingDir` and resources are ignored.
+//! `$(VAR)` expansion, with the container's environment ([`super::pod_env`]: `envFrom`, `env`
+//! from values, ConfigMaps, Secrets and the pod's fields) on top of `PATH`, `HOME` and
+//! `HOSTNAME`, in a fresh scratch directory that is removed afterwards. While a ConfigMap or
+//! Secret it needs is missing the container waits (`CreateContainerConfigError`, phase
+//! `Pending`) and the kubelet tries again every [`CONFIG_RETRY`]. A container without `command`
+//! runs its image's known defaults ([`super::entrypoints`]) or fails saying why. A command that
+//! cannot be executed fails like a container that cannot start (`terminated`, reason
+//! `StartError`, exit code 128, phase `Failed`). Output (stdout and stderr interleaved, the last
+//! [`LOG_LIMIT`] bytes, each line with its time) is kept as the pod's log ([`super::pod_logs`])
+//! until the pod is deleted. `restartPolicy` `OnFailure` and `Always` restart the container
+//! (after 100 ms, doubling, at most 1 s), counting `restartCount`. Other containers, init
+//! containers, probes, volumes, `workingDir` and resources are ignored.
+//!
+//! A deleted pod is stopped gracefully ([`super::pod_deletion`]): its main process gets SIGTERM,
+//! and SIGKILL (the whole group) once `deletionGracePeriodSeconds` are over; as soon as it has
+//! stopped the kubelet writes its final status and deletes the pod for good (grace period 0).
 //!
 //! No process outlives its pod or the control plane:
 //! - each container runs in its own process group, and the whole group is killed (SIGKILL, as
@@ -26,7 +33,7 @@
 //!   group on purpose (`setsid`) escapes both, as it would escape a container's cgroup only
 //!   by breaking out of the container.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
@@ -40,12 +47,22 @@ use tokio::io::AsyncReadExt as _;
 use tokio_util::sync::CancellationToken;
 
 use super::controllers::{PodMode, Queue, Reconciler, builtin, is_deleting};
+use super::pod_logs::{LogOptions, LogStream};
 use super::resources::{GroupResource, Registry, ResourceInfo};
 use super::server::PodLogs;
-use super::store::{EventType, Store, StoredObject, Target, WatchEvent, now_rfc3339};
+use super::store::{
+    DeleteOptions, EventType, Store, StoredObject, Target, WatchEvent, now_rfc3339,
+};
 
-/// How much of a pod's output is kept (the end of it).
-pub const LOG_LIMIT: usize = 1 << 20;
+pub use super::pod_logs::LOG_LIMIT;
+
+/// How soon the kubelet tries again to start a container whose ConfigMap or Secret is missing:
+/// its pod worker's back-off after a failed sync (pkg/kubelet/kubelet.go `backOffPeriod`, 10 s,
+/// used by pkg/kubelet/pod_workers.go; the real one adds up to 50% jitter).
+pub const CONFIG_RETRY: Duration = Duration::from_secs(10);
+
+/// When a terminating container is to be killed (`None`: it is not terminating).
+type KillAt = Option<tokio::time::Instant>;
 
 /// What can go wrong around running a pod, outside the pod's own command.
 #[derive(Debug, thiserror::Error)]
@@ -101,32 +118,13 @@ pub fn expand(text: &str, vars: &HashMap<String, String>) -> String {
     out
 }
 
-/// The end of a pod's output, at most [`LOG_LIMIT`] bytes.
-#[derive(Debug, Default)]
-struct LogBuffer(VecDeque<u8>);
-
-impl LogBuffer {
-    fn push(&mut self, bytes: &[u8]) {
-        let bytes = &bytes[bytes.len().saturating_sub(LOG_LIMIT)..];
-        let overflow = (self.0.len() + bytes.len()).saturating_sub(LOG_LIMIT);
-        self.0.drain(..overflow);
-        self.0.extend(bytes);
-    }
-
-    fn text(&self) -> String {
-        let (a, b) = self.0.as_slices();
-        let mut bytes = Vec::with_capacity(a.len() + b.len());
-        bytes.extend_from_slice(a);
-        bytes.extend_from_slice(b);
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-}
-
-type Log = Arc<Mutex<LogBuffer>>;
+type Log = Arc<super::pod_logs::Log>;
 
 /// A container the kubelet is running (or about to).
 struct Running {
     cancel: CancellationToken,
+    /// Set when the pod is deleted: SIGTERM now, SIGKILL at that time.
+    terminate: tokio::sync::watch::Sender<KillAt>,
     /// The process group, once the process exists.
     group: Option<i32>,
 }
@@ -144,6 +142,8 @@ struct RunningSet {
 /// [`Controllers`]: super::controllers::Controllers
 pub(crate) struct Shared {
     mode: PodMode,
+    /// Images' entrypoints added to the built-in ones (`DevClusterOptions::entrypoints`).
+    entrypoints: Mutex<HashMap<String, Vec<String>>>,
     logs: Mutex<HashMap<(String, String), (String, Log)>>,
     running: Mutex<RunningSet>,
     reaper: Mutex<Option<Reaper>>,
@@ -153,6 +153,7 @@ impl Shared {
     pub fn new(mode: PodMode) -> Arc<Self> {
         Arc::new(Self {
             mode,
+            entrypoints: Mutex::default(),
             logs: Mutex::default(),
             running: Mutex::default(),
             reaper: Mutex::default(),
@@ -164,10 +165,17 @@ impl Shared {
     }
 
     pub fn pod_logs(&self, namespace: &str, pod: &str) -> Option<String> {
+        Some(self.log(namespace, pod)?.text())
+    }
+
+    fn log(&self, namespace: &str, pod: &str) -> Option<Log> {
         let logs = self.logs.lock().expect("kubelet lock poisoned");
         let (_, log) = logs.get(&(namespace.to_string(), pod.to_string()))?;
-        let text = log.lock().expect("log lock poisoned").text();
-        Some(text)
+        Some(log.clone())
+    }
+
+    pub fn set_entrypoints(&self, entrypoints: HashMap<String, Vec<String>>) {
+        *self.entrypoints.lock().expect("kubelet lock poisoned") = entrypoints;
     }
 
     pub fn running_pids(&self) -> Vec<u32> {
@@ -191,26 +199,51 @@ impl Shared {
     fn forget_log(&self, namespace: &str, pod: &str, uid: &str) {
         let mut logs = self.logs.lock().expect("kubelet lock poisoned");
         let key = (namespace.to_string(), pod.to_string());
-        if logs.get(&key).is_some_and(|(owner, _)| owner == uid) {
-            logs.remove(&key);
+        if logs.get(&key).is_some_and(|(owner, _)| owner == uid)
+            && let Some((_, log)) = logs.remove(&key)
+        {
+            // Followers of a deleted pod's log stop.
+            log.close();
         }
     }
 
     /// Claims a pod for running; `None` when it runs already or the kubelet stopped.
-    fn claim(&self, uid: &str) -> Option<CancellationToken> {
+    fn claim(
+        &self,
+        uid: &str,
+    ) -> Option<(CancellationToken, tokio::sync::watch::Receiver<KillAt>)> {
         let mut running = self.running();
         if running.closed || running.pods.contains_key(uid) {
             return None;
         }
         let cancel = CancellationToken::new();
+        let (terminate, terminating) = tokio::sync::watch::channel(None);
         running.pods.insert(
             uid.to_string(),
             Running {
                 cancel: cancel.clone(),
+                terminate,
                 group: None,
             },
         );
-        Some(cancel)
+        Some((cancel, terminating))
+    }
+
+    /// Starts stopping a pod's container gracefully, to be killed at `kill_at` (an earlier time
+    /// given later wins); false when nothing runs for that pod.
+    fn terminate(&self, uid: &str, kill_at: tokio::time::Instant) -> bool {
+        let running = self.running();
+        let Some(entry) = running.pods.get(uid) else {
+            return false;
+        };
+        entry.terminate.send_if_modified(|current| match current {
+            Some(at) if *at <= kill_at => false,
+            _ => {
+                *current = Some(kill_at);
+                true
+            }
+        });
+        true
     }
 
     fn is_running(&self, uid: &str) -> bool {
@@ -269,6 +302,9 @@ impl Shared {
             }
         }
         drop(running);
+        for (_, log) in self.logs.lock().expect("kubelet lock poisoned").values() {
+            log.close();
+        }
         // Closing the reaper's pipe lets it exit (killing again whatever is still registered).
         let reaper = self.reaper.lock().expect("kubelet lock poisoned").take();
         drop(reaper);
@@ -292,8 +328,8 @@ impl Shared {
 }
 
 impl PodLogs for Shared {
-    fn pod_logs(&self, namespace: &str, pod: &str) -> Option<String> {
-        Shared::pod_logs(self, namespace, pod)
+    fn pod_log(&self, namespace: &str, pod: &str, options: &LogOptions) -> Option<LogStream> {
+        Some(self.log(namespace, pod)?.read(options))
     }
 }
 
@@ -373,6 +409,7 @@ type PodKey = (String, String);
 pub(crate) struct Kubelet {
     store: Store,
     pods_info: Arc<ResourceInfo>,
+    sources: Arc<StoreSources>,
     pods_gr: GroupResource,
     shared: Arc<Shared>,
     stop: CancellationToken,
@@ -386,7 +423,13 @@ impl Kubelet {
         stop: CancellationToken,
     ) -> Self {
         let pods_info = builtin(&registry, "", "pods");
+        let sources = Arc::new(StoreSources {
+            store: store.clone(),
+            configmaps: builtin(&registry, "", "configmaps"),
+            secrets: builtin(&registry, "", "secrets"),
+        });
         Self {
+            sources,
             store,
             pods_gr: pods_info.group_resource(),
             pods_info,
@@ -396,15 +439,17 @@ impl Kubelet {
     }
 
     fn start(&self, pod: Arc<StoredObject>) {
-        let Some(cancel) = self.shared.claim(pod.uid()) else {
+        let Some((cancel, terminating)) = self.shared.claim(pod.uid()) else {
             return;
         };
         let runner = Runner {
             store: self.store.clone(),
             info: self.pods_info.clone(),
+            sources: self.sources.clone(),
             shared: self.shared.clone(),
             pod,
             cancel: cancel.clone(),
+            terminating,
         };
         let stop = self.stop.clone();
         tokio::spawn(async move {
@@ -415,7 +460,14 @@ impl Kubelet {
                 // The runner kills its group on cancel; the controllers' stop cancels it too.
                 _ = stop.cancelled() => shared.stop(&uid),
             }
+            if let Some(log) = shared.log(runner.pod.namespace(), runner.pod.name()) {
+                log.close();
+            }
             shared.finished(&uid);
+            if runner.terminating.borrow().is_some() && !stop.is_cancelled() {
+                // Stopped because the pod was deleted: now it goes for good.
+                delete_now(&runner.store, &runner.info, &runner.pod);
+            }
         });
     }
 }
@@ -461,7 +513,17 @@ impl Reconciler for Kubelet {
             return;
         };
         if is_deleting(&pod.value) {
-            self.shared.stop(pod.uid());
+            let grace = pod
+                .value
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let kill_at = tokio::time::Instant::now()
+                + Duration::from_secs(u64::try_from(grace).unwrap_or(0));
+            if !self.shared.terminate(pod.uid(), kill_at) && grace > 0 {
+                // Nothing runs for it (it never started, or has just ended): it goes now.
+                delete_now(&self.store, &self.pods_info, &pod);
+            }
             return;
         }
         let pending = matches!(
@@ -562,6 +624,8 @@ fn pod_status(
     let phase = match state {
         State::Terminated { exit_code: 0, .. } => "Succeeded",
         State::Terminated { .. } => "Failed",
+        // Waiting before the container ever ran (CreateContainerConfigError) is still Pending.
+        State::Waiting { .. } if restarts == 0 && last_state.is_none() => "Pending",
         State::Running { .. } | State::Waiting { .. } => "Running",
     };
     let running = matches!(state, State::Running { .. });
@@ -678,6 +742,55 @@ fn write_status(
     }
 }
 
+/// Deletes a pod whose container has stopped for good (grace period 0), as the kubelet's status
+/// manager does once a deleted pod's containers are gone (pkg/kubelet/status/status_manager.go,
+/// `canBeDeleted` then a delete with `GracePeriodSeconds: 0` and the pod's uid as precondition).
+fn delete_now(store: &Store, info: &ResourceInfo, pod: &StoredObject) {
+    let options = DeleteOptions {
+        propagation: None,
+        precondition_uid: Some(pod.uid().to_string()),
+        precondition_rv: None,
+        grace_period_seconds: Some(0),
+    };
+    match store.delete(info, pod.namespace(), pod.name(), &options) {
+        Ok(_) => {}
+        Err(error) if error.code == 404 || error.code == 409 => {}
+        Err(error) => tracing::warn!(%error, pod = pod.name(), "cannot delete a stopped pod"),
+    }
+}
+
+/// ConfigMaps and Secrets of a pod's namespace, read from the store.
+struct StoreSources {
+    store: Store,
+    configmaps: Arc<ResourceInfo>,
+    secrets: Arc<ResourceInfo>,
+}
+
+impl StoreSources {
+    fn data(&self, info: &ResourceInfo, namespace: &str, name: &str) -> Option<Map<String, Value>> {
+        let obj = self.store.get(info, namespace, name).ok()?;
+        Some(
+            obj.value
+                .get("data")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+        )
+    }
+}
+
+/// [`StoreSources`] for one namespace.
+struct InNamespace<'a>(&'a StoreSources, &'a str);
+
+impl super::pod_env::Sources for InNamespace<'_> {
+    fn config_map(&self, name: &str) -> Option<Map<String, Value>> {
+        self.0.data(&self.0.configmaps, self.1, name)
+    }
+    fn secret(&self, name: &str) -> Option<Map<String, Value>> {
+        self.0.data(&self.0.secrets, self.1, name)
+    }
+}
+
 /// How one run of a container ended.
 enum Outcome {
     /// It ran and exited (or was killed): the terminated state.
@@ -692,9 +805,12 @@ enum Outcome {
 struct Runner {
     store: Store,
     info: Arc<ResourceInfo>,
+    sources: Arc<StoreSources>,
     shared: Arc<Shared>,
     pod: Arc<StoredObject>,
     cancel: CancellationToken,
+    /// When to kill the container, once the pod is deleted.
+    terminating: tokio::sync::watch::Receiver<KillAt>,
 }
 
 impl Runner {
@@ -709,20 +825,25 @@ impl Runner {
             .pointer("/spec/containers/0")
             .cloned()
             .unwrap_or(json!({}));
-        let Some(argv) = self.argv(&container) else {
-            // The image's entrypoint, which cannot run here: it succeeds at once.
-            let now = now_rfc3339();
-            let state = State::Terminated {
-                exit_code: 0,
-                reason: "Completed".into(),
-                message: None,
-                started_at: now.clone(),
-                finished_at: now,
-            };
-            self.write(&state, None, 0);
+        let argv = match self.argv(&container) {
+            Ok(argv) => argv,
+            Err(message) => {
+                // Like an executable that is not there: the container cannot start.
+                let now = now_rfc3339();
+                let state = State::Terminated {
+                    exit_code: 128,
+                    reason: "StartError".into(),
+                    message: Some(message),
+                    started_at: "1970-01-01T00:00:00Z".into(),
+                    finished_at: now,
+                };
+                self.write(&state, None, 0);
+                return;
+            }
+        };
+        let Some(env) = self.wait_for_env(&container).await else {
             return;
         };
-        let env = self.env(&container);
         let argv: Vec<String> = argv.iter().map(|a| expand(a, &env)).collect();
         let policy = self
             .pod
@@ -742,7 +863,7 @@ impl Runner {
                 .await;
             let terminated = match outcome {
                 Outcome::Stopped => {
-                    // Deleted: the pod is gone, unless finalizers keep it; then say how it ended.
+                    // Killed: the pod is gone, unless finalizers keep it; then say how it ended.
                     let now = now_rfc3339();
                     let state = State::Terminated {
                         exit_code: 137,
@@ -762,7 +883,8 @@ impl Runner {
                 "OnFailure" => failed,
                 _ => true,
             };
-            if !restart {
+            // A container that stopped because its pod is deleted is not restarted.
+            if !restart || self.is_terminating() {
                 self.write(&terminated, last_state.as_ref(), restarts);
                 return;
             }
@@ -779,15 +901,49 @@ impl Runner {
                 return;
             }
             last_state = Some(terminated);
+            let mut terminating = self.terminating.clone();
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
                 _ = self.cancel.cancelled() => return,
+                _ = terminating.wait_for(Option::is_some) => return,
             }
         }
     }
 
-    /// `command` + `args`, or `None` when there is no command (the image's entrypoint).
-    fn argv(&self, container: &Value) -> Option<Vec<String>> {
+    fn is_terminating(&self) -> bool {
+        self.terminating.borrow().is_some()
+    }
+
+    /// The container's environment, once every ConfigMap and Secret it needs exists; meanwhile
+    /// the container waits with reason `CreateContainerConfigError`. `None`: the pod was
+    /// deleted (or the kubelet stopped) first.
+    async fn wait_for_env(&self, container: &Value) -> Option<HashMap<String, String>> {
+        loop {
+            let message = match self.env(container) {
+                Ok(env) => return Some(env),
+                Err(message) => message,
+            };
+            // pkg/kubelet/kuberuntime/kuberuntime_container.go (startContainer): a failed
+            // generateContainerConfig is reported as ErrCreateContainerConfig,
+            // "CreateContainerConfigError", with the error's message.
+            let waiting = State::Waiting {
+                reason: "CreateContainerConfigError".into(),
+                message,
+            };
+            if !self.write(&waiting, None, 0) {
+                return None;
+            }
+            let mut terminating = self.terminating.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(CONFIG_RETRY) => {}
+                _ = self.cancel.cancelled() => return None,
+                _ = terminating.wait_for(Option::is_some) => return None,
+            }
+        }
+    }
+
+    /// What the container runs: its `command` and `args` over its image's defaults.
+    fn argv(&self, container: &Value) -> Result<Vec<String>, String> {
         let strings = |field: &str| -> Vec<String> {
             container
                 .get(field)
@@ -802,17 +958,23 @@ impl Runner {
                 })
                 .unwrap_or_default()
         };
-        let mut argv = strings("command");
-        if argv.is_empty() {
-            return None;
-        }
-        argv.extend(strings("args"));
-        Some(argv)
+        let image = container
+            .get("image")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let extra = self
+            .shared
+            .entrypoints
+            .lock()
+            .expect("kubelet lock poisoned")
+            .clone();
+        super::entrypoints::argv(image, strings("command"), strings("args"), &extra)
     }
 
-    /// `PATH`, `HOME` (the scratch directory, set later), `HOSTNAME`, then the container's env
-    /// in order, each value expanded against the ones before it.
-    fn env(&self, container: &Value) -> HashMap<String, String> {
+    /// `PATH`, `HOME` (the scratch directory, set later), `HOSTNAME`, then the container's
+    /// `envFrom` and `env` ([`super::pod_env`]); `Err` is the kubelet's message for a missing
+    /// ConfigMap, Secret or key.
+    fn env(&self, container: &Value) -> Result<HashMap<String, String>, String> {
         let mut env = HashMap::new();
         env.insert(
             "PATH".to_string(),
@@ -821,27 +983,21 @@ impl Runner {
             }),
         );
         env.insert("HOSTNAME".to_string(), self.pod.name().to_string());
-        for var in container
-            .get("env")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(name) = var.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            let value = match var.get("value") {
-                Some(Value::String(value)) => Some(expand(value, &env)),
-                Some(Value::Null) | None => var
-                    .pointer("/valueFrom/fieldRef/fieldPath")
-                    .and_then(Value::as_str)
-                    .map(|path| field_ref(&self.pod.value, path)),
-                Some(other) => Some(other.to_string()),
-            };
-            // Other `valueFrom` sources (ConfigMaps, Secrets, resources) are not resolved.
-            env.insert(name.to_string(), value.unwrap_or_default());
-        }
-        env
+        // The pod as stored now: labels and annotations may have changed since it was created.
+        let pod = self
+            .store
+            .get(&self.info, self.pod.namespace(), self.pod.name())
+            .ok()
+            .filter(|p| p.uid() == self.pod.uid())
+            .map_or_else(|| self.pod.value.clone(), |p| p.value.clone());
+        super::pod_env::resolve(
+            &pod,
+            container,
+            &InNamespace(&self.sources, self.pod.namespace()),
+            |path| field_ref(&pod, path),
+            &mut env,
+        )?;
+        Ok(env)
     }
 
     fn write(&self, state: &State, last_state: Option<&State>, restarts: u32) -> bool {
@@ -863,9 +1019,12 @@ impl Runner {
         if !self.write(&running, None, 0) {
             return;
         }
+        let mut terminating = self.terminating.clone();
         tokio::select! {
             _ = tokio::time::sleep(after) => {}
             _ = self.cancel.cancelled() => return,
+            // No process to stop: a deleted simulated pod goes at once.
+            _ = terminating.wait_for(Option::is_some) => return,
         }
         let done = State::Terminated {
             exit_code: 0,
@@ -966,7 +1125,7 @@ impl Runner {
                     if n == 0 {
                         break;
                     }
-                    log.lock().expect("log lock poisoned").push(&buf[..n]);
+                    log.push(&buf[..n]);
                 }
             })
         })
@@ -975,11 +1134,9 @@ impl Runner {
             started_at: started_at.clone(),
         };
         let alive = self.write(&running, last_state, restarts);
+        log.open();
         let exit = if alive {
-            tokio::select! {
-                exit = child.wait() => Some(exit),
-                _ = self.cancel.cancelled() => None,
-            }
+            self.wait_or_terminate(&mut child, group).await
         } else {
             None
         };
@@ -997,6 +1154,7 @@ impl Runner {
         // A process that left the group (setsid) may hold the pipes open: do not wait for it.
         let _ =
             tokio::time::timeout(Duration::from_secs(1), futures::future::join_all(readers)).await;
+        log.close();
         drop(scratch);
         let finished_at = now_rfc3339();
         Outcome::Exited(match exit {
@@ -1021,6 +1179,50 @@ impl Runner {
                 finished_at,
             },
         })
+    }
+}
+
+impl Runner {
+    /// Waits for the container's main process to exit; `None` when it is to be killed instead
+    /// (the kubelet stopped, or the pod's grace period is over). Once the pod is deleted the
+    /// main process gets SIGTERM, as the container runtime sends the container's PID 1
+    /// (pkg/kubelet/kuberuntime/kuberuntime_container.go, killContainer: StopContainer with the
+    /// grace period, after which the runtime kills).
+    async fn wait_or_terminate(
+        &self,
+        child: &mut tokio::process::Child,
+        group: i32,
+    ) -> Option<std::io::Result<std::process::ExitStatus>> {
+        let mut terminating = self.terminating.clone();
+        let mut signalled = false;
+        loop {
+            let kill_at = *terminating.borrow_and_update();
+            if kill_at.is_some() && !signalled {
+                signalled = true;
+                // ESRCH: it has just exited, which the wait below sees.
+                let _ = nix::sys::signal::kill(Pid::from_raw(group), Signal::SIGTERM);
+            }
+            let deadline = async {
+                match kill_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                exit = child.wait() => return Some(exit),
+                _ = self.cancel.cancelled() => return None,
+                _ = deadline => return None,
+                changed = terminating.changed() => {
+                    if changed.is_err() {
+                        // The kubelet forgot the pod: only the cancel (or an exit) is left.
+                        tokio::select! {
+                            exit = child.wait() => return Some(exit),
+                            _ = self.cancel.cancelled() => return None,
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -1112,20 +1314,6 @@ mod tests {
         for (input, expected) in table {
             assert_eq!(expand(input, &vars), expected, "{input}");
         }
-    }
-
-    #[test]
-    fn log_buffer_keeps_the_end() {
-        let mut log = LogBuffer::default();
-        log.push(b"hello ");
-        log.push(b"world");
-        assert_eq!(log.text(), "hello world");
-        log.push(&vec![b'x'; LOG_LIMIT]);
-        assert_eq!(log.0.len(), LOG_LIMIT);
-        log.push(b"end");
-        assert_eq!(log.0.len(), LOG_LIMIT);
-        assert!(log.text().ends_with("xxend"));
-        assert!(!log.text().contains("hello"));
     }
 
     #[test]

@@ -23,6 +23,8 @@ mod cluster;
 #[cfg(feature = "server")]
 pub mod controllers;
 #[cfg(feature = "server")]
+pub mod entrypoints;
+#[cfg(feature = "server")]
 pub mod error;
 #[cfg(feature = "server")]
 pub mod events;
@@ -44,12 +46,20 @@ pub mod patch;
 #[cfg(feature = "server")]
 pub mod path;
 #[cfg(feature = "server")]
+pub mod pod_deletion;
+#[cfg(feature = "server")]
+pub mod pod_env;
+#[cfg(feature = "server")]
+pub mod pod_logs;
+#[cfg(feature = "server")]
 pub mod protobuf;
 #[cfg(feature = "server")]
 pub mod representation;
 #[cfg(feature = "server")]
 pub mod resources;
 pub mod schema;
+#[cfg(feature = "server")]
+pub mod secrets;
 #[cfg(feature = "server")]
 pub mod selector;
 #[cfg(feature = "server")]
@@ -64,3 +74,16 @@ pub mod watch;
 pub use cluster::{DevCluster, DevClusterOptions, Error, PodMode, client_for};
 #[cfg(feature = "testing")]
 pub mod testing;
+// Issue 13, requests answered as the real API server answers them.
+#[cfg(feature = "server")]
+pub mod auth_reviews;
+#[cfg(feature = "server")]
+pub mod custom_resources;
+#[cfg(feature = "server")]
+pub mod dry_run;
+#[cfg(feature = "server")]
+pub mod field_labels;
+#[cfg(feature = "server")]
+pub mod namespace_lifecycle;
+#[cfg(feature = "server")]
+pub mod query;

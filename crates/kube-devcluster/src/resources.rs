@@ -82,6 +82,25 @@ impl ResourceInfo {
         self.group_resource().to_string()
     }
 
+    /// The verbs discovery lists: every verb, but create alone for the reviews, which are never
+    /// stored (`auth_reviews`).
+    fn verbs(&self) -> Value {
+        if super::auth_reviews::is_review(self) {
+            json!(["create"])
+        } else {
+            json!([
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch"
+            ])
+        }
+    }
+
     /// The entry of this resource in an `APIResourceList`.
     pub fn discovery_entry(&self) -> Value {
         let mut entry = json!({
@@ -89,7 +108,7 @@ impl ResourceInfo {
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "verbs": self.verbs(),
         });
         if !self.short_names.is_empty() {
             entry["shortNames"] = json!(self.short_names);
@@ -108,7 +127,7 @@ impl ResourceInfo {
             "responseKind": kind,
             "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
             "singularResource": self.singular,
-            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "verbs": self.verbs(),
         });
         if !self.short_names.is_empty() {
             entry["shortNames"] = json!(self.short_names);
@@ -142,6 +161,34 @@ type Builtin = (
 );
 
 const BUILTINS: &[Builtin] = &[
+    // The reviews of `kubectl auth can-i` and `whoami` (answered by `auth_reviews`, never stored).
+    (
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        false,
+        false,
+        &[],
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        false,
+        false,
+        &[],
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        false,
+        false,
+        &[],
+    ),
     ("", "v1", "namespaces", "Namespace", false, true, &["ns"]),
     ("", "v1", "pods", "Pod", true, true, &["po"]),
     ("", "v1", "events", "Event", true, false, &["ev"]),

@@ -90,6 +90,20 @@ impl FieldSelector {
         Ok(Self(terms))
     }
 
+    /// The selector with each field label converted to the path it selects on, or the first
+    /// refusal of `convert` (as `fields.Selector.Transform` in k8s.io/apimachinery).
+    pub fn transform(
+        self,
+        mut convert: impl FnMut(&str) -> Result<String, ApiError>,
+    ) -> Result<Self, ApiError> {
+        let terms = self
+            .0
+            .into_iter()
+            .map(|(label, equal, value)| Ok((convert(&label)?, equal, value)))
+            .collect::<Result<_, ApiError>>()?;
+        Ok(Self(terms))
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, equal, value)| {
             let pointer = format!("/{}", path.replace('.', "/"));

@@ -47,7 +47,13 @@ pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Where the server reads pod logs from (the kubelet).
 pub trait PodLogs: Send + Sync {
-    fn pod_logs(&self, namespace: &str, pod: &str) -> Option<String>;
+    /// A pod's log as `options` ask for it; `None` when the kubelet never ran the pod.
+    fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        options: &super::pod_logs::LogOptions,
+    ) -> Option<super::pod_logs::LogStream>;
 }
 
 /// Create-time defaulting that needs the object's identity (e.g. a Job's selector from its uid).
@@ -99,7 +105,8 @@ struct Params {
     timeout_seconds: Option<u64>,
     allow_watch_bookmarks: Option<String>,
     send_initial_events: Option<String>,
-    limit: Option<usize>,
+    /// An int64 as on the real server: zero or less is no limit.
+    limit: Option<i64>,
     #[serde(rename = "continue")]
     continue_token: Option<String>,
     propagation_policy: Option<String>,
@@ -107,6 +114,14 @@ struct Params {
     field_validation: Option<String>,
     dry_run: Option<String>,
     include_object: Option<String>,
+    grace_period_seconds: Option<i64>,
+    // Pod log options (`GET .../pods/NAME/log`, see `pod_logs`).
+    follow: Option<String>,
+    tail_lines: Option<i64>,
+    timestamps: Option<String>,
+    since_seconds: Option<i64>,
+    since_time: Option<String>,
+    limit_bytes: Option<i64>,
 }
 
 async fn handle(
@@ -187,6 +202,9 @@ async fn route(
         return doc
             .map(|d| json_response(StatusCode::OK, &d))
             .ok_or_else(not_found);
+    }
+    if let Ok(Query(pairs)) = Query::<Vec<(String, String)>>::try_from_uri(uri) {
+        super::query::check_integers(&pairs)?;
     }
     let params: Params = Query::<Params>::try_from_uri(uri)
         .map(|q| q.0)
@@ -359,6 +377,10 @@ impl Request<'_> {
     }
 
     async fn dispatch(&self, method: &Method, body: Bytes) -> Result<Response> {
+        if super::auth_reviews::is_review(self.info) {
+            let review = super::auth_reviews::answer(self.info, method.as_str(), &body)?;
+            return Ok(json_response(StatusCode::CREATED, &review));
+        }
         let name = self.path.name.as_deref();
         match (method.as_str(), name) {
             ("GET", None) if is_true(self.params.watch.as_deref()) => self.watch(),
@@ -429,6 +451,7 @@ impl Request<'_> {
     /// in one 422; and the object must fit in etcd. `new` is the object as it will be stored
     /// (for `/status` writes: the stored object with the new status).
     fn prepare(&self, new: &mut Value, old: Option<&Value>, size_hint: usize) -> Result<()> {
+        super::secrets::normalize(self.info, new);
         let mut errors: Vec<FieldError> = Vec::new();
         if let Some(schema) = &self.info.schema {
             let normalized = schema::normalize(schema, new);
@@ -506,25 +529,20 @@ impl Request<'_> {
             // must not be validated either.
             map.remove("status");
         }
+        let dry_run = self.dry_run("CreateOptions", &[])?;
         self.prepare(&mut obj, None, size_hint)?;
-        if is_dry_run(self.params) {
-            return Ok(json_response(StatusCode::CREATED, &obj));
-        }
         let on_create = self.state.on_create.clone();
         let info = self.info.clone();
-        let stored =
-            self.state
-                .store
-                .create_with(
-                    self.info,
-                    self.namespace(),
-                    obj,
-                    move |obj| match &on_create {
-                        Some(hook) => hook(&info, obj),
-                        None => Ok(()),
-                    },
-                )?;
-        let stored = self.after_write(stored)?;
+        let stored = super::dry_run::store(&self.state.store, dry_run).create_with(
+            self.info,
+            self.namespace(),
+            obj,
+            move |obj| match &on_create {
+                Some(hook) => hook(&info, obj),
+                None => Ok(()),
+            },
+        )?;
+        let stored = self.after_write_unless(dry_run, stored)?;
         Ok(self.object_response(StatusCode::CREATED, &stored))
     }
 
@@ -532,21 +550,29 @@ impl Request<'_> {
         let target = self.target()?;
         let new = self.request_body(&body)?;
         self.check_body_identity(&new, Some(name))?;
+        let dry_run = self.dry_run("UpdateOptions", &[])?;
+        let custom = self.custom_resource().is_some();
+        if super::custom_resources::requires_resource_version(self.info, custom) {
+            super::custom_resources::check_update(self.info, name, &new)?;
+        }
         let old_size = self
             .state
             .store
             .get(self.info, self.namespace(), name)
             .map_or(0, |o| o.json.len());
-        let stored =
-            self.state
-                .store
-                .modify(self.info, self.namespace(), name, target, |old, info| {
-                    let mut new = new.clone();
-                    store::merge_for_target(info, old, &mut new, target);
-                    self.prepare(&mut new, Some(old), old_size + body.len())?;
-                    Ok(new)
-                })?;
-        let stored = self.after_write(stored)?;
+        let stored = super::dry_run::store(&self.state.store, dry_run).modify(
+            self.info,
+            self.namespace(),
+            name,
+            target,
+            |old, info| {
+                let mut new = new.clone();
+                store::merge_for_target(info, old, &mut new, target);
+                self.prepare(&mut new, Some(old), old_size + body.len())?;
+                Ok(new)
+            },
+        )?;
+        let stored = self.after_write_unless(dry_run, stored)?;
         Ok(self.object_response(StatusCode::OK, &stored))
     }
 
@@ -564,6 +590,7 @@ impl Request<'_> {
             .to_string();
         let kind = patch::PatchKind::from_content_type(&content_type)
             .ok_or_else(|| ApiError::unsupported_media_type(&content_type))?;
+        let dry_run = self.dry_run("PatchOptions", &[])?;
         let patch_doc = patch::parse(kind, &body)?;
         let manager = self.params.field_manager.clone();
         if kind == patch::PatchKind::Apply && manager.is_none() {
@@ -579,16 +606,19 @@ impl Request<'_> {
             obj["metadata"]["name"] = json!(name);
             return self.create_object(obj, body.len());
         }
-        let stored =
-            self.state
-                .store
-                .modify(self.info, self.namespace(), name, target, |old, info| {
-                    let mut new = patch::apply(kind, old, &patch_doc, info)?;
-                    store::merge_for_target(info, old, &mut new, target);
-                    self.prepare(&mut new, Some(old), old_size + body.len())?;
-                    Ok(new)
-                })?;
-        let stored = self.after_write(stored)?;
+        let stored = super::dry_run::store(&self.state.store, dry_run).modify(
+            self.info,
+            self.namespace(),
+            name,
+            target,
+            |old, info| {
+                let mut new = patch::apply(kind, old, &patch_doc, info)?;
+                store::merge_for_target(info, old, &mut new, target);
+                self.prepare(&mut new, Some(old), old_size + body.len())?;
+                Ok(new)
+            },
+        )?;
+        let stored = self.after_write_unless(dry_run, stored)?;
         Ok(self.object_response(StatusCode::OK, &stored))
     }
 
@@ -631,21 +661,30 @@ impl Request<'_> {
                 .pointer("/preconditions/resourceVersion")
                 .and_then(Value::as_str)
                 .and_then(|s| s.parse().ok()),
+            grace_period_seconds: options
+                .get("gracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .or(self.params.grace_period_seconds),
         })
     }
 
     fn delete(&self, name: &str, body: Bytes) -> Result<Response> {
         let options = self.delete_options(&body)?;
-        let outcome = self
-            .state
-            .store
-            .delete(self.info, self.namespace(), name, &options)?;
+        let dry_run = self.delete_dry_run(&body)?;
+        super::namespace_lifecycle::check_delete(self.info, name)?;
+        let outcome = super::dry_run::store(&self.state.store, dry_run).delete(
+            self.info,
+            self.namespace(),
+            name,
+            &options,
+        )?;
         if self.is_crd()
+            && !dry_run
             && let Deleted::Removed(obj) = &outcome
         {
             self.unregister_crd(obj);
         }
-        if super::events::is_event(self.info) {
+        if super::events::is_event(self.info) && !dry_run {
             super::events::mirror_delete(
                 &self.state.store,
                 &self.state.registry,
@@ -660,16 +699,16 @@ impl Request<'_> {
 
     fn delete_collection(&self, body: Bytes) -> Result<Response> {
         let options = self.delete_options(&body)?;
+        let dry_run = self.delete_dry_run(&body)?;
+        let store = super::dry_run::store(&self.state.store, dry_run);
         let (items, _) = self.selected()?;
         let mut deleted = Vec::new();
         for item in items {
-            match self
-                .state
-                .store
-                .delete(self.info, item.namespace(), item.name(), &options)
-            {
+            super::namespace_lifecycle::check_delete(self.info, item.name())?;
+            match store.delete(self.info, item.namespace(), item.name(), &options) {
                 Ok(outcome) => {
                     if self.is_crd()
+                        && !dry_run
                         && let Deleted::Removed(obj) = &outcome
                     {
                         self.unregister_crd(obj);
@@ -686,10 +725,55 @@ impl Request<'_> {
     }
 
     fn selectors(&self) -> Result<(LabelSelector, FieldSelector)> {
+        let fields =
+            FieldSelector::parse(self.params.field_selector.as_deref().unwrap_or_default())?;
+        let crd = self.custom_resource();
+        let fields = fields.transform(|label| {
+            super::field_labels::convert(self.info, crd.as_ref().map(|c| &c.value), label)
+        })?;
         Ok((
             LabelSelector::parse(self.params.label_selector.as_deref().unwrap_or_default())?,
-            FieldSelector::parse(self.params.field_selector.as_deref().unwrap_or_default())?,
+            fields,
         ))
+    }
+
+    /// The CRD serving this request's resource, `None` for a built-in.
+    fn custom_resource(&self) -> Option<Arc<StoredObject>> {
+        super::custom_resources::crd_of(&self.state.store, &self.state.registry, self.info)
+    }
+
+    /// Whether this write is a dry run (`?dryRun=All`); `body_values` are the `dryRun` of a
+    /// `DeleteOptions` body. An unknown value is a 422 on `options_kind`.
+    fn dry_run(&self, options_kind: &str, body_values: &[&str]) -> Result<bool> {
+        let mut values: Vec<&str> = self.params.dry_run.as_deref().into_iter().collect();
+        values.extend_from_slice(body_values);
+        super::dry_run::requested(options_kind, &values)
+    }
+
+    /// [`Request::dry_run`] of a delete: the query's `dryRun` and its `DeleteOptions` body's.
+    fn delete_dry_run(&self, body: &Bytes) -> Result<bool> {
+        let options = if body.is_empty() {
+            json!({})
+        } else {
+            parse_body(body)?
+        };
+        self.dry_run(
+            "DeleteOptions",
+            &super::dry_run::in_delete_options(&options),
+        )
+    }
+
+    /// [`Request::after_write`], which a dry run skips: it stored nothing to follow up on.
+    fn after_write_unless(
+        &self,
+        dry_run: bool,
+        stored: Arc<StoredObject>,
+    ) -> Result<Arc<StoredObject>> {
+        if dry_run {
+            Ok(stored)
+        } else {
+            self.after_write(stored)
+        }
     }
 
     /// The objects the request's namespace and selectors pick, with the list's resourceVersion.
@@ -734,7 +818,11 @@ impl Request<'_> {
                 .collect(),
             None => items,
         };
-        let limit = self.params.limit.filter(|&l| l > 0);
+        let limit = self
+            .params
+            .limit
+            .filter(|&l| l > 0)
+            .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
         let (page, next) = match limit {
             Some(limit) if items.len() > limit => {
                 let last = &items[limit - 1];
@@ -795,13 +883,29 @@ impl Request<'_> {
             ));
         }
         let pod = self.state.store.get(self.info, self.namespace(), name)?;
-        let logs = self
+        let p = self.params;
+        let options = super::pod_logs::LogOptions::parse(
+            p.follow.as_deref(),
+            p.tail_lines,
+            p.timestamps.as_deref(),
+            p.since_seconds,
+            p.since_time.as_deref(),
+            p.limit_bytes,
+        )?;
+        let stream = self
             .state
             .logs
             .as_ref()
-            .and_then(|l| l.pod_logs(pod.namespace(), pod.name()))
-            .unwrap_or_default();
-        Ok(([(header::CONTENT_TYPE, "text/plain")], logs).into_response())
+            .and_then(|l| l.pod_log(pod.namespace(), pod.name(), &options));
+        let body = match stream {
+            // Streamed: with `follow` it lasts as long as the container runs.
+            Some(stream) => Body::from_stream(futures::StreamExt::map(
+                stream,
+                Ok::<_, std::convert::Infallible>,
+            )),
+            None => Body::empty(),
+        };
+        Ok(([(header::CONTENT_TYPE, "text/plain")], body).into_response())
     }
 
     /// The body's apiVersion, kind, namespace and name must agree with the URL.
@@ -906,11 +1010,7 @@ impl Request<'_> {
 }
 
 fn is_true(v: Option<&str>) -> bool {
-    matches!(v, Some("true" | "1"))
-}
-
-fn is_dry_run(params: &Params) -> bool {
-    params.dry_run.as_deref() == Some("All")
+    super::query::flag(v)
 }
 
 /// Parses a JSON (or YAML, which is a superset) request body.

@@ -127,6 +127,8 @@ pub struct DeleteOptions {
     pub propagation: Option<Propagation>,
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<u64>,
+    /// `gracePeriodSeconds`: only pods have one (see [`super::pod_deletion`]).
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// The outcome of a delete: removed at once, or marked with a `deletionTimestamp` and left for
@@ -172,6 +174,8 @@ pub struct Store {
     inner: Arc<Mutex<Inner>>,
     events: broadcast::Sender<Arc<WatchEvent>>,
     limits: HistoryLimits,
+    /// A dry-run view ([`Store::dry_run`]): writes compute their result and commit nothing.
+    dry_run: bool,
 }
 
 impl Default for Store {
@@ -193,6 +197,19 @@ impl Store {
             })),
             events,
             limits,
+            dry_run: false,
+        }
+    }
+
+    /// The same store, as a dry run (`?dryRun=All`) writes to it: every write (create, update,
+    /// patch, delete) runs its checks and returns the object it would store, and stores nothing:
+    /// no resourceVersion is used, no watch event is sent. As the real server's
+    /// `DryRunnableStorage` (k8s.io/apiserver/pkg/registry/generic/registry/dryrun.go), the one
+    /// place where a dry run differs is the commit.
+    pub fn dry_run(&self) -> Store {
+        Store {
+            dry_run: true,
+            ..self.clone()
         }
     }
 
@@ -277,6 +294,11 @@ impl Store {
             namespace_defaults(&mut obj);
         }
         prepare(&mut obj)?;
+        if self.dry_run {
+            // Nothing is stored, so no resourceVersion is given out.
+            metadata_mut(&mut obj)?.remove("resourceVersion");
+            return Ok(StoredObject::new(obj));
+        }
         let stored = StoredObject::new(obj);
         inner
             .objects
@@ -431,6 +453,10 @@ impl Store {
         if new == old.value {
             return Ok(Some(old));
         }
+        if self.dry_run {
+            // The would-be object, at the resourceVersion it was computed from.
+            return Ok(Some(StoredObject::new(new)));
+        }
         let being_deleted = new
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
@@ -520,7 +546,15 @@ impl Store {
         let already_deleting = new
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
-        if fins.is_empty() && extra.is_none() && !has_namespace_finalizers(info, &new) {
+        let grace = super::pod_deletion::grace_period(info, &new, opts.grace_period_seconds);
+        let old_grace = new
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64);
+        if fins.is_empty() && extra.is_none() && grace == 0 && !has_namespace_finalizers(info, &new)
+        {
+            if self.dry_run {
+                return Ok(Deleted::Removed(old));
+            }
             let rv = inner.rv + 1;
             new["metadata"]["resourceVersion"] = json!(rv.to_string());
             let stored = StoredObject::new(new);
@@ -546,7 +580,10 @@ impl Store {
                 fins.push(extra.to_string());
             }
         }
-        if already_deleting && finalizers(&old.value) == fins {
+        // A second delete may only shorten a grace period (apiserver registry/rest/delete.go,
+        // BeforeDelete).
+        let shorter = already_deleting && old_grace.is_some_and(|g| grace < g);
+        if already_deleting && finalizers(&old.value) == fins && !shorter {
             return Ok(Deleted::Pending(old));
         }
         let rv = inner.rv + 1;
@@ -556,15 +593,26 @@ impl Store {
         } else {
             meta.insert("finalizers".into(), json!(fins));
         }
-        if !already_deleting {
-            meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+        if !already_deleting || shorter {
+            // The timestamp is when the object should be gone: now plus its grace period.
+            let at = chrono::Utc::now() + chrono::Duration::seconds(grace);
+            meta.insert(
+                "deletionTimestamp".into(),
+                json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            );
+            meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
         }
-        meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        if !self.dry_run {
+            meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        }
         if is_namespaces(info) {
             new["status"]["phase"] = json!("Terminating");
         }
         let stored = StoredObject::new(new);
+        if self.dry_run {
+            // Returned marked for deletion, as it would be stored.
+            return Ok(Deleted::Pending(stored));
+        }
         inner
             .objects
             .get_mut(&gr)
@@ -583,6 +631,9 @@ impl Store {
 
     /// Removes every object of a resource (used when its CRD is deleted).
     pub fn drop_resource(&self, gr: &GroupResource) {
+        if self.dry_run {
+            return;
+        }
         let mut inner = self.lock();
         let Some(map) = inner.objects.remove(gr) else {
             return;

@@ -39,6 +39,8 @@ impl TestCluster {
         let shutdown = CancellationToken::new();
         let controllers =
             spawn_controllers(store.clone(), registry.clone(), pods, shutdown.clone());
+        // Retries in moments (Kubernetes' own back-off is 10 s doubling).
+        controllers.set_job_backoff(kube_devcluster::jobs::JobBackoff::FAST);
         let mut state = ApiState::new(store, registry, shutdown.clone());
         state.logs = Some(controllers.logs());
         state.on_create = Some(create_hook());

@@ -1,0 +1,648 @@
+//! The kubelet's and the Secret strategy's side of the control plane, as kubectl and the official
+//! Python client see it: `stringData` folded into `data`, container env from ConfigMaps, Secrets
+//! and the pod's fields (and `CreateContainerConfigError` while one is missing), pod log options
+//! (`follow`, `tailLines`, `timestamps`, `sinceSeconds`, `limitBytes`), graceful pod deletion,
+//! and containers without a `command` (the built-in entrypoints of common images).
+
+mod support;
+
+use std::time::Duration;
+
+use kube_devcluster::testing::eventually;
+use serde_json::{Value, json};
+use support::{Kubectl, setup};
+
+/// `kubectl get KIND NAME -o json`, parsed; `None` when it is not found.
+async fn get(kubectl: &Kubectl, kind: &str, name: &str) -> Option<Value> {
+    let out = kubectl.run(&["get", kind, name, "-o", "json"]).await;
+    out.success
+        .then(|| serde_json::from_str(&out.stdout).expect("json"))
+}
+
+/// Waits until the pod's phase is one of `phases`; the pod.
+async fn wait_phase(kubectl: &Kubectl, pod: &str, phases: &[&str]) -> Value {
+    eventually(
+        &format!("pod {pod} in {phases:?}"),
+        Duration::from_secs(30),
+        || async {
+            let pod = get(kubectl, "pod", pod).await?;
+            let phase = pod["status"]["phase"].as_str()?.to_string();
+            phases.contains(&phase.as_str()).then_some(pod)
+        },
+    )
+    .await
+}
+
+fn b64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Secrets
+
+#[tokio::test]
+async fn secret_string_data_is_folded_into_data_on_create_and_update() {
+    let Some((cluster, kubectl)) = setup("secret_string_data").await else {
+        return;
+    };
+    let manifest = kubectl.manifest(
+        "secret.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: s1}}\ndata:\n  kept: {}\n  clash: {}\nstringData:\n  a: b\n  clash: from-string-data\n",
+            b64("kept"),
+            b64("from-data")
+        ),
+    );
+    kubectl.ok(&["apply", "-f", &manifest]).await;
+    let secret = get(&kubectl, "secret", "s1").await.unwrap();
+    assert_eq!(secret["data"]["a"], "Yg==", "{secret}");
+    assert_eq!(secret["data"]["kept"], b64("kept"), "{secret}");
+    assert_eq!(secret["data"]["clash"], b64("from-string-data"), "{secret}");
+    assert!(secret.get("stringData").is_none(), "{secret}");
+    assert_eq!(secret["type"], "Opaque", "{secret}");
+
+    // Applying again with a changed stringData is an update (a patch): folded again.
+    let manifest = kubectl.manifest(
+        "secret2.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s1}\nstringData:\n  a: changed\n",
+    );
+    kubectl.ok(&["apply", "-f", &manifest]).await;
+    let secret = get(&kubectl, "secret", "s1").await.unwrap();
+    assert_eq!(secret["data"]["a"], b64("changed"), "{secret}");
+    assert!(secret.get("stringData").is_none(), "{secret}");
+
+    let seen = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+body = client.V1Secret(metadata=client.V1ObjectMeta(name="py"), string_data={"user": "admin"})
+created = v1.create_namespaced_secret("default", body)
+created.string_data = {"user": "root", "extra": "x"}
+replaced = v1.replace_namespaced_secret("py", "default", created)
+print(json.dumps({"created": created.data, "created_type": v1.read_namespaced_secret("py", "default").type,
+                  "replaced": replaced.data, "string_data": replaced.string_data}))
+"#,
+    )
+    .await;
+    assert_eq!(seen["created_type"], "Opaque", "{seen}");
+    assert_eq!(
+        seen["replaced"],
+        json!({"user": b64("root"), "extra": b64("x")}),
+        "{seen}"
+    );
+    assert_eq!(seen["string_data"], Value::Null, "{seen}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Env from ConfigMaps, Secrets and the pod's fields
+
+const ENV_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: envpod, labels: {app: demo}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "echo cm=$FROM_CM secret=$FROM_SECRET name=$POD_NAME ns=$POD_NS app=$APP ip=$IP pre=$CFG_color sec=$S_user over=$color opt=[$OPT]"]
+    envFrom:
+    - configMapRef: {name: settings}
+      prefix: CFG_
+    - secretRef: {name: creds}
+      prefix: S_
+    - configMapRef: {name: absent, optional: true}
+    - configMapRef: {name: settings}
+    env:
+    - name: FROM_CM
+      valueFrom: {configMapKeyRef: {name: settings, key: color}}
+    - name: FROM_SECRET
+      valueFrom: {secretKeyRef: {name: creds, key: user}}
+    - name: POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    - name: POD_NS
+      valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+    - name: APP
+      valueFrom: {fieldRef: {fieldPath: "metadata.labels['app']"}}
+    - name: IP
+      valueFrom: {fieldRef: {fieldPath: status.podIP}}
+    - name: color
+      value: overridden
+    - name: OPT
+      valueFrom: {secretKeyRef: {name: creds, key: nope, optional: true}}
+"#;
+
+#[tokio::test]
+async fn env_comes_from_configmaps_secrets_and_the_pods_fields() {
+    let Some((_cluster, kubectl)) = setup("env_from_configmaps_and_secrets").await else {
+        return;
+    };
+    // (`kubectl create configmap|secret` send protobuf: applied from YAML here.)
+    let objects = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: blue}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: {user: admin}\n";
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("objects.yaml", objects)])
+        .await;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("pod.yaml", ENV_POD)])
+        .await;
+    wait_phase(&kubectl, "envpod", &["Succeeded", "Failed"]).await;
+    let logs = kubectl.ok(&["logs", "envpod"]).await;
+    assert_eq!(
+        logs.trim(),
+        "cm=blue secret=admin name=envpod ns=default app=demo ip=127.0.0.1 pre=blue sec=admin over=overridden opt=[]",
+        "{logs}"
+    );
+}
+
+/// The container's waiting state; `None` while it has none.
+fn waiting(pod: &Value) -> Option<(String, String)> {
+    let w = pod.pointer("/status/containerStatuses/0/state/waiting")?;
+    Some((
+        w["reason"].as_str()?.to_string(),
+        w["message"].as_str().unwrap_or_default().to_string(),
+    ))
+}
+
+#[tokio::test]
+async fn a_missing_secret_or_key_holds_the_container_until_it_exists() {
+    let Some((_cluster, kubectl)) = setup("missing_secret_holds_the_container").await else {
+        return;
+    };
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: waits}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "echo user=$USER_NAME"]
+    env:
+    - name: USER_NAME
+      valueFrom: {secretKeyRef: {name: creds, key: user}}
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("pod.yaml", pod)])
+        .await;
+    let (reason, message) = eventually("the config error", Duration::from_secs(20), || async {
+        waiting(&get(&kubectl, "pod", "waits").await?)
+    })
+    .await;
+    assert_eq!(reason, "CreateContainerConfigError");
+    assert_eq!(message, "secret \"creds\" not found");
+    let pod = get(&kubectl, "pod", "waits").await.unwrap();
+    assert_eq!(pod["status"]["phase"], "Pending", "{pod}");
+
+    // The Secret, without the key: the message changes at the kubelet's next try.
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: {other: x}\n";
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("secret.yaml", secret)])
+        .await;
+    eventually("the missing key", Duration::from_secs(30), || async {
+        let (_, message) = waiting(&get(&kubectl, "pod", "waits").await?)?;
+        (message == "couldn't find key user in Secret default/creds").then_some(())
+    })
+    .await;
+    kubectl
+        .ok(&[
+            "patch",
+            "secret",
+            "creds",
+            "-p",
+            &format!("{{\"data\": {{\"user\": \"{}\"}}}}", b64("admin")),
+        ])
+        .await;
+    wait_phase(&kubectl, "waits", &["Succeeded"]).await;
+    assert_eq!(kubectl.ok(&["logs", "waits"]).await.trim(), "user=admin");
+
+    let cm_pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: cmwaits}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["true"]
+    envFrom:
+    - configMapRef: {name: nowhere}
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("cm.yaml", cm_pod)])
+        .await;
+    let (reason, message) = eventually("the config error", Duration::from_secs(20), || async {
+        waiting(&get(&kubectl, "pod", "cmwaits").await?)
+    })
+    .await;
+    assert_eq!(reason, "CreateContainerConfigError");
+    assert_eq!(message, "configmap \"nowhere\" not found");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Pod logs
+
+#[tokio::test]
+async fn pod_logs_follow_tail_timestamps_since_and_limit_bytes() {
+    let Some((cluster, kubectl)) = setup("pod_logs_options").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: talker}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "echo one; echo two; echo three; sleep 2; echo four"]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("pod.yaml", manifest)])
+        .await;
+    wait_phase(&kubectl, "talker", &["Running", "Succeeded"]).await;
+    // Follow streams until the container ends.
+    let followed = kubectl.ok(&["logs", "-f", "talker"]).await;
+    assert_eq!(followed, "one\ntwo\nthree\nfour\n");
+    let pod = get(&kubectl, "pod", "talker").await.unwrap();
+    assert_eq!(pod["status"]["phase"], "Succeeded", "{pod}");
+
+    assert_eq!(
+        kubectl.ok(&["logs", "talker", "--tail=2"]).await,
+        "three\nfour\n"
+    );
+    assert_eq!(kubectl.ok(&["logs", "talker", "--tail=0"]).await, "");
+    assert_eq!(
+        kubectl.ok(&["logs", "talker", "--limit-bytes=6"]).await,
+        "one\ntw"
+    );
+    let stamped = kubectl.ok(&["logs", "talker", "--timestamps"]).await;
+    let lines: Vec<&str> = stamped.lines().collect();
+    assert_eq!(lines.len(), 4, "{stamped}");
+    for (line, text) in lines.iter().zip(["one", "two", "three", "four"]) {
+        let (stamp, rest) = line.split_once(' ').unwrap();
+        assert_eq!(rest, text);
+        let parsed = chrono::DateTime::parse_from_rfc3339(stamp).unwrap();
+        assert!(stamp.ends_with('Z') && stamp.contains('.'), "{stamp}");
+        assert!(parsed <= chrono::Utc::now());
+    }
+    let fourth = chrono::DateTime::parse_from_rfc3339(lines[3].split_once(' ').unwrap().0)
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    assert_eq!(
+        kubectl.ok(&["logs", "talker", "--since=1h"]).await,
+        "one\ntwo\nthree\nfour\n"
+    );
+    // sinceTime (whole seconds) after the third line and before the fourth (two seconds later).
+    let third = chrono::DateTime::parse_from_rfc3339(lines[2].split_once(' ').unwrap().0)
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let after_third = chrono::DateTime::from_timestamp(third.timestamp() + 1, 0).unwrap();
+    assert!(third < after_third && after_third < fourth);
+    let since_time = after_third.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let out = kubectl
+        .ok(&["logs", "talker", &format!("--since-time={since_time}")])
+        .await;
+    assert_eq!(out, "four\n");
+
+    // The Python client, following as a stream.
+    let pod2 = manifest.replace("talker", "talker2");
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("pod2.yaml", &pod2)])
+        .await;
+    wait_phase(&kubectl, "talker2", &["Running", "Succeeded"]).await;
+    let seen = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+resp = v1.read_namespaced_pod_log("talker2", "default", follow=True, _preload_content=False)
+chunks = [c.decode() for c in resp.stream()]
+phase = v1.read_namespaced_pod("talker2", "default").status.phase
+tail = v1.read_namespaced_pod_log("talker2", "default", tail_lines=1)
+since = v1.read_namespaced_pod_log("talker2", "default", since_seconds=3600)
+print(json.dumps({"followed": "".join(chunks), "phase": phase, "tail": tail, "since": since}))
+"#,
+    )
+    .await;
+    assert_eq!(seen["followed"], "one\ntwo\nthree\nfour\n", "{seen}");
+    assert_eq!(seen["phase"], "Succeeded", "{seen}");
+    assert_eq!(seen["tail"], "four\n", "{seen}");
+    assert_eq!(seen["since"], "one\ntwo\nthree\nfour\n", "{seen}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Graceful deletion
+
+#[tokio::test]
+async fn deleting_a_running_pod_terminates_it_gracefully() {
+    let Some((cluster, kubectl)) = setup("graceful_pod_deletion").await else {
+        return;
+    };
+    // Exits on SIGTERM after saying so: the wait ends at once.
+    let polite = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: polite}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; echo started; while true; do sleep 0.1; done"]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("polite.yaml", polite)])
+        .await;
+    wait_phase(&kubectl, "polite", &["Running"]).await;
+    eventually("the trap is set", Duration::from_secs(10), || async {
+        let out = kubectl.run(&["logs", "polite"]).await;
+        out.stdout.contains("started").then_some(())
+    })
+    .await;
+    // The Python client watches the pod while it is deleted.
+    let seen = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config, watch
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+deleted = v1.delete_namespaced_pod("polite", "default")
+events = []
+# From the deleted object's resourceVersion: it may be gone before the watch starts.
+for event in watch.Watch().stream(v1.list_namespaced_pod, "default",
+                                  field_selector="metadata.name=polite", timeout_seconds=20,
+                                  resource_version=deleted.metadata.resource_version):
+    obj = event["object"]
+    events.append(event["type"])
+    if event["type"] == "DELETED":
+        break
+print(json.dumps({"ts": deleted.metadata.deletion_timestamp is not None,
+                  "grace": deleted.metadata.deletion_grace_period_seconds,
+                  "events": events}))
+"#,
+    )
+    .await;
+    assert_eq!(seen["ts"], true, "{seen}");
+    assert_eq!(seen["grace"], 30, "{seen}");
+    assert_eq!(
+        seen["events"].as_array().unwrap().last().unwrap(),
+        "DELETED"
+    );
+
+    // Ignores SIGTERM: killed when its grace period (2 s) is over, shown Terminating meanwhile.
+    let stubborn = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: stubborn}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap '' TERM; echo started; while true; do sleep 0.1; done"]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("stubborn.yaml", stubborn)])
+        .await;
+    wait_phase(&kubectl, "stubborn", &["Running"]).await;
+    eventually("the trap is set", Duration::from_secs(10), || async {
+        let out = kubectl.run(&["logs", "stubborn"]).await;
+        out.stdout.contains("started").then_some(())
+    })
+    .await;
+    let started = std::time::Instant::now();
+    kubectl
+        .ok(&["delete", "pod", "stubborn", "--wait=false"])
+        .await;
+    let pod = get(&kubectl, "pod", "stubborn")
+        .await
+        .expect("still there, terminating");
+    assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 2, "{pod}");
+    let table = kubectl.ok(&["get", "pod", "stubborn"]).await;
+    assert!(table.contains("Terminating"), "{table}");
+    eventually("the pod is gone", Duration::from_secs(20), || async {
+        get(&kubectl, "pod", "stubborn")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(1500), "gone after {took:?}");
+
+    // --grace-period=0 --force: at once.
+    let again = stubborn
+        .replace("stubborn", "forced")
+        .replace(": 2", ": 30");
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("forced.yaml", &again)])
+        .await;
+    wait_phase(&kubectl, "forced", &["Running"]).await;
+    kubectl
+        .ok(&["delete", "pod", "forced", "--grace-period=0", "--force"])
+        .await;
+    assert!(get(&kubectl, "pod", "forced").await.is_none());
+
+    // A pod that has finished goes at once.
+    let done = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: done}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: busybox, command: ["true"]}
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("done.yaml", done)])
+        .await;
+    wait_phase(&kubectl, "done", &["Succeeded"]).await;
+    kubectl.ok(&["delete", "pod", "done", "--wait=false"]).await;
+    assert!(get(&kubectl, "pod", "done").await.is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Containers without a command
+
+#[tokio::test]
+async fn images_without_a_command_run_their_known_entrypoint_or_fail_saying_why() {
+    let Some((_cluster, kubectl)) = setup("known_entrypoints").await else {
+        return;
+    };
+    let pods = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: hello}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: hello-world}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: shell}
+spec:
+  restartPolicy: Never
+  containers:
+  # No ENTRYPOINT in busybox: `args` replace its CMD (`sh`) and run as the command.
+  - {name: main, image: "busybox:1.36", args: ["sh", "-c", "echo from busybox"]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bare}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: "alpine"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unknown}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: "nginx:1.27"}
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("pods.yaml", pods)])
+        .await;
+    wait_phase(&kubectl, "hello", &["Succeeded"]).await;
+    let hello = kubectl.ok(&["logs", "hello"]).await;
+    assert!(hello.contains("Hello from Docker!"), "{hello}");
+    wait_phase(&kubectl, "shell", &["Succeeded"]).await;
+    assert_eq!(kubectl.ok(&["logs", "shell"]).await, "from busybox\n");
+    // Its CMD, `sh`, with no terminal: it reads an empty stdin and exits 0.
+    wait_phase(&kubectl, "bare", &["Succeeded"]).await;
+    let pod = wait_phase(&kubectl, "unknown", &["Failed"]).await;
+    let terminated = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["reason"], "StartError", "{pod}");
+    let message = terminated["message"].as_str().unwrap();
+    assert!(
+        message.contains("nginx:1.27") && message.contains("entrypoint"),
+        "{message}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Indexed Jobs, 7. the Job controller's back-off
+
+/// Waits until the Job has a true condition of `type_`; the Job.
+async fn wait_job_condition(kubectl: &Kubectl, job: &str, type_: &str, within: Duration) -> Value {
+    eventually(&format!("job {job} {type_}"), within, || async {
+        let job = get(kubectl, "job", job).await?;
+        job["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == type_ && c["status"] == "True")
+            .then_some(job)
+    })
+    .await
+}
+
+/// The pods of a Job, by `kubectl get pods -l job-name=...`.
+async fn job_pods(kubectl: &Kubectl, job: &str) -> Vec<Value> {
+    let out = kubectl
+        .ok(&[
+            "get",
+            "pods",
+            "-l",
+            &format!("job-name={job}"),
+            "-o",
+            "json",
+        ])
+        .await;
+    let list: Value = serde_json::from_str(&out).unwrap();
+    list["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn indexed_jobs_give_each_pod_its_completion_index() {
+    let Some((_cluster, kubectl)) = setup("indexed_jobs").await else {
+        return;
+    };
+    let job = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: indexed}
+spec:
+  completionMode: Indexed
+  completions: 3
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "echo index=$JOB_COMPLETION_INDEX"]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", job)])
+        .await;
+    let done = wait_job_condition(&kubectl, "indexed", "Complete", Duration::from_secs(30)).await;
+    assert_eq!(done["status"]["succeeded"], 3, "{done}");
+    assert_eq!(done["status"]["completedIndexes"], "0-2", "{done}");
+    let pods = job_pods(&kubectl, "indexed").await;
+    let mut indexes = Vec::new();
+    for pod in &pods {
+        let key = "batch.kubernetes.io/job-completion-index";
+        let index = pod["metadata"]["annotations"][key]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(pod["metadata"]["labels"][key], index, "{pod}");
+        let name = pod["metadata"]["name"].as_str().unwrap();
+        assert!(name.starts_with(&format!("indexed-{index}-")), "{name}");
+        let logs = kubectl.ok(&["logs", name]).await;
+        assert_eq!(logs, format!("index={index}\n"));
+        indexes.push(index);
+    }
+    indexes.sort();
+    assert_eq!(indexes, ["0", "1", "2"]);
+}
+
+#[tokio::test]
+async fn a_failed_job_pod_is_replaced_after_the_controllers_back_off() {
+    let Some((_cluster, kubectl)) = setup("job_backoff").await else {
+        return;
+    };
+    let job = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: flaky}
+spec:
+  backoffLimit: 1
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: main, image: busybox, command: ["false"]}
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", job)])
+        .await;
+    let failed = wait_job_condition(&kubectl, "flaky", "Failed", Duration::from_secs(40)).await;
+    assert_eq!(failed["status"]["failed"], 2, "{failed}");
+    let mut pods = job_pods(&kubectl, "flaky").await;
+    assert_eq!(pods.len(), 2);
+    let time = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
+    pods.sort_by_key(|p| time(&p["metadata"]["creationTimestamp"]));
+    let first_failed =
+        time(&pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]);
+    let second_created = time(&pods[1]["metadata"]["creationTimestamp"]);
+    // 10 s after the first failure (timestamps have whole seconds).
+    let gap = second_created - first_failed;
+    assert!(gap >= chrono::Duration::seconds(9), "replaced after {gap}");
+    assert!(gap <= chrono::Duration::seconds(13), "replaced after {gap}");
+}
