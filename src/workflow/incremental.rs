@@ -13,10 +13,12 @@
 //! live Job of another run. A change is handled incrementally when a step's Job appears, runs,
 //! succeeds or disappears. Everything else returns a [`Fallback`] and the caller re-plans in
 //! full: a Job of another run that is not being deleted, a failed step (with or without
-//! failFast), a running step past its timeout or a step whose Job the operator stopped at its
-//! timeout (`JobState::TimedOut`), a succeeded Job going back (deleted, or a stale
-//! event), a second Job for one step, and the last step succeeding (the lifecycle move to
-//! `Completed` with its conditions is left to the full planner, once per workflow).
+//! failFast, or whose pod could not start), a running step past its timeout or a step whose Job
+//! the operator stopped at its timeout (`JobState::TimedOut`), a step whose pod has not started
+//! by its start deadline (its pods are read before the full plan), a suspended Job (a `Queued`
+//! step), a succeeded Job going back (deleted, or a stale event), a second Job for one step,
+//! and the last step succeeding (the lifecycle move to `Completed` with its conditions is left
+//! to the full planner, once per workflow).
 //!
 //! # Cost
 //! The decision ([`RunState::decide`]) is O(degree + log steps) plus the size of its output:
@@ -24,8 +26,9 @@
 //! [`crate::workflow::dag::Progress`], the ready steps without a Job sit in a sorted set, the
 //! running steps' deadlines in another. Rendering the status for a write
 //! ([`RunState::render`]) is O(steps), like the status itself: its `executed` and `started`
-//! lists name every step. The lists are rendered in declaration order, exactly as the full
-//! planner renders them.
+//! lists name every step. The lists, and the `steps` entries of the running steps (their name
+//! and Job only, so that nothing but a step starting or finishing changes them), are rendered
+//! in declaration order, exactly as the full planner renders them.
 //!
 //! Measured by `cargo bench --bench dag -- incremental` at 10,000 steps on the 2-core build
 //! machine, one completion half-way through: the decision takes 4 µs (chain), 6 µs

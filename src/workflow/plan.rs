@@ -329,6 +329,21 @@ pub const REASON_TIMED_OUT: &str = "TimedOut";
 pub const REASON_CANNOT_START: &str = "CannotStart";
 /// The step status `reason` of a running step stopped because the workflow failed.
 pub const REASON_STOPPED: &str = "Stopped";
+/// The step status `reason` of a step whose Job the API server refused (422): its entry in the
+/// status is the only record, as there is no Job.
+pub const REASON_JOB_REFUSED: &str = "JobRefused";
+
+/// The `status.steps` entry recording that the API server refused `step`'s Job named `job`,
+/// saying `message`: the planner reads it back as the step's failure (see [`plan_compiled`]).
+pub fn refused_step_status(step: &str, job: &str, message: &str) -> StepStatus {
+    StepStatus {
+        phase: StepPhase::Failed,
+        reason: Some(REASON_JOB_REFUSED.into()),
+        message: Some(message.to_string()),
+        attempts: Some(0),
+        ..running_step_status(step, job.to_string(), false)
+    }
+}
 
 /// Why a step failed.
 enum Failure {
@@ -341,12 +356,16 @@ enum Failure {
     TimedOut { why: String },
     /// Its pod did not start within `startTimeout`; `why` is the cause.
     CannotStart { why: String },
+    /// The API server refused its Job (422), as the status records it.
+    Refused { entry: StepStatus },
 }
 
 impl Failure {
     fn trigger(&self) -> Trigger {
         match self {
-            Failure::Failed { .. } | Failure::CannotStart { .. } => Trigger::StepFailed,
+            Failure::Failed { .. } | Failure::CannotStart { .. } | Failure::Refused { .. } => {
+                Trigger::StepFailed
+            }
             Failure::TimedOut { .. } => Trigger::StepTimedOut,
         }
     }
@@ -379,6 +398,10 @@ impl Failure {
             } => format!("step {step} failed: {}", joined(&[reason, message])),
             Failure::TimedOut { why } => format!("step {step} timed out: {why}"),
             Failure::CannotStart { why } => format!("step {step} cannot start: {why}"),
+            Failure::Refused { entry } => format!(
+                "step {step} failed: the API server refused its Job: {}",
+                entry.message.as_deref().unwrap_or_default()
+            ),
         }
     }
 
@@ -401,6 +424,7 @@ impl Failure {
             Failure::CannotStart { why } => {
                 (StepPhase::Failed, REASON_CANNOT_START, why.as_str(), None)
             }
+            Failure::Refused { entry } => return entry.clone(),
         };
         let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
         StepStatus {
@@ -685,9 +709,32 @@ impl<'a> Planner<'a> {
                 }
             }
         }
+        // A step whose Job the API server refused has no Job: its status entry is the record
+        // (of this run: the Job's name has the run in it).
+        let refused: HashMap<&str, &StepStatus> = self
+            .previous
+            .steps
+            .iter()
+            .filter(|s| s.reason.as_deref() == Some(REASON_JOB_REFUSED))
+            .filter_map(|s| Some((s.job.as_deref()?, s)))
+            .collect();
+        let mut is_refused = vec![false; if refused.is_empty() { 0 } else { n }];
+        if !refused.is_empty() {
+            for (i, job) in job_of.iter().enumerate() {
+                let name = names::job_name(self.workflow_name(), dag.name(i), self.run);
+                if let (None, Some(entry)) = (job, refused.get(name.as_str())) {
+                    let entry = (*entry).clone();
+                    failures.push((i, Failure::Refused { entry }));
+                    is_refused[i] = true;
+                }
+            }
+        }
         failures.sort_by_key(|(i, _)| *i);
 
-        let ready = startable(&progress, &job_of);
+        let mut ready = startable(&progress, &job_of);
+        if !is_refused.is_empty() {
+            ready.retain(|&i| !is_refused[i]);
+        }
         let fail_now = !failures.is_empty() && (spec.fail_fast || running == 0 && ready.is_empty());
         let mut created: Vec<usize> = Vec::new();
         let mut failed_by = None;
@@ -747,6 +794,7 @@ impl<'a> Planner<'a> {
             let name = dag.name(i);
             let failure = failures_iter.next_if(|(f, _)| *f == i).map(|(_, f)| f);
             match (job, failure) {
+                (_, Some(Failure::Refused { entry })) => steps.push(entry.clone()),
                 (Some(job), Some(failure)) => steps.push(failure.step_status(name, job)),
                 (Some(job), None) => match &job.state {
                     JobState::Succeeded => executed.push(name.to_string()),
@@ -2329,6 +2377,54 @@ mod tests {
             Some("step db cannot start: ErrImagePull: pull access denied")
         );
         assert!(plan.actions.is_empty(), "the Job is stopped already");
+    }
+
+    #[test]
+    fn a_job_the_api_server_refused_fails_its_step_as_the_status_records_it() {
+        let wf = running(diamond().fail_fast(false).step("x", &[]).build());
+        let message = r#"Job.batch "diamond-a" is invalid: spec.template.spec.volumes[0].name: Invalid value: "Bad_Name""#;
+        let mut recorded = wf.clone();
+        let stored = recorded.status.as_mut().unwrap();
+        stored.steps.retain(|s| s.name != "a");
+        stored
+            .steps
+            .push(refused_step_status("a", &job_name(&wf, "a"), message));
+        let jobs = Jobs::of(&wf).active("x", at(0)).build();
+        let plan = plan(&recorded, &jobs, at(1));
+        assert!(
+            creates(&plan).is_empty(),
+            "a is never created again: {:?}",
+            plan.actions
+        );
+        let want = format!("step a failed: the API server refused its Job: {message}");
+        assert_eq!(
+            status(&plan).message,
+            Some(format!("{want}; waiting for running steps to finish"))
+        );
+        assert_eq!(
+            step_entries(&plan)[0],
+            (
+                "a",
+                StepPhase::Failed,
+                Some(REASON_JOB_REFUSED),
+                Some(message),
+                None
+            )
+        );
+        // Once nothing runs, the workflow fails with it.
+        let done = Jobs::of(&wf).succeeded("x").build();
+        let failed = super::plan(&written(recorded, &plan), &done, at(2));
+        assert_eq!(phase(&failed), Some(Phase::Failed));
+        assert_eq!(status(&failed).message.as_deref(), Some(want.as_str()));
+        // A refusal recorded for another run (another Job name) is forgotten.
+        let mut other_run = wf.clone();
+        other_run.status.as_mut().unwrap().steps =
+            vec![refused_step_status("a", "diamond-a-old", message)];
+        assert!(
+            super::plan(&other_run, &[], at(1))
+                .status
+                .is_none_or(|s| s.message.is_none())
+        );
     }
 
     #[test]
