@@ -47,6 +47,8 @@ use super::names;
 use super::plan::{self, Action, Compiled, JobState, ObservedJob, Plan};
 
 /// One change of one Job, as a watch reports it.
+// Changes live for one batch; boxing the Job would cost an allocation per change instead.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobChange {
     /// The Job was created or changed; this is its new state.

@@ -2090,10 +2090,17 @@ mod tests {
         assert_eq!(phase(&plan), Some(Phase::Completed));
     }
 
-    /// `(name, phase, reason, message, exit code)` of each `status.steps` entry.
-    fn step_entries(
-        plan: &Plan,
-    ) -> Vec<(&str, StepPhase, Option<&str>, Option<&str>, Option<i32>)> {
+    /// `(name, phase, reason, message, exit code)` of a `status.steps` entry.
+    type Entry<'a> = (
+        &'a str,
+        StepPhase,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<i32>,
+    );
+
+    /// Each `status.steps` entry of the plan's status.
+    fn step_entries(plan: &Plan) -> Vec<Entry<'_>> {
         status(plan)
             .steps
             .iter()
