@@ -1216,6 +1216,44 @@ mod tests {
         }
 
         #[test]
+        fn a_refused_job_fails_its_step_in_the_status_written_at_once() {
+            let (wf, compiled, _) = started();
+            // The first plan created a and b; the API server refused a's Job.
+            let plan = Plan {
+                status: wf.status.clone(),
+                ..RunState::build(&wf, compiled.clone(), &[], Timestamp::now()).0
+            };
+            let job = names::job_name("w", "a", &compiled.run);
+            let message = "spec.template.spec.volumes[0].name: Invalid value: \"Bad_Name\"";
+            let refusals = vec![("a".to_string(), job.clone(), message.to_string())];
+            let replanned = replan_refused(
+                &Shared::default(),
+                &wf,
+                &compiled,
+                &[],
+                &plan,
+                &refusals,
+                Timestamp::now(),
+            );
+            let status = replanned.status.clone().expect("a status to write");
+            assert_eq!(
+                status.workflow_status,
+                Some(crate::workflow::lifecycle::Phase::Failed)
+            );
+            assert_eq!(
+                status.message.as_deref(),
+                Some(format!("step a failed: the API server refused its Job: {message}").as_str())
+            );
+            let entry = status.steps.iter().find(|s| s.name == "a").unwrap();
+            assert_eq!(
+                entry.reason.as_deref(),
+                Some(crate::workflow::plan::REASON_JOB_REFUSED)
+            );
+            assert_eq!(entry.job.as_deref(), Some(job.as_str()));
+            assert!(creates(&replanned).is_empty(), "{:?}", replanned.actions);
+        }
+
+        #[test]
         fn a_pass_without_changes_rebuilds_a_state_built_long_ago() {
             let (wf, compiled, mut cached) = started();
             cached.built_at = Instant::now()
