@@ -305,8 +305,16 @@ async fn reconcile_with(
                 let pods = Api::namespaced(ctx.client.clone(), &namespace);
                 failure_cause::explain(&pods, &mut observed).await;
                 let events = Api::namespaced(ctx.client.clone(), &namespace);
-                failure_cause::explain_start(&pods, &events, &workflow.spec, &mut observed, now)
-                    .await;
+                let dag = compiled.dag.as_ref().ok();
+                failure_cause::explain_start(
+                    &pods,
+                    &events,
+                    &workflow.spec,
+                    dag,
+                    &mut observed,
+                    now,
+                )
+                .await;
             }
             let (plan, state) = RunState::build(&workflow, compiled.clone(), &observed, now);
             (plan, state.ok(), Instant::now())
