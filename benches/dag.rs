@@ -128,6 +128,7 @@ fn bench(c: &mut Criterion) {
                 parallelism: None,
                 fail_fast: true,
                 pod_template: None,
+                start_timeout: 300,
             },
         );
         let mut wf = WorkFlow {
@@ -143,6 +144,13 @@ fn bench(c: &mut Criterion) {
             state,
             deleting: false,
             active_deadline_seconds: Some(60),
+            created: now,
+            start_time: Some(now),
+            finished_at: None,
+            attempts: 1,
+            pod_started: true,
+            suspended: false,
+            start_failure: None,
         };
         let mut jobs: Vec<ObservedJob> = order[..STEPS / 2]
             .iter()

@@ -64,6 +64,7 @@ fn crd_has_the_seed_api_and_printer_columns() {
     assert_eq!(columns(1), ["Running", "Changed", "Run"]);
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(spec["maxStepTimeout"]["default"], 60);
+    assert_eq!(spec["startTimeout"]["default"], 300);
 }
 
 #[test]
@@ -81,6 +82,7 @@ fn validate_accepts_every_valid_example() {
         "examples/fail-fast-false.yaml",
         "examples/resources.yaml",
         "examples/secrets-and-volumes.yaml",
+        "examples/start-timeout.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);
@@ -134,6 +136,10 @@ fn validate_names_each_problem() {
             "spec.maxStepTimeout",
         ),
         ("containers: []", "spec.containers"),
+        (
+            "startTimeout: 0\n  containers: [{stepName: a, image: x}]",
+            "spec.startTimeout",
+        ),
         (
             "containers: [{stepName: a, image: x, dependsOn: [nope]}]",
             "unknown step \"nope\"",

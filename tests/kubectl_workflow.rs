@@ -152,6 +152,77 @@ async fn kubectl_wait_for_finished_returns_when_a_workflow_fails() {
     session.stop().await;
 }
 
+/// A step whose pod can never start (it reads a Secret that does not exist: its container
+/// waits with `CreateContainerConfigError`) fails at the workflow's `startTimeout` with a
+/// message naming the step and the cause; `status.steps` and `get` show it, the Job records it,
+/// and `kubectl wait --for=condition=Finished` returns.
+#[tokio::test]
+async fn a_step_whose_pod_cannot_start_fails_naming_the_cause() {
+    let Some(owned) = Session::start("a_step_whose_pod_cannot_start").await else {
+        return;
+    };
+    let session = &owned;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("cannot-start.yaml");
+    let example = std::fs::read_to_string(format!("{ROOT}/examples/start-timeout.yaml")).unwrap();
+    std::fs::write(
+        &manifest,
+        example.replace("startTimeout: 20", "startTimeout: 2"),
+    )
+    .unwrap();
+    session
+        .k(&["create", "-f", manifest.to_str().unwrap()])
+        .await;
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Finished",
+            "wf/start-timeout",
+            "--timeout=60s",
+        ])
+        .await;
+    let want =
+        r#"step db cannot start: CreateContainerConfigError: secret "missing-creds" not found"#;
+    let jsonpath = |path: &'static str| {
+        let path = format!("jsonpath={path}");
+        async move {
+            session
+                .k(&["get", "wf", "start-timeout", "-o", &path])
+                .await
+        }
+    };
+    assert_eq!(jsonpath("{.status.workflow-status}").await, "Failed");
+    assert_eq!(jsonpath("{.status.message}").await, want);
+    assert_eq!(jsonpath("{.status.steps[0].phase}").await, "Failed");
+    assert_eq!(jsonpath("{.status.steps[0].reason}").await, "CannotStart");
+    // The Job is the record of the verdict, for an operator restarted after a crash.
+    let annotation = session
+        .k(&[
+            "get",
+            "jobs",
+            "-l",
+            "workflow.crd.com/workflow=start-timeout",
+            "-o",
+            r"jsonpath={.items[0].metadata.annotations.workflow\.crd\.com/cannot-start}",
+        ])
+        .await;
+    assert_eq!(
+        annotation,
+        r#"CreateContainerConfigError: secret "missing-creds" not found"#
+    );
+    let text = session.cli(&["get", "start-timeout"]).await;
+    assert!(text.contains(want), "{text}");
+    let row = row(&text, "db");
+    assert_eq!(row[1], "Failed", "{text}");
+    assert!(
+        text.contains(
+            r#"CannotStart: CreateContainerConfigError: secret "missing-creds" not found"#
+        ),
+        "{text}"
+    );
+    owned.stop().await;
+}
+
 /// `get` lists the steps in DAG order with their phase, attempts and exit code (text and JSON);
 /// `logs` prints each step's output prefixed with the step, in DAG order; `logs -f` follows the
 /// workflow until it finishes.

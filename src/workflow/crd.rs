@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, EnvFromSource, EnvVar, LocalObjectReference, PodSecurityContext,
     ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,9 @@ pub const DEFAULT_MAX_STEP_TIMEOUT: i64 = 60;
 
 /// A timeout value meaning "no limit".
 pub const UNLIMITED: i64 = -1;
+
+/// The default of `startTimeout`, in seconds: how long a step's pod may take to start.
+pub const DEFAULT_START_TIMEOUT: i64 = 300;
 
 /// The condition type that is `True` once every step succeeded.
 pub const CONDITION_COMPLETED: &str = "Completed";
@@ -83,6 +86,13 @@ pub struct WorkFlowSpec {
     /// account, volumes, image pull secrets, scheduling and security settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_template: Option<PodTemplate>,
+
+    /// Seconds a step's pod may take to start (image pull, Secrets and ConfigMaps, scheduling,
+    /// the Job controller creating it); a step not started by then fails with the cause. The
+    /// step's own timeout counts from its Job's start, as before.
+    #[serde(default = "default_start_timeout")]
+    #[schemars(range(min = 1))]
+    pub start_timeout: i64,
 }
 
 /// The pod-level settings of every step's pod (`spec.podTemplate`), as Kubernetes types.
@@ -271,6 +281,86 @@ pub struct WorkFlowStatus {
     /// Standard conditions: `Completed`, `Failed`, and `Finished` (ended either way).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+
+    /// The steps that are neither succeeded (those are `executed`) nor waiting: running,
+    /// queued, failed and timed-out steps, in spec order. A step in neither list is `Waiting`
+    /// while the workflow runs and `Skipped` once it ended; a succeeded or running step's times
+    /// are its Job's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepStatus>,
+}
+
+/// Where one step stands. The names are a contract: the CLI, scripts and the web view read them.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum StepPhase {
+    /// Its dependencies have not all succeeded yet.
+    Waiting,
+    /// Its Job exists but is suspended.
+    Queued,
+    /// Its Job exists (or is being created) and has not finished.
+    Running,
+    /// Its Job completed.
+    Succeeded,
+    /// Its Job failed, or its pod could not start.
+    Failed,
+    /// It ran past its timeout.
+    TimedOut,
+    /// The workflow ended without it starting.
+    Skipped,
+}
+
+impl StepPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepPhase::Waiting => "Waiting",
+            StepPhase::Queued => "Queued",
+            StepPhase::Running => "Running",
+            StepPhase::Succeeded => "Succeeded",
+            StepPhase::Failed => "Failed",
+            StepPhase::TimedOut => "TimedOut",
+            StepPhase::Skipped => "Skipped",
+        }
+    }
+}
+
+/// One entry of `status.steps`: a step that runs, is queued, failed or timed out.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepStatus {
+    /// The step's name.
+    pub name: String,
+
+    /// Running, Queued, Failed or TimedOut.
+    pub phase: StepPhase,
+
+    /// When its Job started (failed and timed-out steps; a running step's is its Job's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+
+    /// When its Job ended (failed and timed-out steps, once their Job says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+
+    /// Pods its Job ran (failed and timed-out steps; each of `retries` is one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<i32>,
+
+    /// The exit code of its last failed container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+
+    /// Why it failed in one word: the container's reason (`Error`, `StartError`), the Job's
+    /// (`BackoffLimitExceeded`), `TimedOut`, `CannotStart`, or `Stopped` (the workflow failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+
+    /// What the container, Kubernetes or the operator said about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+
+    /// The name of its Job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 impl WorkFlowSpec {
@@ -358,6 +448,10 @@ fn image_pull_policy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sche
 
 fn default_max_step_timeout() -> i64 {
     DEFAULT_MAX_STEP_TIMEOUT
+}
+
+fn default_start_timeout() -> i64 {
+    DEFAULT_START_TIMEOUT
 }
 
 fn default_true() -> bool {
@@ -650,7 +744,7 @@ spec:
             }
         }
         type Shows = fn(&WorkFlowSpec) -> bool;
-        let wanted: [(&str, Shows); 12] = [
+        let wanted: [(&str, Shows); 13] = [
             ("simple", |s| s.containers.len() == 3),
             ("diamond", |s| s.containers.len() == 4),
             ("failing", |s| {
@@ -677,6 +771,9 @@ spec:
                     && s.containers
                         .iter()
                         .any(|c| !c.env_from.is_empty() && !c.volume_mounts.is_empty())
+            }),
+            ("start-timeout", |s| {
+                s.start_timeout != DEFAULT_START_TIMEOUT
             }),
         ];
         for (stem, shows) in wanted {

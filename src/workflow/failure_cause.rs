@@ -7,21 +7,39 @@
 //! Reading it costs one pod list per failed step, made only on the failure path (the full
 //! planner runs on a step's failure, see `incremental::Fallback::StepFailed`), never for a
 //! success. [`describe`] is pure; [`explain`] does the reading.
+//!
+//! Why a step's pod did not start (image pull error, missing Secret or ConfigMap,
+//! unschedulable, or no pod at all because the Job controller cannot create it) is read the
+//! same way, by [`explain_start`], only for a Job still without a started pod at its start
+//! deadline (see `plan::ObservedJob::start_deadline`); [`start_cause`] is its pure part.
 
-use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Event, Pod};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Api;
 use kube::api::ListParams;
 
+use super::crd::{UNLIMITED, WorkFlowSpec};
+use super::dag::Dag;
 use super::plan::{DEADLINE_EXCEEDED, JobState, ObservedJob};
 
 /// The label the Job controller puts on its pods (`job-name`, kept by every Kubernetes version
 /// next to the newer `batch.kubernetes.io/job-name`).
 const JOB_NAME_LABEL: &str = "job-name";
 
-/// The cause of a failed attempt as `(reason, message)` for the planner's `step X failed:
-/// {reason}: {message}`: the last container to terminate with a failure, among `pods`.
-pub fn describe(pods: &[Pod]) -> Option<(String, String)> {
+/// The cause of a failed attempt: the last container to terminate with a failure, among
+/// `pods`.
+pub fn describe(pods: &[Pod]) -> Option<Cause> {
     last_failure(pods).map(cause)
+}
+
+/// Why a container failed, as the planner reports it (`step X failed: exit code 2`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub exit_code: i32,
+    /// The container's reason: `Error` for a plain non-zero exit, `StartError`, `OOMKilled`...
+    pub reason: String,
+    /// The termination message, or the runtime's error; may be empty.
+    pub message: String,
 }
 
 /// The state of the last container among `pods` to terminate with a non-zero exit code.
@@ -37,21 +55,17 @@ pub fn last_failure(pods: &[Pod]) -> Option<&ContainerStateTerminated> {
         .max_by_key(|terminated| terminated.finished_at.as_ref().map(|t| t.0))
 }
 
-/// `exit code N` as the reason; the container's reason (unless the plain `Error` of a non-zero
-/// exit) and its message (the termination message, or the runtime's error) as the message.
-fn cause(terminated: &ContainerStateTerminated) -> (String, String) {
-    let reason = format!("exit code {}", terminated.exit_code);
-    let said = terminated
-        .message
-        .as_deref()
-        .map(str::trim)
-        .unwrap_or_default();
-    let message = match terminated.reason.as_deref() {
-        None | Some("Error") => said.to_string(),
-        Some(other) if said.is_empty() => other.to_string(),
-        Some(other) => format!("{other}: {said}"),
-    };
-    (reason, message)
+fn cause(terminated: &ContainerStateTerminated) -> Cause {
+    Cause {
+        exit_code: terminated.exit_code,
+        reason: terminated.reason.clone().unwrap_or_else(|| "Error".into()),
+        message: terminated
+            .message
+            .as_deref()
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string(),
+    }
 }
 
 /// Replaces the Job condition's reason and message of each failed (not timed-out) Job in
@@ -59,18 +73,24 @@ fn cause(terminated: &ContainerStateTerminated) -> (String, String) {
 /// listed, keeps what its condition says: the cause is an explanation, not a decision.
 pub async fn explain(pods: &Api<Pod>, observed: &mut [ObservedJob]) {
     for job in observed.iter_mut() {
-        let JobState::Failed { reason, message } = &mut job.state else {
+        let JobState::Failed {
+            reason,
+            message,
+            exit_code,
+        } = &mut job.state
+        else {
             continue;
         };
-        if reason == DEADLINE_EXCEEDED {
+        if reason == DEADLINE_EXCEEDED || exit_code.is_some() {
             continue;
         }
         let selector = format!("{JOB_NAME_LABEL}={}", job.name);
         match pods.list(&ListParams::default().labels(&selector)).await {
             Ok(list) => {
-                if let Some((why, said)) = describe(&list.items) {
-                    *reason = why;
-                    *message = said;
+                if let Some(cause) = describe(&list.items) {
+                    *exit_code = Some(cause.exit_code);
+                    *reason = cause.reason;
+                    *message = cause.message;
                 }
             }
             Err(error) => {
@@ -78,6 +98,146 @@ pub async fn explain(pods: &Api<Pod>, observed: &mut [ObservedJob]) {
             }
         }
     }
+}
+
+/// Reads the pods of each running Job in `observed` that has no started pod past its start
+/// deadline or its step's timeout (one pod list each; an Event list too when it has no pod),
+/// and records what they say: a container that did start (the Job's status lags) marks the
+/// Job started; otherwise [`start_cause`] is the Job's `start_failure` (past the start
+/// deadline, `its pod did not start in Ns` when nothing says why). A Job whose pods cannot be
+/// read keeps waiting: the next pass reads them again.
+pub async fn explain_start(
+    pods: &Api<Pod>,
+    events: &Api<Event>,
+    spec: &WorkFlowSpec,
+    dag: Option<&Dag>,
+    observed: &mut [ObservedJob],
+    now: Timestamp,
+) {
+    for job in observed.iter_mut() {
+        let JobState::Active { since } = job.state else {
+            continue;
+        };
+        if !job.may_fail_to_start() {
+            continue;
+        }
+        let start_over = job
+            .start_deadline(spec.start_timeout)
+            .is_some_and(|at| now >= at);
+        // The step by its index: a scan of the steps per Job is O(steps²) at 10,000 steps.
+        let timeout = dag
+            .and_then(|dag| dag.index_of(&job.step))
+            .and_then(|i| spec.containers.get(i))
+            .map_or(spec.max_step_timeout, |s| spec.effective_timeout(s));
+        let run_over =
+            timeout != UNLIMITED && now.duration_since(since) >= SignedDuration::from_secs(timeout);
+        if !(start_over || run_over) {
+            continue;
+        }
+        let selector = format!("{JOB_NAME_LABEL}={}", job.name);
+        let listed = match pods.list(&ListParams::default().labels(&selector)).await {
+            Ok(list) => list.items,
+            Err(error) => {
+                tracing::debug!(%error, job = %job.name, "reading the pods of a job not started");
+                continue;
+            }
+        };
+        let failed_creates = if listed.is_empty() {
+            let fields = format!("involvedObject.name={}", job.name);
+            match events.list(&ListParams::default().fields(&fields)).await {
+                Ok(list) => list.items,
+                Err(error) => {
+                    tracing::debug!(%error, job = %job.name, "reading the events of a job");
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        match start_cause(&listed, &failed_creates, &job.name) {
+            StartCause::Started => job.pod_started = true,
+            // At the step's timeout, a pod that says nothing leaves it timed out, as before.
+            StartCause::NotStarted(None) if !start_over => {}
+            StartCause::NotStarted(why) => {
+                job.start_failure = Some(why.unwrap_or_else(|| {
+                    let waited = now.duration_since(job.created).as_secs();
+                    format!("its pod did not start in {waited}s")
+                }));
+            }
+        }
+    }
+}
+
+/// What a Job's pods (and, without pods, its Events) say about its start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartCause {
+    /// A container runs or ran.
+    Started,
+    /// None did; why, when something says (`CreateContainerConfigError: secret "creds" not
+    /// found`, `ErrImagePull: ...`, `Unschedulable: ...`, the Job controller's `FailedCreate`).
+    NotStarted(Option<String>),
+}
+
+/// Whether one of `pods` started its container, else the cause of the newest pod's wait, or of
+/// the Job controller's newest `FailedCreate` among `events` (of the Job named `job`).
+pub fn start_cause(pods: &[Pod], events: &[Event], job: &str) -> StartCause {
+    let statuses = || {
+        pods.iter().flat_map(|pod| {
+            pod.status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+        })
+    };
+    let started = statuses().any(|c| {
+        c.state
+            .as_ref()
+            .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+    });
+    if started {
+        return StartCause::Started;
+    }
+    let said = |reason: Option<&String>, message: Option<&String>| {
+        let parts: Vec<&str> = [reason, message]
+            .into_iter()
+            .flatten()
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(": "))
+    };
+    let newest_pod = pods
+        .iter()
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    let waiting = newest_pod
+        .and_then(|pod| pod.status.as_ref())
+        .into_iter()
+        .flat_map(|s| s.container_statuses.iter().flatten())
+        .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+        // `ContainerCreating` says only that it is not there yet.
+        .filter(|w| w.reason.as_deref() != Some("ContainerCreating") || w.message.is_some())
+        .find_map(|w| said(w.reason.as_ref(), w.message.as_ref()));
+    let unscheduled = || {
+        newest_pod
+            .and_then(|pod| pod.status.as_ref())
+            .into_iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .filter(|c| c.type_ == "PodScheduled" && c.status == "False")
+            .find_map(|c| said(c.reason.as_ref(), c.message.as_ref()))
+    };
+    let failed_create = || {
+        events
+            .iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(job))
+            .filter(|e| e.reason.as_deref() == Some("FailedCreate"))
+            .max_by_key(|e| {
+                e.last_timestamp
+                    .as_ref()
+                    .map(|t| t.0)
+                    .or(e.event_time.as_ref().map(|t| t.0))
+            })
+            .and_then(|e| said(e.reason.as_ref(), e.message.as_ref()))
+    };
+    StartCause::NotStarted(waiting.or_else(unscheduled).or_else(failed_create))
 }
 
 #[cfg(test)]
@@ -100,7 +260,14 @@ mod tests {
     #[test]
     fn a_plain_non_zero_exit_is_its_exit_code() {
         let pods = [pod(json!({"exitCode": 2, "reason": "Error"}))];
-        assert_eq!(describe(&pods), Some(("exit code 2".into(), String::new())));
+        assert_eq!(
+            describe(&pods),
+            Some(Cause {
+                exit_code: 2,
+                reason: "Error".into(),
+                message: String::new()
+            })
+        );
     }
 
     #[test]
@@ -111,10 +278,11 @@ mod tests {
         }))];
         assert_eq!(
             describe(&pods),
-            Some((
-                "exit code 128".into(),
-                "StartError: exec: \"nosuch\": executable file not found in $PATH".into()
-            ))
+            Some(Cause {
+                exit_code: 128,
+                reason: "StartError".into(),
+                message: "exec: \"nosuch\": executable file not found in $PATH".into()
+            })
         );
     }
 
@@ -132,12 +300,93 @@ mod tests {
         ];
         assert_eq!(
             describe(&pods),
-            Some(("exit code 3".into(), "disk full".into()))
+            Some(Cause {
+                exit_code: 3,
+                reason: "Error".into(),
+                message: "disk full".into()
+            })
         );
     }
 
     #[test]
     fn no_terminated_container_means_no_cause() {
         assert_eq!(describe(&[]), None);
+    }
+
+    fn pod_with(status: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "status": status})).unwrap()
+    }
+
+    fn waiting(reason: &str, message: &str) -> Pod {
+        pod_with(json!({"phase": "Pending", "containerStatuses": [{
+            "name": "c", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": reason, "message": message}},
+        }]}))
+    }
+
+    #[test]
+    fn a_pod_that_cannot_start_says_why() {
+        let cases = [
+            (
+                waiting("CreateContainerConfigError", "secret \"creds\" not found"),
+                "CreateContainerConfigError: secret \"creds\" not found",
+            ),
+            (
+                waiting("ErrImagePull", "pull access denied for nosuch"),
+                "ErrImagePull: pull access denied for nosuch",
+            ),
+            (
+                pod_with(json!({"phase": "Pending", "conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": "0/3 nodes are available",
+                }]})),
+                "Unschedulable: 0/3 nodes are available",
+            ),
+        ];
+        for (pod, want) in cases {
+            assert_eq!(
+                start_cause(&[pod], &[], "j"),
+                StartCause::NotStarted(Some(want.into()))
+            );
+        }
+    }
+
+    #[test]
+    fn a_pod_whose_container_runs_or_ran_started() {
+        let running = pod_with(json!({"containerStatuses": [{
+            "name": "c", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+        }]}));
+        assert_eq!(start_cause(&[running], &[], "j"), StartCause::Started);
+        let ended = pod(json!({"exitCode": 1, "reason": "Error"}));
+        assert_eq!(start_cause(&[ended], &[], "j"), StartCause::Started);
+    }
+
+    #[test]
+    fn without_a_pod_the_job_controllers_failed_create_says_why() {
+        let event = |job: &str, reason: &str, message: &str| -> Event {
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("{job}.1")},
+                "involvedObject": {"kind": "Job", "name": job},
+                "reason": reason, "message": message, "type": "Warning",
+            }))
+            .unwrap()
+        };
+        let events = [
+            event("other", "FailedCreate", "not this job"),
+            event("j", "SuccessfulCreate", "Created pod: j-abcde"),
+            event(
+                "j",
+                "FailedCreate",
+                "Error creating: serviceaccount \"runner\" not found",
+            ),
+        ];
+        assert_eq!(
+            start_cause(&[], &events, "j"),
+            StartCause::NotStarted(Some(
+                "FailedCreate: Error creating: serviceaccount \"runner\" not found".into()
+            ))
+        );
+        assert_eq!(start_cause(&[], &[], "j"), StartCause::NotStarted(None));
     }
 }

@@ -281,7 +281,7 @@ async fn reconcile_with(
         now,
     );
     let planned_incrementally = incremental.is_some();
-    let (mut plan, state, built_at) = match incremental {
+    let (mut plan, mut state, built_at) = match incremental {
         Some((plan, run)) => (plan, Some(run.state), run.built_at),
         None => {
             // The full planner reads the stored status: what was handed over lands first.
@@ -292,8 +292,9 @@ async fn reconcile_with(
             workflow = shared.status.latest(&ctx.object);
             let mut observed = observed_jobs(&children, &workflow, now);
             observed.extend(unmirrored);
-            // A failure about to decide the outcome is explained from its pods; a finished
-            // workflow's message is written already.
+            // A failure about to decide the outcome is explained from its pods, and so is a
+            // step whose pod has not started by its deadline; a finished workflow's message is
+            // written already.
             let terminal = workflow
                 .status
                 .as_ref()
@@ -303,6 +304,17 @@ async fn reconcile_with(
                 let namespace = workflow.namespace().unwrap_or_default();
                 let pods = Api::namespaced(ctx.client.clone(), &namespace);
                 failure_cause::explain(&pods, &mut observed).await;
+                let events = Api::namespaced(ctx.client.clone(), &namespace);
+                let dag = compiled.dag.as_ref().ok();
+                failure_cause::explain_start(
+                    &pods,
+                    &events,
+                    &workflow.spec,
+                    dag,
+                    &mut observed,
+                    now,
+                )
+                .await;
             }
             let (plan, state) = RunState::build(&workflow, compiled.clone(), &observed, now);
             (plan, state.ok(), Instant::now())
@@ -310,7 +322,7 @@ async fn reconcile_with(
     };
     // What this process last handed over to be written, else what is stored: a status still on
     // its way must be neither written again nor counted again.
-    let (counted, phase_before) = shared.status.with_newest(&uid, |newest, _| {
+    let (mut counted, phase_before) = shared.status.with_newest(&uid, |newest, _| {
         let before = newest.or(workflow.status.as_ref());
         if flush && planned_incrementally && plan.status.is_none() {
             plan.status = state.as_ref().and_then(|s| deferred_status(s, before));
@@ -345,12 +357,22 @@ async fn reconcile_with(
     if terminal && write_status(shared, &ctx, &workflow, plan.status.as_ref()).await? {
         status_written_at = Some(Instant::now());
     }
-    futures::stream::iter(plan.actions.iter().map(Ok))
-        .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
-            execute(shared, &job_api, &workflow, &compiled, action)
-        })
-        .await?;
-    if !terminal && !defer_status {
+    let mut refusals = carry_out(shared, &job_api, &workflow, &compiled, &plan).await?;
+    let replanned = !refusals.is_empty();
+    while !refusals.is_empty() {
+        // Retrying a Job the API server refused cannot help: its steps fail with the server's
+        // message, recorded in the status (the only record: no Job exists) and written at once,
+        // before anything else, so that a restarted operator reads the same verdict.
+        plan = replan_refused(
+            shared, &workflow, &compiled, &children, &plan, &refusals, now,
+        );
+        write_status(shared, &ctx, &workflow, plan.status.as_ref()).await?;
+        status_written_at = Some(Instant::now());
+        counted = Some(StepChanges::default());
+        state = None;
+        refusals = carry_out(shared, &job_api, &workflow, &compiled, &plan).await?;
+    }
+    if !terminal && !defer_status && !replanned {
         if let Some(status) = plan.status.as_ref().filter(|_| behind) {
             shared
                 .status
@@ -715,14 +737,70 @@ fn observed_jobs(
         .collect()
 }
 
+/// A Job the API server refused: its step, its name and the server's message.
+type Refusal = (String, String, String);
+
+/// Carries out the plan's actions, [`ACTIONS_IN_FLIGHT`] at a time; the Jobs the API server
+/// refused with 422 (a bad value inside the parts of the spec the CRD keeps whole, such as a
+/// malformed volume), which no retry can create.
+async fn carry_out(
+    shared: &Shared,
+    api: &Api<Job>,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    plan: &Plan,
+) -> Result<Vec<Refusal>, HandlerError> {
+    let refusals = Mutex::new(Vec::new());
+    futures::stream::iter(plan.actions.iter().map(Ok))
+        .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
+            execute(shared, api, workflow, compiled, action, &refusals)
+        })
+        .await?;
+    Ok(refusals.into_inner().expect("refusals lock"))
+}
+
+/// The full plan once the `refusals` are recorded in the status `plan` made (or the stored
+/// one): the planner reads each as its step's failure ([`plan::refused_step_status`]). Its
+/// status is always set, to be written.
+fn replan_refused(
+    shared: &Shared,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    children: &[Arc<JobSummary>],
+    plan: &Plan,
+    refusals: &[Refusal],
+    now: Timestamp,
+) -> Plan {
+    let mut recorded = workflow.clone();
+    let status = recorded.status.get_or_insert_with(Default::default);
+    if let Some(planned) = &plan.status {
+        *status = planned.clone();
+    }
+    for (step, job, message) in refusals {
+        status.steps.retain(|s| &s.name != step);
+        status
+            .steps
+            .push(super::plan::refused_step_status(step, job, message));
+    }
+    let mut observed = observed_jobs(children, workflow, now);
+    observed.extend(shared.unmirrored(&workflow.uid().unwrap_or_default(), children));
+    let mut replanned = super::plan::plan_compiled(&recorded, compiled, &observed, now);
+    replanned.status = replanned.status.or(recorded.status);
+    // The moves the first plan made happened too (e.g. `Created -> Started`).
+    replanned.events.splice(0..0, plan.events.iter().cloned());
+    replanned
+}
+
 /// Carries out one action. `compiled` is `workflow.spec`'s: its run id and step index keep a
-/// create O(1) in the number of steps (no re-hash of the spec, no scan of the steps).
+/// create O(1) in the number of steps (no re-hash of the spec, no scan of the steps). A Job
+/// create the API server refuses with 422 goes to `refusals`.
 async fn execute(
     shared: &Shared,
     api: &Api<Job>,
     workflow: &WorkFlow,
     compiled: &Compiled,
     action: &Action,
+    refusals: &Mutex<Vec<Refusal>>,
 ) -> HandlerResult {
     let uid = workflow.uid().unwrap_or_default();
     match action {
@@ -756,6 +834,15 @@ async fn execute(
                 }
                 // The name is deterministic: an existing Job is this step's Job of this run.
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 422 => {
+                    tracing::warn!(job = %job_name, message = %e.message, "the API server refused a step's job");
+                    refusals.lock().expect("refusals lock").push((
+                        step.step_name.clone(),
+                        job_name.clone(),
+                        e.message,
+                    ));
+                    Ok(())
+                }
                 Err(e) => Err(temporary(&format!("creating job {job_name}"), e)),
             }
         }
@@ -774,6 +861,10 @@ async fn execute(
         Action::TimeOutJob { job_name, why } => {
             let patch = jobs::time_out_patch(why);
             patch_job(api, job_name, patch, "stopping the timed-out").await
+        }
+        Action::FailStart { job_name, why } => {
+            let patch = jobs::cannot_start_patch(why);
+            patch_job(api, job_name, patch, "stopping the not started").await
         }
     }
 }
@@ -1130,6 +1221,44 @@ mod tests {
             // Our first status is on its way; nothing is stored yet.
             assert!(still_follows(&cached.state, None, Some(&stored)));
             assert!(!still_follows(&cached.state, None, None));
+        }
+
+        #[test]
+        fn a_refused_job_fails_its_step_in_the_status_written_at_once() {
+            let (wf, compiled, _) = started();
+            // The first plan created a and b; the API server refused a's Job.
+            let plan = Plan {
+                status: wf.status.clone(),
+                ..RunState::build(&wf, compiled.clone(), &[], Timestamp::now()).0
+            };
+            let job = names::job_name("w", "a", &compiled.run);
+            let message = "spec.template.spec.volumes[0].name: Invalid value: \"Bad_Name\"";
+            let refusals = vec![("a".to_string(), job.clone(), message.to_string())];
+            let replanned = replan_refused(
+                &Shared::default(),
+                &wf,
+                &compiled,
+                &[],
+                &plan,
+                &refusals,
+                Timestamp::now(),
+            );
+            let status = replanned.status.clone().expect("a status to write");
+            assert_eq!(
+                status.workflow_status,
+                Some(crate::workflow::lifecycle::Phase::Failed)
+            );
+            assert_eq!(
+                status.message.as_deref(),
+                Some(format!("step a failed: the API server refused its Job: {message}").as_str())
+            );
+            let entry = status.steps.iter().find(|s| s.name == "a").unwrap();
+            assert_eq!(
+                entry.reason.as_deref(),
+                Some(crate::workflow::plan::REASON_JOB_REFUSED)
+            );
+            assert_eq!(entry.job.as_deref(), Some(job.as_str()));
+            assert!(creates(&replanned).is_empty(), "{:?}", replanned.actions);
         }
 
         #[test]

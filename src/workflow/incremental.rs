@@ -13,10 +13,12 @@
 //! live Job of another run. A change is handled incrementally when a step's Job appears, runs,
 //! succeeds or disappears. Everything else returns a [`Fallback`] and the caller re-plans in
 //! full: a Job of another run that is not being deleted, a failed step (with or without
-//! failFast), a running step past its timeout or a step whose Job the operator stopped at its
-//! timeout (`JobState::TimedOut`), a succeeded Job going back (deleted, or a stale
-//! event), a second Job for one step, and the last step succeeding (the lifecycle move to
-//! `Completed` with its conditions is left to the full planner, once per workflow).
+//! failFast, or whose pod could not start), a running step past its timeout or a step whose Job
+//! the operator stopped at its timeout (`JobState::TimedOut`), a step whose pod has not started
+//! by its start deadline (its pods are read before the full plan), a suspended Job (a `Queued`
+//! step), a succeeded Job going back (deleted, or a stale event), a second Job for one step,
+//! and the last step succeeding (the lifecycle move to `Completed` with its conditions is left
+//! to the full planner, once per workflow).
 //!
 //! # Cost
 //! The decision ([`RunState::decide`]) is O(degree + log steps) plus the size of its output:
@@ -24,8 +26,9 @@
 //! [`crate::workflow::dag::Progress`], the ready steps without a Job sit in a sorted set, the
 //! running steps' deadlines in another. Rendering the status for a write
 //! ([`RunState::render`]) is O(steps), like the status itself: its `executed` and `started`
-//! lists name every step. The lists are rendered in declaration order, exactly as the full
-//! planner renders them.
+//! lists name every step. The lists, and the `steps` entries of the running steps (their name
+//! and Job only, so that nothing but a step starting or finishing changes them), are rendered
+//! in declaration order, exactly as the full planner renders them.
 //!
 //! Measured by `cargo bench --bench dag -- incremental` at 10,000 steps on the 2-core build
 //! machine, one completion half-way through: the decision takes 4 µs (chain), 6 µs
@@ -44,6 +47,8 @@ use super::names;
 use super::plan::{self, Action, Compiled, JobState, ObservedJob, Plan};
 
 /// One change of one Job, as a watch reports it.
+// Changes live for one batch; boxing the Job would cost an allocation per change instead.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobChange {
     /// The Job was created or changed; this is its new state.
@@ -86,6 +91,9 @@ pub enum Fallback {
     /// Every step succeeded: the workflow completes.
     #[error("every step succeeded")]
     AllSucceeded,
+    /// A step's pod has not started by its start deadline: the handler reads its pods.
+    #[error("step {0} has not started by its start deadline")]
+    NotStarted(String),
 }
 
 /// The decision for one change, before the status is rendered.
@@ -133,6 +141,8 @@ pub struct RunState {
     workflow_name: String,
     /// The effective timeout of each step.
     timeouts: Vec<i64>,
+    /// `spec.startTimeout`.
+    start_timeout: i64,
     parallelism: Option<i32>,
     /// The status last rendered, lists left empty: phase, conditions, run and generation stay
     /// as they are while the state follows the workflow.
@@ -155,6 +165,9 @@ pub struct RunState {
     /// Deadlines of running steps not being deleted, with a limit.
     deadlines: BTreeSet<(Timestamp, usize)>,
     deadline_of: Vec<Option<Timestamp>>,
+    /// Start deadlines of running steps whose pod has not started (`ObservedJob::start_deadline`).
+    start_deadlines: BTreeSet<(Timestamp, usize)>,
+    start_deadline_of: Vec<Option<Timestamp>>,
     /// Running steps whose Job's `activeDeadlineSeconds` is not the step's timeout.
     mismatched: BTreeSet<usize>,
 }
@@ -207,10 +220,12 @@ impl RunState {
                 .iter()
                 .map(|s| spec.effective_timeout(s))
                 .collect(),
+            start_timeout: spec.start_timeout,
             parallelism: spec.parallelism,
             base: WorkFlowStatus {
                 executed: Vec::new(),
                 started: Vec::new(),
+                steps: Vec::new(),
                 progress: None,
                 ..status.clone()
             },
@@ -225,6 +240,8 @@ impl RunState {
             in_started: vec![false; n],
             deadlines: BTreeSet::new(),
             deadline_of: vec![None; n],
+            start_deadlines: BTreeSet::new(),
+            start_deadline_of: vec![None; n],
             mismatched: BTreeSet::new(),
             compiled: compiled.clone(),
         };
@@ -306,9 +323,15 @@ impl RunState {
         let active_since = match &job.state {
             JobState::Active { since } => Some(*since),
             JobState::Succeeded => None,
-            JobState::Failed { .. } => return Err(Fallback::StepFailed(job.step.clone())),
+            JobState::Failed { .. } | JobState::CannotStart { .. } => {
+                return Err(Fallback::StepFailed(job.step.clone()));
+            }
             JobState::TimedOut { .. } => return Err(Fallback::TimedOut(job.step.clone())),
         };
+        if job.suspended {
+            // A queued step's phase (and Kueue's admission of it) is the full planner's.
+            return Err(Fallback::NotFollowed("a suspended job"));
+        }
         if let Some(old) = &self.job_of[i] {
             if old.name != job.name {
                 return Err(Fallback::SecondJob {
@@ -343,6 +366,10 @@ impl RunState {
                         self.deadlines.insert((at, i));
                         self.deadline_of[i] = Some(at);
                     }
+                    if let Some(at) = job.start_deadline(self.start_timeout) {
+                        self.start_deadlines.insert((at, i));
+                        self.start_deadline_of[i] = Some(at);
+                    }
                 }
                 false
             }
@@ -361,6 +388,9 @@ impl RunState {
             self.mismatched.remove(&i);
             if let Some(at) = self.deadline_of[i].take() {
                 self.deadlines.remove(&(at, i));
+            }
+            if let Some(at) = self.start_deadline_of[i].take() {
+                self.start_deadlines.remove(&(at, i));
             }
         }
     }
@@ -423,6 +453,11 @@ impl RunState {
         {
             return Err(Fallback::TimedOut(dag.name(i).to_string()));
         }
+        if let Some(&(at, i)) = self.start_deadlines.first()
+            && at <= now
+        {
+            return Err(Fallback::NotStarted(dag.name(i).to_string()));
+        }
 
         let created: Vec<usize> = self.pending.iter().take(self.slots()).copied().collect();
         let old = std::mem::replace(&mut self.created, created);
@@ -452,10 +487,15 @@ impl RunState {
                 active_deadline_seconds: plan::job_deadline_seconds(self.timeouts[i]),
             });
         }
+        let next_timeout_at = [self.deadlines.first(), self.start_deadlines.first()]
+            .into_iter()
+            .flatten()
+            .map(|(at, _)| *at)
+            .min();
         Ok(Decision {
             actions,
             status_changed,
-            next_timeout_at: self.deadlines.first().map(|(at, _)| *at),
+            next_timeout_at,
         })
     }
 
@@ -509,21 +549,29 @@ impl RunState {
             .expect("followed workflows have a dag");
         let mut executed = Vec::with_capacity(self.done_count);
         let mut started = Vec::new();
+        let mut steps = Vec::new();
         let mut created = self.created.iter().peekable();
         for (i, job) in self.job_of.iter().enumerate() {
+            let name = dag.name(i);
             match job {
-                Some(job) if job.is_active() => started.push(dag.name(i).to_string()),
-                Some(_) => executed.push(dag.name(i).to_string()),
+                Some(job) if job.is_active() => {
+                    started.push(name.to_string());
+                    steps.push(plan::running_step_status(name, job.name.clone(), false));
+                }
+                Some(_) => executed.push(name.to_string()),
                 None => {}
             }
             if created.next_if_eq(&&i).is_some() {
-                started.push(dag.name(i).to_string());
+                started.push(name.to_string());
+                let job = names::job_name(&self.workflow_name, name, &self.compiled.run);
+                steps.push(plan::running_step_status(name, job, false));
             }
         }
         WorkFlowStatus {
             progress: Some(format!("{}/{}", executed.len(), dag.len())),
             executed,
             started,
+            steps,
             ..self.base.clone()
         }
     }
@@ -717,9 +765,10 @@ mod tests {
             timeouts in proptest::collection::vec(proptest::option::of(2i64..30), 25),
             parallelism in proptest::option::of(1i32..4),
             fail_fast in any::<bool>(),
-            events in proptest::collection::vec((0u8..10, any::<prop::sample::Index>()), 1..120),
+            start_timeout in 2i64..30,
+            events in proptest::collection::vec((0u8..12, any::<prop::sample::Index>()), 1..120),
         ) {
-            let mut builder = WorkFlow::test("p").fail_fast(fail_fast);
+            let mut builder = WorkFlow::test("p").fail_fast(fail_fast).start_timeout(start_timeout);
             for (i, ds) in deps.iter().enumerate() {
                 let names: Vec<String> = ds.iter().filter(|_| i > 0).map(|d| format!("s{}", d.index(i))).collect();
                 let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -747,22 +796,38 @@ mod tests {
                     .filter(|(_, j)| matches!(j.state, JobState::Active { .. }))
                     .map(|(i, _)| i)
                     .collect();
+                let pending: Vec<usize> = active.iter().copied().filter(|&i| !jobs[i].pod_started).collect();
                 let change = match kind {
                     0..=3 if !to_start.is_empty() => {
                         let step = to_start[pick.index(to_start.len())].to_string();
-                        let job = Jobs::of(&wf).active(&step, now).build().remove(0);
+                        // Some pods take their time to start, or never do.
+                        let job = if *kind == 3 {
+                            Jobs::of(&wf).pending(&step, now).build().remove(0)
+                        } else {
+                            Jobs::of(&wf).active(&step, now).build().remove(0)
+                        };
                         jobs.push(job.clone());
                         JobChange::Applied(job)
                     }
+                    10 | 11 if !pending.is_empty() => {
+                        let r = pending[pick.index(pending.len())];
+                        if *kind == 10 {
+                            jobs[r].pod_started = true;
+                        } else {
+                            // As the handler reads it from the pods at the start deadline.
+                            jobs[r].start_failure = Some("ErrImagePull: no such image".into());
+                        }
+                        JobChange::Applied(jobs[r].clone())
+                    }
                     _ if active.is_empty() => continue,
-                    0..=6 => {
+                    0..=6 | 10 | 11 => {
                         let r = active[pick.index(active.len())];
                         jobs[r].state = JobState::Succeeded;
                         JobChange::Applied(jobs[r].clone())
                     }
                     7 => {
                         let r = active[pick.index(active.len())];
-                        jobs[r].state = JobState::Failed { reason: "BackoffLimitExceeded".into(), message: String::new() };
+                        jobs[r].state = JobState::Failed { reason: "BackoffLimitExceeded".into(), message: String::new(), exit_code: None };
                         JobChange::Applied(jobs[r].clone())
                     }
                     8 => {
@@ -809,6 +874,11 @@ mod tests {
                             prop_assert!(state.is_err(), "{} timed out incrementally", job_name);
                             let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
                             job.state = JobState::TimedOut { why: why.clone() };
+                        }
+                        Action::FailStart { job_name, why } => {
+                            prop_assert!(state.is_err(), "{} failed to start incrementally", job_name);
+                            let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
+                            job.state = JobState::CannotStart { why: why.clone() };
                         }
                         Action::CreateJob { .. } | Action::SetJobDeadline { .. } => {}
                     }

@@ -11,10 +11,10 @@
 //! `Job` to kube: `Api<JobSummary>` lists and watches `jobs`.
 //!
 //! Kept: name, namespace, uid, resourceVersion, creation and deletion timestamps, owner
-//! references; the step and timed-out annotations and the run label as plain fields;
-//! `activeDeadlineSeconds` and `suspend`; of the status, `startTime`, `completionTime` and the
-//! condition that ended the Job, if one holds ([`JobEnd`]: `Complete`, or `Failed` with its
-//! reason and message). Whoever needs anything else (e.g. relabelling, which compares all
+//! references; the step, timed-out and cannot-start annotations and the run label as plain
+//! fields; `activeDeadlineSeconds` and `suspend`; of the status, `startTime`, `completionTime`,
+//! the pod counts (`active`, `ready`, `succeeded`, `failed`) and the condition that ended the
+//! Job, if one holds ([`JobEnd`]: `Complete`, or `Failed` with its reason, message and time). Whoever needs anything else (e.g. relabelling, which compares all
 //! labels) reads the Job from the API. Serialised, a `JobSummary` is a valid `Job` with just
 //! those fields (the ending condition as the one condition it lists).
 
@@ -26,7 +26,7 @@ use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
-use super::jobs::{ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RUN};
+use super::jobs::{ANNOTATION_CANNOT_START, ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RUN};
 
 /// A Job as the planner reads it; see the module documentation for what is kept.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -40,6 +40,9 @@ pub struct JobSummary {
     pub run: Option<String>,
     /// Why the operator timed the Job out (annotation `workflow.crd.com/timed-out`).
     pub timed_out: Option<String>,
+    /// Why the operator failed the Job's step for a pod that could not start (annotation
+    /// `workflow.crd.com/cannot-start`).
+    pub cannot_start: Option<String>,
     /// The part of `spec` the planner reads.
     pub spec: Option<JobSummarySpec>,
     /// The part of `status` the operator reads.
@@ -65,19 +68,55 @@ pub struct JobSummaryStatus {
     pub start_time: Option<Time>,
     /// `status.completionTime`, for the step duration metric.
     pub completion_time: Option<Time>,
+    /// The pod counts: whether the step's pod started (`ready`, `succeeded`, `failed`) and how
+    /// many attempts it made.
+    pub pods: PodCounts,
     /// The condition that ended the Job, if one holds.
     pub ended: Option<JobEnd>,
+}
+
+/// A Job's `status.active`, `ready`, `succeeded` and `failed` (absent is 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PodCounts {
+    pub active: i32,
+    pub ready: i32,
+    pub succeeded: i32,
+    pub failed: i32,
+}
+
+impl PodCounts {
+    /// Whether a pod of the Job got as far as running its container: one is ready, or one
+    /// finished (a pod that fails to start its container, `StartError`, counts as failed and
+    /// is explained as a failure).
+    pub fn started(&self) -> bool {
+        self.ready > 0 || self.succeeded > 0 || self.failed > 0
+    }
+
+    /// Pods the Job ran or runs.
+    pub fn attempts(&self) -> i32 {
+        self.active + self.succeeded + self.failed
+    }
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 /// The condition that ended a Job: `Complete=True`, else `Failed=True`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum JobEnd {
     Complete,
-    /// The condition's reason and message, for the step's failure.
-    Failed {
-        reason: Option<String>,
-        message: Option<String>,
-    },
+    /// The condition's reason, message and time, for the step's failure (boxed: few Jobs fail,
+    /// and every summary would otherwise hold room for them).
+    Failed(Box<JobFailure>),
+}
+
+/// The `Failed=True` condition of a failed Job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobFailure {
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub at: Option<Time>,
 }
 
 /// The JSON shape of a Job, limited to the fields a [`JobSummary`] is made from.
@@ -98,6 +137,15 @@ struct StatusOnTheWire {
     start_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     completion_time: Option<Time>,
+    // Not `#[serde(flatten)]` of a `PodCounts`: that buffers every status read into a map.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    active: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    ready: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    succeeded: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    failed: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     conditions: Option<Vec<ConditionOnTheWire>>,
 }
@@ -115,6 +163,12 @@ struct ConditionOnTheWire {
     reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     message: Option<String>,
+    #[serde(
+        rename = "lastTransitionTime",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    last_transition_time: Option<Time>,
 }
 
 /// A condition's type; only the two that end a Job are told apart. (`Other` is never written:
@@ -158,14 +212,23 @@ impl From<StatusOnTheWire> for JobSummaryStatus {
             holding
                 .into_iter()
                 .find(|c| c.type_ == ConditionType::Failed)
-                .map(|c| JobEnd::Failed {
-                    reason: c.reason,
-                    message: c.message,
+                .map(|c| {
+                    JobEnd::Failed(Box::new(JobFailure {
+                        reason: c.reason,
+                        message: c.message,
+                        at: c.last_transition_time,
+                    }))
                 })
         };
         Self {
             start_time: wire.start_time,
             completion_time: wire.completion_time,
+            pods: PodCounts {
+                active: wire.active,
+                ready: wire.ready,
+                succeeded: wire.succeeded,
+                failed: wire.failed,
+            },
             ended,
         }
     }
@@ -173,20 +236,30 @@ impl From<StatusOnTheWire> for JobSummaryStatus {
 
 impl From<JobSummaryStatus> for StatusOnTheWire {
     fn from(status: JobSummaryStatus) -> Self {
-        let condition = |type_, reason, message| ConditionOnTheWire {
+        let condition = |type_, reason, message, at| ConditionOnTheWire {
             type_,
             status: ConditionStatus::True,
             reason,
             message,
+            last_transition_time: at,
         };
         Self {
             start_time: status.start_time,
             completion_time: status.completion_time,
+            active: status.pods.active,
+            ready: status.pods.ready,
+            succeeded: status.pods.succeeded,
+            failed: status.pods.failed,
             conditions: status.ended.map(|end| {
                 vec![match end {
-                    JobEnd::Complete => condition(ConditionType::Complete, None, None),
-                    JobEnd::Failed { reason, message } => {
-                        condition(ConditionType::Failed, reason, message)
+                    JobEnd::Complete => condition(ConditionType::Complete, None, None, None),
+                    JobEnd::Failed(failure) => {
+                        let JobFailure {
+                            reason,
+                            message,
+                            at,
+                        } = *failure;
+                        condition(ConditionType::Failed, reason, message, at)
                     }
                 }]
             }),
@@ -199,6 +272,10 @@ impl From<JobStatus> for StatusOnTheWire {
         Self {
             start_time: status.start_time,
             completion_time: status.completion_time,
+            active: status.active.unwrap_or(0),
+            ready: status.ready.unwrap_or(0),
+            succeeded: status.succeeded.unwrap_or(0),
+            failed: status.failed.unwrap_or(0),
             conditions: status.conditions.map(|conditions| {
                 conditions
                     .into_iter()
@@ -211,6 +288,7 @@ impl From<JobStatus> for StatusOnTheWire {
                         },
                         reason: c.reason,
                         message: c.message,
+                        last_transition_time: c.last_transition_time,
                     })
                     .collect()
             }),
@@ -228,6 +306,7 @@ impl From<JobOnTheWire> for JobSummary {
         let mut annotations = metadata.annotations.unwrap_or_default();
         let step = annotations.remove(ANNOTATION_STEP);
         let timed_out = annotations.remove(ANNOTATION_TIMED_OUT);
+        let cannot_start = annotations.remove(ANNOTATION_CANNOT_START);
         let run = metadata.labels.and_then(|mut l| l.remove(LABEL_RUN));
         // Read into a Vec grown for four; a Job has one owner.
         let owner_references = metadata.owner_references.map(|mut owners| {
@@ -248,6 +327,7 @@ impl From<JobOnTheWire> for JobSummary {
             step,
             run,
             timed_out,
+            cannot_start,
             spec,
             status: status.map(JobSummaryStatus::from),
         }
@@ -260,6 +340,7 @@ impl From<JobSummary> for JobOnTheWire {
         let annotations: BTreeMap<String, String> = [
             (ANNOTATION_STEP, summary.step),
             (ANNOTATION_TIMED_OUT, summary.timed_out),
+            (ANNOTATION_CANNOT_START, summary.cannot_start),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key.to_string(), value?)))
@@ -378,16 +459,59 @@ mod tests {
             Some(JobSummaryStatus {
                 start_time: status.start_time,
                 completion_time: status.completion_time,
+                pods: PodCounts::default(),
                 ended: Some(JobEnd::Complete),
             })
         );
     }
 
     #[test]
+    fn keeps_the_pod_counts_and_when_a_failed_job_failed() {
+        let mut job = job_with(vec![JobCondition {
+            last_transition_time: Some(Time("2026-01-01T00:00:09Z".parse().unwrap())),
+            ..condition("Failed", "True", Some("BackoffLimitExceeded"))
+        }]);
+        let status = job.status.as_mut().unwrap();
+        (status.active, status.ready, status.failed) = (Some(1), Some(1), Some(2));
+        let summary = read(&job);
+        let counts = summary.status.as_ref().unwrap().pods;
+        assert_eq!(
+            counts,
+            PodCounts {
+                active: 1,
+                ready: 1,
+                succeeded: 0,
+                failed: 2
+            }
+        );
+        assert_eq!((counts.started(), counts.attempts()), (true, 3));
+        assert!(
+            !PodCounts {
+                active: 1,
+                ..PodCounts::default()
+            }
+            .started()
+        );
+        assert_eq!(summary, JobSummary::from(job));
+        let Some(JobEnd::Failed(failure)) = &summary.status.as_ref().unwrap().ended else {
+            panic!("failed: {summary:?}");
+        };
+        assert_eq!(
+            &failure.at,
+            &Some(Time("2026-01-01T00:00:09Z".parse().unwrap()))
+        );
+        let as_json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(read(&serde_json::from_value(as_json).unwrap()), summary);
+    }
+
+    #[test]
     fn keeps_the_condition_that_ended_the_job_with_the_reason_and_message_of_a_failure() {
-        let failed = |reason: &str| JobEnd::Failed {
-            reason: Some(reason.into()),
-            message: Some("it broke".into()),
+        let failed = |reason: &str| {
+            JobEnd::Failed(Box::new(JobFailure {
+                reason: Some(reason.into()),
+                message: Some("it broke".into()),
+                at: None,
+            }))
         };
         let cases = [
             (vec![], None),

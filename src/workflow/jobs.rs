@@ -33,6 +33,11 @@ pub const ANNOTATION_STEP: &str = "workflow.crd.com/step";
 /// (`running for 6s, longer than its timeout of 5s`). It makes the Job the record of the
 /// timeout: [`observe_job`] reads such a Job as `JobState::TimedOut` whatever its conditions.
 pub const ANNOTATION_TIMED_OUT: &str = "workflow.crd.com/timed-out";
+/// Annotation: put by the operator on the Job of a step whose pod did not start within the
+/// workflow's `startTimeout`, saying why (`CreateContainerConfigError: secret "creds" not
+/// found`). Like [`ANNOTATION_TIMED_OUT`], it makes the Job the record of the failure:
+/// [`observe_job`] reads such a Job as `JobState::CannotStart`.
+pub const ANNOTATION_CANNOT_START: &str = "workflow.crd.com/cannot-start";
 /// The operator's own labels; a workflow's labels never override them.
 pub const OWN_LABELS: [&str; 3] = [LABEL_WORKFLOW, LABEL_STEP, LABEL_RUN];
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
@@ -112,6 +117,16 @@ const TIMED_OUT_DEADLINE_SECONDS: i64 = 1;
 pub fn time_out_patch(why: &str) -> serde_json::Value {
     serde_json::json!({
         "metadata": {"annotations": {ANNOTATION_TIMED_OUT: why}},
+        "spec": {"activeDeadlineSeconds": TIMED_OUT_DEADLINE_SECONDS},
+    })
+}
+
+/// A JSON merge patch that stops the Job of a step whose pod did not start and records why: the
+/// annotation [`ANNOTATION_CANNOT_START`], and a deadline already exceeded, as
+/// [`time_out_patch`] does. Applying it twice changes nothing.
+pub fn cannot_start_patch(why: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"annotations": {ANNOTATION_CANNOT_START: why}},
         "spec": {"activeDeadlineSeconds": TIMED_OUT_DEADLINE_SECONDS},
     })
 }
@@ -239,31 +254,53 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
     let step = job.step.clone()?;
     let run = job.run.clone().unwrap_or_default();
     let status = job.status.as_ref();
+    let created = job
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(now, |t| t.0);
+    let start_time = status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
     let state = if let Some(why) = &job.timed_out {
         JobState::TimedOut { why: why.clone() }
+    } else if let Some(why) = &job.cannot_start {
+        JobState::CannotStart { why: why.clone() }
     } else {
         match status.and_then(|s| s.ended.as_ref()) {
             Some(JobEnd::Complete) => JobState::Succeeded,
-            Some(JobEnd::Failed { reason, message }) => JobState::Failed {
-                reason: reason.clone().unwrap_or_else(|| "Failed".to_string()),
-                message: message.clone().unwrap_or_default(),
+            Some(JobEnd::Failed(failure)) => JobState::Failed {
+                reason: failure
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "Failed".to_string()),
+                message: failure.message.clone().unwrap_or_default(),
+                exit_code: None,
             },
-            None => {
-                let since = status
-                    .and_then(|s| s.start_time.as_ref())
-                    .or(job.metadata.creation_timestamp.as_ref())
-                    .map_or(now, |t| t.0);
-                JobState::Active { since }
-            }
+            None => JobState::Active {
+                since: start_time.unwrap_or(created),
+            },
         }
     };
+    let finished_at = status.and_then(|s| match &s.ended {
+        Some(JobEnd::Failed(failure)) => failure.at.as_ref().or(s.completion_time.as_ref()),
+        Some(JobEnd::Complete) => s.completion_time.as_ref(),
+        None => None,
+    });
+    let pods = status.map(|s| s.pods).unwrap_or_default();
+    let spec = job.spec.as_ref();
     Some(ObservedJob {
         name: job.name_any(),
         step,
         run,
         state,
         deleting: job.metadata.deletion_timestamp.is_some(),
-        active_deadline_seconds: job.spec.as_ref().and_then(|s| s.active_deadline_seconds),
+        active_deadline_seconds: spec.and_then(|s| s.active_deadline_seconds),
+        created,
+        start_time,
+        finished_at: finished_at.map(|t| t.0),
+        attempts: pods.attempts(),
+        pod_started: pods.started(),
+        suspended: spec.and_then(|s| s.suspend) == Some(true),
+        start_failure: None,
     })
 }
 
@@ -549,6 +586,7 @@ spec:
                 JobState::Failed {
                     reason: DEADLINE_EXCEEDED.into(),
                     message: "it broke".into(),
+                    exit_code: None,
                 },
             ),
             (
@@ -609,5 +647,60 @@ spec:
             assert_eq!(seen.state, want, "{:?}", job.status);
             assert_eq!(seen.step, "a");
         }
+    }
+
+    #[test]
+    fn a_job_whose_pod_could_not_start_is_stopped_and_stays_failed_for_that_cause() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let why = "CreateContainerConfigError: secret \"creds\" not found";
+        let patch = cannot_start_patch(why);
+        let wf = WorkFlow::test("wf").step("a", &[]).build();
+        let pending = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let stopped = patched(&pending, &patch);
+        assert_eq!(
+            patched(&stopped, &patch),
+            stopped,
+            "applying it twice changes nothing"
+        );
+        assert_eq!(
+            stopped.spec.as_ref().unwrap().active_deadline_seconds,
+            Some(1)
+        );
+        for job in [pending, finished("Failed", Some(DEADLINE_EXCEEDED))] {
+            let seen = observe_job(&patched(&job, &patch).into(), now).unwrap();
+            assert_eq!(
+                seen.state,
+                JobState::CannotStart { why: why.into() },
+                "{:?}",
+                job.status
+            );
+        }
+    }
+
+    #[test]
+    fn observe_job_reads_when_the_job_was_created_and_whether_its_pod_started() {
+        let now: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        let created: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut job = finished("SuccessCriteriaMet", None);
+        job.metadata.creation_timestamp = Some(Time(created));
+        let status = job.status.as_mut().unwrap();
+        status.active = Some(1);
+        let seen = observe_job(&job.clone().into(), now).unwrap();
+        assert_eq!(
+            (seen.created, seen.pod_started, seen.attempts),
+            (created, false, 1)
+        );
+        assert_eq!(
+            seen.start_deadline(5),
+            Some("2026-01-01T00:00:05Z".parse().unwrap())
+        );
+        job.status.as_mut().unwrap().ready = Some(1);
+        let seen = observe_job(&job.into(), now).unwrap();
+        assert!(seen.pod_started);
+        assert_eq!(
+            seen.start_deadline(5),
+            None,
+            "a started pod has no start deadline"
+        );
     }
 }

@@ -24,8 +24,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::crd::{
-    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, UNLIMITED, WorkFlow, WorkFlowSpec,
-    WorkFlowStatus,
+    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, StepPhase, StepStatus, UNLIMITED,
+    WorkFlow, WorkFlowSpec, WorkFlowStatus,
 };
 use super::dag::{Dag, DagError, Progress};
 use super::lifecycle::{Phase, Transition, Trigger};
@@ -45,12 +45,17 @@ pub enum JobState {
     },
     /// The Job has condition `Complete=True`.
     Succeeded,
-    /// The Job has condition `Failed=True`, with that condition's reason and message.
+    /// The Job has condition `Failed=True`, with that condition's reason and message, or, once
+    /// `failure_cause::explain` read the Job's pods, its last failed container's exit code,
+    /// reason and message.
     Failed {
-        /// E.g. `BackoffLimitExceeded`, `DeadlineExceeded`.
+        /// E.g. `BackoffLimitExceeded`, `DeadlineExceeded`; or the container's (`Error`,
+        /// `StartError`) with `exit_code`.
         reason: String,
-        /// Kubernetes' explanation.
+        /// Kubernetes' or the container's explanation.
         message: String,
+        /// The container's exit code, when read from its pod.
+        exit_code: Option<i32>,
     },
     /// The operator stopped the Job because its step ran past its timeout
     /// ([`Action::TimeOutJob`]), whatever the Job's conditions say since: still stopping,
@@ -59,6 +64,12 @@ pub enum JobState {
     TimedOut {
         /// Why, as the operator recorded it, e.g. `running for 6s, longer than its timeout of
         /// 5s`.
+        why: String,
+    },
+    /// The operator failed the step because its pod did not start within `startTimeout`
+    /// ([`Action::FailStart`]), whatever the Job's conditions say since: the Job is the record.
+    CannotStart {
+        /// The cause, e.g. `CreateContainerConfigError: secret "creds" not found`.
         why: String,
     },
 }
@@ -78,6 +89,39 @@ pub struct ObservedJob {
     pub deleting: bool,
     /// The Job's `spec.activeDeadlineSeconds`.
     pub active_deadline_seconds: Option<i64>,
+    /// The Job's `creationTimestamp`: its step's `startTimeout` counts from it.
+    pub created: Timestamp,
+    /// The Job's `status.startTime`, for the step's status.
+    pub start_time: Option<Timestamp>,
+    /// When the Job ended (its `Failed` condition's time, or `completionTime`).
+    pub finished_at: Option<Timestamp>,
+    /// Pods the Job ran or runs (`active + succeeded + failed`).
+    pub attempts: i32,
+    /// A pod of the Job got as far as running its container (one is ready or finished), as
+    /// the Job's status says, or as its pods said when they were read at the start deadline.
+    pub pod_started: bool,
+    /// The Job is suspended (`spec.suspend`).
+    pub suspended: bool,
+    /// Why its pod has not started, when the handler read its pods at the start deadline
+    /// (`failure_cause::explain_start`); `None` otherwise.
+    pub start_failure: Option<String>,
+}
+
+impl ObservedJob {
+    /// When this Job's pod must have started by (its step's `startTimeout` after its creation),
+    /// if it has not started yet and may still fail to.
+    pub fn start_deadline(&self, start_timeout: i64) -> Option<Timestamp> {
+        if !self.may_fail_to_start() {
+            return None;
+        }
+        deadline(self.created, start_timeout)
+    }
+
+    /// Whether the Job's pod has yet to start, and may fail to: not started, not being deleted
+    /// (on its way out already), not suspended (queued: it has no pod to start).
+    pub fn may_fail_to_start(&self) -> bool {
+        !self.pod_started && !self.deleting && !self.suspended
+    }
 }
 
 /// Why a Job is to be deleted.
@@ -127,6 +171,15 @@ pub enum Action {
         /// The Job's name.
         job_name: String,
         /// Why, e.g. `running for 6s, longer than its timeout of 5s`.
+        why: String,
+    },
+    /// Stop the Job of a step whose pod did not start within `startTimeout`, and keep it as the
+    /// record of why (`jobs::cannot_start_patch`), as [`Action::TimeOutJob`] does for a timeout.
+    /// Observed afterwards as [`JobState::CannotStart`].
+    FailStart {
+        /// The Job's name.
+        job_name: String,
+        /// Why, e.g. `CreateContainerConfigError: secret "creds" not found`.
         why: String,
     },
 }
@@ -240,10 +293,17 @@ pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Time
         .iter()
         .map(|s| (s.step_name.as_str(), workflow.spec.effective_timeout(s)))
         .collect();
+    let start_timeout = workflow.spec.start_timeout;
     jobs.iter()
         .filter(|j| j.run == run && !j.deleting)
         .filter_map(|j| match j.state {
-            JobState::Active { since } => deadline(since, *timeouts.get(j.step.as_str())?),
+            JobState::Active { since } => {
+                let run_deadline = deadline(since, *timeouts.get(j.step.as_str())?);
+                run_deadline
+                    .into_iter()
+                    .chain(j.start_deadline(start_timeout))
+                    .min()
+            }
             _ => None,
         })
         .min()
@@ -263,36 +323,142 @@ pub fn job_deadline_seconds(timeout: i64) -> Option<i64> {
     (timeout != UNLIMITED).then_some(timeout.max(1))
 }
 
+/// The step status `reason` of a step that ran past its timeout.
+pub const REASON_TIMED_OUT: &str = "TimedOut";
+/// The step status `reason` of a step whose pod did not start within `startTimeout`.
+pub const REASON_CANNOT_START: &str = "CannotStart";
+/// The step status `reason` of a running step stopped because the workflow failed.
+pub const REASON_STOPPED: &str = "Stopped";
+/// The step status `reason` of a step whose Job the API server refused (422): its entry in the
+/// status is the only record, as there is no Job.
+pub const REASON_JOB_REFUSED: &str = "JobRefused";
+
+/// The `status.steps` entry recording that the API server refused `step`'s Job named `job`,
+/// saying `message`: the planner reads it back as the step's failure (see [`plan_compiled`]).
+pub fn refused_step_status(step: &str, job: &str, message: &str) -> StepStatus {
+    StepStatus {
+        phase: StepPhase::Failed,
+        reason: Some(REASON_JOB_REFUSED.into()),
+        message: Some(message.to_string()),
+        attempts: Some(0),
+        ..running_step_status(step, job.to_string(), false)
+    }
+}
+
 /// Why a step failed.
 enum Failure {
     Failed {
         reason: String,
         message: String,
+        exit_code: Option<i32>,
     },
     /// Ran past its timeout; `why` says by how much, or that Kubernetes' deadline caught it.
-    TimedOut {
-        why: String,
-    },
+    TimedOut { why: String },
+    /// Its pod did not start within `startTimeout`; `why` is the cause.
+    CannotStart { why: String },
+    /// The API server refused its Job (422), as the status records it.
+    Refused { entry: StepStatus },
 }
 
 impl Failure {
     fn trigger(&self) -> Trigger {
         match self {
-            Failure::Failed { .. } => Trigger::StepFailed,
+            Failure::Failed { .. } | Failure::CannotStart { .. } | Failure::Refused { .. } => {
+                Trigger::StepFailed
+            }
             Failure::TimedOut { .. } => Trigger::StepTimedOut,
         }
     }
 
+    /// `step b failed: exit code 2`, `step b failed: exit code 128: StartError: ...`,
+    /// `step b failed: BackoffLimitExceeded: ...`, `step b timed out: ...`, `step b cannot
+    /// start: ...`.
     fn describe(&self, step: &str) -> String {
+        let joined = |parts: &[&str]| {
+            parts
+                .iter()
+                .filter(|p| !p.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(": ")
+        };
         match self {
-            Failure::Failed { reason, message } if message.is_empty() => {
-                format!("step {step} failed: {reason}")
+            Failure::Failed {
+                reason,
+                message,
+                exit_code: Some(code),
+            } => {
+                // A plain non-zero exit's `Error` says nothing the exit code does not.
+                let reason = if reason == "Error" { "" } else { reason };
+                let code = format!("exit code {code}");
+                format!("step {step} failed: {}", joined(&[&code, reason, message]))
             }
-            Failure::Failed { reason, message } => {
-                format!("step {step} failed: {reason}: {message}")
-            }
+            Failure::Failed {
+                reason, message, ..
+            } => format!("step {step} failed: {}", joined(&[reason, message])),
             Failure::TimedOut { why } => format!("step {step} timed out: {why}"),
+            Failure::CannotStart { why } => format!("step {step} cannot start: {why}"),
+            Failure::Refused { entry } => format!(
+                "step {step} failed: the API server refused its Job: {}",
+                entry.message.as_deref().unwrap_or_default()
+            ),
         }
+    }
+
+    /// The step's entry in `status.steps`, from the Job that failed it.
+    fn step_status(&self, step: &str, job: &ObservedJob) -> StepStatus {
+        let (phase, reason, message, exit_code) = match self {
+            Failure::Failed {
+                reason,
+                message,
+                exit_code,
+            } => (
+                StepPhase::Failed,
+                reason.as_str(),
+                message.as_str(),
+                *exit_code,
+            ),
+            Failure::TimedOut { why } => {
+                (StepPhase::TimedOut, REASON_TIMED_OUT, why.as_str(), None)
+            }
+            Failure::CannotStart { why } => {
+                (StepPhase::Failed, REASON_CANNOT_START, why.as_str(), None)
+            }
+            Failure::Refused { entry } => return entry.clone(),
+        };
+        let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        StepStatus {
+            name: step.to_string(),
+            phase,
+            started_at: job.start_time.map(Time),
+            finished_at: job.finished_at.map(Time),
+            attempts: Some(job.attempts),
+            exit_code,
+            reason: text(reason),
+            message: text(message),
+            job: Some(job.name.clone()),
+        }
+    }
+}
+
+/// The `status.steps` entry of a step whose Job runs or is being created (`job` its name).
+/// Only what is known when its Job is created, so that the Job starting changes nothing in the
+/// status (no write): its times are its Job's.
+pub fn running_step_status(step: &str, job: String, suspended: bool) -> StepStatus {
+    StepStatus {
+        name: step.to_string(),
+        phase: if suspended {
+            StepPhase::Queued
+        } else {
+            StepPhase::Running
+        },
+        started_at: None,
+        finished_at: None,
+        attempts: None,
+        exit_code: None,
+        reason: None,
+        message: None,
+        job: Some(job),
     }
 }
 
@@ -307,6 +473,7 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     observed_generation: None,
     run: None,
     conditions: Vec::new(),
+    steps: Vec::new(),
 };
 
 /// The state of one plan being made.
@@ -330,6 +497,7 @@ struct Outcome {
     message: Option<String>,
     executed: Vec<String>,
     started: Vec<String>,
+    steps: Vec<StepStatus>,
     total: usize,
     /// What made the workflow fail, for the `Failed` condition's reason.
     failed_by: Option<Trigger>,
@@ -407,6 +575,17 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Stops the Job of a step whose pod did not start and keeps it (see
+    /// [`Action::FailStart`]).
+    fn fail_start(&mut self, job: &'a ObservedJob, why: String) {
+        if self.settled.insert(&job.name) {
+            self.actions.push(Action::FailStart {
+                job_name: job.name.clone(),
+                why,
+            });
+        }
+    }
+
     fn delete_other_runs(&mut self, jobs: &'a [ObservedJob]) {
         let run = self.run;
         for job in jobs.iter().filter(|j| j.run != run) {
@@ -438,6 +617,7 @@ impl<'a> Planner<'a> {
             message: Some(message),
             executed: Vec::new(),
             started: Vec::new(),
+            steps: Vec::new(),
             total: self.workflow.spec.containers.len(),
             failed_by: Some(Trigger::InvalidSpec),
         });
@@ -451,7 +631,7 @@ impl<'a> Planner<'a> {
         let rank = |j: &ObservedJob| match j.state {
             JobState::Succeeded => 0,
             JobState::Active { .. } => 1,
-            JobState::Failed { .. } | JobState::TimedOut { .. } => 2,
+            JobState::Failed { .. } | JobState::TimedOut { .. } | JobState::CannotStart { .. } => 2,
         };
         let mut job_of: Vec<Option<&'a ObservedJob>> = vec![None; n];
         for &job in current {
@@ -476,24 +656,46 @@ impl<'a> Planner<'a> {
                 JobState::TimedOut { why } => {
                     failures.push((i, Failure::TimedOut { why: why.clone() }));
                 }
+                JobState::CannotStart { why } => {
+                    failures.push((i, Failure::CannotStart { why: why.clone() }));
+                }
                 JobState::Failed { reason, .. } if reason == DEADLINE_EXCEEDED => {
                     let timeout = job.active_deadline_seconds.unwrap_or(timeout);
                     let why = format!("its Job exceeded its deadline of {timeout}s");
                     failures.push((i, Failure::TimedOut { why }));
                 }
-                JobState::Failed { reason, message } => failures.push((
+                JobState::Failed {
+                    reason,
+                    message,
+                    exit_code,
+                } => failures.push((
                     i,
                     Failure::Failed {
                         reason: reason.clone(),
                         message: message.clone(),
+                        exit_code: *exit_code,
                     },
                 )),
                 JobState::Active { since } => {
                     let elapsed = self.now.duration_since(*since);
                     let over =
                         timeout != UNLIMITED && elapsed >= SignedDuration::from_secs(timeout);
-                    // A Job being deleted is on its way out already: not timed out again.
-                    if over && !job.deleting {
+                    let start_over = job
+                        .start_deadline(spec.start_timeout)
+                        .is_some_and(|at| self.now >= at);
+                    // A pod that never started fails for its cause when the start deadline or
+                    // the step's timeout comes, whichever first, once the handler read why
+                    // (until then it waits, as running). A Job being deleted is on its way out
+                    // already: not timed out again.
+                    let cannot_start = job
+                        .start_failure
+                        .as_ref()
+                        .filter(|_| (over || start_over) && job.may_fail_to_start());
+                    if let Some(why) = cannot_start {
+                        failures.push((i, Failure::CannotStart { why: why.clone() }));
+                        stopped[i] = true;
+                        self.fail_start(job, why.clone());
+                    } else if over && !job.deleting {
                         let why = format!(
                             "running for {}s, longer than its timeout of {timeout}s",
                             elapsed.as_secs()
@@ -507,9 +709,32 @@ impl<'a> Planner<'a> {
                 }
             }
         }
+        // A step whose Job the API server refused has no Job: its status entry is the record
+        // (of this run: the Job's name has the run in it).
+        let refused: HashMap<&str, &StepStatus> = self
+            .previous
+            .steps
+            .iter()
+            .filter(|s| s.reason.as_deref() == Some(REASON_JOB_REFUSED))
+            .filter_map(|s| Some((s.job.as_deref()?, s)))
+            .collect();
+        let mut is_refused = vec![false; if refused.is_empty() { 0 } else { n }];
+        if !refused.is_empty() {
+            for (i, job) in job_of.iter().enumerate() {
+                let name = names::job_name(self.workflow_name(), dag.name(i), self.run);
+                if let (None, Some(entry)) = (job, refused.get(name.as_str())) {
+                    let entry = (*entry).clone();
+                    failures.push((i, Failure::Refused { entry }));
+                    is_refused[i] = true;
+                }
+            }
+        }
         failures.sort_by_key(|(i, _)| *i);
 
-        let ready = startable(&progress, &job_of);
+        let mut ready = startable(&progress, &job_of);
+        if !is_refused.is_empty() {
+            ready.retain(|&i| !is_refused[i]);
+        }
         let fail_now = !failures.is_empty() && (spec.fail_fast || running == 0 && ready.is_empty());
         let mut created: Vec<usize> = Vec::new();
         let mut failed_by = None;
@@ -561,24 +786,47 @@ impl<'a> Planner<'a> {
 
         let mut executed = Vec::with_capacity(progress.done_count());
         let mut started = Vec::new();
+        let mut steps = Vec::new();
         let mut created_iter = created.iter().peekable();
+        let mut failures_iter = failures.iter().peekable();
+        let terminal = self.phase.is_terminal();
         for (i, job) in job_of.iter().enumerate() {
-            match job.map(|j| &j.state) {
-                Some(JobState::Succeeded) => executed.push(dag.name(i).to_string()),
-                Some(JobState::Active { .. }) if !self.phase.is_terminal() && !stopped[i] => {
-                    started.push(dag.name(i).to_string())
-                }
-                _ => {}
+            let name = dag.name(i);
+            let failure = failures_iter.next_if(|(f, _)| *f == i).map(|(_, f)| f);
+            match (job, failure) {
+                (_, Some(Failure::Refused { entry })) => steps.push(entry.clone()),
+                (Some(job), Some(failure)) => steps.push(failure.step_status(name, job)),
+                (Some(job), None) => match &job.state {
+                    JobState::Succeeded => executed.push(name.to_string()),
+                    JobState::Active { .. } if !terminal => {
+                        started.push(name.to_string());
+                        steps.push(running_step_status(name, job.name.clone(), job.suspended));
+                    }
+                    // Stopped with the workflow (failFast).
+                    JobState::Active { .. } => steps.push(StepStatus {
+                        phase: StepPhase::Failed,
+                        started_at: job.start_time.map(Time),
+                        attempts: Some(job.attempts),
+                        reason: Some(REASON_STOPPED.into()),
+                        message: Some("stopped: the workflow failed".into()),
+                        ..running_step_status(name, job.name.clone(), false)
+                    }),
+                    _ => {}
+                },
+                (None, _) => {}
             }
             // Steps being created count as started, so their Jobs appearing changes nothing.
             if created_iter.next_if_eq(&&i).is_some() {
-                started.push(dag.name(i).to_string());
+                started.push(name.to_string());
+                let job_name = names::job_name(self.workflow_name(), name, self.run);
+                steps.push(running_step_status(name, job_name, false));
             }
         }
         self.outcome = Some(Outcome {
             message,
             executed,
             started,
+            steps,
             total: n,
             failed_by,
         });
@@ -595,6 +843,9 @@ impl<'a> Planner<'a> {
             };
             if job.deleting || stopped[i] {
                 continue;
+            }
+            if let Some(at) = job.start_deadline(spec.start_timeout) {
+                self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
             }
             let timeout = spec.effective_timeout(&spec.containers[i]);
             let want = job_deadline_seconds(timeout);
@@ -636,6 +887,7 @@ impl<'a> Planner<'a> {
                 message: outcome.message,
                 executed: outcome.executed,
                 started: outcome.started,
+                steps: outcome.steps,
                 workflow_status: Some(self.phase),
                 status_changed: Some(status_changed),
                 observed_generation: generation,
@@ -1838,6 +2090,350 @@ mod tests {
         assert_eq!(phase(&plan), Some(Phase::Completed));
     }
 
+    /// `(name, phase, reason, message, exit code)` of a `status.steps` entry.
+    type Entry<'a> = (
+        &'a str,
+        StepPhase,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<i32>,
+    );
+
+    /// Each `status.steps` entry of the plan's status.
+    fn step_entries(plan: &Plan) -> Vec<Entry<'_>> {
+        status(plan)
+            .steps
+            .iter()
+            .map(|s| {
+                (
+                    s.name.as_str(),
+                    s.phase,
+                    s.reason.as_deref(),
+                    s.message.as_deref(),
+                    s.exit_code,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn status_steps_list_running_and_created_steps_with_their_jobs_and_nothing_else() {
+        let wf = running(diamond().build());
+        let plan = plan(
+            &wf,
+            &Jobs::of(&wf).succeeded("a").active("b", at(1)).build(),
+            at(2),
+        );
+        assert_eq!(
+            step_entries(&plan),
+            [
+                ("b", StepPhase::Running, None, None, None),
+                ("c", StepPhase::Running, None, None, None)
+            ]
+        );
+        let jobs: Vec<_> = status(&plan).steps.iter().map(|s| s.job.clone()).collect();
+        assert_eq!(
+            jobs,
+            [Some(job_name(&wf, "b")), Some(job_name(&wf, "c"))],
+            "the Job of a step being created is named too"
+        );
+        // A running step's entry holds nothing its Job's start changes: no time, no attempts.
+        assert!(
+            status(&plan)
+                .steps
+                .iter()
+                .all(|s| s.started_at.is_none() && s.attempts.is_none())
+        );
+        let done = plan_done(&wf);
+        assert!(status(&done).steps.is_empty(), "{:?}", status(&done).steps);
+    }
+
+    fn plan_done(wf: &WorkFlow) -> Plan {
+        let jobs = Jobs::of(wf)
+            .succeeded("a")
+            .succeeded("b")
+            .succeeded("c")
+            .succeeded("d")
+            .build();
+        plan(wf, &jobs, at(3))
+    }
+
+    #[test]
+    fn a_failed_step_is_recorded_with_its_exit_code_and_the_running_ones_as_stopped() {
+        let wf = running(diamond().build());
+        let mut jobs = Jobs::of(&wf)
+            .succeeded("a")
+            .exited("b", 2, "Error", "disk full")
+            .active("c", at(1))
+            .build();
+        jobs[1].attempts = 3;
+        jobs[1].start_time = Some(at(1));
+        jobs[1].finished_at = Some(at(4));
+        let plan = plan(&wf, &jobs, at(5));
+        assert_eq!(
+            status(&plan).message.as_deref(),
+            Some("step b failed: exit code 2: disk full")
+        );
+        assert_eq!(
+            step_entries(&plan),
+            [
+                (
+                    "b",
+                    StepPhase::Failed,
+                    Some("Error"),
+                    Some("disk full"),
+                    Some(2)
+                ),
+                (
+                    "c",
+                    StepPhase::Failed,
+                    Some(REASON_STOPPED),
+                    Some("stopped: the workflow failed"),
+                    None
+                )
+            ]
+        );
+        let b = &status(&plan).steps[0];
+        assert_eq!(
+            (b.started_at.clone(), b.finished_at.clone(), b.attempts),
+            (Some(Time(at(1))), Some(Time(at(4))), Some(3))
+        );
+        assert_eq!(b.job.as_deref(), Some(job_name(&wf, "b").as_str()));
+    }
+
+    #[test]
+    fn failure_messages_name_the_exit_code_and_the_containers_own_reason() {
+        let wf = running(WorkFlow::test("w").step("x", &[]).build());
+        let cases = [
+            (
+                Jobs::of(&wf).exited("x", 2, "Error", "").build(),
+                "step x failed: exit code 2",
+            ),
+            (
+                Jobs::of(&wf)
+                    .exited("x", 128, "StartError", "exec: \"nosuch\": not found")
+                    .build(),
+                "step x failed: exit code 128: StartError: exec: \"nosuch\": not found",
+            ),
+            (
+                Jobs::of(&wf).exited("x", 137, "OOMKilled", "").build(),
+                "step x failed: exit code 137: OOMKilled",
+            ),
+            (
+                Jobs::of(&wf)
+                    .failed(
+                        "x",
+                        "BackoffLimitExceeded",
+                        "Job has reached the specified backoff limit",
+                    )
+                    .build(),
+                "step x failed: BackoffLimitExceeded: Job has reached the specified backoff limit",
+            ),
+        ];
+        for (jobs, want) in cases {
+            assert_eq!(
+                status(&plan(&wf, &jobs, at(1))).message.as_deref(),
+                Some(want)
+            );
+        }
+    }
+
+    #[test]
+    fn a_timed_out_step_is_recorded_as_timed_out() {
+        let wf = running(
+            WorkFlow::test("w")
+                .fail_fast(false)
+                .step("a", &[])
+                .timeout(5)
+                .step("b", &[])
+                .build(),
+        );
+        let jobs = Jobs::of(&wf).active("a", at(0)).active("b", at(0)).build();
+        let plan = plan(&wf, &jobs, at(6));
+        assert_eq!(
+            step_entries(&plan),
+            [
+                (
+                    "a",
+                    StepPhase::TimedOut,
+                    Some(REASON_TIMED_OUT),
+                    Some("running for 6s, longer than its timeout of 5s"),
+                    None
+                ),
+                ("b", StepPhase::Running, None, None, None)
+            ]
+        );
+    }
+
+    /// A workflow whose step `db` (timeout 60s, startTimeout 10s) has a Job created at 0 whose
+    /// pod has not started.
+    fn not_started() -> (WorkFlow, Vec<ObservedJob>) {
+        let wf = running(
+            WorkFlow::test("w")
+                .start_timeout(10)
+                .step("db", &[])
+                .timeout(60)
+                .step("after", &["db"])
+                .build(),
+        );
+        let jobs = Jobs::of(&wf).pending("db", at(0)).build();
+        (wf, jobs)
+    }
+
+    #[test]
+    fn a_pod_not_started_waits_until_its_start_deadline_which_the_timer_is_set_for() {
+        let (wf, jobs) = not_started();
+        let plan = plan(&wf, &jobs, at(9));
+        assert_eq!(plan.status, None, "nothing changed");
+        assert_eq!(plan.next_timeout_at, Some(at(10)));
+        assert_eq!(next_timeout_at(&wf, &jobs), Some(at(10)));
+        // Once the pod started, only the step's own timeout is left.
+        let mut started = jobs.clone();
+        started[0].pod_started = true;
+        assert_eq!(
+            super::plan(&wf, &started, at(9)).next_timeout_at,
+            Some(at(60))
+        );
+        assert_eq!(
+            super::plan(&wf, &started, at(30)).status,
+            None,
+            "no failure"
+        );
+    }
+
+    #[test]
+    fn a_pod_not_started_by_its_start_deadline_fails_the_step_with_its_cause() {
+        let (wf, jobs) = not_started();
+        let why = "CreateContainerConfigError: secret \"creds\" not found";
+        // Past the deadline, until the handler read the pods, the step waits.
+        let unread = plan(&wf, &jobs, at(10));
+        assert_eq!(unread.status, None, "nothing changed");
+        assert!(unread.actions.is_empty(), "{:?}", unread.actions);
+        let read = Jobs::of(&wf)
+            .pending("db", at(0))
+            .start_failure(why)
+            .build();
+        let plan = plan(&wf, &read, at(10));
+        assert_eq!(phase(&plan), Some(Phase::Failed));
+        assert_eq!(
+            status(&plan).message.as_deref(),
+            Some("step db cannot start: CreateContainerConfigError: secret \"creds\" not found")
+        );
+        assert_eq!(reasons(&plan), ["StepFailed"]);
+        assert_eq!(
+            plan.actions,
+            [Action::FailStart {
+                job_name: job_name(&wf, "db"),
+                why: why.into()
+            }]
+        );
+        assert_eq!(
+            step_entries(&plan),
+            [(
+                "db",
+                StepPhase::Failed,
+                Some(REASON_CANNOT_START),
+                Some(why),
+                None
+            )]
+        );
+        // Before the deadline, a cause read early (a lagging status) decides nothing.
+        assert_eq!(super::plan(&wf, &read, at(9)).status, None);
+    }
+
+    #[test]
+    fn a_pod_not_started_by_the_steps_own_timeout_fails_for_its_cause_not_as_timed_out() {
+        let wf = running(
+            WorkFlow::test("w")
+                .start_timeout(300)
+                .step("x", &[])
+                .timeout(5)
+                .build(),
+        );
+        let why = "FailedCreate: Error creating: serviceaccount \"runner\" not found";
+        let jobs = Jobs::of(&wf).pending("x", at(0)).start_failure(why).build();
+        let plan = plan(&wf, &jobs, at(5));
+        assert_eq!(
+            status(&plan).message.as_deref(),
+            Some(format!("step x cannot start: {why}").as_str())
+        );
+        // A suspended (queued) Job has no pod to start: it times out, whatever was read.
+        let mut queued = jobs.clone();
+        queued[0].suspended = true;
+        let plan = super::plan(&wf, &queued, at(5));
+        assert_eq!(
+            status(&plan).message.as_deref(),
+            Some("step x timed out: running for 5s, longer than its timeout of 5s")
+        );
+        // Without a cause (the pods could not be read) it times out as before.
+        let plan = super::plan(&wf, &Jobs::of(&wf).pending("x", at(0)).build(), at(5));
+        assert_eq!(
+            status(&plan).message.as_deref(),
+            Some("step x timed out: running for 5s, longer than its timeout of 5s")
+        );
+    }
+
+    #[test]
+    fn a_job_recorded_as_not_started_keeps_the_step_failed_after_a_restart() {
+        let (wf, mut jobs) = not_started();
+        let why = "ErrImagePull: pull access denied";
+        jobs[0].state = JobState::CannotStart { why: why.into() };
+        let plan = plan(&wf, &jobs, at(11));
+        assert_eq!(
+            status(&plan).message.as_deref(),
+            Some("step db cannot start: ErrImagePull: pull access denied")
+        );
+        assert!(plan.actions.is_empty(), "the Job is stopped already");
+    }
+
+    #[test]
+    fn a_job_the_api_server_refused_fails_its_step_as_the_status_records_it() {
+        let wf = running(diamond().fail_fast(false).step("x", &[]).build());
+        let message = r#"Job.batch "diamond-a" is invalid: spec.template.spec.volumes[0].name: Invalid value: "Bad_Name""#;
+        let mut recorded = wf.clone();
+        let stored = recorded.status.as_mut().unwrap();
+        stored.steps.retain(|s| s.name != "a");
+        stored
+            .steps
+            .push(refused_step_status("a", &job_name(&wf, "a"), message));
+        let jobs = Jobs::of(&wf).active("x", at(0)).build();
+        let plan = plan(&recorded, &jobs, at(1));
+        assert!(
+            creates(&plan).is_empty(),
+            "a is never created again: {:?}",
+            plan.actions
+        );
+        let want = format!("step a failed: the API server refused its Job: {message}");
+        assert_eq!(
+            status(&plan).message,
+            Some(format!("{want}; waiting for running steps to finish"))
+        );
+        assert_eq!(
+            step_entries(&plan)[0],
+            (
+                "a",
+                StepPhase::Failed,
+                Some(REASON_JOB_REFUSED),
+                Some(message),
+                None
+            )
+        );
+        // Once nothing runs, the workflow fails with it.
+        let done = Jobs::of(&wf).succeeded("x").build();
+        let failed = super::plan(&written(recorded, &plan), &done, at(2));
+        assert_eq!(phase(&failed), Some(Phase::Failed));
+        assert_eq!(status(&failed).message.as_deref(), Some(want.as_str()));
+        // A refusal recorded for another run (another Job name) is forgotten.
+        let mut other_run = wf.clone();
+        other_run.status.as_mut().unwrap().steps =
+            vec![refused_step_status("a", "diamond-a-old", message)];
+        assert!(
+            super::plan(&other_run, &[], at(1))
+                .status
+                .is_none_or(|s| s.message.is_none())
+        );
+    }
+
     #[test]
     fn status_from_another_operator_is_adopted_without_a_restart() {
         let wf = WorkFlow::test("w")
@@ -1874,6 +2470,10 @@ mod tests {
                 Action::TimeOutJob { job_name, why } => {
                     let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
                     job.state = JobState::TimedOut { why: why.clone() };
+                }
+                Action::FailStart { job_name, why } => {
+                    let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
+                    job.state = JobState::CannotStart { why: why.clone() };
                 }
                 Action::SetJobDeadline { .. } => {}
             }
@@ -1976,7 +2576,7 @@ mod tests {
                 let (pick, outcome) = outcomes.next().unwrap();
                 let r = running[pick.index(running.len())];
                 if *outcome == 0 {
-                    jobs[r].state = JobState::Failed { reason: "BackoffLimitExceeded".into(), message: String::new() };
+                    jobs[r].state = JobState::Failed { reason: "BackoffLimitExceeded".into(), message: String::new(), exit_code: None };
                     failed.push(jobs[r].step.clone());
                 } else {
                     jobs[r].state = JobState::Succeeded;

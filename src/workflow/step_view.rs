@@ -1,7 +1,8 @@
 //! Where each step of a workflow stands, as a person (or a script) reads it: its phase, times,
 //! attempts, and for a failed step its exit code, reason and message, and its Job. Pure: built
-//! from the workflow, its Jobs and their pods as read from the API. `workflow-operator get`
-//! prints it.
+//! from the workflow (its `status.steps` first: the operator's verdict, with the cause it read
+//! from the pods), its Jobs (the times of succeeded and running steps) and their pods as read
+//! from the API. `workflow-operator get` prints it.
 //!
 //! The phase names are a contract (the CLI, scripts and the web view read them): `Waiting`
 //! (its dependencies have not all succeeded), `Queued` (its Job exists but is suspended),
@@ -20,31 +21,8 @@ use super::failure_cause;
 use super::jobs::{ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RUN};
 use super::plan::DEADLINE_EXCEEDED;
 
-/// Where one step stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum StepPhase {
-    Waiting,
-    Queued,
-    Running,
-    Succeeded,
-    Failed,
-    TimedOut,
-    Skipped,
-}
-
-impl StepPhase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepPhase::Waiting => "Waiting",
-            StepPhase::Queued => "Queued",
-            StepPhase::Running => "Running",
-            StepPhase::Succeeded => "Succeeded",
-            StepPhase::Failed => "Failed",
-            StepPhase::TimedOut => "TimedOut",
-            StepPhase::Skipped => "Skipped",
-        }
-    }
-}
+pub use super::crd::StepPhase;
+use super::crd::StepStatus;
 
 /// One step, as `get` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -104,9 +82,16 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                         .iter()
                         .any(|o| Some(&o.uid) == uid.as_ref())
             });
-            match job {
-                Some(job) => view_of_job(name, job, pods),
-                None => StepView {
+            let recorded = status
+                .into_iter()
+                .flat_map(|s| &s.steps)
+                .find(|entry| &entry.name == name);
+            match (job, recorded) {
+                (job, Some(entry)) => {
+                    with_entry(job.map(|job| view_of_job(name, job, pods)), entry)
+                }
+                (Some(job), None) => view_of_job(name, job, pods),
+                (None, None) => StepView {
                     name: name.clone(),
                     phase: if terminal {
                         StepPhase::Skipped
@@ -124,6 +109,38 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
             }
         })
         .collect()
+}
+
+/// The step as `status.steps` records it, with what its Job says where the entry is silent
+/// (a running step's start, a stopped step's end).
+fn with_entry(from_job: Option<StepView>, entry: &StepStatus) -> StepView {
+    let job = from_job.unwrap_or_else(|| StepView {
+        name: entry.name.clone(),
+        phase: entry.phase,
+        started_at: None,
+        finished_at: None,
+        attempts: 0,
+        exit_code: None,
+        reason: None,
+        message: None,
+        job: None,
+    });
+    let ended = !matches!(entry.phase, StepPhase::Running | StepPhase::Queued);
+    StepView {
+        name: entry.name.clone(),
+        phase: entry.phase,
+        started_at: entry.started_at.as_ref().map(|t| t.0).or(job.started_at),
+        finished_at: entry
+            .finished_at
+            .as_ref()
+            .map(|t| t.0)
+            .or(job.finished_at.filter(|_| ended)),
+        attempts: entry.attempts.unwrap_or(job.attempts),
+        exit_code: entry.exit_code.or(job.exit_code),
+        reason: entry.reason.clone().or(job.reason),
+        message: entry.message.clone().or(job.message),
+        job: entry.job.clone().or(job.job),
+    }
 }
 
 fn view_of_job(name: &str, job: &Job, pods: &[Pod]) -> StepView {
@@ -348,5 +365,59 @@ mod tests {
             views.iter().find(|v| v.name == "a").unwrap().phase,
             StepPhase::Waiting
         );
+    }
+
+    #[test]
+    fn the_status_entry_of_a_step_wins_and_its_job_fills_in_the_times() {
+        let mut wf = workflow(Phase::Failed);
+        let entry = |name: &str, phase, reason: &str, message: &str| StepStatus {
+            name: name.into(),
+            phase,
+            started_at: None,
+            finished_at: None,
+            attempts: None,
+            exit_code: None,
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            job: Some(names::job_name("wf", name, "r1")),
+        };
+        wf.status.as_mut().unwrap().steps = vec![
+            entry(
+                "a",
+                StepPhase::Failed,
+                "CannotStart",
+                "CreateContainerConfigError: secret \"creds\" not found",
+            ),
+            entry(
+                "d",
+                StepPhase::Failed,
+                "Stopped",
+                "stopped: the workflow failed",
+            ),
+        ];
+        // a's Job was stopped by the operator: Kubernetes says DeadlineExceeded.
+        let jobs = [job(
+            &wf,
+            "a",
+            json!({"startTime": "2026-01-01T00:00:00Z", "failed": 1,
+            "conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                            "lastTransitionTime": "2026-01-01T00:00:06Z"}]}),
+        )];
+        let views = step_views(&wf, &jobs, &[]);
+        let of = |n: &str| views.iter().find(|v| v.name == n).unwrap();
+        assert_eq!(of("a").phase, StepPhase::Failed);
+        assert_eq!(of("a").reason.as_deref(), Some("CannotStart"));
+        assert_eq!(
+            of("a").message.as_deref(),
+            Some("CreateContainerConfigError: secret \"creds\" not found")
+        );
+        assert_eq!(
+            of("a").duration(Timestamp::now()),
+            Some(std::time::Duration::from_secs(6)),
+            "the times are the Job's"
+        );
+        assert_eq!(of("a").attempts, 1);
+        assert_eq!(of("d").phase, StepPhase::Failed, "its Job is gone");
+        assert_eq!(of("b").phase, StepPhase::Skipped);
     }
 }

@@ -66,6 +66,7 @@ impl WorkFlow {
             parallelism: None,
             fail_fast: true,
             pod_template: None,
+            start_timeout: super::crd::DEFAULT_START_TIMEOUT,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {
@@ -134,6 +135,12 @@ impl WorkFlowBuilder {
         self
     }
 
+    /// Sets `startTimeout`.
+    pub fn start_timeout(mut self, seconds: i64) -> Self {
+        self.workflow.spec.start_timeout = seconds;
+        self
+    }
+
     /// Sets `maxStepTimeout`.
     pub fn max_step_timeout(mut self, seconds: i64) -> Self {
         self.workflow.spec.max_step_timeout = seconds;
@@ -186,6 +193,11 @@ impl WorkFlowBuilder {
     }
 }
 
+/// The time finished test Jobs started at.
+fn epoch() -> Timestamp {
+    Timestamp::UNIX_EPOCH
+}
+
 /// Observed Jobs of a workflow's current run, for planner tests.
 #[derive(Debug, Clone)]
 pub struct Jobs<'a> {
@@ -210,7 +222,8 @@ impl<'a> Jobs<'a> {
         self
     }
 
-    fn add(mut self, step: &str, state: JobState) -> Self {
+    /// Test Jobs are created and started at `since` (time 0 for finished ones).
+    fn add(mut self, step: &str, state: JobState, since: Timestamp) -> Self {
         let name = names::job_name(
             self.workflow.metadata.name.as_deref().unwrap_or(""),
             step,
@@ -232,18 +245,41 @@ impl<'a> Jobs<'a> {
             state,
             deleting: false,
             active_deadline_seconds: super::plan::job_deadline_seconds(timeout),
+            created: since,
+            start_time: Some(since),
+            finished_at: None,
+            attempts: 1,
+            pod_started: true,
+            suspended: false,
+            start_failure: None,
         });
         self
     }
 
-    /// A running Job of `step`, started at `since`.
+    /// A running Job of `step`, started at `since`, its pod running.
     pub fn active(self, step: &str, since: Timestamp) -> Self {
-        self.add(step, JobState::Active { since })
+        self.add(step, JobState::Active { since }, since)
+    }
+
+    /// A Job of `step` created at `created` whose pod has not started (yet).
+    pub fn pending(mut self, step: &str, created: Timestamp) -> Self {
+        self = self.add(step, JobState::Active { since: created }, created);
+        let job = self.jobs.last_mut().expect("just added");
+        job.pod_started = false;
+        job.attempts = 0;
+        self
+    }
+
+    /// Sets why the last Job's pod has not started, as the handler reads it at its start
+    /// deadline.
+    pub fn start_failure(mut self, why: &str) -> Self {
+        self.jobs.last_mut().expect("add a job first").start_failure = Some(why.to_string());
+        self
     }
 
     /// A succeeded Job of `step`.
     pub fn succeeded(self, step: &str) -> Self {
-        self.add(step, JobState::Succeeded)
+        self.add(step, JobState::Succeeded, epoch())
     }
 
     /// A failed Job of `step`.
@@ -253,7 +289,23 @@ impl<'a> Jobs<'a> {
             JobState::Failed {
                 reason: reason.to_string(),
                 message: message.to_string(),
+                exit_code: None,
             },
+            epoch(),
+        )
+    }
+
+    /// A failed Job of `step` whose last container exited with `exit_code`, as
+    /// `failure_cause::explain` reads it from the pods: the container's reason and message.
+    pub fn exited(self, step: &str, exit_code: i32, reason: &str, message: &str) -> Self {
+        self.add(
+            step,
+            JobState::Failed {
+                reason: reason.to_string(),
+                message: message.to_string(),
+                exit_code: Some(exit_code),
+            },
+            epoch(),
         )
     }
 
