@@ -129,6 +129,12 @@ fn bench(c: &mut Criterion) {
                 fail_fast: true,
                 pod_template: None,
                 start_timeout: 300,
+                suspend: false,
+                shutdown: None,
+                retry: 0,
+                ttl_seconds_after_finished: None,
+                pod_cleanup: None,
+                on_exit: Vec::new(),
             },
         );
         let mut wf = WorkFlow {

@@ -93,6 +93,85 @@ pub struct WorkFlowSpec {
     #[serde(default = "default_start_timeout")]
     #[schemars(range(min = 1))]
     pub start_timeout: i64,
+
+    /// While true no new step starts (running steps go on); false resumes.
+    /// `workflow-operator suspend|resume` set it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub suspend: bool,
+
+    /// Ends the workflow short of its steps: `Stop` lets running steps finish, starts nothing
+    /// new and runs the exit steps; `Terminate` stops running steps at once (their pods are
+    /// killed) and runs no exit step. Either way the workflow ends `Failed`, unless every step
+    /// had succeeded. `workflow-operator stop|terminate` set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<Shutdown>,
+
+    /// How many times the workflow was retried: raising it (what `workflow-operator retry` does)
+    /// makes a failed or stopped workflow run again the steps that did not succeed, in new Jobs;
+    /// the steps that succeeded keep their Jobs. Default 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 0))]
+    pub retry: i32,
+
+    /// Seconds after the workflow finished (either way) when it is deleted, with its Jobs and
+    /// their pods; absent means the operator's `--default-ttl-seconds-after-finished`, if any,
+    /// else never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i64>,
+
+    /// When step pods are deleted while the workflow, its Jobs and its status stay (Argo's
+    /// `podGC`); absent means never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_cleanup: Option<PodCleanup>,
+
+    /// Steps run once every other step has finished, or the workflow was stopped
+    /// (`shutdown: Stop`), with `WORKFLOW_STATUS` (`Completed` or `Failed`) and
+    /// `WORKFLOW_FAILED_STEPS` in their environment. Same fields as `containers`; their
+    /// `dependsOn` may name only other exit steps. A failing exit step fails the workflow;
+    /// none turns a failure into a success. `shutdown: Terminate` skips them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_exit: Vec<Step>,
+}
+
+/// How `spec.shutdown` ends a workflow.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Shutdown {
+    /// No new step starts; running steps finish; exit steps run; then the workflow ends.
+    Stop,
+    /// Running steps' Jobs are deleted at once (their pods killed); no exit step runs.
+    Terminate,
+}
+
+impl Shutdown {
+    /// The name as written in the spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shutdown::Stop => "Stop",
+            Shutdown::Terminate => "Terminate",
+        }
+    }
+}
+
+/// When step pods are deleted (`spec.podCleanup`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PodCleanup {
+    /// A step's pods, once the step succeeded.
+    OnSuccess,
+    /// A step's pods, once the step finished either way.
+    OnCompletion,
+    /// Every step's pods, once the workflow completed.
+    OnWorkflowSuccess,
+    /// Every step's pods, once the workflow finished either way.
+    OnWorkflowCompletion,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 /// The pod-level settings of every step's pod (`spec.podTemplate`), as Kubernetes types.
@@ -232,7 +311,7 @@ pub struct Step {
 /// What the operator observed of a workflow; written only by the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct WorkFlowStatus {
-    /// Lifecycle phase: Created, Started, Completed or Failed.
+    /// Lifecycle phase: Created, Started, Suspended, Completed or Failed.
     #[serde(
         rename = "workflow-status",
         default,
@@ -281,6 +360,11 @@ pub struct WorkFlowStatus {
     /// Standard conditions: `Completed`, `Failed`, and `Finished` (ended either way).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+
+    /// The `spec.retry` this status describes: a larger `spec.retry` on a failed workflow
+    /// starts the retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<i32>,
 
     /// The steps that are neither succeeded (those are `executed`) nor waiting: running,
     /// queued, failed and timed-out steps, in spec order. A step in neither list is `Waiting`

@@ -54,6 +54,27 @@ pub enum DagError {
         /// The steps of the cycle, first repeated at the end.
         path: Vec<String>,
     },
+    /// An exit step (`onExit`) lists a normal step in `dependsOn`: exit steps run once every
+    /// normal step has finished, so they may depend only on each other.
+    #[error(
+        "exit step {step:?} depends on step {dependency:?}: exit steps run after every step, and may depend only on other exit steps"
+    )]
+    ExitDependsOnStep {
+        /// The exit step.
+        step: String,
+        /// The normal step it names.
+        dependency: String,
+    },
+    /// An exit step has the name of a normal step (their Jobs and status entries would clash).
+    #[error("exit step name {name:?} is also the name of a step")]
+    ExitNameTaken {
+        /// The name.
+        name: String,
+    },
+    /// Something is wrong among the exit steps themselves (empty or duplicate names, unknown
+    /// dependencies, a cycle).
+    #[error("onExit: {0}")]
+    Exit(Box<DagError>),
 }
 
 /// A validated step graph. Step indices are positions in the spec's `containers`.
@@ -70,6 +91,35 @@ pub struct Dag {
 }
 
 impl Dag {
+    /// Validates the exit steps `on_exit` of a workflow whose steps are `steps` and builds
+    /// their graph: besides [`Dag::build`]'s checks, no exit step is named like a step or
+    /// depends on one.
+    ///
+    /// # Errors
+    /// A [`DagError`] naming the problem.
+    pub fn build_exit(on_exit: &[Step], steps: &[Step]) -> Result<Dag, DagError> {
+        let step_names: std::collections::HashSet<&str> =
+            steps.iter().map(|s| s.step_name.as_str()).collect();
+        for exit in on_exit {
+            if step_names.contains(exit.step_name.as_str()) {
+                return Err(DagError::ExitNameTaken {
+                    name: exit.step_name.clone(),
+                });
+            }
+            if let Some(dependency) = exit
+                .depends_on
+                .iter()
+                .find(|d| step_names.contains(d.as_str()))
+            {
+                return Err(DagError::ExitDependsOnStep {
+                    step: exit.step_name.clone(),
+                    dependency: dependency.clone(),
+                });
+            }
+        }
+        Dag::build(on_exit).map_err(|e| DagError::Exit(Box::new(e)))
+    }
+
     /// Validates `steps` and builds their graph, in O(steps + dependencies).
     ///
     /// A dependency listed twice counts once. Checks run in this order, and the first problem

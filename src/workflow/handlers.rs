@@ -804,17 +804,23 @@ async fn execute(
 ) -> HandlerResult {
     let uid = workflow.uid().unwrap_or_default();
     match action {
-        Action::CreateJob { step, job_name } => {
-            let step = compiled
-                .dag
-                .as_ref()
-                .ok()
+        Action::CreateJob {
+            step,
+            job_name,
+            retry,
+            exit,
+        } => {
+            let (dag, steps) = match exit {
+                None => (compiled.dag.as_ref().ok(), &workflow.spec.containers),
+                Some(_) => (compiled.exit.as_ref(), &workflow.spec.on_exit),
+            };
+            let step = dag
                 .and_then(|dag| dag.index_of(step))
-                .and_then(|i| workflow.spec.containers.get(i))
+                .and_then(|i| steps.get(i))
                 .ok_or_else(|| {
                     HandlerError::permanent(format!("planned step {step} is not in the spec"))
                 })?;
-            let job = jobs::build_job(workflow, step, &compiled.run)
+            let job = jobs::build_job_for(workflow, step, &compiled.run, *retry, exit.as_ref())
                 .map_err(|e| HandlerError::permanent(e.to_string()))?;
             match api
                 .create(

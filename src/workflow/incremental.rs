@@ -201,6 +201,13 @@ impl RunState {
         if status.workflow_status != Some(Phase::Started) || status.message.is_some() {
             return Err(Fallback::NotFollowed("not started, or a step failed"));
         }
+        // Run control is left to the full planner: a suspended or stopping workflow starts
+        // nothing, a retried one names its Jobs by retry, exit steps change how it ends. Each
+        // of these costs an O(steps) plan per Job event, only to the workflows that use it.
+        let spec = &workflow.spec;
+        if spec.suspend || spec.shutdown.is_some() || spec.retry != 0 || !spec.on_exit.is_empty() {
+            return Err(Fallback::NotFollowed("run control or exit steps"));
+        }
         if plan
             .actions
             .iter()
@@ -212,7 +219,6 @@ impl RunState {
             return Err(Fallback::NotFollowed("invalid workflow"));
         };
         let n = dag.len();
-        let spec = &workflow.spec;
         let mut state = RunState {
             workflow_name: workflow.metadata.name.clone().unwrap_or_default(),
             timeouts: spec
@@ -476,6 +482,8 @@ impl RunState {
             actions.push(Action::CreateJob {
                 step: step.to_string(),
                 job_name: names::job_name(&self.workflow_name, step, &compiled.run),
+                retry: 0,
+                exit: None,
             });
         }
         for &i in &self.mismatched {

@@ -26,7 +26,9 @@ use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
-use super::jobs::{ANNOTATION_CANNOT_START, ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RUN};
+use super::jobs::{
+    ANNOTATION_CANNOT_START, ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RETRY, LABEL_RUN,
+};
 
 /// A Job as the planner reads it; see the module documentation for what is kept.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -38,6 +40,8 @@ pub struct JobSummary {
     pub step: Option<String>,
     /// The run id (label `workflow.crd.com/run`).
     pub run: Option<String>,
+    /// The retry of the run it was created for (label `workflow.crd.com/retry`; absent is 0).
+    pub retry: i32,
     /// Why the operator timed the Job out (annotation `workflow.crd.com/timed-out`).
     pub timed_out: Option<String>,
     /// Why the operator failed the Job's step for a pod that could not start (annotation
@@ -307,7 +311,12 @@ impl From<JobOnTheWire> for JobSummary {
         let step = annotations.remove(ANNOTATION_STEP);
         let timed_out = annotations.remove(ANNOTATION_TIMED_OUT);
         let cannot_start = annotations.remove(ANNOTATION_CANNOT_START);
-        let run = metadata.labels.and_then(|mut l| l.remove(LABEL_RUN));
+        let mut labels = metadata.labels.unwrap_or_default();
+        let run = labels.remove(LABEL_RUN);
+        let retry = labels
+            .get(LABEL_RETRY)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
         // Read into a Vec grown for four; a Job has one owner.
         let owner_references = metadata.owner_references.map(|mut owners| {
             owners.shrink_to_fit();
@@ -326,6 +335,7 @@ impl From<JobOnTheWire> for JobSummary {
             },
             step,
             run,
+            retry,
             timed_out,
             cannot_start,
             spec,
@@ -346,9 +356,17 @@ impl From<JobSummary> for JobOnTheWire {
         .filter_map(|(key, value)| Some((key.to_string(), value?)))
         .collect();
         metadata.annotations = (!annotations.is_empty()).then_some(annotations);
-        metadata.labels = summary
-            .run
-            .map(|run| BTreeMap::from([(LABEL_RUN.to_string(), run)]));
+        let labels: BTreeMap<String, String> = [
+            (LABEL_RUN, summary.run),
+            (
+                LABEL_RETRY,
+                (summary.retry != 0).then(|| summary.retry.to_string()),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_string(), value?)))
+        .collect();
+        metadata.labels = (!labels.is_empty()).then_some(labels);
         Self {
             metadata,
             spec: summary.spec,

@@ -17,7 +17,7 @@ use kube::{Resource, ResourceExt};
 use super::crd::{Step, WorkFlow};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
-use super::plan::{JobState, ObservedJob, job_deadline_seconds};
+use super::plan::{ExitEnv, JobState, ObservedJob, job_deadline_seconds};
 
 /// Label: the workflow's name (made a valid label value by `names::label_value`).
 pub const LABEL_WORKFLOW: &str = "workflow.crd.com/workflow";
@@ -39,9 +39,18 @@ pub const ANNOTATION_TIMED_OUT: &str = "workflow.crd.com/timed-out";
 /// [`observe_job`] reads such a Job as `JobState::CannotStart`.
 pub const ANNOTATION_CANNOT_START: &str = "workflow.crd.com/cannot-start";
 /// The operator's own labels; a workflow's labels never override them.
-pub const OWN_LABELS: [&str; 3] = [LABEL_WORKFLOW, LABEL_STEP, LABEL_RUN];
+/// Label of the Jobs of a retry (`spec.retry` when the operator created them); absent on the
+/// Jobs of a workflow never retried, which is retry 0.
+pub const LABEL_RETRY: &str = "workflow.crd.com/retry";
+pub const OWN_LABELS: [&str; 4] = [LABEL_WORKFLOW, LABEL_STEP, LABEL_RUN, LABEL_RETRY];
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
-pub const OWN_ENV: [&str; 3] = ["WORKFLOW_NAME", "WORKFLOW_NAMESPACE", "STEP_NAME"];
+pub const OWN_ENV: [&str; 5] = [
+    "WORKFLOW_NAME",
+    "WORKFLOW_NAMESPACE",
+    "STEP_NAME",
+    "WORKFLOW_STATUS",
+    "WORKFLOW_FAILED_STEPS",
+];
 
 /// Why a Job cannot be built for a workflow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -145,6 +154,22 @@ pub fn cannot_start_patch(why: &str) -> serde_json::Value {
 /// # Errors
 /// [`JobError::MissingMetadata`] when the workflow lacks a name, namespace or uid.
 pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, JobError> {
+    build_job_for(workflow, step, run, 0, None)
+}
+
+/// [`build_job`] for retry `retry` of the run (its name from `names::retry_job_name`, and the
+/// label [`LABEL_RETRY`] when not 0), and for an exit step, with `exit` in its environment:
+/// `WORKFLOW_STATUS` and `WORKFLOW_FAILED_STEPS` (comma-separated).
+///
+/// # Errors
+/// As [`build_job`].
+pub fn build_job_for(
+    workflow: &WorkFlow,
+    step: &Step,
+    run: &str,
+    retry: i32,
+    exit: Option<&ExitEnv>,
+) -> Result<Job, JobError> {
     let name = workflow
         .metadata
         .name
@@ -171,6 +196,13 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
         env_var("WORKFLOW_NAMESPACE", namespace),
         env_var("STEP_NAME", &step.step_name),
     ];
+    if let Some(exit) = exit {
+        env.push(env_var("WORKFLOW_STATUS", exit.status.as_str()));
+        env.push(env_var(
+            "WORKFLOW_FAILED_STEPS",
+            &exit.failed_steps.join(","),
+        ));
+    }
     env.extend(
         step.env
             .iter()
@@ -182,6 +214,12 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
     // The template's labels, then the operator's, which win (as on the Job itself).
     let mut pod_labels = pod_metadata.labels;
     pod_labels.extend(own_labels(name, &step.step_name, run));
+    let mut labels = job_labels(workflow, &step.step_name, run);
+    if retry != 0 {
+        let retry = (LABEL_RETRY.to_string(), retry.to_string());
+        pod_labels.insert(retry.0.clone(), retry.1.clone());
+        labels.insert(retry.0, retry.1);
+    }
     // The exact step name on the pod too, for `logs` (labels may be shortened).
     let mut pod_annotations = pod_metadata.annotations;
     pod_annotations.insert(ANNOTATION_STEP.to_string(), step.step_name.clone());
@@ -189,9 +227,9 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
     let timeout = workflow.spec.effective_timeout(step);
     Ok(Job {
         metadata: ObjectMeta {
-            name: Some(names::job_name(name, &step.step_name, run)),
+            name: Some(names::retry_job_name(name, &step.step_name, run, retry)),
             namespace: Some(namespace.to_string()),
-            labels: Some(job_labels(workflow, &step.step_name, run)),
+            labels: Some(labels),
             annotations: Some(BTreeMap::from([
                 (ANNOTATION_WORKFLOW.to_string(), name.to_string()),
                 (ANNOTATION_STEP.to_string(), step.step_name.clone()),
@@ -291,6 +329,7 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         name: job.name_any(),
         step,
         run,
+        retry: job.retry,
         state,
         deleting: job.metadata.deletion_timestamp.is_some(),
         active_deadline_seconds: spec.and_then(|s| s.active_deadline_seconds),

@@ -1,7 +1,9 @@
 //! The workflow lifecycle as one explicit transition table (DESIGN section 2).
 //!
-//! `Created -> Started -> Completed | Failed`, `Created -> Failed` for an invalid spec, and
-//! `any -> Created` when what runs changes. The planner (`plan`) asks this module for every
+//! `Created -> Started -> Completed | Failed`, `Created -> Failed` for an invalid spec,
+//! `any -> Created` when what runs changes, and the moves of run control: `Suspended` and back
+//! (`spec.suspend`), `Stopped` and `Terminated` to `Failed` (`spec.shutdown`), `Failed ->
+//! Created` on a retry (`spec.retry`), and `Started -> Started` when the exit steps start. The planner (`plan`) asks this module for every
 //! transition it makes; a [`Transition`] can only be obtained from [`TRANSITIONS`], so an illegal
 //! transition cannot be written. Each transition carries the Kubernetes Event reason the
 //! handlers post. The CLI's `lifecycle` command prints the table with [`to_dot`] or
@@ -23,6 +25,8 @@ pub enum Phase {
     /// At least one step has a Job; not every step has succeeded.
     #[serde(alias = "STARTED")]
     Started,
+    /// `spec.suspend` is true: no new step starts; steps already running go on.
+    Suspended,
     /// Every step's Job succeeded. Terminal until the spec changes.
     #[serde(alias = "COMPLETED")]
     Completed,
@@ -33,9 +37,10 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in lifecycle order.
-    pub const ALL: [Phase; 4] = [
+    pub const ALL: [Phase; 5] = [
         Phase::Created,
         Phase::Started,
+        Phase::Suspended,
         Phase::Completed,
         Phase::Failed,
     ];
@@ -45,12 +50,13 @@ impl Phase {
         match self {
             Phase::Created => "Created",
             Phase::Started => "Started",
+            Phase::Suspended => "Suspended",
             Phase::Completed => "Completed",
             Phase::Failed => "Failed",
         }
     }
 
-    /// Terminal phases are left only by a change to what runs.
+    /// Terminal phases are left only by a change to what runs, or (`Failed`) a retry.
     pub fn is_terminal(self) -> bool {
         matches!(self, Phase::Completed | Phase::Failed)
     }
@@ -77,6 +83,18 @@ pub enum Trigger {
     StepTimedOut,
     /// What runs changed (steps, images, commands, env, dependencies): a new run starts.
     SpecChanged,
+    /// `spec.suspend` became true: no new step starts.
+    Suspended,
+    /// `spec.suspend` became false again: steps start again.
+    Resumed,
+    /// `spec.shutdown: Stop`: nothing was left running and the exit steps ran.
+    Stopped,
+    /// `spec.shutdown: Terminate`: the running steps' Jobs were deleted.
+    Terminated,
+    /// `spec.retry` was raised on a failed workflow: the steps that did not succeed run again.
+    Retried,
+    /// Every other step finished (or the workflow was stopped): the exit steps start.
+    ExitStepsStarted,
 }
 
 impl Trigger {
@@ -89,6 +107,12 @@ impl Trigger {
             Trigger::StepFailed => "StepFailed",
             Trigger::StepTimedOut => "StepTimedOut",
             Trigger::SpecChanged => "SpecChanged",
+            Trigger::Suspended => "Suspended",
+            Trigger::Resumed => "Resumed",
+            Trigger::Stopped => "Stopped",
+            Trigger::Terminated => "Terminated",
+            Trigger::Retried => "Retried",
+            Trigger::ExitStepsStarted => "ExitStepsStarted",
         }
     }
 }
@@ -155,6 +179,84 @@ pub const TRANSITIONS: &[Transition] = &[
         from: Phase::Failed,
         trigger: Trigger::SpecChanged,
         to: Phase::Created,
+    },
+    // Run control (`spec.suspend`, `spec.shutdown`, `spec.retry`, `spec.onExit`).
+    Transition {
+        from: Phase::Created,
+        trigger: Trigger::Suspended,
+        to: Phase::Suspended,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::Suspended,
+        to: Phase::Suspended,
+    },
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::Resumed,
+        to: Phase::Started,
+    },
+    // Steps that were running when the workflow was suspended still finish, and decide.
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::AllStepsSucceeded,
+        to: Phase::Completed,
+    },
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::StepFailed,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::StepTimedOut,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::SpecChanged,
+        to: Phase::Created,
+    },
+    Transition {
+        from: Phase::Created,
+        trigger: Trigger::Stopped,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::Stopped,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::Stopped,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Created,
+        trigger: Trigger::Terminated,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::Terminated,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::Terminated,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Failed,
+        trigger: Trigger::Retried,
+        to: Phase::Created,
+    },
+    // The exit steps run in `Started`: the workflow has not ended until they did.
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::ExitStepsStarted,
+        to: Phase::Started,
     },
 ];
 
@@ -261,6 +363,18 @@ mod tests {
     #[case(Phase::Failed, Trigger::AllStepsSucceeded, None)]
     #[case(Phase::Failed, Trigger::StepsStarted, None)]
     #[case(Phase::Failed, Trigger::SpecChanged, Some(Phase::Created))]
+    #[case(Phase::Started, Trigger::Suspended, Some(Phase::Suspended))]
+    #[case(Phase::Suspended, Trigger::Resumed, Some(Phase::Started))]
+    #[case(Phase::Suspended, Trigger::StepsStarted, None)]
+    #[case(Phase::Completed, Trigger::Suspended, None)]
+    #[case(Phase::Completed, Trigger::Stopped, None)]
+    #[case(Phase::Failed, Trigger::Terminated, None)]
+    #[case(Phase::Started, Trigger::Stopped, Some(Phase::Failed))]
+    #[case(Phase::Suspended, Trigger::Terminated, Some(Phase::Failed))]
+    #[case(Phase::Failed, Trigger::Retried, Some(Phase::Created))]
+    #[case(Phase::Completed, Trigger::Retried, None)]
+    #[case(Phase::Started, Trigger::Retried, None)]
+    #[case(Phase::Started, Trigger::ExitStepsStarted, Some(Phase::Started))]
     fn transition_table(#[case] from: Phase, #[case] trigger: Trigger, #[case] to: Option<Phase>) {
         match (Transition::new(from, trigger), to) {
             (Ok(t), Some(to)) => {
@@ -272,9 +386,10 @@ mod tests {
     }
 
     #[test]
-    fn terminal_phases_are_left_only_by_a_spec_change() {
+    fn terminal_phases_are_left_only_by_a_spec_change_or_a_retry() {
         for t in TRANSITIONS.iter().filter(|t| t.from().is_terminal()) {
-            assert_eq!(t.trigger(), Trigger::SpecChanged, "{t}");
+            let retry = t.from() == Phase::Failed && t.trigger() == Trigger::Retried;
+            assert!(t.trigger() == Trigger::SpecChanged || retry, "{t}");
             assert_eq!(t.to(), Phase::Created, "{t}");
         }
     }

@@ -153,12 +153,26 @@ pub fn job_name(workflow: &str, step: &str, run: &str) -> String {
     with_hash(base, short_hash(&[workflow, step, run], HASH_LEN))
 }
 
+/// The Job name of `step` in retry `retry` of run `run`: [`job_name`] for retry 0 (a workflow
+/// never retried keeps the names it always had), otherwise a name whose hash covers the retry
+/// too, so that a retried step never reuses the name of its failed Job. A run id is hex digits,
+/// so `<run>+retry<n>` is no other run's id.
+pub fn retry_job_name(workflow: &str, step: &str, run: &str, retry: i32) -> String {
+    if retry == 0 {
+        job_name(workflow, step, run)
+    } else {
+        job_name(workflow, step, &format!("{run}+retry{retry}"))
+    }
+}
+
 /// What runs, as hashed by [`run_id`]: steps in name order, dependencies as a set; no limits.
 #[derive(Serialize)]
 struct RunKey<'a> {
     steps: Vec<StepKey<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pod_template: &'a Option<PodTemplate>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    on_exit: Vec<StepKey<'a>>,
 }
 
 #[derive(Serialize)]
@@ -184,13 +198,14 @@ struct StepKey<'a> {
     security_context: &'a Option<SecurityContext>,
 }
 
-/// A short stable id of what runs: the set of steps with their images, commands, args, env,
-/// resources, mounts, working directories, pull policies, security contexts and dependencies,
-/// and the pod template.
+/// A short stable id of what runs: the set of steps (and of exit steps) with their images,
+/// commands, args, env, resources, mounts, working directories, pull policies, security contexts
+/// and dependencies, and the pod template.
 ///
 /// Limits are left out on purpose, so changing them applies to the running workflow instead of
 /// starting a new run: `maxStepTimeout`, a step's `timeout`, `parallelism`, `failFast` and a step's
-/// `retries` (how often to try is a limit on the same work, not different work). The order of
+/// `retries` (how often to try is a limit on the same work, not different work); nor is run
+/// control: `suspend`, `shutdown`, `retry`, `ttlSecondsAfterFinished`, `podCleanup`. The order of
 /// `containers` and of each `dependsOn`, and a dependency listed twice, do not matter.
 pub fn run_id(spec: &WorkFlowSpec) -> String {
     short_hash(&[&run_key_json(spec)], RUN_ID_LEN)
@@ -200,9 +215,12 @@ pub fn run_id(spec: &WorkFlowSpec) -> String {
 fn run_key_json(spec: &WorkFlowSpec) -> String {
     let mut steps: Vec<StepKey<'_>> = spec.containers.iter().map(step_key).collect();
     steps.sort_by(|a, b| a.name.cmp(b.name));
+    let mut on_exit: Vec<StepKey<'_>> = spec.on_exit.iter().map(step_key).collect();
+    on_exit.sort_by(|a, b| a.name.cmp(b.name));
     let key = RunKey {
         steps,
         pod_template: &spec.pod_template,
+        on_exit,
     };
     serde_json::to_string(&key).expect("plain data serialises to JSON")
 }

@@ -24,8 +24,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::crd::{
-    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, StepPhase, StepStatus, UNLIMITED,
-    WorkFlow, WorkFlowSpec, WorkFlowStatus,
+    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, Shutdown, Step, StepPhase,
+    StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
 };
 use super::dag::{Dag, DagError, Progress};
 use super::lifecycle::{Phase, Transition, Trigger};
@@ -83,6 +83,8 @@ pub struct ObservedJob {
     pub step: String,
     /// The run id (label `workflow.crd.com/run`).
     pub run: String,
+    /// The retry of the run it was created for (label `workflow.crd.com/retry`, 0 if absent).
+    pub retry: i32,
     /// What the Job is doing.
     pub state: JobState,
     /// The Job has a `deletionTimestamp`.
@@ -131,6 +133,17 @@ pub enum DeleteReason {
     OldRun,
     /// The workflow failed (failFast) and this Job is still running.
     WorkflowFailed,
+    /// `spec.shutdown: Terminate`: running steps are stopped at once.
+    Terminated,
+}
+
+/// What an exit step's Job is told of how the workflow ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitEnv {
+    /// `Completed` or `Failed` (`WORKFLOW_STATUS`).
+    pub status: Phase,
+    /// The steps that failed or timed out, in spec order (`WORKFLOW_FAILED_STEPS`).
+    pub failed_steps: Vec<String>,
 }
 
 /// Something the handler must do, in order. Every action is idempotent: creating an existing
@@ -138,12 +151,17 @@ pub enum DeleteReason {
 /// success.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Create the Job of `step` (build it with `jobs::build_job(workflow, step, run)`).
+    /// Create the Job of `step` (build it with `jobs::build_job_for(workflow, step, run,
+    /// retry, exit)`); `step` is an exit step when `exit` is set.
     CreateJob {
         /// The step's exact name.
         step: String,
-        /// The Job's name (`names::job_name`).
+        /// The Job's name (`names::retry_job_name`).
         job_name: String,
+        /// The retry it is created for (`spec.retry`).
+        retry: i32,
+        /// For an exit step: how the workflow ended.
+        exit: Option<ExitEnv>,
     },
     /// Delete a Job together with its pods (propagation policy `Background` or `Foreground`,
     /// never `Orphan`).
@@ -208,22 +226,32 @@ pub struct Plan {
     pub next_timeout_at: Option<Timestamp>,
 }
 
-/// The parts of a plan that depend only on the spec: the run id and the validated DAG. Cache it
-/// per workflow and `metadata.generation` to skip an O(steps) hash and DAG build per event.
+/// The parts of a plan that depend only on the spec: the run id and the validated DAGs. Cache
+/// it per workflow and `metadata.generation` to skip an O(steps) hash and DAG build per event.
 #[derive(Debug, Clone)]
 pub struct Compiled {
     /// `names::run_id(spec)`.
     pub run: String,
-    /// `Dag::build(&spec.containers)`.
+    /// `Dag::build(&spec.containers)`, or the exit steps' error when only they are invalid.
     pub dag: Result<Dag, DagError>,
+    /// `Dag::build_exit(&spec.on_exit, ..)` when there are exit steps and all is valid.
+    pub exit: Option<Dag>,
 }
 
 impl Compiled {
     /// Hashes and validates `spec`.
     pub fn new(spec: &WorkFlowSpec) -> Compiled {
+        let exit = (!spec.on_exit.is_empty())
+            .then(|| Dag::build_exit(&spec.on_exit, &spec.containers))
+            .transpose();
+        let (dag, exit) = match (Dag::build(&spec.containers), exit) {
+            (Ok(dag), Ok(exit)) => (Ok(dag), exit),
+            (Err(error), _) | (Ok(_), Err(error)) => (Err(error), None),
+        };
         Compiled {
             run: names::run_id(spec),
-            dag: Dag::build(&spec.containers),
+            dag,
+            exit,
         }
     }
 }
@@ -261,12 +289,13 @@ pub fn plan_compiled(
     let mut planner = Planner::new(workflow, &compiled.run, now);
     planner.delete_other_runs(jobs);
     let current: Vec<&ObservedJob> = jobs.iter().filter(|j| j.run == compiled.run).collect();
+    planner.retry_if_asked();
     if planner.phase.is_terminal() {
         planner.keep_terminal(&current);
     } else {
         match &compiled.dag {
             Err(error) => planner.fail_invalid(error, &current),
-            Ok(dag) => planner.advance(dag, &current),
+            Ok(dag) => planner.advance(dag, compiled.exit.as_ref(), &current),
         }
     }
     planner.finish()
@@ -291,6 +320,7 @@ pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Time
         .spec
         .containers
         .iter()
+        .chain(&workflow.spec.on_exit)
         .map(|s| (s.step_name.as_str(), workflow.spec.effective_timeout(s)))
         .collect();
     let start_timeout = workflow.spec.start_timeout;
@@ -329,6 +359,8 @@ pub const REASON_TIMED_OUT: &str = "TimedOut";
 pub const REASON_CANNOT_START: &str = "CannotStart";
 /// The step status `reason` of a running step stopped because the workflow failed.
 pub const REASON_STOPPED: &str = "Stopped";
+/// The step status `reason` of a running step stopped by `spec.shutdown: Terminate`.
+pub const REASON_TERMINATED: &str = "Terminated";
 /// The step status `reason` of a step whose Job the API server refused (422): its entry in the
 /// status is the only record, as there is no Job.
 pub const REASON_JOB_REFUSED: &str = "JobRefused";
@@ -473,6 +505,7 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     observed_generation: None,
     run: None,
     conditions: Vec::new(),
+    retry: None,
     steps: Vec::new(),
 };
 
@@ -491,6 +524,46 @@ struct Planner<'a> {
     settled: HashSet<&'a str>,
     events: Vec<LifecycleEvent>,
     next_timeout_at: Option<Timestamp>,
+}
+
+/// What [`Planner::assess`] saw of one set of steps (the steps, or the exit steps).
+struct View<'a> {
+    dag: &'a Dag,
+    /// The Job that speaks for each step.
+    job_of: Vec<Option<&'a ObservedJob>>,
+    progress: Progress<'a>,
+    /// Failed steps, in spec order.
+    failures: Vec<(usize, Failure)>,
+    /// Steps whose Job runs (not stopped by this plan).
+    running: usize,
+    /// Steps whose Job this plan stops (timed out, cannot start).
+    stopped: Vec<bool>,
+    /// Steps that may start: dependencies succeeded, no Job, not refused; in spec order.
+    ready: Vec<usize>,
+}
+
+/// The status lists being rendered.
+#[derive(Default)]
+struct Lists {
+    executed: Vec<String>,
+    started: Vec<String>,
+    steps: Vec<StepStatus>,
+}
+
+/// How a workflow whose steps ended with `main_end` ends once its exit steps (`exits`) ended:
+/// as the steps did, with a failed exit step added to the message; a failed exit step fails a
+/// workflow whose steps all succeeded, but no exit step makes a failed one succeed.
+fn exit_end(main_end: (Trigger, String), exits: &View<'_>) -> (Trigger, String) {
+    let (trigger, message) = main_end;
+    let Some((i, failure)) = exits.failures.first() else {
+        return (trigger, message);
+    };
+    let exit_failure = format!("exit {}", failure.describe(exits.dag.name(*i)));
+    if trigger == Trigger::AllStepsSucceeded {
+        (failure.trigger(), exit_failure)
+    } else {
+        (trigger, format!("{message}; {exit_failure}"))
+    }
 }
 
 struct Outcome {
@@ -539,9 +612,7 @@ impl<'a> Planner<'a> {
     /// anything but `SpecChanged`, and the table has a row for each trigger it uses there (the
     /// lifecycle and planner tests cover every call).
     fn go(&mut self, trigger: Trigger, detail: String) {
-        if self.phase == Phase::Created
-            && !matches!(trigger, Trigger::StepsStarted | Trigger::InvalidSpec)
-        {
+        if self.phase == Phase::Created && Transition::new(self.phase, trigger).is_err() {
             // Reaching an outcome from Created (the status write after the first Jobs was
             // lost) passes through Started, so the recorded path stays a legal one.
             self.go(Trigger::StepsStarted, "steps were already running".into());
@@ -595,24 +666,40 @@ impl<'a> Planner<'a> {
 
     /// Deletes the current run's Jobs that still run (a failed workflow stops its steps). A
     /// timed-out step's Job is not one of them: it is stopping already, and it is the record.
-    fn delete_running(&mut self, current: &[&'a ObservedJob]) {
+    fn delete_running(&mut self, current: &[&'a ObservedJob], reason: DeleteReason) {
         for &job in current {
             if matches!(job.state, JobState::Active { .. }) {
-                self.delete(job, DeleteReason::WorkflowFailed);
+                self.delete(job, reason);
             }
         }
     }
 
     fn keep_terminal(&mut self, current: &[&'a ObservedJob]) {
         if self.phase == Phase::Failed {
-            self.delete_running(current);
+            self.delete_running(current, DeleteReason::WorkflowFailed);
+        }
+    }
+
+    /// A failed workflow whose `spec.retry` is above the retry its status describes is retried:
+    /// `Failed -> Created`, and the steps that did not succeed run again (see
+    /// [`Planner::assess`]). Only a failed workflow of the current run: a completed one has
+    /// nothing to retry, and a new run starts from scratch anyway.
+    fn retry_if_asked(&mut self) {
+        let retry = self.workflow.spec.retry;
+        let previous = self.previous.retry.unwrap_or(0);
+        let same_run = self.previous.run.as_deref() == Some(self.run);
+        if self.phase == Phase::Failed && same_run && retry > previous {
+            self.go(
+                Trigger::Retried,
+                format!("retry {retry}: running again the steps that did not succeed"),
+            );
         }
     }
 
     fn fail_invalid(&mut self, error: &DagError, current: &[&'a ObservedJob]) {
         let message = format!("invalid workflow: {error}");
         self.go(Trigger::InvalidSpec, message.clone());
-        self.delete_running(current);
+        self.delete_running(current, DeleteReason::WorkflowFailed);
         self.outcome = Some(Outcome {
             message: Some(message),
             executed: Vec::new(),
@@ -623,8 +710,20 @@ impl<'a> Planner<'a> {
         });
     }
 
-    fn advance(&mut self, dag: &Dag, current: &[&'a ObservedJob]) {
+    /// Sees the Jobs of `steps` (the steps of `dag`, or the exit steps): which Job speaks for
+    /// each step, which steps succeeded, failed or run, and which running ones are past their
+    /// timeout or start deadline (stopping those). Failed Jobs of an earlier retry
+    /// (`spec.retry`) are left out, so their steps run again; so is every Job of an earlier retry
+    /// when `whole_retry` (exit steps run again in full on a retry).
+    fn assess(
+        &mut self,
+        dag: &'a Dag,
+        steps: &[Step],
+        jobs: &[&'a ObservedJob],
+        whole_retry: bool,
+    ) -> View<'a> {
         let spec = &self.workflow.spec;
+        let retry = spec.retry;
         let n = dag.len();
         // The Job that speaks for each step; if a step somehow has two, success wins, then a
         // running one (it may still succeed).
@@ -633,8 +732,12 @@ impl<'a> Planner<'a> {
             JobState::Active { .. } => 1,
             JobState::Failed { .. } | JobState::TimedOut { .. } | JobState::CannotStart { .. } => 2,
         };
+        let superseded = |j: &ObservedJob| j.retry < retry && (whole_retry || rank(j) == 2);
         let mut job_of: Vec<Option<&'a ObservedJob>> = vec![None; n];
-        for &job in current {
+        for &job in jobs {
+            if superseded(job) {
+                continue;
+            }
             if let Some(i) = dag.index_of(&job.step)
                 && job_of[i].is_none_or(|old| rank(job) < rank(old))
             {
@@ -650,7 +753,7 @@ impl<'a> Planner<'a> {
         let mut stopped = vec![false; n];
         for (i, job) in job_of.iter().enumerate() {
             let Some(job) = *job else { continue };
-            let timeout = spec.effective_timeout(&spec.containers[i]);
+            let timeout = spec.effective_timeout(&steps[i]);
             match &job.state {
                 JobState::Succeeded => progress.complete(i, &mut released),
                 JobState::TimedOut { why } => {
@@ -710,7 +813,7 @@ impl<'a> Planner<'a> {
             }
         }
         // A step whose Job the API server refused has no Job: its status entry is the record
-        // (of this run: the Job's name has the run in it).
+        // (of this run and retry: the Job's name has both in it).
         let refused: HashMap<&str, &StepStatus> = self
             .previous
             .steps
@@ -718,10 +821,10 @@ impl<'a> Planner<'a> {
             .filter(|s| s.reason.as_deref() == Some(REASON_JOB_REFUSED))
             .filter_map(|s| Some((s.job.as_deref()?, s)))
             .collect();
-        let mut is_refused = vec![false; if refused.is_empty() { 0 } else { n }];
+        let mut is_refused = vec![false; n];
         if !refused.is_empty() {
             for (i, job) in job_of.iter().enumerate() {
-                let name = names::job_name(self.workflow_name(), dag.name(i), self.run);
+                let name = self.job_name(dag.name(i));
                 if let (None, Some(entry)) = (job, refused.get(name.as_str())) {
                     let entry = (*entry).clone();
                     failures.push((i, Failure::Refused { entry }));
@@ -730,85 +833,295 @@ impl<'a> Planner<'a> {
             }
         }
         failures.sort_by_key(|(i, _)| *i);
-
-        let mut ready = startable(&progress, &job_of);
-        if !is_refused.is_empty() {
-            ready.retain(|&i| !is_refused[i]);
+        let ready = progress
+            .ready()
+            .filter(|&i| job_of[i].is_none() && !is_refused[i])
+            .collect();
+        View {
+            dag,
+            job_of,
+            progress,
+            failures,
+            running,
+            stopped,
+            ready,
         }
-        let fail_now = !failures.is_empty() && (spec.fail_fast || running == 0 && ready.is_empty());
+    }
+
+    /// The name of `step`'s Job in this run and retry.
+    fn job_name(&self, step: &str) -> String {
+        names::retry_job_name(
+            self.workflow_name(),
+            step,
+            self.run,
+            self.workflow.spec.retry,
+        )
+    }
+
+    fn advance(&mut self, dag: &'a Dag, exit_dag: Option<&'a Dag>, current: &[&'a ObservedJob]) {
+        let spec = &self.workflow.spec;
+        let n = dag.len();
+        let (main_jobs, exit_jobs): (Vec<&ObservedJob>, Vec<&ObservedJob>) = current
+            .iter()
+            .partition(|j| exit_dag.is_none() || dag.index_of(&j.step).is_some());
+        let mut main = self.assess(dag, &spec.containers, &main_jobs, false);
+        let terminate = spec.shutdown == Some(Shutdown::Terminate);
+        if spec.shutdown.is_some() {
+            // Stopping or terminating: nothing new starts.
+            main.ready.clear();
+        }
+        // How the steps (not the exit steps) ended, once they did.
+        let main_end = if main.progress.all_done() {
+            Some((
+                Trigger::AllStepsSucceeded,
+                format!("all {n} steps succeeded"),
+            ))
+        } else if terminate {
+            let mut message = "terminated (spec.shutdown: Terminate)".to_string();
+            if let Some((i, failure)) = main.failures.first() {
+                message.push_str(&format!("; {}", failure.describe(dag.name(*i))));
+            }
+            Some((Trigger::Terminated, message))
+        } else if !main.failures.is_empty()
+            && (spec.fail_fast || main.running == 0 && main.ready.is_empty())
+        {
+            let (i, failure) = &main.failures[0];
+            let mut message = failure.describe(dag.name(*i));
+            if main.failures.len() > 1 {
+                message.push_str(&format!(
+                    " (and {} more failed steps)",
+                    main.failures.len() - 1
+                ));
+            }
+            Some((failure.trigger(), message))
+        } else if spec.shutdown == Some(Shutdown::Stop) && main.running == 0 {
+            let never_ran = n - main.progress.done_count() - main.failures.len();
+            Some((
+                Trigger::Stopped,
+                format!("stopped (spec.shutdown: Stop): {never_ran} steps never ran"),
+            ))
+        } else {
+            None
+        };
+        if let Some((trigger, _)) = &main_end
+            && *trigger != Trigger::AllStepsSucceeded
+        {
+            let reason = if terminate {
+                DeleteReason::Terminated
+            } else {
+                DeleteReason::WorkflowFailed
+            };
+            self.delete_running(&main_jobs, reason);
+        }
+
+        // The exit steps run once the steps ended, unless terminated; the workflow ends once
+        // they did too.
+        let mut exits = None;
+        let mut created_exits: Vec<usize> = Vec::new();
+        let mut exit_message = None;
+        let end = match (main_end, exit_dag) {
+            (Some(main_end), Some(exit_dag)) if !terminate => {
+                let mut view = self.assess(exit_dag, &spec.on_exit, &exit_jobs, true);
+                if spec.suspend {
+                    view.ready.clear();
+                }
+                let exit_env = ExitEnv {
+                    status: if main_end.0 == Trigger::AllStepsSucceeded {
+                        Phase::Completed
+                    } else {
+                        Phase::Failed
+                    },
+                    failed_steps: main
+                        .failures
+                        .iter()
+                        .map(|(i, _)| dag.name(*i).to_string())
+                        .collect(),
+                };
+                let none_yet = view.job_of.iter().all(Option::is_none);
+                created_exits = view
+                    .ready
+                    .iter()
+                    .take(self.slots(view.running))
+                    .copied()
+                    .collect();
+                for &i in &created_exits {
+                    let step = exit_dag.name(i);
+                    self.actions.push(Action::CreateJob {
+                        step: step.to_string(),
+                        job_name: self.job_name(step),
+                        retry: spec.retry,
+                        exit: Some(exit_env.clone()),
+                    });
+                }
+                let end = if view.running == 0 && view.ready.is_empty() {
+                    Some(exit_end(main_end, &view))
+                } else {
+                    if none_yet && !created_exits.is_empty() {
+                        let names: Vec<&str> =
+                            created_exits.iter().map(|&i| exit_dag.name(i)).collect();
+                        self.go(
+                            Trigger::ExitStepsStarted,
+                            format!(
+                                "running exit steps {} after: {}",
+                                list_names(&names),
+                                main_end.1
+                            ),
+                        );
+                    }
+                    exit_message = Some(format!("running exit steps: {}", main_end.1));
+                    None
+                };
+                exits = Some(view);
+                end
+            }
+            (main_end, _) => main_end,
+        };
+
         let mut created: Vec<usize> = Vec::new();
         let mut failed_by = None;
-        let message = if fail_now {
-            let (i, failure) = &failures[0];
-            let mut message = failure.describe(dag.name(*i));
-            if failures.len() > 1 {
-                message.push_str(&format!(" (and {} more failed steps)", failures.len() - 1));
-            }
-            self.go(failure.trigger(), message.clone());
-            failed_by = Some(failure.trigger());
-            self.delete_running(current);
-            Some(message)
-        } else if progress.all_done() {
-            let message = format!("all {n} steps succeeded");
-            self.go(Trigger::AllStepsSucceeded, message.clone());
+        let message = if let Some((trigger, message)) = end {
+            self.go(trigger, message.clone());
+            failed_by = (trigger != Trigger::AllStepsSucceeded).then_some(trigger);
             Some(message)
         } else {
-            let slots = match spec.parallelism {
-                Some(p) => usize::try_from(p.max(1))
-                    .unwrap_or(1)
-                    .saturating_sub(running),
-                None => usize::MAX,
-            };
-            created = ready.into_iter().take(slots).collect();
+            if spec.suspend && matches!(self.phase, Phase::Created | Phase::Started) {
+                self.go(
+                    Trigger::Suspended,
+                    "spec.suspend is true: no new step starts".into(),
+                );
+            } else if !spec.suspend && self.phase == Phase::Suspended {
+                self.go(
+                    Trigger::Resumed,
+                    "spec.suspend is false: steps start again".into(),
+                );
+            }
+            if !spec.suspend {
+                created = main
+                    .ready
+                    .iter()
+                    .take(self.slots(main.running))
+                    .copied()
+                    .collect();
+            }
             for &i in &created {
                 let step = dag.name(i);
                 self.actions.push(Action::CreateJob {
                     step: step.to_string(),
-                    job_name: names::job_name(self.workflow_name(), step, self.run),
+                    job_name: self.job_name(step),
+                    retry: spec.retry,
+                    exit: None,
                 });
             }
-            if self.phase == Phase::Created && (running > 0 || !created.is_empty()) {
+            if self.phase == Phase::Created && (main.running > 0 || !created.is_empty()) {
                 let names: Vec<&str> = created.iter().map(|&i| dag.name(i)).collect();
                 self.go(
                     Trigger::StepsStarted,
                     format!("starting {}", list_names(&names)),
                 );
             }
-            self.plan_deadlines(&job_of, &stopped);
+            self.plan_deadlines(&main, &spec.containers);
+            if let Some(view) = &exits {
+                self.plan_deadlines(view, &spec.on_exit);
+            }
             // failFast false: the failure is known, the workflow fails once nothing runs.
-            failures.first().map(|(i, failure)| {
+            let failure = main.failures.first().map(|(i, failure)| {
                 format!(
                     "{}; waiting for running steps to finish",
                     failure.describe(dag.name(*i))
                 )
-            })
+            });
+            exit_message
+                .or(failure)
+                .or_else(|| {
+                    (spec.shutdown == Some(Shutdown::Stop)).then(|| {
+                        "stopping (spec.shutdown: Stop): waiting for running steps to finish"
+                            .to_string()
+                    })
+                })
+                .or_else(|| {
+                    spec.suspend
+                        .then(|| "suspended (spec.suspend): no new step starts".to_string())
+                })
         };
 
-        let mut executed = Vec::with_capacity(progress.done_count());
-        let mut started = Vec::new();
-        let mut steps = Vec::new();
-        let mut created_iter = created.iter().peekable();
-        let mut failures_iter = failures.iter().peekable();
         let terminal = self.phase.is_terminal();
-        for (i, job) in job_of.iter().enumerate() {
-            let name = dag.name(i);
+        let halted = if failed_by == Some(Trigger::Terminated) {
+            (REASON_TERMINATED, "terminated: spec.shutdown is Terminate")
+        } else {
+            (REASON_STOPPED, "stopped: the workflow failed")
+        };
+        let mut lists = Lists::default();
+        self.render(&main, &created, terminal, halted, "", &mut lists);
+        let mut total = n;
+        if let Some(view) = &exits {
+            self.render(view, &created_exits, terminal, halted, "exit ", &mut lists);
+        }
+        if let Some(exit_dag) = exit_dag {
+            total += exit_dag.len();
+        }
+        self.outcome = Some(Outcome {
+            message,
+            executed: lists.executed,
+            started: lists.started,
+            steps: lists.steps,
+            total,
+            failed_by,
+        });
+    }
+
+    /// How many more steps may start with `running` running: `parallelism` minus those.
+    fn slots(&self, running: usize) -> usize {
+        match self.workflow.spec.parallelism {
+            Some(p) => usize::try_from(p.max(1))
+                .unwrap_or(1)
+                .saturating_sub(running),
+            None => usize::MAX,
+        }
+    }
+
+    /// Adds the steps of `view` to the status lists: succeeded ones to `executed`; running ones
+    /// and those being created (`created`) to `started` and `steps`; failed ones to `steps`;
+    /// in a terminal workflow, steps still running are `halted` (reason and message).
+    fn render(
+        &self,
+        view: &View<'a>,
+        created: &[usize],
+        terminal: bool,
+        halted: (&str, &str),
+        prefix: &str,
+        lists: &mut Lists,
+    ) {
+        let mut created_iter = created.iter().peekable();
+        let mut failures_iter = view.failures.iter().peekable();
+        for (i, job) in view.job_of.iter().enumerate() {
+            let name = view.dag.name(i);
             let failure = failures_iter.next_if(|(f, _)| *f == i).map(|(_, f)| f);
             match (job, failure) {
-                (_, Some(Failure::Refused { entry })) => steps.push(entry.clone()),
-                (Some(job), Some(failure)) => steps.push(failure.step_status(name, job)),
-                (Some(job), None) => match &job.state {
-                    JobState::Succeeded => executed.push(name.to_string()),
-                    JobState::Active { .. } if !terminal => {
-                        started.push(name.to_string());
-                        steps.push(running_step_status(name, job.name.clone(), job.suspended));
+                (_, Some(Failure::Refused { entry })) => lists.steps.push(entry.clone()),
+                (Some(job), Some(failure)) => {
+                    let mut entry = failure.step_status(name, job);
+                    if !prefix.is_empty() {
+                        entry.message = entry.message.map(|m| format!("{prefix}step: {m}"));
                     }
-                    // Stopped with the workflow (failFast).
-                    JobState::Active { .. } => steps.push(StepStatus {
+                    lists.steps.push(entry);
+                }
+                (Some(job), None) => match &job.state {
+                    JobState::Succeeded => lists.executed.push(name.to_string()),
+                    JobState::Active { .. } if !terminal => {
+                        lists.started.push(name.to_string());
+                        lists.steps.push(running_step_status(
+                            name,
+                            job.name.clone(),
+                            job.suspended,
+                        ));
+                    }
+                    // Stopped with the workflow (failFast, Terminate).
+                    JobState::Active { .. } => lists.steps.push(StepStatus {
                         phase: StepPhase::Failed,
                         started_at: job.start_time.map(Time),
                         attempts: Some(job.attempts),
-                        reason: Some(REASON_STOPPED.into()),
-                        message: Some("stopped: the workflow failed".into()),
+                        reason: Some(halted.0.into()),
+                        message: Some(halted.1.into()),
                         ..running_step_status(name, job.name.clone(), false)
                     }),
                     _ => {}
@@ -817,37 +1130,30 @@ impl<'a> Planner<'a> {
             }
             // Steps being created count as started, so their Jobs appearing changes nothing.
             if created_iter.next_if_eq(&&i).is_some() {
-                started.push(name.to_string());
-                let job_name = names::job_name(self.workflow_name(), name, self.run);
-                steps.push(running_step_status(name, job_name, false));
+                lists.started.push(name.to_string());
+                lists
+                    .steps
+                    .push(running_step_status(name, self.job_name(name), false));
             }
         }
-        self.outcome = Some(Outcome {
-            message,
-            executed,
-            started,
-            steps,
-            total: n,
-            failed_by,
-        });
     }
 
     /// Keeps running Jobs' deadlines equal to their steps' current timeouts, and finds the
     /// next timeout for the timer.
-    fn plan_deadlines(&mut self, job_of: &[Option<&ObservedJob>], stopped: &[bool]) {
+    fn plan_deadlines(&mut self, view: &View<'_>, steps: &[Step]) {
         let spec = &self.workflow.spec;
-        for (i, job) in job_of.iter().enumerate() {
+        for (i, job) in view.job_of.iter().enumerate() {
             let Some(job) = job else { continue };
             let JobState::Active { since } = job.state else {
                 continue;
             };
-            if job.deleting || stopped[i] {
+            if job.deleting || view.stopped[i] || self.settled.contains(job.name.as_str()) {
                 continue;
             }
             if let Some(at) = job.start_deadline(spec.start_timeout) {
                 self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
             }
-            let timeout = spec.effective_timeout(&spec.containers[i]);
+            let timeout = spec.effective_timeout(&steps[i]);
             let want = job_deadline_seconds(timeout);
             if job.active_deadline_seconds != want {
                 self.actions.push(Action::SetJobDeadline {
@@ -892,6 +1198,7 @@ impl<'a> Planner<'a> {
                 status_changed: Some(status_changed),
                 observed_generation: generation,
                 run: Some(self.run.to_string()),
+                retry: (self.workflow.spec.retry != 0).then_some(self.workflow.spec.retry),
             },
             // Terminal: keep everything but the bookkeeping.
             None => WorkFlowStatus {
@@ -918,11 +1225,6 @@ impl<'a> Planner<'a> {
             next_timeout_at: self.next_timeout_at,
         }
     }
-}
-
-/// Steps whose dependencies all succeeded and that have no Job yet, in declaration order.
-fn startable(progress: &Progress<'_>, job_of: &[Option<&ObservedJob>]) -> Vec<usize> {
-    progress.ready().filter(|&i| job_of[i].is_none()).collect()
 }
 
 /// `a, b, c` or `a, b, c and 7 more`.
@@ -1554,7 +1856,9 @@ mod tests {
             plan.actions,
             [Action::CreateJob {
                 step: "a".into(),
-                job_name: job_name(&wf, "a")
+                job_name: job_name(&wf, "a"),
+                retry: 0,
+                exit: None,
             }]
         );
     }
@@ -2457,12 +2761,17 @@ mod tests {
     fn apply(jobs: &mut Vec<ObservedJob>, wf: &WorkFlow, plan: &Plan, now: Timestamp) {
         for action in &plan.actions {
             match action {
-                Action::CreateJob { step, job_name } => {
+                Action::CreateJob {
+                    step,
+                    job_name,
+                    retry,
+                    ..
+                } => {
                     assert!(
                         !jobs.iter().any(|j| j.name == *job_name),
                         "duplicate create {job_name}"
                     );
-                    let mut new = Jobs::of(wf).active(step, now).build();
+                    let mut new = Jobs::of(wf).retry(*retry).active(step, now).build();
                     assert_eq!(new[0].name, *job_name);
                     jobs.append(&mut new);
                 }
@@ -2478,6 +2787,416 @@ mod tests {
                 Action::SetJobDeadline { .. } => {}
             }
         }
+    }
+
+    /// The exit steps' Jobs the plan creates, with what they are told.
+    fn exit_creates(plan: &Plan) -> Vec<(&str, &ExitEnv)> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::CreateJob {
+                    step,
+                    exit: Some(exit),
+                    ..
+                } => Some((step.as_str(), exit)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn suspend_holds_new_steps_while_the_running_one_finishes_and_resume_starts_them() {
+        let wf = running(diamond().build());
+        let wf = WorkFlow {
+            spec: diamond().suspend(true).build().spec,
+            ..wf
+        };
+        let jobs = Jobs::of(&wf).active("a", at(0)).build();
+        let plan1 = plan(&wf, &jobs, at(1));
+        assert!(creates(&plan1).is_empty());
+        assert_eq!(phase(&plan1), Some(Phase::Suspended));
+        assert_eq!(reasons(&plan1), ["Suspended"]);
+        assert_eq!(
+            status(&plan1).message.as_deref(),
+            Some("suspended (spec.suspend): no new step starts")
+        );
+        let wf = written(wf, &plan1);
+        // `a` finishes while suspended: `b` and `c` are ready, and wait.
+        let jobs = Jobs::of(&wf).succeeded("a").build();
+        let plan2 = plan(&wf, &jobs, at(2));
+        assert!(creates(&plan2).is_empty());
+        assert!(plan2.events.is_empty());
+        let wf = written(wf, &plan2);
+        assert_eq!(wf.status.as_ref().unwrap().executed, ["a"]);
+        let wf = WorkFlow {
+            spec: diamond().build().spec,
+            ..wf
+        };
+        let plan3 = plan(&wf, &jobs, at(3));
+        assert_eq!(creates(&plan3), ["b", "c"]);
+        assert_eq!(reasons(&plan3), ["Resumed"]);
+        assert_eq!(phase(&plan3), Some(Phase::Started));
+        assert_eq!(status(&plan3).message, None);
+    }
+
+    #[test]
+    fn a_workflow_created_suspended_starts_nothing_until_resumed() {
+        let wf = diamond().suspend(true).build();
+        let plan1 = plan(&wf, &[], at(0));
+        assert!(creates(&plan1).is_empty());
+        assert_eq!(reasons(&plan1), ["Suspended"]);
+        assert_eq!(
+            plan1.events[0].message,
+            "Created -> Suspended: spec.suspend is true: no new step starts"
+        );
+        let wf = written(wf, &plan1);
+        let wf = WorkFlow {
+            spec: diamond().build().spec,
+            ..wf
+        };
+        let plan2 = plan(&wf, &[], at(1));
+        assert_eq!(creates(&plan2), ["a"]);
+        assert_eq!(reasons(&plan2), ["Resumed"]);
+    }
+
+    #[test]
+    fn stop_lets_the_running_step_finish_starts_nothing_new_and_ends_failed() {
+        let wf = running(diamond().build());
+        let wf = WorkFlow {
+            spec: diamond().shutdown(Shutdown::Stop).build().spec,
+            ..wf
+        };
+        let plan1 = plan(&wf, &Jobs::of(&wf).active("a", at(0)).build(), at(1));
+        assert!(creates(&plan1).is_empty() && deletes(&plan1).is_empty());
+        assert_eq!(phase(&plan1), Some(Phase::Started));
+        assert_eq!(
+            status(&plan1).message.as_deref(),
+            Some("stopping (spec.shutdown: Stop): waiting for running steps to finish")
+        );
+        let wf = written(wf, &plan1);
+        let plan2 = plan(&wf, &Jobs::of(&wf).succeeded("a").build(), at(2));
+        assert!(creates(&plan2).is_empty());
+        assert_eq!(reasons(&plan2), ["Stopped"]);
+        assert_eq!(phase(&plan2), Some(Phase::Failed));
+        let st = status(&plan2);
+        assert_eq!(
+            st.message.as_deref(),
+            Some("stopped (spec.shutdown: Stop): 3 steps never ran")
+        );
+        let failed = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_FAILED)
+            .unwrap();
+        assert_eq!(
+            (failed.status.as_str(), failed.reason.as_str()),
+            ("True", "Stopped")
+        );
+        assert_eq!(st.executed, ["a"]);
+    }
+
+    #[test]
+    fn stop_runs_the_exit_steps_once_nothing_runs_then_ends() {
+        let spec = |b: crate::workflow::testing::WorkFlowBuilder| b.exit_step("notify", &[]);
+        let wf = running(spec(diamond()).build());
+        let wf = WorkFlow {
+            spec: spec(diamond()).shutdown(Shutdown::Stop).build().spec,
+            ..wf
+        };
+        let plan1 = plan(&wf, &Jobs::of(&wf).active("a", at(0)).build(), at(1));
+        assert!(exit_creates(&plan1).is_empty(), "not while a step runs");
+        let wf = written(wf, &plan1);
+        let jobs = Jobs::of(&wf).succeeded("a").build();
+        let plan2 = plan(&wf, &jobs, at(2));
+        let want = ExitEnv {
+            status: Phase::Failed,
+            failed_steps: vec![],
+        };
+        assert_eq!(exit_creates(&plan2), [("notify", &want)]);
+        assert_eq!(reasons(&plan2), ["ExitStepsStarted"]);
+        assert_eq!(phase(&plan2), Some(Phase::Started));
+        assert_eq!(
+            status(&plan2).message.as_deref(),
+            Some("running exit steps: stopped (spec.shutdown: Stop): 3 steps never ran")
+        );
+        let wf = written(wf, &plan2);
+        let jobs = Jobs::of(&wf).succeeded("a").succeeded("notify").build();
+        let plan3 = plan(&wf, &jobs, at(3));
+        assert!(creates(&plan3).is_empty());
+        assert_eq!(reasons(&plan3), ["Stopped"]);
+        assert_eq!(phase(&plan3), Some(Phase::Failed));
+        assert_eq!(status(&plan3).executed, ["a", "notify"]);
+        assert_eq!(status(&plan3).progress.as_deref(), Some("2/5"));
+    }
+
+    #[test]
+    fn terminate_deletes_the_running_jobs_at_once_and_runs_no_exit_step() {
+        let spec = |b: crate::workflow::testing::WorkFlowBuilder| b.exit_step("notify", &[]);
+        let wf = running(spec(diamond()).build());
+        let wf = WorkFlow {
+            spec: spec(diamond()).shutdown(Shutdown::Terminate).build().spec,
+            ..wf
+        };
+        let jobs = Jobs::of(&wf)
+            .succeeded("a")
+            .active("b", at(1))
+            .active("c", at(1))
+            .build();
+        let plan1 = plan(&wf, &jobs, at(2));
+        assert_eq!(
+            deletes(&plan1),
+            [
+                (job_name(&wf, "b").as_str(), DeleteReason::Terminated),
+                (job_name(&wf, "c").as_str(), DeleteReason::Terminated)
+            ]
+        );
+        assert!(creates(&plan1).is_empty());
+        assert_eq!(reasons(&plan1), ["Terminated"]);
+        let st = status(&plan1);
+        assert_eq!(st.workflow_status, Some(Phase::Failed));
+        assert_eq!(
+            st.message.as_deref(),
+            Some("terminated (spec.shutdown: Terminate)")
+        );
+        let halted: Vec<(&str, Option<&str>)> = st
+            .steps
+            .iter()
+            .map(|s| (s.name.as_str(), s.reason.as_deref()))
+            .collect();
+        assert_eq!(
+            halted,
+            [
+                ("b", Some(REASON_TERMINATED)),
+                ("c", Some(REASON_TERMINATED))
+            ]
+        );
+        // Nothing more happens once the Jobs are gone.
+        let wf = written(wf, &plan1);
+        let plan2 = plan(&wf, &Jobs::of(&wf).succeeded("a").build(), at(3));
+        assert!(plan2.actions.is_empty() && plan2.events.is_empty());
+    }
+
+    #[test]
+    fn retry_reruns_only_the_steps_that_did_not_succeed_in_jobs_of_new_names() {
+        let wf = running(diamond().fail_fast(false).build());
+        let jobs = Jobs::of(&wf)
+            .succeeded("a")
+            .exited("b", 2, "Error", "")
+            .succeeded("c")
+            .build();
+        let failed = plan(&wf, &jobs, at(5));
+        assert_eq!(phase(&failed), Some(Phase::Failed));
+        let wf = written(wf, &failed);
+        let wf = WorkFlow {
+            spec: diamond().fail_fast(false).retry(1).build().spec,
+            ..wf
+        };
+        let retried = plan(&wf, &jobs, at(6));
+        assert_eq!(reasons(&retried), ["Retried", "StepsStarted"]);
+        assert_eq!(creates(&retried), ["b"]);
+        assert!(
+            deletes(&retried).is_empty(),
+            "the succeeded steps' Jobs stay"
+        );
+        let Action::CreateJob {
+            job_name: new_name,
+            retry,
+            ..
+        } = &retried.actions[0]
+        else {
+            panic!("{:?}", retried.actions)
+        };
+        assert_eq!(*retry, 1);
+        assert_ne!(*new_name, job_name(&wf, "b"), "a Job name is never reused");
+        let st = status(&retried);
+        assert_eq!(
+            (st.workflow_status, st.retry),
+            (Some(Phase::Started), Some(1))
+        );
+        assert_eq!(st.executed, ["a", "c"]);
+        assert_eq!(st.message, None);
+        // The retried step succeeds; `d` follows, in retry 1 too.
+        let wf = written(wf, &retried);
+        let mut jobs = jobs;
+        jobs.extend(Jobs::of(&wf).retry(1).succeeded("b").build());
+        let next = plan(&wf, &jobs, at(7));
+        assert_eq!(creates(&next), ["d"]);
+        let wf = written(wf, &next);
+        jobs.extend(Jobs::of(&wf).retry(1).succeeded("d").build());
+        let done = plan(&wf, &jobs, at(8));
+        assert_eq!(phase(&done), Some(Phase::Completed));
+        // Planning again changes nothing: the retry is not started twice.
+        let wf = written(wf, &done);
+        assert_eq!(plan(&wf, &jobs, at(9)).status, None);
+    }
+
+    #[test]
+    fn a_retry_of_a_completed_workflow_runs_nothing() {
+        let wf = running(WorkFlow::test("w").step("a", &[]).build());
+        let jobs = Jobs::of(&wf).succeeded("a").build();
+        let wf = written(wf.clone(), &plan(&wf, &jobs, at(1)));
+        let wf = WorkFlow {
+            spec: WorkFlow::test("w").step("a", &[]).retry(1).build().spec,
+            ..wf
+        };
+        let again = plan(&wf, &jobs, at(2));
+        assert!(again.actions.is_empty() && again.events.is_empty());
+    }
+
+    #[test]
+    fn exit_steps_run_after_success_and_after_failure_told_how_it_ended() {
+        let wf = |b: crate::workflow::testing::WorkFlowBuilder| {
+            running(
+                b.step("a", &[])
+                    .step("b", &[])
+                    .exit_step("notify", &[])
+                    .exit_step("last", &["notify"])
+                    .build(),
+            )
+        };
+        // After success.
+        let ok = wf(WorkFlow::test("ok"));
+        let jobs = Jobs::of(&ok).succeeded("a").succeeded("b").build();
+        let plan1 = plan(&ok, &jobs, at(1));
+        let completed = ExitEnv {
+            status: Phase::Completed,
+            failed_steps: vec![],
+        };
+        assert_eq!(exit_creates(&plan1), [("notify", &completed)]);
+        assert_eq!(phase(&plan1), Some(Phase::Started));
+        let ok = written(ok, &plan1);
+        let jobs2 = Jobs::of(&ok)
+            .succeeded("a")
+            .succeeded("b")
+            .succeeded("notify")
+            .build();
+        let plan2 = plan(&ok, &jobs2, at(2));
+        assert_eq!(exit_creates(&plan2), [("last", &completed)]);
+        assert!(plan2.events.is_empty(), "ExitStepsStarted only once");
+        let ok = written(ok, &plan2);
+        let jobs3 = Jobs::of(&ok)
+            .succeeded("a")
+            .succeeded("b")
+            .succeeded("notify")
+            .succeeded("last")
+            .build();
+        let plan3 = plan(&ok, &jobs3, at(3));
+        assert_eq!(reasons(&plan3), ["AllStepsSucceeded"]);
+        assert_eq!(
+            status(&plan3).message.as_deref(),
+            Some("all 2 steps succeeded")
+        );
+
+        // After failure: the exit steps learn which step failed; the workflow stays failed
+        // even though they succeed.
+        let bad = wf(WorkFlow::test("bad"));
+        let jobs = Jobs::of(&bad)
+            .exited("a", 3, "Error", "")
+            .active("b", at(0))
+            .build();
+        let plan1 = plan(&bad, &jobs, at(1));
+        let failed = ExitEnv {
+            status: Phase::Failed,
+            failed_steps: vec!["a".into()],
+        };
+        assert_eq!(exit_creates(&plan1), [("notify", &failed)]);
+        assert_eq!(
+            deletes(&plan1),
+            [(job_name(&bad, "b").as_str(), DeleteReason::WorkflowFailed)]
+        );
+        let bad = written(bad, &plan1);
+        let jobs = Jobs::of(&bad)
+            .exited("a", 3, "Error", "")
+            .succeeded("notify")
+            .succeeded("last")
+            .build();
+        let end = plan(&bad, &jobs, at(2));
+        assert_eq!(reasons(&end), ["StepFailed"]);
+        assert_eq!(
+            status(&end).message.as_deref(),
+            Some("step a failed: exit code 3")
+        );
+    }
+
+    #[test]
+    fn a_failing_exit_step_fails_a_workflow_whose_steps_succeeded() {
+        let wf = running(
+            WorkFlow::test("w")
+                .step("a", &[])
+                .exit_step("notify", &[])
+                .exit_step("after", &["notify"])
+                .build(),
+        );
+        let jobs = Jobs::of(&wf)
+            .succeeded("a")
+            .exited("notify", 1, "Error", "")
+            .build();
+        let end = plan(&wf, &jobs, at(1));
+        assert!(
+            creates(&end).is_empty(),
+            "an exit step after a failed one does not run"
+        );
+        assert_eq!(phase(&end), Some(Phase::Failed));
+        assert_eq!(
+            status(&end).message.as_deref(),
+            Some("exit step notify failed: exit code 1")
+        );
+    }
+
+    #[test]
+    fn a_retry_runs_the_exit_steps_again() {
+        let build = |retry| {
+            WorkFlow::test("w")
+                .step("a", &[])
+                .exit_step("notify", &[])
+                .retry(retry)
+                .build()
+        };
+        let wf = running(build(0));
+        let jobs = Jobs::of(&wf)
+            .exited("a", 1, "Error", "")
+            .succeeded("notify")
+            .build();
+        let wf = written(wf.clone(), &plan(&wf, &jobs, at(1)));
+        assert_eq!(
+            wf.status.as_ref().unwrap().workflow_status,
+            Some(Phase::Failed)
+        );
+        let wf = WorkFlow {
+            spec: build(1).spec,
+            ..wf
+        };
+        let retried = plan(&wf, &jobs, at(2));
+        assert_eq!(creates(&retried), ["a"]);
+        let wf = written(wf, &retried);
+        let mut jobs = jobs;
+        jobs.extend(Jobs::of(&wf).retry(1).succeeded("a").build());
+        let exit = plan(&wf, &jobs, at(3));
+        let completed = ExitEnv {
+            status: Phase::Completed,
+            failed_steps: vec![],
+        };
+        assert_eq!(exit_creates(&exit), [("notify", &completed)]);
+    }
+
+    #[rstest::rstest]
+    #[case::depends_on_a_step(&["a"], "exit step \"notify\" depends on step \"a\": exit steps run after every step, and may depend only on other exit steps")]
+    #[case::unknown(&["nope"], "onExit: step \"notify\" depends on unknown step \"nope\"")]
+    fn an_exit_step_that_names_a_step_is_refused_naming_both(
+        #[case] deps: &[&str],
+        #[case] why: &str,
+    ) {
+        let wf = WorkFlow::test("w")
+            .step("a", &[])
+            .exit_step("notify", deps)
+            .build();
+        let first = plan(&wf, &[], at(0));
+        assert!(first.actions.is_empty());
+        assert_eq!(phase(&first), Some(Phase::Failed));
+        assert_eq!(
+            status(&first).message.as_deref(),
+            Some(format!("invalid workflow: {why}").as_str())
+        );
     }
 
     proptest! {

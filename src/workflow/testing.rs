@@ -11,7 +11,9 @@ use k8s_openapi::jiff::Timestamp;
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::crd::{DEFAULT_MAX_STEP_TIMEOUT, Step, WorkFlow, WorkFlowSpec, WorkFlowStatus};
+use super::crd::{
+    DEFAULT_MAX_STEP_TIMEOUT, Shutdown, Step, WorkFlow, WorkFlowSpec, WorkFlowStatus,
+};
 use super::names;
 use super::plan::{Action, JobState, ObservedJob, Plan};
 
@@ -67,6 +69,12 @@ impl WorkFlow {
             fail_fast: true,
             pod_template: None,
             start_timeout: super::crd::DEFAULT_START_TIMEOUT,
+            suspend: false,
+            shutdown: None,
+            retry: 0,
+            ttl_seconds_after_finished: None,
+            pod_cleanup: None,
+            on_exit: Vec::new(),
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {
@@ -159,6 +167,30 @@ impl WorkFlowBuilder {
         self
     }
 
+    /// Adds an exit step (`onExit`, see [`step`]).
+    pub fn exit_step(mut self, name: &str, depends_on: &[&str]) -> Self {
+        self.workflow.spec.on_exit.push(step(name, depends_on));
+        self
+    }
+
+    /// Sets `suspend`.
+    pub fn suspend(mut self, suspend: bool) -> Self {
+        self.workflow.spec.suspend = suspend;
+        self
+    }
+
+    /// Sets `shutdown`.
+    pub fn shutdown(mut self, shutdown: Shutdown) -> Self {
+        self.workflow.spec.shutdown = Some(shutdown);
+        self
+    }
+
+    /// Sets `retry`.
+    pub fn retry(mut self, retry: i32) -> Self {
+        self.workflow.spec.retry = retry;
+        self
+    }
+
     /// Adds a label.
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.workflow
@@ -203,6 +235,7 @@ fn epoch() -> Timestamp {
 pub struct Jobs<'a> {
     workflow: &'a WorkFlow,
     run: String,
+    retry: i32,
     jobs: Vec<ObservedJob>,
 }
 
@@ -212,8 +245,15 @@ impl<'a> Jobs<'a> {
         Jobs {
             workflow,
             run: names::run_id(&workflow.spec),
+            retry: 0,
             jobs: Vec::new(),
         }
+    }
+
+    /// Following calls add Jobs of retry `retry` (`spec.retry` when they were created).
+    pub fn retry(mut self, retry: i32) -> Self {
+        self.retry = retry;
+        self
     }
 
     /// Following calls add Jobs of run `run` instead of the current one.
@@ -224,16 +264,18 @@ impl<'a> Jobs<'a> {
 
     /// Test Jobs are created and started at `since` (time 0 for finished ones).
     fn add(mut self, step: &str, state: JobState, since: Timestamp) -> Self {
-        let name = names::job_name(
+        let name = names::retry_job_name(
             self.workflow.metadata.name.as_deref().unwrap_or(""),
             step,
             &self.run,
+            self.retry,
         );
         let timeout = self
             .workflow
             .spec
             .containers
             .iter()
+            .chain(&self.workflow.spec.on_exit)
             .find(|s| s.step_name == step)
             .map_or(DEFAULT_MAX_STEP_TIMEOUT, |s| {
                 self.workflow.spec.effective_timeout(s)
@@ -242,6 +284,7 @@ impl<'a> Jobs<'a> {
             name,
             step: step.to_string(),
             run: self.run.clone(),
+            retry: self.retry,
             state,
             deleting: false,
             active_deadline_seconds: super::plan::job_deadline_seconds(timeout),
