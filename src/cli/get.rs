@@ -113,11 +113,8 @@ struct Shown {
 
 impl Shown {
     async fn read(client: &Client, namespace: &str, name: &str) -> Result<Shown> {
-        let workflow = Api::<WorkFlow>::namespaced(client.clone(), namespace)
-            .get_opt(name)
-            .await
-            .with_context(|| format!("reading workflow {namespace}/{name}"))?
-            .with_context(|| format!("workflow {name} not found in namespace {namespace}"))?;
+        let api = Api::<WorkFlow>::namespaced(client.clone(), namespace);
+        let workflow = super::read_workflow(&api, namespace, name).await?;
         let selector = ListParams::default().labels(&jobs::selector(name));
         let jobs = Api::<Job>::namespaced(client.clone(), namespace)
             .list(&selector)
@@ -187,6 +184,12 @@ impl Shown {
         );
         field("Duration", &duration.map(human).unwrap_or_default());
         field("Progress", status.progress.as_deref().unwrap_or_default());
+        let spec = &self.workflow.spec;
+        field("Shutdown", spec.shutdown.map_or("", |s| s.as_str()));
+        field(
+            "Retry",
+            &status.retry.map(|r| r.to_string()).unwrap_or_default(),
+        );
         out.push('\n');
         let rows: Vec<[String; 6]> = self
             .steps

@@ -140,7 +140,8 @@ fn problems_of(value: &Value) -> Vec<String> {
     }
     match serde_json::from_value::<WorkFlow>(normalized) {
         Err(error) => vec![format!("not a valid WorkFlow: {error}")],
-        Ok(workflow) => match Dag::build(&workflow.spec.containers) {
+        // The steps and the exit steps, as the operator validates them.
+        Ok(workflow) => match crate::workflow::plan::Compiled::new(&workflow.spec).dag {
             Ok(_) => Vec::new(),
             Err(error) => vec![error.to_string()],
         },

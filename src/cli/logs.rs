@@ -38,13 +38,8 @@ pub struct LogsArgs {
 pub async fn logs(args: LogsArgs) -> ExitCode {
     super::report(async {
         let (client, namespace) = super::client(args.namespace.clone()).await?;
-        let workflow = Api::<WorkFlow>::namespaced(client.clone(), &namespace)
-            .get_opt(&args.name)
-            .await
-            .context("reading the workflow")?
-            .with_context(|| {
-                format!("workflow {} not found in namespace {namespace}", args.name)
-            })?;
+        let api = Api::<WorkFlow>::namespaced(client.clone(), &namespace);
+        let workflow = super::read_workflow(&api, &namespace, &args.name).await?;
         if let Some(step) = &args.step
             && !workflow
                 .spec

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "dev")]
 mod bench;
+mod control;
 #[cfg(feature = "dev")]
 mod dev;
 mod get;
@@ -67,6 +68,19 @@ enum Command {
     /// Print the logs of a workflow's steps in DAG order, each line prefixed with its step
     /// (`--step` for one, `-f` to follow).
     Logs(logs::LogsArgs),
+    /// Suspend a workflow: no new step starts; running steps go on (sets `spec.suspend`).
+    Suspend(control::ControlArgs),
+    /// Resume a suspended workflow: steps start again (clears `spec.suspend`).
+    Resume(control::ControlArgs),
+    /// Stop a workflow: no new step starts, running steps finish, the exit steps run, and it
+    /// ends Failed (sets `spec.shutdown: Stop`).
+    Stop(control::ControlArgs),
+    /// Terminate a workflow: its running steps' pods are killed at once, no exit step runs, and
+    /// it ends Failed (sets `spec.shutdown: Terminate`).
+    Terminate(control::ControlArgs),
+    /// Retry a failed or stopped workflow: the steps that did not succeed run again in new Jobs;
+    /// succeeded steps keep theirs (raises `spec.retry`, clears `spec.shutdown`).
+    Retry(control::ControlArgs),
     /// Print the workflow lifecycle (its states and legal transitions) as DOT or Mermaid.
     Lifecycle(inspect::LifecycleArgs),
     /// Measure the operator end to end and print one JSON object (makespan, steps per second,
@@ -97,6 +111,11 @@ pub fn main() -> ExitCode {
         Command::Get(args) => block_on(get::get(args)),
         Command::Watch(args) => block_on(get::watch(args)),
         Command::Logs(args) => block_on(logs::logs(args)),
+        Command::Suspend(args) => block_on(control::control(control::Verb::Suspend, args)),
+        Command::Resume(args) => block_on(control::control(control::Verb::Resume, args)),
+        Command::Stop(args) => block_on(control::control(control::Verb::Stop, args)),
+        Command::Terminate(args) => block_on(control::control(control::Verb::Terminate, args)),
+        Command::Retry(args) => block_on(control::control(control::Verb::Retry, args)),
         Command::Run(args) => block_on(run::run(args)),
         #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),
@@ -115,6 +134,19 @@ async fn client(namespace: Option<String>) -> anyhow::Result<(kube::Client, Stri
     let namespace = namespace.unwrap_or_else(|| config.default_namespace.clone());
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
     Ok((client, namespace))
+}
+
+/// The workflow `name` in `namespace`, or an error saying it does not exist there.
+async fn read_workflow(
+    api: &kube::Api<crate::workflow::WorkFlow>,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<crate::workflow::WorkFlow> {
+    use anyhow::Context as _;
+    api.get_opt(name)
+        .await
+        .with_context(|| format!("reading workflow {namespace}/{name}"))?
+        .with_context(|| format!("workflow {name} not found in namespace {namespace}"))
 }
 
 /// Runs a command's body; an error is printed (with its causes) and exits 1.

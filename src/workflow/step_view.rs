@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::crd::WorkFlow;
 use super::dag::Dag;
 use super::failure_cause;
-use super::jobs::{ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RUN};
+use super::jobs::{ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RETRY, LABEL_RUN};
 use super::plan::DEADLINE_EXCEEDED;
 
 pub use super::crd::StepPhase;
@@ -55,9 +55,10 @@ impl StepView {
     }
 }
 
-/// The workflow's steps in DAG (topological) order, each with what its Job of the current run
-/// and that Job's pods say. `jobs` and `pods` may hold others (they are matched by step
-/// annotation, run label and owner); an invalid DAG lists the steps in spec order.
+/// The workflow's steps in DAG (topological) order, then its exit steps (`onExit`) in theirs,
+/// each with what its Job of the current run (of its latest retry) and that Job's pods say.
+/// `jobs` and `pods` may hold others (they are matched by step annotation, run label and
+/// owner); an invalid DAG lists the steps in spec order.
 pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepView> {
     let status = workflow.status.as_ref();
     let run = status.and_then(|s| s.run.as_deref());
@@ -65,23 +66,38 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
         .and_then(|s| s.workflow_status)
         .is_some_and(|p| p.is_terminal());
     let uid = workflow.uid();
-    let order: Vec<usize> = match Dag::build(&workflow.spec.containers) {
-        Ok(dag) => dag.topological_order().collect(),
-        Err(_) => (0..workflow.spec.containers.len()).collect(),
+    let in_order = |steps: &'_ [super::crd::Step]| -> Vec<String> {
+        let order: Vec<usize> = match Dag::build(steps) {
+            Ok(dag) => dag.topological_order().collect(),
+            Err(_) => (0..steps.len()).collect(),
+        };
+        order.into_iter().map(|i| steps[i].step_name.clone()).collect()
     };
-    order
-        .into_iter()
-        .map(|i| {
-            let name = &workflow.spec.containers[i].step_name;
-            let job = jobs.iter().find(|job| {
-                job.annotations().get(ANNOTATION_STEP) == Some(name)
-                    && run
-                        .is_some_and(|r| job.labels().get(LABEL_RUN).map(String::as_str) == Some(r))
-                    && job
-                        .owner_references()
-                        .iter()
-                        .any(|o| Some(&o.uid) == uid.as_ref())
-            });
+    let mut names = in_order(&workflow.spec.containers);
+    names.extend(in_order(&workflow.spec.on_exit));
+    let retry_of = |job: &Job| -> i32 {
+        job.labels()
+            .get(LABEL_RETRY)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0)
+    };
+    names
+        .iter()
+        .map(|name| {
+            // A retried step has a Job per retry: the latest speaks for it.
+            let job = jobs
+                .iter()
+                .filter(|job| {
+                    job.annotations().get(ANNOTATION_STEP) == Some(name)
+                        && run.is_some_and(|r| {
+                            job.labels().get(LABEL_RUN).map(String::as_str) == Some(r)
+                        })
+                        && job
+                            .owner_references()
+                            .iter()
+                            .any(|o| Some(&o.uid) == uid.as_ref())
+                })
+                .max_by_key(|job| retry_of(job));
             let recorded = status
                 .into_iter()
                 .flat_map(|s| &s.steps)

@@ -1,0 +1,271 @@
+//! `workflow-operator suspend|resume|stop|terminate|retry NAME`: run control, as `argo suspend`
+//! and its siblings. Each command checks the workflow's phase, then sets one spec field
+//! (`suspend`, `shutdown`, `retry`) with a merge patch that carries the resourceVersion it
+//! checked: if the workflow changed in between (it finished, someone else retried it), the API
+//! server answers 409 and the command checks again, so a check and its write are one step.
+//! Running a command twice is harmless: the second one says there is nothing left to do.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::workflow::WorkFlow;
+use crate::workflow::crd::Shutdown;
+use crate::workflow::lifecycle::Phase;
+
+/// The field manager of the CLI's writes (as `kubectl` is of its own).
+const FIELD_MANAGER: &str = "workflow-operator-cli";
+
+/// How many times a command re-checks a workflow that changed under it before giving up.
+const ATTEMPTS: usize = 5;
+
+/// The workflow a run-control command acts on.
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    /// The workflow's name.
+    name: String,
+    /// The workflow's namespace (default: the kubeconfig context's, as kubectl).
+    #[arg(long, short = 'n')]
+    namespace: Option<String>,
+}
+
+/// A run-control verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Suspend,
+    Resume,
+    Stop,
+    Terminate,
+    Retry,
+}
+
+impl Verb {
+    /// The past tense the command prints, e.g. `workflow build suspended`.
+    fn done(self) -> &'static str {
+        match self {
+            Verb::Suspend => "suspended",
+            Verb::Resume => "resumed",
+            Verb::Stop => "stopping: running steps finish, then the exit steps run",
+            Verb::Terminate => "terminated: its running steps are being stopped",
+            Verb::Retry => "retried: the steps that did not succeed run again",
+        }
+    }
+}
+
+/// What a verb does to a workflow in its current state.
+#[derive(Debug, PartialEq)]
+enum Decision {
+    /// Write this merge patch of the spec.
+    Patch(Value),
+    /// Nothing to do, and that is fine (the verb's effect is there already).
+    AlreadyDone(String),
+    /// The verb makes no sense now: an error naming why.
+    Refused(String),
+}
+
+/// Decides what `verb` does to `workflow`. Pure: the commands and the tests use it alike.
+fn decide(verb: Verb, workflow: &WorkFlow) -> Decision {
+    let name = workflow.metadata.name.as_deref().unwrap_or_default();
+    let status = workflow.status.as_ref();
+    let phase = status.and_then(|s| s.workflow_status);
+    let spec = &workflow.spec;
+    let finished = |what: &str| {
+        Decision::Refused(format!(
+            "workflow {name} has finished ({}); there is nothing to {what}{}",
+            phase.map_or("", |p| p.as_str()),
+            if phase == Some(Phase::Failed) {
+                " (`workflow-operator retry` runs its unfinished steps again)"
+            } else {
+                ""
+            }
+        ))
+    };
+    let terminal = phase.is_some_and(Phase::is_terminal);
+    match verb {
+        Verb::Suspend if terminal => finished("suspend"),
+        Verb::Suspend if spec.suspend => {
+            Decision::AlreadyDone(format!("workflow {name} is already suspended"))
+        }
+        Verb::Suspend => Decision::Patch(json!({"spec": {"suspend": true}})),
+        Verb::Resume if terminal => finished("resume"),
+        Verb::Resume if !spec.suspend => {
+            Decision::AlreadyDone(format!("workflow {name} is not suspended"))
+        }
+        Verb::Resume => Decision::Patch(json!({"spec": {"suspend": null}})),
+        Verb::Stop | Verb::Terminate if terminal => finished("stop"),
+        Verb::Stop => match spec.shutdown {
+            Some(Shutdown::Stop) => {
+                Decision::AlreadyDone(format!("workflow {name} is already stopping"))
+            }
+            Some(Shutdown::Terminate) => Decision::Refused(format!(
+                "workflow {name} is being terminated already, which stops more than stop does"
+            )),
+            None => Decision::Patch(json!({"spec": {"shutdown": "Stop"}})),
+        },
+        Verb::Terminate => match spec.shutdown {
+            Some(Shutdown::Terminate) => {
+                Decision::AlreadyDone(format!("workflow {name} is already being terminated"))
+            }
+            _ => Decision::Patch(json!({"spec": {"shutdown": "Terminate"}})),
+        },
+        Verb::Retry => {
+            let retried = status.and_then(|s| s.retry).unwrap_or(0);
+            match phase {
+                Some(Phase::Failed) if spec.retry > retried => Decision::AlreadyDone(format!(
+                    "workflow {name} has a retry requested already (spec.retry {})",
+                    spec.retry
+                )),
+                Some(Phase::Failed) => Decision::Patch(json!({"spec": {
+                    "retry": spec.retry.max(retried) + 1,
+                    // A retried workflow runs again: what stopped it no longer applies.
+                    "shutdown": null,
+                }})),
+                Some(Phase::Completed) => Decision::Refused(format!(
+                    "workflow {name} completed: every step succeeded, there is nothing to retry"
+                )),
+                other => Decision::Refused(format!(
+                    "workflow {name} is still running ({}); only a failed or stopped workflow can be retried (stop or terminate it first, or wait for it to end)",
+                    other.map_or("not started yet", |p| p.as_str())
+                )),
+            }
+        }
+    }
+}
+
+/// Runs `verb` on the workflow named in `args`.
+pub async fn control(verb: Verb, args: ControlArgs) -> ExitCode {
+    super::report(async {
+        let (client, namespace) = super::client(args.namespace).await?;
+        let api: Api<WorkFlow> = Api::namespaced(client, &namespace);
+        let message = apply(verb, &api, &namespace, &args.name).await?;
+        println!("{message}");
+        Ok(())
+    })
+    .await
+}
+
+async fn apply(verb: Verb, api: &Api<WorkFlow>, namespace: &str, name: &str) -> Result<String> {
+    for _ in 0..ATTEMPTS {
+        let workflow = super::read_workflow(api, namespace, name).await?;
+        let mut patch = match decide(verb, &workflow) {
+            Decision::AlreadyDone(message) => return Ok(message),
+            Decision::Refused(message) => bail!(message),
+            Decision::Patch(patch) => patch,
+        };
+        // The resourceVersion makes the patch conditional on what was checked.
+        patch["metadata"] = json!({"resourceVersion": workflow.metadata.resource_version});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match api.patch(name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => return Ok(format!("workflow {name} {}", verb.done())),
+            Err(kube::Error::Api(response)) if response.code == 409 => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    bail!("workflow {name} kept changing while {verb:?} was applied; try again")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::workflow::crd::WorkFlowStatus;
+    use rstest::rstest;
+
+    fn workflow(phase: Phase, edit: impl FnOnce(&mut WorkFlow)) -> WorkFlow {
+        let mut wf = WorkFlow::test("w").step("a", &[]).build();
+        wf.status = Some(WorkFlowStatus {
+            workflow_status: Some(phase),
+            ..WorkFlowStatus::default()
+        });
+        edit(&mut wf);
+        wf
+    }
+
+    fn patch(decision: Decision) -> Value {
+        match decision {
+            Decision::Patch(patch) => patch,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[rstest]
+    #[case(Verb::Suspend, json!({"spec": {"suspend": true}}))]
+    #[case(Verb::Stop, json!({"spec": {"shutdown": "Stop"}}))]
+    #[case(Verb::Terminate, json!({"spec": {"shutdown": "Terminate"}}))]
+    fn a_running_workflow_is_patched(#[case] verb: Verb, #[case] want: Value) {
+        assert_eq!(patch(decide(verb, &workflow(Phase::Started, |_| {}))), want);
+    }
+
+    #[test]
+    fn resume_clears_suspend_and_says_so_when_there_is_nothing_to_resume() {
+        let suspended = workflow(Phase::Suspended, |w| w.spec.suspend = true);
+        assert_eq!(
+            patch(decide(Verb::Resume, &suspended)),
+            json!({"spec": {"suspend": null}})
+        );
+        let running = workflow(Phase::Started, |_| {});
+        assert_eq!(
+            decide(Verb::Resume, &running),
+            Decision::AlreadyDone("workflow w is not suspended".into())
+        );
+    }
+
+    #[rstest]
+    #[case(Verb::Suspend, Phase::Completed, "workflow w has finished (Completed); there is nothing to suspend")]
+    #[case(Verb::Stop, Phase::Failed, "workflow w has finished (Failed); there is nothing to stop (`workflow-operator retry` runs its unfinished steps again)")]
+    #[case(Verb::Terminate, Phase::Completed, "workflow w has finished (Completed); there is nothing to stop")]
+    #[case(Verb::Retry, Phase::Completed, "workflow w completed: every step succeeded, there is nothing to retry")]
+    #[case(Verb::Retry, Phase::Started, "workflow w is still running (Started); only a failed or stopped workflow can be retried (stop or terminate it first, or wait for it to end)")]
+    #[case(Verb::Retry, Phase::Suspended, "workflow w is still running (Suspended); only a failed or stopped workflow can be retried (stop or terminate it first, or wait for it to end)")]
+    fn verbs_that_make_no_sense_now_are_refused_saying_why(
+        #[case] verb: Verb,
+        #[case] phase: Phase,
+        #[case] why: &str,
+    ) {
+        assert_eq!(
+            decide(verb, &workflow(phase, |_| {})),
+            Decision::Refused(why.into())
+        );
+    }
+
+    #[test]
+    fn retry_raises_the_retry_once_and_clears_the_shutdown() {
+        let stopped = workflow(Phase::Failed, |w| {
+            w.spec.shutdown = Some(Shutdown::Stop);
+            w.spec.retry = 1;
+            w.status.as_mut().unwrap().retry = Some(1);
+        });
+        assert_eq!(
+            patch(decide(Verb::Retry, &stopped)),
+            json!({"spec": {"retry": 2, "shutdown": null}})
+        );
+        // Asked again before the operator picked it up: nothing more.
+        let pending = workflow(Phase::Failed, |w| w.spec.retry = 2);
+        assert!(matches!(
+            decide(Verb::Retry, &pending),
+            Decision::AlreadyDone(_)
+        ));
+    }
+
+    #[test]
+    fn stop_does_not_soften_a_terminate() {
+        let terminating = workflow(Phase::Started, |w| {
+            w.spec.shutdown = Some(Shutdown::Terminate)
+        });
+        assert!(matches!(
+            decide(Verb::Stop, &terminating),
+            Decision::Refused(_)
+        ));
+        let stopping = workflow(Phase::Started, |w| w.spec.shutdown = Some(Shutdown::Stop));
+        assert_eq!(
+            patch(decide(Verb::Terminate, &stopping)),
+            json!({"spec": {"shutdown": "Terminate"}})
+        );
+    }
+}
