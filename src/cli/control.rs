@@ -217,12 +217,36 @@ mod tests {
     }
 
     #[rstest]
-    #[case(Verb::Suspend, Phase::Completed, "workflow w has finished (Completed); there is nothing to suspend")]
-    #[case(Verb::Stop, Phase::Failed, "workflow w has finished (Failed); there is nothing to stop (`workflow-operator retry` runs its unfinished steps again)")]
-    #[case(Verb::Terminate, Phase::Completed, "workflow w has finished (Completed); there is nothing to stop")]
-    #[case(Verb::Retry, Phase::Completed, "workflow w completed: every step succeeded, there is nothing to retry")]
-    #[case(Verb::Retry, Phase::Started, "workflow w is still running (Started); only a failed or stopped workflow can be retried (stop or terminate it first, or wait for it to end)")]
-    #[case(Verb::Retry, Phase::Suspended, "workflow w is still running (Suspended); only a failed or stopped workflow can be retried (stop or terminate it first, or wait for it to end)")]
+    #[case(
+        Verb::Suspend,
+        Phase::Completed,
+        "workflow w has finished (Completed); there is nothing to suspend"
+    )]
+    #[case(
+        Verb::Stop,
+        Phase::Failed,
+        "workflow w has finished (Failed); there is nothing to stop (`workflow-operator retry` runs its unfinished steps again)"
+    )]
+    #[case(
+        Verb::Terminate,
+        Phase::Completed,
+        "workflow w has finished (Completed); there is nothing to stop"
+    )]
+    #[case(
+        Verb::Retry,
+        Phase::Completed,
+        "workflow w completed: every step succeeded, there is nothing to retry"
+    )]
+    #[case(
+        Verb::Retry,
+        Phase::Started,
+        "workflow w is still running (Started); only a failed or stopped workflow can be retried (stop or terminate it first, or wait for it to end)"
+    )]
+    #[case(
+        Verb::Retry,
+        Phase::Suspended,
+        "workflow w is still running (Suspended); only a failed or stopped workflow can be retried (stop or terminate it first, or wait for it to end)"
+    )]
     fn verbs_that_make_no_sense_now_are_refused_saying_why(
         #[case] verb: Verb,
         #[case] phase: Phase,

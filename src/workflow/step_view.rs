@@ -71,7 +71,10 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
             Ok(dag) => dag.topological_order().collect(),
             Err(_) => (0..steps.len()).collect(),
         };
-        order.into_iter().map(|i| steps[i].step_name.clone()).collect()
+        order
+            .into_iter()
+            .map(|i| steps[i].step_name.clone())
+            .collect()
     };
     let mut names = in_order(&workflow.spec.containers);
     names.extend(in_order(&workflow.spec.on_exit));

@@ -57,6 +57,8 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
 #[derive(Debug, Clone)]
 pub struct WorkFlowBuilder {
     workflow: WorkFlow,
+    /// The last step added is an exit step: step setters apply to it.
+    exit_last: bool,
 }
 
 impl WorkFlow {
@@ -84,7 +86,10 @@ impl WorkFlow {
             generation: Some(1),
             ..ObjectMeta::default()
         };
-        WorkFlowBuilder { workflow }
+        WorkFlowBuilder {
+            workflow,
+            exit_last: false,
+        }
     }
 }
 
@@ -92,15 +97,18 @@ impl WorkFlowBuilder {
     /// Adds a step (see [`step`]).
     pub fn step(mut self, name: &str, depends_on: &[&str]) -> Self {
         self.workflow.spec.containers.push(step(name, depends_on));
+        self.exit_last = false;
         self
     }
 
     fn last(&mut self) -> &mut Step {
-        self.workflow
-            .spec
-            .containers
-            .last_mut()
-            .expect("add a step first")
+        let spec = &mut self.workflow.spec;
+        let steps = if self.exit_last {
+            &mut spec.on_exit
+        } else {
+            &mut spec.containers
+        };
+        steps.last_mut().expect("add a step first")
     }
 
     /// Sets the last step's image.
@@ -167,9 +175,11 @@ impl WorkFlowBuilder {
         self
     }
 
-    /// Adds an exit step (`onExit`, see [`step`]).
+    /// Adds an exit step (`onExit`, see [`step`]); step setters apply to it until the next
+    /// [`WorkFlowBuilder::step`].
     pub fn exit_step(mut self, name: &str, depends_on: &[&str]) -> Self {
         self.workflow.spec.on_exit.push(step(name, depends_on));
+        self.exit_last = true;
         self
     }
 

@@ -374,6 +374,101 @@ impl Namespace {
     }
 }
 
+impl Namespace {
+    /// Merge-patches the workflow's spec with `spec` (as `kubectl patch --type merge` does).
+    pub async fn patch_spec(&self, name: &str, spec: serde_json::Value) -> WorkFlow {
+        let patch = serde_json::json!({ "spec": spec });
+        let patch = &patch;
+        retrying(&format!("patching workflow {name}"), || async move {
+            self.workflows()
+                .patch(
+                    name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(patch),
+                )
+                .await
+        })
+        .await
+    }
+
+    /// The logs of the pods of `job`, concatenated (a Job with `retries` may have several).
+    pub async fn job_log(&self, job: &Job) -> String {
+        let selector = format!("job-name={}", job.name_any());
+        let pods = self
+            .pods()
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .expect("listing the job's pods")
+            .items;
+        let mut log = String::new();
+        for pod in pods {
+            log.push_str(
+                &self
+                    .pods()
+                    .logs(&pod.name_any(), &Default::default())
+                    .await
+                    .expect("the pod's log"),
+            );
+        }
+        log
+    }
+}
+
+/// A file a step waits for (`gate.wait_command()`), created by the test (`gate.open()`), so that
+/// a test decides when a step finishes instead of guessing how long it takes. The embedded
+/// control plane runs steps as local processes, which see the file; tests that use a gate skip
+/// themselves on a real cluster.
+pub struct Gate {
+    path: std::path::PathBuf,
+}
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Gate {
+        let path = std::env::temp_dir().join(format!(
+            "workflow-operator-gate-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        Gate { path }
+    }
+
+    /// A command that waits until the gate opens, then prints `then` and exits 0.
+    pub fn wait_command(&self, then: &str) -> Vec<String> {
+        let script = format!(
+            "until [ -e {} ]; do sleep 0.05; done; echo {then}",
+            self.path.display()
+        );
+        vec!["sh".into(), "-c".into(), script]
+    }
+
+    /// A command that exits 0 when the gate is open, and fails with exit code 1 otherwise.
+    pub fn check_command(&self) -> Vec<String> {
+        vec![
+            "sh".into(),
+            "-c".into(),
+            format!("[ -e {} ]", self.path.display()),
+        ]
+    }
+
+    /// Opens the gate: steps waiting for it go on.
+    pub fn open(&self) {
+        std::fs::write(&self.path, b"open").expect("opening the gate");
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The steps of `jobs`, sorted (a step with two Jobs appears twice).
+pub fn jobs_named(jobs: &[Job]) -> Vec<String> {
+    let mut steps: Vec<String> = jobs.iter().filter_map(step_of).map(String::from).collect();
+    steps.sort();
+    steps
+}
+
 /// The workflow's phase, if it has a status.
 pub fn phase(workflow: &WorkFlow) -> Option<Phase> {
     workflow.status.as_ref().and_then(|s| s.workflow_status)
