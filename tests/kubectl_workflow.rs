@@ -14,23 +14,41 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// Runs kubectl against the cluster; panics with its output unless it succeeds.
 async fn kubectl(cluster: &DevCluster, bin: &Path, home: &Path, args: &[&str]) -> String {
-    let output = tokio::process::Command::new(bin)
+    expect(kubectl_command(cluster, bin, home, args), true).await
+}
+
+fn kubectl_command(
+    cluster: &DevCluster,
+    bin: &Path,
+    home: &Path,
+    args: &[&str],
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(bin);
+    command
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig_path())
         .args(args)
+        .env("HOME", home);
+    command
+}
+
+/// Runs `command` in the repository's root: its standard output when it succeeds and `succeed`,
+/// its standard error when it fails and not `succeed`; otherwise panics with both.
+async fn expect(mut command: tokio::process::Command, succeed: bool) -> String {
+    let output = command
         .current_dir(ROOT)
-        .env("HOME", home)
         .kill_on_drop(true)
         .output()
         .await
-        .expect("kubectl runs");
+        .expect("the command runs");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
         output.status.success(),
-        "kubectl {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+        succeed,
+        "{command:?}:\n{stdout}\n{stderr}"
     );
-    stdout
+    if succeed { stdout } else { stderr }
 }
 
 /// The cells of the first data row of a `kubectl get` table whose first cell is `name`.
@@ -95,24 +113,29 @@ impl Session {
         kubectl(&self.cluster, self.kubectl, self.home.path(), args).await
     }
 
+    /// Runs kubectl, which must fail; its standard error.
+    async fn k_refused(&self, args: &[&str]) -> String {
+        let command = kubectl_command(&self.cluster, self.kubectl, self.home.path(), args);
+        expect(command, false).await
+    }
+
+    fn cli_command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"));
+        command
+            .args(args)
+            .env("KUBECONFIG", self.cluster.kubeconfig_path());
+        command
+    }
+
     /// Runs `workflow-operator ARGS` against the cluster, as a user with its kubeconfig would;
     /// its standard output, or a panic with its output unless it succeeds.
     async fn cli(&self, args: &[&str]) -> String {
-        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
-            .args(args)
-            .env("KUBECONFIG", self.cluster.kubeconfig_path())
-            .current_dir(ROOT)
-            .kill_on_drop(true)
-            .output()
-            .await
-            .expect("workflow-operator runs");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "workflow-operator {args:?} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+        expect(self.cli_command(args), true).await
+    }
+
+    /// Runs `workflow-operator ARGS`, which must fail; its standard error.
+    async fn cli_refused(&self, args: &[&str]) -> String {
+        expect(self.cli_command(args), false).await
     }
 
     async fn stop(self) {
@@ -387,5 +410,151 @@ async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() 
         .await;
     }
 
+    session.stop().await;
+}
+
+/// The run-control verbs as a user types them (issue 15): each answers what it did, a verb that
+/// makes no sense now is refused saying why, and nothing changes; a bad `shutdown` value and an
+/// exit step that names a step are answered clearly too.
+#[tokio::test]
+async fn run_control_verbs_answer_clearly_and_refuse_what_makes_no_sense() {
+    let Some(session) = Session::start("run_control_verbs").await else {
+        return;
+    };
+    session.k(&["create", "-f", "examples/simple.yaml"]).await;
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Completed",
+            "wf/simple",
+            "--timeout=60s",
+        ])
+        .await;
+    for (verb, why) in [
+        (
+            "suspend",
+            "workflow simple has finished (Completed); there is nothing to suspend",
+        ),
+        (
+            "stop",
+            "workflow simple has finished (Completed); there is nothing to stop",
+        ),
+        (
+            "terminate",
+            "workflow simple has finished (Completed); there is nothing to stop",
+        ),
+        (
+            "retry",
+            "workflow simple completed: every step succeeded, there is nothing to retry",
+        ),
+    ] {
+        let refused = session.cli_refused(&[verb, "simple"]).await;
+        assert_eq!(refused.trim(), format!("error: {why}"), "{verb}");
+    }
+    let spec = session
+        .k(&["get", "wf", "simple", "-o", "jsonpath={.spec}"])
+        .await;
+    assert!(
+        !spec.contains("suspend") && !spec.contains("shutdown") && !spec.contains("retry"),
+        "{spec}"
+    );
+    let missing = session.cli_refused(&["stop", "nope"]).await;
+    assert_eq!(
+        missing.trim(),
+        "error: workflow nope not found in namespace default"
+    );
+
+    // A workflow that never finishes on its own: suspend, resume, retry while it runs, stop.
+    let endless = session.home.path().join("endless.yaml");
+    std::fs::write(
+        &endless,
+        "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: endless}\nspec:\n  maxStepTimeout: -1\n  containers:\n    - {stepName: a, image: busybox:1.36, command: [sleep, \"3600\"]}\n    - {stepName: b, image: busybox:1.36, command: [\"true\"], dependsOn: [a]}\n",
+    )
+    .unwrap();
+    session
+        .k(&["create", "-f", endless.to_str().unwrap()])
+        .await;
+    let name = "endless";
+    assert_eq!(
+        session.cli(&["suspend", name]).await.trim(),
+        format!("workflow {name} suspended")
+    );
+    assert_eq!(
+        session.cli(&["suspend", name]).await.trim(),
+        format!("workflow {name} is already suspended")
+    );
+    let retry = session.cli_refused(&["retry", name]).await;
+    assert!(retry.contains("is still running"), "{retry}");
+    assert_eq!(
+        session.cli(&["resume", name]).await.trim(),
+        format!("workflow {name} resumed")
+    );
+    assert_eq!(
+        session.cli(&["terminate", name]).await.trim(),
+        format!("workflow {name} terminated: its running steps are being stopped")
+    );
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Finished",
+            &format!("wf/{name}"),
+            "--timeout=60s",
+        ])
+        .await;
+    let message = session
+        .k(&["get", "wf", name, "-o", "jsonpath={.status.message}"])
+        .await;
+    assert!(
+        message.starts_with("terminated (spec.shutdown: Terminate)"),
+        "{message}"
+    );
+
+    // The API server refuses an unknown shutdown, naming the values it takes.
+    let bad = session
+        .k_refused(&[
+            "patch",
+            "wf",
+            name,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"shutdown":"Pause"}}"#,
+        ])
+        .await;
+    assert!(
+        bad.contains(
+            r#"spec.shutdown: Unsupported value: "Pause": supported values: "Stop", "Terminate""#
+        ),
+        "{bad}"
+    );
+    // An exit step that names a step: valid to the schema, refused by the operator naming both.
+    let manifest = session.home.path().join("exit.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: exit-deps}\nspec:\n  containers:\n    - {stepName: a, image: busybox:1.36, command: [\"true\"]}\n  onExit:\n    - {stepName: notify, image: busybox:1.36, command: [\"true\"], dependsOn: [a]}\n",
+    )
+    .unwrap();
+    let manifest = manifest.to_str().unwrap();
+    let validate = session.cli_refused(&["validate", manifest]).await;
+    assert!(
+        validate.contains(r#"exit step "notify" depends on step "a""#),
+        "{validate}"
+    );
+    session.k(&["create", "-f", manifest]).await;
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Failed",
+            "wf/exit-deps",
+            "--timeout=60s",
+        ])
+        .await;
+    let message = session
+        .k(&["get", "wf", "exit-deps", "-o", "jsonpath={.status.message}"])
+        .await;
+    assert!(
+        message
+            .contains(r#"exit step "notify" depends on step "a": exit steps run after every step"#),
+        "{message}"
+    );
     session.stop().await;
 }
