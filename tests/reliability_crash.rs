@@ -7,6 +7,7 @@
 //! (`make test-slow`). Prints the kills and the Jobs checked. Needs the embedded control plane
 //! (it kills the operator's process); skipped on a real cluster.
 
+#[macro_use]
 mod support;
 
 use std::collections::BTreeMap;
@@ -14,11 +15,14 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use kube::ResourceExt;
-use kube::api::PostParams;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rstest::rstest;
 use support::{JobRecorder, Operator, Shape, check_outcome, operator_process, retrying};
+use workflow_operator::workflow::WorkFlow;
+use workflow_operator::workflow::lifecycle::Phase;
+use workflow_operator::workflow::testing::WorkFlowBuilder;
 
 const WORKFLOWS: usize = 50;
 const KILLS: usize = 20;
@@ -107,4 +111,201 @@ async fn operator_killed_20_times_during_50_workflows_finishes_them_all_and_runs
         WORKFLOWS - completed
     );
     assert_eq!(operator.kills, KILLS);
+}
+
+/// What a workflow of the run-control crash test has done to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    /// Suspended, then resumed: it completes.
+    SuspendResume,
+    /// Stopped half-way: it ends Failed as stopped, or Completed if it finished first.
+    Stop,
+    /// Terminated while a step runs: Failed, its pods gone, no exit step.
+    Terminate,
+    /// A step fails until its gate opens; then the workflow is retried and completes.
+    Retry,
+}
+
+/// A chain `a -> b -> c` of half-second steps with an exit step `report`, shaped for `verb`.
+fn verb_workflow(name: &str, verb: Verb, gate: &support::Gate) -> WorkFlowBuilder {
+    let sleep = |w: WorkFlowBuilder, step: &str, deps: &[&str]| {
+        w.step(step, deps)
+            .command(&["sh", "-c", &format!("echo {step}; sleep 0.5")])
+    };
+    let w = sleep(WorkFlow::test(name), "a", &[]);
+    let w = match verb {
+        Verb::Terminate => w.step("b", &["a"]).command(&["sleep", "600"]).timeout(-1),
+        Verb::Retry => {
+            let check = gate.check_command();
+            let check: Vec<&str> = check.iter().map(String::as_str).collect();
+            w.step("b", &["a"]).command(&check)
+        }
+        Verb::SuspendResume | Verb::Stop => sleep(w, "b", &["a"]),
+    };
+    sleep(w, "c", &["b"])
+        .exit_step("report", &[])
+        .command(&["sh", "-c", "echo $WORKFLOW_STATUS"])
+}
+
+/// Run control under crashes (issue 15 acceptance 2): while the operator is SIGKILLed and
+/// restarted at random moments, workflows are suspended and resumed, stopped, terminated and
+/// retried through the API. Afterwards each ended as its verb says, no step ran twice in a run
+/// and retry (at most one Job per step, run and retry), and each exit step ran exactly once per
+/// retry that reached it (never after a terminate).
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "slow: make test-slow"]
+async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_retried(
+    #[future(awt)] operator_process: Operator,
+) {
+    skip_on_real_cluster!("kills the operator's process");
+    let mut operator = operator_process;
+    let recorder = JobRecorder::start(&operator.ns).await;
+    let seed: u64 = std::env::var("CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("crash+verbs: seed {seed} (set CRASH_SEED to replay the same moments)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    const VERBS: [Verb; 4] = [
+        Verb::SuspendResume,
+        Verb::Stop,
+        Verb::Terminate,
+        Verb::Retry,
+    ];
+    const EACH: usize = 3;
+
+    let api = operator.ns.workflows();
+    let mut drivers = Vec::new();
+    for i in 0..VERBS.len() * EACH {
+        let verb = VERBS[i % VERBS.len()];
+        let name = format!("v{i:02}-{verb:?}").to_lowercase();
+        let gate = support::Gate::new();
+        let manifest = operator.ns.manifest(verb_workflow(&name, verb, &gate));
+        let delays: [u64; 2] = [rng.random_range(100..2500), rng.random_range(200..2000)];
+        let api = api.clone();
+        drivers.push(tokio::spawn(async move {
+            let manifest = &manifest;
+            let api = &api;
+            retrying("creating a workflow", || async move {
+                api.create(&PostParams::default(), manifest).await
+            })
+            .await;
+            drive(api, &name, verb, &gate, delays).await;
+            (name, verb)
+        }));
+    }
+    for _ in 0..KILLS {
+        // A random moment: what is being tested is that any moment is safe.
+        tokio::time::sleep(Duration::from_millis(rng.random_range(150..900))).await;
+        operator.kill().await;
+        operator.start();
+    }
+    let mut ended = Vec::new();
+    for driver in drivers {
+        ended.push(driver.await.expect("the driver ran"));
+    }
+
+    let ns = &operator.ns;
+    recorder.catch_up(ns).await;
+    recorder.assert_no_step_ran_twice(&BTreeMap::new());
+    let mut wrong = Vec::new();
+    for (name, verb) in &ended {
+        let workflow = ns
+            .wait_terminal_within(name, Duration::from_secs(300))
+            .await;
+        let phase = support::phase(&workflow);
+        let message = support::message(&workflow);
+        let reports: Vec<String> = recorder
+            .jobs_of(name, "report")
+            .iter()
+            .map(|j| j.retry.clone())
+            .collect();
+        let expected_reports: &[&str] = match verb {
+            Verb::Terminate => &[],
+            Verb::Retry => &["0", "1"],
+            Verb::SuspendResume | Verb::Stop => &["0"],
+        };
+        let mut sorted = reports.clone();
+        sorted.sort();
+        if sorted != expected_reports {
+            wrong.push(format!(
+                "{name}: exit step Jobs by retry {sorted:?}, want {expected_reports:?}"
+            ));
+        }
+        let ok = match verb {
+            Verb::SuspendResume | Verb::Retry => phase == Some(Phase::Completed),
+            Verb::Stop => {
+                phase == Some(Phase::Completed)
+                    || phase == Some(Phase::Failed) && message.starts_with("stopped")
+            }
+            Verb::Terminate => phase == Some(Phase::Failed) && message.starts_with("terminated"),
+        };
+        if !ok {
+            wrong.push(format!("{name}: ended {phase:?}: {message}"));
+        }
+        if *verb == Verb::Retry && recorder.jobs_of(name, "a").len() != 1 {
+            wrong.push(format!(
+                "{name}: the succeeded step a ran again on the retry"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let log = operator.log();
+    assert!(!log.contains("panicked"), "the operator panicked:\n{log}");
+    println!(
+        "crash+verbs: {} SIGKILLs; {} workflows suspended/resumed, stopped, terminated and \
+         retried ended as their verb says; no step ran twice in a run and retry; exit steps \
+         ran once per retry",
+        operator.kills,
+        ended.len()
+    );
+}
+
+/// Applies `verb` to the workflow `name` through the API, at the random `delays` (ms), waiting
+/// (for a retry) for the failure first; returns once the workflow ended.
+async fn drive(
+    api: &Api<WorkFlow>,
+    name: &str,
+    verb: Verb,
+    gate: &support::Gate,
+    delays: [u64; 2],
+) {
+    let patch = |spec: serde_json::Value| async move {
+        let patch = serde_json::json!({ "spec": spec });
+        let patch = &patch;
+        retrying("patching a workflow", || async move {
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+        })
+        .await;
+    };
+    let ended = Duration::from_secs(300);
+    // The moments of the verbs, not waits for conditions.
+    tokio::time::sleep(Duration::from_millis(delays[0])).await;
+    match verb {
+        Verb::SuspendResume => {
+            patch(serde_json::json!({"suspend": true})).await;
+            tokio::time::sleep(Duration::from_millis(delays[1])).await;
+            patch(serde_json::json!({"suspend": null})).await;
+        }
+        Verb::Stop => patch(serde_json::json!({"shutdown": "Stop"})).await,
+        Verb::Terminate => patch(serde_json::json!({"shutdown": "Terminate"})).await,
+        Verb::Retry => {
+            support::wait_for_within(api, name, "failed", ended, |wf| {
+                wf.is_some_and(|wf| support::phase(wf) == Some(Phase::Failed))
+            })
+            .await;
+            gate.open();
+            patch(serde_json::json!({"retry": 1})).await;
+            support::wait_for_within(api, name, "retried", ended, |wf| {
+                wf.is_some_and(|wf| wf.status.as_ref().and_then(|s| s.retry) == Some(1))
+            })
+            .await;
+        }
+    }
+    support::wait_for_within(api, name, "ended", ended, |wf| {
+        wf.is_some_and(support::is_terminal)
+    })
+    .await;
 }

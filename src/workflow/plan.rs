@@ -914,6 +914,13 @@ impl<'a> Planner<'a> {
             self.delete_running(&main_jobs, reason);
         }
 
+        // Resumed before anything starts (exit steps included) or ends.
+        if !spec.suspend && self.phase == Phase::Suspended {
+            self.go(
+                Trigger::Resumed,
+                "spec.suspend is false: steps start again".into(),
+            );
+        }
         // The exit steps run once the steps ended, unless terminated; the workflow ends once
         // they did too.
         let mut exits = None;
@@ -921,10 +928,7 @@ impl<'a> Planner<'a> {
         let mut exit_message = None;
         let end = match (main_end, exit_dag) {
             (Some(main_end), Some(exit_dag)) if !terminate => {
-                let mut view = self.assess(exit_dag, &spec.on_exit, &exit_jobs, true);
-                if spec.suspend {
-                    view.ready.clear();
-                }
+                let view = self.assess(exit_dag, &spec.on_exit, &exit_jobs, true);
                 let exit_env = ExitEnv {
                     status: if main_end.0 == Trigger::AllStepsSucceeded {
                         Phase::Completed
@@ -938,12 +942,15 @@ impl<'a> Planner<'a> {
                         .collect(),
                 };
                 let none_yet = view.job_of.iter().all(Option::is_none);
-                created_exits = view
-                    .ready
-                    .iter()
-                    .take(self.slots(view.running))
-                    .copied()
-                    .collect();
+                // Suspended: the exit steps wait too (and the workflow has not ended).
+                if !spec.suspend {
+                    created_exits = view
+                        .ready
+                        .iter()
+                        .take(self.slots(view.running))
+                        .copied()
+                        .collect();
+                }
                 for &i in &created_exits {
                     let step = exit_dag.name(i);
                     self.actions.push(Action::CreateJob {
@@ -988,11 +995,6 @@ impl<'a> Planner<'a> {
                 self.go(
                     Trigger::Suspended,
                     "spec.suspend is true: no new step starts".into(),
-                );
-            } else if !spec.suspend && self.phase == Phase::Suspended {
-                self.go(
-                    Trigger::Resumed,
-                    "spec.suspend is false: steps start again".into(),
                 );
             }
             if !spec.suspend {
@@ -3116,6 +3118,38 @@ mod tests {
             status(&end).message.as_deref(),
             Some("step a failed: exit code 3")
         );
+    }
+
+    #[test]
+    fn a_suspended_workflow_whose_steps_ended_waits_to_run_its_exit_steps() {
+        let build = |suspend| {
+            WorkFlow::test("w")
+                .step("a", &[])
+                .exit_step("notify", &[])
+                .suspend(suspend)
+                .build()
+        };
+        let wf = running(build(false));
+        let wf = WorkFlow {
+            spec: build(true).spec,
+            ..wf
+        };
+        let jobs = Jobs::of(&wf).succeeded("a").build();
+        let held = plan(&wf, &jobs, at(1));
+        assert!(creates(&held).is_empty());
+        assert_eq!(
+            phase(&held),
+            Some(Phase::Suspended),
+            "not ended: the exit step has not run"
+        );
+        let wf = written(wf, &held);
+        let wf = WorkFlow {
+            spec: build(false).spec,
+            ..wf
+        };
+        let resumed = plan(&wf, &jobs, at(2));
+        assert_eq!(creates(&resumed), ["notify"]);
+        assert_eq!(reasons(&resumed), ["Resumed", "ExitStepsStarted"]);
     }
 
     #[test]

@@ -41,7 +41,9 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use workflow_operator::workflow::WorkFlow;
-use workflow_operator::workflow::jobs::{ANNOTATION_STEP, ANNOTATION_WORKFLOW, LABEL_RUN};
+use workflow_operator::workflow::jobs::{
+    ANNOTATION_STEP, ANNOTATION_WORKFLOW, LABEL_RETRY, LABEL_RUN,
+};
 use workflow_operator::workflow::lifecycle::Phase;
 use workflow_operator::workflow::operator::{self as workflow_operator_mod, OperatorOptions};
 use workflow_operator::workflow::testing::WorkFlowBuilder;
@@ -1039,6 +1041,8 @@ pub struct JobRecord {
     pub step: String,
     /// Label `workflow.crd.com/run`.
     pub run: String,
+    /// Label `workflow.crd.com/retry` (`0` when absent).
+    pub retry: String,
     /// Order of the event the Job was first seen in (Jobs' watch only).
     pub first_seen: u64,
     /// Order of the event it was first seen finished in, and whether it succeeded.
@@ -1213,7 +1217,7 @@ impl JobRecorder {
         }
     }
 
-    /// Checks that no step ran twice: per workflow, step and run at most one Job, and per Job at
+    /// Checks that no step ran twice: per workflow, step, run and retry at most one Job, and per Job at
     /// most `1 + retries` pods (`retries` of the step, by Job uid: 0 unless listed). Returns the
     /// number of Jobs checked.
     ///
@@ -1221,20 +1225,20 @@ impl JobRecorder {
     /// Listing every duplicate.
     pub fn assert_no_step_ran_twice(&self, retries: &BTreeMap<(String, String), usize>) -> usize {
         let jobs = self.jobs();
-        let mut per_step: BTreeMap<(&str, &str, &str), Vec<&JobRecord>> = BTreeMap::new();
+        let mut per_step: BTreeMap<(&str, &str, &str, &str), Vec<&JobRecord>> = BTreeMap::new();
         for job in &jobs {
             per_step
-                .entry((&job.workflow, &job.step, &job.run))
+                .entry((&job.workflow, &job.step, &job.run, &job.retry))
                 .or_default()
                 .push(job);
         }
         let mut duplicates: Vec<String> = per_step
             .iter()
             .filter(|(_, jobs)| jobs.len() > 1)
-            .map(|((wf, step, run), jobs)| {
+            .map(|((wf, step, run, retry), jobs)| {
                 let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
                 format!(
-                    "workflow {wf} step {step} run {run}: {} jobs {names:?}",
+                    "workflow {wf} step {step} run {run} retry {retry}: {} jobs {names:?}",
                     jobs.len()
                 )
             })
@@ -1277,6 +1281,11 @@ fn record_job(jobs: &mut BTreeMap<String, JobRecord>, job: &Job, seq: u64, delet
             .unwrap_or_default(),
         step: step_of(job).unwrap_or_default().to_string(),
         run: job.labels().get(LABEL_RUN).cloned().unwrap_or_default(),
+        retry: job
+            .labels()
+            .get(LABEL_RETRY)
+            .cloned()
+            .unwrap_or_else(|| "0".into()),
         first_seen: seq,
         finished: None,
         deleted: false,
