@@ -147,6 +147,7 @@ fn bench(c: &mut Criterion) {
             name: names::job_name("bench", &name(i), &run),
             step: name(i),
             run: run.clone(),
+            retry: 0,
             state,
             deleting: false,
             active_deadline_seconds: Some(60),

@@ -814,7 +814,7 @@ spec:
                 "{stem}.yaml: {dag:?}"
             );
             // The embedded control plane runs commands as local processes.
-            for step in &wf.spec.containers {
+            for step in wf.spec.containers.iter().chain(&wf.spec.on_exit) {
                 let program = step
                     .command
                     .as_ref()
@@ -828,7 +828,7 @@ spec:
             }
         }
         type Shows = fn(&WorkFlowSpec) -> bool;
-        let wanted: [(&str, Shows); 13] = [
+        let wanted: [(&str, Shows); 14] = [
             ("simple", |s| s.containers.len() == 3),
             ("diamond", |s| s.containers.len() == 4),
             ("failing", |s| {
@@ -859,6 +859,7 @@ spec:
             ("start-timeout", |s| {
                 s.start_timeout != DEFAULT_START_TIMEOUT
             }),
+            ("run-control", |s| !s.on_exit.is_empty()),
         ];
         for (stem, shows) in wanted {
             let wf = examples.iter().find(|(s, _)| s == stem).map(|(_, wf)| wf);

@@ -217,6 +217,12 @@ pub const TRANSITIONS: &[Transition] = &[
         trigger: Trigger::SpecChanged,
         to: Phase::Created,
     },
+    // As from Started: a newer operator rejecting a spec an older one accepted.
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::InvalidSpec,
+        to: Phase::Failed,
+    },
     Transition {
         from: Phase::Created,
         trigger: Trigger::Stopped,

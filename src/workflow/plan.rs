@@ -3234,6 +3234,76 @@ mod tests {
     }
 
     proptest! {
+
+        /// Any sequence of run-control edits (suspend, resume, stop, terminate, retry) and Job
+        /// outcomes makes only legal transitions (the planner would panic otherwise), never
+        /// creates a Job that exists, and ends every workflow: nothing waits forever.
+        #[test]
+        fn run_control_in_any_order_is_legal_and_always_ends(
+            deps in proptest::collection::vec(proptest::collection::vec(any::<prop::sample::Index>(), 0..3), 1..8),
+            exits in 0usize..3,
+            ops in proptest::collection::vec((0u8..8, any::<prop::sample::Index>()), 1..60),
+        ) {
+            let mut builder = WorkFlow::test("rc").fail_fast(false);
+            for (i, ds) in deps.iter().enumerate() {
+                let names: Vec<String> = ds.iter().filter(|_| i > 0).map(|d| format!("s{}", d.index(i))).collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                builder = builder.step(&format!("s{i}"), &refs);
+            }
+            for e in 0..exits {
+                builder = builder.exit_step(&format!("e{e}"), &[]);
+            }
+            let mut wf = builder.build();
+            let mut jobs: Vec<ObservedJob> = Vec::new();
+            let mut tick = 0;
+            let mut step = |wf: &mut WorkFlow, jobs: &mut Vec<ObservedJob>| {
+                tick += 1;
+                let plan = plan(wf, jobs, at(tick));
+                apply(jobs, wf, &plan, at(tick));
+                *wf = written(wf.clone(), &plan);
+            };
+            for (op, pick) in ops {
+                step(&mut wf, &mut jobs);
+                let running: Vec<usize> = jobs.iter().enumerate()
+                    .filter(|(_, j)| matches!(j.state, JobState::Active { .. }))
+                    .map(|(i, _)| i)
+                    .collect();
+                let phase = wf.status.as_ref().and_then(|s| s.workflow_status);
+                match op {
+                    0 => wf.spec.suspend = true,
+                    1 => wf.spec.suspend = false,
+                    2 => wf.spec.shutdown = Some(Shutdown::Stop),
+                    3 => wf.spec.shutdown = Some(Shutdown::Terminate),
+                    4 if phase == Some(Phase::Failed) => {
+                        wf.spec.retry += 1;
+                        wf.spec.shutdown = None;
+                    }
+                    5 | 6 if !running.is_empty() => {
+                        let r = running[pick.index(running.len())];
+                        jobs[r].state = if op == 5 {
+                            JobState::Succeeded
+                        } else {
+                            JobState::Failed { reason: "Error".into(), message: String::new(), exit_code: Some(1) }
+                        };
+                    }
+                    _ => {}
+                }
+            }
+            // Let it end: resume, and finish whatever runs, successfully.
+            wf.spec.suspend = false;
+            for _ in 0..100 {
+                step(&mut wf, &mut jobs);
+                let phase = wf.status.as_ref().and_then(|s| s.workflow_status);
+                if phase.is_some_and(Phase::is_terminal) {
+                    break;
+                }
+                for job in jobs.iter_mut().filter(|j| matches!(j.state, JobState::Active { .. })) {
+                    job.state = JobState::Succeeded;
+                }
+            }
+            let phase = wf.status.as_ref().and_then(|s| s.workflow_status);
+            prop_assert!(phase.is_some_and(Phase::is_terminal), "never ended: {:?}", wf.status);
+        }
         #[test]
         fn random_workflows_run_each_step_once_after_its_dependencies_to_completion(
             deps in proptest::collection::vec(proptest::collection::vec(any::<prop::sample::Index>(), 0..3), 1..25),
