@@ -209,7 +209,12 @@ pub fn build_job_for(
             .filter(|e| !OWN_ENV.contains(&e.name.as_str()))
             .cloned(),
     );
-    let pod = workflow.spec.pod_template.clone().unwrap_or_default();
+    let pod = workflow
+        .spec
+        .pod_template
+        .as_deref()
+        .cloned()
+        .unwrap_or_default();
     let pod_metadata = pod.metadata.unwrap_or_default();
     // The template's labels, then the operator's, which win (as on the Job itself).
     let mut pod_labels = pod_metadata.labels;
@@ -261,8 +266,8 @@ pub fn build_job_for(
                         volume_mounts: non_empty(step.volume_mounts.clone()),
                         working_dir: step.working_dir.clone(),
                         image_pull_policy: step.image_pull_policy.clone(),
-                        security_context: step.security_context.clone(),
-                        resources: step.resources.clone(),
+                        security_context: step.security_context.as_deref().cloned(),
+                        resources: step.resources.as_deref().cloned(),
                         ..Container::default()
                     }],
                     service_account_name: pod.service_account_name,

@@ -170,7 +170,7 @@ pub fn retry_job_name(workflow: &str, step: &str, run: &str, retry: i32) -> Stri
 struct RunKey<'a> {
     steps: Vec<StepKey<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pod_template: &'a Option<PodTemplate>,
+    pod_template: &'a Option<Box<PodTemplate>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     on_exit: Vec<StepKey<'a>>,
 }
@@ -183,7 +183,7 @@ struct StepKey<'a> {
     args: &'a Option<Vec<String>>,
     env: &'a [EnvVar],
     depends_on: Vec<&'a str>,
-    resources: &'a Option<ResourceRequirements>,
+    resources: &'a Option<Box<ResourceRequirements>>,
     // Fields added since the first release: left out when unset, so a workflow that does not use
     // them keeps its run id across the upgrade (a new id would start it again).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -195,7 +195,7 @@ struct StepKey<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     image_pull_policy: &'a Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    security_context: &'a Option<SecurityContext>,
+    security_context: &'a Option<Box<SecurityContext>>,
 }
 
 /// A short stable id of what runs: the set of steps (and of exit steps) with their images,
@@ -415,10 +415,10 @@ mod tests {
             }),
             ("service account", {
                 let mut wf = base().build();
-                wf.spec.pod_template = Some(crate::workflow::crd::PodTemplate {
+                wf.spec.pod_template = Some(Box::new(crate::workflow::crd::PodTemplate {
                     service_account_name: Some("runner".into()),
                     ..Default::default()
-                });
+                }));
                 wf
             }),
         ];

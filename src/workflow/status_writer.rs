@@ -309,7 +309,13 @@ fn api(client: &Client, workflow: &WorkFlow) -> Api<WorkFlow> {
     Api::namespaced(client.clone(), &workflow.namespace().unwrap_or_default())
 }
 
-fn remember(written: &Mutex<HashMap<String, Arc<WorkFlow>>>, workflow: WorkFlow) {
+/// Keeps `workflow`, as a status write returned it, as the newest copy of the workflow.
+fn remember(written: &Mutex<HashMap<String, Arc<WorkFlow>>>, mut workflow: WorkFlow) {
+    // Nothing reads managedFields, and the copy of a finished workflow stays until the
+    // workflow is deleted (no later pass calls `latest`): kept, the API server's managedFields
+    // were ~6 KB a workflow, 6 MiB of the operator's peak for 1,000 workflows of 10 steps.
+    // The framework's mirror drops them at its watch for the same reason.
+    workflow.metadata.managed_fields = None;
     let uid = workflow.uid().unwrap_or_default();
     written
         .lock()
@@ -453,6 +459,20 @@ mod tests {
         );
         let latest = writer.latest(&Arc::new(workflow));
         assert_eq!(latest.status, Some(status(31)));
+    }
+
+    #[tokio::test]
+    async fn the_copy_a_write_returned_is_kept_without_managed_fields() {
+        let (_cluster, client, workflow) = started().await;
+        let writer = StatusWriter::default();
+        writer
+            .write(&client, &workflow, &status(1))
+            .await
+            .expect("written at once");
+        // The mirror still holds the workflow as created: the writer's copy is the newer one.
+        let latest = writer.latest(&Arc::new(workflow));
+        assert_eq!(latest.status, Some(status(1)), "the written copy");
+        assert_eq!(latest.metadata.managed_fields, None);
     }
 
     #[tokio::test]
