@@ -34,7 +34,14 @@ async fn kubectl_sees_an_event_expire_after_the_ttl_with_a_deleted_watch_event()
     });
     let file = kubectl.manifest("event.json", &event.to_string());
     let mut watch = kubectl
-        .command(&["get", "events", "--watch", "--output-watch-events", "-o", "json"])
+        .command(&[
+            "get",
+            "events",
+            "--watch",
+            "--output-watch-events",
+            "-o",
+            "json",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .expect("kubectl watches");

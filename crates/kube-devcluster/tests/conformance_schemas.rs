@@ -442,7 +442,11 @@ async fn kubectl_create_of_a_custom_object_breaking_a_cel_rule_gets_the_real_ser
     let crd = kubectl.manifest("crd.yaml", GADGET_CRD);
     kubectl.ok(&["apply", "-f", &crd]).await;
     kubectl
-        .ok(&["wait", "--for=condition=Established", "crd/gadgets.test.example.com"])
+        .ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/gadgets.test.example.com",
+        ])
         .await;
     // apiextensions-apiserver pkg/apiserver/schema/cel/validation.go: the cause is at the rule's
     // node, its value the node's schema type, its detail the rule's message.
@@ -471,26 +475,47 @@ async fn kubectl_create_of_a_custom_object_breaking_a_cel_rule_gets_the_real_ser
     // -1 and a valid range pass; a transition rule does not run on a create.
     let ok = kubectl.manifest(
         "ok.json",
-        &gadget("ok", json!({"timeout": -1, "low": 1, "high": 5, "mode": "a"})),
+        &gadget(
+            "ok",
+            json!({"timeout": -1, "low": 1, "high": 5, "mode": "a"}),
+        ),
     );
     kubectl.ok(&["create", "-f", &ok]).await;
     // On an update it compares with the stored value.
     let out = kubectl
-        .run(&["patch", "gadget", "ok", "--type=merge", "-p", r#"{"spec":{"mode":"b"}}"#])
+        .run(&[
+            "patch",
+            "gadget",
+            "ok",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"mode":"b"}}"#,
+        ])
         .await;
     assert!(!out.success);
     assert!(
-        out.stderr
-            .contains("The Gadget \"ok\" is invalid: spec.mode: Invalid value: \"string\": is immutable"),
+        out.stderr.contains(
+            "The Gadget \"ok\" is invalid: spec.mode: Invalid value: \"string\": is immutable"
+        ),
         "{}",
         out.stderr
     );
     kubectl
-        .ok(&["patch", "gadget", "ok", "--type=merge", "-p", r#"{"spec":{"size":3}}"#])
+        .ok(&[
+            "patch",
+            "gadget",
+            "ok",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"size":3}}"#,
+        ])
         .await;
     // A structural problem keeps the rules from running (customresource/strategy.go
     // hasBlockingErr): one cause says so.
-    let wrong = kubectl.manifest("wrong.json", &gadget("wrong", json!({"timeout": "x", "size": 12})));
+    let wrong = kubectl.manifest(
+        "wrong.json",
+        &gadget("wrong", json!({"timeout": "x", "size": 12})),
+    );
     let out = kubectl.run(&["create", "-f", &wrong]).await;
     assert!(
         out.stderr.contains("some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"),
@@ -518,7 +543,12 @@ async fn kubectl_cannot_create_a_crd_whose_rule_does_not_compile() {
         "{}",
         out.stderr
     );
-    assert!(!kubectl.run(&["get", "crd", "gadgets.test.example.com"]).await.success);
+    assert!(
+        !kubectl
+            .run(&["get", "crd", "gadgets.test.example.com"])
+            .await
+            .success
+    );
 }
 
 const PYTHON_CEL_RULE: &str = r#"
@@ -545,7 +575,11 @@ async fn python_client_gets_the_422_of_a_cel_rule_with_its_cause() {
     let crd = kubectl.manifest("crd.yaml", GADGET_CRD);
     kubectl.ok(&["apply", "-f", &crd]).await;
     kubectl
-        .ok(&["wait", "--for=condition=Established", "crd/gadgets.test.example.com"])
+        .ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/gadgets.test.example.com",
+        ])
         .await;
     let seen = support::python(&cluster, PYTHON_CEL_RULE).await;
     let refused = &seen["refused"];
