@@ -88,7 +88,7 @@ pub fn validate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<FieldEr
         let mut walker = Walker {
             base,
             errors: &mut errors,
-            has_rules: HashMap::new(),
+            below: HashMap::new(),
         };
         let mut path = String::new();
         walker.node(schema, type_of(schema), obj, old, &mut path, true);
@@ -104,24 +104,52 @@ thread_local! {
 
 /// Whether a schema carries a rule anywhere.
 pub fn has_rules(schema: &Value) -> bool {
-    match schema {
-        Value::Object(map) => {
-            map.contains_key("x-kubernetes-validations")
-                || map.iter().any(|(key, child)| {
-                    matches!(
-                        key.as_str(),
-                        "properties" | "additionalProperties" | "items" | "allOf"
-                    ) && match child {
-                        Value::Object(props) if key == "properties" => {
-                            props.values().any(has_rules)
-                        }
-                        Value::Array(list) => list.iter().any(has_rules),
-                        other => has_rules(other),
-                    }
-                })
-        }
-        _ => false,
+    rules_below(schema).any
+}
+
+/// What rules a schema carries, at its root or below.
+#[derive(Debug, Clone, Copy, Default)]
+struct Below {
+    any: bool,
+    /// A transition rule (one that names `oldSelf`).
+    transition: bool,
+}
+
+fn rules_below(schema: &Value) -> Below {
+    let Value::Object(map) = schema else {
+        return Below::default();
+    };
+    let mut below = Below::default();
+    if let Some(Value::Array(rules)) = map.get("x-kubernetes-validations") {
+        below.any |= !rules.is_empty();
+        below.transition |= rules.iter().any(|rule| {
+            let source = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
+            compile(source)
+                .as_ref()
+                .as_ref()
+                .is_ok_and(|c| c.uses_old_self)
+        });
     }
+    let properties = map
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|p| p.values());
+    let all_of = map
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    for child in properties
+        .chain(all_of)
+        .chain(map.get("additionalProperties"))
+        .chain(map.get("items"))
+    {
+        let child = rules_below(child);
+        below.any |= child.any;
+        below.transition |= child.transition;
+    }
+    below
 }
 
 fn type_of(schema: &Value) -> &str {
@@ -170,16 +198,20 @@ fn compile(source: &str) -> Arc<Result<Compiled, String>> {
 struct Walker<'b, 'e> {
     base: &'b Context<'static>,
     errors: &'e mut Vec<FieldError>,
-    /// [`has_rules`] of each schema node met, by address: asked once per node, not per value.
-    has_rules: HashMap<*const Value, bool>,
+    /// [`rules_below`] of each schema node met, by address: asked once per node, not per value.
+    below: HashMap<*const Value, Below>,
 }
 
 impl Walker<'_, '_> {
-    fn has_rules(&mut self, schema: &Value) -> bool {
+    fn below(&mut self, schema: &Value) -> Below {
         *self
-            .has_rules
+            .below
             .entry(schema as *const Value)
-            .or_insert_with(|| has_rules(schema))
+            .or_insert_with(|| rules_below(schema))
+    }
+
+    fn has_rules(&mut self, schema: &Value) -> bool {
+        self.below(schema).any
     }
 
     /// Runs the rules of `schema` on `value` (typed `ty`), then those below it.
@@ -193,6 +225,11 @@ impl Walker<'_, '_> {
         resource_root: bool,
     ) {
         if value.is_null() {
+            return;
+        }
+        // An unchanged value fails no rule but a transition rule (the others are ratcheted, see
+        // [`Walker::rule`]): a status write does not run the spec's rules again.
+        if old == Some(value) && !self.below(schema).transition {
             return;
         }
         if let Some(Value::Array(rules)) = schema.get("x-kubernetes-validations") {
@@ -773,6 +810,20 @@ mod tests {
                 Some(json!({"spec": {"name": "a"}}))
             ),
             vec!["FieldValueForbidden spec.name: Forbidden: is immutable"]
+        );
+    }
+
+    #[test]
+    fn a_transition_rule_runs_on_an_unchanged_value() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer",
+            "x-kubernetes-validations": [{"rule": "self > oldSelf", "message": "must grow"}]}}});
+        let old = json!({"n": 1, "other": 1});
+        assert!(validate(&schema, &json!({"n": 2}), Some(&old)).is_empty());
+        let unchanged = validate(&schema, &json!({"n": 1, "other": 2}), Some(&old));
+        assert_eq!(unchanged.len(), 1, "{unchanged:?}");
+        assert_eq!(
+            unchanged[0].message,
+            "Invalid value: \"integer\": must grow"
         );
     }
 
