@@ -169,9 +169,12 @@ struct Compiled {
     uses_old_self: bool,
 }
 
+/// A rule parsed, or why it does not parse.
+type Parsed = Arc<Result<Compiled, String>>;
+
 /// Rules parsed once: every write of a custom object runs them again.
-fn compile(source: &str) -> Arc<Result<Compiled, String>> {
-    static CACHE: Mutex<Vec<(String, Arc<Result<Compiled, String>>)>> = Mutex::new(Vec::new());
+fn compile(source: &str) -> Parsed {
+    static CACHE: Mutex<Vec<(String, Parsed)>> = Mutex::new(Vec::new());
     let mut cache = CACHE.lock().expect("rule cache");
     if let Some((_, compiled)) = cache.iter().find(|(s, _)| s == source) {
         return compiled.clone();
