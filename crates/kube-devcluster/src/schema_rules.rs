@@ -365,13 +365,11 @@ impl Walker<'_, '_> {
                 }
                 let detail = message_of(rule, &context)
                     .unwrap_or_else(|| default_message(rule, &shown_rule));
-                let mut at = path.to_string();
-                if let Some(field_path) = rule.get("fieldPath").and_then(Value::as_str) {
-                    match normalized_field_path(schema, field_path) {
-                        Some(suffix) => at.push_str(&suffix),
-                        None => at.push_str(field_path),
-                    }
-                }
+                let suffix = rule
+                    .get("fieldPath")
+                    .and_then(Value::as_str)
+                    .map(|f| normalized_field_path(schema, f).unwrap_or_else(|| f.to_string()));
+                let at = field_of(path, suffix.as_deref());
                 let reason = rule.get("reason").and_then(Value::as_str);
                 self.errors.push(error_for_reason(&at, ty, &detail, reason));
             }
@@ -395,7 +393,23 @@ impl Walker<'_, '_> {
     }
 
     fn invalid(&mut self, path: &str, ty: &str, detail: &str) {
-        self.errors.push(error_for_reason(path, ty, detail, None));
+        self.errors
+            .push(error_for_reason(&field_of(path, None), ty, detail, None));
+    }
+}
+
+/// The field a cause names: the node's path and the rule's `fieldPath`. The root has no path,
+/// which Go's `field.Path` prints as `<nil>`.
+fn field_of(path: &str, suffix: Option<&str>) -> String {
+    let field = match suffix {
+        Some(suffix) if path.is_empty() => suffix.trim_start_matches('.').to_string(),
+        Some(suffix) => format!("{path}{suffix}"),
+        None => path.to_string(),
+    };
+    if field.is_empty() {
+        "<nil>".into()
+    } else {
+        field
     }
 }
 
@@ -852,7 +866,7 @@ mod tests {
             json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.missing > 1"}]});
         let errors = validate(&schema, &json!({"a": 1}), None);
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].field, "");
+        assert_eq!(errors[0].field, "<nil>");
         assert!(
             errors[0].message.starts_with(
                 "Invalid value: \"object\": No such key: missing evaluating rule: self.missing > 1"
