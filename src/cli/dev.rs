@@ -60,6 +60,10 @@ pub struct DevArgs {
     /// Do not post an Event per step started and succeeded (saves two API writes per step).
     #[arg(long)]
     no_step_events: bool,
+    /// How long the control plane keeps an Event after its last write, as kube-apiserver's
+    /// `--event-ttl` (e.g. `10m`, `1h30m`, `90s`).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    event_ttl: Duration,
     /// Fault injection: fail this fraction of a verb's requests, as `VERB=RATE[:CODE]` with CODE
     /// 500 (default), 409 or 429, e.g. `patch=0.1:409` (repeatable).
     #[arg(
@@ -114,6 +118,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         } else {
             JobBackoff::FAST
         },
+        event_ttl: Some(args.event_ttl),
         ..Default::default()
     })
     .await

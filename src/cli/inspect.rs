@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::workflow::crd::{WorkFlow, crd_yaml};
 use crate::workflow::dag::Dag;
 use crate::workflow::lifecycle;
+use kube_devcluster::object_meta::{self, NameRule};
 use kube_devcluster::schema;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -111,9 +112,10 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
     }
 }
 
-/// What is wrong with one WorkFlow document: unknown fields and schema violations with their
-/// field paths (what `kubectl create` would be refused for), else DAG problems (what the
-/// operator would fail it for).
+/// What is wrong with one WorkFlow document: unknown fields, then metadata, schema and CEL rule
+/// violations with their field paths, in the order and words of the API server's 422 (what
+/// `kubectl create` would be refused for), else DAG problems (what the operator would fail it
+/// for).
 fn problems_of(value: &Value) -> Vec<String> {
     let crd = WorkFlow::crd();
     let schema = crd.spec.versions[0]
@@ -126,7 +128,11 @@ fn problems_of(value: &Value) -> Vec<String> {
     // kubectl validates strictly by default (`--validate=strict`, the server's
     // `fieldValidation=Strict`): an unknown field, such as a typo, refuses the whole object.
     let unknown = schema::normalize(&schema, &mut normalized).unknown_fields;
-    let errors = schema::validate(&schema, &normalized);
+    // A custom resource's metadata as the server checks it on a create: its name is a DNS-1123
+    // subdomain (apiextensions-apiserver's customresource validator), labels and annotations.
+    let mut errors = object_meta::validate(&normalized, NameRule::Subdomain, true);
+    errors.extend(schema::validate(&schema, &normalized));
+    schema::validate_rules(&schema, &normalized, None, &mut errors);
     if !unknown.is_empty() || !errors.is_empty() {
         return unknown
             .into_iter()

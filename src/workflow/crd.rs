@@ -66,6 +66,7 @@ pub struct WorkFlowSpec {
     /// own `timeout` overrides it. Changing it applies to running steps from then on.
     #[serde(default = "default_max_step_timeout")]
     #[schemars(range(min = -1))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self != 0", "message": "must not be 0 (use -1 for unlimited)"}]))]
     pub max_step_timeout: i64,
 
     /// The steps, one Kubernetes Job each, run in an order that respects `dependsOn`.
@@ -307,6 +308,7 @@ pub struct Step {
     /// Seconds this step may run, overriding `maxStepTimeout`; -1 means unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = -1))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self != 0", "message": "must not be 0 (use -1 for unlimited)"}]))]
     pub timeout: Option<i64>,
 
     /// Extra attempts after a failed one before the step fails (the Job's `backoffLimit`);

@@ -1,11 +1,13 @@
 //! What the real API server checks before it stores a write, where operators commonly trip:
-//! object names (DNS-1123), label keys and values, and immutable fields. Failures are 422
-//! `Invalid` with one cause per field.
+//! object metadata ([`crate::object_meta`]: names, label keys and values, annotations), the size
+//! of ConfigMaps and Secrets, and immutable fields. Failures are 422 `Invalid` with one cause
+//! per field.
 
 use serde_json::Value;
 
 use super::error::{ApiError, FieldError, Result};
 use super::resources::ResourceInfo;
+use crate::object_meta::{self, NameRule};
 
 /// Checks a create (`old` is `None`) or an update of `obj`; 422 `Invalid` listing every problem.
 pub fn admit(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<()> {
@@ -21,75 +23,10 @@ pub fn admit(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<()
     }
 }
 
-/// The largest total size of an object's annotations (keys plus values), as on the real server.
-pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
-
 /// The problems the real server's metadata and built-in validation finds in a create (`old` is
 /// `None`) or an update; the server adds the schema's own to the same list.
 pub fn check(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let mut errors = Vec::new();
-    if old.is_none() && !name.is_empty() {
-        let problem = if name_must_be_label(info) {
-            dns1123_label(name)
-        } else {
-            dns1123_subdomain(name)
-        };
-        if let Some(problem) = problem {
-            errors.push(FieldError::invalid(
-                "metadata.name",
-                format!("Invalid value: {name:?}: {problem}"),
-            ));
-        }
-    }
-    if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
-        for (key, value) in labels {
-            if let Some(problem) = label_key(key) {
-                errors.push(FieldError::invalid(
-                    "metadata.labels",
-                    format!("Invalid value: {key:?}: {problem}"),
-                ));
-            }
-            match value.as_str() {
-                Some(v) => {
-                    if let Some(problem) = label_value(v) {
-                        errors.push(FieldError::invalid(
-                            format!("metadata.labels.{key}"),
-                            format!("Invalid value: {v:?}: {problem}"),
-                        ));
-                    }
-                }
-                None => errors.push(FieldError::invalid(
-                    format!("metadata.labels.{key}"),
-                    "label values must be strings",
-                )),
-            }
-        }
-    }
-    if let Some(annotations) = obj
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-    {
-        let mut total = 0;
-        for (key, value) in annotations {
-            total += key.len() + value.as_str().map_or(0, str::len);
-            if let Some(problem) = label_key(key) {
-                errors.push(FieldError::invalid(
-                    "metadata.annotations",
-                    format!("Invalid value: {key:?}: {problem}"),
-                ));
-            }
-        }
-        if total > MAX_ANNOTATIONS_BYTES {
-            errors.push(FieldError::too_long(
-                "metadata.annotations",
-                format!("Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes"),
-            ));
-        }
-    }
+    let mut errors = object_meta::validate(obj, name_rule(info), old.is_none());
     if info.group.is_empty() && matches!(info.resource.as_str(), "configmaps" | "secrets") {
         let size: usize = ["data", "binaryData", "stringData"]
             .into_iter()
@@ -107,6 +44,9 @@ pub fn check(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Field
     if let Some(old) = old {
         immutable_fields(info, obj, old, &mut errors);
     }
+    if info.group == "apiextensions.k8s.io" && info.resource == "customresourcedefinitions" {
+        errors.extend(crd_rules(obj));
+    }
     if info.schema.is_none() {
         errors.extend(super::workload_validation::check(
             &info.group,
@@ -121,9 +61,35 @@ pub fn check(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Field
 /// The largest data a ConfigMap or Secret holds (1 MiB), as on the real server.
 pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
 
-/// Namespaces (and a few others) need a DNS-1123 label, most objects a subdomain.
-fn name_must_be_label(info: &ResourceInfo) -> bool {
-    info.group.is_empty() && matches!(info.resource.as_str(), "namespaces" | "services")
+/// Namespaces and Services need a DNS-1123 label, most objects (and every custom resource) a
+/// subdomain.
+fn name_rule(info: &ResourceInfo) -> NameRule {
+    if info.group.is_empty() && matches!(info.resource.as_str(), "namespaces" | "services") {
+        NameRule::Label
+    } else {
+        NameRule::Subdomain
+    }
+}
+
+/// The problems of the CEL rules in each version's schema of a CRD, as the real server refuses
+/// them when the CRD is written (k8s.io/apiextensions-apiserver pkg/apis/apiextensions/validation
+/// validation.go, `ValidateCustomResourceDefinitionOpenAPISchema`).
+fn crd_rules(crd: &Value) -> Vec<FieldError> {
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    versions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, version)| {
+            let schema = version.pointer("/schema/openAPIV3Schema")?;
+            let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            Some(crate::schema_rules::check_crd_rules(schema, &path))
+        })
+        .flatten()
+        .collect()
 }
 
 fn immutable_fields(info: &ResourceInfo, obj: &Value, old: &Value, errors: &mut Vec<FieldError>) {
@@ -136,147 +102,5 @@ fn immutable_fields(info: &ResourceInfo, obj: &Value, old: &Value, errors: &mut 
         if selector(obj) != selector(old) {
             errors.push(FieldError::invalid("spec.selector", "field is immutable"));
         }
-    }
-}
-
-const LABEL_CHARS: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-
-/// `None` when `value` is a valid label value (empty, or at most 63 characters of
-/// `[A-Za-z0-9_.-]` starting and ending alphanumeric), else why not.
-pub fn label_value(value: &str) -> Option<String> {
-    if value.is_empty() {
-        return None;
-    }
-    if value.len() > 63 {
-        return Some("must be no more than 63 characters".into());
-    }
-    let ok_inner = value
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    if ok_inner && ends(value.chars().next()) && ends(value.chars().last()) {
-        None
-    } else {
-        Some(format!("a valid label {LABEL_CHARS}"))
-    }
-}
-
-/// `None` when `key` is a valid label key: an optional DNS-1123 subdomain prefix and `/`, then a
-/// name of at most 63 characters with the label value syntax.
-pub fn label_key(key: &str) -> Option<String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix
-        && let Some(problem) = dns1123_subdomain(prefix)
-    {
-        return Some(format!("prefix part {problem}"));
-    }
-    if name.is_empty() {
-        return Some(format!(
-            "name part must be non-empty; name part {LABEL_CHARS}"
-        ));
-    }
-    label_value(name).map(|p| format!("name part {p}"))
-}
-
-/// `None` when `name` is a DNS-1123 label: at most 63 of `[a-z0-9-]`, alphanumeric at both ends.
-pub fn dns1123_label(name: &str) -> Option<String> {
-    if name.len() > 63 {
-        return Some("must be no more than 63 characters".into());
-    }
-    let ok = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if ok {
-        None
-    } else {
-        Some("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".into())
-    }
-}
-
-/// `None` when `name` is a DNS-1123 subdomain: at most 253 characters, dot-separated labels.
-pub fn dns1123_subdomain(name: &str) -> Option<String> {
-    if name.len() > 253 {
-        return Some("must be no more than 253 characters".into());
-    }
-    let ok = !name.is_empty()
-        && name.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        });
-    if ok {
-        None
-    } else {
-        Some("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_follow_dns_1123() {
-        let long_label = "a".repeat(64);
-        let cases: &[(&str, bool, bool)] = &[
-            // (name, valid label, valid subdomain)
-            ("my-name", true, true),
-            ("a", true, true),
-            ("123-abc", true, true),
-            ("My-Name", false, false),
-            ("under_score", false, false),
-            ("-start", false, false),
-            ("end-", false, false),
-            ("dotted.name", false, true),
-            ("", false, false),
-            (&long_label, false, true),
-        ];
-        for &(name, label, subdomain) in cases {
-            assert_eq!(dns1123_label(name).is_none(), label, "label {name:?}");
-            assert_eq!(
-                dns1123_subdomain(name).is_none(),
-                subdomain,
-                "subdomain {name:?}"
-            );
-        }
-        assert!(dns1123_subdomain(&"a".repeat(254)).is_some());
-    }
-
-    #[test]
-    fn label_keys_and_values_follow_the_api_server() {
-        let cases: &[(&str, bool)] = &[
-            ("app", true),
-            ("workflow.crd.com/step", true),
-            ("Upper_Case.ok", true),
-            ("bad/prefix/twice", false),
-            ("UPPER.com/x", false),
-            ("/noname", false),
-            ("x/", false),
-            ("-x", false),
-        ];
-        for &(key, ok) in cases {
-            assert_eq!(label_key(key).is_none(), ok, "key {key:?}");
-        }
-        let values: &[(&str, bool)] = &[
-            ("", true),
-            ("Step_1.a-b", true),
-            ("_x", false),
-            ("x-", false),
-            ("has space", false),
-        ];
-        for &(value, ok) in values {
-            assert_eq!(label_value(value).is_none(), ok, "value {value:?}");
-        }
-        assert!(label_value(&"a".repeat(64)).is_some());
-        assert!(label_value(&"a".repeat(63)).is_none());
     }
 }

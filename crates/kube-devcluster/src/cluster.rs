@@ -59,6 +59,9 @@ pub struct DevClusterOptions {
     /// How long the Job controller waits before replacing a failed pod: Kubernetes' 10 s
     /// doubling to 6 minutes by default; [`crate::jobs::JobBackoff::FAST`] for tests and demos.
     pub job_backoff: crate::jobs::JobBackoff,
+    /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`); `None` is
+    /// its default, [`crate::events::DEFAULT_EVENT_TTL`] (one hour).
+    pub event_ttl: Option<Duration>,
 }
 
 /// A running control plane; stops (and kills every process it started) when dropped.
@@ -98,6 +101,14 @@ impl DevCluster {
         );
         controllers.set_entrypoints(options.entrypoints.clone());
         controllers.set_job_backoff(options.job_backoff);
+        tokio::spawn(crate::events::expire_events(
+            store.clone(),
+            registry.clone(),
+            options
+                .event_ttl
+                .unwrap_or(crate::events::DEFAULT_EVENT_TTL),
+            shutdown.clone(),
+        ));
         let mut state = ApiState::new(store.clone(), registry.clone(), shutdown.clone());
         state.logs = Some(controllers.logs());
         state.on_create = Some(controllers::create_hook());

@@ -2,12 +2,29 @@
 //! current controllers write) and core `v1` (what `kubectl describe` reads). The real server
 //! stores each Event once and converts between the two; here each write to one is mirrored,
 //! converted, to the other, directly in the store, so either API sees every Event.
+//!
+//! Events also expire ([`expire_events`]): the real server stores each one under an etcd lease
+//! of `--event-ttl` (default 1h), renewed by every write of it (k8s.io/kubernetes
+//! pkg/registry/core/event/storage/storage.go: `TTLFunc` returns the TTL on create and update),
+//! and etcd deletes a key whose lease expires, with a delete in its event history ("Each expired
+//! key generates a delete event", etcd's `LeaseGrant` API); Events are served without the watch
+//! cache, so a watcher sees that delete as `DELETED`. Here a periodic sweep deletes the Events
+//! last written more than the TTL ago, through the store, so lists, gets and watches see them go
+//! the same way.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::error::Result;
 use super::resources::{GroupResource, Registry, ResourceInfo};
 use super::store::{DeleteOptions, Store, StoredObject, Target};
+
+/// How long an Event lives after its last write: kube-apiserver's `--event-ttl` default
+/// (cmd/kube-apiserver/app/options: `1h0m0s`).
+pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
 
 /// Whether a resource is one of the two faces of Events.
 pub fn is_event(info: &ResourceInfo) -> bool {
@@ -63,6 +80,80 @@ pub fn mirror_delete(
     if let Some(other) = registry.get(&other) {
         // Already gone is fine: the two faces are deleted together either way.
         let _ = store.delete(&other, namespace, name, &DeleteOptions::default());
+    }
+}
+
+/// Deletes the Events (both faces) not written for `ttl`, sweeping every tenth of it (at least
+/// every 100 ms, at most every minute), until `shutdown`. An Event goes between `ttl` and `ttl`
+/// plus two sweep periods after its last write, never before.
+pub async fn expire_events(
+    store: Store,
+    registry: Registry,
+    ttl: Duration,
+    shutdown: CancellationToken,
+) {
+    let period = (ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    let mut expiry = Expiry::default();
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        expiry.sweep(&store, &registry, ttl, Instant::now());
+    }
+}
+
+/// When the store's resourceVersions were handed out, sampled at each sweep: an Event whose
+/// resourceVersion is at most the one sampled `ttl` ago was last written before then. So no
+/// write needs a timestamp and no Event a timer, and a sweep costs one pass over the Events.
+#[derive(Debug, Default)]
+struct Expiry {
+    samples: VecDeque<(Instant, u64)>,
+}
+
+impl Expiry {
+    /// Deletes the Events last written `ttl` or more before `now`; how many it deleted.
+    fn sweep(&mut self, store: &Store, registry: &Registry, ttl: Duration, now: Instant) -> usize {
+        self.samples.push_back((now, store.current_rv()));
+        let Some(deadline) = now.checked_sub(ttl) else {
+            return 0;
+        };
+        // The newest sample at or before the deadline; older ones are of no more use.
+        while self.samples.get(1).is_some_and(|(at, _)| *at <= deadline) {
+            self.samples.pop_front();
+        }
+        let Some(&(at, cutoff)) = self.samples.front() else {
+            return 0;
+        };
+        if at > deadline {
+            return 0;
+        }
+        let mut deleted = 0;
+        for face in [
+            GroupResource::new("", "events"),
+            GroupResource::new("events.k8s.io", "events"),
+        ] {
+            let Some(info) = registry.get(&face) else {
+                continue;
+            };
+            let (events, _) = store.list(&face, None);
+            for event in events.iter().filter(|e| e.resource_version() <= cutoff) {
+                // The precondition keeps an Event written again since the list.
+                let options = DeleteOptions {
+                    precondition_rv: Some(event.resource_version()),
+                    ..Default::default()
+                };
+                if store
+                    .delete(&info, event.namespace(), event.name(), &options)
+                    .is_ok()
+                {
+                    deleted += 1;
+                }
+            }
+        }
+        deleted
     }
 }
 
@@ -182,6 +273,55 @@ fn whole_seconds(time: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_expire_a_ttl_after_their_last_write_in_both_faces() {
+        let store = Store::default();
+        let registry = Registry::with_builtins();
+        let core = registry.get(&GroupResource::new("", "events")).unwrap();
+        let v1 = registry
+            .get(&GroupResource::new("events.k8s.io", "events"))
+            .unwrap();
+        let event = |name: &str| json!({"metadata": {"name": name}, "reason": "R"});
+        let ttl = Duration::from_secs(60);
+        let start = Instant::now();
+        let mut expiry = Expiry::default();
+        store.create(&core, "ns", event("old")).unwrap();
+        store.create(&v1, "ns", event("old")).unwrap();
+        assert_eq!(expiry.sweep(&store, &registry, ttl, start), 0);
+        store.create(&core, "ns", event("new")).unwrap();
+        let later = start + Duration::from_secs(30);
+        assert_eq!(expiry.sweep(&store, &registry, ttl, later), 0);
+        // A TTL after the first sweep, what was written before it goes; "new" was written after.
+        assert_eq!(
+            expiry.sweep(&store, &registry, ttl, start + ttl),
+            2,
+            "both faces of the old Event"
+        );
+        let names = |gr: &GroupResource| -> Vec<String> {
+            store
+                .list(gr, None)
+                .0
+                .iter()
+                .map(|e| e.name().to_string())
+                .collect()
+        };
+        assert_eq!(names(&core.group_resource()), vec!["new"]);
+        assert!(names(&v1.group_resource()).is_empty());
+        // A write renews an Event's lease: "new", written again, outlives its first TTL.
+        store
+            .modify(&core, "ns", "new", Target::Main, |old, _| {
+                let mut new = old.clone();
+                new["count"] = json!(2);
+                Ok(new)
+            })
+            .unwrap();
+        assert_eq!(expiry.sweep(&store, &registry, ttl, later + ttl), 0);
+        let renewed = later + ttl + Duration::from_secs(1);
+        assert_eq!(expiry.sweep(&store, &registry, ttl, renewed), 0);
+        assert_eq!(expiry.sweep(&store, &registry, ttl, renewed + ttl), 1);
+        assert!(names(&core.group_resource()).is_empty());
+    }
 
     #[test]
     fn events_convert_both_ways_keeping_what_describe_shows() {

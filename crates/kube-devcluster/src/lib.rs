@@ -45,6 +45,7 @@ pub mod managed_fields;
 pub mod merge_keys;
 #[cfg(feature = "server")]
 pub mod metrics;
+pub mod object_meta;
 #[cfg(feature = "server")]
 pub mod openapi;
 #[cfg(feature = "server")]
@@ -64,6 +65,7 @@ pub mod representation;
 #[cfg(feature = "server")]
 pub mod resources;
 pub mod schema;
+pub mod schema_rules;
 #[cfg(feature = "server")]
 pub mod secrets;
 #[cfg(feature = "server")]

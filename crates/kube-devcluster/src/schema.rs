@@ -2,7 +2,8 @@
 //! applies them to every create and update of a custom object: nulls of non-nullable fields are
 //! dropped, unknown fields pruned (unless `x-kubernetes-preserve-unknown-fields`), `default`s
 //! filled in at any depth, and the result validated, each problem a [`FieldError`] with its field
-//! path (`spec.containers[0].stepName`). The server calls [`normalize`] then [`validate`];
+//! path (`spec.containers[0].stepName`). The server calls [`normalize`], then [`validate`], then
+//! [`validate_rules`] (the CEL rules of `x-kubernetes-validations`, [`crate::schema_rules`]);
 //! `metadata` is the server's own and left alone.
 //!
 //! Messages follow the real server's wording (kube-openapi's validator as the apiextensions server
@@ -45,6 +46,25 @@ pub fn validate(schema: &Value, obj: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// Adds the problems of the schema's CEL rules (`x-kubernetes-validations`) for a create (`old`
+/// is `None`) or an update to `errors`, the problems found so far (metadata and [`validate`]).
+/// As on the real server, the rules do not run when those include a missing, wrongly typed,
+/// unsupported or too large value: one cause says so instead.
+pub fn validate_rules(
+    schema: &Value,
+    obj: &Value,
+    old: Option<&Value>,
+    errors: &mut Vec<FieldError>,
+) {
+    if crate::schema_rules::blocked_by(errors) {
+        if crate::schema_rules::has_rules(schema) {
+            errors.push(crate::schema_rules::not_checked());
+        }
+    } else {
+        errors.extend(crate::schema_rules::validate(schema, obj, old));
+    }
+}
+
 fn flag(schema: &Value, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool) == Some(true)
 }
@@ -67,7 +87,7 @@ fn push_index(path: &mut String, index: usize) {
 
 /// The schema of a map's value under `key`: a declared property, else `additionalProperties`
 /// when it is a schema. `Some(None)` means allowed without a schema (`additionalProperties: true`).
-fn property_schema<'a>(schema: &'a Value, key: &str) -> Option<Option<&'a Value>> {
+pub(crate) fn property_schema<'a>(schema: &'a Value, key: &str) -> Option<Option<&'a Value>> {
     if let Some(prop) = schema.get("properties").and_then(|p| p.get(key)) {
         return Some(Some(prop));
     }

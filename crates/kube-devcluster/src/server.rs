@@ -503,6 +503,7 @@ impl Request<'_> {
             }
             errors.extend(admission::check(self.info, new, old));
             errors.extend(schema::validate(schema, new));
+            schema::validate_rules(schema, new, old, &mut errors);
         } else {
             errors.extend(admission::check(self.info, new, old));
         }

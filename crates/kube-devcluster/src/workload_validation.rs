@@ -17,8 +17,8 @@
 
 use serde_json::Value;
 
-use crate::admission::dns1123_label;
 use crate::field_error::FieldError;
+use crate::object_meta::dns1123_label;
 
 /// Problems of a create or update of `obj` (a built-in of `group`/`resource`).
 pub fn check(group: &str, resource: &str, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {

@@ -1,7 +1,9 @@
 //! Schemas of the built-in kinds, judged by real clients: unknown fields and wrong types in Pods,
 //! Jobs and ConfigMaps answered as the real API server answers them for each `fieldValidation`
 //! (kubectl's `--validate`), the structural checks of Pods and Jobs, the immutable fields of
-//! Pods, ConfigMaps and Secrets, and `kubectl explain` of built-in kinds.
+//! Pods, ConfigMaps and Secrets, and `kubectl explain` of built-in kinds. And the CEL rules of a
+//! CRD's schema (`x-kubernetes-validations`): evaluated on each write of a custom object, refused
+//! at CRD create when they do not compile.
 
 mod support;
 
@@ -382,4 +384,215 @@ async fn python_client_gets_400_for_fields_of_the_wrong_type_and_can_still_list(
         json!("299 - \"unknown field \\\"spec.containers[0].comand\\\"\"")
     );
     assert_eq!(seen["container"]["command"], json!(["true"]));
+}
+
+/// A CRD whose schema carries CEL rules: a value rule with a message, one with `fieldPath` and
+/// `reason`, a transition rule, and one with a `messageExpression`.
+const GADGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.test.example.com
+spec:
+  group: test.example.com
+  scope: Namespaced
+  names: {kind: Gadget, plural: gadgets, singular: gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "!has(self.low) || !has(self.high) || self.low <= self.high"
+              message: must not exceed high
+              fieldPath: .low
+              reason: FieldValueForbidden
+            properties:
+              timeout:
+                type: integer
+                x-kubernetes-validations:
+                - {rule: "self != 0", message: "must not be 0 (use -1 for unlimited)"}
+              mode:
+                type: string
+                x-kubernetes-validations:
+                - {rule: "self == oldSelf", message: is immutable}
+              size:
+                type: integer
+                x-kubernetes-validations:
+                - {rule: "self < 10", messageExpression: "'must be under 10, not ' + string(self)"}
+              low: {type: integer}
+              high: {type: integer}
+"#;
+
+fn gadget(name: &str, spec: Value) -> String {
+    json!({"apiVersion": "test.example.com/v1", "kind": "Gadget", "metadata": {"name": name}, "spec": spec})
+        .to_string()
+}
+
+#[tokio::test]
+async fn kubectl_create_of_a_custom_object_breaking_a_cel_rule_gets_the_real_servers_422() {
+    let Some((_cluster, kubectl)) = setup("kubectl_cel_rules").await else {
+        return;
+    };
+    let crd = kubectl.manifest("crd.yaml", GADGET_CRD);
+    kubectl.ok(&["apply", "-f", &crd]).await;
+    kubectl
+        .ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/gadgets.test.example.com",
+        ])
+        .await;
+    // apiextensions-apiserver pkg/apiserver/schema/cel/validation.go: the cause is at the rule's
+    // node, its value the node's schema type, its detail the rule's message.
+    let cases = [
+        (
+            json!({"timeout": 0}),
+            "The Gadget \"g\" is invalid: spec.timeout: Invalid value: \"integer\": must not be 0 (use -1 for unlimited)",
+        ),
+        (
+            json!({"low": 5, "high": 1}),
+            "The Gadget \"g\" is invalid: spec.low: Forbidden: must not exceed high",
+        ),
+        (
+            json!({"size": 12}),
+            "The Gadget \"g\" is invalid: spec.size: Invalid value: \"integer\": must be under 10, not 12",
+        ),
+    ];
+    for (spec, expected) in cases {
+        let file = kubectl.manifest("g.json", &gadget("g", spec.clone()));
+        let out = kubectl.run(&["create", "-f", &file]).await;
+        assert!(!out.success, "{spec} was accepted");
+        assert!(out.stderr.contains(expected), "{spec}: {}", out.stderr);
+        // Nothing was stored.
+        assert!(!kubectl.run(&["get", "gadget", "g"]).await.success);
+    }
+    // -1 and a valid range pass; a transition rule does not run on a create.
+    let ok = kubectl.manifest(
+        "ok.json",
+        &gadget(
+            "ok",
+            json!({"timeout": -1, "low": 1, "high": 5, "mode": "a"}),
+        ),
+    );
+    kubectl.ok(&["create", "-f", &ok]).await;
+    // On an update it compares with the stored value.
+    let out = kubectl
+        .run(&[
+            "patch",
+            "gadget",
+            "ok",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"mode":"b"}}"#,
+        ])
+        .await;
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains(
+            "The Gadget \"ok\" is invalid: spec.mode: Invalid value: \"string\": is immutable"
+        ),
+        "{}",
+        out.stderr
+    );
+    kubectl
+        .ok(&[
+            "patch",
+            "gadget",
+            "ok",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"size":3}}"#,
+        ])
+        .await;
+    // A structural problem keeps the rules from running (customresource/strategy.go
+    // hasBlockingErr): one cause says so.
+    let wrong = kubectl.manifest(
+        "wrong.json",
+        &gadget("wrong", json!({"timeout": "x", "size": 12})),
+    );
+    let out = kubectl.run(&["create", "-f", &wrong]).await;
+    assert!(
+        out.stderr.contains("some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("must be under 10"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn kubectl_cannot_create_a_crd_whose_rule_does_not_compile() {
+    let Some((_cluster, kubectl)) = setup("kubectl_cel_rule_compile").await else {
+        return;
+    };
+    let broken = GADGET_CRD.replace(r#"rule: "self != 0""#, r#"rule: "self !=""#);
+    let crd = kubectl.manifest("crd.yaml", &broken);
+    let out = kubectl.run(&["create", "-f", &crd]).await;
+    assert!(!out.success, "{}", out.stdout);
+    // apiextensions validation.go ValidateCustomResourceDefinitionOpenAPISchema, with the
+    // rule as Go prints it, then the compiler's message.
+    assert!(
+        out.stderr.contains(
+            "The CustomResourceDefinition \"gadgets.test.example.com\" is invalid: spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[timeout].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self !=\", Message:\"must not be 0 (use -1 for unlimited)\""
+        ) && out.stderr.contains("compilation failed: ERROR: <input>:1:"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !kubectl
+            .run(&["get", "crd", "gadgets.test.example.com"])
+            .await
+            .success
+    );
+}
+
+const PYTHON_CEL_RULE: &str = r#"
+import json, sys
+from kubernetes import client, config
+
+config.load_kube_config(config_file=sys.argv[1])
+custom = client.CustomObjectsApi()
+body = {"apiVersion": "test.example.com/v1", "kind": "Gadget", "metadata": {"name": "zero"}, "spec": {"timeout": 0}}
+try:
+    custom.create_namespaced_custom_object("test.example.com", "v1", "default", "gadgets", body)
+    refused = None
+except client.exceptions.ApiException as e:
+    refused = {"status": e.status, "body": json.loads(e.body)}
+listed = custom.list_namespaced_custom_object("test.example.com", "v1", "default", "gadgets")["items"]
+print(json.dumps({"refused": refused, "listed": [o["metadata"]["name"] for o in listed]}))
+"#;
+
+#[tokio::test]
+async fn python_client_gets_the_422_of_a_cel_rule_with_its_cause() {
+    let Some((cluster, kubectl)) = setup("python_cel_rule").await else {
+        return;
+    };
+    let crd = kubectl.manifest("crd.yaml", GADGET_CRD);
+    kubectl.ok(&["apply", "-f", &crd]).await;
+    kubectl
+        .ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/gadgets.test.example.com",
+        ])
+        .await;
+    let seen = support::python(&cluster, PYTHON_CEL_RULE).await;
+    let refused = &seen["refused"];
+    assert_eq!(refused["status"], 422, "{seen}");
+    assert_eq!(refused["body"]["reason"], "Invalid");
+    assert_eq!(
+        refused["body"]["message"],
+        "Gadget.test.example.com \"zero\" is invalid: spec.timeout: Invalid value: \"integer\": must not be 0 (use -1 for unlimited)"
+    );
+    assert_eq!(
+        refused["body"]["details"]["causes"],
+        json!([{"reason": "FieldValueInvalid", "field": "spec.timeout",
+                "message": "Invalid value: \"integer\": must not be 0 (use -1 for unlimited)"}])
+    );
+    assert_eq!(seen["listed"], json!([]));
 }
