@@ -21,6 +21,8 @@ pub mod admission;
 #[cfg(feature = "server")]
 pub mod builtin_schemas;
 #[cfg(feature = "server")]
+mod claims;
+#[cfg(feature = "server")]
 mod cluster;
 #[cfg(feature = "server")]
 pub mod controllers;
@@ -60,6 +62,8 @@ pub mod pod_logs;
 #[cfg(feature = "server")]
 pub mod protobuf;
 #[cfg(feature = "server")]
+pub(crate) mod recorder;
+#[cfg(feature = "server")]
 pub mod representation;
 #[cfg(feature = "server")]
 pub mod resources;
@@ -71,11 +75,15 @@ pub mod selector;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "server")]
+pub mod service_accounts;
+#[cfg(feature = "server")]
 pub mod store;
 #[cfg(feature = "server")]
 pub mod table;
 #[cfg(feature = "server")]
 pub mod typed_decode;
+#[cfg(feature = "server")]
+pub(crate) mod volumes;
 #[cfg(feature = "server")]
 pub mod watch;
 #[cfg(feature = "server")]
