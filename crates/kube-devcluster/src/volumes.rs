@@ -14,8 +14,10 @@
 //!
 //! The process runs in a user and mount namespace of its own (`unshare --user --map-root-user
 //! --mount`, util-linux), whose mount changes no other process sees. A small `sh` script there
-//! builds the container's root: a tmpfs holding a bind mount of each entry of the host's `/`,
-//! read-only (`/proc`, `/sys` and `/dev` as they are), a fresh tmpfs at `/tmp`, the pod's scratch
+//! builds the container's root: a bind mount of the host's `/`, read-only (the mounts below it,
+//! as `/proc`, `/sys` and `/dev`, as they are), or, when a mount point is to be made at the top
+//! (`/workspace`), a tmpfs holding a read-only bind mount of each of the host's entries instead;
+//! a fresh tmpfs at `/tmp`, the pod's scratch
 //! directory (its `HOME`) at its own path, and each volume bind-mounted at its `mountPath`
 //! (read-only when `readOnly`, the `subPath` of the volume when given). A mount point or
 //! `workingDir` missing on the host is created where nothing is shared: directly in the root's
@@ -545,7 +547,28 @@ fn setup_script(
     line("run mkdir -p \"$N\"".into());
     line("run mount -t tmpfs -o mode=0755 devcluster \"$N\"".into());
     line("run mkdir \"$R\" \"$N/upper\" \"$N/work\"".into());
-    for entry in entries {
+    let names: Vec<&str> = entries
+        .iter()
+        .map(|e| match e {
+            Entry::Dir(n) | Entry::Link(n, _) | Entry::File(n) => n.as_str(),
+        })
+        .collect();
+    let scratch = scratch.to_string_lossy().into_owned();
+    let new_at_top = std::iter::once("/tmp".to_string())
+        .chain(mounts.iter().map(|m| resolve_on_host(&m.target)))
+        .chain([resolve_on_host(working_dir), resolve_on_host(&scratch)])
+        .any(|path| {
+            let top = path.split('/').nth(1).unwrap_or_default();
+            !names.contains(&top)
+        });
+    if !new_at_top {
+        // The host's whole root, read-only (the mounts below it as they are): four mounts.
+        line("run mount --rbind / \"$R\"".into());
+        line("run mount -o remount,bind,ro \"$R\"".into());
+        line("run mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"".into());
+    }
+    // A name to make at the top: the root is a tmpfs holding each of the host's entries.
+    for entry in entries.iter().filter(|_| new_at_top) {
         match entry {
             Entry::Link(name, target) => {
                 line(format!(
@@ -579,7 +602,6 @@ fn setup_script(
         }
     }
     let mut places = Places::new(entries);
-    let scratch = scratch.to_string_lossy().into_owned();
     let at = places.ensure(&scratch, true, &mut line);
     line(format!(
         "run mount --bind {} \"$R\"{}",
@@ -1002,6 +1024,34 @@ mod tests {
             lines.last(),
             Some(&"exec unshare --root \"$R\" --wd '/workspace/src' -- \"$@\"")
         );
+    }
+
+    #[test]
+    fn without_a_new_top_level_name_the_root_is_the_hosts_whole() {
+        let entries = vec![Entry::Dir("etc".into()), Entry::Dir("tmp".into())];
+        let data = tempfile::tempdir().unwrap();
+        let mounts = vec![Mount {
+            source: data.path().into(),
+            target: "/etc/devcluster-test-missing".into(),
+            read_only: false,
+        }];
+        let script = setup_script(
+            &mounts,
+            "/tmp/scratch",
+            Path::new("/tmp/scratch"),
+            Path::new("/data/pod/root"),
+            Path::new("/data/pod/start-error"),
+            &entries,
+        );
+        let lines: Vec<&str> = script.lines().collect();
+        for want in [
+            "run mount --rbind / \"$R\"",
+            "run mount -o remount,bind,ro \"$R\"",
+            "run mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"",
+        ] {
+            assert!(lines.contains(&want), "{want:?} not in\n{script}");
+        }
+        assert!(!script.contains("--rbind /'etc'"), "{script}");
     }
 
     #[test]
