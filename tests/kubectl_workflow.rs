@@ -3,150 +3,9 @@
 //! read it back with the CRD's printer columns, look at its Jobs, pods, logs and Events, and
 //! delete it (issue 2 acceptance 1, issue 6 acceptance 3).
 
-use std::path::Path;
-use std::time::Duration;
+mod support;
 
-use kube_devcluster::DevCluster;
-use tokio_util::sync::CancellationToken;
-use workflow_operator::workflow::operator::{self, OperatorOptions};
-
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// Runs kubectl against the cluster; panics with its output unless it succeeds.
-async fn kubectl(cluster: &DevCluster, bin: &Path, home: &Path, args: &[&str]) -> String {
-    expect(kubectl_command(cluster, bin, home, args), true).await
-}
-
-fn kubectl_command(
-    cluster: &DevCluster,
-    bin: &Path,
-    home: &Path,
-    args: &[&str],
-) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(bin);
-    command
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig_path())
-        .args(args)
-        .env("HOME", home);
-    command
-}
-
-/// Runs `command` in the repository's root: its standard output when it succeeds and `succeed`,
-/// its standard error when it fails and not `succeed`; otherwise panics with both.
-async fn expect(mut command: tokio::process::Command, succeed: bool) -> String {
-    let output = command
-        .current_dir(ROOT)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("the command runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(
-        output.status.success(),
-        succeed,
-        "{command:?}:\n{stdout}\n{stderr}"
-    );
-    if succeed { stdout } else { stderr }
-}
-
-/// The cells of the first data row of a `kubectl get` table whose first cell is `name`.
-fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
-    table
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|cells| cells.first() == Some(&name))
-        .unwrap_or_else(|| panic!("no row {name} in\n{table}"))
-}
-
-/// The embedded control plane with the CRD installed (by kubectl, from `crd/`) and the operator
-/// running, and kubectl's home; `None` where kubectl cannot be had.
-struct Session {
-    cluster: DevCluster,
-    kubectl: &'static Path,
-    home: tempfile::TempDir,
-    stop: CancellationToken,
-    operator: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-impl Session {
-    async fn start(test: &str) -> Option<Session> {
-        let tools = kube_devcluster::testing::require_tools(test)?;
-        let cluster = kube_devcluster::testing::start().await;
-        let home = tempfile::tempdir().unwrap();
-        kubectl(
-            &cluster,
-            &tools.kubectl,
-            home.path(),
-            &["apply", "-f", "crd/"],
-        )
-        .await;
-        kubectl(
-            &cluster,
-            &tools.kubectl,
-            home.path(),
-            &[
-                "wait",
-                "--for=condition=Established",
-                "crd/workflows.workflow.crd.com",
-                "--timeout=30s",
-            ],
-        )
-        .await;
-        let stop = CancellationToken::new();
-        let operator = tokio::spawn(operator::run(
-            cluster.client(),
-            OperatorOptions::default(),
-            stop.clone().cancelled_owned(),
-        ));
-        Some(Session {
-            cluster,
-            kubectl: &tools.kubectl,
-            home,
-            stop,
-            operator,
-        })
-    }
-
-    async fn k(&self, args: &[&str]) -> String {
-        kubectl(&self.cluster, self.kubectl, self.home.path(), args).await
-    }
-
-    /// Runs kubectl, which must fail; its standard error.
-    async fn k_refused(&self, args: &[&str]) -> String {
-        let command = kubectl_command(&self.cluster, self.kubectl, self.home.path(), args);
-        expect(command, false).await
-    }
-
-    fn cli_command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"));
-        command
-            .args(args)
-            .env("KUBECONFIG", self.cluster.kubeconfig_path());
-        command
-    }
-
-    /// Runs `workflow-operator ARGS` against the cluster, as a user with its kubeconfig would;
-    /// its standard output, or a panic with its output unless it succeeds.
-    async fn cli(&self, args: &[&str]) -> String {
-        expect(self.cli_command(args), true).await
-    }
-
-    /// Runs `workflow-operator ARGS`, which must fail; its standard error.
-    async fn cli_refused(&self, args: &[&str]) -> String {
-        expect(self.cli_command(args), false).await
-    }
-
-    async fn stop(self) {
-        self.stop.cancel();
-        tokio::time::timeout(Duration::from_secs(30), self.operator)
-            .await
-            .expect("the operator stops")
-            .expect("the operator task")
-            .expect("the operator ran without error");
-    }
-}
+use support::session::{ROOT, Session, row};
 
 #[tokio::test]
 async fn kubectl_wait_for_finished_returns_when_a_workflow_fails() {
@@ -465,14 +324,10 @@ async fn run_control_verbs_answer_clearly_and_refuse_what_makes_no_sense() {
     );
 
     // A workflow that never finishes on its own: suspend, resume, retry while it runs, stop.
-    let endless = session.home.path().join("endless.yaml");
-    std::fs::write(
-        &endless,
-        "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: endless}\nspec:\n  maxStepTimeout: -1\n  containers:\n    - {stepName: a, image: busybox:1.36, command: [sleep, \"3600\"]}\n    - {stepName: b, image: busybox:1.36, command: [\"true\"], dependsOn: [a]}\n",
-    )
-    .unwrap();
     session
-        .k(&["create", "-f", endless.to_str().unwrap()])
+        .create(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: endless}\nspec:\n  maxStepTimeout: -1\n  containers:\n    - {stepName: a, image: busybox:1.36, command: [sleep, \"3600\"]}\n    - {stepName: b, image: busybox:1.36, command: [\"true\"], dependsOn: [a]}\n",
+        )
         .await;
     let name = "endless";
     assert_eq!(
@@ -527,13 +382,11 @@ async fn run_control_verbs_answer_clearly_and_refuse_what_makes_no_sense() {
         "{bad}"
     );
     // An exit step that names a step: valid to the schema, refused by the operator naming both.
-    let manifest = session.home.path().join("exit.yaml");
-    std::fs::write(
-        &manifest,
+    let manifest = session.write_manifest(
+        "exit.yaml",
         "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: exit-deps}\nspec:\n  containers:\n    - {stepName: a, image: busybox:1.36, command: [\"true\"]}\n  onExit:\n    - {stepName: notify, image: busybox:1.36, command: [\"true\"], dependsOn: [a]}\n",
-    )
-    .unwrap();
-    let manifest = manifest.to_str().unwrap();
+    );
+    let manifest = manifest.as_str();
     let validate = session.cli_refused(&["validate", manifest]).await;
     assert!(
         validate.contains(r#"exit step "notify" depends on step "a""#),

@@ -14,11 +14,15 @@
 //! - [`JobRecorder`]: every Job and pod that ever existed in a namespace, to prove no step ran
 //!   twice;
 //! - [`Shape`]: workflows of mixed shapes with their expected outcomes.
+//! - [`session::Session`]: a user's kubectl session on the embedded control plane with the
+//!   operator running, and the `workflow-operator` CLI pointed at it.
 //!
 //! Tests reach the cluster only through the Kubernetes API, so the same files run on kind. Only
 //! fault injection ([`Cluster::dev`]) needs the embedded control plane; tests that use it, or
 //! stop the operator, skip themselves on a real cluster.
 #![allow(dead_code)]
+
+pub mod session;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;

@@ -47,6 +47,7 @@ impl BuiltinSchemas {
         add::<core::v1::Event>(g, k, ("", "v1", "Event"));
         add::<core::v1::ConfigMap>(g, k, ("", "v1", "ConfigMap"));
         add::<core::v1::Secret>(g, k, ("", "v1", "Secret"));
+        add::<core::v1::PersistentVolumeClaim>(g, k, ("", "v1", "PersistentVolumeClaim"));
         add::<core::v1::ServiceAccount>(g, k, ("", "v1", "ServiceAccount"));
         add::<core::v1::Service>(g, k, ("", "v1", "Service"));
         add::<batch::v1::Job>(g, k, ("batch", "v1", "Job"));

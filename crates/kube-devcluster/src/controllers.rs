@@ -1,5 +1,7 @@
 //! The in-process controllers that make the store a cluster: the job controller ([`super::jobs`]),
-//! the kubelet ([`super::kubelet`]) and the garbage and namespace collector ([`super::gc`]).
+//! the kubelet ([`super::kubelet`]), the claim binder ([`super::claims`]), the ServiceAccount
+//! controller ([`super::service_accounts`]) and the garbage and namespace collector
+//! ([`super::gc`]).
 //! `DevCluster::start` calls [`spawn_controllers`] and keeps the returned [`Controllers`]; the API
 //! server reads pod logs through [`Controllers::logs`] and defaults new objects with
 //! [`create_hook`].
@@ -23,7 +25,7 @@ use super::error::Result;
 use super::resources::{GroupResource, Registry, ResourceInfo};
 use super::server::{CreateHook, PodLogs};
 use super::store::{Store, WatchEvent};
-use super::{gc, jobs, kubelet};
+use super::{claims, gc, jobs, kubelet, service_accounts, volumes};
 
 /// How the kubelet runs pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -105,7 +107,8 @@ pub fn spawn_controllers(
     shutdown: CancellationToken,
 ) -> Controllers {
     let stop = shutdown.child_token();
-    let kubelet = kubelet::Shared::new(pods);
+    let volumes = Arc::new(volumes::VolumeHost::default());
+    let kubelet = kubelet::Shared::new(pods, volumes.clone());
     let job_backoff = jobs::SharedBackoff::default();
     run(
         jobs::JobController::new(store.clone(), registry.clone(), job_backoff.clone()),
@@ -119,6 +122,16 @@ pub fn spawn_controllers(
             kubelet.clone(),
             stop.clone(),
         ),
+        store.subscribe(),
+        stop.clone(),
+    );
+    run(
+        claims::ClaimBinder::new(store.clone(), &registry, volumes),
+        store.subscribe(),
+        stop.clone(),
+    );
+    run(
+        service_accounts::DefaultServiceAccounts::new(store.clone(), &registry),
         store.subscribe(),
         stop.clone(),
     );

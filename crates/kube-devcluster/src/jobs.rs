@@ -26,7 +26,14 @@
 //!   which saves two writes per pod;
 //! - pods deleted because the Job was suspended or scaled down are not counted as failed;
 //! - `podFailurePolicy`, `successPolicy` and `backoffLimitPerIndex` are not implemented;
-//! - no Events are written.
+//! - the only Event written is `FailedCreate`, below.
+//!
+//! A pod the store or the API server's admission refuses (a `serviceAccountName` that does not
+//! exist, [`super::service_accounts::admit_pod`]) is not created; the refusal is recorded as a
+//! `Warning` Event `FailedCreate`, `Error creating: <the API server's message>`, on the Job
+//! (pkg/controller/controller_utils.go, `RealPodControl.createPods`: `FailedCreatePodReason`),
+//! and the controller tries again after its API back-off (pkg/controller/job/job_controller.go:
+//! the work queue's `DefaultJobApiBackOff` 1 s doubling to `MaxJobApiBackOff` 1 minute).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -37,6 +44,7 @@ use tokio::time::Instant;
 
 use super::controllers::{Queue, Reconciler, builtin, is_deleting};
 use super::error::ApiError;
+use super::recorder::Recorder;
 use super::resources::{GroupResource, Registry, ResourceInfo};
 use super::store::{
     DeleteOptions, Deleted, EventType, Propagation, Store, StoredObject, Target, WatchEvent,
@@ -200,6 +208,14 @@ pub fn retry_delay(failures: usize) -> Duration {
     }
     let doublings = u32::try_from(failures - 1).unwrap_or(u32::MAX).min(10);
     (BASE * 2u32.pow(doublings)).min(MAX)
+}
+
+/// When the controller tries again after `refused` pod creations in a row were refused: 1 s,
+/// doubling, at most a minute (the job controller's work queue rate limiter).
+fn api_retry_delay(refused: u32) -> Duration {
+    Duration::from_secs(1)
+        .saturating_mul(2u32.saturating_pow(refused.saturating_sub(1).min(6)))
+        .min(Duration::from_secs(60))
 }
 
 /// The fields of a Job's spec the controller acts on.
@@ -490,6 +506,8 @@ struct JobState {
     indexed: bool,
     /// The resourceVersion of this controller's last status write, whose event needs no work.
     written_rv: u64,
+    /// Pod creations refused in a row, for the API back-off.
+    refused_creates: u32,
 }
 
 impl JobState {
@@ -587,6 +605,8 @@ pub(crate) struct JobController {
     /// The Job each known pod belongs to, by (namespace, pod name).
     pod_owner: HashMap<(String, String), JobKey>,
     backoff: SharedBackoff,
+    registry: Registry,
+    events: Recorder,
 }
 
 impl JobController {
@@ -594,6 +614,7 @@ impl JobController {
         let jobs_info = builtin(&registry, "batch", "jobs");
         let pods_info = builtin(&registry, "", "pods");
         Self {
+            events: Recorder::new(store.clone(), registry.clone(), "job-controller"),
             store,
             jobs_gr: jobs_info.group_resource(),
             pods_gr: pods_info.group_resource(),
@@ -603,6 +624,7 @@ impl JobController {
             jobs: HashMap::new(),
             pod_owner: HashMap::new(),
             backoff,
+            registry,
         }
     }
 
@@ -694,6 +716,14 @@ impl JobController {
         if let Some(index) = index {
             with_completion_index(&mut pod, &job.value, index);
         }
+        // The API server's admission, as for any pod created through it.
+        super::service_accounts::admit_pod(
+            &self.store,
+            &self.registry,
+            &self.pods_info,
+            job.namespace(),
+            &mut pod,
+        )?;
         let mut attempt = 0;
         loop {
             let created =
@@ -928,6 +958,7 @@ impl JobController {
         for index in indexes {
             match self.create_pod(job, index) {
                 Ok(pod) => {
+                    state.refused_creates = 0;
                     self.pod_owner
                         .insert((key.0.clone(), pod.name().to_string()), key.clone());
                     state
@@ -935,8 +966,14 @@ impl JobController {
                         .insert(pod.name().to_string(), PodView::of(&pod.value, &state.uid));
                 }
                 Err(error) => {
-                    tracing::warn!(%error, job = %key.1, "cannot create pod");
-                    draft.wake_at(draft.now + retry_delay(1));
+                    tracing::debug!(%error, job = %key.1, "cannot create pod");
+                    self.events.warn(
+                        job,
+                        "FailedCreate",
+                        &format!("Error creating: {}", error.message),
+                    );
+                    state.refused_creates = state.refused_creates.saturating_add(1);
+                    draft.wake_at(draft.now + api_retry_delay(state.refused_creates));
                     break;
                 }
             }

@@ -8,14 +8,23 @@
 //! from values, ConfigMaps, Secrets and the pod's fields) on top of `PATH`, `HOME` and
 //! `HOSTNAME`, in a fresh scratch directory that is removed afterwards. While a ConfigMap or
 //! Secret it needs is missing the container waits (`CreateContainerConfigError`, phase
-//! `Pending`) and the kubelet tries again every [`CONFIG_RETRY`]. A container without `command`
+//! `Pending`) and the kubelet tries again every [`CONFIG_RETRY`].
+//!
+//! The pod's volumes are made first ([`super::volumes`]), and a container with `volumeMounts`
+//! or a `workingDir` runs in a user and mount namespace of its own where they are at their
+//! paths. Until they can be made, the pod waits as a real one does, trying again every
+//! [`CONFIG_RETRY`]: a claim that does not exist leaves it unscheduled (`PodScheduled` False,
+//! reason `Unschedulable`, and the scheduler's `FailedScheduling` Event); a missing ConfigMap or
+//! Secret leaves its container `ContainerCreating` with the kubelet's `FailedMount` Event. A
+//! volume kind the devcluster cannot make, or a machine without user namespaces, fails the
+//! container's start saying so (reason `StartError`). A container without `command`
 //! runs its image's known defaults ([`super::entrypoints`]) or fails saying why. A command that
 //! cannot be executed fails like a container that cannot start (`terminated`, reason
 //! `StartError`, exit code 128, phase `Failed`). Output (stdout and stderr interleaved, the last
 //! [`LOG_LIMIT`] bytes, each line with its time) is kept as the pod's log ([`super::pod_logs`])
 //! until the pod is deleted. `restartPolicy` `OnFailure` and `Always` restart the container
 //! (after 100 ms, doubling, at most 1 s), counting `restartCount`. Other containers, init
-//! containers, probes, volumes, `workingDir` and resources are ignored.
+//! containers, probes and resources are ignored.
 //!
 //! A deleted pod is stopped gracefully ([`super::pod_deletion`]): its main process gets SIGTERM,
 //! and SIGKILL (the whole group) once `deletionGracePeriodSeconds` are over; as soon as it has
@@ -48,11 +57,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::controllers::{PodMode, Queue, Reconciler, builtin, is_deleting};
 use super::pod_logs::{LogOptions, LogStream};
+use super::recorder::Recorder;
 use super::resources::{GroupResource, Registry, ResourceInfo};
 use super::server::PodLogs;
 use super::store::{
     DeleteOptions, EventType, Store, StoredObject, Target, WatchEvent, now_rfc3339,
 };
+use super::volumes::{self, Blocked, PodVolumes, Sandbox, VolumeHost};
 
 pub use super::pod_logs::LOG_LIMIT;
 
@@ -147,12 +158,15 @@ pub(crate) struct Shared {
     logs: Mutex<HashMap<(String, String), (String, Log)>>,
     running: Mutex<RunningSet>,
     reaper: Mutex<Option<Reaper>>,
+    /// Where pods' volumes and claims' storage are kept.
+    volumes: Arc<VolumeHost>,
 }
 
 impl Shared {
-    pub fn new(mode: PodMode) -> Arc<Self> {
+    pub fn new(mode: PodMode, volumes: Arc<VolumeHost>) -> Arc<Self> {
         Arc::new(Self {
             mode,
+            volumes,
             entrypoints: Mutex::default(),
             logs: Mutex::default(),
             running: Mutex::default(),
@@ -413,6 +427,13 @@ pub(crate) struct Kubelet {
     pods_gr: GroupResource,
     shared: Arc<Shared>,
     stop: CancellationToken,
+    events: Arc<PodEvents>,
+}
+
+/// The Events written about pods: the kubelet's and, for pods it cannot place, the scheduler's.
+struct PodEvents {
+    kubelet: Recorder,
+    scheduler: Recorder,
 }
 
 impl Kubelet {
@@ -427,9 +448,15 @@ impl Kubelet {
             store: store.clone(),
             configmaps: builtin(&registry, "", "configmaps"),
             secrets: builtin(&registry, "", "secrets"),
+            claims: builtin(&registry, "", "persistentvolumeclaims"),
+        });
+        let events = Arc::new(PodEvents {
+            kubelet: Recorder::new(store.clone(), registry.clone(), "kubelet"),
+            scheduler: Recorder::new(store.clone(), registry.clone(), "default-scheduler"),
         });
         Self {
             sources,
+            events,
             store,
             pods_gr: pods_info.group_resource(),
             pods_info,
@@ -447,6 +474,7 @@ impl Kubelet {
             info: self.pods_info.clone(),
             sources: self.sources.clone(),
             shared: self.shared.clone(),
+            events: self.events.clone(),
             pod,
             cancel: cancel.clone(),
             terminating,
@@ -572,6 +600,9 @@ enum State {
 impl State {
     fn to_json(&self, container_id: &str) -> Value {
         match self {
+            State::Waiting { reason, message } if message.is_empty() => {
+                json!({"waiting": {"reason": reason}})
+            }
             State::Waiting { reason, message } => {
                 json!({"waiting": {"reason": reason, "message": message}})
             }
@@ -710,6 +741,43 @@ fn write_status(
         State::Running { .. } | State::Terminated { .. } => format!("devcluster://{}", pod.uid()),
         State::Waiting { .. } => String::new(),
     };
+    write_pod_status(store, info, pod, |old| {
+        pod_status(
+            old,
+            old.get("status"),
+            state,
+            last_state,
+            restarts,
+            &container_id,
+        )
+    })
+}
+
+/// The status of a pod the scheduler cannot place: `PodScheduled` False, reason
+/// `Unschedulable`, with the scheduler's message, and nothing else.
+fn unscheduled_status(message: &str) -> Value {
+    json!({
+        "phase": "Pending",
+        "conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": null,
+            "lastTransitionTime": now_rfc3339(),
+        }],
+        "qosClass": "BestEffort",
+    })
+}
+
+/// Replaces a pod's status with `status(stored pod)`; false when the pod is gone (or replaced
+/// by another of the same name).
+fn write_pod_status(
+    store: &Store,
+    info: &ResourceInfo,
+    pod: &StoredObject,
+    status: impl Fn(&Value) -> Value,
+) -> bool {
     let uid = pod.uid().to_string();
     let written = store.modify(
         info,
@@ -721,14 +789,7 @@ fn write_status(
                 return Err(super::error::ApiError::not_found("pods", &uid));
             }
             let mut new = old.clone();
-            new["status"] = pod_status(
-                old,
-                old.get("status"),
-                state,
-                last_state,
-                restarts,
-                &container_id,
-            );
+            new["status"] = status(old);
             Ok(new)
         },
     );
@@ -759,11 +820,12 @@ fn delete_now(store: &Store, info: &ResourceInfo, pod: &StoredObject) {
     }
 }
 
-/// ConfigMaps and Secrets of a pod's namespace, read from the store.
+/// ConfigMaps, Secrets and claims of a pod's namespace, read from the store.
 struct StoreSources {
     store: Store,
     configmaps: Arc<ResourceInfo>,
     secrets: Arc<ResourceInfo>,
+    claims: Arc<ResourceInfo>,
 }
 
 impl StoreSources {
@@ -779,8 +841,8 @@ impl StoreSources {
     }
 }
 
-/// [`StoreSources`] for one namespace.
-struct InNamespace<'a>(&'a StoreSources, &'a str);
+/// [`StoreSources`] for one namespace, with where claims' storage is.
+struct InNamespace<'a>(&'a StoreSources, &'a str, &'a VolumeHost);
 
 impl super::pod_env::Sources for InNamespace<'_> {
     fn config_map(&self, name: &str) -> Option<Map<String, Value>> {
@@ -788,6 +850,67 @@ impl super::pod_env::Sources for InNamespace<'_> {
     }
     fn secret(&self, name: &str) -> Option<Map<String, Value>> {
         self.0.data(&self.0.secrets, self.1, name)
+    }
+}
+
+/// A `data` map as bytes: its values as they are, or decoded from base64 (`decode`).
+fn bytes_of(data: Option<&Value>, decode: bool) -> impl Iterator<Item = (String, Vec<u8>)> + '_ {
+    use base64::Engine as _;
+    data.and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(move |(key, value)| {
+            let text = value.as_str().unwrap_or_default();
+            let bytes = if decode {
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .unwrap_or_else(|_| text.as_bytes().to_vec())
+            } else {
+                text.as_bytes().to_vec()
+            };
+            (key.clone(), bytes)
+        })
+}
+
+impl volumes::Sources for InNamespace<'_> {
+    fn config_map(&self, name: &str) -> Option<std::collections::BTreeMap<String, Vec<u8>>> {
+        let map = self.0.store.get(&self.0.configmaps, self.1, name).ok()?;
+        Some(
+            bytes_of(map.value.get("data"), false)
+                .chain(bytes_of(map.value.get("binaryData"), true))
+                .collect(),
+        )
+    }
+    fn secret(&self, name: &str) -> Option<std::collections::BTreeMap<String, Vec<u8>>> {
+        let secret = self.0.store.get(&self.0.secrets, self.1, name).ok()?;
+        Some(bytes_of(secret.value.get("data"), true).collect())
+    }
+    /// The scheduler's volume binding plugin refuses a pod whose claim is missing or being
+    /// deleted (pkg/scheduler/framework/plugins/volumebinding, `PreFilter`, with the lister's
+    /// `persistentvolumeclaim "x" not found`) and waits for one not bound yet.
+    fn claim(&self, name: &str) -> Result<std::path::PathBuf, String> {
+        let Ok(claim) = self.0.store.get(&self.0.claims, self.1, name) else {
+            return Err(format!("persistentvolumeclaim \"{name}\" not found"));
+        };
+        if is_deleting(&claim.value) {
+            return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
+        }
+        if claim.value.pointer("/status/phase").and_then(Value::as_str) != Some("Bound") {
+            return Err("pod has unbound immediate PersistentVolumeClaims".into());
+        }
+        self.2.claim_dir(claim.uid())
+    }
+}
+
+/// The state of a container that could not start: `terminated`, reason `StartError`, exit code
+/// 128, as a container runtime reports a failed start.
+fn cannot_start(message: String) -> State {
+    State::Terminated {
+        exit_code: 128,
+        reason: "StartError".into(),
+        message: Some(message),
+        started_at: "1970-01-01T00:00:00Z".into(),
+        finished_at: now_rfc3339(),
     }
 }
 
@@ -807,6 +930,7 @@ struct Runner {
     info: Arc<ResourceInfo>,
     sources: Arc<StoreSources>,
     shared: Arc<Shared>,
+    events: Arc<PodEvents>,
     pod: Arc<StoredObject>,
     cancel: CancellationToken,
     /// When to kill the container, once the pod is deleted.
@@ -829,21 +953,32 @@ impl Runner {
             Ok(argv) => argv,
             Err(message) => {
                 // Like an executable that is not there: the container cannot start.
-                let now = now_rfc3339();
-                let state = State::Terminated {
-                    exit_code: 128,
-                    reason: "StartError".into(),
-                    message: Some(message),
-                    started_at: "1970-01-01T00:00:00Z".into(),
-                    finished_at: now,
-                };
-                self.write(&state, None, 0);
+                self.write(&cannot_start(message), None, 0);
+                return;
+            }
+        };
+        let volumes = match self.wait_for_volumes().await {
+            Ok(volumes) => volumes,
+            Err(None) => return,
+            Err(Some(why)) => {
+                self.write(&cannot_start(why), None, 0);
                 return;
             }
         };
         let Some(env) = self.wait_for_env(&container).await else {
             return;
         };
+        let sandboxed = container
+            .get("volumeMounts")
+            .is_some_and(|m| m.as_array().is_some_and(|m| !m.is_empty()))
+            || container
+                .get("workingDir")
+                .and_then(Value::as_str)
+                .is_some_and(|w| !w.is_empty());
+        if sandboxed && let Err(why) = volumes::available().await {
+            self.write(&cannot_start(why), None, 0);
+            return;
+        }
         let argv: Vec<String> = argv.iter().map(|a| expand(a, &env)).collect();
         let policy = self
             .pod
@@ -859,7 +994,14 @@ impl Runner {
         let mut last_state: Option<State> = None;
         loop {
             let outcome = self
-                .run_once(&argv, &env, &log, last_state.as_ref(), restarts)
+                .run_once(
+                    &argv,
+                    &env,
+                    (&container, volumes.as_ref()),
+                    &log,
+                    last_state.as_ref(),
+                    restarts,
+                )
                 .await;
             let terminated = match outcome {
                 Outcome::Stopped => {
@@ -912,6 +1054,61 @@ impl Runner {
 
     fn is_terminating(&self) -> bool {
         self.terminating.borrow().is_some()
+    }
+
+    /// The pod's volumes (`None` when it has none), once they can be made; meanwhile the pod
+    /// waits, unscheduled or with its container `ContainerCreating`, and the scheduler's or the
+    /// kubelet's Event says why. `Err(None)`: the pod was deleted (or the kubelet stopped)
+    /// first; `Err(Some(why))`: it can never run here.
+    async fn wait_for_volumes(&self) -> Result<Option<PodVolumes>, Option<String>> {
+        let has_volumes = self
+            .pod
+            .value
+            .pointer("/spec/volumes")
+            .and_then(Value::as_array)
+            .is_some_and(|v| !v.is_empty());
+        if !has_volumes {
+            return Ok(None);
+        }
+        loop {
+            let sources = InNamespace(&self.sources, self.pod.namespace(), &self.shared.volumes);
+            let written =
+                match volumes::materialise(&self.shared.volumes, &self.pod.value, &sources) {
+                    Ok(made) => return Ok(Some(made)),
+                    Err(Blocked::Unsupported(why)) => return Err(Some(why)),
+                    Err(Blocked::Unschedulable(why)) => {
+                        // pkg/scheduler/framework/types.go, `FitError.Error`: the nodes' count, the
+                        // PreFilter plugin's message, then the preemption plugin's.
+                        let message = format!(
+                            "0/1 nodes are available: {why}. preemption: 0/1 nodes are available: \
+                         1 Preemption is not helpful for scheduling."
+                        );
+                        self.events
+                            .scheduler
+                            .warn(&self.pod, "FailedScheduling", &message);
+                        write_pod_status(&self.store, &self.info, &self.pod, |_| {
+                            unscheduled_status(&message)
+                        })
+                    }
+                    Err(Blocked::FailedMount(message)) => {
+                        self.events.kubelet.warn(&self.pod, "FailedMount", &message);
+                        let waiting = State::Waiting {
+                            reason: "ContainerCreating".into(),
+                            message: String::new(),
+                        };
+                        self.write(&waiting, None, 0)
+                    }
+                };
+            if !written {
+                return Err(None);
+            }
+            let mut terminating = self.terminating.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(CONFIG_RETRY) => {}
+                _ = self.cancel.cancelled() => return Err(None),
+                _ = terminating.wait_for(Option::is_some) => return Err(None),
+            }
+        }
     }
 
     /// The container's environment, once every ConfigMap and Secret it needs exists; meanwhile
@@ -993,7 +1190,7 @@ impl Runner {
         super::pod_env::resolve(
             &pod,
             container,
-            &InNamespace(&self.sources, self.pod.namespace()),
+            &InNamespace(&self.sources, self.pod.namespace(), &self.shared.volumes),
             |path| field_ref(&pod, path),
             &mut env,
         )?;
@@ -1042,20 +1239,13 @@ impl Runner {
         &self,
         argv: &[String],
         env: &HashMap<String, String>,
+        (container, volumes): (&Value, Option<&PodVolumes>),
         log: &Log,
         last_state: Option<&State>,
         restarts: u32,
     ) -> Outcome {
         let started_at = now_rfc3339();
-        let not_started = |message: String| {
-            Outcome::NotStarted(State::Terminated {
-                exit_code: 128,
-                reason: "StartError".into(),
-                message: Some(message),
-                started_at: "1970-01-01T00:00:00Z".into(),
-                finished_at: now_rfc3339(),
-            })
-        };
+        let not_started = |message: String| Outcome::NotStarted(cannot_start(message));
         let scratch = match tempfile::Builder::new()
             .prefix("devcluster-pod-")
             .tempdir()
@@ -1064,15 +1254,47 @@ impl Runner {
             Ok(dir) => dir,
             Err(error) => return not_started(error.to_string()),
         };
-        // An absolute program path lets the standard library use posix_spawn: with a bare name
-        // and a PATH of the container's own, it falls back to fork, whose cost grows with this
-        // process's memory (a 1 GB test process spent 30% of a 2,000-step run copying page
-        // tables). Not found: spawn the bare name and report what exec says.
-        let program = resolve_program(&argv[0], env.get("PATH").map(String::as_str))
-            .unwrap_or_else(|| std::path::PathBuf::from(&argv[0]));
-        let mut command = tokio::process::Command::new(program);
+        let sandbox = match Sandbox::of(volumes, container, scratch.path()) {
+            Ok(sandbox) => sandbox,
+            Err(why) => return not_started(why),
+        };
+        let path = env.get("PATH").map(String::as_str);
+        let mut command = match &sandbox {
+            None => {
+                // An absolute program path lets the standard library use posix_spawn: with a
+                // bare name and a PATH of the container's own, it falls back to fork, whose
+                // cost grows with this process's memory (a 1 GB test process spent 30% of a
+                // 2,000-step run copying page tables). Not found: spawn the bare name and
+                // report what exec says.
+                let program = resolve_program(&argv[0], path, |p| p.into())
+                    .unwrap_or_else(|| std::path::PathBuf::from(&argv[0]));
+                let mut command = tokio::process::Command::new(program);
+                command.args(&argv[1..]);
+                command
+            }
+            Some(sandbox) => {
+                // The program is looked for where the container sees it (a volume's file at
+                // its mount path): exec in the namespace would say "not found" only later, as
+                // the container's own failure.
+                let program = &argv[0];
+                let found = if program.starts_with('/') {
+                    is_executable(&sandbox.host_path(program))
+                } else {
+                    resolve_program(program, path, |p| sandbox.host_path(p)).is_some()
+                };
+                if !found {
+                    return not_started(format!(
+                        "failed to start container process: exec: {:?}: executable file not found in $PATH",
+                        argv[0]
+                    ));
+                }
+                let (program, args) = sandbox.command(argv, scratch.path());
+                let mut command = tokio::process::Command::new(program);
+                command.args(args);
+                command
+            }
+        };
         command
-            .args(&argv[1..])
             .current_dir(scratch.path())
             .env_clear()
             .envs(env)
@@ -1156,6 +1378,11 @@ impl Runner {
             tokio::time::timeout(Duration::from_secs(1), futures::future::join_all(readers)).await;
         log.close();
         drop(scratch);
+        if let Some(why) = sandbox.as_ref().and_then(Sandbox::start_error) {
+            return not_started(format!(
+                "failed to start container process: setting up the pod's mounts: {why}"
+            ));
+        }
         let finished_at = now_rfc3339();
         Outcome::Exited(match exit {
             Ok(status) => {
@@ -1260,20 +1487,27 @@ fn field_ref(pod: &Value, path: &str) -> String {
 }
 
 /// The executable `name` stands for on `path` (the container's `PATH`, else the usual
-/// default), as exec would find it; a name with a `/` is taken as it is.
-fn resolve_program(name: &str, path: Option<&str>) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
+/// default), as exec would find it, with `locate` giving where a container path is on the
+/// host; a name with a `/` is taken as it is.
+fn resolve_program(
+    name: &str,
+    path: Option<&str>,
+    locate: impl Fn(&str) -> std::path::PathBuf,
+) -> Option<std::path::PathBuf> {
     if name.contains('/') {
         return Some(name.into());
     }
     let path = path.unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     path.split(':')
         .filter(|dir| !dir.is_empty())
-        .map(|dir| std::path::Path::new(dir).join(name))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        .map(|dir| format!("{}/{name}", dir.trim_end_matches('/')))
+        .find(|candidate| is_executable(&locate(candidate)))
+        .map(std::path::PathBuf::from)
+}
+
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]
@@ -1281,15 +1515,29 @@ mod tests {
 
     #[test]
     fn programs_resolve_on_the_path_as_exec_finds_them() {
-        let sh = resolve_program("sh", None).expect("sh is on the default PATH");
+        let host = |p: &str| std::path::PathBuf::from(p);
+        let sh = resolve_program("sh", None, host).expect("sh is on the default PATH");
         assert!(sh.is_absolute() && sh.ends_with("sh"), "{sh:?}");
-        assert_eq!(resolve_program("./x", None), Some("./x".into()));
+        assert_eq!(resolve_program("./x", None, host), Some("./x".into()));
         assert_eq!(
-            resolve_program("/bin/true", Some("")),
+            resolve_program("/bin/true", Some(""), host),
             Some("/bin/true".into())
         );
-        assert_eq!(resolve_program("sh", Some("/nonexistent")), None);
-        assert_eq!(resolve_program("no-such-program-here", None), None);
+        assert_eq!(resolve_program("sh", Some("/nonexistent"), host), None);
+        assert_eq!(resolve_program("no-such-program-here", None, host), None);
+        // In a sandbox, where the container sees it: `/scripts/true` is the host's /bin/true.
+        let sandboxed = |p: &str| match p.strip_prefix("/scripts/") {
+            Some(rest) => std::path::Path::new("/bin").join(rest),
+            None => p.into(),
+        };
+        assert_eq!(
+            resolve_program("true", Some("/scripts"), sandboxed),
+            Some("/scripts/true".into())
+        );
+        assert_eq!(
+            resolve_program("no-such", Some("/scripts"), sandboxed),
+            None
+        );
     }
 
     use super::*;

@@ -21,6 +21,8 @@ pub mod admission;
 #[cfg(feature = "server")]
 pub mod builtin_schemas;
 #[cfg(feature = "server")]
+mod claims;
+#[cfg(feature = "server")]
 mod cluster;
 #[cfg(feature = "server")]
 pub mod controllers;
@@ -61,6 +63,8 @@ pub mod pod_logs;
 #[cfg(feature = "server")]
 pub mod protobuf;
 #[cfg(feature = "server")]
+pub(crate) mod recorder;
+#[cfg(feature = "server")]
 pub mod representation;
 #[cfg(feature = "server")]
 pub mod resources;
@@ -73,11 +77,15 @@ pub mod selector;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "server")]
+pub mod service_accounts;
+#[cfg(feature = "server")]
 pub mod store;
 #[cfg(feature = "server")]
 pub mod table;
 #[cfg(feature = "server")]
 pub mod typed_decode;
+#[cfg(feature = "server")]
+pub(crate) mod volumes;
 #[cfg(feature = "server")]
 pub mod watch;
 #[cfg(feature = "server")]

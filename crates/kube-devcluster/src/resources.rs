@@ -197,6 +197,15 @@ const BUILTINS: &[Builtin] = &[
     (
         "",
         "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+        true,
+        &["pvc"],
+    ),
+    (
+        "",
+        "v1",
         "serviceaccounts",
         "ServiceAccount",
         true,

@@ -566,6 +566,13 @@ impl Request<'_> {
         }
         let dry_run = self.dry_run("CreateOptions", &[])?;
         self.prepare(&mut obj, None, size_hint, typed_decode::Write::Body)?;
+        super::service_accounts::admit_pod(
+            &self.state.store,
+            &self.state.registry,
+            self.info,
+            self.namespace(),
+            &mut obj,
+        )?;
         if !applied {
             let manager = self.manager();
             let api_version = self.info.api_version();

@@ -646,3 +646,423 @@ spec:
     assert!(gap >= chrono::Duration::seconds(9), "replaced after {gap}");
     assert!(gap <= chrono::Duration::seconds(13), "replaced after {gap}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// 8. Volumes
+
+/// The events of an object, as `kubectl get events --field-selector involvedObject.name=NAME`;
+/// (reason, message, source component) of each.
+async fn events_of(kubectl: &Kubectl, name: &str) -> Vec<(String, String, String)> {
+    let out = kubectl
+        .ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={name}"),
+            "-o",
+            "json",
+        ])
+        .await;
+    let list: Value = serde_json::from_str(&out).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let text = |p: &str| {
+                e.pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            (text("/reason"), text("/message"), text("/source/component"))
+        })
+        .collect()
+}
+
+const VOLUMES: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {color: blue, size: "3", "run.sh": "echo script ran"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {user: admin}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: writer}
+spec:
+  restartPolicy: Never
+  volumes:
+  - {name: settings, configMap: {name: settings}}
+  - name: picked
+    configMap:
+      name: settings
+      defaultMode: 0755
+      items: [{key: "run.sh", path: bin/run.sh}, {key: size, path: size, mode: 0400}]
+  - {name: creds, secret: {secretName: creds}}
+  - name: both
+    projected:
+      sources:
+      - configMap: {name: settings, items: [{key: color, path: paint}]}
+      - secret: {name: creds}
+  - {name: scratch, emptyDir: {}}
+  - {name: data, persistentVolumeClaim: {claimName: data}}
+  containers:
+  - name: main
+    image: busybox
+    workingDir: /devcluster-test/work/here
+    command:
+    - sh
+    - -c
+    - |
+      echo color=$(cat /etc/devcluster-test/settings/color) user=$(cat /var/run/devcluster-test/creds/user)
+      echo paint=$(cat /projected/paint) projected-user=$(cat /projected/user)
+      ls -l /picked/size | cut -c1-10; run.sh
+      echo pwd=$(pwd)
+      echo kept > /data/note
+      echo scratch > /scratch/file && echo scratch=$(cat /scratch/file)
+      { echo x > /etc/devcluster-test/settings/new; } 2>/dev/null || echo settings-read-only
+      { echo x > /usr/devcluster-test-file; } 2>/dev/null || echo host-read-only
+    env: [{name: PATH, value: "/picked/bin:/usr/local/bin:/usr/bin:/bin"}]
+    volumeMounts:
+    - {name: settings, mountPath: /etc/devcluster-test/settings, readOnly: true}
+    - {name: picked, mountPath: /picked}
+    - {name: creds, mountPath: /var/run/devcluster-test/creds, readOnly: true}
+    - {name: both, mountPath: /projected}
+    - {name: scratch, mountPath: /scratch}
+    - {name: data, mountPath: /data}
+    - {name: scratch, mountPath: /devcluster-test/work, subPath: sub}
+"#;
+
+/// The container sees every kind of volume at its mount path (a ConfigMap whole and by items
+/// with their modes, a Secret, a projection of both, an emptyDir, a claim, a subPath), runs in
+/// its `workingDir`, cannot write where it is read-only, and nothing on the host changes. A
+/// claim's files outlive the pod that wrote them, for the next pod.
+#[tokio::test]
+async fn a_pods_volumes_are_at_their_mount_paths() {
+    let Some((cluster, kubectl)) = setup("volumes_at_mount_paths").await else {
+        return;
+    };
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("volumes.yaml", VOLUMES)])
+        .await;
+    let pod = wait_phase(&kubectl, "writer", &["Succeeded", "Failed"]).await;
+    let logs = kubectl.ok(&["logs", "writer"]).await;
+    assert_eq!(pod["status"]["phase"], "Succeeded", "{pod}\n{logs}");
+    assert_eq!(
+        logs,
+        "color=blue user=admin\npaint=blue projected-user=admin\n-r--------\nscript ran\n\
+         pwd=/devcluster-test/work/here\nscratch=scratch\nsettings-read-only\nhost-read-only\n"
+    );
+    for path in [
+        "/etc/devcluster-test",
+        "/var/run/devcluster-test",
+        "/devcluster-test",
+        "/projected",
+        "/usr/devcluster-test-file",
+    ] {
+        assert!(
+            !std::path::Path::new(path).exists(),
+            "{path} was made on the host"
+        );
+    }
+    let claim = get(&kubectl, "pvc", "data").await.unwrap();
+    assert_eq!(claim["status"]["phase"], "Bound", "{claim}");
+    assert_eq!(claim["status"]["capacity"]["storage"], "1Gi", "{claim}");
+
+    // The next pod on the claim reads what the first wrote (through the Python client).
+    let seen = support::python(
+        &cluster,
+        r#"
+import json, sys, time
+from kubernetes import client, config
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+pod = client.V1Pod(
+    metadata=client.V1ObjectMeta(name="reader"),
+    spec=client.V1PodSpec(restart_policy="Never", containers=[client.V1Container(
+        name="main", image="busybox", command=["cat", "/mnt/claim/note"],
+        volume_mounts=[client.V1VolumeMount(name="d", mount_path="/mnt/claim")])],
+        volumes=[client.V1Volume(name="d",
+            persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(claim_name="data"))]))
+v1.create_namespaced_pod("default", pod)
+for _ in range(600):
+    phase = v1.read_namespaced_pod("reader", "default").status.phase
+    if phase in ("Succeeded", "Failed"):
+        break
+    time.sleep(0.05)
+print(json.dumps({"phase": phase, "log": v1.read_namespaced_pod_log("reader", "default")}))
+"#,
+    )
+    .await;
+    assert_eq!(seen, json!({"phase": "Succeeded", "log": "kept\n"}));
+}
+
+/// A ConfigMap volume that does not exist holds the pod `ContainerCreating` with the kubelet's
+/// `FailedMount` Event, until the ConfigMap is made; a claim that does not exist leaves the pod
+/// unscheduled with the scheduler's reason, until the claim is made.
+#[tokio::test]
+async fn missing_volume_sources_hold_the_pod_as_a_real_cluster_does() {
+    let Some((cluster, kubectl)) = setup("missing_volume_sources").await else {
+        return;
+    };
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: mounts}
+spec:
+  restartPolicy: Never
+  volumes: [{name: cfg, configMap: {name: later}}]
+  containers:
+  - name: main
+    image: busybox
+    command: ["cat", "/cfg/key"]
+    volumeMounts: [{name: cfg, mountPath: /cfg}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: claims}
+spec:
+  restartPolicy: Never
+  volumes: [{name: d, persistentVolumeClaim: {claimName: later}}]
+  containers:
+  - {name: main, image: busybox, command: ["ls", "/d"], volumeMounts: [{name: d, mountPath: /d}]}
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("pods.yaml", pod)])
+        .await;
+    let (reason, message) = eventually("ContainerCreating", Duration::from_secs(20), || async {
+        waiting(&get(&kubectl, "pod", "mounts").await?)
+    })
+    .await;
+    assert_eq!(
+        (reason.as_str(), message.as_str()),
+        ("ContainerCreating", "")
+    );
+    let table = kubectl.ok(&["get", "pod", "mounts"]).await;
+    assert!(table.contains("ContainerCreating"), "{table}");
+    let events = eventually("FailedMount", Duration::from_secs(20), || async {
+        let events = events_of(&kubectl, "mounts").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert_eq!(
+        events[0],
+        (
+            "FailedMount".into(),
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"later\" not found".into(),
+            "kubelet".into()
+        )
+    );
+
+    let unscheduled = eventually("Unschedulable", Duration::from_secs(20), || async {
+        let pod = get(&kubectl, "pod", "claims").await?;
+        let condition = pod["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")?
+            .clone();
+        Some((pod, condition))
+    })
+    .await;
+    let (pod, condition) = unscheduled;
+    assert_eq!(pod["status"]["phase"], "Pending", "{pod}");
+    assert!(pod["status"].get("containerStatuses").is_none(), "{pod}");
+    assert_eq!(condition["reason"], "Unschedulable");
+    let want = "0/1 nodes are available: persistentvolumeclaim \"later\" not found. preemption: \
+                0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+    assert_eq!(condition["message"], want);
+    let events = events_of(&kubectl, "claims").await;
+    assert_eq!(
+        events[0],
+        (
+            "FailedScheduling".into(),
+            want.into(),
+            "default-scheduler".into()
+        )
+    );
+    // The Python client reads the same status.
+    let seen = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+mounts = v1.read_namespaced_pod("mounts", "default").status
+claims = v1.read_namespaced_pod("claims", "default").status
+print(json.dumps({"mounts": [mounts.phase, mounts.container_statuses[0].state.waiting.reason],
+                  "claims": [claims.phase, claims.conditions[0].reason]}))
+"#,
+    )
+    .await;
+    assert_eq!(
+        seen,
+        json!({"mounts": ["Pending", "ContainerCreating"], "claims": ["Pending", "Unschedulable"]})
+    );
+
+    let sources = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: later}
+data: {key: found}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: later}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Mi}}}
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("sources.yaml", sources)])
+        .await;
+    wait_phase(&kubectl, "mounts", &["Succeeded"]).await;
+    wait_phase(&kubectl, "claims", &["Succeeded"]).await;
+    assert_eq!(kubectl.ok(&["logs", "mounts"]).await, "found");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. Service accounts
+
+/// Every namespace has a `default` service account, which pods without one run under; a pod
+/// naming one that does not exist is refused (403), and a Job's pod under it is never created:
+/// the Job shows the Job controller's `FailedCreate` until the service account exists.
+#[tokio::test]
+async fn pods_run_only_under_service_accounts_that_exist() {
+    let Some((cluster, kubectl)) = setup("service_accounts").await else {
+        return;
+    };
+    kubectl.ok(&["create", "namespace", "team"]).await;
+    let accounts = eventually(
+        "the default service account",
+        Duration::from_secs(10),
+        || {
+            let kubectl = &kubectl;
+            async move {
+                let out = kubectl.run(&["get", "sa", "default", "-n", "team"]).await;
+                out.success.then_some(out.stdout)
+            }
+        },
+    )
+    .await;
+    assert!(accounts.contains("default"), "{accounts}");
+    let plain = "apiVersion: v1\nkind: Pod\nmetadata: {name: plain}\nspec:\n  restartPolicy: Never\n  containers: [{name: main, image: busybox, command: [\"true\"]}]\n";
+    kubectl
+        .ok(&[
+            "create",
+            "-n",
+            "team",
+            "-f",
+            &kubectl.manifest("plain.yaml", plain),
+        ])
+        .await;
+    let created = get(&kubectl, "pod", "plain").await;
+    assert!(created.is_none(), "in default, not team");
+    let out = kubectl
+        .ok(&[
+            "get",
+            "pod",
+            "plain",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.spec.serviceAccountName}",
+        ])
+        .await;
+    assert_eq!(out, "default");
+
+    let under_runner = "apiVersion: v1\nkind: Pod\nmetadata: {name: runs}\nspec:\n  serviceAccountName: runner\n  restartPolicy: Never\n  containers: [{name: main, image: busybox, command: [\"true\"]}]\n";
+    let refused = kubectl
+        .run(&["create", "-f", &kubectl.manifest("runs.yaml", under_runner)])
+        .await;
+    assert!(!refused.success);
+    assert_eq!(
+        refused.stderr.trim(),
+        "Error from server (Forbidden): error when creating \"".to_string()
+            + &kubectl.manifest("runs.yaml", under_runner)
+            + "\": pods \"runs\" is forbidden: error looking up service account default/runner: \
+               serviceaccount \"runner\" not found"
+    );
+    let seen = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+pod = client.V1Pod(metadata=client.V1ObjectMeta(generate_name="gen-"),
+    spec=client.V1PodSpec(service_account_name="runner", restart_policy="Never",
+        containers=[client.V1Container(name="main", image="busybox", command=["true"])]))
+try:
+    v1.create_namespaced_pod("default", pod)
+    print(json.dumps({"created": True}))
+except ApiException as e:
+    body = json.loads(e.body)
+    print(json.dumps({"status": e.status, "reason": body["reason"], "message": body["message"]}))
+"#,
+    )
+    .await;
+    assert_eq!(
+        seen,
+        json!({"status": 403, "reason": "Forbidden",
+               "message": "pods \"gen-\" is forbidden: error looking up service account default/runner: serviceaccount \"runner\" not found"})
+    );
+
+    let job = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: under-runner}
+spec:
+  template:
+    spec:
+      serviceAccountName: runner
+      restartPolicy: Never
+      containers: [{name: main, image: busybox, command: ["true"]}]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", job)])
+        .await;
+    let events = eventually("FailedCreate", Duration::from_secs(20), || async {
+        let events = events_of(&kubectl, "under-runner").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert_eq!(
+        events[0],
+        (
+            "FailedCreate".into(),
+            "Error creating: pods \"under-runner-\" is forbidden: error looking up service \
+             account default/runner: serviceaccount \"runner\" not found"
+                .into(),
+            "job-controller".into()
+        )
+    );
+    assert!(job_pods(&kubectl, "under-runner").await.is_empty());
+    let described = kubectl.ok(&["describe", "job", "under-runner"]).await;
+    assert!(
+        described.contains("FailedCreate")
+            && described.contains("serviceaccount \"runner\" not found"),
+        "{described}"
+    );
+    kubectl.ok(&["create", "serviceaccount", "runner"]).await;
+    wait_job_condition(
+        &kubectl,
+        "under-runner",
+        "Complete",
+        Duration::from_secs(30),
+    )
+    .await;
+    let pods = job_pods(&kubectl, "under-runner").await;
+    assert_eq!(pods[0]["spec"]["serviceAccountName"], "runner");
+}
