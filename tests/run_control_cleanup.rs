@@ -491,7 +491,7 @@ async fn a_negative_ttl_or_an_unknown_pod_cleanup_is_refused_with_422(
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "{name}: kubectl accepted it");
         assert!(
-            stderr.contains(&format!("WorkFlow.workflow.crd.com \"{name}\" is invalid"))
+            stderr.contains(&format!("The WorkFlow \"{name}\" is invalid: {field}"))
                 && stderr.contains(field),
             "{name}: {stderr}"
         );
