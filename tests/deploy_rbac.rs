@@ -176,7 +176,10 @@ async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes()
     cleaned.spec.pod_cleanup = Some(PodCleanup::OnWorkflowCompletion);
     cleaned.spec.ttl_seconds_after_finished = Some(1);
     api.create(&PostParams::default(), &cleaned).await.unwrap();
-    wait_for(&api, "rbac-cleanup", "deletion by its TTL", |wf| wf.is_none()).await;
+    wait_for(&api, "rbac-cleanup", "deletion by its TTL", |wf| {
+        wf.is_none()
+    })
+    .await;
     api.patch(
         "rbac",
         &PatchParams::default(),

@@ -40,7 +40,9 @@ async fn submit(ns: &Namespace, builder: WorkFlowBuilder, edit: impl FnOnce(&mut
     edit(&mut workflow);
     let workflow = &workflow;
     retrying("creating a workflow", || async move {
-        ns.workflows().create(&PostParams::default(), workflow).await
+        ns.workflows()
+            .create(&PostParams::default(), workflow)
+            .await
     })
     .await;
 }
@@ -70,7 +72,9 @@ async fn pods_of(ns: &Namespace, name: &str) -> Vec<Pod> {
     let selector = selector(name);
     let selector = &selector;
     retrying("listing pods", || async move {
-        ns.pods().list(&ListParams::default().labels(selector)).await
+        ns.pods()
+            .list(&ListParams::default().labels(selector))
+            .await
     })
     .await
     .items
@@ -129,10 +133,8 @@ async fn the_ttl_deletes_a_finished_workflow_with_its_jobs_and_pods_either_way(
         wait_gone_with_everything(ns, name).await;
         let notes = ttl_events(ns, name).await;
         assert!(
-            notes
-                .iter()
-                .any(|n| n.starts_with("deleting: finished ")
-                    && n.ends_with("s ago (ttlSecondsAfterFinished: 1)")),
+            notes.iter().any(|n| n.starts_with("deleting: finished ")
+                && n.ends_with("s ago (ttlSecondsAfterFinished: 1)")),
             "{name}: {notes:?}"
         );
     }
@@ -195,9 +197,11 @@ async fn a_workflow_whose_ttl_passes_while_the_operator_is_down_is_deleted_when_
         .expect("a finish time");
     let expired_at = finished_at + SignedDuration::from_secs(TTL + 1);
     // The clock passes the deadline while no operator runs.
-    eventually("the TTL to pass", Duration::from_secs(TTL as u64 + 10), || async {
-        (Timestamp::now() > expired_at).then_some(())
-    })
+    eventually(
+        "the TTL to pass",
+        Duration::from_secs(TTL as u64 + 10),
+        || async { (Timestamp::now() > expired_at).then_some(()) },
+    )
     .await;
     let kept = ns.get("outlived").await;
     assert!(
@@ -225,7 +229,10 @@ async fn pods_by_step(ns: &Namespace, name: &str) -> BTreeMap<String, (bool, usi
                 .filter(|p| p.labels().get("controller-uid") == Some(&uid))
                 .count();
             let marked = job.annotations().contains_key(ANNOTATION_PODS_DELETED);
-            (step_of(job).unwrap_or_default().to_string(), (marked, count))
+            (
+                step_of(job).unwrap_or_default().to_string(),
+                (marked, count),
+            )
         })
         .collect()
 }
@@ -356,7 +363,11 @@ async fn each_pod_cleanup_mode_deletes_exactly_its_pods_and_keeps_jobs_and_statu
         let seen = pods_by_step(ns, name).await;
         for (step, (marked, pods)) in &seen {
             let due = gone.contains(&step.as_str());
-            assert_eq!((*marked, *pods == 0), (due, due), "{name}: {step}: {seen:?}");
+            assert_eq!(
+                (*marked, *pods == 0),
+                (due, due),
+                "{name}: {step}: {seen:?}"
+            );
         }
     }
 }
@@ -385,7 +396,12 @@ async fn logs_say_when_a_steps_pods_were_cleaned_up(#[future(awt)] operator: Ope
     eventually("the cleaned step's pods gone", DEADLINE, || async {
         let pods = pods_of(ns, "logged").await;
         pods.iter()
-            .all(|p| p.annotations().get("workflow.crd.com/step").map(String::as_str) != Some("cleaned"))
+            .all(|p| {
+                p.annotations()
+                    .get("workflow.crd.com/step")
+                    .map(String::as_str)
+                    != Some("cleaned")
+            })
             .then_some(())
     })
     .await;

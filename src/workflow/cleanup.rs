@@ -41,9 +41,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::crd::{
-    CONDITION_FINISHED, PodCleanup as Policy, StepPhase, WorkFlow, WorkFlowStatus,
-};
+use super::crd::{CONDITION_FINISHED, PodCleanup as Policy, StepPhase, WorkFlow, WorkFlowStatus};
 use super::handlers::{FIELD_MANAGER, Shared};
 use super::job_summary::{JobEnd, JobSummary};
 use super::jobs::ANNOTATION_PODS_DELETED;
@@ -90,7 +88,10 @@ impl Expiry {
         } else {
             "ttlSecondsAfterFinished"
         };
-        format!("deleting: finished {ago}s ago ({source}: {})", self.ttl_seconds)
+        format!(
+            "deleting: finished {ago}s ago ({source}: {})",
+            self.ttl_seconds
+        )
     }
 }
 
@@ -303,7 +304,10 @@ async fn delete_pods_of(pods: &Api<Pod>, jobs: &Api<Job>, job: &JobSummary) -> H
     let uid = job.uid().unwrap_or_default();
     let selector = format!("{CONTROLLER_UID_LABEL}={uid}");
     let deleted = pods
-        .delete_collection(&DeleteParams::default(), &ListParams::default().labels(&selector))
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&selector),
+        )
         .await
         .map_err(|e| HandlerError::temporary(format!("deleting the pods of job {name}: {e}")))?;
     let count = deleted.left().map_or(0, |list| list.items.len());

@@ -600,10 +600,10 @@ mod tests {
     fn reads_whether_pod_cleanup_deleted_the_pods() {
         let mut job = job_with(vec![condition("Complete", "True", None)]);
         assert!(!read(&job).pods_deleted);
-        job.metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(ANNOTATION_PODS_DELETED.into(), "2026-01-01T00:00:09Z".into());
+        job.metadata.annotations.get_or_insert_default().insert(
+            ANNOTATION_PODS_DELETED.into(),
+            "2026-01-01T00:00:09Z".into(),
+        );
         let summary = read(&job);
         assert!(summary.pods_deleted);
         assert_eq!(summary, JobSummary::from(job));

@@ -806,14 +806,16 @@ async fn deleting_a_finished_jobs_pods_makes_no_new_pod_and_keeps_its_status(
     // a pod it created would show in a watch from now on.
     use futures::TryStreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
-    let mut watched = Box::pin(
-        watcher(pods, watcher::Config::default().labels(&selector)).applied_objects(),
-    );
+    let mut watched =
+        Box::pin(watcher(pods, watcher::Config::default().labels(&selector)).applied_objects());
     let appeared = tokio::time::timeout(Duration::from_secs(2), watched.try_next()).await;
     assert!(appeared.is_err(), "a pod appeared: {appeared:?}");
     let now = jobs.get(name).await.unwrap();
     assert_eq!(now.status, finished.status);
-    assert_eq!(now.metadata.resource_version, finished.metadata.resource_version);
+    assert_eq!(
+        now.metadata.resource_version,
+        finished.metadata.resource_version
+    );
 }
 
 fn config_map(name: &str, owners: &[(&ConfigMap, bool)], finalizers: &[&str]) -> ConfigMap {
