@@ -516,3 +516,30 @@ async fn a_negative_ttl_or_an_unknown_pod_cleanup_is_refused_with_422(
     let listed = ns.workflows().list(&ListParams::default()).await.unwrap();
     assert!(listed.items.is_empty(), "{:?}", listed.items);
 }
+
+/// `run` and `dev` (which runs the operator in-process) take the default TTL; a negative one is
+/// refused before anything starts.
+#[test]
+fn run_and_dev_take_a_default_ttl_and_refuse_a_negative_one() {
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+            .args(args)
+            .output()
+            .expect("workflow-operator runs")
+    };
+    for command in ["run", "dev"] {
+        let help = cli(&[command, "--help"]);
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(
+            text.contains("--default-ttl-seconds-after-finished <SECONDS>"),
+            "{command}: {text}"
+        );
+        let refused = cli(&[command, "--default-ttl-seconds-after-finished=-1"]);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains("invalid value '-1' for '--default-ttl-seconds-after-finished"),
+            "{command}: {stderr}"
+        );
+    }
+}
