@@ -372,6 +372,48 @@ async fn each_pod_cleanup_mode_deletes_exactly_its_pods_and_keeps_jobs_and_statu
     }
 }
 
+/// `OnCompletion` keeps a failed step's pods while the workflow runs on (`failFast: false`):
+/// the operator reads the failure's cause from them at each full pass until the workflow ends,
+/// so the message names the exit code, and only then do the pods go.
+#[rstest]
+#[tokio::test]
+async fn on_completion_keeps_a_failed_steps_pods_until_the_workflow_ends(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    submit(
+        ns,
+        WorkFlow::test("runs-on")
+            .step("bad", &[])
+            .command(&["sh", "-c", "exit 3"])
+            .step("slow", &[])
+            .command(&["sleep", "2"])
+            .fail_fast(false),
+        |wf| wf.spec.pod_cleanup = Some(PodCleanup::OnCompletion),
+    )
+    .await;
+    let ended = ns.wait_terminal("runs-on").await;
+    let message = support::message(&ended);
+    assert_eq!(
+        message,
+        "step bad failed: exit code 3",
+        "{}",
+        describe_status(&ended)
+    );
+    ns.wait_jobs("runs-on", "both jobs marked as cleaned up", |jobs| {
+        jobs.len() == 2
+            && jobs
+                .iter()
+                .all(|j| j.annotations().contains_key(ANNOTATION_PODS_DELETED))
+    })
+    .await;
+    eventually("the pods gone", DEADLINE, || async {
+        pods_of(ns, "runs-on").await.is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(support::message(&ns.get("runs-on").await), message);
+}
+
 #[rstest]
 #[tokio::test]
 async fn logs_say_when_a_steps_pods_were_cleaned_up(#[future(awt)] operator: Operator) {

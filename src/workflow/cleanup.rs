@@ -18,14 +18,20 @@
 //! **Pods.** After each reconcile pass of a workflow with `spec.podCleanup`, [`PodCleanup`]
 //! deletes the pods of the Jobs [`pods_to_delete`] picks, as Argo's pod GC does
 //! (`workflow/controller/pod_cleanup.go`, `determinePodCleanupAction`): `OnSuccess` a succeeded
-//! Job's, `OnCompletion` a finished Job's once its failure is in the stored status (the failure
-//! message is read from the pods, see `failure_cause`), `OnWorkflowSuccess` and
-//! `OnWorkflowCompletion` every finished Job's once the workflow is `Completed` (or finished
-//! either way). Only Jobs that ended (`Complete` or `Failed` condition) are touched: Kubernetes'
-//! Job controller leaves a finished Job alone (`pkg/controller/job/job_controller.go`, `syncJob`:
-//! "if job was finished previously, we don't want to redo the termination"), so deleting its
-//! pods neither creates new ones nor changes its status, whereas a running Job would replace
-//! them and count a failure. A Job whose pods were deleted is annotated
+//! Job's, `OnCompletion` a succeeded Job's and a failed one's once the workflow has finished,
+//! `OnWorkflowSuccess` and `OnWorkflowCompletion` every finished Job's once the workflow is
+//! `Completed` (or finished either way). A failed step's pods outlive its Job because they are
+//! the cause of the failure: every full planning pass of a running workflow reads it from them
+//! again (`failure_cause::explain`, called by the handlers), so pods deleted earlier would turn
+//! `step bad failed: exit code 3` back into the Job's `BackoffLimitExceeded` at the next pass
+//! (seen in `tests/run_control_cleanup.rs`). Once the workflow is terminal, its message is final
+//! and nothing reads them.
+//!
+//! Only Jobs that ended (`Complete` or `Failed` condition) are touched: Kubernetes' Job
+//! controller leaves a finished Job alone (`pkg/controller/job/job_controller.go`, `syncJob`: "if
+//! job was finished previously, we don't want to redo the termination"), so deleting its pods
+//! neither creates new ones nor changes its status, whereas a running Job would replace them and
+//! count a failure. A Job whose pods were deleted is annotated
 //! ([`ANNOTATION_PODS_DELETED`]), so a restart neither repeats nor misses it; pods go first, so
 //! a crash in between only deletes nothing again. Workflows without `podCleanup` cost one field
 //! check a pass.
@@ -41,7 +47,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::crd::{CONDITION_FINISHED, PodCleanup as Policy, StepPhase, WorkFlow, WorkFlowStatus};
+use super::crd::{CONDITION_FINISHED, PodCleanup as Policy, WorkFlow, WorkFlowStatus};
 use super::handlers::{FIELD_MANAGER, Shared};
 use super::job_summary::{JobEnd, JobSummary};
 use super::jobs::ANNOTATION_PODS_DELETED;
@@ -201,28 +207,10 @@ fn pods_due(
         .and_then(|s| s.workflow_status);
     match policy {
         Policy::OnSuccess => matches!(end, JobEnd::Complete),
-        Policy::OnCompletion => match end {
-            JobEnd::Complete => true,
-            JobEnd::Failed(_) => workflow_phase.is_some() || failure_recorded(status, job),
-        },
+        Policy::OnCompletion => matches!(end, JobEnd::Complete) || workflow_phase.is_some(),
         Policy::OnWorkflowSuccess => workflow_phase == Some(Phase::Completed),
         Policy::OnWorkflowCompletion => workflow_phase.is_some(),
     }
-}
-
-/// Whether the stored status already says why `job` failed: a failed or timed-out step entry
-/// naming it, or the Job is of an earlier retry (the run it failed was recorded before the
-/// retry started). Until then the full planner may still need its pods to explain the failure.
-fn failure_recorded(status: Option<&WorkFlowStatus>, job: &JobSummary) -> bool {
-    let Some(status) = status else {
-        return false;
-    };
-    let name = job.metadata.name.as_deref();
-    job.retry < status.retry.unwrap_or(0)
-        || status.steps.iter().any(|step| {
-            matches!(step.phase, StepPhase::Failed | StepPhase::TimedOut)
-                && step.job.as_deref() == name
-        })
 }
 
 /// The Jobs among `jobs` whose pods are due for deletion: owned by this very workflow (by uid)
@@ -269,7 +257,7 @@ impl PodCleanup {
     /// # Errors
     /// A temporary error when a delete or a patch fails: the framework retries the pass.
     pub async fn run(self, shared: &Shared) -> HandlerResult {
-        // The stored status (or our last write of it): a failure is recorded once it is there.
+        // The stored status (or our last write of it): the workflow has finished once it says so.
         let workflow = shared.status.latest(&self.ctx.object);
         if workflow.meta().deletion_timestamp.is_some() {
             return Ok(());
@@ -335,7 +323,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::SignedDuration;
 
-    use crate::workflow::crd::StepStatus;
+    use crate::workflow::crd::{StepPhase, StepStatus};
     use crate::workflow::job_summary::{JobFailure, JobSummaryStatus};
     use crate::workflow::jobs::build_job;
 
@@ -545,10 +533,11 @@ mod tests {
     }
 
     #[test]
-    fn on_completion_waits_for_a_failure_to_be_in_the_stored_status() {
+    fn on_completion_keeps_a_failed_steps_pods_until_the_workflow_finished() {
         let (mut wf, jobs) = running_with_every_kind_of_job();
         assert_eq!(due(&wf, Some(Policy::OnCompletion), &jobs), ["a"]);
-        // The full pass recorded b's failure (read from its pods): now its pods may go.
+        // b's failure is in the status, explained from its pods; the next full pass of the
+        // running workflow reads them again, so they stay.
         let b_job = jobs[1].name_any();
         wf.status.as_mut().unwrap().steps.push(StepStatus {
             name: "b".into(),
@@ -561,12 +550,9 @@ mod tests {
             message: None,
             job: Some(b_job),
         });
-        assert_eq!(due(&wf, Some(Policy::OnCompletion), &jobs), ["a", "b"]);
-        // A step entry naming another Job (a later retry's) does not record this one's failure.
-        wf.status.as_mut().unwrap().steps[0].job = Some("another-job".into());
         assert_eq!(due(&wf, Some(Policy::OnCompletion), &jobs), ["a"]);
-        // The Job of an earlier retry: its run's failure was recorded before the retry began.
-        wf.status.as_mut().unwrap().retry = Some(1);
+        // Finished: its message is final, and nothing reads the pods again.
+        wf.status.as_mut().unwrap().workflow_status = Some(Phase::Failed);
         assert_eq!(due(&wf, Some(Policy::OnCompletion), &jobs), ["a", "b"]);
     }
 
@@ -582,8 +568,6 @@ mod tests {
             due(&wf, Some(Policy::OnWorkflowCompletion), &jobs),
             ["a", "b"]
         );
-        // Once the workflow failed, every failure in it is recorded.
-        assert_eq!(due(&wf, Some(Policy::OnCompletion), &jobs), ["a", "b"]);
         wf.status.as_mut().unwrap().workflow_status = Some(Phase::Completed);
         assert_eq!(due(&wf, Some(Policy::OnWorkflowSuccess), &jobs), ["a", "b"]);
         // A terminal status of an older spec is not this run's end.
