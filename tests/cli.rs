@@ -83,6 +83,7 @@ fn validate_accepts_every_valid_example() {
         "examples/resources.yaml",
         "examples/secrets-and-volumes.yaml",
         "examples/start-timeout.yaml",
+        "examples/cleanup.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);

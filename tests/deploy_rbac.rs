@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use kube_devcluster::DevCluster;
 use serde_json::{Value, json};
-use workflow_operator::workflow::crd::WorkFlow;
+use workflow_operator::workflow::crd::{PodCleanup, WorkFlow};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -141,8 +141,8 @@ async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes()
         .spawn()
         .unwrap();
 
-    // Through every handler: create, job status (success and failure), relabel, spec update,
-    // delete.
+    // Through every handler: create, job status (success and failure), pod clean-up and TTL,
+    // relabel, spec update, delete.
     let api: Api<WorkFlow> = Api::namespaced(cluster.client(), "default");
     let workflow = WorkFlow::test("rbac")
         .step("a", &[])
@@ -165,6 +165,19 @@ async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes()
     api.create(&PostParams::default(), &failing).await.unwrap();
     wait_for(&api, "rbac-failing", "Failed", |wf| {
         phase(wf) == Some("Failed")
+    })
+    .await;
+    // Clean-up: pods deleted by `podCleanup`, then the workflow by its TTL.
+    let mut cleaned = WorkFlow::test("rbac-cleanup")
+        .step("a", &[])
+        .command(&["true"])
+        .namespace("default")
+        .build();
+    cleaned.spec.pod_cleanup = Some(PodCleanup::OnWorkflowCompletion);
+    cleaned.spec.ttl_seconds_after_finished = Some(1);
+    api.create(&PostParams::default(), &cleaned).await.unwrap();
+    wait_for(&api, "rbac-cleanup", "deletion by its TTL", |wf| {
+        wf.is_none()
     })
     .await;
     api.patch(

@@ -64,6 +64,11 @@ pub struct DevArgs {
     /// `--event-ttl` (e.g. `10m`, `1h30m`, `90s`).
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
     event_ttl: Duration,
+    /// Delete finished workflows this many seconds after they finished (Completed or Failed),
+    /// with their Jobs and pods, unless their spec sets `ttlSecondsAfterFinished`. Off when not
+    /// given: finished workflows stay.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(i64).range(0..))]
+    default_ttl_seconds_after_finished: Option<i64>,
     /// Fault injection: fail this fraction of a verb's requests, as `VERB=RATE[:CODE]` with CODE
     /// 500 (default), 409 or 429, e.g. `patch=0.1:409` (repeatable).
     #[arg(
@@ -147,6 +152,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
             concurrency: args.concurrency,
             step_events: !args.no_step_events,
             metrics: None,
+            default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
         };
         let (client, stop) = (client.clone(), shutdown.clone());
         Some(tokio::spawn(async move {

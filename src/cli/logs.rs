@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, LogParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -15,7 +16,7 @@ use kube::{Client, ResourceExt};
 use tokio::task::JoinSet;
 
 use crate::workflow::WorkFlow;
-use crate::workflow::jobs::{self, ANNOTATION_STEP};
+use crate::workflow::jobs::{self, ANNOTATION_PODS_DELETED, ANNOTATION_STEP};
 use crate::workflow::step_view::step_views;
 
 /// Print the logs of a workflow's steps, in DAG order, each line prefixed with its step.
@@ -50,6 +51,17 @@ pub async fn logs(args: LogsArgs) -> ExitCode {
             bail!("workflow {} has no step {step:?}", args.name);
         }
         let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+        let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
+        for step in cleaned_steps(&jobs, &workflow).await? {
+            if args.step.as_ref().is_none_or(|only| *only == step) {
+                // The variants are named as the spec spells them.
+                let policy = workflow.spec.pod_cleanup.map(|p| format!("{p:?}"));
+                eprintln!(
+                    "{step}: no logs: its pods were deleted once it finished (spec.podCleanup: {})",
+                    policy.unwrap_or_default()
+                );
+            }
+        }
         if args.follow {
             follow(&client, &pods, &workflow, args.step.as_deref()).await
         } else {
@@ -165,6 +177,32 @@ async fn follow(
         ended.context("a log stream")??;
     }
     Ok(())
+}
+
+/// The steps of the workflow's current run whose pods `spec.podCleanup` deleted (their Job
+/// carries the operator's mark): their logs are gone. No request without `podCleanup`.
+async fn cleaned_steps(jobs: &Api<Job>, workflow: &WorkFlow) -> Result<Vec<String>> {
+    if workflow.spec.pod_cleanup.is_none() {
+        return Ok(Vec::new());
+    }
+    let listed = jobs
+        .list(&ListParams::default().labels(&jobs::selector(&workflow.name_any())))
+        .await
+        .context("listing the workflow's jobs")?;
+    let run = workflow.status.as_ref().and_then(|s| s.run.as_deref());
+    let cleaned: HashSet<&str> = listed
+        .items
+        .iter()
+        .filter(|job| job.annotations().contains_key(ANNOTATION_PODS_DELETED))
+        .filter(|job| run.is_none() || job.labels().get(jobs::LABEL_RUN).map(String::as_str) == run)
+        .filter_map(|job| job.annotations().get(ANNOTATION_STEP).map(String::as_str))
+        .collect();
+    // In DAG order, as the logs are printed.
+    Ok(step_views(workflow, &[], &[])
+        .into_iter()
+        .map(|view| view.name)
+        .filter(|name| cleaned.contains(name.as_str()))
+        .collect())
 }
 
 /// Whether the pod's container started (or ended), so that its log can be read.

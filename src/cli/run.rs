@@ -31,6 +31,11 @@ pub struct RunArgs {
     /// lifecycle Events, failures included, are always posted).
     #[arg(long)]
     no_step_events: bool,
+    /// Delete finished workflows this many seconds after they finished (Completed or Failed),
+    /// with their Jobs and pods, unless their spec sets `ttlSecondsAfterFinished`. Off when not
+    /// given: finished workflows stay.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(i64).range(0..))]
+    default_ttl_seconds_after_finished: Option<i64>,
     /// Serve `/healthz`, `/readyz` and `/metrics` (Prometheus) on this address, e.g.
     /// `0.0.0.0:8080`. Off when not given. `/readyz` answers 200 once the operator's caches of
     /// workflows and Jobs are synced; with `--leader-election`, a standby answers 200 once it
@@ -118,6 +123,7 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
         concurrency: args.concurrency,
         step_events: !args.no_step_events,
         metrics: Some(metrics.clone()),
+        default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
     };
     // A replica running the operator is ready only once its caches hold the initial listings:
     // before that it has not seen the workflows it is responsible for.

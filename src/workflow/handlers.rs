@@ -240,7 +240,12 @@ async fn timed(
 ) -> HandlerResult {
     let started = std::time::Instant::now();
     let handler = ctx.handler.clone();
-    let result = reconcile_with(&shared, ctx, changed).await;
+    // `spec.podCleanup` deletes pods after the pass, by what the pass left stored.
+    let pod_cleanup = super::cleanup::PodCleanup::after(&ctx, &changed);
+    let mut result = reconcile_with(&shared, ctx, changed).await;
+    if let (Ok(()), Some(pod_cleanup)) = (&result, pod_cleanup) {
+        result = pod_cleanup.run(&shared).await;
+    }
     shared.metrics.handler(&handler, &result, started.elapsed());
     result
 }

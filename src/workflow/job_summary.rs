@@ -12,7 +12,7 @@
 //!
 //! Kept: name, namespace, uid, resourceVersion, creation and deletion timestamps, owner
 //! references; the step, timed-out and cannot-start annotations and the run label as plain
-//! fields; `activeDeadlineSeconds` and `suspend`; of the status, `startTime`, `completionTime`,
+//! fields, and whether the pods-deleted annotation is there; `activeDeadlineSeconds` and `suspend`; of the status, `startTime`, `completionTime`,
 //! the pod counts (`active`, `ready`, `succeeded`, `failed`) and the condition that ended the
 //! Job, if one holds ([`JobEnd`]: `Complete`, or `Failed` with its reason, message and time). Whoever needs anything else (e.g. relabelling, which compares all
 //! labels) reads the Job from the API. Serialised, a `JobSummary` is a valid `Job` with just
@@ -27,7 +27,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
 use super::jobs::{
-    ANNOTATION_CANNOT_START, ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_RETRY, LABEL_RUN,
+    ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP, ANNOTATION_TIMED_OUT,
+    LABEL_RETRY, LABEL_RUN,
 };
 
 /// A Job as the planner reads it; see the module documentation for what is kept.
@@ -47,6 +48,9 @@ pub struct JobSummary {
     /// Why the operator failed the Job's step for a pod that could not start (annotation
     /// `workflow.crd.com/cannot-start`).
     pub cannot_start: Option<String>,
+    /// Whether `spec.podCleanup` had the Job's pods deleted (annotation
+    /// `workflow.crd.com/pods-deleted`; its time is not kept).
+    pub pods_deleted: bool,
     /// The part of `spec` the planner reads.
     pub spec: Option<JobSummarySpec>,
     /// The part of `status` the operator reads.
@@ -311,6 +315,7 @@ impl From<JobOnTheWire> for JobSummary {
         let step = annotations.remove(ANNOTATION_STEP);
         let timed_out = annotations.remove(ANNOTATION_TIMED_OUT);
         let cannot_start = annotations.remove(ANNOTATION_CANNOT_START);
+        let pods_deleted = annotations.contains_key(ANNOTATION_PODS_DELETED);
         let mut labels = metadata.labels.unwrap_or_default();
         let run = labels.remove(LABEL_RUN);
         let retry = labels
@@ -338,6 +343,7 @@ impl From<JobOnTheWire> for JobSummary {
             retry,
             timed_out,
             cannot_start,
+            pods_deleted,
             spec,
             status: status.map(JobSummaryStatus::from),
         }
@@ -351,6 +357,10 @@ impl From<JobSummary> for JobOnTheWire {
             (ANNOTATION_STEP, summary.step),
             (ANNOTATION_TIMED_OUT, summary.timed_out),
             (ANNOTATION_CANNOT_START, summary.cannot_start),
+            (
+                ANNOTATION_PODS_DELETED,
+                summary.pods_deleted.then(|| "true".to_string()),
+            ),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key.to_string(), value?)))
@@ -584,6 +594,21 @@ mod tests {
             summary,
             "what is serialised reads back the same"
         );
+    }
+
+    #[test]
+    fn reads_whether_pod_cleanup_deleted_the_pods() {
+        let mut job = job_with(vec![condition("Complete", "True", None)]);
+        assert!(!read(&job).pods_deleted);
+        job.metadata.annotations.get_or_insert_default().insert(
+            ANNOTATION_PODS_DELETED.into(),
+            "2026-01-01T00:00:09Z".into(),
+        );
+        let summary = read(&job);
+        assert!(summary.pods_deleted);
+        assert_eq!(summary, JobSummary::from(job));
+        let as_json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(read(&serde_json::from_value(as_json).unwrap()), summary);
     }
 
     fn condition(type_: &str, status: &str, reason: Option<&str>) -> JobCondition {

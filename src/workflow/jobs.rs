@@ -38,6 +38,10 @@ pub const ANNOTATION_TIMED_OUT: &str = "workflow.crd.com/timed-out";
 /// found`). Like [`ANNOTATION_TIMED_OUT`], it makes the Job the record of the failure:
 /// [`observe_job`] reads such a Job as `JobState::CannotStart`.
 pub const ANNOTATION_CANNOT_START: &str = "workflow.crd.com/cannot-start";
+/// Annotation: put by the operator on a finished Job once `spec.podCleanup` had its pods
+/// deleted (the time, RFC 3339), so the clean-up is neither repeated nor missed after a restart
+/// (see `cleanup`).
+pub const ANNOTATION_PODS_DELETED: &str = "workflow.crd.com/pods-deleted";
 /// The operator's own labels; a workflow's labels never override them.
 /// Label of the Jobs of a retry (`spec.retry` when the operator created them); absent on the
 /// Jobs of a workflow never retried, which is retry 0.

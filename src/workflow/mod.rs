@@ -25,8 +25,9 @@ pub mod testing;
 
 pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};
 
-// The operator: the handlers and their registration (client side; above the pure core), and
-// what it reads to explain a failure.
+// The operator: the handlers and their registration (client side; above the pure core), what
+// it reads to explain a failure, and the clean-up of finished work (TTL, `podCleanup`).
+pub mod cleanup;
 pub mod failure_cause;
 pub mod handlers;
 pub mod metrics;

@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, CustomResourceExt};
 
+use super::cleanup;
 use super::crd::WorkFlow;
 use super::handlers::{self, FIELD_MANAGER, Shared};
 use super::job_summary::JobSummary;
@@ -36,6 +38,9 @@ pub struct OperatorOptions {
     pub step_events: bool,
     /// Where to record Prometheus metrics (served by `run --metrics-addr`).
     pub metrics: Option<Metrics>,
+    /// Seconds after a workflow finished when it is deleted, for workflows whose spec sets no
+    /// `ttlSecondsAfterFinished`; `None` keeps them.
+    pub default_ttl_seconds_after_finished: Option<i64>,
 }
 
 impl Default for OperatorOptions {
@@ -45,6 +50,7 @@ impl Default for OperatorOptions {
             concurrency: 64,
             step_events: true,
             metrics: None,
+            default_ttl_seconds_after_finished: None,
         }
     }
 }
@@ -73,6 +79,7 @@ pub async fn run_monitored(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
     let shared = Arc::new(Shared::new(options.step_events, options.metrics));
+    let default_ttl = options.default_ttl_seconds_after_finished;
     let reconcile = move |shared: Arc<Shared>| move |ctx| handlers::reconcile(shared.clone(), ctx);
     let cleanup = {
         let shared = shared.clone();
@@ -100,6 +107,10 @@ pub async fn run_monitored(
                 .on_resume("rebuild", reconcile(shared.clone()))
                 .timer("timeouts", TIMEOUT_CHECK, reconcile(shared.clone()))
                 .when(handlers::may_time_out)
+                .timer("ttl", cleanup::TTL_CHECK, move |ctx| {
+                    cleanup::expire(ctx, default_ttl)
+                })
+                .when(move |wf| cleanup::ttl_expired(wf, default_ttl, Timestamp::now()))
                 .on_children("job-changed", jobs, job_changed)
         })
         .run(shutdown)

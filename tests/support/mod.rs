@@ -868,27 +868,36 @@ pub struct Operator {
     pub kills: usize,
     /// The process's stderr (its log), appended over restarts.
     log: Option<tempfile::NamedTempFile>,
+    /// Options given to `workflow-operator run` besides `--namespace` (process only).
+    args: Vec<String>,
 }
 
 /// The operator as a tokio task of the test, watching only the test's namespace.
 #[fixture]
 pub async fn operator(#[future] namespace: Namespace) -> Operator {
-    Operator::start_new(namespace.await, false)
+    Operator::start_new(namespace.await, false, Vec::new())
 }
 
 /// The operator as a separate OS process (the built `workflow-operator run`), watching only the
 /// test's namespace; killable with SIGKILL.
 #[fixture]
 pub async fn operator_process(#[future] namespace: Namespace) -> Operator {
-    Operator::start_new(namespace.await, true)
+    Operator::start_new(namespace.await, true, Vec::new())
 }
 
 impl Operator {
-    fn start_new(ns: Namespace, as_process: bool) -> Operator {
+    /// The operator as a separate OS process (as [`operator_process`]) with `args` added to
+    /// its command line on every start, e.g. `--default-ttl-seconds-after-finished 1`.
+    pub fn process_with_args(ns: Namespace, args: &[&str]) -> Operator {
+        Operator::start_new(ns, true, args.iter().map(|a| a.to_string()).collect())
+    }
+
+    fn start_new(ns: Namespace, as_process: bool, args: Vec<String>) -> Operator {
         let external = ns.cluster.dev.is_none();
         let mut operator = Operator {
             ns,
             as_process,
+            args,
             running: if external {
                 Running::External
             } else {
@@ -930,6 +939,7 @@ impl Operator {
             let stderr = log.reopen().expect("the operator's log file");
             let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
                 .args(["run", "--namespace", &self.ns.name])
+                .args(&self.args)
                 .env("KUBECONFIG", dev.kubeconfig_path())
                 .env("RUST_LOG", "warn,workflow_operator=info")
                 .stdin(Stdio::null())

@@ -769,6 +769,55 @@ async fn ttl_after_finished_deletes_the_job_and_its_pods(#[future(awt)] cluster:
     wait_gone(&cluster.api(), &pod).await;
 }
 
+/// Deleting a finished Job's pods (what an operator's pod clean-up does) leaves the Job as it
+/// is: the real controller returns early for a finished Job (pkg/controller/job/job_controller.go,
+/// `syncJob`: "if job was finished previously, we don't want to redo the termination"), so it
+/// creates no pod and its status keeps its counts and conditions.
+#[rstest]
+#[case::complete("done", &["true"], "Complete")]
+#[case::failed("broke", &["sh", "-c", "exit 3"], "Failed")]
+#[tokio::test]
+async fn deleting_a_finished_jobs_pods_makes_no_new_pod_and_keeps_its_status(
+    #[case] name: &str,
+    #[case] command: &[&str],
+    #[case] ended: &'static str,
+    #[future(awt)] cluster: TestCluster,
+) {
+    cluster
+        .create_job(&JobBuilder::new(name, command).backoff_limit(0))
+        .await;
+    let jobs: Api<Job> = cluster.api();
+    let finished = wait_for(&jobs, name, ended, job_condition(ended)).await;
+    let pods: Api<Pod> = cluster.api();
+    let selector = format!("batch.kubernetes.io/job-name={name}");
+    let deleted = pods
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&selector),
+        )
+        .await
+        .unwrap();
+    assert_eq!(deleted.left().map(|l| l.items.len()), Some(1));
+    eventually("the pod gone", WAIT, || async {
+        cluster.pods_of(name).await.is_empty().then_some(())
+    })
+    .await;
+    // The controller saw the pod go (its watch is in this process) and had its chance to act:
+    // a pod it created would show in a watch from now on.
+    use futures::TryStreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let mut watched =
+        Box::pin(watcher(pods, watcher::Config::default().labels(&selector)).applied_objects());
+    let appeared = tokio::time::timeout(Duration::from_secs(2), watched.try_next()).await;
+    assert!(appeared.is_err(), "a pod appeared: {appeared:?}");
+    let now = jobs.get(name).await.unwrap();
+    assert_eq!(now.status, finished.status);
+    assert_eq!(
+        now.metadata.resource_version,
+        finished.metadata.resource_version
+    );
+}
+
 fn config_map(name: &str, owners: &[(&ConfigMap, bool)], finalizers: &[&str]) -> ConfigMap {
     let refs: Vec<_> = owners
         .iter()
