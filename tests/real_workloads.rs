@@ -1,8 +1,8 @@
 //! Real workloads end to end on the embedded control plane, through kubectl and the
 //! `workflow-operator` CLI (issue 14, acceptance 1 and 2): a step reads a Secret and a
 //! ConfigMap from its environment and from a mounted volume under its own service account; a
-//! step that cannot start, because its service account or its claim does not exist, fails its
-//! workflow naming the step and the cause.
+//! step that cannot start, because its service account or its claim does not exist, or whose
+//! command does not exist, fails its workflow naming the step and the cause.
 
 mod support;
 
@@ -148,5 +148,43 @@ spec:
         "Unschedulable: 0/1 nodes are available: persistentvolumeclaim \"data\" not found.",
     )
     .await;
+    session.stop().await;
+}
+
+/// Acceptance 2, a command not found: the container cannot start (`StartError`, exit code 128,
+/// as containerd reports an `exec` that fails), so the step fails at once with that cause, and
+/// `kubectl wait`, `kubectl get` and `workflow-operator get` say so.
+#[tokio::test]
+async fn a_step_whose_command_is_not_found_fails_naming_it() {
+    let Some(session) = Session::start("command_not_found").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: typo}
+spec:
+  containers:
+    - {stepName: only, image: busybox:1.36, command: [no-such-command-anywhere]}
+"#;
+    session.create(manifest).await;
+    session.wait_finished("typo").await;
+    assert_eq!(
+        session.jsonpath("typo", "{.status.workflow-status}").await,
+        "Failed"
+    );
+    let message = session.jsonpath("typo", "{.status.message}").await;
+    assert!(
+        message.starts_with("step only failed: exit code 128: StartError: ")
+            && message.contains("no-such-command-anywhere"),
+        "{message}"
+    );
+    assert_eq!(
+        session.jsonpath("typo", "{.status.steps[0].exitCode}").await,
+        "128"
+    );
+    let text = session.cli(&["get", "typo"]).await;
+    assert!(text.contains(&message), "{text}");
+    assert_eq!(row(&text, "only")[1], "Failed", "{text}");
     session.stop().await;
 }
