@@ -180,7 +180,9 @@ spec:
         "{message}"
     );
     assert_eq!(
-        session.jsonpath("typo", "{.status.steps[0].exitCode}").await,
+        session
+            .jsonpath("typo", "{.status.steps[0].exitCode}")
+            .await,
         "128"
     );
     let text = session.cli(&["get", "typo"]).await;

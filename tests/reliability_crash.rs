@@ -21,6 +21,7 @@ use rand::{Rng, SeedableRng};
 use rstest::rstest;
 use support::{JobRecorder, Operator, Shape, check_outcome, operator_process, retrying};
 use workflow_operator::workflow::WorkFlow;
+use workflow_operator::workflow::crd::PodCleanup;
 use workflow_operator::workflow::lifecycle::Phase;
 use workflow_operator::workflow::testing::WorkFlowBuilder;
 
@@ -124,6 +125,10 @@ enum Verb {
     Terminate,
     /// A step fails until its gate opens; then the workflow is retried and completes.
     Retry,
+    /// `ttlSecondsAfterFinished: 1`: it completes and is deleted with its Jobs and pods.
+    Expire,
+    /// `podCleanup: OnSuccess`: it completes and stays, its pods gone.
+    CleanPods,
 }
 
 /// A chain `a -> b -> c` of half-second steps with an exit step `report`, shaped for `verb`.
@@ -140,18 +145,27 @@ fn verb_workflow(name: &str, verb: Verb, gate: &support::Gate) -> WorkFlowBuilde
             let check: Vec<&str> = check.iter().map(String::as_str).collect();
             w.step("b", &["a"]).command(&check)
         }
-        Verb::SuspendResume | Verb::Stop => sleep(w, "b", &["a"]),
+        Verb::SuspendResume | Verb::Stop | Verb::Expire | Verb::CleanPods => sleep(w, "b", &["a"]),
     };
-    sleep(w, "c", &["b"])
-        .exit_step("report", &[])
-        .command(&["sh", "-c", "echo $WORKFLOW_STATUS"])
+    let w = sleep(w, "c", &["b"]).exit_step("report", &[]).command(&[
+        "sh",
+        "-c",
+        "echo $WORKFLOW_STATUS",
+    ]);
+    match verb {
+        Verb::Expire => w.ttl_seconds_after_finished(1),
+        Verb::CleanPods => w.pod_cleanup(PodCleanup::OnSuccess),
+        _ => w,
+    }
 }
 
 /// Run control under crashes (issue 15 acceptance 2): while the operator is SIGKILLed and
 /// restarted at random moments, workflows are suspended and resumed, stopped, terminated and
-/// retried through the API. Afterwards each ended as its verb says, no step ran twice in a run
-/// and retry (at most one Job per step, run and retry), and each exit step ran exactly once per
-/// retry that reached it (never after a terminate).
+/// retried through the API, or expire (`ttlSecondsAfterFinished`) or lose their pods
+/// (`podCleanup`). Afterwards each ended as its verb says (an expired one deleted with its Jobs
+/// and pods, a cleaned one with no pod left), no step ran twice in a run and retry (at most one
+/// Job per step, run and retry), and each exit step ran exactly once per retry that reached it
+/// (never after a terminate).
 #[rstest]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "slow: make test-slow"]
@@ -167,13 +181,15 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         .unwrap_or_else(rand::random);
     println!("crash+verbs: seed {seed} (set CRASH_SEED to replay the same moments)");
     let mut rng = StdRng::seed_from_u64(seed);
-    const VERBS: [Verb; 4] = [
+    const VERBS: [Verb; 6] = [
         Verb::SuspendResume,
         Verb::Stop,
         Verb::Terminate,
         Verb::Retry,
+        Verb::Expire,
+        Verb::CleanPods,
     ];
-    const EACH: usize = 3;
+    const EACH: usize = 2;
 
     let api = operator.ns.workflows();
     let mut drivers = Vec::new();
@@ -211,11 +227,6 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
     recorder.assert_no_step_ran_twice(&BTreeMap::new());
     let mut wrong = Vec::new();
     for (name, verb) in &ended {
-        let workflow = ns
-            .wait_terminal_within(name, Duration::from_secs(300))
-            .await;
-        let phase = support::phase(&workflow);
-        let message = support::message(&workflow);
         let reports: Vec<String> = recorder
             .jobs_of(name, "report")
             .iter()
@@ -224,7 +235,7 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         let expected_reports: &[&str] = match verb {
             Verb::Terminate => &[],
             Verb::Retry => &["0", "1"],
-            Verb::SuspendResume | Verb::Stop => &["0"],
+            Verb::SuspendResume | Verb::Stop | Verb::Expire | Verb::CleanPods => &["0"],
         };
         let mut sorted = reports.clone();
         sorted.sort();
@@ -233,8 +244,22 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
                 "{name}: exit step Jobs by retry {sorted:?}, want {expected_reports:?}"
             ));
         }
+        if *verb == Verb::Expire {
+            // `drive` saw it deleted; what it owned goes with it.
+            wait_until_cleaned(ns, name, true).await;
+            continue;
+        }
+        if *verb == Verb::CleanPods {
+            wait_until_cleaned(ns, name, false).await;
+        }
+        let workflow = ns
+            .wait_terminal_within(name, Duration::from_secs(300))
+            .await;
+        let phase = support::phase(&workflow);
+        let message = support::message(&workflow);
         let ok = match verb {
-            Verb::SuspendResume | Verb::Retry => phase == Some(Phase::Completed),
+            Verb::SuspendResume | Verb::Retry | Verb::CleanPods => phase == Some(Phase::Completed),
+            Verb::Expire => unreachable!("checked above"),
             Verb::Stop => {
                 phase == Some(Phase::Completed)
                     || phase == Some(Phase::Failed) && message.starts_with("stopped")
@@ -254,9 +279,9 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
     let log = operator.log();
     assert!(!log.contains("panicked"), "the operator panicked:\n{log}");
     println!(
-        "crash+verbs: {} SIGKILLs; {} workflows suspended/resumed, stopped, terminated and \
-         retried ended as their verb says; no step ran twice in a run and retry; exit steps \
-         ran once per retry",
+        "crash+verbs: {} SIGKILLs; {} workflows suspended/resumed, stopped, terminated, \
+         retried, expired and cleaned ended as their verb says; no step ran twice in a run and \
+         retry; exit steps ran once per retry",
         operator.kills,
         ended.len()
     );
@@ -291,6 +316,12 @@ async fn drive(
         }
         Verb::Stop => patch(serde_json::json!({"shutdown": "Stop"})).await,
         Verb::Terminate => patch(serde_json::json!({"shutdown": "Terminate"})).await,
+        Verb::Expire => {
+            support::wait_for_within(api, name, "deleted by its TTL", ended, |wf| wf.is_none())
+                .await;
+            return;
+        }
+        Verb::CleanPods => {}
         Verb::Retry => {
             support::wait_for_within(api, name, "failed", ended, |wf| {
                 wf.is_some_and(|wf| support::phase(wf) == Some(Phase::Failed))
@@ -306,6 +337,31 @@ async fn drive(
     }
     support::wait_for_within(api, name, "ended", ended, |wf| {
         wf.is_some_and(support::is_terminal)
+    })
+    .await;
+}
+
+/// Waits until workflow `name` has no pod left, and no Job either when `jobs_too`: the garbage
+/// collector and the pod clean-up work apart from the operator, so only polling can tell.
+async fn wait_until_cleaned(ns: &support::Namespace, name: &str, jobs_too: bool) {
+    let selector = workflow_operator::workflow::jobs::selector(name);
+    let params = &kube::api::ListParams::default().labels(&selector);
+    let what = format!(
+        "{name}'s pods{} deleted",
+        if jobs_too { " and Jobs" } else { "" }
+    );
+    kube_devcluster::testing::eventually(&what, Duration::from_secs(60), || async move {
+        let jobs = retrying(
+            "listing jobs",
+            || async move { ns.jobs().list(params).await },
+        )
+        .await;
+        let pods = retrying(
+            "listing pods",
+            || async move { ns.pods().list(params).await },
+        )
+        .await;
+        (pods.items.is_empty() && (!jobs_too || jobs.items.is_empty())).then_some(())
     })
     .await;
 }

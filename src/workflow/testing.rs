@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::api::core::v1::EnvVar;
 
 use super::crd::{
-    DEFAULT_MAX_STEP_TIMEOUT, Shutdown, Step, WorkFlow, WorkFlowSpec, WorkFlowStatus,
+    DEFAULT_MAX_STEP_TIMEOUT, PodCleanup, Shutdown, Step, WorkFlow, WorkFlowSpec, WorkFlowStatus,
 };
 use super::names;
 use super::plan::{Action, JobState, ObservedJob, Plan};
@@ -198,6 +198,18 @@ impl WorkFlowBuilder {
     /// Sets `retry`.
     pub fn retry(mut self, retry: i32) -> Self {
         self.workflow.spec.retry = retry;
+        self
+    }
+
+    /// Sets `ttlSecondsAfterFinished`.
+    pub fn ttl_seconds_after_finished(mut self, seconds: i64) -> Self {
+        self.workflow.spec.ttl_seconds_after_finished = Some(seconds);
+        self
+    }
+
+    /// Sets `podCleanup`.
+    pub fn pod_cleanup(mut self, cleanup: PodCleanup) -> Self {
+        self.workflow.spec.pod_cleanup = Some(cleanup);
         self
     }
 
