@@ -158,6 +158,7 @@ fn bench(c: &mut Criterion) {
             pod_started: true,
             suspended: false,
             start_failure: None,
+            outputs: None,
         };
         let mut jobs: Vec<ObservedJob> = order[..STEPS / 2]
             .iter()

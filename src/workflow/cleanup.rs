@@ -36,6 +36,7 @@
 //! a crash in between only deletes nothing again. Workflows without `podCleanup` cost one field
 //! check a pass.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::TryStreamExt;
@@ -47,11 +48,12 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::crd::{CONDITION_FINISHED, PodCleanup as Policy, WorkFlow, WorkFlowStatus};
+use super::crd::{CONDITION_FINISHED, PodCleanup as Policy, StepPhase, WorkFlow, WorkFlowStatus};
 use super::handlers::{FIELD_MANAGER, Shared};
 use super::job_summary::{JobEnd, JobSummary};
 use super::jobs::ANNOTATION_PODS_DELETED;
 use super::lifecycle::Phase;
+use super::plan::Compiled;
 use kube_kopf::{Context, HandlerError, HandlerResult};
 
 /// The Event reason posted before a workflow is deleted for its TTL.
@@ -193,9 +195,22 @@ fn pods_due(
     policy: Policy,
     workflow: &WorkFlow,
     status: Option<&WorkFlowStatus>,
+    outputs_read: &HashSet<&str>,
     job: &JobSummary,
 ) -> bool {
     if job.pods_deleted || job.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    // A step's outputs live in its pod's termination message until the status records them:
+    // the pod stays until then, unless the workflow ended (nothing reads them any more).
+    let finished = status.is_some_and(|s| finished_for_current_spec(workflow, s));
+    if !finished
+        && job
+            .step
+            .as_deref()
+            .is_some_and(|step| outputs_read.contains(step))
+        && !outputs_recorded(status, job)
+    {
         return false;
     }
     let Some(end) = job.status.as_ref().and_then(|s| s.ended.as_ref()) else {
@@ -213,21 +228,38 @@ fn pods_due(
     }
 }
 
+/// Whether `status` records the outputs of `job`'s step, read from its pod.
+fn outputs_recorded(status: Option<&WorkFlowStatus>, job: &JobSummary) -> bool {
+    let name = job.metadata.name.as_deref();
+    status.is_some_and(|s| {
+        s.steps
+            .iter()
+            .any(|e| e.phase == StepPhase::Succeeded && e.job.as_deref() == name)
+    })
+}
+
 /// The Jobs among `jobs` whose pods are due for deletion: owned by this very workflow (by uid)
-/// and picked by its `spec.podCleanup` with its stored `status` (none without `podCleanup`).
+/// and picked by its `spec.podCleanup` with its stored `status` (none without `podCleanup`),
+/// but for those of the steps whose outputs are read (`compiled.flow.read`) and not recorded
+/// yet.
 pub fn pods_to_delete<'a>(
     workflow: &WorkFlow,
+    compiled: &Compiled,
     status: Option<&WorkFlowStatus>,
     jobs: &'a [Arc<JobSummary>],
 ) -> Vec<&'a JobSummary> {
     let Some(policy) = workflow.spec.pod_cleanup else {
         return Vec::new();
     };
+    let outputs_read: HashSet<&str> = match &compiled.dag {
+        Ok(dag) => compiled.flow.read.iter().map(|&i| dag.name(i)).collect(),
+        Err(_) => HashSet::new(),
+    };
     let uid = workflow.uid().unwrap_or_default();
     jobs.iter()
         .map(Arc::as_ref)
         .filter(|job| job.owner_references().iter().any(|o| o.uid == uid))
-        .filter(|job| pods_due(policy, workflow, status, job))
+        .filter(|job| pods_due(policy, workflow, status, &outputs_read, job))
         .collect()
 }
 
@@ -269,7 +301,8 @@ impl PodCleanup {
         } else {
             self.changed
         };
-        let due = pods_to_delete(&workflow, status, &jobs);
+        let compiled = shared.compiled(&workflow);
+        let due = pods_to_delete(&workflow, &compiled, status, &jobs);
         if due.is_empty() {
             return Ok(());
         }
@@ -483,7 +516,7 @@ mod tests {
     fn due(wf: &WorkFlow, policy: Option<Policy>, jobs: &[Arc<JobSummary>]) -> Vec<String> {
         let mut wf = wf.clone();
         wf.spec.pod_cleanup = policy;
-        pods_to_delete(&wf, wf.status.as_ref(), jobs)
+        pods_to_delete(&wf, &Compiled::new(&wf.spec), wf.status.as_ref(), jobs)
             .into_iter()
             .filter_map(|j| j.step.clone())
             .collect()
@@ -533,6 +566,29 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_whose_outputs_are_read_stays_until_the_status_records_them() {
+        let mut wf = workflow(Phase::Started, None);
+        wf.spec.containers[1].depends_on = vec!["a".into()];
+        wf.spec.containers[1].command = Some(vec!["echo".into(), "{{steps.a.outputs.x}}".into()]);
+        let jobs = [job(&wf, "a", Some(JobEnd::Complete))];
+        assert!(due(&wf, Some(Policy::OnSuccess), &jobs).is_empty());
+        let a_job = jobs[0].name_any();
+        wf.status.as_mut().unwrap().steps.push(StepStatus {
+            name: "a".into(),
+            phase: StepPhase::Succeeded,
+            started_at: None,
+            finished_at: None,
+            attempts: None,
+            exit_code: None,
+            reason: None,
+            message: None,
+            job: Some(a_job),
+            outputs: [("x".to_string(), "1".to_string())].into(),
+        });
+        assert_eq!(due(&wf, Some(Policy::OnSuccess), &jobs), ["a"]);
+    }
+
+    #[test]
     fn on_completion_keeps_a_failed_steps_pods_until_the_workflow_finished() {
         let (mut wf, jobs) = running_with_every_kind_of_job();
         assert_eq!(due(&wf, Some(Policy::OnCompletion), &jobs), ["a"]);
@@ -549,6 +605,7 @@ mod tests {
             reason: Some("Error".into()),
             message: None,
             job: Some(b_job),
+            outputs: Default::default(),
         });
         assert_eq!(due(&wf, Some(Policy::OnCompletion), &jobs), ["a"]);
         // Finished: its message is final, and nothing reads the pods again.

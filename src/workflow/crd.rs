@@ -316,6 +316,12 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub retries: Option<i32>,
+
+    /// A CEL expression over the steps upstream of this one (`steps.NAME.outputs.KEY`,
+    /// `steps.NAME.phase`): false skips the step, and a skipped step counts as done for its
+    /// dependents. Boxed: rarely set, and a step is held up to three times per workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Box<String>>,
 }
 
 /// What the operator observed of a workflow; written only by the operator.
@@ -399,7 +405,7 @@ pub enum StepPhase {
     Failed,
     /// It ran past its timeout.
     TimedOut,
-    /// The workflow ended without it starting.
+    /// The workflow ended without it starting, or its `when` was false.
     Skipped,
 }
 
@@ -417,14 +423,15 @@ impl StepPhase {
     }
 }
 
-/// One entry of `status.steps`: a step that runs, is queued, failed or timed out.
+/// One entry of `status.steps`: a step that runs, is queued, failed or timed out, was skipped
+/// by its `when`, or succeeded with outputs another step names.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepStatus {
     /// The step's name.
     pub name: String,
 
-    /// Running, Queued, Failed or TimedOut.
+    /// Running, Queued, Failed, TimedOut, Skipped or Succeeded.
     pub phase: StepPhase,
 
     /// When its Job started (failed and timed-out steps; a running step's is its Job's).
@@ -455,6 +462,11 @@ pub struct StepStatus {
     /// The name of its Job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+
+    /// What it wrote to `$WORKFLOW_OUTPUTS` (`key=value` lines), recorded for a succeeded step
+    /// whose outputs another step names.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, String>,
 }
 
 impl WorkFlowSpec {
@@ -773,7 +785,8 @@ spec:
     #[test]
     fn a_step_holds_its_rarely_set_kubernetes_types_out_of_line() {
         let size = std::mem::size_of::<Step>();
-        assert!(size <= 280, "a Step is {size} bytes");
+        // 280 before `when` (a boxed string: 8 bytes).
+        assert!(size <= 288, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24.
         assert!(spec <= 104, "a WorkFlowSpec is {spec} bytes");

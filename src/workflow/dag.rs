@@ -54,6 +54,15 @@ pub enum DagError {
         /// The steps of the cycle, first repeated at the end.
         path: Vec<String>,
     },
+    /// A step names what it cannot read: an output reference or a `when` that is malformed,
+    /// or names a step that does not exist or does not run before it (see `data_flow`).
+    #[error("step {step:?}: {problem}")]
+    Reference {
+        /// The step with the bad reference.
+        step: String,
+        /// What is wrong, naming the reference.
+        problem: String,
+    },
     /// An exit step (`onExit`) lists a normal step in `dependsOn`: exit steps run once every
     /// normal step has finished, so they may depend only on each other.
     #[error(

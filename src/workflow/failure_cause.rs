@@ -24,7 +24,7 @@ use super::plan::{DEADLINE_EXCEEDED, JobState, ObservedJob};
 
 /// The label the Job controller puts on its pods (`job-name`, kept by every Kubernetes version
 /// next to the newer `batch.kubernetes.io/job-name`).
-const JOB_NAME_LABEL: &str = "job-name";
+pub const JOB_NAME_LABEL: &str = "job-name";
 
 /// The cause of a failed attempt: the last container to terminate with a failure, among
 /// `pods`.

@@ -40,6 +40,7 @@ use super::jobs;
 use super::names;
 use super::plan::{Action, Compiled, ObservedJob, Plan};
 use super::status_writer::StatusWriter;
+use super::step_outputs;
 use kube_kopf::{Context, HandlerError, HandlerResult};
 
 /// The field manager the operator writes with.
@@ -122,7 +123,7 @@ impl Shared {
         }
     }
 
-    fn compiled(&self, workflow: &WorkFlow) -> Arc<Compiled> {
+    pub(crate) fn compiled(&self, workflow: &WorkFlow) -> Arc<Compiled> {
         let uid = workflow.uid().unwrap_or_default();
         let generation = workflow.metadata.generation.unwrap_or_default();
         let mut cache = self.compiled.lock().expect("compiled cache lock");
@@ -309,6 +310,7 @@ async fn reconcile_with(
                 let namespace = workflow.namespace().unwrap_or_default();
                 let pods = Api::namespaced(ctx.client.clone(), &namespace);
                 failure_cause::explain(&pods, &mut observed).await;
+                step_outputs::read(&pods, &workflow, &compiled, &mut observed).await;
                 let events = Api::namespaced(ctx.client.clone(), &namespace);
                 let dag = compiled.dag.as_ref().ok();
                 failure_cause::explain_start(
@@ -814,6 +816,7 @@ async fn execute(
             job_name,
             retry,
             exit,
+            inputs,
         } => {
             let (dag, steps) = match exit {
                 None => (compiled.dag.as_ref().ok(), &workflow.spec.containers),
@@ -825,8 +828,9 @@ async fn execute(
                 .ok_or_else(|| {
                     HandlerError::permanent(format!("planned step {step} is not in the spec"))
                 })?;
-            let job = jobs::build_job_for(workflow, step, &compiled.run, *retry, exit.as_ref())
-                .map_err(|e| HandlerError::permanent(e.to_string()))?;
+            let job =
+                jobs::build_job_for(workflow, step, &compiled.run, *retry, exit.as_ref(), inputs)
+                    .map_err(|e| HandlerError::permanent(e.to_string()))?;
             match api
                 .create(
                     &PostParams {

@@ -208,6 +208,11 @@ impl RunState {
         if spec.suspend || spec.shutdown.is_some() || spec.retry != 0 || !spec.on_exit.is_empty() {
             return Err(Fallback::NotFollowed("run control or exit steps"));
         }
+        // So are outputs and `when`s: a step's outputs are read from its pods before a full
+        // plan, and a `when` is decided with them.
+        if !compiled.flow.is_empty() {
+            return Err(Fallback::NotFollowed("outputs or conditions between steps"));
+        }
         if plan
             .actions
             .iter()
@@ -484,6 +489,7 @@ impl RunState {
                 job_name: names::job_name(&self.workflow_name, step, &compiled.run),
                 retry: 0,
                 exit: None,
+                inputs: Default::default(),
             });
         }
         for &i in &self.mismatched {

@@ -17,6 +17,7 @@ use kube::{Resource, ResourceExt};
 use super::crd::{Step, WorkFlow};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
+use super::outputs::{self, Inputs};
 use super::plan::{ExitEnv, JobState, ObservedJob, job_deadline_seconds};
 
 /// Label: the workflow's name (made a valid label value by `names::label_value`).
@@ -48,12 +49,13 @@ pub const ANNOTATION_PODS_DELETED: &str = "workflow.crd.com/pods-deleted";
 pub const LABEL_RETRY: &str = "workflow.crd.com/retry";
 pub const OWN_LABELS: [&str; 4] = [LABEL_WORKFLOW, LABEL_STEP, LABEL_RUN, LABEL_RETRY];
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
-pub const OWN_ENV: [&str; 5] = [
+pub const OWN_ENV: [&str; 6] = [
     "WORKFLOW_NAME",
     "WORKFLOW_NAMESPACE",
     "STEP_NAME",
     "WORKFLOW_STATUS",
     "WORKFLOW_FAILED_STEPS",
+    outputs::OUTPUTS_ENV,
 ];
 
 /// Why a Job cannot be built for a workflow.
@@ -158,12 +160,15 @@ pub fn cannot_start_patch(why: &str) -> serde_json::Value {
 /// # Errors
 /// [`JobError::MissingMetadata`] when the workflow lacks a name, namespace or uid.
 pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, JobError> {
-    build_job_for(workflow, step, run, 0, None)
+    build_job_for(workflow, step, run, 0, None, &Inputs::new())
 }
 
 /// [`build_job`] for retry `retry` of the run (its name from `names::retry_job_name`, and the
 /// label [`LABEL_RETRY`] when not 0), and for an exit step, with `exit` in its environment:
-/// `WORKFLOW_STATUS` and `WORKFLOW_FAILED_STEPS` (comma-separated).
+/// `WORKFLOW_STATUS` and `WORKFLOW_FAILED_STEPS` (comma-separated). Each
+/// `{{steps.NAME.outputs.KEY}}` in the step's command, args and env values is replaced by its
+/// value in `inputs` (the planner found them all); `WORKFLOW_OUTPUTS` names the container's
+/// termination message file, where the step writes its own outputs.
 ///
 /// # Errors
 /// As [`build_job`].
@@ -173,6 +178,7 @@ pub fn build_job_for(
     run: &str,
     retry: i32,
     exit: Option<&ExitEnv>,
+    inputs: &Inputs,
 ) -> Result<Job, JobError> {
     let name = workflow
         .metadata
@@ -199,6 +205,7 @@ pub fn build_job_for(
         env_var("WORKFLOW_NAME", name),
         env_var("WORKFLOW_NAMESPACE", namespace),
         env_var("STEP_NAME", &step.step_name),
+        env_var(outputs::OUTPUTS_ENV, outputs::OUTPUTS_PATH),
     ];
     if let Some(exit) = exit {
         env.push(env_var("WORKFLOW_STATUS", exit.status.as_str()));
@@ -207,11 +214,28 @@ pub fn build_job_for(
             &exit.failed_steps.join(","),
         ));
     }
+    // Every reference was resolved by the planner; one left is kept as written.
+    let fill = |text: &String| {
+        outputs::substitute(text, |step, key| {
+            inputs
+                .get(&(step.to_string(), key.to_string()))
+                .map(String::as_str)
+        })
+        .unwrap_or_else(|_| text.clone())
+    };
+    let fill_all = |texts: &Option<Vec<String>>| {
+        texts
+            .as_ref()
+            .map(|texts| texts.iter().map(fill).collect::<Vec<_>>())
+    };
     env.extend(
         step.env
             .iter()
             .filter(|e| !OWN_ENV.contains(&e.name.as_str()))
-            .cloned(),
+            .map(|e| EnvVar {
+                value: e.value.as_ref().map(fill),
+                ..e.clone()
+            }),
     );
     let pod = workflow
         .spec
@@ -263,8 +287,9 @@ pub fn build_job_for(
                     containers: vec![Container {
                         name: names::dns_label(&step.step_name),
                         image: Some(step.image.clone()),
-                        command: step.command.clone(),
-                        args: step.args.clone(),
+                        command: fill_all(&step.command),
+                        args: fill_all(&step.args),
+                        termination_message_path: Some(outputs::OUTPUTS_PATH.to_string()),
                         env: Some(env),
                         env_from: non_empty(step.env_from.clone()),
                         volume_mounts: non_empty(step.volume_mounts.clone()),
@@ -349,6 +374,7 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         pod_started: pods.started(),
         suspended: spec.and_then(|s| s.suspend) == Some(true),
         start_failure: None,
+        outputs: None,
     })
 }
 
@@ -495,9 +521,41 @@ mod tests {
                 ("WORKFLOW_NAME", "wf"),
                 ("WORKFLOW_NAMESPACE", "default"),
                 ("STEP_NAME", "a"),
+                ("WORKFLOW_OUTPUTS", "/dev/termination-log"),
                 ("GREETING", "hi"),
             ])
         );
+        assert_eq!(
+            c.termination_message_path.as_deref(),
+            Some("/dev/termination-log")
+        );
+    }
+
+    #[test]
+    fn the_outputs_a_step_names_are_substituted_in_its_command_args_and_env() {
+        let wf = WorkFlow::test("wf")
+            .step("a", &[])
+            .step("b", &["a"])
+            .command(&["echo", "n={{steps.a.outputs.n}}"])
+            .args(&["{{ steps.a.outputs.n }}", "plain"])
+            .env("URL", "http://{{steps.a.outputs.host}}/")
+            .build();
+        let inputs: Inputs = [
+            (("a".to_string(), "n".to_string()), "3".to_string()),
+            (("a".to_string(), "host".to_string()), "db".to_string()),
+        ]
+        .into();
+        let job = build_job_for(&wf, &wf.spec.containers[1], "r1", 0, None, &inputs).unwrap();
+        let c = container(&job);
+        assert_eq!(
+            c.command.as_deref(),
+            Some(&["echo".to_string(), "n=3".to_string()][..])
+        );
+        assert_eq!(
+            c.args.as_deref(),
+            Some(&["3".to_string(), "plain".to_string()][..])
+        );
+        assert!(env_of(&job).contains(&("URL".to_string(), "http://db/".to_string())));
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! hash), on the 2-core build machine. The O(degree) part, which steps a completion releases, is
 //! [`crate::workflow::dag::Progress`] (tens of nanoseconds).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -28,8 +28,11 @@ use super::crd::{
     StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
 };
 use super::dag::{Dag, DagError, Progress};
+use super::data_flow::{self, DataFlow};
 use super::lifecycle::{Phase, Transition, Trigger};
 use super::names;
+use super::outputs::{self, Inputs, Outputs};
+use super::when::Upstream;
 
 /// The Job reason Kubernetes gives when `activeDeadlineSeconds` was exceeded.
 pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
@@ -107,6 +110,10 @@ pub struct ObservedJob {
     /// Why its pod has not started, when the handler read its pods at the start deadline
     /// (`failure_cause::explain_start`); `None` otherwise.
     pub start_failure: Option<String>,
+    /// The outputs its pod wrote (or why they cannot be read), when the handler read them:
+    /// only for a succeeded Job of a step whose outputs another step names, and whose status
+    /// entry does not hold them yet (`outputs::read`).
+    pub outputs: Option<Result<Outputs, String>>,
 }
 
 impl ObservedJob {
@@ -162,6 +169,9 @@ pub enum Action {
         retry: i32,
         /// For an exit step: how the workflow ended.
         exit: Option<ExitEnv>,
+        /// The values of the outputs the step names (`{{steps.NAME.outputs.KEY}}`), to
+        /// substitute in its command, args and env.
+        inputs: Inputs,
     },
     /// Delete a Job together with its pods (propagation policy `Background` or `Foreground`,
     /// never `Orphan`).
@@ -236,6 +246,8 @@ pub struct Compiled {
     pub dag: Result<Dag, DagError>,
     /// `Dag::build_exit(&spec.on_exit, ..)` when there are exit steps and all is valid.
     pub exit: Option<Dag>,
+    /// Whose outputs are read and the compiled `when`s (empty unless all is valid).
+    pub flow: DataFlow,
 }
 
 impl Compiled {
@@ -248,10 +260,20 @@ impl Compiled {
             (Ok(dag), Ok(exit)) => (Ok(dag), exit),
             (Err(error), _) | (Ok(_), Err(error)) => (Err(error), None),
         };
+        let flow = dag
+            .as_ref()
+            .ok()
+            .map(|dag| data_flow::check(spec, dag, exit.as_ref()));
+        let (dag, flow) = match flow {
+            Some(Err(error)) => (Err(error), DataFlow::default()),
+            Some(Ok(flow)) => (dag, flow),
+            None => (dag, DataFlow::default()),
+        };
         Compiled {
             run: names::run_id(spec),
             dag,
             exit,
+            flow,
         }
     }
 }
@@ -286,7 +308,7 @@ pub fn plan_compiled(
     jobs: &[ObservedJob],
     now: Timestamp,
 ) -> Plan {
-    let mut planner = Planner::new(workflow, &compiled.run, now);
+    let mut planner = Planner::new(workflow, &compiled.run, &compiled.flow, now);
     planner.delete_other_runs(jobs);
     let current: Vec<&ObservedJob> = jobs.iter().filter(|j| j.run == compiled.run).collect();
     planner.retry_if_asked();
@@ -364,6 +386,14 @@ pub const REASON_TERMINATED: &str = "Terminated";
 /// The step status `reason` of a step whose Job the API server refused (422): its entry in the
 /// status is the only record, as there is no Job.
 pub const REASON_JOB_REFUSED: &str = "JobRefused";
+/// The `status.steps` reason of a step whose outputs are malformed or too large.
+pub const REASON_BAD_OUTPUTS: &str = "BadOutputs";
+/// The `status.steps` reason of a step that names an output its step did not write.
+pub const REASON_MISSING_OUTPUT: &str = "MissingOutput";
+/// The `status.steps` reason of a step whose `when` failed to evaluate.
+pub const REASON_WHEN_FAILED: &str = "WhenFailed";
+/// The `status.steps` reason of a step its `when` skipped.
+pub const REASON_WHEN_FALSE: &str = "WhenFalse";
 
 /// The `status.steps` entry recording that the API server refused `step`'s Job named `job`,
 /// saying `message`: the planner reads it back as the step's failure (see [`plan_compiled`]).
@@ -390,14 +420,20 @@ enum Failure {
     CannotStart { why: String },
     /// The API server refused its Job (422), as the status records it.
     Refused { entry: StepStatus },
+    /// What it reads or writes between steps is wrong: its outputs are malformed (reason
+    /// [`REASON_BAD_OUTPUTS`], its Job succeeded), an output it names is missing
+    /// ([`REASON_MISSING_OUTPUT`]) or its `when` fails to evaluate ([`REASON_WHEN_FAILED`]);
+    /// those two have no Job. Decided again from the same outputs at every pass.
+    Data { reason: &'static str, why: String },
 }
 
 impl Failure {
     fn trigger(&self) -> Trigger {
         match self {
-            Failure::Failed { .. } | Failure::CannotStart { .. } | Failure::Refused { .. } => {
-                Trigger::StepFailed
-            }
+            Failure::Failed { .. }
+            | Failure::CannotStart { .. }
+            | Failure::Refused { .. }
+            | Failure::Data { .. } => Trigger::StepFailed,
             Failure::TimedOut { .. } => Trigger::StepTimedOut,
         }
     }
@@ -434,7 +470,27 @@ impl Failure {
                 "step {step} failed: the API server refused its Job: {}",
                 entry.message.as_deref().unwrap_or_default()
             ),
+            Failure::Data { why, .. } => format!("step {step} failed: {why}"),
         }
+    }
+
+    /// The entry of a step that failed without a Job (a missing output, a failed `when`).
+    fn entry_without_job(&self, step: &str) -> Option<StepStatus> {
+        let Failure::Data { reason, why } = self else {
+            return None;
+        };
+        Some(StepStatus {
+            name: step.to_string(),
+            phase: StepPhase::Failed,
+            started_at: None,
+            finished_at: None,
+            attempts: None,
+            exit_code: None,
+            reason: Some((*reason).to_string()),
+            message: Some(why.clone()),
+            job: None,
+            outputs: BTreeMap::new(),
+        })
     }
 
     /// The step's entry in `status.steps`, from the Job that failed it.
@@ -457,6 +513,7 @@ impl Failure {
                 (StepPhase::Failed, REASON_CANNOT_START, why.as_str(), None)
             }
             Failure::Refused { entry } => return entry.clone(),
+            Failure::Data { reason, why } => (StepPhase::Failed, *reason, why.as_str(), None),
         };
         let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
         StepStatus {
@@ -469,6 +526,7 @@ impl Failure {
             reason: text(reason),
             message: text(message),
             job: Some(job.name.clone()),
+            outputs: BTreeMap::new(),
         }
     }
 }
@@ -491,6 +549,7 @@ pub fn running_step_status(step: &str, job: String, suspended: bool) -> StepStat
         reason: None,
         message: None,
         job: Some(job),
+        outputs: BTreeMap::new(),
     }
 }
 
@@ -514,6 +573,8 @@ struct Planner<'a> {
     workflow: &'a WorkFlow,
     previous: &'a WorkFlowStatus,
     run: &'a str,
+    /// Whose outputs are read, and the `when`s.
+    flow: &'a DataFlow,
     now: Timestamp,
     phase: Phase,
     /// The recomputed message, lists and the trigger of a failure; `None` keeps the previous
@@ -529,6 +590,7 @@ struct Planner<'a> {
 /// What [`Planner::assess`] saw of one set of steps (the steps, or the exit steps).
 struct View<'a> {
     dag: &'a Dag,
+    steps: &'a [Step],
     /// The Job that speaks for each step.
     job_of: Vec<Option<&'a ObservedJob>>,
     progress: Progress<'a>,
@@ -538,8 +600,86 @@ struct View<'a> {
     running: usize,
     /// Steps whose Job this plan stops (timed out, cannot start).
     stopped: Vec<bool>,
-    /// Steps that may start: dependencies succeeded, no Job, not refused; in spec order.
+    /// Steps that may start: dependencies succeeded, no Job, not refused, `when` true, the
+    /// outputs they name known; in spec order.
     ready: Vec<usize>,
+    /// What each step tells the steps after it (the steps' view only; empty for exit steps).
+    known: Known<'a>,
+    /// Steps their `when` skipped.
+    skipped: Vec<bool>,
+    /// The values of the outputs each ready step names, for its Job.
+    inputs: HashMap<usize, Inputs>,
+}
+
+/// What the steps (not the exit steps) tell the steps after them: the outputs read of each
+/// step whose outputs are named, and which steps a `when` skipped.
+#[derive(Default)]
+struct Known<'a> {
+    outputs: HashMap<usize, &'a Outputs>,
+    skipped: Vec<bool>,
+}
+
+/// What a `when` naming `names` (steps of `dag`) sees of them, given the known `outputs` and
+/// `skipped` steps: the steps among them that are done, skipped or succeeded with outputs.
+fn upstream<'a>(
+    dag: &Dag,
+    (outputs, skipped): (&HashMap<usize, &'a Outputs>, &[bool]),
+    names: &'a [String],
+) -> HashMap<&'a str, Upstream<'a>> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let i = dag.index_of(name)?;
+            let facts = if skipped.get(i).copied().unwrap_or(false) {
+                Upstream {
+                    phase: StepPhase::Skipped.as_str(),
+                    outputs: None,
+                }
+            } else {
+                Upstream {
+                    phase: StepPhase::Succeeded.as_str(),
+                    outputs: Some(outputs.get(&i)?),
+                }
+            };
+            Some((name.as_str(), facts))
+        })
+        .collect()
+}
+
+/// The values of the outputs `step` names, from the known `outputs` of the steps of `dag`;
+/// `None` when it names none.
+///
+/// # Errors
+/// The first output named that is not there (its step was skipped, or did not write it).
+fn step_inputs(
+    step: &Step,
+    dag: &Dag,
+    outputs: &HashMap<usize, &Outputs>,
+) -> Result<Option<Inputs>, outputs::MissingOutput> {
+    let mut inputs = Inputs::new();
+    for text in data_flow::texts(step) {
+        let Ok(found) = outputs::references(text) else {
+            continue;
+        };
+        for reference in found {
+            let value = dag
+                .index_of(reference.step)
+                .and_then(|i| outputs.get(&i))
+                .and_then(|o| o.get(reference.key));
+            let Some(value) = value else {
+                return Err(outputs::MissingOutput {
+                    text: reference.text.to_string(),
+                    step: reference.step.to_string(),
+                    key: reference.key.to_string(),
+                });
+            };
+            inputs.insert(
+                (reference.step.to_string(), reference.key.to_string()),
+                value.clone(),
+            );
+        }
+    }
+    Ok((!inputs.is_empty()).then_some(inputs))
 }
 
 /// The status lists being rendered.
@@ -577,12 +717,18 @@ struct Outcome {
 }
 
 impl<'a> Planner<'a> {
-    fn new(workflow: &'a WorkFlow, run: &'a str, now: Timestamp) -> Planner<'a> {
+    fn new(
+        workflow: &'a WorkFlow,
+        run: &'a str,
+        flow: &'a DataFlow,
+        now: Timestamp,
+    ) -> Planner<'a> {
         let previous = workflow.status.as_ref().unwrap_or(&NO_STATUS);
         let mut planner = Planner {
             workflow,
             previous,
             run,
+            flow,
             now,
             phase: previous.workflow_status.unwrap_or(Phase::Created),
             outcome: None,
@@ -718,9 +864,10 @@ impl<'a> Planner<'a> {
     fn assess(
         &mut self,
         dag: &'a Dag,
-        steps: &[Step],
+        steps: &'a [Step],
         jobs: &[&'a ObservedJob],
         whole_retry: bool,
+        main: Option<(&'a Dag, &Known<'a>)>,
     ) -> View<'a> {
         let spec = &self.workflow.spec;
         let retry = spec.retry;
@@ -751,10 +898,51 @@ impl<'a> Planner<'a> {
         let mut running = 0usize;
         // Steps this plan times out, whose Jobs it stops: no longer running.
         let mut stopped = vec![false; n];
+        // The outputs of the steps whose outputs are named: recorded in the status, or read
+        // by the handler from the pod of a Job that succeeded since.
+        let no_steps = HashSet::new();
+        let read = if main.is_none() {
+            &self.flow.read
+        } else {
+            &no_steps
+        };
+        let recorded: HashMap<&str, &'a Outputs> = if read.is_empty() {
+            HashMap::new()
+        } else {
+            self.previous
+                .steps
+                .iter()
+                .filter(|s| s.phase == StepPhase::Succeeded)
+                .filter_map(|s| Some((s.job.as_deref()?, &s.outputs)))
+                .collect()
+        };
+        let mut known_outputs: HashMap<usize, &'a Outputs> = HashMap::new();
         for (i, job) in job_of.iter().enumerate() {
             let Some(job) = *job else { continue };
             let timeout = spec.effective_timeout(&steps[i]);
             match &job.state {
+                JobState::Succeeded if read.contains(&i) => {
+                    let outputs = recorded
+                        .get(job.name.as_str())
+                        .map(|o| Ok(*o))
+                        .or_else(|| job.outputs.as_ref().map(|o| o.as_ref()));
+                    match outputs {
+                        Some(Ok(outputs)) => {
+                            known_outputs.insert(i, outputs);
+                            progress.complete(i, &mut released);
+                        }
+                        Some(Err(why)) => failures.push((
+                            i,
+                            Failure::Data {
+                                reason: REASON_BAD_OUTPUTS,
+                                why: why.clone(),
+                            },
+                        )),
+                        // Not read yet (its pods could not be listed): the next pass reads
+                        // them; until then it holds its dependents as if it still ran.
+                        None => running += 1,
+                    }
+                }
                 JobState::Succeeded => progress.complete(i, &mut released),
                 JobState::TimedOut { why } => {
                     failures.push((i, Failure::TimedOut { why: why.clone() }));
@@ -832,19 +1020,93 @@ impl<'a> Planner<'a> {
                 }
             }
         }
+        // `when`s and named outputs decide among the steps that may start: a false `when`
+        // skips its step (done for its dependents, which may then be decided in turn), a
+        // failing one or a missing output fails it. The same outputs decide the same way at
+        // every pass, so nothing of it needs a record but the status.
+        let flow: &'a DataFlow = self.flow;
+        let whens = if main.is_none() {
+            &flow.when
+        } else {
+            &flow.exit_when
+        };
+        let mut skipped = vec![false; n];
+        let mut blocked = is_refused;
+        let mut inputs: HashMap<usize, Inputs> = HashMap::new();
+        if !whens.is_empty() || !flow.read.is_empty() {
+            let mut queue: Vec<usize> = progress
+                .ready()
+                .filter(|&i| job_of[i].is_none() && !blocked[i])
+                .collect();
+            while let Some(i) = queue.pop() {
+                let (source_dag, source) = match main {
+                    Some((dag, known)) => (dag, (&known.outputs, known.skipped.as_slice())),
+                    None => (dag, (&known_outputs, skipped.as_slice())),
+                };
+                if let Some(when) = whens.get(&i) {
+                    let upstream = upstream(source_dag, source, when.steps());
+                    let expression = steps[i].when.as_deref().map_or("", |w| w.as_str());
+                    match when.evaluate(&upstream) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            skipped[i] = true;
+                            let mut newly = Vec::new();
+                            progress.complete(i, &mut newly);
+                            queue.extend(newly.into_iter().filter(|&d| job_of[d].is_none()));
+                            continue;
+                        }
+                        Err(error) => {
+                            blocked[i] = true;
+                            failures.push((
+                                i,
+                                Failure::Data {
+                                    reason: REASON_WHEN_FAILED,
+                                    why: format!("when {expression:?}: {error}"),
+                                },
+                            ));
+                            continue;
+                        }
+                    }
+                }
+                match step_inputs(&steps[i], source_dag, source.0) {
+                    Ok(Some(values)) => {
+                        inputs.insert(i, values);
+                    }
+                    Ok(None) => {}
+                    Err(missing) => {
+                        blocked[i] = true;
+                        failures.push((
+                            i,
+                            Failure::Data {
+                                reason: REASON_MISSING_OUTPUT,
+                                why: missing.to_string(),
+                            },
+                        ));
+                    }
+                }
+            }
+        }
         failures.sort_by_key(|(i, _)| *i);
         let ready = progress
             .ready()
-            .filter(|&i| job_of[i].is_none() && !is_refused[i])
+            .filter(|&i| job_of[i].is_none() && !blocked[i])
             .collect();
+        let known = Known {
+            outputs: known_outputs,
+            skipped: skipped.clone(),
+        };
         View {
             dag,
+            steps,
             job_of,
             progress,
             failures,
             running,
             stopped,
             ready,
+            known,
+            skipped,
+            inputs,
         }
     }
 
@@ -864,7 +1126,7 @@ impl<'a> Planner<'a> {
         let (main_jobs, exit_jobs): (Vec<&ObservedJob>, Vec<&ObservedJob>) = current
             .iter()
             .partition(|j| exit_dag.is_none() || dag.index_of(&j.step).is_some());
-        let mut main = self.assess(dag, &spec.containers, &main_jobs, false);
+        let mut main = self.assess(dag, &spec.containers, &main_jobs, false, None);
         let terminate = spec.shutdown == Some(Shutdown::Terminate);
         if spec.shutdown.is_some() {
             // Stopping or terminating: nothing new starts.
@@ -928,7 +1190,13 @@ impl<'a> Planner<'a> {
         let mut exit_message = None;
         let end = match (main_end, exit_dag) {
             (Some(main_end), Some(exit_dag)) if !terminate => {
-                let view = self.assess(exit_dag, &spec.on_exit, &exit_jobs, true);
+                let view = self.assess(
+                    exit_dag,
+                    &spec.on_exit,
+                    &exit_jobs,
+                    true,
+                    Some((dag, &main.known)),
+                );
                 let exit_env = ExitEnv {
                     status: if main_end.0 == Trigger::AllStepsSucceeded {
                         Phase::Completed
@@ -958,6 +1226,7 @@ impl<'a> Planner<'a> {
                         job_name: self.job_name(step),
                         retry: spec.retry,
                         exit: Some(exit_env.clone()),
+                        inputs: view.inputs.get(&i).cloned().unwrap_or_default(),
                     });
                 }
                 let end = if view.running == 0 && view.ready.is_empty() {
@@ -1012,6 +1281,7 @@ impl<'a> Planner<'a> {
                     job_name: self.job_name(step),
                     retry: spec.retry,
                     exit: None,
+                    inputs: main.inputs.remove(&i).unwrap_or_default(),
                 });
             }
             if self.phase == Phase::Created && (main.running > 0 || !created.is_empty()) {
@@ -1100,6 +1370,7 @@ impl<'a> Planner<'a> {
             let failure = failures_iter.next_if(|(f, _)| *f == i).map(|(_, f)| f);
             match (job, failure) {
                 (_, Some(Failure::Refused { entry })) => lists.steps.push(entry.clone()),
+                (None, Some(failure)) => lists.steps.extend(failure.entry_without_job(name)),
                 (Some(job), Some(failure)) => {
                     let mut entry = failure.step_status(name, job);
                     if !prefix.is_empty() {
@@ -1108,7 +1379,19 @@ impl<'a> Planner<'a> {
                     lists.steps.push(entry);
                 }
                 (Some(job), None) => match &job.state {
-                    JobState::Succeeded => lists.executed.push(name.to_string()),
+                    JobState::Succeeded => {
+                        lists.executed.push(name.to_string());
+                        // Outputs another step names are recorded, so they are read once.
+                        if let Some(outputs) = view.known.outputs.get(&i) {
+                            lists.steps.push(StepStatus {
+                                phase: StepPhase::Succeeded,
+                                started_at: job.start_time.map(Time),
+                                finished_at: job.finished_at.map(Time),
+                                outputs: (*outputs).clone(),
+                                ..running_step_status(name, job.name.clone(), false)
+                            });
+                        }
+                    }
                     JobState::Active { .. } if !terminal => {
                         lists.started.push(name.to_string());
                         lists.steps.push(running_step_status(
@@ -1128,7 +1411,17 @@ impl<'a> Planner<'a> {
                     }),
                     _ => {}
                 },
-                (None, _) => {}
+                (None, None) if view.skipped[i] => {
+                    let expression = view.steps[i].when.as_deref().map_or("", |w| w.as_str());
+                    lists.steps.push(StepStatus {
+                        phase: StepPhase::Skipped,
+                        reason: Some(REASON_WHEN_FALSE.into()),
+                        message: Some(format!("when {expression:?} is false")),
+                        job: None,
+                        ..running_step_status(name, String::new(), false)
+                    });
+                }
+                (None, None) => {}
             }
             // Steps being created count as started, so their Jobs appearing changes nothing.
             if created_iter.next_if_eq(&&i).is_some() {
@@ -1304,6 +1597,10 @@ fn conditions(
         ),
     ]
 }
+
+#[cfg(test)]
+#[path = "plan_data_tests.rs"]
+mod data_tests;
 
 #[cfg(test)]
 mod tests {
@@ -1861,6 +2158,7 @@ mod tests {
                 job_name: job_name(&wf, "a"),
                 retry: 0,
                 exit: None,
+                inputs: Default::default(),
             }]
         );
     }

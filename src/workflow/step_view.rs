@@ -399,6 +399,7 @@ mod tests {
             reason: Some(reason.into()),
             message: Some(message.into()),
             job: Some(names::job_name("wf", name, "r1")),
+            outputs: Default::default(),
         };
         wf.status.as_mut().unwrap().steps = vec![
             entry(

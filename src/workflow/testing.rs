@@ -48,6 +48,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         working_dir: None,
         image_pull_policy: None,
         security_context: None,
+        when: None,
     }
 }
 
@@ -201,6 +202,12 @@ impl WorkFlowBuilder {
         self
     }
 
+    /// Sets the last step's `when`.
+    pub fn when(mut self, expression: &str) -> Self {
+        self.last().when = Some(Box::new(expression.to_string()));
+        self
+    }
+
     /// Sets `ttlSecondsAfterFinished`.
     pub fn ttl_seconds_after_finished(mut self, seconds: i64) -> Self {
         self.workflow.spec.ttl_seconds_after_finished = Some(seconds);
@@ -317,7 +324,25 @@ impl<'a> Jobs<'a> {
             pod_started: true,
             suspended: false,
             start_failure: None,
+            outputs: None,
         });
+        self
+    }
+
+    /// Sets the outputs the handler read from the last Job's pod (`Err`: why they could not
+    /// be read).
+    pub fn outputs(mut self, outputs: Result<&[(&str, &str)], &str>) -> Self {
+        let job = self.jobs.last_mut().expect("add a Job first");
+        job.outputs = Some(
+            outputs
+                .map(|pairs| {
+                    pairs
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                })
+                .map_err(str::to_string),
+        );
         self
     }
 
