@@ -154,6 +154,23 @@ fn validate_names_each_problem() {
             "depends on itself",
         ),
         ("containers: [{stepName: a}]", "image"),
+        // What steps read of each other (issue 16 acceptance 2).
+        (
+            "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], command: [echo, '{{steps.nope.outputs.k}}']}]",
+            r#"step "b": {{steps.nope.outputs.k}} names step "nope", which does not exist"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x}, {stepName: b, image: x, args: ['{{steps.a.outputs.k}}']}]",
+            r#"step "b": {{steps.a.outputs.k}} names step "a", which does not run before it"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x, env: [{name: X, value: '{{inputs.x}}'}]}]",
+            r#"step "a": {{inputs.x}} is not a reference the operator knows"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], when: 'steps.a.outputs.k =='}]",
+            r#"step "b": when "steps.a.outputs.k ==" does not compile"#,
+        ),
     ];
     for (spec, expected) in cases {
         let file = manifest(&format!(

@@ -868,7 +868,8 @@ spec:
                 Some(stem.as_str()),
                 "name of {stem}.yaml"
             );
-            let dag = crate::workflow::dag::Dag::build(&wf.spec.containers);
+            // The DAG, the exit steps and what steps read of each other.
+            let dag = crate::workflow::plan::Compiled::new(&wf.spec).dag;
             assert_eq!(
                 dag.is_err(),
                 stem.starts_with("invalid-"),
@@ -889,7 +890,7 @@ spec:
             }
         }
         type Shows = fn(&WorkFlowSpec) -> bool;
-        let wanted: [(&str, Shows); 14] = [
+        let wanted: [(&str, Shows); 16] = [
             ("simple", |s| s.containers.len() == 3),
             ("diamond", |s| s.containers.len() == 4),
             ("failing", |s| {
@@ -921,6 +922,16 @@ spec:
                 s.start_timeout != DEFAULT_START_TIMEOUT
             }),
             ("run-control", |s| !s.on_exit.is_empty()),
+            ("cleanup", |s| {
+                s.ttl_seconds_after_finished.is_some() || s.pod_cleanup.is_some()
+            }),
+            ("outputs", |s| {
+                s.containers.iter().any(|c| c.when.is_some())
+                    && s.containers
+                        .iter()
+                        .flat_map(|c| c.command.iter().flatten())
+                        .any(|a| a.contains("{{steps."))
+            }),
         ];
         for (stem, shows) in wanted {
             let wf = examples.iter().find(|(s, _)| s == stem).map(|(_, wf)| wf);
