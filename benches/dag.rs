@@ -135,6 +135,7 @@ fn bench(c: &mut Criterion) {
                 ttl_seconds_after_finished: None,
                 pod_cleanup: None,
                 on_exit: Vec::new(),
+                workspace: None,
             },
         );
         let mut wf = WorkFlow {

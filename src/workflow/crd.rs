@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, EnvFromSource, EnvVar, LocalObjectReference, PodSecurityContext,
-    ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
+    Affinity, EnvFromSource, EnvVar, LocalObjectReference, PersistentVolumeClaimSpec,
+    PodSecurityContext, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, CustomResourceExt};
@@ -135,6 +135,41 @@ pub struct WorkFlowSpec {
     /// none turns a failure into a success. `shutdown: Terminate` skips them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_exit: Vec<Step>,
+
+    /// A volume shared by every step of a run: one PersistentVolumeClaim per run, created and
+    /// owned by the workflow (deleted with it), mounted at `mountPath` in every step, its path
+    /// in `$WORKFLOW_WORKSPACE`. Boxed: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Box<Workspace>>,
+}
+
+/// `spec.workspace`: the claim every step of a run mounts.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Workspace {
+    /// Where the steps see it; default `/workspace`.
+    #[serde(default = "default_workspace_path")]
+    pub mount_path: String,
+
+    /// The claim made for each run: its `spec` (`accessModes`, `resources.requests.storage`,
+    /// `storageClassName`, ...), as in a StatefulSet's `volumeClaimTemplates`.
+    pub volume_claim_template: ClaimTemplate,
+}
+
+/// The template of the workspace's claim.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct ClaimTemplate {
+    /// A PersistentVolumeClaim's `spec`, kept whole (the API server checks it when the
+    /// operator creates the claim).
+    #[schemars(schema_with = "kubernetes_object")]
+    pub spec: PersistentVolumeClaimSpec,
+}
+
+/// Where the workspace is mounted unless `spec.workspace.mountPath` says otherwise.
+pub const DEFAULT_WORKSPACE_PATH: &str = "/workspace";
+
+fn default_workspace_path() -> String {
+    DEFAULT_WORKSPACE_PATH.to_string()
 }
 
 /// How `spec.shutdown` ends a workflow.
@@ -321,7 +356,7 @@ pub struct Step {
     /// `steps.NAME.phase`): false skips the step, and a skipped step counts as done for its
     /// dependents. Boxed: rarely set, and a step is held up to three times per workflow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub when: Option<Box<String>>,
+    pub when: Option<Box<str>>,
 }
 
 /// What the operator observed of a workflow; written only by the operator.
@@ -785,11 +820,12 @@ spec:
     #[test]
     fn a_step_holds_its_rarely_set_kubernetes_types_out_of_line() {
         let size = std::mem::size_of::<Step>();
-        // 280 before `when` (a boxed string: 8 bytes).
-        assert!(size <= 288, "a Step is {size} bytes");
+        // 280 before `when` (a boxed str: 16 bytes).
+        assert!(size <= 296, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
-        // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24.
-        assert!(spec <= 104, "a WorkFlowSpec is {spec} bytes");
+        // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
+        // boxed `workspace` 8.
+        assert!(spec <= 112, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

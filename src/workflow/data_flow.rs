@@ -79,9 +79,9 @@ fn check_step(
         })?;
         named.extend(found.iter().map(|r| (r.text.to_string(), r.step)));
     }
-    let when = step.when.as_deref().map(|w| When::compile(w));
+    let when = step.when.as_deref().map(When::compile);
     if let Some(Ok(when)) = &when {
-        let shown = format!("when {:?}", step.when.as_deref().map_or("", |w| w.as_str()));
+        let shown = format!("when {:?}", step.when.as_deref().unwrap_or(""));
         for source in when.steps() {
             named.push((shown.clone(), source.as_str()));
         }
@@ -166,7 +166,7 @@ mod tests {
         .unwrap();
         assert_eq!(flow.read, HashSet::from([0, 1]));
         let mut wf = chain().step("e", &["c"]).build();
-        wf.spec.containers[4].when = Some(Box::new(r#"steps.c.outputs.go == "yes""#.into()));
+        wf.spec.containers[4].when = Some(r#"steps.c.outputs.go == "yes""#.into());
         let compiled = Compiled::new(&wf.spec);
         assert!(compiled.dag.is_ok());
         assert_eq!(compiled.flow.read, HashSet::from([2]));
@@ -220,13 +220,13 @@ mod tests {
     #[test]
     fn a_when_that_does_not_compile_or_names_a_step_not_upstream_is_refused() {
         let mut wf = chain().build();
-        wf.spec.containers[2].when = Some(Box::new("steps.a.outputs.x ==".into()));
+        wf.spec.containers[2].when = Some("steps.a.outputs.x ==".into());
         let error = Compiled::new(&wf.spec).dag.unwrap_err().to_string();
         assert!(
             error.starts_with(r#"step "c": when "steps.a.outputs.x ==" does not compile"#),
             "{error}"
         );
-        wf.spec.containers[2].when = Some(Box::new(r#"steps["side"].phase == "Succeeded""#.into()));
+        wf.spec.containers[2].when = Some(r#"steps["side"].phase == "Succeeded""#.into());
         let error = Compiled::new(&wf.spec).dag.unwrap_err().to_string();
         assert!(
             error.contains(r#"names step "side", which does not run before it"#),

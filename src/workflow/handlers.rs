@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim};
 use k8s_openapi::api::events;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -758,12 +758,53 @@ async fn carry_out(
     plan: &Plan,
 ) -> Result<Vec<Refusal>, HandlerError> {
     let refusals = Mutex::new(Vec::new());
+    if plan
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::CreateJob { .. }))
+    {
+        ensure_workspace(shared, api, workflow, compiled).await?;
+    }
     futures::stream::iter(plan.actions.iter().map(Ok))
         .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
             execute(shared, api, workflow, compiled, action, &refusals)
         })
         .await?;
     Ok(refusals.into_inner().expect("refusals lock"))
+}
+
+/// Creates the workspace claim of the current run (`spec.workspace`) before the Jobs that
+/// mount it: at each pass that creates Jobs, as 409 says it exists already (one request, no
+/// memory to trust after a restart), and only for workflows with a workspace.
+async fn ensure_workspace(
+    shared: &Shared,
+    jobs_api: &Api<Job>,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+) -> HandlerResult {
+    let claim = jobs::build_workspace_claim(workflow, &compiled.run)
+        .map_err(|e| HandlerError::permanent(e.to_string()))?;
+    let Some(claim) = claim else {
+        return Ok(());
+    };
+    let namespace = workflow.namespace().unwrap_or_default();
+    let api: Api<PersistentVolumeClaim> =
+        Api::namespaced(jobs_api.clone().into_client(), &namespace);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    match api.create(&params, &claim).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 => Err(HandlerError::permanent(
+            format!("the API server refused the workspace claim: {}", e.message),
+        )),
+        Err(e) => {
+            shared.metrics.api_error("create");
+            Err(temporary("creating the workspace claim", e))
+        }
+    }
 }
 
 /// The full plan once the `refusals` are recorded in the status `plan` made (or the stored

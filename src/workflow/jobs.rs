@@ -9,7 +9,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodSpec,
+    PodTemplateSpec, Volume, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
@@ -49,14 +52,21 @@ pub const ANNOTATION_PODS_DELETED: &str = "workflow.crd.com/pods-deleted";
 pub const LABEL_RETRY: &str = "workflow.crd.com/retry";
 pub const OWN_LABELS: [&str; 4] = [LABEL_WORKFLOW, LABEL_STEP, LABEL_RUN, LABEL_RETRY];
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
-pub const OWN_ENV: [&str; 6] = [
+pub const OWN_ENV: [&str; 7] = [
     "WORKFLOW_NAME",
     "WORKFLOW_NAMESPACE",
     "STEP_NAME",
     "WORKFLOW_STATUS",
     "WORKFLOW_FAILED_STEPS",
     outputs::OUTPUTS_ENV,
+    WORKSPACE_ENV,
 ];
+
+/// The environment variable that holds the workspace's path (`spec.workspace.mountPath`).
+pub const WORKSPACE_ENV: &str = "WORKFLOW_WORKSPACE";
+
+/// The name of the workspace's volume in a step's pod.
+pub const WORKSPACE_VOLUME: &str = "workflow-workspace";
 
 /// Why a Job cannot be built for a workflow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -207,6 +217,10 @@ pub fn build_job_for(
         env_var("STEP_NAME", &step.step_name),
         env_var(outputs::OUTPUTS_ENV, outputs::OUTPUTS_PATH),
     ];
+    let workspace = workflow.spec.workspace.as_deref();
+    if let Some(workspace) = workspace {
+        env.push(env_var(WORKSPACE_ENV, &workspace.mount_path));
+    }
     if let Some(exit) = exit {
         env.push(env_var("WORKFLOW_STATUS", exit.status.as_str()));
         env.push(env_var(
@@ -292,7 +306,17 @@ pub fn build_job_for(
                         termination_message_path: Some(outputs::OUTPUTS_PATH.to_string()),
                         env: Some(env),
                         env_from: non_empty(step.env_from.clone()),
-                        volume_mounts: non_empty(step.volume_mounts.clone()),
+                        volume_mounts: non_empty(
+                            step.volume_mounts
+                                .iter()
+                                .cloned()
+                                .chain(workspace.map(|w| VolumeMount {
+                                    name: WORKSPACE_VOLUME.to_string(),
+                                    mount_path: w.mount_path.clone(),
+                                    ..VolumeMount::default()
+                                }))
+                                .collect(),
+                        ),
                         working_dir: step.working_dir.clone(),
                         image_pull_policy: step.image_pull_policy.clone(),
                         security_context: step.security_context.as_deref().cloned(),
@@ -300,7 +324,19 @@ pub fn build_job_for(
                         ..Container::default()
                     }],
                     service_account_name: pod.service_account_name,
-                    volumes: non_empty(pod.volumes),
+                    volumes: non_empty(
+                        pod.volumes
+                            .into_iter()
+                            .chain(workspace.map(|_| Volume {
+                                name: WORKSPACE_VOLUME.to_string(),
+                                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                                    claim_name: names::workspace_claim_name(name, run),
+                                    read_only: None,
+                                }),
+                                ..Volume::default()
+                            }))
+                            .collect(),
+                    ),
                     image_pull_secrets: non_empty(pod.image_pull_secrets),
                     node_selector: (!pod.node_selector.is_empty()).then_some(pod.node_selector),
                     tolerations: non_empty(pod.tolerations),
@@ -314,6 +350,48 @@ pub fn build_job_for(
         }),
         status: None,
     })
+}
+
+/// The workspace claim of run `run` of `workflow` (`spec.workspace`): its template's spec, the
+/// operator's labels, owned by the workflow (the garbage collector deletes it with it); `None`
+/// without a workspace.
+///
+/// # Errors
+/// [`JobError::MissingMetadata`] when the workflow lacks a name, namespace or uid.
+pub fn build_workspace_claim(
+    workflow: &WorkFlow,
+    run: &str,
+) -> Result<Option<PersistentVolumeClaim>, JobError> {
+    let Some(workspace) = workflow.spec.workspace.as_deref() else {
+        return Ok(None);
+    };
+    let name = workflow
+        .metadata
+        .name
+        .as_deref()
+        .ok_or(JobError::MissingMetadata("name"))?;
+    let namespace = workflow
+        .metadata
+        .namespace
+        .as_deref()
+        .ok_or(JobError::MissingMetadata("namespace"))?;
+    let owner = workflow
+        .controller_owner_ref(&())
+        .ok_or(JobError::MissingMetadata("uid"))?;
+    Ok(Some(PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(names::workspace_claim_name(name, run)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(BTreeMap::from([
+                (LABEL_WORKFLOW.to_string(), names::label_value(name)),
+                (LABEL_RUN.to_string(), run.to_string()),
+            ])),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(workspace.volume_claim_template.spec.clone()),
+        status: None,
+    }))
 }
 
 /// A Job as the planner sees it, or `None` when it lacks the step annotation (not built by
@@ -529,6 +607,52 @@ mod tests {
             c.termination_message_path.as_deref(),
             Some("/dev/termination-log")
         );
+    }
+
+    #[test]
+    fn a_workspace_is_one_claim_per_run_owned_by_the_workflow_and_mounted_in_every_step() {
+        let wf = WorkFlow::test("wf")
+            .workspace("/data")
+            .step("a", &[])
+            .step("b", &["a"])
+            .build();
+        let claim = build_workspace_claim(&wf, "r1").unwrap().unwrap();
+        let claim_name = claim.metadata.name.clone().unwrap();
+        assert_eq!(claim_name, names::workspace_claim_name("wf", "r1"));
+        assert_ne!(claim_name, names::workspace_claim_name("wf", "r2"));
+        let owner = &claim.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("WorkFlow", Some(true))
+        );
+        for step in &wf.spec.containers {
+            let job = build_job(&wf, step, "r1").unwrap();
+            let pod = job.spec.unwrap().template.spec.unwrap();
+            let volume = &pod.volumes.as_ref().unwrap()[0];
+            assert_eq!(
+                volume
+                    .persistent_volume_claim
+                    .as_ref()
+                    .map(|c| c.claim_name.as_str()),
+                Some(claim_name.as_str())
+            );
+            let container = &pod.containers[0];
+            let mount = &container.volume_mounts.as_ref().unwrap()[0];
+            assert_eq!(
+                (mount.name.as_str(), mount.mount_path.as_str()),
+                (volume.name.as_str(), "/data")
+            );
+            assert!(
+                container
+                    .env
+                    .as_ref()
+                    .unwrap()
+                    .iter()
+                    .any(|e| e.name == "WORKFLOW_WORKSPACE" && e.value.as_deref() == Some("/data"))
+            );
+        }
+        let plain = WorkFlow::test("wf").step("a", &[]).build();
+        assert!(build_workspace_claim(&plain, "r1").unwrap().is_none());
     }
 
     #[test]

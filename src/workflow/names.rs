@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
     EnvFromSource, EnvVar, ResourceRequirements, SecurityContext, VolumeMount,
 };
 
-use super::crd::{PodTemplate, Step, WorkFlowSpec};
+use super::crd::{PodTemplate, Step, WorkFlowSpec, Workspace};
 
 /// Longest DNS-1123 label (Job names, container names) and label value.
 pub const MAX_LABEL: usize = 63;
@@ -153,6 +153,13 @@ pub fn job_name(workflow: &str, step: &str, run: &str) -> String {
     with_hash(base, short_hash(&[workflow, step, run], HASH_LEN))
 }
 
+/// The name of the workspace claim (`spec.workspace`) of run `run` of `workflow`:
+/// `<workflow>-ws-<hash>`, the hash over a key no step's Job name can have.
+pub fn workspace_claim_name(workflow: &str, run: &str) -> String {
+    let base = format!("{}-ws", dns_sanitise(workflow));
+    with_hash(base, short_hash(&[workflow, "\0workspace", run], HASH_LEN))
+}
+
 /// The Job name of `step` in retry `retry` of run `run`: [`job_name`] for retry 0 (a workflow
 /// never retried keeps the names it always had), otherwise a name whose hash covers the retry
 /// too, so that a retried step never reuses the name of its failed Job. A run id is hex digits,
@@ -173,6 +180,8 @@ struct RunKey<'a> {
     pod_template: &'a Option<Box<PodTemplate>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     on_exit: Vec<StepKey<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workspace: &'a Option<Box<Workspace>>,
 }
 
 #[derive(Serialize)]
@@ -196,11 +205,13 @@ struct StepKey<'a> {
     image_pull_policy: &'a Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     security_context: &'a Option<Box<SecurityContext>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    when: &'a Option<Box<str>>,
 }
 
 /// A short stable id of what runs: the set of steps (and of exit steps) with their images,
-/// commands, args, env, resources, mounts, working directories, pull policies, security contexts
-/// and dependencies, and the pod template.
+/// commands, args, env, resources, mounts, working directories, pull policies, security contexts,
+/// `when`s and dependencies, the pod template and the workspace.
 ///
 /// Limits are left out on purpose, so changing them applies to the running workflow instead of
 /// starting a new run: `maxStepTimeout`, a step's `timeout`, `parallelism`, `failFast` and a step's
@@ -221,6 +232,7 @@ fn run_key_json(spec: &WorkFlowSpec) -> String {
         steps,
         pod_template: &spec.pod_template,
         on_exit,
+        workspace: &spec.workspace,
     };
     serde_json::to_string(&key).expect("plain data serialises to JSON")
 }
@@ -242,6 +254,7 @@ fn step_key(step: &Step) -> StepKey<'_> {
         working_dir: &step.working_dir,
         image_pull_policy: &step.image_pull_policy,
         security_context: &step.security_context,
+        when: &step.when,
     }
 }
 

@@ -1045,7 +1045,7 @@ impl<'a> Planner<'a> {
                 };
                 if let Some(when) = whens.get(&i) {
                     let upstream = upstream(source_dag, source, when.steps());
-                    let expression = steps[i].when.as_deref().map_or("", |w| w.as_str());
+                    let expression = steps[i].when.as_deref().unwrap_or("");
                     match when.evaluate(&upstream) {
                         Ok(true) => {}
                         Ok(false) => {
@@ -1412,7 +1412,7 @@ impl<'a> Planner<'a> {
                     _ => {}
                 },
                 (None, None) if view.skipped[i] => {
-                    let expression = view.steps[i].when.as_deref().map_or("", |w| w.as_str());
+                    let expression = view.steps[i].when.as_deref().unwrap_or("");
                     lists.steps.push(StepStatus {
                         phase: StepPhase::Skipped,
                         reason: Some(REASON_WHEN_FALSE.into()),

@@ -78,6 +78,7 @@ impl WorkFlow {
             ttl_seconds_after_finished: None,
             pod_cleanup: None,
             on_exit: Vec::new(),
+            workspace: None,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {
@@ -204,7 +205,21 @@ impl WorkFlowBuilder {
 
     /// Sets the last step's `when`.
     pub fn when(mut self, expression: &str) -> Self {
-        self.last().when = Some(Box::new(expression.to_string()));
+        self.last().when = Some(expression.into());
+        self
+    }
+
+    /// Sets `workspace`: a claim of 1Gi, `ReadWriteOnce`, mounted at `mount_path`.
+    pub fn workspace(mut self, mount_path: &str) -> Self {
+        let spec = serde_json::from_value(serde_json::json!({
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        }))
+        .expect("a claim spec");
+        self.workflow.spec.workspace = Some(Box::new(super::crd::Workspace {
+            mount_path: mount_path.to_string(),
+            volume_claim_template: super::crd::ClaimTemplate { spec },
+        }));
         self
     }
 
