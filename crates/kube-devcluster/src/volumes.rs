@@ -18,8 +18,12 @@
 //! as `/proc`, `/sys` and `/dev`, as they are), or, when a mount point is to be made at the top
 //! (`/workspace`), a tmpfs holding a read-only bind mount of each of the host's entries instead;
 //! a fresh tmpfs at `/tmp`, the pod's scratch
-//! directory (its `HOME`) at its own path, and each volume bind-mounted at its `mountPath`
-//! (read-only when `readOnly`, the `subPath` of the volume when given). A mount point or
+//! directory (its `HOME`) at its own path, each volume bind-mounted at its `mountPath`
+//! (read-only when `readOnly`, the `subPath` of the volume when given), and last the
+//! container's termination message file at its `terminationMessagePath`
+//! ([`super::termination_message`]). A mount point in `/dev` the host lacks (that file at
+//! `/dev/termination-log`) gives the container a `/dev` of its own, as a container runtime
+//! makes it: a tmpfs with the host's few standard devices bound in. A mount point or
 //! `workingDir` missing on the host is created where nothing is shared: directly in the root's
 //! tmpfs, in `/tmp` or a volume, or else in an overlay (the host's directory as its read-only
 //! lower layer, a tmpfs of the pod's as the upper) put over its nearest existing ancestor, or,
@@ -30,7 +34,7 @@
 //! reads ([`Sandbox::start_error`]), and the container fails to start with it.
 //!
 //! Whether the machine allows unprivileged user namespaces is checked once ([`available`]);
-//! where it does not, a pod with volume mounts fails to start, saying so.
+//! where it does not, a pod that needs a sandbox fails to start, saying so.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt as _;
@@ -123,6 +127,21 @@ impl Drop for PodVolumes {
     }
 }
 
+impl PodVolumes {
+    /// The pod's directory (fresh, by uid) with no volumes in it yet.
+    pub fn new(host: &VolumeHost, uid: &str) -> Result<Self, String> {
+        Ok(Self {
+            dir: host.pod_dir(uid)?,
+            volumes: HashMap::new(),
+        })
+    }
+
+    /// The pod's directory, where its containers' termination message files are made.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
 /// Writes the pod's volumes (`spec.volumes`) under `host`'s directory for the pod.
 pub(crate) fn materialise(
     host: &VolumeHost,
@@ -146,11 +165,8 @@ pub(crate) fn materialise(
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let dir = host.pod_dir(uid).map_err(Blocked::Unsupported)?;
-    let mut made = PodVolumes {
-        dir: dir.clone(),
-        volumes: HashMap::new(),
-    };
+    let mut made = PodVolumes::new(host, uid).map_err(Blocked::Unsupported)?;
+    let dir = made.dir.clone();
     for (index, volume) in volumes.iter().enumerate() {
         let name = name_of(volume);
         if let Some(claim_dir) = claims.remove(name) {
@@ -328,23 +344,40 @@ pub(crate) struct Sandbox {
     root_mount: PathBuf,
 }
 
+fn volume_mounts(container: &Value) -> &[Value] {
+    container
+        .get("volumeMounts")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+fn working_dir(container: &Value) -> Option<&str> {
+    container
+        .get("workingDir")
+        .and_then(Value::as_str)
+        .filter(|w| !w.is_empty())
+}
+
+/// Whether `container` needs a sandbox for its own sake: it mounts volumes or has a working
+/// directory.
+pub(crate) fn wants_sandbox(container: &Value) -> bool {
+    !volume_mounts(container).is_empty() || working_dir(container).is_some()
+}
+
 impl Sandbox {
-    /// The sandbox of `container` (its `volumeMounts` and `workingDir`), or `None` when it needs
-    /// none: nothing mounted and no working directory. `Err`: why it cannot start.
+    /// The sandbox of `container` (its `volumeMounts` and `workingDir`) and of its termination
+    /// message file (`message_file`: the file on the host and the container's path for it,
+    /// mounted last as the kubelet's `makeMounts` adds it), or `None` when it needs none:
+    /// nothing mounted and no working directory. `Err`: why it cannot start.
     pub fn of(
         volumes: Option<&PodVolumes>,
         container: &Value,
         scratch: &Path,
+        message_file: Option<(&Path, &str)>,
     ) -> Result<Option<Sandbox>, String> {
-        let mounts: &[Value] = container
-            .get("volumeMounts")
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice);
-        let working_dir = container
-            .get("workingDir")
-            .and_then(Value::as_str)
-            .filter(|w| !w.is_empty());
-        if mounts.is_empty() && working_dir.is_none() {
+        let mounts = volume_mounts(container);
+        let working_dir = working_dir(container);
+        if !wants_sandbox(container) && message_file.is_none() {
             return Ok(None);
         }
         let Some(volumes) = volumes else {
@@ -383,6 +416,13 @@ impl Sandbox {
                 source,
                 target: absolute(target)?,
                 read_only: mount.get("readOnly").and_then(Value::as_bool) == Some(true),
+            });
+        }
+        if let Some((file, path)) = message_file {
+            list.push(Mount {
+                source: file.to_path_buf(),
+                target: absolute(path).map_err(|why| format!("terminationMessagePath: {why}"))?,
+                read_only: false,
             });
         }
         let working_dir = match working_dir {
@@ -520,6 +560,24 @@ const SHADOW: &str = r#"shadow() {
   done
 }"#;
 
+/// A container's own `/dev`, as a container runtime makes one (opencontainers/runtime-spec
+/// config-linux.md, "Default Devices" and the default mounts; runtime-linux.md, "Dev symbolic
+/// links"): a tmpfs holding the host's `null`, `zero`, `full`, `random`, `urandom` and `tty`
+/// (bind mounts: a user namespace may not make device nodes), the standard links, a `devpts`
+/// instance of its own (the host's where the kernel refuses one) and a `shm` tmpfs.
+const OWN_DEV: &str = r#"run mount -t tmpfs -o mode=0755,nosuid devcluster-dev "$R/dev"
+run mkdir "$R/dev/pts" "$R/dev/shm"
+for d in null zero full random urandom tty; do
+  [ -e "/dev/$d" ] || continue
+  : > "$R/dev/$d" || fail "cannot create /dev/$d"
+  run mount --bind "/dev/$d" "$R/dev/$d"
+done
+for l in fd:/proc/self/fd stdin:/proc/self/fd/0 stdout:/proc/self/fd/1 stderr:/proc/self/fd/2 ptmx:pts/ptmx; do
+  run ln -s "${l#*:}" "$R/dev/${l%%:*}"
+done
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" 2>/dev/null || run mount --rbind /dev/pts "$R/dev/pts"
+run mount -t tmpfs -o mode=1777,nosuid,nodev shm "$R/dev/shm""#;
+
 /// The host directories whose kernel-backed contents stay as they are (not read-only).
 const KERNEL_DIRS: [&str; 3] = ["proc", "sys", "dev"];
 
@@ -602,6 +660,16 @@ fn setup_script(
         }
     }
     let mut places = Places::new(entries);
+    // Nothing can be made in the host's /dev (an overlay over a devtmpfs is refused, a copy of
+    // its hundred entries is slow): a mount point there that the host lacks (the termination
+    // message file at /dev/termination-log) gets the container a /dev of its own instead.
+    if mounts
+        .iter()
+        .any(|m| m.target.starts_with("/dev/") && !Path::new(&m.target).exists())
+    {
+        line(OWN_DEV.into());
+        places.private.push("/dev".into());
+    }
     let at = places.ensure(&scratch, true, &mut line);
     line(format!(
         "run mount --bind {} \"$R\"{}",
@@ -754,7 +822,8 @@ fn resolve_on_host(path: &str) -> String {
 }
 
 /// Whether this machine lets an unprivileged process make a user and mount namespace (checked
-/// once, by running `unshare --user --map-root-user --mount true`); `Err` says why not.
+/// once, by running `unshare --user --map-root-user --mount true`); `Err` says why not (the
+/// kubelet adds what the pod therefore cannot have).
 pub(crate) async fn available() -> Result<(), String> {
     static CHECKED: tokio::sync::OnceCell<Result<(), String>> = tokio::sync::OnceCell::const_new();
     CHECKED
@@ -771,8 +840,7 @@ pub(crate) async fn available() -> Result<(), String> {
             };
             Err(format!(
                 "this machine cannot give the pod's process a user and mount namespace \
-                 (unshare --user --map-root-user --mount: {why}), so the devcluster cannot mount \
-                 its volumes"
+                 (unshare --user --map-root-user --mount: {why})"
             ))
         })
         .await
@@ -894,7 +962,7 @@ mod tests {
         if let Some(dir) = working_dir {
             container["workingDir"] = json!(dir);
         }
-        let sandbox = Sandbox::of(Some(&made), &container, Path::new("/tmp/scratch"));
+        let sandbox = Sandbox::of(Some(&made), &container, Path::new("/tmp/scratch"), None);
         (host, made, sandbox)
     }
 
@@ -902,7 +970,7 @@ mod tests {
     fn a_container_without_mounts_or_working_dir_needs_no_sandbox() {
         let made = None;
         assert!(matches!(
-            Sandbox::of(made, &json!({"image": "x"}), Path::new("/tmp")),
+            Sandbox::of(made, &json!({"image": "x"}), Path::new("/tmp"), None),
             Ok(None)
         ));
     }
@@ -1024,6 +1092,67 @@ mod tests {
             lines.last(),
             Some(&"exec unshare --root \"$R\" --wd '/workspace/src' -- \"$@\"")
         );
+    }
+
+    #[test]
+    fn a_message_file_in_dev_gets_the_container_a_dev_of_its_own() {
+        let host = VolumeHost::default();
+        let made = PodVolumes::new(&host, "pod").unwrap();
+        let file = made.dir().join("termination-x");
+        std::fs::write(&file, "").unwrap();
+        let container = json!({"image": "x"});
+        let sandbox = Sandbox::of(
+            Some(&made),
+            &container,
+            Path::new("/tmp/scratch"),
+            Some((&file, "/dev/termination-log")),
+        )
+        .unwrap()
+        .expect("a message file needs a sandbox");
+        assert_eq!(sandbox.host_path("/dev/termination-log"), file);
+        let script = setup_script(
+            &sandbox.mounts,
+            &sandbox.working_dir,
+            Path::new("/tmp/scratch"),
+            Path::new("/data/pod/root"),
+            Path::new("/data/pod/start-error"),
+            &[Entry::Dir("dev".into()), Entry::Dir("tmp".into())],
+        );
+        assert!(script.contains(OWN_DEV), "{script}");
+        let lines: Vec<&str> = script.lines().collect();
+        for want in [
+            "[ -e \"$R\"'/dev/termination-log' ] || run touch \"$R\"'/dev/termination-log'",
+            &format!(
+                "run mount --bind '{}' \"$R\"'/dev/termination-log'",
+                file.display()
+            ),
+        ] {
+            assert!(lines.contains(&want), "{want:?} not in\n{script}");
+        }
+        // Neither an overlay nor a copy of the host's /dev.
+        assert!(!script.contains("overlay -o"), "{script}");
+        assert!(!script.contains("shadow '/dev'"), "{script}");
+
+        // A path the host has, or one outside /dev, leaves /dev as it is.
+        for path in ["/dev/null", "/tmp/out"] {
+            let sandbox = Sandbox::of(
+                Some(&made),
+                &container,
+                Path::new("/tmp/scratch"),
+                Some((&file, path)),
+            )
+            .unwrap()
+            .unwrap();
+            let script = setup_script(
+                &sandbox.mounts,
+                &sandbox.working_dir,
+                Path::new("/tmp/scratch"),
+                Path::new("/data/pod/root"),
+                Path::new("/data/pod/start-error"),
+                &[Entry::Dir("dev".into()), Entry::Dir("tmp".into())],
+            );
+            assert!(!script.contains("devcluster-dev"), "{path}: {script}");
+        }
     }
 
     #[test]
