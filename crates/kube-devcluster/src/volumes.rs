@@ -23,7 +23,7 @@
 //! container's termination message file at its `terminationMessagePath`
 //! ([`super::termination_message`]). A mount point in `/dev` the host lacks (that file at
 //! `/dev/termination-log`) gives the container a `/dev` of its own, as a container runtime
-//! makes it: a tmpfs with the host's few standard devices bound in. A mount point or
+//! makes it, with only the host's few standard devices bound in. A mount point or
 //! `workingDir` missing on the host is created where nothing is shared: directly in the root's
 //! tmpfs, in `/tmp` or a volume, or else in an overlay (the host's directory as its read-only
 //! lower layer, a tmpfs of the pod's as the upper) put over its nearest existing ancestor, or,
@@ -338,6 +338,8 @@ struct Mount {
 pub(crate) struct Sandbox {
     mounts: Vec<Mount>,
     working_dir: String,
+    /// The model of the container's own `/dev` ([`own_dev`]), where it needs one.
+    dev_template: Option<PathBuf>,
     /// Where the setup leaves its reason for failing.
     error_file: PathBuf,
     /// Where the container's root is built (inside the namespace only).
@@ -429,9 +431,27 @@ impl Sandbox {
             Some(dir) => absolute(dir)?,
             None => scratch.to_string_lossy().into_owned(),
         };
+        // Nothing can be made in the host's /dev (an overlay over a devtmpfs is refused, a
+        // copy of its hundred entries is slow): a mount point there that the host lacks (the
+        // termination message file at /dev/termination-log) gets the container a /dev of its
+        // own instead.
+        let dev_template = if list
+            .iter()
+            .any(|m| m.target.starts_with("/dev/") && !Path::new(&m.target).exists())
+        {
+            let template = volumes.dir.join("dev");
+            if !template.exists() {
+                dev_template_at(&template)
+                    .map_err(|e| format!("cannot make the container's /dev: {e}"))?;
+            }
+            Some(template)
+        } else {
+            None
+        };
         Ok(Some(Sandbox {
             mounts: list,
             working_dir,
+            dev_template,
             error_file: volumes.dir.join("start-error"),
             root_mount: volumes.dir.join("root"),
         }))
@@ -460,6 +480,7 @@ impl Sandbox {
             &self.root_mount,
             &self.error_file,
             &host_entries(),
+            self.dev_template.as_deref(),
         );
         let mut args: Vec<String> = [
             "--user",
@@ -560,23 +581,76 @@ const SHADOW: &str = r#"shadow() {
   done
 }"#;
 
-/// A container's own `/dev`, as a container runtime makes one (opencontainers/runtime-spec
-/// config-linux.md, "Default Devices" and the default mounts; runtime-linux.md, "Dev symbolic
-/// links"): a tmpfs holding the host's `null`, `zero`, `full`, `random`, `urandom` and `tty`
-/// (bind mounts: a user namespace may not make device nodes), the standard links, a `devpts`
-/// instance of its own (the host's where the kernel refuses one) and a `shm` tmpfs.
-const OWN_DEV: &str = r#"run mount -t tmpfs -o mode=0755,nosuid devcluster-dev "$R/dev"
-run mkdir "$R/dev/pts" "$R/dev/shm"
-for d in null zero full random urandom tty; do
-  [ -e "/dev/$d" ] || continue
-  : > "$R/dev/$d" || fail "cannot create /dev/$d"
-  run mount --bind "/dev/$d" "$R/dev/$d"
-done
-for l in fd:/proc/self/fd stdin:/proc/self/fd/0 stdout:/proc/self/fd/1 stderr:/proc/self/fd/2 ptmx:pts/ptmx; do
-  run ln -s "${l#*:}" "$R/dev/${l%%:*}"
-done
-mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts" 2>/dev/null || run mount --rbind /dev/pts "$R/dev/pts"
-run mount -t tmpfs -o mode=1777,nosuid,nodev shm "$R/dev/shm""#;
+/// The devices of a container's own `/dev` (opencontainers/runtime-spec config-linux.md,
+/// "Default Devices"), bound from the host's: a user namespace may not make device nodes.
+const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Makes at `dir` the model of a container's own `/dev`: an empty file for each of the host's
+/// [`DEVICES`] to bind it on, `pts` and `shm` to mount on, and the standard links
+/// (runtime-linux.md, "Dev symbolic links", and `ptmx` into `pts`).
+fn dev_template_at(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir.join("pts"))?;
+    std::fs::create_dir_all(dir.join("shm"))?;
+    for device in DEVICES {
+        if Path::new("/dev").join(device).exists() {
+            std::fs::write(dir.join(device), "")?;
+        }
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        std::os::unix::fs::symlink(target, dir.join(name))?;
+    }
+    Ok(())
+}
+
+/// The script lines that give the container its own `/dev`, as a container runtime makes one:
+/// an overlay whose lower layer is `template` (see [`dev_template_at`]) and whose upper layer
+/// is the pod's tmpfs (`dev-upper` and `dev-work`, made with the root), the host's devices bound on their files, a `devpts` instance of its own
+/// and a `shm` tmpfs. All are mounted by one `mount --all` of a fstab the script writes (a
+/// mount command each would cost a process each); their sources are names of their own, as
+/// `mount --all` skips an entry whose source is mounted at its target already, which the host's
+/// `devpts` and `shm` are in the root's copy of the host's mounts.
+fn own_dev(template: &Path, root_mount: &str) -> String {
+    let escape = |path: &str| {
+        // fstab(5): spaces and the like in octal.
+        path.replace('\\', "\\134")
+            .replace(' ', "\\040")
+            .replace('\t', "\\011")
+            .replace('\n', "\\012")
+    };
+    let dev = format!("{root_mount}/root/dev");
+    let mut entries = vec![format!(
+        "devcluster-dev {} overlay userxattr,lowerdir={},upperdir={},workdir={} 0 0",
+        escape(&dev),
+        escape(&template.to_string_lossy()),
+        escape(&format!("{root_mount}/dev-upper")),
+        escape(&format!("{root_mount}/dev-work")),
+    )];
+    entries.extend(
+        DEVICES
+            .iter()
+            .filter(|d| template.join(d).exists())
+            .map(|d| format!("/dev/{d} {}/{d} none bind 0 0", escape(&dev))),
+    );
+    entries.push(format!(
+        "devcluster-devpts {}/pts devpts newinstance,ptmxmode=0666,mode=0620 0 0",
+        escape(&dev)
+    ));
+    entries.push(format!(
+        "devcluster-shm {}/shm tmpfs mode=1777,nosuid,nodev 0 0",
+        escape(&dev)
+    ));
+    let quoted: Vec<String> = entries.iter().map(|e| quote(e)).collect();
+    format!(
+        "printf '%s\\n' {} > \"$N/dev.fstab\" || fail \"cannot write the fstab of /dev\"\nrun mount --all --fstab \"$N/dev.fstab\"",
+        quoted.join(" ")
+    )
+}
 
 /// The host directories whose kernel-backed contents stay as they are (not read-only).
 const KERNEL_DIRS: [&str; 3] = ["proc", "sys", "dev"];
@@ -589,6 +663,7 @@ fn setup_script(
     root_mount: &Path,
     error_file: &Path,
     entries: &[Entry],
+    dev_template: Option<&Path>,
 ) -> String {
     let root = root_mount.to_string_lossy();
     let mut s = String::new();
@@ -604,7 +679,14 @@ fn setup_script(
     line(SHADOW.into());
     line("run mkdir -p \"$N\"".into());
     line("run mount -t tmpfs -o mode=0755 devcluster \"$N\"".into());
-    line("run mkdir \"$R\" \"$N/upper\" \"$N/work\"".into());
+    line(format!(
+        "run mkdir \"$R\" \"$N/upper\" \"$N/work\"{}",
+        if dev_template.is_some() {
+            " \"$N/dev-upper\" \"$N/dev-work\""
+        } else {
+            ""
+        }
+    ));
     let names: Vec<&str> = entries
         .iter()
         .map(|e| match e {
@@ -660,14 +742,8 @@ fn setup_script(
         }
     }
     let mut places = Places::new(entries);
-    // Nothing can be made in the host's /dev (an overlay over a devtmpfs is refused, a copy of
-    // its hundred entries is slow): a mount point there that the host lacks (the termination
-    // message file at /dev/termination-log) gets the container a /dev of its own instead.
-    if mounts
-        .iter()
-        .any(|m| m.target.starts_with("/dev/") && !Path::new(&m.target).exists())
-    {
-        line(OWN_DEV.into());
+    if let Some(template) = dev_template {
+        line(own_dev(template, &root));
         places.private.push("/dev".into());
     }
     let at = places.ensure(&scratch, true, &mut line);
@@ -783,14 +859,21 @@ impl Places {
 
     fn make(&self, path: &str, dir: bool, line: &mut impl FnMut(String)) {
         if dir {
-            line(format!("run mkdir -p \"$R\"{}", quote(path)));
+            line(format!(
+                "[ -d \"$R\"{0} ] || run mkdir -p \"$R\"{0}",
+                quote(path)
+            ));
         } else {
             let parent = Path::new(path)
                 .parent()
                 .map_or_else(|| "/".into(), |p| p.to_string_lossy().into_owned());
-            line(format!("run mkdir -p \"$R\"{}", quote(&parent)));
             line(format!(
-                "[ -e \"$R\"{0} ] || run touch \"$R\"{0}",
+                "[ -d \"$R\"{0} ] || run mkdir -p \"$R\"{0}",
+                quote(&parent)
+            ));
+            // The shell's own `>` makes the file without a process; `touch` says why it cannot.
+            line(format!(
+                "[ -e \"$R\"{0} ] || {{ : > \"$R\"{0}; }} 2>/dev/null || run touch \"$R\"{0}",
                 quote(path)
             ));
         }
@@ -1061,6 +1144,7 @@ mod tests {
             Path::new("/data/pod/root"),
             Path::new("/data/pod/start-error"),
             &entries,
+            None,
         );
         let lines: Vec<&str> = script.lines().collect();
         let has = |want: &str| assert!(lines.contains(&want), "{want:?} not in\n{script}");
@@ -1078,15 +1162,17 @@ mod tests {
         has(
             "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"'/etc',upperdir=\"$N/upper/1\",workdir=\"$N/work/1\" \"$R\"'/etc' 2>/dev/null || shadow '/etc'",
         );
-        has("run mkdir -p \"$R\"'/etc/devcluster-test-missing/settings'");
+        has(
+            "[ -d \"$R\"'/etc/devcluster-test-missing/settings' ] || run mkdir -p \"$R\"'/etc/devcluster-test-missing/settings'",
+        );
         has("run mount -o remount,bind,ro \"$R\"'/etc/devcluster-test-missing/settings'");
         // Missing at the top: made in the root's own tmpfs; the working directory in the volume.
-        has("run mkdir -p \"$R\"'/workspace'");
+        has("[ -d \"$R\"'/workspace' ] || run mkdir -p \"$R\"'/workspace'");
         has(&format!(
             "run mount --bind '{}' \"$R\"'/workspace'",
             work.display()
         ));
-        has("run mkdir -p \"$R\"'/workspace/src'");
+        has("[ -d \"$R\"'/workspace/src' ] || run mkdir -p \"$R\"'/workspace/src'");
         assert_eq!(script.matches("overlay -o").count(), 1, "{script}");
         assert_eq!(
             lines.last(),
@@ -1101,57 +1187,74 @@ mod tests {
         let file = made.dir().join("termination-x");
         std::fs::write(&file, "").unwrap();
         let container = json!({"image": "x"});
-        let sandbox = Sandbox::of(
-            Some(&made),
-            &container,
-            Path::new("/tmp/scratch"),
-            Some((&file, "/dev/termination-log")),
-        )
-        .unwrap()
-        .expect("a message file needs a sandbox");
-        assert_eq!(sandbox.host_path("/dev/termination-log"), file);
-        let script = setup_script(
-            &sandbox.mounts,
-            &sandbox.working_dir,
-            Path::new("/tmp/scratch"),
-            Path::new("/data/pod/root"),
-            Path::new("/data/pod/start-error"),
-            &[Entry::Dir("dev".into()), Entry::Dir("tmp".into())],
-        );
-        assert!(script.contains(OWN_DEV), "{script}");
-        let lines: Vec<&str> = script.lines().collect();
-        for want in [
-            "[ -e \"$R\"'/dev/termination-log' ] || run touch \"$R\"'/dev/termination-log'",
-            &format!(
-                "run mount --bind '{}' \"$R\"'/dev/termination-log'",
-                file.display()
-            ),
-        ] {
-            assert!(lines.contains(&want), "{want:?} not in\n{script}");
-        }
-        // Neither an overlay nor a copy of the host's /dev.
-        assert!(!script.contains("overlay -o"), "{script}");
-        assert!(!script.contains("shadow '/dev'"), "{script}");
-
-        // A path the host has, or one outside /dev, leaves /dev as it is.
-        for path in ["/dev/null", "/tmp/out"] {
-            let sandbox = Sandbox::of(
+        let sandbox = |path: &str| {
+            Sandbox::of(
                 Some(&made),
                 &container,
                 Path::new("/tmp/scratch"),
                 Some((&file, path)),
             )
             .unwrap()
-            .unwrap();
-            let script = setup_script(
+            .expect("a message file needs a sandbox")
+        };
+        let script = |sandbox: &Sandbox| {
+            setup_script(
                 &sandbox.mounts,
                 &sandbox.working_dir,
                 Path::new("/tmp/scratch"),
                 Path::new("/data/pod/root"),
                 Path::new("/data/pod/start-error"),
                 &[Entry::Dir("dev".into()), Entry::Dir("tmp".into())],
-            );
-            assert!(!script.contains("devcluster-dev"), "{path}: {script}");
+                sandbox.dev_template.as_deref(),
+            )
+        };
+        let in_dev = sandbox("/dev/termination-log");
+        assert_eq!(in_dev.host_path("/dev/termination-log"), file);
+        // The model of /dev: devices to bind on, mount points, the standard links.
+        let template = in_dev.dev_template.clone().expect("a /dev of its own");
+        assert!(template.join("null").is_file() && template.join("pts").is_dir());
+        assert_eq!(
+            std::fs::read_link(template.join("stdout")).unwrap(),
+            Path::new("/proc/self/fd/1")
+        );
+        let text = script(&in_dev);
+        let lines: Vec<&str> = text.lines().collect();
+        let has = |want: &str| assert!(lines.contains(&want), "{want:?} not in\n{text}");
+        has("run mkdir \"$R\" \"$N/upper\" \"$N/work\" \"$N/dev-upper\" \"$N/dev-work\"");
+        has("run mount --all --fstab \"$N/dev.fstab\"");
+        let fstab = lines
+            .iter()
+            .find(|l| l.starts_with("printf '%s\\n' "))
+            .unwrap_or_else(|| panic!("no fstab in\n{text}"));
+        for entry in [
+            format!(
+                "'devcluster-dev /data/pod/root/root/dev overlay userxattr,lowerdir={},upperdir=/data/pod/root/dev-upper,workdir=/data/pod/root/dev-work 0 0'",
+                template.display()
+            ),
+            "'/dev/null /data/pod/root/root/dev/null none bind 0 0'".into(),
+            "'devcluster-devpts /data/pod/root/root/dev/pts devpts newinstance,ptmxmode=0666,mode=0620 0 0'".into(),
+            "'devcluster-shm /data/pod/root/root/dev/shm tmpfs mode=1777,nosuid,nodev 0 0'".into(),
+        ] {
+            assert!(fstab.contains(&entry), "{entry} not in {fstab}");
+        }
+        // The file is made in that /dev (no process for it) and the message file bound on it.
+        has("[ -d \"$R\"'/dev' ] || run mkdir -p \"$R\"'/dev'");
+        has(
+            "[ -e \"$R\"'/dev/termination-log' ] || { : > \"$R\"'/dev/termination-log'; } 2>/dev/null || run touch \"$R\"'/dev/termination-log'",
+        );
+        has(&format!(
+            "run mount --bind '{}' \"$R\"'/dev/termination-log'",
+            file.display()
+        ));
+        // Neither an overlay over the host's /dev nor a copy of it.
+        assert!(!text.contains("overlay -o"), "{text}");
+        assert!(!text.contains("shadow '/dev'"), "{text}");
+
+        // A path the host has, or one outside /dev, leaves /dev as it is.
+        for path in ["/dev/null", "/tmp/out"] {
+            let other = sandbox(path);
+            assert_eq!(other.dev_template, None, "{path}");
+            assert!(!script(&other).contains("devcluster-dev"), "{path}");
         }
     }
 
@@ -1171,6 +1274,7 @@ mod tests {
             Path::new("/data/pod/root"),
             Path::new("/data/pod/start-error"),
             &entries,
+            None,
         );
         let lines: Vec<&str> = script.lines().collect();
         for want in [

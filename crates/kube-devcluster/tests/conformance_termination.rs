@@ -224,6 +224,38 @@ spec:
     assert_eq!(seen["message"], Value::Null, "{seen}");
 }
 
+/// A container with only a `workingDir` (in a pod without volumes) runs there, sandboxed as
+/// before; a sandboxed container has its message file even when its command does not name it
+/// (`ls /dev` shows it), and wrote nothing to it, so it has no message.
+#[tokio::test]
+async fn a_working_dir_alone_sandboxes_the_container_with_its_message_file() {
+    let Some((_cluster, kubectl)) = setup("termination_message_working_dir").await else {
+        return;
+    };
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: workdir}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    workingDir: /tmp/work/here
+    command: ["sh", "-c", "pwd; ls /dev"]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("pod.yaml", pod)])
+        .await;
+    let pod = pod_in_phase(&kubectl, "workdir", "Succeeded").await;
+    let logs = kubectl.ok(&["logs", "workdir"]).await;
+    let lines: Vec<&str> = logs.lines().collect();
+    assert_eq!(lines.first(), Some(&"/tmp/work/here"), "{logs}");
+    assert!(lines.contains(&"termination-log"), "{logs}");
+    let terminated = &container_status(&pod)["state"]["terminated"];
+    assert!(terminated.get("message").is_none(), "{pod}");
+}
+
 /// Each run of a restarted container has a fresh, empty message file (appending does not carry
 /// the first run's lines over), and the first run's message is in `lastState`.
 #[tokio::test]
