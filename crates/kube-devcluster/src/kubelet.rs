@@ -25,8 +25,9 @@
 //! reason `Unschedulable`, and the scheduler's `FailedScheduling` Event); a missing ConfigMap or
 //! Secret leaves its container `ContainerCreating` with the kubelet's `FailedMount` Event. A
 //! volume kind the devcluster cannot make, or a machine without user namespaces for a container
-//! that needs a sandbox, fails the container's start saying so (reason `StartError`). A container without `command`
-//! runs its image's known defaults ([`super::entrypoints`]) or fails saying why. A command that
+//! that needs a sandbox, fails the container's start saying so (reason `StartError`). A
+//! container without `command` runs its image's known defaults ([`super::entrypoints`]) or
+//! fails saying why. A command that
 //! cannot be executed fails like a container that cannot start (`terminated`, reason
 //! `StartError`, exit code 128, phase `Failed`). Output (stdout and stderr interleaved, the last
 //! [`LOG_LIMIT`] bytes, each line with its time) is kept as the pod's log ([`super::pod_logs`])
@@ -990,17 +991,17 @@ impl Runner {
             return;
         };
         let argv: Vec<String> = argv.iter().map(|a| expand(a, &env)).collect();
-        let message = termination_message::Spec::of(&container);
+        let termination = termination_message::Spec::of(&container);
         // The sandbox: for the container's volumes and working directory, and for its
         // termination message file when the process is told where that is (the module
         // documentation of `termination_message` says why only then).
         let needs_mounts = volumes::wants_sandbox(&container);
-        let sandboxed = needs_mounts || message.is_told(&argv, env.values());
+        let sandboxed = needs_mounts || termination.is_told(&argv, env.values());
         if sandboxed && let Err(why) = volumes::available().await {
             let what = if needs_mounts {
                 "mount its volumes".to_string()
             } else {
-                format!("give it its terminationMessagePath {:?}", message.path)
+                format!("give it its terminationMessagePath {:?}", termination.path)
             };
             self.write(
                 &cannot_start(format!("{why}, so the devcluster cannot {what}")),
@@ -1011,7 +1012,7 @@ impl Runner {
         }
         let volumes = match volumes {
             // A pod without volumes still needs its own directory for a sandbox.
-            None if sandboxed => match self.pod_directory() {
+            None if sandboxed => match PodVolumes::new(&self.shared.volumes, self.pod.uid()) {
                 Ok(made) => Some(made),
                 Err(why) => {
                     self.write(&cannot_start(why), None, 0);
@@ -1049,7 +1050,7 @@ impl Runner {
             let output = Output {
                 log: log.clone(),
                 tail: OutputTail::default(),
-                message_file: file.as_ref().map(|f| (f.path(), message.path.as_str())),
+                message_file: file.as_ref().map(|f| (f.path(), termination.path.as_str())),
             };
             let outcome = self
                 .run_once(
@@ -1061,7 +1062,8 @@ impl Runner {
                     restarts,
                 )
                 .await;
-            let ended = |state: State| self.with_message(state, &message, file.as_ref(), &output);
+            let ended =
+                |state: State| self.with_message(state, &termination, file.as_ref(), &output.tail);
             let terminated = match outcome {
                 Outcome::Stopped => {
                     // Killed: the pod is gone, unless finalizers keep it; then say how it ended.
@@ -1118,13 +1120,14 @@ impl Runner {
         self.terminating.borrow().is_some()
     }
 
-    /// A terminated state with the container's termination message ([`termination_message`]).
+    /// A terminated state with the container's termination message ([`termination_message`])
+    /// from this run's message file and output.
     fn with_message(
         &self,
         state: State,
         spec: &termination_message::Spec,
         file: Option<&MessageFile>,
-        output: &Output<'_>,
+        output: &OutputTail,
     ) -> State {
         let State::Terminated {
             exit_code,
@@ -1147,7 +1150,7 @@ impl Runner {
                 message.as_deref(),
                 exit_code,
                 file,
-                &output.tail,
+                output,
                 containers,
             ),
             exit_code,
@@ -1155,11 +1158,6 @@ impl Runner {
             started_at,
             finished_at,
         }
-    }
-
-    /// The pod's own directory (for a sandbox), where it has no volumes to make.
-    fn pod_directory(&self) -> Result<PodVolumes, String> {
-        PodVolumes::new(&self.shared.volumes, self.pod.uid())
     }
 
     /// The pod's volumes (`None` when it has none), once they can be made; meanwhile the pod

@@ -8,9 +8,10 @@
 //! mounts it at the path (k8s.io/kubernetes pkg/kubelet/kuberuntime/kuberuntime_container.go,
 //! `makeMounts`); the devcluster's kubelet does the same in the container's sandbox
 //! ([`super::volumes::Sandbox`]). A local process sees a file at an arbitrary absolute path only
-//! there, and the sandbox costs a process or two more to start, so the kubelet sandboxes a
-//! container for its message only when the process is told of the path ([`Spec::is_told`]): a
-//! value of its environment, an argument or its command contains the path. This is the
+//! there, and a sandbox takes tens of milliseconds more to start than a plain process, so the
+//! kubelet sandboxes a container for its message only when the process is told of the path
+//! ([`Spec::is_told`]): a value of its environment, an argument or its command contains the
+//! path. This is the
 //! devcluster's limit: a container that finds the path some other way (a script from an image
 //! that writes `/dev/termination-log` unasked) and has no `volumeMounts` or `workingDir` (which
 //! sandbox it anyway) runs as a plain process and its message stays empty.
@@ -37,20 +38,21 @@ use serde_json::{Value, json};
 /// k8s.io/api core/v1/types.go).
 pub const DEFAULT_PATH: &str = "/dev/termination-log";
 
-/// How much of the file is read, from its end (`kubecontainer.MaxContainerTerminationMessageLength`,
-/// k8s.io/kubernetes pkg/kubelet/container/runtime.go: 1024 * 4).
+/// How much of the file is read, from its end
+/// (`kubecontainer.MaxContainerTerminationMessageLength`, k8s.io/kubernetes
+/// pkg/kubelet/container/runtime.go: 1024 * 4).
 pub const MAX_CONTAINER_MESSAGE: usize = 4 * 1024;
 
 /// The most a pod's messages hold together, shared evenly by its containers and init containers
 /// (`kubecontainer.MaxPodTerminationMessageLogLength`, same file: 1024 * 12).
 pub const MAX_POD_MESSAGES: usize = 12 * 1024;
 
-/// The most bytes of log a fallback message holds, its end (`MaxContainerTerminationMessageLogLength`,
-/// same file: 1024 * 2).
+/// The most bytes of log a fallback message holds, its end
+/// (`MaxContainerTerminationMessageLogLength`, same file: 1024 * 2).
 pub const MAX_LOG_BYTES: usize = 2 * 1024;
 
-/// The most lines of log a fallback message holds, the last (`MaxContainerTerminationMessageLogLines`,
-/// same file: 80).
+/// The most lines of log a fallback message holds, the last
+/// (`MaxContainerTerminationMessageLogLines`, same file: 80).
 pub const MAX_LOG_LINES: usize = 80;
 
 /// The API server's defaults for every container of a pod spec (`containers`,

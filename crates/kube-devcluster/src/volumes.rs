@@ -370,7 +370,7 @@ impl Sandbox {
     /// The sandbox of `container` (its `volumeMounts` and `workingDir`) and of its termination
     /// message file (`message_file`: the file on the host and the container's path for it,
     /// mounted last as the kubelet's `makeMounts` adds it), or `None` when it needs none:
-    /// nothing mounted and no working directory. `Err`: why it cannot start.
+    /// nothing mounted, no working directory and no message file. `Err`: why it cannot start.
     pub fn of(
         volumes: Option<&PodVolumes>,
         container: &Value,
@@ -610,11 +610,12 @@ fn dev_template_at(dir: &Path) -> std::io::Result<()> {
 
 /// The script lines that give the container its own `/dev`, as a container runtime makes one:
 /// an overlay whose lower layer is `template` (see [`dev_template_at`]) and whose upper layer
-/// is the pod's tmpfs (`dev-upper` and `dev-work`, made with the root), the host's devices bound on their files, a `devpts` instance of its own
-/// and a `shm` tmpfs. All are mounted by one `mount --all` of a fstab the script writes (a
-/// mount command each would cost a process each); their sources are names of their own, as
-/// `mount --all` skips an entry whose source is mounted at its target already, which the host's
-/// `devpts` and `shm` are in the root's copy of the host's mounts.
+/// is the pod's tmpfs (`dev-upper` and `dev-work`, made with the root), the host's devices
+/// bound on their files, a `devpts` instance of its own and a `shm` tmpfs. All are mounted by
+/// one `mount --all` of a fstab the script writes (a mount command each would cost a process
+/// each); their sources are names of their own, as `mount --all` skips an entry whose source
+/// is mounted at its target already, which the host's `devpts` and `shm` are in the root's
+/// copy of the host's mounts.
 fn own_dev(template: &Path, root_mount: &str) -> String {
     let escape = |path: &str| {
         // fstab(5): spaces and the like in octal.
@@ -647,7 +648,8 @@ fn own_dev(template: &Path, root_mount: &str) -> String {
     ));
     let quoted: Vec<String> = entries.iter().map(|e| quote(e)).collect();
     format!(
-        "printf '%s\\n' {} > \"$N/dev.fstab\" || fail \"cannot write the fstab of /dev\"\nrun mount --all --fstab \"$N/dev.fstab\"",
+        "printf '%s\\n' {} > \"$N/dev.fstab\" || fail \"cannot write the fstab of /dev\"\n\
+         run mount --all --fstab \"$N/dev.fstab\"",
         quoted.join(" ")
     )
 }
