@@ -10,15 +10,24 @@
 //! Secret it needs is missing the container waits (`CreateContainerConfigError`, phase
 //! `Pending`) and the kubelet tries again every [`CONFIG_RETRY`].
 //!
-//! The pod's volumes are made first ([`super::volumes`]), and a container with `volumeMounts`
-//! or a `workingDir` runs in a user and mount namespace of its own where they are at their
-//! paths. Until they can be made, the pod waits as a real one does, trying again every
+//! The pod's volumes are made first ([`super::volumes`]), and a container runs in a user and
+//! mount namespace of its own (a sandbox) where they are at their paths when it has
+//! `volumeMounts` or a `workingDir`, or when its process is told of its
+//! `terminationMessagePath`: a value of its resolved environment, its command or an argument
+//! (after `$(VAR)` expansion) contains the path. A sandboxed container has an empty
+//! termination message file at that path, fresh for each run, and when it terminates
+//! `state.terminated.message` is what it wrote, read as the real kubelet reads it
+//! ([`super::termination_message`]; with `FallbackToLogsOnError` a failed container's log
+//! speaks for it, sandboxed or not). A container not told of the path runs as a plain local
+//! process, as starting a sandbox costs more. Until volumes can be made, the pod waits as a
+//! real one does, trying again every
 //! [`CONFIG_RETRY`]: a claim that does not exist leaves it unscheduled (`PodScheduled` False,
 //! reason `Unschedulable`, and the scheduler's `FailedScheduling` Event); a missing ConfigMap or
 //! Secret leaves its container `ContainerCreating` with the kubelet's `FailedMount` Event. A
-//! volume kind the devcluster cannot make, or a machine without user namespaces, fails the
-//! container's start saying so (reason `StartError`). A container without `command`
-//! runs its image's known defaults ([`super::entrypoints`]) or fails saying why. A command that
+//! volume kind the devcluster cannot make, or a machine without user namespaces for a container
+//! that needs a sandbox, fails the container's start saying so (reason `StartError`). A
+//! container without `command` runs its image's known defaults ([`super::entrypoints`]) or
+//! fails saying why. A command that
 //! cannot be executed fails like a container that cannot start (`terminated`, reason
 //! `StartError`, exit code 128, phase `Failed`). Output (stdout and stderr interleaved, the last
 //! [`LOG_LIMIT`] bytes, each line with its time) is kept as the pod's log ([`super::pod_logs`])
@@ -63,6 +72,7 @@ use super::server::PodLogs;
 use super::store::{
     DeleteOptions, EventType, Store, StoredObject, Target, WatchEvent, now_rfc3339,
 };
+use super::termination_message::{self, MessageFile, OutputTail};
 use super::volumes::{self, Blocked, PodVolumes, Sandbox, VolumeHost};
 
 pub use super::pod_logs::LOG_LIMIT;
@@ -85,7 +95,9 @@ pub enum Error {
 }
 
 /// The real API server's create-time defaults for a pod, as far as the kubelet cares:
-/// `restartPolicy: Always` and `status.phase: Pending`.
+/// `restartPolicy: Always`, each container's `terminationMessagePath` and
+/// `terminationMessagePolicy` ([`termination_message::default_containers`]) and
+/// `status.phase: Pending`.
 pub fn pod_defaults_on_create(pod: &mut Value) {
     if !pod.get("spec").is_some_and(Value::is_object) {
         pod["spec"] = json!({});
@@ -93,6 +105,7 @@ pub fn pod_defaults_on_create(pod: &mut Value) {
     if pod["spec"].get("restartPolicy").is_none_or(Value::is_null) {
         pod["spec"]["restartPolicy"] = json!("Always");
     }
+    termination_message::default_containers(&mut pod["spec"]);
     pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
 }
 
@@ -914,6 +927,15 @@ fn cannot_start(message: String) -> State {
     }
 }
 
+/// Where one run of a container writes: the pod's log, the end of this run's output (for a
+/// termination message from the log), and its termination message file (on the host, and the
+/// container's path for it) when it runs in a sandbox.
+struct Output<'a> {
+    log: Log,
+    tail: OutputTail,
+    message_file: Option<(&'a std::path::Path, &'a str)>,
+}
+
 /// How one run of a container ended.
 enum Outcome {
     /// It ran and exited (or was killed): the terminated state.
@@ -968,18 +990,37 @@ impl Runner {
         let Some(env) = self.wait_for_env(&container).await else {
             return;
         };
-        let sandboxed = container
-            .get("volumeMounts")
-            .is_some_and(|m| m.as_array().is_some_and(|m| !m.is_empty()))
-            || container
-                .get("workingDir")
-                .and_then(Value::as_str)
-                .is_some_and(|w| !w.is_empty());
+        let argv: Vec<String> = argv.iter().map(|a| expand(a, &env)).collect();
+        let termination = termination_message::Spec::of(&container);
+        // The sandbox: for the container's volumes and working directory, and for its
+        // termination message file when the process is told where that is (the module
+        // documentation of `termination_message` says why only then).
+        let needs_mounts = volumes::wants_sandbox(&container);
+        let sandboxed = needs_mounts || termination.is_told(&argv, env.values());
         if sandboxed && let Err(why) = volumes::available().await {
-            self.write(&cannot_start(why), None, 0);
+            let what = if needs_mounts {
+                "mount its volumes".to_string()
+            } else {
+                format!("give it its terminationMessagePath {:?}", termination.path)
+            };
+            self.write(
+                &cannot_start(format!("{why}, so the devcluster cannot {what}")),
+                None,
+                0,
+            );
             return;
         }
-        let argv: Vec<String> = argv.iter().map(|a| expand(a, &env)).collect();
+        let volumes = match volumes {
+            // A pod without volumes still needs its own directory for a sandbox.
+            None if sandboxed => match PodVolumes::new(&self.shared.volumes, self.pod.uid()) {
+                Ok(made) => Some(made),
+                Err(why) => {
+                    self.write(&cannot_start(why), None, 0);
+                    return;
+                }
+            },
+            volumes => volumes,
+        };
         let policy = self
             .pod
             .value
@@ -993,31 +1034,54 @@ impl Runner {
         let mut restarts: u32 = 0;
         let mut last_state: Option<State> = None;
         loop {
+            // Each run of the container has a message file of its own, as each container the
+            // real kubelet starts does (`makeMounts`), and its own output for the log fallback.
+            let file = match volumes.as_ref().filter(|_| sandboxed) {
+                None => None,
+                Some(made) => match MessageFile::create_in(made.dir()) {
+                    Ok(file) => Some(file),
+                    Err(error) => {
+                        let why = format!("cannot create the termination message file: {error}");
+                        self.write(&cannot_start(why), last_state.as_ref(), restarts);
+                        return;
+                    }
+                },
+            };
+            let output = Output {
+                log: log.clone(),
+                tail: OutputTail::default(),
+                message_file: file.as_ref().map(|f| (f.path(), termination.path.as_str())),
+            };
             let outcome = self
                 .run_once(
                     &argv,
                     &env,
                     (&container, volumes.as_ref()),
-                    &log,
+                    &output,
                     last_state.as_ref(),
                     restarts,
                 )
                 .await;
+            let ended =
+                |state: State| self.with_message(state, &termination, file.as_ref(), &output.tail);
             let terminated = match outcome {
                 Outcome::Stopped => {
                     // Killed: the pod is gone, unless finalizers keep it; then say how it ended.
                     let now = now_rfc3339();
-                    let state = State::Terminated {
+                    let state = ended(State::Terminated {
                         exit_code: 137,
                         reason: "Error".into(),
                         message: None,
                         started_at: now.clone(),
                         finished_at: now,
-                    };
+                    });
                     self.write(&state, last_state.as_ref(), restarts);
                     return;
                 }
-                Outcome::Exited(state) | Outcome::NotStarted(state) => state,
+                Outcome::Exited(state) => ended(state),
+                // It never ran: nothing of its own to say (and the real kubelet's log fallback
+                // finds an empty log).
+                Outcome::NotStarted(state) => state,
             };
             let failed = !matches!(terminated, State::Terminated { exit_code: 0, .. });
             let restart = match policy.as_str() {
@@ -1054,6 +1118,46 @@ impl Runner {
 
     fn is_terminating(&self) -> bool {
         self.terminating.borrow().is_some()
+    }
+
+    /// A terminated state with the container's termination message ([`termination_message`])
+    /// from this run's message file and output.
+    fn with_message(
+        &self,
+        state: State,
+        spec: &termination_message::Spec,
+        file: Option<&MessageFile>,
+        output: &OutputTail,
+    ) -> State {
+        let State::Terminated {
+            exit_code,
+            reason,
+            message,
+            started_at,
+            finished_at,
+        } = state
+        else {
+            return state;
+        };
+        let containers = ["/spec/containers", "/spec/initContainers"]
+            .iter()
+            .filter_map(|p| self.pod.value.pointer(p).and_then(Value::as_array))
+            .map(Vec::len)
+            .sum();
+        State::Terminated {
+            message: termination_message::message(
+                spec,
+                message.as_deref(),
+                exit_code,
+                file,
+                output,
+                containers,
+            ),
+            exit_code,
+            reason,
+            started_at,
+            finished_at,
+        }
     }
 
     /// The pod's volumes (`None` when it has none), once they can be made; meanwhile the pod
@@ -1234,16 +1338,17 @@ impl Runner {
     }
 
     /// Runs the container's process once, in a fresh scratch directory and its own process
-    /// group, collecting its output into `log`.
+    /// group, collecting its output into `output`.
     async fn run_once(
         &self,
         argv: &[String],
         env: &HashMap<String, String>,
         (container, volumes): (&Value, Option<&PodVolumes>),
-        log: &Log,
+        output: &Output<'_>,
         last_state: Option<&State>,
         restarts: u32,
     ) -> Outcome {
+        let log = &output.log;
         let started_at = now_rfc3339();
         let not_started = |message: String| Outcome::NotStarted(cannot_start(message));
         let scratch = match tempfile::Builder::new()
@@ -1254,7 +1359,7 @@ impl Runner {
             Ok(dir) => dir,
             Err(error) => return not_started(error.to_string()),
         };
-        let sandbox = match Sandbox::of(volumes, container, scratch.path()) {
+        let sandbox = match Sandbox::of(volumes, container, scratch.path(), output.message_file) {
             Ok(sandbox) => sandbox,
             Err(why) => return not_started(why),
         };
@@ -1341,6 +1446,7 @@ impl Runner {
         .flatten()
         .map(|mut stream| {
             let log = log.clone();
+            let tail = output.tail.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 16 * 1024];
                 while let Ok(n) = stream.read(&mut buf).await {
@@ -1348,6 +1454,7 @@ impl Runner {
                         break;
                     }
                     log.push(&buf[..n]);
+                    tail.push(&buf[..n]);
                 }
             })
         })

@@ -83,6 +83,8 @@ pub mod store;
 #[cfg(feature = "server")]
 pub mod table;
 #[cfg(feature = "server")]
+pub mod termination_message;
+#[cfg(feature = "server")]
 pub mod typed_decode;
 #[cfg(feature = "server")]
 pub(crate) mod volumes;

@@ -18,8 +18,12 @@
 //! as `/proc`, `/sys` and `/dev`, as they are), or, when a mount point is to be made at the top
 //! (`/workspace`), a tmpfs holding a read-only bind mount of each of the host's entries instead;
 //! a fresh tmpfs at `/tmp`, the pod's scratch
-//! directory (its `HOME`) at its own path, and each volume bind-mounted at its `mountPath`
-//! (read-only when `readOnly`, the `subPath` of the volume when given). A mount point or
+//! directory (its `HOME`) at its own path, each volume bind-mounted at its `mountPath`
+//! (read-only when `readOnly`, the `subPath` of the volume when given), and last the
+//! container's termination message file at its `terminationMessagePath`
+//! ([`super::termination_message`]). A mount point in `/dev` the host lacks (that file at
+//! `/dev/termination-log`) gives the container a `/dev` of its own, as a container runtime
+//! makes it, with only the host's few standard devices bound in. A mount point or
 //! `workingDir` missing on the host is created where nothing is shared: directly in the root's
 //! tmpfs, in `/tmp` or a volume, or else in an overlay (the host's directory as its read-only
 //! lower layer, a tmpfs of the pod's as the upper) put over its nearest existing ancestor, or,
@@ -30,7 +34,7 @@
 //! reads ([`Sandbox::start_error`]), and the container fails to start with it.
 //!
 //! Whether the machine allows unprivileged user namespaces is checked once ([`available`]);
-//! where it does not, a pod with volume mounts fails to start, saying so.
+//! where it does not, a pod that needs a sandbox fails to start, saying so.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt as _;
@@ -123,6 +127,21 @@ impl Drop for PodVolumes {
     }
 }
 
+impl PodVolumes {
+    /// The pod's directory (fresh, by uid) with no volumes in it yet.
+    pub fn new(host: &VolumeHost, uid: &str) -> Result<Self, String> {
+        Ok(Self {
+            dir: host.pod_dir(uid)?,
+            volumes: HashMap::new(),
+        })
+    }
+
+    /// The pod's directory, where its containers' termination message files are made.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
 /// Writes the pod's volumes (`spec.volumes`) under `host`'s directory for the pod.
 pub(crate) fn materialise(
     host: &VolumeHost,
@@ -146,11 +165,8 @@ pub(crate) fn materialise(
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let dir = host.pod_dir(uid).map_err(Blocked::Unsupported)?;
-    let mut made = PodVolumes {
-        dir: dir.clone(),
-        volumes: HashMap::new(),
-    };
+    let mut made = PodVolumes::new(host, uid).map_err(Blocked::Unsupported)?;
+    let dir = made.dir.clone();
     for (index, volume) in volumes.iter().enumerate() {
         let name = name_of(volume);
         if let Some(claim_dir) = claims.remove(name) {
@@ -322,29 +338,48 @@ struct Mount {
 pub(crate) struct Sandbox {
     mounts: Vec<Mount>,
     working_dir: String,
+    /// The model of the container's own `/dev` ([`own_dev`]), where it needs one.
+    dev_template: Option<PathBuf>,
     /// Where the setup leaves its reason for failing.
     error_file: PathBuf,
     /// Where the container's root is built (inside the namespace only).
     root_mount: PathBuf,
 }
 
+fn volume_mounts(container: &Value) -> &[Value] {
+    container
+        .get("volumeMounts")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+fn working_dir(container: &Value) -> Option<&str> {
+    container
+        .get("workingDir")
+        .and_then(Value::as_str)
+        .filter(|w| !w.is_empty())
+}
+
+/// Whether `container` needs a sandbox for its own sake: it mounts volumes or has a working
+/// directory.
+pub(crate) fn wants_sandbox(container: &Value) -> bool {
+    !volume_mounts(container).is_empty() || working_dir(container).is_some()
+}
+
 impl Sandbox {
-    /// The sandbox of `container` (its `volumeMounts` and `workingDir`), or `None` when it needs
-    /// none: nothing mounted and no working directory. `Err`: why it cannot start.
+    /// The sandbox of `container` (its `volumeMounts` and `workingDir`) and of its termination
+    /// message file (`message_file`: the file on the host and the container's path for it,
+    /// mounted last as the kubelet's `makeMounts` adds it), or `None` when it needs none:
+    /// nothing mounted, no working directory and no message file. `Err`: why it cannot start.
     pub fn of(
         volumes: Option<&PodVolumes>,
         container: &Value,
         scratch: &Path,
+        message_file: Option<(&Path, &str)>,
     ) -> Result<Option<Sandbox>, String> {
-        let mounts: &[Value] = container
-            .get("volumeMounts")
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice);
-        let working_dir = container
-            .get("workingDir")
-            .and_then(Value::as_str)
-            .filter(|w| !w.is_empty());
-        if mounts.is_empty() && working_dir.is_none() {
+        let mounts = volume_mounts(container);
+        let working_dir = working_dir(container);
+        if !wants_sandbox(container) && message_file.is_none() {
             return Ok(None);
         }
         let Some(volumes) = volumes else {
@@ -385,13 +420,38 @@ impl Sandbox {
                 read_only: mount.get("readOnly").and_then(Value::as_bool) == Some(true),
             });
         }
+        if let Some((file, path)) = message_file {
+            list.push(Mount {
+                source: file.to_path_buf(),
+                target: absolute(path).map_err(|why| format!("terminationMessagePath: {why}"))?,
+                read_only: false,
+            });
+        }
         let working_dir = match working_dir {
             Some(dir) => absolute(dir)?,
             None => scratch.to_string_lossy().into_owned(),
         };
+        // Nothing can be made in the host's /dev (an overlay over a devtmpfs is refused, a
+        // copy of its hundred entries is slow): a mount point there that the host lacks (the
+        // termination message file at /dev/termination-log) gets the container a /dev of its
+        // own instead.
+        let dev_template = if list
+            .iter()
+            .any(|m| m.target.starts_with("/dev/") && !Path::new(&m.target).exists())
+        {
+            let template = volumes.dir.join("dev");
+            if !template.exists() {
+                dev_template_at(&template)
+                    .map_err(|e| format!("cannot make the container's /dev: {e}"))?;
+            }
+            Some(template)
+        } else {
+            None
+        };
         Ok(Some(Sandbox {
             mounts: list,
             working_dir,
+            dev_template,
             error_file: volumes.dir.join("start-error"),
             root_mount: volumes.dir.join("root"),
         }))
@@ -420,6 +480,7 @@ impl Sandbox {
             &self.root_mount,
             &self.error_file,
             &host_entries(),
+            self.dev_template.as_deref(),
         );
         let mut args: Vec<String> = [
             "--user",
@@ -520,6 +581,79 @@ const SHADOW: &str = r#"shadow() {
   done
 }"#;
 
+/// The devices of a container's own `/dev` (opencontainers/runtime-spec config-linux.md,
+/// "Default Devices"), bound from the host's: a user namespace may not make device nodes.
+const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Makes at `dir` the model of a container's own `/dev`: an empty file for each of the host's
+/// [`DEVICES`] to bind it on, `pts` and `shm` to mount on, and the standard links
+/// (runtime-linux.md, "Dev symbolic links", and `ptmx` into `pts`).
+fn dev_template_at(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir.join("pts"))?;
+    std::fs::create_dir_all(dir.join("shm"))?;
+    for device in DEVICES {
+        if Path::new("/dev").join(device).exists() {
+            std::fs::write(dir.join(device), "")?;
+        }
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        std::os::unix::fs::symlink(target, dir.join(name))?;
+    }
+    Ok(())
+}
+
+/// The script lines that give the container its own `/dev`, as a container runtime makes one:
+/// an overlay whose lower layer is `template` (see [`dev_template_at`]) and whose upper layer
+/// is the pod's tmpfs (`dev-upper` and `dev-work`, made with the root), the host's devices
+/// bound on their files, a `devpts` instance of its own and a `shm` tmpfs. All are mounted by
+/// one `mount --all` of a fstab the script writes (a mount command each would cost a process
+/// each); their sources are names of their own, as `mount --all` skips an entry whose source
+/// is mounted at its target already, which the host's `devpts` and `shm` are in the root's
+/// copy of the host's mounts.
+fn own_dev(template: &Path, root_mount: &str) -> String {
+    let escape = |path: &str| {
+        // fstab(5): spaces and the like in octal.
+        path.replace('\\', "\\134")
+            .replace(' ', "\\040")
+            .replace('\t', "\\011")
+            .replace('\n', "\\012")
+    };
+    let dev = format!("{root_mount}/root/dev");
+    let mut entries = vec![format!(
+        "devcluster-dev {} overlay userxattr,lowerdir={},upperdir={},workdir={} 0 0",
+        escape(&dev),
+        escape(&template.to_string_lossy()),
+        escape(&format!("{root_mount}/dev-upper")),
+        escape(&format!("{root_mount}/dev-work")),
+    )];
+    entries.extend(
+        DEVICES
+            .iter()
+            .filter(|d| template.join(d).exists())
+            .map(|d| format!("/dev/{d} {}/{d} none bind 0 0", escape(&dev))),
+    );
+    entries.push(format!(
+        "devcluster-devpts {}/pts devpts newinstance,ptmxmode=0666,mode=0620 0 0",
+        escape(&dev)
+    ));
+    entries.push(format!(
+        "devcluster-shm {}/shm tmpfs mode=1777,nosuid,nodev 0 0",
+        escape(&dev)
+    ));
+    let quoted: Vec<String> = entries.iter().map(|e| quote(e)).collect();
+    format!(
+        "printf '%s\\n' {} > \"$N/dev.fstab\" || fail \"cannot write the fstab of /dev\"\n\
+         run mount --all --fstab \"$N/dev.fstab\"",
+        quoted.join(" ")
+    )
+}
+
 /// The host directories whose kernel-backed contents stay as they are (not read-only).
 const KERNEL_DIRS: [&str; 3] = ["proc", "sys", "dev"];
 
@@ -531,6 +665,7 @@ fn setup_script(
     root_mount: &Path,
     error_file: &Path,
     entries: &[Entry],
+    dev_template: Option<&Path>,
 ) -> String {
     let root = root_mount.to_string_lossy();
     let mut s = String::new();
@@ -546,7 +681,14 @@ fn setup_script(
     line(SHADOW.into());
     line("run mkdir -p \"$N\"".into());
     line("run mount -t tmpfs -o mode=0755 devcluster \"$N\"".into());
-    line("run mkdir \"$R\" \"$N/upper\" \"$N/work\"".into());
+    line(format!(
+        "run mkdir \"$R\" \"$N/upper\" \"$N/work\"{}",
+        if dev_template.is_some() {
+            " \"$N/dev-upper\" \"$N/dev-work\""
+        } else {
+            ""
+        }
+    ));
     let names: Vec<&str> = entries
         .iter()
         .map(|e| match e {
@@ -602,6 +744,10 @@ fn setup_script(
         }
     }
     let mut places = Places::new(entries);
+    if let Some(template) = dev_template {
+        line(own_dev(template, &root));
+        places.private.push("/dev".into());
+    }
     let at = places.ensure(&scratch, true, &mut line);
     line(format!(
         "run mount --bind {} \"$R\"{}",
@@ -715,14 +861,21 @@ impl Places {
 
     fn make(&self, path: &str, dir: bool, line: &mut impl FnMut(String)) {
         if dir {
-            line(format!("run mkdir -p \"$R\"{}", quote(path)));
+            line(format!(
+                "[ -d \"$R\"{0} ] || run mkdir -p \"$R\"{0}",
+                quote(path)
+            ));
         } else {
             let parent = Path::new(path)
                 .parent()
                 .map_or_else(|| "/".into(), |p| p.to_string_lossy().into_owned());
-            line(format!("run mkdir -p \"$R\"{}", quote(&parent)));
             line(format!(
-                "[ -e \"$R\"{0} ] || run touch \"$R\"{0}",
+                "[ -d \"$R\"{0} ] || run mkdir -p \"$R\"{0}",
+                quote(&parent)
+            ));
+            // The shell's own `>` makes the file without a process; `touch` says why it cannot.
+            line(format!(
+                "[ -e \"$R\"{0} ] || {{ : > \"$R\"{0}; }} 2>/dev/null || run touch \"$R\"{0}",
                 quote(path)
             ));
         }
@@ -754,7 +907,8 @@ fn resolve_on_host(path: &str) -> String {
 }
 
 /// Whether this machine lets an unprivileged process make a user and mount namespace (checked
-/// once, by running `unshare --user --map-root-user --mount true`); `Err` says why not.
+/// once, by running `unshare --user --map-root-user --mount true`); `Err` says why not (the
+/// kubelet adds what the pod therefore cannot have).
 pub(crate) async fn available() -> Result<(), String> {
     static CHECKED: tokio::sync::OnceCell<Result<(), String>> = tokio::sync::OnceCell::const_new();
     CHECKED
@@ -771,8 +925,7 @@ pub(crate) async fn available() -> Result<(), String> {
             };
             Err(format!(
                 "this machine cannot give the pod's process a user and mount namespace \
-                 (unshare --user --map-root-user --mount: {why}), so the devcluster cannot mount \
-                 its volumes"
+                 (unshare --user --map-root-user --mount: {why})"
             ))
         })
         .await
@@ -894,7 +1047,7 @@ mod tests {
         if let Some(dir) = working_dir {
             container["workingDir"] = json!(dir);
         }
-        let sandbox = Sandbox::of(Some(&made), &container, Path::new("/tmp/scratch"));
+        let sandbox = Sandbox::of(Some(&made), &container, Path::new("/tmp/scratch"), None);
         (host, made, sandbox)
     }
 
@@ -902,7 +1055,7 @@ mod tests {
     fn a_container_without_mounts_or_working_dir_needs_no_sandbox() {
         let made = None;
         assert!(matches!(
-            Sandbox::of(made, &json!({"image": "x"}), Path::new("/tmp")),
+            Sandbox::of(made, &json!({"image": "x"}), Path::new("/tmp"), None),
             Ok(None)
         ));
     }
@@ -993,6 +1146,7 @@ mod tests {
             Path::new("/data/pod/root"),
             Path::new("/data/pod/start-error"),
             &entries,
+            None,
         );
         let lines: Vec<&str> = script.lines().collect();
         let has = |want: &str| assert!(lines.contains(&want), "{want:?} not in\n{script}");
@@ -1010,20 +1164,100 @@ mod tests {
         has(
             "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"'/etc',upperdir=\"$N/upper/1\",workdir=\"$N/work/1\" \"$R\"'/etc' 2>/dev/null || shadow '/etc'",
         );
-        has("run mkdir -p \"$R\"'/etc/devcluster-test-missing/settings'");
+        has(
+            "[ -d \"$R\"'/etc/devcluster-test-missing/settings' ] || run mkdir -p \"$R\"'/etc/devcluster-test-missing/settings'",
+        );
         has("run mount -o remount,bind,ro \"$R\"'/etc/devcluster-test-missing/settings'");
         // Missing at the top: made in the root's own tmpfs; the working directory in the volume.
-        has("run mkdir -p \"$R\"'/workspace'");
+        has("[ -d \"$R\"'/workspace' ] || run mkdir -p \"$R\"'/workspace'");
         has(&format!(
             "run mount --bind '{}' \"$R\"'/workspace'",
             work.display()
         ));
-        has("run mkdir -p \"$R\"'/workspace/src'");
+        has("[ -d \"$R\"'/workspace/src' ] || run mkdir -p \"$R\"'/workspace/src'");
         assert_eq!(script.matches("overlay -o").count(), 1, "{script}");
         assert_eq!(
             lines.last(),
             Some(&"exec unshare --root \"$R\" --wd '/workspace/src' -- \"$@\"")
         );
+    }
+
+    #[test]
+    fn a_message_file_in_dev_gets_the_container_a_dev_of_its_own() {
+        let host = VolumeHost::default();
+        let made = PodVolumes::new(&host, "pod").unwrap();
+        let file = made.dir().join("termination-x");
+        std::fs::write(&file, "").unwrap();
+        let container = json!({"image": "x"});
+        let sandbox = |path: &str| {
+            Sandbox::of(
+                Some(&made),
+                &container,
+                Path::new("/tmp/scratch"),
+                Some((&file, path)),
+            )
+            .unwrap()
+            .expect("a message file needs a sandbox")
+        };
+        let script = |sandbox: &Sandbox| {
+            setup_script(
+                &sandbox.mounts,
+                &sandbox.working_dir,
+                Path::new("/tmp/scratch"),
+                Path::new("/data/pod/root"),
+                Path::new("/data/pod/start-error"),
+                &[Entry::Dir("dev".into()), Entry::Dir("tmp".into())],
+                sandbox.dev_template.as_deref(),
+            )
+        };
+        let in_dev = sandbox("/dev/termination-log");
+        assert_eq!(in_dev.host_path("/dev/termination-log"), file);
+        // The model of /dev: devices to bind on, mount points, the standard links.
+        let template = in_dev.dev_template.clone().expect("a /dev of its own");
+        assert!(template.join("null").is_file() && template.join("pts").is_dir());
+        assert_eq!(
+            std::fs::read_link(template.join("stdout")).unwrap(),
+            Path::new("/proc/self/fd/1")
+        );
+        let text = script(&in_dev);
+        let lines: Vec<&str> = text.lines().collect();
+        let has = |want: &str| assert!(lines.contains(&want), "{want:?} not in\n{text}");
+        has("run mkdir \"$R\" \"$N/upper\" \"$N/work\" \"$N/dev-upper\" \"$N/dev-work\"");
+        has("run mount --all --fstab \"$N/dev.fstab\"");
+        let fstab = lines
+            .iter()
+            .find(|l| l.starts_with("printf '%s\\n' "))
+            .unwrap_or_else(|| panic!("no fstab in\n{text}"));
+        for entry in [
+            format!(
+                "'devcluster-dev /data/pod/root/root/dev overlay userxattr,lowerdir={},upperdir=/data/pod/root/dev-upper,workdir=/data/pod/root/dev-work 0 0'",
+                template.display()
+            ),
+            "'/dev/null /data/pod/root/root/dev/null none bind 0 0'".into(),
+            "'devcluster-devpts /data/pod/root/root/dev/pts devpts newinstance,ptmxmode=0666,mode=0620 0 0'".into(),
+            "'devcluster-shm /data/pod/root/root/dev/shm tmpfs mode=1777,nosuid,nodev 0 0'".into(),
+        ] {
+            assert!(fstab.contains(&entry), "{entry} not in {fstab}");
+        }
+        // The file is made in that /dev (no process for it) and the message file bound on it.
+        has("[ -d \"$R\"'/dev' ] || run mkdir -p \"$R\"'/dev'");
+        has(
+            "[ -e \"$R\"'/dev/termination-log' ] || { : > \"$R\"'/dev/termination-log'; } 2>/dev/null || run touch \"$R\"'/dev/termination-log'",
+        );
+        has(&format!(
+            "run mount --bind '{}' \"$R\"'/dev/termination-log'",
+            file.display()
+        ));
+        // Neither an overlay over the host's /dev nor a copy of it.
+        assert!(!text.contains("overlay -o"), "{text}");
+        assert!(!text.contains("shadow '/dev'"), "{text}");
+
+        // A path the host has, or one outside /dev, leaves /dev as it is.
+        for path in ["/dev/null", "/tmp/out"] {
+            let other = sandbox(path);
+            assert_eq!(other.dev_template, None, "{path}");
+            assert!(!script(&other).contains("devcluster-dev"), "{path}");
+        }
     }
 
     #[test]
@@ -1042,6 +1276,7 @@ mod tests {
             Path::new("/data/pod/root"),
             Path::new("/data/pod/start-error"),
             &entries,
+            None,
         );
         let lines: Vec<&str> = script.lines().collect();
         for want in [
