@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::session::Session;
+use support::session::{Session, row};
 
 /// A workflow with `spec.workspace`: one claim for the run, owned by the workflow, mounted in
 /// every step at its `mountPath`; what `write` leaves there, `read` finds. Deleting the workflow
@@ -73,5 +73,89 @@ spec:
         },
     )
     .await;
+    session.stop().await;
+}
+
+/// `examples/outputs.yaml`: `check` writes `ok=yes` and `version=1.4.2`; `deploy` runs (its
+/// `when` is true) with the version substituted into its command; `alert` is skipped; `report`
+/// runs after both. `get` and the status say so.
+#[tokio::test]
+async fn an_output_is_substituted_and_a_when_runs_one_branch_and_skips_the_other() {
+    let Some(session) = Session::start("outputs_and_when").await else {
+        return;
+    };
+    session.k(&["apply", "-f", "examples/outputs.yaml"]).await;
+    session.wait_finished("outputs").await;
+    let message = session.jsonpath("outputs", "{.status.message}").await;
+    assert_eq!(
+        session
+            .jsonpath("outputs", "{.status.workflow-status}")
+            .await,
+        "Completed",
+        "{message}"
+    );
+    let deploy = session.cli(&["logs", "outputs", "--step", "deploy"]).await;
+    assert!(deploy.contains("deploying 1.4.2"), "{deploy}");
+    assert_eq!(
+        session
+            .jsonpath(
+                "outputs",
+                r#"{.status.steps[?(@.name=="check")].outputs.version}"#
+            )
+            .await,
+        "1.4.2"
+    );
+    assert_eq!(
+        session
+            .jsonpath("outputs", r#"{.status.steps[?(@.name=="alert")].reason}"#)
+            .await,
+        "WhenFalse"
+    );
+    let get = session.cli(&["get", "outputs"]).await;
+    assert_eq!(row(&get, "alert")[1], "Skipped", "{get}");
+    assert_eq!(row(&get, "report")[1], "Succeeded", "{get}");
+    session.stop().await;
+}
+
+/// Bad outputs are answered clearly (issue 16 acceptance 2): outputs at the kubelet's 4 KiB
+/// limit fail their step; a named output the step did not write fails the step naming it.
+#[tokio::test]
+async fn outputs_over_4_kib_or_missing_fail_their_step_saying_why() {
+    let Some(session) = Session::start("bad_outputs").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: too-big}
+spec:
+  containers:
+    - {stepName: big, image: busybox:1.36, command: [sh, -c, 'i=0; while [ $i -lt 500 ]; do echo "k$i=0123456789" >> "$WORKFLOW_OUTPUTS"; i=$((i+1)); done']}
+    - {stepName: use, image: busybox:1.36, dependsOn: [big], command: [echo, '{{steps.big.outputs.k1}}']}
+"#;
+    session.create(manifest).await;
+    session.wait_finished("too-big").await;
+    let message = session.jsonpath("too-big", "{.status.message}").await;
+    assert!(
+        message.starts_with("step big failed: its outputs reached 4096 bytes"),
+        "{message}"
+    );
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: missing}
+spec:
+  containers:
+    - {stepName: a, image: busybox:1.36, command: [sh, -c, 'echo "x=1" >> "$WORKFLOW_OUTPUTS"']}
+    - {stepName: b, image: busybox:1.36, dependsOn: [a], command: [echo, '{{steps.a.outputs.y}}']}
+"#;
+    session.create(manifest).await;
+    session.wait_finished("missing").await;
+    assert_eq!(
+        session.jsonpath("missing", "{.status.message}").await,
+        r#"step b failed: {{steps.a.outputs.y}}: step "a" wrote no output "y""#
+    );
+    let get = session.cli(&["get", "missing"]).await;
+    assert_eq!(row(&get, "b")[1], "Failed", "{get}");
     session.stop().await;
 }

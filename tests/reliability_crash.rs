@@ -129,6 +129,9 @@ enum Verb {
     Expire,
     /// `podCleanup: OnSuccess`: it completes and stays, its pods gone.
     CleanPods,
+    /// `a` writes an output that `b` gets in its command and `c`'s `when` reads: it completes,
+    /// `b`'s Job built with the value, `c` run (not skipped), each once.
+    Outputs,
 }
 
 /// A chain `a -> b -> c` of half-second steps with an exit step `report`, shaped for `verb`.
@@ -137,7 +140,15 @@ fn verb_workflow(name: &str, verb: Verb, gate: &support::Gate) -> WorkFlowBuilde
         w.step(step, deps)
             .command(&["sh", "-c", &format!("echo {step}; sleep 0.5")])
     };
-    let w = sleep(WorkFlow::test(name), "a", &[]);
+    let w = if verb == Verb::Outputs {
+        WorkFlow::test(name).step("a", &[]).command(&[
+            "sh",
+            "-c",
+            "echo n=7 >> \"$WORKFLOW_OUTPUTS\"; sleep 0.5",
+        ])
+    } else {
+        sleep(WorkFlow::test(name), "a", &[])
+    };
     let w = match verb {
         Verb::Terminate => w.step("b", &["a"]).command(&["sleep", "600"]).timeout(-1),
         Verb::Retry => {
@@ -146,6 +157,17 @@ fn verb_workflow(name: &str, verb: Verb, gate: &support::Gate) -> WorkFlowBuilde
             w.step("b", &["a"]).command(&check)
         }
         Verb::SuspendResume | Verb::Stop | Verb::Expire | Verb::CleanPods => sleep(w, "b", &["a"]),
+        Verb::Outputs => {
+            let w = w.step("b", &["a"]).command(&[
+                "sh",
+                "-c",
+                "echo got {{steps.a.outputs.n}}; echo n=8 >> \"$WORKFLOW_OUTPUTS\"; sleep 0.5",
+            ]);
+            return sleep(w, "c", &["b"])
+                .when(r#"steps.a.outputs.n == "7" && steps.b.outputs.n == "8""#)
+                .exit_step("report", &[])
+                .command(&["sh", "-c", "echo $WORKFLOW_STATUS"]);
+        }
     };
     let w = sleep(w, "c", &["b"]).exit_step("report", &[]).command(&[
         "sh",
@@ -161,9 +183,10 @@ fn verb_workflow(name: &str, verb: Verb, gate: &support::Gate) -> WorkFlowBuilde
 
 /// Run control under crashes (issue 15 acceptance 2): while the operator is SIGKILLed and
 /// restarted at random moments, workflows are suspended and resumed, stopped, terminated and
-/// retried through the API, or expire (`ttlSecondsAfterFinished`) or lose their pods
-/// (`podCleanup`). Afterwards each ended as its verb says (an expired one deleted with its Jobs
-/// and pods, a cleaned one with no pod left), no step ran twice in a run and retry (at most one
+/// retried through the API, or expire (`ttlSecondsAfterFinished`), lose their pods
+/// (`podCleanup`) or pass outputs between steps (issue 16 acceptance 3). Afterwards each ended
+/// as its verb says (an expired one deleted with its Jobs and pods, a cleaned one with no pod
+/// left, one with outputs with its value in the next step's Job and its `when` true), no step ran twice in a run and retry (at most one
 /// Job per step, run and retry), and each exit step ran exactly once per retry that reached it
 /// (never after a terminate).
 #[rstest]
@@ -181,13 +204,14 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         .unwrap_or_else(rand::random);
     println!("crash+verbs: seed {seed} (set CRASH_SEED to replay the same moments)");
     let mut rng = StdRng::seed_from_u64(seed);
-    const VERBS: [Verb; 6] = [
+    const VERBS: [Verb; 7] = [
         Verb::SuspendResume,
         Verb::Stop,
         Verb::Terminate,
         Verb::Retry,
         Verb::Expire,
         Verb::CleanPods,
+        Verb::Outputs,
     ];
     const EACH: usize = 2;
 
@@ -235,7 +259,9 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         let expected_reports: &[&str] = match verb {
             Verb::Terminate => &[],
             Verb::Retry => &["0", "1"],
-            Verb::SuspendResume | Verb::Stop | Verb::Expire | Verb::CleanPods => &["0"],
+            Verb::SuspendResume | Verb::Stop | Verb::Expire | Verb::CleanPods | Verb::Outputs => {
+                &["0"]
+            }
         };
         let mut sorted = reports.clone();
         sorted.sort();
@@ -258,7 +284,9 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         let phase = support::phase(&workflow);
         let message = support::message(&workflow);
         let ok = match verb {
-            Verb::SuspendResume | Verb::Retry | Verb::CleanPods => phase == Some(Phase::Completed),
+            Verb::SuspendResume | Verb::Retry | Verb::CleanPods | Verb::Outputs => {
+                phase == Some(Phase::Completed)
+            }
             Verb::Expire => unreachable!("checked above"),
             Verb::Stop => {
                 phase == Some(Phase::Completed)
@@ -268,6 +296,9 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         };
         if !ok {
             wrong.push(format!("{name}: ended {phase:?}: {message}"));
+        }
+        if *verb == Verb::Outputs {
+            wrong.extend(outputs_went_through(ns, name, &recorder).await);
         }
         if *verb == Verb::Retry && recorder.jobs_of(name, "a").len() != 1 {
             wrong.push(format!(
@@ -280,7 +311,7 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
     assert!(!log.contains("panicked"), "the operator panicked:\n{log}");
     println!(
         "crash+verbs: {} SIGKILLs; {} workflows suspended/resumed, stopped, terminated, \
-         retried, expired and cleaned ended as their verb says; no step ran twice in a run and \
+         retried, expired, cleaned and passing outputs ended as their verb says; no step ran twice in a run and \
          retry; exit steps ran once per retry",
         operator.kills,
         ended.len()
@@ -321,7 +352,7 @@ async fn drive(
                 .await;
             return;
         }
-        Verb::CleanPods => {}
+        Verb::CleanPods | Verb::Outputs => {}
         Verb::Retry => {
             support::wait_for_within(api, name, "failed", ended, |wf| {
                 wf.is_some_and(|wf| support::phase(wf) == Some(Phase::Failed))
@@ -364,4 +395,43 @@ async fn wait_until_cleaned(ns: &support::Namespace, name: &str, jobs_too: bool)
         (pods.items.is_empty() && (!jobs_too || jobs.items.is_empty())).then_some(())
     })
     .await;
+}
+
+/// What is wrong with workflow `name` of [`Verb::Outputs`]: `b`'s Job not built with `a`'s
+/// output, or `c` (whose `when` reads both outputs) not run exactly once.
+async fn outputs_went_through(
+    ns: &support::Namespace,
+    name: &str,
+    recorder: &JobRecorder,
+) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let b_command: Vec<String> = ns
+        .jobs_of(name)
+        .await
+        .into_iter()
+        .filter(|job| {
+            job.annotations()
+                .get("workflow.crd.com/step")
+                .map(String::as_str)
+                == Some("b")
+        })
+        .flat_map(|job| {
+            job.spec
+                .and_then(|s| s.template.spec)
+                .map(|p| p.containers[0].command.clone().unwrap_or_default())
+                .unwrap_or_default()
+        })
+        .collect();
+    if !b_command.iter().any(|a| a.contains("echo got 7;")) {
+        wrong.push(format!(
+            "{name}: b's Job was not built with a's output: {b_command:?}"
+        ));
+    }
+    if recorder.jobs_of(name, "c").len() != 1 {
+        wrong.push(format!(
+            "{name}: c ran {} times, not once",
+            recorder.jobs_of(name, "c").len()
+        ));
+    }
+    wrong
 }

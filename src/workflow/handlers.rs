@@ -38,6 +38,7 @@ use super::incremental::{JobChange, RunState};
 use super::job_summary::JobSummary;
 use super::jobs;
 use super::names;
+use super::outputs::StepData;
 use super::plan::{Action, Compiled, ObservedJob, Plan};
 use super::status_writer::StatusWriter;
 use super::step_outputs;
@@ -863,14 +864,18 @@ async fn execute(
                 None => (compiled.dag.as_ref().ok(), &workflow.spec.containers),
                 Some(_) => (compiled.exit.as_ref(), &workflow.spec.on_exit),
             };
-            let step = dag
-                .and_then(|dag| dag.index_of(step))
-                .and_then(|i| steps.get(i))
-                .ok_or_else(|| {
-                    HandlerError::permanent(format!("planned step {step} is not in the spec"))
-                })?;
+            let index = dag.and_then(|dag| dag.index_of(step));
+            let step = index.and_then(|i| steps.get(i)).ok_or_else(|| {
+                HandlerError::permanent(format!("planned step {step} is not in the spec"))
+            })?;
+            let data = StepData {
+                inputs: Some(inputs),
+                // Exit steps' outputs are never read.
+                outputs_read: exit.is_none()
+                    && index.is_some_and(|i| compiled.flow.read.contains(&i)),
+            };
             let job =
-                jobs::build_job_for(workflow, step, &compiled.run, *retry, exit.as_ref(), inputs)
+                jobs::build_job_for(workflow, step, &compiled.run, *retry, exit.as_ref(), data)
                     .map_err(|e| HandlerError::permanent(e.to_string()))?;
             match api
                 .create(

@@ -20,7 +20,7 @@ use kube::{Resource, ResourceExt};
 use super::crd::{Step, WorkFlow};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
-use super::outputs::{self, Inputs};
+use super::outputs::{self, Inputs, StepData};
 use super::plan::{ExitEnv, JobState, ObservedJob, job_deadline_seconds};
 
 /// Label: the workflow's name (made a valid label value by `names::label_value`).
@@ -170,15 +170,16 @@ pub fn cannot_start_patch(why: &str) -> serde_json::Value {
 /// # Errors
 /// [`JobError::MissingMetadata`] when the workflow lacks a name, namespace or uid.
 pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, JobError> {
-    build_job_for(workflow, step, run, 0, None, &Inputs::new())
+    build_job_for(workflow, step, run, 0, None, StepData::default())
 }
 
 /// [`build_job`] for retry `retry` of the run (its name from `names::retry_job_name`, and the
 /// label [`LABEL_RETRY`] when not 0), and for an exit step, with `exit` in its environment:
 /// `WORKFLOW_STATUS` and `WORKFLOW_FAILED_STEPS` (comma-separated). Each
 /// `{{steps.NAME.outputs.KEY}}` in the step's command, args and env values is replaced by its
-/// value in `inputs` (the planner found them all); `WORKFLOW_OUTPUTS` names the container's
-/// termination message file, where the step writes its own outputs.
+/// value in `data.inputs` (the planner found them all); `WORKFLOW_OUTPUTS` names the
+/// container's termination message file, where the step writes its own outputs, when another
+/// step names them (`data.outputs_read`), else `/dev/null`.
 ///
 /// # Errors
 /// As [`build_job`].
@@ -188,8 +189,10 @@ pub fn build_job_for(
     run: &str,
     retry: i32,
     exit: Option<&ExitEnv>,
-    inputs: &Inputs,
+    data: StepData<'_>,
 ) -> Result<Job, JobError> {
+    let no_inputs = Inputs::new();
+    let inputs = data.inputs.unwrap_or(&no_inputs);
     let name = workflow
         .metadata
         .name
@@ -215,7 +218,14 @@ pub fn build_job_for(
         env_var("WORKFLOW_NAME", name),
         env_var("WORKFLOW_NAMESPACE", namespace),
         env_var("STEP_NAME", &step.step_name),
-        env_var(outputs::OUTPUTS_ENV, outputs::OUTPUTS_PATH),
+        env_var(
+            outputs::OUTPUTS_ENV,
+            if data.outputs_read {
+                outputs::OUTPUTS_PATH
+            } else {
+                outputs::UNREAD_OUTPUTS_PATH
+            },
+        ),
     ];
     let workspace = workflow.spec.workspace.as_deref();
     if let Some(workspace) = workspace {
@@ -599,7 +609,7 @@ mod tests {
                 ("WORKFLOW_NAME", "wf"),
                 ("WORKFLOW_NAMESPACE", "default"),
                 ("STEP_NAME", "a"),
-                ("WORKFLOW_OUTPUTS", "/dev/termination-log"),
+                ("WORKFLOW_OUTPUTS", "/dev/null"),
                 ("GREETING", "hi"),
             ])
         );
@@ -669,7 +679,11 @@ mod tests {
             (("a".to_string(), "host".to_string()), "db".to_string()),
         ]
         .into();
-        let job = build_job_for(&wf, &wf.spec.containers[1], "r1", 0, None, &inputs).unwrap();
+        let data = StepData {
+            inputs: Some(&inputs),
+            outputs_read: false,
+        };
+        let job = build_job_for(&wf, &wf.spec.containers[1], "r1", 0, None, data).unwrap();
         let c = container(&job);
         assert_eq!(
             c.command.as_deref(),
@@ -680,6 +694,16 @@ mod tests {
             Some(&["3".to_string(), "plain".to_string()][..])
         );
         assert!(env_of(&job).contains(&("URL".to_string(), "http://db/".to_string())));
+        // `a`'s outputs are read: its $WORKFLOW_OUTPUTS is its termination message.
+        let read = StepData {
+            inputs: None,
+            outputs_read: true,
+        };
+        let a = build_job_for(&wf, &wf.spec.containers[0], "r1", 0, None, read).unwrap();
+        assert!(env_of(&a).contains(&(
+            "WORKFLOW_OUTPUTS".to_string(),
+            "/dev/termination-log".to_string()
+        )));
     }
 
     #[test]

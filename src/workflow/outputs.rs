@@ -29,6 +29,22 @@ pub type Outputs = BTreeMap<String, String>;
 /// The values of the outputs a step names, by (step, key): what its Job is built with.
 pub type Inputs = BTreeMap<(String, String), String>;
 
+/// Where `$WORKFLOW_OUTPUTS` points in a step whose outputs no step names: nothing reads them,
+/// so nothing keeps them. (On the embedded control plane a process told of its termination
+/// message path runs in a sandbox, which costs time and hides the host's `/tmp`; a step whose
+/// outputs are not read has no need of either.)
+pub const UNREAD_OUTPUTS_PATH: &str = "/dev/null";
+
+/// What a step's Job is built with of the data between steps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepData<'a> {
+    /// The values of the outputs it names.
+    pub inputs: Option<&'a Inputs>,
+    /// Whether another step names its outputs: `$WORKFLOW_OUTPUTS` is then its termination
+    /// message file, else [`UNREAD_OUTPUTS_PATH`].
+    pub outputs_read: bool,
+}
+
 /// Why a termination message is not a step's outputs.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum OutputsError {
