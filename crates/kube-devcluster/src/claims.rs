@@ -82,6 +82,37 @@ impl Reconciler for ClaimBinder {
             return;
         }
         let uid = claim.uid().to_string();
+        // The binder first names the volume in the claim's spec, as the PV controller's
+        // `bindVolumeToClaim` does (pkg/controller/volume/persistentvolume/pv_controller.go; a
+        // dynamically provisioned volume is named `pvc-<claim uid>`, `getProvisionedVolumeNameForClaim`),
+        // with its `bind-completed` and `bound-by-controller` annotations; then it writes the status.
+        let named = self
+            .store
+            .modify(&self.claims, &namespace, &name, Target::Main, |old, _| {
+                if old.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
+                    return Err(super::error::ApiError::not_found(
+                        "persistentvolumeclaims",
+                        &name,
+                    ));
+                }
+                let mut new = old.clone();
+                if new.pointer("/spec/volumeName").is_none() {
+                    new["spec"]["volumeName"] = json!(format!("pvc-{uid}"));
+                }
+                let annotations = &mut new["metadata"]["annotations"];
+                if !annotations.is_object() {
+                    *annotations = json!({});
+                }
+                annotations["pv.kubernetes.io/bind-completed"] = json!("yes");
+                annotations["pv.kubernetes.io/bound-by-controller"] = json!("yes");
+                Ok(new)
+            });
+        if let Err(error) = named {
+            if error.code != 404 {
+                tracing::warn!(%error, claim = name, "cannot bind a claim");
+            }
+            return;
+        }
         let written =
             self.store
                 .modify(&self.claims, &namespace, &name, Target::Status, |old, _| {

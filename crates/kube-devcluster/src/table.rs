@@ -514,6 +514,75 @@ fn event_message(ev: &Value, _: DateTime<Utc>) -> Value {
     }
 }
 
+/// A claim's phase, `Terminating` while it is being deleted (pkg/printers/internalversion
+/// printers.go, `printPersistentVolumeClaim`, as every cell of a claim below).
+fn claim_status(claim: &Value, _: DateTime<Utc>) -> Value {
+    if deleting(claim) {
+        return json!("Terminating");
+    }
+    json!(text(claim, "/status/phase"))
+}
+
+fn claim_volume(claim: &Value, _: DateTime<Utc>) -> Value {
+    json!(text(claim, "/spec/volumeName"))
+}
+
+/// Shown only once the claim names its volume.
+fn claim_capacity(claim: &Value, _: DateTime<Utc>) -> Value {
+    if text(claim, "/spec/volumeName").is_empty() {
+        return json!("");
+    }
+    json!(text(claim, "/status/capacity/storage"))
+}
+
+/// `GetAccessModesAsString`: the abbreviations, in this fixed order, of the modes present.
+fn claim_access_modes(claim: &Value, _: DateTime<Utc>) -> Value {
+    if text(claim, "/spec/volumeName").is_empty() {
+        return json!("");
+    }
+    let modes: Vec<&str> = claim
+        .pointer("/status/accessModes")
+        .and_then(Value::as_array)
+        .map(|m| m.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let shown: Vec<&str> = [
+        ("ReadWriteOnce", "RWO"),
+        ("ReadOnlyMany", "ROX"),
+        ("ReadWriteMany", "RWX"),
+        ("ReadWriteOncePod", "RWOP"),
+    ]
+    .into_iter()
+    .filter(|(mode, _)| modes.contains(mode))
+    .map(|(_, short)| short)
+    .collect();
+    json!(shown.join(","))
+}
+
+/// `GetPersistentVolumeClaimClass`: the beta annotation first, else `spec.storageClassName`.
+fn claim_storage_class(claim: &Value, _: DateTime<Utc>) -> Value {
+    match text(
+        claim,
+        "/metadata/annotations/volume.beta.kubernetes.io~1storage-class",
+    ) {
+        "" => json!(text(claim, "/spec/storageClassName")),
+        class => json!(class),
+    }
+}
+
+fn claim_attributes_class(claim: &Value, _: DateTime<Utc>) -> Value {
+    match text(claim, "/spec/volumeAttributesClassName") {
+        "" => json!("<unset>"),
+        class => json!(class),
+    }
+}
+
+fn claim_volume_mode(claim: &Value, _: DateTime<Utc>) -> Value {
+    match text(claim, "/spec/volumeMode") {
+        "" => json!("<unset>"),
+        mode => json!(mode),
+    }
+}
+
 fn lease_holder(lease: &Value, _: DateTime<Utc>) -> Value {
     json!(text(lease, "/spec/holderIdentity"))
 }
@@ -563,6 +632,17 @@ fn builtin_columns(info: &ResourceInfo) -> Vec<Column> {
             column("Images", job_images, 1),
         ],
         ("", "namespaces") => vec![name_col, column("Status", phase, 0), age_col],
+        ("", "persistentvolumeclaims") => vec![
+            name_col,
+            column("Status", claim_status, 0),
+            column("Volume", claim_volume, 0),
+            column("Capacity", claim_capacity, 0),
+            column("Access Modes", claim_access_modes, 0),
+            column("StorageClass", claim_storage_class, 0),
+            column("VolumeAttributesClass", claim_attributes_class, 0),
+            age_col,
+            column("VolumeMode", claim_volume_mode, 1),
+        ],
         ("", "configmaps" | "secrets") => vec![name_col, column("Data", data_count, 0), age_col],
         ("apps", "deployments") => vec![
             name_col,

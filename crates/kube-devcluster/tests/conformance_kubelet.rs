@@ -780,6 +780,39 @@ async fn a_pods_volumes_are_at_their_mount_paths() {
     let claim = get(&kubectl, "pvc", "data").await.unwrap();
     assert_eq!(claim["status"]["phase"], "Bound", "{claim}");
     assert_eq!(claim["status"]["capacity"]["storage"], "1Gi", "{claim}");
+    // Bound as the PV controller binds: the claim names its volume, `pvc-<uid>`.
+    let volume = format!("pvc-{}", claim["metadata"]["uid"].as_str().unwrap());
+    assert_eq!(claim["spec"]["volumeName"], volume.as_str(), "{claim}");
+    // `kubectl get pvc` prints the server's table: the columns of the claim printer
+    // (pkg/printers/internalversion/printers.go, persistentVolumeClaimColumnDefinitions).
+    let table = kubectl.ok(&["get", "pvc", "data"]).await;
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "STATUS",
+            "VOLUME",
+            "CAPACITY",
+            "ACCESS",
+            "MODES",
+            "STORAGECLASS",
+            "VOLUMEATTRIBUTESCLASS",
+            "AGE"
+        ],
+        "{table}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        row[..5],
+        ["data", "Bound", volume.as_str(), "1Gi", "RWO"],
+        "{table}"
+    );
+    assert_eq!(
+        row[5], "<unset>",
+        "no storage class: the cell is empty, the next is <unset>: {table}"
+    );
 
     // The next pod on the claim reads what the first wrote (through the Python client).
     let seen = support::python(
