@@ -159,3 +159,55 @@ spec:
     assert_eq!(row(&get, "b")[1], "Failed", "{get}");
     session.stop().await;
 }
+
+/// A reference to a step that does not run before it, and a `when` that does not compile:
+/// the API server stores them (a CRD cannot check them), the operator fails each workflow at
+/// once naming the step and the reference, and `validate` refuses the same files (issue 16
+/// acceptance 2).
+#[tokio::test]
+async fn a_reference_not_upstream_or_a_when_that_does_not_compile_fails_at_once() {
+    let Some(session) = Session::start("bad_references").await else {
+        return;
+    };
+    let cases = [
+        (
+            "sideways",
+            "    - {stepName: a, image: busybox:1.36, command: [\"true\"]}\n    - {stepName: b, image: busybox:1.36, command: [echo, '{{steps.a.outputs.x}}']}\n",
+            r#"invalid workflow: step "b": {{steps.a.outputs.x}} names step "a", which does not run before it"#,
+        ),
+        (
+            "broken-when",
+            "    - {stepName: a, image: busybox:1.36, command: [\"true\"]}\n    - {stepName: b, image: busybox:1.36, dependsOn: [a], when: 'steps.a.outputs.x ==', command: [\"true\"]}\n",
+            r#"invalid workflow: step "b": when "steps.a.outputs.x ==" does not compile"#,
+        ),
+    ];
+    for (name, steps, message) in cases {
+        let manifest = format!(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: {name}}}\nspec:\n  containers:\n{steps}"
+        );
+        let file = session.write_manifest(&format!("{name}.yaml"), &manifest);
+        let refused = session.cli_refused(&["validate", &file]).await;
+        let reason = message.trim_start_matches("invalid workflow: ");
+        assert!(refused.contains(reason), "{refused}");
+        session.k(&["create", "-f", &file]).await;
+        session.wait_finished(name).await;
+        assert_eq!(
+            session.jsonpath(name, "{.status.workflow-status}").await,
+            "Failed"
+        );
+        let got = session.jsonpath(name, "{.status.message}").await;
+        assert!(got.starts_with(message), "{got}");
+        let jobs = session
+            .k(&[
+                "get",
+                "jobs",
+                "-l",
+                &format!("workflow.crd.com/workflow={name}"),
+                "-o",
+                "name",
+            ])
+            .await;
+        assert_eq!(jobs, "", "no step ran");
+    }
+    session.stop().await;
+}
