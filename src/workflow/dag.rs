@@ -63,6 +63,16 @@ pub enum DagError {
         /// What is wrong, naming the reference.
         problem: String,
     },
+    /// A step's fan-out cannot run: more than one of `withItems`, `withParam` and
+    /// `withSequence`, a malformed one, too many items, an exit step that fans out, or a
+    /// step named as another's item (see `fan_out`).
+    #[error("step {step:?} {problem}")]
+    FanOut {
+        /// The step.
+        step: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// An exit step (`onExit`) lists a normal step in `dependsOn`: exit steps run once every
     /// normal step has finished, so they may depend only on each other.
     #[error(

@@ -38,6 +38,7 @@ use super::incremental::{JobChange, RunState};
 use super::job_summary::JobSummary;
 use super::jobs;
 use super::names;
+use super::fan_out;
 use super::plan::{Action, Compiled, ObservedJob, Plan};
 use super::status_writer::StatusWriter;
 use super::step_outputs;
@@ -858,6 +859,7 @@ async fn execute(
             retry,
             exit,
             inputs,
+            instance,
         } => {
             let (dag, steps) = match exit {
                 None => (compiled.dag.as_ref().ok(), &workflow.spec.containers),
@@ -869,9 +871,16 @@ async fn execute(
                 .ok_or_else(|| {
                     HandlerError::permanent(format!("planned step {step} is not in the spec"))
                 })?;
-            let job =
-                jobs::build_job_for(workflow, step, &compiled.run, *retry, exit.as_ref(), inputs)
-                    .map_err(|e| HandlerError::permanent(e.to_string()))?;
+            let job = jobs::build_job_for(
+                workflow,
+                step,
+                &compiled.run,
+                *retry,
+                exit.as_ref(),
+                inputs,
+                instance,
+            )
+            .map_err(|e| HandlerError::permanent(e.to_string()))?;
             match api
                 .create(
                     &PostParams {
@@ -892,8 +901,15 @@ async fn execute(
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
                 Err(kube::Error::Api(e)) if e.code == 422 => {
                     tracing::warn!(job = %job_name, message = %e.message, "the API server refused a step's job");
+                    // Recorded under the instance's name (`build[3]`, `run1/build`).
+                    let shown = fan_out::display_name(
+                        &step.step_name,
+                        instance.run_index,
+                        workflow.spec.run_count(),
+                        instance.item.as_ref().map(|item| item.index),
+                    );
                     refusals.lock().expect("refusals lock").push((
-                        step.step_name.clone(),
+                        shown,
                         job_name.clone(),
                         e.message,
                     ));

@@ -400,6 +400,7 @@ mod tests {
             message: Some(message.into()),
             job: Some(names::job_name("wf", name, "r1")),
             outputs: Default::default(),
+            items: None,
         };
         wf.status.as_mut().unwrap().steps = vec![
             entry(

@@ -49,6 +49,9 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         image_pull_policy: None,
         security_context: None,
         when: None,
+        with_items: None,
+        with_param: None,
+        with_sequence: None,
     }
 }
 
@@ -79,6 +82,7 @@ impl WorkFlow {
             pod_cleanup: None,
             on_exit: Vec::new(),
             workspace: None,
+            runs: None,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {
@@ -329,6 +333,8 @@ impl<'a> Jobs<'a> {
             step: step.to_string(),
             run: self.run.clone(),
             retry: self.retry,
+            run_index: 0,
+            item: None,
             state,
             deleting: false,
             active_deadline_seconds: super::plan::job_deadline_seconds(timeout),
