@@ -2036,6 +2036,10 @@ fn conditions(
 mod data_tests;
 
 #[cfg(test)]
+#[path = "plan_fan_out_tests.rs"]
+mod fan_out_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
