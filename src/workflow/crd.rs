@@ -1022,7 +1022,7 @@ spec:
             }
         }
         type Shows = fn(&WorkFlowSpec) -> bool;
-        let wanted: [(&str, Shows); 16] = [
+        let wanted: [(&str, Shows); 17] = [
             ("simple", |s| s.containers.len() == 3),
             ("diamond", |s| s.containers.len() == 4),
             ("failing", |s| {
@@ -1056,6 +1056,13 @@ spec:
             ("run-control", |s| !s.on_exit.is_empty()),
             ("cleanup", |s| {
                 s.ttl_seconds_after_finished.is_some() || s.pod_cleanup.is_some()
+            }),
+            ("fan-out", |s| {
+                let any = |f: fn(&Step) -> bool| s.containers.iter().any(f);
+                s.runs.is_some()
+                    && any(|c| c.with_items.is_some())
+                    && any(|c| c.with_sequence.is_some())
+                    && any(|c| c.with_param.is_some())
             }),
             ("outputs", |s| {
                 s.containers.iter().any(|c| c.when.is_some())

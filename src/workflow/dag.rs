@@ -332,9 +332,18 @@ impl Dag {
     /// The graph in Graphviz DOT: one node per step, an edge from each dependency to its
     /// dependent.
     pub fn to_dot(&self) -> String {
+        self.to_dot_labelled(|i| self.names[i].clone(), None)
+    }
+
+    /// [`Dag::to_dot`] with each node labelled `label(i)` (e.g. a step that fans out with its
+    /// count) and the graph titled `title`.
+    pub fn to_dot_labelled(&self, label: impl Fn(usize) -> String, title: Option<&str>) -> String {
         let mut out = String::from("digraph workflow {\n    rankdir=LR;\n");
-        for (i, name) in self.names.iter().enumerate() {
-            let _ = writeln!(out, "    s{i} [label=\"{}\"];", dot_escape(name));
+        if let Some(title) = title {
+            let _ = writeln!(out, "    label=\"{}\";\n    labelloc=t;", dot_escape(title));
+        }
+        for i in 0..self.len() {
+            let _ = writeln!(out, "    s{i} [label=\"{}\"];", dot_escape(&label(i)));
         }
         for e in self.graph.raw_edges() {
             let _ = writeln!(
@@ -350,9 +359,23 @@ impl Dag {
 
     /// The graph as a Mermaid flowchart, edges from each dependency to its dependent.
     pub fn to_mermaid(&self) -> String {
-        let mut out = String::from("flowchart LR\n");
-        for (i, name) in self.names.iter().enumerate() {
-            let _ = writeln!(out, "    s{i}[\"{}\"]", name.replace('"', "#quot;"));
+        self.to_mermaid_labelled(|i| self.names[i].clone(), None)
+    }
+
+    /// [`Dag::to_mermaid`] with each node labelled `label(i)` and the chart titled `title`
+    /// (Mermaid's front matter).
+    pub fn to_mermaid_labelled(
+        &self,
+        label: impl Fn(usize) -> String,
+        title: Option<&str>,
+    ) -> String {
+        let mut out = String::new();
+        if let Some(title) = title {
+            let _ = writeln!(out, "---\ntitle: \"{}\"\n---", title.replace('"', "'"));
+        }
+        out.push_str("flowchart LR\n");
+        for i in 0..self.len() {
+            let _ = writeln!(out, "    s{i}[\"{}\"]", label(i).replace('"', "#quot;"));
         }
         for e in self.graph.raw_edges() {
             let _ = writeln!(
