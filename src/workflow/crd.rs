@@ -602,7 +602,8 @@ impl WorkFlowSpec {
 
     /// How many times the DAG runs (`runs`, at least 1).
     pub fn run_count(&self) -> u32 {
-        self.runs.map_or(1, |runs| u32::try_from(runs.max(1)).unwrap_or(1))
+        self.runs
+            .map_or(1, |runs| u32::try_from(runs.max(1)).unwrap_or(1))
     }
 }
 

@@ -79,7 +79,10 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
                 step: step.step_name.clone(),
                 problem: problem.to_string(),
             };
-            if FanOut::compile(step, dag).map_err(|p| refused(&p))?.is_some() {
+            if FanOut::compile(step, dag)
+                .map_err(|p| refused(&p))?
+                .is_some()
+            {
                 return Err(refused("is an exit step: exit steps do not fan out"));
             }
             let read_before = flow.read.len();

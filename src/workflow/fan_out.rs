@@ -310,7 +310,10 @@ mod tests {
         for bad in ["{{item}}", "x {{steps.gen.outputs.list}}", "[1, 2]"] {
             step.with_param = Some(Box::new(crate::workflow::crd::Param(bad.into())));
             let error = compile(&step).unwrap_err();
-            assert!(error.contains("is not one {{steps.NAME.outputs.KEY}}"), "{error}");
+            assert!(
+                error.contains("is not one {{steps.NAME.outputs.KEY}}"),
+                "{error}"
+            );
         }
         assert_eq!(
             parse_param(r#"["a", {"b": 1}]"#),
@@ -320,7 +323,11 @@ mod tests {
             parse_param(r#"{"a": 1}"#),
             Err(r#"is not a JSON list: "{\"a\": 1}""#.into())
         );
-        assert!(parse_param("a,b").unwrap_err().starts_with("is not a JSON list ("));
+        assert!(
+            parse_param("a,b")
+                .unwrap_err()
+                .starts_with("is not a JSON list (")
+        );
     }
 
     #[test]

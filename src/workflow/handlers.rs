@@ -34,11 +34,11 @@ use serde_json::json;
 
 use super::crd::{WorkFlow, WorkFlowStatus};
 use super::failure_cause;
+use super::fan_out;
 use super::incremental::{JobChange, RunState};
 use super::job_summary::JobSummary;
 use super::jobs;
 use super::names;
-use super::fan_out;
 use super::plan::{Action, Compiled, ObservedJob, Plan};
 use super::status_writer::StatusWriter;
 use super::step_outputs;

@@ -384,7 +384,11 @@ mod tests {
                 .map(String::as_str)
         };
         assert_eq!(
-            substitute("n={{steps.a.outputs.x}}/{{ steps.a.outputs.x }}!", lookup, None),
+            substitute(
+                "n={{steps.a.outputs.x}}/{{ steps.a.outputs.x }}!",
+                lookup,
+                None
+            ),
             Ok("n=42/42!".into())
         );
         assert_eq!(substitute("plain", lookup, None), Ok("plain".into()));

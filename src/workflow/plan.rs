@@ -655,7 +655,12 @@ struct View<'a> {
 impl View<'_> {
     /// The name of `unit` in the status: its step's, with its run and item (`fan_out`).
     fn display(&self, unit: Unit) -> String {
-        fan_out::display_name(self.dag.name(unit.node), self.run_index, self.runs, unit.item)
+        fan_out::display_name(
+            self.dag.name(unit.node),
+            self.run_index,
+            self.runs,
+            unit.item,
+        )
     }
 
     /// The steps with a failed instance.
@@ -1143,7 +1148,8 @@ impl<'a> Planner<'a> {
             .filter(|s| s.reason.as_deref() == Some(REASON_JOB_REFUSED))
             .filter_map(|s| Some((s.job.as_deref()?, s)))
             .collect();
-        let name_of = |unit: Unit| fan_out::display_name(dag.name(unit.node), run_index, runs, unit.item);
+        let name_of =
+            |unit: Unit| fan_out::display_name(dag.name(unit.node), run_index, runs, unit.item);
         if !refused.is_empty() {
             let mut missing: Vec<Unit> = Vec::new();
             for (i, job) in job_of.iter().enumerate() {
@@ -1298,8 +1304,7 @@ impl<'a> Planner<'a> {
                 if fan.jobs.contains_key(&item) || is_refused.contains(&unit) {
                     continue;
                 }
-                if param && let Some(why) = item_unresolved(&steps[i], &items.get(item as usize))
-                {
+                if param && let Some(why) = item_unresolved(&steps[i], &items.get(item as usize)) {
                     failures.push((
                         unit,
                         Failure::Data {
@@ -1717,7 +1722,16 @@ impl<'a> Planner<'a> {
                 created_here += 1;
             }
             if let Some(fan) = view.fans.get(&i) {
-                self.render_fan(view, i, fan, &failures, created_here, terminal, halted, lists);
+                self.render_fan(
+                    view,
+                    i,
+                    fan,
+                    &failures,
+                    created_here,
+                    terminal,
+                    halted,
+                    lists,
+                );
                 continue;
             }
             let failure = failures.first().map(|(_, f)| *f);
@@ -1764,10 +1778,9 @@ impl<'a> Planner<'a> {
                     }),
                     _ => {}
                 },
-                (None, None) if view.skipped[i] => lists.steps.push(skipped_entry(
-                    &name,
-                    view.steps[i].when.as_deref(),
-                )),
+                (None, None) if view.skipped[i] => lists
+                    .steps
+                    .push(skipped_entry(&name, view.steps[i].when.as_deref())),
                 (None, None) => {}
             }
             // Steps being created count as started, so their Jobs appearing changes nothing.

@@ -63,7 +63,11 @@ fn a_step_runs_once_per_item_in_jobs_of_their_own_and_its_dependents_wait_for_al
         [
             ("build".into(), "build[0]".into(), Some(json!("red"))),
             ("build".into(), "build[1]".into(), Some(json!("green"))),
-            ("build".into(), "build[2]".into(), Some(json!({"name": "blue"}))),
+            (
+                "build".into(),
+                "build[2]".into(),
+                Some(json!({"name": "blue"}))
+            ),
         ]
     );
     let names: HashSet<&str> = first
@@ -217,7 +221,10 @@ fn a_failed_item_runs_again_in_a_new_job_on_a_retry_and_the_others_keep_theirs()
         .collect();
     assert_eq!(creates.len(), 1, "{:?}", again.actions);
     assert_eq!(creates[0].1, "green");
-    assert_ne!(creates[0].0, jobs[0].name, "a retry never reuses a Job name");
+    assert_ne!(
+        creates[0].0, jobs[0].name,
+        "a retry never reuses a Job name"
+    );
 }
 
 fn generated(list: &str) -> (WorkFlow, Vec<ObservedJob>) {
@@ -262,12 +269,16 @@ fn with_param_that_is_not_a_json_list_fails_the_step_saying_so() {
     assert!(created(&plan, 1).is_empty());
     let message = status(&plan).message.clone().unwrap();
     assert!(
-        message
-            .starts_with("step each failed: withParam {{steps.gen.outputs.list}} is not a JSON list"),
+        message.starts_with(
+            "step each failed: withParam {{steps.gen.outputs.list}} is not a JSON list"
+        ),
         "{message}"
     );
     assert!(message.ends_with(r#": "x,y""#), "{message}");
-    assert_eq!(entry(&plan, "each").reason.as_deref(), Some(REASON_BAD_PARAM));
+    assert_eq!(
+        entry(&plan, "each").reason.as_deref(),
+        Some(REASON_BAD_PARAM)
+    );
     assert_eq!(status(&plan).workflow_status, Some(Phase::Failed));
 
     // An item without the field the step names fails that item.
@@ -278,7 +289,10 @@ fn with_param_that_is_not_a_json_list_fails_the_step_saying_so() {
         status(&plan).message.as_deref(),
         Some(r#"step each[1] failed: {{item.name}}: the item {"other":1} has no field "name""#)
     );
-    assert_eq!(entry(&plan, "each[1]").reason.as_deref(), Some(REASON_BAD_ITEM));
+    assert_eq!(
+        entry(&plan, "each[1]").reason.as_deref(),
+        Some(REASON_BAD_ITEM)
+    );
 }
 
 #[test]
@@ -384,9 +398,7 @@ fn a_fan_out_the_operator_cannot_run_is_refused_at_create_naming_it() {
         .step("b", &["a"])
         .command(&["echo", "{{steps.a.outputs.x}}"])
         .build();
-    assert!(
-        refused(outputs_of_a_fan).contains(r#"names step "a", which fans out"#),
-    );
+    assert!(refused(outputs_of_a_fan).contains(r#"names step "a", which fans out"#),);
     let no_field = WorkFlow::test("w")
         .step("a", &[])
         .with_items(&[json!({"os": "linux"}), json!("plain")])
@@ -401,9 +413,9 @@ fn a_fan_out_the_operator_cannot_run_is_refused_at_create_naming_it() {
         .step("a", &[])
         .with_param("{{steps.gen.outputs.list}}")
         .build();
-    assert!(
-        refused(param_not_upstream).contains("withParam {{steps.gen.outputs.list}} names step \"gen\", which does not run before it"),
-    );
+    assert!(refused(param_not_upstream).contains(
+        "withParam {{steps.gen.outputs.list}} names step \"gen\", which does not run before it"
+    ),);
     let clash = WorkFlow::test("w")
         .step("a", &[])
         .with_sequence(2)

@@ -231,7 +231,10 @@ fn fanned_view(
             job.status
                 .as_ref()
                 .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Complete" && c.status == "True"))
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Complete" && c.status == "True")
+                })
         })
         .map(|(item, _)| *item)
         .collect::<std::collections::BTreeSet<_>>()
@@ -559,7 +562,12 @@ mod tests {
     }
 
     fn instance_job(wf: &WorkFlow, step: &str, run_index: u32, item: Option<u32>) -> Job {
-        let spec = wf.spec.containers.iter().find(|s| s.step_name == step).unwrap();
+        let spec = wf
+            .spec
+            .containers
+            .iter()
+            .find(|s| s.step_name == step)
+            .unwrap();
         let instance = crate::workflow::fan_out::Instance {
             run_index,
             item: item.map(|index| crate::workflow::fan_out::Item {
@@ -614,11 +622,7 @@ mod tests {
                 StepStatus {
                     phase: StepPhase::Failed,
                     exit_code: Some(1),
-                    ..crate::workflow::plan::running_step_status(
-                        "s[2]",
-                        failed.name_any(),
-                        false,
-                    )
+                    ..crate::workflow::plan::running_step_status("s[2]", failed.name_any(), false)
                 },
             ],
             ..Default::default()
@@ -633,7 +637,10 @@ mod tests {
             Some("2026-01-01T00:00:00Z".parse().unwrap())
         );
         assert_eq!(views[0].finished_at, None, "it still runs");
-        assert_eq!((views[1].phase, views[1].exit_code), (StepPhase::Failed, Some(1)));
+        assert_eq!(
+            (views[1].phase, views[1].exit_code),
+            (StepPhase::Failed, Some(1))
+        );
         assert_eq!(views[2].phase, StepPhase::Waiting);
     }
 
