@@ -136,6 +136,7 @@ fn bench(c: &mut Criterion) {
                 pod_cleanup: None,
                 on_exit: Vec::new(),
                 workspace: None,
+                runs: None,
             },
         );
         let mut wf = WorkFlow {
@@ -149,6 +150,8 @@ fn bench(c: &mut Criterion) {
             step: name(i),
             run: run.clone(),
             retry: 0,
+            run_index: 0,
+            item: None,
             state,
             deleting: false,
             active_deadline_seconds: Some(60),

@@ -171,6 +171,23 @@ fn validate_names_each_problem() {
             "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], when: 'steps.a.outputs.k =='}]",
             r#"step "b": when "steps.a.outputs.k ==" does not compile"#,
         ),
+        // Fan-out and repeated runs (issue 16).
+        (
+            "runs: 0\n  containers: [{stepName: a, image: x}]",
+            "spec.runs",
+        ),
+        (
+            "containers: [{stepName: a, image: x, command: [echo, '{{item}}']}]",
+            r#"step "a": {{item}} names an item, but the step does not fan out"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x, withSequence: {count: 2, end: 4}}]",
+            r#"step "a" has a withSequence with both count and end"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x, withParam: '[1, 2]'}]",
+            r#"step "a" has withParam "[1, 2]", which is not one {{steps.NAME.outputs.KEY}}"#,
+        ),
     ];
     for (spec, expected) in cases {
         let file = manifest(&format!(
@@ -203,6 +220,28 @@ fn graph_draws_the_dag_as_dot_and_mermaid() {
         }
         // Four edges: step0 -> step1, step0 -> step2, step1 -> step3, step2 -> step3.
         assert_eq!(output.matches("->").count(), 4, "{output}");
+    }
+}
+
+#[test]
+fn graph_draws_a_step_that_fans_out_as_one_node_with_its_count() {
+    for format in ["dot", "mermaid"] {
+        let output = stdout(&run(&[
+            "graph",
+            "examples/fan-out.yaml",
+            "--format",
+            format,
+        ]));
+        for node in [
+            "regions\"",
+            "build ×3",
+            "test ×3",
+            "deploy × {{steps.regions.outputs.list}}",
+            "runs: 2",
+        ] {
+            assert!(output.contains(node), "{node} missing from {output}");
+        }
+        assert_eq!(output.matches("->").count(), 3, "{output}");
     }
 }
 

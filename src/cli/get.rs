@@ -18,6 +18,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::workflow::WorkFlow;
+use crate::workflow::crd::ItemCounts;
 use crate::workflow::jobs;
 use crate::workflow::step_view::{StepView, step_views};
 
@@ -207,11 +208,15 @@ impl Shown {
                         String::new()
                     },
                     step.exit_code.map(|c| c.to_string()).unwrap_or_default(),
-                    [step.reason.as_deref(), step.message.as_deref()]
-                        .into_iter()
-                        .flatten()
-                        .collect::<Vec<_>>()
-                        .join(": "),
+                    [
+                        step.items.map(items).as_deref(),
+                        step.reason.as_deref(),
+                        step.message.as_deref(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(": "),
                 ]
             })
             .collect();
@@ -221,6 +226,18 @@ impl Shown {
         ));
         out
     }
+}
+
+/// `3/10 items`, `7/10 items, 2 running, 1 failed`: a step that fans out, as `get` shows it.
+fn items(counts: ItemCounts) -> String {
+    let mut text = format!("{}/{} items", counts.succeeded, counts.total);
+    if counts.running > 0 {
+        text.push_str(&format!(", {} running", counts.running));
+    }
+    if counts.failed > 0 {
+        text.push_str(&format!(", {} failed", counts.failed));
+    }
+    text
 }
 
 fn seconds(duration: k8s_openapi::jiff::SignedDuration) -> u64 {
@@ -272,6 +289,23 @@ mod tests {
         assert_eq!(human(59), "59s");
         assert_eq!(human(187), "3m07s");
         assert_eq!(human(7500), "2h05m");
+    }
+
+    #[test]
+    fn a_step_that_fans_out_shows_its_items() {
+        let counts = ItemCounts {
+            total: 10,
+            succeeded: 3,
+            running: 0,
+            failed: 0,
+        };
+        assert_eq!(items(counts), "3/10 items");
+        let busy = ItemCounts {
+            running: 2,
+            failed: 1,
+            ..counts
+        };
+        assert_eq!(items(busy), "3/10 items, 2 running, 1 failed");
     }
 
     #[test]

@@ -7,9 +7,10 @@ use clap::{Args, ValueEnum};
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::workflow::crd::{WorkFlow, crd_yaml};
-use crate::workflow::dag::Dag;
+use crate::workflow::crd::{Step, WorkFlow, crd_yaml};
+use crate::workflow::fan_out::FanOut;
 use crate::workflow::lifecycle;
+use crate::workflow::plan::Compiled;
 use kube_devcluster::object_meta::{self, NameRule};
 use kube_devcluster::schema;
 
@@ -73,12 +74,32 @@ pub fn graph(args: &GraphArgs) -> ExitCode {
         ));
     }
     let workflow: WorkFlow = serde_json::from_value(value).expect("validated above");
-    let dag = Dag::build(&workflow.spec.containers).expect("validated above");
+    let compiled = Compiled::new(&workflow.spec);
+    let dag = compiled.dag.as_ref().expect("validated above");
+    let label = |i: usize| node_label(&workflow.spec.containers[i], compiled.flow.fan_out.get(&i));
+    let runs = workflow.spec.run_count();
+    let title = (runs > 1).then(|| format!("runs: {runs}"));
     match args.format {
-        Format::Dot => print!("{}", dag.to_dot()),
-        Format::Mermaid => print!("{}", dag.to_mermaid()),
+        Format::Dot => print!("{}", dag.to_dot_labelled(label, title.as_deref())),
+        Format::Mermaid => print!("{}", dag.to_mermaid_labelled(label, title.as_deref())),
     }
     ExitCode::SUCCESS
+}
+
+/// A step as `graph` draws it: its name, and for a step that fans out its count (`build ×3`)
+/// or the list it fans out over (`each × {{steps.gen.outputs.list}}`).
+fn node_label(step: &Step, fan_out: Option<&FanOut>) -> String {
+    let name = &step.step_name;
+    match fan_out {
+        None => name.clone(),
+        Some(fan_out) => match fan_out.static_len() {
+            Some(count) => format!("{name} ×{count}"),
+            None => {
+                let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
+                format!("{name} × {param}")
+            }
+        },
+    }
 }
 
 /// Checks every WorkFlow in the files as the API server (schema) and the operator (DAG) would.
@@ -147,7 +168,7 @@ fn problems_of(value: &Value) -> Vec<String> {
     match serde_json::from_value::<WorkFlow>(normalized) {
         Err(error) => vec![format!("not a valid WorkFlow: {error}")],
         // The steps and the exit steps, as the operator validates them.
-        Ok(workflow) => match crate::workflow::plan::Compiled::new(&workflow.spec).dag {
+        Ok(workflow) => match Compiled::new(&workflow.spec).dag {
             Ok(_) => Vec::new(),
             Err(error) => vec![error.to_string()],
         },

@@ -1,5 +1,6 @@
 //! `workflow-operator logs NAME [--step S] [-f]`: the logs of a workflow's steps in DAG order,
-//! each line prefixed with its step (like `argo logs`). With `-f`, the logs of steps still to
+//! each line prefixed with its step (like `argo logs`): an item of a step that fans out as
+//! `build[3]`, a run of `spec.runs` as `run1/build`. With `-f`, the logs of steps still to
 //! come are followed as their pods start, until the workflow finishes.
 
 use std::collections::HashSet;
@@ -16,6 +17,7 @@ use kube::{Client, ResourceExt};
 use tokio::task::JoinSet;
 
 use crate::workflow::WorkFlow;
+use crate::workflow::fan_out::display_name;
 use crate::workflow::jobs::{self, ANNOTATION_PODS_DELETED, ANNOTATION_STEP};
 use crate::workflow::step_view::step_views;
 
@@ -79,26 +81,56 @@ async fn print_all(pods: &Api<Pod>, workflow: &WorkFlow, only: Option<&str>) -> 
         .await
         .context("listing the workflow's pods")?
         .items;
+    let ours: Vec<(Instance, &Pod)> = listed
+        .iter()
+        .filter(|pod| in_run(pod, workflow))
+        .filter_map(|pod| Some((instance_of(pod, workflow)?, pod)))
+        .filter(|(instance, _)| only.is_none_or(|s| s == instance.step))
+        .collect();
     for view in step_views(workflow, &[], &[]) {
-        if only.is_some_and(|s| s != view.name) {
-            continue;
-        }
-        let mut attempts: Vec<&Pod> = listed
-            .iter()
-            .filter(|pod| step_of(pod) == Some(view.name.as_str()) && in_run(pod, workflow))
-            .collect();
-        attempts.sort_by_key(|pod| pod.metadata.creation_timestamp.clone());
-        for pod in attempts {
+        // A step's pods (each item's of one that fans out, in item order), attempts in order.
+        let mut attempts: Vec<&(Instance, &Pod)> =
+            ours.iter().filter(|(i, _)| i.row == view.name).collect();
+        attempts.sort_by_key(|(instance, pod)| {
+            (instance.item, pod.metadata.creation_timestamp.clone())
+        });
+        for (instance, pod) in attempts {
             let text = pods
                 .logs(&pod.name_any(), &LogParams::default())
                 .await
                 .with_context(|| format!("reading the logs of pod {}", pod.name_any()))?;
             for line in text.lines() {
-                println!("{}: {line}", view.name);
+                println!("{}: {line}", instance.shown);
             }
         }
     }
     Ok(())
+}
+
+/// The instance of a step a pod (or Job) runs, from the operator's annotation and labels.
+struct Instance {
+    /// The step's exact name.
+    step: String,
+    /// The item, for a step that fans out.
+    item: Option<u32>,
+    /// The row of `get` it is under: the step in its run (`run1/build`).
+    row: String,
+    /// Its own name: `build[3]`, `run1/build`.
+    shown: String,
+}
+
+fn instance_of<K: ResourceExt>(object: &K, workflow: &WorkFlow) -> Option<Instance> {
+    let step = step_of(object)?.to_string();
+    let label = |key: &str| -> Option<u32> { object.labels().get(key)?.parse().ok() };
+    let run_index = label(jobs::LABEL_RUN_INDEX).unwrap_or(0);
+    let item = label(jobs::LABEL_ITEM);
+    let runs = workflow.spec.run_count();
+    Some(Instance {
+        row: display_name(&step, run_index, runs, None),
+        shown: display_name(&step, run_index, runs, item),
+        step,
+        item,
+    })
 }
 
 /// Follows the log of every pod of the workflow's current run as it appears, until the workflow
@@ -137,18 +169,18 @@ async fn follow(
     let mut followed: HashSet<String> = HashSet::new();
     let mut streams = JoinSet::new();
     let mut follow_pod = |pod: Pod, streams: &mut JoinSet<Result<()>>| {
-        let Some(step) = step_of(&pod).map(str::to_string) else {
+        let Some(instance) = instance_of(&pod, workflow) else {
             return;
         };
         if !has_started(&pod)
-            || only.is_some_and(|s| s != step)
+            || only.is_some_and(|s| s != instance.step)
             || !in_run(&pod, workflow)
             || !followed.insert(pod.name_any())
         {
             return;
         }
         let pods = pods.clone();
-        streams.spawn(async move { stream_log(&pods, &pod.name_any(), &step).await });
+        streams.spawn(async move { stream_log(&pods, &pod.name_any(), &instance.shown).await });
     };
     loop {
         tokio::select! {
@@ -190,18 +222,18 @@ async fn cleaned_steps(jobs: &Api<Job>, workflow: &WorkFlow) -> Result<Vec<Strin
         .await
         .context("listing the workflow's jobs")?;
     let run = workflow.status.as_ref().and_then(|s| s.run.as_deref());
-    let cleaned: HashSet<&str> = listed
+    let cleaned: HashSet<String> = listed
         .items
         .iter()
         .filter(|job| job.annotations().contains_key(ANNOTATION_PODS_DELETED))
         .filter(|job| run.is_none() || job.labels().get(jobs::LABEL_RUN).map(String::as_str) == run)
-        .filter_map(|job| job.annotations().get(ANNOTATION_STEP).map(String::as_str))
+        .filter_map(|job| Some(instance_of(job, workflow)?.row))
         .collect();
     // In DAG order, as the logs are printed.
     Ok(step_views(workflow, &[], &[])
         .into_iter()
         .map(|view| view.name)
-        .filter(|name| cleaned.contains(name.as_str()))
+        .filter(|name| cleaned.contains(name))
         .collect())
 }
 
@@ -237,7 +269,7 @@ async fn stream_log(pods: &Api<Pod>, pod: &str, step: &str) -> Result<()> {
 
 /// The step a pod runs: its exact name from the annotation the operator puts on every step's
 /// pod, else (pods of an older operator) the step label, which is exact for simple names.
-fn step_of(pod: &Pod) -> Option<&str> {
+fn step_of<K: ResourceExt>(pod: &K) -> Option<&str> {
     pod.annotations()
         .get(ANNOTATION_STEP)
         .or_else(|| pod.labels().get(jobs::LABEL_STEP))

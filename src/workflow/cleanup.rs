@@ -584,6 +584,7 @@ mod tests {
             message: None,
             job: Some(a_job),
             outputs: [("x".to_string(), "1".to_string())].into(),
+            items: None,
         });
         assert_eq!(due(&wf, Some(Policy::OnSuccess), &jobs), ["a"]);
     }
@@ -606,6 +607,7 @@ mod tests {
             message: None,
             job: Some(b_job),
             outputs: Default::default(),
+            items: None,
         });
         assert_eq!(due(&wf, Some(Policy::OnCompletion), &jobs), ["a"]);
         // Finished: its message is final, and nothing reads the pods again.

@@ -141,6 +141,14 @@ pub struct WorkFlowSpec {
     /// in `$WORKFLOW_WORKSPACE`. Boxed: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Box<Workspace>>,
+
+    /// How many times the whole DAG runs (the state-machine seed's `completed`): each run's
+    /// steps are Jobs of their own, with the run's index (from 0) in `$WORKFLOW_RUN_INDEX`;
+    /// at most `parallelism` steps run at once across all runs, and the workflow completes
+    /// when every run did. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub runs: Option<i32>,
 }
 
 /// `spec.workspace`: the claim every step of a run mounts.
@@ -357,6 +365,63 @@ pub struct Step {
     /// dependents. Boxed: rarely set, and a step is held up to three times per workflow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<Box<str>>,
+
+    /// Runs the step once per item (strings or objects), each in a Job of its own: `{{item}}`
+    /// (and `{{item.FIELD}}` of an object) in its command, args and env values is the item,
+    /// `$WORKFLOW_ITEM` holds it (an object as JSON). Its dependents wait for every item; any
+    /// item failing fails the step. At most one of `withItems`, `withParam`, `withSequence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_items: Option<Box<Items>>,
+
+    /// Runs the step once per item of a JSON list an upstream step wrote as an output,
+    /// `{{steps.NAME.outputs.KEY}}`, as `withItems` does; a value that is not a JSON list
+    /// fails the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_param: Option<Box<Param>>,
+
+    /// Runs the step once per number of a sequence, as `withItems` does: `count` numbers from
+    /// `start` (default 0), or from `start` to `end` inclusive (counting down when `end` is
+    /// below `start`), as Argo's `withSequence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_sequence: Option<Box<Sequence>>,
+}
+
+/// `withItems`: the items a step runs once per, as written (strings, numbers or objects).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(transparent)]
+pub struct Items(
+    #[schemars(schema_with = "items_schema")]
+    #[serde(deserialize_with = "exact_vec")]
+    pub Vec<serde_json::Value>,
+);
+
+/// `withParam`: a `{{steps.NAME.outputs.KEY}}` holding a JSON list.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(transparent)]
+pub struct Param(pub String);
+
+/// `withSequence`: `count` numbers from `start`, or `start` to `end` inclusive.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Sequence {
+    /// How many numbers (from `start`); not with `end`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub count: Option<i64>,
+    /// The first number; default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<i64>,
+    /// The last number, inclusive; not with `count`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<i64>,
+}
+
+/// `withItems`' items: any JSON value each (a string, a number, an object), kept whole.
+fn items_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"x-kubernetes-preserve-unknown-fields": true},
+    })
 }
 
 /// What the operator observed of a workflow; written only by the operator.
@@ -502,12 +567,43 @@ pub struct StepStatus {
     /// whose outputs another step names.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, String>,
+
+    /// A step that fans out (`withItems`, `withParam`, `withSequence`): how many of its items
+    /// there are and how they stand. Its failed items have entries of their own, `NAME[i]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<ItemCounts>,
+}
+
+/// How the items of a step that fans out stand.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct ItemCounts {
+    /// Items in all.
+    pub total: u32,
+    /// Items whose Job succeeded.
+    #[serde(default)]
+    pub succeeded: u32,
+    /// Items whose Job runs.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub running: u32,
+    /// Items that failed or timed out.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub failed: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 impl WorkFlowSpec {
     /// The timeout that applies to `step`, in seconds; [`UNLIMITED`] (-1) means none.
     pub fn effective_timeout(&self, step: &Step) -> i64 {
         step.timeout.unwrap_or(self.max_step_timeout)
+    }
+
+    /// How many times the DAG runs (`runs`, at least 1).
+    pub fn run_count(&self) -> u32 {
+        self.runs
+            .map_or(1, |runs| u32::try_from(runs.max(1)).unwrap_or(1))
     }
 }
 
@@ -820,12 +916,13 @@ spec:
     #[test]
     fn a_step_holds_its_rarely_set_kubernetes_types_out_of_line() {
         let size = std::mem::size_of::<Step>();
-        // 280 before `when` (a boxed str: 16 bytes).
-        assert!(size <= 296, "a Step is {size} bytes");
+        // 280 before `when` (a boxed str: 16 bytes); the three fan-out fields are a box each
+        // (8 bytes), not 64 inline.
+        assert!(size <= 320, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
-        // boxed `workspace` 8.
-        assert!(spec <= 112, "a WorkFlowSpec is {spec} bytes");
+        // boxed `workspace` 8, `runs` 8 (one per workflow, not per step).
+        assert!(spec <= 120, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]
@@ -926,7 +1023,7 @@ spec:
             }
         }
         type Shows = fn(&WorkFlowSpec) -> bool;
-        let wanted: [(&str, Shows); 16] = [
+        let wanted: [(&str, Shows); 17] = [
             ("simple", |s| s.containers.len() == 3),
             ("diamond", |s| s.containers.len() == 4),
             ("failing", |s| {
@@ -960,6 +1057,13 @@ spec:
             ("run-control", |s| !s.on_exit.is_empty()),
             ("cleanup", |s| {
                 s.ttl_seconds_after_finished.is_some() || s.pod_cleanup.is_some()
+            }),
+            ("fan-out", |s| {
+                let any = |f: fn(&Step) -> bool| s.containers.iter().any(f);
+                s.runs.is_some()
+                    && any(|c| c.with_items.is_some())
+                    && any(|c| c.with_sequence.is_some())
+                    && any(|c| c.with_param.is_some())
             }),
             ("outputs", |s| {
                 s.containers.iter().any(|c| c.when.is_some())

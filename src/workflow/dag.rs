@@ -63,6 +63,16 @@ pub enum DagError {
         /// What is wrong, naming the reference.
         problem: String,
     },
+    /// A step's fan-out cannot run: more than one of `withItems`, `withParam` and
+    /// `withSequence`, a malformed one, too many items, an exit step that fans out, or a
+    /// step named as another's item (see `fan_out`).
+    #[error("step {step:?} {problem}")]
+    FanOut {
+        /// The step.
+        step: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// An exit step (`onExit`) lists a normal step in `dependsOn`: exit steps run once every
     /// normal step has finished, so they may depend only on each other.
     #[error(
@@ -322,9 +332,18 @@ impl Dag {
     /// The graph in Graphviz DOT: one node per step, an edge from each dependency to its
     /// dependent.
     pub fn to_dot(&self) -> String {
+        self.to_dot_labelled(|i| self.names[i].clone(), None)
+    }
+
+    /// [`Dag::to_dot`] with each node labelled `label(i)` (e.g. a step that fans out with its
+    /// count) and the graph titled `title`.
+    pub fn to_dot_labelled(&self, label: impl Fn(usize) -> String, title: Option<&str>) -> String {
         let mut out = String::from("digraph workflow {\n    rankdir=LR;\n");
-        for (i, name) in self.names.iter().enumerate() {
-            let _ = writeln!(out, "    s{i} [label=\"{}\"];", dot_escape(name));
+        if let Some(title) = title {
+            let _ = writeln!(out, "    label=\"{}\";\n    labelloc=t;", dot_escape(title));
+        }
+        for i in 0..self.len() {
+            let _ = writeln!(out, "    s{i} [label=\"{}\"];", dot_escape(&label(i)));
         }
         for e in self.graph.raw_edges() {
             let _ = writeln!(
@@ -340,9 +359,23 @@ impl Dag {
 
     /// The graph as a Mermaid flowchart, edges from each dependency to its dependent.
     pub fn to_mermaid(&self) -> String {
-        let mut out = String::from("flowchart LR\n");
-        for (i, name) in self.names.iter().enumerate() {
-            let _ = writeln!(out, "    s{i}[\"{}\"]", name.replace('"', "#quot;"));
+        self.to_mermaid_labelled(|i| self.names[i].clone(), None)
+    }
+
+    /// [`Dag::to_mermaid`] with each node labelled `label(i)` and the chart titled `title`
+    /// (Mermaid's front matter).
+    pub fn to_mermaid_labelled(
+        &self,
+        label: impl Fn(usize) -> String,
+        title: Option<&str>,
+    ) -> String {
+        let mut out = String::new();
+        if let Some(title) = title {
+            let _ = writeln!(out, "---\ntitle: \"{}\"\n---", title.replace('"', "'"));
+        }
+        out.push_str("flowchart LR\n");
+        for i in 0..self.len() {
+            let _ = writeln!(out, "    s{i}[\"{}\"]", label(i).replace('"', "#quot;"));
         }
         for e in self.graph.raw_edges() {
             let _ = writeln!(

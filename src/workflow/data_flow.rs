@@ -1,33 +1,42 @@
 //! What steps read of each other (issue 16), checked once per spec: every
 //! `{{steps.NAME.outputs.KEY}}` in a step's `command`, `args` and `env` values, and every step a
 //! `when` names, must be a step that runs before it (upstream, through `dependsOn`); an exit
-//! step may name any step, since all have ended when it runs. The result, [`DataFlow`], says
-//! whose outputs must be read (only those: reading them costs a pod list per step) and holds
-//! the compiled `when`s.
+//! step may name any step, since all have ended when it runs. `{{item}}` is only for a step
+//! that fans out, and no step may name the outputs of one that does (whose item's?); a
+//! `withParam` names an upstream step's output like any reference. The result, [`DataFlow`],
+//! says whose outputs must be read (only those: reading them costs a pod list per step) and
+//! holds the compiled `when`s and fan-outs.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::crd::{Step, WorkFlowSpec};
 use super::dag::{Dag, DagError};
-use super::outputs;
+use super::fan_out::{FanOut, ItemList};
+use super::outputs::{self, Source};
 use super::when::When;
 
 /// The data flow of a valid spec.
 #[derive(Debug, Clone, Default)]
 pub struct DataFlow {
-    /// The steps (by index in the steps' DAG) whose outputs some step or `when` names.
+    /// The steps (by index in the steps' DAG) whose outputs some step, `when` or `withParam`
+    /// names.
     pub read: HashSet<usize>,
     /// The compiled `when` of each step that has one (by index in the steps' DAG).
     pub when: HashMap<usize, Arc<When>>,
     /// The compiled `when` of each exit step that has one (by index in the exit DAG).
     pub exit_when: HashMap<usize, Arc<When>>,
+    /// What each step that fans out fans out over (by index in the steps' DAG).
+    pub fan_out: HashMap<usize, FanOut>,
 }
 
 impl DataFlow {
-    /// Whether no step names another: the workflow runs as before issue 16.
+    /// Whether no step names another nor fans out: the workflow runs as before issue 16.
     pub fn is_empty(&self) -> bool {
-        self.read.is_empty() && self.when.is_empty() && self.exit_when.is_empty()
+        self.read.is_empty()
+            && self.when.is_empty()
+            && self.exit_when.is_empty()
+            && self.fan_out.is_empty()
     }
 }
 
@@ -39,23 +48,52 @@ pub fn texts(step: &Step) -> impl Iterator<Item = &str> {
     command.chain(args).chain(env).map(String::as_str)
 }
 
-/// Checks the references and `when`s of `spec` against its DAGs.
+/// Checks the references, `when`s and fan-outs of `spec` against its DAGs.
 ///
 /// # Errors
 /// The first bad one, naming the step and the reference.
 pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataFlow, DagError> {
     let mut flow = DataFlow::default();
     for (i, step) in spec.containers.iter().enumerate() {
+        let fan_out = FanOut::compile(step, dag).map_err(|problem| DagError::FanOut {
+            step: step.step_name.clone(),
+            problem,
+        })?;
+        if let Some(fan_out) = fan_out {
+            flow.fan_out.insert(i, fan_out);
+        }
+    }
+    check_item_names(spec, &flow)?;
+    for (i, step) in spec.containers.iter().enumerate() {
         let upstream = |name: &str| dag.index_of(name).filter(|&j| runs_before(dag, j, i));
-        check_step(step, dag, &upstream, &mut flow)?;
+        let fan_out = flow.fan_out.get(&i).cloned();
+        check_step(step, dag, &upstream, fan_out.as_ref(), &mut flow)?;
         if let Some(when) = compile_when(step)? {
             flow.when.insert(i, when);
         }
     }
     if exit.is_some() {
+        let runs = spec.runs.unwrap_or(1);
         for (i, step) in spec.on_exit.iter().enumerate() {
+            let refused = |problem: &str| DagError::FanOut {
+                step: step.step_name.clone(),
+                problem: problem.to_string(),
+            };
+            if FanOut::compile(step, dag)
+                .map_err(|p| refused(&p))?
+                .is_some()
+            {
+                return Err(refused("is an exit step: exit steps do not fan out"));
+            }
+            let read_before = flow.read.len();
             let any = |name: &str| dag.index_of(name);
-            check_step(step, dag, &any, &mut flow)?;
+            check_step(step, dag, &any, None, &mut flow)?;
+            if runs > 1 && (step.when.is_some() || flow.read.len() > read_before) {
+                return Err(refused(
+                    "names the steps' outputs, but the steps run several times (runs): an exit \
+                     step cannot tell which run's",
+                ));
+            }
             if let Some(when) = compile_when(step)? {
                 flow.exit_when.insert(i, when);
             }
@@ -64,20 +102,69 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
     Ok(flow)
 }
 
+/// Refuses a step named as an item of a step that fans out (`build[3]` beside a `build` with
+/// items): the two would share a status entry and a Job name.
+fn check_item_names(spec: &WorkFlowSpec, flow: &DataFlow) -> Result<(), DagError> {
+    if flow.fan_out.is_empty() {
+        return Ok(());
+    }
+    let fanned: HashSet<&str> = flow
+        .fan_out
+        .keys()
+        .map(|&i| spec.containers[i].step_name.as_str())
+        .collect();
+    for step in &spec.containers {
+        let base = step
+            .step_name
+            .strip_suffix(']')
+            .and_then(|s| s.rsplit_once('['))
+            .filter(|(_, index)| !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()))
+            .map(|(base, _)| base);
+        if let Some(base) = base.filter(|b| fanned.contains(b)) {
+            return Err(DagError::FanOut {
+                step: step.step_name.clone(),
+                problem: format!(
+                    "is named as an item of step {base:?}, which fans out: rename one of them"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn check_step(
     step: &Step,
     dag: &Dag,
     upstream: &dyn Fn(&str) -> Option<usize>,
+    fan_out: Option<&FanOut>,
     flow: &mut DataFlow,
 ) -> Result<(), DagError> {
     let name = &step.step_name;
+    let refused = |problem: String| DagError::Reference {
+        step: name.clone(),
+        problem,
+    };
     let mut named: Vec<(String, &str)> = Vec::new();
     for text in texts(step) {
-        let found = outputs::references(text).map_err(|e| DagError::Reference {
-            step: name.clone(),
-            problem: e.to_string(),
-        })?;
-        named.extend(found.iter().map(|r| (r.text.to_string(), r.step)));
+        let found = outputs::references(text).map_err(|e| refused(e.to_string()))?;
+        for reference in found {
+            match reference.source {
+                Source::Output { step: source, .. } => {
+                    named.push((reference.text.to_string(), source));
+                }
+                Source::Item { field } => {
+                    check_item(step, reference.text, field, fan_out).map_err(&refused)?;
+                }
+            }
+        }
+    }
+    if let Some(param) = step.with_param.as_deref() {
+        let text = param.0.trim();
+        if let Ok([reference]) = outputs::references(text).as_deref()
+            && let Source::Output { step: source, .. } = reference.source
+        {
+            named.push((format!("withParam {text}"), source));
+        }
     }
     let when = step.when.as_deref().map(When::compile);
     if let Some(Ok(when)) = &when {
@@ -96,12 +183,45 @@ fn check_step(
                      dependsOn (directly or through another step)"
                 )
             };
-            return Err(DagError::Reference {
-                step: name.clone(),
-                problem,
-            });
+            return Err(refused(problem));
         };
+        if flow.fan_out.contains_key(&index) {
+            return Err(refused(format!(
+                "{text} names step {source:?}, which fans out: the outputs of its items cannot \
+                 be named"
+            )));
+        }
         flow.read.insert(index);
+    }
+    Ok(())
+}
+
+/// Checks an `{{item}}` or `{{item.FIELD}}` (`text`) of `step`: the step must fan out, and a
+/// field must be in every item the spec lists (`withParam` items are checked as they come).
+fn check_item(
+    step: &Step,
+    text: &str,
+    field: Option<&str>,
+    fan_out: Option<&FanOut>,
+) -> Result<(), String> {
+    let Some(fan_out) = fan_out else {
+        return Err(format!(
+            "{text} names an item, but the step does not fan out (withItems, withParam or \
+             withSequence)"
+        ));
+    };
+    let Some(field) = field else {
+        return Ok(());
+    };
+    let Some(items) = ItemList::of_spec(step, fan_out) else {
+        return Ok(());
+    };
+    for i in 0..items.len() {
+        let item = items.get(i);
+        if outputs::item_value(&item, Some(field)).is_none() {
+            let shown: String = item.to_string().chars().take(80).collect();
+            return Err(format!("{text}: item {i} ({shown}) has no field {field:?}"));
+        }
     }
     Ok(())
 }

@@ -34,6 +34,7 @@ use serde_json::json;
 
 use super::crd::{WorkFlow, WorkFlowStatus};
 use super::failure_cause;
+use super::fan_out;
 use super::incremental::{JobChange, RunState};
 use super::job_summary::JobSummary;
 use super::jobs;
@@ -859,6 +860,7 @@ async fn execute(
             retry,
             exit,
             inputs,
+            instance,
         } => {
             let (dag, steps) = match exit {
                 None => (compiled.dag.as_ref().ok(), &workflow.spec.containers),
@@ -874,9 +876,16 @@ async fn execute(
                 outputs_read: exit.is_none()
                     && index.is_some_and(|i| compiled.flow.read.contains(&i)),
             };
-            let job =
-                jobs::build_job_for(workflow, step, &compiled.run, *retry, exit.as_ref(), data)
-                    .map_err(|e| HandlerError::permanent(e.to_string()))?;
+            let job = jobs::build_job_for(
+                workflow,
+                step,
+                &compiled.run,
+                *retry,
+                exit.as_ref(),
+                data,
+                instance,
+            )
+            .map_err(|e| HandlerError::permanent(e.to_string()))?;
             match api
                 .create(
                     &PostParams {
@@ -897,8 +906,15 @@ async fn execute(
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
                 Err(kube::Error::Api(e)) if e.code == 422 => {
                     tracing::warn!(job = %job_name, message = %e.message, "the API server refused a step's job");
+                    // Recorded under the instance's name (`build[3]`, `run1/build`).
+                    let shown = fan_out::display_name(
+                        &step.step_name,
+                        instance.run_index,
+                        workflow.spec.run_count(),
+                        instance.item.as_ref().map(|item| item.index),
+                    );
                     refusals.lock().expect("refusals lock").push((
-                        step.step_name.clone(),
+                        shown,
                         job_name.clone(),
                         e.message,
                     ));

@@ -208,10 +208,14 @@ impl RunState {
         if spec.suspend || spec.shutdown.is_some() || spec.retry != 0 || !spec.on_exit.is_empty() {
             return Err(Fallback::NotFollowed("run control or exit steps"));
         }
-        // So are outputs and `when`s: a step's outputs are read from its pods before a full
-        // plan, and a `when` is decided with them.
-        if !compiled.flow.is_empty() {
-            return Err(Fallback::NotFollowed("outputs or conditions between steps"));
+        // So are outputs, `when`s, fan-outs and repeated runs: a step's outputs are read from
+        // its pods before a full plan, and a `when` or a `withParam` is decided with them; a
+        // step that fans out has a Job per item, and a run of `spec.runs` a Job per step, where
+        // the state follows one Job per step.
+        if !compiled.flow.is_empty() || spec.run_count() > 1 {
+            return Err(Fallback::NotFollowed(
+                "outputs, conditions or fan-outs between steps, or repeated runs",
+            ));
         }
         if plan
             .actions
@@ -490,6 +494,7 @@ impl RunState {
                 retry: 0,
                 exit: None,
                 inputs: Default::default(),
+                instance: Default::default(),
             });
         }
         for &i in &self.mismatched {

@@ -11,8 +11,8 @@
 //! `Job` to kube: `Api<JobSummary>` lists and watches `jobs`.
 //!
 //! Kept: name, namespace, uid, resourceVersion, creation and deletion timestamps, owner
-//! references; the step, timed-out and cannot-start annotations and the run label as plain
-//! fields, and whether the pods-deleted annotation is there; `activeDeadlineSeconds` and `suspend`; of the status, `startTime`, `completionTime`,
+//! references; the step, timed-out and cannot-start annotations and the run, retry, run-index
+//! and item labels as plain fields, and whether the pods-deleted annotation is there; `activeDeadlineSeconds` and `suspend`; of the status, `startTime`, `completionTime`,
 //! the pod counts (`active`, `ready`, `succeeded`, `failed`) and the condition that ended the
 //! Job, if one holds ([`JobEnd`]: `Complete`, or `Failed` with its reason, message and time). Whoever needs anything else (e.g. relabelling, which compares all
 //! labels) reads the Job from the API. Serialised, a `JobSummary` is a valid `Job` with just
@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::jobs::{
     ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP, ANNOTATION_TIMED_OUT,
-    LABEL_RETRY, LABEL_RUN,
+    LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
 };
 
 /// A Job as the planner reads it; see the module documentation for what is kept.
@@ -43,6 +43,10 @@ pub struct JobSummary {
     pub run: Option<String>,
     /// The retry of the run it was created for (label `workflow.crd.com/retry`; absent is 0).
     pub retry: i32,
+    /// The index of its run of `spec.runs` (label `workflow.crd.com/run-index`; absent is 0).
+    pub run_index: u32,
+    /// The item it runs of a step that fans out (label `workflow.crd.com/item`).
+    pub item: Option<u32>,
     /// Why the operator timed the Job out (annotation `workflow.crd.com/timed-out`).
     pub timed_out: Option<String>,
     /// Why the operator failed the Job's step for a pod that could not start (annotation
@@ -322,6 +326,11 @@ impl From<JobOnTheWire> for JobSummary {
             .get(LABEL_RETRY)
             .and_then(|r| r.parse().ok())
             .unwrap_or(0);
+        let run_index = labels
+            .get(LABEL_RUN_INDEX)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        let item = labels.get(LABEL_ITEM).and_then(|i| i.parse().ok());
         // Read into a Vec grown for four; a Job has one owner.
         let owner_references = metadata.owner_references.map(|mut owners| {
             owners.shrink_to_fit();
@@ -341,6 +350,8 @@ impl From<JobOnTheWire> for JobSummary {
             step,
             run,
             retry,
+            run_index,
+            item,
             timed_out,
             cannot_start,
             pods_deleted,
@@ -372,6 +383,11 @@ impl From<JobSummary> for JobOnTheWire {
                 LABEL_RETRY,
                 (summary.retry != 0).then(|| summary.retry.to_string()),
             ),
+            (
+                LABEL_RUN_INDEX,
+                (summary.run_index != 0).then(|| summary.run_index.to_string()),
+            ),
+            (LABEL_ITEM, summary.item.map(|i| i.to_string())),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key.to_string(), value?)))

@@ -18,6 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
 use super::crd::{Step, WorkFlow};
+use super::fan_out::{self, Instance};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
 use super::outputs::{self, Inputs, StepData};
@@ -50,9 +51,20 @@ pub const ANNOTATION_PODS_DELETED: &str = "workflow.crd.com/pods-deleted";
 /// Label of the Jobs of a retry (`spec.retry` when the operator created them); absent on the
 /// Jobs of a workflow never retried, which is retry 0.
 pub const LABEL_RETRY: &str = "workflow.crd.com/retry";
-pub const OWN_LABELS: [&str; 4] = [LABEL_WORKFLOW, LABEL_STEP, LABEL_RUN, LABEL_RETRY];
+/// Label of the Jobs of a workflow with `spec.runs` above 1: the run's index, from 0.
+pub const LABEL_RUN_INDEX: &str = "workflow.crd.com/run-index";
+/// Label of the Job of one item of a step that fans out: the item's index, from 0.
+pub const LABEL_ITEM: &str = "workflow.crd.com/item";
+pub const OWN_LABELS: [&str; 6] = [
+    LABEL_WORKFLOW,
+    LABEL_STEP,
+    LABEL_RUN,
+    LABEL_RETRY,
+    LABEL_RUN_INDEX,
+    LABEL_ITEM,
+];
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
-pub const OWN_ENV: [&str; 7] = [
+pub const OWN_ENV: [&str; 9] = [
     "WORKFLOW_NAME",
     "WORKFLOW_NAMESPACE",
     "STEP_NAME",
@@ -60,6 +72,8 @@ pub const OWN_ENV: [&str; 7] = [
     "WORKFLOW_FAILED_STEPS",
     outputs::OUTPUTS_ENV,
     WORKSPACE_ENV,
+    fan_out::RUN_INDEX_ENV,
+    fan_out::ITEM_ENV,
 ];
 
 /// The environment variable that holds the workspace's path (`spec.workspace.mountPath`).
@@ -170,7 +184,15 @@ pub fn cannot_start_patch(why: &str) -> serde_json::Value {
 /// # Errors
 /// [`JobError::MissingMetadata`] when the workflow lacks a name, namespace or uid.
 pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, JobError> {
-    build_job_for(workflow, step, run, 0, None, StepData::default())
+    build_job_for(
+        workflow,
+        step,
+        run,
+        0,
+        None,
+        StepData::default(),
+        &Instance::default(),
+    )
 }
 
 /// [`build_job`] for retry `retry` of the run (its name from `names::retry_job_name`, and the
@@ -181,6 +203,13 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
 /// container's termination message file, where the step writes its own outputs, when another
 /// step names them (`data.outputs_read`), else `/dev/null`.
 ///
+/// `instance` says which run (`spec.runs`) and which item (a step that fans out) the Job is
+/// for: `WORKFLOW_RUN_INDEX` (in every step, 0 with one run) and, for an item,
+/// `WORKFLOW_ITEM`, its `{{item}}` references substituted and the labels [`LABEL_ITEM`] (and
+/// [`LABEL_RUN_INDEX`] with more than one run); its name is that of the instance's display
+/// name (`fan_out::display_name`: `build[3]`, `run1/build`), so every instance has a Job of
+/// its own.
+///
 /// # Errors
 /// As [`build_job`].
 pub fn build_job_for(
@@ -190,6 +219,7 @@ pub fn build_job_for(
     retry: i32,
     exit: Option<&ExitEnv>,
     data: StepData<'_>,
+    instance: &Instance,
 ) -> Result<Job, JobError> {
     let no_inputs = Inputs::new();
     let inputs = data.inputs.unwrap_or(&no_inputs);
@@ -231,6 +261,14 @@ pub fn build_job_for(
     if let Some(workspace) = workspace {
         env.push(env_var(WORKSPACE_ENV, &workspace.mount_path));
     }
+    env.push(env_var(
+        fan_out::RUN_INDEX_ENV,
+        &instance.run_index.to_string(),
+    ));
+    let item = instance.item.as_ref();
+    if let Some(item) = item {
+        env.push(env_var(fan_out::ITEM_ENV, &outputs::item_text(&item.value)));
+    }
     if let Some(exit) = exit {
         env.push(env_var("WORKFLOW_STATUS", exit.status.as_str()));
         env.push(env_var(
@@ -240,11 +278,15 @@ pub fn build_job_for(
     }
     // Every reference was resolved by the planner; one left is kept as written.
     let fill = |text: &String| {
-        outputs::substitute(text, |step, key| {
-            inputs
-                .get(&(step.to_string(), key.to_string()))
-                .map(String::as_str)
-        })
+        outputs::substitute(
+            text,
+            |step, key| {
+                inputs
+                    .get(&(step.to_string(), key.to_string()))
+                    .map(String::as_str)
+            },
+            item.map(|item| &item.value),
+        )
         .unwrap_or_else(|_| text.clone())
     };
     let fill_all = |texts: &Option<Vec<String>>| {
@@ -272,11 +314,27 @@ pub fn build_job_for(
     let mut pod_labels = pod_metadata.labels;
     pod_labels.extend(own_labels(name, &step.step_name, run));
     let mut labels = job_labels(workflow, &step.step_name, run);
-    if retry != 0 {
-        let retry = (LABEL_RETRY.to_string(), retry.to_string());
-        pod_labels.insert(retry.0.clone(), retry.1.clone());
-        labels.insert(retry.0, retry.1);
+    let runs = workflow.spec.run_count();
+    let extra = [
+        (LABEL_RETRY, (retry != 0).then_some(retry.to_string())),
+        (
+            LABEL_RUN_INDEX,
+            (runs > 1).then(|| instance.run_index.to_string()),
+        ),
+        (LABEL_ITEM, item.map(|item| item.index.to_string())),
+    ];
+    for (key, value) in extra {
+        if let Some(value) = value {
+            pod_labels.insert(key.to_string(), value.clone());
+            labels.insert(key.to_string(), value);
+        }
     }
+    let display = fan_out::display_name(
+        &step.step_name,
+        instance.run_index,
+        runs,
+        item.map(|item| item.index),
+    );
     // The exact step name on the pod too, for `logs` (labels may be shortened).
     let mut pod_annotations = pod_metadata.annotations;
     pod_annotations.insert(ANNOTATION_STEP.to_string(), step.step_name.clone());
@@ -284,7 +342,7 @@ pub fn build_job_for(
     let timeout = workflow.spec.effective_timeout(step);
     Ok(Job {
         metadata: ObjectMeta {
-            name: Some(names::retry_job_name(name, &step.step_name, run, retry)),
+            name: Some(names::retry_job_name(name, &display, run, retry)),
             namespace: Some(namespace.to_string()),
             labels: Some(labels),
             annotations: Some(BTreeMap::from([
@@ -452,6 +510,8 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         step,
         run,
         retry: job.retry,
+        run_index: job.run_index,
+        item: job.item,
         state,
         deleting: job.metadata.deletion_timestamp.is_some(),
         active_deadline_seconds: spec.and_then(|s| s.active_deadline_seconds),
@@ -610,6 +670,7 @@ mod tests {
                 ("WORKFLOW_NAMESPACE", "default"),
                 ("STEP_NAME", "a"),
                 ("WORKFLOW_OUTPUTS", "/dev/null"),
+                ("WORKFLOW_RUN_INDEX", "0"),
                 ("GREETING", "hi"),
             ])
         );
@@ -683,7 +744,16 @@ mod tests {
             inputs: Some(&inputs),
             outputs_read: false,
         };
-        let job = build_job_for(&wf, &wf.spec.containers[1], "r1", 0, None, data).unwrap();
+        let job = build_job_for(
+            &wf,
+            &wf.spec.containers[1],
+            "r1",
+            0,
+            None,
+            data,
+            &Instance::default(),
+        )
+        .unwrap();
         let c = container(&job);
         assert_eq!(
             c.command.as_deref(),
@@ -699,7 +769,16 @@ mod tests {
             inputs: None,
             outputs_read: true,
         };
-        let a = build_job_for(&wf, &wf.spec.containers[0], "r1", 0, None, read).unwrap();
+        let a = build_job_for(
+            &wf,
+            &wf.spec.containers[0],
+            "r1",
+            0,
+            None,
+            read,
+            &Instance::default(),
+        )
+        .unwrap();
         assert!(env_of(&a).contains(&(
             "WORKFLOW_OUTPUTS".to_string(),
             "/dev/termination-log".to_string()

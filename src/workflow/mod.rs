@@ -4,6 +4,8 @@
 //! - [`crd`]: the `WorkFlow` custom resource (spec, status) and the generated CRD YAML.
 //! - [`dag`]: step graph validation, topological order, ready set, incremental progress.
 //! - [`data_flow`]: what steps read of each other (outputs, `when`), checked once per spec.
+//! - [`fan_out`]: a step run once per item (`withItems`, `withParam`, `withSequence`) and the
+//!   whole DAG run `spec.runs` times: compiled fan-outs, items and instance names.
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
 //! - [`names`]: deterministic Job names, label values and run ids.
 //! - [`jobs`]: building a step's Job; reading Jobs back as plain data; relabel patches.
@@ -18,6 +20,7 @@
 pub mod crd;
 pub mod dag;
 pub mod data_flow;
+pub mod fan_out;
 pub mod incremental;
 pub mod job_summary;
 pub mod jobs;

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
     EnvFromSource, EnvVar, ResourceRequirements, SecurityContext, VolumeMount,
 };
 
-use super::crd::{PodTemplate, Step, WorkFlowSpec, Workspace};
+use super::crd::{Items, Param, PodTemplate, Sequence, Step, WorkFlowSpec, Workspace};
 
 /// Longest DNS-1123 label (Job names, container names) and label value.
 pub const MAX_LABEL: usize = 63;
@@ -182,6 +182,9 @@ struct RunKey<'a> {
     on_exit: Vec<StepKey<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     workspace: &'a Option<Box<Workspace>>,
+    /// `spec.runs` other than 1 (absent and 1 run the same).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runs: Option<i32>,
 }
 
 #[derive(Serialize)]
@@ -207,11 +210,18 @@ struct StepKey<'a> {
     security_context: &'a Option<Box<SecurityContext>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     when: &'a Option<Box<str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    with_items: &'a Option<Box<Items>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    with_param: &'a Option<Box<Param>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    with_sequence: &'a Option<Box<Sequence>>,
 }
 
 /// A short stable id of what runs: the set of steps (and of exit steps) with their images,
 /// commands, args, env, resources, mounts, working directories, pull policies, security contexts,
-/// `when`s and dependencies, the pod template and the workspace.
+/// `when`s, fan-outs (`withItems`, `withParam`, `withSequence`) and dependencies, the pod
+/// template, the workspace and `runs`.
 ///
 /// Limits are left out on purpose, so changing them applies to the running workflow instead of
 /// starting a new run: `maxStepTimeout`, a step's `timeout`, `parallelism`, `failFast` and a step's
@@ -233,6 +243,7 @@ fn run_key_json(spec: &WorkFlowSpec) -> String {
         pod_template: &spec.pod_template,
         on_exit,
         workspace: &spec.workspace,
+        runs: spec.runs.filter(|&runs| runs != 1),
     };
     serde_json::to_string(&key).expect("plain data serialises to JSON")
 }
@@ -255,6 +266,9 @@ fn step_key(step: &Step) -> StepKey<'_> {
         image_pull_policy: &step.image_pull_policy,
         security_context: &step.security_context,
         when: &step.when,
+        with_items: &step.with_items,
+        with_param: &step.with_param,
+        with_sequence: &step.with_sequence,
     }
 }
 
@@ -394,6 +408,10 @@ mod tests {
             .build();
         assert_eq!(run_id(&base.spec), run_id(&limits.spec));
         assert_eq!(run_id(&base.spec).len(), RUN_ID_LEN);
+        // One run, said or not, is the same run.
+        let mut once = base.clone();
+        once.spec.runs = Some(1);
+        assert_eq!(run_id(&base.spec), run_id(&once.spec));
     }
 
     /// A workflow that uses none of the fields added since the first release hashes the same
@@ -424,6 +442,34 @@ mod tests {
             ("working dir", {
                 let mut wf = base().build();
                 wf.spec.containers[0].working_dir = Some("/tmp".into());
+                wf
+            }),
+            ("items", {
+                let mut wf = base().build();
+                wf.spec.containers[1].with_items =
+                    Some(Box::new(crate::workflow::crd::Items(vec!["x".into()])));
+                wf
+            }),
+            ("sequence", {
+                let mut wf = base().build();
+                wf.spec.containers[1].with_sequence =
+                    Some(Box::new(crate::workflow::crd::Sequence {
+                        count: Some(2),
+                        start: None,
+                        end: None,
+                    }));
+                wf
+            }),
+            ("param", {
+                let mut wf = base().build();
+                wf.spec.containers[1].with_param = Some(Box::new(crate::workflow::crd::Param(
+                    "{{steps.a.outputs.list}}".into(),
+                )));
+                wf
+            }),
+            ("runs", {
+                let mut wf = base().build();
+                wf.spec.runs = Some(3);
                 wf
             }),
             ("service account", {

@@ -5,9 +5,10 @@
 //! in pkg/kubelet/container/runtime.go) with no extra permission for the step.
 //!
 //! A later step names an output as `{{steps.NAME.outputs.KEY}}` in its `command`, `args` or
-//! `env` values; the operator substitutes it when it creates that step's Job. This module is
-//! the pure part: reading a message into outputs ([`parse`]), finding references
-//! ([`references`]) and substituting them ([`substitute`]).
+//! `env` values, and a step that fans out names its item as `{{item}}` or `{{item.FIELD}}`;
+//! the operator substitutes them when it creates the step's Job. This module is the pure part:
+//! reading a message into outputs ([`parse`]), finding references ([`references`]) and
+//! substituting them ([`substitute`]).
 
 use std::collections::BTreeMap;
 
@@ -117,21 +118,38 @@ fn is_key(key: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// A `{{steps.NAME.outputs.KEY}}` in a step's text.
+/// A `{{...}}` in a step's text: `{{steps.NAME.outputs.KEY}}`, or `{{item}}` /
+/// `{{item.FIELD}}` in a step that fans out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference<'a> {
     /// The whole reference, braces included, as written.
     pub text: &'a str,
-    /// The step named.
-    pub step: &'a str,
-    /// The output named.
-    pub key: &'a str,
+    /// What it names.
+    pub source: Source<'a>,
+}
+
+/// What a [`Reference`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source<'a> {
+    /// `{{steps.NAME.outputs.KEY}}`: the output `key` of step `step`.
+    Output {
+        /// The step named.
+        step: &'a str,
+        /// The output named.
+        key: &'a str,
+    },
+    /// `{{item}}` (`field` none) or `{{item.FIELD}}`: the item of a step that fans out.
+    Item {
+        /// The field of an object item.
+        field: Option<&'a str>,
+    },
 }
 
 /// A `{{...}}` that is not a reference this operator knows.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
-    "{text} is not a reference the operator knows: outputs are named {{{{steps.NAME.outputs.KEY}}}}"
+    "{text} is not a reference the operator knows: outputs are named {{{{steps.NAME.outputs.KEY}}}}, \
+     items {{{{item}}}} or {{{{item.FIELD}}}}"
 )]
 pub struct UnknownReference {
     /// The text, braces included.
@@ -141,8 +159,8 @@ pub struct UnknownReference {
 /// The references in `text`, in order.
 ///
 /// # Errors
-/// [`UnknownReference`] for the first `{{...}}` that is not `{{steps.NAME.outputs.KEY}}`
-/// (spaces inside the braces allowed), or an unclosed `{{`.
+/// [`UnknownReference`] for the first `{{...}}` that is not `{{steps.NAME.outputs.KEY}}`,
+/// `{{item}}` or `{{item.FIELD}}` (spaces inside the braces allowed), or an unclosed `{{`.
 pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
     let mut found = Vec::new();
     let mut rest = text;
@@ -156,19 +174,27 @@ pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
         };
         let whole = &text[offset + start..offset + start + 2 + end + 2];
         let inner = after[..end].trim();
-        let parsed = inner
+        let output = inner
             .strip_prefix("steps.")
             .and_then(|s| s.rsplit_once(".outputs."))
-            .filter(|(step, key)| !step.is_empty() && is_key(key));
-        let Some((step, key)) = parsed else {
+            .filter(|(step, key)| !step.is_empty() && is_key(key))
+            .map(|(step, key)| Source::Output { step, key });
+        let item = match inner.strip_prefix("item") {
+            Some("") => Some(Source::Item { field: None }),
+            Some(field) => field
+                .strip_prefix('.')
+                .filter(|f| is_key(f))
+                .map(|f| Source::Item { field: Some(f) }),
+            None => None,
+        };
+        let Some(source) = output.or(item) else {
             return Err(UnknownReference {
                 text: whole.to_string(),
             });
         };
         found.push(Reference {
             text: whole,
-            step,
-            key,
+            source,
         });
         let consumed = start + 2 + end + 2;
         offset += consumed;
@@ -189,15 +215,54 @@ pub struct MissingOutput {
     pub key: String,
 }
 
-/// `text` with each reference replaced by its value from `lookup(step, key)`.
+/// Why a reference cannot be replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Unresolved {
+    /// An output that is not there.
+    #[error(transparent)]
+    Output(#[from] MissingOutput),
+    /// `{{item.FIELD}}` of an item that is not an object with that field.
+    #[error("{text}: the item {item} has no field {field:?}")]
+    ItemField {
+        /// The reference as written.
+        text: String,
+        /// The item, as JSON (cut to 80 characters).
+        item: String,
+        /// The field named.
+        field: String,
+    },
+}
+
+/// The text an item stands for in `{{item}}` and `$WORKFLOW_ITEM`: a string as itself,
+/// anything else (a number, an object) as JSON.
+pub fn item_text(item: &serde_json::Value) -> String {
+    match item {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The text of `{{item}}` (`field` none) or `{{item.FIELD}}` for `item`; `None` when the item
+/// is not an object with that field.
+pub fn item_value(item: &serde_json::Value, field: Option<&str>) -> Option<String> {
+    match field {
+        None => Some(item_text(item)),
+        Some(field) => item.get(field).map(item_text),
+    }
+}
+
+/// `text` with each reference replaced: an output by its value from `lookup(step, key)`, an
+/// item reference by `item`'s value.
 ///
 /// # Errors
-/// [`MissingOutput`] for the first reference `lookup` has no value for; an unknown reference
-/// (refused when the workflow was checked) is left as written.
+/// [`Unresolved`] for the first reference without a value; an unknown reference (refused
+/// when the workflow was checked), or an item reference where there is no `item`, is left as
+/// written.
 pub fn substitute<'v>(
     text: &str,
     lookup: impl Fn(&str, &str) -> Option<&'v str>,
-) -> Result<String, MissingOutput> {
+    item: Option<&serde_json::Value>,
+) -> Result<String, Unresolved> {
     let Ok(found) = references(text) else {
         return Ok(text.to_string());
     };
@@ -207,16 +272,34 @@ pub fn substitute<'v>(
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     for reference in found {
-        let Some(value) = lookup(reference.step, reference.key) else {
-            return Err(MissingOutput {
-                text: reference.text.to_string(),
-                step: reference.step.to_string(),
-                key: reference.key.to_string(),
-            });
+        let value = match reference.source {
+            Source::Output { step, key } => match lookup(step, key) {
+                Some(value) => value.to_string(),
+                None => {
+                    return Err(Unresolved::Output(MissingOutput {
+                        text: reference.text.to_string(),
+                        step: step.to_string(),
+                        key: key.to_string(),
+                    }));
+                }
+            },
+            Source::Item { field } => {
+                let Some(item) = item else { continue };
+                match item_value(item, field) {
+                    Some(value) => value,
+                    None => {
+                        return Err(Unresolved::ItemField {
+                            text: reference.text.to_string(),
+                            item: item.to_string().chars().take(80).collect(),
+                            field: field.unwrap_or_default().to_string(),
+                        });
+                    }
+                }
+            }
         };
         let at = rest.find(reference.text).expect("found in order");
         out.push_str(&rest[..at]);
-        out.push_str(value);
+        out.push_str(&value);
         rest = &rest[at + reference.text.len()..];
     }
     out.push_str(rest);
@@ -259,6 +342,13 @@ mod tests {
         assert!(message.contains("4096 bytes"), "{message}");
     }
 
+    fn output<'a>(text: &'a str, step: &'a str, key: &'a str) -> Reference<'a> {
+        Reference {
+            text,
+            source: Source::Output { step, key },
+        }
+    }
+
     #[test]
     fn references_are_found_in_order_and_anything_else_in_braces_is_refused() {
         let text = "echo {{steps.a.outputs.x}} and {{ steps.b.c.outputs.y_1 }}";
@@ -266,16 +356,8 @@ mod tests {
         assert_eq!(
             found,
             vec![
-                Reference {
-                    text: "{{steps.a.outputs.x}}",
-                    step: "a",
-                    key: "x"
-                },
-                Reference {
-                    text: "{{ steps.b.c.outputs.y_1 }}",
-                    step: "b.c",
-                    key: "y_1"
-                },
+                output("{{steps.a.outputs.x}}", "a", "x"),
+                output("{{ steps.b.c.outputs.y_1 }}", "b.c", "y_1"),
             ]
         );
         assert_eq!(references("no braces").unwrap(), vec![]);
@@ -285,10 +367,27 @@ mod tests {
             "{{steps..outputs.x}}",
             "{{steps.a.outputs.}}",
             "open {{steps.a.outputs.x",
+            "{{items}}",
+            "{{item.}}",
+            "{{item.a.b}}",
         ] {
             let error = references(bad).unwrap_err();
             assert!(bad.contains(&error.text), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn item_references_name_the_item_or_one_of_its_fields() {
+        let found = references("{{item}}-{{ item.name }}").unwrap();
+        assert_eq!(
+            found.iter().map(|r| r.source).collect::<Vec<_>>(),
+            [
+                Source::Item { field: None },
+                Source::Item {
+                    field: Some("name")
+                }
+            ]
+        );
     }
 
     #[test]
@@ -301,14 +400,42 @@ mod tests {
                 .map(String::as_str)
         };
         assert_eq!(
-            substitute("n={{steps.a.outputs.x}}/{{ steps.a.outputs.x }}!", lookup),
+            substitute(
+                "n={{steps.a.outputs.x}}/{{ steps.a.outputs.x }}!",
+                lookup,
+                None
+            ),
             Ok("n=42/42!".into())
         );
-        assert_eq!(substitute("plain", lookup), Ok("plain".into()));
-        let missing = substitute("{{steps.a.outputs.y}}", lookup).unwrap_err();
+        assert_eq!(substitute("plain", lookup, None), Ok("plain".into()));
+        let missing = substitute("{{steps.a.outputs.y}}", lookup, None).unwrap_err();
         assert_eq!(
             missing.to_string(),
             r#"{{steps.a.outputs.y}}: step "a" wrote no output "y""#
+        );
+    }
+
+    #[test]
+    fn an_item_is_substituted_as_itself_or_as_json_and_a_missing_field_is_named() {
+        let none = |_: &str, _: &str| None;
+        let object = serde_json::json!({"os": "linux", "n": 2});
+        assert_eq!(
+            substitute("{{item.os}}/{{item.n}} {{item}}", none, Some(&object)),
+            Ok(r#"linux/2 {"n":2,"os":"linux"}"#.into())
+        );
+        let word = serde_json::json!("blue");
+        assert_eq!(
+            substitute("paint {{item}}", none, Some(&word)),
+            Ok("paint blue".into())
+        );
+        assert_eq!(
+            substitute("{{item}} {{steps.a.outputs.x}}", |_, _| Some("1"), None),
+            Ok("{{item}} 1".into())
+        );
+        let missing = substitute("{{item.arch}}", none, Some(&object)).unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            r#"{{item.arch}}: the item {"n":2,"os":"linux"} has no field "arch""#
         );
     }
 }

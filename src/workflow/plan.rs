@@ -24,14 +24,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::crd::{
-    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, Shutdown, Step, StepPhase,
-    StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
+    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, ItemCounts, Shutdown, Step,
+    StepPhase, StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
 };
 use super::dag::{Dag, DagError, Progress};
 use super::data_flow::{self, DataFlow};
+use super::fan_out::{self, FanOut, Instance, ItemList};
 use super::lifecycle::{Phase, Transition, Trigger};
 use super::names;
-use super::outputs::{self, Inputs, Outputs};
+use super::outputs::{self, Inputs, Outputs, Source};
 use super::when::Upstream;
 
 /// The Job reason Kubernetes gives when `activeDeadlineSeconds` was exceeded.
@@ -88,6 +89,10 @@ pub struct ObservedJob {
     pub run: String,
     /// The retry of the run it was created for (label `workflow.crd.com/retry`, 0 if absent).
     pub retry: i32,
+    /// Its run of `spec.runs` (label `workflow.crd.com/run-index`, 0 if absent).
+    pub run_index: u32,
+    /// The item it runs of a step that fans out (label `workflow.crd.com/item`).
+    pub item: Option<u32>,
     /// What the Job is doing.
     pub state: JobState,
     /// The Job has a `deletionTimestamp`.
@@ -159,7 +164,7 @@ pub struct ExitEnv {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Create the Job of `step` (build it with `jobs::build_job_for(workflow, step, run,
-    /// retry, exit)`); `step` is an exit step when `exit` is set.
+    /// retry, exit, inputs, instance)`); `step` is an exit step when `exit` is set.
     CreateJob {
         /// The step's exact name.
         step: String,
@@ -172,6 +177,8 @@ pub enum Action {
         /// The values of the outputs the step names (`{{steps.NAME.outputs.KEY}}`), to
         /// substitute in its command, args and env.
         inputs: Inputs,
+        /// Which run (`spec.runs`) and which item (a step that fans out) the Job runs.
+        instance: Instance,
     },
     /// Delete a Job together with its pods (propagation policy `Background` or `Foreground`,
     /// never `Orphan`).
@@ -394,6 +401,10 @@ pub const REASON_MISSING_OUTPUT: &str = "MissingOutput";
 pub const REASON_WHEN_FAILED: &str = "WhenFailed";
 /// The `status.steps` reason of a step its `when` skipped.
 pub const REASON_WHEN_FALSE: &str = "WhenFalse";
+/// The `status.steps` reason of a step whose `withParam` is not a JSON list.
+pub const REASON_BAD_PARAM: &str = "BadParam";
+/// The `status.steps` reason of an item that lacks a field its step names (`{{item.FIELD}}`).
+pub const REASON_BAD_ITEM: &str = "BadItem";
 
 /// The `status.steps` entry recording that the API server refused `step`'s Job named `job`,
 /// saying `message`: the planner reads it back as the step's failure (see [`plan_compiled`]).
@@ -408,6 +419,7 @@ pub fn refused_step_status(step: &str, job: &str, message: &str) -> StepStatus {
 }
 
 /// Why a step failed.
+#[derive(Clone)]
 enum Failure {
     Failed {
         reason: String,
@@ -490,6 +502,7 @@ impl Failure {
             message: Some(why.clone()),
             job: None,
             outputs: BTreeMap::new(),
+            items: None,
         })
     }
 
@@ -527,6 +540,7 @@ impl Failure {
             message: text(message),
             job: Some(job.name.clone()),
             outputs: BTreeMap::new(),
+            items: None,
         }
     }
 }
@@ -550,6 +564,7 @@ pub fn running_step_status(step: &str, job: String, suspended: bool) -> StepStat
         message: None,
         job: Some(job),
         outputs: BTreeMap::new(),
+        items: None,
     }
 }
 
@@ -567,6 +582,13 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     retry: None,
     steps: Vec::new(),
 };
+
+/// What one Job says of its step (or item), as [`Planner::assess`] sees it.
+enum Seen {
+    Succeeded,
+    Running,
+    Failed(Failure),
+}
 
 /// The state of one plan being made.
 struct Planner<'a> {
@@ -587,28 +609,76 @@ struct Planner<'a> {
     next_timeout_at: Option<Timestamp>,
 }
 
-/// What [`Planner::assess`] saw of one set of steps (the steps, or the exit steps).
+/// One instance of a step of a [`View`]: the step (its index in the view's DAG) and, for a
+/// step that fans out, the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Unit {
+    node: usize,
+    item: Option<u32>,
+}
+
+impl Unit {
+    fn step(node: usize) -> Unit {
+        Unit { node, item: None }
+    }
+}
+
+/// What [`Planner::assess`] saw of one set of steps: the steps of one run (`spec.runs`), or
+/// the exit steps.
 struct View<'a> {
     dag: &'a Dag,
     steps: &'a [Step],
-    /// The Job that speaks for each step.
+    /// The run it is (0 for the exit steps).
+    run_index: u32,
+    /// The runs its names tell apart (`spec.runs` for the steps, 1 for the exit steps).
+    runs: u32,
+    /// The Job that speaks for each step that does not fan out.
     job_of: Vec<Option<&'a ObservedJob>>,
+    /// The steps that fan out, by index.
+    fans: HashMap<usize, Fan<'a>>,
     progress: Progress<'a>,
-    /// Failed steps, in spec order.
-    failures: Vec<(usize, Failure)>,
-    /// Steps whose Job runs (not stopped by this plan).
+    /// Failed instances, in spec order (items in order).
+    failures: Vec<(Unit, Failure)>,
+    /// Jobs that run (not stopped by this plan).
     running: usize,
-    /// Steps whose Job this plan stops (timed out, cannot start).
-    stopped: Vec<bool>,
-    /// Steps that may start: dependencies succeeded, no Job, not refused, `when` true, the
-    /// outputs they name known; in spec order.
-    ready: Vec<usize>,
-    /// What each step tells the steps after it (the steps' view only; empty for exit steps).
+    /// Instances that may start: dependencies succeeded, no Job, not refused, `when` true,
+    /// the outputs they name known, their items known; in spec order (items in order).
+    ready: Vec<Unit>,
+    /// What each step tells the steps after it (the steps' views only; empty for exit steps).
     known: Known<'a>,
     /// Steps their `when` skipped.
     skipped: Vec<bool>,
-    /// The values of the outputs each ready step names, for its Job.
+    /// The values of the outputs each ready step names, for its Jobs.
     inputs: HashMap<usize, Inputs>,
+}
+
+impl View<'_> {
+    /// The name of `unit` in the status: its step's, with its run and item (`fan_out`).
+    fn display(&self, unit: Unit) -> String {
+        fan_out::display_name(
+            self.dag.name(unit.node),
+            self.run_index,
+            self.runs,
+            unit.item,
+        )
+    }
+
+    /// The steps with a failed instance.
+    fn failed_steps(&self) -> usize {
+        let mut steps: Vec<usize> = self.failures.iter().map(|(u, _)| u.node).collect();
+        steps.dedup();
+        steps.len()
+    }
+}
+
+/// A step that fans out, as one pass sees it.
+struct Fan<'a> {
+    /// Its items, once known (a `withParam`'s once its step's outputs are).
+    items: Option<ItemList<'a>>,
+    /// The Job that speaks for each item that has one.
+    jobs: BTreeMap<u32, &'a ObservedJob>,
+    succeeded: u32,
+    running: u32,
 }
 
 /// What the steps (not the exit steps) tell the steps after them: the outputs read of each
@@ -662,24 +732,65 @@ fn step_inputs(
             continue;
         };
         for reference in found {
+            let Source::Output { step, key } = reference.source else {
+                continue;
+            };
             let value = dag
-                .index_of(reference.step)
+                .index_of(step)
                 .and_then(|i| outputs.get(&i))
-                .and_then(|o| o.get(reference.key));
+                .and_then(|o| o.get(key));
             let Some(value) = value else {
                 return Err(outputs::MissingOutput {
                     text: reference.text.to_string(),
-                    step: reference.step.to_string(),
-                    key: reference.key.to_string(),
+                    step: step.to_string(),
+                    key: key.to_string(),
                 });
             };
-            inputs.insert(
-                (reference.step.to_string(), reference.key.to_string()),
-                value.clone(),
-            );
+            inputs.insert((step.to_string(), key.to_string()), value.clone());
         }
     }
     Ok((!inputs.is_empty()).then_some(inputs))
+}
+
+/// The items of the step fanning out as `fan_out` (`step` of `dag`), given the known
+/// `outputs`: `None` while a `withParam`'s step has not told them.
+///
+/// # Errors
+/// Why a `withParam`'s value is not its items, for the step's failure.
+fn items_of<'a>(
+    step: &'a Step,
+    fan_out: &FanOut,
+    dag: &Dag,
+    outputs: &HashMap<usize, &Outputs>,
+) -> Result<Option<ItemList<'a>>, String> {
+    if let Some(items) = ItemList::of_spec(step, fan_out) {
+        return Ok(Some(items));
+    }
+    let FanOut::Param { step: source, key } = fan_out else {
+        return Ok(None);
+    };
+    let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
+    let Some(outputs) = outputs.get(source) else {
+        return Ok(None);
+    };
+    let Some(text) = outputs.get(key) else {
+        return Err(format!(
+            "withParam {param}: step {:?} wrote no output {key:?}",
+            dag.name(*source)
+        ));
+    };
+    fan_out::parse_param(text)
+        .map(|items| Some(ItemList::Param(items)))
+        .map_err(|why| format!("withParam {param} {why}"))
+}
+
+/// The first `{{item.FIELD}}` of `step` that `item` cannot fill, as the item's failure.
+fn item_unresolved(step: &Step, item: &serde_json::Value) -> Option<String> {
+    data_flow::texts(step).find_map(|text| {
+        outputs::substitute(text, |_, _| Some(""), Some(item))
+            .err()
+            .map(|e| e.to_string())
+    })
 }
 
 /// The status lists being rendered.
@@ -695,14 +806,26 @@ struct Lists {
 /// workflow whose steps all succeeded, but no exit step makes a failed one succeed.
 fn exit_end(main_end: (Trigger, String), exits: &View<'_>) -> (Trigger, String) {
     let (trigger, message) = main_end;
-    let Some((i, failure)) = exits.failures.first() else {
+    let Some((unit, failure)) = exits.failures.first() else {
         return (trigger, message);
     };
-    let exit_failure = format!("exit {}", failure.describe(exits.dag.name(*i)));
+    let exit_failure = format!("exit {}", failure.describe(&exits.display(*unit)));
     if trigger == Trigger::AllStepsSucceeded {
         (failure.trigger(), exit_failure)
     } else {
         (trigger, format!("{message}; {exit_failure}"))
+    }
+}
+
+/// The entry of a step its `when` (`expression`) skipped.
+fn skipped_entry(name: &str, expression: Option<&str>) -> StepStatus {
+    let expression = expression.unwrap_or("");
+    StepStatus {
+        phase: StepPhase::Skipped,
+        reason: Some(REASON_WHEN_FALSE.into()),
+        message: Some(format!("when {expression:?} is false")),
+        job: None,
+        ..running_step_status(name, String::new(), false)
     }
 }
 
@@ -856,11 +979,14 @@ impl<'a> Planner<'a> {
         });
     }
 
-    /// Sees the Jobs of `steps` (the steps of `dag`, or the exit steps): which Job speaks for
-    /// each step, which steps succeeded, failed or run, and which running ones are past their
-    /// timeout or start deadline (stopping those). Failed Jobs of an earlier retry
-    /// (`spec.retry`) are left out, so their steps run again; so is every Job of an earlier retry
-    /// when `whole_retry` (exit steps run again in full on a retry).
+    /// Sees the Jobs of `steps` (the steps of `dag` in run `run_index` of `runs`, or the exit
+    /// steps): which Job speaks for each step (each item of a step that fans out), which
+    /// steps succeeded, failed or run, and which running ones are past their timeout or start
+    /// deadline (stopping those). Failed Jobs of an earlier retry (`spec.retry`) are left out,
+    /// so their steps run again; so is every Job of an earlier retry when `whole_retry` (exit
+    /// steps run again in full on a retry). A step that fans out is done once its every item
+    /// succeeded, and failed once one failed.
+    #[allow(clippy::too_many_arguments)]
     fn assess(
         &mut self,
         dag: &'a Dag,
@@ -868,12 +994,21 @@ impl<'a> Planner<'a> {
         jobs: &[&'a ObservedJob],
         whole_retry: bool,
         main: Option<(&'a Dag, &Known<'a>)>,
+        run_index: u32,
+        runs: u32,
     ) -> View<'a> {
         let spec = &self.workflow.spec;
         let retry = spec.retry;
         let n = dag.len();
-        // The Job that speaks for each step; if a step somehow has two, success wins, then a
-        // running one (it may still succeed).
+        let flow: &'a DataFlow = self.flow;
+        let no_fans = HashMap::new();
+        let fan_outs = if main.is_none() {
+            &flow.fan_out
+        } else {
+            &no_fans
+        };
+        // The Job that speaks for each step (or item); if one somehow has two, success wins,
+        // then a running one (it may still succeed).
         let rank = |j: &ObservedJob| match j.state {
             JobState::Succeeded => 0,
             JobState::Active { .. } => 1,
@@ -881,28 +1016,41 @@ impl<'a> Planner<'a> {
         };
         let superseded = |j: &ObservedJob| j.retry < retry && (whole_retry || rank(j) == 2);
         let mut job_of: Vec<Option<&'a ObservedJob>> = vec![None; n];
+        let mut item_jobs: HashMap<usize, BTreeMap<u32, &'a ObservedJob>> = HashMap::new();
         for &job in jobs {
             if superseded(job) {
                 continue;
             }
-            if let Some(i) = dag.index_of(&job.step)
-                && job_of[i].is_none_or(|old| rank(job) < rank(old))
-            {
-                job_of[i] = Some(job);
+            let Some(i) = dag.index_of(&job.step) else {
+                continue;
+            };
+            // A Job of an item of a step that does not fan out, or the other way round, is of
+            // no instance this spec has (the run id covers fan-outs, so it is not ours).
+            match (fan_outs.contains_key(&i), job.item) {
+                (false, None) => {
+                    if job_of[i].is_none_or(|old| rank(job) < rank(old)) {
+                        job_of[i] = Some(job);
+                    }
+                }
+                (true, Some(item)) => {
+                    let slot = item_jobs.entry(i).or_default().entry(item).or_insert(job);
+                    if rank(job) < rank(slot) {
+                        *slot = job;
+                    }
+                }
+                _ => {}
             }
         }
 
         let mut progress = dag.progress();
         let mut released = Vec::new();
-        let mut failures: Vec<(usize, Failure)> = Vec::new();
+        let mut failures: Vec<(Unit, Failure)> = Vec::new();
         let mut running = 0usize;
-        // Steps this plan times out, whose Jobs it stops: no longer running.
-        let mut stopped = vec![false; n];
         // The outputs of the steps whose outputs are named: recorded in the status, or read
         // by the handler from the pod of a Job that succeeded since.
         let no_steps = HashSet::new();
         let read = if main.is_none() {
-            &self.flow.read
+            &flow.read
         } else {
             &no_steps
         };
@@ -919,9 +1067,10 @@ impl<'a> Planner<'a> {
         let mut known_outputs: HashMap<usize, &'a Outputs> = HashMap::new();
         for (i, job) in job_of.iter().enumerate() {
             let Some(job) = *job else { continue };
+            let unit = Unit::step(i);
             let timeout = spec.effective_timeout(&steps[i]);
-            match &job.state {
-                JobState::Succeeded if read.contains(&i) => {
+            match self.see(job, timeout) {
+                Seen::Succeeded if read.contains(&i) => {
                     let outputs = recorded
                         .get(job.name.as_str())
                         .map(|o| Ok(*o))
@@ -932,7 +1081,7 @@ impl<'a> Planner<'a> {
                             progress.complete(i, &mut released);
                         }
                         Some(Err(why)) => failures.push((
-                            i,
+                            unit,
                             Failure::Data {
                                 reason: REASON_BAD_OUTPUTS,
                                 why: why.clone(),
@@ -943,62 +1092,52 @@ impl<'a> Planner<'a> {
                         None => running += 1,
                     }
                 }
-                JobState::Succeeded => progress.complete(i, &mut released),
-                JobState::TimedOut { why } => {
-                    failures.push((i, Failure::TimedOut { why: why.clone() }));
+                Seen::Succeeded => progress.complete(i, &mut released),
+                Seen::Running => running += 1,
+                Seen::Failed(failure) => failures.push((unit, failure)),
+            }
+        }
+        // The steps that fan out: their items (a `withParam`'s from the outputs just known)
+        // and their items' Jobs. One whose every item succeeded is done.
+        let mut fans: HashMap<usize, Fan<'a>> = HashMap::with_capacity(fan_outs.len());
+        // Why a `withParam`'s value is not its items: the step fails once it may start (its
+        // `when` may skip it first).
+        let mut bad_params: HashMap<usize, String> = HashMap::new();
+        for (&i, fan_out) in fan_outs {
+            let items = match items_of(&steps[i], fan_out, dag, &known_outputs) {
+                Ok(items) => items,
+                Err(why) => {
+                    bad_params.insert(i, why);
+                    None
                 }
-                JobState::CannotStart { why } => {
-                    failures.push((i, Failure::CannotStart { why: why.clone() }));
-                }
-                JobState::Failed { reason, .. } if reason == DEADLINE_EXCEEDED => {
-                    let timeout = job.active_deadline_seconds.unwrap_or(timeout);
-                    let why = format!("its Job exceeded its deadline of {timeout}s");
-                    failures.push((i, Failure::TimedOut { why }));
-                }
-                JobState::Failed {
-                    reason,
-                    message,
-                    exit_code,
-                } => failures.push((
-                    i,
-                    Failure::Failed {
-                        reason: reason.clone(),
-                        message: message.clone(),
-                        exit_code: *exit_code,
-                    },
-                )),
-                JobState::Active { since } => {
-                    let elapsed = self.now.duration_since(*since);
-                    let over =
-                        timeout != UNLIMITED && elapsed >= SignedDuration::from_secs(timeout);
-                    let start_over = job
-                        .start_deadline(spec.start_timeout)
-                        .is_some_and(|at| self.now >= at);
-                    // A pod that never started fails for its cause when the start deadline or
-                    // the step's timeout comes, whichever first, once the handler read why
-                    // (until then it waits, as running). A Job being deleted is on its way out
-                    // already: not timed out again.
-                    let cannot_start = job
-                        .start_failure
-                        .as_ref()
-                        .filter(|_| (over || start_over) && job.may_fail_to_start());
-                    if let Some(why) = cannot_start {
-                        failures.push((i, Failure::CannotStart { why: why.clone() }));
-                        stopped[i] = true;
-                        self.fail_start(job, why.clone());
-                    } else if over && !job.deleting {
-                        let why = format!(
-                            "running for {}s, longer than its timeout of {timeout}s",
-                            elapsed.as_secs()
-                        );
-                        failures.push((i, Failure::TimedOut { why: why.clone() }));
-                        stopped[i] = true;
-                        self.time_out(job, why);
-                    } else {
-                        running += 1;
-                    }
+            };
+            let jobs = item_jobs.remove(&i).unwrap_or_default();
+            let mut fan = Fan {
+                items,
+                jobs,
+                succeeded: 0,
+                running: 0,
+            };
+            let timeout = spec.effective_timeout(&steps[i]);
+            for (&item, &job) in &fan.jobs {
+                match self.see(job, timeout) {
+                    Seen::Succeeded => fan.succeeded += 1,
+                    Seen::Running => fan.running += 1,
+                    Seen::Failed(failure) => failures.push((
+                        Unit {
+                            node: i,
+                            item: Some(item),
+                        },
+                        failure,
+                    )),
                 }
             }
+            running += fan.running as usize;
+            let all = fan.items.as_ref().map(ItemList::len);
+            if all.is_some_and(|all| all > 0 && fan.succeeded as usize >= all) {
+                progress.complete(i, &mut released);
+            }
+            fans.insert(i, fan);
         }
         // A step whose Job the API server refused has no Job: its status entry is the record
         // (of this run and retry: the Job's name has both in it).
@@ -1009,88 +1148,180 @@ impl<'a> Planner<'a> {
             .filter(|s| s.reason.as_deref() == Some(REASON_JOB_REFUSED))
             .filter_map(|s| Some((s.job.as_deref()?, s)))
             .collect();
-        let mut is_refused = vec![false; n];
+        let name_of =
+            |unit: Unit| fan_out::display_name(dag.name(unit.node), run_index, runs, unit.item);
         if !refused.is_empty() {
+            let mut missing: Vec<Unit> = Vec::new();
             for (i, job) in job_of.iter().enumerate() {
-                let name = self.job_name(dag.name(i));
-                if let (None, Some(entry)) = (job, refused.get(name.as_str())) {
+                if job.is_none() && !fans.contains_key(&i) {
+                    missing.push(Unit::step(i));
+                }
+            }
+            for (&i, fan) in &fans {
+                let count = fan.items.as_ref().map_or(0, ItemList::len);
+                missing.extend(
+                    (0..count as u32)
+                        .filter(|item| !fan.jobs.contains_key(item))
+                        .map(|item| Unit {
+                            node: i,
+                            item: Some(item),
+                        }),
+                );
+            }
+            for unit in missing {
+                let name = self.job_name(&name_of(unit));
+                if let Some(entry) = refused.get(name.as_str()) {
                     let entry = (*entry).clone();
-                    failures.push((i, Failure::Refused { entry }));
-                    is_refused[i] = true;
+                    failures.push((unit, Failure::Refused { entry }));
                 }
             }
         }
-        // `when`s and named outputs decide among the steps that may start: a false `when`
-        // skips its step (done for its dependents, which may then be decided in turn), a
-        // failing one or a missing output fails it. The same outputs decide the same way at
-        // every pass, so nothing of it needs a record but the status.
-        let flow: &'a DataFlow = self.flow;
+        // A step that fans out starts no more items once one failed.
+        let mut blocked = vec![false; n];
+        let mut is_refused = HashSet::new();
+        for (unit, _) in &failures {
+            if fans.contains_key(&unit.node) {
+                blocked[unit.node] = true;
+            }
+            is_refused.insert(*unit);
+        }
+        // `when`s, named outputs and items decide among the steps that may start: a false
+        // `when` skips its step (done for its dependents, which may then be decided in turn),
+        // a failing one or a missing output fails it, and so does a `withParam` that is not a
+        // JSON list; a step with no items is done at once. The same outputs decide the same
+        // way at every pass, so nothing of it needs a record but the status.
         let whens = if main.is_none() {
             &flow.when
         } else {
             &flow.exit_when
         };
         let mut skipped = vec![false; n];
-        let mut blocked = is_refused;
         let mut inputs: HashMap<usize, Inputs> = HashMap::new();
-        if !whens.is_empty() || !flow.read.is_empty() {
+        let starts = |i: usize, blocked: &[bool], fans: &HashMap<usize, Fan<'a>>| {
+            !blocked[i]
+                && match fans.get(&i) {
+                    Some(fan) => fan.items.is_some() || bad_params.contains_key(&i),
+                    None => job_of[i].is_none() && !is_refused.contains(&Unit::step(i)),
+                }
+        };
+        if !whens.is_empty() || !flow.read.is_empty() || !fans.is_empty() {
             let mut queue: Vec<usize> = progress
                 .ready()
-                .filter(|&i| job_of[i].is_none() && !blocked[i])
+                .filter(|&i| starts(i, &blocked, &fans))
                 .collect();
             while let Some(i) = queue.pop() {
-                let (source_dag, source) = match main {
-                    Some((dag, known)) => (dag, (&known.outputs, known.skipped.as_slice())),
-                    None => (dag, (&known_outputs, skipped.as_slice())),
+                let (source_dag, source_outputs) = match main {
+                    Some((dag, known)) => (dag, &known.outputs),
+                    None => (dag, &known_outputs),
                 };
-                if let Some(when) = whens.get(&i) {
-                    let upstream = upstream(source_dag, source, when.steps());
-                    let expression = steps[i].when.as_deref().unwrap_or("");
-                    match when.evaluate(&upstream) {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            skipped[i] = true;
-                            let mut newly = Vec::new();
-                            progress.complete(i, &mut newly);
-                            queue.extend(newly.into_iter().filter(|&d| job_of[d].is_none()));
-                            continue;
+                let verdict = whens.get(&i).map(|when| {
+                    let seen = match main {
+                        Some((_, known)) => known.skipped.as_slice(),
+                        None => skipped.as_slice(),
+                    };
+                    when.evaluate(&upstream(source_dag, (source_outputs, seen), when.steps()))
+                });
+                let mut done = false;
+                match verdict {
+                    None | Some(Ok(true)) => {}
+                    Some(Ok(false)) => {
+                        skipped[i] = true;
+                        done = true;
+                    }
+                    Some(Err(error)) => {
+                        let expression = steps[i].when.as_deref().unwrap_or("");
+                        blocked[i] = true;
+                        failures.push((
+                            Unit::step(i),
+                            Failure::Data {
+                                reason: REASON_WHEN_FAILED,
+                                why: format!("when {expression:?}: {error}"),
+                            },
+                        ));
+                        continue;
+                    }
+                }
+                if !done {
+                    match step_inputs(&steps[i], source_dag, source_outputs) {
+                        Ok(Some(values)) => {
+                            inputs.insert(i, values);
                         }
-                        Err(error) => {
+                        Ok(None) => {}
+                        Err(missing) => {
                             blocked[i] = true;
                             failures.push((
-                                i,
+                                Unit::step(i),
                                 Failure::Data {
-                                    reason: REASON_WHEN_FAILED,
-                                    why: format!("when {expression:?}: {error}"),
+                                    reason: REASON_MISSING_OUTPUT,
+                                    why: missing.to_string(),
                                 },
                             ));
                             continue;
                         }
                     }
-                }
-                match step_inputs(&steps[i], source_dag, source.0) {
-                    Ok(Some(values)) => {
-                        inputs.insert(i, values);
-                    }
-                    Ok(None) => {}
-                    Err(missing) => {
+                    if let Some(why) = bad_params.get(&i) {
                         blocked[i] = true;
                         failures.push((
-                            i,
+                            Unit::step(i),
                             Failure::Data {
-                                reason: REASON_MISSING_OUTPUT,
-                                why: missing.to_string(),
+                                reason: REASON_BAD_PARAM,
+                                why: why.clone(),
                             },
                         ));
+                        continue;
                     }
+                    done = fans
+                        .get(&i)
+                        .and_then(|fan| fan.items.as_ref())
+                        .is_some_and(ItemList::is_empty);
+                }
+                if done {
+                    let mut newly = Vec::new();
+                    progress.complete(i, &mut newly);
+                    queue.extend(newly.into_iter().filter(|&d| starts(d, &blocked, &fans)));
                 }
             }
         }
-        failures.sort_by_key(|(i, _)| *i);
-        let ready = progress
+        // The items of a `withParam` are checked as they come: one without a field the step
+        // names fails (the spec's own items were checked at create).
+        let mut ready = Vec::new();
+        let may_start: Vec<usize> = progress
             .ready()
-            .filter(|&i| job_of[i].is_none() && !blocked[i])
+            .filter(|&i| starts(i, &blocked, &fans))
             .collect();
+        for i in may_start {
+            let Some(fan) = fans.get(&i) else {
+                ready.push(Unit::step(i));
+                continue;
+            };
+            let Some(items) = &fan.items else { continue };
+            let param = matches!(items, ItemList::Param(_));
+            for item in 0..items.len() as u32 {
+                let unit = Unit {
+                    node: i,
+                    item: Some(item),
+                };
+                if fan.jobs.contains_key(&item) || is_refused.contains(&unit) {
+                    continue;
+                }
+                if param && let Some(why) = item_unresolved(&steps[i], &items.get(item as usize)) {
+                    failures.push((
+                        unit,
+                        Failure::Data {
+                            reason: REASON_BAD_ITEM,
+                            why,
+                        },
+                    ));
+                    blocked[i] = true;
+                    break;
+                }
+                ready.push(unit);
+            }
+            if blocked[i] {
+                ready.retain(|u| u.node != i);
+            }
+        }
+        failures.sort_by_key(|(unit, _)| *unit);
         let known = Known {
             outputs: known_outputs,
             skipped: skipped.clone(),
@@ -1098,15 +1329,73 @@ impl<'a> Planner<'a> {
         View {
             dag,
             steps,
+            run_index,
+            runs,
             job_of,
+            fans,
             progress,
             failures,
             running,
-            stopped,
             ready,
             known,
             skipped,
             inputs,
+        }
+    }
+
+    /// What `job` (of a step whose timeout is `timeout`) says of its step: succeeded, still
+    /// running, or failed (stopping it when it ran past its timeout, or its pod did not start
+    /// by its deadline).
+    fn see(&mut self, job: &'a ObservedJob, timeout: i64) -> Seen {
+        let spec = &self.workflow.spec;
+        match &job.state {
+            JobState::Succeeded => Seen::Succeeded,
+            JobState::TimedOut { why } => Seen::Failed(Failure::TimedOut { why: why.clone() }),
+            JobState::CannotStart { why } => {
+                Seen::Failed(Failure::CannotStart { why: why.clone() })
+            }
+            JobState::Failed { reason, .. } if reason == DEADLINE_EXCEEDED => {
+                let timeout = job.active_deadline_seconds.unwrap_or(timeout);
+                let why = format!("its Job exceeded its deadline of {timeout}s");
+                Seen::Failed(Failure::TimedOut { why })
+            }
+            JobState::Failed {
+                reason,
+                message,
+                exit_code,
+            } => Seen::Failed(Failure::Failed {
+                reason: reason.clone(),
+                message: message.clone(),
+                exit_code: *exit_code,
+            }),
+            JobState::Active { since } => {
+                let elapsed = self.now.duration_since(*since);
+                let over = timeout != UNLIMITED && elapsed >= SignedDuration::from_secs(timeout);
+                let start_over = job
+                    .start_deadline(spec.start_timeout)
+                    .is_some_and(|at| self.now >= at);
+                // A pod that never started fails for its cause when the start deadline or
+                // the step's timeout comes, whichever first, once the handler read why
+                // (until then it waits, as running). A Job being deleted is on its way out
+                // already: not timed out again.
+                let cannot_start = job
+                    .start_failure
+                    .as_ref()
+                    .filter(|_| (over || start_over) && job.may_fail_to_start());
+                if let Some(why) = cannot_start {
+                    self.fail_start(job, why.clone());
+                    Seen::Failed(Failure::CannotStart { why: why.clone() })
+                } else if over && !job.deleting {
+                    let why = format!(
+                        "running for {}s, longer than its timeout of {timeout}s",
+                        elapsed.as_secs()
+                    );
+                    self.time_out(job, why.clone());
+                    Seen::Failed(Failure::TimedOut { why })
+                } else {
+                    Seen::Running
+                }
+            }
         }
     }
 
@@ -1123,41 +1412,65 @@ impl<'a> Planner<'a> {
     fn advance(&mut self, dag: &'a Dag, exit_dag: Option<&'a Dag>, current: &[&'a ObservedJob]) {
         let spec = &self.workflow.spec;
         let n = dag.len();
+        let runs = spec.run_count();
         let (main_jobs, exit_jobs): (Vec<&ObservedJob>, Vec<&ObservedJob>) = current
             .iter()
             .partition(|j| exit_dag.is_none() || dag.index_of(&j.step).is_some());
-        let mut main = self.assess(dag, &spec.containers, &main_jobs, false, None);
+        // One view per run of `spec.runs`, each of its own Jobs (the run index is in the run
+        // id's Job names and labels).
+        let mut by_run: Vec<Vec<&ObservedJob>> = vec![Vec::new(); runs as usize];
+        for &job in &main_jobs {
+            if let Some(jobs) = by_run.get_mut(job.run_index as usize) {
+                jobs.push(job);
+            }
+        }
+        let mut mains: Vec<View<'a>> = Vec::with_capacity(by_run.len());
+        for (r, jobs) in by_run.iter().enumerate() {
+            let view = self.assess(dag, &spec.containers, jobs, false, None, r as u32, runs);
+            mains.push(view);
+        }
         let terminate = spec.shutdown == Some(Shutdown::Terminate);
         if spec.shutdown.is_some() {
             // Stopping or terminating: nothing new starts.
-            main.ready.clear();
+            for view in &mut mains {
+                view.ready.clear();
+            }
         }
+        let running: usize = mains.iter().map(|v| v.running).sum();
+        let no_ready = mains.iter().all(|v| v.ready.is_empty());
+        let first_failure = mains.iter().find_map(|v| {
+            v.failures
+                .first()
+                .map(|(unit, f)| (v.display(*unit), f.clone()))
+        });
+        let failed_steps: usize = mains.iter().map(View::failed_steps).sum();
         // How the steps (not the exit steps) ended, once they did.
-        let main_end = if main.progress.all_done() {
-            Some((
-                Trigger::AllStepsSucceeded,
-                format!("all {n} steps succeeded"),
-            ))
+        let main_end = if mains.iter().all(|v| v.progress.all_done()) {
+            let message = if runs > 1 {
+                format!("all {n} steps succeeded in each of {runs} runs")
+            } else {
+                format!("all {n} steps succeeded")
+            };
+            Some((Trigger::AllStepsSucceeded, message))
         } else if terminate {
             let mut message = "terminated (spec.shutdown: Terminate)".to_string();
-            if let Some((i, failure)) = main.failures.first() {
-                message.push_str(&format!("; {}", failure.describe(dag.name(*i))));
+            if let Some((name, failure)) = &first_failure {
+                message.push_str(&format!("; {}", failure.describe(name)));
             }
             Some((Trigger::Terminated, message))
-        } else if !main.failures.is_empty()
-            && (spec.fail_fast || main.running == 0 && main.ready.is_empty())
+        } else if let Some((name, failure)) = first_failure
+            .as_ref()
+            .filter(|_| spec.fail_fast || running == 0 && no_ready)
         {
-            let (i, failure) = &main.failures[0];
-            let mut message = failure.describe(dag.name(*i));
-            if main.failures.len() > 1 {
-                message.push_str(&format!(
-                    " (and {} more failed steps)",
-                    main.failures.len() - 1
-                ));
+            let mut message = failure.describe(name);
+            if failed_steps > 1 {
+                message.push_str(&format!(" (and {} more failed steps)", failed_steps - 1));
             }
             Some((failure.trigger(), message))
-        } else if spec.shutdown == Some(Shutdown::Stop) && main.running == 0 {
-            let never_ran = n - main.progress.done_count() - main.failures.len();
+        } else if spec.shutdown == Some(Shutdown::Stop) && running == 0 {
+            let never_ran = (n * runs as usize)
+                - mains.iter().map(|v| v.progress.done_count()).sum::<usize>()
+                - failed_steps;
             Some((
                 Trigger::Stopped,
                 format!("stopped (spec.shutdown: Stop): {never_ran} steps never ran"),
@@ -1186,16 +1499,21 @@ impl<'a> Planner<'a> {
         // The exit steps run once the steps ended, unless terminated; the workflow ends once
         // they did too.
         let mut exits = None;
-        let mut created_exits: Vec<usize> = Vec::new();
+        let mut created_exits: Vec<Unit> = Vec::new();
         let mut exit_message = None;
         let end = match (main_end, exit_dag) {
             (Some(main_end), Some(exit_dag)) if !terminate => {
+                // With several runs an exit step names no step's outputs (`data_flow`): the
+                // last run's are as good as any.
+                let known = &mains.last().expect("at least one run").known;
                 let view = self.assess(
                     exit_dag,
                     &spec.on_exit,
                     &exit_jobs,
                     true,
-                    Some((dag, &main.known)),
+                    Some((dag, known)),
+                    0,
+                    1,
                 );
                 let exit_env = ExitEnv {
                     status: if main_end.0 == Trigger::AllStepsSucceeded {
@@ -1203,10 +1521,9 @@ impl<'a> Planner<'a> {
                     } else {
                         Phase::Failed
                     },
-                    failed_steps: main
-                        .failures
+                    failed_steps: mains
                         .iter()
-                        .map(|(i, _)| dag.name(*i).to_string())
+                        .flat_map(|v| v.failures.iter().map(|(unit, _)| v.display(*unit)))
                         .collect(),
                 };
                 let none_yet = view.job_of.iter().all(Option::is_none);
@@ -1219,22 +1536,25 @@ impl<'a> Planner<'a> {
                         .copied()
                         .collect();
                 }
-                for &i in &created_exits {
-                    let step = exit_dag.name(i);
+                for &unit in &created_exits {
+                    let step = exit_dag.name(unit.node);
                     self.actions.push(Action::CreateJob {
                         step: step.to_string(),
                         job_name: self.job_name(step),
                         retry: spec.retry,
                         exit: Some(exit_env.clone()),
-                        inputs: view.inputs.get(&i).cloned().unwrap_or_default(),
+                        inputs: view.inputs.get(&unit.node).cloned().unwrap_or_default(),
+                        instance: Instance::default(),
                     });
                 }
                 let end = if view.running == 0 && view.ready.is_empty() {
                     Some(exit_end(main_end, &view))
                 } else {
                     if none_yet && !created_exits.is_empty() {
-                        let names: Vec<&str> =
-                            created_exits.iter().map(|&i| exit_dag.name(i)).collect();
+                        let names: Vec<&str> = created_exits
+                            .iter()
+                            .map(|u| exit_dag.name(u.node))
+                            .collect();
                         self.go(
                             Trigger::ExitStepsStarted,
                             format!(
@@ -1253,7 +1573,8 @@ impl<'a> Planner<'a> {
             (main_end, _) => main_end,
         };
 
-        let mut created: Vec<usize> = Vec::new();
+        // The instances created, by run.
+        let mut created: Vec<Vec<Unit>> = vec![Vec::new(); mains.len()];
         let mut failed_by = None;
         let message = if let Some((trigger, message)) = end {
             self.go(trigger, message.clone());
@@ -1266,40 +1587,61 @@ impl<'a> Planner<'a> {
                     "spec.suspend is true: no new step starts".into(),
                 );
             }
+            let mut started_names: Vec<String> = Vec::new();
             if !spec.suspend {
-                created = main
-                    .ready
-                    .iter()
-                    .take(self.slots(main.running))
-                    .copied()
-                    .collect();
+                // At most `parallelism` at once across all runs, the earlier runs first.
+                let mut slots = self.slots(running);
+                for (view, created) in mains.iter_mut().zip(&mut created) {
+                    let take = view.ready.len().min(slots);
+                    created.extend_from_slice(&view.ready[..take]);
+                    slots -= take;
+                    for &unit in created.iter() {
+                        let name = view.display(unit);
+                        let item = unit.item.and_then(|item| {
+                            let items = view.fans.get(&unit.node)?.items.as_ref()?;
+                            Some(fan_out::Item {
+                                index: item,
+                                value: items.get(item as usize),
+                            })
+                        });
+                        let inputs = if unit.item.is_none() {
+                            view.inputs.remove(&unit.node)
+                        } else {
+                            view.inputs.get(&unit.node).cloned()
+                        };
+                        self.actions.push(Action::CreateJob {
+                            step: dag.name(unit.node).to_string(),
+                            job_name: self.job_name(&name),
+                            retry: spec.retry,
+                            exit: None,
+                            inputs: inputs.unwrap_or_default(),
+                            instance: Instance {
+                                run_index: view.run_index,
+                                item,
+                            },
+                        });
+                        started_names.push(name);
+                    }
+                }
             }
-            for &i in &created {
-                let step = dag.name(i);
-                self.actions.push(Action::CreateJob {
-                    step: step.to_string(),
-                    job_name: self.job_name(step),
-                    retry: spec.retry,
-                    exit: None,
-                    inputs: main.inputs.remove(&i).unwrap_or_default(),
-                });
-            }
-            if self.phase == Phase::Created && (main.running > 0 || !created.is_empty()) {
-                let names: Vec<&str> = created.iter().map(|&i| dag.name(i)).collect();
+            if self.phase == Phase::Created && (running > 0 || !started_names.is_empty()) {
+                let names: Vec<&str> = started_names.iter().map(String::as_str).collect();
                 self.go(
                     Trigger::StepsStarted,
                     format!("starting {}", list_names(&names)),
                 );
             }
-            self.plan_deadlines(&main, &spec.containers);
+            for view in &mains {
+                self.plan_deadlines(view, &spec.containers);
+            }
             if let Some(view) = &exits {
                 self.plan_deadlines(view, &spec.on_exit);
             }
             // failFast false: the failure is known, the workflow fails once nothing runs.
-            let failure = main.failures.first().map(|(i, failure)| {
+            let failure = first_failure.map(|(name, failure)| {
                 format!(
                     "{}; waiting for running steps to finish",
-                    failure.describe(dag.name(*i))
+                    failure.describe(&name)
                 )
             });
             exit_message
@@ -1323,8 +1665,10 @@ impl<'a> Planner<'a> {
             (REASON_STOPPED, "stopped: the workflow failed")
         };
         let mut lists = Lists::default();
-        self.render(&main, &created, terminal, halted, "", &mut lists);
-        let mut total = n;
+        for (view, created) in mains.iter().zip(&created) {
+            self.render(view, created, terminal, halted, "", &mut lists);
+        }
+        let mut total = n * runs as usize;
         if let Some(view) = &exits {
             self.render(view, &created_exits, terminal, halted, "exit ", &mut lists);
         }
@@ -1353,11 +1697,13 @@ impl<'a> Planner<'a> {
 
     /// Adds the steps of `view` to the status lists: succeeded ones to `executed`; running ones
     /// and those being created (`created`) to `started` and `steps`; failed ones to `steps`;
-    /// in a terminal workflow, steps still running are `halted` (reason and message).
+    /// in a terminal workflow, steps still running are `halted` (reason and message). A step
+    /// that fans out is one name in `executed` and `started` and one entry in `steps` (its
+    /// items counted), plus an entry per failed item.
     fn render(
         &self,
         view: &View<'a>,
-        created: &[usize],
+        created: &[Unit],
         terminal: bool,
         halted: (&str, &str),
         prefix: &str,
@@ -1366,13 +1712,34 @@ impl<'a> Planner<'a> {
         let mut created_iter = created.iter().peekable();
         let mut failures_iter = view.failures.iter().peekable();
         for (i, job) in view.job_of.iter().enumerate() {
-            let name = view.dag.name(i);
-            let failure = failures_iter.next_if(|(f, _)| *f == i).map(|(_, f)| f);
+            let name = view.display(Unit::step(i));
+            let mut failures = Vec::new();
+            while let Some((unit, failure)) = failures_iter.next_if(|(u, _)| u.node == i) {
+                failures.push((*unit, failure));
+            }
+            let mut created_here = 0;
+            while created_iter.next_if(|u| u.node == i).is_some() {
+                created_here += 1;
+            }
+            if let Some(fan) = view.fans.get(&i) {
+                self.render_fan(
+                    view,
+                    i,
+                    fan,
+                    &failures,
+                    created_here,
+                    terminal,
+                    halted,
+                    lists,
+                );
+                continue;
+            }
+            let failure = failures.first().map(|(_, f)| *f);
             match (job, failure) {
                 (_, Some(Failure::Refused { entry })) => lists.steps.push(entry.clone()),
-                (None, Some(failure)) => lists.steps.extend(failure.entry_without_job(name)),
+                (None, Some(failure)) => lists.steps.extend(failure.entry_without_job(&name)),
                 (Some(job), Some(failure)) => {
-                    let mut entry = failure.step_status(name, job);
+                    let mut entry = failure.step_status(&name, job);
                     if !prefix.is_empty() {
                         entry.message = entry.message.map(|m| format!("{prefix}step: {m}"));
                     }
@@ -1380,7 +1747,6 @@ impl<'a> Planner<'a> {
                 }
                 (Some(job), None) => match &job.state {
                     JobState::Succeeded => {
-                        lists.executed.push(name.to_string());
                         // Outputs another step names are recorded, so they are read once.
                         if let Some(outputs) = view.known.outputs.get(&i) {
                             lists.steps.push(StepStatus {
@@ -1388,17 +1754,18 @@ impl<'a> Planner<'a> {
                                 started_at: job.start_time.map(Time),
                                 finished_at: job.finished_at.map(Time),
                                 outputs: (*outputs).clone(),
-                                ..running_step_status(name, job.name.clone(), false)
+                                ..running_step_status(&name, job.name.clone(), false)
                             });
                         }
+                        lists.executed.push(name.clone());
                     }
                     JobState::Active { .. } if !terminal => {
-                        lists.started.push(name.to_string());
                         lists.steps.push(running_step_status(
-                            name,
+                            &name,
                             job.name.clone(),
                             job.suspended,
                         ));
+                        lists.started.push(name.clone());
                     }
                     // Stopped with the workflow (failFast, Terminate).
                     JobState::Active { .. } => lists.steps.push(StepStatus {
@@ -1407,29 +1774,98 @@ impl<'a> Planner<'a> {
                         attempts: Some(job.attempts),
                         reason: Some(halted.0.into()),
                         message: Some(halted.1.into()),
-                        ..running_step_status(name, job.name.clone(), false)
+                        ..running_step_status(&name, job.name.clone(), false)
                     }),
                     _ => {}
                 },
-                (None, None) if view.skipped[i] => {
-                    let expression = view.steps[i].when.as_deref().unwrap_or("");
-                    lists.steps.push(StepStatus {
-                        phase: StepPhase::Skipped,
-                        reason: Some(REASON_WHEN_FALSE.into()),
-                        message: Some(format!("when {expression:?} is false")),
-                        job: None,
-                        ..running_step_status(name, String::new(), false)
-                    });
-                }
+                (None, None) if view.skipped[i] => lists
+                    .steps
+                    .push(skipped_entry(&name, view.steps[i].when.as_deref())),
                 (None, None) => {}
             }
             // Steps being created count as started, so their Jobs appearing changes nothing.
-            if created_iter.next_if_eq(&&i).is_some() {
-                lists.started.push(name.to_string());
-                lists
-                    .steps
-                    .push(running_step_status(name, self.job_name(name), false));
+            if created_here > 0 {
+                let job = self.job_name(&name);
+                lists.steps.push(running_step_status(&name, job, false));
+                lists.started.push(name);
             }
+        }
+    }
+
+    /// [`Planner::render`] for step `i` of `view`, which fans out over `fan`'s items:
+    /// `created` of them being created, `failures` its failed items (or its own failure, for a
+    /// `withParam` that is not a list or a `when` that fails). Its entry counts its items;
+    /// each failed item has its own (`NAME[i]`); succeeded and running items have none, so a
+    /// step of 10,000 items costs the status a few entries.
+    #[allow(clippy::too_many_arguments)]
+    fn render_fan(
+        &self,
+        view: &View<'a>,
+        i: usize,
+        fan: &Fan<'a>,
+        failures: &[(Unit, &Failure)],
+        created: usize,
+        terminal: bool,
+        halted: (&str, &str),
+        lists: &mut Lists,
+    ) {
+        let name = view.display(Unit::step(i));
+        if view.skipped[i] {
+            lists
+                .steps
+                .push(skipped_entry(&name, view.steps[i].when.as_deref()));
+            return;
+        }
+        if view.progress.is_done(i) {
+            lists.executed.push(name);
+            return;
+        }
+        let running = fan.running as usize + created;
+        let item_failures = failures.iter().filter(|(u, _)| u.item.is_some()).count();
+        if running == 0 && item_failures == 0 {
+            // Not started, or failed as a whole (its `withParam`, its `when`).
+            for (_, failure) in failures {
+                lists.steps.extend(failure.entry_without_job(&name));
+            }
+            return;
+        }
+        let counts = ItemCounts {
+            total: fan.items.as_ref().map_or(0, ItemList::len) as u32,
+            succeeded: fan.succeeded,
+            running: if terminal { 0 } else { running as u32 },
+            failed: item_failures as u32,
+        };
+        let (phase, reason, message) = if item_failures > 0 {
+            let message = format!("{item_failures} of {} items failed", counts.total);
+            (StepPhase::Failed, None, Some(message))
+        } else if terminal {
+            (
+                StepPhase::Failed,
+                Some(halted.0.to_string()),
+                Some(halted.1.to_string()),
+            )
+        } else {
+            (StepPhase::Running, None, None)
+        };
+        lists.steps.push(StepStatus {
+            phase,
+            reason,
+            message,
+            job: None,
+            items: Some(counts),
+            ..running_step_status(&name, String::new(), false)
+        });
+        if running > 0 && !terminal {
+            lists.started.push(name);
+        }
+        for (unit, failure) in failures {
+            let item_name = view.display(*unit);
+            let entry = match (failure, unit.item.and_then(|item| fan.jobs.get(&item))) {
+                (Failure::Refused { entry }, _) => Some(entry.clone()),
+                (failure, Some(job)) => Some(failure.step_status(&item_name, job)),
+                (failure, None) => failure.entry_without_job(&item_name),
+            };
+            lists.steps.extend(entry);
         }
     }
 
@@ -1437,12 +1873,21 @@ impl<'a> Planner<'a> {
     /// next timeout for the timer.
     fn plan_deadlines(&mut self, view: &View<'_>, steps: &[Step]) {
         let spec = &self.workflow.spec;
-        for (i, job) in view.job_of.iter().enumerate() {
-            let Some(job) = job else { continue };
+        let items = view
+            .fans
+            .iter()
+            .flat_map(|(&i, fan)| fan.jobs.values().map(move |job| (i, *job)));
+        let plain = view
+            .job_of
+            .iter()
+            .enumerate()
+            .filter_map(|(i, job)| Some((i, (*job)?)));
+        let mut changes = Vec::new();
+        for (i, job) in plain.chain(items) {
             let JobState::Active { since } = job.state else {
                 continue;
             };
-            if job.deleting || view.stopped[i] || self.settled.contains(job.name.as_str()) {
+            if job.deleting || self.settled.contains(job.name.as_str()) {
                 continue;
             }
             if let Some(at) = job.start_deadline(spec.start_timeout) {
@@ -1451,7 +1896,7 @@ impl<'a> Planner<'a> {
             let timeout = spec.effective_timeout(&steps[i]);
             let want = job_deadline_seconds(timeout);
             if job.active_deadline_seconds != want {
-                self.actions.push(Action::SetJobDeadline {
+                changes.push(Action::SetJobDeadline {
                     job_name: job.name.clone(),
                     active_deadline_seconds: want,
                 });
@@ -1460,6 +1905,7 @@ impl<'a> Planner<'a> {
                 self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
             }
         }
+        self.actions.extend(changes);
     }
 
     fn workflow_name(&self) -> &str {
@@ -1601,6 +2047,10 @@ fn conditions(
 #[cfg(test)]
 #[path = "plan_data_tests.rs"]
 mod data_tests;
+
+#[cfg(test)]
+#[path = "plan_fan_out_tests.rs"]
+mod fan_out_tests;
 
 #[cfg(test)]
 mod tests {
@@ -2159,6 +2609,7 @@ mod tests {
                 retry: 0,
                 exit: None,
                 inputs: Default::default(),
+                instance: Default::default(),
             }]
         );
     }

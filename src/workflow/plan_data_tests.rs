@@ -1,21 +1,22 @@
 //! The planner with data between steps (issue 16): outputs read, recorded and substituted,
-//! missing or malformed ones failing their step, and `when` skipping or running a step.
+//! missing or malformed ones failing their step, and `when` skipping or running a step. Its
+//! helpers serve `plan_fan_out_tests.rs` too.
 
 use super::*;
 use crate::workflow::testing::Jobs;
 
-fn at(seconds: i64) -> Timestamp {
+pub(super) fn at(seconds: i64) -> Timestamp {
     "2026-01-01T00:00:00Z".parse::<Timestamp>().unwrap() + SignedDuration::from_secs(seconds)
 }
 
-fn written(mut workflow: WorkFlow, plan: &Plan) -> WorkFlow {
+pub(super) fn written(mut workflow: WorkFlow, plan: &Plan) -> WorkFlow {
     if let Some(status) = &plan.status {
         workflow.status = Some(status.clone());
     }
     workflow
 }
 
-fn running(workflow: WorkFlow) -> WorkFlow {
+pub(super) fn running(workflow: WorkFlow) -> WorkFlow {
     let first = plan(&workflow, &[], at(0));
     written(workflow, &first)
 }
@@ -40,7 +41,7 @@ fn created(plan: &Plan) -> Vec<(&str, Vec<Input>)> {
         .collect()
 }
 
-fn entry<'p>(plan: &'p Plan, step: &str) -> &'p StepStatus {
+pub(super) fn entry<'p>(plan: &'p Plan, step: &str) -> &'p StepStatus {
     plan.status
         .as_ref()
         .expect("a status")

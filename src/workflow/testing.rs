@@ -49,6 +49,9 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         image_pull_policy: None,
         security_context: None,
         when: None,
+        with_items: None,
+        with_param: None,
+        with_sequence: None,
     }
 }
 
@@ -79,6 +82,7 @@ impl WorkFlow {
             pod_cleanup: None,
             on_exit: Vec::new(),
             workspace: None,
+            runs: None,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {
@@ -200,6 +204,34 @@ impl WorkFlowBuilder {
     /// Sets `retry`.
     pub fn retry(mut self, retry: i32) -> Self {
         self.workflow.spec.retry = retry;
+        self
+    }
+
+    /// Makes the last step fan out over `items` (`withItems`).
+    pub fn with_items(mut self, items: &[serde_json::Value]) -> Self {
+        self.last().with_items = Some(Box::new(super::crd::Items(items.to_vec())));
+        self
+    }
+
+    /// Makes the last step fan out over `count` numbers from 0 (`withSequence`).
+    pub fn with_sequence(mut self, count: i64) -> Self {
+        self.last().with_sequence = Some(Box::new(super::crd::Sequence {
+            count: Some(count),
+            start: None,
+            end: None,
+        }));
+        self
+    }
+
+    /// Makes the last step fan out over the list `param` names (`withParam`).
+    pub fn with_param(mut self, param: &str) -> Self {
+        self.last().with_param = Some(Box::new(super::crd::Param(param.to_string())));
+        self
+    }
+
+    /// Sets `runs`.
+    pub fn runs(mut self, runs: i32) -> Self {
+        self.workflow.spec.runs = Some(runs);
         self
     }
 
@@ -329,6 +361,8 @@ impl<'a> Jobs<'a> {
             step: step.to_string(),
             run: self.run.clone(),
             retry: self.retry,
+            run_index: 0,
+            item: None,
             state,
             deleting: false,
             active_deadline_seconds: super::plan::job_deadline_seconds(timeout),
@@ -412,6 +446,28 @@ impl<'a> Jobs<'a> {
             },
             epoch(),
         )
+    }
+
+    /// Makes the last Job added the Job of item `item` of its step (which fans out).
+    pub fn item(mut self, item: u32) -> Self {
+        self.jobs.last_mut().expect("add a job first").item = Some(item);
+        self.rename_last()
+    }
+
+    /// Makes the last Job added a Job of run `run_index` of `spec.runs`.
+    pub fn in_run(mut self, run_index: u32) -> Self {
+        self.jobs.last_mut().expect("add a job first").run_index = run_index;
+        self.rename_last()
+    }
+
+    /// Names the last Job as the operator names its instance's Job (`fan_out::display_name`).
+    fn rename_last(mut self) -> Self {
+        let runs = self.workflow.spec.run_count();
+        let workflow = self.workflow.metadata.name.clone().unwrap_or_default();
+        let job = self.jobs.last_mut().expect("add a job first");
+        let shown = super::fan_out::display_name(&job.step, job.run_index, runs, job.item);
+        job.name = names::retry_job_name(&workflow, &shown, &self.run, self.retry);
+        self
     }
 
     /// Marks the last Job added as being deleted.
