@@ -4,6 +4,7 @@
 //! - [`cli`]: the clap commands (`run`, `dev`, `crd`, `validate`, `graph`, `lifecycle`, `bench`).
 //! - [`workflow`]: the operator itself: CRD types, DAG, planner, handlers.
 //! - [`telemetry`]: metrics, health endpoints and leader election.
+//! - [`web`]: the web view of the workflows (`--web-addr`), read from the operator's mirror.
 //! - [`bench`]: the end-to-end benchmark (`workflow-operator bench`): the control plane plus the
 //!   operator as a separate process, measured (the `dev` feature).
 //!
@@ -16,4 +17,5 @@
 pub mod bench;
 pub mod cli;
 pub mod telemetry;
+pub mod web;
 pub mod workflow;

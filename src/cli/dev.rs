@@ -3,6 +3,7 @@
 //! printed whenever a workflow's status changes. `make demo` runs this.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,12 +16,14 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::Value;
 
+use crate::web;
 use crate::workflow::crd::WorkFlow;
 use crate::workflow::operator::{self, OperatorOptions};
 use kube_devcluster::entrypoints;
 use kube_devcluster::faults::{ErrorRate, FaultConfig};
 use kube_devcluster::jobs::JobBackoff;
 use kube_devcluster::{DevCluster, DevClusterOptions, PodMode};
+use kube_kopf::Mirror;
 
 /// Options of `dev` (its help text is on `Command::Dev`).
 #[derive(Debug, Args)]
@@ -28,6 +31,11 @@ pub struct DevArgs {
     /// Port on 127.0.0.1 to serve the Kubernetes API on (0 picks a free port).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// Where to serve the web view (the workflows, their DAGs and steps, live; read-only, plain
+    /// HTTP, no authentication): an address (port 0 picks a free one), or `off`. Its URL is
+    /// printed at start.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:0", value_parser = parse_web_addr)]
+    web_addr: WebAddr,
     /// Where to write a kubeconfig for kubectl (default: a temporary file, printed at start).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -89,6 +97,19 @@ pub struct DevArgs {
     force_gone_every: Option<u64>,
 }
 
+/// `--web-addr`: an address to serve the web view on, or `off`.
+#[derive(Debug, Clone, Copy)]
+struct WebAddr(Option<SocketAddr>);
+
+fn parse_web_addr(text: &str) -> Result<WebAddr, String> {
+    if text == "off" {
+        return Ok(WebAddr(None));
+    }
+    text.parse()
+        .map(|addr| WebAddr(Some(addr)))
+        .map_err(|_| format!("expected an address such as 127.0.0.1:8081, or `off`; got {text:?}"))
+}
+
 fn parse_pod_mode(text: &str) -> Result<PodMode, String> {
     match text.split_once(':') {
         None if text == "real" => Ok(PodMode::Real),
@@ -139,11 +160,30 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
     );
     println!("export KUBECONFIG={}", cluster.kubeconfig_path().display());
     let client = cluster.client();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mirror = match (args.web_addr.0, args.no_operator) {
+        (Some(_), true) => {
+            println!("web view off: it shows the operator's own view, and --no-operator runs none");
+            None
+        }
+        (Some(addr), false) => {
+            let mirror = Mirror::new();
+            let state = web::WebState {
+                mirror: mirror.clone(),
+                client: client.clone(),
+                namespace: None,
+                shutdown: shutdown.clone(),
+            };
+            let bound = web::serve(addr, state).await?;
+            println!("web view at http://{bound}/ (read-only, plain HTTP, no authentication)");
+            Some(mirror)
+        }
+        (None, _) => None,
+    };
     operator::install_crd(&client)
         .await
         .context("installing the WorkFlow CRD")?;
 
-    let shutdown = tokio_util::sync::CancellationToken::new();
     let operator_task = if args.no_operator {
         None
     } else {
@@ -153,6 +193,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
             step_events: !args.no_step_events,
             metrics: None,
             default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
+            mirror,
         };
         let (client, stop) = (client.clone(), shutdown.clone());
         Some(tokio::spawn(async move {

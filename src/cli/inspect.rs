@@ -88,7 +88,7 @@ pub fn graph(args: &GraphArgs) -> ExitCode {
 
 /// A step as `graph` draws it: its name, and for a step that fans out its count (`build ×3`)
 /// or the list it fans out over (`each × {{steps.gen.outputs.list}}`).
-fn node_label(step: &Step, fan_out: Option<&FanOut>) -> String {
+pub(crate) fn node_label(step: &Step, fan_out: Option<&FanOut>) -> String {
     let name = &step.step_name;
     match fan_out {
         None => name.clone(),

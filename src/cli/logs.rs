@@ -108,18 +108,18 @@ async fn print_all(pods: &Api<Pod>, workflow: &WorkFlow, only: Option<&str>) -> 
 }
 
 /// The instance of a step a pod (or Job) runs, from the operator's annotation and labels.
-struct Instance {
+pub(crate) struct Instance {
     /// The step's exact name.
-    step: String,
+    pub(crate) step: String,
     /// The item, for a step that fans out.
-    item: Option<u32>,
+    pub(crate) item: Option<u32>,
     /// The row of `get` it is under: the step in its run (`run1/build`).
-    row: String,
+    pub(crate) row: String,
     /// Its own name: `build[3]`, `run1/build`.
-    shown: String,
+    pub(crate) shown: String,
 }
 
-fn instance_of<K: ResourceExt>(object: &K, workflow: &WorkFlow) -> Option<Instance> {
+pub(crate) fn instance_of<K: ResourceExt>(object: &K, workflow: &WorkFlow) -> Option<Instance> {
     let step = step_of(object)?.to_string();
     let label = |key: &str| -> Option<u32> { object.labels().get(key)?.parse().ok() };
     let run_index = label(jobs::LABEL_RUN_INDEX).unwrap_or(0);
@@ -277,7 +277,7 @@ fn step_of<K: ResourceExt>(pod: &K) -> Option<&str> {
 }
 
 /// Whether the pod belongs to the workflow's current run (not a run its spec replaced).
-fn in_run(pod: &Pod, workflow: &WorkFlow) -> bool {
+pub(crate) fn in_run(pod: &Pod, workflow: &WorkFlow) -> bool {
     let run = workflow.status.as_ref().and_then(|s| s.run.as_deref());
     run.is_none() || pod.labels().get(jobs::LABEL_RUN).map(String::as_str) == run
 }

@@ -7,8 +7,8 @@ mod control;
 #[cfg(feature = "dev")]
 mod dev;
 mod get;
-mod inspect;
-mod logs;
+pub(crate) mod inspect;
+pub(crate) mod logs;
 mod run;
 
 use std::process::ExitCode;

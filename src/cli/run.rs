@@ -13,8 +13,10 @@ use tokio_util::sync::CancellationToken;
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::leader::{Ended, LeaderElection};
 use crate::telemetry::metrics::{Metrics, QueueSample};
+use crate::web;
+use crate::workflow::WorkFlow;
 use crate::workflow::operator::{self, OperatorOptions};
-use kube_kopf::Monitor;
+use kube_kopf::{Mirror, Monitor};
 
 /// Run the operator. Credentials come from `KUBECONFIG` / `~/.kube/config`, or from the pod's
 /// service account when running in a cluster. The WorkFlow CRD must be installed
@@ -42,6 +44,11 @@ pub struct RunArgs {
     /// has read the Lease, and a new leader 503 again until its caches are synced.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<SocketAddr>,
+    /// Serve the web view (the workflows, their DAGs and steps, live; read-only, plain HTTP,
+    /// no authentication) on this address, e.g. `127.0.0.1:8081`; reach it in a cluster with
+    /// `kubectl port-forward`. Off when not given.
+    #[arg(long, value_name = "ADDR")]
+    web_addr: Option<SocketAddr>,
     /// Run as one of several replicas: only the holder of a Lease handles workflows; a standby
     /// takes over when the leader dies (after the lease duration) or stops (at once).
     #[arg(long)]
@@ -72,6 +79,25 @@ pub async fn run(args: RunArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Serves the web view on `addr` from a mirror the operator will share; returns the mirror.
+async fn serve_web(
+    addr: SocketAddr,
+    client: &kube::Client,
+    namespace: Option<String>,
+    shutdown: &CancellationToken,
+) -> Result<Mirror<WorkFlow>> {
+    let mirror = Mirror::new();
+    let state = web::WebState {
+        mirror: mirror.clone(),
+        client: client.clone(),
+        namespace,
+        shutdown: shutdown.clone(),
+    };
+    let bound = web::serve(addr, state).await?;
+    tracing::info!(url = %format!("http://{bound}/"), "serving the web view");
+    Ok(mirror)
 }
 
 async fn run_operator(args: RunArgs) -> Result<ExitCode> {
@@ -118,7 +144,12 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
             shutdown.cancel();
         });
     }
+    let mirror = match args.web_addr {
+        Some(addr) => Some(serve_web(addr, &client, args.namespace.clone(), &shutdown).await?),
+        None => None,
+    };
     let options = OperatorOptions {
+        mirror,
         namespace: args.namespace,
         concurrency: args.concurrency,
         step_events: !args.no_step_events,

@@ -18,7 +18,7 @@ use super::handlers::{self, FIELD_MANAGER, Shared};
 use super::job_summary::JobSummary;
 use super::jobs::LABEL_WORKFLOW;
 use crate::telemetry::metrics::Metrics;
-use kube_kopf::{Children, Monitor, Operator, OperatorConfig};
+use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
 
 /// The name the operator reports Events as, and the prefix of its finalizer and annotation.
 pub const OPERATOR_NAME: &str = "workflow.crd.com";
@@ -41,6 +41,8 @@ pub struct OperatorOptions {
     /// Seconds after a workflow finished when it is deleted, for workflows whose spec sets no
     /// `ttlSecondsAfterFinished`; `None` keeps them.
     pub default_ttl_seconds_after_finished: Option<i64>,
+    /// Where to share the operator's in-memory copy of the workflows (the web view reads it).
+    pub mirror: Option<Mirror<WorkFlow>>,
 }
 
 impl Default for OperatorOptions {
@@ -51,6 +53,7 @@ impl Default for OperatorOptions {
             step_events: true,
             metrics: None,
             default_ttl_seconds_after_finished: None,
+            mirror: None,
         }
     }
 }
@@ -100,6 +103,10 @@ pub async fn run_monitored(
     Operator::new(client, config)
         .with_monitor(monitor)
         .resource::<WorkFlow>(|r| {
+            let r = match &options.mirror {
+                Some(mirror) => r.mirror_to(mirror),
+                None => r,
+            };
             r.on_create("start", reconcile(shared.clone()))
                 .on_update_field("spec", "restart", reconcile(shared.clone()))
                 .on_update_field("metadata.labels", "relabel", handlers::relabel)

@@ -28,7 +28,9 @@
 //! (persistence) and [`reactor`] (watches, queues, handler calls).
 //!
 //! A [`Monitor`] given to [`Operator::with_monitor`] lets the caller watch the operator run: a
-//! readiness probe reads [`Monitor::is_synced`], a metrics exporter the queue figures.
+//! readiness probe reads [`Monitor::is_synced`], a metrics exporter the queue figures. A
+//! [`Mirror`] given to [`Registry::mirror_to`] shares the in-memory copy of a resource (and a
+//! signal per change) with readers such as a web view.
 //!
 //! # Guarantees
 //!
@@ -87,6 +89,7 @@
 pub mod causes;
 pub mod child_index;
 pub mod intake;
+pub mod mirror;
 pub mod progress;
 pub mod reactor;
 pub mod record_writer;
@@ -105,6 +108,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 pub use causes::{Cause, Change};
+pub use mirror::Mirror;
 pub use reactor::Error;
 pub use registry::{
     Backoff, Children, Context, HandlerError, HandlerOptions, HandlerResult, Parent, Reason,

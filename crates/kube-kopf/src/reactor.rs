@@ -105,6 +105,10 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         })?;
 
     let (reader, writer) = reflector::store::<K>();
+    for mirror in &registry.mirrors {
+        mirror.attach(reader.clone());
+    }
+    let mirrors = registry.mirrors.clone();
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg<K>>();
     let mut background = JoinSet::new();
 
@@ -151,6 +155,12 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
                     continue;
                 }
             };
+            // The store holds the change already (`reflect` applies it before yielding it).
+            if let Msg::Changed(key) = &msg {
+                for mirror in &mirrors {
+                    mirror.changed(key.clone());
+                }
+            }
             if watch_tx.send(msg).is_err() {
                 break;
             }

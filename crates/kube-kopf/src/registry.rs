@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::causes::Change;
+use super::mirror::Mirror;
 
 /// What a handler returns.
 pub type HandlerResult = Result<(), HandlerError>;
@@ -436,10 +437,12 @@ pub(crate) type ChildSink = tokio::sync::mpsc::UnboundedSender<(Parent, ChildEve
 ///
 /// Modifiers ([`retries`](Self::retries), [`backoff`](Self::backoff),
 /// [`timeout`](Self::timeout), [`when`](Self::when)) apply to the handler registered just before.
-pub struct Registry<K> {
+pub struct Registry<K: Watched> {
     pub(crate) handlers: Vec<Handler<K>>,
     pub(crate) children: Vec<ChildWatch>,
     pub(crate) child_indexes: Vec<Arc<dyn Any + Send + Sync>>,
+    /// Shares of the resource's mirror with readers beside the handlers.
+    pub(crate) mirrors: Vec<Mirror<K>>,
     defaults: HandlerOptions,
 }
 
@@ -449,8 +452,18 @@ impl<K: Watched> Registry<K> {
             handlers: Vec::new(),
             children: Vec::new(),
             child_indexes: Vec::new(),
+            mirrors: Vec::new(),
             defaults,
         }
+    }
+
+    /// Shares the in-memory mirror of the resource (the objects the operator's watch holds,
+    /// and a signal per change) with `mirror`, for readers beside the handlers such as a web
+    /// view: they add no watch of their own.
+    #[must_use]
+    pub fn mirror_to(mut self, mirror: &Mirror<K>) -> Self {
+        self.mirrors.push(mirror.clone());
+        self
     }
 
     /// Runs `handler` once when an object is first seen (its create cause).

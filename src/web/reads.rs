@@ -1,0 +1,156 @@
+//! What the workflow page reads through the API when it is requested, beyond the operator's
+//! mirror: the selected step's Jobs and pods (its times, attempts, exit code) and their logs,
+//! found as `workflow-operator logs` finds them, and the workflow's Events. Reads only: lists
+//! of Jobs, pods and Events and pod logs. Secrets are never read.
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, LogParams};
+use kube::{Client, ResourceExt};
+
+use crate::cli::logs::{in_run, instance_of};
+use crate::workflow::WorkFlow;
+use crate::workflow::jobs;
+use crate::workflow::step_view::{StepView, step_views};
+
+/// Most pods whose logs a step panel shows (a step that fans out may have thousands): failed
+/// ones first.
+pub const MAX_LOGS: usize = 20;
+/// The last lines of each log shown.
+const LOG_LINES: i64 = 500;
+/// At most this much of each log is read.
+const LOG_BYTES: i64 = 256 * 1024;
+/// The most recent Events shown.
+pub const MAX_EVENTS: usize = 100;
+
+/// One step as its panel shows it.
+pub struct StepDetail {
+    /// The step's row, as `workflow-operator get` shows it.
+    pub view: StepView,
+    /// For a step that fans out, its failed items' rows.
+    pub failed_items: Vec<StepView>,
+    /// Outputs the status records for the step.
+    pub outputs: Vec<(String, String)>,
+    pub logs: Vec<PodLog>,
+    /// Pods of the step whose logs are not shown ([`MAX_LOGS`]).
+    pub more_pods: usize,
+}
+
+/// One pod's log.
+pub struct PodLog {
+    /// The instance it runs (`build[3]`) and the pod's name.
+    pub title: String,
+    /// The log's last lines, or why it cannot be read.
+    pub text: Result<String, String>,
+}
+
+/// The step named `step` (a row of `get`: `build`, `run1/build`), or `None` when the workflow
+/// has no such step.
+pub async fn step_detail(
+    client: &Client,
+    workflow: &WorkFlow,
+    step: &str,
+) -> Result<Option<StepDetail>> {
+    let namespace = workflow.namespace().unwrap_or_default();
+    let selector = ListParams::default().labels(&jobs::selector(&workflow.name_any()));
+    let job_api: Api<Job> = Api::namespaced(client.clone(), &namespace);
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let found = job_api
+        .list(&selector)
+        .await
+        .context("listing the workflow's Jobs")?
+        .items;
+    let pods = pod_api
+        .list(&selector)
+        .await
+        .context("listing the workflow's pods")?
+        .items;
+    let views = step_views(workflow, &found, &pods);
+    let Some(view) = views.iter().find(|v| v.name == step).cloned() else {
+        return Ok(None);
+    };
+    let item_prefix = format!("{step}[");
+    let failed_items = views
+        .into_iter()
+        .filter(|v| v.name.starts_with(&item_prefix))
+        .collect();
+    let outputs = workflow
+        .status
+        .iter()
+        .flat_map(|s| &s.steps)
+        .filter(|entry| entry.name == step)
+        .flat_map(|entry| entry.outputs.clone())
+        .collect();
+    let mut own: Vec<(bool, Option<u32>, &Pod, String)> = pods
+        .iter()
+        .filter(|pod| in_run(pod, workflow))
+        .filter_map(|pod| {
+            let instance = instance_of(pod, workflow)?;
+            (instance.row == step).then(|| (!failed(pod), instance.item, pod, instance.shown))
+        })
+        .collect();
+    own.sort_by_key(|(ok, item, pod, _)| (*ok, *item, pod.metadata.creation_timestamp.clone()));
+    let more_pods = own.len().saturating_sub(MAX_LOGS);
+    let params = LogParams {
+        tail_lines: Some(LOG_LINES),
+        limit_bytes: Some(LOG_BYTES),
+        ..LogParams::default()
+    };
+    let mut logs = Vec::new();
+    for (_, _, pod, shown) in own.into_iter().take(MAX_LOGS) {
+        let name = pod.name_any();
+        let text = pod_api
+            .logs(&name, &params)
+            .await
+            .map_err(|error| format!("cannot read the log: {error}"));
+        logs.push(PodLog {
+            title: format!("{shown} (pod {name})"),
+            text,
+        });
+    }
+    Ok(Some(StepDetail {
+        view,
+        failed_items,
+        outputs,
+        logs,
+        more_pods,
+    }))
+}
+
+fn failed(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+}
+
+/// The workflow's Events, oldest first, the last [`MAX_EVENTS`].
+pub async fn events(client: &Client, workflow: &WorkFlow) -> Result<Vec<Event>> {
+    let api: Api<Event> =
+        Api::namespaced(client.clone(), &workflow.namespace().unwrap_or_default());
+    // events.k8s.io/v1 answers field selectors on `regarding.*`, as core/v1 does on
+    // `involvedObject.*` (the field label conversion of k8s.io/kubernetes
+    // pkg/apis/events/v1/conversion.go).
+    let fields = format!(
+        "regarding.kind=WorkFlow,regarding.name={}",
+        workflow.name_any()
+    );
+    let mut listed = api
+        .list(&ListParams::default().fields(&fields))
+        .await
+        .context("listing the workflow's Events")?
+        .items;
+    listed.sort_by_key(event_time);
+    let skip = listed.len().saturating_sub(MAX_EVENTS);
+    Ok(listed.into_iter().skip(skip).collect())
+}
+
+/// When the Event last happened: its series' last, else its time, else when it was stored.
+pub fn event_time(event: &Event) -> Option<k8s_openapi::jiff::Timestamp> {
+    event
+        .series
+        .as_ref()
+        .map(|s| s.last_observed_time.0)
+        .or(event.event_time.as_ref().map(|t| t.0))
+        .or(event.deprecated_last_timestamp.as_ref().map(|t| t.0))
+        .or(event.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
