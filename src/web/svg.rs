@@ -110,8 +110,10 @@ pub fn render(drawing: &Drawing) -> String {
                 }
                 let _ = write!(
                     out,
-                    r#"<text x="{x}" y="{}" class="name">{layers}: {steps} steps</text></g>"#,
-                    y - 4.0
+                    r#"<text x="{x}" y="{}" class="name">{layers}: {steps} steps</text><text x="{x}" y="{}" class="detail">{}</text></g>"#,
+                    y - 8.0,
+                    y + 7.0,
+                    Escaped(&shorten_to(&shown.join(" · "), 34))
                 );
             }
         }
@@ -122,10 +124,15 @@ pub fn render(drawing: &Drawing) -> String {
 
 /// The label cut to [`LABEL_CHARS`] characters, with an ellipsis when cut.
 fn shorten(label: &str) -> String {
-    if label.chars().count() <= LABEL_CHARS {
-        return label.to_string();
+    shorten_to(label, LABEL_CHARS)
+}
+
+/// `text` cut to `chars` characters, with an ellipsis when cut.
+fn shorten_to(text: &str, chars: usize) -> String {
+    if text.chars().count() <= chars {
+        return text.to_string();
     }
-    let mut short: String = label.chars().take(LABEL_CHARS - 1).collect();
+    let mut short: String = text.chars().take(chars - 1).collect();
     short.push('…');
     short
 }
