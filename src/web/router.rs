@@ -69,26 +69,31 @@ async fn security_headers(mut response: Response) -> Response {
     response
 }
 
-fn not_found(what: &str) -> Response {
-    (StatusCode::NOT_FOUND, what.to_string()).into_response()
+/// A 404 saying what was not found (plain text, never rendered as HTML).
+struct NotFound(String);
+
+impl IntoResponse for NotFound {
+    fn into_response(self) -> Response {
+        (StatusCode::NOT_FOUND, self.0).into_response()
+    }
 }
 
 /// 404 unless the operator watches `namespace`.
-fn watched(state: &WebState, namespace: &str) -> Result<(), Response> {
+fn watched(state: &WebState, namespace: &str) -> Result<(), NotFound> {
     match &state.namespace {
-        Some(only) if only != namespace => Err(not_found(&format!(
+        Some(only) if only != namespace => Err(NotFound(format!(
             "namespace {namespace} is not watched by this operator (it watches {only})"
         ))),
         _ => Ok(()),
     }
 }
 
-fn find(state: &WebState, namespace: &str, name: &str) -> Result<Arc<WorkFlow>, Response> {
+fn find(state: &WebState, namespace: &str, name: &str) -> Result<Arc<WorkFlow>, NotFound> {
     watched(state, namespace)?;
     state
         .mirror
         .get(&ObjectRef::new(name).within(namespace))
-        .ok_or_else(|| not_found(&format!("no workflow {namespace}/{name}")))
+        .ok_or_else(|| NotFound(format!("no workflow {namespace}/{name}")))
 }
 
 async fn all_workflows(State(state): State<WebState>) -> Response {
@@ -102,7 +107,7 @@ async fn namespace_workflows(
     Path(namespace): Path<String>,
 ) -> Response {
     if let Err(refused) = watched(&state, &namespace) {
-        return refused;
+        return refused.into_response();
     }
     let workflows: Vec<_> = state
         .mirror
@@ -135,7 +140,7 @@ async fn workflow(
 ) -> Response {
     let wf = match find(&state, &namespace, &name) {
         Ok(wf) => wf,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let step = match query.step {
         Some(step) => {
@@ -174,7 +179,7 @@ async fn workflow_svg(
 ) -> Response {
     let wf = match find(&state, &namespace, &name) {
         Ok(wf) => wf,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     match graph::drawing(&wf) {
         Ok(drawing) => (
@@ -192,7 +197,7 @@ async fn live_all(State(state): State<WebState>) -> Response {
 
 async fn live_namespace(State(state): State<WebState>, Path(namespace): Path<String>) -> Response {
     if let Err(refused) = watched(&state, &namespace) {
-        return refused;
+        return refused.into_response();
     }
     let scope = Scope {
         namespace: Some(namespace),
@@ -206,7 +211,7 @@ async fn live_workflow(
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     if let Err(refused) = watched(&state, &namespace) {
-        return refused;
+        return refused.into_response();
     }
     let scope = Scope {
         namespace: Some(namespace),
@@ -220,6 +225,6 @@ async fn asset(Path(file): Path<String>) -> Response {
         Some((content_type, body)) => {
             ([(header::CONTENT_TYPE, content_type)], body).into_response()
         }
-        None => not_found("no such asset"),
+        None => NotFound("no such asset".into()).into_response(),
     }
 }
