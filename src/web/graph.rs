@@ -225,6 +225,7 @@ impl<'a> Phases<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn step_nodes(drawing: &Drawing) -> Vec<(String, StepPhase)> {
         drawing
@@ -247,9 +248,8 @@ mod tests {
             .build();
         let status = wf.status.get_or_insert_default();
         status.executed = vec!["a".into()];
-        status.steps = vec![
-            serde_json::from_value(serde_json::json!({"name": "b", "phase": "Running"})).unwrap(),
-        ];
+        status.steps =
+            vec![serde_json::from_value(json!({"name": "b", "phase": "Running"})).unwrap()];
         let drawing = drawing(&wf).unwrap();
         assert_eq!(
             step_nodes(&drawing),
@@ -262,6 +262,38 @@ mod tests {
         );
         assert_eq!(drawing.edges.len(), 4);
         assert_eq!(drawing.layout.layers.len(), 3);
+    }
+
+    #[test]
+    fn a_step_that_fans_out_is_one_node_with_its_count_and_items() {
+        let mut wf = WorkFlow::test("f")
+            .step("gen", &[])
+            .step("build", &["gen"])
+            .with_items(&[json!("a"), json!("b"), json!("c")])
+            .build();
+        wf.status.get_or_insert_default().steps = vec![
+            serde_json::from_value(json!({
+                "name": "build", "phase": "Running",
+                "items": {"total": 3, "succeeded": 1, "running": 2}
+            }))
+            .unwrap(),
+        ];
+        let drawing = drawing(&wf).unwrap();
+        assert_eq!(drawing.nodes.len(), 2);
+        match &drawing.nodes[1] {
+            Node::Step {
+                name,
+                label,
+                phase,
+                items,
+                ..
+            } => {
+                assert_eq!((name.as_str(), label.as_str()), ("build", "build ×3"));
+                assert_eq!(*phase, StepPhase::Running);
+                assert_eq!(items.map(|i| (i.succeeded, i.total)), Some((1, 3)));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
