@@ -12,8 +12,9 @@ use kube::{Client, ResourceExt};
 
 use crate::cli::logs::{in_run, instance_of};
 use crate::workflow::WorkFlow;
-use crate::workflow::jobs;
+use crate::workflow::fan_out::display_name;
 use crate::workflow::step_view::{StepView, step_views};
+use crate::workflow::{jobs, names};
 
 /// Most pods whose logs a step panel shows (a step that fans out may have thousands): failed
 /// ones first.
@@ -53,8 +54,17 @@ pub async fn step_detail(
     workflow: &WorkFlow,
     step: &str,
 ) -> Result<Option<StepDetail>> {
+    let Some(spec_step) = step_of_row(workflow, step) else {
+        return Ok(None);
+    };
     let namespace = workflow.namespace().unwrap_or_default();
-    let selector = ListParams::default().labels(&jobs::selector(&workflow.name_any()));
+    // Only this step's Jobs and pods: a 10,000-step workflow's would be megabytes.
+    let selector = ListParams::default().labels(&format!(
+        "{},{}={}",
+        jobs::selector(&workflow.name_any()),
+        jobs::LABEL_STEP,
+        names::label_value(spec_step)
+    ));
     let job_api: Api<Job> = Api::namespaced(client.clone(), &namespace);
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let found = job_api
@@ -119,6 +129,28 @@ pub async fn step_detail(
     }))
 }
 
+/// The step of the spec (or of `onExit`) that a row of `get` shows: `build` for `build`,
+/// `run1/build` and an item's `build[3]`.
+fn step_of_row<'a>(workflow: &'a WorkFlow, row: &str) -> Option<&'a str> {
+    let spec = &workflow.spec;
+    let runs = spec.run_count();
+    let named = |wanted: &str| {
+        spec.containers
+            .iter()
+            .flat_map(|s| (0..runs).map(move |r| (s, display_name(&s.step_name, r, runs, None))))
+            .chain(spec.on_exit.iter().map(|s| (s, s.step_name.clone())))
+            .find(|(_, shown)| shown == wanted)
+            .map(|(s, _)| s.step_name.as_str())
+    };
+    named(row).or_else(|| named(item_base(row)?))
+}
+
+/// `build` of an item's row `build[3]`.
+fn item_base(row: &str) -> Option<&str> {
+    let (base, item) = row.strip_suffix(']')?.rsplit_once('[')?;
+    item.parse::<u32>().ok().map(|_| base)
+}
+
 fn failed(pod: &Pod) -> bool {
     pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
 }
@@ -153,4 +185,29 @@ pub fn event_time(event: &Event) -> Option<k8s_openapi::jiff::Timestamp> {
         .or(event.event_time.as_ref().map(|t| t.0))
         .or(event.deprecated_last_timestamp.as_ref().map(|t| t.0))
         .or(event.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_names_its_step_in_any_run_or_item() {
+        let wf = WorkFlow::test("r")
+            .step("build", &[])
+            .step("odd[1]", &[])
+            .runs(2)
+            .exit_step("notify", &[])
+            .build();
+        assert_eq!(step_of_row(&wf, "run1/build"), Some("build"));
+        assert_eq!(step_of_row(&wf, "run0/build[3]"), Some("build"));
+        assert_eq!(step_of_row(&wf, "run1/odd[1]"), Some("odd[1]"));
+        assert_eq!(step_of_row(&wf, "notify"), Some("notify"));
+        assert_eq!(
+            step_of_row(&wf, "build"),
+            None,
+            "with two runs a row names its run"
+        );
+        assert_eq!(step_of_row(&wf, "other"), None);
+    }
 }
