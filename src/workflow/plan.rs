@@ -430,8 +430,9 @@ enum Failure {
     TimedOut { why: String },
     /// Its pod did not start within `startTimeout`; `why` is the cause.
     CannotStart { why: String },
-    /// The API server refused its Job (422), as the status records it.
-    Refused { entry: StepStatus },
+    /// The API server refused its Job (422), as the status records it. Boxed: rare, and a
+    /// status entry is many times the other variants.
+    Refused { entry: Box<StepStatus> },
     /// What it reads or writes between steps is wrong: its outputs are malformed (reason
     /// [`REASON_BAD_OUTPUTS`], its Job succeeded), an output it names is missing
     /// ([`REASON_MISSING_OUTPUT`]) or its `when` fails to evaluate ([`REASON_WHEN_FAILED`]);
@@ -525,7 +526,7 @@ impl Failure {
             Failure::CannotStart { why } => {
                 (StepPhase::Failed, REASON_CANNOT_START, why.as_str(), None)
             }
-            Failure::Refused { entry } => return entry.clone(),
+            Failure::Refused { entry } => return (**entry).clone(),
             Failure::Data { reason, why } => (StepPhase::Failed, *reason, why.as_str(), None),
         };
         let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
@@ -1027,10 +1028,8 @@ impl<'a> Planner<'a> {
             // A Job of an item of a step that does not fan out, or the other way round, is of
             // no instance this spec has (the run id covers fan-outs, so it is not ours).
             match (fan_outs.contains_key(&i), job.item) {
-                (false, None) => {
-                    if job_of[i].is_none_or(|old| rank(job) < rank(old)) {
-                        job_of[i] = Some(job);
-                    }
+                (false, None) if job_of[i].is_none_or(|old| rank(job) < rank(old)) => {
+                    job_of[i] = Some(job);
                 }
                 (true, Some(item)) => {
                     let slot = item_jobs.entry(i).or_default().entry(item).or_insert(job);
@@ -1171,7 +1170,7 @@ impl<'a> Planner<'a> {
             for unit in missing {
                 let name = self.job_name(&name_of(unit));
                 if let Some(entry) = refused.get(name.as_str()) {
-                    let entry = (*entry).clone();
+                    let entry = Box::new((*entry).clone());
                     failures.push((unit, Failure::Refused { entry }));
                 }
             }
@@ -1736,7 +1735,7 @@ impl<'a> Planner<'a> {
             }
             let failure = failures.first().map(|(_, f)| *f);
             match (job, failure) {
-                (_, Some(Failure::Refused { entry })) => lists.steps.push(entry.clone()),
+                (_, Some(Failure::Refused { entry })) => lists.steps.push((**entry).clone()),
                 (None, Some(failure)) => lists.steps.extend(failure.entry_without_job(&name)),
                 (Some(job), Some(failure)) => {
                     let mut entry = failure.step_status(&name, job);
@@ -1861,7 +1860,7 @@ impl<'a> Planner<'a> {
         for (unit, failure) in failures {
             let item_name = view.display(*unit);
             let entry = match (failure, unit.item.and_then(|item| fan.jobs.get(&item))) {
-                (Failure::Refused { entry }, _) => Some(entry.clone()),
+                (Failure::Refused { entry }, _) => Some((**entry).clone()),
                 (failure, Some(job)) => Some(failure.step_status(&item_name, job)),
                 (failure, None) => failure.entry_without_job(&item_name),
             };
