@@ -343,6 +343,48 @@ spec:
     session.stop().await;
 }
 
+/// `runs: 3` (issue 16 acceptance 1): the DAG runs three times, each step once per run with
+/// that run's `$WORKFLOW_RUN_INDEX`, and the workflow completes when all three did.
+#[tokio::test]
+async fn runs_3_runs_the_dag_three_times_each_with_its_index() {
+    let Some(session) = Session::start("runs_3").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: thrice}
+spec:
+  runs: 3
+  parallelism: 2
+  containers:
+    - {stepName: a, image: busybox:1.36, command: [sh, -c, 'echo "a of run $WORKFLOW_RUN_INDEX"']}
+    - {stepName: b, image: busybox:1.36, dependsOn: [a], command: [sh, -c, 'echo "b of run $WORKFLOW_RUN_INDEX"']}
+"#;
+    session.create(manifest).await;
+    session.wait_finished("thrice").await;
+    let message = session.jsonpath("thrice", "{.status.message}").await;
+    assert_eq!(
+        session
+            .jsonpath("thrice", "{.status.workflow-status}")
+            .await,
+        "Completed",
+        "{message}"
+    );
+    let logs = session.cli(&["logs", "thrice"]).await;
+    let mut lines: Vec<&str> = logs.lines().collect();
+    lines.sort_unstable();
+    let mut expected = Vec::new();
+    for run in 0..3 {
+        for step in ["a", "b"] {
+            expected.push(format!("run{run}/{step}: {step} of run {run}"));
+        }
+    }
+    expected.sort_unstable();
+    assert_eq!(lines, expected, "{logs}");
+    session.stop().await;
+}
+
 /// Bad fan-out input (issue 16 acceptance 2): `withParam` naming an output that is not a JSON
 /// list fails its step at once, saying so, and makes none of its Jobs; `runs: 0` is refused by
 /// the API server (the CRD's schema) and by `validate`, and nothing is stored.
