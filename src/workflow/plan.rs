@@ -721,7 +721,8 @@ fn upstream<'a>(
 /// `None` when it names none.
 ///
 /// # Errors
-/// The first output named that is not there (its step was skipped, or did not write it).
+/// The first output named that is not there (its step was skipped, or did not write it; the
+/// caller, which knows the skipped steps, says which).
 fn step_inputs(
     step: &Step,
     dag: &Dag,
@@ -745,6 +746,7 @@ fn step_inputs(
                     text: reference.text.to_string(),
                     step: step.to_string(),
                     key: key.to_string(),
+                    skipped: false,
                 });
             };
             inputs.insert((step.to_string(), key.to_string()), value.clone());
@@ -1246,7 +1248,14 @@ impl<'a> Planner<'a> {
                             inputs.insert(i, values);
                         }
                         Ok(None) => {}
-                        Err(missing) => {
+                        Err(mut missing) => {
+                            let seen = match main {
+                                Some((_, known)) => known.skipped.as_slice(),
+                                None => skipped.as_slice(),
+                            };
+                            missing.skipped = source_dag
+                                .index_of(&missing.step)
+                                .is_some_and(|j| seen.get(j).copied().unwrap_or(false));
                             blocked[i] = true;
                             failures.push((
                                 Unit::step(i),
