@@ -57,7 +57,7 @@ async fn max_running_steps_holds_across_workflows_priority_and_a_sigkill(
     // Every step waits for the gate: the first four hold the slots until the test opens it.
     let gate = Gate::new();
     let step = gate.wait_command("done; sleep 0.2");
-    let early: Vec<String> = (0..19).map(|i| format!("wf-{i:02}")).collect();
+    let early: Vec<String> = (0..19).map(|i| format!("early-{i:02}")).collect();
     join_all(early.iter().map(|name| ns.create(five_parallel(name, &step)))).await;
     eventually("4 steps running", DEADLINE, || async {
         (jobs.running() == LIMIT).then_some(())
@@ -68,13 +68,13 @@ async fn max_running_steps_holds_across_workflows_priority_and_a_sigkill(
     operator.kill().await;
     operator.start();
     let ns = &operator.ns;
-    ns.create(five_parallel("urgent", &step).priority(10)).await;
-    let urgent = ns
-        .wait_workflow("urgent", "its steps queued by the limit", |wf| {
+    ns.create(five_parallel("late", &step).priority(10)).await;
+    let late = ns
+        .wait_workflow("late", "its steps queued by the limit", |wf| {
             queued_by_the_limit(wf) == 5
         })
         .await;
-    assert_eq!(urgent.status.unwrap().started, Vec::<String>::new());
+    assert_eq!(late.status.unwrap().started, Vec::<String>::new());
     let waiting: Vec<&String> = early.iter().filter(|w| jobs.first_job(w).is_none()).collect();
     assert!(
         waiting.len() >= 15,
@@ -99,7 +99,7 @@ async fn max_running_steps_holds_across_workflows_priority_and_a_sigkill(
     operator.kill().await;
     operator.start();
     let ns = &operator.ns;
-    for name in early.iter().map(String::as_str).chain(["urgent"]) {
+    for name in early.iter().map(String::as_str).chain(["late"]) {
         ns.expect_completed(name).await;
     }
 
@@ -109,12 +109,12 @@ async fn max_running_steps_holds_across_workflows_priority_and_a_sigkill(
         "the watch saw {peak} steps running at once: {at_peak:?}"
     );
     assert_eq!(peak, LIMIT, "the limit is used in full");
-    let urgent_first = jobs.first_job("urgent").expect("urgent ran");
+    let late_first = jobs.first_job("late").expect("late ran");
     for workflow in waiting {
         let first = jobs.first_job(workflow).expect("every workflow ran");
         assert!(
-            urgent_first < first,
-            "{workflow}, waiting when urgent (priority 10) was submitted, started first"
+            late_first < first,
+            "{workflow}, waiting when late (priority 10) was submitted, started first"
         );
     }
     operator.stop().await;
