@@ -165,6 +165,7 @@ fn bench(c: &mut Criterion) {
             attempts: 1,
             pod_started: true,
             suspended: false,
+            suspended_at: None,
             start_failure: None,
             outputs: None,
         };

@@ -550,6 +550,7 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         attempts: pods.attempts(),
         pod_started: pods.started(),
         suspended: spec.and_then(|s| s.suspend) == Some(true),
+        suspended_at: status.and_then(|s| s.suspended_at.as_ref()).map(|t| t.0),
         start_failure: None,
         outputs: None,
     })

@@ -191,6 +191,12 @@ impl WorkFlowBuilder {
         self
     }
 
+    /// Sets `priorityClassName` (Kueue's WorkloadPriorityClass).
+    pub fn priority_class_name(mut self, class: &str) -> Self {
+        self.workflow.spec.priority_class_name = Some(class.into());
+        self
+    }
+
     /// Sets `queueTimeout`, in seconds.
     pub fn queue_timeout(mut self, seconds: i64) -> Self {
         self.workflow.spec.queue_timeout = Some(seconds);
@@ -394,6 +400,7 @@ impl<'a> Jobs<'a> {
             attempts: 1,
             pod_started: true,
             suspended: false,
+            suspended_at: None,
             start_failure: None,
             outputs: None,
         });
