@@ -159,22 +159,27 @@ pub struct WorkFlowSpec {
     /// each step's Job is created suspended and runs once Kueue admits it; until then the step
     /// is `Queued`. Such a workflow is left to Kueue's quota, not to `--max-running-steps`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = 63), regex(pattern = LABEL_VALUE))]
     pub queue_name: Option<Box<str>>,
 
     /// With `queueName`: the Kueue WorkloadPriorityClass of the steps' Jobs (label
     /// `kueue.x-k8s.io/priority-class`), which orders them in Kueue's queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = 63), regex(pattern = LABEL_VALUE))]
     pub priority_class_name: Option<Box<str>>,
 
-    /// Seconds a step may wait in its queue (Kueue's, or `--max-running-steps`) before it
-    /// fails with reason `QueueTimeout`; absent means no limit. The step's `timeout` counts
-    /// from its admission, not from this wait.
+    /// With `queueName`: seconds a step's Job may wait suspended for Kueue to admit it (since
+    /// its creation, or since it was preempted) before the step fails with reason
+    /// `QueueTimeout`; absent means no limit. The step's `timeout` counts from its admission,
+    /// not from this wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub queue_timeout: Option<i64>,
 }
+
+/// A valid label value (apimachinery's `IsValidLabelValue`, less the empty value): what
+/// `queueName` and `priorityClassName` become on the steps' Jobs.
+const LABEL_VALUE: &str = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
 
 /// `spec.workspace`: the claim every step of a run mounts.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
