@@ -17,11 +17,13 @@ use kube::ResourceExt;
 use kube_devcluster::testing::eventually;
 use rstest::rstest;
 use support::queueing::{Kueue, RunningJobs};
-use support::{DEADLINE, Gate, Namespace, Operator, holds_for, namespace, operator, phase, wait_for};
-use workflow_operator::workflow::lifecycle::Phase;
+use support::{
+    DEADLINE, Gate, Namespace, Operator, holds_for, namespace, operator, phase, wait_for,
+};
 use workflow_operator::workflow::WorkFlow;
 use workflow_operator::workflow::crd::{StepPhase, StepStatus};
 use workflow_operator::workflow::jobs::{LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME};
+use workflow_operator::workflow::lifecycle::Phase;
 use workflow_operator::workflow::plan::REASON_QUEUE_TIMEOUT;
 use workflow_operator::workflow::testing::WorkFlowBuilder;
 
@@ -40,9 +42,12 @@ fn five_parallel(name: &str, command: &[String]) -> WorkFlowBuilder {
 /// The workflow's steps whose status entry is `Queued` with the built-in queue's message.
 fn queued_by_the_limit(workflow: &WorkFlow) -> usize {
     let message = format!("waiting: {LIMIT} of {LIMIT} running steps (--max-running-steps)");
-    workflow.status.iter().flat_map(|s| &s.steps).filter(|s| {
-        s.phase == StepPhase::Queued && s.message.as_deref() == Some(message.as_str())
-    }).count()
+    workflow
+        .status
+        .iter()
+        .flat_map(|s| &s.steps)
+        .filter(|s| s.phase == StepPhase::Queued && s.message.as_deref() == Some(message.as_str()))
+        .count()
 }
 
 /// Acceptance 1: 20 workflows of 5 parallel steps under `--max-running-steps 4`. A watch of
@@ -64,7 +69,12 @@ async fn max_running_steps_holds_across_workflows_priority_and_a_sigkill(
     let gate = Gate::new();
     let step = gate.wait_command("done; sleep 0.2");
     let early: Vec<String> = (0..19).map(|i| format!("early-{i:02}")).collect();
-    join_all(early.iter().map(|name| ns.create(five_parallel(name, &step)))).await;
+    join_all(
+        early
+            .iter()
+            .map(|name| ns.create(five_parallel(name, &step))),
+    )
+    .await;
     eventually("4 steps running", DEADLINE, || async {
         (jobs.running() == LIMIT).then_some(())
     })
@@ -81,7 +91,10 @@ async fn max_running_steps_holds_across_workflows_priority_and_a_sigkill(
         })
         .await;
     assert_eq!(late.status.unwrap().started, Vec::<String>::new());
-    let waiting: Vec<&String> = early.iter().filter(|w| jobs.first_job(w).is_none()).collect();
+    let waiting: Vec<&String> = early
+        .iter()
+        .filter(|w| jobs.first_job(w).is_none())
+        .collect();
     assert!(
         waiting.len() >= 15,
         "most workflows wait behind the first four steps: {waiting:?}"
@@ -143,10 +156,14 @@ fn step_phase(workflow: &WorkFlow, step: &str) -> Option<StepPhase> {
 
 /// The Job of `step` of `workflow`, once it exists.
 async fn job_of(ns: &Namespace, workflow: &str, step: &str) -> Job {
-    eventually(&format!("the job of {workflow}/{step}"), DEADLINE, || async {
-        let jobs = ns.jobs_of(workflow).await;
-        jobs.into_iter().find(|j| support::step_of(j) == Some(step))
-    })
+    eventually(
+        &format!("the job of {workflow}/{step}"),
+        DEADLINE,
+        || async {
+            let jobs = ns.jobs_of(workflow).await;
+            jobs.into_iter().find(|j| support::step_of(j) == Some(step))
+        },
+    )
     .await
 }
 
@@ -179,8 +196,14 @@ async fn kueue_admits_preempts_and_readmits_a_step(#[future(awt)] operator: Oper
     .await;
     let a = job_of(ns, "queued", "a").await;
     assert!(suspended(&a), "created suspended: {:?}", a.spec);
-    assert_eq!(a.labels().get(LABEL_QUEUE_NAME).map(String::as_str), Some("team-a"));
-    assert_eq!(a.labels().get(LABEL_PRIORITY_CLASS).map(String::as_str), Some("high"));
+    assert_eq!(
+        a.labels().get(LABEL_QUEUE_NAME).map(String::as_str),
+        Some("team-a")
+    );
+    assert_eq!(
+        a.labels().get(LABEL_PRIORITY_CLASS).map(String::as_str),
+        Some("high")
+    );
     let queued = ns
         .wait_workflow("queued", "step a queued", |wf| {
             step_phase(wf, "a") == Some(StepPhase::Queued)
@@ -209,12 +232,24 @@ async fn kueue_admits_preempts_and_readmits_a_step(#[future(awt)] operator: Oper
         step_phase(wf, "a") == Some(StepPhase::Queued)
     })
     .await;
-    let preempted = wait_for(&ns.jobs(), &name, "the preempted pod gone", |job: Option<&Job>| {
-        job.is_some_and(|j| j.status.as_ref().and_then(|s| s.active).unwrap_or(0) == 0)
-    })
+    let preempted = wait_for(
+        &ns.jobs(),
+        &name,
+        "the preempted pod gone",
+        |job: Option<&Job>| {
+            job.is_some_and(|j| j.status.as_ref().and_then(|s| s.active).unwrap_or(0) == 0)
+        },
+    )
     .await
     .unwrap();
-    assert_eq!(preempted.status.as_ref().and_then(|s| s.failed).unwrap_or(0), 0);
+    assert_eq!(
+        preempted
+            .status
+            .as_ref()
+            .and_then(|s| s.failed)
+            .unwrap_or(0),
+        0
+    );
 
     kueue.release();
     gate.open();
@@ -228,7 +263,10 @@ async fn kueue_admits_preempts_and_readmits_a_step(#[future(awt)] operator: Oper
         "one attempt, the preempted pod not counted"
     );
     let b = job_of(ns, "queued", "b").await;
-    assert_eq!(b.labels().get(LABEL_QUEUE_NAME).map(String::as_str), Some("team-a"));
+    assert_eq!(
+        b.labels().get(LABEL_QUEUE_NAME).map(String::as_str),
+        Some("team-a")
+    );
 }
 
 /// Acceptance 2, time: a step waiting for Kueue longer than its own timeout is not timed out
@@ -258,7 +296,10 @@ async fn a_queued_step_waits_past_its_timeout_but_not_past_queue_timeout(
     )
     .await;
     let failed = ns
-        .expect_failed("impatient", &["a", "waited in queue slow for 2s", "queueTimeout of 2s"])
+        .expect_failed(
+            "impatient",
+            &["a", "waited in queue slow for 2s", "queueTimeout of 2s"],
+        )
         .await;
     let entry = step_status(&failed, "a").unwrap();
     assert_eq!(entry.reason.as_deref(), Some(REASON_QUEUE_TIMEOUT));
@@ -268,7 +309,11 @@ async fn a_queued_step_waits_past_its_timeout_but_not_past_queue_timeout(
         "patient",
         "a queued step not timed out",
         Duration::from_secs(2),
-        |wf| wf.is_some_and(|wf| step_phase(wf, "a") == Some(StepPhase::Queued) && !support::is_terminal(wf)),
+        |wf| {
+            wf.is_some_and(|wf| {
+                step_phase(wf, "a") == Some(StepPhase::Queued) && !support::is_terminal(wf)
+            })
+        },
     )
     .await;
     kueue.release();

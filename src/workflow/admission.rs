@@ -130,8 +130,7 @@ impl State {
     }
 
     fn expire_reservations(&mut self) {
-        self.reserved
-            .retain(|_, at| at.elapsed() < RESERVATION_TTL);
+        self.reserved.retain(|_, at| at.elapsed() < RESERVATION_TTL);
     }
 
     /// Marks the waiters at the head of the line to be woken, as many as the free room serves.
@@ -225,7 +224,9 @@ impl Admission {
             }
         }
         if admitted.held > 0 {
-            state.waiting.insert(rank.clone(), (admitted.held, uid.to_string()));
+            state
+                .waiting
+                .insert(rank.clone(), (admitted.held, uid.to_string()));
             state.rank_of.insert(uid.to_string(), rank);
         }
         self.report(&state);
@@ -362,7 +363,11 @@ pub fn hold_back(plan: &mut Plan, workflow: &WorkFlow, admitted: &[JobKey], mess
             instance,
             ..
         } if !admitted.contains(job_name.as_str()) => {
-            let run_index = if exit.is_some() { 0 } else { instance.run_index };
+            let run_index = if exit.is_some() {
+                0
+            } else {
+                instance.run_index
+            };
             let runs = if exit.is_some() { 1 } else { runs };
             let name = fan_out::display_name(step, run_index, runs, None);
             held.push((name, instance.item.is_some()));
@@ -409,9 +414,11 @@ mod tests {
     }
 
     fn workflow(name: &str, priority: i32, created_secs: i64) -> WorkFlow {
-        let mut wf = WorkFlow::test(name).step("a", &[]).priority(priority).build();
-        wf.metadata.creation_timestamp =
-            Some(Time(Timestamp::from_second(created_secs).unwrap()));
+        let mut wf = WorkFlow::test(name)
+            .step("a", &[])
+            .priority(priority)
+            .build();
+        wf.metadata.creation_timestamp = Some(Time(Timestamp::from_second(created_secs).unwrap()));
         wf.metadata.uid = Some(name.into());
         wf
     }
@@ -458,7 +465,11 @@ mod tests {
     #[tokio::test]
     async fn room_goes_to_the_waiters_ahead_and_wakes_them() {
         let gate = synced(1);
-        let (old, new, urgent) = (workflow("old", 0, 1), workflow("new", 0, 2), workflow("urgent", 5, 3));
+        let (old, new, urgent) = (
+            workflow("old", 0, 1),
+            workflow("new", 0, 2),
+            workflow("urgent", 5, 3),
+        );
         assert_eq!(gate.admit(&old, "old", &keys(&["o1"])).await.jobs.len(), 1);
         assert_eq!(gate.admit(&new, "new", &keys(&["n1"])).await.held, 1);
         assert_eq!(gate.admit(&urgent, "urgent", &keys(&["u1"])).await.held, 1);
@@ -469,7 +480,10 @@ mod tests {
         assert!(!gate.take_wake(&urgent), "one wake, one pass");
         assert!(!gate.take_wake(&new));
         assert_eq!(gate.admit(&new, "new", &keys(&["n1"])).await.held, 1);
-        assert_eq!(gate.admit(&urgent, "urgent", &keys(&["u1"])).await.jobs, keys(&["u1"]));
+        assert_eq!(
+            gate.admit(&urgent, "urgent", &keys(&["u1"])).await.jobs,
+            keys(&["u1"])
+        );
     }
 
     #[tokio::test]
@@ -483,7 +497,10 @@ mod tests {
         assert_eq!(gate.admit(&b, "b", &keys(&["b1"])).await.held, 1);
         gate.forget("a");
         assert!(gate.take_wake(&b));
-        assert_eq!(gate.admit(&b, "b", &keys(&["b1"])).await.jobs, keys(&["b1"]));
+        assert_eq!(
+            gate.admit(&b, "b", &keys(&["b1"])).await.jobs,
+            keys(&["b1"])
+        );
     }
 
     #[tokio::test]
@@ -496,7 +513,10 @@ mod tests {
         gate.observe(Event::InitApply(job("kept", true)));
         gate.observe(Event::InitDone);
         let w = workflow("w", 0, 1);
-        assert_eq!(gate.admit(&w, "w", &keys(&["a", "b"])).await.jobs, keys(&["a"]));
+        assert_eq!(
+            gate.admit(&w, "w", &keys(&["a", "b"])).await.jobs,
+            keys(&["a"])
+        );
     }
 
     #[test]

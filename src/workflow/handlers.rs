@@ -339,19 +339,19 @@ async fn reconcile_with(
     };
     // Under `--max-running-steps`, the creates the gate does not admit wait: their steps are
     // `Queued` in the status, and the cached state, which counts them started, is dropped.
-    if let Some(admission) = shared.admission.as_ref() {
-        if super::admission::Admission::governs(&workflow) {
-            let namespace = workflow.namespace().unwrap_or_default();
-            let wanted = super::admission::creates(&plan, &namespace);
-            let admitted = admission.admit(&workflow, &uid, &wanted).await;
-            if admitted.held > 0 {
-                let message = admission.message(admitted.running);
-                super::admission::hold_back(&mut plan, &workflow, &admitted.jobs, &message);
-                if plan.status.as_ref() == workflow.status.as_ref() {
-                    plan.status = None;
-                }
-                state = None;
+    if let Some(admission) = shared.admission.as_ref()
+        && super::admission::Admission::governs(&workflow)
+    {
+        let namespace = workflow.namespace().unwrap_or_default();
+        let wanted = super::admission::creates(&plan, &namespace);
+        let admitted = admission.admit(&workflow, &uid, &wanted).await;
+        if admitted.held > 0 {
+            let message = admission.message(admitted.running);
+            super::admission::hold_back(&mut plan, &workflow, &admitted.jobs, &message);
+            if plan.status.as_ref() == workflow.status.as_ref() {
+                plan.status = None;
             }
+            state = None;
         }
     }
     // What this process last handed over to be written, else what is stored: a status still on

@@ -87,7 +87,8 @@ pub struct JobSummaryStatus {
     pub ended: Option<JobEnd>,
     /// When the Job was last suspended (its `Suspended=True` condition's time), if it is: a
     /// step queued for Kueue waits from then (`spec.queueTimeout`).
-    pub suspended_at: Option<Time>,
+    // Boxed: most Jobs are never suspended, and the mirror keeps every Job.
+    pub suspended_at: Option<Box<Time>>,
 }
 
 /// A Job's `status.active`, `ready`, `succeeded` and `failed` (absent is 0).
@@ -225,7 +226,8 @@ impl From<StatusOnTheWire> for JobSummaryStatus {
         let suspended_at = holding
             .iter()
             .find(|c| c.type_ == ConditionType::Suspended)
-            .and_then(|c| c.last_transition_time.clone());
+            .and_then(|c| c.last_transition_time.clone())
+            .map(Box::new);
         // `Complete` wins over a `Failed` that also holds (the Job controller never sets both).
         let ended = if holding.iter().any(|c| c.type_ == ConditionType::Complete) {
             Some(JobEnd::Complete)
@@ -286,7 +288,7 @@ impl From<JobSummaryStatus> for StatusOnTheWire {
                 });
                 let suspended = status
                     .suspended_at
-                    .map(|at| condition(ConditionType::Suspended, None, None, Some(at)));
+                    .map(|at| condition(ConditionType::Suspended, None, None, Some(*at)));
                 let conditions: Vec<_> = ended.into_iter().chain(suspended).collect();
                 (!conditions.is_empty()).then_some(conditions)
             },

@@ -343,7 +343,10 @@ pub fn build_job_for(
     // (<https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>).
     let kueue = [
         (LABEL_QUEUE_NAME, workflow.spec.queue_name.as_deref()),
-        (LABEL_PRIORITY_CLASS, workflow.spec.priority_class_name.as_deref()),
+        (
+            LABEL_PRIORITY_CLASS,
+            workflow.spec.priority_class_name.as_deref(),
+        ),
     ];
     for (key, value) in kueue {
         if let (Some(value), Some(_)) = (value, &workflow.spec.queue_name) {

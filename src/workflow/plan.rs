@@ -601,6 +601,8 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
 };
 
 /// What one Job says of its step (or item), as [`Planner::assess`] sees it.
+// Lives for one match arm; boxing the failure would cost an allocation per failed Job instead.
+#[allow(clippy::large_enum_variant)]
 enum Seen {
     Succeeded,
     Running,
@@ -1044,10 +1046,8 @@ impl<'a> Planner<'a> {
             // A Job of an item of a step that does not fan out, or the other way round, is of
             // no instance this spec has (the run id covers fan-outs, so it is not ours).
             match (fan_outs.contains_key(&i), job.item) {
-                (false, None) => {
-                    if job_of[i].is_none_or(|old| rank(job) < rank(old)) {
-                        job_of[i] = Some(job);
-                    }
+                (false, None) if job_of[i].is_none_or(|old| rank(job) < rank(old)) => {
+                    job_of[i] = Some(job);
                 }
                 (true, Some(item)) => {
                     let slot = item_jobs.entry(i).or_default().entry(item).or_insert(job);
@@ -1391,8 +1391,10 @@ impl<'a> Planner<'a> {
             // is suspended again and waits again, no attempt counted: Kueue evicts it by
             // suspending it (<https://kueue.sigs.k8s.io/docs/concepts/preemption/>), and the
             // Job controller removes its pods without counting them failed.
-            JobState::Active { .. } if job.suspended || self.unstarted_for_kueue(job) => {
-                let limit = spec.queue_timeout.filter(|_| job.suspended && !job.deleting);
+            JobState::Active { .. } if self.queued_for_kueue(job) => {
+                let limit = spec
+                    .queue_timeout
+                    .filter(|_| job.suspended && !job.deleting);
                 let waited = self.now.duration_since(job.queued_since());
                 match limit {
                     Some(limit) if waited >= SignedDuration::from_secs(limit) => {
@@ -1438,10 +1440,12 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Whether `job` was admitted by Kueue but has no `startTime` yet: its run timeout has not
-    /// begun (its creation time is its queue's, not its run's).
-    fn unstarted_for_kueue(&self, job: &ObservedJob) -> bool {
-        self.workflow.spec.queue_name.is_some() && job.start_time.is_none()
+    /// Whether `job` waits for Kueue (a workflow with `queueName`): suspended, or admitted but
+    /// without a `startTime` yet. Its run timeout has not begun (its creation time is its
+    /// queue's, not its run's). A suspended Job of a workflow without a queue is not waiting
+    /// for anyone: its step times out as any other.
+    fn queued_for_kueue(&self, job: &ObservedJob) -> bool {
+        self.workflow.spec.queue_name.is_some() && (job.suspended || job.start_time.is_none())
     }
 
     /// The name of `step`'s Job in this run and retry.
@@ -1805,13 +1809,13 @@ impl<'a> Planner<'a> {
                         lists.executed.push(name.clone());
                     }
                     JobState::Active { .. } if !terminal => {
-                        let mut entry =
-                            running_step_status(&name, job.name.clone(), job.suspended);
+                        let mut entry = running_step_status(&name, job.name.clone(), job.suspended);
                         if let Some(queue) = self.workflow.spec.queue_name.as_deref()
                             && job.suspended
                         {
-                            entry.message =
-                                Some(format!("waiting for Kueue to admit its Job (queue {queue})"));
+                            entry.message = Some(format!(
+                                "waiting for Kueue to admit its Job (queue {queue})"
+                            ));
                         }
                         lists.steps.push(entry);
                         lists.started.push(name.clone());
@@ -1939,7 +1943,7 @@ impl<'a> Planner<'a> {
             if job.deleting || self.settled.contains(job.name.as_str()) {
                 continue;
             }
-            if job.suspended || self.unstarted_for_kueue(job) {
+            if self.queued_for_kueue(job) {
                 // Queued: only its queue's clock runs.
                 let queue_deadline = spec
                     .queue_timeout
@@ -3472,7 +3476,7 @@ mod tests {
             status(&plan).message.as_deref(),
             Some(format!("step x cannot start: {why}").as_str())
         );
-        // A suspended (queued) Job has no pod to start: it times out, whatever was read.
+        // A suspended Job has no pod to start: it times out, whatever was read...
         let mut queued = jobs.clone();
         queued[0].suspended = true;
         let plan = super::plan(&wf, &queued, at(5));
@@ -3480,6 +3484,13 @@ mod tests {
             status(&plan).message.as_deref(),
             Some("step x timed out: running for 5s, longer than its timeout of 5s")
         );
+        // ...unless it waits for Kueue to admit it: no run timeout before (issue 17).
+        let mut kueue = wf.clone();
+        kueue.spec.queue_name = Some("q".into());
+        let plan = super::plan(&kueue, &queued, at(5));
+        assert_eq!(status(&plan).message, None);
+        assert_eq!(status(&plan).steps[0].phase, StepPhase::Queued);
+        assert!(plan.actions.is_empty(), "{:?}", plan.actions);
         // Without a cause (the pods could not be read) it times out as before.
         let plan = super::plan(&wf, &Jobs::of(&wf).pending("x", at(0)).build(), at(5));
         assert_eq!(

@@ -575,16 +575,8 @@ mod tests {
                 value: json!(index),
             }),
         };
-        crate::workflow::jobs::build_job_for(
-            wf,
-            spec,
-            "r1",
-            0,
-            None,
-            Default::default(),
-            &instance,
-        )
-        .unwrap()
+        crate::workflow::jobs::build_job_for(wf, spec, "r1", 0, None, Default::default(), &instance)
+            .unwrap()
     }
 
     #[test]

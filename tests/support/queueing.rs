@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::ResourceExt;
 use tokio::task::JoinHandle;
 use workflow_operator::workflow::jobs::{ANNOTATION_WORKFLOW, LABEL_QUEUE_NAME};
 
@@ -210,7 +210,8 @@ impl Kueue {
                 let jobs = reader.state();
                 admitted.retain(|name| {
                     jobs.iter().any(|j| {
-                        &j.name_any() == name && j.spec.as_ref().and_then(|s| s.suspend) == Some(true)
+                        &j.name_any() == name
+                            && j.spec.as_ref().and_then(|s| s.suspend) == Some(true)
                     })
                 });
                 let running = jobs.iter().filter(|j| is_running(j)).count() + admitted.len();
