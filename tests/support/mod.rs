@@ -22,6 +22,7 @@
 //! stop the operator, skip themselves on a real cluster.
 #![allow(dead_code)]
 
+pub mod queueing;
 pub mod session;
 
 use std::collections::{BTreeMap, BTreeSet};
