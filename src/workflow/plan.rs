@@ -602,8 +602,6 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
 };
 
 /// What one Job says of its step (or item), as [`Planner::assess`] sees it.
-// Lives for one match arm; boxing the failure would cost an allocation per failed Job instead.
-#[allow(clippy::large_enum_variant)]
 enum Seen {
     Succeeded,
     Running,
