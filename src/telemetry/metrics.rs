@@ -20,6 +20,8 @@
 //! | `active_workers` | gauge: objects being processed | |
 //! | `intake_window` | gauge: new workflows that may be set up at once | |
 //! | `leader` | gauge (0 or 1) | |
+//! | `queued_steps` | gauge: steps waiting in a queue | `queue` = a Kueue queue name \| `builtin` |
+//! | `queue_wait_seconds` | histogram: how long a step waited before it was admitted | `queue` |
 //!
 //! A family with a free-form label (`status`, `handler`, `verb`) appears in the output once a
 //! value was first recorded; the `run` command should set every workflow status at start-up.

@@ -18,6 +18,7 @@ use super::crd::WorkFlow;
 use super::handlers::{self, FIELD_MANAGER, Shared};
 use super::job_summary::JobSummary;
 use super::jobs::LABEL_WORKFLOW;
+use super::kueue_queue::KueueQueues;
 use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Monitor, Operator, OperatorConfig};
 
@@ -86,6 +87,11 @@ pub async fn run_monitored(
     let admission = options
         .max_running_steps
         .map(|limit| Admission::new(limit, options.metrics.clone()));
+    // Kueue's queues, for the metrics only (the operator leaves admission to Kueue).
+    let _kueue_watch = options.metrics.clone().map(|metrics| {
+        let watch = KueueQueues::new(metrics).watch(client.clone(), options.namespace.clone());
+        AbortOnDrop(tokio::spawn(watch))
+    });
     let mut shared = Shared::new(options.step_events, options.metrics);
     shared.admission = admission.clone();
     let shared = Arc::new(shared);
