@@ -137,6 +137,10 @@ fn bench(c: &mut Criterion) {
                 on_exit: Vec::new(),
                 workspace: None,
                 runs: None,
+                priority: 0,
+                queue_name: None,
+                priority_class_name: None,
+                queue_timeout: None,
             },
         );
         let mut wf = WorkFlow {
@@ -161,6 +165,7 @@ fn bench(c: &mut Criterion) {
             attempts: 1,
             pod_started: true,
             suspended: false,
+            suspended_at: None,
             start_failure: None,
             outputs: None,
         };

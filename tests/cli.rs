@@ -84,6 +84,7 @@ fn validate_accepts_every_valid_example() {
         "examples/secrets-and-volumes.yaml",
         "examples/start-timeout.yaml",
         "examples/cleanup.yaml",
+        "examples/queued.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);
@@ -154,6 +155,15 @@ fn validate_names_each_problem() {
             "depends on itself",
         ),
         ("containers: [{stepName: a}]", "image"),
+        // Queueing (issue 17): what becomes a Job's label, and a wait that must be positive.
+        (
+            "queueName: 'team a'\n  containers: [{stepName: a, image: x}]",
+            r#"spec.queueName: Invalid value: "team a""#,
+        ),
+        (
+            "queueName: q\n  queueTimeout: -5\n  containers: [{stepName: a, image: x}]",
+            "spec.queueTimeout: Invalid value: -5",
+        ),
         // What steps read of each other (issue 16 acceptance 2).
         (
             "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], command: [echo, '{{steps.nope.outputs.k}}']}]",

@@ -1,9 +1,12 @@
 //! Data between steps end to end on the embedded control plane, through kubectl and the
-//! `workflow-operator` CLI (issue 16, acceptance 1): a file written to the workspace by one
-//! step is read by the next; an output is substituted into a dependent's command; a `when`
-//! runs one branch and skips the other.
+//! `workflow-operator` CLI (issue 16, acceptances 1 and 2): a file written to the workspace by
+//! one step is read by the next; an output is substituted into a dependent's command; a `when`
+//! runs one branch and skips the other; a step fans out over `withItems`, `withSequence` and
+//! `withParam` with a fan-in, and `runs` repeats the DAG; bad input is answered clearly.
 
 mod support;
+
+use std::collections::BTreeMap;
 
 use support::session::{Session, row};
 
@@ -209,5 +212,234 @@ async fn a_reference_not_upstream_or_a_when_that_does_not_compile_fails_at_once(
             .await;
         assert_eq!(jobs, "", "no step ran");
     }
+    session.stop().await;
+}
+
+/// `examples/fan-out.yaml` (issue 16 acceptance 1: `withItems` over 3 items with a fan-in,
+/// `withParam` from a step's JSON output, `withSequence`, and `runs`, here 2): every item of
+/// every run is one Job, made once; each item saw its own `{{item}}`, `$WORKFLOW_ITEM` and
+/// `$WORKFLOW_RUN_INDEX`; `get` counts the items under their step.
+#[tokio::test]
+async fn a_step_fans_out_over_items_a_sequence_and_a_param_with_a_fan_in_in_each_of_two_runs() {
+    let Some(session) = Session::start("fan_out").await else {
+        return;
+    };
+    session.k(&["create", "-f", "examples/fan-out.yaml"]).await;
+    session.wait_finished("fan-out").await;
+    let message = session.jsonpath("fan-out", "{.status.message}").await;
+    assert_eq!(
+        session
+            .jsonpath("fan-out", "{.status.workflow-status}")
+            .await,
+        "Completed",
+        "{message}"
+    );
+
+    // One Job per (run, step, item), none twice: 1 + 3 + 3 + 3 per run.
+    let listed = session
+        .k(&[
+            "get",
+            "jobs",
+            "-l",
+            "workflow.crd.com/workflow=fan-out",
+            "-o",
+            r#"jsonpath={range .items[*]}{.metadata.labels.workflow\.crd\.com/run-index} {.metadata.annotations.workflow\.crd\.com/step} {.metadata.labels.workflow\.crd\.com/item} {.metadata.creationTimestamp} {.status.completionTime}{"\n"}{end}"#,
+        ])
+        .await;
+    let jobs: Vec<Vec<&str>> = listed
+        .lines()
+        .map(|line| line.split(' ').collect())
+        .collect();
+    let mut instances: Vec<(&str, &str, &str)> = jobs.iter().map(|j| (j[0], j[1], j[2])).collect();
+    instances.sort_unstable();
+    let mut expected = Vec::new();
+    for run in ["0", "1"] {
+        expected.push((run, "regions", ""));
+        for step in ["build", "deploy", "test"] {
+            for item in ["0", "1", "2"] {
+                expected.push((run, step, item));
+            }
+        }
+    }
+    expected.sort_unstable();
+    assert_eq!(instances, expected, "{listed}");
+
+    // Each item saw its own value, in its own run.
+    let logs = session.cli(&["logs", "fan-out"]).await;
+    let by_instance: BTreeMap<&str, &str> = logs
+        .lines()
+        .filter_map(|line| line.split_once(": "))
+        .collect();
+    for run in [0, 1] {
+        assert_eq!(
+            by_instance[format!("run{run}/build[0]").as_str()],
+            format!("run {run}: building for linux"),
+            "{logs}"
+        );
+        assert_eq!(
+            by_instance[format!("run{run}/build[2]").as_str()],
+            format!(r#"run {run}: building for {{"os":"windows","suffix":".exe"}}"#),
+            "{logs}"
+        );
+        for (item, region) in ["eu", "us", "ap"].iter().enumerate() {
+            assert_eq!(
+                by_instance[format!("run{run}/deploy[{item}]").as_str()],
+                format!("deploying to {region}"),
+                "{logs}"
+            );
+            assert_eq!(
+                by_instance[format!("run{run}/test[{item}]").as_str()],
+                format!("test shard {item} of 3"),
+                "{logs}"
+            );
+        }
+    }
+    let get = session.cli(&["get", "fan-out"]).await;
+    for step in ["build", "test", "deploy"] {
+        let cells = row(&get, &format!("run1/{step}"));
+        assert_eq!(cells[1], "Succeeded", "{get}");
+        assert!(cells.join(" ").contains("3/3 items"), "{get}");
+    }
+    session.stop().await;
+}
+
+/// The fan-in: items of unequal length each leave a file in the workspace; the step after them
+/// finds all three, because it starts only once every item succeeded.
+#[tokio::test]
+async fn the_step_after_a_fan_out_starts_once_every_item_succeeded() {
+    let Some(session) = Session::start("fan_in").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: fan-in}
+spec:
+  workspace:
+    volumeClaimTemplate:
+      spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+  containers:
+    - stepName: each
+      image: busybox:1.36
+      withItems: ["0.1", "0.8", "1.5"]
+      command: [sh, -c, 'sleep {{item}}; touch "$WORKFLOW_WORKSPACE/done-{{item}}"']
+    - {stepName: join, image: busybox:1.36, dependsOn: [each], command: [sh, -c, 'ls "$WORKFLOW_WORKSPACE"']}
+"#;
+    session.create(manifest).await;
+    session.wait_finished("fan-in").await;
+    let message = session.jsonpath("fan-in", "{.status.message}").await;
+    assert_eq!(
+        session
+            .jsonpath("fan-in", "{.status.workflow-status}")
+            .await,
+        "Completed",
+        "{message}"
+    );
+    let logs = session.cli(&["logs", "fan-in", "--step", "join"]).await;
+    assert_eq!(
+        logs, "join: done-0.1\njoin: done-0.8\njoin: done-1.5\n",
+        "join ran before every item ended"
+    );
+    session.stop().await;
+}
+
+/// `runs: 3` (issue 16 acceptance 1): the DAG runs three times, each step once per run with
+/// that run's `$WORKFLOW_RUN_INDEX`, and the workflow completes when all three did.
+#[tokio::test]
+async fn runs_3_runs_the_dag_three_times_each_with_its_index() {
+    let Some(session) = Session::start("runs_3").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: thrice}
+spec:
+  runs: 3
+  parallelism: 2
+  containers:
+    - {stepName: a, image: busybox:1.36, command: [sh, -c, 'echo "a of run $WORKFLOW_RUN_INDEX"']}
+    - {stepName: b, image: busybox:1.36, dependsOn: [a], command: [sh, -c, 'echo "b of run $WORKFLOW_RUN_INDEX"']}
+"#;
+    session.create(manifest).await;
+    session.wait_finished("thrice").await;
+    let message = session.jsonpath("thrice", "{.status.message}").await;
+    assert_eq!(
+        session
+            .jsonpath("thrice", "{.status.workflow-status}")
+            .await,
+        "Completed",
+        "{message}"
+    );
+    let logs = session.cli(&["logs", "thrice"]).await;
+    let mut lines: Vec<&str> = logs.lines().collect();
+    lines.sort_unstable();
+    let mut expected = Vec::new();
+    for run in 0..3 {
+        for step in ["a", "b"] {
+            expected.push(format!("run{run}/{step}: {step} of run {run}"));
+        }
+    }
+    expected.sort_unstable();
+    assert_eq!(lines, expected, "{logs}");
+    session.stop().await;
+}
+
+/// Bad fan-out input (issue 16 acceptance 2): `withParam` naming an output that is not a JSON
+/// list fails its step at once, saying so, and makes none of its Jobs; `runs: 0` is refused by
+/// the API server (the CRD's schema) and by `validate`, and nothing is stored.
+#[tokio::test]
+async fn a_with_param_that_is_not_a_list_fails_its_step_and_runs_0_is_refused() {
+    let Some(session) = Session::start("bad_fan_out").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: not-a-list}
+spec:
+  containers:
+    - {stepName: gen, image: busybox:1.36, command: [sh, -c, 'echo "list={\"a\": 1}" >> "$WORKFLOW_OUTPUTS"']}
+    - {stepName: each, image: busybox:1.36, dependsOn: [gen], withParam: '{{steps.gen.outputs.list}}', command: [echo, '{{item}}']}
+"#;
+    session.create(manifest).await;
+    session.wait_finished("not-a-list").await;
+    assert_eq!(
+        session.jsonpath("not-a-list", "{.status.message}").await,
+        r#"step each failed: withParam {{steps.gen.outputs.list}} is not a JSON list: "{\"a\": 1}""#
+    );
+    assert_eq!(
+        session
+            .jsonpath("not-a-list", r#"{.status.steps[?(@.name=="each")].reason}"#)
+            .await,
+        "BadParam"
+    );
+    let jobs = session
+        .k(&[
+            "get",
+            "jobs",
+            "-l",
+            "workflow.crd.com/workflow=not-a-list",
+            "-o",
+            r#"jsonpath={range .items[*]}{.metadata.annotations.workflow\.crd\.com/step}{"\n"}{end}"#,
+        ])
+        .await;
+    assert_eq!(jobs.trim(), "gen", "no item of each ran");
+
+    let file = session.write_manifest(
+        "runs-0.yaml",
+        "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: never}\nspec:\n  runs: 0\n  containers:\n    - {stepName: a, image: busybox:1.36, command: [\"true\"]}\n",
+    );
+    let refused = session.k_refused(&["create", "-f", &file]).await;
+    assert!(
+        refused.contains(
+            "spec.runs: Invalid value: 0: spec.runs in body should be greater than or equal to 1"
+        ),
+        "{refused}"
+    );
+    let refused = session.cli_refused(&["validate", &file]).await;
+    assert!(refused.contains("spec.runs"), "{refused}");
+    let stored = session.k(&["get", "wf", "-o", "name"]).await;
+    assert!(!stored.contains("never"), "{stored}");
     session.stop().await;
 }

@@ -19,6 +19,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rstest::rstest;
+use serde_json::json;
 use support::{JobRecorder, Operator, Shape, check_outcome, operator_process, retrying};
 use workflow_operator::workflow::WorkFlow;
 use workflow_operator::workflow::crd::PodCleanup;
@@ -132,6 +133,9 @@ enum Verb {
     /// `a` writes an output that `b` gets in its command and `c`'s `when` reads: it completes,
     /// `b`'s Job built with the value, `c` run (not skipped), each once.
     Outputs,
+    /// `runs: 2` of `a` writing a JSON list, `b` over 3 `withItems` and `c` over `a`'s list
+    /// (`withParam`): it completes, every item of every run made once.
+    FanOut,
 }
 
 /// A chain `a -> b -> c` of half-second steps with an exit step `report`, shaped for `verb`.
@@ -140,6 +144,9 @@ fn verb_workflow(name: &str, verb: Verb, gate: &support::Gate) -> WorkFlowBuilde
         w.step(step, deps)
             .command(&["sh", "-c", &format!("echo {step}; sleep 0.5")])
     };
+    if verb == Verb::FanOut {
+        return fan_out_workflow(name);
+    }
     let w = if verb == Verb::Outputs {
         WorkFlow::test(name).step("a", &[]).command(&[
             "sh",
@@ -157,6 +164,7 @@ fn verb_workflow(name: &str, verb: Verb, gate: &support::Gate) -> WorkFlowBuilde
             w.step("b", &["a"]).command(&check)
         }
         Verb::SuspendResume | Verb::Stop | Verb::Expire | Verb::CleanPods => sleep(w, "b", &["a"]),
+        Verb::FanOut => unreachable!("built above"),
         Verb::Outputs => {
             let w = w.step("b", &["a"]).command(&[
                 "sh",
@@ -181,10 +189,31 @@ fn verb_workflow(name: &str, verb: Verb, gate: &support::Gate) -> WorkFlowBuilde
     }
 }
 
+/// [`Verb::FanOut`]'s workflow: in each of 2 runs, `a` writes a list of 2, then `b`'s 3 items,
+/// then `c`'s 2 (from `a`'s list), then the exit step.
+fn fan_out_workflow(name: &str) -> WorkFlowBuilder {
+    WorkFlow::test(name)
+        .runs(2)
+        .step("a", &[])
+        .command(&[
+            "sh",
+            "-c",
+            r#"echo 'list=["p", "q"]' >> "$WORKFLOW_OUTPUTS"; sleep 0.3"#,
+        ])
+        .step("b", &["a"])
+        .with_items(&[json!("x"), json!("y"), json!("z")])
+        .command(&["sh", "-c", "echo $WORKFLOW_ITEM; sleep 0.3"])
+        .step("c", &["b"])
+        .with_param("{{steps.a.outputs.list}}")
+        .command(&["sh", "-c", "echo {{item}}; sleep 0.3"])
+        .exit_step("report", &[])
+        .command(&["sh", "-c", "echo $WORKFLOW_STATUS"])
+}
+
 /// Run control under crashes (issue 15 acceptance 2): while the operator is SIGKILLed and
 /// restarted at random moments, workflows are suspended and resumed, stopped, terminated and
 /// retried through the API, or expire (`ttlSecondsAfterFinished`), lose their pods
-/// (`podCleanup`) or pass outputs between steps (issue 16 acceptance 3). Afterwards each ended
+/// (`podCleanup`), pass outputs between steps or fan out in repeated runs (issue 16 acceptance 3). Afterwards each ended
 /// as its verb says (an expired one deleted with its Jobs and pods, a cleaned one with no pod
 /// left, one with outputs with its value in the next step's Job and its `when` true), no step ran twice in a run and retry (at most one
 /// Job per step, run and retry), and each exit step ran exactly once per retry that reached it
@@ -204,7 +233,7 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         .unwrap_or_else(rand::random);
     println!("crash+verbs: seed {seed} (set CRASH_SEED to replay the same moments)");
     let mut rng = StdRng::seed_from_u64(seed);
-    const VERBS: [Verb; 7] = [
+    const VERBS: [Verb; 8] = [
         Verb::SuspendResume,
         Verb::Stop,
         Verb::Terminate,
@@ -212,6 +241,7 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         Verb::Expire,
         Verb::CleanPods,
         Verb::Outputs,
+        Verb::FanOut,
     ];
     const EACH: usize = 2;
 
@@ -259,9 +289,12 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         let expected_reports: &[&str] = match verb {
             Verb::Terminate => &[],
             Verb::Retry => &["0", "1"],
-            Verb::SuspendResume | Verb::Stop | Verb::Expire | Verb::CleanPods | Verb::Outputs => {
-                &["0"]
-            }
+            Verb::SuspendResume
+            | Verb::Stop
+            | Verb::Expire
+            | Verb::CleanPods
+            | Verb::Outputs
+            | Verb::FanOut => &["0"],
         };
         let mut sorted = reports.clone();
         sorted.sort();
@@ -284,7 +317,7 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         let phase = support::phase(&workflow);
         let message = support::message(&workflow);
         let ok = match verb {
-            Verb::SuspendResume | Verb::Retry | Verb::CleanPods | Verb::Outputs => {
+            Verb::SuspendResume | Verb::Retry | Verb::CleanPods | Verb::Outputs | Verb::FanOut => {
                 phase == Some(Phase::Completed)
             }
             Verb::Expire => unreachable!("checked above"),
@@ -300,6 +333,18 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
         if *verb == Verb::Outputs {
             wrong.extend(outputs_went_through(ns, name, &recorder).await);
         }
+        if *verb == Verb::FanOut {
+            // One Job per item per run: no item lost, and (checked above) none twice.
+            for (step, each_run) in [("a", 1), ("b", 3), ("c", 2)] {
+                let made = recorder.jobs_of(name, step).len();
+                if made != 2 * each_run {
+                    wrong.push(format!(
+                        "{name}: {made} Jobs of {step}, want {}",
+                        2 * each_run
+                    ));
+                }
+            }
+        }
         if *verb == Verb::Retry && recorder.jobs_of(name, "a").len() != 1 {
             wrong.push(format!(
                 "{name}: the succeeded step a ran again on the retry"
@@ -311,7 +356,7 @@ async fn operator_killed_while_workflows_are_suspended_stopped_terminated_and_re
     assert!(!log.contains("panicked"), "the operator panicked:\n{log}");
     println!(
         "crash+verbs: {} SIGKILLs; {} workflows suspended/resumed, stopped, terminated, \
-         retried, expired, cleaned and passing outputs ended as their verb says; no step ran twice in a run and \
+         retried, expired, cleaned, passing outputs and fanning out ended as their verb says; no step ran twice in a run and \
          retry; exit steps ran once per retry",
         operator.kills,
         ended.len()
@@ -352,7 +397,7 @@ async fn drive(
                 .await;
             return;
         }
-        Verb::CleanPods | Verb::Outputs => {}
+        Verb::CleanPods | Verb::Outputs | Verb::FanOut => {}
         Verb::Retry => {
             support::wait_for_within(api, name, "failed", ended, |wf| {
                 wf.is_some_and(|wf| support::phase(wf) == Some(Phase::Failed))

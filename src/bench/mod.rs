@@ -486,7 +486,7 @@ async fn submit(
     let resource = ApiResource::from_gvk_with_plural(&gvk, WORKFLOWS.1);
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &options.namespace, &resource);
-    let spec = shape::spec(dependencies);
+    let spec = shape::spec(options.shape, dependencies);
     let width = options.workflows.to_string().len();
     let start = tokio::time::Instant::now();
     futures::stream::iter(0..options.workflows)

@@ -1,6 +1,10 @@
-//! The workflows a benchmark submits: `S` steps in one of four shapes, as the plain JSON a user
+//! The workflows a benchmark submits: `S` steps in one of five shapes, as the plain JSON a user
 //! would `kubectl create` (only the seed's fields, so any operator serving the same CRD can run
-//! them). Pure; [`super::run`] calls [`Shape::dependencies`] and [`manifest`].
+//! them, but for [`Shape::Items`], which needs `withSequence`). Pure; [`super::run`] calls
+//! [`Shape::dependencies`] and [`spec`].
+//!
+//! A "step" of a benchmark is one Job: an item of a step that fans out counts as one (the
+//! timeline tells them apart by their item label).
 //!
 //! Step names are short (`s0`, `s1`, ...) and the image is the same for every step: the stored
 //! size of a 10,000-step workflow is then mostly what the operator adds, not what the user wrote.
@@ -25,10 +29,19 @@ pub enum Shape {
     Diamond,
     /// Each step depends on up to 3 distinct earlier steps, picked at random (seeded).
     Random,
+    /// [`Shape::Fan`]'s graph written as a step that fans out: `s0 -> s1 over S-2 items
+    /// (withSequence) -> s(S-1)`, item `k` of `s1` being bench step `1 + k`.
+    Items,
 }
 
 impl Shape {
-    pub const ALL: [Shape; 4] = [Shape::Chain, Shape::Fan, Shape::Diamond, Shape::Random];
+    pub const ALL: [Shape; 5] = [
+        Shape::Chain,
+        Shape::Fan,
+        Shape::Diamond,
+        Shape::Random,
+        Shape::Items,
+    ];
 
     /// The dependencies of each of `steps` steps, as indices of earlier steps (so the graph is
     /// acyclic by construction). `seed` matters only for [`Shape::Random`].
@@ -37,7 +50,7 @@ impl Shape {
             Shape::Chain => (0..steps)
                 .map(|i| if i == 0 { vec![] } else { vec![i - 1] })
                 .collect(),
-            Shape::Fan => (0..steps)
+            Shape::Fan | Shape::Items => (0..steps)
                 .map(|i| match i {
                     0 => vec![],
                     i if i == steps - 1 && steps > 2 => (1..i).collect(),
@@ -81,6 +94,7 @@ impl fmt::Display for Shape {
             Shape::Fan => "fan",
             Shape::Diamond => "diamond",
             Shape::Random => "random",
+            Shape::Items => "items",
         })
     }
 }
@@ -92,7 +106,7 @@ impl FromStr for Shape {
         Shape::ALL
             .into_iter()
             .find(|s| s.to_string() == text)
-            .ok_or_else(|| format!("expected chain, fan, diamond or random, got {text:?}"))
+            .ok_or_else(|| format!("expected chain, fan, diamond, random or items, got {text:?}"))
     }
 }
 
@@ -101,10 +115,20 @@ pub fn step_name(i: usize) -> String {
     format!("s{i}")
 }
 
-/// The `spec` of a workflow with these dependencies: image `busybox` with its own entrypoint
-/// (no `command`: simulated pods run nothing, and a 10,000-step spec stays small),
+/// The `spec` of a workflow of `shape` with these dependencies: image `busybox` with its own
+/// entrypoint (no `command`: simulated pods run nothing, and a 10,000-step spec stays small),
 /// `maxStepTimeout` 300 s (a step that waits for a busy machine must not time out).
-pub fn spec(dependencies: &[Vec<usize>]) -> Value {
+pub fn spec(shape: Shape, dependencies: &[Vec<usize>]) -> Value {
+    let steps = dependencies.len();
+    if shape == Shape::Items && steps >= 3 {
+        let containers = json!([
+            {"stepName": step_name(0), "image": "busybox"},
+            {"stepName": step_name(1), "image": "busybox", "dependsOn": [step_name(0)],
+             "withSequence": {"count": steps - 2}},
+            {"stepName": step_name(steps - 1), "image": "busybox", "dependsOn": [step_name(1)]},
+        ]);
+        return json!({"maxStepTimeout": 300, "containers": containers});
+    }
     let containers: Vec<Value> = dependencies
         .iter()
         .enumerate()
@@ -155,6 +179,7 @@ mod tests {
             (Shape::Random, 1, 0, 1),
             // 1 + 2 + 3 * 7 picks.
             (Shape::Random, 10, 24, 1),
+            (Shape::Items, 10, 8 + 8, 1),
         ];
         for (shape, steps, want_edges, want_roots) in cases {
             let deps = shape.dependencies(steps, 7);
@@ -170,8 +195,18 @@ mod tests {
         for shape in Shape::ALL {
             for steps in [1, 2, 3, 10, 101] {
                 let spec: WorkFlowSpec =
-                    serde_json::from_value(spec(&shape.dependencies(steps, 3))).unwrap();
-                assert_eq!(spec.containers.len(), steps);
+                    serde_json::from_value(spec(shape, &shape.dependencies(steps, 3))).unwrap();
+                // Each Job a step: the items of a step that fans out count one each.
+                let jobs: usize = spec
+                    .containers
+                    .iter()
+                    .map(|c| {
+                        c.with_sequence
+                            .as_ref()
+                            .map_or(1, |s| s.count.unwrap() as usize)
+                    })
+                    .sum();
+                assert_eq!(jobs, steps, "{shape} {steps}");
                 let dag = Dag::build(&spec.containers);
                 assert!(dag.is_ok(), "{shape} {steps}: {:?}", dag.err());
             }

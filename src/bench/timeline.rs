@@ -11,7 +11,9 @@
 //! Jobs are matched to their workflow and step without knowing which operator made them: the
 //! workflow is the Job's `WorkFlow` owner reference (else the `workflow.crd.com/workflow`
 //! annotation), the step is the `workflow.crd.com/step` annotation or label (else the last
-//! `-`-separated part of the Job's name that is a bench step name, `s<N>`).
+//! `-`-separated part of the Job's name that is a bench step name, `s<N>`); an item `K` of a
+//! step that fans out (label `workflow.crd.com/item`) is bench step `N + K`
+//! ([`super::shape::Shape::Items`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,6 +31,7 @@ use kube_devcluster::store::{EventType, WatchEvent};
 const WORKFLOW_GROUP: &str = "workflow.crd.com";
 const STEP_KEY: &str = "workflow.crd.com/step";
 const WORKFLOW_KEY: &str = "workflow.crd.com/workflow";
+const ITEM_KEY: &str = "workflow.crd.com/item";
 
 /// One change the benchmark cares about. Workflows are `namespace/name`; steps are indices.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +120,8 @@ fn job_identity(job: &Value) -> Option<(String, usize)> {
             let name = meta.get("name")?.as_str()?;
             name.rsplit('-').find_map(parse_step)
         })?;
-    Some((key(job, workflow), step))
+    let item = text("labels", ITEM_KEY).map_or(Some(0), |item| item.parse().ok())?;
+    Some((key(job, workflow), step + item))
 }
 
 fn job_complete(job: &Value) -> bool {
@@ -404,6 +408,18 @@ mod tests {
                     running.clone(),
                 ),
                 Some(created("ns/wf", 3)),
+            ),
+            Case::new(
+                "item 4 of step s1, which fans out: bench step 5",
+                ("batch", "jobs"),
+                EventType::Added,
+                job(
+                    "wf-s1-4-abc",
+                    json!({"ownerReferences": [{"kind": "WorkFlow", "name": "wf"}],
+                           "annotations": {STEP_KEY: "s1"}, "labels": {ITEM_KEY: "4"}}),
+                    running.clone(),
+                ),
+                Some(created("ns/wf", 5)),
             ),
             Case::new(
                 "another operator's job, identified by its name",

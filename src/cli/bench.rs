@@ -47,6 +47,9 @@ pub struct BenchArgs {
     /// An argument for our operator's `run` (repeatable), e.g. `--operator-arg=--no-step-events`.
     #[arg(long = "operator-arg", value_name = "ARG", allow_hyphen_values = true)]
     operator_args: Vec<String>,
+    /// Our operator's `run --max-running-steps` (the built-in queue): at most N steps at once.
+    #[arg(long, value_name = "N")]
+    max_running_steps: Option<u32>,
     /// Our operator's log filter.
     #[arg(long, default_value = "warn")]
     operator_log_filter: String,
@@ -147,7 +150,13 @@ fn options(args: &BenchArgs) -> Result<Options, String> {
             concurrency: args.concurrency,
             log_filter: args.operator_log_filter.clone(),
             log,
-            extra_args: args.operator_args.clone(),
+            extra_args: args
+                .max_running_steps
+                .map(|n| vec!["--max-running-steps".to_string(), n.to_string()])
+                .unwrap_or_default()
+                .into_iter()
+                .chain(args.operator_args.iter().cloned())
+                .collect(),
         })
     };
     Ok(Options {

@@ -77,6 +77,12 @@ pub struct DevArgs {
     /// given: finished workflows stay.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(i64).range(0..))]
     default_ttl_seconds_after_finished: Option<i64>,
+    /// Run at most this many steps at once, across every workflow and namespace: the other
+    /// steps wait as `Queued` and start in `spec.priority` order (higher first, then the older
+    /// workflow) as running ones finish. Workflows with `spec.queueName` are left to Kueue.
+    /// Off when not given.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_running_steps: Option<u32>,
     /// Fault injection: fail this fraction of a verb's requests, as `VERB=RATE[:CODE]` with CODE
     /// 500 (default), 409 or 429, e.g. `patch=0.1:409` (repeatable).
     #[arg(
@@ -193,6 +199,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
             step_events: !args.no_step_events,
             metrics: None,
             default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
+            max_running_steps: args.max_running_steps.map(|n| n as usize),
             mirror,
         };
         let (client, stop) = (client.clone(), shutdown.clone());

@@ -38,6 +38,12 @@ pub struct RunArgs {
     /// given: finished workflows stay.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(i64).range(0..))]
     default_ttl_seconds_after_finished: Option<i64>,
+    /// Run at most this many steps at once, across every workflow and namespace: the other
+    /// steps wait as `Queued` and start in `spec.priority` order (higher first, then the older
+    /// workflow) as running ones finish. Workflows with `spec.queueName` are left to Kueue.
+    /// Off when not given.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_running_steps: Option<u32>,
     /// Serve `/healthz`, `/readyz` and `/metrics` (Prometheus) on this address, e.g.
     /// `0.0.0.0:8080`. Off when not given. `/readyz` answers 200 once the operator's caches of
     /// workflows and Jobs are synced; with `--leader-election`, a standby answers 200 once it
@@ -155,6 +161,7 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
         step_events: !args.no_step_events,
         metrics: Some(metrics.clone()),
         default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
+        max_running_steps: args.max_running_steps.map(|n| n as usize),
     };
     // A replica running the operator is ready only once its caches hold the initial listings:
     // before that it has not seen the workflows it is responsible for.

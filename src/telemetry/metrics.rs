@@ -20,6 +20,8 @@
 //! | `active_workers` | gauge: objects being processed | |
 //! | `intake_window` | gauge: new workflows that may be set up at once | |
 //! | `leader` | gauge (0 or 1) | |
+//! | `queued_steps` | gauge: steps waiting in a queue | `queue` = a Kueue queue name \| `builtin` |
+//! | `queue_wait_seconds` | histogram: how long a step waited before it was admitted | `queue` |
 //!
 //! A family with a free-form label (`status`, `handler`, `verb`) appears in the output once a
 //! value was first recorded; the `run` command should set every workflow status at start-up.
@@ -113,6 +115,12 @@ struct HandlerOutcomeLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct QueueLabels {
+    /// `spec.queueName` (Kueue), or `builtin` for `--max-running-steps`.
+    queue: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct VerbLabels {
     verb: String,
 }
@@ -151,6 +159,8 @@ struct Inner {
     handler_duration: HistogramFamily<HandlerLabels>,
     handler_outcomes: Family<HandlerOutcomeLabels, Counter>,
     api_errors: Family<VerbLabels, Counter>,
+    queued_steps: Family<QueueLabels, Gauge>,
+    queue_wait: HistogramFamily<QueueLabels>,
     queue_depth: Gauge,
     active_workers: Gauge,
     intake_window: Gauge,
@@ -226,6 +236,19 @@ impl Metrics {
             "Failed Kubernetes API calls, by verb",
             api_errors.clone(),
         );
+        let queued_steps = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "queued_steps",
+            "Steps waiting in a queue (a Kueue queue or the built-in --max-running-steps), by queue",
+            queued_steps.clone(),
+        );
+        let queue_wait = HistogramFamily::<QueueLabels>::new_with_constructor(step_histogram);
+        registry.register_with_unit(
+            "queue_wait",
+            "Time a step waited in its queue before it was admitted, by queue",
+            Unit::Seconds,
+            queue_wait.clone(),
+        );
         let queue_depth = Gauge::default();
         registry.register(
             "queue_depth",
@@ -271,6 +294,8 @@ impl Metrics {
                 handler_duration,
                 handler_outcomes,
                 api_errors,
+                queued_steps,
+                queue_wait,
                 queue_depth,
                 active_workers,
                 intake_window,
@@ -288,6 +313,26 @@ impl Metrics {
                 status: status.to_owned(),
             })
             .set(n);
+    }
+
+    /// Sets how many steps wait in `queue` (a Kueue queue name, or `builtin`).
+    pub fn set_queued_steps(&self, queue: &str, n: i64) {
+        self.inner
+            .queued_steps
+            .get_or_create(&QueueLabels {
+                queue: queue.to_owned(),
+            })
+            .set(n);
+    }
+
+    /// A step waited `wait` in `queue` before it was admitted.
+    pub fn queue_wait(&self, queue: &str, wait: Duration) {
+        self.inner
+            .queue_wait
+            .get_or_create(&QueueLabels {
+                queue: queue.to_owned(),
+            })
+            .observe(wait.as_secs_f64());
     }
 
     /// A step's Job was created.

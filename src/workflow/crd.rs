@@ -149,7 +149,37 @@ pub struct WorkFlowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10000))]
     pub runs: Option<i32>,
+
+    /// The order of the workflow's steps under the operator's `--max-running-steps`: higher
+    /// first, then the older workflow (creationTimestamp, then name). Default 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+
+    /// The Kueue LocalQueue of the steps (label `kueue.x-k8s.io/queue-name` on every Job):
+    /// each step's Job is created suspended and runs once Kueue admits it; until then the step
+    /// is `Queued`. Such a workflow is left to Kueue's quota, not to `--max-running-steps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = LABEL_VALUE))]
+    pub queue_name: Option<Box<str>>,
+
+    /// With `queueName`: the Kueue WorkloadPriorityClass of the steps' Jobs (label
+    /// `kueue.x-k8s.io/priority-class`), which orders them in Kueue's queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = LABEL_VALUE))]
+    pub priority_class_name: Option<Box<str>>,
+
+    /// With `queueName`: seconds a step's Job may wait suspended for Kueue to admit it (since
+    /// its creation, or since it was preempted) before the step fails with reason
+    /// `QueueTimeout`; absent means no limit. The step's `timeout` counts from its admission,
+    /// not from this wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub queue_timeout: Option<i64>,
 }
+
+/// A valid label value (apimachinery's `IsValidLabelValue`, less the empty value): what
+/// `queueName` and `priorityClassName` become on the steps' Jobs.
+const LABEL_VALUE: &str = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
 
 /// `spec.workspace`: the claim every step of a run mounts.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -921,8 +951,9 @@ spec:
         assert!(size <= 320, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
-        // boxed `workspace` 8, `runs` 8 (one per workflow, not per step).
-        assert!(spec <= 120, "a WorkFlowSpec is {spec} bytes");
+        // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing
+        // (`priority`, `queueName`, `priorityClassName`, `queueTimeout`) 56.
+        assert!(spec <= 176, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

@@ -63,6 +63,8 @@ pub struct Shared {
     pub(super) status: StatusWriter,
     /// The incremental planner's state per workflow uid, as of the last plan carried out.
     runs: Mutex<HashMap<String, CachedRun>>,
+    /// The built-in queue (`--max-running-steps`), when the operator has one.
+    pub admission: Option<Arc<super::admission::Admission>>,
     /// Jobs we created that the mirror may not show yet, per workflow uid, with when: planned as
     /// existing until the mirror has them (for at most [`UNMIRRORED_TTL`]), so a reconcile that
     /// runs before the Job watch catches up does not create them again. Each such create is a
@@ -157,6 +159,9 @@ impl Shared {
             .expect("compiled cache lock")
             .remove(uid);
         self.status.forget(uid);
+        if let Some(admission) = &self.admission {
+            admission.forget(uid);
+        }
     }
 
     /// Drops what is cached for a deleted workflow.
@@ -174,6 +179,9 @@ impl Shared {
             .lock()
             .expect("unmirrored jobs lock")
             .remove(&uid);
+        if let Some(admission) = &self.admission {
+            admission.forget(&uid);
+        }
     }
 
     fn created(&self, uid: &str, job: ObservedJob) {
@@ -329,6 +337,23 @@ async fn reconcile_with(
             (plan, state.ok(), Instant::now())
         }
     };
+    // Under `--max-running-steps`, the creates the gate does not admit wait: their steps are
+    // `Queued` in the status, and the cached state, which counts them started, is dropped.
+    if let Some(admission) = shared.admission.as_ref()
+        && super::admission::Admission::governs(&workflow)
+    {
+        let namespace = workflow.namespace().unwrap_or_default();
+        let wanted = super::admission::creates(&plan, &namespace);
+        let admitted = admission.admit(&workflow, &uid, &wanted).await;
+        if admitted.held > 0 {
+            let message = admission.message(admitted.running);
+            super::admission::hold_back(&mut plan, &workflow, &admitted.jobs, &message);
+            if plan.status.as_ref() == workflow.status.as_ref() {
+                plan.status = None;
+            }
+            state = None;
+        }
+    }
     // What this process last handed over to be written, else what is stored: a status still on
     // its way must be neither written again nor counted again.
     let (mut counted, phase_before) = shared.status.with_newest(&uid, |newest, _| {
@@ -904,23 +929,32 @@ async fn execute(
                 }
                 // The name is deterministic: an existing Job is this step's Job of this run.
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-                Err(kube::Error::Api(e)) if e.code == 422 => {
-                    tracing::warn!(job = %job_name, message = %e.message, "the API server refused a step's job");
-                    // Recorded under the instance's name (`build[3]`, `run1/build`).
-                    let shown = fan_out::display_name(
-                        &step.step_name,
-                        instance.run_index,
-                        workflow.spec.run_count(),
-                        instance.item.as_ref().map(|item| item.index),
-                    );
-                    refusals.lock().expect("refusals lock").push((
-                        shown,
-                        job_name.clone(),
-                        e.message,
-                    ));
-                    Ok(())
+                Err(e) => {
+                    // A slot of `--max-running-steps` taken for a Job not created is free again.
+                    if let Some(admission) = &shared.admission {
+                        let namespace = workflow.namespace().unwrap_or_default();
+                        admission.release(&(namespace, job_name.clone()));
+                    }
+                    match e {
+                        kube::Error::Api(e) if e.code == 422 => {
+                            tracing::warn!(job = %job_name, message = %e.message, "the API server refused a step's job");
+                            // Recorded under the instance's name (`build[3]`, `run1/build`).
+                            let shown = fan_out::display_name(
+                                &step.step_name,
+                                instance.run_index,
+                                workflow.spec.run_count(),
+                                instance.item.as_ref().map(|item| item.index),
+                            );
+                            refusals.lock().expect("refusals lock").push((
+                                shown,
+                                job_name.clone(),
+                                e.message,
+                            ));
+                            Ok(())
+                        }
+                        e => Err(temporary(&format!("creating job {job_name}"), e)),
+                    }
                 }
-                Err(e) => Err(temporary(&format!("creating job {job_name}"), e)),
             }
         }
         Action::DeleteJob { job_name, .. } => {

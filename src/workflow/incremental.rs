@@ -205,7 +205,13 @@ impl RunState {
         // nothing, a retried one names its Jobs by retry, exit steps change how it ends. Each
         // of these costs an O(steps) plan per Job event, only to the workflows that use it.
         let spec = &workflow.spec;
-        if spec.suspend || spec.shutdown.is_some() || spec.retry != 0 || !spec.on_exit.is_empty() {
+        // So is Kueue (`queueName`): its steps wait suspended, and their clocks start at admission.
+        if spec.suspend
+            || spec.shutdown.is_some()
+            || spec.retry != 0
+            || !spec.on_exit.is_empty()
+            || spec.queue_name.is_some()
+        {
             return Err(Fallback::NotFollowed("run control or exit steps"));
         }
         // So are outputs, `when`s, fan-outs and repeated runs: a step's outputs are read from

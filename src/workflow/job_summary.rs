@@ -85,6 +85,10 @@ pub struct JobSummaryStatus {
     pub pods: PodCounts,
     /// The condition that ended the Job, if one holds.
     pub ended: Option<JobEnd>,
+    /// When the Job was last suspended (its `Suspended=True` condition's time), if it is: a
+    /// step queued for Kueue waits from then (`spec.queueTimeout`).
+    // Boxed: most Jobs are never suspended, and the mirror keeps every Job.
+    pub suspended_at: Option<Box<Time>>,
 }
 
 /// A Job's `status.active`, `ready`, `succeeded` and `failed` (absent is 0).
@@ -189,6 +193,7 @@ struct ConditionOnTheWire {
 enum ConditionType {
     Complete,
     Failed,
+    Suspended,
     #[default]
     #[serde(other)]
     Other,
@@ -208,6 +213,7 @@ impl ConditionType {
         match type_ {
             "Complete" => Self::Complete,
             "Failed" => Self::Failed,
+            "Suspended" => Self::Suspended,
             _ => Self::Other,
         }
     }
@@ -217,6 +223,11 @@ impl From<StatusOnTheWire> for JobSummaryStatus {
     fn from(wire: StatusOnTheWire) -> Self {
         let mut holding = wire.conditions.unwrap_or_default();
         holding.retain(|c| c.status == ConditionStatus::True);
+        let suspended_at = holding
+            .iter()
+            .find(|c| c.type_ == ConditionType::Suspended)
+            .and_then(|c| c.last_transition_time.clone())
+            .map(Box::new);
         // `Complete` wins over a `Failed` that also holds (the Job controller never sets both).
         let ended = if holding.iter().any(|c| c.type_ == ConditionType::Complete) {
             Some(JobEnd::Complete)
@@ -242,6 +253,7 @@ impl From<StatusOnTheWire> for JobSummaryStatus {
                 failed: wire.failed,
             },
             ended,
+            suspended_at,
         }
     }
 }
@@ -262,8 +274,8 @@ impl From<JobSummaryStatus> for StatusOnTheWire {
             ready: status.pods.ready,
             succeeded: status.pods.succeeded,
             failed: status.pods.failed,
-            conditions: status.ended.map(|end| {
-                vec![match end {
+            conditions: {
+                let ended = status.ended.map(|end| match end {
                     JobEnd::Complete => condition(ConditionType::Complete, None, None, None),
                     JobEnd::Failed(failure) => {
                         let JobFailure {
@@ -273,8 +285,13 @@ impl From<JobSummaryStatus> for StatusOnTheWire {
                         } = *failure;
                         condition(ConditionType::Failed, reason, message, at)
                     }
-                }]
-            }),
+                });
+                let suspended = status
+                    .suspended_at
+                    .map(|at| condition(ConditionType::Suspended, None, None, Some(*at)));
+                let conditions: Vec<_> = ended.into_iter().chain(suspended).collect();
+                (!conditions.is_empty()).then_some(conditions)
+            },
         }
     }
 }
@@ -505,6 +522,7 @@ mod tests {
                 completion_time: status.completion_time,
                 pods: PodCounts::default(),
                 ended: Some(JobEnd::Complete),
+                suspended_at: None,
             })
         );
     }

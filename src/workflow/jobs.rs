@@ -47,6 +47,14 @@ pub const ANNOTATION_CANNOT_START: &str = "workflow.crd.com/cannot-start";
 /// deleted (the time, RFC 3339), so the clean-up is neither repeated nor missed after a restart
 /// (see `cleanup`).
 pub const ANNOTATION_PODS_DELETED: &str = "workflow.crd.com/pods-deleted";
+/// Label: the Kueue LocalQueue a Job is submitted to (`spec.queueName`). Kueue manages a Job
+/// that carries it: the Job waits suspended until Kueue admits it by setting `suspend: false`
+/// ("Run a Kubernetes Job", <https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>).
+pub const LABEL_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+/// Label: the Kueue WorkloadPriorityClass of a Job (`spec.priorityClassName`), which orders it
+/// in its queue and for preemption
+/// (<https://kueue.sigs.k8s.io/docs/concepts/workload_priority_class/>).
+pub const LABEL_PRIORITY_CLASS: &str = "kueue.x-k8s.io/priority-class";
 /// The operator's own labels; a workflow's labels never override them.
 /// Label of the Jobs of a retry (`spec.retry` when the operator created them); absent on the
 /// Jobs of a workflow never retried, which is retry 0.
@@ -55,13 +63,15 @@ pub const LABEL_RETRY: &str = "workflow.crd.com/retry";
 pub const LABEL_RUN_INDEX: &str = "workflow.crd.com/run-index";
 /// Label of the Job of one item of a step that fans out: the item's index, from 0.
 pub const LABEL_ITEM: &str = "workflow.crd.com/item";
-pub const OWN_LABELS: [&str; 6] = [
+pub const OWN_LABELS: [&str; 8] = [
     LABEL_WORKFLOW,
     LABEL_STEP,
     LABEL_RUN,
     LABEL_RETRY,
     LABEL_RUN_INDEX,
     LABEL_ITEM,
+    LABEL_QUEUE_NAME,
+    LABEL_PRIORITY_CLASS,
 ];
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
 pub const OWN_ENV: [&str; 9] = [
@@ -329,6 +339,20 @@ pub fn build_job_for(
             labels.insert(key.to_string(), value);
         }
     }
+    // Kueue reads these labels from the Job, not its pods
+    // (<https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>).
+    let kueue = [
+        (LABEL_QUEUE_NAME, workflow.spec.queue_name.as_deref()),
+        (
+            LABEL_PRIORITY_CLASS,
+            workflow.spec.priority_class_name.as_deref(),
+        ),
+    ];
+    for (key, value) in kueue {
+        if let (Some(value), Some(_)) = (value, &workflow.spec.queue_name) {
+            labels.insert(key.to_string(), value.to_string());
+        }
+    }
     let display = fan_out::display_name(
         &step.step_name,
         instance.run_index,
@@ -355,6 +379,14 @@ pub fn build_job_for(
         spec: Some(JobSpec {
             backoff_limit: Some(step.retries.unwrap_or(0)),
             active_deadline_seconds: job_deadline_seconds(timeout),
+            // A Job for Kueue is created suspended: Kueue admits it by unsuspending it, and
+            // injects the admitted flavor's node selectors into its pod template first, which
+            // is why the operator never rewrites a Job's template after create nor unsuspends
+            // one itself (<https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>). The Job
+            // controller resets `startTime` on each resume, so `activeDeadlineSeconds` counts
+            // from the admission (kubernetes/kubernetes pkg/controller/job/job_controller.go,
+            // `syncJob`: "Resumed jobs will always reset StartTime to current time").
+            suspend: workflow.spec.queue_name.is_some().then_some(true),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     // The operator's labels and `podTemplate.metadata`'s, not the workflow's:
@@ -521,6 +553,7 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         attempts: pods.attempts(),
         pod_started: pods.started(),
         suspended: spec.and_then(|s| s.suspend) == Some(true),
+        suspended_at: status.and_then(|s| s.suspended_at.as_ref()).map(|t| t.0),
         start_failure: None,
         outputs: None,
     })

@@ -34,6 +34,11 @@ pub mod when;
 
 pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};
 
+// The built-in queue (`--max-running-steps`): a gate fed by a watch of the step Jobs.
+pub mod admission;
+// The Kueue path's queue metrics, from a watch of the Jobs Kueue queues.
+pub mod kueue_queue;
+
 // The operator: the handlers and their registration (client side; above the pure core), what
 // it reads to explain a failure, the outputs it reads from pods, and the clean-up of finished work (TTL, `podCleanup`).
 pub mod cleanup;

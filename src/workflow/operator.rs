@@ -12,11 +12,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, CustomResourceExt};
 
+use super::admission::{Admission, WAKE_CHECK};
 use super::cleanup;
 use super::crd::WorkFlow;
 use super::handlers::{self, FIELD_MANAGER, Shared};
 use super::job_summary::JobSummary;
 use super::jobs::LABEL_WORKFLOW;
+use super::kueue_queue::KueueQueues;
 use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
 
@@ -41,6 +43,9 @@ pub struct OperatorOptions {
     /// Seconds after a workflow finished when it is deleted, for workflows whose spec sets no
     /// `ttlSecondsAfterFinished`; `None` keeps them.
     pub default_ttl_seconds_after_finished: Option<i64>,
+    /// At most this many step Jobs run at once across every watched workflow
+    /// (`--max-running-steps`); the others wait as `Queued`, in `spec.priority` order.
+    pub max_running_steps: Option<usize>,
     /// Where to share the operator's in-memory copy of the workflows (the web view reads it).
     pub mirror: Option<Mirror<WorkFlow>>,
 }
@@ -53,6 +58,7 @@ impl Default for OperatorOptions {
             step_events: true,
             metrics: None,
             default_ttl_seconds_after_finished: None,
+            max_running_steps: None,
             mirror: None,
         }
     }
@@ -81,7 +87,24 @@ pub async fn run_monitored(
     monitor: Monitor,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    let shared = Arc::new(Shared::new(options.step_events, options.metrics));
+    let admission = options
+        .max_running_steps
+        .map(|limit| Admission::new(limit, options.metrics.clone()));
+    // Kueue's queues, for the metrics only (the operator leaves admission to Kueue).
+    let _kueue_watch = options.metrics.clone().map(|metrics| {
+        let watch = KueueQueues::new(metrics).watch(client.clone(), options.namespace.clone());
+        AbortOnDrop(tokio::spawn(watch))
+    });
+    let mut shared = Shared::new(options.step_events, options.metrics);
+    shared.admission = admission.clone();
+    let shared = Arc::new(shared);
+    // The gate counts the Jobs that exist from a watch of its own; it stops with the operator.
+    let _gate_watch = admission.as_ref().map(|admission| {
+        let watch = admission
+            .clone()
+            .watch(client.clone(), options.namespace.clone());
+        AbortOnDrop(tokio::spawn(watch))
+    });
     let default_ttl = options.default_ttl_seconds_after_finished;
     let reconcile = move |shared: Arc<Shared>| move |ctx| handlers::reconcile(shared.clone(), ctx);
     let cleanup = {
@@ -107,7 +130,8 @@ pub async fn run_monitored(
                 Some(mirror) => r.mirror_to(mirror),
                 None => r,
             };
-            r.on_create("start", reconcile(shared.clone()))
+            let r = r
+                .on_create("start", reconcile(shared.clone()))
                 .on_update_field("spec", "restart", reconcile(shared.clone()))
                 .on_update_field("metadata.labels", "relabel", handlers::relabel)
                 .on_delete("cleanup", cleanup)
@@ -118,7 +142,14 @@ pub async fn run_monitored(
                     cleanup::expire(ctx, default_ttl)
                 })
                 .when(move |wf| cleanup::ttl_expired(wf, default_ttl, Timestamp::now()))
-                .on_children("job-changed", jobs, job_changed)
+                .on_children("job-changed", jobs, job_changed);
+            match admission {
+                // Workflows the gate woke, as room freed for them, are planned again now.
+                Some(admission) => r
+                    .timer("admitted", WAKE_CHECK, reconcile(shared.clone()))
+                    .when(move |wf| admission.take_wake(wf)),
+                None => r,
+            }
         })
         .run(shutdown)
         .await
@@ -126,6 +157,15 @@ pub async fn run_monitored(
     // Handlers have finished; statuses they handed over to be written behind are stored now.
     shared.status.settle_all().await;
     Ok(())
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Installs (or updates) the WorkFlow CRD and waits until the API serves it.

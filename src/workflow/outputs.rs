@@ -205,7 +205,7 @@ pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
 
 /// A reference whose value is not there.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{text}: step {step:?} wrote no output {key:?}")]
+#[error("{text}: step {step:?} {}", missing_why(*skipped, key))]
 pub struct MissingOutput {
     /// The reference as written.
     pub text: String,
@@ -213,6 +213,16 @@ pub struct MissingOutput {
     pub step: String,
     /// The output named.
     pub key: String,
+    /// Whether the step named was skipped by its `when` (so it wrote nothing at all).
+    pub skipped: bool,
+}
+
+fn missing_why(skipped: bool, key: &str) -> String {
+    if skipped {
+        "was skipped (its when was false), so it wrote no outputs".to_string()
+    } else {
+        format!("wrote no output {key:?}")
+    }
 }
 
 /// Why a reference cannot be replaced.
@@ -280,6 +290,7 @@ pub fn substitute<'v>(
                         text: reference.text.to_string(),
                         step: step.to_string(),
                         key: key.to_string(),
+                        skipped: false,
                     }));
                 }
             },

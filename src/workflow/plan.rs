@@ -112,6 +112,8 @@ pub struct ObservedJob {
     pub pod_started: bool,
     /// The Job is suspended (`spec.suspend`).
     pub suspended: bool,
+    /// When it was last suspended (its `Suspended=True` condition's time), if it is.
+    pub suspended_at: Option<Timestamp>,
     /// Why its pod has not started, when the handler read its pods at the start deadline
     /// (`failure_cause::explain_start`); `None` otherwise.
     pub start_failure: Option<String>,
@@ -129,6 +131,12 @@ impl ObservedJob {
             return None;
         }
         deadline(self.created, start_timeout)
+    }
+
+    /// Since when a suspended Job waits in its queue: since it was last suspended (preempted),
+    /// else since its creation.
+    pub fn queued_since(&self) -> Timestamp {
+        self.suspended_at.unwrap_or(self.created)
     }
 
     /// Whether the Job's pod has yet to start, and may fail to: not started, not being deleted
@@ -384,6 +392,12 @@ pub fn job_deadline_seconds(timeout: i64) -> Option<i64> {
 
 /// The step status `reason` of a step that ran past its timeout.
 pub const REASON_TIMED_OUT: &str = "TimedOut";
+/// The step status `reason` of a step whose Job waited in its Kueue queue longer than
+/// `spec.queueTimeout`. Recorded like a timeout (the Job is kept with the timed-out
+/// annotation), with a `why` that begins [`QUEUE_TIMEOUT_WHY`].
+pub const REASON_QUEUE_TIMEOUT: &str = "QueueTimeout";
+/// How the record of a queue timeout begins, which tells it from a run timeout.
+pub const QUEUE_TIMEOUT_WHY: &str = "waited in queue";
 /// The step status `reason` of a step whose pod did not start within `startTimeout`.
 pub const REASON_CANNOT_START: &str = "CannotStart";
 /// The step status `reason` of a running step stopped because the workflow failed.
@@ -430,8 +444,9 @@ enum Failure {
     TimedOut { why: String },
     /// Its pod did not start within `startTimeout`; `why` is the cause.
     CannotStart { why: String },
-    /// The API server refused its Job (422), as the status records it.
-    Refused { entry: StepStatus },
+    /// The API server refused its Job (422), as the status records it. Boxed: rare, and a
+    /// status entry is many times the other variants.
+    Refused { entry: Box<StepStatus> },
     /// What it reads or writes between steps is wrong: its outputs are malformed (reason
     /// [`REASON_BAD_OUTPUTS`], its Job succeeded), an output it names is missing
     /// ([`REASON_MISSING_OUTPUT`]) or its `when` fails to evaluate ([`REASON_WHEN_FAILED`]);
@@ -519,13 +534,16 @@ impl Failure {
                 message.as_str(),
                 *exit_code,
             ),
+            Failure::TimedOut { why } if why.starts_with(QUEUE_TIMEOUT_WHY) => {
+                (StepPhase::Failed, REASON_QUEUE_TIMEOUT, why.as_str(), None)
+            }
             Failure::TimedOut { why } => {
                 (StepPhase::TimedOut, REASON_TIMED_OUT, why.as_str(), None)
             }
             Failure::CannotStart { why } => {
                 (StepPhase::Failed, REASON_CANNOT_START, why.as_str(), None)
             }
-            Failure::Refused { entry } => return entry.clone(),
+            Failure::Refused { entry } => return (**entry).clone(),
             Failure::Data { reason, why } => (StepPhase::Failed, *reason, why.as_str(), None),
         };
         let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
@@ -720,7 +738,8 @@ fn upstream<'a>(
 /// `None` when it names none.
 ///
 /// # Errors
-/// The first output named that is not there (its step was skipped, or did not write it).
+/// The first output named that is not there (its step was skipped, or did not write it; the
+/// caller, which knows the skipped steps, says which).
 fn step_inputs(
     step: &Step,
     dag: &Dag,
@@ -744,6 +763,7 @@ fn step_inputs(
                     text: reference.text.to_string(),
                     step: step.to_string(),
                     key: key.to_string(),
+                    skipped: false,
                 });
             };
             inputs.insert((step.to_string(), key.to_string()), value.clone());
@@ -1027,10 +1047,8 @@ impl<'a> Planner<'a> {
             // A Job of an item of a step that does not fan out, or the other way round, is of
             // no instance this spec has (the run id covers fan-outs, so it is not ours).
             match (fan_outs.contains_key(&i), job.item) {
-                (false, None) => {
-                    if job_of[i].is_none_or(|old| rank(job) < rank(old)) {
-                        job_of[i] = Some(job);
-                    }
+                (false, None) if job_of[i].is_none_or(|old| rank(job) < rank(old)) => {
+                    job_of[i] = Some(job);
                 }
                 (true, Some(item)) => {
                     let slot = item_jobs.entry(i).or_default().entry(item).or_insert(job);
@@ -1171,7 +1189,7 @@ impl<'a> Planner<'a> {
             for unit in missing {
                 let name = self.job_name(&name_of(unit));
                 if let Some(entry) = refused.get(name.as_str()) {
-                    let entry = (*entry).clone();
+                    let entry = Box::new((*entry).clone());
                     failures.push((unit, Failure::Refused { entry }));
                 }
             }
@@ -1247,7 +1265,14 @@ impl<'a> Planner<'a> {
                             inputs.insert(i, values);
                         }
                         Ok(None) => {}
-                        Err(missing) => {
+                        Err(mut missing) => {
+                            let seen = match main {
+                                Some((_, known)) => known.skipped.as_slice(),
+                                None => skipped.as_slice(),
+                            };
+                            missing.skipped = source_dag
+                                .index_of(&missing.step)
+                                .is_some_and(|j| seen.get(j).copied().unwrap_or(false));
                             blocked[i] = true;
                             failures.push((
                                 Unit::step(i),
@@ -1368,6 +1393,30 @@ impl<'a> Planner<'a> {
                 message: message.clone(),
                 exit_code: *exit_code,
             }),
+            // Queued for Kueue: a suspended Job has no pod and runs no clock but its queue's
+            // (`queueTimeout`); once admitted, the step's timeout counts from the Job's
+            // `startTime`, which the Job controller sets anew at each resume. A preempted Job
+            // is suspended again and waits again, no attempt counted: Kueue evicts it by
+            // suspending it (<https://kueue.sigs.k8s.io/docs/concepts/preemption/>), and the
+            // Job controller removes its pods without counting them failed.
+            JobState::Active { .. } if self.queued_for_kueue(job) => {
+                let limit = spec
+                    .queue_timeout
+                    .filter(|_| job.suspended && !job.deleting);
+                let waited = self.now.duration_since(job.queued_since());
+                match limit {
+                    Some(limit) if waited >= SignedDuration::from_secs(limit) => {
+                        let queue = spec.queue_name.as_deref().unwrap_or_default();
+                        let why = format!(
+                            "{QUEUE_TIMEOUT_WHY} {queue} for {}s, longer than its queueTimeout of {limit}s",
+                            waited.as_secs()
+                        );
+                        self.time_out(job, why.clone());
+                        Seen::Failed(Failure::TimedOut { why })
+                    }
+                    _ => Seen::Running,
+                }
+            }
             JobState::Active { since } => {
                 let elapsed = self.now.duration_since(*since);
                 let over = timeout != UNLIMITED && elapsed >= SignedDuration::from_secs(timeout);
@@ -1397,6 +1446,14 @@ impl<'a> Planner<'a> {
                 }
             }
         }
+    }
+
+    /// Whether `job` waits for Kueue (a workflow with `queueName`): suspended, or admitted but
+    /// without a `startTime` yet. Its run timeout has not begun (its creation time is its
+    /// queue's, not its run's). A suspended Job of a workflow without a queue is not waiting
+    /// for anyone: its step times out as any other.
+    fn queued_for_kueue(&self, job: &ObservedJob) -> bool {
+        self.workflow.spec.queue_name.is_some() && (job.suspended || job.start_time.is_none())
     }
 
     /// The name of `step`'s Job in this run and retry.
@@ -1736,7 +1793,7 @@ impl<'a> Planner<'a> {
             }
             let failure = failures.first().map(|(_, f)| *f);
             match (job, failure) {
-                (_, Some(Failure::Refused { entry })) => lists.steps.push(entry.clone()),
+                (_, Some(Failure::Refused { entry })) => lists.steps.push((**entry).clone()),
                 (None, Some(failure)) => lists.steps.extend(failure.entry_without_job(&name)),
                 (Some(job), Some(failure)) => {
                     let mut entry = failure.step_status(&name, job);
@@ -1760,11 +1817,15 @@ impl<'a> Planner<'a> {
                         lists.executed.push(name.clone());
                     }
                     JobState::Active { .. } if !terminal => {
-                        lists.steps.push(running_step_status(
-                            &name,
-                            job.name.clone(),
-                            job.suspended,
-                        ));
+                        let mut entry = running_step_status(&name, job.name.clone(), job.suspended);
+                        if let Some(queue) = self.workflow.spec.queue_name.as_deref()
+                            && job.suspended
+                        {
+                            entry.message = Some(format!(
+                                "waiting for Kueue to admit its Job (queue {queue})"
+                            ));
+                        }
+                        lists.steps.push(entry);
                         lists.started.push(name.clone());
                     }
                     // Stopped with the workflow (failFast, Terminate).
@@ -1861,7 +1922,7 @@ impl<'a> Planner<'a> {
         for (unit, failure) in failures {
             let item_name = view.display(*unit);
             let entry = match (failure, unit.item.and_then(|item| fan.jobs.get(&item))) {
-                (Failure::Refused { entry }, _) => Some(entry.clone()),
+                (Failure::Refused { entry }, _) => Some((**entry).clone()),
                 (failure, Some(job)) => Some(failure.step_status(&item_name, job)),
                 (failure, None) => failure.entry_without_job(&item_name),
             };
@@ -1888,6 +1949,17 @@ impl<'a> Planner<'a> {
                 continue;
             };
             if job.deleting || self.settled.contains(job.name.as_str()) {
+                continue;
+            }
+            if self.queued_for_kueue(job) {
+                // Queued: only its queue's clock runs.
+                let queue_deadline = spec
+                    .queue_timeout
+                    .filter(|_| job.suspended)
+                    .and_then(|limit| deadline(job.queued_since(), limit));
+                if let Some(at) = queue_deadline {
+                    self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
+                }
                 continue;
             }
             if let Some(at) = job.start_deadline(spec.start_timeout) {
@@ -3412,7 +3484,7 @@ mod tests {
             status(&plan).message.as_deref(),
             Some(format!("step x cannot start: {why}").as_str())
         );
-        // A suspended (queued) Job has no pod to start: it times out, whatever was read.
+        // A suspended Job has no pod to start: it times out, whatever was read...
         let mut queued = jobs.clone();
         queued[0].suspended = true;
         let plan = super::plan(&wf, &queued, at(5));
@@ -3420,6 +3492,13 @@ mod tests {
             status(&plan).message.as_deref(),
             Some("step x timed out: running for 5s, longer than its timeout of 5s")
         );
+        // ...unless it waits for Kueue to admit it: no run timeout before (issue 17).
+        let mut kueue = wf.clone();
+        kueue.spec.queue_name = Some("q".into());
+        let plan = super::plan(&kueue, &queued, at(5));
+        assert_eq!(status(&plan).message, None);
+        assert_eq!(status(&plan).steps[0].phase, StepPhase::Queued);
+        assert!(plan.actions.is_empty(), "{:?}", plan.actions);
         // Without a cause (the pods could not be read) it times out as before.
         let plan = super::plan(&wf, &Jobs::of(&wf).pending("x", at(0)).build(), at(5));
         assert_eq!(

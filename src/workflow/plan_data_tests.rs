@@ -185,6 +185,35 @@ fn a_when_runs_one_branch_and_skips_the_other_whose_dependents_then_run() {
 }
 
 #[test]
+fn naming_an_output_of_a_skipped_step_fails_saying_it_was_skipped() {
+    let wf = running(
+        WorkFlow::test("w")
+            .step("check", &[])
+            .step("alert", &["check"])
+            .when(r#"steps.check.outputs.ok != "yes""#)
+            .step("page", &["alert"])
+            .command(&["echo", "{{steps.alert.outputs.who}}"])
+            .build(),
+    );
+    let jobs = Jobs::of(&wf)
+        .succeeded("check")
+        .outputs(Ok(&[("ok", "yes")]))
+        .build();
+    let plan = plan(&wf, &jobs, at(1));
+    assert!(created(&plan).is_empty());
+    assert_eq!(
+        plan.status.as_ref().unwrap().message.as_deref(),
+        Some(
+            r#"step page failed: {{steps.alert.outputs.who}}: step "alert" was skipped (its when was false), so it wrote no outputs"#
+        )
+    );
+    assert_eq!(
+        entry(&plan, "page").reason.as_deref(),
+        Some(REASON_MISSING_OUTPUT)
+    );
+}
+
+#[test]
 fn a_when_that_fails_to_evaluate_fails_its_step_saying_why() {
     let wf = running(
         WorkFlow::test("w")

@@ -83,6 +83,10 @@ impl WorkFlow {
             on_exit: Vec::new(),
             workspace: None,
             runs: None,
+            priority: 0,
+            queue_name: None,
+            priority_class_name: None,
+            queue_timeout: None,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {
@@ -172,6 +176,30 @@ impl WorkFlowBuilder {
     /// Sets `parallelism`.
     pub fn parallelism(mut self, parallelism: i32) -> Self {
         self.workflow.spec.parallelism = Some(parallelism);
+        self
+    }
+
+    /// Sets `priority` (the order under `--max-running-steps`).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.workflow.spec.priority = priority;
+        self
+    }
+
+    /// Sets `queueName` (Kueue): the steps' Jobs are created suspended, with its label.
+    pub fn queue_name(mut self, queue: &str) -> Self {
+        self.workflow.spec.queue_name = Some(queue.into());
+        self
+    }
+
+    /// Sets `priorityClassName` (Kueue's WorkloadPriorityClass).
+    pub fn priority_class_name(mut self, class: &str) -> Self {
+        self.workflow.spec.priority_class_name = Some(class.into());
+        self
+    }
+
+    /// Sets `queueTimeout`, in seconds.
+    pub fn queue_timeout(mut self, seconds: i64) -> Self {
+        self.workflow.spec.queue_timeout = Some(seconds);
         self
     }
 
@@ -372,6 +400,7 @@ impl<'a> Jobs<'a> {
             attempts: 1,
             pod_started: true,
             suspended: false,
+            suspended_at: None,
             start_failure: None,
             outputs: None,
         });

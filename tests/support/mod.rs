@@ -22,6 +22,7 @@
 //! stop the operator, skip themselves on a real cluster.
 #![allow(dead_code)]
 
+pub mod queueing;
 pub mod session;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,7 +47,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use workflow_operator::workflow::WorkFlow;
 use workflow_operator::workflow::jobs::{
-    ANNOTATION_STEP, ANNOTATION_WORKFLOW, LABEL_RETRY, LABEL_RUN,
+    ANNOTATION_STEP, ANNOTATION_WORKFLOW, LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
 };
 use workflow_operator::workflow::lifecycle::Phase;
 use workflow_operator::workflow::operator::{self as workflow_operator_mod, OperatorOptions};
@@ -1057,6 +1058,9 @@ pub struct JobRecord {
     pub run: String,
     /// Label `workflow.crd.com/retry` (`0` when absent).
     pub retry: String,
+    /// Which of the step's instances: `RUN_INDEX/ITEM` from the labels `workflow.crd.com/run-index`
+    /// (`spec.runs`) and `workflow.crd.com/item` (a step that fans out), each empty when absent.
+    pub instance: String,
     /// Order of the event the Job was first seen in (Jobs' watch only).
     pub first_seen: u64,
     /// Order of the event it was first seen finished in, and whether it succeeded.
@@ -1231,28 +1235,36 @@ impl JobRecorder {
         }
     }
 
-    /// Checks that no step ran twice: per workflow, step, run and retry at most one Job, and per Job at
-    /// most `1 + retries` pods (`retries` of the step, by Job uid: 0 unless listed). Returns the
-    /// number of Jobs checked.
+    /// Checks that no step ran twice: per workflow, step, instance (run index and item), run and
+    /// retry at most one Job, and per Job at most `1 + retries` pods (`retries` of the step, by
+    /// Job uid: 0 unless listed). Returns the number of Jobs checked.
     ///
     /// # Panics
     /// Listing every duplicate.
     pub fn assert_no_step_ran_twice(&self, retries: &BTreeMap<(String, String), usize>) -> usize {
         let jobs = self.jobs();
-        let mut per_step: BTreeMap<(&str, &str, &str, &str), Vec<&JobRecord>> = BTreeMap::new();
+        let mut per_step: BTreeMap<(&str, &str, &str, &str, &str), Vec<&JobRecord>> =
+            BTreeMap::new();
         for job in &jobs {
             per_step
-                .entry((&job.workflow, &job.step, &job.run, &job.retry))
+                .entry((
+                    &job.workflow,
+                    &job.step,
+                    &job.instance,
+                    &job.run,
+                    &job.retry,
+                ))
                 .or_default()
                 .push(job);
         }
         let mut duplicates: Vec<String> = per_step
             .iter()
             .filter(|(_, jobs)| jobs.len() > 1)
-            .map(|((wf, step, run, retry), jobs)| {
+            .map(|((wf, step, instance, run, retry), jobs)| {
                 let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
                 format!(
-                    "workflow {wf} step {step} run {run} retry {retry}: {} jobs {names:?}",
+                    "workflow {wf} step {step} instance {instance} run {run} retry {retry}: {} \
+                     jobs {names:?}",
                     jobs.len()
                 )
             })
@@ -1300,6 +1312,10 @@ fn record_job(jobs: &mut BTreeMap<String, JobRecord>, job: &Job, seq: u64, delet
             .get(LABEL_RETRY)
             .cloned()
             .unwrap_or_else(|| "0".into()),
+        instance: {
+            let label = |key| job.labels().get(key).cloned().unwrap_or_default();
+            format!("{}/{}", label(LABEL_RUN_INDEX), label(LABEL_ITEM))
+        },
         first_seen: seq,
         finished: None,
         deleted: false,
