@@ -7,8 +7,8 @@ use clap::{Args, ValueEnum};
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::workflow::crd::{Step, WorkFlow, crd_yaml};
-use crate::workflow::fan_out::FanOut;
+use crate::workflow::crd::{WorkFlow, crd_yaml};
+use crate::workflow::fan_out::node_label;
 use crate::workflow::lifecycle;
 use crate::workflow::plan::Compiled;
 use kube_devcluster::object_meta::{self, NameRule};
@@ -84,22 +84,6 @@ pub fn graph(args: &GraphArgs) -> ExitCode {
         Format::Mermaid => print!("{}", dag.to_mermaid_labelled(label, title.as_deref())),
     }
     ExitCode::SUCCESS
-}
-
-/// A step as `graph` draws it: its name, and for a step that fans out its count (`build ×3`)
-/// or the list it fans out over (`each × {{steps.gen.outputs.list}}`).
-pub(crate) fn node_label(step: &Step, fan_out: Option<&FanOut>) -> String {
-    let name = &step.step_name;
-    match fan_out {
-        None => name.clone(),
-        Some(fan_out) => match fan_out.static_len() {
-            Some(count) => format!("{name} ×{count}"),
-            None => {
-                let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
-                format!("{name} × {param}")
-            }
-        },
-    }
 }
 
 /// Checks every WorkFlow in the files as the API server (schema) and the operator (DAG) would.

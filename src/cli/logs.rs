@@ -17,8 +17,8 @@ use kube::{Client, ResourceExt};
 use tokio::task::JoinSet;
 
 use crate::workflow::WorkFlow;
-use crate::workflow::fan_out::display_name;
-use crate::workflow::jobs::{self, ANNOTATION_PODS_DELETED, ANNOTATION_STEP};
+use crate::workflow::jobs::{self, ANNOTATION_PODS_DELETED};
+use crate::workflow::object_instance::{ObjectInstance, in_run, instance_of};
 use crate::workflow::step_view::step_views;
 
 /// Print the logs of a workflow's steps, in DAG order, each line prefixed with its step.
@@ -81,7 +81,7 @@ async fn print_all(pods: &Api<Pod>, workflow: &WorkFlow, only: Option<&str>) -> 
         .await
         .context("listing the workflow's pods")?
         .items;
-    let ours: Vec<(Instance, &Pod)> = listed
+    let ours: Vec<(ObjectInstance, &Pod)> = listed
         .iter()
         .filter(|pod| in_run(pod, workflow))
         .filter_map(|pod| Some((instance_of(pod, workflow)?, pod)))
@@ -89,7 +89,7 @@ async fn print_all(pods: &Api<Pod>, workflow: &WorkFlow, only: Option<&str>) -> 
         .collect();
     for view in step_views(workflow, &[], &[]) {
         // A step's pods (each item's of one that fans out, in item order), attempts in order.
-        let mut attempts: Vec<&(Instance, &Pod)> =
+        let mut attempts: Vec<&(ObjectInstance, &Pod)> =
             ours.iter().filter(|(i, _)| i.row == view.name).collect();
         attempts.sort_by_key(|(instance, pod)| {
             (instance.item, pod.metadata.creation_timestamp.clone())
@@ -105,32 +105,6 @@ async fn print_all(pods: &Api<Pod>, workflow: &WorkFlow, only: Option<&str>) -> 
         }
     }
     Ok(())
-}
-
-/// The instance of a step a pod (or Job) runs, from the operator's annotation and labels.
-pub(crate) struct Instance {
-    /// The step's exact name.
-    pub(crate) step: String,
-    /// The item, for a step that fans out.
-    pub(crate) item: Option<u32>,
-    /// The row of `get` it is under: the step in its run (`run1/build`).
-    pub(crate) row: String,
-    /// Its own name: `build[3]`, `run1/build`.
-    pub(crate) shown: String,
-}
-
-pub(crate) fn instance_of<K: ResourceExt>(object: &K, workflow: &WorkFlow) -> Option<Instance> {
-    let step = step_of(object)?.to_string();
-    let label = |key: &str| -> Option<u32> { object.labels().get(key)?.parse().ok() };
-    let run_index = label(jobs::LABEL_RUN_INDEX).unwrap_or(0);
-    let item = label(jobs::LABEL_ITEM);
-    let runs = workflow.spec.run_count();
-    Some(Instance {
-        row: display_name(&step, run_index, runs, None),
-        shown: display_name(&step, run_index, runs, item),
-        step,
-        item,
-    })
 }
 
 /// Follows the log of every pod of the workflow's current run as it appears, until the workflow
@@ -265,19 +239,4 @@ async fn stream_log(pods: &Api<Pod>, pod: &str, step: &str) -> Result<()> {
         println!("{step}: {}", line.context("reading a log line")?);
     }
     Ok(())
-}
-
-/// The step a pod runs: its exact name from the annotation the operator puts on every step's
-/// pod, else (pods of an older operator) the step label, which is exact for simple names.
-fn step_of<K: ResourceExt>(pod: &K) -> Option<&str> {
-    pod.annotations()
-        .get(ANNOTATION_STEP)
-        .or_else(|| pod.labels().get(jobs::LABEL_STEP))
-        .map(String::as_str)
-}
-
-/// Whether the pod belongs to the workflow's current run (not a run its spec replaced).
-pub(crate) fn in_run(pod: &Pod, workflow: &WorkFlow) -> bool {
-    let run = workflow.status.as_ref().and_then(|s| s.run.as_deref());
-    run.is_none() || pod.labels().get(jobs::LABEL_RUN).map(String::as_str) == run
 }

@@ -7,10 +7,10 @@
 use std::collections::{HashMap, HashSet};
 
 use super::layout::{self, Layout};
-use crate::cli::inspect::node_label;
 use crate::workflow::WorkFlow;
 use crate::workflow::crd::{ItemCounts, StepPhase, StepStatus};
 use crate::workflow::fan_out::display_name;
+use crate::workflow::fan_out::node_label;
 use crate::workflow::plan::Compiled;
 
 /// Most step nodes drawn one by one; a larger workflow is drawn collapsed.

@@ -10,9 +10,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, LogParams};
 use kube::{Client, ResourceExt};
 
-use crate::cli::logs::{in_run, instance_of};
 use crate::workflow::WorkFlow;
 use crate::workflow::fan_out::display_name;
+use crate::workflow::object_instance::{in_run, instance_of};
 use crate::workflow::step_view::{StepView, step_views};
 use crate::workflow::{jobs, names};
 

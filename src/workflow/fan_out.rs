@@ -254,6 +254,22 @@ pub fn display_name(step: &str, run_index: u32, runs: u32, item: Option<u32>) ->
     name
 }
 
+/// A step as `graph` draws it: its name, and for a step that fans out its count (`build ×3`)
+/// or the list it fans out over (`each × {{steps.gen.outputs.list}}`).
+pub fn node_label(step: &Step, fan_out: Option<&FanOut>) -> String {
+    let name = &step.step_name;
+    match fan_out {
+        None => name.clone(),
+        Some(fan_out) => match fan_out.static_len() {
+            Some(count) => format!("{name} ×{count}"),
+            None => {
+                let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
+                format!("{name} × {param}")
+            }
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

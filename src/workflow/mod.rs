@@ -8,6 +8,7 @@
 //!   whole DAG run `spec.runs` times: compiled fan-outs, items and instance names.
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
 //! - [`names`]: deterministic Job names, label values and run ids.
+//! - [`object_instance`]: which step instance a Job or pod runs, read back from its labels.
 //! - [`jobs`]: building a step's Job; reading Jobs back as plain data; relabel patches.
 //! - [`job_summary`]: a Job as the operator keeps it in memory (no pod template).
 //! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
@@ -26,6 +27,7 @@ pub mod job_summary;
 pub mod jobs;
 pub mod lifecycle;
 pub mod names;
+pub mod object_instance;
 pub mod outputs;
 pub mod plan;
 pub mod step_view;
