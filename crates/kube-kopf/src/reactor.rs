@@ -128,7 +128,21 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         .reflect(writer);
     background.spawn(async move {
         let mut events = std::pin::pin!(events);
+        // Objects of a (re)listing: the reflector holds them only once the listing is done
+        // (it swaps the whole listing in at `InitDone`), so mirrors hear of them then.
+        let mut listed: Vec<ObjectRef<K>> = Vec::new();
         while let Some(event) = events.next().await {
+            if matches!(event, Ok(Event::Init)) {
+                listed.clear();
+            }
+            if matches!(event, Ok(Event::InitDone)) {
+                for key in listed.drain(..) {
+                    for mirror in &mirrors {
+                        mirror.changed(key.clone());
+                    }
+                }
+            }
+            let initial = matches!(event, Ok(Event::InitApply(_)));
             let msg = match event {
                 Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
                     let key = ObjectRef::from(&obj);
@@ -155,10 +169,15 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
                     continue;
                 }
             };
-            // The store holds the change already (`reflect` applies it before yielding it).
+            // The store holds the change already (`reflect` applies it before yielding it),
+            // but for an object of a listing (above).
             if let Msg::Changed(key) = &msg {
-                for mirror in &mirrors {
-                    mirror.changed(key.clone());
+                if initial {
+                    listed.push(key.clone());
+                } else {
+                    for mirror in &mirrors {
+                        mirror.changed(key.clone());
+                    }
                 }
             }
             if watch_tx.send(msg).is_err() {

@@ -59,3 +59,38 @@ async fn a_mirror_reads_what_the_watch_holds_and_hears_of_each_change() {
     assert_eq!(mirror.state().len(), 1);
     running.stop().await;
 }
+
+/// Objects that exist before the operator starts come in its first listing, which the mirror
+/// holds only once the listing is complete: a reader is told of them then, so each one it
+/// hears of, it can read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_tells_of_listed_objects_once_it_holds_them() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    const LISTED: usize = 50;
+    for i in 0..LISTED {
+        api.create(&PostParams::default(), &widget(&format!("w{i}"), 1))
+            .await
+            .expect("create");
+    }
+    let mirror = Mirror::<Widget>::new();
+    let mut changes = mirror.subscribe();
+    let operator = Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+        r.mirror_to(&mirror)
+            .on_create("create", |_: Context<Widget>| async { Ok(()) })
+    });
+    let running = start(operator);
+    let mut heard = std::collections::BTreeSet::new();
+    while heard.len() < LISTED {
+        let key = tokio::time::timeout(Duration::from_secs(20), changes.recv())
+            .await
+            .expect("a change in time")
+            .expect("the change");
+        assert!(
+            mirror.get(&key).is_some(),
+            "told of {key} before the mirror holds it"
+        );
+        heard.insert(key.name);
+    }
+    running.stop().await;
+}
