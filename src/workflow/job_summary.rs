@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Serialize};
 
 use super::jobs::{
@@ -138,11 +138,53 @@ pub struct JobFailure {
 /// The JSON shape of a Job, limited to the fields a [`JobSummary`] is made from.
 #[derive(Deserialize, Serialize)]
 struct JobOnTheWire {
-    metadata: ObjectMeta,
+    metadata: MetaOnTheWire,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     spec: Option<JobSummarySpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<StatusOnTheWire>,
+}
+
+/// The JSON shape of a Job's metadata, limited to what is kept. Not an `ObjectMeta`: that would
+/// read `managedFields` (on a Job as much JSON again as the rest of it, every field of its pod
+/// template named) into values only to drop them; serde skips what this does not name.
+#[derive(Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaOnTheWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resource_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    creation_timestamp: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deletion_timestamp: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    owner_references: Option<Vec<OwnerReference>>,
+}
+
+impl From<ObjectMeta> for MetaOnTheWire {
+    fn from(meta: ObjectMeta) -> Self {
+        Self {
+            name: meta.name,
+            namespace: meta.namespace,
+            uid: meta.uid,
+            resource_version: meta.resource_version,
+            creation_timestamp: meta.creation_timestamp,
+            deletion_timestamp: meta.deletion_timestamp,
+            labels: meta.labels,
+            annotations: meta.annotations,
+            owner_references: meta.owner_references,
+        }
+    }
 }
 
 /// The JSON shape of a Job's status, limited likewise.
@@ -411,7 +453,7 @@ impl From<JobSummary> for JobOnTheWire {
         .collect();
         metadata.labels = (!labels.is_empty()).then_some(labels);
         Self {
-            metadata,
+            metadata: metadata.into(),
             spec: summary.spec,
             status: summary.status.map(StatusOnTheWire::from),
         }
@@ -421,7 +463,7 @@ impl From<JobSummary> for JobOnTheWire {
 impl From<Job> for JobSummary {
     fn from(job: Job) -> Self {
         JobOnTheWire {
-            metadata: job.metadata,
+            metadata: job.metadata.into(),
             spec: job.spec.map(|spec| JobSummarySpec {
                 active_deadline_seconds: spec.active_deadline_seconds,
                 suspend: spec.suspend,
