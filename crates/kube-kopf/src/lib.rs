@@ -88,6 +88,7 @@
 
 pub mod causes;
 pub mod child_index;
+pub mod events;
 pub mod intake;
 pub mod mirror;
 pub mod progress;
@@ -103,7 +104,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -334,7 +335,7 @@ impl Operator {
         let token = CancellationToken::new();
         self.monitor.start(self.reactors.len());
         let env = reactor::Env {
-            recorder: Recorder::new(
+            recorder: events::Publisher::new(
                 self.client.clone(),
                 Reporter {
                     controller: self.config.name.clone(),

@@ -39,7 +39,7 @@ use chrono::Utc;
 use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, ResourceExt};
@@ -86,7 +86,7 @@ pub(crate) struct Env {
     pub client: Client,
     pub config: Arc<OperatorConfig>,
     pub semaphore: Arc<Semaphore>,
-    pub recorder: Recorder,
+    pub recorder: crate::events::Publisher,
     pub shutdown: CancellationToken,
     pub monitor: Monitor,
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -158,7 +158,7 @@ pub struct Context<K> {
     /// Failed attempts before this one.
     pub retry: u32,
     /// Publishes Events (events.k8s.io/v1) as this operator.
-    pub recorder: Recorder,
+    pub recorder: crate::events::Publisher,
     pub(crate) child: Option<Arc<dyn Any + Send + Sync>>,
     pub(crate) mirrors: Arc<[Arc<dyn Any + Send + Sync>]>,
 }

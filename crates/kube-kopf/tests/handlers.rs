@@ -13,7 +13,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event as KubeEvent, EventType, Reporter};
 use kube::{Resource, ResourceExt};
+use kube_kopf::events::Publisher;
 use kube_kopf::{Backoff, Children, Context, HandlerError, HandlerResult, Operator};
 use serde_json::json;
 
@@ -264,6 +266,101 @@ async fn permanent_error_stops_retries_and_posts_a_warning_event() {
     );
     let after = api.get("w").await.expect("get").resource_version();
     assert_eq!(after, version, "timers and resyncs write nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_event_is_counted_in_a_series_and_created_anew_once_deleted() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let widget = api
+        .create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    let regarding = widget.object_ref(&());
+    let publisher = Publisher::new(
+        client.clone(),
+        Reporter {
+            controller: "tester".into(),
+            instance: None,
+        },
+    );
+    let started = |note: &str| KubeEvent {
+        type_: EventType::Normal,
+        reason: "Started".into(),
+        note: Some(note.into()),
+        action: "Create".into(),
+        secondary: None,
+    };
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let listed = || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .expect("list events")
+            .items
+    };
+
+    publisher
+        .publish(&started("first"), &regarding)
+        .await
+        .expect("publish");
+    publisher
+        .publish(&started("second"), &regarding)
+        .await
+        .expect("publish");
+    publisher
+        .publish(&started("third"), &regarding)
+        .await
+        .expect("publish");
+    let completed = KubeEvent {
+        reason: "Completed".into(),
+        ..started("done")
+    };
+    publisher
+        .publish(&completed, &regarding)
+        .await
+        .expect("publish");
+
+    let items = listed().await;
+    assert_eq!(
+        items.len(),
+        2,
+        "one Started with its series, one Completed: {items:?}"
+    );
+    let first = items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Started"))
+        .expect("the Started event");
+    assert_eq!(
+        first.note.as_deref(),
+        Some("first"),
+        "a series keeps its first note"
+    );
+    assert_eq!(first.series.as_ref().map(|s| s.count), Some(3));
+    assert_eq!(first.reporting_controller.as_deref(), Some("tester"));
+    let completed_event = items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Completed"))
+        .expect("the Completed event");
+    assert!(completed_event.series.is_none());
+
+    // The Event is gone (as the API server's event TTL removes them): a repeat starts anew.
+    events
+        .delete(&first.name_any(), &DeleteParams::default())
+        .await
+        .expect("delete");
+    publisher
+        .publish(&started("fourth"), &regarding)
+        .await
+        .expect("publish");
+    let started_now: Vec<Event> = listed()
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Started"))
+        .collect();
+    assert_eq!(started_now.len(), 1, "{started_now:?}");
+    assert_eq!(started_now[0].note.as_deref(), Some("fourth"));
+    assert!(started_now[0].series.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
