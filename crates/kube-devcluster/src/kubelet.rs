@@ -32,7 +32,8 @@
 //! `StartError`, exit code 128, phase `Failed`). Output (stdout and stderr interleaved, the last
 //! [`LOG_LIMIT`] bytes, each line with its time) is kept as the pod's log ([`super::pod_logs`])
 //! until the pod is deleted. `restartPolicy` `OnFailure` and `Always` restart the container
-//! (after 100 ms, doubling, at most 1 s), counting `restartCount`. Other containers, init
+//! (after 100 ms, doubling, at most 1 s), counting `restartCount`; each run has a log of its own
+//! and the run before is kept as the previous log (`kubectl logs --previous`). Other containers, init
 //! containers, probes and resources are ignored.
 //!
 //! A deleted pod is stopped gracefully ([`super::pod_deletion`]): its main process gets SIGTERM,
@@ -144,6 +145,14 @@ pub fn expand(text: &str, vars: &HashMap<String, String>) -> String {
 
 type Log = Arc<super::pod_logs::Log>;
 
+/// A pod's logs: its container's current run, and the run before when it was restarted (what
+/// `previous=true` reads, as the kubelet keeps the last terminated container's log).
+struct PodLog {
+    uid: String,
+    current: Log,
+    previous: Option<Log>,
+}
+
 /// A container the kubelet is running (or about to).
 struct Running {
     cancel: CancellationToken,
@@ -168,7 +177,7 @@ pub(crate) struct Shared {
     mode: PodMode,
     /// Images' entrypoints added to the built-in ones (`DevClusterOptions::entrypoints`).
     entrypoints: Mutex<HashMap<String, Vec<String>>>,
-    logs: Mutex<HashMap<(String, String), (String, Log)>>,
+    logs: Mutex<HashMap<(String, String), PodLog>>,
     running: Mutex<RunningSet>,
     reaper: Mutex<Option<Reaper>>,
     /// Where pods' volumes and claims' storage are kept.
@@ -197,8 +206,15 @@ impl Shared {
 
     fn log(&self, namespace: &str, pod: &str) -> Option<Log> {
         let logs = self.logs.lock().expect("kubelet lock poisoned");
-        let (_, log) = logs.get(&(namespace.to_string(), pod.to_string()))?;
-        Some(log.clone())
+        let log = logs.get(&(namespace.to_string(), pod.to_string()))?;
+        Some(log.current.clone())
+    }
+
+    fn previous_log(&self, namespace: &str, pod: &str) -> Option<Log> {
+        let logs = self.logs.lock().expect("kubelet lock poisoned");
+        logs.get(&(namespace.to_string(), pod.to_string()))?
+            .previous
+            .clone()
     }
 
     pub fn set_entrypoints(&self, entrypoints: HashMap<String, Vec<String>>) {
@@ -218,19 +234,35 @@ impl Shared {
         let log = Log::default();
         self.logs.lock().expect("kubelet lock poisoned").insert(
             (namespace.to_string(), pod.to_string()),
-            (uid.to_string(), log.clone()),
+            PodLog {
+                uid: uid.to_string(),
+                current: log.clone(),
+                previous: None,
+            },
         );
+        log
+    }
+
+    /// A fresh log for a restarted container; the one before becomes the previous log.
+    fn restart_log(&self, namespace: &str, pod: &str, uid: &str) -> Log {
+        let log = Log::default();
+        let mut logs = self.logs.lock().expect("kubelet lock poisoned");
+        if let Some(entry) = logs.get_mut(&(namespace.to_string(), pod.to_string()))
+            && entry.uid == uid
+        {
+            entry.previous = Some(std::mem::replace(&mut entry.current, log.clone()));
+        }
         log
     }
 
     fn forget_log(&self, namespace: &str, pod: &str, uid: &str) {
         let mut logs = self.logs.lock().expect("kubelet lock poisoned");
         let key = (namespace.to_string(), pod.to_string());
-        if logs.get(&key).is_some_and(|(owner, _)| owner == uid)
-            && let Some((_, log)) = logs.remove(&key)
+        if logs.get(&key).is_some_and(|log| log.uid == uid)
+            && let Some(log) = logs.remove(&key)
         {
             // Followers of a deleted pod's log stop.
-            log.close();
+            log.current.close();
         }
     }
 
@@ -329,8 +361,8 @@ impl Shared {
             }
         }
         drop(running);
-        for (_, log) in self.logs.lock().expect("kubelet lock poisoned").values() {
-            log.close();
+        for log in self.logs.lock().expect("kubelet lock poisoned").values() {
+            log.current.close();
         }
         // Closing the reaper's pipe lets it exit (killing again whatever is still registered).
         let reaper = self.reaper.lock().expect("kubelet lock poisoned").take();
@@ -356,7 +388,12 @@ impl Shared {
 
 impl PodLogs for Shared {
     fn pod_log(&self, namespace: &str, pod: &str, options: &LogOptions) -> Option<LogStream> {
-        Some(self.log(namespace, pod)?.read(options))
+        let log = if options.previous {
+            self.previous_log(namespace, pod)?
+        } else {
+            self.log(namespace, pod)?
+        };
+        Some(log.read(options))
     }
 }
 
@@ -1028,12 +1065,19 @@ impl Runner {
             .and_then(Value::as_str)
             .unwrap_or("Always")
             .to_string();
-        let log = self
+        let mut log = self
             .shared
             .new_log(self.pod.namespace(), self.pod.name(), self.pod.uid());
         let mut restarts: u32 = 0;
         let mut last_state: Option<State> = None;
         loop {
+            // A restarted container writes a log of its own; until it starts, its current log
+            // is the last run's (as the kubelet reads `lastState` while the container waits).
+            if restarts > 0 {
+                log =
+                    self.shared
+                        .restart_log(self.pod.namespace(), self.pod.name(), self.pod.uid());
+            }
             // Each run of the container has a message file of its own, as each container the
             // real kubelet starts does (`makeMounts`), and its own output for the log fallback.
             let file = match volumes.as_ref().filter(|_| sandboxed) {

@@ -4,7 +4,9 @@
 //! pkg/kubelet/kuberuntime/logs/logs.go (`ReadLogs`) applies them: lines older than `since` are
 //! skipped, `tail` keeps the last lines, `timestamps` prefixes each line with its time
 //! (RFC 3339, nine fraction digits), `limitBytes` cuts the output, and `follow` keeps streaming
-//! what the container writes until it ends.
+//! what the container writes until it ends. Which container's log, and whether its current or
+//! previous run, are checked as the API server and the kubelet check them ([`container_of`],
+//! [`not_available`], [`no_previous`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -12,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
+use serde_json::Value;
 
 use super::error::{ApiError, Result};
 use super::field_error::FieldError;
@@ -31,6 +34,74 @@ pub struct LogOptions {
     pub timestamps: bool,
     pub since: Option<DateTime<Utc>>,
     pub limit_bytes: Option<usize>,
+    /// The container's run before the current one (`previous`).
+    pub previous: bool,
+}
+
+/// The container a log request reads, as the API server picks it
+/// (pkg/registry/core/pod/strategy.go, `LogLocation` -> `validateContainer`): the one named,
+/// which must be one of the pod's containers, init or ephemeral containers; without a name the
+/// pod's only container. Otherwise 400.
+pub fn container_of(pod: &Value, asked: Option<&str>) -> Result<String> {
+    let names_in = |list: &str| -> Vec<String> {
+        pod.pointer(&format!("/spec/{list}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
+            .collect()
+    };
+    let pod_name = pod
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let containers = names_in("containers");
+    match asked.filter(|name| !name.is_empty()) {
+        None => match containers.as_slice() {
+            [only] => Ok(only.clone()),
+            [] => Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {pod_name}"
+            ))),
+            _ => {
+                // `podutil.VisitContainers` order, printed as Go prints a []string.
+                let mut all = names_in("initContainers");
+                all.extend(containers);
+                all.extend(names_in("ephemeralContainers"));
+                Err(ApiError::bad_request(format!(
+                    "a container name must be specified for pod {pod_name}, choose one of: [{}]",
+                    all.join(" ")
+                )))
+            }
+        },
+        Some(name) => {
+            let known = ["initContainers", "containers", "ephemeralContainers"]
+                .iter()
+                .any(|list| names_in(list).iter().any(|n| n == name));
+            if known {
+                Ok(name.to_string())
+            } else {
+                Err(ApiError::bad_request(format!(
+                    "container {name} is not valid for pod {pod_name}"
+                )))
+            }
+        }
+    }
+}
+
+/// The kubelet's answer for a container it has no status of (pkg/kubelet/kubelet_pods.go,
+/// `validateContainerLogStatus`; its server answers such errors 400, `getContainerLogs`): here
+/// every container but a pod's first, which the embedded kubelet does not run.
+pub fn not_available(container: &str, pod: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "container {container:?} in pod {pod:?} is not available"
+    ))
+}
+
+/// The kubelet's answer to `previous` for a container that has not been restarted (same place).
+pub fn no_previous(container: &str, pod: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "previous terminated container {container:?} in pod {pod:?} not found"
+    ))
 }
 
 /// Go's `strconv.ParseBool`, which the API server's query decoding uses.
@@ -54,6 +125,7 @@ impl LogOptions {
         since_seconds: Option<i64>,
         since_time: Option<&str>,
         limit_bytes: Option<i64>,
+        previous: Option<&str>,
     ) -> Result<Self> {
         let mut errors = Vec::new();
         if tail_lines.is_some_and(|n| n < 0) {
@@ -108,6 +180,7 @@ impl LogOptions {
             timestamps: parse_bool("timestamps", timestamps)?,
             since,
             limit_bytes: limit_bytes.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            previous: parse_bool("previous", previous)?,
         })
     }
 }
@@ -409,7 +482,7 @@ mod tests {
     #[test]
     fn invalid_options_are_refused() {
         assert_eq!(
-            LogOptions::parse(None, Some(-1), None, None, None, None)
+            LogOptions::parse(None, Some(-1), None, None, None, None, None)
                 .unwrap_err()
                 .code,
             422
@@ -421,15 +494,24 @@ mod tests {
                 None,
                 Some(5),
                 Some("2024-01-01T00:00:00Z"),
+                None,
                 None
             )
             .unwrap_err()
             .code,
             422
         );
-        let ok =
-            LogOptions::parse(Some("True"), Some(3), Some("true"), None, None, Some(9)).unwrap();
-        assert!(ok.follow && ok.timestamps);
+        let ok = LogOptions::parse(
+            Some("True"),
+            Some(3),
+            Some("true"),
+            None,
+            None,
+            Some(9),
+            Some("1"),
+        )
+        .unwrap();
+        assert!(ok.follow && ok.timestamps && ok.previous);
         assert_eq!((ok.tail_lines, ok.limit_bytes), (Some(3), Some(9)));
     }
 }

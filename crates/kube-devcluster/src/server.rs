@@ -50,7 +50,8 @@ pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Where the server reads pod logs from (the kubelet).
 pub trait PodLogs: Send + Sync {
-    /// A pod's log as `options` ask for it; `None` when the kubelet never ran the pod.
+    /// A pod's log as `options` ask for it; `None` when the kubelet never ran the pod (with
+    /// `previous`: never restarted its container).
     fn pod_log(
         &self,
         namespace: &str,
@@ -126,6 +127,8 @@ struct Params {
     since_seconds: Option<i64>,
     since_time: Option<String>,
     limit_bytes: Option<i64>,
+    container: Option<String>,
+    previous: Option<String>,
 }
 
 async fn handle(
@@ -1012,12 +1015,24 @@ impl Request<'_> {
             p.since_seconds,
             p.since_time.as_deref(),
             p.limit_bytes,
+            p.previous.as_deref(),
         )?;
+        let container = super::pod_logs::container_of(&pod.value, p.container.as_deref())?;
+        let runs = pod
+            .value
+            .pointer("/spec/containers/0/name")
+            .and_then(Value::as_str);
+        if runs != Some(container.as_str()) {
+            return Err(super::pod_logs::not_available(&container, name));
+        }
         let stream = self
             .state
             .logs
             .as_ref()
             .and_then(|l| l.pod_log(pod.namespace(), pod.name(), &options));
+        if stream.is_none() && options.previous {
+            return Err(super::pod_logs::no_previous(&container, name));
+        }
         let body = match stream {
             // Streamed: with `follow` it lasts as long as the container runs.
             Some(stream) => Body::from_stream(futures::StreamExt::map(

@@ -1,7 +1,8 @@
 //! The kubelet's and the Secret strategy's side of the control plane, as kubectl and the official
 //! Python client see it: `stringData` folded into `data`, container env from ConfigMaps, Secrets
 //! and the pod's fields (and `CreateContainerConfigError` while one is missing), pod log options
-//! (`follow`, `tailLines`, `timestamps`, `sinceSeconds`, `limitBytes`), graceful pod deletion,
+//! (`follow`, `tailLines`, `timestamps`, `sinceSeconds`, `limitBytes`, `container`,
+//! `previous`), graceful pod deletion,
 //! and containers without a `command` (the built-in entrypoints of common images).
 
 mod support;
@@ -337,6 +338,142 @@ print(json.dumps({"followed": "".join(chunks), "phase": phase, "tail": tail, "si
     assert_eq!(seen["phase"], "Succeeded", "{seen}");
     assert_eq!(seen["tail"], "four\n", "{seen}");
     assert_eq!(seen["since"], "one\ntwo\nthree\nfour\n", "{seen}");
+}
+
+#[tokio::test]
+async fn pod_logs_of_a_named_container_and_of_the_previous_run() {
+    let Some((cluster, kubectl)) = setup("pod_logs_container_previous").await else {
+        return;
+    };
+    // Fails its first run and succeeds its second: two runs, each with a log of its own.
+    let marker = kubectl.manifest("ran-once", "");
+    std::fs::remove_file(&marker).unwrap();
+    let restarter = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: restarter}}
+spec:
+  restartPolicy: OnFailure
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "if [ -f {marker} ]; then echo second; else touch {marker}; echo first; exit 1; fi"]
+"#
+    );
+    let single = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: single}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["echo", "only"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pair}
+spec:
+  restartPolicy: Never
+  initContainers:
+  - name: setup
+    image: busybox
+    command: ["true"]
+  containers:
+  - name: main
+    image: busybox
+    command: ["echo", "main says"]
+  - name: side
+    image: busybox
+    command: ["echo", "side says"]
+"#;
+    kubectl
+        .ok(&[
+            "apply",
+            "-f",
+            &kubectl.manifest("restarter.yaml", &restarter),
+        ])
+        .await;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("single.yaml", single)])
+        .await;
+    let pod = wait_phase(&kubectl, "restarter", &["Succeeded"]).await;
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["restartCount"], 1,
+        "{pod}"
+    );
+    wait_phase(&kubectl, "single", &["Succeeded"]).await;
+    wait_phase(&kubectl, "pair", &["Succeeded"]).await;
+
+    assert_eq!(kubectl.ok(&["logs", "restarter"]).await, "second\n");
+    assert_eq!(
+        kubectl.ok(&["logs", "restarter", "-c", "main"]).await,
+        "second\n"
+    );
+    assert_eq!(
+        kubectl.ok(&["logs", "restarter", "--previous"]).await,
+        "first\n"
+    );
+
+    let refused = |out: support::Output, message: &str| {
+        assert!(!out.success, "{}", out.stdout);
+        assert!(
+            out.stderr
+                .contains(&format!("Error from server (BadRequest): {message}")),
+            "{}",
+            out.stderr
+        );
+    };
+    refused(
+        kubectl.run(&["logs", "single", "--previous"]).await,
+        r#"previous terminated container "main" in pod "single" not found"#,
+    );
+    // kubectl picks the first container itself; the embedded kubelet runs only that one.
+    assert_eq!(kubectl.ok(&["logs", "pair"]).await, "main says\n");
+    refused(
+        kubectl.run(&["logs", "pair", "-c", "side"]).await,
+        r#"container "side" in pod "pair" is not available"#,
+    );
+
+    // The Python client sends no container unless told: the server picks or asks for one.
+    let seen = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+only = v1.read_namespaced_pod_log("single", "default")
+try:
+    v1.read_namespaced_pod_log("pair", "default")
+    pair = None
+except ApiException as e:
+    pair = {"status": e.status, "message": json.loads(e.body)["message"]}
+try:
+    v1.read_namespaced_pod_log("restarter", "default", container="nope")
+    nope = None
+except ApiException as e:
+    nope = {"status": e.status, "message": json.loads(e.body)["message"]}
+print(json.dumps({"only": only, "pair": pair, "nope": nope}))
+"#,
+    )
+    .await;
+    assert_eq!(seen["only"], "only\n", "{seen}");
+    assert_eq!(seen["pair"]["status"], 400, "{seen}");
+    assert_eq!(
+        seen["pair"]["message"],
+        "a container name must be specified for pod pair, choose one of: [setup main side]",
+        "{seen}"
+    );
+    // (kubectl refuses an unknown container itself, before asking.)
+    assert_eq!(seen["nope"]["status"], 400, "{seen}");
+    assert_eq!(
+        seen["nope"]["message"], "container nope is not valid for pod restarter",
+        "{seen}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
