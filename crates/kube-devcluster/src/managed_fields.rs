@@ -10,7 +10,7 @@
 //! JSON>` for items of keyed lists, `v:<value>` for items of sets); a node is a member when the
 //! field itself is owned (`.` in `FieldsV1` when it has children too).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value, json};
 
@@ -647,7 +647,84 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, shape: Shape, who: &W
     mine.time = Some(now.to_string());
     mine.api_version = who.api_version.to_string();
     managers.push(mine);
+    managers.retain(|e| !e.fields.is_empty());
+    cap_update_managers(&mut managers);
     set_entries(new, managers);
+}
+
+/// The most Update entries an object keeps (fieldmanager.go `DefaultMaxUpdateManagers`).
+const MAX_UPDATE_MANAGERS: usize = 10;
+
+/// What the oldest Update entries are merged into (capmanagers.go `oldUpdatesManagerName`).
+const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// Keeps at most [`MAX_UPDATE_MANAGERS`] Update entries, as the API server does after every
+/// update (k8s.io/apimachinery/pkg/util/managedfields/internal/capmanagers.go,
+/// `capUpdateManagers`): oldest first (by time in seconds, then by manager), the second and
+/// later entries of an API version are merged into that version's `ancient-changes` entry, which
+/// the first of them becomes, until few enough are left. The bucket takes the time of the last
+/// entry merged into it.
+fn cap_update_managers(managers: &mut Vec<Entry>) {
+    let mut updaters: Vec<usize> = (0..managers.len())
+        .filter(|&i| managers[i].operation == "Update")
+        .collect();
+    if updaters.len() <= MAX_UPDATE_MANAGERS {
+        return;
+    }
+    // Times are RFC 3339 in whole seconds, so they sort as strings; the API server breaks ties by
+    // the manager's identifier (its JSON: manager, operation, apiVersion, subresource).
+    updaters.sort_by(|&a, &b| {
+        let key = |e: &Entry| {
+            (
+                e.time.clone().unwrap_or_default(),
+                e.manager.clone(),
+                e.api_version.clone(),
+                e.subresource.clone(),
+            )
+        };
+        key(&managers[a]).cmp(&key(&managers[b]))
+    });
+    let mut first_of_version: HashMap<String, usize> = HashMap::new();
+    let mut merged = vec![false; managers.len()];
+    let mut left = updaters.len();
+    for &i in &updaters {
+        if left <= MAX_UPDATE_MANAGERS {
+            break;
+        }
+        let version = managers[i].api_version.clone();
+        let Some(&first) = first_of_version.get(&version) else {
+            first_of_version.insert(version, i);
+            continue;
+        };
+        let is_bucket = |e: &Entry| {
+            e.manager == ANCIENT_CHANGES
+                && e.operation == "Update"
+                && e.api_version == version
+                && e.subresource.is_none()
+        };
+        let bucket = match (0..managers.len()).find(|&j| !merged[j] && is_bucket(&managers[j])) {
+            // The bucket itself, older than another entry of its version: nothing to merge. (The
+            // Go code would delete it here, with the fields it holds.)
+            Some(bucket) if bucket == i => continue,
+            Some(bucket) => bucket,
+            None => {
+                managers[first].manager = ANCIENT_CHANGES.into();
+                managers[first].subresource = None;
+                first
+            }
+        };
+        let fields = std::mem::take(&mut managers[i].fields);
+        managers[bucket].fields.union(&fields);
+        managers[bucket].time = managers[i].time.clone();
+        merged[i] = true;
+        left -= 1;
+    }
+    let mut index = 0;
+    managers.retain(|_| {
+        let keep = !merged[index];
+        index += 1;
+        keep
+    });
 }
 
 /// A create that sends no managed fields (every create but that of an exported object): the

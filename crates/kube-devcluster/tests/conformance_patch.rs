@@ -483,6 +483,53 @@ except client.exceptions.ApiException as e:
     assert_eq!(cause["field"], ".metadata.labels.tier", "{out}");
 }
 
+/// An object keeps at most 10 Update entries: after each update the oldest are merged into an
+/// `ancient-changes` entry (apimachinery's capmanagers.go), here the creator's and the first two
+/// patchers' of twelve managers, as the Python client reads them back.
+#[tokio::test]
+async fn update_managers_beyond_ten_are_merged_into_ancient_changes() {
+    let Some((cluster, _kubectl)) = setup("update_managers_are_capped").await else {
+        return;
+    };
+    let out = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(sys.argv[1])
+core = client.CoreV1Api()
+body = {"metadata": {"name": "many"}, "data": {"k00": "0"}}
+core.create_namespaced_config_map("default", body, field_manager="creator")
+for i in range(1, 12):
+    core.patch_namespaced_config_map("many", "default", {"data": {"k%02d" % i: str(i)}},
+                                     field_manager="m%02d" % i)
+cm = core.read_namespaced_config_map("many", "default")
+print(json.dumps([
+    {"manager": e.manager, "operation": e.operation,
+     "keys": sorted(k for k in e.fields_v1.get("f:data", {}) if k != ".")}
+    for e in cm.metadata.managed_fields
+]))
+"#,
+    )
+    .await;
+    let entries = out.as_array().unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(entries.len(), 10, "{out}");
+    assert!(entries.iter().all(|e| e["operation"] == "Update"), "{out}");
+    let ancient = entries
+        .iter()
+        .find(|e| e["manager"] == "ancient-changes")
+        .unwrap_or_else(|| panic!("no ancient-changes entry: {out}"));
+    assert_eq!(ancient["keys"], json!(["f:k00", "f:k01", "f:k02"]), "{out}");
+    let mut others: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e["manager"].as_str())
+        .filter(|m| *m != "ancient-changes")
+        .collect();
+    others.sort_unstable();
+    let expected: Vec<String> = (3..=11).map(|i| format!("m{i:02}")).collect();
+    assert_eq!(others, expected, "{out}");
+}
+
 /// Two managers apply different containers of one Deployment: the containers list is a map
 /// keyed by name (`x-kubernetes-list-map-keys`), so each keeps its own, and re-applying the
 /// first manifest leaves the other manager's container.
