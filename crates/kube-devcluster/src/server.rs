@@ -117,7 +117,9 @@ struct Params {
     field_manager: Option<String>,
     field_validation: Option<String>,
     force: Option<String>,
-    dry_run: Option<String>,
+    /// Every `dryRun` value (a list in `CreateOptions` and the rest), not only the first.
+    #[serde(skip)]
+    dry_run: Vec<String>,
     include_object: Option<String>,
     grace_period_seconds: Option<i64>,
     // Pod log options (`GET .../pods/NAME/log`, see `pod_logs`).
@@ -129,6 +131,36 @@ struct Params {
     limit_bytes: Option<i64>,
     container: Option<String>,
     previous: Option<String>,
+}
+
+/// The query as the API server reads it: of a repeated parameter the options take the first value
+/// (k8s.io/apimachinery/pkg/runtime/conversion.go, `Convert_Slice_string_To_string` and the
+/// others take `(*in)[0]`), but `dryRun`, a list, takes them all.
+fn parse_params(uri: &Uri) -> Result<Params> {
+    let pairs = Query::<Vec<(String, String)>>::try_from_uri(uri)
+        .map(|q| q.0)
+        .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
+    super::query::check_integers(&pairs)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut first = form_urlencoded::Serializer::new(String::from("/?"));
+    for (key, value) in &pairs {
+        if seen.insert(key.as_str()) {
+            first.append_pair(key, value);
+        }
+    }
+    let firsts: Uri = first
+        .finish()
+        .parse()
+        .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
+    let mut params: Params = Query::<Params>::try_from_uri(&firsts)
+        .map(|q| q.0)
+        .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
+    params.dry_run = pairs
+        .into_iter()
+        .filter(|(key, _)| key == "dryRun")
+        .map(|(_, value)| value)
+        .collect();
+    Ok(params)
 }
 
 async fn handle(
@@ -210,12 +242,7 @@ async fn route(
             .map(|d| json_response(StatusCode::OK, &d))
             .ok_or_else(not_found);
     }
-    if let Ok(Query(pairs)) = Query::<Vec<(String, String)>>::try_from_uri(uri) {
-        super::query::check_integers(&pairs)?;
-    }
-    let params: Params = Query::<Params>::try_from_uri(uri)
-        .map(|q| q.0)
-        .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
+    let params = parse_params(uri)?;
     let parsed = path::parse(path).ok_or_else(not_found)?;
     let accept = headers
         .get(header::ACCEPT)
@@ -869,7 +896,7 @@ impl Request<'_> {
     /// Whether this write is a dry run (`?dryRun=All`); `body_values` are the `dryRun` of a
     /// `DeleteOptions` body. An unknown value is a 422 on `options_kind`.
     fn dry_run(&self, options_kind: &str, body_values: &[&str]) -> Result<bool> {
-        let mut values: Vec<&str> = self.params.dry_run.as_deref().into_iter().collect();
+        let mut values: Vec<&str> = self.params.dry_run.iter().map(String::as_str).collect();
         values.extend_from_slice(body_values);
         super::dry_run::requested(options_kind, &values)
     }

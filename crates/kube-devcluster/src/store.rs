@@ -437,6 +437,9 @@ impl Store {
         }
         merge_for_target(info, &old.value, &mut new, target);
         preserve_identity(&old.value, &mut new);
+        if is_namespaces(info) {
+            namespace_name_label(&mut new);
+        }
         let old_generation = old
             .value
             .pointer("/metadata/generation")
@@ -900,6 +903,23 @@ fn namespace_defaults(obj: &mut Value) {
         obj["spec"]["finalizers"] = json!([NAMESPACE_FINALIZER]);
     }
     obj["status"] = json!({"phase": "Active"});
+    namespace_name_label(obj);
+}
+
+/// Every namespace is labelled `kubernetes.io/metadata.name` with its name, on create and on
+/// every update, whatever the client sent (pkg/apis/core/v1/defaults.go
+/// `SetDefaults_Namespace`, and the namespace strategy's `Canonicalize` for generated names), so
+/// that namespaces can be selected by name (`namespaceSelector`s).
+fn namespace_name_label(obj: &mut Value) {
+    let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) else {
+        return;
+    };
+    let name = json!(name);
+    let metadata = &mut obj["metadata"];
+    if !metadata["labels"].is_object() {
+        metadata["labels"] = json!({});
+    }
+    metadata["labels"]["kubernetes.io/metadata.name"] = name;
 }
 
 /// Whether a namespace still has `spec.finalizers`, which keep it (like `metadata.finalizers`)

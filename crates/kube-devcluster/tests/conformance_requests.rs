@@ -425,6 +425,79 @@ async fn integer_query_parameters_are_decoded_as_the_api_server_decodes_them() {
     assert!(out.contains("ConfigMapList"), "{out}");
 }
 
+/// A parameter given twice takes its first value, as the API server's conversions of `url.Values`
+/// do (`Convert_Slice_string_To_*` read `(*in)[0]`); `dryRun`, a list, takes every value, each
+/// of which must be `All`.
+#[tokio::test]
+async fn a_repeated_query_parameter_takes_its_first_value_but_dry_run_takes_all() {
+    let Some((cluster, kubectl)) = setup("repeated_query_parameters").await else {
+        return;
+    };
+    let list = |query: &'static str| {
+        let kubectl = &kubectl;
+        async move {
+            let out = kubectl
+                .ok(&["get", "--raw", &format!("/api/v1/namespaces?{query}")])
+                .await;
+            serde_json::from_str::<Value>(&out).expect("json")
+        }
+    };
+    let page = list("limit=1&limit=2").await;
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
+    assert!(page["metadata"]["continue"].is_string(), "{page}");
+    let listed = list("watch=0&watch=1").await;
+    assert_eq!(listed["kind"], "NamespaceList", "{listed}");
+    let selected =
+        list("labelSelector=kubernetes.io%2Fmetadata.name%3Ddefault&labelSelector=x").await;
+    let names: Vec<&str> = selected["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["default"], "{selected}");
+
+    let body = |name: &str| {
+        serde_json::to_vec(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}),
+        )
+        .unwrap()
+    };
+    let path = "/api/v1/namespaces/default/configmaps";
+    let twice = raw(
+        &cluster,
+        "POST",
+        &format!("{path}?dryRun=All&dryRun=All"),
+        "application/json",
+        body("twice"),
+    )
+    .await;
+    assert_eq!(twice.status, 201, "{}", twice.json());
+    let refused = raw(
+        &cluster,
+        "POST",
+        &format!("{path}?dryRun=All&dryRun=bogus"),
+        "application/json",
+        body("refused"),
+    )
+    .await;
+    assert_eq!(refused.status, 422, "{}", refused.json());
+    assert!(
+        refused.json()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("bogus")),
+        "{}",
+        refused.json()
+    );
+    let out = kubectl.run(&["get", "configmap", "twice", "refused"]).await;
+    assert!(
+        out.stderr.contains(r#"configmaps "twice" not found"#)
+            && out.stderr.contains(r#"configmaps "refused" not found"#),
+        "neither is stored: {}",
+        out.stderr
+    );
+}
+
 #[tokio::test]
 async fn kubectl_auth_can_i_and_whoami() {
     let Some((cluster, kubectl)) = setup("kubectl_auth_can_i_and_whoami").await else {
@@ -526,6 +599,62 @@ async fn the_initial_namespaces_cannot_be_deleted() {
     kubectl
         .ok(&["delete", "namespace", "mine", "--wait=false"])
         .await;
+}
+
+/// Every namespace carries `kubernetes.io/metadata.name` with its name, which a client can
+/// neither change nor remove (`SetDefaults_Namespace`), so it can be selected by name.
+#[tokio::test]
+async fn namespaces_are_labelled_with_their_name() {
+    let Some((_cluster, kubectl)) = setup("namespaces_are_labelled_with_their_name").await else {
+        return;
+    };
+    kubectl.ok(&["create", "namespace", "team-a"]).await;
+    let label = |name: &'static str| {
+        let kubectl = &kubectl;
+        async move {
+            kubectl
+                .ok(&[
+                    "get",
+                    "namespace",
+                    name,
+                    "-o",
+                    r"jsonpath={.metadata.labels.kubernetes\.io/metadata\.name}",
+                ])
+                .await
+        }
+    };
+    assert_eq!(label("team-a").await, "team-a");
+    assert_eq!(label("kube-system").await, "kube-system");
+    kubectl
+        .ok(&[
+            "label",
+            "namespace",
+            "team-a",
+            "kubernetes.io/metadata.name=other",
+            "--overwrite",
+        ])
+        .await;
+    assert_eq!(label("team-a").await, "team-a");
+    kubectl
+        .ok(&[
+            "label",
+            "namespace",
+            "team-a",
+            "kubernetes.io/metadata.name-",
+        ])
+        .await;
+    assert_eq!(label("team-a").await, "team-a");
+    let selected = kubectl
+        .ok(&[
+            "get",
+            "namespaces",
+            "-l",
+            "kubernetes.io/metadata.name in (team-a,default)",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(selected, "namespace/default\nnamespace/team-a\n");
 }
 
 #[tokio::test]
