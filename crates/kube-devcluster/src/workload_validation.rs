@@ -10,7 +10,15 @@
 //! - a Pod's spec cannot change but for images, `activeDeadlineSeconds`, `tolerations` and
 //!   `terminationGracePeriodSeconds` (core validation `ValidatePodUpdate`);
 //! - a ConfigMap or Secret marked `immutable: true` keeps its data and stays immutable
-//!   (`ValidateConfigMapUpdate`, `ValidateSecretUpdate`).
+//!   (`ValidateConfigMapUpdate`, `ValidateSecretUpdate`);
+//! - a Deployment has a non-negative `replicas`, a non-empty `selector` that its template's
+//!   labels match and that never changes, and a template that is a valid pod spec with
+//!   `restartPolicy: Always` and no `activeDeadlineSeconds` (pkg/apis/apps/validation
+//!   `ValidateDeploymentSpec`, `ValidatePodTemplateSpecForReplicaSet`; the selector's
+//!   immutability is the apps/v1 strategy's `ValidateUpdate`).
+//!
+//! A bad value in a message is printed as k8s.io/apimachinery's `field.Error` prints it: numbers
+//! as they are, strings quoted, anything else as its JSON.
 //!
 //! The real server defaults a pod's `restartPolicy` to `Always` before validating; this server
 //! does not default it, so an absent value is taken as that default.
@@ -37,6 +45,21 @@ pub fn check(group: &str, resource: &str, obj: &Value, old: Option<&Value>) -> V
                 pod_spec(spec, "spec.template.spec", &mut errors);
             }
             job_restart_policy(obj, &mut errors);
+        }
+        ("apps", "deployments") => {
+            deployment_spec(obj, &mut errors);
+            if let Some(old) = old {
+                let selector = |d: &Value| d.pointer("/spec/selector").cloned();
+                if selector(obj) != selector(old) {
+                    errors.push(FieldError::invalid(
+                        "spec.selector",
+                        format!(
+                            "Invalid value: {}: field is immutable",
+                            go_label_selector_json(selector(obj).as_ref())
+                        ),
+                    ));
+                }
+            }
         }
         ("", "configmaps") => {
             if let Some(old) = old {
@@ -133,6 +156,148 @@ fn job_restart_policy(job: &Value, errors: &mut Vec<FieldError>) {
             format!("Unsupported value: {other:?}: supported values: \"OnFailure\", \"Never\""),
         )),
     }
+}
+
+/// `ValidateDeploymentSpec` and the template checks of `ValidatePodTemplateSpecForReplicaSet`,
+/// in their order.
+fn deployment_spec(deployment: &Value, errors: &mut Vec<FieldError>) {
+    let Some(spec) = deployment.get("spec") else {
+        return;
+    };
+    if let Some(replicas) = spec.get("replicas").and_then(Value::as_i64)
+        && replicas < 0
+    {
+        errors.push(FieldError::invalid(
+            "spec.replicas",
+            format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+        ));
+    }
+    let selector = spec.get("selector").filter(|s| !s.is_null());
+    let selects_something = selector.is_some_and(|s| {
+        let count = |key: &str| {
+            s.get(key).map_or(0, |v| {
+                v.as_object().map_or(0, |m| m.len()) + v.as_array().map_or(0, Vec::len)
+            })
+        };
+        count("matchLabels") + count("matchExpressions") > 0
+    });
+    match selector {
+        None => errors.push(FieldError::required("spec.selector")),
+        Some(s) if !selects_something => errors.push(FieldError::invalid(
+            "spec.selector",
+            format!(
+                "Invalid value: {}: empty selector is invalid for deployment",
+                go_label_selector_json(Some(s))
+            ),
+        )),
+        Some(_) => {}
+    }
+    let template = spec.get("template").unwrap_or(&Value::Null);
+    let labels = template
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object);
+    if let Some(selector) = selector.filter(|_| selects_something)
+        && !selector_matches(selector, labels)
+    {
+        let shown = labels.map_or("null".to_string(), |l| Value::Object(l.clone()).to_string());
+        errors.push(FieldError::invalid(
+            "spec.template.metadata.labels",
+            format!("Invalid value: {shown}: `selector` does not match template `labels`"),
+        ));
+    }
+    if let Some(pod) = template.get("spec") {
+        pod_spec(pod, "spec.template.spec", errors);
+        // Absent is the pod default, Always.
+        if let Some(policy) = str_at(pod, "restartPolicy").filter(|p| *p != "Always") {
+            errors.push(FieldError::not_supported(
+                "spec.template.spec.restartPolicy",
+                format!("Unsupported value: {policy:?}: supported values: \"Always\""),
+            ));
+        }
+        if pod
+            .get("activeDeadlineSeconds")
+            .is_some_and(|v| !v.is_null())
+        {
+            errors.push(FieldError::forbidden(
+                "spec.template.spec.activeDeadlineSeconds",
+                "Forbidden: activeDeadlineSeconds in ReplicaSet is not Supported",
+            ));
+        }
+    }
+}
+
+/// Whether `labels` match a `LabelSelector` (`matchLabels` and `matchExpressions`, as
+/// `metav1.LabelSelectorAsSelector` reads them).
+fn selector_matches(selector: &Value, labels: Option<&serde_json::Map<String, Value>>) -> bool {
+    let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+    let match_labels = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .all(|(key, value)| label(key) == value.as_str());
+    let match_expressions = selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .all(|requirement| {
+            let key = str_at(requirement, "key").unwrap_or_default();
+            let values: Vec<&str> = requirement
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            match str_at(requirement, "operator").unwrap_or_default() {
+                "In" => label(key).is_some_and(|v| values.contains(&v)),
+                "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
+                "Exists" => label(key).is_some(),
+                "DoesNotExist" => label(key).is_none(),
+                _ => false,
+            }
+        });
+    match_labels && match_expressions
+}
+
+/// A `metav1.LabelSelector` as Go's `json.Marshal` writes it: fields in struct order
+/// (`matchLabels`, then `matchExpressions` with `key`, `operator`, `values`), empty ones omitted.
+fn go_label_selector_json(selector: Option<&Value>) -> String {
+    let Some(selector) = selector.filter(|s| s.is_object()) else {
+        return "null".into();
+    };
+    let mut parts = Vec::new();
+    if let Some(labels) = selector
+        .get("matchLabels")
+        .filter(|l| l.as_object().is_some_and(|m| !m.is_empty()))
+    {
+        parts.push(format!("\"matchLabels\":{labels}"));
+    }
+    if let Some(expressions) = selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .filter(|list| !list.is_empty())
+    {
+        let rendered: Vec<String> = expressions
+            .iter()
+            .map(|e| {
+                let mut fields = vec![
+                    format!("\"key\":{}", e.get("key").unwrap_or(&Value::Null)),
+                    format!("\"operator\":{}", e.get("operator").unwrap_or(&Value::Null)),
+                ];
+                if let Some(values) = e
+                    .get("values")
+                    .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+                {
+                    fields.push(format!("\"values\":{values}"));
+                }
+                format!("{{{}}}", fields.join(","))
+            })
+            .collect();
+        parts.push(format!("\"matchExpressions\":[{}]", rendered.join(",")));
+    }
+    format!("{{{}}}", parts.join(","))
 }
 
 /// What `ValidatePodUpdate` allows to change in a Pod's spec.
@@ -257,6 +422,51 @@ mod tests {
         assert_eq!(
             check("", "pods", &policy, Some(&old))[0].field,
             "spec".to_string()
+        );
+    }
+
+    #[test]
+    fn deployments_select_their_template_and_restart_always() {
+        let deployment = |selector: Value, labels: Value, pod: Value| {
+            json!({"spec": {"replicas": -1, "selector": selector,
+                "template": {"metadata": {"labels": labels}, "spec": pod}}})
+        };
+        let pod = json!({"containers": [{"name": "a", "image": "i"}], "restartPolicy": "Never",
+            "activeDeadlineSeconds": 5});
+        let bad = deployment(
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"app": "other"}),
+            pod,
+        );
+        assert_eq!(
+            fields(&check("apps", "deployments", &bad, None)),
+            vec![
+                "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+                "spec.template.metadata.labels: Invalid value: {\"app\":\"other\"}: `selector` does not match template `labels`",
+                "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
+                "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in ReplicaSet is not Supported",
+            ]
+        );
+        let good_pod = json!({"containers": [{"name": "a", "image": "i"}]});
+        let expressions = json!({"matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["a", "b"]},
+            {"key": "old", "operator": "DoesNotExist"}
+        ]});
+        let ok = json!({"spec": {"selector": expressions, "template": {
+            "metadata": {"labels": {"tier": "b"}}, "spec": good_pod}}});
+        assert!(check("apps", "deployments", &ok, None).is_empty());
+        let empty = json!({"spec": {"selector": {}, "template": {"spec": good_pod}}});
+        assert_eq!(
+            fields(&check("apps", "deployments", &empty, None)),
+            vec!["spec.selector: Invalid value: {}: empty selector is invalid for deployment"]
+        );
+        let moved = json!({"spec": {"selector": {"matchLabels": {"tier": "b"}}, "template": {
+            "metadata": {"labels": {"tier": "b"}}, "spec": good_pod}}});
+        assert_eq!(
+            fields(&check("apps", "deployments", &moved, Some(&ok))),
+            vec![
+                "spec.selector: Invalid value: {\"matchLabels\":{\"tier\":\"b\"}}: field is immutable"
+            ]
         );
     }
 

@@ -188,6 +188,90 @@ async fn kubectl_create_of_invalid_jobs_and_pods_prints_the_real_servers_errors(
     kubectl.ok(&["create", "-f", &path]).await;
 }
 
+/// A Deployment's template must carry the labels its selector selects and restart `Always`, its
+/// selector must select something and never changes (`ValidateDeploymentSpec`,
+/// `ValidatePodTemplateSpecForReplicaSet`, the apps/v1 strategy), as kubectl prints the 422.
+#[tokio::test]
+async fn kubectl_create_of_invalid_deployments_prints_the_real_servers_errors() {
+    let Some((_cluster, kubectl)) = setup("invalid_deployments").await else {
+        return;
+    };
+    let deployment = |name: &str, selector: Value, labels: Value, pod: Value| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"selector": selector, "template": {"metadata": {"labels": labels}, "spec": pod}}})
+        .to_string()
+    };
+    let container = json!([{"name": "web", "image": "nginx"}]);
+    let web = json!({"matchLabels": {"app": "web"}});
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (
+            deployment(
+                "mismatched",
+                web.clone(),
+                json!({"app": "other"}),
+                json!({"containers": container, "restartPolicy": "Never", "activeDeadlineSeconds": 5}),
+            ),
+            vec![
+                "The Deployment \"mismatched\" is invalid: ",
+                "* spec.template.metadata.labels: Invalid value: {\"app\":\"other\"}: `selector` does not match template `labels`",
+                "* spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
+                "* spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in ReplicaSet is not Supported",
+            ],
+        ),
+        (
+            deployment(
+                "empty",
+                json!({}),
+                json!({"app": "web"}),
+                json!({"containers": container}),
+            ),
+            vec![
+                "The Deployment \"empty\" is invalid: spec.selector: Invalid value: {}: empty selector is invalid for deployment",
+            ],
+        ),
+    ];
+    for (i, (manifest, wanted)) in cases.iter().enumerate() {
+        let path = kubectl.manifest(&format!("deployment{i}.json"), manifest);
+        let out = kubectl.run(&["create", "-f", &path]).await;
+        assert!(!out.success, "{manifest} was accepted: {}", out.stdout);
+        for want in wanted {
+            assert!(
+                out.stderr.contains(want),
+                "{manifest}: wanted {want:?} in\n{}",
+                out.stderr
+            );
+        }
+    }
+    // A valid one is accepted, and its selector cannot change.
+    let ok = deployment(
+        "ok",
+        web,
+        json!({"app": "web", "tier": "front"}),
+        json!({"containers": container}),
+    );
+    kubectl
+        .ok(&["create", "-f", &kubectl.manifest("ok.json", &ok)])
+        .await;
+    let out = kubectl
+        .run(&[
+            "patch",
+            "deployment",
+            "ok",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"selector":{"matchLabels":{"tier":"front"}}}}"#,
+        ])
+        .await;
+    assert!(!out.success, "{}", out.stdout);
+    assert!(
+        out.stderr.contains(
+            r#"The Deployment "ok" is invalid: spec.selector: Invalid value: {"matchLabels":{"app":"web","tier":"front"}}: field is immutable"#
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
 #[tokio::test]
 async fn kubectl_cannot_change_immutable_fields_of_pods_configmaps_and_secrets() {
     let Some((_cluster, kubectl)) = setup("kubectl_immutable_fields").await else {
