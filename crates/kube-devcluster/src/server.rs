@@ -142,16 +142,23 @@ fn parse_params(uri: &Uri) -> Result<Params> {
         .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
     super::query::check_integers(&pairs)?;
     let mut seen = std::collections::HashSet::new();
-    let mut first = form_urlencoded::Serializer::new(String::from("/?"));
-    for (key, value) in &pairs {
-        if seen.insert(key.as_str()) {
-            first.append_pair(key, value);
+    let repeated = pairs.iter().any(|(key, _)| !seen.insert(key.as_str()));
+    // Rewritten only when a key repeats (rarely): every request passes here.
+    let firsts = if repeated {
+        let mut seen = std::collections::HashSet::new();
+        let mut first = form_urlencoded::Serializer::new(String::from("/?"));
+        for (key, value) in &pairs {
+            if seen.insert(key.as_str()) {
+                first.append_pair(key, value);
+            }
         }
-    }
-    let firsts: Uri = first
-        .finish()
-        .parse()
-        .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
+        first
+            .finish()
+            .parse()
+            .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?
+    } else {
+        uri.clone()
+    };
     let mut params: Params = Query::<Params>::try_from_uri(&firsts)
         .map(|q| q.0)
         .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
