@@ -205,16 +205,18 @@ impl Shared {
     }
 
     fn log(&self, namespace: &str, pod: &str) -> Option<Log> {
-        let logs = self.logs.lock().expect("kubelet lock poisoned");
-        let log = logs.get(&(namespace.to_string(), pod.to_string()))?;
-        Some(log.current.clone())
+        self.log_of(namespace, pod, false)
     }
 
-    fn previous_log(&self, namespace: &str, pod: &str) -> Option<Log> {
+    /// The pod's current log, or with `previous` its container's run before.
+    fn log_of(&self, namespace: &str, pod: &str, previous: bool) -> Option<Log> {
         let logs = self.logs.lock().expect("kubelet lock poisoned");
-        logs.get(&(namespace.to_string(), pod.to_string()))?
-            .previous
-            .clone()
+        let log = logs.get(&(namespace.to_string(), pod.to_string()))?;
+        if previous {
+            log.previous.clone()
+        } else {
+            Some(log.current.clone())
+        }
     }
 
     pub fn set_entrypoints(&self, entrypoints: HashMap<String, Vec<String>>) {
@@ -388,12 +390,7 @@ impl Shared {
 
 impl PodLogs for Shared {
     fn pod_log(&self, namespace: &str, pod: &str, options: &LogOptions) -> Option<LogStream> {
-        let log = if options.previous {
-            self.previous_log(namespace, pod)?
-        } else {
-            self.log(namespace, pod)?
-        };
-        Some(log.read(options))
+        Some(self.log_of(namespace, pod, options.previous)?.read(options))
     }
 }
 

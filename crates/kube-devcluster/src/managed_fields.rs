@@ -673,17 +673,15 @@ fn cap_update_managers(managers: &mut Vec<Entry>) {
     }
     // Times are RFC 3339 in whole seconds, so they sort as strings; the API server breaks ties by
     // the manager's identifier (its JSON: manager, operation, apiVersion, subresource).
-    updaters.sort_by(|&a, &b| {
-        let key = |e: &Entry| {
-            (
-                e.time.clone().unwrap_or_default(),
-                e.manager.clone(),
-                e.api_version.clone(),
-                e.subresource.clone(),
-            )
-        };
-        key(&managers[a]).cmp(&key(&managers[b]))
-    });
+    fn key(e: &Entry) -> (&str, &str, &str, Option<&str>) {
+        (
+            e.time.as_deref().unwrap_or_default(),
+            &e.manager,
+            &e.api_version,
+            e.subresource.as_deref(),
+        )
+    }
+    updaters.sort_by(|&a, &b| key(&managers[a]).cmp(&key(&managers[b])));
     let mut first_of_version: HashMap<String, usize> = HashMap::new();
     let mut merged = vec![false; managers.len()];
     let mut left = updaters.len();

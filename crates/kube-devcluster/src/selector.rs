@@ -53,6 +53,49 @@ impl LabelSelector {
         Ok(Self(requirements))
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`), as
+    /// `metav1.LabelSelectorAsSelector` reads it; `None` for an operator it does not know.
+    pub fn from_object(selector: &Value) -> Option<Self> {
+        let mut requirements: Vec<Requirement> = selector
+            .get("matchLabels")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| {
+                Requirement::Equals(key.clone(), value.as_str().unwrap_or_default().into())
+            })
+            .collect();
+        for expression in selector
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let text = |k: &str| {
+                expression
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            };
+            let key = text("key").to_string();
+            let values: Vec<String> = expression
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect();
+            requirements.push(match text("operator") {
+                "In" => Requirement::In(key, values),
+                "NotIn" => Requirement::NotIn(key, values),
+                "Exists" => Requirement::Exists(key),
+                "DoesNotExist" => Requirement::NotExists(key),
+                _ => return None,
+            });
+        }
+        Some(Self(requirements))
+    }
+
     pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
         let get = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
         self.0.iter().all(|req| match req {

@@ -142,17 +142,15 @@ fn parse_params(uri: &Uri) -> Result<Params> {
         .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
     super::query::check_integers(&pairs)?;
     let mut seen = std::collections::HashSet::new();
-    let repeated = pairs.iter().any(|(key, _)| !seen.insert(key.as_str()));
+    let firsts: Vec<&(String, String)> = pairs
+        .iter()
+        .filter(|(key, _)| seen.insert(key.as_str()))
+        .collect();
     // Rewritten only when a key repeats (rarely): every request passes here.
-    let firsts = if repeated {
-        let mut seen = std::collections::HashSet::new();
-        let mut first = form_urlencoded::Serializer::new(String::from("/?"));
-        for (key, value) in &pairs {
-            if seen.insert(key.as_str()) {
-                first.append_pair(key, value);
-            }
-        }
-        first
+    let firsts = if firsts.len() < pairs.len() {
+        let mut query = form_urlencoded::Serializer::new(String::from("/?"));
+        query.extend_pairs(firsts);
+        query
             .finish()
             .parse()
             .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?

@@ -27,6 +27,7 @@ use serde_json::Value;
 
 use crate::field_error::FieldError;
 use crate::object_meta::dns1123_label;
+use crate::selector::LabelSelector;
 
 /// Problems of a create or update of `obj` (a built-in of `group`/`resource`).
 pub fn check(group: &str, resource: &str, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
@@ -197,7 +198,8 @@ fn deployment_spec(deployment: &Value, errors: &mut Vec<FieldError>) {
         .pointer("/metadata/labels")
         .and_then(Value::as_object);
     if let Some(selector) = selector.filter(|_| selects_something)
-        && !selector_matches(selector, labels)
+        // An operator the server does not know selects nothing here.
+        && !LabelSelector::from_object(selector).is_some_and(|s| s.matches(labels))
     {
         let shown = labels.map_or("null".to_string(), |l| Value::Object(l.clone()).to_string());
         errors.push(FieldError::invalid(
@@ -224,41 +226,6 @@ fn deployment_spec(deployment: &Value, errors: &mut Vec<FieldError>) {
             ));
         }
     }
-}
-
-/// Whether `labels` match a `LabelSelector` (`matchLabels` and `matchExpressions`, as
-/// `metav1.LabelSelectorAsSelector` reads them).
-fn selector_matches(selector: &Value, labels: Option<&serde_json::Map<String, Value>>) -> bool {
-    let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
-    let match_labels = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .all(|(key, value)| label(key) == value.as_str());
-    let match_expressions = selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .all(|requirement| {
-            let key = str_at(requirement, "key").unwrap_or_default();
-            let values: Vec<&str> = requirement
-                .get("values")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            match str_at(requirement, "operator").unwrap_or_default() {
-                "In" => label(key).is_some_and(|v| values.contains(&v)),
-                "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
-                "Exists" => label(key).is_some(),
-                "DoesNotExist" => label(key).is_none(),
-                _ => false,
-            }
-        });
-    match_labels && match_expressions
 }
 
 /// A `metav1.LabelSelector` as Go's `json.Marshal` writes it: fields in struct order

@@ -457,30 +457,18 @@ async fn a_repeated_query_parameter_takes_its_first_value_but_dry_run_takes_all(
         .collect();
     assert_eq!(names, ["default"], "{selected}");
 
-    let body = |name: &str| {
-        serde_json::to_vec(
-            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}),
-        )
-        .unwrap()
+    let create = |name: &'static str, query: &'static str| {
+        let cluster = &cluster;
+        async move {
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+            let path = format!("/api/v1/namespaces/default/configmaps?{query}");
+            let body = serde_json::to_vec(&body).unwrap();
+            raw(cluster, "POST", &path, "application/json", body).await
+        }
     };
-    let path = "/api/v1/namespaces/default/configmaps";
-    let twice = raw(
-        &cluster,
-        "POST",
-        &format!("{path}?dryRun=All&dryRun=All"),
-        "application/json",
-        body("twice"),
-    )
-    .await;
+    let twice = create("twice", "dryRun=All&dryRun=All").await;
     assert_eq!(twice.status, 201, "{}", twice.json());
-    let refused = raw(
-        &cluster,
-        "POST",
-        &format!("{path}?dryRun=All&dryRun=bogus"),
-        "application/json",
-        body("refused"),
-    )
-    .await;
+    let refused = create("refused", "dryRun=All&dryRun=bogus").await;
     assert_eq!(refused.status, 422, "{}", refused.json());
     assert!(
         refused.json()["message"]

@@ -99,6 +99,22 @@ async fn kubectl_create_refuses_an_unknown_field_in_a_job_template() {
     );
 }
 
+/// `kubectl create -f` of each manifest fails, printing each of its wanted lines.
+async fn create_refused(kubectl: &support::Kubectl, cases: &[(String, Vec<&str>)]) {
+    for (i, (manifest, wanted)) in cases.iter().enumerate() {
+        let path = kubectl.manifest(&format!("case{i}.json"), manifest);
+        let out = kubectl.run(&["create", "-f", &path]).await;
+        assert!(!out.success, "{manifest} was accepted: {}", out.stdout);
+        for want in wanted {
+            assert!(
+                out.stderr.contains(want),
+                "{manifest}: wanted {want:?} in\n{}",
+                out.stderr
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn kubectl_create_of_invalid_jobs_and_pods_prints_the_real_servers_errors() {
     let Some((_cluster, kubectl)) = setup("kubectl_invalid_jobs_and_pods").await else {
@@ -171,18 +187,7 @@ async fn kubectl_create_of_invalid_jobs_and_pods_prints_the_real_servers_errors(
             ],
         ),
     ];
-    for (i, (manifest, wanted)) in cases.iter().enumerate() {
-        let path = kubectl.manifest(&format!("case{i}.json"), manifest);
-        let out = kubectl.run(&["create", "-f", &path]).await;
-        assert!(!out.success, "{manifest} was accepted: {}", out.stdout);
-        for want in wanted {
-            assert!(
-                out.stderr.contains(want),
-                "{manifest}: wanted {want:?} in\n{}",
-                out.stderr
-            );
-        }
-    }
+    create_refused(&kubectl, &cases).await;
     // The valid Job is accepted.
     let path = kubectl.manifest("ok.json", &job("ok", Some("Never")));
     kubectl.ok(&["create", "-f", &path]).await;
@@ -230,18 +235,7 @@ async fn kubectl_create_of_invalid_deployments_prints_the_real_servers_errors() 
             ],
         ),
     ];
-    for (i, (manifest, wanted)) in cases.iter().enumerate() {
-        let path = kubectl.manifest(&format!("deployment{i}.json"), manifest);
-        let out = kubectl.run(&["create", "-f", &path]).await;
-        assert!(!out.success, "{manifest} was accepted: {}", out.stdout);
-        for want in wanted {
-            assert!(
-                out.stderr.contains(want),
-                "{manifest}: wanted {want:?} in\n{}",
-                out.stderr
-            );
-        }
-    }
+    create_refused(&kubectl, &cases).await;
     // A valid one is accepted, and its selector cannot change.
     let ok = deployment(
         "ok",
