@@ -42,6 +42,8 @@ pub mod jobs;
 #[cfg(feature = "server")]
 pub mod kubelet;
 #[cfg(feature = "server")]
+pub mod last_applied;
+#[cfg(feature = "server")]
 pub mod managed_fields;
 #[cfg(feature = "server")]
 pub mod merge_keys;

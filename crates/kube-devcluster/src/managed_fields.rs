@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Map, Value, json};
 
 use super::error::{ApiError, Result};
+use super::last_applied;
 use super::merge_keys::{ListType, Shape};
 
 /// A set of field paths, as a tree.
@@ -866,16 +867,19 @@ pub fn apply(
     let applied = field_set(config, shape);
     let mut merged = live.clone();
     apply_merge(&mut merged, config, shape);
-    // Fields this manager applied before and no longer applies are removed, unless another
-    // manager owns them (merge.Updater.prune).
+    // Fields this manager applied before and no longer applies are removed, unless a manager
+    // owns them or something below them, this apply included (merge.Updater.prune and
+    // addBackOwnedItems, which keep every named field above an owned one: a last set that owned
+    // `data` itself, as kubectl's move from client-side apply leaves it, keeps `data` while
+    // keys of it are still applied).
     if let Some(last) = &last {
-        let mut others = FieldSet::default();
+        let mut owned = applied.clone();
         for e in &managers {
-            others.union(&e.fields);
+            owned.union(&e.fields);
         }
         let gone = last.fields.difference(&applied);
         if let Some(map) = merged.as_object_mut() {
-            remove_fields(map, &gone, &others, shape);
+            remove_fields(map, &gone, &owned, shape);
         }
     }
     let comparison = compare(live, &merged, shape);
@@ -888,7 +892,17 @@ pub fn apply(
         }
     }
     if !conflicts.is_empty() && !force {
-        return Err(conflict_error(&conflicts));
+        // kubectl moving from client-side apply: what its annotation still agrees with the live
+        // object on is taken over as if forced (see `last_applied`).
+        if let Some(agreed) = last_applied::agreed_fields(live, who, shape) {
+            conflicts.retain_mut(|(_, fields)| {
+                *fields = fields.difference(&agreed);
+                !fields.is_empty()
+            });
+        }
+        if !conflicts.is_empty() {
+            return Err(conflict_error(&conflicts));
+        }
     }
     for entry in managers.iter_mut() {
         entry.fields = entry
@@ -900,7 +914,9 @@ pub fn apply(
     if unchanged {
         // Nothing to write: no new resourceVersion, the entry's time kept
         // (fieldmanager IgnoreManagedFieldsTimestampsTransformer).
-        return Ok(live.clone());
+        let mut same = live.clone();
+        last_applied::sync_annotation(&mut same, config, who);
+        return Ok(same);
     }
     managers.push(Entry {
         manager: who.manager.to_string(),
@@ -911,6 +927,7 @@ pub fn apply(
         fields: applied,
     });
     set_entries(&mut merged, managers);
+    last_applied::sync_annotation(&mut merged, config, who);
     Ok(merged)
 }
 

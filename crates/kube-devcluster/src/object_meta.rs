@@ -11,7 +11,7 @@
 //! server ([`crate::admission`]) and the operator's offline `validate` both use it, so what
 //! `validate` calls valid the server accepts.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::field_error::FieldError;
 
@@ -27,6 +27,14 @@ pub enum NameRule {
 /// The largest total size of an object's annotations (keys plus values), as on the real server
 /// (`TotalAnnotationSizeLimitB`).
 pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+/// The size the annotation limit counts: keys plus values (ValidateAnnotationsSize).
+pub fn annotations_size(annotations: &Map<String, Value>) -> usize {
+    annotations
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum()
+}
 
 /// The problems of `obj`'s metadata: its name (on a create: an update cannot change it), its
 /// labels and its annotations.
@@ -76,9 +84,7 @@ pub fn validate(obj: &Value, rule: NameRule, create: bool) -> Vec<FieldError> {
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
     {
-        let mut total = 0;
-        for (key, value) in annotations {
-            total += key.len() + value.as_str().map_or(0, str::len);
+        for key in annotations.keys() {
             if let Some(problem) = label_key(key) {
                 errors.push(FieldError::invalid(
                     "metadata.annotations",
@@ -86,7 +92,7 @@ pub fn validate(obj: &Value, rule: NameRule, create: bool) -> Vec<FieldError> {
                 ));
             }
         }
-        if total > MAX_ANNOTATIONS_BYTES {
+        if annotations_size(annotations) > MAX_ANNOTATIONS_BYTES {
             errors.push(FieldError::too_long(
                 "metadata.annotations",
                 format!("Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes"),

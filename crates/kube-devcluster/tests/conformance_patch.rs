@@ -712,3 +712,86 @@ async fn server_side_apply_of_custom_objects_follows_the_schema_list_types() {
         out.stderr
     );
 }
+
+/// A ConfigMap `mig` with the given data, as a manifest.
+fn config_map_mig(data: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mig\ndata: {data}\n")
+}
+
+/// Moving from `kubectl apply` to `kubectl apply --server-side` and back, as the API server
+/// allows it for the `kubectl` field manager (apimachinery managedfields/internal
+/// lastappliedmanager.go, lastappliedupdater.go): a change to a field client-side apply set, whose
+/// value the last-applied annotation still agrees with, is no conflict; the annotation is then
+/// rewritten to what was applied, so a later client-side apply removes what the server-side one
+/// added. A field someone else changed since is still a conflict.
+#[tokio::test]
+async fn kubectl_moves_from_client_side_to_server_side_apply_and_back() {
+    let Some((cluster, kubectl)) = setup("kubectl_moves_between_apply_modes").await else {
+        return;
+    };
+    let v1 = kubectl.manifest("v1.yaml", &config_map_mig("{a: \"1\"}"));
+    let v2 = kubectl.manifest("v2.yaml", &config_map_mig("{a: \"2\", b: \"1\"}"));
+    let v3 = kubectl.manifest("v3.yaml", &config_map_mig("{a: \"2\"}"));
+    kubectl.ok(&["apply", "-f", &v1]).await;
+
+    let out = kubectl.ok(&["apply", "--server-side", "-f", &v2]).await;
+    assert!(out.contains("configmap/mig serverside-applied"), "{out}");
+    let live = get_json(&kubectl, &["configmap", "mig", "--show-managed-fields"]).await;
+    assert_eq!(live["data"], json!({"a": "2", "b": "1"}), "{live}");
+    let annotation =
+        live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{live}"));
+    assert!(annotation.ends_with('\n'), "{annotation:?}");
+    let last_applied: Value = serde_json::from_str(annotation).unwrap();
+    assert_eq!(
+        last_applied["data"],
+        json!({"a": "2", "b": "1"}),
+        "{annotation}"
+    );
+    assert!(
+        managed(&live, "kubectl", "Apply").is_some(),
+        "{}",
+        live["metadata"]["managedFields"]
+    );
+
+    kubectl.ok(&["apply", "-f", &v3]).await;
+    let live = get_json(&kubectl, &["configmap", "mig"]).await;
+    assert_eq!(live["data"], json!({"a": "2"}), "{live}");
+
+    // kubectl 1.37 rewrites the annotation itself (manager `kubectl-last-applied`); older ones
+    // leave it to the server, which does it for the `kubectl` manager only.
+    let annotations = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(sys.argv[1])
+core = client.CoreV1Api()
+seen = []
+for manager, data in [("kubectl", {"a": "2", "c": "<3>"}), ("py", {"d": "4"})]:
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mig"}, "data": data}
+    cm = core.patch_namespaced_config_map("mig", "default", body, field_manager=manager,
+                                          _content_type="application/apply-patch+yaml")
+    seen.append(cm.metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"])
+print(json.dumps(seen))
+"#,
+    )
+    .await;
+    let by_kubectl = "{\"apiVersion\":\"v1\",\"data\":{\"a\":\"2\",\"c\":\"\\u003c3\\u003e\"},\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"mig\"}}\n";
+    assert_eq!(annotations, json!([by_kubectl, by_kubectl]));
+
+    kubectl
+        .ok(&["patch", "configmap", "mig", "-p", r#"{"data":{"a":"5"}}"#])
+        .await;
+    let out = kubectl.run(&["apply", "--server-side", "-f", &v2]).await;
+    assert!(
+        !out.success
+            && out
+                .stderr
+                .contains(r#"Apply failed with 1 conflict: conflict with "kubectl-patch""#)
+            && out.stderr.contains(".data.a"),
+        "{}",
+        out.stderr
+    );
+}
