@@ -53,6 +53,8 @@ pub mod object_meta;
 #[cfg(feature = "server")]
 pub mod openapi;
 #[cfg(feature = "server")]
+pub mod openapi_v2;
+#[cfg(feature = "server")]
 pub mod patch;
 #[cfg(feature = "server")]
 pub mod path;

@@ -13,44 +13,14 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::builtin_schemas::SCHEMAS;
 use super::resources::{Registry, ResourceInfo};
 
-/// The protobuf media type of `/openapi/v2` (kubectl asks for it as `...spec.v2@v1.0+protobuf`,
-/// which is no valid media type to answer with).
-const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
-
-/// `/openapi/v2`: a document without definitions. kubectl falls back to it to validate what it
-/// cannot leave to the server (the items of a `kind: List` file), and skips the validation of
-/// kinds the document does not define, so an empty one lets such files through to the server's
-/// own validation. Protobuf (the empty message is zero bytes) when asked for, else JSON.
-pub fn v2_response(headers: &HeaderMap) -> Response {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    if accept.contains("protobuf") {
-        (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, OPENAPI_V2_PROTOBUF)],
-            Vec::new(),
-        )
-            .into_response()
-    } else {
-        let doc = json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.34.0"}, "paths": {}, "definitions": {}});
-        (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            doc.to_string(),
-        )
-            .into_response()
-    }
-}
+/// The Kubernetes version the documents say they describe.
+pub const KUBERNETES_VERSION: &str = "v1.34.0";
 
 /// `api/v1` or `apis/{group}/{version}`: the key of a group/version in the index.
 fn gv_path(group: &str, version: &str) -> String {
@@ -64,15 +34,8 @@ fn gv_path(group: &str, version: &str) -> String {
 /// The `/openapi/v3` index: each served group/version with the URL of its document. The URL
 /// carries a hash of the document so clients can cache it.
 pub fn index(registry: &Registry) -> Value {
-    let mut gvs: Vec<(String, String)> = registry
-        .all()
-        .iter()
-        .map(|i| (i.group.clone(), i.version.clone()))
-        .collect();
-    gvs.sort();
-    gvs.dedup();
     let mut paths = Map::new();
-    for (group, version) in gvs {
+    for (group, version) in group_versions(registry) {
         let Some(hash) = document_hash(registry, &group, &version) else {
             continue;
         };
@@ -83,6 +46,18 @@ pub fn index(registry: &Registry) -> Value {
         );
     }
     json!({ "paths": paths })
+}
+
+/// Every served (group, version), sorted.
+pub fn group_versions(registry: &Registry) -> Vec<(String, String)> {
+    let mut gvs: Vec<(String, String)> = registry
+        .all()
+        .iter()
+        .map(|i| (i.group.clone(), i.version.clone()))
+        .collect();
+    gvs.sort();
+    gvs.dedup();
+    gvs
 }
 
 /// The hash of a group/version's document. The documents of built-in kinds are large (every
@@ -151,7 +126,7 @@ fn builtin_schema(info: &ResourceInfo) -> Option<(&'static str, &'static Value)>
     Some((name, SCHEMAS.get(name)?))
 }
 
-const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+pub const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 /// The OpenAPI v3 document of one group/version, or `None` when nothing is served there.
 pub fn document(registry: &Registry, group: &str, version: &str) -> Option<Value> {
@@ -244,7 +219,7 @@ pub fn document(registry: &Registry, group: &str, version: &str) -> Option<Value
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.34.0"},
+        "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION},
         "paths": paths,
         "components": {"schemas": schemas},
     }))

@@ -28,6 +28,7 @@ use super::managed_fields;
 use super::merge_keys::Shape;
 use super::metrics::RequestCounters;
 use super::openapi;
+use super::openapi_v2;
 use super::patch;
 use super::path::{self, ApiPath, ResourcePath};
 use super::protobuf;
@@ -228,7 +229,7 @@ async fn route(
                 &openapi::index(&state.registry),
             ));
         }
-        "/openapi/v2" => return Ok(openapi::v2_response(headers)),
+        "/openapi/v2" => return Ok(openapi_v2::response(&state.registry, headers)),
         _ => {}
     }
     let not_found = || ApiError {

@@ -394,6 +394,77 @@ async fn kubectl_explain_reads_the_built_in_schemas() {
     );
 }
 
+/// `/openapi/v2`, which kubectl reads in gnostic's protobuf encoding: `explain --output
+/// plaintext-openapiv2` of a built-in field and of a custom resource (whose schema is converted
+/// as apiextensions-apiserver's ToStructuralOpenAPIV2 converts it), and the validation of a
+/// `kind: List`'s items, which kubectl makes itself from those definitions: valid items are
+/// created, an unknown field is kubectl's own `ValidationError` and nothing is created, as
+/// against a real cluster.
+#[tokio::test]
+async fn kubectl_reads_the_openapi_v2_definitions_to_explain_and_to_validate_list_items() {
+    let Some((cluster, kubectl)) = setup("kubectl_reads_openapi_v2").await else {
+        return;
+    };
+    support::install_widget_crd(&cluster).await;
+    let v2 = ["--output", "plaintext-openapiv2"];
+    let out = kubectl
+        .ok(&[&["explain", "pods.spec.restartPolicy"][..], &v2].concat())
+        .await;
+    assert!(out.contains("FIELD:    restartPolicy <string>"), "{out}");
+    assert!(out.contains("Restart policy for all containers"), "{out}");
+    let out = kubectl
+        .ok(&[&["explain", "widgets.spec"][..], &v2].concat())
+        .await;
+    assert!(out.contains("color\t<string> -required-"), "{out}");
+    assert!(out.contains("parts\t<[]Object>"), "{out}");
+
+    let valid = kubectl.manifest(
+        "valid.yaml",
+        r#"apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: ConfigMap, metadata: {name: l1}, data: {a: "1"}}
+- apiVersion: test.example.com/v1
+  kind: Widget
+  metadata: {name: w1}
+  spec: {color: red, blob: {any: [thing]}, parts: [{partName: p}]}
+  status: {conditions: [{type: X, whatever: 1}]}
+"#,
+    );
+    let out = kubectl.ok(&["create", "-f", &valid]).await;
+    assert!(out.contains("configmap/l1 created"), "{out}");
+    assert!(out.contains("widget.test.example.com/w1 created"), "{out}");
+
+    for (item, error) in [
+        (
+            "{apiVersion: v1, kind: ConfigMap, metadata: {name: l2}, dataa: {a: \"1\"}}",
+            r#"error validating data: ValidationError(ConfigMap): unknown field "dataa" in io.k8s.api.core.v1.ConfigMap"#,
+        ),
+        (
+            "{apiVersion: test.example.com/v1, kind: Widget, metadata: {name: w2}, spec: {color: red, colour: blue}}",
+            r#"error validating data: ValidationError(Widget.spec): unknown field "colour" in com.example.test.v1.Widget.spec"#,
+        ),
+    ] {
+        let file = kubectl.manifest(
+            "invalid.yaml",
+            &format!("apiVersion: v1\nkind: List\nitems:\n- {item}\n"),
+        );
+        let out = kubectl.run(&["create", "-f", &file]).await;
+        assert!(!out.success && out.stderr.contains(error), "{}", out.stderr);
+    }
+    let out = kubectl
+        .run(&[
+            "get",
+            "configmap/l2",
+            "widget/w2",
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(out.stdout, "", "{}", out.stderr);
+}
+
 const PYTHON_WRONG_TYPES: &str = r#"
 import json, sys
 from kubernetes import client, config
