@@ -94,13 +94,53 @@ fn crd_rules(crd: &Value) -> Vec<FieldError> {
 
 fn immutable_fields(info: &ResourceInfo, obj: &Value, old: &Value, errors: &mut Vec<FieldError>) {
     if info.group == "batch" && info.resource == "jobs" {
-        let template = |v: &Value| v.pointer("/spec/template").cloned();
-        if template(obj) != template(old) {
-            errors.push(FieldError::invalid("spec.template", "field is immutable"));
+        job_spec_update(obj, old, errors);
+    }
+}
+
+/// What a Job's update may not change (pkg/apis/batch/validation `ValidateJobSpecUpdate`): its
+/// template, selector, completion mode, pod failure and success policies, per-index back-off
+/// limit and `managedBy`; and `completions`, except that an Indexed Job may change it together
+/// with `parallelism` (`validateCompletions`, elastic Indexed Jobs).
+fn job_spec_update(obj: &Value, old: &Value, errors: &mut Vec<FieldError>) {
+    let at = |v: &'_ Value, field: &str| v.pointer(&format!("/spec/{field}")).cloned();
+    if at(obj, "template") != at(old, "template") {
+        errors.push(FieldError::invalid("spec.template", "field is immutable"));
+    }
+    for field in [
+        "selector",
+        "completionMode",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        "managedBy",
+        "successPolicy",
+    ] {
+        let new = at(obj, field);
+        if new != at(old, field) {
+            if field == "selector" {
+                errors.push(FieldError::invalid("spec.selector", "field is immutable"));
+            } else {
+                errors.push(FieldError::immutable(format!("spec.{field}"), new.as_ref()));
+            }
         }
-        let selector = |v: &Value| v.pointer("/spec/selector").cloned();
-        if selector(obj) != selector(old) {
-            errors.push(FieldError::invalid("spec.selector", "field is immutable"));
+    }
+    let completions = at(obj, "completions");
+    if completions != at(old, "completions") {
+        let indexed = at(obj, "completionMode").as_ref().and_then(Value::as_str) == Some("Indexed");
+        if !indexed {
+            errors.push(FieldError::immutable(
+                "spec.completions",
+                completions.as_ref(),
+            ));
+        } else if let Some(completions) = completions.filter(|c| !c.is_null())
+            && Some(&completions) != obj.pointer("/spec/parallelism")
+        {
+            errors.push(FieldError::invalid(
+                "spec.completions",
+                format!(
+                    "Invalid value: {completions}: can only be modified in tandem with spec.parallelism"
+                ),
+            ));
         }
     }
 }

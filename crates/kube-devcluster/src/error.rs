@@ -22,7 +22,7 @@ pub struct ApiError {
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 
 impl ApiError {
-    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             code,
             reason,
@@ -86,6 +86,23 @@ impl ApiError {
 
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)
+    }
+
+    /// A path no route serves: go-restful's 404, with empty details (the handlers'
+    /// `NotFound` answer names an object instead).
+    pub fn no_route() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
+    }
+
+    /// A served path asked with a method it does not take: go-restful's 405.
+    pub fn method_not_served() -> Self {
+        Self::method_not_allowed("the server does not allow this method on the requested resource")
+            .with_details(json!({}))
     }
 
     pub fn gone(message: impl Into<String>) -> Self {

@@ -21,6 +21,17 @@ impl FieldError {
             message: message.into(),
         }
     }
+    /// `ValidateImmutableField`: `Invalid value: <new value>: field is immutable`, the value
+    /// printed as `field.Error` prints it (`null` when absent).
+    pub fn immutable(field: impl Into<String>, value: Option<&Value>) -> Self {
+        Self::invalid(
+            field,
+            format!(
+                "Invalid value: {}: field is immutable",
+                value.unwrap_or(&Value::Null)
+            ),
+        )
+    }
     pub fn required(field: impl Into<String>) -> Self {
         Self {
             reason: "FieldValueRequired",

@@ -44,6 +44,8 @@ pub mod kubelet;
 #[cfg(feature = "server")]
 pub mod last_applied;
 #[cfg(feature = "server")]
+pub mod list_options;
+#[cfg(feature = "server")]
 pub mod managed_fields;
 #[cfg(feature = "server")]
 pub mod merge_keys;

@@ -82,11 +82,50 @@ impl ResourceInfo {
         self.group_resource().to_string()
     }
 
+    /// Whether the server keeps `metadata.generation`: set to 1 on create, bumped by spec
+    /// changes and by the start of a deletion. Only the strategies of kinds with a spec the
+    /// controllers observe set it (Pods, workloads, CRDs, custom resources; e.g.
+    /// pkg/registry/batch/job/strategy.go `PrepareForCreate`); ConfigMaps, Secrets,
+    /// ServiceAccounts, Services, Namespaces, Events, Leases and RBAC objects have none
+    /// (`rest.BeforeCreate` leaves it alone).
+    pub fn tracks_generation(&self) -> bool {
+        let builtin = BUILTINS
+            .iter()
+            .any(|b| b.0 == self.group && b.2 == self.resource);
+        !builtin
+            || matches!(
+                (self.group.as_str(), self.resource.as_str()),
+                ("", "pods") | ("batch", _) | ("apps", _) | ("apiextensions.k8s.io", _)
+            )
+    }
+
+    /// Whether a delete that removes the object answers with it (`ReturnDeletedObject` of the
+    /// kind's storage: pkg/registry/core/{pod,service,serviceaccount,namespace}/storage) rather
+    /// than a `Success` Status (every other kind here, custom resources included). A CRD's
+    /// first delete answers the CRD marked for deletion (apiextensions-apiserver
+    /// registry/customresourcedefinition/etcd.go `Delete` adds the cleanup finalizer); this
+    /// server cleans up at once, so the removed CRD is that answer.
+    pub fn returns_deleted_object(&self) -> bool {
+        match self.group.as_str() {
+            "" => matches!(
+                self.resource.as_str(),
+                "pods" | "services" | "serviceaccounts" | "namespaces"
+            ),
+            "apiextensions.k8s.io" => self.resource == "customresourcedefinitions",
+            _ => false,
+        }
+    }
+
     /// The verbs discovery lists: every verb, but create alone for the reviews, which are never
-    /// stored (`auth_reviews`).
+    /// stored (`auth_reviews`), and no deletecollection of namespaces (their REST has none:
+    /// pkg/registry/core/namespace/storage/storage.go).
     fn verbs(&self) -> Value {
         if super::auth_reviews::is_review(self) {
             json!(["create"])
+        } else if self.group.is_empty() && self.resource == "namespaces" {
+            json!([
+                "create", "delete", "get", "list", "patch", "update", "watch"
+            ])
         } else {
             json!([
                 "create",
@@ -294,6 +333,16 @@ pub struct Registry {
     inner: Arc<RwLock<BTreeMap<GroupResource, Arc<ResourceInfo>>>>,
 }
 
+/// The categories of a built-in resource (each storage's `Categories()`): `all` for pods,
+/// services and the workloads (`kubectl get all`), `api-extensions` for CRDs.
+fn builtin_categories(group: &str, resource: &str) -> Vec<String> {
+    match (group, resource) {
+        ("", "pods" | "services") | ("batch", _) | ("apps", "deployments") => vec!["all".into()],
+        ("apiextensions.k8s.io", "customresourcedefinitions") => vec!["api-extensions".into()],
+        _ => vec![],
+    }
+}
+
 impl Registry {
     /// A registry with the built-in kinds.
     pub fn with_builtins() -> Self {
@@ -310,11 +359,7 @@ impl Registry {
                 status_subresource: status,
                 schema: None,
                 printer_columns: Vec::new(),
-                categories: if group == "batch" || resource == "pods" {
-                    vec!["all".into()]
-                } else {
-                    vec![]
-                },
+                categories: builtin_categories(group, resource),
             });
         }
         registry

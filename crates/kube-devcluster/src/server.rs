@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::admission;
 use super::error::{ApiError, FieldError, Result};
 use super::faults::{Faults, Verb};
+use super::list_options::{self, ListOptions};
 use super::managed_fields;
 use super::merge_keys::Shape;
 use super::metrics::RequestCounters;
@@ -107,6 +108,7 @@ struct Params {
     label_selector: Option<String>,
     field_selector: Option<String>,
     resource_version: Option<String>,
+    resource_version_match: Option<String>,
     timeout_seconds: Option<u64>,
     allow_watch_bookmarks: Option<String>,
     send_initial_events: Option<String>,
@@ -216,7 +218,9 @@ async fn route(
     let path = uri.path();
     match path {
         "/healthz" | "/readyz" | "/livez" => return Ok("ok".into_response()),
-        "/version" => return Ok(json_response(StatusCode::OK, &version())),
+        // go-restful's `/version` WebService serves its route `/` too: the Python client asks
+        // for `/version/` (k8s.io/apiserver pkg/server/routes/version.go).
+        "/version" | "/version/" => return Ok(json_response(StatusCode::OK, &version())),
         "/debug/requests" => {
             return Ok(json_response(
                 StatusCode::OK,
@@ -232,12 +236,7 @@ async fn route(
         "/openapi/v2" => return Ok(openapi_v2::response(&state.registry, headers)),
         _ => {}
     }
-    let not_found = || ApiError {
-        code: 404,
-        reason: "NotFound",
-        message: "the server could not find the requested resource".into(),
-        details: None,
-    };
+    let not_found = ApiError::no_route;
     if let Some(gv) = path.strip_prefix("/openapi/v3/") {
         let doc = match gv.split('/').collect::<Vec<_>>().as_slice() {
             ["api", version] => openapi::document(&state.registry, "", version),
@@ -398,10 +397,9 @@ impl Request<'_> {
         match self.path.subresource.as_deref() {
             None => Ok(Target::Main),
             Some("status") => Ok(Target::Status),
-            Some(other) => Err(ApiError::not_found(
-                &format!("{}/{other}", self.info.resource),
-                self.path.name.as_deref().unwrap_or_default(),
-            )),
+            // exec, attach, portforward, eviction, binding, token, scale: not served here, and a
+            // path nothing serves is go-restful's 404, not a missing object.
+            Some(_) => Err(ApiError::no_route()),
         }
     }
 
@@ -423,8 +421,26 @@ impl Request<'_> {
         }
         let name = self.path.name.as_deref();
         match (method.as_str(), name) {
-            ("GET", None) if is_true(self.params.watch.as_deref()) => self.watch(),
-            ("GET", None) => self.list(),
+            ("GET", None) => {
+                let watch = is_true(self.params.watch.as_deref());
+                let p = self.params;
+                ListOptions {
+                    watch,
+                    resource_version: p.resource_version.as_deref(),
+                    resource_version_match: p.resource_version_match.as_deref(),
+                    continue_token: p.continue_token.as_deref(),
+                    send_initial_events: p.send_initial_events.as_deref(),
+                }
+                .validate()?;
+                if watch {
+                    return self.watch();
+                }
+                let wanted = watch::parse_resource_version(p.resource_version.as_deref())?;
+                if let Some(wanted) = wanted.filter(|rv| *rv > 0) {
+                    list_options::wait_until_fresh(&self.state.store, wanted).await?;
+                }
+                self.list()
+            }
             ("GET", Some(name)) if self.path.subresource.as_deref() == Some("log") => {
                 self.logs(name)
             }
@@ -437,10 +453,18 @@ impl Request<'_> {
             ("PUT", Some(name)) => self.update(name, body),
             ("PATCH", Some(name)) => self.patch(name, body),
             ("DELETE", Some(name)) => self.delete(name, body),
+            ("DELETE", None)
+                if self.info.group.is_empty() && self.info.resource == "namespaces" =>
+            {
+                // Namespaces have no deletecollection (their REST wraps the store without it).
+                Err(ApiError::method_not_served())
+            }
             ("DELETE", None) => self.delete_collection(body),
-            _ => Err(ApiError::method_not_allowed(format!(
-                "{method} is not supported here"
-            ))),
+            (_, Some(_)) if self.path.subresource.is_some() => {
+                self.target()?;
+                Err(ApiError::method_not_served())
+            }
+            _ => Err(ApiError::method_not_served()),
         }
     }
 
@@ -452,7 +476,8 @@ impl Request<'_> {
         }
     }
 
-    fn ensure_namespace_exists(&self) -> Result<()> {
+    /// The namespace of a create of `name` exists and is not being deleted.
+    fn ensure_namespace_exists(&self, name: &str) -> Result<()> {
         if !self.info.namespaced {
             return Ok(());
         }
@@ -471,16 +496,35 @@ impl Request<'_> {
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null())
         {
-            return Err(ApiError {
-                code: 403,
-                reason: "Forbidden",
-                message: format!(
-                    "{} is forbidden: unable to create new content in namespace {} because it is being terminated",
-                    self.info.display_name(),
-                    self.namespace()
-                ),
-                details: None,
+            // NamespaceLifecycle admission: admission.NewForbidden names the object (when the
+            // create names it), and the cause tells clients why (v1.NamespaceTerminatingCause).
+            let namespace = self.namespace();
+            let resource = self.info.display_name();
+            let subject = if name.is_empty() {
+                resource
+            } else {
+                format!("{resource} {name:?}")
+            };
+            let mut details = json!({
+                "name": name,
+                "kind": self.info.resource,
+                "causes": [{
+                    "reason": "NamespaceTerminating",
+                    "message": format!("namespace {namespace} is being terminated"),
+                    "field": "metadata.namespace",
+                }],
             });
+            if !self.info.group.is_empty() {
+                details["group"] = json!(self.info.group);
+            }
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{subject} is forbidden: unable to create new content in namespace {namespace} because it is being terminated"
+                ),
+            )
+            .with_details(details));
         }
         Ok(())
     }
@@ -592,7 +636,11 @@ impl Request<'_> {
     /// Creates `obj`; `applied` when server-side apply made it (its managed fields are set).
     fn create_object(&self, mut obj: Value, size_hint: usize, applied: bool) -> Result<Response> {
         self.check_body_identity(&obj, None)?;
-        self.ensure_namespace_exists()?;
+        self.ensure_namespace_exists(
+            obj.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        )?;
         if self.info.status_subresource
             && let Some(map) = obj.as_object_mut()
         {
@@ -850,8 +898,15 @@ impl Request<'_> {
                 name,
             );
         }
-        let (Deleted::Removed(obj) | Deleted::Pending(obj)) = outcome;
-        Ok(self.object_response(StatusCode::OK, &obj))
+        match outcome {
+            Deleted::Removed(obj) if !self.info.returns_deleted_object() => Ok(json_response(
+                StatusCode::OK,
+                &deleted_status(self.info, &obj),
+            )),
+            Deleted::Removed(obj) | Deleted::Pending(obj) => {
+                Ok(self.object_response(StatusCode::OK, &obj))
+            }
+        }
     }
 
     fn delete_collection(&self, body: Bytes) -> Result<Response> {
@@ -878,7 +933,11 @@ impl Request<'_> {
             }
         }
         let rv = self.state.store.current_rv();
-        Ok(list_response(self.info, &deleted, rv, None))
+        Ok(list_response(
+            self.info,
+            &deleted,
+            &json!({"resourceVersion": rv.to_string()}),
+        ))
     }
 
     fn selectors(&self) -> Result<(LabelSelector, FieldSelector)> {
@@ -980,22 +1039,25 @@ impl Request<'_> {
             .limit
             .filter(|&l| l > 0)
             .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
-        let (page, next) = match limit {
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        let page = match limit {
             Some(limit) if items.len() > limit => {
                 let last = &items[limit - 1];
-                (
-                    items[..limit].to_vec(),
-                    Some(format!("{rv}/{}/{}", last.namespace(), last.name())),
-                )
+                metadata["continue"] = json!(format!("{rv}/{}/{}", last.namespace(), last.name()));
+                // How many items the next pages hold, known only without selectors (etcd3
+                // store GetList sets it when `opts.Predicate.Empty()`).
+                let unselected = |s: &Option<String>| s.as_deref().is_none_or(str::is_empty);
+                if unselected(&self.params.label_selector)
+                    && unselected(&self.params.field_selector)
+                {
+                    metadata["remainingItemCount"] = json!(items.len() - limit);
+                }
+                items[..limit].to_vec()
             }
-            _ => (items, None),
+            _ => items,
         };
-        let mut metadata = json!({"resourceVersion": rv.to_string()});
-        if let Some(next) = &next {
-            metadata["continue"] = json!(next);
-        }
-        match representation::render_list(self.representation, self.info, &page, metadata) {
-            None => Ok(list_response(self.info, &page, rv, next)),
+        match representation::render_list(self.representation, self.info, &page, metadata.clone()) {
+            None => Ok(list_response(self.info, &page, &metadata)),
             Some(rendered) => Ok(json_response(StatusCode::OK, &rendered)),
         }
     }
@@ -1189,6 +1251,17 @@ fn parse_body(body: &Bytes) -> Result<Value> {
         .map_err(|e| ApiError::bad_request(format!("the request body could not be decoded: {e}")))
 }
 
+/// What a delete that removed an object answers for kinds whose storage does not return the
+/// object (registry/store.go `finalizeDelete`): a `Success` Status naming it, its `kind` the
+/// resource ("Yes we set Kind field to resource").
+fn deleted_status(info: &ResourceInfo, obj: &StoredObject) -> Value {
+    let mut details = json!({"name": obj.name(), "kind": info.resource, "uid": obj.uid()});
+    if !info.group.is_empty() {
+        details["group"] = json!(info.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
 fn json_response(code: StatusCode, value: &Value) -> Response {
     (
         code,
@@ -1208,16 +1281,7 @@ fn object_response(code: StatusCode, obj: &StoredObject) -> Response {
 }
 
 /// A `...List` built from the stored bytes of each item, without re-serializing them.
-fn list_response(
-    info: &ResourceInfo,
-    items: &[Arc<StoredObject>],
-    rv: u64,
-    next: Option<String>,
-) -> Response {
-    let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if let Some(next) = next {
-        metadata["continue"] = json!(next);
-    }
+fn list_response(info: &ResourceInfo, items: &[Arc<StoredObject>], metadata: &Value) -> Response {
     let head = format!(
         "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
         info.kind,

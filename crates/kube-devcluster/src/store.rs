@@ -279,7 +279,9 @@ impl Store {
         }
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
-        meta.insert("generation".into(), json!(1));
+        if info.tracks_generation() {
+            meta.insert("generation".into(), json!(1));
+        }
         meta.remove("deletionTimestamp");
         meta.remove("deletionGracePeriodSeconds");
         let rv = inner.rv + 1;
@@ -440,17 +442,19 @@ impl Store {
         if is_namespaces(info) {
             namespace_name_label(&mut new);
         }
-        let old_generation = old
-            .value
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        let generation = if spec_changed(&old.value, &new) {
-            old_generation + 1
-        } else {
-            old_generation
-        };
-        new["metadata"]["generation"] = json!(generation);
+        if info.tracks_generation() {
+            let old_generation = old
+                .value
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let generation = if spec_changed(&old.value, &new) {
+                old_generation + 1
+            } else {
+                old_generation
+            };
+            new["metadata"]["generation"] = json!(generation);
+        }
         // The server does not bump resourceVersion for a write that changes nothing.
         new["metadata"]["resourceVersion"] = old.value["metadata"]["resourceVersion"].clone();
         if new == old.value {
@@ -595,6 +599,17 @@ impl Store {
             meta.remove("finalizers");
         } else {
             meta.insert("finalizers".into(), json!(fins));
+        }
+        if !already_deleting
+            && let Some(generation) = meta
+                .get("generation")
+                .and_then(Value::as_i64)
+                .filter(|g| *g > 0)
+        {
+            // Deletion starting is a change of what the object asks for: generation moves, so
+            // controllers that watch generation see it (registry/rest/delete.go BeforeDelete for
+            // graceful deletion, store.go markAsDeleting otherwise).
+            meta.insert("generation".into(), json!(generation + 1));
         }
         if !already_deleting || shorter {
             // The timestamp is when the object should be gone: now plus its grace period.

@@ -139,6 +139,69 @@ async fn watch_from_a_compacted_resource_version_is_gone() {
     let _ = newer;
 }
 
+/// `metadata.generation` is kept only by kinds whose strategies set it (Pods, Jobs, custom
+/// resources, ...; pkg/registry/*/strategy.go `PrepareForCreate`), not by ConfigMaps, Secrets,
+/// ServiceAccounts or Namespaces, whose data changes then show no generation either; and the
+/// start of a deletion moves it (registry/rest BeforeDelete, store.go markAsDeleting), once, so
+/// controllers that filter on generation see an object with finalizers start going.
+#[tokio::test]
+async fn generation_is_kept_by_the_kinds_that_have_it_and_moves_when_deletion_starts() {
+    let Some((cluster, kubectl)) = support::setup("generation_by_kind").await else {
+        return;
+    };
+    support::install_widget_crd(&cluster).await;
+    kubectl
+        .ok(&["create", "configmap", "c", "--from-literal=a=1"])
+        .await;
+    kubectl
+        .ok(&["create", "secret", "generic", "s", "--from-literal=a=1"])
+        .await;
+    kubectl.ok(&["create", "serviceaccount", "sa"]).await;
+    kubectl.ok(&["create", "namespace", "n"]).await;
+    kubectl
+        .ok(&[
+            "create",
+            "job",
+            "j",
+            "--image=busybox",
+            "--",
+            "sh",
+            "-c",
+            "sleep 30",
+        ])
+        .await;
+    let widget = kubectl.manifest(
+        "w.yaml",
+        "apiVersion: test.example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  finalizers: [example.com/keep]\nspec:\n  color: red\n",
+    );
+    kubectl.ok(&["create", "-f", &widget]).await;
+    let generation = |what: &'static str| {
+        let kubectl = &kubectl;
+        async move {
+            kubectl
+                .ok(&["get", what, "-o", "jsonpath={.metadata.generation}"])
+                .await
+        }
+    };
+    kubectl
+        .ok(&["patch", "configmap", "c", "-p", r#"{"data":{"a":"2"}}"#])
+        .await;
+    for what in [
+        "configmap/c",
+        "secret/s",
+        "serviceaccount/sa",
+        "namespace/n",
+    ] {
+        assert_eq!(generation(what).await, "", "{what}");
+    }
+    assert_eq!(generation("job/j").await, "1");
+    assert_eq!(generation("widget/w").await, "1");
+    for _ in 0..2 {
+        kubectl.ok(&["delete", "widget", "w", "--wait=false"]).await;
+        assert_eq!(generation("widget/w").await, "2");
+    }
+}
+
 #[tokio::test]
 async fn generation_moves_only_with_spec_changes() {
     let cluster = testing::start().await;

@@ -227,7 +227,8 @@ w = api.get_namespaced_custom_object(g, v, ns, p, "w1")
 w["status"] = {"phase": "Replaced"}
 out["w_replace_status"] = api.replace_namespaced_custom_object_status(g, v, ns, p, "w1", w, dry_run="All").get("status")
 out["crd_delete"] = raw(ext.delete_custom_resource_definition("widgets.test.example.com", dry_run="All", _preload_content=False))["metadata"]["name"]
-out["w_delete"] = api.delete_namespaced_custom_object(g, v, ns, p, "w1", dry_run="All")["metadata"]["name"]
+# Custom resources' storage answers a removed object with a Success Status (finalizeDelete).
+out["w_delete"] = api.delete_namespaced_custom_object(g, v, ns, p, "w1", dry_run="All")["details"]["name"]
 out["w_delete_collection"] = [i["metadata"]["name"] for i in api.delete_collection_namespaced_custom_object(g, v, ns, p, dry_run="All")["items"]]
 crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
        "metadata": {"name": "gadgets.dry.example.com"},
@@ -899,4 +900,347 @@ print(json.dumps(out))
     );
     // Built-ins such as ConfigMap allow it.
     assert_eq!(seen["cm"], json!({"a": "2"}));
+}
+
+/// The Python client's `VersionApi().get_code()` asks for `/version/`, which the real server's
+/// go-restful route serves as it serves `/version` (apiserver pkg/server/routes/version.go).
+#[tokio::test]
+async fn the_python_client_reads_the_version() {
+    let Some((cluster, _kubectl)) = setup("the_python_client_reads_the_version").await else {
+        return;
+    };
+    let out = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(sys.argv[1])
+print(json.dumps(client.VersionApi().get_code().git_version))
+"#,
+    )
+    .await;
+    assert!(out.as_str().is_some_and(|v| v.starts_with("v1.")), "{out}");
+}
+
+/// A Python script's helper: calls `f`, prints the status code and the Status body of the
+/// exception it raises (200 and `null` when it succeeds).
+const PY_CALL: &str = r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(sys.argv[1])
+v1 = client.CoreV1Api()
+def call(f):
+    try:
+        f()
+        return {"status": 200}
+    except client.exceptions.ApiException as e:
+        return {"status": e.status, "body": json.loads(e.body)}
+"#;
+
+/// List and watch options checked as the API server checks them before reading anything
+/// (`ValidateListOptions`: 422 naming each problem; a `continue` with a resourceVersion: 400; a
+/// resourceVersion the server has not reached: 504 after the watch cache's 3 s wait).
+#[tokio::test]
+async fn list_options_are_checked_as_the_api_server_checks_them() {
+    let Some((cluster, kubectl)) = setup("list_options_are_checked").await else {
+        return;
+    };
+    for name in ["a", "b", "c"] {
+        kubectl.ok(&["create", "configmap", name]).await;
+    }
+    let script = format!(
+        r#"{PY_CALL}
+first = v1.list_namespaced_config_map("default", limit=1)
+token = first.metadata._continue
+list = lambda **kw: lambda: v1.list_namespaced_config_map("default", **kw)
+watch = lambda **kw: lambda: v1.list_namespaced_config_map("default", watch=True, timeout_seconds=1, **kw)
+print(json.dumps({{
+    "match without rv": call(list(resource_version_match="NotOlderThan")),
+    "exact at 0": call(list(resource_version="0", resource_version_match="Exact")),
+    "bogus match": call(list(resource_version="1", resource_version_match="Bogus")),
+    "initial events on a list": call(list(send_initial_events=True)),
+    "watch match without initial events": call(watch(resource_version_match="NotOlderThan")),
+    "continue with rv": call(list(limit=1, _continue=token, resource_version=first.metadata.resource_version)),
+    "continue with rv 0": call(list(limit=1, _continue=token, resource_version="0")),
+    "future rv": call(list(resource_version="99999999")),
+    "valid": call(list(resource_version="0", resource_version_match="NotOlderThan")),
+}}))
+"#
+    );
+    let out = support::python(&cluster, &script).await;
+    let message = |case: &str| {
+        out[case]["body"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for case in [
+        "match without rv",
+        "exact at 0",
+        "bogus match",
+        "initial events on a list",
+        "watch match without initial events",
+    ] {
+        assert_eq!(out[case]["status"], 422, "{case}: {out}");
+        assert!(
+            message(case).starts_with("ListOptions.meta.k8s.io \"\" is invalid: "),
+            "{case}: {out}"
+        );
+    }
+    assert!(message("match without rv").ends_with("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"), "{out}");
+    assert!(message("exact at 0").ends_with("resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""), "{out}");
+    assert!(message("bogus match").ends_with(r#"resourceVersionMatch: Unsupported value: "Bogus": supported values: "Exact", "NotOlderThan", """#), "{out}");
+    assert!(
+        message("initial events on a list")
+            .ends_with("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"),
+        "{out}"
+    );
+    assert!(message("watch match without initial events").ends_with("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"), "{out}");
+    assert_eq!(out["continue with rv"]["status"], 400, "{out}");
+    assert_eq!(
+        message("continue with rv"),
+        "specifying resource version is not allowed when using continue"
+    );
+    assert_eq!(out["continue with rv 0"]["status"], 200, "{out}");
+    assert_eq!(out["future rv"]["status"], 504, "{out}");
+    assert!(
+        message("future rv")
+            .starts_with("Timeout: Too large resource version: 99999999, current: "),
+        "{out}"
+    );
+    assert_eq!(
+        out["future rv"]["body"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge",
+        "{out}"
+    );
+    assert_eq!(out["valid"]["status"], 200, "{out}");
+}
+
+/// Paths nothing serves answer go-restful's 404 (not a missing object's), and a served path
+/// asked with a method it does not take its 405: here exec, eviction and scale are not served.
+/// Namespaces have no deletecollection (their REST has none), so discovery does not list it.
+#[tokio::test]
+async fn unserved_paths_and_methods_answer_as_the_api_server_routes_do() {
+    let Some((cluster, kubectl)) = setup("unserved_paths_and_methods").await else {
+        return;
+    };
+    kubectl
+        .ok(&[
+            "create",
+            "job",
+            "j",
+            "--image=busybox",
+            "--",
+            "sh",
+            "-c",
+            "sleep 30",
+        ])
+        .await;
+    let out = kubectl.run(&["scale", "job", "j", "--replicas=2"]).await;
+    assert!(
+        !out.success
+            && out.stderr.contains(
+                "Error from server (NotFound): the server could not find the requested resource"
+            ),
+        "{}",
+        out.stderr
+    );
+    let script = format!(
+        r#"{PY_CALL}
+v1.create_namespaced_pod("default", {{"metadata": {{"name": "p"}}, "spec": {{"containers": [{{"name": "c", "image": "busybox", "command": ["sleep", "30"]}}]}}}})
+eviction = {{"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {{"name": "p", "namespace": "default"}}}}
+def raw(method, path):
+    r = v1.api_client.call_api(method, v1.api_client.configuration.host + path,
+                               header_params={{"Content-Type": "application/json"}}, body={{}})
+    r.read()
+    return {{"status": r.status, "body": json.loads(r.data)}}
+print(json.dumps({{
+    "eviction": call(lambda: v1.create_namespaced_pod_eviction("p", "default", eviction)),
+    "post to a pod": raw("POST", "/api/v1/namespaces/default/pods/p"),
+    "delete namespaces": raw("DELETE", "/api/v1/namespaces"),
+}}))
+"#
+    );
+    let out = support::python(&cluster, &script).await;
+    assert_eq!(out["eviction"]["status"], 404, "{out}");
+    assert_eq!(
+        out["eviction"]["body"]["message"], "the server could not find the requested resource",
+        "{out}"
+    );
+    for case in ["post to a pod", "delete namespaces"] {
+        assert_eq!(out[case]["status"], 405, "{case}: {out}");
+        assert_eq!(out[case]["body"]["reason"], "MethodNotAllowed", "{out}");
+        assert_eq!(
+            out[case]["body"]["message"],
+            "the server does not allow this method on the requested resource",
+            "{out}"
+        );
+    }
+    assert!(
+        Api::<Namespace>::all(cluster.client())
+            .get("default")
+            .await
+            .is_ok()
+    );
+    let resources = kubectl
+        .ok(&["api-resources", "-o", "wide", "--api-group="])
+        .await;
+    let namespaces = resources
+        .lines()
+        .find(|l| l.starts_with("namespaces "))
+        .unwrap_or_else(|| panic!("{resources}"));
+    assert!(
+        namespaces.contains(" create,delete,get,list,patch,update,watch "),
+        "{namespaces}"
+    );
+    let pods = resources.lines().find(|l| l.starts_with("pods ")).unwrap();
+    assert!(pods.contains("deletecollection"), "{pods}");
+}
+
+/// A delete that removes the object answers a `Success` Status naming it for most kinds, and
+/// the object itself for those whose storage returns it (Pods, Services, ServiceAccounts,
+/// Namespaces), as `finalizeDelete` does; one still pending (a finalizer) answers the object.
+#[tokio::test]
+async fn deletes_answer_a_status_or_the_object_as_each_kind_does() {
+    let Some((cluster, kubectl)) = setup("deletes_answer_status_or_object").await else {
+        return;
+    };
+    kubectl.ok(&["create", "configmap", "c"]).await;
+    kubectl.ok(&["create", "serviceaccount", "sa"]).await;
+    let uid = kubectl
+        .ok(&["get", "configmap", "c", "-o", "jsonpath={.metadata.uid}"])
+        .await;
+    let script = format!(
+        r#"{PY_CALL}
+rbac = client.RbacAuthorizationV1Api()
+rbac.create_namespaced_role("default", {{"metadata": {{"name": "r"}}, "rules": []}})
+v1.create_namespaced_config_map("default", {{"metadata": {{"name": "kept", "finalizers": ["example.com/keep"]}}}})
+plain = lambda f: f(_preload_content=False).json()
+print(json.dumps({{
+    "configmap": plain(lambda **kw: v1.delete_namespaced_config_map("c", "default", **kw)),
+    "role": plain(lambda **kw: rbac.delete_namespaced_role("r", "default", **kw)),
+    "serviceaccount": plain(lambda **kw: v1.delete_namespaced_service_account("sa", "default", **kw)),
+    "pending": plain(lambda **kw: v1.delete_namespaced_config_map("kept", "default", **kw)),
+}}))
+"#
+    );
+    let out = support::python(&cluster, &script).await;
+    assert_eq!(
+        out["configmap"],
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+               "details": {"name": "c", "kind": "configmaps", "uid": uid}}),
+        "{out}"
+    );
+    assert_eq!(out["role"]["kind"], "Status", "{out}");
+    assert_eq!(
+        out["role"]["details"]["group"], "rbac.authorization.k8s.io",
+        "{out}"
+    );
+    assert_eq!(out["role"]["details"]["kind"], "roles", "{out}");
+    assert_eq!(out["serviceaccount"]["kind"], "ServiceAccount", "{out}");
+    assert_eq!(out["pending"]["kind"], "ConfigMap", "{out}");
+    assert!(
+        out["pending"]["metadata"]["deletionTimestamp"].is_string(),
+        "{out}"
+    );
+}
+
+/// A create in a namespace being deleted is refused as NamespaceLifecycle refuses it: the
+/// object named in the message, and the `NamespaceTerminating` cause clients test for.
+#[tokio::test]
+async fn a_create_in_a_terminating_namespace_names_the_object_and_the_cause() {
+    let Some((cluster, kubectl)) = setup("create_in_terminating_namespace").await else {
+        return;
+    };
+    kubectl.ok(&["create", "namespace", "going"]).await;
+    let held = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: going\n  finalizers: [example.com/keep]\n";
+    let file = kubectl.manifest("held.yaml", held);
+    kubectl.ok(&["create", "-f", &file]).await;
+    kubectl
+        .ok(&["delete", "namespace", "going", "--wait=false"])
+        .await;
+    let script = format!(
+        r#"{PY_CALL}
+print(json.dumps(call(lambda: v1.create_namespaced_config_map("going", {{"metadata": {{"name": "x"}}}}))))
+"#
+    );
+    let out = support::python(&cluster, &script).await;
+    assert_eq!(out["status"], 403, "{out}");
+    assert_eq!(
+        out["body"]["message"],
+        "configmaps \"x\" is forbidden: unable to create new content in namespace going because it is being terminated",
+        "{out}"
+    );
+    assert_eq!(
+        out["body"]["details"]["causes"],
+        json!([{"reason": "NamespaceTerminating", "message": "namespace going is being terminated", "field": "metadata.namespace"}]),
+        "{out}"
+    );
+    kubectl
+        .ok(&[
+            "patch",
+            "configmap",
+            "held",
+            "-n",
+            "going",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ])
+        .await;
+}
+
+/// `kubectl get all` lists the kinds in the `all` category (pods, services, Jobs, Deployments:
+/// each storage's `Categories()`), and `kubectl get api-extensions` the CRDs.
+#[tokio::test]
+async fn kubectl_get_all_lists_services_and_deployments() {
+    let Some((cluster, kubectl)) = setup("kubectl_get_all").await else {
+        return;
+    };
+    support::install_widget_crd(&cluster).await;
+    kubectl
+        .ok(&["create", "service", "clusterip", "svc", "--tcp=80:80"])
+        .await;
+    kubectl
+        .ok(&[
+            "create",
+            "deployment",
+            "d",
+            "--image=busybox",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .await;
+    let all = kubectl.ok(&["get", "all", "-o", "name"]).await;
+    assert!(all.lines().any(|l| l == "service/svc"), "{all}");
+    assert!(all.lines().any(|l| l == "deployment.apps/d"), "{all}");
+    let extensions = kubectl.ok(&["get", "api-extensions", "-o", "name"]).await;
+    assert!(
+        extensions
+            .contains("customresourcedefinition.apiextensions.k8s.io/widgets.test.example.com"),
+        "{extensions}"
+    );
+}
+
+/// A page of a list without selectors says how many items the next pages hold
+/// (`remainingItemCount`); with a selector the count is unknown and left out (ListMeta).
+#[tokio::test]
+async fn a_page_counts_the_items_still_to_come_unless_selected() {
+    let Some((cluster, kubectl)) = setup("a_page_counts_the_items_still_to_come").await else {
+        return;
+    };
+    for name in ["a", "b", "c", "d", "e"] {
+        kubectl.ok(&["create", "configmap", name]).await;
+    }
+    let script = format!(
+        r#"{PY_CALL}
+first = v1.list_namespaced_config_map("default", limit=2)
+second = v1.list_namespaced_config_map("default", limit=2, _continue=first.metadata._continue)
+selected = v1.list_namespaced_config_map("default", limit=2, field_selector="metadata.namespace=default")
+print(json.dumps([first.metadata.remaining_item_count, second.metadata.remaining_item_count,
+                  selected.metadata.remaining_item_count, selected.metadata._continue is not None]))
+"#
+    );
+    let out = support::python(&cluster, &script).await;
+    assert_eq!(out, json!([3, 1, null, true]));
 }

@@ -465,6 +465,78 @@ items:
     assert_eq!(out.stdout, "", "{}", out.stderr);
 }
 
+/// What a Job's update may not change, as `ValidateJobSpecUpdate` refuses it: `completions`
+/// (an Indexed Job's only together with `parallelism`), `completionMode` and
+/// `podFailurePolicy`; the controller then never runs more pods than asked for.
+#[tokio::test]
+async fn kubectl_patch_of_a_jobs_immutable_fields_is_refused() {
+    let Some((_cluster, kubectl)) = setup("kubectl_patch_job_immutable_fields").await else {
+        return;
+    };
+    kubectl
+        .ok(&[
+            "create",
+            "job",
+            "jc",
+            "--image=busybox",
+            "--",
+            "sh",
+            "-c",
+            "sleep 30",
+        ])
+        .await;
+    let indexed = kubectl.manifest(
+        "ji.yaml",
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: ji}\nspec:\n  completions: 2\n  parallelism: 2\n  completionMode: Indexed\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox, command: [sleep, \"30\"]}]\n",
+    );
+    kubectl.ok(&["create", "-f", &indexed]).await;
+    let policy = r#"{"spec":{"podFailurePolicy":{"rules":[{"action":"FailJob","onExitCodes":{"operator":"In","values":[42]}}]}}}"#;
+    for (job, patch, wanted) in [
+        (
+            "jc",
+            r#"{"spec":{"completions":3}}"#,
+            "spec.completions: Invalid value: 3: field is immutable",
+        ),
+        (
+            "jc",
+            r#"{"spec":{"completionMode":"Indexed"}}"#,
+            r#"spec.completionMode: Invalid value: "Indexed": field is immutable"#,
+        ),
+        ("jc", policy, "spec.podFailurePolicy: Invalid value: "),
+        (
+            "ji",
+            r#"{"spec":{"completions":3}}"#,
+            "spec.completions: Invalid value: 3: can only be modified in tandem with spec.parallelism",
+        ),
+    ] {
+        let out = kubectl
+            .run(&["patch", "job", job, "--type=merge", "-p", patch])
+            .await;
+        assert!(!out.success, "{patch} was accepted: {}", out.stdout);
+        assert!(
+            out.stderr
+                .contains(&format!("The Job \"{job}\" is invalid: {wanted}")),
+            "{patch}: wanted {wanted:?} in\n{}",
+            out.stderr
+        );
+    }
+    let out = kubectl
+        .ok(&[
+            "patch",
+            "job",
+            "ji",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"completions":3,"parallelism":3}}"#,
+        ])
+        .await;
+    assert!(out.contains("job.batch/ji patched"), "{out}");
+    let completions = kubectl
+        .ok(&["get", "job", "jc", "-o", "jsonpath={.spec.completions}"])
+        .await;
+    assert_eq!(completions, "1");
+}
+
 const PYTHON_WRONG_TYPES: &str = r#"
 import json, sys
 from kubernetes import client, config
