@@ -66,6 +66,7 @@ use tokio::io::AsyncReadExt as _;
 use tokio_util::sync::CancellationToken;
 
 use super::controllers::{PodMode, Queue, Reconciler, builtin, is_deleting};
+use super::pod_defaults;
 use super::pod_logs::{LogOptions, LogStream};
 use super::recorder::Recorder;
 use super::resources::{GroupResource, Registry, ResourceInfo};
@@ -95,18 +96,14 @@ pub enum Error {
     Reaper(#[source] std::io::Error),
 }
 
-/// The real API server's create-time defaults for a pod, as far as the kubelet cares:
-/// `restartPolicy: Always`, each container's `terminationMessagePath` and
-/// `terminationMessagePolicy` ([`termination_message::default_containers`]) and
-/// `status.phase: Pending`.
+/// A new pod as the real API server stores it: the spec's defaults ([`pod_defaults`], which
+/// every write through the API gets too; the Job controller's pods are written straight to the
+/// store) and `status.phase: Pending`.
 pub fn pod_defaults_on_create(pod: &mut Value) {
     if !pod.get("spec").is_some_and(Value::is_object) {
         pod["spec"] = json!({});
     }
-    if pod["spec"].get("restartPolicy").is_none_or(Value::is_null) {
-        pod["spec"]["restartPolicy"] = json!("Always");
-    }
-    termination_message::default_containers(&mut pod["spec"]);
+    pod_defaults::apply("", "pods", pod);
     pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
 }
 

@@ -61,6 +61,8 @@ pub mod patch;
 #[cfg(feature = "server")]
 pub mod path;
 #[cfg(feature = "server")]
+pub mod pod_defaults;
+#[cfg(feature = "server")]
 pub mod pod_deletion;
 #[cfg(feature = "server")]
 pub mod pod_env;

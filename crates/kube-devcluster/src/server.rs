@@ -552,8 +552,12 @@ impl Request<'_> {
             let warnings = typed_decode::admit(self.info, new, directive, write)?;
             self.warnings.lock().expect("warnings").extend(warnings);
         }
-        // After decoding, as the v1 conversion that folds a Secret's stringData follows it.
+        // After decoding, as the v1 conversion that folds a Secret's stringData follows it, and
+        // the defaulting of every decoded Pod, Job and Deployment.
         super::secrets::normalize(self.info, new);
+        if self.info.schema.is_none() {
+            super::pod_defaults::apply(&self.info.group, &self.info.resource, new);
+        }
         if let Some(schema) = &self.info.schema {
             let normalized = schema::normalize(schema, new);
             if !normalized.unknown_fields.is_empty() {

@@ -77,7 +77,8 @@ async fn client_side_apply_merges_ports_and_volume_mounts_by_their_merge_keys() 
     let live = get_json(&kubectl, &["deployment", "web"]).await;
     assert_eq!(
         container(&live)["ports"],
-        json!([{"containerPort": 80, "name": "web"}, {"containerPort": 443, "name": "https"}]),
+        // `protocol` is the API server's default (SetDefaults_ContainerPort).
+        json!([{"containerPort": 80, "name": "web", "protocol": "TCP"}, {"containerPort": 443, "name": "https", "protocol": "TCP"}]),
         "{live}"
     );
     assert_eq!(
@@ -134,7 +135,7 @@ async fn kubectl_patch_strategic_follows_the_directives() {
     .await;
     assert_eq!(
         container(&live)["ports"],
-        json!([{"containerPort": 80, "name": "http"}]),
+        json!([{"containerPort": 80, "name": "http", "protocol": "TCP"}]),
         "{live}"
     );
 
@@ -197,9 +198,14 @@ async fn kubectl_patch_strategic_follows_the_directives() {
         .collect();
     assert_eq!(names, ["n"], "{live}");
 
-    // `$patch: delete` in a map removes it.
+    // `$patch: delete` in a map removes it: the strategy with `maxSurge: 1` is gone, and the
+    // defaulting of the result puts back the default one (SetDefaults_Deployment).
     let live = patch(json!({"spec": {"strategy": {"$patch": "delete"}}})).await;
-    assert!(live["spec"].get("strategy").is_none(), "{live}");
+    assert_eq!(
+        live["spec"]["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+        "{live}"
+    );
     kubectl
         .ok(&[
             "patch",

@@ -537,6 +537,108 @@ async fn kubectl_patch_of_a_jobs_immutable_fields_is_refused() {
     assert_eq!(completions, "1");
 }
 
+/// What the API server's defaulting writes into Pods, Jobs' and Deployments' pod templates and
+/// Deployments (pkg/apis/core/v1 and apps/v1 defaults.go, the lists pinned by
+/// `TestPodDefaults` and `TestWorkloadDefaults`), read back by the Python client; an update is
+/// defaulted as a create is.
+#[tokio::test]
+async fn pods_templates_and_deployments_read_back_with_the_api_servers_defaults() {
+    let Some((cluster, kubectl)) = setup("pod_defaults").await else {
+        return;
+    };
+    let pod_file = kubectl.manifest(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n    command: [sleep, \"30\"]\n    ports: [{containerPort: 80}]\n    resources: {limits: {cpu: 100m}}\n    env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n  - {name: d, image: busybox, command: [sleep, \"30\"]}\n  volumes: [{name: scratch}, {name: cm, configMap: {name: settings}}]\n",
+    );
+    kubectl.ok(&["create", "-f", &pod_file]).await;
+    kubectl
+        .ok(&[
+            "create",
+            "job",
+            "j",
+            "--image=busybox:1.36",
+            "--",
+            "sh",
+            "-c",
+            "true",
+        ])
+        .await;
+    let deployment_file = kubectl.manifest(
+        "d.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      containers: [{name: c, image: \"busybox:1.36\", command: [sleep, \"30\"]}]\n",
+    );
+    kubectl.ok(&["create", "-f", &deployment_file]).await;
+    // An update is defaulted too: replaced by its manifest, it keeps every default.
+    let out = kubectl.ok(&["replace", "-f", &deployment_file]).await;
+    assert!(out.contains("deployment.apps/d replaced"), "{out}");
+    let out = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(sys.argv[1])
+api = client.ApiClient()
+pod = api.sanitize_for_serialization(client.CoreV1Api().read_namespaced_pod("p", "default"))
+job = api.sanitize_for_serialization(client.BatchV1Api().read_namespaced_job("j", "default"))
+deployment = api.sanitize_for_serialization(client.AppsV1Api().read_namespaced_deployment("d", "default"))
+print(json.dumps({"pod": pod["spec"], "job": job["spec"]["template"]["spec"], "deployment": deployment["spec"]}))
+"#,
+    )
+    .await;
+    let pod = &out["pod"];
+    for (field, value) in [
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("restartPolicy", json!("Always")),
+        ("schedulerName", json!("default-scheduler")),
+        ("securityContext", json!({})),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("enableServiceLinks", json!(true)),
+    ] {
+        assert_eq!(pod[field], value, "{field}: {pod}");
+    }
+    let c = &pod["containers"][0];
+    assert_eq!(c["imagePullPolicy"], "IfNotPresent", "{pod}");
+    assert_eq!(pod["containers"][1]["imagePullPolicy"], "Always", "{pod}");
+    assert_eq!(c["ports"][0]["protocol"], "TCP", "{pod}");
+    assert_eq!(c["resources"]["requests"], json!({"cpu": "100m"}), "{pod}");
+    assert_eq!(
+        c["env"][0]["valueFrom"]["fieldRef"]["apiVersion"], "v1",
+        "{pod}"
+    );
+    assert_eq!(pod["volumes"][0]["emptyDir"], json!({}), "{pod}");
+    assert_eq!(pod["volumes"][1]["configMap"]["defaultMode"], 420, "{pod}");
+
+    let job = &out["job"];
+    assert_eq!(job["dnsPolicy"], "ClusterFirst", "{job}");
+    assert_eq!(job["terminationGracePeriodSeconds"], 30, "{job}");
+    assert_eq!(
+        job["containers"][0]["terminationMessagePath"], "/dev/termination-log",
+        "{job}"
+    );
+    assert_eq!(
+        job["containers"][0]["imagePullPolicy"], "IfNotPresent",
+        "{job}"
+    );
+    assert!(
+        job.get("enableServiceLinks").is_none_or(Value::is_null),
+        "{job}"
+    );
+
+    let deployment = &out["deployment"];
+    assert_eq!(deployment["replicas"], 1, "{deployment}");
+    assert_eq!(deployment["revisionHistoryLimit"], 10, "{deployment}");
+    assert_eq!(deployment["progressDeadlineSeconds"], 600, "{deployment}");
+    assert_eq!(
+        deployment["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+        "{deployment}"
+    );
+    assert_eq!(
+        deployment["template"]["spec"]["schedulerName"],
+        "default-scheduler"
+    );
+}
+
 const PYTHON_WRONG_TYPES: &str = r#"
 import json, sys
 from kubernetes import client, config
