@@ -369,12 +369,60 @@ fn pod_status(pod: &Value, _: DateTime<Utc>) -> Value {
     json!(reason)
 }
 
-fn pod_restarts(pod: &Value, _: DateTime<Utc>) -> Value {
-    let restarts: i64 = pod
+/// The restarts of the pod's containers, with how long ago the last one ended when there were
+/// any (`printPod`: `"%d (%s ago)"` from the newest `lastState.terminated.finishedAt`).
+fn pod_restarts(pod: &Value, now: DateTime<Utc>) -> Value {
+    let statuses = pod
         .pointer("/status/containerStatuses")
         .and_then(Value::as_array)
-        .map_or(0, |s| s.iter().map(|c| int(c, "/restartCount")).sum());
-    json!(restarts.to_string())
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let restarts: i64 = statuses.iter().map(|c| int(c, "/restartCount")).sum();
+    let last = statuses
+        .iter()
+        .filter_map(|c| {
+            let finished = text(c, "/lastState/terminated/finishedAt");
+            DateTime::parse_from_rfc3339(finished).ok()
+        })
+        .max();
+    match last {
+        Some(at) if restarts != 0 => json!(format!(
+            "{restarts} ({} ago)",
+            human_duration((now - at.with_timezone(&Utc)).num_seconds())
+        )),
+        _ => json!(restarts.to_string()),
+    }
+}
+
+fn pod_nominated_node(pod: &Value, _: DateTime<Utc>) -> Value {
+    match text(pod, "/status/nominatedNodeName") {
+        "" => json!("<none>"),
+        node => json!(node),
+    }
+}
+
+/// `<none>` without readiness gates, else how many of them are met (`printPod`).
+fn pod_readiness_gates(pod: &Value, _: DateTime<Utc>) -> Value {
+    let gates: Vec<&str> = pod
+        .pointer("/spec/readinessGates")
+        .and_then(Value::as_array)
+        .map(|g| g.iter().map(|g| text(g, "/conditionType")).collect())
+        .unwrap_or_default();
+    if gates.is_empty() {
+        return json!("<none>");
+    }
+    let met = gates
+        .iter()
+        .filter(|gate| {
+            pod.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| text(c, "/type") == **gate && text(c, "/status") == "True")
+                })
+        })
+        .count();
+    json!(format!("{met}/{}", gates.len()))
 }
 
 fn pod_ip(pod: &Value, _: DateTime<Utc>) -> Value {
@@ -435,13 +483,76 @@ fn job_duration(job: &Value, now: DateTime<Utc>) -> Value {
     }
 }
 
-fn job_images(job: &Value, _: DateTime<Utc>) -> Value {
-    let images: Vec<&str> = job
+/// A field of each container of a workload's pod template, joined by commas (`printJob`,
+/// `printDeployment`: `layoutContainerCells`).
+fn template_containers(obj: &Value, field: &str) -> Value {
+    let values: Vec<&str> = obj
         .pointer("/spec/template/spec/containers")
         .and_then(Value::as_array)
-        .map(|c| c.iter().map(|c| text(c, "/image")).collect())
+        .map(|c| c.iter().map(|c| text(c, field)).collect())
         .unwrap_or_default();
-    json!(images.join(","))
+    json!(values.join(","))
+}
+
+fn template_container_names(obj: &Value, _: DateTime<Utc>) -> Value {
+    template_containers(obj, "/name")
+}
+
+fn template_images(obj: &Value, _: DateTime<Utc>) -> Value {
+    template_containers(obj, "/image")
+}
+
+fn selector(obj: &Value, _: DateTime<Utc>) -> Value {
+    json!(label_selector_text(obj.pointer("/spec/selector")))
+}
+
+/// `metav1.FormatLabelSelector`: the selector as `LabelSelectorAsSelector(...).String()` writes
+/// it (requirements sorted by key: `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`), `<none>`
+/// when it selects by nothing.
+fn label_selector_text(selector: Option<&Value>) -> String {
+    let mut requirements: Vec<(String, String)> = Vec::new();
+    if let Some(labels) = selector
+        .and_then(|s| s.get("matchLabels"))
+        .and_then(Value::as_object)
+    {
+        for (key, value) in labels {
+            requirements.push((
+                key.clone(),
+                format!("{key}={}", value.as_str().unwrap_or_default()),
+            ));
+        }
+    }
+    for expression in selector
+        .and_then(|s| s.get("matchExpressions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = text(expression, "/key");
+        let mut values: Vec<&str> = expression
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        values.sort_unstable();
+        let written = match text(expression, "/operator") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => return "<error>".into(),
+        };
+        requirements.push((key.to_string(), written));
+    }
+    requirements.sort();
+    if requirements.is_empty() {
+        return "<none>".into();
+    }
+    requirements
+        .into_iter()
+        .map(|(_, written)| written)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn phase(obj: &Value, _: DateTime<Utc>) -> Value {
@@ -583,6 +694,55 @@ fn claim_volume_mode(claim: &Value, _: DateTime<Utc>) -> Value {
     }
 }
 
+fn secret_type(secret: &Value, _: DateTime<Utc>) -> Value {
+    json!(text(secret, "/type"))
+}
+
+fn service_account_secrets(sa: &Value, _: DateTime<Utc>) -> Value {
+    json!(
+        sa.get("secrets")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    )
+}
+
+/// `Kind/name` of the role a binding grants (`printRoleBinding`).
+fn binding_role(binding: &Value, _: DateTime<Utc>) -> Value {
+    json!(format!(
+        "{}/{}",
+        text(binding, "/roleRef/kind"),
+        text(binding, "/roleRef/name")
+    ))
+}
+
+/// The subjects of a binding of one kind, joined by commas (`printRoleBinding`, wide).
+fn binding_subjects(binding: &Value, kind: &str) -> Value {
+    let names: Vec<String> = binding
+        .get("subjects")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|s| text(s, "/kind") == kind)
+        .map(|s| match (kind, text(s, "/namespace")) {
+            ("ServiceAccount", ns) => format!("{ns}/{}", text(s, "/name")),
+            _ => text(s, "/name").to_string(),
+        })
+        .collect();
+    json!(names.join(", "))
+}
+
+fn binding_users(binding: &Value, _: DateTime<Utc>) -> Value {
+    binding_subjects(binding, "User")
+}
+
+fn binding_groups(binding: &Value, _: DateTime<Utc>) -> Value {
+    binding_subjects(binding, "Group")
+}
+
+fn binding_service_accounts(binding: &Value, _: DateTime<Utc>) -> Value {
+    binding_subjects(binding, "ServiceAccount")
+}
+
 fn lease_holder(lease: &Value, _: DateTime<Utc>) -> Value {
     json!(text(lease, "/spec/holderIdentity"))
 }
@@ -622,6 +782,8 @@ fn builtin_columns(info: &ResourceInfo) -> Vec<Column> {
             age_col,
             column("IP", pod_ip, 1),
             column("Node", pod_node, 1),
+            column("Nominated Node", pod_nominated_node, 1),
+            column("Readiness Gates", pod_readiness_gates, 1),
         ],
         ("batch", "jobs") => vec![
             name_col,
@@ -629,7 +791,9 @@ fn builtin_columns(info: &ResourceInfo) -> Vec<Column> {
             column("Completions", job_completions, 0),
             column("Duration", job_duration, 0),
             age_col,
-            column("Images", job_images, 1),
+            column("Containers", template_container_names, 1),
+            column("Images", template_images, 1),
+            column("Selector", selector, 1),
         ],
         ("", "namespaces") => vec![name_col, column("Status", phase, 0), age_col],
         ("", "persistentvolumeclaims") => vec![
@@ -643,7 +807,36 @@ fn builtin_columns(info: &ResourceInfo) -> Vec<Column> {
             age_col,
             column("VolumeMode", claim_volume_mode, 1),
         ],
-        ("", "configmaps" | "secrets") => vec![name_col, column("Data", data_count, 0), age_col],
+        ("", "configmaps") => vec![name_col, column("Data", data_count, 0), age_col],
+        ("", "secrets") => vec![
+            name_col,
+            column("Type", secret_type, 0),
+            column("Data", data_count, 0),
+            age_col,
+        ],
+        ("", "serviceaccounts") => vec![
+            name_col,
+            Column {
+                type_: "integer",
+                ..column("Secrets", service_account_secrets, 0)
+            },
+            age_col,
+        ],
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles") => vec![
+            name_col,
+            Column {
+                type_: "string",
+                ..column("Created At", created_at, 0)
+            },
+        ],
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => vec![
+            name_col,
+            column("Role", binding_role, 0),
+            age_col,
+            column("Users", binding_users, 1),
+            column("Groups", binding_groups, 1),
+            column("ServiceAccounts", binding_service_accounts, 1),
+        ],
         ("apps", "deployments") => vec![
             name_col,
             column("Ready", deployment_ready, 0),
@@ -656,6 +849,9 @@ fn builtin_columns(info: &ResourceInfo) -> Vec<Column> {
                 ..column("Available", deployment_available, 0)
             },
             age_col,
+            column("Containers", template_container_names, 1),
+            column("Images", template_images, 1),
+            column("Selector", selector, 1),
         ],
         ("" | "events.k8s.io", "events") => vec![
             column("Last Seen", event_last_seen, 0),
@@ -787,7 +983,16 @@ mod tests {
         let t = table(&jobs, &[job], IncludeObject::None, json!({}), true);
         assert_eq!(
             t["rows"][0]["cells"],
-            json!(["j", "Complete", "1/1", "5s", t["rows"][0]["cells"][4], ""])
+            json!([
+                "j",
+                "Complete",
+                "1/1",
+                "5s",
+                t["rows"][0]["cells"][4],
+                "",
+                "",
+                "<none>"
+            ])
         );
         assert!(t["rows"][0].get("object").is_none());
 
@@ -804,5 +1009,17 @@ mod tests {
         assert_eq!(cells[2], "Error");
         assert_eq!(cells[3], "2");
         assert_eq!(t["rows"][0]["object"]["metadata"]["name"], "p");
+    }
+
+    #[test]
+    fn restarts_say_how_long_ago_the_last_run_ended() {
+        let now = chrono::Utc::now();
+        let ended = (now - chrono::Duration::seconds(68)).to_rfc3339();
+        let pod = json!({"status": {"containerStatuses": [
+            {"restartCount": 1, "lastState": {"terminated": {"finishedAt": ended}}},
+            {"restartCount": 0},
+        ]}});
+        assert_eq!(pod_restarts(&pod, now), "1 (68s ago)");
+        assert_eq!(pod_restarts(&json!({}), now), "0");
     }
 }

@@ -334,6 +334,101 @@ async fn kubectl_get_prints_job_pod_and_namespace_columns() {
     let _ = cluster;
 }
 
+/// The columns of `kubectl get` (and `-o wide`) as the real server's printers lay them out
+/// (pkg/printers/internalversion/printers.go): a Secret's type, a ServiceAccount's secrets, a
+/// binding's role and subjects, a role's creation time, a workload's containers, images and
+/// selector, a pod's nominated node and readiness gates.
+#[tokio::test]
+async fn kubectl_get_prints_the_columns_of_secrets_accounts_rbac_and_wide_workloads() {
+    let Some((_cluster, kubectl)) = setup("kubectl_get_prints_more_columns").await else {
+        return;
+    };
+    kubectl
+        .ok(&["create", "secret", "generic", "s", "--from-literal=a=1"])
+        .await;
+    kubectl.ok(&["create", "serviceaccount", "sa"]).await;
+    kubectl
+        .ok(&["create", "role", "r", "--verb=get", "--resource=pods"])
+        .await;
+    kubectl
+        .ok(&[
+            "create",
+            "rolebinding",
+            "rb",
+            "--role=r",
+            "--user=ann",
+            "--serviceaccount=default:sa",
+        ])
+        .await;
+    kubectl
+        .ok(&[
+            "create",
+            "job",
+            "j",
+            "--image=busybox",
+            "--",
+            "sh",
+            "-c",
+            "sleep 30",
+        ])
+        .await;
+    let table = |args: &'static [&'static str]| {
+        let kubectl = &kubectl;
+        async move { rows(&kubectl.ok(args).await) }
+    };
+    let secrets = table(&["get", "secret", "s"]).await;
+    assert_eq!(secrets[0], ["NAME", "TYPE", "DATA", "AGE"]);
+    assert_eq!(secrets[1][..3], ["s", "Opaque", "1"]);
+    let accounts = table(&["get", "serviceaccount", "sa"]).await;
+    assert_eq!(accounts[0], ["NAME", "SECRETS", "AGE"]);
+    assert_eq!(accounts[1][..2], ["sa", "0"]);
+    let roles = table(&["get", "role", "r"]).await;
+    assert_eq!(roles[0], ["NAME", "CREATED", "AT"]);
+    let bindings = table(&["get", "rolebinding", "rb", "-o", "wide"]).await;
+    assert_eq!(
+        bindings[0],
+        ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    );
+    assert_eq!(bindings[1][..2], ["rb", "Role/r"]);
+    assert_eq!(bindings[1][3..], ["ann", "default/sa"]);
+    let jobs = table(&["get", "job", "j", "-o", "wide"]).await;
+    assert_eq!(
+        jobs[0],
+        [
+            "NAME",
+            "STATUS",
+            "COMPLETIONS",
+            "DURATION",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]
+    );
+    assert_eq!(jobs[1][5..7], ["j", "busybox"]);
+    assert!(
+        jobs[1][7].starts_with("batch.kubernetes.io/controller-uid="),
+        "{jobs:?}"
+    );
+    let pods = table(&["get", "pods", "-o", "wide"]).await;
+    assert_eq!(
+        pods[0],
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED",
+            "NODE",
+            "READINESS",
+            "GATES"
+        ]
+    );
+}
+
 #[tokio::test]
 async fn kubectl_get_watch_prints_each_change() {
     let Some((cluster, kubectl)) = setup("kubectl_get_watch").await else {
