@@ -26,11 +26,7 @@
 //!   which saves two writes per pod;
 //! - pods deleted because the Job was suspended or scaled down are not counted as failed;
 //! - `podFailurePolicy`, `successPolicy` and `backoffLimitPerIndex` are not implemented;
-//! - of the Events, those of pods created and deleted, of the Job's end, suspension and
-//!   resumption are written, as the real controller writes them (`SuccessfulCreate` "Created
-//!   pod: NAME", `SuccessfulDelete` "Deleted pod: NAME": pkg/controller/controller_utils.go
-//!   `RealPodControl`; `Completed` "Job completed", or a warning with the failed condition's
-//!   reason and message, `Suspended`, `Resumed`: job_controller.go), and `FailedCreate`, below.
+//! - the only Event written is `FailedCreate`, below.
 //!
 //! A pod the store or the API server's admission refuses (a `serviceAccountName` that does not
 //! exist, [`super::service_accounts::admit_pod`]) is not created; the refusal is recorded as a
@@ -690,22 +686,17 @@ impl JobController {
             .map_or(true, |ns| is_deleting(&ns.value))
     }
 
-    fn delete_pod(&self, job: &StoredObject, name: &str, uid: &str) -> bool {
-        let namespace = job.namespace();
+    fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> bool {
         let options = DeleteOptions {
             propagation: Some(Propagation::Background),
             precondition_uid: Some(uid.to_string()),
             precondition_rv: None,
             grace_period_seconds: None,
         };
-        let deleted = self
+        match self
             .store
-            .delete(&self.pods_info, namespace, name, &options);
-        if deleted.is_ok() {
-            self.events
-                .normal(job, "SuccessfulDelete", &format!("Deleted pod: {name}"));
-        }
-        match deleted {
+            .delete(&self.pods_info, namespace, name, &options)
+        {
             Ok(Deleted::Removed(_)) => true,
             Ok(Deleted::Pending(_)) => false,
             Err(error) if error.code == 404 || error.code == 409 => true,
@@ -774,18 +765,18 @@ impl JobController {
         state.count_finished_pods(draft.now);
 
         if draft.is_finished() {
-            self.finished(key, &job, &spec, &mut state, &mut draft);
+            self.finished(key, &spec, &mut state, &mut draft);
         } else if let Some(finish) = draft.interim().or_else(|| {
             let decided =
                 finish_decision(&spec, state.counts(), draft.deadline_passed(&spec, &state))?;
             draft.add_condition(decided.conditions().0, decided);
             Some(decided)
         }) {
-            self.finishing(&job, finish, &spec, &mut state, &mut draft);
+            self.finishing(key, finish, &spec, &mut state, &mut draft);
         } else if is_deleting(&job.value) {
             // Being deleted (foreground): the garbage collector removes the pods; start none.
         } else if spec.suspend {
-            self.suspended(&job, &mut state, &mut draft);
+            self.suspended(key, &mut state, &mut draft);
         } else {
             self.running(key, &job, &spec, &mut state, &mut draft);
         }
@@ -813,16 +804,9 @@ impl JobController {
     }
 
     /// A finished Job: nothing may run, and `ttlSecondsAfterFinished` deletes it.
-    fn finished(
-        &self,
-        key: &JobKey,
-        job: &StoredObject,
-        spec: &JobSpec,
-        state: &mut JobState,
-        draft: &mut Draft,
-    ) {
+    fn finished(&self, key: &JobKey, spec: &JobSpec, state: &mut JobState, draft: &mut Draft) {
         for (name, uid) in state.active_pods() {
-            if self.delete_pod(job, &name, &uid) {
+            if self.delete_pod(&key.0, &name, &uid) {
                 state.pods.remove(&name);
             }
             state.count_failed(&uid, draft.now);
@@ -861,14 +845,14 @@ impl JobController {
     /// failed); once none is terminating, the final condition follows.
     fn finishing(
         &self,
-        job: &StoredObject,
+        key: &JobKey,
         finish: Finish,
         spec: &JobSpec,
         state: &mut JobState,
         draft: &mut Draft,
     ) {
         for (name, uid) in state.active_pods() {
-            if self.delete_pod(job, &name, &uid) {
+            if self.delete_pod(&key.0, &name, &uid) {
                 state.pods.remove(&name);
             } else if let Some(view) = state.pods.get_mut(&name) {
                 view.deleting = true;
@@ -879,13 +863,6 @@ impl JobController {
             return;
         }
         draft.add_condition(finish.conditions().1, finish);
-        match finish {
-            Finish::Succeeded => self.events.normal(job, "Completed", "Job completed"),
-            failed => {
-                let (_, _, reason, message) = failed.conditions();
-                self.events.warn(job, reason, message);
-            }
-        }
         state.finish = Some((draft.now_text.clone(), draft.now));
         if finish == Finish::Succeeded {
             draft.completion_time = Some(draft.now_text.clone());
@@ -896,24 +873,22 @@ impl JobController {
     }
 
     /// A suspended Job: no pods (those removed are not failures), condition `Suspended`.
-    fn suspended(&self, job: &StoredObject, state: &mut JobState, draft: &mut Draft) {
+    fn suspended(&self, key: &JobKey, state: &mut JobState, draft: &mut Draft) {
         for (name, uid) in state.active_pods() {
             state.uncounted.insert(uid.clone());
-            if self.delete_pod(job, &name, &uid) {
+            if self.delete_pod(&key.0, &name, &uid) {
                 state.pods.remove(&name);
             }
         }
         let now = draft.now_text.clone();
-        if ensure_condition_status(
+        ensure_condition_status(
             &mut draft.conditions,
             "Suspended",
             "True",
             "JobSuspended",
             "Job suspended",
             &now,
-        ) {
-            self.events.normal(job, "Suspended", "Job suspended");
-        }
+        );
     }
 
     /// A running Job: as many pods as `parallelism` and the remaining completions ask for,
@@ -935,9 +910,6 @@ impl JobController {
             "Job resumed",
             &now,
         );
-        if resumed {
-            self.events.normal(job, "Resumed", "Job resumed");
-        }
         if resumed || draft.start_time.is_none() {
             // A resumed Job's deadline counts from the resumption.
             draft.start_time = Some(now.clone());
@@ -956,7 +928,7 @@ impl JobController {
             let extra = usize::try_from(-missing).unwrap_or(0);
             for (name, uid) in active.into_iter().take(extra) {
                 state.uncounted.insert(uid.clone());
-                if self.delete_pod(job, &name, &uid) {
+                if self.delete_pod(&key.0, &name, &uid) {
                     state.pods.remove(&name);
                 }
             }
@@ -986,11 +958,6 @@ impl JobController {
         for index in indexes {
             match self.create_pod(job, index) {
                 Ok(pod) => {
-                    self.events.normal(
-                        job,
-                        "SuccessfulCreate",
-                        &format!("Created pod: {}", pod.name()),
-                    );
                     state.refused_creates = 0;
                     self.pod_owner
                         .insert((key.0.clone(), pod.name().to_string()), key.clone());

@@ -1,7 +1,5 @@
 //! Events the in-process controllers record about the objects they act on (the Job controller's
-//! `SuccessfulCreate`, `SuccessfulDelete`, `Completed`, `Suspended`, `Resumed` and its warnings
-//! `FailedCreate`, `BackoffLimitExceeded`, `DeadlineExceeded`; the kubelet's `FailedMount`, the
-//! scheduler's `FailedScheduling`), written
+//! `FailedCreate`, the kubelet's `FailedMount`, the scheduler's `FailedScheduling`), written
 //! straight to the store as core `v1` Events and mirrored to `events.k8s.io/v1`
 //! ([`super::events::mirror_write`]), so `kubectl describe`, `kubectl get events` and clients of
 //! either API see them.
@@ -24,8 +22,8 @@ use super::store::{Store, StoredObject, Target, now_rfc3339};
 /// How many distinct Events are remembered for aggregation (client-go's cache holds 4096).
 const REMEMBERED: usize = 4096;
 
-/// What makes two Events the same: the object's uid, the type, the reason and the message.
-type Key = (String, &'static str, String, String);
+/// What makes two Warnings the same Event: the object's uid, the reason and the message.
+type Key = (String, String, String);
 
 /// Writes Events for one controller (its `source.component`, e.g. `job-controller`).
 pub(crate) struct Recorder {
@@ -49,18 +47,9 @@ impl Recorder {
     /// Records a `Warning` Event: `reason` happened to `object` (a stored object of any
     /// namespaced kind). Failures are logged: an Event is a record for people, never a decision.
     pub fn warn(&self, object: &StoredObject, reason: &str, message: &str) {
-        self.record(object, "Warning", reason, message);
-    }
-
-    /// Records a `Normal` Event, as [`Recorder::warn`] does a warning.
-    pub fn normal(&self, object: &StoredObject, reason: &str, message: &str) {
-        self.record(object, "Normal", reason, message);
-    }
-
-    fn record(&self, object: &StoredObject, type_: &'static str, reason: &str, message: &str) {
+        let type_ = "Warning";
         let key = (
             object.uid().to_string(),
-            type_,
             reason.to_string(),
             message.to_string(),
         );
