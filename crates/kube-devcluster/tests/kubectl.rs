@@ -410,7 +410,19 @@ async fn kubectl_get_prints_the_columns_of_secrets_accounts_rbac_and_wide_worklo
         jobs[1][7].starts_with("batch.kubernetes.io/controller-uid="),
         "{jobs:?}"
     );
-    let pods = table(&["get", "pods", "-o", "wide"]).await;
+    // A pod of our own: the Job's may not be created yet.
+    kubectl
+        .ok(&[
+            "run",
+            "p",
+            "--image=busybox",
+            "--restart=Never",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .await;
+    let pods = table(&["get", "pod", "p", "-o", "wide"]).await;
     assert_eq!(
         pods[0],
         [
