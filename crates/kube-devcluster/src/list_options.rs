@@ -47,7 +47,7 @@ impl ListOptions<'_> {
             return Err(ApiError::invalid("ListOptions.meta.k8s.io", "", errors));
         }
         if !self.watch
-            && self.continue_token.is_some_and(|c| !c.is_empty())
+            && self.has_continue()
             && self
                 .resource_version
                 .is_some_and(|rv| !rv.is_empty() && rv != "0")

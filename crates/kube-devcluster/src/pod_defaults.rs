@@ -64,7 +64,6 @@ fn default(map: &mut Map<String, Value>, field: &str, value: Value) {
 }
 
 fn pod_spec(spec: &mut Value) {
-    termination_message::default_containers(spec);
     let Some(spec) = spec.as_object_mut() else {
         return;
     };
@@ -98,6 +97,12 @@ fn objects<'a>(
 fn container_defaults(container: &mut Map<String, Value>) {
     let policy = image_pull_policy(container.get("image").and_then(Value::as_str));
     default(container, "imagePullPolicy", json!(policy));
+    default(
+        container,
+        "terminationMessagePath",
+        json!(termination_message::DEFAULT_PATH),
+    );
+    default(container, "terminationMessagePolicy", json!("File"));
     for port in objects(container, "ports") {
         default(port, "protocol", json!("TCP"));
     }
@@ -294,5 +299,35 @@ mod tests {
         assert!(spec["containers"][0]["resources"].get("requests").is_none());
         assert_eq!(spec["volumes"][0]["emptyDir"], json!({}));
         assert_eq!(spec["volumes"][1]["configMap"]["defaultMode"], 420);
+    }
+
+    #[test]
+    fn containers_get_the_api_servers_defaults() {
+        let mut spec = json!({
+            "containers": [{"name": "a"}, {"name": "b", "terminationMessagePath": "/tmp/out",
+                            "terminationMessagePolicy": "FallbackToLogsOnError"},
+                           {"name": "c", "terminationMessagePath": ""}],
+            "initContainers": [{"name": "i"}],
+        });
+        pod_spec(&mut spec);
+        let field = |list: &str, i: usize, f: &str| spec[list][i][f].clone();
+        assert_eq!(
+            field("containers", 0, "terminationMessagePath"),
+            termination_message::DEFAULT_PATH
+        );
+        assert_eq!(field("containers", 0, "terminationMessagePolicy"), "File");
+        assert_eq!(field("containers", 1, "terminationMessagePath"), "/tmp/out");
+        assert_eq!(
+            field("containers", 1, "terminationMessagePolicy"),
+            "FallbackToLogsOnError"
+        );
+        assert_eq!(
+            field("containers", 2, "terminationMessagePath"),
+            termination_message::DEFAULT_PATH
+        );
+        assert_eq!(
+            field("initContainers", 0, "terminationMessagePolicy"),
+            "File"
+        );
     }
 }

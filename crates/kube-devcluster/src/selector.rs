@@ -96,6 +96,35 @@ impl LabelSelector {
         Some(Self(requirements))
     }
 
+    /// The selector as Go's `labels.Selector.String()` writes it (what
+    /// `metav1.FormatLabelSelector` prints): requirements sorted by key, each `k=v`, `k!=v`,
+    /// `k in (a,b)`, `k notin (a,b)`, `k` or `!k`, a set's values sorted; empty for none.
+    pub fn to_go_string(&self) -> String {
+        let set = |values: &[String]| {
+            let mut values: Vec<&str> = values.iter().map(String::as_str).collect();
+            values.sort_unstable();
+            values.join(",")
+        };
+        let mut written: Vec<(&str, String)> = self
+            .0
+            .iter()
+            .map(|requirement| match requirement {
+                Requirement::Equals(k, v) => (k.as_str(), format!("{k}={v}")),
+                Requirement::NotEquals(k, v) => (k.as_str(), format!("{k}!={v}")),
+                Requirement::In(k, vs) => (k.as_str(), format!("{k} in ({})", set(vs))),
+                Requirement::NotIn(k, vs) => (k.as_str(), format!("{k} notin ({})", set(vs))),
+                Requirement::Exists(k) => (k.as_str(), k.clone()),
+                Requirement::NotExists(k) => (k.as_str(), format!("!{k}")),
+            })
+            .collect();
+        written.sort();
+        written
+            .into_iter()
+            .map(|(_, requirement)| requirement)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
         let get = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
         self.0.iter().all(|req| match req {
@@ -200,6 +229,30 @@ fn split_set(term: &str, op: &str) -> Option<(String, Option<Vec<String>>)> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_selector_object_is_written_as_go_writes_it() {
+        let selector = LabelSelector::from_object(&json!({
+            "matchLabels": {"tier": "web", "app": "a"},
+            "matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["b", "a"]},
+                {"key": "gone", "operator": "DoesNotExist"},
+                {"key": "env", "operator": "NotIn", "values": ["dev"]},
+                {"key": "has", "operator": "Exists"},
+            ],
+        }))
+        .unwrap();
+        assert_eq!(
+            selector.to_go_string(),
+            "app=a,env notin (dev),!gone,has,tier=web,zone in (a,b)"
+        );
+        assert_eq!(
+            LabelSelector::from_object(&Value::Null)
+                .unwrap()
+                .to_go_string(),
+            ""
+        );
+    }
 
     #[test]
     fn label_selectors_match_like_the_api_server() {

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::representation::partial_metadata;
 use super::resources::ResourceInfo;
+use super::selector::LabelSelector;
 use super::store::StoredObject;
 
 /// What each row carries besides its cells (`?includeObject=`): nothing, the object's metadata
@@ -502,57 +503,17 @@ fn template_images(obj: &Value, _: DateTime<Utc>) -> Value {
     template_containers(obj, "/image")
 }
 
+/// `metav1.FormatLabelSelector` of the workload's selector: `<none>` when it selects by
+/// nothing, `<error>` for an operator it does not know.
 fn selector(obj: &Value, _: DateTime<Utc>) -> Value {
-    json!(label_selector_text(obj.pointer("/spec/selector")))
-}
-
-/// `metav1.FormatLabelSelector`: the selector as `LabelSelectorAsSelector(...).String()` writes
-/// it (requirements sorted by key: `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`), `<none>`
-/// when it selects by nothing.
-fn label_selector_text(selector: Option<&Value>) -> String {
-    let mut requirements: Vec<(String, String)> = Vec::new();
-    if let Some(labels) = selector
-        .and_then(|s| s.get("matchLabels"))
-        .and_then(Value::as_object)
-    {
-        for (key, value) in labels {
-            requirements.push((
-                key.clone(),
-                format!("{key}={}", value.as_str().unwrap_or_default()),
-            ));
+    let selector = obj.pointer("/spec/selector").unwrap_or(&Value::Null);
+    json!(
+        match LabelSelector::from_object(selector).map(|s| s.to_go_string()) {
+            None => "<error>".to_string(),
+            Some(text) if text.is_empty() => "<none>".to_string(),
+            Some(text) => text,
         }
-    }
-    for expression in selector
-        .and_then(|s| s.get("matchExpressions"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = text(expression, "/key");
-        let mut values: Vec<&str> = expression
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|v| v.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        values.sort_unstable();
-        let written = match text(expression, "/operator") {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => return "<error>".into(),
-        };
-        requirements.push((key.to_string(), written));
-    }
-    requirements.sort();
-    if requirements.is_empty() {
-        return "<none>".into();
-    }
-    requirements
-        .into_iter()
-        .map(|(_, written)| written)
-        .collect::<Vec<_>>()
-        .join(",")
+    )
 }
 
 fn phase(obj: &Value, _: DateTime<Utc>) -> Value {

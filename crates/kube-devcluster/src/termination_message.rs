@@ -32,7 +32,7 @@ use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Where the message file is when the container does not say (`TerminationMessagePathDefault`,
 /// k8s.io/api core/v1/types.go).
@@ -54,32 +54,6 @@ pub const MAX_LOG_BYTES: usize = 2 * 1024;
 /// The most lines of log a fallback message holds, the last
 /// (`MaxContainerTerminationMessageLogLines`, same file: 80).
 pub const MAX_LOG_LINES: usize = 80;
-
-/// The API server's defaults for every container of a pod spec (`containers`,
-/// `initContainers`, `ephemeralContainers`): `terminationMessagePath: /dev/termination-log`
-/// and `terminationMessagePolicy: File` (k8s.io/kubernetes pkg/apis/core/v1/defaults.go,
-/// `SetDefaults_Container`, which treats an empty string as unset).
-pub fn default_containers(spec: &mut Value) {
-    for list in ["containers", "initContainers", "ephemeralContainers"] {
-        let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for container in containers.iter_mut().filter(|c| c.is_object()) {
-            for (field, default) in [
-                ("terminationMessagePath", DEFAULT_PATH),
-                ("terminationMessagePolicy", "File"),
-            ] {
-                if container
-                    .get(field)
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-                {
-                    container[field] = json!(default);
-                }
-            }
-        }
-    }
-}
 
 /// A container's termination message settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,36 +234,7 @@ fn go_json_string(mut bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn containers_get_the_api_servers_defaults() {
-        let mut spec = json!({
-            "containers": [{"name": "a"}, {"name": "b", "terminationMessagePath": "/tmp/out",
-                            "terminationMessagePolicy": "FallbackToLogsOnError"},
-                           {"name": "c", "terminationMessagePath": ""}],
-            "initContainers": [{"name": "i"}],
-        });
-        default_containers(&mut spec);
-        let field = |list: &str, i: usize, f: &str| spec[list][i][f].clone();
-        assert_eq!(
-            field("containers", 0, "terminationMessagePath"),
-            DEFAULT_PATH
-        );
-        assert_eq!(field("containers", 0, "terminationMessagePolicy"), "File");
-        assert_eq!(field("containers", 1, "terminationMessagePath"), "/tmp/out");
-        assert_eq!(
-            field("containers", 1, "terminationMessagePolicy"),
-            "FallbackToLogsOnError"
-        );
-        assert_eq!(
-            field("containers", 2, "terminationMessagePath"),
-            DEFAULT_PATH
-        );
-        assert_eq!(
-            field("initContainers", 0, "terminationMessagePolicy"),
-            "File"
-        );
-    }
+    use serde_json::json;
 
     #[test]
     fn a_process_is_told_the_path_by_its_env_command_or_args() {

@@ -158,18 +158,7 @@ async fn generation_is_kept_by_the_kinds_that_have_it_and_moves_when_deletion_st
         .await;
     kubectl.ok(&["create", "serviceaccount", "sa"]).await;
     kubectl.ok(&["create", "namespace", "n"]).await;
-    kubectl
-        .ok(&[
-            "create",
-            "job",
-            "j",
-            "--image=busybox",
-            "--",
-            "sh",
-            "-c",
-            "sleep 30",
-        ])
-        .await;
+    kubectl.create_sleeping_job("j").await;
     let widget = kubectl.manifest(
         "w.yaml",
         "apiVersion: test.example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  finalizers: [example.com/keep]\nspec:\n  color: red\n",

@@ -1023,18 +1023,7 @@ async fn unserved_paths_and_methods_answer_as_the_api_server_routes_do() {
     let Some((cluster, kubectl)) = setup("unserved_paths_and_methods").await else {
         return;
     };
-    kubectl
-        .ok(&[
-            "create",
-            "job",
-            "j",
-            "--image=busybox",
-            "--",
-            "sh",
-            "-c",
-            "sleep 30",
-        ])
-        .await;
+    kubectl.create_sleeping_job("j").await;
     let out = kubectl.run(&["scale", "job", "j", "--replicas=2"]).await;
     assert!(
         !out.success

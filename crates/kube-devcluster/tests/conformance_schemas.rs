@@ -473,18 +473,7 @@ async fn kubectl_patch_of_a_jobs_immutable_fields_is_refused() {
     let Some((_cluster, kubectl)) = setup("kubectl_patch_job_immutable_fields").await else {
         return;
     };
-    kubectl
-        .ok(&[
-            "create",
-            "job",
-            "jc",
-            "--image=busybox",
-            "--",
-            "sh",
-            "-c",
-            "sleep 30",
-        ])
-        .await;
+    kubectl.create_sleeping_job("jc").await;
     let indexed = kubectl.manifest(
         "ji.yaml",
         "apiVersion: batch/v1\nkind: Job\nmetadata: {name: ji}\nspec:\n  completions: 2\n  parallelism: 2\n  completionMode: Indexed\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox, command: [sleep, \"30\"]}]\n",

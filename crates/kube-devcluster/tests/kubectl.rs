@@ -360,18 +360,7 @@ async fn kubectl_get_prints_the_columns_of_secrets_accounts_rbac_and_wide_worklo
             "--serviceaccount=default:sa",
         ])
         .await;
-    kubectl
-        .ok(&[
-            "create",
-            "job",
-            "j",
-            "--image=busybox",
-            "--",
-            "sh",
-            "-c",
-            "sleep 30",
-        ])
-        .await;
+    kubectl.create_sleeping_job("j").await;
     let table = |args: &'static [&'static str]| {
         let kubectl = &kubectl;
         async move { rows(&kubectl.ok(args).await) }

@@ -206,6 +206,22 @@ impl Kubectl {
         out.stdout
     }
 
+    /// `kubectl create job NAME --image=busybox -- sh -c 'sleep 30'`: a Job whose pod runs
+    /// while the test looks at it.
+    pub async fn create_sleeping_job(&self, name: &str) {
+        self.ok(&[
+            "create",
+            "job",
+            name,
+            "--image=busybox",
+            "--",
+            "sh",
+            "-c",
+            "sleep 30",
+        ])
+        .await;
+    }
+
     /// Writes a manifest file and returns its path.
     pub fn manifest(&self, name: &str, yaml: &str) -> String {
         let path = self.dir.path().join(name);
