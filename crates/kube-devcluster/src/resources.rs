@@ -116,28 +116,34 @@ impl ResourceInfo {
         }
     }
 
+    /// Whether the collection can be deleted at once: not Namespaces, whose REST wraps the store
+    /// without `DeleteCollection` (pkg/registry/core/namespace/storage/storage.go).
+    pub fn serves_delete_collection(&self) -> bool {
+        !(self.group.is_empty() && self.resource == "namespaces")
+    }
+
     /// The verbs discovery lists: every verb, but create alone for the reviews, which are never
-    /// stored (`auth_reviews`), and no deletecollection of namespaces (their REST has none:
-    /// pkg/registry/core/namespace/storage/storage.go).
+    /// stored (`auth_reviews`), and deletecollection only where it is served.
     fn verbs(&self) -> Value {
         if super::auth_reviews::is_review(self) {
-            json!(["create"])
-        } else if self.group.is_empty() && self.resource == "namespaces" {
-            json!([
-                "create", "delete", "get", "list", "patch", "update", "watch"
-            ])
-        } else {
-            json!([
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch"
-            ])
+            return json!(["create"]);
         }
+        let verbs = [
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ];
+        json!(
+            verbs
+                .into_iter()
+                .filter(|v| *v != "deletecollection" || self.serves_delete_collection())
+                .collect::<Vec<_>>()
+        )
     }
 
     /// The entry of this resource in an `APIResourceList`.

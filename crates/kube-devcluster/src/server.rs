@@ -453,13 +453,9 @@ impl Request<'_> {
             ("PUT", Some(name)) => self.update(name, body),
             ("PATCH", Some(name)) => self.patch(name, body),
             ("DELETE", Some(name)) => self.delete(name, body),
-            ("DELETE", None)
-                if self.info.group.is_empty() && self.info.resource == "namespaces" =>
-            {
-                // Namespaces have no deletecollection (their REST wraps the store without it).
-                Err(ApiError::method_not_served())
+            ("DELETE", None) if self.info.serves_delete_collection() => {
+                self.delete_collection(body)
             }
-            ("DELETE", None) => self.delete_collection(body),
             (_, Some(_)) if self.path.subresource.is_some() => {
                 self.target()?;
                 Err(ApiError::method_not_served())
@@ -505,18 +501,12 @@ impl Request<'_> {
             } else {
                 format!("{resource} {name:?}")
             };
-            let mut details = json!({
-                "name": name,
-                "kind": self.info.resource,
-                "causes": [{
-                    "reason": "NamespaceTerminating",
-                    "message": format!("namespace {namespace} is being terminated"),
-                    "field": "metadata.namespace",
-                }],
-            });
-            if !self.info.group.is_empty() {
-                details["group"] = json!(self.info.group);
-            }
+            let mut details = object_details(self.info, name);
+            details["causes"] = json!([{
+                "reason": "NamespaceTerminating",
+                "message": format!("namespace {namespace} is being terminated"),
+                "field": "metadata.namespace",
+            }]);
             return Err(ApiError::new(
                 403,
                 "Forbidden",
@@ -1259,11 +1249,20 @@ fn parse_body(body: &Bytes) -> Result<Value> {
 /// object (registry/store.go `finalizeDelete`): a `Success` Status naming it, its `kind` the
 /// resource ("Yes we set Kind field to resource").
 fn deleted_status(info: &ResourceInfo, obj: &StoredObject) -> Value {
-    let mut details = json!({"name": obj.name(), "kind": info.resource, "uid": obj.uid()});
+    let mut details = object_details(info, obj.name());
+    details["uid"] = json!(obj.uid());
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
+/// A Status's `details` naming an object: `name`, `kind` (the resource, as the registry names
+/// it) and `group` unless it is the core group (`metav1.StatusDetails`, group omitted when
+/// empty).
+fn object_details(info: &ResourceInfo, name: &str) -> Value {
+    let mut details = json!({"name": name, "kind": info.resource});
     if !info.group.is_empty() {
         details["group"] = json!(info.group);
     }
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+    details
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {
