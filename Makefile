@@ -22,12 +22,13 @@ test: tools ## run the whole test suite
 	echo "test suite took $$(( $$(date +%s) - start ))s"; exit $$rc
 
 test-slow: tools ## the slow reliability tests: 20 operator kills during 50 workflows; a 5,000-step workflow
-	$(CARGO) test --test reliability_crash --test reliability_awkward_input -- --ignored --nocapture
+	$(CARGO) test --test it -- --ignored --nocapture reliability_crash:: reliability_awkward_input::
 
-lint: ## rustfmt and clippy, warnings are errors
+lint: ## rustfmt, clippy and rustdoc, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --no-default-features -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 fmt: ## format the code
 	$(CARGO) fmt --all
@@ -36,7 +37,7 @@ crd: ## regenerate crd/workflow.yaml (and its copy deploy/crd.yaml) from the Rus
 	$(CARGO) run --quiet -- crd > crd/workflow.yaml
 	cp crd/workflow.yaml deploy/crd.yaml
 
-# Issue 5's target 2; e.g. `make bench BENCH_ARGS="--workflows 1 --steps 10000 --shape chain"`.
+# e.g. `make bench BENCH_ARGS="--workflows 1 --steps 10000 --shape chain"`.
 BENCH_ARGS ?= --workflows 1000 --steps 10 --shape diamond
 
 bench: ## measure the operator end to end (release build; BENCH_ARGS=...): one JSON object
@@ -51,7 +52,8 @@ KIND_CLUSTER ?= workflow-operator
 IMAGE ?= workflow-operator:dev
 KUBECTL ?= kubectl
 KIND_CONTEXT := kind-$(KIND_CLUSTER)
-OPERATOR_TESTS := $(patsubst tests/%.rs,--test %,$(wildcard tests/operator_*.rs tests/reliability_*.rs))
+# The operator's and reliability modules of the integration-test binary, by name filter.
+OPERATOR_TESTS := --test it -- operator_ reliability_
 
 image: ## build the operator image (Docker)
 	docker build -t $(IMAGE) .

@@ -1,4 +1,4 @@
-//! Benchmarks of the workflow operator's pure core at 10,000 steps (issue 5, target 1):
+//! Benchmarks of the workflow operator's pure core at 10,000 steps:
 //! validating, ordering and computing the initial ready set of a DAG, and the cost of one step
 //! completion, both in the O(degree) tracker (`dag::Progress`) and in the full planner
 //! (`plan::plan_compiled` with a cached `Compiled`), and in the incremental planner
@@ -18,13 +18,13 @@ use k8s_openapi::jiff::Timestamp;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use workflow_operator::workflow::WorkFlow;
-use workflow_operator::workflow::crd::Step;
-use workflow_operator::workflow::dag::Dag;
-use workflow_operator::workflow::incremental::{JobChange, RunState};
-use workflow_operator::workflow::plan::{self, Compiled, JobState, ObservedJob};
-use workflow_operator::workflow::testing::step;
-use workflow_operator::workflow::{WorkFlowSpec, names};
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::Step;
+use workflow_operator_core::dag::Dag;
+use workflow_operator_core::incremental::{JobChange, RunState};
+use workflow_operator_core::plan::{self, Compiled, JobState, ObservedJob};
+use workflow_operator_core::testing::step;
+use workflow_operator_core::{WorkFlowSpec, names};
 
 const STEPS: usize = 10_000;
 

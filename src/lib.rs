@@ -2,20 +2,24 @@
 //!
 //! Layers, each importing only the ones below it (see `DESIGN.md` section 4):
 //! - [`cli`]: the clap commands (`run`, `dev`, `crd`, `validate`, `graph`, `lifecycle`, `bench`).
-//! - [`workflow`]: the operator itself: CRD types, DAG, planner, handlers.
-//! - [`telemetry`]: metrics, health endpoints and leader election.
+//! - [`controllers`]: the operator's controllers (today the workflow controller): what each
+//!   event does, as a pipeline of stages over the pure core.
+//! - [`leader`]: leader election on a Lease, so one replica of several does the work.
+//! - [`telemetry`]: metrics and health endpoints.
 //! - [`web`]: the web view of the workflows (`--web-addr`), read from the operator's mirror.
 //! - [`bench`]: the end-to-end benchmark (`workflow-operator bench`): the control plane plus the
 //!   operator as a separate process, measured (the `dev` feature).
 //!
-//! Below them, crates of their own in this workspace: `kube-kopf`, the Kopf-style handler
-//! framework, generic over any `kube::Resource`; `kube-devcluster`, the embedded Kubernetes
-//! control plane. Neither knows workflows.
+//! Below them, crates of their own in this workspace: `workflow-operator-core`, the pure operator
+//! (the API types, the DAG, the planner, Job building; no client, no async runtime);
+//! `kube-kopf`, the Kopf-style handler framework, generic over any `kube::Resource`;
+//! `kube-devcluster`, the embedded Kubernetes control plane. The last two know no workflows.
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "dev")]
 pub mod bench;
 pub mod cli;
+pub mod controllers;
+pub mod leader;
 pub mod telemetry;
 pub mod web;
-pub mod workflow;

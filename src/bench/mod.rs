@@ -1,4 +1,4 @@
-//! The end-to-end benchmark behind `workflow-operator bench` and `make bench` (issue 5, DESIGN
+//! The end-to-end benchmark behind `workflow-operator bench` and `make bench` (DESIGN
 //! section 8): the embedded control plane in this process with simulated pods, the operator as a
 //! separate OS process, `W` workflows of `S` steps submitted at once, and one JSON [`Report`]
 //! with makespan, throughput, dispatch latency, API requests, the operator's CPU and memory, and
@@ -31,7 +31,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::workflow::operator::install_crd;
+use crate::controllers::workflow::operator::install_crd;
 use ceiling::Ceiling;
 use kube_devcluster::faults::Verb;
 use kube_devcluster::metrics::RequestCounts;

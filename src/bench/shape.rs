@@ -156,8 +156,8 @@ pub fn manifest(name: &str, namespace: &str, spec: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workflow::WorkFlowSpec;
-    use crate::workflow::dag::Dag;
+    use workflow_operator_core::WorkFlowSpec;
+    use workflow_operator_core::dag::Dag;
 
     fn edges(deps: &[Vec<usize>]) -> usize {
         deps.iter().map(Vec::len).sum()

@@ -12,9 +12,9 @@ use clap::Args;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::workflow::WorkFlow;
-use crate::workflow::crd::Shutdown;
-use crate::workflow::lifecycle::Phase;
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::Shutdown;
+use workflow_operator_core::lifecycle::Phase;
 
 /// The field manager of the CLI's writes (as `kubectl` is of its own).
 const FIELD_MANAGER: &str = "workflow-operator-cli";
@@ -174,8 +174,8 @@ async fn apply(verb: Verb, api: &Api<WorkFlow>, namespace: &str, name: &str) -> 
 mod tests {
     use super::*;
 
-    use crate::workflow::crd::WorkFlowStatus;
     use rstest::rstest;
+    use workflow_operator_core::crd::WorkFlowStatus;
 
     fn workflow(phase: Phase, edit: impl FnOnce(&mut WorkFlow)) -> WorkFlow {
         let mut wf = WorkFlow::test("w").step("a", &[]).build();

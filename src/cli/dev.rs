@@ -16,14 +16,14 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::Value;
 
+use crate::controllers::workflow::operator::{self, OperatorOptions};
 use crate::web;
-use crate::workflow::crd::WorkFlow;
-use crate::workflow::operator::{self, OperatorOptions};
 use kube_devcluster::entrypoints;
 use kube_devcluster::faults::{ErrorRate, FaultConfig};
 use kube_devcluster::jobs::JobBackoff;
 use kube_devcluster::{DevCluster, DevClusterOptions, PodMode};
 use kube_kopf::Mirror;
+use workflow_operator_core::crd::WorkFlow;
 
 /// Options of `dev` (its help text is on `Command::Dev`).
 #[derive(Debug, Args)]

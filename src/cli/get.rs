@@ -17,10 +17,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::workflow::WorkFlow;
-use crate::workflow::crd::ItemCounts;
-use crate::workflow::jobs;
-use crate::workflow::step_view::{StepView, step_views};
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::ItemCounts;
+use workflow_operator_core::jobs;
+use workflow_operator_core::step_view::{StepView, step_views};
 
 /// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code and
 /// message (like `argo get`).
@@ -135,7 +135,7 @@ impl Shown {
         self.phase().is_some_and(|p| p.is_terminal())
     }
 
-    fn phase(&self) -> Option<crate::workflow::lifecycle::Phase> {
+    fn phase(&self) -> Option<workflow_operator_core::lifecycle::Phase> {
         self.workflow.status.as_ref()?.workflow_status
     }
 

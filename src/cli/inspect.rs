@@ -7,12 +7,12 @@ use clap::{Args, ValueEnum};
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::workflow::crd::{WorkFlow, crd_yaml};
-use crate::workflow::fan_out::node_label;
-use crate::workflow::lifecycle;
-use crate::workflow::plan::Compiled;
 use kube_devcluster::object_meta::{self, NameRule};
 use kube_devcluster::schema;
+use workflow_operator_core::crd::{WorkFlow, crd_yaml};
+use workflow_operator_core::fan_out::node_label;
+use workflow_operator_core::lifecycle;
+use workflow_operator_core::plan::Compiled;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {

@@ -16,10 +16,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::task::JoinSet;
 
-use crate::workflow::WorkFlow;
-use crate::workflow::jobs::{self, ANNOTATION_PODS_DELETED};
-use crate::workflow::object_instance::{ObjectInstance, in_run, instance_of};
-use crate::workflow::step_view::step_views;
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::jobs::{self, ANNOTATION_PODS_DELETED};
+use workflow_operator_core::object_instance::{ObjectInstance, in_run, instance_of};
+use workflow_operator_core::step_view::step_views;
 
 /// Print the logs of a workflow's steps, in DAG order, each line prefixed with its step.
 #[derive(Debug, Args)]

@@ -138,10 +138,10 @@ async fn client(namespace: Option<String>) -> anyhow::Result<(kube::Client, Stri
 
 /// The workflow `name` in `namespace`, or an error saying it does not exist there.
 async fn read_workflow(
-    api: &kube::Api<crate::workflow::WorkFlow>,
+    api: &kube::Api<workflow_operator_core::WorkFlow>,
     namespace: &str,
     name: &str,
-) -> anyhow::Result<crate::workflow::WorkFlow> {
+) -> anyhow::Result<workflow_operator_core::WorkFlow> {
     use anyhow::Context as _;
     api.get_opt(name)
         .await

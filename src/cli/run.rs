@@ -10,13 +10,13 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use crate::controllers::workflow::operator::{self, OperatorOptions};
+use crate::leader::{Ended, LeaderElection};
 use crate::telemetry::http::{self, Readiness};
-use crate::telemetry::leader::{Ended, LeaderElection};
 use crate::telemetry::metrics::{Metrics, QueueSample};
 use crate::web;
-use crate::workflow::WorkFlow;
-use crate::workflow::operator::{self, OperatorOptions};
 use kube_kopf::{Mirror, Monitor};
+use workflow_operator_core::WorkFlow;
 
 /// Run the operator. Credentials come from `KUBECONFIG` / `~/.kube/config`, or from the pod's
 /// service account when running in a cluster. The WorkFlow CRD must be installed

@@ -1,12 +1,10 @@
-//! Production plumbing around the operator: Prometheus [`metrics`], the `/healthz`, `/readyz`
-//! and `/metrics` [`http`] endpoints, and [`leader`] election on a Lease. The `run` command
-//! wires them around the operator; this module knows nothing of workflows or of the handler
-//! framework (they call into it, never the reverse).
+//! Production plumbing around the operator: Prometheus [`metrics`] and the `/healthz`,
+//! `/readyz` and `/metrics` [`http`] endpoints. The `run` command wires them around the
+//! operator; this module knows nothing of workflows or of the handler framework (they call into
+//! it, never the reverse).
 
 pub mod http;
-pub mod leader;
 pub mod metrics;
 
 pub use http::{Readiness, serve};
-pub use leader::{Ended, LeaderElection, LeaderStatus, Timing};
 pub use metrics::{HandlerOutcome, Metrics, QueueSample, StepOutcome};

@@ -7,11 +7,11 @@
 use std::collections::{HashMap, HashSet};
 
 use super::layout::{self, Layout};
-use crate::workflow::WorkFlow;
-use crate::workflow::crd::{ItemCounts, StepPhase, StepStatus};
-use crate::workflow::fan_out::display_name;
-use crate::workflow::fan_out::node_label;
-use crate::workflow::plan::Compiled;
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::{ItemCounts, StepPhase, StepStatus};
+use workflow_operator_core::fan_out::display_name;
+use workflow_operator_core::fan_out::node_label;
+use workflow_operator_core::plan::Compiled;
 
 /// Most step nodes drawn one by one; a larger workflow is drawn collapsed.
 pub const MAX_NODES: usize = 400;

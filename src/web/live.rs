@@ -11,7 +11,7 @@ use kube_kopf::Mirror;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::workflow::WorkFlow;
+use workflow_operator_core::WorkFlow;
 
 /// Which workflows a page shows: all, a namespace's, or one.
 #[derive(Debug, Clone, Default)]

@@ -30,7 +30,7 @@ use kube::Client;
 use kube_kopf::Mirror;
 use tokio_util::sync::CancellationToken;
 
-use crate::workflow::WorkFlow;
+use workflow_operator_core::WorkFlow;
 
 /// What the web view reads.
 #[derive(Clone)]

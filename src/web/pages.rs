@@ -14,8 +14,8 @@ use super::escape::{Escaped, query_value};
 use super::graph::{self, Drawing};
 use super::reads::{self, StepDetail};
 use super::svg;
-use crate::workflow::WorkFlow;
-use crate::workflow::step_view::StepView;
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::step_view::StepView;
 
 /// A whole page: `title`, the breadcrumb links, `body`, and the server-sent events URL the
 /// script listens to (`live`).

@@ -10,11 +10,11 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, LogParams};
 use kube::{Client, ResourceExt};
 
-use crate::workflow::WorkFlow;
-use crate::workflow::fan_out::display_name;
-use crate::workflow::object_instance::{in_run, instance_of};
-use crate::workflow::step_view::{StepView, step_views};
-use crate::workflow::{jobs, names};
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::fan_out::display_name;
+use workflow_operator_core::object_instance::{in_run, instance_of};
+use workflow_operator_core::step_view::{StepView, step_views};
+use workflow_operator_core::{jobs, names};
 
 /// Most pods whose logs a step panel shows (a step that fans out may have thousands): failed
 /// ones first.

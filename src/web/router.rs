@@ -21,7 +21,7 @@ use super::live::{self, Scope};
 use super::pages::{self, WorkflowExtras, workflow_path};
 use super::reads;
 use super::svg;
-use crate::workflow::WorkFlow;
+use workflow_operator_core::WorkFlow;
 
 /// Only what the binary serves: its own stylesheet and script, and connections back to it
 /// (the events stream, the script's re-reads). Inline scripts, handlers and styles are refused

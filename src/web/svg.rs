@@ -141,7 +141,7 @@ fn shorten_to(text: &str, chars: usize) -> String {
 mod tests {
     use super::*;
     use crate::web::graph::drawing;
-    use crate::workflow::WorkFlow;
+    use workflow_operator_core::WorkFlow;
 
     #[test]
     fn every_step_is_a_node_with_its_name_and_phase_and_every_dependency_an_edge() {

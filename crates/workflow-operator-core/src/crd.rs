@@ -1,0 +1,1115 @@
+//! The `WorkFlow` custom resource (`workflow.crd.com/v1`): spec, status and the generated CRD.
+//!
+//! The spec accepts every manifest of the Kopf operator (`seeds/004_…`) unchanged; the fields
+//! added since are optional and absent means the seed's behaviour. The CRD YAML in `crd/` is
+//! rendered by [`crd_yaml`] (the `crd` CLI command), never written by hand. Used by every other
+//! part of `workflow/`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvFromSource, EnvVar, LocalObjectReference, PersistentVolumeClaimSpec,
+    PodSecurityContext, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, CustomResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::lifecycle::Phase;
+
+/// The seed's default for `maxStepTimeout`, in seconds.
+pub const DEFAULT_MAX_STEP_TIMEOUT: i64 = 60;
+
+/// A timeout value meaning "no limit".
+pub const UNLIMITED: i64 = -1;
+
+/// The default of `startTimeout`, in seconds: how long a step's pod may take to start.
+pub const DEFAULT_START_TIMEOUT: i64 = 300;
+
+/// The condition type that is `True` once every step succeeded.
+pub const CONDITION_COMPLETED: &str = "Completed";
+
+/// The condition type that is `True` once the workflow failed.
+pub const CONDITION_FAILED: &str = "Failed";
+
+/// The condition type that is `True` once the workflow ended, either way (`Completed` or
+/// `Failed`): what a script waits for (`kubectl wait --for=condition=Finished`).
+pub const CONDITION_FINISHED: &str = "Finished";
+
+/// A DAG of container steps; the operator runs one Job per step, each after its dependencies.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "workflow.crd.com",
+    version = "v1",
+    kind = "WorkFlow",
+    plural = "workflows",
+    singular = "workflow",
+    shortname = "wf",
+    namespaced,
+    status = "WorkFlowStatus",
+    derive = "PartialEq",
+    doc = "A DAG of container steps; the operator runs one Job per step, each after its dependencies.",
+    // The JSON form: clippy's duplicated_attributes lint misfires on repeated `type_ = "string"`.
+    printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.workflow-status", "description": "Lifecycle phase"}"#,
+    printcolumn = r#"{"name": "Progress", "type": "string", "jsonPath": ".status.progress", "description": "Steps executed / total"}"#,
+    printcolumn = r#"{"name": "Message", "type": "string", "jsonPath": ".status.message", "description": "Why the workflow is in its phase"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    // `kubectl get -o wide` adds the columns of priority 1.
+    printcolumn = r#"{"name": "Running", "type": "string", "jsonPath": ".status.started", "description": "Steps whose Job runs", "priority": 1}"#,
+    printcolumn = r#"{"name": "Changed", "type": "date", "jsonPath": ".status.status-changed", "description": "Since the phase last changed", "priority": 1}"#,
+    printcolumn = r#"{"name": "Run", "type": "string", "jsonPath": ".status.run", "description": "The run id: what runs, hashed", "priority": 1}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkFlowSpec {
+    /// Seconds a step may run before it, and so the workflow, fails; -1 means unlimited. A step's
+    /// own `timeout` overrides it. Changing it applies to running steps from then on.
+    #[serde(default = "default_max_step_timeout")]
+    #[schemars(range(min = -1))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self != 0", "message": "must not be 0 (use -1 for unlimited)"}]))]
+    pub max_step_timeout: i64,
+
+    /// The steps, one Kubernetes Job each, run in an order that respects `dependsOn`.
+    #[schemars(length(min = 1))]
+    #[serde(deserialize_with = "exact_vec")]
+    pub containers: Vec<Step>,
+
+    /// Most steps running at once; absent means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub parallelism: Option<i32>,
+
+    /// On a failed step: true stops the running steps and fails at once; false lets steps that do
+    /// not depend on the failed one finish, then fails.
+    #[serde(default = "default_true")]
+    pub fail_fast: bool,
+
+    /// What every step's pod gets besides its container: labels and annotations, service
+    /// account, volumes, image pull secrets, scheduling and security settings.
+    // Boxed, as are a step's rarely set nested Kubernetes types: see `Step`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_template: Option<Box<PodTemplate>>,
+
+    /// Seconds a step's pod may take to start (image pull, Secrets and ConfigMaps, scheduling,
+    /// the Job controller creating it); a step not started by then fails with the cause. The
+    /// step's own timeout counts from its Job's start, as before.
+    #[serde(default = "default_start_timeout")]
+    #[schemars(range(min = 1))]
+    pub start_timeout: i64,
+
+    /// While true no new step starts (running steps go on); false resumes.
+    /// `workflow-operator suspend|resume` set it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub suspend: bool,
+
+    /// Ends the workflow short of its steps: `Stop` lets running steps finish, starts nothing
+    /// new and runs the exit steps; `Terminate` stops running steps at once (their pods are
+    /// killed) and runs no exit step. Either way the workflow ends `Failed`, unless every step
+    /// had succeeded. `workflow-operator stop|terminate` set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<Shutdown>,
+
+    /// How many times the workflow was retried: raising it (what `workflow-operator retry` does)
+    /// makes a failed or stopped workflow run again the steps that did not succeed, in new Jobs;
+    /// the steps that succeeded keep their Jobs. Default 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 0))]
+    pub retry: i32,
+
+    /// Seconds after the workflow finished (either way) when it is deleted, with its Jobs and
+    /// their pods; absent means the operator's `--default-ttl-seconds-after-finished`, if any,
+    /// else never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i64>,
+
+    /// When step pods are deleted while the workflow, its Jobs and its status stay (Argo's
+    /// `podGC`); absent means never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_cleanup: Option<PodCleanup>,
+
+    /// Steps run once every other step has finished, or the workflow was stopped
+    /// (`shutdown: Stop`), with `WORKFLOW_STATUS` (`Completed` or `Failed`) and
+    /// `WORKFLOW_FAILED_STEPS` in their environment. Same fields as `containers`; their
+    /// `dependsOn` may name only other exit steps. A failing exit step fails the workflow;
+    /// none turns a failure into a success. `shutdown: Terminate` skips them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_exit: Vec<Step>,
+
+    /// A volume shared by every step of a run: one PersistentVolumeClaim per run, created and
+    /// owned by the workflow (deleted with it), mounted at `mountPath` in every step, its path
+    /// in `$WORKFLOW_WORKSPACE`. Boxed: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Box<Workspace>>,
+
+    /// How many times the whole DAG runs (the state-machine seed's `completed`): each run's
+    /// steps are Jobs of their own, with the run's index (from 0) in `$WORKFLOW_RUN_INDEX`;
+    /// at most `parallelism` steps run at once across all runs, and the workflow completes
+    /// when every run did. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub runs: Option<i32>,
+
+    /// The order of the workflow's steps under the operator's `--max-running-steps`: higher
+    /// first, then the older workflow (creationTimestamp, then name). Default 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+
+    /// The Kueue LocalQueue of the steps (label `kueue.x-k8s.io/queue-name` on every Job):
+    /// each step's Job is created suspended and runs once Kueue admits it; until then the step
+    /// is `Queued`. Such a workflow is left to Kueue's quota, not to `--max-running-steps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = LABEL_VALUE))]
+    pub queue_name: Option<Box<str>>,
+
+    /// With `queueName`: the Kueue WorkloadPriorityClass of the steps' Jobs (label
+    /// `kueue.x-k8s.io/priority-class`), which orders them in Kueue's queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = LABEL_VALUE))]
+    pub priority_class_name: Option<Box<str>>,
+
+    /// With `queueName`: seconds a step's Job may wait suspended for Kueue to admit it (since
+    /// its creation, or since it was preempted) before the step fails with reason
+    /// `QueueTimeout`; absent means no limit. The step's `timeout` counts from its admission,
+    /// not from this wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub queue_timeout: Option<i64>,
+}
+
+/// A valid label value (apimachinery's `IsValidLabelValue`, less the empty value): what
+/// `queueName` and `priorityClassName` become on the steps' Jobs.
+const LABEL_VALUE: &str = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+
+/// `spec.workspace`: the claim every step of a run mounts.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Workspace {
+    /// Where the steps see it; default `/workspace`.
+    #[serde(default = "default_workspace_path")]
+    pub mount_path: String,
+
+    /// The claim made for each run: its `spec` (`accessModes`, `resources.requests.storage`,
+    /// `storageClassName`, ...), as in a StatefulSet's `volumeClaimTemplates`.
+    pub volume_claim_template: ClaimTemplate,
+}
+
+/// The template of the workspace's claim.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct ClaimTemplate {
+    /// A PersistentVolumeClaim's `spec`, kept whole (the API server checks it when the
+    /// operator creates the claim).
+    #[schemars(schema_with = "kubernetes_object")]
+    pub spec: PersistentVolumeClaimSpec,
+}
+
+/// Where the workspace is mounted unless `spec.workspace.mountPath` says otherwise.
+pub const DEFAULT_WORKSPACE_PATH: &str = "/workspace";
+
+fn default_workspace_path() -> String {
+    DEFAULT_WORKSPACE_PATH.to_string()
+}
+
+/// How `spec.shutdown` ends a workflow.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Shutdown {
+    /// No new step starts; running steps finish; exit steps run; then the workflow ends.
+    Stop,
+    /// Running steps' Jobs are deleted at once (their pods killed); no exit step runs.
+    Terminate,
+}
+
+impl Shutdown {
+    /// The name as written in the spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shutdown::Stop => "Stop",
+            Shutdown::Terminate => "Terminate",
+        }
+    }
+}
+
+/// When step pods are deleted (`spec.podCleanup`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PodCleanup {
+    /// A step's pods, once the step succeeded.
+    OnSuccess,
+    /// A step's pods, once the step finished either way.
+    OnCompletion,
+    /// Every step's pods, once the workflow completed.
+    OnWorkflowSuccess,
+    /// Every step's pods, once the workflow finished either way.
+    OnWorkflowCompletion,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// The pod-level settings of every step's pod (`spec.podTemplate`), as Kubernetes types.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTemplate {
+    /// Labels and annotations every step's pod carries (the operator's own labels win).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<PodTemplateMetadata>,
+
+    /// The service account the steps run as (`pod.spec.serviceAccountName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+
+    /// Volumes the steps may mount with `volumeMounts` (`pod.spec.volumes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub volumes: Vec<Volume>,
+
+    /// Secrets to pull the steps' images with (`pod.spec.imagePullSecrets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+
+    /// Node labels a step's pod must be scheduled on (`pod.spec.nodeSelector`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+
+    /// Taints the steps' pods tolerate (`pod.spec.tolerations`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub tolerations: Vec<Toleration>,
+
+    /// Scheduling constraints (`pod.spec.affinity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubernetes_object")]
+    pub affinity: Option<Affinity>,
+
+    /// Pod-level security settings (`pod.spec.securityContext`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubernetes_object")]
+    pub security_context: Option<PodSecurityContext>,
+
+    /// The steps' pods' priority class (`pod.spec.priorityClassName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+}
+
+/// Labels and annotations for every step's pod.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PodTemplateMetadata {
+    /// Labels of every step's pod.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+
+    /// Annotations of every step's pod.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+// Not in the doc comment, which is the CRD's description: the operator holds every step of
+// every workflow it sees up to three times (the framework's mirror, the copy as last handled,
+// the status writer's copy), so each byte of a `Step` counts some 30,000 times in a benchmark
+// of 1,000 workflows of 10 steps. Nested Kubernetes types that most steps leave unset are
+// boxed: inline, a `SecurityContext` alone is 384 bytes, which made the operator's peak RSS in
+// that benchmark 19 MiB higher (55 -> 75 MiB).
+/// One step of a workflow: a container run to completion as a Job.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// The step's name, unique in the workflow; `dependsOn` refers to it. Any text: Job and
+    /// container names are derived from it (lower-cased, sanitised, shortened with a hash).
+    #[schemars(length(min = 1, max = 253))]
+    pub step_name: String,
+
+    /// The container image to run.
+    #[schemars(length(min = 1))]
+    pub image: String,
+
+    /// The command to run (the container's entrypoint); absent means the image's own.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+
+    /// Names of the steps that must succeed before this one starts.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+
+    /// Arguments to the command (the container's args); absent means the image's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+
+    /// Environment variables for the step, besides `WORKFLOW_NAME`, `WORKFLOW_NAMESPACE` and
+    /// `STEP_NAME`, which the operator sets: Kubernetes `EnvVar`s, `value` or `valueFrom`
+    /// (`secretKeyRef`, `configMapKeyRef`, `fieldRef`, `resourceFieldRef`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "env_schema")]
+    pub env: Vec<EnvVar>,
+
+    /// Environment variables from every key of a ConfigMap or Secret (`configMapRef`,
+    /// `secretRef`, with an optional `prefix`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub env_from: Vec<EnvFromSource>,
+
+    /// Where the pod's volumes (`spec.podTemplate.volumes`) appear in the step's container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub volume_mounts: Vec<VolumeMount>,
+
+    /// The directory the command runs in; absent means the image's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+
+    /// When to pull the image: `Always`, `IfNotPresent` or `Never`; absent means Kubernetes'
+    /// default for the image's tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "image_pull_policy_schema")]
+    pub image_pull_policy: Option<String>,
+
+    /// The step's container's security settings (Kubernetes `SecurityContext`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubernetes_object")]
+    pub security_context: Option<Box<SecurityContext>>,
+
+    /// Compute resources of the step's container: `requests` and `limits` of `cpu`, `memory`,
+    /// ... as Kubernetes quantities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "resources_schema")]
+    pub resources: Option<Box<ResourceRequirements>>,
+
+    /// Seconds this step may run, overriding `maxStepTimeout`; -1 means unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = -1))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self != 0", "message": "must not be 0 (use -1 for unlimited)"}]))]
+    pub timeout: Option<i64>,
+
+    /// Extra attempts after a failed one before the step fails (the Job's `backoffLimit`);
+    /// default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub retries: Option<i32>,
+
+    /// A CEL expression over the steps upstream of this one (`steps.NAME.outputs.KEY`,
+    /// `steps.NAME.phase`): false skips the step, and a skipped step counts as done for its
+    /// dependents. Boxed: rarely set, and a step is held up to three times per workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Box<str>>,
+
+    /// Runs the step once per item (strings or objects), each in a Job of its own: `{{item}}`
+    /// (and `{{item.FIELD}}` of an object) in its command, args and env values is the item,
+    /// `$WORKFLOW_ITEM` holds it (an object as JSON). Its dependents wait for every item; any
+    /// item failing fails the step. At most one of `withItems`, `withParam`, `withSequence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_items: Option<Box<Items>>,
+
+    /// Runs the step once per item of a JSON list an upstream step wrote as an output,
+    /// `{{steps.NAME.outputs.KEY}}`, as `withItems` does; a value that is not a JSON list
+    /// fails the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_param: Option<Box<Param>>,
+
+    /// Runs the step once per number of a sequence, as `withItems` does: `count` numbers from
+    /// `start` (default 0), or from `start` to `end` inclusive (counting down when `end` is
+    /// below `start`), as Argo's `withSequence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_sequence: Option<Box<Sequence>>,
+}
+
+/// `withItems`: the items a step runs once per, as written (strings, numbers or objects).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(transparent)]
+pub struct Items(
+    #[schemars(schema_with = "items_schema")]
+    #[serde(deserialize_with = "exact_vec")]
+    pub Vec<serde_json::Value>,
+);
+
+/// `withParam`: a `{{steps.NAME.outputs.KEY}}` holding a JSON list.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(transparent)]
+pub struct Param(pub String);
+
+/// `withSequence`: `count` numbers from `start`, or `start` to `end` inclusive.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Sequence {
+    /// How many numbers (from `start`); not with `end`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub count: Option<i64>,
+    /// The first number; default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<i64>,
+    /// The last number, inclusive; not with `count`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<i64>,
+}
+
+/// `withItems`' items: any JSON value each (a string, a number, an object), kept whole.
+fn items_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"x-kubernetes-preserve-unknown-fields": true},
+    })
+}
+
+/// What the operator observed of a workflow; written only by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct WorkFlowStatus {
+    /// Lifecycle phase: Created, Started, Suspended, Completed or Failed.
+    #[serde(
+        rename = "workflow-status",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub workflow_status: Option<Phase>,
+
+    /// When `workflow-status` last changed (RFC 3339).
+    #[serde(
+        rename = "status-changed",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub status_changed: Option<String>,
+
+    /// Why the workflow is in its phase, e.g. which step failed and how; absent when there is
+    /// nothing to say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+
+    /// Steps whose Job succeeded, in spec order.
+    #[serde(default)]
+    pub executed: Vec<String>,
+
+    /// Steps whose Job exists and has not finished, in spec order.
+    #[serde(default)]
+    pub started: Vec<String>,
+
+    /// Steps executed out of the total, e.g. "3/4".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+
+    /// The `metadata.generation` this status was computed from.
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub observed_generation: Option<i64>,
+
+    /// Identifies what runs (a hash of steps, images, commands, env, dependencies); Jobs carry it
+    /// as a label, and a new value means a new run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+
+    /// Standard conditions: `Completed`, `Failed`, and `Finished` (ended either way).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+
+    /// The `spec.retry` this status describes: a larger `spec.retry` on a failed workflow
+    /// starts the retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<i32>,
+
+    /// The steps that are neither succeeded (those are `executed`) nor waiting: running,
+    /// queued, failed and timed-out steps, in spec order. A step in neither list is `Waiting`
+    /// while the workflow runs and `Skipped` once it ended; a succeeded or running step's times
+    /// are its Job's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepStatus>,
+}
+
+/// Where one step stands. The names are a contract: the CLI, scripts and the web view read them.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum StepPhase {
+    /// Its dependencies have not all succeeded yet.
+    Waiting,
+    /// Its Job exists but is suspended.
+    Queued,
+    /// Its Job exists (or is being created) and has not finished.
+    Running,
+    /// Its Job completed.
+    Succeeded,
+    /// Its Job failed, or its pod could not start.
+    Failed,
+    /// It ran past its timeout.
+    TimedOut,
+    /// The workflow ended without it starting, or its `when` was false.
+    Skipped,
+}
+
+impl StepPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepPhase::Waiting => "Waiting",
+            StepPhase::Queued => "Queued",
+            StepPhase::Running => "Running",
+            StepPhase::Succeeded => "Succeeded",
+            StepPhase::Failed => "Failed",
+            StepPhase::TimedOut => "TimedOut",
+            StepPhase::Skipped => "Skipped",
+        }
+    }
+}
+
+/// One entry of `status.steps`: a step that runs, is queued, failed or timed out, was skipped
+/// by its `when`, or succeeded with outputs another step names.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepStatus {
+    /// The step's name.
+    pub name: String,
+
+    /// Running, Queued, Failed, TimedOut, Skipped or Succeeded.
+    pub phase: StepPhase,
+
+    /// When its Job started (failed and timed-out steps; a running step's is its Job's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+
+    /// When its Job ended (failed and timed-out steps, once their Job says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+
+    /// Pods its Job ran (failed and timed-out steps; each of `retries` is one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<i32>,
+
+    /// The exit code of its last failed container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+
+    /// Why it failed in one word: the container's reason (`Error`, `StartError`), the Job's
+    /// (`BackoffLimitExceeded`), `TimedOut`, `CannotStart`, or `Stopped` (the workflow failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+
+    /// What the container, Kubernetes or the operator said about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+
+    /// The name of its Job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+
+    /// What it wrote to `$WORKFLOW_OUTPUTS` (`key=value` lines), recorded for a succeeded step
+    /// whose outputs another step names.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, String>,
+
+    /// A step that fans out (`withItems`, `withParam`, `withSequence`): how many of its items
+    /// there are and how they stand. Its failed items have entries of their own, `NAME[i]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<ItemCounts>,
+}
+
+/// How the items of a step that fans out stand.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct ItemCounts {
+    /// Items in all.
+    pub total: u32,
+    /// Items whose Job succeeded.
+    #[serde(default)]
+    pub succeeded: u32,
+    /// Items whose Job runs.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub running: u32,
+    /// Items that failed or timed out.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub failed: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+impl WorkFlowSpec {
+    /// The timeout that applies to `step`, in seconds; [`UNLIMITED`] (-1) means none.
+    pub fn effective_timeout(&self, step: &Step) -> i64 {
+        step.timeout.unwrap_or(self.max_step_timeout)
+    }
+
+    /// How many times the DAG runs (`runs`, at least 1).
+    pub fn run_count(&self) -> u32 {
+        self.runs
+            .map_or(1, |runs| u32::try_from(runs.max(1)).unwrap_or(1))
+    }
+}
+
+/// A compact schema for [`ResourceRequirements`]: the derived one repeats a 2 KiB description
+/// of `Quantity` and offers `claims`, which a workflow step has no use for.
+fn resources_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    // The pattern Kubernetes itself publishes for resource.Quantity (checked on strings only).
+    // No `anyOf` of integer/string: kube's structural rewriter would strip its types.
+    let quantity = serde_json::json!({
+        "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+        "x-kubernetes-int-or-string": true,
+    });
+    let map = |what: &str| {
+        serde_json::json!({
+            "type": "object",
+            "description": format!("{what} per resource name (cpu, memory, ...)."),
+            "additionalProperties": quantity,
+        })
+    };
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "properties": {
+            "limits": map("Most the container may use"),
+            "requests": map("What the container is guaranteed"),
+        },
+    })
+}
+
+/// A nested Kubernetes type whose full schema would bloat the CRD (a pod's `affinity` alone is
+/// tens of KiB): kept as an object whose fields the API server does not prune. A wrong value
+/// still ends in a clear error: the API server refuses the step's Job with its message, which
+/// the operator reports as the step's failure; `validate` checks it offline.
+fn kubernetes_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// A list of [`kubernetes_object`]s.
+fn list_of_kubernetes_objects(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+    })
+}
+
+/// `env`: a name and a value, or a name and a `valueFrom` (kept whole, see
+/// [`kubernetes_object`]).
+fn env_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "description": "The variable's name."},
+                "value": {"type": "string", "description": "The variable's value; default empty."},
+                "valueFrom": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "description": "Where the value comes from: secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef.",
+                },
+            },
+        },
+    })
+}
+
+/// `imagePullPolicy`: one of Kubernetes' three.
+fn image_pull_policy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "nullable": true,
+        "enum": ["Always", "IfNotPresent", "Never"],
+    })
+}
+
+/// A list read into a `Vec` of exactly its length: serde grows one by doubling (a list of 10
+/// steps gets room for 16), and the steps are kept for the life of the workflow.
+fn exact_vec<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let mut list = Vec::deserialize(deserializer)?;
+    list.shrink_to_fit();
+    Ok(list)
+}
+
+fn default_max_step_timeout() -> i64 {
+    DEFAULT_MAX_STEP_TIMEOUT
+}
+
+fn default_start_timeout() -> i64 {
+    DEFAULT_START_TIMEOUT
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The CRD as YAML, as stored in `crd/workflow.yaml` and printed by the `crd` command.
+pub fn crd_yaml() -> String {
+    // Serialising a CRD (plain maps, strings and numbers) cannot fail.
+    serde_yaml::to_string(&WorkFlow::crd()).expect("a CRD serialises to YAML")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use serde_json::Value;
+
+    fn spec_schema() -> Value {
+        let crd = serde_json::to_value(WorkFlow::crd()).unwrap();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    }
+
+    /// Walks a schema and reports every node that breaks Kubernetes' structural-schema rules.
+    fn structural_violations(path: &str, node: &Value, out: &mut Vec<String>) {
+        let Some(obj) = node.as_object() else {
+            out.push(format!("{path}: not an object"));
+            return;
+        };
+        for banned in [
+            "$ref",
+            "oneOf",
+            "allOf",
+            "not",
+            "definitions",
+            "$defs",
+            "$schema",
+        ] {
+            if obj.contains_key(banned) {
+                out.push(format!("{path}: has {banned}"));
+            }
+        }
+        let int_or_string = obj.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+        // anyOf is only allowed (without types) for int-or-string.
+        if obj.contains_key("anyOf") && !int_or_string {
+            out.push(format!("{path}: anyOf outside int-or-string"));
+        }
+        let preserve = obj.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        if !obj.contains_key("type") && !int_or_string && !preserve {
+            out.push(format!("{path}: no type"));
+        }
+        if obj.get("type").is_some_and(|t| !t.is_string()) {
+            out.push(format!("{path}: type is not a single string"));
+        }
+        if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+            for (name, sub) in props {
+                structural_violations(&format!("{path}.{name}"), sub, out);
+            }
+        }
+        if let Some(items) = obj.get("items") {
+            structural_violations(&format!("{path}[]"), items, out);
+        }
+        if let Some(extra) = obj.get("additionalProperties").filter(|v| v.is_object()) {
+            structural_violations(&format!("{path}{{}}"), extra, out);
+        }
+    }
+
+    #[test]
+    fn crd_schema_is_structural() {
+        let mut violations = Vec::new();
+        structural_violations("", &spec_schema(), &mut violations);
+        assert!(violations.is_empty(), "{violations:#?}");
+    }
+
+    #[test]
+    fn crd_names_and_scope_match_the_seed() {
+        let crd = WorkFlow::crd();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("workflows.workflow.crd.com")
+        );
+        assert_eq!(crd.spec.group, "workflow.crd.com");
+        assert_eq!(crd.spec.scope, "Namespaced");
+        let names = &crd.spec.names;
+        assert_eq!(names.kind, "WorkFlow");
+        assert_eq!(names.plural, "workflows");
+        assert_eq!(names.singular.as_deref(), Some("workflow"));
+        assert_eq!(names.short_names.as_deref(), Some(&["wf".to_string()][..]));
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, "v1");
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .is_some_and(|s| s.status.is_some())
+        );
+        let columns: Vec<_> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.as_str(), c.json_path.as_str(), c.type_.as_str()))
+            .collect();
+        assert_eq!(
+            columns,
+            [
+                ("Status", ".status.workflow-status", "string"),
+                ("Progress", ".status.progress", "string"),
+                ("Message", ".status.message", "string"),
+                ("Age", ".metadata.creationTimestamp", "date"),
+                ("Running", ".status.started", "string"),
+                ("Changed", ".status.status-changed", "date"),
+                ("Run", ".status.run", "string"),
+            ]
+        );
+    }
+
+    #[test]
+    fn crd_schema_validates_what_a_schema_can_say() {
+        let schema = spec_schema();
+        let spec = &schema["properties"]["spec"];
+        assert_eq!(spec["properties"]["maxStepTimeout"]["default"], 60);
+        assert_eq!(
+            spec["properties"]["maxStepTimeout"]["minimum"].as_f64(),
+            Some(-1.0)
+        );
+        assert_eq!(spec["properties"]["containers"]["minItems"], 1);
+        assert_eq!(
+            spec["properties"]["parallelism"]["minimum"].as_f64(),
+            Some(1.0)
+        );
+        assert_eq!(spec["properties"]["failFast"]["default"], true);
+        let step = &spec["properties"]["containers"]["items"];
+        assert_eq!(step["properties"]["stepName"]["minLength"], 1);
+        assert_eq!(step["properties"]["command"]["nullable"], true);
+        assert_eq!(
+            step["properties"]["dependsOn"]["default"],
+            serde_json::json!([])
+        );
+        assert_eq!(
+            step["properties"]["timeout"]["minimum"].as_f64(),
+            Some(-1.0)
+        );
+        assert_eq!(step["properties"]["retries"]["minimum"].as_f64(), Some(0.0));
+        let required: Vec<_> = step["required"].as_array().unwrap().iter().collect();
+        assert!(required.contains(&&Value::from("stepName")), "{required:?}");
+        assert!(required.contains(&&Value::from("image")), "{required:?}");
+        assert_eq!(spec["required"], serde_json::json!(["containers"]));
+    }
+
+    #[test]
+    fn every_field_has_a_description() {
+        fn undocumented(path: &str, node: &Value, out: &mut Vec<String>) {
+            if let Some(props) = node["properties"].as_object() {
+                for (name, sub) in props {
+                    let here = format!("{path}.{name}");
+                    // apiVersion/kind/metadata come from kube, not from our `///` docs.
+                    let ours = !matches!(here.as_str(), ".apiVersion" | ".kind" | ".metadata");
+                    if ours && sub.get("description").is_none() {
+                        out.push(here.clone());
+                    }
+                    undocumented(&here, sub, out);
+                }
+            }
+            if node["items"].is_object() {
+                undocumented(&format!("{path}[]"), &node["items"], out);
+            }
+        }
+        let schema = spec_schema();
+        let mut missing = Vec::new();
+        undocumented("", &schema, &mut missing);
+        assert!(
+            missing.is_empty(),
+            "fields without a description: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn seed_manifest_parses_with_defaults() {
+        let yaml = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: simple}
+spec:
+  containers:
+    - stepName: step0
+      image: busybox
+    - stepName: step1
+      image: busybox
+      command: null
+      dependsOn: [step0]
+"#;
+        let wf: WorkFlow = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(wf.spec.max_step_timeout, 60);
+        assert!(wf.spec.fail_fast);
+        assert_eq!(wf.spec.parallelism, None);
+        assert_eq!(wf.spec.containers[0].depends_on, Vec::<String>::new());
+        assert_eq!(wf.spec.containers[1].command, None);
+        assert_eq!(wf.spec.containers[1].depends_on, ["step0"]);
+    }
+
+    #[test]
+    fn step_timeout_overrides_max_step_timeout() {
+        let yaml = "{maxStepTimeout: 10, containers: [{stepName: a, image: x, timeout: -1}, \
+                    {stepName: b, image: x}]}";
+        let spec: WorkFlowSpec = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(spec.effective_timeout(&spec.containers[0]), UNLIMITED);
+        assert_eq!(spec.effective_timeout(&spec.containers[1]), 10);
+    }
+
+    /// The operator holds each step up to three times (see [`Step`]): a step's inline size is
+    /// memory per step of every workflow it sees. 256 bytes before `securityContext` and the
+    /// other container fields came; 736 with a `SecurityContext` inline.
+    #[test]
+    fn a_step_holds_its_rarely_set_kubernetes_types_out_of_line() {
+        let size = std::mem::size_of::<Step>();
+        // 280 before `when` (a boxed str: 16 bytes); the three fan-out fields are a box each
+        // (8 bytes), not 64 inline.
+        assert!(size <= 320, "a Step is {size} bytes");
+        let spec = std::mem::size_of::<WorkFlowSpec>();
+        // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
+        // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing
+        // (`priority`, `queueName`, `priorityClassName`, `queueTimeout`) 56.
+        assert!(spec <= 176, "a WorkFlowSpec is {spec} bytes");
+    }
+
+    #[test]
+    fn steps_are_read_into_a_list_of_their_own_length() {
+        let steps: Vec<String> = (0..10)
+            .map(|i| format!("{{stepName: s{i}, image: x}}"))
+            .collect();
+        let yaml = format!("{{containers: [{}]}}", steps.join(", "));
+        let spec: WorkFlowSpec = serde_yaml::from_str(&yaml).unwrap();
+        let json = serde_json::to_string(&spec).unwrap();
+        for read in [spec, serde_json::from_str(&json).unwrap()] {
+            assert_eq!(read.containers.len(), 10);
+            assert_eq!(read.containers.capacity(), 10);
+        }
+    }
+
+    #[test]
+    fn status_serialises_with_the_seed_field_names() {
+        let status = WorkFlowStatus {
+            workflow_status: Some(Phase::Started),
+            status_changed: Some("2026-11-22T05:50:00Z".into()),
+            executed: vec!["a".into()],
+            progress: Some("1/2".into()),
+            observed_generation: Some(3),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["workflow-status"], "Started");
+        assert_eq!(json["status-changed"], "2026-11-22T05:50:00Z");
+        assert_eq!(json["observedGeneration"], 3);
+        assert_eq!(json["progress"], "1/2");
+        assert!(
+            json.get("message").is_none(),
+            "absent message must not be serialised: {json}"
+        );
+    }
+
+    #[test]
+    fn crd_yaml_is_the_crd() {
+        let yaml = crd_yaml();
+        let back: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(back, WorkFlow::crd());
+    }
+
+    /// Every manifest in `examples/`, by file stem.
+    fn examples() -> Vec<(String, WorkFlow)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                // An example may carry what its workflow needs (a Secret, a ConfigMap) first.
+                for document in serde_yaml::Deserializer::from_str(&text) {
+                    let value = serde_yaml::Value::deserialize(document).unwrap();
+                    if value["kind"].as_str() != Some("WorkFlow") {
+                        continue;
+                    }
+                    let wf: WorkFlow = serde_yaml::from_value(value)
+                        .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
+                    out.push((path.file_stem().unwrap().to_string_lossy().into_owned(), wf));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn examples_parse_and_the_valid_ones_are_valid_dags() {
+        let examples = examples();
+        for (stem, wf) in &examples {
+            assert_eq!(
+                wf.metadata.name.as_deref(),
+                Some(stem.as_str()),
+                "name of {stem}.yaml"
+            );
+            // The DAG, the exit steps and what steps read of each other.
+            let dag = crate::plan::Compiled::new(&wf.spec).dag;
+            assert_eq!(
+                dag.is_err(),
+                stem.starts_with("invalid-"),
+                "{stem}.yaml: {dag:?}"
+            );
+            // The embedded control plane runs commands as local processes.
+            for step in wf.spec.containers.iter().chain(&wf.spec.on_exit) {
+                let program = step
+                    .command
+                    .as_ref()
+                    .and_then(|c| c.first())
+                    .map(String::as_str);
+                assert!(
+                    matches!(program, Some("sh" | "echo" | "sleep" | "true" | "false")),
+                    "{stem}.yaml step {} runs {program:?}",
+                    step.step_name
+                );
+            }
+        }
+        type Shows = fn(&WorkFlowSpec) -> bool;
+        let wanted: [(&str, Shows); 17] = [
+            ("simple", |s| s.containers.len() == 3),
+            ("diamond", |s| s.containers.len() == 4),
+            ("failing", |s| {
+                s.containers
+                    .iter()
+                    .any(|c| c.command.iter().flatten().any(|a| a.contains("false")))
+            }),
+            ("timeout", |s| s.max_step_timeout == 2),
+            ("args", |s| s.containers.iter().any(|c| c.args.is_some())),
+            ("env", |s| s.containers.iter().any(|c| !c.env.is_empty())),
+            ("retries", |s| {
+                s.containers.iter().any(|c| c.retries.is_some())
+            }),
+            ("step-timeout", |s| {
+                s.containers.iter().any(|c| c.timeout.is_some())
+            }),
+            ("parallelism", |s| s.parallelism.is_some()),
+            ("fail-fast-false", |s| !s.fail_fast),
+            ("resources", |s| {
+                s.containers.iter().any(|c| c.resources.is_some())
+            }),
+            ("secrets-and-volumes", |s| {
+                s.pod_template.is_some()
+                    && s.containers
+                        .iter()
+                        .any(|c| !c.env_from.is_empty() && !c.volume_mounts.is_empty())
+            }),
+            ("start-timeout", |s| {
+                s.start_timeout != DEFAULT_START_TIMEOUT
+            }),
+            ("run-control", |s| !s.on_exit.is_empty()),
+            ("cleanup", |s| {
+                s.ttl_seconds_after_finished.is_some() || s.pod_cleanup.is_some()
+            }),
+            ("fan-out", |s| {
+                let any = |f: fn(&Step) -> bool| s.containers.iter().any(f);
+                s.runs.is_some()
+                    && any(|c| c.with_items.is_some())
+                    && any(|c| c.with_sequence.is_some())
+                    && any(|c| c.with_param.is_some())
+            }),
+            ("outputs", |s| {
+                s.containers.iter().any(|c| c.when.is_some())
+                    && s.containers
+                        .iter()
+                        .flat_map(|c| c.command.iter().flatten())
+                        .any(|a| a.contains("{{steps."))
+            }),
+        ];
+        for (stem, shows) in wanted {
+            let wf = examples.iter().find(|(s, _)| s == stem).map(|(_, wf)| wf);
+            assert!(
+                wf.is_some_and(|wf| shows(&wf.spec)),
+                "examples/{stem}.yaml missing or off-topic"
+            );
+        }
+    }
+}

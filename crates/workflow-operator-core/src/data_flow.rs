@@ -1,0 +1,367 @@
+//! What steps read of each other, checked once per spec: every
+//! `{{steps.NAME.outputs.KEY}}` in a step's `command`, `args` and `env` values, and every step a
+//! `when` names, must be a step that runs before it (upstream, through `dependsOn`); an exit
+//! step may name any step, since all have ended when it runs. `{{item}}` is only for a step
+//! that fans out, and no step may name the outputs of one that does (whose item's?); a
+//! `withParam` names an upstream step's output like any reference. The result, [`DataFlow`],
+//! says whose outputs must be read (only those: reading them costs a pod list per step) and
+//! holds the compiled `when`s and fan-outs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::crd::{Step, WorkFlowSpec};
+use super::dag::{Dag, DagError};
+use super::fan_out::{FanOut, ItemList};
+use super::outputs::{self, Source};
+use super::when::When;
+
+/// The data flow of a valid spec.
+#[derive(Debug, Clone, Default)]
+pub struct DataFlow {
+    /// The steps (by index in the steps' DAG) whose outputs some step, `when` or `withParam`
+    /// names.
+    pub read: HashSet<usize>,
+    /// The compiled `when` of each step that has one (by index in the steps' DAG).
+    pub when: HashMap<usize, Arc<When>>,
+    /// The compiled `when` of each exit step that has one (by index in the exit DAG).
+    pub exit_when: HashMap<usize, Arc<When>>,
+    /// What each step that fans out fans out over (by index in the steps' DAG).
+    pub fan_out: HashMap<usize, FanOut>,
+}
+
+impl DataFlow {
+    /// Whether no step names another nor fans out: the workflow runs as a plain DAG.
+    pub fn is_empty(&self) -> bool {
+        self.read.is_empty()
+            && self.when.is_empty()
+            && self.exit_when.is_empty()
+            && self.fan_out.is_empty()
+    }
+}
+
+/// The texts of `step` that may hold references.
+pub fn texts(step: &Step) -> impl Iterator<Item = &str> {
+    let command = step.command.iter().flatten();
+    let args = step.args.iter().flatten();
+    let env = step.env.iter().filter_map(|e| e.value.as_ref());
+    command.chain(args).chain(env).map(String::as_str)
+}
+
+/// Checks the references, `when`s and fan-outs of `spec` against its DAGs.
+///
+/// # Errors
+/// The first bad one, naming the step and the reference.
+pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataFlow, DagError> {
+    let mut flow = DataFlow::default();
+    for (i, step) in spec.containers.iter().enumerate() {
+        let fan_out = FanOut::compile(step, dag).map_err(|problem| DagError::FanOut {
+            step: step.step_name.clone(),
+            problem,
+        })?;
+        if let Some(fan_out) = fan_out {
+            flow.fan_out.insert(i, fan_out);
+        }
+    }
+    check_item_names(spec, &flow)?;
+    for (i, step) in spec.containers.iter().enumerate() {
+        let upstream = |name: &str| dag.index_of(name).filter(|&j| runs_before(dag, j, i));
+        let fan_out = flow.fan_out.get(&i).cloned();
+        check_step(step, dag, &upstream, fan_out.as_ref(), &mut flow)?;
+        if let Some(when) = compile_when(step)? {
+            flow.when.insert(i, when);
+        }
+    }
+    if exit.is_some() {
+        let runs = spec.runs.unwrap_or(1);
+        for (i, step) in spec.on_exit.iter().enumerate() {
+            let refused = |problem: &str| DagError::FanOut {
+                step: step.step_name.clone(),
+                problem: problem.to_string(),
+            };
+            if FanOut::compile(step, dag)
+                .map_err(|p| refused(&p))?
+                .is_some()
+            {
+                return Err(refused("is an exit step: exit steps do not fan out"));
+            }
+            let read_before = flow.read.len();
+            let any = |name: &str| dag.index_of(name);
+            check_step(step, dag, &any, None, &mut flow)?;
+            if runs > 1 && (step.when.is_some() || flow.read.len() > read_before) {
+                return Err(refused(
+                    "names the steps' outputs, but the steps run several times (runs): an exit \
+                     step cannot tell which run's",
+                ));
+            }
+            if let Some(when) = compile_when(step)? {
+                flow.exit_when.insert(i, when);
+            }
+        }
+    }
+    Ok(flow)
+}
+
+/// Refuses a step named as an item of a step that fans out (`build[3]` beside a `build` with
+/// items): the two would share a status entry and a Job name.
+fn check_item_names(spec: &WorkFlowSpec, flow: &DataFlow) -> Result<(), DagError> {
+    if flow.fan_out.is_empty() {
+        return Ok(());
+    }
+    let fanned: HashSet<&str> = flow
+        .fan_out
+        .keys()
+        .map(|&i| spec.containers[i].step_name.as_str())
+        .collect();
+    for step in &spec.containers {
+        let base = step
+            .step_name
+            .strip_suffix(']')
+            .and_then(|s| s.rsplit_once('['))
+            .filter(|(_, index)| !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()))
+            .map(|(base, _)| base);
+        if let Some(base) = base.filter(|b| fanned.contains(b)) {
+            return Err(DagError::FanOut {
+                step: step.step_name.clone(),
+                problem: format!(
+                    "is named as an item of step {base:?}, which fans out: rename one of them"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_step(
+    step: &Step,
+    dag: &Dag,
+    upstream: &dyn Fn(&str) -> Option<usize>,
+    fan_out: Option<&FanOut>,
+    flow: &mut DataFlow,
+) -> Result<(), DagError> {
+    let name = &step.step_name;
+    let refused = |problem: String| DagError::Reference {
+        step: name.clone(),
+        problem,
+    };
+    let mut named: Vec<(String, &str)> = Vec::new();
+    for text in texts(step) {
+        let found = outputs::references(text).map_err(|e| refused(e.to_string()))?;
+        for reference in found {
+            match reference.source {
+                Source::Output { step: source, .. } => {
+                    named.push((reference.text.to_string(), source));
+                }
+                Source::Item { field } => {
+                    check_item(step, reference.text, field, fan_out).map_err(&refused)?;
+                }
+            }
+        }
+    }
+    if let Some(param) = step.with_param.as_deref() {
+        let text = param.0.trim();
+        if let Ok([reference]) = outputs::references(text).as_deref()
+            && let Source::Output { step: source, .. } = reference.source
+        {
+            named.push((format!("withParam {text}"), source));
+        }
+    }
+    let when = step.when.as_deref().map(When::compile);
+    if let Some(Ok(when)) = &when {
+        let shown = format!("when {:?}", step.when.as_deref().unwrap_or(""));
+        for source in when.steps() {
+            named.push((shown.clone(), source.as_str()));
+        }
+    }
+    for (text, source) in named {
+        let Some(index) = upstream(source) else {
+            let problem = if dag.index_of(source).is_none() {
+                format!("{text} names step {source:?}, which does not exist")
+            } else {
+                format!(
+                    "{text} names step {source:?}, which does not run before it: add it to \
+                     dependsOn (directly or through another step)"
+                )
+            };
+            return Err(refused(problem));
+        };
+        if flow.fan_out.contains_key(&index) {
+            return Err(refused(format!(
+                "{text} names step {source:?}, which fans out: the outputs of its items cannot \
+                 be named"
+            )));
+        }
+        flow.read.insert(index);
+    }
+    Ok(())
+}
+
+/// Checks an `{{item}}` or `{{item.FIELD}}` (`text`) of `step`: the step must fan out, and a
+/// field must be in every item the spec lists (`withParam` items are checked as they come).
+fn check_item(
+    step: &Step,
+    text: &str,
+    field: Option<&str>,
+    fan_out: Option<&FanOut>,
+) -> Result<(), String> {
+    let Some(fan_out) = fan_out else {
+        return Err(format!(
+            "{text} names an item, but the step does not fan out (withItems, withParam or \
+             withSequence)"
+        ));
+    };
+    let Some(field) = field else {
+        return Ok(());
+    };
+    let Some(items) = ItemList::of_spec(step, fan_out) else {
+        return Ok(());
+    };
+    for i in 0..items.len() {
+        let item = items.get(i);
+        if outputs::item_value(&item, Some(field)).is_none() {
+            let shown: String = item.to_string().chars().take(80).collect();
+            return Err(format!("{text}: item {i} ({shown}) has no field {field:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn compile_when(step: &Step) -> Result<Option<Arc<When>>, DagError> {
+    let Some(expression) = step.when.as_deref() else {
+        return Ok(None);
+    };
+    When::compile(expression)
+        .map(|w| Some(Arc::new(w)))
+        .map_err(|problem| DagError::Reference {
+            step: step.step_name.clone(),
+            problem: format!("when {expression:?} {problem}"),
+        })
+}
+
+/// Whether step `j` runs before step `i` (is among its transitive dependencies): a walk up
+/// from `i`, O(its ancestors), done only for steps that name another.
+fn runs_before(dag: &Dag, j: usize, i: usize) -> bool {
+    let mut seen = HashSet::new();
+    let mut stack: Vec<usize> = dag.dependencies(i).collect();
+    while let Some(k) = stack.pop() {
+        if k == j {
+            return true;
+        }
+        if seen.insert(k) {
+            stack.extend(dag.dependencies(k));
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WorkFlow;
+    use crate::plan::Compiled;
+
+    fn flow(builder: crate::testing::WorkFlowBuilder) -> Result<DataFlow, String> {
+        let wf: WorkFlow = builder.build();
+        let compiled = Compiled::new(&wf.spec);
+        compiled.dag.map_err(|e| e.to_string())?;
+        Ok(compiled.flow)
+    }
+
+    fn chain() -> crate::testing::WorkFlowBuilder {
+        WorkFlow::test("wf")
+            .step("a", &[])
+            .step("b", &["a"])
+            .step("c", &["b"])
+            .step("side", &[])
+    }
+
+    #[test]
+    fn outputs_named_upstream_are_read_and_whens_compiled() {
+        let flow = flow(
+            chain()
+                .step("d", &["c"])
+                .command(&["echo", "{{steps.a.outputs.x}}"])
+                .env("Y", "{{ steps.b.outputs.y }}"),
+        )
+        .unwrap();
+        assert_eq!(flow.read, HashSet::from([0, 1]));
+        let mut wf = chain().step("e", &["c"]).build();
+        wf.spec.containers[4].when = Some(r#"steps.c.outputs.go == "yes""#.into());
+        let compiled = Compiled::new(&wf.spec);
+        assert!(compiled.dag.is_ok());
+        assert_eq!(compiled.flow.read, HashSet::from([2]));
+        assert!(compiled.flow.when.contains_key(&4));
+        assert!(flow_of_plain().is_empty());
+    }
+
+    fn flow_of_plain() -> DataFlow {
+        flow(chain()).unwrap()
+    }
+
+    #[test]
+    fn a_reference_to_an_unknown_step_a_step_not_upstream_or_an_unknown_form_is_refused() {
+        let unknown = flow(
+            chain()
+                .step("d", &["c"])
+                .command(&["echo", "{{steps.x.outputs.k}}"]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            unknown,
+            r#"step "d": {{steps.x.outputs.k}} names step "x", which does not exist"#
+        );
+        let sideways = flow(
+            chain()
+                .step("d", &["c"])
+                .args(&["{{steps.side.outputs.k}}"]),
+        )
+        .unwrap_err();
+        assert!(
+            sideways.starts_with(
+                r#"step "d": {{steps.side.outputs.k}} names step "side", which does not run before it"#
+            ),
+            "{sideways}"
+        );
+        let below = flow(
+            WorkFlow::test("wf")
+                .step("a", &[])
+                .command(&["echo", "{{steps.b.outputs.k}}"])
+                .step("b", &["a"]),
+        )
+        .unwrap_err();
+        assert!(below.contains("does not run before it"), "{below}");
+        let form = flow(chain().env("X", "{{workflow.name}}")).unwrap_err();
+        assert!(
+            form.contains("{{workflow.name}} is not a reference"),
+            "{form}"
+        );
+    }
+
+    #[test]
+    fn a_when_that_does_not_compile_or_names_a_step_not_upstream_is_refused() {
+        let mut wf = chain().build();
+        wf.spec.containers[2].when = Some("steps.a.outputs.x ==".into());
+        let error = Compiled::new(&wf.spec).dag.unwrap_err().to_string();
+        assert!(
+            error.starts_with(r#"step "c": when "steps.a.outputs.x ==" does not compile"#),
+            "{error}"
+        );
+        wf.spec.containers[2].when = Some(r#"steps["side"].phase == "Succeeded""#.into());
+        let error = Compiled::new(&wf.spec).dag.unwrap_err().to_string();
+        assert!(
+            error.contains(r#"names step "side", which does not run before it"#),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_exit_step_may_name_any_step() {
+        let flow = flow(
+            chain()
+                .exit_step("report", &[])
+                .command(&["echo", "{{steps.side.outputs.k}}"]),
+        )
+        .unwrap();
+        assert_eq!(flow.read, HashSet::from([3]));
+    }
+}

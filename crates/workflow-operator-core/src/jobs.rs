@@ -1,0 +1,1121 @@
+//! Kubernetes Jobs of a workflow: building a step's Job, reading a Job back as plain data for
+//! the planner, stopping a timed-out step's Job, and the labels copied on relabel. Pure; no
+//! client.
+//!
+//! The handlers call [`build_job`] for each `plan::Action::CreateJob`, [`time_out_patch`] for
+//! each `plan::Action::TimeOutJob`, [`observe_job`] on every Job they list or watch, and
+//! [`relabel_patch`] when a workflow's labels change.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodSpec,
+    PodTemplateSpec, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::{Resource, ResourceExt};
+
+use super::crd::{Step, WorkFlow};
+use super::fan_out::{self, Instance, Item};
+use super::job_summary::{JobEnd, JobSummary};
+use super::names;
+use super::outputs::{self, StepData};
+use super::plan::{ExitEnv, JobState, ObservedJob, job_deadline_seconds};
+
+/// Label: the workflow's name (made a valid label value by `names::label_value`).
+pub const LABEL_WORKFLOW: &str = "workflow.crd.com/workflow";
+/// Label: the step's name (made a valid label value by `names::label_value`).
+pub const LABEL_STEP: &str = "workflow.crd.com/step";
+/// Label: the run id.
+pub const LABEL_RUN: &str = "workflow.crd.com/run";
+/// Annotation: the workflow's exact name.
+pub const ANNOTATION_WORKFLOW: &str = "workflow.crd.com/workflow";
+/// Annotation: the step's exact name.
+pub const ANNOTATION_STEP: &str = "workflow.crd.com/step";
+/// Annotation: put by the operator on the Job of a step that ran past its timeout, saying why
+/// (`running for 6s, longer than its timeout of 5s`). It makes the Job the record of the
+/// timeout: [`observe_job`] reads such a Job as `JobState::TimedOut` whatever its conditions.
+pub const ANNOTATION_TIMED_OUT: &str = "workflow.crd.com/timed-out";
+/// Annotation: put by the operator on the Job of a step whose pod did not start within the
+/// workflow's `startTimeout`, saying why (`CreateContainerConfigError: secret "creds" not
+/// found`). Like [`ANNOTATION_TIMED_OUT`], it makes the Job the record of the failure:
+/// [`observe_job`] reads such a Job as `JobState::CannotStart`.
+pub const ANNOTATION_CANNOT_START: &str = "workflow.crd.com/cannot-start";
+/// Annotation: put by the operator on a finished Job once `spec.podCleanup` had its pods
+/// deleted (the time, RFC 3339), so the clean-up is neither repeated nor missed after a restart
+/// (see `cleanup`).
+pub const ANNOTATION_PODS_DELETED: &str = "workflow.crd.com/pods-deleted";
+/// Label: the Kueue LocalQueue a Job is submitted to (`spec.queueName`). Kueue manages a Job
+/// that carries it: the Job waits suspended until Kueue admits it by setting `suspend: false`
+/// ("Run a Kubernetes Job", <https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>).
+pub const LABEL_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+/// Label: the Kueue WorkloadPriorityClass of a Job (`spec.priorityClassName`), which orders it
+/// in its queue and for preemption
+/// (<https://kueue.sigs.k8s.io/docs/concepts/workload_priority_class/>).
+pub const LABEL_PRIORITY_CLASS: &str = "kueue.x-k8s.io/priority-class";
+/// The operator's own labels; a workflow's labels never override them.
+/// Label of the Jobs of a retry (`spec.retry` when the operator created them); absent on the
+/// Jobs of a workflow never retried, which is retry 0.
+pub const LABEL_RETRY: &str = "workflow.crd.com/retry";
+/// Label of the Jobs of a workflow with `spec.runs` above 1: the run's index, from 0.
+pub const LABEL_RUN_INDEX: &str = "workflow.crd.com/run-index";
+/// Label of the Job of one item of a step that fans out: the item's index, from 0.
+pub const LABEL_ITEM: &str = "workflow.crd.com/item";
+pub const OWN_LABELS: [&str; 8] = [
+    LABEL_WORKFLOW,
+    LABEL_STEP,
+    LABEL_RUN,
+    LABEL_RETRY,
+    LABEL_RUN_INDEX,
+    LABEL_ITEM,
+    LABEL_QUEUE_NAME,
+    LABEL_PRIORITY_CLASS,
+];
+/// Environment variables the operator sets in every step; a step's `env` cannot override them.
+pub const OWN_ENV: [&str; 9] = [
+    "WORKFLOW_NAME",
+    "WORKFLOW_NAMESPACE",
+    "STEP_NAME",
+    "WORKFLOW_STATUS",
+    "WORKFLOW_FAILED_STEPS",
+    outputs::OUTPUTS_ENV,
+    WORKSPACE_ENV,
+    fan_out::RUN_INDEX_ENV,
+    fan_out::ITEM_ENV,
+];
+
+/// The environment variable that holds the workspace's path (`spec.workspace.mountPath`).
+pub const WORKSPACE_ENV: &str = "WORKFLOW_WORKSPACE";
+
+/// The name of the workspace's volume in a step's pod.
+pub const WORKSPACE_VOLUME: &str = "workflow-workspace";
+
+/// Why a Job cannot be built for a workflow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// The workflow has no `metadata.name`, `metadata.namespace` or `metadata.uid` (it was not
+    /// read from the API server), so its Jobs cannot name or be owned by it.
+    #[error("workflow has no metadata.{0}; jobs are built only for stored workflows")]
+    MissingMetadata(&'static str),
+}
+
+/// `Some(list)` unless it is empty: Kubernetes omits empty lists, and so do the Jobs we build.
+fn non_empty<T>(list: Vec<T>) -> Option<Vec<T>> {
+    (!list.is_empty()).then_some(list)
+}
+
+/// A label selector matching every Job of the workflow named `workflow`.
+pub fn selector(workflow: &str) -> String {
+    format!("{LABEL_WORKFLOW}={}", names::label_value(workflow))
+}
+
+/// The labels a step's Job carries: the workflow's own labels, then the operator's, which win.
+pub fn job_labels(workflow: &WorkFlow, step: &str, run: &str) -> BTreeMap<String, String> {
+    let mut labels = job_labels_for_relabel(workflow);
+    labels.extend(own_labels(&workflow.name_any(), step, run));
+    labels
+}
+
+fn own_labels(workflow: &str, step: &str, run: &str) -> [(String, String); 3] {
+    [
+        (LABEL_WORKFLOW.to_string(), names::label_value(workflow)),
+        (LABEL_STEP.to_string(), names::label_value(step)),
+        (LABEL_RUN.to_string(), names::label_value(run)),
+    ]
+}
+
+/// The workflow's labels as copied to its Jobs: all of them but the operator's own keys.
+pub fn job_labels_for_relabel(workflow: &WorkFlow) -> BTreeMap<String, String> {
+    workflow
+        .labels()
+        .iter()
+        .filter(|(k, _)| !OWN_LABELS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// A JSON merge patch copying the workflow's labels onto a Job whose labels are `current`, or
+/// `None` when the Job already has them. It adds and updates; it never touches the operator's
+/// labels, and labels removed from the workflow stay on existing Jobs (the operator cannot
+/// tell them from labels others put there).
+pub fn relabel_patch(
+    workflow: &WorkFlow,
+    current: &BTreeMap<String, String>,
+) -> Option<serde_json::Value> {
+    let changes: serde_json::Map<String, serde_json::Value> = job_labels_for_relabel(workflow)
+        .into_iter()
+        .filter(|(k, v)| current.get(k) != Some(v))
+        .map(|(k, v)| (k, serde_json::Value::String(v)))
+        .collect();
+    (!changes.is_empty()).then(|| serde_json::json!({ "metadata": { "labels": changes } }))
+}
+
+/// The `activeDeadlineSeconds` a timed-out step's Job is given: the least Kubernetes accepts.
+/// The operator times a step out once it has run at least its timeout since the Job's
+/// `startTime`, from which Kubernetes counts the deadline too, so this one is already exceeded
+/// (or, for a Job the Job controller has not started yet, exceeded a second after it does).
+const TIMED_OUT_DEADLINE_SECONDS: i64 = 1;
+
+/// A JSON merge patch that stops the Job of a step past its timeout and records why: the
+/// annotation [`ANNOTATION_TIMED_OUT`], and an `activeDeadlineSeconds` already exceeded, so the
+/// Job controller kills the Job's pods and fails it with reason `DeadlineExceeded`. The Job is
+/// kept, as the record that the step timed out (a suspended Job has no pods and its deadline does
+/// not count, so there the annotation alone records it). Applying it twice changes nothing.
+pub fn time_out_patch(why: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"annotations": {ANNOTATION_TIMED_OUT: why}},
+        "spec": {"activeDeadlineSeconds": TIMED_OUT_DEADLINE_SECONDS},
+    })
+}
+
+/// A JSON merge patch that stops the Job of a step whose pod did not start and records why: the
+/// annotation [`ANNOTATION_CANNOT_START`], and a deadline already exceeded, as
+/// [`time_out_patch`] does. Applying it twice changes nothing.
+pub fn cannot_start_patch(why: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"annotations": {ANNOTATION_CANNOT_START: why}},
+        "spec": {"activeDeadlineSeconds": TIMED_OUT_DEADLINE_SECONDS},
+    })
+}
+
+/// The Job that runs `step` of `workflow` in run `run`: [`StepJob::new`] as it is.
+///
+/// # Errors
+/// As [`StepJob::build`].
+pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, JobError> {
+    StepJob::new(workflow, step, run).build()
+}
+
+/// The Job that runs one instance of a step: [`StepJob::new`] for the first attempt of a plain
+/// step in a run, with what differs set by the other methods, then [`StepJob::build`].
+#[derive(Debug, Clone)]
+pub struct StepJob<'a> {
+    workflow: &'a WorkFlow,
+    step: &'a Step,
+    run: &'a str,
+    retry: i32,
+    exit: Option<&'a ExitEnv>,
+    data: StepData<'a>,
+    instance: Option<&'a Instance>,
+}
+
+impl<'a> StepJob<'a> {
+    /// The Job of `step` of `workflow` in run `run`.
+    pub fn new(workflow: &'a WorkFlow, step: &'a Step, run: &'a str) -> Self {
+        Self {
+            workflow,
+            step,
+            run,
+            retry: 0,
+            exit: None,
+            data: StepData::default(),
+            instance: None,
+        }
+    }
+
+    /// For retry `retry` of the run (`spec.retry`): its name from `names::retry_job_name`, and
+    /// the label [`LABEL_RETRY`] when not 0.
+    pub fn retry(mut self, retry: i32) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// For an exit step, with `exit` in its environment: `WORKFLOW_STATUS` and
+    /// `WORKFLOW_FAILED_STEPS` (comma-separated).
+    pub fn exit(mut self, exit: Option<&'a ExitEnv>) -> Self {
+        self.exit = exit;
+        self
+    }
+
+    /// With the data between steps: each `{{steps.NAME.outputs.KEY}}` in the step's command,
+    /// args and env values is replaced by its value in `data.inputs` (the planner found them
+    /// all); `WORKFLOW_OUTPUTS` names the container's termination message file, where the step
+    /// writes its own outputs, when another step names them (`data.outputs_read`), else
+    /// `/dev/null`.
+    pub fn data(mut self, data: StepData<'a>) -> Self {
+        self.data = data;
+        self
+    }
+
+    /// For `instance`: which run (`spec.runs`) and which item (a step that fans out) the Job is
+    /// for: `WORKFLOW_RUN_INDEX` (in every step, 0 with one run) and, for an item,
+    /// `WORKFLOW_ITEM`, its `{{item}}` references substituted and the labels [`LABEL_ITEM`]
+    /// (and [`LABEL_RUN_INDEX`] with more than one run); its name is that of the instance's
+    /// display name (`fan_out::display_name`: `build[3]`, `run1/build`), so every instance has
+    /// a Job of its own.
+    pub fn instance(mut self, instance: &'a Instance) -> Self {
+        self.instance = Some(instance);
+        self
+    }
+
+    /// The Job. Name from `names::retry_job_name`; labels from [`job_labels`]; annotations
+    /// with the exact workflow and step names; a controller owner reference to the workflow (so
+    /// the garbage collector deletes it with the workflow); `restartPolicy: Never`;
+    /// `backoffLimit` = the step's `retries`; `activeDeadlineSeconds` from its effective
+    /// timeout (none when unlimited); one container named after the step with the step's
+    /// container fields and env (plus `WORKFLOW_NAME`, `WORKFLOW_NAMESPACE` and `STEP_NAME`);
+    /// the pod-level fields of `spec.podTemplate`. No `ttlSecondsAfterFinished`: the planner
+    /// derives progress from finished Jobs, so they must stay while the workflow exists.
+    ///
+    /// # Errors
+    /// [`JobError::MissingMetadata`] when the workflow lacks a name, namespace or uid.
+    pub fn build(&self) -> Result<Job, JobError> {
+        let meta = &self.workflow.metadata;
+        let name = meta
+            .name
+            .as_deref()
+            .ok_or(JobError::MissingMetadata("name"))?;
+        let namespace =
+            (meta.namespace.as_deref()).ok_or(JobError::MissingMetadata("namespace"))?;
+        let mut owner =
+            (self.workflow.controller_owner_ref(&())).ok_or(JobError::MissingMetadata("uid"))?;
+        // Foreground deletion of the workflow waits for its Jobs.
+        owner.block_owner_deletion = Some(true);
+        let step = &self.step.step_name;
+        let (labels, pod_labels) = self.labels(name);
+        let timeout = self.workflow.spec.effective_timeout(self.step);
+        Ok(Job {
+            metadata: ObjectMeta {
+                name: Some(names::retry_job_name(
+                    name,
+                    &self.display_name(),
+                    self.run,
+                    self.retry,
+                )),
+                namespace: Some(namespace.to_string()),
+                labels: Some(labels),
+                annotations: Some(BTreeMap::from([
+                    (ANNOTATION_WORKFLOW.to_string(), name.to_string()),
+                    (ANNOTATION_STEP.to_string(), step.clone()),
+                ])),
+                owner_references: Some(vec![owner]),
+                ..ObjectMeta::default()
+            },
+            spec: Some(JobSpec {
+                backoff_limit: Some(self.step.retries.unwrap_or(0)),
+                active_deadline_seconds: job_deadline_seconds(timeout),
+                // A Job for Kueue is created suspended: Kueue admits it by unsuspending it, and
+                // injects the admitted flavor's node selectors into its pod template first,
+                // which is why the operator never rewrites a Job's template after create nor
+                // unsuspends one itself (<https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>). The
+                // Job controller resets `startTime` on each resume, so `activeDeadlineSeconds`
+                // counts from the admission (kubernetes/kubernetes
+                // pkg/controller/job/job_controller.go, `syncJob`: "Resumed jobs will always
+                // reset StartTime to current time").
+                suspend: self.workflow.spec.queue_name.is_some().then_some(true),
+                template: self.pod_template(name, namespace, pod_labels),
+                ..JobSpec::default()
+            }),
+            status: None,
+        })
+    }
+
+    fn item(&self) -> Option<&'a Item> {
+        self.instance.and_then(|instance| instance.item.as_ref())
+    }
+
+    fn run_index(&self) -> u32 {
+        self.instance.map_or(0, |instance| instance.run_index)
+    }
+
+    /// The instance's name in the status (`fan_out::display_name`).
+    fn display_name(&self) -> String {
+        fan_out::display_name(
+            &self.step.step_name,
+            self.run_index(),
+            self.workflow.spec.run_count(),
+            self.item().map(|item| item.index),
+        )
+    }
+
+    /// The Job's labels and its pod's: the operator's, the instance's (retry, run, item), the
+    /// workflow's on the Job, `podTemplate.metadata`'s on the pod, and Kueue's on the Job.
+    fn labels(&self, name: &str) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+        let spec = &self.workflow.spec;
+        let step = &self.step.step_name;
+        let template = spec
+            .pod_template
+            .as_deref()
+            .and_then(|p| p.metadata.as_ref());
+        // The template's labels, then the operator's, which win (as on the Job itself).
+        let mut pod_labels = template.map(|m| m.labels.clone()).unwrap_or_default();
+        pod_labels.extend(own_labels(name, step, self.run));
+        let mut labels = job_labels(self.workflow, step, self.run);
+        let instance = [
+            (
+                LABEL_RETRY,
+                (self.retry != 0).then(|| self.retry.to_string()),
+            ),
+            (
+                LABEL_RUN_INDEX,
+                (spec.run_count() > 1).then(|| self.run_index().to_string()),
+            ),
+            (LABEL_ITEM, self.item().map(|item| item.index.to_string())),
+        ];
+        for (key, value) in instance {
+            if let Some(value) = value {
+                pod_labels.insert(key.to_string(), value.clone());
+                labels.insert(key.to_string(), value);
+            }
+        }
+        // Kueue reads these labels from the Job, not its pods
+        // (<https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>).
+        if let Some(queue) = &spec.queue_name {
+            labels.insert(LABEL_QUEUE_NAME.to_string(), queue.to_string());
+            if let Some(class) = &spec.priority_class_name {
+                labels.insert(LABEL_PRIORITY_CLASS.to_string(), class.to_string());
+            }
+        }
+        (labels, pod_labels)
+    }
+
+    /// The pod template: the operator's labels and `podTemplate.metadata`'s, not the
+    /// workflow's (the template is immutable, so copied workflow labels could not follow a
+    /// relabel); the step's container; the pod-level fields of `spec.podTemplate`.
+    fn pod_template(
+        &self,
+        name: &str,
+        namespace: &str,
+        labels: BTreeMap<String, String>,
+    ) -> PodTemplateSpec {
+        let pod = (self.workflow.spec.pod_template.as_deref().cloned()).unwrap_or_default();
+        let metadata = pod.metadata.unwrap_or_default();
+        // The exact step name on the pod too, for `logs` (labels may be shortened).
+        let mut annotations = metadata.annotations;
+        annotations.insert(ANNOTATION_STEP.to_string(), self.step.step_name.clone());
+        let workspace = self.workflow.spec.workspace.as_deref().map(|_| Volume {
+            name: WORKSPACE_VOLUME.to_string(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: names::workspace_claim_name(name, self.run),
+                read_only: None,
+            }),
+            ..Volume::default()
+        });
+        PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels),
+                annotations: Some(annotations),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(PodSpec {
+                restart_policy: Some("Never".to_string()),
+                containers: vec![self.container(name, namespace)],
+                service_account_name: pod.service_account_name,
+                volumes: non_empty(pod.volumes.into_iter().chain(workspace).collect()),
+                image_pull_secrets: non_empty(pod.image_pull_secrets),
+                node_selector: (!pod.node_selector.is_empty()).then_some(pod.node_selector),
+                tolerations: non_empty(pod.tolerations),
+                affinity: pod.affinity,
+                security_context: pod.security_context,
+                priority_class_name: pod.priority_class_name,
+                ..PodSpec::default()
+            }),
+        }
+    }
+
+    /// The step's container, its references to outputs and items filled in.
+    fn container(&self, name: &str, namespace: &str) -> Container {
+        let step = self.step;
+        let fill_all = |texts: &Option<Vec<String>>| {
+            (texts.as_ref()).map(|texts| texts.iter().map(|t| self.fill(t)).collect())
+        };
+        let workspace = self
+            .workflow
+            .spec
+            .workspace
+            .as_deref()
+            .map(|w| VolumeMount {
+                name: WORKSPACE_VOLUME.to_string(),
+                mount_path: w.mount_path.clone(),
+                ..VolumeMount::default()
+            });
+        Container {
+            name: names::dns_label(&step.step_name),
+            image: Some(step.image.clone()),
+            command: fill_all(&step.command),
+            args: fill_all(&step.args),
+            termination_message_path: Some(outputs::OUTPUTS_PATH.to_string()),
+            env: Some(self.env(name, namespace)),
+            env_from: non_empty(step.env_from.clone()),
+            volume_mounts: non_empty(
+                step.volume_mounts
+                    .iter()
+                    .cloned()
+                    .chain(workspace)
+                    .collect(),
+            ),
+            working_dir: step.working_dir.clone(),
+            image_pull_policy: step.image_pull_policy.clone(),
+            security_context: step.security_context.as_deref().cloned(),
+            resources: step.resources.as_deref().cloned(),
+            ..Container::default()
+        }
+    }
+
+    /// The operator's variables, then the step's own env (never over the operator's names),
+    /// its values filled in.
+    fn env(&self, name: &str, namespace: &str) -> Vec<EnvVar> {
+        let env_var = |name: &str, value: &str| EnvVar {
+            name: name.to_string(),
+            value: Some(value.to_string()),
+            value_from: None,
+        };
+        let outputs_path = if self.data.outputs_read {
+            outputs::OUTPUTS_PATH
+        } else {
+            outputs::UNREAD_OUTPUTS_PATH
+        };
+        let mut env = vec![
+            env_var("WORKFLOW_NAME", name),
+            env_var("WORKFLOW_NAMESPACE", namespace),
+            env_var("STEP_NAME", &self.step.step_name),
+            env_var(outputs::OUTPUTS_ENV, outputs_path),
+        ];
+        if let Some(workspace) = self.workflow.spec.workspace.as_deref() {
+            env.push(env_var(WORKSPACE_ENV, &workspace.mount_path));
+        }
+        env.push(env_var(
+            fan_out::RUN_INDEX_ENV,
+            &self.run_index().to_string(),
+        ));
+        if let Some(item) = self.item() {
+            env.push(env_var(fan_out::ITEM_ENV, &outputs::item_text(&item.value)));
+        }
+        if let Some(exit) = self.exit {
+            env.push(env_var("WORKFLOW_STATUS", exit.status.as_str()));
+            env.push(env_var(
+                "WORKFLOW_FAILED_STEPS",
+                &exit.failed_steps.join(","),
+            ));
+        }
+        let own = |e: &&EnvVar| !OWN_ENV.contains(&e.name.as_str());
+        env.extend(self.step.env.iter().filter(own).map(|e| EnvVar {
+            value: e.value.as_ref().map(|v| self.fill(v)),
+            ..e.clone()
+        }));
+        env
+    }
+
+    /// `text` with its `{{steps.NAME.outputs.KEY}}` and `{{item}}` references filled in. Every
+    /// reference was resolved by the planner; one left is kept as written.
+    fn fill(&self, text: &str) -> String {
+        let inputs = self.data.inputs;
+        let value = |step: &str, key: &str| {
+            inputs?
+                .get(&(step.to_string(), key.to_string()))
+                .map(String::as_str)
+        };
+        outputs::substitute(text, value, self.item().map(|item| &item.value))
+            .unwrap_or_else(|_| text.to_string())
+    }
+}
+
+/// The workspace claim of run `run` of `workflow` (`spec.workspace`): its template's spec, the
+/// operator's labels, owned by the workflow (the garbage collector deletes it with it); `None`
+/// without a workspace.
+///
+/// # Errors
+/// [`JobError::MissingMetadata`] when the workflow lacks a name, namespace or uid.
+pub fn build_workspace_claim(
+    workflow: &WorkFlow,
+    run: &str,
+) -> Result<Option<PersistentVolumeClaim>, JobError> {
+    let Some(workspace) = workflow.spec.workspace.as_deref() else {
+        return Ok(None);
+    };
+    let name = workflow
+        .metadata
+        .name
+        .as_deref()
+        .ok_or(JobError::MissingMetadata("name"))?;
+    let namespace = workflow
+        .metadata
+        .namespace
+        .as_deref()
+        .ok_or(JobError::MissingMetadata("namespace"))?;
+    let owner = workflow
+        .controller_owner_ref(&())
+        .ok_or(JobError::MissingMetadata("uid"))?;
+    Ok(Some(PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(names::workspace_claim_name(name, run)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(BTreeMap::from([
+                (LABEL_WORKFLOW.to_string(), names::label_value(name)),
+                (LABEL_RUN.to_string(), run.to_string()),
+            ])),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(workspace.volume_claim_template.spec.clone()),
+        status: None,
+    }))
+}
+
+/// A Job as the planner sees it, or `None` when it lacks the step annotation (not built by
+/// [`build_job`]). A Job with the annotation [`ANNOTATION_TIMED_OUT`] is `JobState::TimedOut`
+/// whatever its conditions say: still stopping, failed by the deadline [`time_out_patch`] set, or
+/// complete in the instant before it landed; the operator's verdict stands. `now` stands in for
+/// the start of a Job with neither `status.startTime` nor `metadata.creationTimestamp` (one not
+/// read from the API server).
+pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
+    let step = job.step.clone()?;
+    let run = job.run.clone().unwrap_or_default();
+    let status = job.status.as_ref();
+    let created = job
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(now, |t| t.0);
+    let start_time = status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
+    let state = if let Some(why) = &job.timed_out {
+        JobState::TimedOut { why: why.clone() }
+    } else if let Some(why) = &job.cannot_start {
+        JobState::CannotStart { why: why.clone() }
+    } else {
+        match status.and_then(|s| s.ended.as_ref()) {
+            Some(JobEnd::Complete) => JobState::Succeeded,
+            Some(JobEnd::Failed(failure)) => JobState::Failed {
+                reason: failure
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "Failed".to_string()),
+                message: failure.message.clone().unwrap_or_default(),
+                exit_code: None,
+            },
+            None => JobState::Active {
+                since: start_time.unwrap_or(created),
+            },
+        }
+    };
+    let finished_at = status.and_then(|s| match &s.ended {
+        Some(JobEnd::Failed(failure)) => failure.at.as_ref().or(s.completion_time.as_ref()),
+        Some(JobEnd::Complete) => s.completion_time.as_ref(),
+        None => None,
+    });
+    let pods = status.map(|s| s.pods).unwrap_or_default();
+    let spec = job.spec.as_ref();
+    Some(ObservedJob {
+        name: job.name_any(),
+        step,
+        run,
+        retry: job.retry,
+        run_index: job.run_index,
+        item: job.item,
+        state,
+        deleting: job.metadata.deletion_timestamp.is_some(),
+        active_deadline_seconds: spec.and_then(|s| s.active_deadline_seconds),
+        created,
+        start_time,
+        finished_at: finished_at.map(|t| t.0),
+        attempts: pods.attempts(),
+        pod_started: pods.started(),
+        suspended: spec.and_then(|s| s.suspend) == Some(true),
+        suspended_at: status.and_then(|s| s.suspended_at.as_ref()).map(|t| t.0),
+        start_failure: None,
+        outputs: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use crate::outputs::Inputs;
+    use crate::plan::DEADLINE_EXCEEDED;
+
+    fn container(job: &Job) -> &Container {
+        &job.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+    }
+
+    fn env_of(job: &Job) -> Vec<(String, String)> {
+        container(job)
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn bug7_workflow_without_labels_builds_jobs() {
+        let wf = WorkFlow::test("nolabels").step("a", &[]).build();
+        assert!(wf.metadata.labels.is_none());
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let labels = job.metadata.labels.unwrap();
+        assert_eq!(
+            labels.get(LABEL_WORKFLOW).map(String::as_str),
+            Some("nolabels")
+        );
+        assert_eq!(labels.get(LABEL_STEP).map(String::as_str), Some("a"));
+        assert_eq!(labels.get(LABEL_RUN).map(String::as_str), Some("r1"));
+    }
+
+    #[test]
+    fn bug7_user_labels_never_override_the_operators() {
+        let wf = WorkFlow::test("wf")
+            .label("team", "a")
+            .label(LABEL_STEP, "evil")
+            .label(LABEL_RUN, "evil")
+            .step("a", &[])
+            .build();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let labels = job.metadata.labels.unwrap();
+        assert_eq!(labels[LABEL_STEP], "a");
+        assert_eq!(labels[LABEL_RUN], "r1");
+        assert_eq!(labels["team"], "a");
+        assert!(!job_labels_for_relabel(&wf).contains_key(LABEL_STEP));
+    }
+
+    #[test]
+    fn job_has_owner_names_policy_and_limits() {
+        let wf = WorkFlow::test("wf")
+            .max_step_timeout(30)
+            .step("Fetch_Data", &[])
+            .retries(2)
+            .step("b", &[])
+            .timeout(-1)
+            .build();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        assert_eq!(
+            job.metadata.name.as_deref(),
+            Some(names::job_name("wf", "Fetch_Data", "r1").as_str())
+        );
+        assert_eq!(job.metadata.namespace.as_deref(), Some("default"));
+        let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("WorkFlow", "wf")
+        );
+        assert_eq!(owner.api_version, "workflow.crd.com/v1");
+        assert_eq!(Some(owner.uid.as_str()), wf.metadata.uid.as_deref());
+        assert_eq!(
+            (owner.controller, owner.block_owner_deletion),
+            (Some(true), Some(true))
+        );
+        let annotations = job.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations[ANNOTATION_STEP], "Fetch_Data");
+        assert_eq!(annotations[ANNOTATION_WORKFLOW], "wf");
+        let spec = job.spec.as_ref().unwrap();
+        assert_eq!(spec.backoff_limit, Some(2));
+        assert_eq!(spec.active_deadline_seconds, Some(30));
+        assert_eq!(
+            spec.template
+                .spec
+                .as_ref()
+                .unwrap()
+                .restart_policy
+                .as_deref(),
+            Some("Never")
+        );
+        assert!(
+            names::is_dns_label(&container(&job).name),
+            "{}",
+            container(&job).name
+        );
+
+        let unlimited = build_job(&wf, &wf.spec.containers[1], "r1").unwrap();
+        let spec = unlimited.spec.unwrap();
+        assert_eq!(
+            (spec.active_deadline_seconds, spec.backoff_limit),
+            (None, Some(0))
+        );
+    }
+
+    #[test]
+    fn job_runs_the_steps_container_with_the_operators_env() {
+        let wf = WorkFlow::test("wf")
+            .step("a", &[])
+            .image("alpine:3")
+            .command(&["sh", "-c"])
+            .args(&["echo $GREETING"])
+            .env("GREETING", "hi")
+            .env("STEP_NAME", "spoofed")
+            .build();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let c = container(&job);
+        assert_eq!(c.image.as_deref(), Some("alpine:3"));
+        assert_eq!(
+            c.command.as_deref(),
+            Some(&["sh".to_string(), "-c".to_string()][..])
+        );
+        assert_eq!(c.args.as_deref(), Some(&["echo $GREETING".to_string()][..]));
+        let pairs = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            env_of(&job),
+            pairs(&[
+                ("WORKFLOW_NAME", "wf"),
+                ("WORKFLOW_NAMESPACE", "default"),
+                ("STEP_NAME", "a"),
+                ("WORKFLOW_OUTPUTS", "/dev/null"),
+                ("WORKFLOW_RUN_INDEX", "0"),
+                ("GREETING", "hi"),
+            ])
+        );
+        assert_eq!(
+            c.termination_message_path.as_deref(),
+            Some("/dev/termination-log")
+        );
+    }
+
+    #[test]
+    fn a_workspace_is_one_claim_per_run_owned_by_the_workflow_and_mounted_in_every_step() {
+        let wf = WorkFlow::test("wf")
+            .workspace("/data")
+            .step("a", &[])
+            .step("b", &["a"])
+            .build();
+        let claim = build_workspace_claim(&wf, "r1").unwrap().unwrap();
+        let claim_name = claim.metadata.name.clone().unwrap();
+        assert_eq!(claim_name, names::workspace_claim_name("wf", "r1"));
+        assert_ne!(claim_name, names::workspace_claim_name("wf", "r2"));
+        let owner = &claim.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("WorkFlow", Some(true))
+        );
+        for step in &wf.spec.containers {
+            let job = build_job(&wf, step, "r1").unwrap();
+            let pod = job.spec.unwrap().template.spec.unwrap();
+            let volume = &pod.volumes.as_ref().unwrap()[0];
+            assert_eq!(
+                volume
+                    .persistent_volume_claim
+                    .as_ref()
+                    .map(|c| c.claim_name.as_str()),
+                Some(claim_name.as_str())
+            );
+            let container = &pod.containers[0];
+            let mount = &container.volume_mounts.as_ref().unwrap()[0];
+            assert_eq!(
+                (mount.name.as_str(), mount.mount_path.as_str()),
+                (volume.name.as_str(), "/data")
+            );
+            assert!(
+                container
+                    .env
+                    .as_ref()
+                    .unwrap()
+                    .iter()
+                    .any(|e| e.name == "WORKFLOW_WORKSPACE" && e.value.as_deref() == Some("/data"))
+            );
+        }
+        let plain = WorkFlow::test("wf").step("a", &[]).build();
+        assert!(build_workspace_claim(&plain, "r1").unwrap().is_none());
+    }
+
+    #[test]
+    fn the_outputs_a_step_names_are_substituted_in_its_command_args_and_env() {
+        let wf = WorkFlow::test("wf")
+            .step("a", &[])
+            .step("b", &["a"])
+            .command(&["echo", "n={{steps.a.outputs.n}}"])
+            .args(&["{{ steps.a.outputs.n }}", "plain"])
+            .env("URL", "http://{{steps.a.outputs.host}}/")
+            .build();
+        let inputs: Inputs = [
+            (("a".to_string(), "n".to_string()), "3".to_string()),
+            (("a".to_string(), "host".to_string()), "db".to_string()),
+        ]
+        .into();
+        let data = StepData {
+            inputs: Some(&inputs),
+            outputs_read: false,
+        };
+        let job = StepJob::new(&wf, &wf.spec.containers[1], "r1")
+            .data(data)
+            .build()
+            .unwrap();
+        let c = container(&job);
+        assert_eq!(
+            c.command.as_deref(),
+            Some(&["echo".to_string(), "n=3".to_string()][..])
+        );
+        assert_eq!(
+            c.args.as_deref(),
+            Some(&["3".to_string(), "plain".to_string()][..])
+        );
+        assert!(env_of(&job).contains(&("URL".to_string(), "http://db/".to_string())));
+        // `a`'s outputs are read: its $WORKFLOW_OUTPUTS is its termination message.
+        let read = StepData {
+            inputs: None,
+            outputs_read: true,
+        };
+        let a = StepJob::new(&wf, &wf.spec.containers[0], "r1")
+            .data(read)
+            .build()
+            .unwrap();
+        assert!(env_of(&a).contains(&(
+            "WORKFLOW_OUTPUTS".to_string(),
+            "/dev/termination-log".to_string()
+        )));
+    }
+
+    #[test]
+    fn job_carries_the_steps_container_fields_and_the_pod_template() {
+        let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: wf, namespace: default, uid: u1}
+spec:
+  podTemplate:
+    metadata: {labels: {team: a, workflow.crd.com/step: hijack}, annotations: {note: x}}
+    serviceAccountName: runner
+    volumes: [{name: config, configMap: {name: settings}}]
+    imagePullSecrets: [{name: registry}]
+    nodeSelector: {pool: batch}
+    tolerations: [{key: batch, operator: Exists}]
+    priorityClassName: low
+  containers:
+    - stepName: a
+      image: busybox
+      env:
+        - {name: PLAIN, value: v}
+        - name: SECRET
+          valueFrom: {secretKeyRef: {name: creds, key: password}}
+      envFrom: [{configMapRef: {name: settings}, prefix: CFG_}]
+      volumeMounts: [{name: config, mountPath: /etc/settings, readOnly: true}]
+      workingDir: /work
+      imagePullPolicy: IfNotPresent
+      securityContext: {runAsNonRoot: true}
+"#;
+        let wf: WorkFlow = serde_yaml::from_str(manifest).unwrap();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let template = &job.spec.as_ref().unwrap().template;
+        let labels = template.metadata.as_ref().unwrap().labels.as_ref().unwrap();
+        assert_eq!(labels["team"], "a");
+        assert_eq!(labels[LABEL_STEP], "a", "the operator's labels win");
+        let pod = template.spec.as_ref().unwrap();
+        assert_eq!(pod.service_account_name.as_deref(), Some("runner"));
+        assert_eq!(pod.volumes.as_ref().unwrap()[0].name, "config");
+        assert_eq!(pod.image_pull_secrets.as_ref().unwrap()[0].name, "registry");
+        assert_eq!(pod.node_selector.as_ref().unwrap()["pool"], "batch");
+        assert_eq!(pod.tolerations.as_ref().unwrap().len(), 1);
+        assert_eq!(pod.priority_class_name.as_deref(), Some("low"));
+        let c = container(&job);
+        let secret = c.env.as_ref().unwrap().iter().find(|e| e.name == "SECRET");
+        let key_ref = secret.and_then(|e| e.value_from.as_ref()?.secret_key_ref.as_ref());
+        assert_eq!(key_ref.map(|r| r.key.as_str()), Some("password"));
+        assert_eq!(
+            c.env_from.as_ref().unwrap()[0].prefix.as_deref(),
+            Some("CFG_")
+        );
+        assert_eq!(
+            c.volume_mounts.as_ref().unwrap()[0].mount_path,
+            "/etc/settings"
+        );
+        assert_eq!(c.working_dir.as_deref(), Some("/work"));
+        assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
+        assert_eq!(
+            c.security_context.as_ref().unwrap().run_as_non_root,
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn job_is_not_built_without_a_uid() {
+        let mut wf = WorkFlow::test("wf").step("a", &[]).build();
+        wf.metadata.uid = None;
+        assert_eq!(
+            build_job(&wf, &wf.spec.containers[0], "r").unwrap_err(),
+            JobError::MissingMetadata("uid")
+        );
+    }
+
+    #[test]
+    fn long_names_give_valid_labels_and_exact_annotations() {
+        let step = "Step_".repeat(60);
+        let wf = WorkFlow::test("wf").step(&step, &[]).build();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let labels = job.metadata.labels.as_ref().unwrap();
+        assert!(names::is_label_value(&labels[LABEL_STEP]));
+        assert_eq!(
+            job.metadata.annotations.as_ref().unwrap()[ANNOTATION_STEP],
+            step
+        );
+        assert!(names::is_dns_label(job.metadata.name.as_deref().unwrap()));
+    }
+
+    #[test]
+    fn relabel_patch_adds_and_updates_only_what_differs() {
+        let wf = WorkFlow::test("wf")
+            .label("team", "b")
+            .label("tier", "x")
+            .step("a", &[])
+            .build();
+        let current = BTreeMap::from([
+            ("team".to_string(), "a".to_string()),
+            ("tier".to_string(), "x".to_string()),
+            (LABEL_STEP.to_string(), "a".to_string()),
+        ]);
+        let patch = relabel_patch(&wf, &current).unwrap();
+        assert_eq!(
+            patch,
+            serde_json::json!({"metadata": {"labels": {"team": "b"}}})
+        );
+        let mut updated = current;
+        updated.insert("team".into(), "b".into());
+        assert_eq!(relabel_patch(&wf, &updated), None);
+    }
+
+    fn finished(type_: &str, reason: Option<&str>) -> Job {
+        let wf = WorkFlow::test("wf").step("a", &[]).build();
+        let mut job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        job.status = Some(JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: type_.to_string(),
+                status: "True".to_string(),
+                reason: reason.map(str::to_string),
+                message: Some("it broke".to_string()),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        });
+        job
+    }
+
+    #[test]
+    fn observe_job_reads_state_step_and_run() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let started: Timestamp = "2025-12-31T23:59:00Z".parse().unwrap();
+        let cases = [
+            (finished("Complete", None), JobState::Succeeded),
+            (
+                finished("Failed", Some(DEADLINE_EXCEEDED)),
+                JobState::Failed {
+                    reason: DEADLINE_EXCEEDED.into(),
+                    message: "it broke".into(),
+                    exit_code: None,
+                },
+            ),
+            (
+                {
+                    let mut job = finished("SuccessCriteriaMet", None);
+                    job.status.as_mut().unwrap().start_time = Some(Time(started));
+                    job
+                },
+                JobState::Active { since: started },
+            ),
+        ];
+        for (job, want) in cases {
+            let seen = observe_job(&job.into(), now).unwrap();
+            assert_eq!(seen.state, want);
+            assert_eq!((seen.step.as_str(), seen.run.as_str()), ("a", "r1"));
+            assert_eq!(seen.active_deadline_seconds, Some(60));
+            assert!(!seen.deleting);
+        }
+        let mut foreign = finished("Complete", None);
+        foreign.metadata.annotations = None;
+        assert_eq!(observe_job(&foreign.into(), now), None);
+    }
+
+    /// The Job after the handler's merge patch, as the API server computes it.
+    fn patched(job: &Job, patch: &serde_json::Value) -> Job {
+        let mut value = serde_json::to_value(job).unwrap();
+        json_patch::merge(&mut value, patch);
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_timed_out_job_is_stopped_by_its_deadline_and_stays_timed_out_whatever_it_does_next() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let why = "running for 6s, longer than its timeout of 5s";
+        let patch = time_out_patch(why);
+        let wf = WorkFlow::test("wf").step("a", &[]).build();
+        let running = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let stopped = patched(&running, &patch);
+        assert_eq!(
+            patched(&stopped, &patch),
+            stopped,
+            "applying it twice changes nothing"
+        );
+        let deadline = stopped.spec.as_ref().unwrap().active_deadline_seconds;
+        assert!(
+            deadline.is_some_and(|d| (1..60).contains(&d)),
+            "a deadline Kubernetes accepts, shorter than the 60s timeout the step ran past: {deadline:?}"
+        );
+        let want = JobState::TimedOut { why: why.into() };
+        // Still stopping, failed by the deadline as the patch asks, or complete in the instant
+        // before the patch landed: the step timed out all the same.
+        for job in [
+            running,
+            finished("Failed", Some(DEADLINE_EXCEEDED)),
+            finished("Complete", None),
+        ] {
+            let seen = observe_job(&patched(&job, &patch).into(), now).unwrap();
+            assert_eq!(seen.state, want, "{:?}", job.status);
+            assert_eq!(seen.step, "a");
+        }
+    }
+
+    #[test]
+    fn a_job_whose_pod_could_not_start_is_stopped_and_stays_failed_for_that_cause() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let why = "CreateContainerConfigError: secret \"creds\" not found";
+        let patch = cannot_start_patch(why);
+        let wf = WorkFlow::test("wf").step("a", &[]).build();
+        let pending = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        let stopped = patched(&pending, &patch);
+        assert_eq!(
+            patched(&stopped, &patch),
+            stopped,
+            "applying it twice changes nothing"
+        );
+        assert_eq!(
+            stopped.spec.as_ref().unwrap().active_deadline_seconds,
+            Some(1)
+        );
+        for job in [pending, finished("Failed", Some(DEADLINE_EXCEEDED))] {
+            let seen = observe_job(&patched(&job, &patch).into(), now).unwrap();
+            assert_eq!(
+                seen.state,
+                JobState::CannotStart { why: why.into() },
+                "{:?}",
+                job.status
+            );
+        }
+    }
+
+    #[test]
+    fn observe_job_reads_when_the_job_was_created_and_whether_its_pod_started() {
+        let now: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        let created: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut job = finished("SuccessCriteriaMet", None);
+        job.metadata.creation_timestamp = Some(Time(created));
+        let status = job.status.as_mut().unwrap();
+        status.active = Some(1);
+        let seen = observe_job(&job.clone().into(), now).unwrap();
+        assert_eq!(
+            (seen.created, seen.pod_started, seen.attempts),
+            (created, false, 1)
+        );
+        assert_eq!(
+            seen.start_deadline(5),
+            Some("2026-01-01T00:00:05Z".parse().unwrap())
+        );
+        job.status.as_mut().unwrap().ready = Some(1);
+        let seen = observe_job(&job.into(), now).unwrap();
+        assert!(seen.pod_started);
+        assert_eq!(
+            seen.start_deadline(5),
+            None,
+            "a started pod has no start deadline"
+        );
+    }
+}

@@ -1,0 +1,43 @@
+//! The pure core of workflow-operator: what a `WorkFlow` is and what should happen to it, as
+//! plain data in and plain data out. It knows no Kubernetes client and no async runtime (the
+//! compiler holds that: neither is a dependency), so the operator's decisions are unit-tested
+//! here without a cluster, and the operator crate above it does the I/O.
+//!
+//! - [`crd`]: the `WorkFlow` custom resource (spec, status) and the generated CRD YAML.
+//! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
+//! - [`names`]: deterministic Job names, label values and run ids.
+//! - [`dag`]: step graph validation, topological order, ready set, incremental progress.
+//! - [`data_flow`]: what steps read of each other (outputs, `when`), checked once per spec.
+//! - [`fan_out`]: a step run once per item (`withItems`, `withParam`, `withSequence`) and the
+//!   whole DAG run `spec.runs` times: compiled fan-outs, items and instance names.
+//! - [`outputs`]: a step's outputs (its termination message) and `{{steps.X.outputs.K}}`.
+//! - [`when`]: a step's `when` condition, a CEL expression over its upstream outputs.
+//! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
+//! - [`incremental`]: the planner updated by one Job change in O(degree), for Job events.
+//! - [`jobs`]: building a step's Job; reading Jobs back as plain data; relabel patches.
+//! - [`job_summary`]: a Job as the operator keeps it in memory (no pod template).
+//! - [`object_instance`]: which step instance a Job or pod runs, read back from its labels.
+//! - [`failure_cause`]: why a step failed or did not start, from its pods and Events.
+//! - [`step_view`]: where each step stands (phase, times, attempts, exit code), for `get`.
+//! - `testing` (feature `testing`): fixture builders for unit and integration tests.
+#![forbid(unsafe_code)]
+
+pub mod crd;
+pub mod dag;
+pub mod data_flow;
+pub mod failure_cause;
+pub mod fan_out;
+pub mod incremental;
+pub mod job_summary;
+pub mod jobs;
+pub mod lifecycle;
+pub mod names;
+pub mod object_instance;
+pub mod outputs;
+pub mod plan;
+pub mod step_view;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod when;
+
+pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};

@@ -1,0 +1,108 @@
+//! Deadlines: each running Job's `activeDeadlineSeconds` kept equal to its step's timeout, and
+//! when the next timeout falls, for the timer.
+
+use super::*;
+
+/// When the next running step of `workflow` times out, for a timer; `None` when nothing can
+/// time out (no running step with a limit, or a terminal workflow of the current run). The
+/// same as [`Plan::next_timeout_at`] when nothing else changes.
+pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Timestamp> {
+    let run = names::run_id(&workflow.spec);
+    let status = workflow.status.as_ref();
+    let terminal = status
+        .and_then(|s| s.workflow_status)
+        .is_some_and(Phase::is_terminal);
+    let same_run = status
+        .and_then(|s| s.run.as_deref())
+        .is_none_or(|r| r == run);
+    if terminal && same_run {
+        return None;
+    }
+    let timeouts: HashMap<&str, i64> = workflow
+        .spec
+        .containers
+        .iter()
+        .chain(&workflow.spec.on_exit)
+        .map(|s| (s.step_name.as_str(), workflow.spec.effective_timeout(s)))
+        .collect();
+    let start_timeout = workflow.spec.start_timeout;
+    jobs.iter()
+        .filter(|j| j.run == run && !j.deleting)
+        .filter_map(|j| match j.state {
+            JobState::Active { since } => {
+                let run_deadline = deadline(since, *timeouts.get(j.step.as_str())?);
+                run_deadline
+                    .into_iter()
+                    .chain(j.start_deadline(start_timeout))
+                    .min()
+            }
+            _ => None,
+        })
+        .min()
+}
+
+/// `since + timeout`, or `None` for an unlimited timeout.
+pub(super) fn deadline(since: Timestamp, timeout: i64) -> Option<Timestamp> {
+    if timeout == UNLIMITED {
+        return None;
+    }
+    since.checked_add(SignedDuration::from_secs(timeout)).ok()
+}
+
+/// The Job's `activeDeadlineSeconds` for a timeout: none for unlimited, at least 1 (Kubernetes
+/// rejects 0).
+pub fn job_deadline_seconds(timeout: i64) -> Option<i64> {
+    (timeout != UNLIMITED).then_some(timeout.max(1))
+}
+
+impl<'a> Planner<'a> {
+    /// Keeps running Jobs' deadlines equal to their steps' current timeouts, and finds the
+    /// next timeout for the timer.
+    pub(super) fn plan_deadlines(&mut self, view: &View<'_>, steps: &[Step]) {
+        let spec = &self.workflow.spec;
+        let items = view
+            .fans
+            .iter()
+            .flat_map(|(&i, fan)| fan.jobs.values().map(move |job| (i, *job)));
+        let plain = view
+            .job_of
+            .iter()
+            .enumerate()
+            .filter_map(|(i, job)| Some((i, (*job)?)));
+        let mut changes = Vec::new();
+        for (i, job) in plain.chain(items) {
+            let JobState::Active { since } = job.state else {
+                continue;
+            };
+            if job.deleting || self.settled.contains(job.name.as_str()) {
+                continue;
+            }
+            if self.queued_for_kueue(job) {
+                // Queued: only its queue's clock runs.
+                let queue_deadline = spec
+                    .queue_timeout
+                    .filter(|_| job.suspended)
+                    .and_then(|limit| deadline(job.queued_since(), limit));
+                if let Some(at) = queue_deadline {
+                    self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
+                }
+                continue;
+            }
+            if let Some(at) = job.start_deadline(spec.start_timeout) {
+                self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
+            }
+            let timeout = spec.effective_timeout(&steps[i]);
+            let want = job_deadline_seconds(timeout);
+            if job.active_deadline_seconds != want {
+                changes.push(Action::SetJobDeadline {
+                    job_name: job.name.clone(),
+                    active_deadline_seconds: want,
+                });
+            }
+            if let Some(at) = deadline(since, timeout) {
+                self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
+            }
+        }
+        self.actions.extend(changes);
+    }
+}

@@ -1,0 +1,539 @@
+//! Observing: which Job speaks for each step (and each item of a step that fans out), and
+//! what it says: succeeded, running, failed, past its timeout or start deadline.
+
+use std::sync::{Arc, LazyLock};
+
+use super::*;
+use crate::when::When;
+
+impl<'a> Planner<'a> {
+    /// Sees the Jobs of the steps of `scope`: which Job speaks for each step (each item of a
+    /// step that fans out), which steps succeeded, failed or run, and which running ones are
+    /// past their timeout or start deadline (stopping those). Failed Jobs of an earlier retry
+    /// (`spec.retry`) are left out, so their steps run again; so is every Job of an earlier
+    /// retry for the exit steps (they run again in full on a retry). A step that fans out is
+    /// done once its every item succeeded, and failed once one failed. Then decides which of
+    /// the steps whose dependencies are done may start (`when`, named outputs, items). `main`
+    /// is the steps' DAG and what they told, when `scope` is the exit steps.
+    pub(super) fn assess(
+        &mut self,
+        scope: Scope<'a>,
+        jobs: &[&'a ObservedJob],
+        main: Option<(&'a Dag, &Known<'a>)>,
+    ) -> View<'a> {
+        let flow: &'a DataFlow = self.flow;
+        // Exit steps do not fan out.
+        let fan_outs = if main.is_none() {
+            &flow.fan_out
+        } else {
+            &NO_FANS
+        };
+        let (job_of, item_jobs) = speaking_jobs(scope, jobs, fan_outs, self.workflow.spec.retry);
+        let mut seen = Assessment::new(scope, job_of);
+        self.see_steps(&mut seen, main.is_none());
+        self.see_fans(&mut seen, fan_outs, item_jobs);
+        self.see_refused(&mut seen);
+        // A step that fans out starts no more items once one failed.
+        for (unit, _) in &seen.failures {
+            if seen.fans.contains_key(&unit.node) {
+                seen.blocked[unit.node] = true;
+            }
+            seen.is_refused.insert(*unit);
+        }
+        let whens = if main.is_none() {
+            &flow.when
+        } else {
+            &flow.exit_when
+        };
+        if !whens.is_empty() || !flow.read.is_empty() || !seen.fans.is_empty() {
+            seen.decide_data(whens, main);
+        }
+        let ready = seen.ready();
+        seen.into_view(ready)
+    }
+
+    /// Sees the Jobs of the steps that do not fan out; `reads` when the outputs steps name are
+    /// read (the steps, not the exit steps).
+    fn see_steps(&mut self, seen: &mut Assessment<'a>, reads: bool) {
+        let spec = &self.workflow.spec;
+        // The outputs of the steps whose outputs are named: recorded in the status, or read
+        // by the handler from the pod of a Job that succeeded since.
+        let no_steps = HashSet::new();
+        let read = if reads { &self.flow.read } else { &no_steps };
+        let recorded: HashMap<&str, &'a Outputs> = if read.is_empty() {
+            HashMap::new()
+        } else {
+            self.previous
+                .steps
+                .iter()
+                .filter(|s| s.phase == StepPhase::Succeeded)
+                .filter_map(|s| Some((s.job.as_deref()?, &s.outputs)))
+                .collect()
+        };
+        let mut released = Vec::new();
+        for i in 0..seen.job_of.len() {
+            let Some(job) = seen.job_of[i] else { continue };
+            let timeout = spec.effective_timeout(&seen.scope.steps[i]);
+            match self.see(job, timeout) {
+                Seen::Succeeded if read.contains(&i) => {
+                    let outputs = recorded
+                        .get(job.name.as_str())
+                        .map(|o| Ok(*o))
+                        .or_else(|| job.outputs.as_ref().map(|o| o.as_ref()));
+                    match outputs {
+                        Some(Ok(outputs)) => {
+                            seen.known_outputs.insert(i, outputs);
+                            seen.progress.complete(i, &mut released);
+                        }
+                        Some(Err(why)) => seen.fail(Unit::step(i), REASON_BAD_OUTPUTS, why.clone()),
+                        // Not read yet (its pods could not be listed): the next pass reads
+                        // them; until then it holds its dependents as if it still ran.
+                        None => seen.running += 1,
+                    }
+                }
+                Seen::Succeeded => seen.progress.complete(i, &mut released),
+                Seen::Running => seen.running += 1,
+                Seen::Failed(failure) => seen.failures.push((Unit::step(i), failure)),
+            }
+        }
+    }
+
+    /// Sees the steps that fan out: their items (a `withParam`'s from the outputs just known)
+    /// and their items' Jobs (`item_jobs`). One whose every item succeeded is done.
+    fn see_fans(
+        &mut self,
+        seen: &mut Assessment<'a>,
+        fan_outs: &'a HashMap<usize, FanOut>,
+        mut item_jobs: HashMap<usize, BTreeMap<u32, &'a ObservedJob>>,
+    ) {
+        let spec = &self.workflow.spec;
+        let (dag, steps) = (seen.scope.dag, seen.scope.steps);
+        let mut released = Vec::new();
+        for (&i, fan_out) in fan_outs {
+            let items = match items_of(&steps[i], fan_out, dag, &seen.known_outputs) {
+                Ok(items) => items,
+                Err(why) => {
+                    seen.bad_params.insert(i, why);
+                    None
+                }
+            };
+            let jobs = item_jobs.remove(&i).unwrap_or_default();
+            let mut fan = Fan {
+                items,
+                jobs,
+                succeeded: 0,
+                running: 0,
+            };
+            let timeout = spec.effective_timeout(&steps[i]);
+            for (&item, &job) in &fan.jobs {
+                match self.see(job, timeout) {
+                    Seen::Succeeded => fan.succeeded += 1,
+                    Seen::Running => fan.running += 1,
+                    Seen::Failed(failure) => {
+                        let unit = Unit {
+                            node: i,
+                            item: Some(item),
+                        };
+                        seen.failures.push((unit, failure));
+                    }
+                }
+            }
+            seen.running += fan.running as usize;
+            let all = fan.items.as_ref().map(ItemList::len);
+            if all.is_some_and(|all| all > 0 && fan.succeeded as usize >= all) {
+                seen.progress.complete(i, &mut released);
+            }
+            seen.fans.insert(i, fan);
+        }
+    }
+
+    /// A step (or item) whose Job the API server refused has no Job: its status entry is the
+    /// record (of this run and retry: the Job's name has both in it), and its failure.
+    fn see_refused(&self, seen: &mut Assessment<'a>) {
+        let refused: HashMap<&str, &StepStatus> = self
+            .previous
+            .steps
+            .iter()
+            .filter(|s| s.reason.as_deref() == Some(REASON_JOB_REFUSED))
+            .filter_map(|s| Some((s.job.as_deref()?, s)))
+            .collect();
+        if refused.is_empty() {
+            return;
+        }
+        let scope = seen.scope;
+        let name_of = |unit: Unit| {
+            fan_out::display_name(
+                scope.dag.name(unit.node),
+                scope.run_index,
+                scope.runs,
+                unit.item,
+            )
+        };
+        for unit in seen.without_jobs() {
+            let name = self.job_name(&name_of(unit));
+            if let Some(entry) = refused.get(name.as_str()) {
+                let entry = Box::new((*entry).clone());
+                seen.failures.push((unit, Failure::Refused { entry }));
+            }
+        }
+    }
+
+    /// What `job` (of a step whose timeout is `timeout`) says of its step: succeeded, still
+    /// running, or failed (stopping it when it ran past its timeout, or its pod did not start
+    /// by its deadline).
+    pub(super) fn see(&mut self, job: &'a ObservedJob, timeout: i64) -> Seen {
+        let spec = &self.workflow.spec;
+        match &job.state {
+            JobState::Succeeded => Seen::Succeeded,
+            JobState::TimedOut { why } => Seen::Failed(Failure::TimedOut { why: why.clone() }),
+            JobState::CannotStart { why } => {
+                Seen::Failed(Failure::CannotStart { why: why.clone() })
+            }
+            JobState::Failed { reason, .. } if reason == DEADLINE_EXCEEDED => {
+                let timeout = job.active_deadline_seconds.unwrap_or(timeout);
+                let why = format!("its Job exceeded its deadline of {timeout}s");
+                Seen::Failed(Failure::TimedOut { why })
+            }
+            JobState::Failed {
+                reason,
+                message,
+                exit_code,
+            } => Seen::Failed(Failure::Failed {
+                reason: reason.clone(),
+                message: message.clone(),
+                exit_code: *exit_code,
+            }),
+            // Queued for Kueue: a suspended Job has no pod and runs no clock but its queue's
+            // (`queueTimeout`); once admitted, the step's timeout counts from the Job's
+            // `startTime`, which the Job controller sets anew at each resume. A preempted Job
+            // is suspended again and waits again, no attempt counted: Kueue evicts it by
+            // suspending it (<https://kueue.sigs.k8s.io/docs/concepts/preemption/>), and the
+            // Job controller removes its pods without counting them failed.
+            JobState::Active { .. } if self.queued_for_kueue(job) => {
+                let limit = spec
+                    .queue_timeout
+                    .filter(|_| job.suspended && !job.deleting);
+                let waited = self.now.duration_since(job.queued_since());
+                match limit {
+                    Some(limit) if waited >= SignedDuration::from_secs(limit) => {
+                        let queue = spec.queue_name.as_deref().unwrap_or_default();
+                        let why = format!(
+                            "{QUEUE_TIMEOUT_WHY} {queue} for {}s, longer than its queueTimeout of {limit}s",
+                            waited.as_secs()
+                        );
+                        self.time_out(job, why.clone());
+                        Seen::Failed(Failure::TimedOut { why })
+                    }
+                    _ => Seen::Running,
+                }
+            }
+            JobState::Active { since } => {
+                let elapsed = self.now.duration_since(*since);
+                let over = timeout != UNLIMITED && elapsed >= SignedDuration::from_secs(timeout);
+                let start_over = job
+                    .start_deadline(spec.start_timeout)
+                    .is_some_and(|at| self.now >= at);
+                // A pod that never started fails for its cause when the start deadline or
+                // the step's timeout comes, whichever first, once the handler read why
+                // (until then it waits, as running). A Job being deleted is on its way out
+                // already: not timed out again.
+                let cannot_start = job
+                    .start_failure
+                    .as_ref()
+                    .filter(|_| (over || start_over) && job.may_fail_to_start());
+                if let Some(why) = cannot_start {
+                    self.fail_start(job, why.clone());
+                    Seen::Failed(Failure::CannotStart { why: why.clone() })
+                } else if over && !job.deleting {
+                    let why = format!(
+                        "running for {}s, longer than its timeout of {timeout}s",
+                        elapsed.as_secs()
+                    );
+                    self.time_out(job, why.clone());
+                    Seen::Failed(Failure::TimedOut { why })
+                } else {
+                    Seen::Running
+                }
+            }
+        }
+    }
+
+    /// Whether `job` waits for Kueue (a workflow with `queueName`): suspended, or admitted but
+    /// without a `startTime` yet. Its run timeout has not begun (its creation time is its
+    /// queue's, not its run's). A suspended Job of a workflow without a queue is not waiting
+    /// for anyone: its step times out as any other.
+    pub(super) fn queued_for_kueue(&self, job: &ObservedJob) -> bool {
+        self.workflow.spec.queue_name.is_some() && (job.suspended || job.start_time.is_none())
+    }
+}
+
+/// The fan-outs of a scope without any.
+static NO_FANS: LazyLock<HashMap<usize, FanOut>> = LazyLock::new(HashMap::new);
+
+/// The Job that speaks for each step of `scope` (and each item of a step that fans out, by
+/// step): if one somehow has two, success wins, then a running one (it may still succeed).
+/// Jobs of an earlier retry (`retry` is the current one) are left out when failed, or all of
+/// them for a scope that reruns in full. A Job of an item of a step that does not fan out, or
+/// the other way round, is of no instance this spec has (the run id covers fan-outs, so it is
+/// not ours).
+#[allow(clippy::type_complexity)]
+fn speaking_jobs<'a>(
+    scope: Scope<'a>,
+    jobs: &[&'a ObservedJob],
+    fan_outs: &HashMap<usize, FanOut>,
+    retry: i32,
+) -> (
+    Vec<Option<&'a ObservedJob>>,
+    HashMap<usize, BTreeMap<u32, &'a ObservedJob>>,
+) {
+    let rank = |j: &ObservedJob| match j.state {
+        JobState::Succeeded => 0,
+        JobState::Active { .. } => 1,
+        JobState::Failed { .. } | JobState::TimedOut { .. } | JobState::CannotStart { .. } => 2,
+    };
+    let superseded = |j: &ObservedJob| j.retry < retry && (scope.whole_retry || rank(j) == 2);
+    let mut job_of: Vec<Option<&'a ObservedJob>> = vec![None; scope.dag.len()];
+    let mut item_jobs: HashMap<usize, BTreeMap<u32, &'a ObservedJob>> = HashMap::new();
+    for &job in jobs {
+        if superseded(job) {
+            continue;
+        }
+        let Some(i) = scope.dag.index_of(&job.step) else {
+            continue;
+        };
+        match (fan_outs.contains_key(&i), job.item) {
+            (false, None) if job_of[i].is_none_or(|old| rank(job) < rank(old)) => {
+                job_of[i] = Some(job);
+            }
+            (true, Some(item)) => {
+                let slot = item_jobs.entry(i).or_default().entry(item).or_insert(job);
+                if rank(job) < rank(slot) {
+                    *slot = job;
+                }
+            }
+            _ => {}
+        }
+    }
+    (job_of, item_jobs)
+}
+
+/// What [`Planner::assess`] builds up, stage by stage, before it is a [`View`].
+struct Assessment<'a> {
+    scope: Scope<'a>,
+    job_of: Vec<Option<&'a ObservedJob>>,
+    fans: HashMap<usize, Fan<'a>>,
+    progress: Progress<'a>,
+    /// Failed instances (sorted into spec order at the end).
+    failures: Vec<(Unit, Failure)>,
+    running: usize,
+    known_outputs: HashMap<usize, &'a Outputs>,
+    /// Why a `withParam`'s value is not its items: the step fails once it may start (its
+    /// `when` may skip it first).
+    bad_params: HashMap<usize, String>,
+    /// Steps that start nothing more: a step that fans out once an item failed, a step whose
+    /// data failed it.
+    blocked: Vec<bool>,
+    /// Failed instances, as a set.
+    is_refused: HashSet<Unit>,
+    skipped: Vec<bool>,
+    inputs: HashMap<usize, Inputs>,
+}
+
+impl<'a> Assessment<'a> {
+    fn new(scope: Scope<'a>, job_of: Vec<Option<&'a ObservedJob>>) -> Self {
+        let n = scope.dag.len();
+        Assessment {
+            scope,
+            job_of,
+            fans: HashMap::new(),
+            progress: scope.dag.progress(),
+            failures: Vec::new(),
+            running: 0,
+            known_outputs: HashMap::new(),
+            bad_params: HashMap::new(),
+            blocked: vec![false; n],
+            is_refused: HashSet::new(),
+            skipped: vec![false; n],
+            inputs: HashMap::new(),
+        }
+    }
+
+    /// Fails `unit` for a reason of the data between steps.
+    fn fail(&mut self, unit: Unit, reason: &'static str, why: String) {
+        self.failures.push((unit, Failure::Data { reason, why }));
+    }
+
+    /// The instances without a Job: steps, and the items (known) of steps that fan out.
+    fn without_jobs(&self) -> Vec<Unit> {
+        let mut missing: Vec<Unit> = (self.job_of.iter().enumerate())
+            .filter(|(i, job)| job.is_none() && !self.fans.contains_key(i))
+            .map(|(i, _)| Unit::step(i))
+            .collect();
+        for (&i, fan) in &self.fans {
+            let count = fan.items.as_ref().map_or(0, ItemList::len);
+            missing.extend(
+                (0..count as u32)
+                    .filter(|item| !fan.jobs.contains_key(item))
+                    .map(|item| Unit {
+                        node: i,
+                        item: Some(item),
+                    }),
+            );
+        }
+        missing
+    }
+
+    /// Whether step `i` may start something: not blocked, and for a step that fans out its
+    /// items (or why they are not) known, else no Job and not refused.
+    fn starts(&self, i: usize) -> bool {
+        !self.blocked[i]
+            && match self.fans.get(&i) {
+                Some(fan) => fan.items.is_some() || self.bad_params.contains_key(&i),
+                None => self.job_of[i].is_none() && !self.is_refused.contains(&Unit::step(i)),
+            }
+    }
+
+    /// `when`s, named outputs and items decide among the steps that may start: a false `when`
+    /// skips its step (done for its dependents, which may then be decided in turn), a failing
+    /// one or a missing output fails it, and so does a `withParam` that is not a JSON list; a
+    /// step with no items is done at once. The same outputs decide the same way at every pass,
+    /// so nothing of it needs a record but the status. `main` is the steps' DAG and what they
+    /// told, for the exit steps.
+    fn decide_data(
+        &mut self,
+        whens: &HashMap<usize, Arc<When>>,
+        main: Option<(&'a Dag, &Known<'a>)>,
+    ) {
+        let mut queue: Vec<usize> = (self.progress.ready())
+            .filter(|&i| self.starts(i))
+            .collect();
+        while let Some(i) = queue.pop() {
+            let done = match self.decide_step(i, whens, main) {
+                Some(done) => done,
+                None => continue,
+            };
+            if done {
+                let mut newly = Vec::new();
+                self.progress.complete(i, &mut newly);
+                queue.extend(newly.into_iter().filter(|&d| self.starts(d)));
+            }
+        }
+    }
+
+    /// Decides step `i`: `Some(true)` when done without running (skipped, or no items),
+    /// `Some(false)` when it may start, `None` when its data failed it.
+    fn decide_step(
+        &mut self,
+        i: usize,
+        whens: &HashMap<usize, Arc<When>>,
+        main: Option<(&'a Dag, &Known<'a>)>,
+    ) -> Option<bool> {
+        let step = &self.scope.steps[i];
+        let (source_dag, source_outputs, seen) = match main {
+            Some((dag, known)) => (dag, &known.outputs, known.skipped.as_slice()),
+            None => (self.scope.dag, &self.known_outputs, self.skipped.as_slice()),
+        };
+        let verdict = whens
+            .get(&i)
+            .map(|when| when.evaluate(&upstream(source_dag, (source_outputs, seen), when.steps())));
+        match verdict {
+            None | Some(Ok(true)) => {}
+            Some(Ok(false)) => {
+                self.skipped[i] = true;
+                return Some(true);
+            }
+            Some(Err(error)) => {
+                let expression = step.when.as_deref().unwrap_or("");
+                self.blocked[i] = true;
+                let why = format!("when {expression:?}: {error}");
+                self.fail(Unit::step(i), REASON_WHEN_FAILED, why);
+                return None;
+            }
+        }
+        match step_inputs(step, source_dag, source_outputs) {
+            Ok(Some(values)) => {
+                self.inputs.insert(i, values);
+            }
+            Ok(None) => {}
+            Err(mut missing) => {
+                missing.skipped = source_dag
+                    .index_of(&missing.step)
+                    .is_some_and(|j| seen.get(j).copied().unwrap_or(false));
+                self.blocked[i] = true;
+                self.fail(Unit::step(i), REASON_MISSING_OUTPUT, missing.to_string());
+                return None;
+            }
+        }
+        if let Some(why) = self.bad_params.get(&i).cloned() {
+            self.blocked[i] = true;
+            self.fail(Unit::step(i), REASON_BAD_PARAM, why);
+            return None;
+        }
+        let no_items =
+            (self.fans.get(&i).and_then(|fan| fan.items.as_ref())).is_some_and(ItemList::is_empty);
+        Some(no_items)
+    }
+
+    /// The instances that may start, in spec order (items in order). The items of a
+    /// `withParam` are checked as they come: one without a field the step names fails its
+    /// step (the spec's own items were checked at create).
+    fn ready(&mut self) -> Vec<Unit> {
+        let mut ready = Vec::new();
+        let may_start: Vec<usize> = (self.progress.ready())
+            .filter(|&i| self.starts(i))
+            .collect();
+        for i in may_start {
+            let Some(fan) = self.fans.get(&i) else {
+                ready.push(Unit::step(i));
+                continue;
+            };
+            let Some(items) = &fan.items else { continue };
+            let param = matches!(items, ItemList::Param(_));
+            let mut bad_item = None;
+            for item in 0..items.len() as u32 {
+                let unit = Unit {
+                    node: i,
+                    item: Some(item),
+                };
+                if fan.jobs.contains_key(&item) || self.is_refused.contains(&unit) {
+                    continue;
+                }
+                let step = &self.scope.steps[i];
+                if param && let Some(why) = item_unresolved(step, &items.get(item as usize)) {
+                    bad_item = Some((unit, why));
+                    break;
+                }
+                ready.push(unit);
+            }
+            if let Some((unit, why)) = bad_item {
+                self.fail(unit, REASON_BAD_ITEM, why);
+                self.blocked[i] = true;
+                ready.retain(|u| u.node != i);
+            }
+        }
+        ready
+    }
+
+    fn into_view(mut self, ready: Vec<Unit>) -> View<'a> {
+        self.failures.sort_by_key(|(unit, _)| *unit);
+        let known = Known {
+            outputs: self.known_outputs,
+            skipped: self.skipped.clone(),
+        };
+        View {
+            dag: self.scope.dag,
+            steps: self.scope.steps,
+            run_index: self.scope.run_index,
+            runs: self.scope.runs,
+            job_of: self.job_of,
+            fans: self.fans,
+            progress: self.progress,
+            failures: self.failures,
+            running: self.running,
+            ready,
+            known,
+            skipped: self.skipped,
+            inputs: self.inputs,
+        }
+    }
+}

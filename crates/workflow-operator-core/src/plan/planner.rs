@@ -1,0 +1,262 @@
+//! The state of one plan being made ([`Planner`]) and what one pass sees of a set of steps
+//! ([`View`]): the types the planner's stages share, and its moves along the lifecycle table.
+
+use super::*;
+
+/// What one Job says of its step (or item), as [`Planner::assess`] sees it.
+pub(super) enum Seen {
+    Succeeded,
+    Running,
+    Failed(Failure),
+}
+
+/// The state of one plan being made.
+pub(super) struct Planner<'a> {
+    pub(super) workflow: &'a WorkFlow,
+    pub(super) previous: &'a WorkFlowStatus,
+    pub(super) run: &'a str,
+    /// Whose outputs are read, and the `when`s.
+    pub(super) flow: &'a DataFlow,
+    pub(super) now: Timestamp,
+    pub(super) phase: Phase,
+    /// The recomputed message, lists and the trigger of a failure; `None` keeps the previous
+    /// status's (a terminal workflow).
+    pub(super) outcome: Option<Outcome>,
+    pub(super) actions: Vec<Action>,
+    /// Jobs this plan already deletes or stops, so none is acted on twice.
+    pub(super) settled: HashSet<&'a str>,
+    pub(super) events: Vec<LifecycleEvent>,
+    pub(super) next_timeout_at: Option<Timestamp>,
+}
+
+/// One instance of a step of a [`View`]: the step (its index in the view's DAG) and, for a
+/// step that fans out, the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Unit {
+    pub(super) node: usize,
+    pub(super) item: Option<u32>,
+}
+
+impl Unit {
+    pub(super) fn step(node: usize) -> Unit {
+        Unit { node, item: None }
+    }
+}
+
+/// The set of steps one [`Planner::assess`] looks at: the steps of one run (`spec.runs`), or
+/// the exit steps.
+#[derive(Clone, Copy)]
+pub(super) struct Scope<'a> {
+    pub(super) dag: &'a Dag,
+    pub(super) steps: &'a [Step],
+    /// The run it is (0 for the exit steps).
+    pub(super) run_index: u32,
+    /// The runs its names tell apart (`spec.runs` for the steps, 1 for the exit steps).
+    pub(super) runs: u32,
+    /// Every Job of an earlier retry is left out, not only the failed ones: exit steps run
+    /// again in full on a retry.
+    pub(super) whole_retry: bool,
+}
+
+impl<'a> Scope<'a> {
+    /// The steps of run `run_index` of `runs`.
+    pub(super) fn run(dag: &'a Dag, steps: &'a [Step], run_index: u32, runs: u32) -> Self {
+        Scope {
+            dag,
+            steps,
+            run_index,
+            runs,
+            whole_retry: false,
+        }
+    }
+
+    /// The exit steps.
+    pub(super) fn exit(dag: &'a Dag, steps: &'a [Step]) -> Self {
+        Scope {
+            dag,
+            steps,
+            run_index: 0,
+            runs: 1,
+            whole_retry: true,
+        }
+    }
+}
+
+/// Where the exit steps stand once the steps ended (see [`Planner::advance`]).
+pub(super) struct Exits<'a> {
+    /// How the workflow ended, once the exit steps (if any) did too.
+    pub(super) end: Option<(Trigger, String)>,
+    /// What was seen of the exit steps, once they may run.
+    pub(super) view: Option<View<'a>>,
+    /// The exit steps created by this plan.
+    pub(super) created: Vec<Unit>,
+    /// The message while they run.
+    pub(super) message: Option<String>,
+}
+
+impl Exits<'_> {
+    /// No exit step runs: the workflow ends as its steps did (`end`).
+    pub(super) fn none(end: Option<(Trigger, String)>) -> Self {
+        Exits {
+            end,
+            view: None,
+            created: Vec::new(),
+            message: None,
+        }
+    }
+}
+
+/// What [`Planner::assess`] saw of one set of steps: the steps of one run (`spec.runs`), or
+/// the exit steps.
+pub(super) struct View<'a> {
+    pub(super) dag: &'a Dag,
+    pub(super) steps: &'a [Step],
+    /// The run it is (0 for the exit steps).
+    pub(super) run_index: u32,
+    /// The runs its names tell apart (`spec.runs` for the steps, 1 for the exit steps).
+    pub(super) runs: u32,
+    /// The Job that speaks for each step that does not fan out.
+    pub(super) job_of: Vec<Option<&'a ObservedJob>>,
+    /// The steps that fan out, by index.
+    pub(super) fans: HashMap<usize, Fan<'a>>,
+    pub(super) progress: Progress<'a>,
+    /// Failed instances, in spec order (items in order).
+    pub(super) failures: Vec<(Unit, Failure)>,
+    /// Jobs that run (not stopped by this plan).
+    pub(super) running: usize,
+    /// Instances that may start: dependencies succeeded, no Job, not refused, `when` true,
+    /// the outputs they name known, their items known; in spec order (items in order).
+    pub(super) ready: Vec<Unit>,
+    /// What each step tells the steps after it (the steps' views only; empty for exit steps).
+    pub(super) known: Known<'a>,
+    /// Steps their `when` skipped.
+    pub(super) skipped: Vec<bool>,
+    /// The values of the outputs each ready step names, for its Jobs.
+    pub(super) inputs: HashMap<usize, Inputs>,
+}
+
+impl View<'_> {
+    /// The name of `unit` in the status: its step's, with its run and item (`fan_out`).
+    pub(super) fn display(&self, unit: Unit) -> String {
+        fan_out::display_name(
+            self.dag.name(unit.node),
+            self.run_index,
+            self.runs,
+            unit.item,
+        )
+    }
+
+    /// The steps with a failed instance.
+    pub(super) fn failed_steps(&self) -> usize {
+        let mut steps: Vec<usize> = self.failures.iter().map(|(u, _)| u.node).collect();
+        steps.dedup();
+        steps.len()
+    }
+}
+
+/// A step that fans out, as one pass sees it.
+pub(super) struct Fan<'a> {
+    /// Its items, once known (a `withParam`'s once its step's outputs are).
+    pub(super) items: Option<ItemList<'a>>,
+    /// The Job that speaks for each item that has one.
+    pub(super) jobs: BTreeMap<u32, &'a ObservedJob>,
+    pub(super) succeeded: u32,
+    pub(super) running: u32,
+}
+
+/// What the steps (not the exit steps) tell the steps after them: the outputs read of each
+/// step whose outputs are named, and which steps a `when` skipped.
+#[derive(Default)]
+pub(super) struct Known<'a> {
+    pub(super) outputs: HashMap<usize, &'a Outputs>,
+    pub(super) skipped: Vec<bool>,
+}
+
+/// The status lists being rendered.
+#[derive(Default)]
+pub(super) struct Lists {
+    pub(super) executed: Vec<String>,
+    pub(super) started: Vec<String>,
+    pub(super) steps: Vec<StepStatus>,
+}
+
+pub(super) struct Outcome {
+    pub(super) message: Option<String>,
+    pub(super) executed: Vec<String>,
+    pub(super) started: Vec<String>,
+    pub(super) steps: Vec<StepStatus>,
+    pub(super) total: usize,
+    /// What made the workflow fail, for the `Failed` condition's reason.
+    pub(super) failed_by: Option<Trigger>,
+}
+
+impl<'a> Planner<'a> {
+    pub(super) fn new(
+        workflow: &'a WorkFlow,
+        run: &'a str,
+        flow: &'a DataFlow,
+        now: Timestamp,
+    ) -> Planner<'a> {
+        let previous = workflow.status.as_ref().unwrap_or(&NO_STATUS);
+        let mut planner = Planner {
+            workflow,
+            previous,
+            run,
+            flow,
+            now,
+            phase: previous.workflow_status.unwrap_or(Phase::Created),
+            outcome: None,
+            actions: Vec::new(),
+            settled: HashSet::new(),
+            events: Vec::new(),
+            next_timeout_at: None,
+        };
+        // A status without a run id is adopted as is (a new workflow, or one another operator
+        // ran); a different run id means what runs changed. In Created nothing ran yet, so
+        // there is no move to make.
+        if let Some(old) = previous.run.as_deref().filter(|old| *old != run)
+            && planner.phase != Phase::Created
+        {
+            planner.go(
+                Trigger::SpecChanged,
+                format!("what runs changed (run {old} -> {run})"),
+            );
+        }
+        planner
+    }
+
+    /// Moves along the lifecycle table.
+    ///
+    /// # Panics
+    /// Never in practice: the planner is only in Created or Started when it calls this with
+    /// anything but `SpecChanged`, and the table has a row for each trigger it uses there (the
+    /// lifecycle and planner tests cover every call).
+    pub(super) fn go(&mut self, trigger: Trigger, detail: String) {
+        if self.phase == Phase::Created && Transition::new(self.phase, trigger).is_err() {
+            // Reaching an outcome from Created (the status write after the first Jobs was
+            // lost) passes through Started, so the recorded path stays a legal one.
+            self.go(Trigger::StepsStarted, "steps were already running".into());
+        }
+        let transition =
+            Transition::new(self.phase, trigger).unwrap_or_else(|e| panic!("planner bug: {e}"));
+        self.events.push(LifecycleEvent {
+            message: format!("{} -> {}: {detail}", transition.from(), transition.to()),
+            transition,
+        });
+        self.phase = transition.to();
+    }
+
+    /// The name of `step`'s Job in this run and retry.
+    pub(super) fn job_name(&self, step: &str) -> String {
+        names::retry_job_name(
+            self.workflow_name(),
+            step,
+            self.run,
+            self.workflow.spec.retry,
+        )
+    }
+
+    pub(super) fn workflow_name(&self) -> &str {
+        self.workflow.metadata.name.as_deref().unwrap_or_default()
+    }
+}

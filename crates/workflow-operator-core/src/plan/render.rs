@@ -1,0 +1,360 @@
+//! Rendering: the status lists, the step entries, the message, the conditions and the
+//! finished [`Plan`].
+
+use super::*;
+
+/// The entry of a step its `when` (`expression`) skipped.
+pub(super) fn skipped_entry(name: &str, expression: Option<&str>) -> StepStatus {
+    let expression = expression.unwrap_or("");
+    StepStatus {
+        phase: StepPhase::Skipped,
+        reason: Some(REASON_WHEN_FALSE.into()),
+        message: Some(format!("when {expression:?} is false")),
+        job: None,
+        ..running_step_status(name, String::new(), false)
+    }
+}
+
+/// `a, b, c` or `a, b, c and 7 more`.
+pub(super) fn list_names(names: &[&str]) -> String {
+    const SHOWN: usize = 5;
+    let mut out = names
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        out.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    if out.is_empty() {
+        "nothing new".into()
+    } else {
+        out
+    }
+}
+
+/// The `Completed`, `Failed` and `Finished` conditions for `phase`; a condition keeps its
+/// `lastTransitionTime` while its status stays the same.
+pub(super) fn conditions(
+    previous: &[Condition],
+    phase: Phase,
+    failed_by: Option<Trigger>,
+    message: Option<&str>,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Vec<Condition> {
+    let make = |type_: &str, holds: bool, reason: &str| {
+        let status = if holds { "True" } else { "False" };
+        let since = previous
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map_or(Time(now), |c| c.last_transition_time.clone());
+        Condition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            reason: reason.to_string(),
+            message: message.unwrap_or_default().to_string(),
+            observed_generation: generation,
+            last_transition_time: since,
+        }
+    };
+    let completed = phase == Phase::Completed;
+    let failed = phase == Phase::Failed;
+    vec![
+        make(
+            CONDITION_COMPLETED,
+            completed,
+            if completed {
+                Trigger::AllStepsSucceeded.reason()
+            } else {
+                phase.as_str()
+            },
+        ),
+        make(
+            CONDITION_FAILED,
+            failed,
+            match failed_by {
+                Some(trigger) if failed => trigger.reason(),
+                _ => phase.as_str(),
+            },
+        ),
+        make(
+            CONDITION_FINISHED,
+            completed || failed,
+            match failed_by {
+                Some(trigger) if failed => trigger.reason(),
+                _ if completed => Trigger::AllStepsSucceeded.reason(),
+                _ => phase.as_str(),
+            },
+        ),
+    ]
+}
+
+impl<'a> Planner<'a> {
+    /// Renders the status lists of the runs `mains` (with the instances `created` in each)
+    /// and of the exit steps into the plan's outcome; `total` counts every step of every run
+    /// and the exit steps.
+    pub(super) fn render_outcome(
+        &mut self,
+        (mains, created): (&[View<'a>], &[Vec<Unit>]),
+        exits: &Exits<'a>,
+        (message, failed_by): (Option<String>, Option<Trigger>),
+        total: usize,
+    ) {
+        let terminal = self.phase.is_terminal();
+        let halted = if failed_by == Some(Trigger::Terminated) {
+            (REASON_TERMINATED, "terminated: spec.shutdown is Terminate")
+        } else {
+            (REASON_STOPPED, "stopped: the workflow failed")
+        };
+        let mut lists = Lists::default();
+        for (view, created) in mains.iter().zip(created) {
+            self.render(view, created, terminal, halted, "", &mut lists);
+        }
+        if let Some(view) = &exits.view {
+            self.render(view, &exits.created, terminal, halted, "exit ", &mut lists);
+        }
+        self.outcome = Some(Outcome {
+            message,
+            executed: lists.executed,
+            started: lists.started,
+            steps: lists.steps,
+            total,
+            failed_by,
+        });
+    }
+
+    /// Adds the steps of `view` to the status lists: succeeded ones to `executed`; running ones
+    /// and those being created (`created`) to `started` and `steps`; failed ones to `steps`;
+    /// in a terminal workflow, steps still running are `halted` (reason and message). A step
+    /// that fans out is one name in `executed` and `started` and one entry in `steps` (its
+    /// items counted), plus an entry per failed item.
+    pub(super) fn render(
+        &self,
+        view: &View<'a>,
+        created: &[Unit],
+        terminal: bool,
+        halted: (&str, &str),
+        prefix: &str,
+        lists: &mut Lists,
+    ) {
+        let mut created_iter = created.iter().peekable();
+        let mut failures_iter = view.failures.iter().peekable();
+        for (i, job) in view.job_of.iter().enumerate() {
+            let name = view.display(Unit::step(i));
+            let mut failures = Vec::new();
+            while let Some((unit, failure)) = failures_iter.next_if(|(u, _)| u.node == i) {
+                failures.push((*unit, failure));
+            }
+            let mut created_here = 0;
+            while created_iter.next_if(|u| u.node == i).is_some() {
+                created_here += 1;
+            }
+            if let Some(fan) = view.fans.get(&i) {
+                self.render_fan(
+                    view,
+                    i,
+                    fan,
+                    &failures,
+                    created_here,
+                    terminal,
+                    halted,
+                    lists,
+                );
+                continue;
+            }
+            let failure = failures.first().map(|(_, f)| *f);
+            match (job, failure) {
+                (_, Some(Failure::Refused { entry })) => lists.steps.push((**entry).clone()),
+                (None, Some(failure)) => lists.steps.extend(failure.entry_without_job(&name)),
+                (Some(job), Some(failure)) => {
+                    let mut entry = failure.step_status(&name, job);
+                    if !prefix.is_empty() {
+                        entry.message = entry.message.map(|m| format!("{prefix}step: {m}"));
+                    }
+                    lists.steps.push(entry);
+                }
+                (Some(job), None) => match &job.state {
+                    JobState::Succeeded => {
+                        // Outputs another step names are recorded, so they are read once.
+                        if let Some(outputs) = view.known.outputs.get(&i) {
+                            lists.steps.push(StepStatus {
+                                phase: StepPhase::Succeeded,
+                                started_at: job.start_time.map(Time),
+                                finished_at: job.finished_at.map(Time),
+                                outputs: (*outputs).clone(),
+                                ..running_step_status(&name, job.name.clone(), false)
+                            });
+                        }
+                        lists.executed.push(name.clone());
+                    }
+                    JobState::Active { .. } if !terminal => {
+                        let mut entry = running_step_status(&name, job.name.clone(), job.suspended);
+                        if let Some(queue) = self.workflow.spec.queue_name.as_deref()
+                            && job.suspended
+                        {
+                            entry.message = Some(format!(
+                                "waiting for Kueue to admit its Job (queue {queue})"
+                            ));
+                        }
+                        lists.steps.push(entry);
+                        lists.started.push(name.clone());
+                    }
+                    // Stopped with the workflow (failFast, Terminate).
+                    JobState::Active { .. } => lists.steps.push(StepStatus {
+                        phase: StepPhase::Failed,
+                        started_at: job.start_time.map(Time),
+                        attempts: Some(job.attempts),
+                        reason: Some(halted.0.into()),
+                        message: Some(halted.1.into()),
+                        ..running_step_status(&name, job.name.clone(), false)
+                    }),
+                    _ => {}
+                },
+                (None, None) if view.skipped[i] => lists
+                    .steps
+                    .push(skipped_entry(&name, view.steps[i].when.as_deref())),
+                (None, None) => {}
+            }
+            // Steps being created count as started, so their Jobs appearing changes nothing.
+            if created_here > 0 {
+                let job = self.job_name(&name);
+                lists.steps.push(running_step_status(&name, job, false));
+                lists.started.push(name);
+            }
+        }
+    }
+
+    /// [`Planner::render`] for step `i` of `view`, which fans out over `fan`'s items:
+    /// `created` of them being created, `failures` its failed items (or its own failure, for a
+    /// `withParam` that is not a list or a `when` that fails). Its entry counts its items;
+    /// each failed item has its own (`NAME[i]`); succeeded and running items have none, so a
+    /// step of 10,000 items costs the status a few entries.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn render_fan(
+        &self,
+        view: &View<'a>,
+        i: usize,
+        fan: &Fan<'a>,
+        failures: &[(Unit, &Failure)],
+        created: usize,
+        terminal: bool,
+        halted: (&str, &str),
+        lists: &mut Lists,
+    ) {
+        let name = view.display(Unit::step(i));
+        if view.skipped[i] {
+            lists
+                .steps
+                .push(skipped_entry(&name, view.steps[i].when.as_deref()));
+            return;
+        }
+        if view.progress.is_done(i) {
+            lists.executed.push(name);
+            return;
+        }
+        let running = fan.running as usize + created;
+        let item_failures = failures.iter().filter(|(u, _)| u.item.is_some()).count();
+        if running == 0 && item_failures == 0 {
+            // Not started, or failed as a whole (its `withParam`, its `when`).
+            for (_, failure) in failures {
+                lists.steps.extend(failure.entry_without_job(&name));
+            }
+            return;
+        }
+        let counts = ItemCounts {
+            total: fan.items.as_ref().map_or(0, ItemList::len) as u32,
+            succeeded: fan.succeeded,
+            running: if terminal { 0 } else { running as u32 },
+            failed: item_failures as u32,
+        };
+        let (phase, reason, message) = if item_failures > 0 {
+            let message = format!("{item_failures} of {} items failed", counts.total);
+            (StepPhase::Failed, None, Some(message))
+        } else if terminal {
+            (
+                StepPhase::Failed,
+                Some(halted.0.to_string()),
+                Some(halted.1.to_string()),
+            )
+        } else {
+            (StepPhase::Running, None, None)
+        };
+        lists.steps.push(StepStatus {
+            phase,
+            reason,
+            message,
+            job: None,
+            items: Some(counts),
+            ..running_step_status(&name, String::new(), false)
+        });
+        if running > 0 && !terminal {
+            lists.started.push(name);
+        }
+        for (unit, failure) in failures {
+            let item_name = view.display(*unit);
+            let entry = match (failure, unit.item.and_then(|item| fan.jobs.get(&item))) {
+                (Failure::Refused { entry }, _) => Some((**entry).clone()),
+                (failure, Some(job)) => Some(failure.step_status(&item_name, job)),
+                (failure, None) => failure.entry_without_job(&item_name),
+            };
+            lists.steps.extend(entry);
+        }
+    }
+
+    pub(super) fn finish(self) -> Plan {
+        let previous = self.previous;
+        let generation = self.workflow.metadata.generation;
+        let phase_changed = previous.workflow_status != Some(self.phase);
+        let status_changed = match &previous.status_changed {
+            Some(at) if !phase_changed => at.clone(),
+            _ => format!("{:.0}", self.now),
+        };
+        let status = match self.outcome {
+            Some(outcome) => WorkFlowStatus {
+                progress: Some(format!("{}/{}", outcome.executed.len(), outcome.total)),
+                conditions: conditions(
+                    &previous.conditions,
+                    self.phase,
+                    outcome.failed_by,
+                    outcome.message.as_deref(),
+                    generation,
+                    self.now,
+                ),
+                message: outcome.message,
+                executed: outcome.executed,
+                started: outcome.started,
+                steps: outcome.steps,
+                workflow_status: Some(self.phase),
+                status_changed: Some(status_changed),
+                observed_generation: generation,
+                run: Some(self.run.to_string()),
+                retry: (self.workflow.spec.retry != 0).then_some(self.workflow.spec.retry),
+            },
+            // Terminal: keep everything but the bookkeeping.
+            None => WorkFlowStatus {
+                workflow_status: Some(self.phase),
+                status_changed: Some(status_changed),
+                progress: previous.progress.clone().or_else(|| {
+                    Some(format!(
+                        "{}/{}",
+                        previous.executed.len(),
+                        self.workflow.spec.containers.len()
+                    ))
+                }),
+                observed_generation: generation.or(previous.observed_generation),
+                run: Some(self.run.to_string()),
+                ..previous.clone()
+            },
+        };
+        let status = (self.workflow.status.as_ref() != Some(&status)).then_some(status);
+        Plan {
+            run: self.run.to_string(),
+            actions: self.actions,
+            status,
+            events: self.events,
+            next_timeout_at: self.next_timeout_at,
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Run control: deleting Jobs of other runs, stopping a failed workflow's running steps,
+//! `spec.retry`, an invalid workflow, and how exit steps change a workflow's end.
+
+use super::*;
+
+/// How a workflow whose steps ended with `main_end` ends once its exit steps (`exits`) ended:
+/// as the steps did, with a failed exit step added to the message; a failed exit step fails a
+/// workflow whose steps all succeeded, but no exit step makes a failed one succeed.
+pub(super) fn exit_end(main_end: (Trigger, String), exits: &View<'_>) -> (Trigger, String) {
+    let (trigger, message) = main_end;
+    let Some((unit, failure)) = exits.failures.first() else {
+        return (trigger, message);
+    };
+    let exit_failure = format!("exit {}", failure.describe(&exits.display(*unit)));
+    if trigger == Trigger::AllStepsSucceeded {
+        (failure.trigger(), exit_failure)
+    } else {
+        (trigger, format!("{message}; {exit_failure}"))
+    }
+}
+
+impl<'a> Planner<'a> {
+    pub(super) fn delete(&mut self, job: &'a ObservedJob, reason: DeleteReason) {
+        if !job.deleting && self.settled.insert(&job.name) {
+            self.actions.push(Action::DeleteJob {
+                job_name: job.name.clone(),
+                reason,
+            });
+        }
+    }
+
+    /// Stops the Job of a step past its timeout and keeps it (see [`Action::TimeOutJob`]); a
+    /// failed workflow then does not delete it with its running Jobs.
+    pub(super) fn time_out(&mut self, job: &'a ObservedJob, why: String) {
+        if self.settled.insert(&job.name) {
+            self.actions.push(Action::TimeOutJob {
+                job_name: job.name.clone(),
+                why,
+            });
+        }
+    }
+
+    /// Stops the Job of a step whose pod did not start and keeps it (see
+    /// [`Action::FailStart`]).
+    pub(super) fn fail_start(&mut self, job: &'a ObservedJob, why: String) {
+        if self.settled.insert(&job.name) {
+            self.actions.push(Action::FailStart {
+                job_name: job.name.clone(),
+                why,
+            });
+        }
+    }
+
+    pub(super) fn delete_other_runs(&mut self, jobs: &'a [ObservedJob]) {
+        let run = self.run;
+        for job in jobs.iter().filter(|j| j.run != run) {
+            self.delete(job, DeleteReason::OldRun);
+        }
+    }
+
+    /// Deletes the current run's Jobs that still run (a failed workflow stops its steps). A
+    /// timed-out step's Job is not one of them: it is stopping already, and it is the record.
+    pub(super) fn delete_running(&mut self, current: &[&'a ObservedJob], reason: DeleteReason) {
+        for &job in current {
+            if matches!(job.state, JobState::Active { .. }) {
+                self.delete(job, reason);
+            }
+        }
+    }
+
+    pub(super) fn keep_terminal(&mut self, current: &[&'a ObservedJob]) {
+        if self.phase == Phase::Failed {
+            self.delete_running(current, DeleteReason::WorkflowFailed);
+        }
+    }
+
+    /// A failed workflow whose `spec.retry` is above the retry its status describes is retried:
+    /// `Failed -> Created`, and the steps that did not succeed run again (see
+    /// [`Planner::assess`]). Only a failed workflow of the current run: a completed one has
+    /// nothing to retry, and a new run starts from scratch anyway.
+    pub(super) fn retry_if_asked(&mut self) {
+        let retry = self.workflow.spec.retry;
+        let previous = self.previous.retry.unwrap_or(0);
+        let same_run = self.previous.run.as_deref() == Some(self.run);
+        if self.phase == Phase::Failed && same_run && retry > previous {
+            self.go(
+                Trigger::Retried,
+                format!("retry {retry}: running again the steps that did not succeed"),
+            );
+        }
+    }
+
+    pub(super) fn fail_invalid(&mut self, error: &DagError, current: &[&'a ObservedJob]) {
+        let message = format!("invalid workflow: {error}");
+        self.go(Trigger::InvalidSpec, message.clone());
+        self.delete_running(current, DeleteReason::WorkflowFailed);
+        self.outcome = Some(Outcome {
+            message: Some(message),
+            executed: Vec::new(),
+            started: Vec::new(),
+            steps: Vec::new(),
+            total: self.workflow.spec.containers.len(),
+            failed_by: Some(Trigger::InvalidSpec),
+        });
+    }
+}

@@ -1,0 +1,419 @@
+//! Scheduling: which ready steps start now (dependencies succeeded, `when` true, outputs and
+//! items known, within `parallelism`), and how the run moves on to its exit steps and its end.
+
+use super::*;
+
+/// What a `when` naming `names` (steps of `dag`) sees of them, given the known `outputs` and
+/// `skipped` steps: the steps among them that are done, skipped or succeeded with outputs.
+pub(super) fn upstream<'a>(
+    dag: &Dag,
+    (outputs, skipped): (&HashMap<usize, &'a Outputs>, &[bool]),
+    names: &'a [String],
+) -> HashMap<&'a str, Upstream<'a>> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let i = dag.index_of(name)?;
+            let facts = if skipped.get(i).copied().unwrap_or(false) {
+                Upstream {
+                    phase: StepPhase::Skipped.as_str(),
+                    outputs: None,
+                }
+            } else {
+                Upstream {
+                    phase: StepPhase::Succeeded.as_str(),
+                    outputs: Some(outputs.get(&i)?),
+                }
+            };
+            Some((name.as_str(), facts))
+        })
+        .collect()
+}
+
+/// The values of the outputs `step` names, from the known `outputs` of the steps of `dag`;
+/// `None` when it names none.
+///
+/// # Errors
+/// The first output named that is not there (its step was skipped, or did not write it; the
+/// caller, which knows the skipped steps, says which).
+pub(super) fn step_inputs(
+    step: &Step,
+    dag: &Dag,
+    outputs: &HashMap<usize, &Outputs>,
+) -> Result<Option<Inputs>, outputs::MissingOutput> {
+    let mut inputs = Inputs::new();
+    for text in data_flow::texts(step) {
+        let Ok(found) = outputs::references(text) else {
+            continue;
+        };
+        for reference in found {
+            let Source::Output { step, key } = reference.source else {
+                continue;
+            };
+            let value = dag
+                .index_of(step)
+                .and_then(|i| outputs.get(&i))
+                .and_then(|o| o.get(key));
+            let Some(value) = value else {
+                return Err(outputs::MissingOutput {
+                    text: reference.text.to_string(),
+                    step: step.to_string(),
+                    key: key.to_string(),
+                    skipped: false,
+                });
+            };
+            inputs.insert((step.to_string(), key.to_string()), value.clone());
+        }
+    }
+    Ok((!inputs.is_empty()).then_some(inputs))
+}
+
+/// The items of the step fanning out as `fan_out` (`step` of `dag`), given the known
+/// `outputs`: `None` while a `withParam`'s step has not told them.
+///
+/// # Errors
+/// Why a `withParam`'s value is not its items, for the step's failure.
+pub(super) fn items_of<'a>(
+    step: &'a Step,
+    fan_out: &FanOut,
+    dag: &Dag,
+    outputs: &HashMap<usize, &Outputs>,
+) -> Result<Option<ItemList<'a>>, String> {
+    if let Some(items) = ItemList::of_spec(step, fan_out) {
+        return Ok(Some(items));
+    }
+    let FanOut::Param { step: source, key } = fan_out else {
+        return Ok(None);
+    };
+    let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
+    let Some(outputs) = outputs.get(source) else {
+        return Ok(None);
+    };
+    let Some(text) = outputs.get(key) else {
+        return Err(format!(
+            "withParam {param}: step {:?} wrote no output {key:?}",
+            dag.name(*source)
+        ));
+    };
+    fan_out::parse_param(text)
+        .map(|items| Some(ItemList::Param(items)))
+        .map_err(|why| format!("withParam {param} {why}"))
+}
+
+/// The first `{{item.FIELD}}` of `step` that `item` cannot fill, as the item's failure.
+pub(super) fn item_unresolved(step: &Step, item: &serde_json::Value) -> Option<String> {
+    data_flow::texts(step).find_map(|text| {
+        outputs::substitute(text, |_, _| Some(""), Some(item))
+            .err()
+            .map(|e| e.to_string())
+    })
+}
+
+impl<'a> Planner<'a> {
+    /// Moves a running workflow on: sees each run's Jobs, decides how its steps ended (if
+    /// they did), runs the exit steps then, starts the ready steps otherwise, and renders the
+    /// outcome.
+    pub(super) fn advance(
+        &mut self,
+        dag: &'a Dag,
+        exit_dag: Option<&'a Dag>,
+        current: &[&'a ObservedJob],
+    ) {
+        let spec = &self.workflow.spec;
+        let (main_jobs, exit_jobs): (Vec<&ObservedJob>, Vec<&ObservedJob>) = current
+            .iter()
+            .partition(|j| exit_dag.is_none() || dag.index_of(&j.step).is_some());
+        let mut mains = self.assess_runs(dag, &main_jobs);
+        if spec.shutdown.is_some() {
+            // Stopping or terminating: nothing new starts.
+            for view in &mut mains {
+                view.ready.clear();
+            }
+        }
+        let main_end = self.main_end(&mains);
+        if let Some((trigger, _)) = &main_end
+            && *trigger != Trigger::AllStepsSucceeded
+        {
+            let reason = if spec.shutdown == Some(Shutdown::Terminate) {
+                DeleteReason::Terminated
+            } else {
+                DeleteReason::WorkflowFailed
+            };
+            self.delete_running(&main_jobs, reason);
+        }
+        // Resumed before anything starts (exit steps included) or ends.
+        if !spec.suspend && self.phase == Phase::Suspended {
+            self.go(
+                Trigger::Resumed,
+                "spec.suspend is false: steps start again".into(),
+            );
+        }
+        let exits = match (main_end, exit_dag) {
+            (Some(main_end), Some(exit_dag)) if spec.shutdown != Some(Shutdown::Terminate) => {
+                self.run_exit_steps(exit_dag, &exit_jobs, (dag, &mains), main_end)
+            }
+            (main_end, _) => Exits::none(main_end),
+        };
+        let mut created: Vec<Vec<Unit>> = vec![Vec::new(); mains.len()];
+        let mut failed_by = None;
+        let message = if let Some((trigger, message)) = exits.end.clone() {
+            self.go(trigger, message.clone());
+            failed_by = (trigger != Trigger::AllStepsSucceeded).then_some(trigger);
+            Some(message)
+        } else {
+            self.start_ready(dag, &mut mains, &mut created);
+            for view in &mains {
+                self.plan_deadlines(view, &spec.containers);
+            }
+            if let Some(view) = &exits.view {
+                self.plan_deadlines(view, &spec.on_exit);
+            }
+            self.waiting_message(&mains, exits.message.clone())
+        };
+        let total = dag.len() * spec.run_count() as usize + exit_dag.map_or(0, Dag::len);
+        self.render_outcome((&mains, &created), &exits, (message, failed_by), total);
+    }
+
+    /// One view per run of `spec.runs`, each of its own Jobs (the run index is in the run
+    /// id's Job names and labels).
+    fn assess_runs(&mut self, dag: &'a Dag, main_jobs: &[&'a ObservedJob]) -> Vec<View<'a>> {
+        let spec = &self.workflow.spec;
+        let runs = spec.run_count();
+        let mut by_run: Vec<Vec<&ObservedJob>> = vec![Vec::new(); runs as usize];
+        for &job in main_jobs {
+            if let Some(jobs) = by_run.get_mut(job.run_index as usize) {
+                jobs.push(job);
+            }
+        }
+        by_run
+            .iter()
+            .enumerate()
+            .map(|(r, jobs)| {
+                let scope = Scope::run(dag, &spec.containers, r as u32, runs);
+                self.assess(scope, jobs, None)
+            })
+            .collect()
+    }
+
+    /// How the steps (not the exit steps) ended, once they did: all succeeded, terminated,
+    /// failed (at once with `failFast`, else once nothing runs or may start), or stopped.
+    fn main_end(&self, mains: &[View<'a>]) -> Option<(Trigger, String)> {
+        let spec = &self.workflow.spec;
+        let runs = spec.run_count();
+        let n = mains.first().map_or(0, |v| v.dag.len());
+        let running: usize = mains.iter().map(|v| v.running).sum();
+        let no_ready = mains.iter().all(|v| v.ready.is_empty());
+        let first_failure = first_failure(mains);
+        let failed_steps: usize = mains.iter().map(View::failed_steps).sum();
+        if mains.iter().all(|v| v.progress.all_done()) {
+            let message = if runs > 1 {
+                format!("all {n} steps succeeded in each of {runs} runs")
+            } else {
+                format!("all {n} steps succeeded")
+            };
+            Some((Trigger::AllStepsSucceeded, message))
+        } else if spec.shutdown == Some(Shutdown::Terminate) {
+            let mut message = "terminated (spec.shutdown: Terminate)".to_string();
+            if let Some((name, failure)) = &first_failure {
+                message.push_str(&format!("; {}", failure.describe(name)));
+            }
+            Some((Trigger::Terminated, message))
+        } else if let Some((name, failure)) = first_failure
+            .as_ref()
+            .filter(|_| spec.fail_fast || running == 0 && no_ready)
+        {
+            let mut message = failure.describe(name);
+            if failed_steps > 1 {
+                message.push_str(&format!(" (and {} more failed steps)", failed_steps - 1));
+            }
+            Some((failure.trigger(), message))
+        } else if spec.shutdown == Some(Shutdown::Stop) && running == 0 {
+            let never_ran = (n * runs as usize)
+                - mains.iter().map(|v| v.progress.done_count()).sum::<usize>()
+                - failed_steps;
+            Some((
+                Trigger::Stopped,
+                format!("stopped (spec.shutdown: Stop): {never_ran} steps never ran"),
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// The exit steps (of `exit_dag`), once the steps of `main` ended with `main_end`: those
+    /// ready start (unless suspended), and the workflow ends once they all ended too.
+    fn run_exit_steps(
+        &mut self,
+        exit_dag: &'a Dag,
+        exit_jobs: &[&'a ObservedJob],
+        main: (&'a Dag, &[View<'a>]),
+        main_end: (Trigger, String),
+    ) -> Exits<'a> {
+        let spec = &self.workflow.spec;
+        let (dag, mains) = main;
+        // With several runs an exit step names no step's outputs (`data_flow`): the last
+        // run's are as good as any.
+        let known = &mains.last().expect("at least one run").known;
+        let view = self.assess(
+            Scope::exit(exit_dag, &spec.on_exit),
+            exit_jobs,
+            Some((dag, known)),
+        );
+        let exit_env = ExitEnv {
+            status: if main_end.0 == Trigger::AllStepsSucceeded {
+                Phase::Completed
+            } else {
+                Phase::Failed
+            },
+            failed_steps: mains
+                .iter()
+                .flat_map(|v| v.failures.iter().map(|(unit, _)| v.display(*unit)))
+                .collect(),
+        };
+        let none_yet = view.job_of.iter().all(Option::is_none);
+        // Suspended: the exit steps wait too (and the workflow has not ended).
+        let mut created = Vec::new();
+        if !spec.suspend {
+            created = (view.ready.iter().take(self.slots(view.running)).copied()).collect();
+        }
+        for &unit in &created {
+            let step = exit_dag.name(unit.node);
+            self.actions.push(Action::CreateJob {
+                step: step.to_string(),
+                job_name: self.job_name(step),
+                retry: spec.retry,
+                exit: Some(exit_env.clone()),
+                inputs: view.inputs.get(&unit.node).cloned().unwrap_or_default(),
+                instance: Instance::default(),
+            });
+        }
+        if view.running == 0 && view.ready.is_empty() {
+            let end = exit_end(main_end, &view);
+            return Exits {
+                end: Some(end),
+                view: Some(view),
+                created,
+                message: None,
+            };
+        }
+        if none_yet && !created.is_empty() {
+            let names: Vec<&str> = created.iter().map(|u| exit_dag.name(u.node)).collect();
+            let detail = format!(
+                "running exit steps {} after: {}",
+                list_names(&names),
+                main_end.1
+            );
+            self.go(Trigger::ExitStepsStarted, detail);
+        }
+        Exits {
+            end: None,
+            view: Some(view),
+            created,
+            message: Some(format!("running exit steps: {}", main_end.1)),
+        }
+    }
+
+    /// Starts the ready instances of `mains` (into `created`, by run): at most `parallelism`
+    /// at once across all runs, the earlier runs first; none while suspended.
+    fn start_ready(&mut self, dag: &'a Dag, mains: &mut [View<'a>], created: &mut [Vec<Unit>]) {
+        let spec = &self.workflow.spec;
+        if spec.suspend && matches!(self.phase, Phase::Created | Phase::Started) {
+            self.go(
+                Trigger::Suspended,
+                "spec.suspend is true: no new step starts".into(),
+            );
+        }
+        let running: usize = mains.iter().map(|v| v.running).sum();
+        let mut started_names: Vec<String> = Vec::new();
+        if !spec.suspend {
+            let mut slots = self.slots(running);
+            for (view, created) in mains.iter_mut().zip(created.iter_mut()) {
+                let take = view.ready.len().min(slots);
+                created.extend_from_slice(&view.ready[..take]);
+                slots -= take;
+                for &unit in created.iter() {
+                    started_names.push(self.create(dag, view, unit));
+                }
+            }
+        }
+        if self.phase == Phase::Created && (running > 0 || !started_names.is_empty()) {
+            let names: Vec<&str> = started_names.iter().map(String::as_str).collect();
+            self.go(
+                Trigger::StepsStarted,
+                format!("starting {}", list_names(&names)),
+            );
+        }
+    }
+
+    /// Creates the Job of `unit` of `view`; its name in the status.
+    fn create(&mut self, dag: &Dag, view: &mut View<'a>, unit: Unit) -> String {
+        let name = view.display(unit);
+        let item = unit.item.and_then(|item| {
+            let items = view.fans.get(&unit.node)?.items.as_ref()?;
+            Some(fan_out::Item {
+                index: item,
+                value: items.get(item as usize),
+            })
+        });
+        let inputs = if unit.item.is_none() {
+            view.inputs.remove(&unit.node)
+        } else {
+            view.inputs.get(&unit.node).cloned()
+        };
+        self.actions.push(Action::CreateJob {
+            step: dag.name(unit.node).to_string(),
+            job_name: self.job_name(&name),
+            retry: self.workflow.spec.retry,
+            exit: None,
+            inputs: inputs.unwrap_or_default(),
+            instance: Instance {
+                run_index: view.run_index,
+                item,
+            },
+        });
+        name
+    }
+
+    /// The message of a workflow that has not ended: its exit steps running, a failure known
+    /// (`failFast: false`: it fails once nothing runs), stopping, or suspended.
+    fn waiting_message(&self, mains: &[View<'a>], exit_message: Option<String>) -> Option<String> {
+        let spec = &self.workflow.spec;
+        let failure = first_failure(mains).map(|(name, failure)| {
+            format!(
+                "{}; waiting for running steps to finish",
+                failure.describe(&name)
+            )
+        });
+        exit_message
+            .or(failure)
+            .or_else(|| {
+                (spec.shutdown == Some(Shutdown::Stop)).then(|| {
+                    "stopping (spec.shutdown: Stop): waiting for running steps to finish"
+                        .to_string()
+                })
+            })
+            .or_else(|| {
+                spec.suspend
+                    .then(|| "suspended (spec.suspend): no new step starts".to_string())
+            })
+    }
+
+    /// How many more steps may start with `running` running: `parallelism` minus those.
+    pub(super) fn slots(&self, running: usize) -> usize {
+        match self.workflow.spec.parallelism {
+            Some(p) => usize::try_from(p.max(1))
+                .unwrap_or(1)
+                .saturating_sub(running),
+            None => usize::MAX,
+        }
+    }
+}
+
+/// The first failed instance of the steps, in run order, with its name in the status.
+fn first_failure(mains: &[View<'_>]) -> Option<(String, Failure)> {
+    mains.iter().find_map(|v| {
+        v.failures
+            .first()
+            .map(|(unit, f)| (v.display(*unit), f.clone()))
+    })
+}

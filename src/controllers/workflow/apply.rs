@@ -1,0 +1,267 @@
+//! Applying: the plan's actions carried out against the API (client). Job creates, deadline
+//! patches, stops and deletes run [`ACTIONS_IN_FLIGHT`] at a time; each is idempotent (Job
+//! names are deterministic, deleting a missing Job succeeds, patches set fixed values), so a
+//! retry, a duplicate event or a restart never starts a step twice.
+
+use std::sync::Mutex;
+
+use futures::TryStreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube_kopf::{Context, HandlerError, HandlerResult};
+use serde_json::json;
+use workflow_operator_core::crd::WorkFlow;
+use workflow_operator_core::fan_out;
+use workflow_operator_core::jobs;
+use workflow_operator_core::outputs::StepData;
+use workflow_operator_core::plan::{Action, Compiled, Plan};
+
+use super::decide::{self, Decision, Refusal};
+use super::handlers::{FIELD_MANAGER, Shared, temporary};
+use super::observe::Observed;
+use super::record::{self, Record};
+
+/// Actions (Job creates, patches, deletes) of one plan carried out at once. They touch
+/// different Jobs and each is idempotent, so their order does not matter; one at a time, the
+/// last Job of a wide layer of the DAG would wait for every request before it (a layer of 100
+/// steps took 150 ms to start).
+const ACTIONS_IN_FLIGHT: usize = 16;
+
+/// Carries out the decided plan. Retrying a Job the API server refused cannot help: its steps
+/// fail with the server's message, recorded in the status (the only record: no Job exists)
+/// and written at once, before anything else, so that a restarted operator reads the same
+/// verdict; the actions of the plan made again are carried out in turn (they only stop Jobs,
+/// or start exit steps).
+pub(super) async fn apply(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    seen: &Observed,
+    decision: &mut Decision,
+    record: &mut Record,
+) -> HandlerResult {
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &seen.namespace());
+    let (workflow, compiled) = (&seen.workflow, &seen.compiled);
+    let mut refusals = carry_out(shared, &api, workflow, compiled, &decision.plan).await?;
+    while !refusals.is_empty() {
+        let mut observed = decide::observed_jobs(&seen.children, workflow, seen.now);
+        observed.extend(shared.memory.unmirrored(&seen.uid, &seen.children));
+        decision.plan = decide::replan_refused(
+            workflow,
+            compiled,
+            &observed,
+            (record.status.as_ref(), &decision.plan.events),
+            &refusals,
+            seen.now,
+        );
+        decision.state = None;
+        record::refused(shared, ctx, seen, record, decision.plan.status.take()).await?;
+        refusals = carry_out(shared, &api, workflow, compiled, &decision.plan).await?;
+    }
+    Ok(())
+}
+
+/// Carries out the plan's actions, [`ACTIONS_IN_FLIGHT`] at a time; the Jobs the API server
+/// refused with 422 (a bad value inside the parts of the spec the CRD keeps whole, such as a
+/// malformed volume), which no retry can create.
+async fn carry_out(
+    shared: &Shared,
+    api: &Api<Job>,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    plan: &Plan,
+) -> Result<Vec<Refusal>, HandlerError> {
+    let refusals = Mutex::new(Vec::new());
+    if plan
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::CreateJob { .. }))
+    {
+        ensure_workspace(shared, api, workflow, compiled).await?;
+    }
+    futures::stream::iter(plan.actions.iter().map(Ok))
+        .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
+            execute(shared, api, workflow, compiled, action, &refusals)
+        })
+        .await?;
+    Ok(refusals.into_inner().expect("refusals lock"))
+}
+
+/// Creates the workspace claim of the current run (`spec.workspace`) before the Jobs that
+/// mount it: at each pass that creates Jobs, as 409 says it exists already (one request, no
+/// memory to trust after a restart), and only for workflows with a workspace.
+async fn ensure_workspace(
+    shared: &Shared,
+    jobs_api: &Api<Job>,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+) -> HandlerResult {
+    let claim = jobs::build_workspace_claim(workflow, &compiled.run)
+        .map_err(|e| HandlerError::permanent(e.to_string()))?;
+    let Some(claim) = claim else {
+        return Ok(());
+    };
+    let namespace = workflow.namespace().unwrap_or_default();
+    let api: Api<PersistentVolumeClaim> =
+        Api::namespaced(jobs_api.clone().into_client(), &namespace);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    match api.create(&params, &claim).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 => Err(HandlerError::permanent(
+            format!("the API server refused the workspace claim: {}", e.message),
+        )),
+        Err(e) => {
+            shared.metrics.api_error("create");
+            Err(temporary("creating the workspace claim", e))
+        }
+    }
+}
+
+/// Carries out one action. `compiled` is `workflow.spec`'s: its run id and step index keep a
+/// create O(1) in the number of steps (no re-hash of the spec, no scan of the steps). A Job
+/// create the API server refuses with 422 goes to `refusals`.
+async fn execute(
+    shared: &Shared,
+    api: &Api<Job>,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    action: &Action,
+    refusals: &Mutex<Vec<Refusal>>,
+) -> HandlerResult {
+    let uid = workflow.uid().unwrap_or_default();
+    match action {
+        Action::CreateJob {
+            step,
+            job_name,
+            retry,
+            exit,
+            inputs,
+            instance,
+        } => {
+            let (dag, steps) = match exit {
+                None => (compiled.dag.as_ref().ok(), &workflow.spec.containers),
+                Some(_) => (compiled.exit.as_ref(), &workflow.spec.on_exit),
+            };
+            let index = dag.and_then(|dag| dag.index_of(step));
+            let step = index.and_then(|i| steps.get(i)).ok_or_else(|| {
+                HandlerError::permanent(format!("planned step {step} is not in the spec"))
+            })?;
+            let data = StepData {
+                inputs: Some(inputs),
+                // Exit steps' outputs are never read.
+                outputs_read: exit.is_none()
+                    && index.is_some_and(|i| compiled.flow.read.contains(&i)),
+            };
+            let job = jobs::StepJob::new(workflow, step, &compiled.run)
+                .retry(*retry)
+                .exit(exit.as_ref())
+                .data(data)
+                .instance(instance)
+                .build()
+                .map_err(|e| HandlerError::permanent(e.to_string()))?;
+            match api
+                .create(
+                    &PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..Default::default()
+                    },
+                    &job,
+                )
+                .await
+            {
+                Ok(created) => {
+                    if let Some(observed) = jobs::observe_job(&created.into(), Timestamp::now()) {
+                        shared.memory.created(&uid, observed);
+                    }
+                    Ok(())
+                }
+                // The name is deterministic: an existing Job is this step's Job of this run.
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                Err(e) => {
+                    // A slot of `--max-running-steps` taken for a Job not created is free again.
+                    if let Some(admission) = &shared.admission {
+                        let namespace = workflow.namespace().unwrap_or_default();
+                        admission.release(&(namespace, job_name.clone()));
+                    }
+                    match e {
+                        kube::Error::Api(e) if e.code == 422 => {
+                            tracing::warn!(job = %job_name, message = %e.message, "the API server refused a step's job");
+                            // Recorded under the instance's name (`build[3]`, `run1/build`).
+                            let shown = fan_out::display_name(
+                                &step.step_name,
+                                instance.run_index,
+                                workflow.spec.run_count(),
+                                instance.item.as_ref().map(|item| item.index),
+                            );
+                            refusals.lock().expect("refusals lock").push(Refusal {
+                                step: shown,
+                                job: job_name.clone(),
+                                message: e.message,
+                            });
+                            Ok(())
+                        }
+                        e => Err(temporary(&format!("creating job {job_name}"), e)),
+                    }
+                }
+            }
+        }
+        Action::DeleteJob { job_name, .. } => {
+            delete_job(api, job_name).await?;
+            shared.memory.deleted(&uid, job_name);
+            Ok(())
+        }
+        Action::SetJobDeadline {
+            job_name,
+            active_deadline_seconds,
+        } => {
+            let patch = json!({"spec": {"activeDeadlineSeconds": active_deadline_seconds}});
+            patch_job(api, job_name, patch, "updating the deadline of").await
+        }
+        Action::TimeOutJob { job_name, why } => {
+            let patch = jobs::time_out_patch(why);
+            patch_job(api, job_name, patch, "stopping the timed-out").await
+        }
+        Action::FailStart { job_name, why } => {
+            let patch = jobs::cannot_start_patch(why);
+            patch_job(api, job_name, patch, "stopping the not started").await
+        }
+    }
+}
+
+/// Merge-patches a Job. A Job already gone is success: the next plan goes by the Jobs that
+/// exist.
+pub(super) async fn patch_job(
+    api: &Api<Job>,
+    name: &str,
+    patch: serde_json::Value,
+    what: &str,
+) -> HandlerResult {
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(temporary(&format!("{what} job {name}"), e)),
+    }
+}
+
+/// Deletes a Job with its pods (background propagation: the API's default for Jobs orphans the
+/// pods, which would leave them running). A Job already gone is success.
+pub(super) async fn delete_job(api: &Api<Job>, name: &str) -> HandlerResult {
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(temporary(&format!("deleting job {name}"), e)),
+    }
+}

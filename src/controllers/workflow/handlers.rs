@@ -1,0 +1,243 @@
+//! The WorkFlow handlers: what the operator does for each event of DESIGN section 3, on top of
+//! the [`kube_kopf`] framework. [`super::operator`] registers them.
+//!
+//! Creation, spec updates, Job changes, resumes and timer ticks all end in one pass of
+//! [`reconcile`], a pipeline of stages, each a module:
+//!
+//! | stage | module | client |
+//! |---|---|---|
+//! | observe | [`observe`](super::observe): the workflow and its Jobs from the mirror | the mirror; pods and Events for a plan in full |
+//! | decide | [`decide`](super::decide): the plan, incrementally or in full | none |
+//! | gate | [`gate`](super::gate): `--max-running-steps` holds back Job creates | none (waits for the queue's watch) |
+//! | apply | [`apply`](super::apply): create, stop and delete Jobs | yes |
+//! | record | [`record`](super::record): the status write ([`status_write`](super::status_write) chooses how), Events, metrics, memory | yes |
+//!
+//! State is read from the Jobs that exist, never from the status lists or memory alone
+//! ([`memory`](super::memory) is a cache, checked before use). Job events come in batches
+//! ([`reconcile_jobs`]: every Job that changed since the workflow's last pass, so a burst of
+//! completions costs one pass of creates and one status write), planned in O(degree of their
+//! steps) while the remembered run state still holds; every other cause, and every doubt, plans
+//! in full and rebuilds the state.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
+use kube_kopf::{Context, HandlerError, HandlerResult};
+use workflow_operator_core::crd::WorkFlow;
+use workflow_operator_core::job_summary::JobSummary;
+use workflow_operator_core::jobs;
+
+use super::apply::{self, delete_job, patch_job};
+use super::decide::{self, Decision};
+use super::memory::Memory;
+use super::observe;
+use super::status_writer::StatusWriter;
+use super::{gate, record};
+
+/// The field manager the operator writes with.
+pub const FIELD_MANAGER: &str = "workflow-operator";
+
+/// What the handlers share across calls. Nothing here is a source of truth: losing it costs only
+/// recomputation.
+#[derive(Default)]
+pub struct Shared {
+    /// Post an Event per step started and succeeded (each one an API write).
+    pub step_events: bool,
+    /// Prometheus metric updates.
+    pub metrics: super::metrics::Recorder,
+    /// Status writes, some behind the passes, and the newest copy of each workflow they returned.
+    pub(super) status: StatusWriter,
+    /// What is remembered of each workflow between passes.
+    pub(super) memory: Memory,
+    /// The built-in queue (`--max-running-steps`), when the operator has one.
+    pub admission: Option<Arc<super::admission::Admission>>,
+}
+
+impl Shared {
+    pub fn new(step_events: bool, metrics: Option<crate::telemetry::metrics::Metrics>) -> Self {
+        // A status written behind that the API refuses counts as an API error, as one written
+        // at once does.
+        let status = match &metrics {
+            Some(metrics) => {
+                let metrics = metrics.clone();
+                StatusWriter::counting_refusals(Arc::new(move || metrics.api_error("patch")))
+            }
+            None => StatusWriter::default(),
+        };
+        Self {
+            step_events,
+            metrics: super::metrics::Recorder::new(metrics),
+            status,
+            ..Default::default()
+        }
+    }
+
+    /// Drops what is cached to plan a workflow that has finished.
+    pub(super) fn finished(&self, uid: &str) {
+        self.memory.finished(uid);
+        self.status.forget(uid);
+        if let Some(admission) = &self.admission {
+            admission.forget(uid);
+        }
+    }
+
+    /// Drops what is cached for a deleted workflow.
+    fn forget(&self, workflow: &WorkFlow) {
+        let uid = workflow.uid().unwrap_or_default();
+        self.metrics.workflow_phase(&uid, None);
+        self.memory.forget(&uid);
+        self.status.forget(&uid);
+        self.status.forget_written(&uid);
+        if let Some(admission) = &self.admission {
+            admission.forget(&uid);
+        }
+    }
+}
+
+/// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
+pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+    timed(shared, ctx, Vec::new()).await
+}
+
+/// [`reconcile`] for changes of the workflow's Jobs (every Job that changed since the last
+/// call, from the framework's batch): planned incrementally when the remembered run state
+/// allows it, in full otherwise; either way one pass of creates and at most one status write
+/// for all of them.
+pub async fn reconcile_jobs(
+    shared: Arc<Shared>,
+    ctx: Context<WorkFlow>,
+    jobs: Vec<Arc<JobSummary>>,
+) -> HandlerResult {
+    timed(shared, ctx, jobs).await
+}
+
+/// Runs one pass and records its latency and outcome.
+async fn timed(
+    shared: Arc<Shared>,
+    ctx: Context<WorkFlow>,
+    changed: Vec<Arc<JobSummary>>,
+) -> HandlerResult {
+    let started = std::time::Instant::now();
+    let handler = ctx.handler.clone();
+    // `spec.podCleanup` deletes pods after the pass, by what the pass left stored.
+    let pod_cleanup = super::cleanup::PodCleanup::after(&ctx, &changed);
+    let mut result = pass(&shared, &ctx, changed).await;
+    if let (Ok(()), Some(pod_cleanup)) = (&result, pod_cleanup) {
+        result = pod_cleanup.run(&shared).await;
+    }
+    shared.metrics.handler(&handler, &result, started.elapsed());
+    result
+}
+
+/// One pass: observe -> decide -> gate -> apply -> record.
+async fn pass(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    changed: Vec<Arc<JobSummary>>,
+) -> HandlerResult {
+    let Some(mut seen) = observe::observe(shared, ctx, changed) else {
+        return Ok(());
+    };
+    let incremental = decide::plan_incrementally(
+        &seen.children,
+        &seen.unmirrored,
+        &seen.workflow,
+        &seen.compiled,
+        seen.cached.take(),
+        std::mem::take(&mut seen.changed),
+        seen.now,
+    );
+    let mut decision = match incremental {
+        Some((plan, run)) => Decision {
+            plan,
+            state: Some(run.state),
+            built_at: run.built_at,
+            incremental: true,
+        },
+        None => {
+            let observed = observe::jobs_in_full(shared, ctx, &mut seen).await?;
+            decide::plan_in_full(&seen.workflow, seen.compiled.clone(), &observed, seen.now)
+        }
+    };
+    gate::admit(shared, &seen.workflow, &seen.uid, &mut decision).await;
+    let mut record = record::prepare(shared, &seen, &mut decision);
+    record::before_actions(shared, ctx, &seen, &mut record).await?;
+    apply::apply(shared, ctx, &seen, &mut decision, &mut record).await?;
+    record::after_actions(shared, ctx, &seen, &mut record, &decision.plan).await?;
+    record::remember(shared, &seen, &record, decision);
+    Ok(())
+}
+
+/// Copies the workflow's labels onto its Jobs (never over the operator's own labels). The Jobs
+/// are read from the API: the mirror keeps no labels ([`JobSummary`]), and relabelling is rare.
+pub async fn relabel(ctx: Context<WorkFlow>) -> HandlerResult {
+    let workflow = &ctx.object;
+    let api: Api<Job> = Api::namespaced(
+        ctx.client.clone(),
+        &workflow.namespace().unwrap_or_default(),
+    );
+    for job in owned_jobs(&api, workflow).await? {
+        if let Some(patch) = jobs::relabel_patch(workflow, job.labels()) {
+            patch_job(&api, &job.name_any(), patch, "relabelling").await?;
+        }
+    }
+    Ok(())
+}
+
+/// The workflow's Jobs, listed from the API: those with its label and owned by this very object
+/// (by uid), so that a workflow recreated under the same name never touches the old one's.
+async fn owned_jobs(api: &Api<Job>, workflow: &WorkFlow) -> Result<Vec<Job>, HandlerError> {
+    let uid = workflow.uid().unwrap_or_default();
+    let listed = api
+        .list(&ListParams::default().labels(&jobs::selector(&workflow.name_any())))
+        .await
+        .map_err(|e| temporary("listing jobs", e))?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter(|j| j.owner_references().iter().any(|o| o.uid == uid))
+        .collect())
+}
+
+/// Deletes the workflow's Jobs and their pods. Owner references would let the garbage collector
+/// do it too; doing it here means it happens even where GC is slow or the references were
+/// stripped, and the Jobs are listed from the API, not the mirror, so none is missed.
+pub async fn cleanup(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+    let started = std::time::Instant::now();
+    let handler = ctx.handler.clone();
+    let result = cleanup_once(&shared, ctx).await;
+    shared.metrics.handler(&handler, &result, started.elapsed());
+    result
+}
+
+async fn cleanup_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult {
+    let workflow = &ctx.object;
+    let api: Api<Job> = Api::namespaced(
+        ctx.client.clone(),
+        &workflow.namespace().unwrap_or_default(),
+    );
+    for job in owned_jobs(&api, workflow).await? {
+        delete_job(&api, &job.name_any()).await?;
+    }
+    shared.forget(workflow);
+    Ok(())
+}
+
+/// Whether the timer needs to look at a workflow: only a non-terminal one can time out. A
+/// terminal status written for an older generation does not count (the spec changed since).
+/// Cheap on purpose: it runs for every mirrored workflow at every tick.
+pub fn may_time_out(workflow: &WorkFlow) -> bool {
+    let Some(status) = &workflow.status else {
+        return true;
+    };
+    let terminal = status.workflow_status.is_some_and(|p| p.is_terminal());
+    let current = status.observed_generation == workflow.metadata.generation;
+    !(terminal && current) && workflow.meta().deletion_timestamp.is_none()
+}
+
+/// A temporary error (the framework retries the pass) saying what failed.
+pub(super) fn temporary(what: &str, error: kube::Error) -> HandlerError {
+    HandlerError::temporary(format!("{what}: {error}"))
+}

@@ -1,0 +1,33 @@
+//! The workflow controller: the client side above the pure core (`workflow-operator-core`,
+//! which holds the CRD types, the DAG, the planner and Job building).
+//!
+//! - [`operator`]: the handlers' registration and the operator's start-up.
+//! - [`handlers`]: what each event does; every reconcile is one pass of the stages below.
+//! - The pass, stage by stage: [`observe`], [`decide`], [`gate`], [`apply`], [`record`] (with
+//!   [`status_write`], the choice of how the status is written, and [`step_events`]); what is
+//!   remembered between passes is [`memory`].
+//! - [`status_writer`]: statuses written in order, some behind the passes.
+//! - [`admission`]: the built-in queue (`--max-running-steps`), fed by a watch of the step Jobs.
+//! - [`kueue_queue`]: the Kueue path's queue metrics, from a watch of the Jobs Kueue queues.
+//! - [`failure_cause`]: reading a failed or unstarted step's pods and Events.
+//! - [`step_outputs`]: reading a step's outputs from its pod.
+//! - [`cleanup`]: the clean-up of finished work (TTL, `podCleanup`).
+//! - [`metrics`]: the operator's workflow metrics.
+
+pub mod admission;
+mod apply;
+pub mod cleanup;
+mod decide;
+pub mod failure_cause;
+mod gate;
+pub mod handlers;
+pub mod kueue_queue;
+mod memory;
+pub mod metrics;
+mod observe;
+pub mod operator;
+mod record;
+mod status_write;
+pub mod status_writer;
+mod step_events;
+pub mod step_outputs;

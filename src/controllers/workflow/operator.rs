@@ -1,0 +1,205 @@
+//! The WorkFlow operator: the table of handlers, registered in one place, and what it needs at
+//! start-up (the CRD installed). `workflow-operator dev` calls [`run`], `workflow-operator run`
+//! [`run_monitored`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, CustomResourceExt};
+
+use super::admission::{Admission, WAKE_CHECK};
+use super::cleanup;
+use super::handlers::{self, FIELD_MANAGER, Shared};
+use super::kueue_queue::KueueQueues;
+use crate::telemetry::metrics::Metrics;
+use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
+use workflow_operator_core::crd::WorkFlow;
+use workflow_operator_core::job_summary::JobSummary;
+use workflow_operator_core::jobs::LABEL_WORKFLOW;
+
+/// The name the operator reports Events as, and the prefix of its finalizer and annotation.
+pub const OPERATOR_NAME: &str = "workflow.crd.com";
+
+/// How often running workflows are checked for steps past their timeout. Job deadlines kill
+/// most timed-out steps; this catches steps whose pod never started.
+pub const TIMEOUT_CHECK: Duration = Duration::from_secs(1);
+
+/// How the operator runs.
+#[derive(Debug, Clone)]
+pub struct OperatorOptions {
+    /// Watch only this namespace; `None` watches all.
+    pub namespace: Option<String>,
+    /// Handlers run at once over all workflows (one at a time per workflow).
+    pub concurrency: usize,
+    /// Post an Event per step started and succeeded (an API write each).
+    pub step_events: bool,
+    /// Where to record Prometheus metrics (served by `run --metrics-addr`).
+    pub metrics: Option<Metrics>,
+    /// Seconds after a workflow finished when it is deleted, for workflows whose spec sets no
+    /// `ttlSecondsAfterFinished`; `None` keeps them.
+    pub default_ttl_seconds_after_finished: Option<i64>,
+    /// At most this many step Jobs run at once across every watched workflow
+    /// (`--max-running-steps`); the others wait as `Queued`, in `spec.priority` order.
+    pub max_running_steps: Option<usize>,
+    /// Where to share the operator's in-memory copy of the workflows (the web view reads it).
+    pub mirror: Option<Mirror<WorkFlow>>,
+}
+
+impl Default for OperatorOptions {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            concurrency: 64,
+            step_events: true,
+            metrics: None,
+            default_ttl_seconds_after_finished: None,
+            max_running_steps: None,
+            mirror: None,
+        }
+    }
+}
+
+/// Runs the operator until `shutdown` resolves; running handlers finish first.
+///
+/// # Errors
+/// When the WorkFlow CRD is not installed or cannot be listed.
+pub async fn run(
+    client: Client,
+    options: OperatorOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    run_monitored(client, options, Monitor::new(), shutdown).await
+}
+
+/// [`run`], reporting to `monitor` whether the caches are synced and how many workflows are
+/// queued and being processed (for `/readyz` and `/metrics`).
+///
+/// # Errors
+/// When the WorkFlow CRD is not installed or cannot be listed.
+pub async fn run_monitored(
+    client: Client,
+    options: OperatorOptions,
+    monitor: Monitor,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let admission = options
+        .max_running_steps
+        .map(|limit| Admission::new(limit, options.metrics.clone()));
+    // Kueue's queues, for the metrics only (the operator leaves admission to Kueue).
+    let _kueue_watch = options.metrics.clone().map(|metrics| {
+        let watch = KueueQueues::new(metrics).watch(client.clone(), options.namespace.clone());
+        AbortOnDrop(tokio::spawn(watch))
+    });
+    let mut shared = Shared::new(options.step_events, options.metrics);
+    shared.admission = admission.clone();
+    let shared = Arc::new(shared);
+    // The gate counts the Jobs that exist from a watch of its own; it stops with the operator.
+    let _gate_watch = admission.as_ref().map(|admission| {
+        let watch = admission
+            .clone()
+            .watch(client.clone(), options.namespace.clone());
+        AbortOnDrop(tokio::spawn(watch))
+    });
+    let default_ttl = options.default_ttl_seconds_after_finished;
+    let reconcile = move |shared: Arc<Shared>| move |ctx| handlers::reconcile(shared.clone(), ctx);
+    let cleanup = {
+        let shared = shared.clone();
+        move |ctx| handlers::cleanup(shared.clone(), ctx)
+    };
+    let config = OperatorConfig {
+        name: OPERATOR_NAME.into(),
+        instance: std::env::var("POD_NAME").ok(),
+        namespace: options.namespace,
+        concurrency: options.concurrency,
+        ..Default::default()
+    };
+    let jobs = Children::<JobSummary>::owned().labels(LABEL_WORKFLOW);
+    let job_changed = {
+        let shared = shared.clone();
+        move |ctx, jobs: Vec<Arc<JobSummary>>| handlers::reconcile_jobs(shared.clone(), ctx, jobs)
+    };
+    Operator::new(client, config)
+        .with_monitor(monitor)
+        .resource::<WorkFlow>(|r| {
+            let r = match &options.mirror {
+                Some(mirror) => r.mirror_to(mirror),
+                None => r,
+            };
+            let r = r
+                .on_create("start", reconcile(shared.clone()))
+                .on_update_field("spec", "restart", reconcile(shared.clone()))
+                .on_update_field("metadata.labels", "relabel", handlers::relabel)
+                .on_delete("cleanup", cleanup)
+                .on_resume("rebuild", reconcile(shared.clone()))
+                .timer("timeouts", TIMEOUT_CHECK, reconcile(shared.clone()))
+                .when(handlers::may_time_out)
+                .timer("ttl", cleanup::TTL_CHECK, move |ctx| {
+                    cleanup::expire(ctx, default_ttl)
+                })
+                .when(move |wf| cleanup::ttl_expired(wf, default_ttl, Timestamp::now()))
+                .on_children("job-changed", jobs, job_changed);
+            match admission {
+                // Workflows the gate woke, as room freed for them, are planned again now.
+                Some(admission) => r
+                    .timer("admitted", WAKE_CHECK, reconcile(shared.clone()))
+                    .when(move |wf| admission.take_wake(wf)),
+                None => r,
+            }
+        })
+        .run(shutdown)
+        .await
+        .context("the operator stopped")?;
+    // Handlers have finished; statuses they handed over to be written behind are stored now.
+    shared.status.settle_all().await;
+    Ok(())
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Installs (or updates) the WorkFlow CRD and waits until the API serves it.
+pub async fn install_crd(client: &Client) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = WorkFlow::crd();
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .with_context(|| format!("applying CRD {name}"))?;
+    let established = kube::runtime::wait::await_condition(
+        api,
+        &name,
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(Duration::from_secs(30), established)
+        .await
+        .with_context(|| format!("CRD {name} not established after 30s"))??;
+    Ok(())
+}
+
+/// Fails fast, saying how to fix it, when the WorkFlow CRD is not installed.
+pub async fn check_crd_installed(client: &Client) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = WorkFlow::crd_name();
+    match api.get_opt(name).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => bail!(
+            "the WorkFlow CRD ({name}) is not installed; install it with `kubectl apply -f crd/workflow.yaml` or `workflow-operator crd | kubectl apply -f -`"
+        ),
+        Err(error) => Err(error).with_context(|| format!("checking that CRD {name} is installed")),
+    }
+}

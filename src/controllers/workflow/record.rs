@@ -1,0 +1,220 @@
+//! Recording: the status a pass planned, written as [`status_write::choose`] says (client);
+//! the steps it reports counted in the metrics and announced in one Event; one Event per
+//! lifecycle transition; and what the controller remembers for the next pass.
+
+use std::time::Instant;
+
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+use kube_kopf::{Context, HandlerError, HandlerResult};
+use workflow_operator_core::crd::{WorkFlow, WorkFlowStatus};
+use workflow_operator_core::lifecycle::Phase;
+use workflow_operator_core::plan::Plan;
+
+use super::decide::{self, Decision};
+use super::handlers::{Shared, temporary};
+use super::memory::CachedRun;
+use super::observe::Observed;
+use super::status_write::{self, Pass, STATUS_MIN_INTERVAL, StatusWrite};
+use super::step_events::{self, StepChanges};
+
+/// The status of one pass on its way to being recorded.
+pub(super) struct Record {
+    /// The status to write: the plan's, or for the timer's pass the one passes before it
+    /// deferred.
+    pub(super) status: Option<WorkFlowStatus>,
+    write: StatusWrite,
+    /// The steps it reports as started and finished, against the newest status handed over
+    /// (else the stored one): a status on its way must be neither written again nor counted
+    /// again.
+    counted: Option<StepChanges>,
+    /// Its steps failed for Jobs the API server refused: written at once by [`refused`].
+    replanned: bool,
+    /// When this process last wrote the workflow's status.
+    written_at: Option<Instant>,
+}
+
+/// Takes the status to write out of the decided plan (or, for the timer's pass, the one
+/// deferred), counts its step changes, and chooses how to write it.
+pub(super) fn prepare(shared: &Shared, seen: &Observed, decision: &mut Decision) -> Record {
+    let planned = decision.plan.status.take();
+    let (status, counted, phase_before) = shared.status.with_newest(&seen.uid, |newest, _| {
+        let before = newest.or(seen.workflow.status.as_ref());
+        let status = match planned {
+            None if seen.flush && decision.incremental => decision
+                .state
+                .as_ref()
+                .and_then(|state| decide::deferred_status(state, before)),
+            planned => planned,
+        };
+        let counted = status
+            .as_ref()
+            .map(|new| step_events::step_changes(before, new));
+        (status, counted, before.and_then(|s| s.workflow_status))
+    });
+    let phase = status.as_ref().and_then(|s| s.workflow_status);
+    let write = status_write::choose(Pass {
+        has_status: status.is_some(),
+        terminal: phase.is_some_and(Phase::is_terminal),
+        phase_changed: phase != phase_before,
+        incremental: decision.incremental,
+        flush: seen.flush,
+        written_recently: seen
+            .status_written_at
+            .is_some_and(|at| at.elapsed() < STATUS_MIN_INTERVAL),
+        state_kept: decision.state.is_some(),
+    });
+    Record {
+        status,
+        write,
+        counted,
+        replanned: false,
+        written_at: seen.status_written_at,
+    }
+}
+
+/// Writes a terminal status before the actions.
+pub(super) async fn before_actions(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    seen: &Observed,
+    record: &mut Record,
+) -> HandlerResult {
+    if record.write == StatusWrite::BeforeActions
+        && write_now(shared, ctx, &seen.workflow, record.status.as_ref()).await?
+    {
+        record.written_at = Some(Instant::now());
+    }
+    Ok(())
+}
+
+/// Writes at once the status of a plan made again for Jobs the API server refused.
+pub(super) async fn refused(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    seen: &Observed,
+    record: &mut Record,
+    status: Option<WorkFlowStatus>,
+) -> HandlerResult {
+    record.status = status;
+    write_now(shared, ctx, &seen.workflow, record.status.as_ref()).await?;
+    record.written_at = Some(Instant::now());
+    record.counted = Some(StepChanges::default());
+    record.replanned = true;
+    Ok(())
+}
+
+/// After the actions: the status written at once or behind, the steps it reports counted and
+/// announced, and one Event per lifecycle transition of `plan`.
+pub(super) async fn after_actions(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    seen: &Observed,
+    record: &mut Record,
+    plan: &Plan,
+) -> HandlerResult {
+    let workflow = &seen.workflow;
+    if !record.replanned {
+        match (record.write, &record.status) {
+            (StatusWrite::Behind, Some(status)) => {
+                shared
+                    .status
+                    .write_behind(&ctx.client, workflow, status.clone());
+                record.written_at = Some(Instant::now());
+            }
+            (StatusWrite::AfterActions, status)
+                if write_now(shared, ctx, workflow, status.as_ref()).await? =>
+            {
+                record.written_at = Some(Instant::now());
+            }
+            _ => {}
+        }
+    }
+    // Steps are counted and announced when a status that lists them is written or handed over
+    // to be written: a deferred status is counted by the write that stores it.
+    let reported = record.status.as_ref().zip(record.counted.as_ref());
+    if let Some((new, changes)) = reported.filter(|_| record.write != StatusWrite::Deferred) {
+        // Steps first: a scrape that sees the workflow Completed must see its last step too.
+        shared
+            .metrics
+            .steps(&changes.started, &changes.finished, plan, &seen.children);
+        shared
+            .metrics
+            .workflow_phase(&seen.uid, new.workflow_status);
+        if shared.step_events {
+            step_events::publish(ctx, workflow, &plan.run, changes).await;
+        }
+    }
+    publish_lifecycle_events(ctx, workflow, plan).await;
+    Ok(())
+}
+
+/// Keeps the run state for the next pass, or, for a workflow that has finished, forgets what
+/// planning it used: it has no more Jobs to start, and its state would only hold memory (the
+/// operator may keep thousands of finished workflows). A late event plans in full.
+pub(super) fn remember(shared: &Shared, seen: &Observed, record: &Record, decision: Decision) {
+    let finished = record
+        .status
+        .as_ref()
+        .or(seen.workflow.status.as_ref())
+        .and_then(|s| s.workflow_status)
+        .is_some_and(Phase::is_terminal);
+    if finished {
+        shared.finished(&seen.uid);
+    } else if let Some(state) = decision.state {
+        let run = CachedRun {
+            generation: seen.workflow.metadata.generation.unwrap_or_default(),
+            state,
+            status_written_at: record.written_at,
+            built_at: decision.built_at,
+        };
+        shared.memory.keep_run(&seen.uid, run);
+    }
+}
+
+/// One Event per lifecycle transition, and the same story in the operator's log.
+async fn publish_lifecycle_events(ctx: &Context<WorkFlow>, workflow: &WorkFlow, plan: &Plan) {
+    let key = format!(
+        "{}/{}",
+        workflow.namespace().unwrap_or_default(),
+        workflow.name_any()
+    );
+    for event in &plan.events {
+        let reason = event.transition.reason();
+        let failed = event.transition.to() == Phase::Failed;
+        let type_ = if failed {
+            tracing::warn!(workflow = %key, reason, "{}", event.message);
+            EventType::Warning
+        } else {
+            tracing::info!(workflow = %key, reason, "{}", event.message);
+            EventType::Normal
+        };
+        if let Err(error) = ctx.publish(type_, reason, &event.message).await {
+            // An Event that cannot be posted is not worth redoing the whole pass for.
+            tracing::warn!(%error, workflow = %key, "posting a lifecycle event");
+        }
+    }
+}
+
+/// Replaces the workflow's status with `status` (if any) in one write, after any write of it in
+/// flight ([`StatusWriter::write`](super::status_writer::StatusWriter::write)); whether a write
+/// was made.
+async fn write_now(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    workflow: &WorkFlow,
+    status: Option<&WorkFlowStatus>,
+) -> Result<bool, HandlerError> {
+    let Some(status) = status else {
+        return Ok(false);
+    };
+    shared
+        .status
+        .write(&ctx.client, workflow, status)
+        .await
+        .map_err(|e| {
+            shared.metrics.api_error("patch");
+            temporary("writing the status", e)
+        })?;
+    Ok(true)
+}

@@ -1,0 +1,162 @@
+//! How a pass writes the status it planned: at once before its actions, at once after them,
+//! behind them, or not yet. Pure: [`choose`] decides from what the pass knows.
+//!
+//! A status write costs the API server the whole object (700 KB for 10,000 steps), and the
+//! workflow's next pass waits for a write made at once. So:
+//! - a terminal outcome is written at once, **before** the actions (which then only stop or
+//!   delete Jobs): once the status is terminal, whatever becomes of those writes, a restarted
+//!   operator only deletes what is left running;
+//! - otherwise Jobs come first, so the status never lists a step as started before its Job
+//!   exists, and a timed-out step's Job carries the record of its timeout before the status
+//!   reports it;
+//! - progress within the same phase, planned incrementally while Job events come quickly, is
+//!   **deferred** for at most [`STATUS_MIN_INTERVAL`] (the timer's pass writes it);
+//! - while the incremental planner's state is kept for the next pass, the status is written
+//!   **behind** ([`StatusWriter`](super::status_writer::StatusWriter)): that state does not
+//!   read the stored status, and a pass in full waits for the write to land.
+
+use std::time::Duration;
+
+/// While a workflow runs, a status that only lists more steps started or executed is written at
+/// most this often when Job events come quickly; the timer's pass (every
+/// [`TIMEOUT_CHECK`](super::operator::TIMEOUT_CHECK)) writes whatever is left. A phase change is
+/// always written at once.
+pub(super) const STATUS_MIN_INTERVAL: Duration = Duration::from_millis(500);
+
+/// What a pass knows when it chooses how to write its status.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Pass {
+    /// The plan has a status to write (it differs from the one stored or handed over).
+    pub(super) has_status: bool,
+    /// That status is terminal (Completed or Failed).
+    pub(super) terminal: bool,
+    /// Its phase differs from the newest status's.
+    pub(super) phase_changed: bool,
+    /// The plan was made by the incremental planner.
+    pub(super) incremental: bool,
+    /// The pass has no changed Jobs (the timer's): it writes whatever was deferred.
+    pub(super) flush: bool,
+    /// This process wrote the workflow's status less than [`STATUS_MIN_INTERVAL`] ago.
+    pub(super) written_recently: bool,
+    /// The incremental planner's state is kept for the next pass.
+    pub(super) state_kept: bool,
+}
+
+/// How the status is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StatusWrite {
+    /// There is nothing to write.
+    Nothing,
+    /// At once, before the actions.
+    BeforeActions,
+    /// At once, after the actions.
+    AfterActions,
+    /// Handed to the status writer after the actions; the pass does not wait.
+    Behind,
+    /// Not in this pass: a later one writes it (and counts its steps).
+    Deferred,
+}
+
+/// How the status of `pass` is written.
+pub(super) fn choose(pass: Pass) -> StatusWrite {
+    if !pass.has_status {
+        StatusWrite::Nothing
+    } else if pass.terminal {
+        StatusWrite::BeforeActions
+    } else if pass.incremental && !pass.flush && !pass.phase_changed && pass.written_recently {
+        StatusWrite::Deferred
+    } else if pass.state_kept {
+        StatusWrite::Behind
+    } else {
+        StatusWrite::AfterActions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use StatusWrite::*;
+
+    /// A running workflow's incremental pass for changed Jobs, state kept, written long ago.
+    fn progress() -> Pass {
+        Pass {
+            has_status: true,
+            incremental: true,
+            state_kept: true,
+            ..Pass::default()
+        }
+    }
+
+    #[test]
+    fn the_status_write_follows_the_table() {
+        let cases: [(&str, Pass, StatusWrite); 9] = [
+            ("no status", Pass::default(), Nothing),
+            (
+                "no status, even when recent",
+                Pass {
+                    written_recently: true,
+                    ..Pass::default()
+                },
+                Nothing,
+            ),
+            ("progress, written long ago", progress(), Behind),
+            (
+                "progress, written recently",
+                Pass {
+                    written_recently: true,
+                    ..progress()
+                },
+                Deferred,
+            ),
+            (
+                "the timer's pass writes what was deferred",
+                Pass {
+                    written_recently: true,
+                    flush: true,
+                    ..progress()
+                },
+                Behind,
+            ),
+            (
+                "a phase change is never deferred",
+                Pass {
+                    written_recently: true,
+                    phase_changed: true,
+                    ..progress()
+                },
+                Behind,
+            ),
+            (
+                "a terminal outcome goes first",
+                Pass {
+                    terminal: true,
+                    written_recently: true,
+                    phase_changed: true,
+                    ..progress()
+                },
+                BeforeActions,
+            ),
+            (
+                "a plan in full is never deferred",
+                Pass {
+                    incremental: false,
+                    written_recently: true,
+                    ..progress()
+                },
+                Behind,
+            ),
+            (
+                "no state kept: written at once after the Jobs",
+                Pass {
+                    state_kept: false,
+                    ..progress()
+                },
+                AfterActions,
+            ),
+        ];
+        for (case, pass, want) in cases {
+            assert_eq!(choose(pass), want, "{case}: {pass:?}");
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Reading a step's outputs from its pod: the termination message of the container
+//! of the pod that succeeded, as the kubelet put it in `state.terminated.message`. Read only for
+//! a succeeded Job of a step whose outputs another step names, and only until the status
+//! records them (the planner writes them in the step's `status.steps` entry): one pod list per
+//! such step, once.
+
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::StepPhase;
+use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
+use workflow_operator_core::outputs::{self, Outputs};
+use workflow_operator_core::plan::{Compiled, JobState, ObservedJob};
+
+/// Sets `outputs` of each Job in `observed` whose outputs are wanted and not recorded yet. A
+/// Job whose pods cannot be listed keeps `None`: the planner waits, and the next pass reads
+/// them again.
+pub async fn read(
+    pods: &Api<Pod>,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    observed: &mut [ObservedJob],
+) {
+    let Ok(dag) = compiled.dag.as_ref() else {
+        return;
+    };
+    if compiled.flow.read.is_empty() {
+        return;
+    }
+    let recorded: HashSet<&str> = workflow
+        .status
+        .iter()
+        .flat_map(|s| &s.steps)
+        .filter(|s| s.phase == StepPhase::Succeeded)
+        .filter_map(|s| s.job.as_deref())
+        .collect();
+    for job in observed.iter_mut() {
+        let wanted = job.state == JobState::Succeeded
+            && job.run == compiled.run
+            && dag
+                .index_of(&job.step)
+                .is_some_and(|i| compiled.flow.read.contains(&i))
+            && !recorded.contains(job.name.as_str());
+        if !wanted {
+            continue;
+        }
+        let selector = format!("{JOB_NAME_LABEL}={}", job.name);
+        match pods.list(&ListParams::default().labels(&selector)).await {
+            Ok(list) => job.outputs = Some(outputs_of(&list.items)),
+            Err(error) => tracing::debug!(%error, job = %job.name, "reading a step's outputs"),
+        }
+    }
+}
+
+/// The outputs among `pods` (a succeeded Job's): the termination message of the container that
+/// exited 0.
+///
+/// # Errors
+/// Why there are none to read: no such container (the pod is gone), or a message that is not
+/// outputs.
+pub fn outputs_of(pods: &[Pod]) -> Result<Outputs, String> {
+    let succeeded = pods
+        .iter()
+        .flat_map(|pod| {
+            pod.status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+        })
+        .filter_map(|status| status.state.as_ref()?.terminated.as_ref())
+        .find(|terminated| terminated.exit_code == 0);
+    let Some(terminated) = succeeded else {
+        return Err("its outputs cannot be read: its pod is gone".into());
+    };
+    outputs::parse(terminated.message.as_deref().unwrap_or_default()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(terminated: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "status": {"containerStatuses": [{
+                "name": "c", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": terminated},
+            }]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_outputs_are_the_message_of_the_container_that_succeeded() {
+        let pods = [
+            pod(json!({"exitCode": 1, "message": "x=failed attempt"})),
+            pod(json!({"exitCode": 0, "message": "x=1\ny=two\n"})),
+        ];
+        let outputs = outputs_of(&pods).unwrap();
+        assert_eq!(outputs["x"], "1");
+        assert_eq!(outputs["y"], "two");
+        assert_eq!(
+            outputs_of(&[pod(json!({"exitCode": 0}))]),
+            Ok(Outputs::new())
+        );
+    }
+
+    #[test]
+    fn no_pod_or_a_bad_message_says_why() {
+        assert_eq!(
+            outputs_of(&[]),
+            Err("its outputs cannot be read: its pod is gone".into())
+        );
+        let error = outputs_of(&[pod(json!({"exitCode": 0, "message": "oops"}))]).unwrap_err();
+        assert!(error.contains("not key=value"), "{error}");
+    }
+}

@@ -1,0 +1,305 @@
+//! The commands that need no cluster, run as a user runs them: `crd`, `validate`, `graph`,
+//! `lifecycle`, and `--help`.
+
+use std::io::Write;
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A manifest in a temporary file.
+fn manifest(yaml: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(yaml.as_bytes()).unwrap();
+    file
+}
+
+#[test]
+fn crd_in_the_repository_is_the_generated_one() {
+    let generated = stdout(&run(&["crd"]));
+    for file in ["crd/workflow.yaml", "deploy/crd.yaml"] {
+        let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
+        let committed = std::fs::read_to_string(path).unwrap();
+        assert!(
+            generated == committed,
+            "{file} is stale: run `make crd` and commit it"
+        );
+    }
+}
+
+#[test]
+fn crd_has_the_seed_api_and_printer_columns() {
+    let crd: serde_json::Value = serde_yaml::from_str(&stdout(&run(&["crd"]))).unwrap();
+    assert_eq!(crd["spec"]["group"], "workflow.crd.com");
+    assert_eq!(crd["spec"]["names"]["kind"], "WorkFlow");
+    assert_eq!(crd["spec"]["names"]["plural"], "workflows");
+    assert_eq!(crd["spec"]["names"]["shortNames"][0], "wf");
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1");
+    assert!(version["subresources"]["status"].is_object());
+    let columns = |priority: i64| -> Vec<&str> {
+        version["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"].as_i64().unwrap_or(0) == priority)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(columns(0), ["Status", "Progress", "Message", "Age"]);
+    // `kubectl get -o wide` adds these.
+    assert_eq!(columns(1), ["Running", "Changed", "Run"]);
+    let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    assert_eq!(spec["maxStepTimeout"]["default"], 60);
+    assert_eq!(spec["startTimeout"]["default"], 300);
+}
+
+#[test]
+fn validate_accepts_every_valid_example() {
+    let examples = [
+        "examples/simple.yaml",
+        "examples/diamond.yaml",
+        "examples/failing.yaml",
+        "examples/timeout.yaml",
+        "examples/args.yaml",
+        "examples/env.yaml",
+        "examples/retries.yaml",
+        "examples/step-timeout.yaml",
+        "examples/parallelism.yaml",
+        "examples/fail-fast-false.yaml",
+        "examples/resources.yaml",
+        "examples/secrets-and-volumes.yaml",
+        "examples/start-timeout.yaml",
+        "examples/cleanup.yaml",
+        "examples/queued.yaml",
+    ];
+    let mut args = vec!["validate"];
+    args.extend(examples);
+    let output = run(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output)
+            .lines()
+            .filter(|l| l.ends_with(": valid"))
+            .count(),
+        examples.len()
+    );
+}
+
+#[test]
+fn validate_refuses_a_typo_field_naming_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("typo.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: typo}\nspec:\n  \
+         containers:\n  - {stepName: a, image: busybox}\n  - {stepName: b, image: busybox, \
+         depends_on: [a]}\n",
+    )
+    .unwrap();
+    let output = run(&["validate", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains(r#"unknown field "spec.containers[1].depends_on""#),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn validate_names_the_cycle_path_and_exits_1() {
+    let output = run(&["validate", "examples/invalid-cycle.yaml"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("dependency cycle: extract -> transform -> load -> extract"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn validate_names_each_problem() {
+    let cases = [
+        (
+            "maxStepTimeout: -5\n  containers: [{stepName: a, image: x}]",
+            "spec.maxStepTimeout",
+        ),
+        ("containers: []", "spec.containers"),
+        (
+            "startTimeout: 0\n  containers: [{stepName: a, image: x}]",
+            "spec.startTimeout",
+        ),
+        (
+            "containers: [{stepName: a, image: x, dependsOn: [nope]}]",
+            "unknown step \"nope\"",
+        ),
+        (
+            "containers: [{stepName: a, image: x}, {stepName: a, image: y}]",
+            "\"a\" is used more than once",
+        ),
+        (
+            "containers: [{stepName: a, image: x, dependsOn: [a]}]",
+            "depends on itself",
+        ),
+        ("containers: [{stepName: a}]", "image"),
+        // Queueing: what becomes a Job's label, and a wait that must be positive.
+        (
+            "queueName: 'team a'\n  containers: [{stepName: a, image: x}]",
+            r#"spec.queueName: Invalid value: "team a""#,
+        ),
+        (
+            "queueName: q\n  queueTimeout: -5\n  containers: [{stepName: a, image: x}]",
+            "spec.queueTimeout: Invalid value: -5",
+        ),
+        // What steps read of each other.
+        (
+            "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], command: [echo, '{{steps.nope.outputs.k}}']}]",
+            r#"step "b": {{steps.nope.outputs.k}} names step "nope", which does not exist"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x}, {stepName: b, image: x, args: ['{{steps.a.outputs.k}}']}]",
+            r#"step "b": {{steps.a.outputs.k}} names step "a", which does not run before it"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x, env: [{name: X, value: '{{inputs.x}}'}]}]",
+            r#"step "a": {{inputs.x}} is not a reference the operator knows"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], when: 'steps.a.outputs.k =='}]",
+            r#"step "b": when "steps.a.outputs.k ==" does not compile"#,
+        ),
+        // Fan-out and repeated runs.
+        (
+            "runs: 0\n  containers: [{stepName: a, image: x}]",
+            "spec.runs",
+        ),
+        (
+            "containers: [{stepName: a, image: x, command: [echo, '{{item}}']}]",
+            r#"step "a": {{item}} names an item, but the step does not fan out"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x, withSequence: {count: 2, end: 4}}]",
+            r#"step "a" has a withSequence with both count and end"#,
+        ),
+        (
+            "containers: [{stepName: a, image: x, withParam: '[1, 2]'}]",
+            r#"step "a" has withParam "[1, 2]", which is not one {{steps.NAME.outputs.KEY}}"#,
+        ),
+    ];
+    for (spec, expected) in cases {
+        let file = manifest(&format!(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: bad}}\nspec:\n  {spec}\n"
+        ));
+        let output = run(&["validate", file.path().to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(1), "{spec}");
+        assert!(
+            stderr(&output).contains(expected),
+            "{spec}: expected {expected:?} in {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn graph_draws_the_dag_as_dot_and_mermaid() {
+    let dot = stdout(&run(&["graph", "examples/diamond.yaml"]));
+    assert!(dot.starts_with("digraph"), "{dot}");
+    let mermaid = stdout(&run(&[
+        "graph",
+        "examples/diamond.yaml",
+        "--format",
+        "mermaid",
+    ]));
+    assert!(mermaid.starts_with("flowchart"), "{mermaid}");
+    for output in [&dot, &mermaid] {
+        for step in ["step0", "step1", "step2", "step3"] {
+            assert!(output.contains(step), "{step} missing from {output}");
+        }
+        // Four edges: step0 -> step1, step0 -> step2, step1 -> step3, step2 -> step3.
+        assert_eq!(output.matches("->").count(), 4, "{output}");
+    }
+}
+
+#[test]
+fn graph_draws_a_step_that_fans_out_as_one_node_with_its_count() {
+    for format in ["dot", "mermaid"] {
+        let output = stdout(&run(&[
+            "graph",
+            "examples/fan-out.yaml",
+            "--format",
+            format,
+        ]));
+        for node in [
+            "regions\"",
+            "build ×3",
+            "test ×3",
+            "deploy × {{steps.regions.outputs.list}}",
+            "runs: 2",
+        ] {
+            assert!(output.contains(node), "{node} missing from {output}");
+        }
+        assert_eq!(output.matches("->").count(), 3, "{output}");
+    }
+}
+
+#[test]
+fn graph_refuses_an_invalid_workflow() {
+    let output = run(&["graph", "examples/invalid-cycle.yaml"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("dependency cycle"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn lifecycle_prints_every_legal_transition() {
+    let dot = stdout(&run(&["lifecycle"]));
+    for edge in [
+        "Created -> Started",
+        "Created -> Failed",
+        "Started -> Completed",
+        "Started -> Failed",
+        "Started -> Created",
+        "Completed -> Created",
+        "Failed -> Created",
+    ] {
+        assert!(dot.contains(edge), "{edge} missing from {dot}");
+    }
+    assert!(
+        !dot.contains("Completed -> Failed"),
+        "a terminal state never moves to the other"
+    );
+    let mermaid = stdout(&run(&["lifecycle", "--format", "mermaid"]));
+    assert!(mermaid.contains("Started --> Completed"), "{mermaid}");
+}
+
+#[test]
+fn dev_help_says_the_server_is_plain_http_on_loopback() {
+    let help = stdout(&run(&["dev", "--help"]));
+    assert!(help.contains("plain HTTP"), "{help}");
+    assert!(help.contains("127.0.0.1"), "{help}");
+    for flag in [
+        "--apply",
+        "--until-done",
+        "--no-operator",
+        "--kubeconfig",
+        "--pods",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from dev --help");
+    }
+}

@@ -1,0 +1,413 @@
+//! A user's kubectl session against `workflow-operator dev`'s pieces (the embedded control plane
+//! with the operator running): install the CRD from `crd/`, create an example, wait for it,
+//! read it back with the CRD's printer columns, look at its Jobs, pods, logs and Events, and
+//! delete it.
+
+use crate::support;
+
+use support::session::{ROOT, Session, row};
+
+#[tokio::test]
+async fn kubectl_wait_for_finished_returns_when_a_workflow_fails() {
+    let Some(session) = Session::start("kubectl_wait_for_finished").await else {
+        return;
+    };
+    session.k(&["create", "-f", "examples/failing.yaml"]).await;
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Finished",
+            "wf/failing",
+            "--timeout=60s",
+        ])
+        .await;
+    let phase = session
+        .k(&[
+            "get",
+            "wf",
+            "failing",
+            "-o",
+            "jsonpath={.status.workflow-status}",
+        ])
+        .await;
+    assert_eq!(phase, "Failed");
+    session.stop().await;
+}
+
+/// A step whose pod can never start (it reads a Secret that does not exist: its container
+/// waits with `CreateContainerConfigError`) fails at the workflow's `startTimeout` with a
+/// message naming the step and the cause; `status.steps` and `get` show it, the Job records it,
+/// and `kubectl wait --for=condition=Finished` returns.
+#[tokio::test]
+async fn a_step_whose_pod_cannot_start_fails_naming_the_cause() {
+    let Some(owned) = Session::start("a_step_whose_pod_cannot_start").await else {
+        return;
+    };
+    let session = &owned;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("cannot-start.yaml");
+    let example = std::fs::read_to_string(format!("{ROOT}/examples/start-timeout.yaml")).unwrap();
+    std::fs::write(
+        &manifest,
+        example.replace("startTimeout: 20", "startTimeout: 2"),
+    )
+    .unwrap();
+    session
+        .k(&["create", "-f", manifest.to_str().unwrap()])
+        .await;
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Finished",
+            "wf/start-timeout",
+            "--timeout=60s",
+        ])
+        .await;
+    let want =
+        r#"step db cannot start: CreateContainerConfigError: secret "missing-creds" not found"#;
+    let jsonpath = |path: &'static str| {
+        let path = format!("jsonpath={path}");
+        async move {
+            session
+                .k(&["get", "wf", "start-timeout", "-o", &path])
+                .await
+        }
+    };
+    assert_eq!(jsonpath("{.status.workflow-status}").await, "Failed");
+    assert_eq!(jsonpath("{.status.message}").await, want);
+    assert_eq!(jsonpath("{.status.steps[0].phase}").await, "Failed");
+    assert_eq!(jsonpath("{.status.steps[0].reason}").await, "CannotStart");
+    // The Job is the record of the verdict, for an operator restarted after a crash.
+    let annotation = session
+        .k(&[
+            "get",
+            "jobs",
+            "-l",
+            "workflow.crd.com/workflow=start-timeout",
+            "-o",
+            r"jsonpath={.items[0].metadata.annotations.workflow\.crd\.com/cannot-start}",
+        ])
+        .await;
+    assert_eq!(
+        annotation,
+        r#"CreateContainerConfigError: secret "missing-creds" not found"#
+    );
+    let text = session.cli(&["get", "start-timeout"]).await;
+    assert!(text.contains(want), "{text}");
+    let row = row(&text, "db");
+    assert_eq!(row[1], "Failed", "{text}");
+    assert!(
+        text.contains(
+            r#"CannotStart: CreateContainerConfigError: secret "missing-creds" not found"#
+        ),
+        "{text}"
+    );
+    owned.stop().await;
+}
+
+/// `get` lists the steps in DAG order with their phase, attempts and exit code (text and JSON);
+/// `logs` prints each step's output prefixed with the step, in DAG order; `logs -f` follows the
+/// workflow until it finishes.
+#[tokio::test]
+async fn get_and_logs_show_each_step_in_dag_order() {
+    let Some(session) = Session::start("get_and_logs_show_each_step").await else {
+        return;
+    };
+    session.k(&["create", "-f", "examples/failing.yaml"]).await;
+    // Follows from now until the workflow finished: steps that ran before it started too.
+    // Lines of steps read at once may interleave, so compare them as a set.
+    let followed = session.cli(&["logs", "failing", "-f"]).await;
+    let mut lines: Vec<&str> = followed.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        ["fail: about to fail", "ok: this one works"],
+        "{followed}"
+    );
+
+    let text = session.cli(&["get", "failing"]).await;
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("STEP"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE"]
+    );
+    assert_eq!(rows[1][..2], ["ok", "Succeeded"], "{text}");
+    assert_eq!(rows[2][..2], ["fail", "Failed"], "{text}");
+    assert_eq!(
+        rows[2][3..5],
+        ["1", "1"],
+        "one attempt, exit code 1: {text}"
+    );
+    assert_eq!(rows[3], ["after", "Skipped"], "{text}");
+    assert!(text.contains("step fail failed: exit code 1"), "{text}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&session.cli(&["get", "failing", "-o", "json"]).await).unwrap();
+    assert_eq!(json["phase"], "Failed");
+    assert_eq!(json["steps"][1]["name"], "fail");
+    assert_eq!(json["steps"][1]["phase"], "Failed");
+    assert_eq!(json["steps"][1]["exitCode"], 1);
+    assert_eq!(json["steps"][2]["phase"], "Skipped");
+
+    let logs = session.cli(&["logs", "failing"]).await;
+    assert_eq!(
+        logs.lines().collect::<Vec<_>>(),
+        ["ok: this one works", "fail: about to fail"]
+    );
+    let one = session.cli(&["logs", "failing", "--step", "fail"]).await;
+    assert_eq!(one.trim(), "fail: about to fail");
+    session.stop().await;
+}
+
+#[tokio::test]
+async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() {
+    let Some(session) = Session::start("kubectl_session_runs_the_diamond_example").await else {
+        return;
+    };
+    let k = |args: &'static [&'static str]| session.k(args);
+
+    k(&["create", "-f", "examples/diamond.yaml"]).await;
+    // `watch` redraws as the workflow changes and returns once it finished.
+    let watched = session.cli(&["watch", "diamond"]).await;
+    let last = watched.rsplit("Name:").next().unwrap();
+    assert!(last.contains("Status:    Completed"), "{watched}");
+    assert_eq!(last.matches("Succeeded").count(), 4, "{watched}");
+    k(&[
+        "wait",
+        "--for=condition=Completed",
+        "wf/diamond",
+        "--timeout=60s",
+    ])
+    .await;
+
+    let table = k(&["get", "wf"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "PROGRESS", "MESSAGE", "AGE"],
+        "{table}"
+    );
+    let diamond = row(&table, "diamond");
+    assert_eq!(diamond[1..3], ["Completed", "4/4"], "{table}");
+    let wide = k(&["get", "wf", "-o", "wide"]).await;
+    let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "STATUS", "PROGRESS", "MESSAGE", "AGE", "RUNNING", "CHANGED", "RUN"
+        ],
+        "{wide}"
+    );
+
+    let jobs = k(&[
+        "get",
+        "jobs",
+        "-l",
+        "workflow.crd.com/workflow=diamond",
+        "-o",
+        "name",
+    ])
+    .await;
+    let jobs: Vec<&str> = jobs.lines().collect();
+    assert_eq!(jobs.len(), 4, "one Job per step: {jobs:?}");
+    let pods = k(&[
+        "get",
+        "pods",
+        "-l",
+        "workflow.crd.com/workflow=diamond",
+        "-o",
+        "name",
+    ])
+    .await;
+    assert_eq!(pods.lines().count(), 4, "one pod per step: {pods}");
+
+    let step0 = jobs
+        .iter()
+        .find(|j| j.contains("step0"))
+        .expect("the step0 job");
+    let logs = session.k(&["logs", step0]).await;
+    assert_eq!(logs.trim(), "step0");
+
+    let described = k(&["describe", "wf", "diamond"]).await;
+    for reason in ["StepsStarted", "AllStepsSucceeded"] {
+        assert!(
+            described.contains(reason),
+            "no {reason} Event in\n{described}"
+        );
+    }
+    // Step Events come one per status write, naming the steps it reports (`step step0
+    // started`, `steps step1, step2 succeeded; started step3`): each step is in one.
+    let events = described.split("Events:").nth(1).unwrap_or_default();
+    for step in ["step0", "step1", "step2", "step3"] {
+        assert!(events.contains(step), "{step} in no Event:\n{described}");
+    }
+
+    k(&["delete", "wf", "diamond", "--wait=true", "--timeout=30s"]).await;
+    let left = k(&[
+        "get",
+        "jobs,pods",
+        "-l",
+        "workflow.crd.com/workflow=diamond",
+        "-o",
+        "name",
+    ])
+    .await;
+    if !left.trim().is_empty() {
+        // Background deletion: wait for the garbage collector rather than assume it is done.
+        k(&[
+            "wait",
+            "--for=delete",
+            "jobs,pods",
+            "-l",
+            "workflow.crd.com/workflow=diamond",
+            "--timeout=30s",
+        ])
+        .await;
+    }
+
+    session.stop().await;
+}
+
+/// The run-control verbs as a user types them: each answers what it did, a verb that
+/// makes no sense now is refused saying why, and nothing changes; a bad `shutdown` value and an
+/// exit step that names a step are answered clearly too.
+#[tokio::test]
+async fn run_control_verbs_answer_clearly_and_refuse_what_makes_no_sense() {
+    let Some(session) = Session::start("run_control_verbs").await else {
+        return;
+    };
+    session.k(&["create", "-f", "examples/simple.yaml"]).await;
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Completed",
+            "wf/simple",
+            "--timeout=60s",
+        ])
+        .await;
+    for (verb, why) in [
+        (
+            "suspend",
+            "workflow simple has finished (Completed); there is nothing to suspend",
+        ),
+        (
+            "stop",
+            "workflow simple has finished (Completed); there is nothing to stop",
+        ),
+        (
+            "terminate",
+            "workflow simple has finished (Completed); there is nothing to stop",
+        ),
+        (
+            "retry",
+            "workflow simple completed: every step succeeded, there is nothing to retry",
+        ),
+    ] {
+        let refused = session.cli_refused(&[verb, "simple"]).await;
+        assert_eq!(refused.trim(), format!("error: {why}"), "{verb}");
+    }
+    let spec = session
+        .k(&["get", "wf", "simple", "-o", "jsonpath={.spec}"])
+        .await;
+    assert!(
+        !spec.contains("suspend") && !spec.contains("shutdown") && !spec.contains("retry"),
+        "{spec}"
+    );
+    let missing = session.cli_refused(&["stop", "nope"]).await;
+    assert_eq!(
+        missing.trim(),
+        "error: workflow nope not found in namespace default"
+    );
+
+    // A workflow that never finishes on its own: suspend, resume, retry while it runs, stop.
+    session
+        .create(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: endless}\nspec:\n  maxStepTimeout: -1\n  containers:\n    - {stepName: a, image: busybox:1.36, command: [sleep, \"3600\"]}\n    - {stepName: b, image: busybox:1.36, command: [\"true\"], dependsOn: [a]}\n",
+        )
+        .await;
+    let name = "endless";
+    assert_eq!(
+        session.cli(&["suspend", name]).await.trim(),
+        format!("workflow {name} suspended")
+    );
+    assert_eq!(
+        session.cli(&["suspend", name]).await.trim(),
+        format!("workflow {name} is already suspended")
+    );
+    let retry = session.cli_refused(&["retry", name]).await;
+    assert!(retry.contains("is still running"), "{retry}");
+    assert_eq!(
+        session.cli(&["resume", name]).await.trim(),
+        format!("workflow {name} resumed")
+    );
+    assert_eq!(
+        session.cli(&["terminate", name]).await.trim(),
+        format!("workflow {name} terminated: its running steps are being stopped")
+    );
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Finished",
+            &format!("wf/{name}"),
+            "--timeout=60s",
+        ])
+        .await;
+    let message = session
+        .k(&["get", "wf", name, "-o", "jsonpath={.status.message}"])
+        .await;
+    assert!(
+        message.starts_with("terminated (spec.shutdown: Terminate)"),
+        "{message}"
+    );
+
+    // The API server refuses an unknown shutdown, naming the values it takes.
+    let bad = session
+        .k_refused(&[
+            "patch",
+            "wf",
+            name,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"shutdown":"Pause"}}"#,
+        ])
+        .await;
+    assert!(
+        bad.contains(
+            r#"spec.shutdown: Unsupported value: "Pause": supported values: "Stop", "Terminate""#
+        ),
+        "{bad}"
+    );
+    // An exit step that names a step: valid to the schema, refused by the operator naming both.
+    let manifest = session.write_manifest(
+        "exit.yaml",
+        "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: exit-deps}\nspec:\n  containers:\n    - {stepName: a, image: busybox:1.36, command: [\"true\"]}\n  onExit:\n    - {stepName: notify, image: busybox:1.36, command: [\"true\"], dependsOn: [a]}\n",
+    );
+    let manifest = manifest.as_str();
+    let validate = session.cli_refused(&["validate", manifest]).await;
+    assert!(
+        validate.contains(r#"exit step "notify" depends on step "a""#),
+        "{validate}"
+    );
+    session.k(&["create", "-f", manifest]).await;
+    session
+        .k(&[
+            "wait",
+            "--for=condition=Failed",
+            "wf/exit-deps",
+            "--timeout=60s",
+        ])
+        .await;
+    let message = session
+        .k(&["get", "wf", "exit-deps", "-o", "jsonpath={.status.message}"])
+        .await;
+    assert!(
+        message
+            .contains(r#"exit step "notify" depends on step "a": exit steps run after every step"#),
+        "{message}"
+    );
+    session.stop().await;
+}

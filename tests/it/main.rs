@@ -1,0 +1,39 @@
+//! The operator's integration tests, one binary (each file of `tests/` was a binary of its own,
+//! each linking the whole control plane): a module per area. Run one area with a name filter,
+//! e.g. `cargo test --test it queueing::`.
+//!
+//! The slow reliability tests are `#[ignore]`d here and run by `make test-slow`.
+
+// Fixtures shared by the modules below.
+mod run_process;
+#[macro_use]
+mod support;
+// The handler framework's test fixtures (the `Widget` resource, the handler `Probe`), shared,
+// not copied.
+#[path = "../../crates/kube-kopf/tests/common/mod.rs"]
+mod kopf_common;
+
+mod bench_cli;
+mod cli;
+mod data_between_steps;
+mod deploy_rbac;
+mod kubectl_workflow;
+mod operator_bugs;
+mod operator_handlers;
+mod operator_production;
+mod operator_scenarios;
+mod queueing;
+mod real_workloads;
+mod reliability_awkward_input;
+mod reliability_bad_input;
+mod reliability_crash;
+mod reliability_fanin;
+mod reliability_faults;
+mod run_control;
+mod run_control_cleanup;
+mod telemetry_deploy;
+mod telemetry_http;
+mod telemetry_leader;
+mod telemetry_ready;
+mod validate_schema;
+mod web_view;
