@@ -11,8 +11,8 @@ use crate::workflow::crd::{WorkFlow, crd_yaml};
 use crate::workflow::fan_out::node_label;
 use crate::workflow::lifecycle;
 use crate::workflow::plan::Compiled;
-use kube_devcluster::object_meta::{self, NameRule};
-use kube_devcluster::schema;
+use kube_schema_check::object_meta::{self, NameRule};
+use kube_schema_check::schema;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {
