@@ -7,8 +7,8 @@ use clap::{Args, ValueEnum};
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use kube_devcluster::object_meta::{self, NameRule};
-use kube_devcluster::schema;
+use kube_schema_check::object_meta::{self, NameRule};
+use kube_schema_check::schema;
 use workflow_operator_core::crd::{WorkFlow, crd_yaml};
 use workflow_operator_core::fan_out::node_label;
 use workflow_operator_core::lifecycle;

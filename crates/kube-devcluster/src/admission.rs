@@ -1,13 +1,13 @@
 //! What the real API server checks before it stores a write, where operators commonly trip:
-//! object metadata ([`crate::object_meta`]: names, label keys and values, annotations), the size
+//! object metadata ([`kube_schema_check::object_meta`]: names, label keys and values, annotations), the size
 //! of ConfigMaps and Secrets, and immutable fields. Failures are 422 `Invalid` with one cause
 //! per field.
 
+use kube_schema_check::object_meta::{self, NameRule};
 use serde_json::Value;
 
 use super::error::{ApiError, FieldError, Result};
 use super::resources::ResourceInfo;
-use crate::object_meta::{self, NameRule};
 
 /// Checks a create (`old` is `None`) or an update of `obj`; 422 `Invalid` listing every problem.
 pub fn admit(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<()> {
@@ -86,7 +86,9 @@ fn crd_rules(crd: &Value) -> Vec<FieldError> {
         .filter_map(|(i, version)| {
             let schema = version.pointer("/schema/openAPIV3Schema")?;
             let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
-            Some(crate::schema_rules::check_crd_rules(schema, &path))
+            Some(kube_schema_check::schema::rules::check_crd_rules(
+                schema, &path,
+            ))
         })
         .flatten()
         .collect()

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-pub use crate::field_error::FieldError;
+pub use kube_schema_check::FieldError;
 
 /// One failed API request. `reason` is the machine-readable `StatusReason` (`NotFound`,
 /// `AlreadyExists`, `Conflict`, `Invalid`, `Gone`, ...).

@@ -12,11 +12,11 @@
 //!
 //! Any other field manager opts out, as on a real server.
 
+use kube_schema_check::object_meta::{MAX_ANNOTATIONS_BYTES, annotations_size};
 use serde_json::Value;
 
 use super::managed_fields::{FieldSet, Writer, compare, field_set};
 use super::merge_keys::Shape;
-use super::object_meta::{MAX_ANNOTATIONS_BYTES, annotations_size};
 
 /// The annotation client-side apply keeps (lastapplied.go LastAppliedConfigAnnotation).
 const ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";

@@ -14,10 +14,10 @@
 
 use std::time::Duration;
 
+use kube_schema_check::FieldError;
 use serde_json::json;
 
 use super::error::{ApiError, Result};
-use super::field_error::FieldError;
 use super::store::Store;
 
 /// What the cacher waits for a resourceVersion it has not seen (`blockTimeout`).

@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
+use kube_schema_check::FieldError;
 use serde_json::Value;
 
 use super::error::{ApiError, Result};
-use super::field_error::FieldError;
 
 /// How much of a pod's output is kept (the end of it).
 pub const LOG_LIMIT: usize = 1 << 20;

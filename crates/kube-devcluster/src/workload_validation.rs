@@ -23,10 +23,10 @@
 //! The real server defaults a pod's `restartPolicy` to `Always` before validating; this server
 //! does not default it, so an absent value is taken as that default.
 
+use kube_schema_check::FieldError;
+use kube_schema_check::object_meta::dns1123_label;
 use serde_json::Value;
 
-use crate::field_error::FieldError;
-use crate::object_meta::dns1123_label;
 use crate::selector::LabelSelector;
 
 /// Problems of a create or update of `obj` (a built-in of `group`/`resource`).

@@ -7,10 +7,10 @@
 //! `lastState`; for a Job's pods too. A container whose process is not told of the path runs
 //! unsandboxed, as before, and has no `message` (the field is `omitempty`).
 
-mod support;
+use crate::support;
 
+use crate::support::{Kubectl, setup};
 use serde_json::Value;
-use support::{Kubectl, setup};
 
 /// Waits (`kubectl wait`) until the pod's phase is `phase`; the pod, as `kubectl get -o json`.
 async fn pod_in_phase(kubectl: &Kubectl, name: &str, phase: &str) -> Value {

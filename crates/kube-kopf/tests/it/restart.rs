@@ -2,8 +2,6 @@
 //! store of its progress, and objects over the 256 KiB annotation limit (issue 3, acceptance
 //! 2 and 3).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +11,7 @@ use kube_kopf::{Context, HandlerResult, Operator, OperatorConfig};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use common::*;
+use crate::common::*;
 
 fn probed(
     probe: &Arc<Probe>,

@@ -1,5 +1,5 @@
-//! [`FieldError`]: one invalid field, as a 422 response's `details.causes` names it. Its own module
-//! so that the schema checks ([`crate::schema`]) build without the server (the `server` feature).
+//! [`FieldError`]: one invalid field, as a 422 response's `details.causes` names it; what every
+//! check of this crate ([`crate::schema`], [`crate::object_meta`]) reports.
 
 use serde_json::Value;
 

@@ -5,9 +5,9 @@
 //! directives of k8s.io/apimachinery/pkg/util/strategicpatch, and the managed fields and apply
 //! conflicts of k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager.
 
-mod support;
+use crate::support;
 
-use support::setup;
+use crate::support::setup;
 
 use serde_json::{Value, json};
 

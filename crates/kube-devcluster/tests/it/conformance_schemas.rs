@@ -5,9 +5,9 @@
 //! CRD's schema (`x-kubernetes-validations`): evaluated on each write of a custom object, refused
 //! at CRD create when they do not compile.
 
-mod support;
+use crate::support;
 
-use support::setup;
+use crate::support::setup;
 
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 //! dropped, unknown fields pruned (unless `x-kubernetes-preserve-unknown-fields`), `default`s
 //! filled in at any depth, and the result validated, each problem a [`FieldError`] with its field
 //! path (`spec.containers[0].stepName`). The server calls [`normalize`], then [`validate`], then
-//! [`validate_rules`] (the CEL rules of `x-kubernetes-validations`, [`crate::schema_rules`]);
+//! [`validate_rules`] (the CEL rules of `x-kubernetes-validations`, [`rules`]);
 //! `metadata` is the server's own and left alone.
 //!
 //! Messages follow the real server's wording (kube-openapi's validator as the apiextensions server
@@ -16,6 +16,8 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use crate::field_error::FieldError;
+
+pub mod rules;
 
 /// What [`normalize`] changed that the caller may have to report: the paths of pruned unknown
 /// fields (`fieldValidation=Strict` refuses them, `Warn` warns about them).
@@ -56,12 +58,12 @@ pub fn validate_rules(
     old: Option<&Value>,
     errors: &mut Vec<FieldError>,
 ) {
-    if crate::schema_rules::blocked_by(errors) {
-        if crate::schema_rules::has_rules(schema) {
-            errors.push(crate::schema_rules::not_checked());
+    if rules::blocked_by(errors) {
+        if rules::has_rules(schema) {
+            errors.push(rules::not_checked());
         }
     } else {
-        errors.extend(crate::schema_rules::validate(schema, obj, old));
+        errors.extend(rules::validate(schema, obj, old));
     }
 }
 

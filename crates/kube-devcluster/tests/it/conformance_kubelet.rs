@@ -5,13 +5,13 @@
 //! `previous`), graceful pod deletion,
 //! and containers without a `command` (the built-in entrypoints of common images).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
+use crate::support::{Kubectl, setup};
 use kube_devcluster::testing::eventually;
 use serde_json::{Value, json};
-use support::{Kubectl, setup};
 
 /// `kubectl get KIND NAME -o json`, parsed; `None` when it is not found.
 async fn get(kubectl: &Kubectl, kind: &str, name: &str) -> Option<Value> {

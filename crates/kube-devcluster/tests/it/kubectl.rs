@@ -3,9 +3,9 @@
 //! `--kubeconfig`. Validation is kubectl's default (`--validate=strict`): no command here needs
 //! `--validate=false`. Results are checked through the API where kubectl's output says little.
 
-mod support;
+use crate::support;
 
-use support::{rows, setup};
+use crate::support::{rows, setup};
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! namespaces that cannot be deleted, field selectors the server does not support, and updates
 //! of custom objects without a resourceVersion.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
-use support::{raw, setup, widgets};
+use crate::support::{raw, setup, widgets};
 
 const W1: &str =
     "apiVersion: test.example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  color: red\n";

@@ -2,7 +2,7 @@
 //! create a custom object, list it with a label selector, watch it, and patch its status, as a
 //! Kopf-style Python operator does. Skipped, saying so, only when the machine has no Python.
 
-mod support;
+use crate::support;
 
 use kube_devcluster::testing;
 

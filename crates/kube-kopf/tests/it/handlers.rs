@@ -1,8 +1,6 @@
 //! The handler framework on the embedded control plane: serialization per object, retries,
 //! permanent errors, finalizers (issue 3, acceptance 2).
 
-mod common;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +17,7 @@ use kube_kopf::events::Publisher;
 use kube_kopf::{Backoff, Children, Context, HandlerError, HandlerResult, Operator};
 use serde_json::json;
 
-use common::*;
+use crate::common::*;
 
 /// A handler that records its call and takes a little time, to widen any overlap.
 fn probed<K: kube::ResourceExt + Send + Sync + 'static>(

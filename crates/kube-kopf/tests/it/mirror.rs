@@ -1,8 +1,6 @@
 //! A [`Mirror`] shares the reactor's in-memory copy of a resource: a reader sees the objects
 //! the operator's watch holds and is told of each change, with no watch of its own.
 
-mod common;
-
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams, PostParams};
@@ -10,7 +8,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube_kopf::{Context, Mirror, Operator};
 use serde_json::json;
 
-use common::*;
+use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_reads_what_the_watch_holds_and_hears_of_each_change() {

@@ -5,7 +5,7 @@
 //! timeouts and selector transitions, the four patch types, immutable Job templates,
 //! deletecollection, size limits and metadata-only responses. Each test would fail against a plain map of objects.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,14 +3,12 @@
 //! under both Event APIs, and a watcher sees it `DELETED`. Judged with kubectl, on a control
 //! plane started with a short TTL.
 
-mod support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::Kubectl;
 use kube_devcluster::{DevCluster, DevClusterOptions, testing};
 use serde_json::json;
-use support::Kubectl;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[tokio::test]

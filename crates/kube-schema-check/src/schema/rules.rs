@@ -39,8 +39,8 @@ use kube_cel::cel::objects::{Key, Map as CelMap};
 use kube_cel::cel::{Context, Program, Value as Cel};
 use serde_json::Value;
 
+use super::property_schema;
 use crate::field_error::FieldError;
-use crate::schema::property_schema;
 
 /// The reasons a rule may give (the real server's `supportedValidationReason`).
 const REASONS: [&str; 4] = [

@@ -1169,7 +1169,12 @@ async fn control_plane_killed_by_sigkill_leaves_no_process_behind() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pids");
     let mut control_plane = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "pod_runner_until_killed", "--quiet"])
+        .args([
+            "--ignored",
+            "--exact",
+            "jobs::pod_runner_until_killed",
+            "--quiet",
+        ])
         .env(HELPER_PIDS, &pid_file)
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -7,9 +7,8 @@
 //! `NameIsDNSLabel` (pkg/api/validation/generic.go, the regexes of
 //! pkg/util/validation/validation.go); a custom resource's name is always a subdomain
 //! (apiextensions-apiserver pkg/registry/customresource/validator.go passes
-//! `NameIsDNSSubdomain`). Not behind the `server` feature: the admission of the embedded API
-//! server ([`crate::admission`]) and the operator's offline `validate` both use it, so what
-//! `validate` calls valid the server accepts.
+//! `NameIsDNSSubdomain`). The admission of the embedded API server (kube-devcluster) and the
+//! operator's offline `validate` both use it, so what `validate` calls valid the server accepts.
 
 use serde_json::{Map, Value};
 

@@ -8,10 +8,10 @@
 //! answered 415 with a Status, as the real server answers it
 //! (k8s.io/apiserver/pkg/endpoints/handlers/negotiation/errors.go, errUnsupportedMediaType).
 
-mod support;
+use crate::support;
 
+use crate::support::{Kubectl, setup};
 use serde_json::{Value, json};
-use support::{Kubectl, setup};
 
 /// `kubectl get -o json` of an object, with what differs between two creations of the same
 /// manifest made equal: uid, resourceVersion, creationTimestamp and managedFields dropped, and the

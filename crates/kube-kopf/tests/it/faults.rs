@@ -1,7 +1,5 @@
 //! The handler framework when the API misbehaves, and what it costs in writes.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +13,7 @@ use kube_devcluster::faults::{InjectedError, Verb};
 use kube_kopf::{Children, Context, HandlerResult, Operator};
 use serde_json::json;
 
-use common::*;
+use crate::common::*;
 
 fn probed(
     probe: &Arc<Probe>,

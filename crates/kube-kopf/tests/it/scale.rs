@@ -1,7 +1,5 @@
 //! The handler framework with many objects at once (issue 3, acceptance 4).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +9,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube_kopf::{Context, HandlerResult, Monitor, Operator};
 use serde_json::json;
 
-use common::*;
+use crate::common::*;
 
 const OBJECTS: usize = 1_000;
 const CONCURRENCY: usize = 8;

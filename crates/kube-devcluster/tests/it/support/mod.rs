@@ -1,7 +1,6 @@
 //! Shared fixtures of the devcluster API tests: a started cluster, a small test CRD (`Widget`,
 //! with a status subresource, printer columns, defaults and validation) and raw HTTP requests;
 //! what every crate's tests share comes from [`kube_devcluster::testing`].
-#![allow(dead_code)]
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};

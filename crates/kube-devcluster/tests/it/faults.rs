@@ -3,7 +3,7 @@
 //! forced 410 Gone, and the per-verb/resource counters benchmarks read. Clients are expected to
 //! survive each fault; the kube-rs watcher is shown to.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
