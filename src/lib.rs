@@ -7,7 +7,7 @@
 //! - [`leader`]: leader election on a Lease, so one replica of several does the work.
 //! - [`telemetry`]: metrics and health endpoints.
 //! - [`web`]: the web view of the workflows (`--web-addr`), read from the operator's mirror.
-//! - [`bench`]: the end-to-end benchmark (`workflow-operator bench`): the control plane plus the
+//! - [`bench`](mod@bench): the end-to-end benchmark (`workflow-operator bench`): the control plane plus the
 //!   operator as a separate process, measured (the `dev` feature).
 //!
 //! Below them, crates of their own in this workspace: `workflow-operator-core`, the pure operator

@@ -8,8 +8,8 @@
 //!   while every check added with [`Readiness::add_check`] passes, 503 otherwise. The `run`
 //!   command makes a replica that runs the operator ready once the operator's watch caches hold
 //!   their initial listings (a check on the handler framework's monitor). With leader election,
-//!   [`super::leader::LeaderElection::with_readiness`] sets the flag once the Lease has been
-//!   read, and [`super::leader::LeaderElection::readiness_check`] requires the synced caches
+//!   [`crate::leader::LeaderElection::with_readiness`] sets the flag once the Lease has been
+//!   read, and [`crate::leader::LeaderElection::readiness_check`] requires the synced caches
 //!   only while the replica does not stand by: a standby, which runs no operator, is ready as
 //!   soon as it can reach the API server and take over, the leader once its caches have synced.
 //!   A ready standby is deliberate: nothing routes traffic to an operator, so readiness only

@@ -2,7 +2,7 @@
 //! format for the `/metrics` endpoint ([`super::http`]).
 //!
 //! The operator's handlers call the recording methods ([`Metrics::step_started`],
-//! [`Metrics::handler_done`], ...); [`super::leader`] sets the leader gauge; the queue gauges
+//! [`Metrics::handler_done`], ...); [`crate::leader`] sets the leader gauge; the queue gauges
 //! are read at every scrape from the source given to [`Metrics::sample_queue`] (the `run`
 //! command gives the handler framework's counters). Every metric is prefixed
 //! `workflow_operator_`:

@@ -1,7 +1,7 @@
 //! A [`Drawing`] as inline SVG: each step a `<g class="node" data-step=".." data-phase="..">`
 //! coloured by phase (the classes are styled by the embedded stylesheet), linking to its step
 //! panel; each dependency an `<path class="edge">` from the bottom of one box to the top of the
-//! next. Every user string goes through [`escape`].
+//! next. Every user string goes through [`escape`](super::escape).
 
 use std::fmt::Write as _;
 

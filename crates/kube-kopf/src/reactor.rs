@@ -10,7 +10,7 @@
 //!   resource types (a semaphore); objects waiting for a worker wait in two ready queues, not as
 //!   tasks: objects handled before (by this process, or by another as their record says) go
 //!   first, since their work is usually the next step of something under way; objects never
-//!   handled get one worker in [`INTAKE_SHARE`], and only as many at once as the intake window
+//!   handled get one worker in `INTAKE_SHARE` (4), and only as many at once as the intake window
 //!   allows ([`super::intake`]: it grows while the watch echoes the record writes promptly), so
 //!   a burst of new objects neither starves nor holds up the ones in progress;
 //! - counts its objects in the operator's [`super::Monitor`]: queued while in a ready queue,

@@ -6,14 +6,14 @@
 //!
 //! | stage | module | client |
 //! |---|---|---|
-//! | observe | [`observe`](super::observe): the workflow and its Jobs from the mirror | the mirror; pods and Events for a plan in full |
-//! | decide | [`decide`](super::decide): the plan, incrementally or in full | none |
-//! | gate | [`gate`](super::gate): `--max-running-steps` holds back Job creates | none (waits for the queue's watch) |
-//! | apply | [`apply`](super::apply): create, stop and delete Jobs | yes |
-//! | record | [`record`](super::record): the status write ([`status_write`](super::status_write) chooses how), Events, metrics, memory | yes |
+//! | observe | `observe`: the workflow and its Jobs from the mirror | the mirror; pods and Events for a plan in full |
+//! | decide | `decide`: the plan, incrementally or in full | none |
+//! | gate | `gate`: `--max-running-steps` holds back Job creates | none (waits for the queue's watch) |
+//! | apply | `apply`: create, stop and delete Jobs | yes |
+//! | record | `record`: the status write (`status_write` chooses how), Events, metrics, memory | yes |
 //!
 //! State is read from the Jobs that exist, never from the status lists or memory alone
-//! ([`memory`](super::memory) is a cache, checked before use). Job events come in batches
+//! (`memory` is a cache, checked before use). Job events come in batches
 //! ([`reconcile_jobs`]: every Job that changed since the workflow's last pass, so a burst of
 //! completions costs one pass of creates and one status write), planned in O(degree of their
 //! steps) while the remembered run state still holds; every other cause, and every doubt, plans

@@ -3,9 +3,9 @@
 //!
 //! - [`operator`]: the handlers' registration and the operator's start-up.
 //! - [`handlers`]: what each event does; every reconcile is one pass of the stages below.
-//! - The pass, stage by stage: [`observe`], [`decide`], [`gate`], [`apply`], [`record`] (with
-//!   [`status_write`], the choice of how the status is written, and [`step_events`]); what is
-//!   remembered between passes is [`memory`].
+//! - The pass, stage by stage: `observe`, `decide`, `gate`, `apply`, `record` (with
+//!   `status_write`, the choice of how the status is written, and `step_events`); what is
+//!   remembered between passes is `memory`.
 //! - [`status_writer`]: statuses written in order, some behind the passes.
 //! - [`admission`]: the built-in queue (`--max-running-steps`), fed by a watch of the step Jobs.
 //! - [`kueue_queue`]: the Kueue path's queue metrics, from a watch of the Jobs Kueue queues.

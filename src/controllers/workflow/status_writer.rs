@@ -14,7 +14,7 @@
 //! growing delay, until it is written or a newer one replaces it; a workflow that is gone (404)
 //! is given up.
 //!
-//! Step counts and Events are taken against [`StatusWriter::newest`], the newest status handed
+//! Step counts and Events are taken against [`StatusWriter::with_newest`], the newest status handed
 //! over, not the one stored: a status on its way would otherwise be counted twice.
 
 use std::collections::HashMap;
