@@ -14,6 +14,13 @@
 //! with the user agent [`BENCH_AGENT`]; the control plane's job controller, kubelet and garbage
 //! collector work on the store in-process and are no API clients. With the operator started
 //! here, "every other client" is the operator alone.
+//!
+//! The writes of the whole system (`systemWrites`) are every create, update and delete the
+//! store committed while the operator's requests were counted, whoever made them: the
+//! operator's through the API, and the in-process Job controller's, kubelet's and garbage
+//! collector's, less the benchmark's own. On a real cluster each of those is an API request
+//! (of kube-controller-manager's Job controller and GC, and of the kubelet), which is what
+//! bounds a step rate there (docs/performance.md).
 
 pub mod ceiling;
 pub mod process;
@@ -183,6 +190,11 @@ pub struct ApiFigures {
     pub total: u64,
     pub writes: u64,
     pub writes_per_step: f64,
+    /// Writes of the whole system (see the module documentation).
+    pub system_writes: u64,
+    pub system_writes_per_step: f64,
+    /// The whole system's writes by resource, the benchmark's own included.
+    pub system_writes_by_resource: BTreeMap<String, u64>,
     pub by_verb: BTreeMap<String, u64>,
     /// `verb resource` -> requests, e.g. `patch workflows.workflow.crd.com/status`.
     pub by_verb_and_resource: BTreeMap<String, u64>,
@@ -294,6 +306,7 @@ pub async fn run(options: Options) -> Result<Report> {
         _ => None,
     };
     cluster.reset_requests();
+    let counted_from = Instant::now();
     let operator_start = operator_pid.and_then(sample);
     let self_start = procfs::sample("self").ok();
 
@@ -302,6 +315,7 @@ pub async fn run(options: Options) -> Result<Report> {
     submit(&client, &options, &dependencies).await?;
     let timed_out = !wait_until_terminal(&observer, &mut operator, &options).await?;
     let settled_requests = settle(&cluster, Duration::from_secs(1)).await;
+    let counted_to = Instant::now();
 
     let operator_end = operator_pid.and_then(sample);
     let self_end = procfs::sample("self").ok();
@@ -325,7 +339,8 @@ pub async fn run(options: Options) -> Result<Report> {
         _ => started.elapsed(),
     };
     let steps_completed = timeline.steps_completed();
-    let api = api_figures(&settled_requests, steps_completed);
+    let system_writes = timeline.writes_between(counted_from, counted_to);
+    let api = api_figures(&settled_requests, system_writes, steps_completed);
     let steps_per_second_allowed = ceiling
         .as_ref()
         .filter(|_| api.writes_per_step > 0.0)
@@ -570,9 +585,15 @@ fn operator_total(counts: &RequestCounts) -> u64 {
         .sum()
 }
 
-fn api_figures(counts: &RequestCounts, steps: usize) -> ApiFigures {
+/// The API figures from the requests `counts` and the store's writes by resource
+/// (`system_writes`), per step of `steps`.
+fn api_figures(
+    counts: &RequestCounts,
+    system_writes: BTreeMap<String, u64>,
+    steps: usize,
+) -> ApiFigures {
     let mut figures = ApiFigures {
-        counted: "requests of every API client but the benchmark (user agent workflow-operator-bench): the operator's; the control plane's controllers are in-process and not API clients",
+        counted: "requests of every API client but the benchmark (user agent workflow-operator-bench): the operator's; the control plane's controllers are in-process and not API clients. systemWrites: every write the store committed meanwhile (operator, Job controller, kubelet, garbage collector), less the benchmark's",
         ..Default::default()
     };
     let writes: Vec<&str> = Verb::ALL
@@ -580,6 +601,15 @@ fn api_figures(counts: &RequestCounts, steps: usize) -> ApiFigures {
         .filter(|v| v.is_write())
         .map(Verb::as_str)
         .collect();
+    let bench_writes: u64 = (counts.requests.iter())
+        .filter(|(k, _)| is_bench(&k.user_agent) && writes.contains(&k.verb))
+        .map(|(_, n)| n)
+        .sum();
+    figures.system_writes = system_writes
+        .values()
+        .sum::<u64>()
+        .saturating_sub(bench_writes);
+    figures.system_writes_by_resource = system_writes;
     for (key, n) in counts
         .requests
         .iter()
@@ -603,6 +633,7 @@ fn api_figures(counts: &RequestCounts, steps: usize) -> ApiFigures {
     }
     if steps > 0 {
         figures.writes_per_step = round(figures.writes as f64 / steps as f64, 3);
+        figures.system_writes_per_step = round(figures.system_writes as f64 / steps as f64, 3);
     }
     figures
 }
@@ -653,7 +684,7 @@ async fn measure_idle(
     // The measurement itself: a fixed interval in which nothing is submitted.
     tokio::time::sleep(idle.duration).await;
     let end = pid.and_then(sample);
-    let requests = api_figures(&cluster.requests(), 0).by_verb;
+    let requests = api_figures(&cluster.requests(), BTreeMap::new(), 0).by_verb;
     let (items, _) = cluster.store().list(
         &GroupResource::new(WORKFLOWS.0, WORKFLOWS.1),
         Some(&options.namespace),

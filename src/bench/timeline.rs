@@ -15,7 +15,7 @@
 //! step that fans out (label `workflow.crd.com/item`) is bench step `N + K`
 //! ([`super::shape::Shape::Items`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -141,6 +141,10 @@ pub struct Timeline {
     created: HashMap<(String, usize), Instant>,
     completed: HashMap<(String, usize), Instant>,
     terminal: HashMap<String, (Instant, bool)>,
+    /// When each write the store committed was, by resource (`jobs`, `pods`,
+    /// `workflows.workflow.crd.com`, ...): every create, update and delete, by any client or
+    /// in-process controller.
+    writes: HashMap<String, Vec<Instant>>,
 }
 
 /// Dispatch latencies: for each step with dependencies, from the moment its last dependency's
@@ -155,6 +159,28 @@ pub struct Dispatches {
 }
 
 impl Timeline {
+    /// Counts one write of `resource` (of `group`) committed at `at`.
+    pub fn count_write(&mut self, group: &str, resource: &str, at: Instant) {
+        let key = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        self.writes.entry(key).or_default().push(at);
+    }
+
+    /// The writes committed from `from` to `to`, by resource.
+    pub fn writes_between(&self, from: Instant, to: Instant) -> BTreeMap<String, u64> {
+        self.writes
+            .iter()
+            .map(|(resource, at)| {
+                let n = at.iter().filter(|at| (from..=to).contains(*at)).count();
+                (resource.clone(), n as u64)
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
     /// Records `observation` at `at`, unless the same thing was seen before.
     pub fn record(&mut self, observation: Observation, at: Instant) {
         match observation {
@@ -299,6 +325,11 @@ impl Observer {
                             }
                             Err(RecvError::Closed) => break,
                         };
+                        timeline.count_write(
+                            &change.gr.group,
+                            &change.gr.resource,
+                            change.committed_at,
+                        );
                         let observation = classify(
                             &change.gr.group,
                             &change.gr.resource,
