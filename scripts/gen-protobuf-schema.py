@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes crates/kube-devcluster/src/protobuf/messages.rs: the protobuf messages of the built-in
-kinds the embedded control plane stores, as a table its decoder walks (no protoc, no build step).
+"""Writes crates/kube-devcluster/src/apiserver/protobuf/messages.rs: the protobuf messages of the
+built-in kinds the embedded control plane stores, as a table its decoder walks (no protoc, no build step).
 
 Usage: scripts/gen-protobuf-schema.py API_DIR APIMACHINERY_DIR [API_REF APIMACHINERY_REF] > out.rs
 
@@ -8,7 +8,7 @@ The table in the repository was generated from the v0.36.3 tags:
   git clone --depth 1 --branch v0.36.3 https://github.com/kubernetes/api /tmp/api
   git clone --depth 1 --branch v0.36.3 https://github.com/kubernetes/apimachinery /tmp/apimachinery
   scripts/gen-protobuf-schema.py /tmp/api /tmp/apimachinery v0.36.3 v0.36.3 \
-    > crates/kube-devcluster/src/protobuf/messages.rs
+    > crates/kube-devcluster/src/apiserver/protobuf/messages.rs
 
 API_DIR and APIMACHINERY_DIR are checkouts of github.com/kubernetes/api and
 github.com/kubernetes/apimachinery. From each package's generated.proto the table takes every

@@ -10,12 +10,14 @@ use axum::serve::ListenerExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::resources::{GroupResource, Registry};
+use crate::apiserver::server::ApiState;
+use crate::apiserver::{faults, metrics, server, watch};
+use crate::controllers;
 use crate::controllers::Controllers;
-pub use crate::controllers::PodMode;
-use crate::resources::{GroupResource, Registry};
-use crate::server::ApiState;
-use crate::store::{HistoryLimits, Store};
-use crate::{controllers, faults, metrics, server, store, watch};
+pub use crate::kubelet::PodMode;
+use crate::storage::store;
+use crate::storage::store::{HistoryLimits, Store};
 
 /// Errors starting the control plane.
 #[derive(Debug, thiserror::Error)]
@@ -50,17 +52,18 @@ pub struct DevClusterOptions {
     /// Whether pods run their command as local processes or are simulated.
     pub pods: PodMode,
     /// How often watches that allow bookmarks get one; `None` is
-    /// [`server::DEFAULT_BOOKMARK_INTERVAL`].
+    /// `DEFAULT_BOOKMARK_INTERVAL` (1 s).
     pub bookmark_interval: Option<Duration>,
     /// Entrypoints of images for containers without `command`, by image (`my/app:v1`) or
     /// repository (`my/app`), on top of the built-in ones (`hello-world`, `busybox`, `alpine`,
     /// `ubuntu`, `debian`, `python`); see [`crate::entrypoints`].
     pub entrypoints: std::collections::HashMap<String, Vec<String>>,
     /// How long the Job controller waits before replacing a failed pod: Kubernetes' 10 s
-    /// doubling to 6 minutes by default; [`crate::jobs::JobBackoff::FAST`] for tests and demos.
-    pub job_backoff: crate::jobs::JobBackoff,
+    /// doubling to 6 minutes by default; [`JobBackoff::FAST`](crate::jobs::JobBackoff::FAST) for
+    /// tests and demos.
+    pub job_backoff: crate::controllers::jobs::JobBackoff,
     /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`); `None` is
-    /// its default, [`crate::events::DEFAULT_EVENT_TTL`] (one hour).
+    /// its default, `DEFAULT_EVENT_TTL` (one hour).
     pub event_ttl: Option<Duration>,
 }
 
@@ -101,17 +104,17 @@ impl DevCluster {
         );
         controllers.set_entrypoints(options.entrypoints.clone());
         controllers.set_job_backoff(options.job_backoff);
-        tokio::spawn(crate::events::expire_events(
+        tokio::spawn(crate::registry::events::expire_events(
             store.clone(),
             registry.clone(),
             options
                 .event_ttl
-                .unwrap_or(crate::events::DEFAULT_EVENT_TTL),
+                .unwrap_or(crate::registry::events::DEFAULT_EVENT_TTL),
             shutdown.clone(),
         ));
         let mut state = ApiState::new(store.clone(), registry.clone(), shutdown.clone());
         state.logs = Some(controllers.logs());
-        state.on_create = Some(controllers::create_hook());
+        state.on_create = Some(crate::registry::create_hook());
         if let Some(interval) = options.bookmark_interval {
             state.bookmark_interval = interval;
         }

@@ -14,55 +14,42 @@
 //!
 //! The server speaks plain HTTP on loopback without authentication: it is a local tool for
 //! trying, testing and measuring, not for production.
+//!
+//! Its modules mirror Kubernetes' components, each importing only the ones listed before it:
+//! `api` (errors and the registry of served resources, as apimachinery), `storage` (the object
+//! store, selectors), `registry` (per-kind rules both the API server and the controllers apply),
+//! `runtime` (the reconcile loop and event recorder the controllers share), `kubelet`,
+//! `controllers` (Jobs, garbage collection, claims, service accounts; they also start the
+//! kubelet), `apiserver`, and `cluster`, which starts them together. `scripts/module-cycles.py`
+//! checks that no module imports one that imports it back.
 #![forbid(unsafe_code)]
 
-pub mod admission;
-pub mod builtin_schemas;
-mod claims;
+mod api;
+mod apiserver;
 mod cluster;
-pub mod controllers;
-pub mod entrypoints;
-pub mod error;
-pub mod events;
-pub mod faults;
-pub mod gc;
-pub mod jobs;
-pub mod kubelet;
-pub mod last_applied;
-pub mod list_options;
-pub mod managed_fields;
-pub mod merge_keys;
-pub mod metrics;
-pub mod openapi;
-pub mod openapi_v2;
-pub mod patch;
-pub mod path;
-pub mod pod_defaults;
-pub mod pod_deletion;
-pub mod pod_env;
-pub mod pod_logs;
-pub mod protobuf;
-pub(crate) mod recorder;
-pub mod representation;
-pub mod resources;
-pub mod secrets;
-pub mod selector;
-pub mod server;
-pub mod service_accounts;
-pub mod store;
-pub mod table;
-pub mod termination_message;
-pub mod typed_decode;
-pub(crate) mod volumes;
-pub mod watch;
-pub mod workload_validation;
-pub use cluster::{DevCluster, DevClusterOptions, Error, PodMode, client_for};
+mod controllers;
+mod kubelet;
+mod registry;
+mod runtime;
+mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;
-// Issue 13, requests answered as the real API server answers them.
-pub mod auth_reviews;
-pub mod custom_resources;
-pub mod dry_run;
-pub mod field_labels;
-pub mod namespace_lifecycle;
-pub mod query;
+
+pub use api::resources;
+pub use apiserver::{faults, metrics};
+pub use cluster::{DevCluster, DevClusterOptions, Error, PodMode, client_for};
+pub use kubelet::entrypoints;
+pub use storage::store;
+
+/// The Job controller's settings ([`DevClusterOptions::job_backoff`]).
+pub mod jobs {
+    pub use crate::controllers::jobs::JobBackoff;
+}
+
+/// The parts [`DevCluster::start`] assembles, for tests that assemble them otherwise (the API
+/// server on a listener of their own, the controllers stopped at will).
+pub mod parts {
+    pub use crate::apiserver::server::{ApiState, router};
+    pub use crate::controllers::{Controllers, spawn_controllers};
+    pub use crate::registry::create_hook;
+}

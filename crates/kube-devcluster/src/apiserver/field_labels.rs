@@ -1,0 +1,194 @@
+//! Which field selectors the server supports, per resource. The real server converts each field
+//! label of a `fieldSelector` before it lists or watches, and a label it does not know is a 400
+//! BadRequest with the conversion's message (k8s.io/apiserver/pkg/endpoints/handlers/get.go
+//! `ListResource`: `errors.NewBadRequest(err.Error())`), rather than a selector that matches
+//! nothing.
+
+use serde_json::Value;
+
+use crate::api::error::{ApiError, Result};
+use crate::api::resources::ResourceInfo;
+
+/// The field labels of built-ins that register their own conversion, beyond the default
+/// `metadata.name` and `metadata.namespace`: k8s.io/kubernetes/pkg/apis/core/v1/conversion.go
+/// (pods, nodes, replication controllers, events, namespaces, secrets, services),
+/// pkg/apis/events/v1/conversion.go, pkg/apis/batch/v1/conversion.go (jobs), pkg/apis/certificates/v1/conversion.go (CSRs).
+fn builtin_labels(info: &ResourceInfo) -> Option<&'static [&'static str]> {
+    Some(match (info.group.as_str(), info.resource.as_str()) {
+        ("", "pods") => &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+            "spec.host",
+        ],
+        ("", "nodes") => &["metadata.name", "spec.unschedulable"],
+        ("", "replicationcontrollers") => {
+            &["metadata.name", "metadata.namespace", "status.replicas"]
+        }
+        ("", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+            "metadata.namespace",
+            "metadata.name",
+        ],
+        ("", "namespaces") => &["status.phase", "metadata.name"],
+        ("", "secrets") => &["type", "metadata.namespace", "metadata.name"],
+        ("", "services") => &[
+            "metadata.namespace",
+            "metadata.name",
+            "spec.clusterIP",
+            "spec.type",
+        ],
+        ("events.k8s.io", "events") => &[
+            "reason",
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reportingController",
+            "source",
+            "type",
+            "metadata.namespace",
+            "metadata.name",
+        ],
+        ("batch", "jobs") => &["metadata.name", "metadata.namespace", "status.successful"],
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            &["metadata.name", "spec.signerName"]
+        }
+        _ => return None,
+    })
+}
+
+/// Converts one field label of a selector on `info` to the dotted path of the stored object it
+/// selects on, as the server's `ConvertFieldLabel` does, or refuses it. `crd` is the CRD serving
+/// `info`, for a custom resource.
+pub fn convert(info: &ResourceInfo, crd: Option<&Value>, label: &str) -> Result<String> {
+    if let Some(crd) = crd {
+        // k8s.io/apiextensions-apiserver/pkg/apiserver/conversion/converter.go
+        // `ConvertFieldLabel`: metadata.name, metadata.namespace when namespaced, and the
+        // version's `selectableFields`.
+        let known = label == "metadata.name"
+            || (info.namespaced && label == "metadata.namespace")
+            || selectable_fields(crd, &info.version).any(|f| f == label);
+        return if known {
+            Ok(label.to_string())
+        } else {
+            Err(not_supported(label))
+        };
+    }
+    match builtin_labels(info) {
+        Some(known) if known.contains(&label) => Ok(path_of(info, label).to_string()),
+        // pkg/apis/batch/v1/conversion.go words its refusal its own way.
+        Some(_) if info.group == "batch" && info.resource == "jobs" => Err(ApiError::bad_request(
+            format!("field label {label:?} not supported for Job"),
+        )),
+        Some(_) => Err(not_supported(label)),
+        // k8s.io/apimachinery/pkg/runtime/conversion.go DefaultMetaV1FieldSelectorConversion.
+        None if label == "metadata.name" || label == "metadata.namespace" => Ok(label.to_string()),
+        None => Err(ApiError::bad_request(format!(
+            "{label:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        ))),
+    }
+}
+
+/// Where a label that is not the object's own path reads from: a Job's `status.successful` is
+/// its `status.succeeded` (pkg/registry/batch/job/strategy.go `JobToSelectableFields`), a pod's
+/// `spec.host` the old name of `spec.nodeName` (core/v1/conversion.go).
+fn path_of<'a>(info: &ResourceInfo, label: &'a str) -> &'a str {
+    match (info.group.as_str(), info.resource.as_str(), label) {
+        ("batch", "jobs", "status.successful") => "status.succeeded",
+        ("", "pods", "spec.host") => "spec.nodeName",
+        _ => label,
+    }
+}
+
+fn not_supported(label: &str) -> ApiError {
+    ApiError::bad_request(format!("field label not supported: {label}"))
+}
+
+/// The `selectableFields` of a CRD version, as field labels (`.spec.color` -> `spec.color`).
+fn selectable_fields<'a>(crd: &'a Value, version: &'a str) -> impl Iterator<Item = &'a str> {
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(move |v| v.get("name").and_then(Value::as_str) == Some(version))
+        .filter_map(|v| v.get("selectableFields").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|f| f.get("jsonPath").and_then(Value::as_str))
+        .map(|path| path.trim_start_matches('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resources::{GroupResource, Registry};
+    use serde_json::json;
+
+    fn builtin(group: &str, resource: &str) -> ResourceInfo {
+        let registry = Registry::with_builtins();
+        (*registry.get(&GroupResource::new(group, resource)).unwrap()).clone()
+    }
+
+    #[test]
+    fn builtins_know_their_own_labels() {
+        let pods = builtin("", "pods");
+        assert_eq!(
+            convert(&pods, None, "status.phase").unwrap(),
+            "status.phase"
+        );
+        assert_eq!(convert(&pods, None, "spec.host").unwrap(), "spec.nodeName");
+        let jobs = builtin("batch", "jobs");
+        assert_eq!(
+            convert(&jobs, None, "status.successful").unwrap(),
+            "status.succeeded"
+        );
+        let error = convert(&jobs, None, "spec.x").unwrap_err();
+        assert_eq!(
+            error.message,
+            "field label \"spec.x\" not supported for Job"
+        );
+        let error = convert(&builtin("", "namespaces"), None, "metadata.namespace").unwrap_err();
+        assert_eq!(
+            error.message,
+            "field label not supported: metadata.namespace"
+        );
+        let error = convert(&builtin("", "configmaps"), None, "data.a").unwrap_err();
+        assert_eq!(error.code, 400);
+    }
+
+    #[test]
+    fn custom_resources_know_their_selectable_fields() {
+        let mut info = builtin("", "configmaps");
+        info.group = "test.example.com".into();
+        info.version = "v1".into();
+        let crd = json!({"spec": {"versions": [{"name": "v1", "selectableFields": [{"jsonPath": ".spec.color"}]}]}});
+        assert_eq!(
+            convert(&info, Some(&crd), "spec.color").unwrap(),
+            "spec.color"
+        );
+        assert!(convert(&info, Some(&crd), "metadata.namespace").is_ok());
+        let error = convert(&info, Some(&crd), "spec.size").unwrap_err();
+        assert_eq!(error.message, "field label not supported: spec.size");
+    }
+}

@@ -1,0 +1,31 @@
+//! The API server: HTTP routing of the Kubernetes API ([`server`]) and what it does to a request
+//! on the way to the store and back, as k8s.io/apiserver and kube-apiserver do: paths and query
+//! parameters, list options, admission and validation, the patch types with managed fields,
+//! dry run, request bodies in JSON, YAML and protobuf, representations (as stored, metadata
+//! only, tables), watches, discovery and OpenAPI, fault injection and request counters. Reads
+//! pod logs from the [`kubelet`](crate::kubelet); applies the per-kind rules of
+//! [`crate::registry`]; stores through [`crate::storage`].
+
+pub mod admission;
+pub mod auth_reviews;
+pub mod builtin_schemas;
+pub mod custom_resources;
+pub mod dry_run;
+pub mod faults;
+pub mod field_labels;
+pub mod list_options;
+pub mod managed_fields;
+pub mod merge_keys;
+pub mod metrics;
+pub mod namespace_lifecycle;
+pub mod openapi;
+pub mod openapi_v2;
+pub mod patch;
+pub mod path;
+pub mod protobuf;
+pub mod query;
+pub mod representation;
+pub mod server;
+pub mod typed_decode;
+pub mod watch;
+pub mod workload_validation;

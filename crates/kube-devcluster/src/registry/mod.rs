@@ -1,0 +1,59 @@
+//! Per-kind behaviour that the API server and the in-process controllers both apply, kept by kind
+//! as Kubernetes keeps it in `pkg/registry/<group>/<kind>/strategy.go` and its admission plugins:
+//! what a new Pod ([`pods`], [`pod_defaults`]) or Job ([`jobs`]) gets, a pod's service account
+//! admission ([`pods::admit_pod`]), a Secret's `stringData` ([`secrets`]), and Events served
+//! under two APIs ([`events`]). The controllers write to the store directly, not through the
+//! API, so they call these themselves where the API server would. Depends only on
+//! [`crate::storage`] and [`crate::api`].
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::api::error::Result;
+use crate::api::resources::ResourceInfo;
+
+pub mod events;
+pub mod jobs;
+pub mod pod_defaults;
+pub mod pods;
+pub mod secrets;
+
+/// Create-time defaulting that needs the object's identity (e.g. a Job's selector from its uid).
+pub type CreateHook = Arc<dyn Fn(&ResourceInfo, &mut Value) -> Result<()> + Send + Sync>;
+
+/// The create-time defaulting the real API server does for the kinds the controllers run: Jobs
+/// (`jobs::job_defaults_on_create`) and Pods (`pods::pod_defaults_on_create`). For
+/// `ApiState::on_create`.
+pub fn create_hook() -> CreateHook {
+    Arc::new(defaults_on_create)
+}
+
+/// See [`create_hook`].
+pub fn defaults_on_create(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
+    match (info.group.as_str(), info.resource.as_str()) {
+        ("batch", "jobs") => jobs::job_defaults_on_create(obj),
+        ("", "pods") => pods::pod_defaults_on_create(obj),
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resources::{Registry, builtin};
+
+    #[test]
+    fn defaults_apply_only_to_jobs_and_pods() {
+        let registry = Registry::with_builtins();
+        let cm = builtin(&registry, "", "configmaps");
+        let mut obj = serde_json::json!({"metadata": {"name": "x", "uid": "u"}});
+        let before = obj.clone();
+        defaults_on_create(&cm, &mut obj).unwrap();
+        assert_eq!(obj, before);
+        let pods = builtin(&registry, "", "pods");
+        defaults_on_create(&pods, &mut obj).unwrap();
+        assert_eq!(obj["status"]["phase"], "Pending");
+    }
+}
