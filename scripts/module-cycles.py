@@ -4,13 +4,13 @@
     scripts/module-cycles.py crates/kube-devcluster/src [more src dirs ...]
     scripts/module-cycles.py --all        # src/ and crates/*/src of the workspace
     scripts/module-cycles.py --edges DIR  # also print the module graph it read
-    scripts/module-cycles.py --no-tests DIR  # leave out `#[cfg(test)] mod .. { }` blocks
+    scripts/module-cycles.py --no-tests DIR  # leave out `#[cfg(test)]` modules
 
 A module is a file (`a.rs`, `a/mod.rs`, `a/b.rs`, with its inline modules such as `mod tests`).
 An edge A -> B is any path in A's code (a `use` tree or a path in an expression) that names B:
 `crate::b::..`, `super::b::..`, `self::b::..`, a child module by its name, or a name that a `use`
 in A bound to a module. Comments and string literals are skipped; test code counts (it is
-compiled with the crate; `--no-tests` leaves out `#[cfg(test)]` inline modules).
+compiled with the crate; `--no-tests` leaves out `#[cfg(test)]` modules, inline or in files).
 
 Edges are compared among siblings: an import from `a::x` of `b::y` is the edge `a -> b` between
 the top-level modules, and one from `a::x` of `a::y` is `x -> y` inside the folder `a`. A
@@ -103,8 +103,9 @@ def without_tests(code):
     return "".join(out)
 
 
-def discover(src):
-    """The crate's file modules: {path tuple: Module}, following `mod name;` from lib.rs/main.rs."""
+def discover(src, tests=True):
+    """The crate's file modules: {path tuple: Module}, following `mod name;` from lib.rs/main.rs
+    (without `#[cfg(test)] mod name;` unless `tests`)."""
     src = Path(src)
     roots = [p for p in (src / "lib.rs", src / "main.rs") if p.exists()]
     modules = {}
@@ -116,8 +117,10 @@ def discover(src):
         modules[path] = mod
         code = strip_code(file.read_text(encoding="utf-8"))
         # Only `mod x;` at the file level declares a file module; inline `mod x { .. }` stays here.
-        for m in re.finditer(r"(?m)^\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*;", code):
-            name = m.group(1)
+        for m in re.finditer(r"(?m)^\s*((?:#\[[^\]]*\]\s*)*)(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*;", code):
+            attributes, name = m.group(1), m.group(2)
+            if not tests and "#[cfg(test)]" in attributes:
+                continue
             for cand in (dir_for_children / f"{name}.rs", dir_for_children / name / "mod.rs"):
                 if cand.exists():
                     mod.children.add(name)
@@ -177,7 +180,7 @@ def expand_use_tree(tree):
 class Crate:
     def __init__(self, src, tests=True):
         self.src = Path(src)
-        self.modules = discover(src)
+        self.modules = discover(src, tests)
         self.code = {p: strip_code(m.file.read_text(encoding="utf-8")) for p, m in self.modules.items()}
         if not tests:
             self.code = {p: without_tests(c) for p, c in self.code.items()}

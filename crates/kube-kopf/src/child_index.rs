@@ -15,9 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::oneshot;
 use tracing::warn;
 
-use super::registry::{
-    ChildEvent, ChildSink, ChildWatch, Children, Parent, Scope, Watched, owner_of,
-};
+use super::kinds::{ChildEvent, ChildSink, ChildWatch, Children, Parent, Scope, Watched, owner_of};
 
 /// The in-memory mirror of one child kind, grouped by parent.
 pub(crate) struct ChildIndex<C> {

@@ -90,6 +90,7 @@ pub mod causes;
 pub mod child_index;
 pub mod events;
 pub mod intake;
+pub mod kinds;
 pub mod mirror;
 pub mod progress;
 pub mod reactor;
@@ -109,11 +110,11 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 pub use causes::{Cause, Change};
+pub use kinds::{Children, Parent, Watched, owner_of};
 pub use mirror::Mirror;
 pub use reactor::Error;
 pub use registry::{
-    Backoff, Children, Context, HandlerError, HandlerOptions, HandlerResult, Parent, Reason,
-    Registry, Watched, owner_of,
+    Backoff, Context, HandlerError, HandlerOptions, HandlerResult, Reason, Registry,
 };
 
 /// How an operator runs.

@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::broadcast;
 
-use crate::registry::Watched;
+use crate::kinds::Watched;
 
 /// How many changes a slow subscriber may fall behind before it is told it lagged
 /// ([`broadcast::error::RecvError::Lagged`]), after which it should re-read everything.

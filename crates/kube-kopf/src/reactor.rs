@@ -53,12 +53,10 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::causes::{self, Cause, Change, FieldDiff, Known};
 use super::intake::{Echoes, IntakeWindow};
+use super::kinds::{ChildEvent, Scope, Watched};
 use super::progress::{self, CREATE, DELETE, Record};
 use super::record_writer::{Callbacks, RecordWriter, Write};
-use super::registry::{
-    ChildEvent, Context, Handler, HandlerError, HandlerResult, Reason, Registry, Scope, Trigger,
-    Watched,
-};
+use super::registry::{Context, Handler, HandlerError, HandlerResult, Reason, Registry, Trigger};
 use super::{Hooks, Monitor, OperatorConfig, Ticket};
 
 /// Errors that stop the reactor.
@@ -235,7 +233,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
                 ));
             }
             let forward = tx.clone();
-            let send = move |(parent, event): (super::registry::Parent, ChildEvent)| {
+            let send = move |(parent, event): (super::kinds::Parent, ChildEvent)| {
                 let mut key = ObjectRef::<K>::new(&parent.name);
                 key.namespace = parent.namespace;
                 forward.send(Msg::Child(key, event)).is_ok()

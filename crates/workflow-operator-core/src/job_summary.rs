@@ -26,7 +26,7 @@ use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Serialize};
 
-use super::jobs::{
+use super::labels::{
     ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP, ANNOTATION_TIMED_OUT,
     LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
 };

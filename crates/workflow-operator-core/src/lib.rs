@@ -6,6 +6,7 @@
 //! - [`crd`]: the `WorkFlow` custom resource (spec, status) and the generated CRD YAML.
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
 //! - [`names`]: deterministic Job names, label values and run ids.
+//! - [`labels`]: the labels and annotations of step Jobs.
 //! - [`dag`]: step graph validation, topological order, ready set, incremental progress.
 //! - [`data_flow`]: what steps read of each other (outputs, `when`), checked once per spec.
 //! - [`fan_out`]: a step run once per item (`withItems`, `withParam`, `withSequence`) and the
@@ -30,6 +31,7 @@ pub mod fan_out;
 pub mod incremental;
 pub mod job_summary;
 pub mod jobs;
+pub mod labels;
 pub mod lifecycle;
 pub mod names;
 pub mod object_instance;

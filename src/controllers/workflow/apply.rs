@@ -20,9 +20,9 @@ use workflow_operator_core::outputs::StepData;
 use workflow_operator_core::plan::{Action, Compiled, Plan};
 
 use super::decide::{self, Decision, Refusal};
-use super::handlers::{FIELD_MANAGER, Shared, temporary};
 use super::observe::Observed;
 use super::record::{self, Record};
+use super::shared::{FIELD_MANAGER, Shared, temporary};
 
 /// Actions (Job creates, patches, deletes) of one plan carried out at once. They touch
 /// different Jobs and each is idempotent, so their order does not matter; one at a time, the

@@ -48,7 +48,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::handlers::{FIELD_MANAGER, Shared};
+use super::shared::{FIELD_MANAGER, Shared};
 use kube_kopf::{Context, HandlerError, HandlerResult};
 use workflow_operator_core::crd::{
     CONDITION_FINISHED, PodCleanup as Policy, StepPhase, WorkFlow, WorkFlowStatus,

@@ -9,7 +9,7 @@ use workflow_operator_core::crd::WorkFlow;
 
 use super::admission::{self, Admission};
 use super::decide::Decision;
-use super::handlers::Shared;
+use super::shared::Shared;
 
 /// Holds back the creates of `decision` the queue does not admit now.
 pub(super) async fn admit(

@@ -31,70 +31,9 @@ use workflow_operator_core::jobs;
 
 use super::apply::{self, delete_job, patch_job};
 use super::decide::{self, Decision};
-use super::memory::Memory;
 use super::observe;
-use super::status_writer::StatusWriter;
+use super::shared::{Shared, temporary};
 use super::{gate, record};
-
-/// The field manager the operator writes with.
-pub const FIELD_MANAGER: &str = "workflow-operator";
-
-/// What the handlers share across calls. Nothing here is a source of truth: losing it costs only
-/// recomputation.
-#[derive(Default)]
-pub struct Shared {
-    /// Post an Event per step started and succeeded (each one an API write).
-    pub step_events: bool,
-    /// Prometheus metric updates.
-    pub metrics: super::metrics::Recorder,
-    /// Status writes, some behind the passes, and the newest copy of each workflow they returned.
-    pub(super) status: StatusWriter,
-    /// What is remembered of each workflow between passes.
-    pub(super) memory: Memory,
-    /// The built-in queue (`--max-running-steps`), when the operator has one.
-    pub admission: Option<Arc<super::admission::Admission>>,
-}
-
-impl Shared {
-    pub fn new(step_events: bool, metrics: Option<crate::telemetry::metrics::Metrics>) -> Self {
-        // A status written behind that the API refuses counts as an API error, as one written
-        // at once does.
-        let status = match &metrics {
-            Some(metrics) => {
-                let metrics = metrics.clone();
-                StatusWriter::counting_refusals(Arc::new(move || metrics.api_error("patch")))
-            }
-            None => StatusWriter::default(),
-        };
-        Self {
-            step_events,
-            metrics: super::metrics::Recorder::new(metrics),
-            status,
-            ..Default::default()
-        }
-    }
-
-    /// Drops what is cached to plan a workflow that has finished.
-    pub(super) fn finished(&self, uid: &str) {
-        self.memory.finished(uid);
-        self.status.forget(uid);
-        if let Some(admission) = &self.admission {
-            admission.forget(uid);
-        }
-    }
-
-    /// Drops what is cached for a deleted workflow.
-    fn forget(&self, workflow: &WorkFlow) {
-        let uid = workflow.uid().unwrap_or_default();
-        self.metrics.workflow_phase(&uid, None);
-        self.memory.forget(&uid);
-        self.status.forget(&uid);
-        self.status.forget_written(&uid);
-        if let Some(admission) = &self.admission {
-            admission.forget(&uid);
-        }
-    }
-}
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
@@ -235,9 +174,4 @@ pub fn may_time_out(workflow: &WorkFlow) -> bool {
     let terminal = status.workflow_status.is_some_and(|p| p.is_terminal());
     let current = status.observed_generation == workflow.metadata.generation;
     !(terminal && current) && workflow.meta().deletion_timestamp.is_none()
-}
-
-/// A temporary error (the framework retries the pass) saying what failed.
-pub(super) fn temporary(what: &str, error: kube::Error) -> HandlerError {
-    HandlerError::temporary(format!("{what}: {error}"))
 }

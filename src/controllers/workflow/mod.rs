@@ -6,6 +6,7 @@
 //! - The pass, stage by stage: `observe`, `decide`, `gate`, `apply`, `record` (with
 //!   `status_write`, the choice of how the status is written, and `step_events`); what is
 //!   remembered between passes is `memory`.
+//! - `shared`: what the handlers share, below every stage.
 //! - [`status_writer`]: statuses written in order, some behind the passes.
 //! - [`admission`]: the built-in queue (`--max-running-steps`), fed by a watch of the step Jobs.
 //! - [`kueue_queue`]: the Kueue path's queue metrics, from a watch of the Jobs Kueue queues.
@@ -27,6 +28,7 @@ pub mod metrics;
 mod observe;
 pub mod operator;
 mod record;
+mod shared;
 mod status_write;
 pub mod status_writer;
 mod step_events;

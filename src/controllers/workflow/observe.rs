@@ -17,8 +17,8 @@ use workflow_operator_core::plan::{Compiled, ObservedJob};
 
 use super::decide;
 use super::failure_cause;
-use super::handlers::{Shared, temporary};
 use super::memory::CachedRun;
+use super::shared::{Shared, temporary};
 use super::step_outputs;
 
 /// What one pass observed.

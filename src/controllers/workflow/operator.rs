@@ -14,16 +14,14 @@ use kube::{Client, CustomResourceExt};
 
 use super::admission::{Admission, WAKE_CHECK};
 use super::cleanup;
-use super::handlers::{self, FIELD_MANAGER, Shared};
+use super::handlers;
 use super::kueue_queue::KueueQueues;
+use super::shared::{FIELD_MANAGER, OPERATOR_NAME, Shared};
 use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
 use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
-
-/// The name the operator reports Events as, and the prefix of its finalizer and annotation.
-pub const OPERATOR_NAME: &str = "workflow.crd.com";
 
 /// How often running workflows are checked for steps past their timeout. Job deadlines kill
 /// most timed-out steps; this catches steps whose pod never started.

@@ -12,9 +12,9 @@ use workflow_operator_core::lifecycle::Phase;
 use workflow_operator_core::plan::Plan;
 
 use super::decide::{self, Decision};
-use super::handlers::{Shared, temporary};
 use super::memory::CachedRun;
 use super::observe::Observed;
+use super::shared::{Shared, temporary};
 use super::status_write::{self, Pass, STATUS_MIN_INTERVAL, StatusWrite};
 use super::step_events::{self, StepChanges};
 

@@ -143,7 +143,7 @@ pub(super) async fn publish(
     let namespace = workflow.namespace().unwrap_or_default();
     let api: Api<events::v1::Event> = Api::namespaced(ctx.client.clone(), &namespace);
     let instance =
-        std::env::var("POD_NAME").unwrap_or_else(|_| super::operator::OPERATOR_NAME.to_string());
+        std::env::var("POD_NAME").unwrap_or_else(|_| super::shared::OPERATOR_NAME.to_string());
     let now = Timestamp::now();
     let related = single.map(|step| ObjectReference {
         api_version: Some("batch/v1".into()),
@@ -168,7 +168,7 @@ pub(super) async fn publish(
         note: Some(note),
         regarding: Some(ctx.object_ref()),
         related,
-        reporting_controller: Some(super::operator::OPERATOR_NAME.into()),
+        reporting_controller: Some(super::shared::OPERATOR_NAME.into()),
         reporting_instance: Some(instance),
         type_: Some("Normal".into()),
         ..Default::default()
