@@ -106,11 +106,8 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     for mirror in &registry.mirrors {
         mirror.attach(reader.clone());
     }
-    let mirrors = registry.mirrors.clone();
-    let (tx, mut rx) = mpsc::unbounded_channel::<Msg<K>>();
+    let (tx, rx) = mpsc::unbounded_channel::<Msg<K>>();
     let mut background = JoinSet::new();
-
-    let watch_tx = tx.clone();
     let window = IntakeWindow::new(config.concurrency, Instant::now());
     env.monitor.set_intake_window(window.limit());
     let intake = Arc::new(Mutex::new(Intake {
@@ -118,92 +115,20 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         echoes: Echoes::default(),
         monitor: env.monitor.clone(),
     }));
-    let watch_intake = intake.clone();
     // Handlers never read managedFields; the real API server can make them most of an object.
     let events = watcher(api.clone(), watcher::Config::default())
         .modify(|object: &mut K| object.managed_fields_mut().clear())
         .default_backoff()
         .reflect(writer);
-    background.spawn(async move {
-        let mut events = std::pin::pin!(events);
-        // Objects of a (re)listing: the reflector holds them only once the listing is done
-        // (it swaps the whole listing in at `InitDone`), so mirrors hear of them then.
-        let mut listed: Vec<ObjectRef<K>> = Vec::new();
-        while let Some(event) = events.next().await {
-            if matches!(event, Ok(Event::Init)) {
-                listed.clear();
-            }
-            if matches!(event, Ok(Event::InitDone)) {
-                for key in listed.drain(..) {
-                    for mirror in &mirrors {
-                        mirror.changed(key.clone());
-                    }
-                }
-            }
-            let initial = matches!(event, Ok(Event::InitApply(_)));
-            let msg = match event {
-                Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
-                    let key = ObjectRef::from(&obj);
-                    if let Some(version) = obj.meta().resource_version.as_deref() {
-                        watch_intake
-                            .lock()
-                            .expect("intake lock")
-                            .echoed(&key, version);
-                    }
-                    Msg::Changed(key)
-                }
-                Ok(Event::Delete(obj)) => {
-                    let key = ObjectRef::from(&obj);
-                    watch_intake
-                        .lock()
-                        .expect("intake lock")
-                        .echoes
-                        .forget(&key);
-                    Msg::Changed(key)
-                }
-                Ok(Event::Init | Event::InitDone) => continue,
-                Err(error) => {
-                    warn!(%error, kind = %K::kind(&()), "watch failed; retrying with backoff");
-                    continue;
-                }
-            };
-            // The store holds the change already (`reflect` applies it before yielding it),
-            // but for an object of a listing (above).
-            if let Msg::Changed(key) = &msg {
-                if initial {
-                    listed.push(key.clone());
-                } else {
-                    for mirror in &mirrors {
-                        mirror.changed(key.clone());
-                    }
-                }
-            }
-            if watch_tx.send(msg).is_err() {
-                break;
-            }
-        }
-    });
-
-    let stored_intake = intake.clone();
-    let (records_idle_tx, mut records_idle) = mpsc::unbounded_channel::<ObjectRef<K>>();
-    let records = RecordWriter::new(Callbacks {
-        stored: Box::new(move |key: &ObjectRef<K>, version: String| {
-            stored_intake.lock().expect("intake lock").echoes.wrote(
-                key.clone(),
-                version,
-                Instant::now(),
-            );
-        }),
-        idle: Box::new(move |key: &ObjectRef<K>| {
-            let _ = records_idle_tx.send(key.clone());
-        }),
-    });
+    let mirrors = registry.mirrors.clone();
+    background.spawn(forward_watch(events, mirrors, intake.clone(), tx.clone()));
+    let (records, records_idle) = record_writer(intake.clone());
     let ctl = Arc::new(Ctl {
         fields: registry.fields(),
         finalizer: format!("{}/finalizer", config.name),
         annotation: format!("{}/last-handled", config.name),
         deletes: registry.has_delete_handlers(),
-        reader: reader.clone(),
+        reader,
         env: env.clone(),
         child_indexes: registry.child_indexes.clone().into(),
         registry,
@@ -211,82 +136,189 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         intake,
         records,
     });
-
-    // No handler runs before the mirrors of the resource and of every child kind hold a full
-    // listing, so handlers never act on a partial picture (e.g. a resume handler that would see
-    // no children yet). Timers and resyncs start then too.
-    {
-        let ctl = ctl.clone();
-        let tx = tx.clone();
-        background.spawn(async move {
-            let mut tasks = JoinSet::new();
-            let (child_tx, mut child_rx) = mpsc::unbounded_channel();
-            let mut synced = Vec::new();
-            for watch in &ctl.registry.children {
-                let (done, listed) = oneshot::channel();
-                synced.push(listed);
-                tasks.spawn(watch(
-                    ctl.env.client.clone(),
-                    ctl.env.config.namespace.clone(),
-                    child_tx.clone(),
-                    done,
-                ));
-            }
-            let forward = tx.clone();
-            let send = move |(parent, event): (super::kinds::Parent, ChildEvent)| {
-                let mut key = ObjectRef::<K>::new(&parent.name);
-                key.namespace = parent.namespace;
-                forward.send(Msg::Child(key, event)).is_ok()
-            };
-            let listed = async {
-                ctl.reader.wait_until_ready().await.ok()?;
-                for listed in synced {
-                    listed.await.ok()?;
-                }
-                Some(())
-            };
-            let mut listed = std::pin::pin!(listed);
-            // Child events are forwarded here until every mirror is listed, and the listings'
-            // events (each child watch sends them before it reports its listing) are all in
-            // the queue before `ready`: the first pass of an object sees all its children's.
-            loop {
-                tokio::select! {
-                    biased;
-                    done = &mut listed => match done {
-                        Some(()) => break,
-                        None => return,
-                    },
-                    Some(event) = child_rx.recv() => if !send(event) { return },
-                }
-            }
-            while let Ok(event) = child_rx.try_recv() {
-                if !send(event) {
-                    return;
-                }
-            }
-            tasks.spawn(async move {
-                while let Some(event) = child_rx.recv().await {
-                    if !send(event) {
-                        break;
-                    }
-                }
-            });
-            debug!(kind = %K::kind(&()), "mirrors listed; handlers may run");
-            ctl.ready.cancel();
-            ctl.env.monitor.listed();
-            for (index, handler) in ctl.registry.handlers.iter().enumerate() {
-                if let Trigger::Timer { every } = handler.trigger {
-                    tasks.spawn(tick(ctl.clone(), tx.clone(), every, Some(index)));
-                }
-            }
-            if let Some(every) = ctl.env.config.resync {
-                tasks.spawn(tick(ctl.clone(), tx.clone(), every, None));
-            }
-            tasks.join_all().await;
-        });
+    background.spawn(start_when_listed(ctl.clone(), tx));
+    let mut queues = serve(&ctl, rx, records_idle).await;
+    // Graceful shutdown: workers see the cancellation between handlers and return.
+    background.abort_all();
+    while let Some(done) = queues.workers.join_next_with_id().await {
+        queues.finished(done);
     }
-    drop(tx);
+    ctl.records.settle_all().await;
+    info!(kind = %K::kind(&()), "reactor stopped");
+    Ok(())
+}
 
+/// Forwards the resource's watch `events` to the reactor's queue (`tx`), telling the `mirrors`
+/// of each change once the reflector holds it, and the intake window of each echo of a record
+/// write.
+async fn forward_watch<K: Watched>(
+    events: impl futures::Stream<Item = Result<Event<K>, watcher::Error>>,
+    mirrors: Vec<crate::Mirror<K>>,
+    watch_intake: Arc<Mutex<Intake<K>>>,
+    watch_tx: mpsc::UnboundedSender<Msg<K>>,
+) {
+    let mut events = std::pin::pin!(events);
+    // Objects of a (re)listing: the reflector holds them only once the listing is done
+    // (it swaps the whole listing in at `InitDone`), so mirrors hear of them then.
+    let mut listed: Vec<ObjectRef<K>> = Vec::new();
+    while let Some(event) = events.next().await {
+        if matches!(event, Ok(Event::Init)) {
+            listed.clear();
+        }
+        if matches!(event, Ok(Event::InitDone)) {
+            for key in listed.drain(..) {
+                for mirror in &mirrors {
+                    mirror.changed(key.clone());
+                }
+            }
+        }
+        let initial = matches!(event, Ok(Event::InitApply(_)));
+        let msg = match event {
+            Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
+                let key = ObjectRef::from(&obj);
+                if let Some(version) = obj.meta().resource_version.as_deref() {
+                    watch_intake
+                        .lock()
+                        .expect("intake lock")
+                        .echoed(&key, version);
+                }
+                Msg::Changed(key)
+            }
+            Ok(Event::Delete(obj)) => {
+                let key = ObjectRef::from(&obj);
+                watch_intake
+                    .lock()
+                    .expect("intake lock")
+                    .echoes
+                    .forget(&key);
+                Msg::Changed(key)
+            }
+            Ok(Event::Init | Event::InitDone) => continue,
+            Err(error) => {
+                warn!(%error, kind = %K::kind(&()), "watch failed; retrying with backoff");
+                continue;
+            }
+        };
+        // The store holds the change already (`reflect` applies it before yielding it),
+        // but for an object of a listing (above).
+        if let Msg::Changed(key) = &msg {
+            if initial {
+                listed.push(key.clone());
+            } else {
+                for mirror in &mirrors {
+                    mirror.changed(key.clone());
+                }
+            }
+        }
+        if watch_tx.send(msg).is_err() {
+            break;
+        }
+    }
+}
+
+/// The writer of the records of completed causes, which tells the intake window of each record
+/// stored (to wait for its echo), and the receiver of the objects whose records are all written.
+fn record_writer<K: Watched>(
+    intake: Arc<Mutex<Intake<K>>>,
+) -> (
+    RecordWriter<K, ObjectRef<K>>,
+    mpsc::UnboundedReceiver<ObjectRef<K>>,
+) {
+    let (records_idle_tx, records_idle) = mpsc::unbounded_channel::<ObjectRef<K>>();
+    let records = RecordWriter::new(Callbacks {
+        stored: Box::new(move |key: &ObjectRef<K>, version: String| {
+            intake
+                .lock()
+                .expect("intake lock")
+                .echoes
+                .wrote(key.clone(), version, Instant::now());
+        }),
+        idle: Box::new(move |key: &ObjectRef<K>| {
+            let _ = records_idle_tx.send(key.clone());
+        }),
+    });
+    (records, records_idle)
+}
+
+/// No handler runs before the mirrors of the resource and of every child kind hold a full
+/// listing, so handlers never act on a partial picture (e.g. a resume handler that would see
+/// no children yet). This starts the child watches, waits for every listing, then opens
+/// `ctl.ready` and starts the timers and the resync.
+async fn start_when_listed<K: Watched>(ctl: Arc<Ctl<K>>, tx: mpsc::UnboundedSender<Msg<K>>) {
+    let mut tasks = JoinSet::new();
+    let (child_tx, mut child_rx) = mpsc::unbounded_channel();
+    let mut synced = Vec::new();
+    for watch in &ctl.registry.children {
+        let (done, listed) = oneshot::channel();
+        synced.push(listed);
+        tasks.spawn(watch(
+            ctl.env.client.clone(),
+            ctl.env.config.namespace.clone(),
+            child_tx.clone(),
+            done,
+        ));
+    }
+    let forward = tx.clone();
+    let send = move |(parent, event): (super::kinds::Parent, ChildEvent)| {
+        let mut key = ObjectRef::<K>::new(&parent.name);
+        key.namespace = parent.namespace;
+        forward.send(Msg::Child(key, event)).is_ok()
+    };
+    let listed = async {
+        ctl.reader.wait_until_ready().await.ok()?;
+        for listed in synced {
+            listed.await.ok()?;
+        }
+        Some(())
+    };
+    let mut listed = std::pin::pin!(listed);
+    // Child events are forwarded here until every mirror is listed, and the listings'
+    // events (each child watch sends them before it reports its listing) are all in
+    // the queue before `ready`: the first pass of an object sees all its children's.
+    loop {
+        tokio::select! {
+            biased;
+            done = &mut listed => match done {
+                Some(()) => break,
+                None => return,
+            },
+            Some(event) = child_rx.recv() => if !send(event) { return },
+        }
+    }
+    while let Ok(event) = child_rx.try_recv() {
+        if !send(event) {
+            return;
+        }
+    }
+    tasks.spawn(async move {
+        while let Some(event) = child_rx.recv().await {
+            if !send(event) {
+                break;
+            }
+        }
+    });
+    debug!(kind = %K::kind(&()), "mirrors listed; handlers may run");
+    ctl.ready.cancel();
+    ctl.env.monitor.listed();
+    for (index, handler) in ctl.registry.handlers.iter().enumerate() {
+        if let Trigger::Timer { every } = handler.trigger {
+            tasks.spawn(tick(ctl.clone(), tx.clone(), every, Some(index)));
+        }
+    }
+    if let Some(every) = ctl.env.config.resync {
+        tasks.spawn(tick(ctl.clone(), tx.clone(), every, None));
+    }
+    tasks.join_all().await;
+}
+
+/// The reactor's loop until shutdown: queues what the watches and timers send and admits
+/// queued objects to workers as permits free. Returns the queues, whose workers may still run.
+async fn serve<K: Watched>(
+    ctl: &Arc<Ctl<K>>,
+    mut rx: mpsc::UnboundedReceiver<Msg<K>>,
+    mut records_idle: mpsc::UnboundedReceiver<ObjectRef<K>>,
+) -> Queues<K> {
+    let env = &ctl.env;
     let mut queues = Queues::<K>::new(ctl.clone());
     let mut listings_queued = false;
     loop {
@@ -325,14 +357,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
             }
         }
     }
-    // Graceful shutdown: workers see the cancellation between handlers and return.
-    background.abort_all();
-    while let Some(done) = queues.workers.join_next_with_id().await {
-        queues.finished(done);
-    }
-    ctl.records.settle_all().await;
-    info!(kind = %K::kind(&()), "reactor stopped");
-    Ok(())
+    queues
 }
 
 /// Queues the objects a timer (or, with `None`, the resync) is due for, at every tick.
