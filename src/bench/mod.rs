@@ -289,22 +289,7 @@ pub async fn run(options: Options) -> Result<Report> {
     };
 
     let observer = Observer::start(cluster.store().subscribe());
-    let mut operator = match &options.operator {
-        OperatorUnderTest::Spawn(spawn) => Some(start_operator(&cluster, spawn).await?),
-        OperatorUnderTest::External { wait, .. } => {
-            eprintln!(
-                "waiting up to {wait:?} for an operator: KUBECONFIG={}",
-                cluster.kubeconfig_path().display()
-            );
-            wait_for_watches(&cluster, &[WORKFLOWS], *wait, None).await?;
-            None
-        }
-    };
-    let operator_pid = match (&operator, &options.operator) {
-        (Some(process), _) => Some(process.pid()),
-        (None, OperatorUnderTest::External { pid, .. }) => *pid,
-        _ => None,
-    };
+    let (mut operator, operator_pid) = operator_under_test(&cluster, &options.operator).await?;
     cluster.reset_requests();
     let counted_from = Instant::now();
     let operator_start = operator_pid.and_then(sample);
@@ -350,21 +335,7 @@ pub async fn run(options: Options) -> Result<Report> {
         OperatorUnderTest::External { .. } => None,
     };
     Ok(Report {
-        config: Config {
-            workflows: options.workflows,
-            steps: options.steps,
-            shape: options.shape.to_string(),
-            pod_millis: options.pod_millis,
-            submit_rate: options.submit_rate,
-            operator: match options.operator {
-                OperatorUnderTest::Spawn(_) => "spawned".into(),
-                OperatorUnderTest::External { .. } => "external".into(),
-            },
-            concurrency: match &options.operator {
-                OperatorUnderTest::Spawn(spawn) => Some(spawn.concurrency),
-                OperatorUnderTest::External { .. } => None,
-            },
-        },
+        config: Config::of(&options),
         machine,
         workflows_completed,
         workflows_failed,
@@ -377,14 +348,9 @@ pub async fn run(options: Options) -> Result<Report> {
         dispatch_unmatched: dispatches.unmatched,
         api,
         operator: match (operator_pid, operator_start, operator_end) {
-            (Some(pid), Some(start), Some(end)) => Some(ProcessFigures {
-                pid,
-                cpu_seconds: round((end.cpu.saturating_sub(start.cpu)).as_secs_f64(), 2),
-                cpu_seconds_total: round(end.cpu.as_secs_f64(), 2),
-                peak_rss_mib: end.peak_rss_mib(),
-                rss_mib: end.rss_mib(),
-                log: operator_log,
-            }),
+            (Some(pid), Some(start), Some(end)) => {
+                Some(ProcessFigures::between(pid, &start, &end, operator_log))
+            }
             _ => None,
         },
         control_plane: ControlPlane {
@@ -401,6 +367,67 @@ pub async fn run(options: Options) -> Result<Report> {
         largest_workflow,
         idle,
     })
+}
+
+/// The operator measured: spawned here as a process of its own, or one started by the user,
+/// waited for until it watches the workflows; and its pid, when known.
+async fn operator_under_test(
+    cluster: &DevCluster,
+    operator: &OperatorUnderTest,
+) -> Result<(Option<OperatorProcess>, Option<u32>)> {
+    match operator {
+        OperatorUnderTest::Spawn(spawn) => {
+            let process = start_operator(cluster, spawn).await?;
+            let pid = process.pid();
+            Ok((Some(process), Some(pid)))
+        }
+        OperatorUnderTest::External { wait, pid } => {
+            eprintln!(
+                "waiting up to {wait:?} for an operator: KUBECONFIG={}",
+                cluster.kubeconfig_path().display()
+            );
+            wait_for_watches(cluster, &[WORKFLOWS], *wait, None).await?;
+            Ok((None, *pid))
+        }
+    }
+}
+
+impl Config {
+    /// What a run of `options` was.
+    fn of(options: &Options) -> Self {
+        let (operator, concurrency) = match &options.operator {
+            OperatorUnderTest::Spawn(spawn) => ("spawned", Some(spawn.concurrency)),
+            OperatorUnderTest::External { .. } => ("external", None),
+        };
+        Config {
+            workflows: options.workflows,
+            steps: options.steps,
+            shape: options.shape.to_string(),
+            pod_millis: options.pod_millis,
+            submit_rate: options.submit_rate,
+            operator: operator.into(),
+            concurrency,
+        }
+    }
+}
+
+impl ProcessFigures {
+    /// The figures of process `pid` between the samples `start` and `end`.
+    fn between(
+        pid: u32,
+        start: &procfs::Sample,
+        end: &procfs::Sample,
+        log: Option<PathBuf>,
+    ) -> Self {
+        ProcessFigures {
+            pid,
+            cpu_seconds: round((end.cpu.saturating_sub(start.cpu)).as_secs_f64(), 2),
+            cpu_seconds_total: round(end.cpu.as_secs_f64(), 2),
+            peak_rss_mib: end.peak_rss_mib(),
+            rss_mib: end.rss_mib(),
+            log,
+        }
+    }
 }
 
 /// A client for the control plane whose requests carry [`BENCH_AGENT`].
