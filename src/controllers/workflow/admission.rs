@@ -34,8 +34,7 @@ use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
-use workflow_operator_core::crd::{StepPhase, WorkFlow};
-use workflow_operator_core::fan_out;
+use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs::{LABEL_QUEUE_NAME, LABEL_WORKFLOW};
 use workflow_operator_core::plan::{Action, Plan};
@@ -347,63 +346,10 @@ pub fn creates(plan: &Plan, namespace: &str) -> Vec<JobKey> {
         .collect()
 }
 
-/// Takes the creates of Jobs not in `admitted` out of `plan`, and shows their steps as
-/// `Queued` with `message` in its status: out of `started`, their entry `Queued` without a Job
-/// (a step that fans out counts its held items out of its running ones, and is `Queued` when
-/// none runs).
-pub fn hold_back(plan: &mut Plan, workflow: &WorkFlow, admitted: &[JobKey], message: &str) {
-    let admitted: HashSet<&str> = admitted.iter().map(|(_, name)| name.as_str()).collect();
-    let runs = workflow.spec.run_count();
-    let mut held: Vec<(String, bool)> = Vec::new();
-    plan.actions.retain(|action| match action {
-        Action::CreateJob {
-            step,
-            job_name,
-            exit,
-            instance,
-            ..
-        } if !admitted.contains(job_name.as_str()) => {
-            let run_index = if exit.is_some() {
-                0
-            } else {
-                instance.run_index
-            };
-            let runs = if exit.is_some() { 1 } else { runs };
-            let name = fan_out::display_name(step, run_index, runs, None);
-            held.push((name, instance.item.is_some()));
-            false
-        }
-        _ => true,
-    });
-    let Some(status) = plan.status.as_mut() else {
-        return;
-    };
-    for (name, item) in held {
-        let Some(entry) = status.steps.iter_mut().find(|s| s.name == name) else {
-            continue;
-        };
-        let still_running = match (&mut entry.items, item) {
-            (Some(counts), true) => {
-                counts.running = counts.running.saturating_sub(1);
-                counts.running > 0
-            }
-            _ => false,
-        };
-        if still_running || entry.phase != StepPhase::Running {
-            continue;
-        }
-        entry.phase = StepPhase::Queued;
-        entry.job = None;
-        entry.message = Some(message.to_string());
-        status.started.retain(|s| s != &name);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use workflow_operator_core::plan::plan;
 
     fn key(name: &str) -> JobKey {
         ("default".into(), name.into())
@@ -517,20 +463,5 @@ mod tests {
             gate.admit(&w, "w", &keys(&["a", "b"])).await.jobs,
             keys(&["a"])
         );
-    }
-
-    #[test]
-    fn held_steps_are_queued_with_the_message_not_started() {
-        let wf = WorkFlow::test("w").step("a", &[]).step("b", &[]).build();
-        let mut plan = plan(&wf, &[], Timestamp::now());
-        let all = creates(&plan, "default");
-        hold_back(&mut plan, &wf, &all[..1], "waiting: 1 of 1");
-        assert_eq!(creates(&plan, "default"), all[..1].to_vec());
-        let status = plan.status.unwrap();
-        assert_eq!(status.started, vec!["a".to_string()]);
-        let b = status.steps.iter().find(|s| s.name == "b").unwrap();
-        assert_eq!(b.phase, StepPhase::Queued);
-        assert_eq!(b.message.as_deref(), Some("waiting: 1 of 1"));
-        assert_eq!(b.job, None);
     }
 }

@@ -120,6 +120,23 @@ pub(super) fn plan_in_full(
     }
 }
 
+/// The plan in full from `observed` behind `gate` (see [`plan::plan_gated`]). No run state is
+/// kept: the incremental planner does not know the gate, so the next pass plans in full too.
+pub(super) fn plan_gated(
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    observed: &[ObservedJob],
+    now: Timestamp,
+    gate: &plan::Gate,
+) -> Decision {
+    Decision {
+        plan: plan::plan_gated(workflow, compiled, observed, now, gate),
+        state: None,
+        built_at: Instant::now(),
+        incremental: false,
+    }
+}
+
 /// Whether a cached state still plans for the workflow: it follows the stored status, or the
 /// status this process handed over that may not be stored yet (`in_flight`).
 pub(super) fn still_follows(

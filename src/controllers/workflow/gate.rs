@@ -1,39 +1,58 @@
-//! Gating: under `--max-running-steps`, the Job creates the built-in queue
-//! ([`Admission`](super::admission::Admission)) does not admit wait. Their steps are `Queued`
-//! in the status, and the run state, which counts them started, is not kept. Workflows left to
-//! Kueue (`spec.queueName`) and operators without the queue pass through. Makes no API write;
-//! it waits for the queue's watch of the step Jobs to have listed them once.
+//! Gating: under `--max-running-steps`, the built-in queue
+//! ([`Admission`](super::admission::Admission)) decides which of the Jobs a plan would create
+//! may be created now. When it holds some back, the pass plans again with the queue's answer
+//! as the planner's input ([`plan::Gate`]): the held steps are `Queued` in the status, and the
+//! plan is never edited after it was made. Workflows left to Kueue (`spec.queueName`) and
+//! operators without the queue pass through. Makes no API write; it waits for the queue's
+//! watch of the step Jobs to have listed them once.
 
 use kube::ResourceExt;
 use workflow_operator_core::crd::WorkFlow;
+use workflow_operator_core::plan::{self, Plan};
 
 use super::admission::{self, Admission};
-use super::decide::Decision;
 use super::shared::Shared;
 
-/// Holds back the creates of `decision` the queue does not admit now.
+/// What the queue admits of the Jobs `plan` creates, as a gate to plan again with; `None`
+/// when it admits them all (or does not govern the workflow).
 pub(super) async fn admit(
     shared: &Shared,
     workflow: &WorkFlow,
     uid: &str,
-    decision: &mut Decision,
-) {
-    let Some(queue) = shared.admission.as_ref() else {
-        return;
-    };
+    plan: &Plan,
+) -> Option<plan::Gate> {
+    let queue = shared.admission.as_ref()?;
     if !Admission::governs(workflow) {
-        return;
+        return None;
     }
     let namespace = workflow.namespace().unwrap_or_default();
-    let wanted = admission::creates(&decision.plan, &namespace);
+    let wanted = admission::creates(plan, &namespace);
     let admitted = queue.admit(workflow, uid, &wanted).await;
     if admitted.held == 0 {
-        return;
+        return None;
     }
     let message = queue.message(admitted.running);
-    admission::hold_back(&mut decision.plan, workflow, &admitted.jobs, &message);
-    if decision.plan.status.as_ref() == workflow.status.as_ref() {
-        decision.plan.status = None;
+    let names = admitted.jobs.into_iter().map(|(_, name)| name);
+    Some(plan::Gate::admitting(names, message))
+}
+
+/// Gives back the slots of Jobs `gate` admitted that `plan` (made behind the gate) does not
+/// create after all.
+pub(super) fn release_unplanned(
+    shared: &Shared,
+    workflow: &WorkFlow,
+    gate: &plan::Gate,
+    plan: &Plan,
+) {
+    let (Some(queue), Some(admitted)) = (shared.admission.as_ref(), gate.admitted.as_ref()) else {
+        return;
+    };
+    let namespace = workflow.namespace().unwrap_or_default();
+    let planned = admission::creates(plan, &namespace);
+    for name in admitted {
+        let key = (namespace.clone(), name.clone());
+        if !planned.contains(&key) {
+            queue.release(&key);
+        }
     }
-    decision.state = None;
 }

@@ -28,6 +28,7 @@ use kube_kopf::{Context, HandlerError, HandlerResult};
 use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs;
+use workflow_operator_core::plan::ObservedJob;
 
 use super::apply::{self, delete_job, patch_job};
 use super::decide::{self, Decision};
@@ -79,6 +80,30 @@ async fn pass(
     let Some(mut seen) = observe::observe(shared, ctx, changed) else {
         return Ok(());
     };
+    let (mut decision, observed) = decide(shared, ctx, &mut seen).await?;
+    if let Some(gate) = gate::admit(shared, &seen.workflow, &seen.uid, &decision.plan).await {
+        let observed = match observed {
+            Some(observed) => observed,
+            None => observe::jobs_in_full(shared, ctx, &mut seen).await?,
+        };
+        decision = decide::plan_gated(&seen.workflow, &seen.compiled, &observed, seen.now, &gate);
+        gate::release_unplanned(shared, &seen.workflow, &gate, &decision.plan);
+    }
+    let mut record = record::prepare(shared, &seen, &mut decision);
+    record::before_actions(shared, ctx, &seen, &mut record).await?;
+    apply::apply(shared, ctx, &seen, &mut decision, &mut record).await?;
+    record::after_actions(shared, ctx, &seen, &mut record, &decision.plan).await?;
+    record::remember(shared, &seen, &record, decision);
+    Ok(())
+}
+
+/// The pass's plan: from the remembered run state when it holds, else in full (with the Jobs
+/// observed for it, which a gate that holds Jobs back plans from again).
+async fn decide(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    seen: &mut observe::Observed,
+) -> Result<(Decision, Option<Vec<ObservedJob>>), HandlerError> {
     let incremental = decide::plan_incrementally(
         &seen.children,
         &seen.unmirrored,
@@ -88,25 +113,18 @@ async fn pass(
         std::mem::take(&mut seen.changed),
         seen.now,
     );
-    let mut decision = match incremental {
-        Some((plan, run)) => Decision {
+    if let Some((plan, run)) = incremental {
+        let decision = Decision {
             plan,
             state: Some(run.state),
             built_at: run.built_at,
             incremental: true,
-        },
-        None => {
-            let observed = observe::jobs_in_full(shared, ctx, &mut seen).await?;
-            decide::plan_in_full(&seen.workflow, seen.compiled.clone(), &observed, seen.now)
-        }
-    };
-    gate::admit(shared, &seen.workflow, &seen.uid, &mut decision).await;
-    let mut record = record::prepare(shared, &seen, &mut decision);
-    record::before_actions(shared, ctx, &seen, &mut record).await?;
-    apply::apply(shared, ctx, &seen, &mut decision, &mut record).await?;
-    record::after_actions(shared, ctx, &seen, &mut record, &decision.plan).await?;
-    record::remember(shared, &seen, &record, decision);
-    Ok(())
+        };
+        return Ok((decision, None));
+    }
+    let observed = observe::jobs_in_full(shared, ctx, seen).await?;
+    let decision = decide::plan_in_full(&seen.workflow, seen.compiled.clone(), &observed, seen.now);
+    Ok((decision, Some(observed)))
 }
 
 /// Copies the workflow's labels onto its Jobs (never over the operator's own labels). The Jobs

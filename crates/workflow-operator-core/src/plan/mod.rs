@@ -317,6 +317,34 @@ impl Compiled {
     }
 }
 
+/// A gate on starting steps, given to the planner: which of the Jobs it would create may be
+/// created now. The operator's built-in queue (`--max-running-steps`) is one; the default
+/// admits every Job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gate {
+    /// The Jobs, by name, that may be created; `None` admits every one.
+    pub admitted: Option<HashSet<String>>,
+    /// Why the others wait, shown on their steps.
+    pub message: String,
+}
+
+impl Gate {
+    /// A gate that admits only the Jobs named `admitted`; the others wait, saying `message`.
+    pub fn admitting(admitted: impl IntoIterator<Item = String>, message: String) -> Self {
+        Gate {
+            admitted: Some(admitted.into_iter().collect()),
+            message,
+        }
+    }
+
+    /// Whether the Job named `job` may be created now.
+    pub fn admits(&self, job: &str) -> bool {
+        self.admitted
+            .as_ref()
+            .is_none_or(|admitted| admitted.contains(job))
+    }
+}
+
 /// Plans `workflow` given its Jobs (of every run) at time `now`. See [`plan_compiled`].
 pub fn plan(workflow: &WorkFlow, jobs: &[ObservedJob], now: Timestamp) -> Plan {
     plan_compiled(workflow, &Compiled::new(&workflow.spec), jobs, now)
@@ -347,7 +375,20 @@ pub fn plan_compiled(
     jobs: &[ObservedJob],
     now: Timestamp,
 ) -> Plan {
-    let mut planner = Planner::new(workflow, &compiled.run, &compiled.flow, now);
+    plan_gated(workflow, compiled, jobs, now, &Gate::default())
+}
+
+/// [`plan_compiled`] behind `gate`: a Job the gate does not admit is not created; its step is
+/// `Queued`, with the gate's message, and counts as started for the lifecycle (the workflow is
+/// under way, waiting its turn).
+pub fn plan_gated(
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    jobs: &[ObservedJob],
+    now: Timestamp,
+    gate: &Gate,
+) -> Plan {
+    let mut planner = Planner::new(workflow, &compiled.run, &compiled.flow, now, gate);
     planner.delete_other_runs(jobs);
     let current: Vec<&ObservedJob> = jobs.iter().filter(|j| j.run == compiled.run).collect();
     planner.retry_if_asked();

@@ -27,6 +27,8 @@ pub(super) struct Planner<'a> {
     pub(super) settled: HashSet<&'a str>,
     pub(super) events: Vec<LifecycleEvent>,
     pub(super) next_timeout_at: Option<Timestamp>,
+    /// Which Jobs may be created now.
+    pub(super) gate: &'a Gate,
 }
 
 /// One instance of a step of a [`View`]: the step (its index in the view's DAG) and, for a
@@ -90,6 +92,8 @@ pub(super) struct Exits<'a> {
     pub(super) view: Option<View<'a>>,
     /// The exit steps created by this plan.
     pub(super) created: Vec<Unit>,
+    /// The exit steps ready to start that the gate holds back.
+    pub(super) held: Vec<Unit>,
     /// The message while they run.
     pub(super) message: Option<String>,
 }
@@ -101,6 +105,7 @@ impl Exits<'_> {
             end,
             view: None,
             created: Vec::new(),
+            held: Vec::new(),
             message: None,
         }
     }
@@ -196,6 +201,7 @@ impl<'a> Planner<'a> {
         run: &'a str,
         flow: &'a DataFlow,
         now: Timestamp,
+        gate: &'a Gate,
     ) -> Planner<'a> {
         let previous = workflow.status.as_ref().unwrap_or(&NO_STATUS);
         let mut planner = Planner {
@@ -210,6 +216,7 @@ impl<'a> Planner<'a> {
             settled: HashSet::new(),
             events: Vec::new(),
             next_timeout_at: None,
+            gate,
         };
         // A status without a run id is adopted as is (a new workflow, or one another operator
         // ran); a different run id means what runs changed. In Created nothing ran yet, so

@@ -97,7 +97,7 @@ impl<'a> Planner<'a> {
     /// and the exit steps.
     pub(super) fn render_outcome(
         &mut self,
-        (mains, created): (&[View<'a>], &[Vec<Unit>]),
+        (mains, created, held): (&[View<'a>], &[Vec<Unit>], &[Vec<Unit>]),
         exits: &Exits<'a>,
         (message, failed_by): (Option<String>, Option<Trigger>),
         total: usize,
@@ -109,11 +109,12 @@ impl<'a> Planner<'a> {
             (REASON_STOPPED, "stopped: the workflow failed")
         };
         let mut lists = Lists::default();
-        for (view, created) in mains.iter().zip(created) {
-            self.render(view, created, terminal, halted, "", &mut lists);
+        for ((view, created), held) in mains.iter().zip(created).zip(held) {
+            self.render(view, (created, held), terminal, halted, "", &mut lists);
         }
         if let Some(view) = &exits.view {
-            self.render(view, &exits.created, terminal, halted, "exit ", &mut lists);
+            let starts = (exits.created.as_slice(), exits.held.as_slice());
+            self.render(view, starts, terminal, halted, "exit ", &mut lists);
         }
         self.outcome = Some(Outcome {
             message,
@@ -126,20 +127,22 @@ impl<'a> Planner<'a> {
     }
 
     /// Adds the steps of `view` to the status lists: succeeded ones to `executed`; running ones
-    /// and those being created (`created`) to `started` and `steps`; failed ones to `steps`;
-    /// in a terminal workflow, steps still running are `halted` (reason and message). A step
-    /// that fans out is one name in `executed` and `started` and one entry in `steps` (its
-    /// items counted), plus an entry per failed item.
+    /// and those being created (`created`) to `started` and `steps`; those the gate holds back
+    /// (`held`) to `steps` as `Queued`; failed ones to `steps`; in a terminal workflow, steps
+    /// still running are `halted` (reason and message). A step that fans out is one name in
+    /// `executed` and `started` and one entry in `steps` (its items counted), plus an entry per
+    /// failed item.
     pub(super) fn render(
         &self,
         view: &View<'a>,
-        created: &[Unit],
+        (created, held): (&[Unit], &[Unit]),
         terminal: bool,
         halted: (&str, &str),
         prefix: &str,
         lists: &mut Lists,
     ) {
         let mut created_iter = created.iter().peekable();
+        let mut held_iter = held.iter().peekable();
         let mut failures_iter = view.failures.iter().peekable();
         for (i, job) in view.job_of.iter().enumerate() {
             let name = view.display(Unit::step(i));
@@ -151,17 +154,13 @@ impl<'a> Planner<'a> {
             while created_iter.next_if(|u| u.node == i).is_some() {
                 created_here += 1;
             }
+            let mut held_here = 0;
+            while held_iter.next_if(|u| u.node == i).is_some() {
+                held_here += 1;
+            }
             if let Some(fan) = view.fans.get(&i) {
-                self.render_fan(
-                    view,
-                    i,
-                    fan,
-                    &failures,
-                    created_here,
-                    terminal,
-                    halted,
-                    lists,
-                );
+                let starts = (created_here, held_here);
+                self.render_fan(view, i, fan, &failures, starts, terminal, halted, lists);
                 continue;
             }
             let failure = failures.first().map(|(_, f)| *f);
@@ -222,15 +221,18 @@ impl<'a> Planner<'a> {
                 let job = self.job_name(&name);
                 lists.steps.push(running_step_status(&name, job, false));
                 lists.started.push(name);
+            } else if held_here > 0 {
+                lists.steps.push(self.queued_entry(&name));
             }
         }
     }
 
     /// [`Planner::render`] for step `i` of `view`, which fans out over `fan`'s items:
-    /// `created` of them being created, `failures` its failed items (or its own failure, for a
-    /// `withParam` that is not a list or a `when` that fails). Its entry counts its items;
-    /// each failed item has its own (`NAME[i]`); succeeded and running items have none, so a
-    /// step of 10,000 items costs the status a few entries.
+    /// `created` of them being created and `held` held back by the gate, `failures` its failed
+    /// items (or its own failure, for a `withParam` that is not a list or a `when` that
+    /// fails). Its entry counts its items; each failed item has its own (`NAME[i]`); succeeded
+    /// and running items have none, so a step of 10,000 items costs the status a few entries.
+    /// It is `Queued` while the gate holds back its items and none runs.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn render_fan(
         &self,
@@ -238,7 +240,7 @@ impl<'a> Planner<'a> {
         i: usize,
         fan: &Fan<'a>,
         failures: &[(Unit, &Failure)],
-        created: usize,
+        (created, held): (usize, usize),
         terminal: bool,
         halted: (&str, &str),
         lists: &mut Lists,
@@ -256,7 +258,7 @@ impl<'a> Planner<'a> {
         }
         let running = fan.running as usize + created;
         let item_failures = failures.iter().filter(|(u, _)| u.item.is_some()).count();
-        if running == 0 && item_failures == 0 {
+        if running == 0 && item_failures == 0 && held == 0 {
             // Not started, or failed as a whole (its `withParam`, its `when`).
             for (_, failure) in failures {
                 lists.steps.extend(failure.entry_without_job(&name));
@@ -278,6 +280,8 @@ impl<'a> Planner<'a> {
                 Some(halted.0.to_string()),
                 Some(halted.1.to_string()),
             )
+        } else if running == 0 {
+            (StepPhase::Queued, None, Some(self.gate.message.clone()))
         } else {
             (StepPhase::Running, None, None)
         };
@@ -300,6 +304,17 @@ impl<'a> Planner<'a> {
                 (failure, None) => failure.entry_without_job(&item_name),
             };
             lists.steps.extend(entry);
+        }
+    }
+
+    /// The entry of step (or item) `name` whose Job the gate holds back: `Queued`, no Job,
+    /// saying why.
+    fn queued_entry(&self, name: &str) -> StepStatus {
+        StepStatus {
+            phase: StepPhase::Queued,
+            message: Some(self.gate.message.clone()),
+            job: None,
+            ..running_step_status(name, String::new(), false)
         }
     }
 

@@ -155,13 +155,14 @@ impl<'a> Planner<'a> {
             (main_end, _) => Exits::none(main_end),
         };
         let mut created: Vec<Vec<Unit>> = vec![Vec::new(); mains.len()];
+        let mut held: Vec<Vec<Unit>> = vec![Vec::new(); mains.len()];
         let mut failed_by = None;
         let message = if let Some((trigger, message)) = exits.end.clone() {
             self.go(trigger, message.clone());
             failed_by = (trigger != Trigger::AllStepsSucceeded).then_some(trigger);
             Some(message)
         } else {
-            self.start_ready(dag, &mut mains, &mut created);
+            self.start_ready(dag, &mut mains, (&mut created, &mut held));
             for view in &mains {
                 self.plan_deadlines(view, &spec.containers);
             }
@@ -171,7 +172,12 @@ impl<'a> Planner<'a> {
             self.waiting_message(&mains, exits.message.clone())
         };
         let total = dag.len() * spec.run_count() as usize + exit_dag.map_or(0, Dag::len);
-        self.render_outcome((&mains, &created), &exits, (message, failed_by), total);
+        self.render_outcome(
+            (&mains, &created, &held),
+            &exits,
+            (message, failed_by),
+            total,
+        );
     }
 
     /// One view per run of `spec.runs`, each of its own Jobs (the run index is in the run
@@ -272,10 +278,12 @@ impl<'a> Planner<'a> {
         };
         let none_yet = view.job_of.iter().all(Option::is_none);
         // Suspended: the exit steps wait too (and the workflow has not ended).
-        let mut created = Vec::new();
+        let mut wanted: Vec<Unit> = Vec::new();
         if !spec.suspend {
-            created = (view.ready.iter().take(self.slots(view.running)).copied()).collect();
+            wanted = (view.ready.iter().take(self.slots(view.running)).copied()).collect();
         }
+        let (created, held): (Vec<Unit>, Vec<Unit>) =
+            (wanted.iter()).partition(|u| self.gate.admits(&self.job_name(exit_dag.name(u.node))));
         for &unit in &created {
             let step = exit_dag.name(unit.node);
             self.actions.push(Action::CreateJob {
@@ -293,11 +301,12 @@ impl<'a> Planner<'a> {
                 end: Some(end),
                 view: Some(view),
                 created,
+                held,
                 message: None,
             };
         }
-        if none_yet && !created.is_empty() {
-            let names: Vec<&str> = created.iter().map(|u| exit_dag.name(u.node)).collect();
+        if none_yet && !wanted.is_empty() {
+            let names: Vec<&str> = wanted.iter().map(|u| exit_dag.name(u.node)).collect();
             let detail = format!(
                 "running exit steps {} after: {}",
                 list_names(&names),
@@ -309,13 +318,20 @@ impl<'a> Planner<'a> {
             end: None,
             view: Some(view),
             created,
+            held,
             message: Some(format!("running exit steps: {}", main_end.1)),
         }
     }
 
     /// Starts the ready instances of `mains` (into `created`, by run): at most `parallelism`
-    /// at once across all runs, the earlier runs first; none while suspended.
-    fn start_ready(&mut self, dag: &'a Dag, mains: &mut [View<'a>], created: &mut [Vec<Unit>]) {
+    /// at once across all runs, the earlier runs first; none while suspended. Those the gate
+    /// does not admit are `held` (by run) instead; they count as started for the lifecycle.
+    fn start_ready(
+        &mut self,
+        dag: &'a Dag,
+        mains: &mut [View<'a>],
+        (created, held): (&mut [Vec<Unit>], &mut [Vec<Unit>]),
+    ) {
         let spec = &self.workflow.spec;
         if spec.suspend && matches!(self.phase, Phase::Created | Phase::Started) {
             self.go(
@@ -327,12 +343,20 @@ impl<'a> Planner<'a> {
         let mut started_names: Vec<String> = Vec::new();
         if !spec.suspend {
             let mut slots = self.slots(running);
-            for (view, created) in mains.iter_mut().zip(created.iter_mut()) {
+            for ((view, created), held) in mains.iter_mut().zip(created.iter_mut()).zip(held) {
                 let take = view.ready.len().min(slots);
-                created.extend_from_slice(&view.ready[..take]);
                 slots -= take;
-                for &unit in created.iter() {
-                    started_names.push(self.create(dag, view, unit));
+                // Copied out: creating a Job takes the view's inputs.
+                let units: Vec<Unit> = view.ready.iter().take(take).copied().collect();
+                for unit in units {
+                    let name = view.display(unit);
+                    if self.gate.admits(&self.job_name(&name)) {
+                        created.push(unit);
+                        self.create(dag, view, unit);
+                    } else {
+                        held.push(unit);
+                    }
+                    started_names.push(name);
                 }
             }
         }
@@ -345,8 +369,8 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Creates the Job of `unit` of `view`; its name in the status.
-    fn create(&mut self, dag: &Dag, view: &mut View<'a>, unit: Unit) -> String {
+    /// Creates the Job of `unit` of `view`.
+    fn create(&mut self, dag: &Dag, view: &mut View<'a>, unit: Unit) {
         let name = view.display(unit);
         let item = unit.item.and_then(|item| {
             let items = view.fans.get(&unit.node)?.items.as_ref()?;
@@ -371,7 +395,6 @@ impl<'a> Planner<'a> {
                 item,
             },
         });
-        name
     }
 
     /// The message of a workflow that has not ended: its exit steps running, a failure known

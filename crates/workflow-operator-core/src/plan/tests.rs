@@ -2114,3 +2114,39 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_gate_holds_back_the_jobs_it_does_not_admit_their_steps_queued_not_started() {
+    let wf = WorkFlow::test("w").step("a", &[]).step("b", &[]).build();
+    let compiled = Compiled::new(&wf.spec);
+    let open = plan_compiled(&wf, &compiled, &[], at(0));
+    assert_eq!(creates(&open), vec!["a", "b"]);
+    let gate = Gate::admitting([job_name(&wf, "a")], "waiting: 1 of 1".into());
+    let plan = plan_gated(&wf, &compiled, &[], at(0), &gate);
+    assert_eq!(creates(&plan), vec!["a"]);
+    let status = status(&plan);
+    assert_eq!(status.started, vec!["a".to_string()]);
+    let b = status.steps.iter().find(|s| s.name == "b").unwrap();
+    assert_eq!(b.phase, StepPhase::Queued);
+    assert_eq!(b.message.as_deref(), Some("waiting: 1 of 1"));
+    assert_eq!(b.job, None);
+    // The workflow is under way either way: the same moves along the lifecycle.
+    assert_eq!(plan.events, open.events);
+    assert_eq!(phase(&plan), Some(Phase::Started));
+}
+
+#[test]
+fn a_step_that_fans_out_is_queued_while_the_gate_holds_back_all_its_items() {
+    let wf = WorkFlow::test("w").step("s", &[]).with_sequence(3).build();
+    let compiled = Compiled::new(&wf.spec);
+    let gate = Gate::admitting([], "waiting: 2 of 2".into());
+    let plan = plan_gated(&wf, &compiled, &[], at(0), &gate);
+    assert!(creates(&plan).is_empty(), "{:?}", plan.actions);
+    let status = status(&plan);
+    assert!(status.started.is_empty(), "{:?}", status.started);
+    let s = status.steps.iter().find(|s| s.name == "s").unwrap();
+    assert_eq!(s.phase, StepPhase::Queued);
+    assert_eq!(s.message.as_deref(), Some("waiting: 2 of 2"));
+    let items = s.items.as_ref().expect("its items counted");
+    assert_eq!((items.total, items.running), (3, 0));
+}
