@@ -279,7 +279,7 @@ impl Store {
         }
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
-        if info.tracks_generation() {
+        if info.strategy.tracks_generation {
             meta.insert("generation".into(), json!(1));
         }
         meta.remove("deletionTimestamp");
@@ -442,7 +442,7 @@ impl Store {
         if is_namespaces(info) {
             namespace_name_label(&mut new);
         }
-        if info.tracks_generation() {
+        if info.strategy.tracks_generation {
             let old_generation = old
                 .value
                 .pointer("/metadata/generation")
@@ -768,10 +768,11 @@ impl Store {
     }
 }
 
-/// Jobs (and ReplicationControllers) still default to orphaning their dependents when a delete
-/// names no propagation policy; kubectl always sends one, API clients often do not.
+/// What a delete that names no propagation policy does: orphan the dependents for the kinds
+/// whose strategy says so (Jobs), else delete them in the background. kubectl always sends a
+/// policy, API clients often do not.
 pub fn default_propagation(info: &ResourceInfo) -> Propagation {
-    if info.group == "batch" && info.resource == "jobs" {
+    if info.strategy.orphans_by_default {
         Propagation::Orphan
     } else {
         Propagation::Background
