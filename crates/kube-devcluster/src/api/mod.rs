@@ -4,3 +4,4 @@
 
 pub mod error;
 pub mod resources;
+pub mod strategy;

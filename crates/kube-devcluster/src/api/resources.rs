@@ -7,6 +7,8 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
+use super::strategy::{CUSTOM_RESOURCE, Strategy};
+
 /// A group and a resource (plural), the key objects are stored under. Versions are not part of
 /// the key: every resource is served at exactly one version here.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,6 +55,8 @@ pub struct ResourceInfo {
     /// `additionalPrinterColumns` of a CRD version, served as a `Table` to kubectl.
     pub printer_columns: Vec<Value>,
     pub categories: Vec<String>,
+    /// The kind's rules: generation, what a delete answers, defaults, field labels.
+    pub strategy: &'static Strategy,
 }
 
 impl ResourceInfo {
@@ -82,46 +86,6 @@ impl ResourceInfo {
         self.group_resource().to_string()
     }
 
-    /// Whether the server keeps `metadata.generation`: set to 1 on create, bumped by spec
-    /// changes and by the start of a deletion. Only the strategies of kinds with a spec the
-    /// controllers observe set it (Pods, workloads, CRDs, custom resources; e.g.
-    /// pkg/registry/batch/job/strategy.go `PrepareForCreate`); ConfigMaps, Secrets,
-    /// ServiceAccounts, Services, Namespaces, Events, Leases and RBAC objects have none
-    /// (`rest.BeforeCreate` leaves it alone).
-    pub fn tracks_generation(&self) -> bool {
-        let builtin = BUILTINS
-            .iter()
-            .any(|b| b.0 == self.group && b.2 == self.resource);
-        !builtin
-            || matches!(
-                (self.group.as_str(), self.resource.as_str()),
-                ("", "pods") | ("batch", _) | ("apps", _) | ("apiextensions.k8s.io", _)
-            )
-    }
-
-    /// Whether a delete that removes the object answers with it (`ReturnDeletedObject` of the
-    /// kind's storage: pkg/registry/core/{pod,service,serviceaccount,namespace}/storage) rather
-    /// than a `Success` Status (every other kind here, custom resources included). A CRD's
-    /// first delete answers the CRD marked for deletion (apiextensions-apiserver
-    /// registry/customresourcedefinition/etcd.go `Delete` adds the cleanup finalizer); this
-    /// server cleans up at once, so the removed CRD is that answer.
-    pub fn returns_deleted_object(&self) -> bool {
-        match self.group.as_str() {
-            "" => matches!(
-                self.resource.as_str(),
-                "pods" | "services" | "serviceaccounts" | "namespaces"
-            ),
-            "apiextensions.k8s.io" => self.resource == "customresourcedefinitions",
-            _ => false,
-        }
-    }
-
-    /// Whether the collection can be deleted at once: not Namespaces, whose REST wraps the store
-    /// without `DeleteCollection` (pkg/registry/core/namespace/storage/storage.go).
-    pub fn serves_delete_collection(&self) -> bool {
-        !(self.group.is_empty() && self.resource == "namespaces")
-    }
-
     /// The verbs discovery lists: every verb, but create alone for the reviews, which are never
     /// stored (`auth_reviews`), and deletecollection only where it is served.
     fn verbs(&self) -> Value {
@@ -141,7 +105,7 @@ impl ResourceInfo {
         json!(
             verbs
                 .into_iter()
-                .filter(|v| *v != "deletecollection" || self.serves_delete_collection())
+                .filter(|v| *v != "deletecollection" || self.strategy.delete_collection)
                 .collect::<Vec<_>>()
         )
     }
@@ -184,7 +148,7 @@ impl ResourceInfo {
         if self.status_subresource {
             subresources.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
         }
-        if self.group.is_empty() && self.resource == "pods" {
+        if self.strategy.log_subresource {
             subresources.push(json!({"subresource": "log", "responseKind": {"group": "", "version": "v1", "kind": "Pod"}, "verbs": ["get"]}));
         }
         if !subresources.is_empty() {
@@ -194,183 +158,13 @@ impl ResourceInfo {
     }
 }
 
-/// A built-in resource: (group, version, plural, kind, namespaced, status subresource, short names).
-type Builtin = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    bool,
-    bool,
-    &'static [&'static str],
-);
-
-const BUILTINS: &[Builtin] = &[
-    // The reviews of `kubectl auth can-i` and `whoami` (answered by `auth_reviews`, never stored).
-    (
-        "authorization.k8s.io",
-        "v1",
-        "selfsubjectaccessreviews",
-        "SelfSubjectAccessReview",
-        false,
-        false,
-        &[],
-    ),
-    (
-        "authorization.k8s.io",
-        "v1",
-        "selfsubjectrulesreviews",
-        "SelfSubjectRulesReview",
-        false,
-        false,
-        &[],
-    ),
-    (
-        "authentication.k8s.io",
-        "v1",
-        "selfsubjectreviews",
-        "SelfSubjectReview",
-        false,
-        false,
-        &[],
-    ),
-    ("", "v1", "namespaces", "Namespace", false, true, &["ns"]),
-    ("", "v1", "pods", "Pod", true, true, &["po"]),
-    ("", "v1", "events", "Event", true, false, &["ev"]),
-    ("", "v1", "configmaps", "ConfigMap", true, false, &["cm"]),
-    ("", "v1", "secrets", "Secret", true, false, &[]),
-    (
-        "",
-        "v1",
-        "persistentvolumeclaims",
-        "PersistentVolumeClaim",
-        true,
-        true,
-        &["pvc"],
-    ),
-    (
-        "",
-        "v1",
-        "serviceaccounts",
-        "ServiceAccount",
-        true,
-        false,
-        &["sa"],
-    ),
-    ("", "v1", "services", "Service", true, true, &["svc"]),
-    ("batch", "v1", "jobs", "Job", true, true, &[]),
-    (
-        "apps",
-        "v1",
-        "deployments",
-        "Deployment",
-        true,
-        true,
-        &["deploy"],
-    ),
-    (
-        "events.k8s.io",
-        "v1",
-        "events",
-        "Event",
-        true,
-        false,
-        &["ev"],
-    ),
-    (
-        "coordination.k8s.io",
-        "v1",
-        "leases",
-        "Lease",
-        true,
-        false,
-        &[],
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "roles",
-        "Role",
-        true,
-        false,
-        &[],
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "rolebindings",
-        "RoleBinding",
-        true,
-        false,
-        &[],
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "clusterroles",
-        "ClusterRole",
-        false,
-        false,
-        &[],
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "clusterrolebindings",
-        "ClusterRoleBinding",
-        false,
-        false,
-        &[],
-    ),
-    (
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        "CustomResourceDefinition",
-        false,
-        true,
-        &["crd", "crds"],
-    ),
-];
-
 /// The set of served resources; shared by the server and the controllers.
 #[derive(Clone, Default)]
 pub struct Registry {
     inner: Arc<RwLock<BTreeMap<GroupResource, Arc<ResourceInfo>>>>,
 }
 
-/// The categories of a built-in resource (each storage's `Categories()`): `all` for pods,
-/// services and the workloads (`kubectl get all`), `api-extensions` for CRDs.
-fn builtin_categories(group: &str, resource: &str) -> Vec<String> {
-    match (group, resource) {
-        ("", "pods" | "services") | ("batch", _) | ("apps", "deployments") => vec!["all".into()],
-        ("apiextensions.k8s.io", "customresourcedefinitions") => vec!["api-extensions".into()],
-        _ => vec![],
-    }
-}
-
 impl Registry {
-    /// A registry with the built-in kinds.
-    pub fn with_builtins() -> Self {
-        let registry = Self::default();
-        for &(group, version, resource, kind, namespaced, status, short) in BUILTINS {
-            registry.insert(ResourceInfo {
-                group: group.into(),
-                version: version.into(),
-                resource: resource.into(),
-                singular: kind.to_lowercase(),
-                kind: kind.into(),
-                short_names: short.iter().map(|s| s.to_string()).collect(),
-                namespaced,
-                status_subresource: status,
-                schema: None,
-                printer_columns: Vec::new(),
-                categories: builtin_categories(group, resource),
-            });
-        }
-        registry
-    }
-
     pub fn insert(&self, info: ResourceInfo) {
         self.inner
             .write()
@@ -458,7 +252,7 @@ impl Registry {
             if info.status_subresource {
                 resources.push(json!({"name": format!("{}/status", info.resource), "singularName": "", "namespaced": info.namespaced, "kind": info.kind, "verbs": ["get", "patch", "update"]}));
             }
-            if info.resource == "pods" {
+            if info.strategy.log_subresource {
                 resources.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
             }
         }
@@ -552,6 +346,7 @@ pub fn crd_resource_info(crd: &Value) -> Option<ResourceInfo> {
             .cloned()
             .unwrap_or_default(),
         categories: strings(names.get("categories")),
+        strategy: &CUSTOM_RESOURCE,
     })
 }
 

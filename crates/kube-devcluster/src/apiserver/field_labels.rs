@@ -2,82 +2,14 @@
 //! label of a `fieldSelector` before it lists or watches, and a label it does not know is a 400
 //! BadRequest with the conversion's message (k8s.io/apiserver/pkg/endpoints/handlers/get.go
 //! `ListResource`: `errors.NewBadRequest(err.Error())`), rather than a selector that matches
-//! nothing.
+//! nothing. The field labels of a built-in kind are its strategy's
+//! ([`crate::api::strategy::FieldLabels`]), a custom resource's its CRD's.
 
 use serde_json::Value;
 
 use crate::api::error::{ApiError, Result};
 use crate::api::resources::ResourceInfo;
-
-/// The field labels of built-ins that register their own conversion, beyond the default
-/// `metadata.name` and `metadata.namespace`: k8s.io/kubernetes/pkg/apis/core/v1/conversion.go
-/// (pods, nodes, replication controllers, events, namespaces, secrets, services),
-/// pkg/apis/events/v1/conversion.go, pkg/apis/batch/v1/conversion.go (jobs), pkg/apis/certificates/v1/conversion.go (CSRs).
-fn builtin_labels(info: &ResourceInfo) -> Option<&'static [&'static str]> {
-    Some(match (info.group.as_str(), info.resource.as_str()) {
-        ("", "pods") => &[
-            "metadata.name",
-            "metadata.namespace",
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.podIPs",
-            "status.nominatedNodeName",
-            "spec.host",
-        ],
-        ("", "nodes") => &["metadata.name", "spec.unschedulable"],
-        ("", "replicationcontrollers") => {
-            &["metadata.name", "metadata.namespace", "status.replicas"]
-        }
-        ("", "events") => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-            "metadata.namespace",
-            "metadata.name",
-        ],
-        ("", "namespaces") => &["status.phase", "metadata.name"],
-        ("", "secrets") => &["type", "metadata.namespace", "metadata.name"],
-        ("", "services") => &[
-            "metadata.namespace",
-            "metadata.name",
-            "spec.clusterIP",
-            "spec.type",
-        ],
-        ("events.k8s.io", "events") => &[
-            "reason",
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-            "regarding.apiVersion",
-            "regarding.resourceVersion",
-            "regarding.fieldPath",
-            "reportingController",
-            "source",
-            "type",
-            "metadata.namespace",
-            "metadata.name",
-        ],
-        ("batch", "jobs") => &["metadata.name", "metadata.namespace", "status.successful"],
-        ("certificates.k8s.io", "certificatesigningrequests") => {
-            &["metadata.name", "spec.signerName"]
-        }
-        _ => return None,
-    })
-}
+use crate::api::strategy::FieldLabels;
 
 /// Converts one field label of a selector on `info` to the dotted path of the stored object it
 /// selects on, as the server's `ConvertFieldLabel` does, or refuses it. `crd` is the CRD serving
@@ -96,29 +28,25 @@ pub fn convert(info: &ResourceInfo, crd: Option<&Value>, label: &str) -> Result<
             Err(not_supported(label))
         };
     }
-    match builtin_labels(info) {
-        Some(known) if known.contains(&label) => Ok(path_of(info, label).to_string()),
-        // pkg/apis/batch/v1/conversion.go words its refusal its own way.
-        Some(_) if info.group == "batch" && info.resource == "jobs" => Err(ApiError::bad_request(
-            format!("field label {label:?} not supported for Job"),
-        )),
+    match &info.strategy.field_labels {
+        Some(own) if own.labels.contains(&label) => Ok(own
+            .paths
+            .iter()
+            .find(|(from, _)| *from == label)
+            .map_or(label, |(_, path)| path)
+            .to_string()),
+        Some(FieldLabels {
+            refusal_names: Some(kind),
+            ..
+        }) => Err(ApiError::bad_request(format!(
+            "field label {label:?} not supported for {kind}"
+        ))),
         Some(_) => Err(not_supported(label)),
         // k8s.io/apimachinery/pkg/runtime/conversion.go DefaultMetaV1FieldSelectorConversion.
         None if label == "metadata.name" || label == "metadata.namespace" => Ok(label.to_string()),
         None => Err(ApiError::bad_request(format!(
             "{label:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
         ))),
-    }
-}
-
-/// Where a label that is not the object's own path reads from: a Job's `status.successful` is
-/// its `status.succeeded` (pkg/registry/batch/job/strategy.go `JobToSelectableFields`), a pod's
-/// `spec.host` the old name of `spec.nodeName` (core/v1/conversion.go).
-fn path_of<'a>(info: &ResourceInfo, label: &'a str) -> &'a str {
-    match (info.group.as_str(), info.resource.as_str(), label) {
-        ("batch", "jobs", "status.successful") => "status.succeeded",
-        ("", "pods", "spec.host") => "spec.nodeName",
-        _ => label,
     }
 }
 

@@ -28,4 +28,3 @@ pub mod representation;
 pub mod server;
 pub mod typed_decode;
 pub mod watch;
-pub mod workload_validation;

@@ -442,7 +442,7 @@ impl Request<'_> {
             ("PUT", Some(name)) => self.update(name, body),
             ("PATCH", Some(name)) => self.patch(name, body),
             ("DELETE", Some(name)) => self.delete(name, body),
-            ("DELETE", None) if self.info.serves_delete_collection() => {
+            ("DELETE", None) if self.info.strategy.delete_collection => {
                 self.delete_collection(body)
             }
             (_, Some(_)) if self.path.subresource.is_some() => {
@@ -531,12 +531,9 @@ impl Request<'_> {
             let warnings = typed_decode::admit(self.info, new, directive, write)?;
             self.warnings.lock().expect("warnings").extend(warnings);
         }
-        // After decoding, as the v1 conversion that folds a Secret's stringData follows it, and
-        // the defaulting of every decoded Pod, Job and Deployment.
-        crate::registry::secrets::normalize(self.info, new);
-        if self.info.schema.is_none() {
-            crate::registry::pod_defaults::apply(&self.info.group, &self.info.resource, new);
-        }
+        // After decoding, as the kind's v1 conversion and defaulting follow it (a Secret's
+        // stringData folded, a Pod's, Job's or Deployment's defaults).
+        (self.info.strategy.decode)(new);
         if let Some(schema) = &self.info.schema {
             let normalized = schema::normalize(schema, new);
             if !normalized.unknown_fields.is_empty() {
@@ -882,10 +879,9 @@ impl Request<'_> {
             );
         }
         match outcome {
-            Deleted::Removed(obj) if !self.info.returns_deleted_object() => Ok(json_response(
-                StatusCode::OK,
-                &deleted_status(self.info, &obj),
-            )),
+            Deleted::Removed(obj) if !self.info.strategy.delete_returns_object => Ok(
+                json_response(StatusCode::OK, &deleted_status(self.info, &obj)),
+            ),
             Deleted::Removed(obj) | Deleted::Pending(obj) => {
                 Ok(self.object_response(StatusCode::OK, &obj))
             }
@@ -1086,7 +1082,7 @@ impl Request<'_> {
     }
 
     fn logs(&self, name: &str) -> Result<Response> {
-        if self.info.resource != "pods" || !self.info.group.is_empty() {
+        if !self.info.strategy.log_subresource {
             return Err(ApiError::not_found(
                 &format!("{}/log", self.info.resource),
                 name,

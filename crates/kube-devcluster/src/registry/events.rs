@@ -20,11 +20,52 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::error::Result;
 use crate::api::resources::{GroupResource, Registry, ResourceInfo};
+use crate::api::strategy::{FieldLabels, Strategy};
 use crate::storage::store::{DeleteOptions, Store, StoredObject, Target};
 
 /// How long an Event lives after its last write: kube-apiserver's `--event-ttl` default
 /// (cmd/kube-apiserver/app/options: `1h0m0s`).
 pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
+
+/// A core/v1 Event's rules: its field labels (pkg/apis/core/v1/conversion.go).
+pub static CORE_STRATEGY: Strategy = Strategy {
+    field_labels: Some(FieldLabels::of(&[
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+        "metadata.namespace",
+        "metadata.name",
+    ])),
+    ..Strategy::DEFAULT
+};
+
+/// An events.k8s.io/v1 Event's rules: its field labels (pkg/apis/events/v1/conversion.go).
+pub static EVENTS_V1_STRATEGY: Strategy = Strategy {
+    field_labels: Some(FieldLabels::of(&[
+        "reason",
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "regarding.apiVersion",
+        "regarding.resourceVersion",
+        "regarding.fieldPath",
+        "reportingController",
+        "source",
+        "type",
+        "metadata.namespace",
+        "metadata.name",
+    ])),
+    ..Strategy::DEFAULT
+};
 
 /// Whether a resource is one of the two faces of Events.
 pub fn is_event(info: &ResourceInfo) -> bool {

@@ -5,6 +5,30 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::api::strategy::{FieldLabels, Strategy};
+
+/// A Job's rules: it keeps `metadata.generation` (pkg/registry/batch/job/strategy.go
+/// `PrepareForCreate`), a delete naming no propagation policy orphans its pods (the same file,
+/// `DefaultGarbageCollectionPolicy`), `kubectl get all` lists it (storage.go `Categories`), its
+/// field labels are pkg/apis/batch/v1/conversion.go's, which words its refusal its own way
+/// (`status.successful` is `status.succeeded`: strategy.go `JobToSelectableFields`), every write
+/// gets its pod template's defaults ([`super::pod_defaults`]) and a new Job
+/// [`job_defaults_on_create`].
+pub static STRATEGY: Strategy = Strategy {
+    tracks_generation: true,
+    orphans_by_default: true,
+    categories: &["all"],
+    field_labels: Some(FieldLabels {
+        labels: &["metadata.name", "metadata.namespace", "status.successful"],
+        paths: &[("status.successful", "status.succeeded")],
+        refusal_names: Some("Job"),
+    }),
+    decode: super::pod_defaults::template,
+    prepare_for_create: job_defaults_on_create,
+    validate: super::validation::job,
+    ..Strategy::DEFAULT
+};
+
 /// Label (and selector key) naming the Job that owns a pod, by uid.
 pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 /// The same, as older clients know it.

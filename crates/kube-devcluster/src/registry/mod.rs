@@ -2,7 +2,9 @@
 //! as Kubernetes keeps it in `pkg/registry/<group>/<kind>/strategy.go` and its admission plugins:
 //! what a new Pod ([`pods`], [`pod_defaults`]) or Job ([`jobs`]) gets, a pod's service account
 //! admission ([`pods::admit_pod`]), a Secret's `stringData` ([`secrets`]), and Events served
-//! under two APIs ([`events`]). The controllers write to the store directly, not through the
+//! under two APIs ([`events`]). Each kind's strategy ([`crate::api::strategy::Strategy`]) is
+//! beside its rules (`pods::STRATEGY`, `jobs::STRATEGY`, ...; the kinds with no module of their
+//! own in [`kinds`], which also lists the built-in kinds). The controllers write to the store directly, not through the
 //! API, so they call these themselves where the API server would. Depends only on
 //! [`crate::storage`] and [`crate::api`].
 
@@ -15,27 +17,24 @@ use crate::api::resources::ResourceInfo;
 
 pub mod events;
 pub mod jobs;
+pub mod kinds;
 pub mod pod_defaults;
 pub mod pods;
 pub mod secrets;
+pub mod validation;
 
 /// Create-time defaulting that needs the object's identity (e.g. a Job's selector from its uid).
 pub type CreateHook = Arc<dyn Fn(&ResourceInfo, &mut Value) -> Result<()> + Send + Sync>;
 
-/// The create-time defaulting the real API server does for the kinds the controllers run: Jobs
-/// (`jobs::job_defaults_on_create`) and Pods (`pods::pod_defaults_on_create`). For
-/// `ApiState::on_create`.
+/// The create-time defaulting the real API server does (each kind's strategy's
+/// `prepare_for_create`: a Job's selector, a Pod's status). For `ApiState::on_create`.
 pub fn create_hook() -> CreateHook {
     Arc::new(defaults_on_create)
 }
 
 /// See [`create_hook`].
 pub fn defaults_on_create(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
-    match (info.group.as_str(), info.resource.as_str()) {
-        ("batch", "jobs") => jobs::job_defaults_on_create(obj),
-        ("", "pods") => pods::pod_defaults_on_create(obj),
-        _ => {}
-    }
+    (info.strategy.prepare_for_create)(obj);
     Ok(())
 }
 

@@ -26,28 +26,24 @@ use serde_json::{Map, Value, json};
 /// (`TerminationMessagePathDefault`, k8s.io/api core/v1/types.go).
 pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 
-/// The defaults of a write of `group`/`resource` (a Pod, Job or Deployment; anything else is
-/// left alone).
-pub fn apply(group: &str, resource: &str, obj: &mut Value) {
-    match (group, resource) {
-        ("", "pods") => {
-            if let Some(spec) = obj.get_mut("spec") {
-                pod_spec(spec);
-                if let Some(spec) = spec.as_object_mut() {
-                    pod_only(spec);
-                }
-            }
+/// The defaults of a write of a Pod.
+pub fn pod(obj: &mut Value) {
+    if let Some(spec) = obj.get_mut("spec") {
+        pod_spec(spec);
+        if let Some(spec) = spec.as_object_mut() {
+            pod_only(spec);
         }
-        ("batch", "jobs") => template(obj),
-        ("apps", "deployments") => {
-            deployment(obj);
-            template(obj);
-        }
-        _ => {}
     }
 }
 
-fn template(obj: &mut Value) {
+/// The defaults of a write of a Deployment: its own and its pod template's.
+pub fn deployment_and_template(obj: &mut Value) {
+    deployment(obj);
+    template(obj);
+}
+
+/// The defaults of the pod template of a workload (a Job's).
+pub fn template(obj: &mut Value) {
     if let Some(spec) = obj.pointer_mut("/spec/template/spec") {
         pod_spec(spec);
     }
@@ -292,7 +288,7 @@ mod tests {
                             "resources": {"limits": {"cpu": "1"}}}],
             "volumes": [{"name": "v"}, {"name": "cm", "configMap": {"name": "x"}}],
         }}}});
-        apply("batch", "jobs", &mut job);
+        template(&mut job);
         let spec = &job["spec"]["template"]["spec"];
         assert_eq!(spec["dnsPolicy"], "ClusterFirst");
         assert_eq!(spec["terminationGracePeriodSeconds"], 30);

@@ -15,7 +15,43 @@ use serde_json::{Value, json};
 
 use crate::api::error::{ApiError, Result};
 use crate::api::resources::{Registry, ResourceInfo, builtin};
+use crate::api::strategy::{FieldLabels, Strategy};
 use crate::storage::store::Store;
+
+/// A Pod's rules: it keeps `metadata.generation` (pkg/registry/core/pod/strategy.go
+/// `PrepareForCreate`), a delete answers the deleted pod and `kubectl get all` lists it
+/// (pkg/registry/core/pod/storage/storage.go `ReturnDeletedObject`, `Categories`), it has a
+/// `/log`, its field labels are pkg/apis/core/v1/conversion.go's (`spec.host` the old name of
+/// `spec.nodeName`), every write gets the pod defaults ([`super::pod_defaults`]) and a new pod
+/// [`pod_defaults_on_create`].
+pub static STRATEGY: Strategy = Strategy {
+    tracks_generation: true,
+    delete_returns_object: true,
+    categories: &["all"],
+    log_subresource: true,
+    field_labels: Some(FieldLabels {
+        labels: &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+            "spec.host",
+        ],
+        paths: &[("spec.host", "spec.nodeName")],
+        refusal_names: None,
+    }),
+    decode: super::pod_defaults::pod,
+    prepare_for_create: pod_defaults_on_create,
+    validate: super::validation::pod,
+    ..Strategy::DEFAULT
+};
 
 /// A new pod as the real API server stores it: the spec's defaults ([`super::pod_defaults`], which
 /// every write through the API gets too; the Job controller's pods are written straight to the
@@ -24,7 +60,7 @@ pub fn pod_defaults_on_create(pod: &mut Value) {
     if !pod.get("spec").is_some_and(Value::is_object) {
         pod["spec"] = json!({});
     }
-    super::pod_defaults::apply("", "pods", pod);
+    super::pod_defaults::pod(pod);
     pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
 }
 

@@ -4,19 +4,29 @@
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use crate::api::resources::ResourceInfo;
+use crate::api::strategy::{FieldLabels, Strategy};
 
-/// Normalizes `obj` when it is a core/v1 Secret; anything else is left alone.
+/// A Secret's rules: its field labels (pkg/apis/core/v1/conversion.go) and what decoding does
+/// to it ([`normalize`]).
+pub static STRATEGY: Strategy = Strategy {
+    field_labels: Some(FieldLabels::of(&[
+        "type",
+        "metadata.namespace",
+        "metadata.name",
+    ])),
+    decode: normalize,
+    validate: super::validation::secret,
+    ..Strategy::DEFAULT
+};
+
+/// Normalizes a core/v1 Secret `obj`.
 ///
 /// - k8s.io/kubernetes pkg/apis/core/v1/conversion.go (`Convert_v1_Secret_To_core_Secret`):
 ///   `stringData` is a write-only convenience; each of its entries is written into `data`
 ///   (base64 on the wire), overwriting an entry of the same key, and `stringData` itself is
 ///   never stored. It is part of decoding, so every verb that sends an object gets it.
 /// - pkg/apis/core/v1/defaults.go (`SetDefaults_Secret`): an empty `type` is `Opaque`.
-pub fn normalize(info: &ResourceInfo, obj: &mut Value) {
-    if !info.group.is_empty() || info.resource != "secrets" {
-        return;
-    }
+pub fn normalize(obj: &mut Value) {
     let Some(map) = obj.as_object_mut() else {
         return;
     };
@@ -54,7 +64,7 @@ pub fn normalize(info: &ResourceInfo, obj: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::{GroupResource, Registry};
+    use crate::api::resources::{GroupResource, Registry, ResourceInfo};
 
     fn info(resource: &str) -> std::sync::Arc<ResourceInfo> {
         Registry::with_builtins()
@@ -65,13 +75,13 @@ mod tests {
     #[test]
     fn string_data_wins_and_goes() {
         let mut secret = json!({"data": {"a": "eA==", "b": "eQ=="}, "stringData": {"a": "b"}});
-        normalize(&info("secrets"), &mut secret);
+        (info("secrets").strategy.decode)(&mut secret);
         assert_eq!(
             secret,
             json!({"data": {"a": "Yg==", "b": "eQ=="}, "type": "Opaque"})
         );
         let mut typed = json!({"type": "kubernetes.io/tls", "stringData": {"k": ""}});
-        normalize(&info("secrets"), &mut typed);
+        (info("secrets").strategy.decode)(&mut typed);
         assert_eq!(
             typed,
             json!({"type": "kubernetes.io/tls", "data": {"k": ""}})
@@ -81,7 +91,7 @@ mod tests {
     #[test]
     fn other_kinds_are_untouched() {
         let mut cm = json!({"stringData": {"a": "b"}});
-        normalize(&info("configmaps"), &mut cm);
+        (info("configmaps").strategy.decode)(&mut cm);
         assert_eq!(cm, json!({"stringData": {"a": "b"}}));
     }
 }

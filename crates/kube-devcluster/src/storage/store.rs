@@ -279,7 +279,7 @@ impl Store {
         }
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
-        if info.tracks_generation() {
+        if info.strategy.tracks_generation {
             meta.insert("generation".into(), json!(1));
         }
         meta.remove("deletionTimestamp");
@@ -442,7 +442,7 @@ impl Store {
         if is_namespaces(info) {
             namespace_name_label(&mut new);
         }
-        if info.tracks_generation() {
+        if info.strategy.tracks_generation {
             let old_generation = old
                 .value
                 .pointer("/metadata/generation")
@@ -500,6 +500,31 @@ impl Store {
         Ok(Some(stored))
     }
 
+    /// Removes `old` from the store at once (`new` is it with its last resource version), or
+    /// only answers it in a dry run.
+    fn remove_now(
+        &self,
+        inner: &mut Inner,
+        gr: GroupResource,
+        key: (String, String),
+        old: Arc<StoredObject>,
+        mut new: Value,
+    ) -> Deleted {
+        if self.dry_run {
+            return Deleted::Removed(old);
+        }
+        let rv = inner.rv + 1;
+        new["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let stored = StoredObject::new(new);
+        inner
+            .objects
+            .get_mut(&gr)
+            .expect("resource present")
+            .remove(&key);
+        self.commit(inner, rv, gr, EventType::Deleted, stored.clone(), Some(old));
+        Deleted::Removed(stored)
+    }
+
     /// Deletes an object: removed at once when it has no finalizers, else marked with a
     /// `deletionTimestamp` and left until its finalizers are removed. Foreground and orphan
     /// propagation add the server's own finalizers, which the garbage collector removes.
@@ -519,27 +544,7 @@ impl Store {
             .and_then(|m| m.get(&key))
             .cloned()
             .ok_or_else(|| ApiError::not_found(&info.display_name(), name))?;
-        if let Some(uid) = &opts.precondition_uid
-            && uid != old.uid()
-        {
-            return Err(ApiError::conflict(
-                &info.display_name(),
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    old.uid()
-                ),
-            ));
-        }
-        if let Some(rv) = opts.precondition_rv
-            && rv != old.resource_version()
-        {
-            return Err(ApiError::conflict(
-                &info.display_name(),
-                name,
-                "Precondition failed: ResourceVersion in precondition does not match",
-            ));
-        }
+        check_preconditions(info, name, &old, opts)?;
         let mut new = old.value.clone();
         let mut fins = finalizers(&new);
         let extra = match opts
@@ -560,26 +565,7 @@ impl Store {
             .and_then(Value::as_i64);
         if fins.is_empty() && extra.is_none() && grace == 0 && !has_namespace_finalizers(info, &new)
         {
-            if self.dry_run {
-                return Ok(Deleted::Removed(old));
-            }
-            let rv = inner.rv + 1;
-            new["metadata"]["resourceVersion"] = json!(rv.to_string());
-            let stored = StoredObject::new(new);
-            inner
-                .objects
-                .get_mut(&gr)
-                .expect("resource present")
-                .remove(&key);
-            self.commit(
-                &mut inner,
-                rv,
-                gr,
-                EventType::Deleted,
-                stored.clone(),
-                Some(old),
-            );
-            return Ok(Deleted::Removed(stored));
+            return Ok(self.remove_now(&mut inner, gr, key, old, new));
         }
         if let Some(extra) = extra {
             // Orphan and foreground finalizers only make sense when there are dependents to
@@ -596,31 +582,7 @@ impl Store {
         }
         let rv = inner.rv + 1;
         let meta = new["metadata"].as_object_mut().expect("metadata object");
-        if fins.is_empty() {
-            meta.remove("finalizers");
-        } else {
-            meta.insert("finalizers".into(), json!(fins));
-        }
-        if !already_deleting
-            && let Some(generation) = meta
-                .get("generation")
-                .and_then(Value::as_i64)
-                .filter(|g| *g > 0)
-        {
-            // Deletion starting is a change of what the object asks for: generation moves, so
-            // controllers that watch generation see it (registry/rest/delete.go BeforeDelete for
-            // graceful deletion, store.go markAsDeleting otherwise).
-            meta.insert("generation".into(), json!(generation + 1));
-        }
-        if !already_deleting || shorter {
-            // The timestamp is when the object should be gone: now plus its grace period.
-            let at = chrono::Utc::now() + chrono::Duration::seconds(grace);
-            meta.insert(
-                "deletionTimestamp".into(),
-                json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
-            );
-            meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
-        }
+        mark_deleting(meta, fins, already_deleting, shorter, grace);
         if !self.dry_run {
             meta.insert("resourceVersion".into(), json!(rv.to_string()));
         }
@@ -768,10 +730,79 @@ impl Store {
     }
 }
 
-/// Jobs (and ReplicationControllers) still default to orphaning their dependents when a delete
-/// names no propagation policy; kubectl always sends one, API clients often do not.
+/// The preconditions of a delete: the uid and resource version it names, if any, are `old`'s.
+fn check_preconditions(
+    info: &ResourceInfo,
+    name: &str,
+    old: &StoredObject,
+    opts: &DeleteOptions,
+) -> Result<()> {
+    if let Some(uid) = &opts.precondition_uid
+        && uid != old.uid()
+    {
+        return Err(ApiError::conflict(
+            &info.display_name(),
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                old.uid()
+            ),
+        ));
+    }
+    if let Some(rv) = opts.precondition_rv
+        && rv != old.resource_version()
+    {
+        return Err(ApiError::conflict(
+            &info.display_name(),
+            name,
+            "Precondition failed: ResourceVersion in precondition does not match",
+        ));
+    }
+    Ok(())
+}
+
+/// Marks the metadata of an object whose deletion waits: its finalizers, its generation moved
+/// when the deletion starts, and the deletion timestamp (now plus the grace period) when it
+/// starts or the grace period is shortened.
+fn mark_deleting(
+    meta: &mut Map<String, Value>,
+    fins: Vec<String>,
+    already_deleting: bool,
+    shorter: bool,
+    grace: i64,
+) {
+    if fins.is_empty() {
+        meta.remove("finalizers");
+    } else {
+        meta.insert("finalizers".into(), json!(fins));
+    }
+    if !already_deleting
+        && let Some(generation) = meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .filter(|g| *g > 0)
+    {
+        // Deletion starting is a change of what the object asks for: generation moves, so
+        // controllers that watch generation see it (registry/rest/delete.go BeforeDelete for
+        // graceful deletion, store.go markAsDeleting otherwise).
+        meta.insert("generation".into(), json!(generation + 1));
+    }
+    if !already_deleting || shorter {
+        // The timestamp is when the object should be gone: now plus its grace period.
+        let at = chrono::Utc::now() + chrono::Duration::seconds(grace);
+        meta.insert(
+            "deletionTimestamp".into(),
+            json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        );
+        meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+    }
+}
+
+/// What a delete that names no propagation policy does: orphan the dependents for the kinds
+/// whose strategy says so (Jobs), else delete them in the background. kubectl always sends a
+/// policy, API clients often do not.
 pub fn default_propagation(info: &ResourceInfo) -> Propagation {
-    if info.group == "batch" && info.resource == "jobs" {
+    if info.strategy.orphans_by_default {
         Propagation::Orphan
     } else {
         Propagation::Background

@@ -1,12 +1,13 @@
-//! The checks the real API server's validation makes of Pods, Jobs, ConfigMaps and Secrets
-//! beyond their schema, with its messages (so kubectl prints the same errors):
+//! The checks the real API server's validation makes of Pods, Jobs, Deployments, ConfigMaps,
+//! Secrets and CRDs beyond their metadata and schema, with its messages (so kubectl prints the
+//! same errors), one function per kind for its strategy's `validate`:
 //!
 //! - a pod spec (of a Pod, or a Job's template) needs containers, each with a name (a unique
 //!   DNS-1123 label) and an image; its `restartPolicy` is one of `Always`, `OnFailure`, `Never`
 //!   (k8s.io/kubernetes pkg/apis/core/validation `ValidatePodSpec`, `validateContainers`,
 //!   `validateRestartPolicy`);
 //! - a Job's template `restartPolicy` is `OnFailure` or `Never` (pkg/apis/batch/validation
-//!   `validateJobSpec`);
+//!   `validateJobSpec`), and an update keeps what [`job_spec_update`] lists;
 //! - a Pod's spec cannot change but for images, `activeDeadlineSeconds`, `tolerations` and
 //!   `terminationGracePeriodSeconds` (core validation `ValidatePodUpdate`);
 //! - a ConfigMap or Secret marked `immutable: true` keeps its data and stays immutable
@@ -15,7 +16,9 @@
 //!   labels match and that never changes, and a template that is a valid pod spec with
 //!   `restartPolicy: Always` and no `activeDeadlineSeconds` (pkg/apis/apps/validation
 //!   `ValidateDeploymentSpec`, `ValidatePodTemplateSpecForReplicaSet`; the selector's
-//!   immutability is the apps/v1 strategy's `ValidateUpdate`).
+//!   immutability is the apps/v1 strategy's `ValidateUpdate`);
+//! - a ConfigMap or Secret holds at most [`MAX_CONFIG_BYTES`];
+//! - a CRD's schemas have valid CEL rules.
 //!
 //! A bad value in a message is printed as k8s.io/apimachinery's `field.Error` prints it: numbers
 //! as they are, strings quoted, anything else as its JSON.
@@ -29,52 +32,113 @@ use serde_json::Value;
 
 use crate::storage::selector::LabelSelector;
 
-/// Problems of a create or update of `obj` (a built-in of `group`/`resource`).
-pub fn check(group: &str, resource: &str, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+/// A Pod's problems: its spec, and on update what may not change (pkg/registry/core/pod
+/// strategy.go `Validate`, `ValidateUpdate`).
+pub fn pod(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    match (group, resource) {
-        ("", "pods") => {
-            if let Some(spec) = obj.get("spec") {
-                pod_spec(spec, "spec", &mut errors);
-            }
-            if let Some(old) = old {
-                pod_update(obj, old, &mut errors);
-            }
-        }
-        ("batch", "jobs") => {
-            if let Some(spec) = obj.pointer("/spec/template/spec") {
-                pod_spec(spec, "spec.template.spec", &mut errors);
-            }
-            job_restart_policy(obj, &mut errors);
-        }
-        ("apps", "deployments") => {
-            deployment_spec(obj, &mut errors);
-            if let Some(old) = old {
-                let selector = |d: &Value| d.pointer("/spec/selector").cloned();
-                if selector(obj) != selector(old) {
-                    errors.push(FieldError::invalid(
-                        "spec.selector",
-                        format!(
-                            "Invalid value: {}: field is immutable",
-                            go_label_selector_json(selector(obj).as_ref())
-                        ),
-                    ));
-                }
-            }
-        }
-        ("", "configmaps") => {
-            if let Some(old) = old {
-                immutable_data(obj, old, &["data", "binaryData"], &mut errors);
-            }
-        }
-        ("", "secrets") => {
-            if let Some(old) = old {
-                immutable_data(obj, old, &["data"], &mut errors);
-            }
-        }
-        _ => {}
+    if let Some(spec) = obj.get("spec") {
+        pod_spec(spec, "spec", &mut errors);
+    }
+    if let Some(old) = old {
+        pod_update(obj, old, &mut errors);
     }
     errors
+}
+
+/// A Job's problems: on update what may not change ([`job_spec_update`]), then its template and
+/// its restart policy (pkg/registry/batch/job/strategy.go `Validate`, `ValidateUpdate`).
+pub fn job(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(old) = old {
+        job_spec_update(obj, old, &mut errors);
+    }
+    if let Some(spec) = obj.pointer("/spec/template/spec") {
+        pod_spec(spec, "spec.template.spec", &mut errors);
+    }
+    job_restart_policy(obj, &mut errors);
+    errors
+}
+
+/// A Deployment's problems: its spec, and on update its selector, which never changes
+/// (pkg/registry/apps/deployment/strategy.go `ValidateUpdate`).
+pub fn deployment(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    deployment_spec(obj, &mut errors);
+    if let Some(old) = old {
+        let selector = |d: &Value| d.pointer("/spec/selector").cloned();
+        if selector(obj) != selector(old) {
+            errors.push(FieldError::invalid(
+                "spec.selector",
+                format!(
+                    "Invalid value: {}: field is immutable",
+                    go_label_selector_json(selector(obj).as_ref())
+                ),
+            ));
+        }
+    }
+    errors
+}
+
+/// A ConfigMap's problems: its size, and on update its data when it is immutable.
+pub fn config_map(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errors = config_size(obj);
+    if let Some(old) = old {
+        immutable_data(obj, old, &["data", "binaryData"], &mut errors);
+    }
+    errors
+}
+
+/// A Secret's problems: its size, and on update its data when it is immutable.
+pub fn secret(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errors = config_size(obj);
+    if let Some(old) = old {
+        immutable_data(obj, old, &["data"], &mut errors);
+    }
+    errors
+}
+
+/// The largest data a ConfigMap or Secret holds (1 MiB), as on the real server.
+pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
+
+fn config_size(obj: &Value) -> Vec<FieldError> {
+    let size: usize = ["data", "binaryData", "stringData"]
+        .into_iter()
+        .filter_map(|field| obj.get(field).and_then(Value::as_object))
+        .flat_map(|map| map.iter())
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    if size > MAX_CONFIG_BYTES {
+        vec![FieldError::too_long(
+            "[]",
+            format!("Too long: may not be more than {MAX_CONFIG_BYTES} bytes"),
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// A CustomResourceDefinition's problems: the CEL rules in each version's schema, as the real
+/// server refuses them when the CRD is written (k8s.io/apiextensions-apiserver
+/// pkg/apis/apiextensions/validation validation.go,
+/// `ValidateCustomResourceDefinitionOpenAPISchema`).
+pub fn custom_resource_definition(crd: &Value, _old: Option<&Value>) -> Vec<FieldError> {
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    versions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, version)| {
+            let schema = version.pointer("/schema/openAPIV3Schema")?;
+            let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            Some(kube_schema_check::schema::rules::check_crd_rules(
+                schema, &path,
+            ))
+        })
+        .flatten()
+        .collect()
 }
 
 fn str_at<'v>(value: &'v Value, key: &str) -> Option<&'v str> {
@@ -335,6 +399,53 @@ fn immutable_data(new: &Value, old: &Value, fields: &[&str], errors: &mut Vec<Fi
     }
 }
 
+/// What a Job's update may not change (pkg/apis/batch/validation `ValidateJobSpecUpdate`): its
+/// template, selector, completion mode, pod failure and success policies, per-index back-off
+/// limit and `managedBy`; and `completions`, except that an Indexed Job may change it together
+/// with `parallelism` (`validateCompletions`, elastic Indexed Jobs).
+fn job_spec_update(obj: &Value, old: &Value, errors: &mut Vec<FieldError>) {
+    let at = |v: &'_ Value, field: &str| v.pointer(&format!("/spec/{field}")).cloned();
+    if at(obj, "template") != at(old, "template") {
+        errors.push(FieldError::invalid("spec.template", "field is immutable"));
+    }
+    for field in [
+        "selector",
+        "completionMode",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        "managedBy",
+        "successPolicy",
+    ] {
+        let new = at(obj, field);
+        if new != at(old, field) {
+            if field == "selector" {
+                errors.push(FieldError::invalid("spec.selector", "field is immutable"));
+            } else {
+                errors.push(FieldError::immutable(format!("spec.{field}"), new.as_ref()));
+            }
+        }
+    }
+    let completions = at(obj, "completions");
+    if completions != at(old, "completions") {
+        let indexed = at(obj, "completionMode").as_ref().and_then(Value::as_str) == Some("Indexed");
+        if !indexed {
+            errors.push(FieldError::immutable(
+                "spec.completions",
+                completions.as_ref(),
+            ));
+        } else if let Some(completions) = completions.filter(|c| !c.is_null())
+            && Some(&completions) != obj.pointer("/spec/parallelism")
+        {
+            errors.push(FieldError::invalid(
+                "spec.completions",
+                format!(
+                    "Invalid value: {completions}: can only be modified in tandem with spec.parallelism"
+                ),
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,7 +464,7 @@ mod tests {
             {"name": "a", "image": "i"}, {"name": "a", "image": "i"}, {"image": "i"}, {"name": "x"}
         ]}});
         assert_eq!(
-            fields(&check("", "pods", &pod, None)),
+            fields(&super::pod(&pod, None)),
             vec![
                 "spec.containers[1].name: Duplicate value: \"a\"",
                 "spec.containers[2].name: Required value",
@@ -362,17 +473,17 @@ mod tests {
             ]
         );
         let ok = json!({"spec": {"containers": [{"name": "a", "image": "i"}]}});
-        assert!(check("", "pods", &ok, None).is_empty());
+        assert!(super::pod(&ok, None).is_empty());
     }
 
     #[test]
     fn job_templates_restart_on_failure_or_never() {
         let job = |policy: Value| json!({"spec": {"template": {"spec": {"restartPolicy": policy, "containers": [{"name": "a", "image": "i"}]}}}});
-        assert!(check("batch", "jobs", &job(json!("Never")), None).is_empty());
-        assert!(check("batch", "jobs", &job(json!("OnFailure")), None).is_empty());
+        assert!(super::job(&job(json!("Never")), None).is_empty());
+        assert!(super::job(&job(json!("OnFailure")), None).is_empty());
         for policy in [json!("Always"), Value::Null] {
             assert_eq!(
-                fields(&check("batch", "jobs", &job(policy), None)),
+                fields(&super::job(&job(policy), None)),
                 vec![
                     "spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""
                 ]
@@ -384,12 +495,9 @@ mod tests {
     fn pod_updates_change_only_what_the_server_allows() {
         let old = json!({"spec": {"containers": [{"name": "a", "image": "i"}], "restartPolicy": "Never"}});
         let image = json!({"spec": {"containers": [{"name": "a", "image": "j"}], "restartPolicy": "Never", "activeDeadlineSeconds": 5}});
-        assert!(check("", "pods", &image, Some(&old)).is_empty());
+        assert!(super::pod(&image, Some(&old)).is_empty());
         let policy = json!({"spec": {"containers": [{"name": "a", "image": "i"}], "restartPolicy": "Always"}});
-        assert_eq!(
-            check("", "pods", &policy, Some(&old))[0].field,
-            "spec".to_string()
-        );
+        assert_eq!(super::pod(&policy, Some(&old))[0].field, "spec".to_string());
     }
 
     #[test]
@@ -406,7 +514,7 @@ mod tests {
             pod,
         );
         assert_eq!(
-            fields(&check("apps", "deployments", &bad, None)),
+            fields(&super::deployment(&bad, None)),
             vec![
                 "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
                 "spec.template.metadata.labels: Invalid value: {\"app\":\"other\"}: `selector` does not match template `labels`",
@@ -421,16 +529,16 @@ mod tests {
         ]});
         let ok = json!({"spec": {"selector": expressions, "template": {
             "metadata": {"labels": {"tier": "b"}}, "spec": good_pod}}});
-        assert!(check("apps", "deployments", &ok, None).is_empty());
+        assert!(super::deployment(&ok, None).is_empty());
         let empty = json!({"spec": {"selector": {}, "template": {"spec": good_pod}}});
         assert_eq!(
-            fields(&check("apps", "deployments", &empty, None)),
+            fields(&super::deployment(&empty, None)),
             vec!["spec.selector: Invalid value: {}: empty selector is invalid for deployment"]
         );
         let moved = json!({"spec": {"selector": {"matchLabels": {"tier": "b"}}, "template": {
             "metadata": {"labels": {"tier": "b"}}, "spec": good_pod}}});
         assert_eq!(
-            fields(&check("apps", "deployments", &moved, Some(&ok))),
+            fields(&super::deployment(&moved, Some(&ok))),
             vec![
                 "spec.selector: Invalid value: {\"matchLabels\":{\"tier\":\"b\"}}: field is immutable"
             ]
@@ -440,18 +548,18 @@ mod tests {
     #[test]
     fn immutable_config_keeps_its_data() {
         let old = json!({"immutable": true, "data": {"a": "1"}});
-        assert!(check("", "configmaps", &old, Some(&old)).is_empty());
+        assert!(config_map(&old, Some(&old)).is_empty());
         let changed = json!({"immutable": true, "data": {"a": "2"}});
         assert_eq!(
-            fields(&check("", "configmaps", &changed, Some(&old))),
+            fields(&config_map(&changed, Some(&old))),
             vec!["data: Forbidden: field is immutable when `immutable` is set"]
         );
         let unset = json!({"immutable": false, "data": {"a": "1"}});
         assert_eq!(
-            fields(&check("", "secrets", &unset, Some(&old))),
+            fields(&secret(&unset, Some(&old))),
             vec!["immutable: Forbidden: field is immutable when `immutable` is set"]
         );
         let mutable = json!({"data": {"a": "1"}});
-        assert!(check("", "configmaps", &changed, Some(&mutable)).is_empty());
+        assert!(config_map(&changed, Some(&mutable)).is_empty());
     }
 }
