@@ -205,25 +205,8 @@ async fn route(
     body: Body,
 ) -> Result<Response> {
     let path = uri.path();
-    match path {
-        "/healthz" | "/readyz" | "/livez" => return Ok("ok".into_response()),
-        // go-restful's `/version` WebService serves its route `/` too: the Python client asks
-        // for `/version/` (k8s.io/apiserver pkg/server/routes/version.go).
-        "/version" | "/version/" => return Ok(json_response(StatusCode::OK, &version())),
-        "/debug/requests" => {
-            return Ok(json_response(
-                StatusCode::OK,
-                &state.requests.snapshot().to_json(),
-            ));
-        }
-        "/openapi/v3" => {
-            return Ok(json_response(
-                StatusCode::OK,
-                &openapi::index(&state.registry),
-            ));
-        }
-        "/openapi/v2" => return Ok(openapi_v2::response(&state.registry, headers)),
-        _ => {}
+    if let Some(response) = fixed_route(state, path, headers) {
+        return Ok(response);
     }
     let not_found = ApiError::no_route;
     if let Some(gv) = path.strip_prefix("/openapi/v3/") {
@@ -249,26 +232,11 @@ async fn route(
     let aggregated =
         accept.contains("as=APIGroupDiscoveryList") && accept.contains("apidiscovery.k8s.io");
     match parsed {
-        ApiPath::CoreVersions | ApiPath::Groups if aggregated => {
-            let core = matches!(parsed, ApiPath::CoreVersions);
-            // v2 unless the client asks only for the older v2beta1 (same shape, other name).
-            let (api_version, content_type) =
-                if accept.contains("v=v2;") || !accept.contains("v=v2beta1") {
-                    ("apidiscovery.k8s.io/v2", AGGREGATED_DISCOVERY.to_string())
-                } else {
-                    (
-                        "apidiscovery.k8s.io/v2beta1",
-                        AGGREGATED_DISCOVERY.replace("v=v2;", "v=v2beta1;"),
-                    )
-                };
-            let doc = state.registry.aggregated_discovery(core, api_version);
-            Ok((
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, content_type)],
-                doc.to_string(),
-            )
-                .into_response())
-        }
+        ApiPath::CoreVersions | ApiPath::Groups if aggregated => Ok(aggregated_discovery(
+            state,
+            matches!(parsed, ApiPath::CoreVersions),
+            accept,
+        )),
         ApiPath::CoreVersions => discovery(Some(state.registry.api_versions())),
         ApiPath::Groups => discovery(Some(state.registry.api_group_list())),
         ApiPath::Group(group) => discovery(state.registry.api_group(&group)),
@@ -276,55 +244,101 @@ async fn route(
             discovery(state.registry.api_resource_list(&group, &version))
         }
         ApiPath::Resource(rp) => {
-            let info = state
-                .registry
-                .lookup(&rp.group, &rp.version, &rp.resource)
-                .ok_or_else(not_found)?;
-            if !info.namespaced && rp.namespace.is_some() {
-                return Err(not_found());
-            }
-            let request = Request {
-                state,
-                info: &info,
-                path: &rp,
-                params: &params,
-                headers,
-                representation: Representation::from_accept(
-                    accept,
-                    params.include_object.as_deref(),
-                ),
-                warnings: Mutex::new(Vec::new()),
-            };
-            let verb = request.verb(method);
-            let mut resource = info.display_name();
-            if let Some(sub) = &rp.subresource {
-                resource = format!("{resource}/{sub}");
-            }
-            let counted = Counted { verb, resource };
-            let outcome = async {
-                state
-                    .faults
-                    .before_request(
-                        verb,
-                        &info.display_name(),
-                        rp.name.as_deref().unwrap_or_default(),
-                    )
-                    .await?;
-                let body = read_body(body).await?;
-                request.dispatch(method, body).await
-            }
-            .await;
-            let mut response = outcome.unwrap_or_else(IntoResponse::into_response);
-            for warning in request.warnings.lock().expect("warnings").drain(..) {
-                let value = format!("299 - {}", serde_json::to_string(&warning).expect("json"));
-                if let Ok(value) = header::HeaderValue::from_str(&value) {
-                    response.headers_mut().append(header::WARNING, value);
-                }
-            }
-            response.extensions_mut().insert(counted);
-            Ok(response)
+            let call = (method, &rp, &params, headers, accept);
+            serve_resource(state, call, body).await
         }
     }
+}
+
+/// The answer of a path that names no resource (health, version, OpenAPI index, request
+/// counts), if `path` is one.
+fn fixed_route(state: &ApiState, path: &str, headers: &HeaderMap) -> Option<Response> {
+    Some(match path {
+        "/healthz" | "/readyz" | "/livez" => "ok".into_response(),
+        // go-restful's `/version` WebService serves its route `/` too: the Python client asks
+        // for `/version/` (k8s.io/apiserver pkg/server/routes/version.go).
+        "/version" | "/version/" => json_response(StatusCode::OK, &version()),
+        "/debug/requests" => json_response(StatusCode::OK, &state.requests.snapshot().to_json()),
+        "/openapi/v3" => json_response(StatusCode::OK, &openapi::index(&state.registry)),
+        "/openapi/v2" => openapi_v2::response(&state.registry, headers),
+        _ => return None,
+    })
+}
+
+/// Aggregated discovery of the core group (`core`) or of the named groups, in the version the
+/// client `accept`s.
+fn aggregated_discovery(state: &ApiState, core: bool, accept: &str) -> Response {
+    // v2 unless the client asks only for the older v2beta1 (same shape, other name).
+    let (api_version, content_type) = if accept.contains("v=v2;") || !accept.contains("v=v2beta1") {
+        ("apidiscovery.k8s.io/v2", AGGREGATED_DISCOVERY.to_string())
+    } else {
+        (
+            "apidiscovery.k8s.io/v2beta1",
+            AGGREGATED_DISCOVERY.replace("v=v2;", "v=v2beta1;"),
+        )
+    };
+    let doc = state.registry.aggregated_discovery(core, api_version);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, content_type)],
+        doc.to_string(),
+    )
+        .into_response()
+}
+
+/// A request on a resource (`method` on `rp`, with its query `params`), through fault
+/// injection, with the warnings it raised as `Warning` headers and its counts for
+/// `/debug/requests`.
+async fn serve_resource(
+    state: &ApiState,
+    (method, rp, params, headers, accept): (&Method, &ResourcePath, &Params, &HeaderMap, &str),
+    body: Body,
+) -> Result<Response> {
+    let not_found = ApiError::no_route;
+    let info = state
+        .registry
+        .lookup(&rp.group, &rp.version, &rp.resource)
+        .ok_or_else(not_found)?;
+    if !info.namespaced && rp.namespace.is_some() {
+        return Err(not_found());
+    }
+    let request = Request {
+        state,
+        info: &info,
+        path: rp,
+        params,
+        headers,
+        representation: Representation::from_accept(accept, params.include_object.as_deref()),
+        warnings: Mutex::new(Vec::new()),
+    };
+    let verb = request.verb(method);
+    let mut resource = info.display_name();
+    if let Some(sub) = &rp.subresource {
+        resource = format!("{resource}/{sub}");
+    }
+    let counted = Counted { verb, resource };
+    let outcome = async {
+        state
+            .faults
+            .before_request(
+                verb,
+                &info.display_name(),
+                rp.name.as_deref().unwrap_or_default(),
+            )
+            .await?;
+        let body = read_body(body).await?;
+        request.dispatch(method, body).await
+    }
+    .await;
+    let mut response = outcome.unwrap_or_else(IntoResponse::into_response);
+    for warning in request.warnings.lock().expect("warnings").drain(..) {
+        let value = format!("299 - {}", serde_json::to_string(&warning).expect("json"));
+        if let Ok(value) = header::HeaderValue::from_str(&value) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response.extensions_mut().insert(counted);
+    Ok(response)
 }
 
 /// Reads a request body up to the real server's limit; a larger one is 413, as there.

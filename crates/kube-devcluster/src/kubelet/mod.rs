@@ -1002,75 +1002,37 @@ struct Runner {
     terminating: tokio::sync::watch::Receiver<KillAt>,
 }
 
+/// A container ready to run ([`Runner::prepare`]).
+struct Prepared {
+    container: Value,
+    argv: Vec<String>,
+    env: HashMap<String, String>,
+    volumes: Option<PodVolumes>,
+    /// It runs in a user and mount namespace of its own.
+    sandboxed: bool,
+    termination: termination_message::Spec,
+    /// Its pod's `restartPolicy`.
+    policy: String,
+}
+
 impl Runner {
     async fn run(&self) {
         if let PodMode::Simulated(after) = self.shared.mode {
             self.simulate(after).await;
             return;
         }
-        let container = self
-            .pod
-            .value
-            .pointer("/spec/containers/0")
-            .cloned()
-            .unwrap_or(json!({}));
-        let argv = match self.argv(&container) {
-            Ok(argv) => argv,
-            Err(message) => {
-                // Like an executable that is not there: the container cannot start.
-                self.write(&cannot_start(message), None, 0);
-                return;
-            }
-        };
-        let volumes = match self.wait_for_volumes().await {
-            Ok(volumes) => volumes,
-            Err(None) => return,
-            Err(Some(why)) => {
-                self.write(&cannot_start(why), None, 0);
-                return;
-            }
-        };
-        let Some(env) = self.wait_for_env(&container).await else {
+        let Some(Prepared {
+            container,
+            argv,
+            env,
+            volumes,
+            sandboxed,
+            termination,
+            policy,
+        }) = self.prepare().await
+        else {
             return;
         };
-        let argv: Vec<String> = argv.iter().map(|a| expand(a, &env)).collect();
-        let termination = termination_message::Spec::of(&container);
-        // The sandbox: for the container's volumes and working directory, and for its
-        // termination message file when the process is told where that is (the module
-        // documentation of `termination_message` says why only then).
-        let needs_mounts = volumes::wants_sandbox(&container);
-        let sandboxed = needs_mounts || termination.is_told(&argv, env.values());
-        if sandboxed && let Err(why) = volumes::available().await {
-            let what = if needs_mounts {
-                "mount its volumes".to_string()
-            } else {
-                format!("give it its terminationMessagePath {:?}", termination.path)
-            };
-            self.write(
-                &cannot_start(format!("{why}, so the devcluster cannot {what}")),
-                None,
-                0,
-            );
-            return;
-        }
-        let volumes = match volumes {
-            // A pod without volumes still needs its own directory for a sandbox.
-            None if sandboxed => match PodVolumes::new(&self.shared.volumes, self.pod.uid()) {
-                Ok(made) => Some(made),
-                Err(why) => {
-                    self.write(&cannot_start(why), None, 0);
-                    return;
-                }
-            },
-            volumes => volumes,
-        };
-        let policy = self
-            .pod
-            .value
-            .pointer("/spec/restartPolicy")
-            .and_then(Value::as_str)
-            .unwrap_or("Always")
-            .to_string();
         let mut log = self
             .shared
             .new_log(self.pod.namespace(), self.pod.name(), self.pod.uid());
@@ -1164,6 +1126,82 @@ impl Runner {
                 _ = terminating.wait_for(Option::is_some) => return,
             }
         }
+    }
+
+    /// What running the container needs, once its volumes and env can be made: its argv with
+    /// the env expanded, and whether it runs in a sandbox. `None` when it cannot start (said in
+    /// its status) or the pod went away meanwhile.
+    async fn prepare(&self) -> Option<Prepared> {
+        let container = self
+            .pod
+            .value
+            .pointer("/spec/containers/0")
+            .cloned()
+            .unwrap_or(json!({}));
+        let argv = match self.argv(&container) {
+            Ok(argv) => argv,
+            Err(message) => {
+                // Like an executable that is not there: the container cannot start.
+                self.write(&cannot_start(message), None, 0);
+                return None;
+            }
+        };
+        let volumes = match self.wait_for_volumes().await {
+            Ok(volumes) => volumes,
+            Err(None) => return None,
+            Err(Some(why)) => {
+                self.write(&cannot_start(why), None, 0);
+                return None;
+            }
+        };
+        let env = self.wait_for_env(&container).await?;
+        let argv: Vec<String> = argv.iter().map(|a| expand(a, &env)).collect();
+        let termination = termination_message::Spec::of(&container);
+        // The sandbox: for the container's volumes and working directory, and for its
+        // termination message file when the process is told where that is (the module
+        // documentation of `termination_message` says why only then).
+        let needs_mounts = volumes::wants_sandbox(&container);
+        let sandboxed = needs_mounts || termination.is_told(&argv, env.values());
+        if sandboxed && let Err(why) = volumes::available().await {
+            let what = if needs_mounts {
+                "mount its volumes".to_string()
+            } else {
+                format!("give it its terminationMessagePath {:?}", termination.path)
+            };
+            self.write(
+                &cannot_start(format!("{why}, so the devcluster cannot {what}")),
+                None,
+                0,
+            );
+            return None;
+        }
+        let volumes = match volumes {
+            // A pod without volumes still needs its own directory for a sandbox.
+            None if sandboxed => match PodVolumes::new(&self.shared.volumes, self.pod.uid()) {
+                Ok(made) => Some(made),
+                Err(why) => {
+                    self.write(&cannot_start(why), None, 0);
+                    return None;
+                }
+            },
+            volumes => volumes,
+        };
+        let policy = self
+            .pod
+            .value
+            .pointer("/spec/restartPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or("Always")
+            .to_string();
+        Some(Prepared {
+            container,
+            argv,
+            env,
+            volumes,
+            sandboxed,
+            termination,
+            policy,
+        })
     }
 
     fn is_terminating(&self) -> bool {
@@ -1414,40 +1452,9 @@ impl Runner {
             Err(why) => return not_started(why),
         };
         let path = env.get("PATH").map(String::as_str);
-        let mut command = match &sandbox {
-            None => {
-                // An absolute program path lets the standard library use posix_spawn: with a
-                // bare name and a PATH of the container's own, it falls back to fork, whose
-                // cost grows with this process's memory (a 1 GB test process spent 30% of a
-                // 2,000-step run copying page tables). Not found: spawn the bare name and
-                // report what exec says.
-                let program = resolve_program(&argv[0], path, |p| p.into())
-                    .unwrap_or_else(|| std::path::PathBuf::from(&argv[0]));
-                let mut command = tokio::process::Command::new(program);
-                command.args(&argv[1..]);
-                command
-            }
-            Some(sandbox) => {
-                // The program is looked for where the container sees it (a volume's file at
-                // its mount path): exec in the namespace would say "not found" only later, as
-                // the container's own failure.
-                let program = &argv[0];
-                let found = if program.starts_with('/') {
-                    is_executable(&sandbox.host_path(program))
-                } else {
-                    resolve_program(program, path, |p| sandbox.host_path(p)).is_some()
-                };
-                if !found {
-                    return not_started(format!(
-                        "failed to start container process: exec: {:?}: executable file not found in $PATH",
-                        argv[0]
-                    ));
-                }
-                let (program, args) = sandbox.command(argv, scratch.path());
-                let mut command = tokio::process::Command::new(program);
-                command.args(args);
-                command
-            }
+        let mut command = match command_for(argv, path, sandbox.as_ref(), scratch.path()) {
+            Ok(command) => command,
+            Err(why) => return not_started(why),
         };
         command
             .current_dir(scratch.path())
@@ -1461,19 +1468,7 @@ impl Runner {
             .kill_on_drop(true);
         let mut child = match command.spawn() {
             Ok(child) => child,
-            Err(error) => {
-                let why = match error.kind() {
-                    std::io::ErrorKind::NotFound => {
-                        "executable file not found in $PATH".to_string()
-                    }
-                    std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-                    _ => error.to_string(),
-                };
-                return not_started(format!(
-                    "failed to start container process: exec: {:?}: {why}",
-                    argv[0]
-                ));
-            }
+            Err(error) => return not_started(spawn_error(&argv[0], &error)),
         };
         let Some(group) = child.id().and_then(|id| i32::try_from(id).ok()) else {
             return Outcome::Stopped;
@@ -1482,33 +1477,7 @@ impl Runner {
             let _ = child.wait().await;
             return Outcome::Stopped;
         }
-        let readers: Vec<_> = [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|mut stream| {
-            let log = log.clone();
-            let tail = output.tail.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 16 * 1024];
-                while let Ok(n) = stream.read(&mut buf).await {
-                    if n == 0 {
-                        break;
-                    }
-                    log.push(&buf[..n]);
-                    tail.push(&buf[..n]);
-                }
-            })
-        })
-        .collect();
+        let readers = read_output(&mut child, output);
         let running = State::Running {
             started_at: started_at.clone(),
         };
@@ -1540,29 +1509,7 @@ impl Runner {
                 "failed to start container process: setting up the pod's mounts: {why}"
             ));
         }
-        let finished_at = now_rfc3339();
-        Outcome::Exited(match exit {
-            Ok(status) => {
-                let exit_code = status
-                    .code()
-                    .or_else(|| status.signal().map(|s| 128 + s))
-                    .unwrap_or(1);
-                State::Terminated {
-                    exit_code,
-                    reason: if exit_code == 0 { "Completed" } else { "Error" }.into(),
-                    message: None,
-                    started_at,
-                    finished_at,
-                }
-            }
-            Err(error) => State::Terminated {
-                exit_code: 128,
-                reason: "Error".into(),
-                message: Some(error.to_string()),
-                started_at,
-                finished_at,
-            },
-        })
+        Outcome::Exited(terminated(exit, started_at))
     }
 }
 
@@ -1665,6 +1612,116 @@ fn resolve_program(
 fn is_executable(path: &std::path::Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The command that runs `argv` (with the container's `PATH`, `path`): the program itself, or
+/// started inside the pod's `sandbox`, in the `scratch` directory.
+///
+/// # Errors
+/// In a sandbox, a program the container would not find, as exec says it.
+fn command_for(
+    argv: &[String],
+    path: Option<&str>,
+    sandbox: Option<&Sandbox>,
+    scratch: &std::path::Path,
+) -> Result<tokio::process::Command, String> {
+    let Some(sandbox) = sandbox else {
+        // An absolute program path lets the standard library use posix_spawn: with a bare
+        // name and a PATH of the container's own, it falls back to fork, whose cost grows with
+        // this process's memory (a 1 GB test process spent 30% of a 2,000-step run copying
+        // page tables). Not found: spawn the bare name and report what exec says.
+        let program = resolve_program(&argv[0], path, |p| p.into())
+            .unwrap_or_else(|| std::path::PathBuf::from(&argv[0]));
+        let mut command = tokio::process::Command::new(program);
+        command.args(&argv[1..]);
+        return Ok(command);
+    };
+    // The program is looked for where the container sees it (a volume's file at its mount
+    // path): exec in the namespace would say "not found" only later, as the container's own
+    // failure.
+    let program = &argv[0];
+    let found = if program.starts_with('/') {
+        is_executable(&sandbox.host_path(program))
+    } else {
+        resolve_program(program, path, |p| sandbox.host_path(p)).is_some()
+    };
+    if !found {
+        return Err(format!(
+            "failed to start container process: exec: {:?}: executable file not found in $PATH",
+            argv[0]
+        ));
+    }
+    let (program, args) = sandbox.command(argv, scratch);
+    let mut command = tokio::process::Command::new(program);
+    command.args(args);
+    Ok(command)
+}
+
+/// Why `program` did not start, as the container runtime says it.
+fn spawn_error(program: &str, error: &std::io::Error) -> String {
+    let why = match error.kind() {
+        std::io::ErrorKind::NotFound => "executable file not found in $PATH".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => error.to_string(),
+    };
+    format!("failed to start container process: exec: {program:?}: {why}")
+}
+
+/// Copies the child's stdout and stderr into `output`'s log and tail, one task each.
+fn read_output(
+    child: &mut tokio::process::Child,
+    output: &Output<'_>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let streams = [
+        (child.stdout.take()).map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        (child.stderr.take()).map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+    ];
+    streams
+        .into_iter()
+        .flatten()
+        .map(|mut stream| {
+            let log = output.log.clone();
+            let tail = output.tail.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                while let Ok(n) = stream.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    log.push(&buf[..n]);
+                    tail.push(&buf[..n]);
+                }
+            })
+        })
+        .collect()
+}
+
+/// How a container that started at `started_at` ended, from its process's `exit`: its exit
+/// code (128 + the signal that killed it), or the error of waiting for it.
+fn terminated(exit: std::io::Result<std::process::ExitStatus>, started_at: String) -> State {
+    let finished_at = now_rfc3339();
+    match exit {
+        Ok(status) => {
+            let exit_code = status
+                .code()
+                .or_else(|| status.signal().map(|s| 128 + s))
+                .unwrap_or(1);
+            State::Terminated {
+                exit_code,
+                reason: if exit_code == 0 { "Completed" } else { "Error" }.into(),
+                message: None,
+                started_at,
+                finished_at,
+            }
+        }
+        Err(error) => State::Terminated {
+            exit_code: 128,
+            reason: "Error".into(),
+            message: Some(error.to_string()),
+            started_at,
+            finished_at,
+        },
+    }
 }
 
 #[cfg(test)]

@@ -711,37 +711,7 @@ fn setup_script(
     }
     // A name to make at the top: the root is a tmpfs holding each of the host's entries.
     for entry in entries.iter().filter(|_| new_at_top) {
-        match entry {
-            Entry::Link(name, target) => {
-                line(format!(
-                    "run ln -s {} \"$R\"/{}",
-                    quote(target),
-                    quote(name)
-                ));
-            }
-            Entry::File(name) => {
-                line(format!("run touch \"$R\"/{}", quote(name)));
-                line(format!("run mount --bind /{0} \"$R\"/{0}", quote(name)));
-                line(format!(
-                    "run mount -o remount,bind,ro \"$R\"/{}",
-                    quote(name)
-                ));
-            }
-            Entry::Dir(name) if name == "tmp" => {
-                line("run mkdir \"$R/tmp\"".into());
-                line("run mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"".into());
-            }
-            Entry::Dir(name) => {
-                line(format!("run mkdir \"$R\"/{}", quote(name)));
-                line(format!("run mount --rbind /{0} \"$R\"/{0}", quote(name)));
-                if !KERNEL_DIRS.contains(&name.as_str()) {
-                    line(format!(
-                        "run mount -o remount,bind,ro \"$R\"/{}",
-                        quote(name)
-                    ));
-                }
-            }
-        }
+        entry_lines(entry, &mut line);
     }
     let mut places = Places::new(entries);
     if let Some(template) = dev_template {
@@ -779,6 +749,42 @@ fn setup_script(
         quote(working_dir)
     ));
     s
+}
+
+/// The script's lines that put the host's top-level `entry` into the container's root: a link
+/// as it is, a file or directory bound read-only (the kernel's as they are), `/tmp` its own.
+fn entry_lines(entry: &Entry, line: &mut impl FnMut(String)) {
+    match entry {
+        Entry::Link(name, target) => {
+            line(format!(
+                "run ln -s {} \"$R\"/{}",
+                quote(target),
+                quote(name)
+            ));
+        }
+        Entry::File(name) => {
+            line(format!("run touch \"$R\"/{}", quote(name)));
+            line(format!("run mount --bind /{0} \"$R\"/{0}", quote(name)));
+            line(format!(
+                "run mount -o remount,bind,ro \"$R\"/{}",
+                quote(name)
+            ));
+        }
+        Entry::Dir(name) if name == "tmp" => {
+            line("run mkdir \"$R/tmp\"".into());
+            line("run mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"".into());
+        }
+        Entry::Dir(name) => {
+            line(format!("run mkdir \"$R\"/{}", quote(name)));
+            line(format!("run mount --rbind /{0} \"$R\"/{0}", quote(name)));
+            if !KERNEL_DIRS.contains(&name.as_str()) {
+                line(format!(
+                    "run mount -o remount,bind,ro \"$R\"/{}",
+                    quote(name)
+                ));
+            }
+        }
+    }
 }
 
 /// Where in the container's root new directories may be made without touching the host.
