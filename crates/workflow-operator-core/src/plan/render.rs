@@ -34,6 +34,73 @@ pub(super) fn list_names(names: &[&str]) -> String {
     }
 }
 
+/// What a run that succeeded did, as its message says it and `progress` counts it: the steps
+/// that succeeded (in all runs) and were skipped, and the exit steps that succeeded and were
+/// skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Tally {
+    /// The steps of one run.
+    pub(super) steps: usize,
+    /// `spec.runs`.
+    pub(super) runs: u32,
+    /// Steps, of every run, that were skipped (their `when` was false).
+    pub(super) skipped: usize,
+    /// Exit steps that succeeded.
+    pub(super) exit_succeeded: usize,
+    /// Exit steps that were skipped.
+    pub(super) exit_skipped: usize,
+}
+
+impl Tally {
+    /// `4 steps succeeded, 2 skipped`, `1 step succeeded`, `2 steps and 1 exit step succeeded`,
+    /// `all 2 steps succeeded in each of 3 runs`: the succeeded ones are what `progress` counts
+    /// done, the skipped ones the rest of its total.
+    pub(super) fn message(self) -> String {
+        let count = |n: usize, what: &str| {
+            if n == 1 {
+                format!("1 {what}")
+            } else {
+                format!("{n} {what}s")
+            }
+        };
+        let succeeded = (self.steps * self.runs as usize).saturating_sub(self.skipped);
+        let exits = if self.exit_succeeded > 0 {
+            count(self.exit_succeeded, "exit step")
+        } else {
+            String::new()
+        };
+        let mut message = if self.runs <= 1 {
+            match exits.as_str() {
+                "" => format!("{} succeeded", count(succeeded, "step")),
+                exits => format!("{} and {exits} succeeded", count(succeeded, "step")),
+            }
+        } else {
+            let mut message = if self.skipped == 0 {
+                let each = match self.steps {
+                    1 => "1 step".to_string(),
+                    n => format!("all {n} steps"),
+                };
+                format!("{each} succeeded in each of {} runs", self.runs)
+            } else {
+                format!(
+                    "{} succeeded in {} runs",
+                    count(succeeded, "step"),
+                    self.runs
+                )
+            };
+            if !exits.is_empty() {
+                message.push_str(&format!(", and {exits}"));
+            }
+            message
+        };
+        let skipped = self.skipped + self.exit_skipped;
+        if skipped > 0 {
+            message.push_str(&format!(", {skipped} skipped"));
+        }
+        message
+    }
+}
+
 /// The `Completed`, `Failed` and `Finished` conditions for `phase`; a condition keeps its
 /// `lastTransitionTime` while its status stays the same.
 pub(super) fn conditions(
@@ -112,9 +179,34 @@ impl<'a> Planner<'a> {
         for (view, created) in mains.iter().zip(created) {
             self.render(view, created, terminal, halted, "", &mut lists);
         }
+        let main_succeeded = lists.executed.len();
         if let Some(view) = &exits.view {
             self.render(view, &exits.created, terminal, halted, "exit ", &mut lists);
         }
+        let message = if self.phase == Phase::Completed && failed_by.is_none() {
+            // Said as `progress` counts: exit steps too, skipped steps apart.
+            let skipped = |view: &View<'_>| view.skipped.iter().filter(|s| **s).count();
+            let tally = Tally {
+                steps: mains.first().map_or(0, |v| v.dag.len()),
+                runs: self.workflow.spec.run_count(),
+                skipped: mains.iter().map(skipped).sum(),
+                exit_succeeded: lists.executed.len() - main_succeeded,
+                exit_skipped: exits.view.as_ref().map_or(0, skipped),
+            };
+            let said = tally.message();
+            // The transition's Event says the same.
+            if let Some(event) = self
+                .events
+                .iter_mut()
+                .rfind(|e| e.transition.trigger() == Trigger::AllStepsSucceeded)
+            {
+                let transition = event.transition;
+                event.message = format!("{} -> {}: {said}", transition.from(), transition.to());
+            }
+            Some(said)
+        } else {
+            message
+        };
         self.outcome = Some(Outcome {
             message,
             executed: lists.executed,

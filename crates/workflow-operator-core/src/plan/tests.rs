@@ -240,7 +240,7 @@ fn planner_rules() {
             executed: &["a", "b", "c", "d"],
             started: &[],
             progress: "4/4",
-            message: Some("all 4 steps succeeded"),
+            message: Some("4 steps succeeded"),
             reasons: &["AllStepsSucceeded"],
         },
         Case {
@@ -1785,9 +1785,15 @@ fn exit_steps_run_after_success_and_after_failure_told_how_it_ended() {
         .build();
     let plan3 = plan(&ok, &jobs3, at(3));
     assert_eq!(reasons(&plan3), ["AllStepsSucceeded"]);
+    // The message counts the exit steps as the progress does.
+    assert_eq!(status(&plan3).progress.as_deref(), Some("4/4"));
     assert_eq!(
         status(&plan3).message.as_deref(),
-        Some("all 2 steps succeeded")
+        Some("2 steps and 2 exit steps succeeded")
+    );
+    assert_eq!(
+        plan3.events[0].message,
+        "Started -> Completed: 2 steps and 2 exit steps succeeded"
     );
 
     // After failure: the exit steps learn which step failed; the workflow stays failed
@@ -2113,4 +2119,38 @@ proptest! {
             prop_assert!(status.message.as_deref().unwrap().starts_with(&prefix));
         }
     }
+}
+
+#[test]
+fn a_completed_workflow_says_how_many_steps_succeeded_and_were_skipped_as_its_progress_counts_them()
+{
+    let wf = running(
+        WorkFlow::test("w")
+            .step("check", &[])
+            .step("deploy", &["check"])
+            .when(r#"steps.check.outputs.ok == "yes""#)
+            .step("alert", &["check"])
+            .when(r#"steps.check.outputs.ok != "yes""#)
+            .step("page", &["alert"])
+            .when(r#"steps.check.outputs.ok != "yes""#)
+            .build(),
+    );
+    let jobs = Jobs::of(&wf)
+        .succeeded("check")
+        .outputs(Ok(&[("ok", "yes")]))
+        .succeeded("deploy")
+        .build();
+    let done = plan(&wf, &jobs, at(2));
+    assert_eq!(phase(&done), Some(Phase::Completed));
+    assert_eq!(status(&done).progress.as_deref(), Some("2/4"));
+    assert_eq!(
+        status(&done).message.as_deref(),
+        Some("2 steps succeeded, 2 skipped")
+    );
+
+    let one = running(WorkFlow::test("one").step("a", &[]).build());
+    let jobs = Jobs::of(&one).succeeded("a").build();
+    let done = plan(&one, &jobs, at(1));
+    assert_eq!(status(&done).progress.as_deref(), Some("1/1"));
+    assert_eq!(status(&done).message.as_deref(), Some("1 step succeeded"));
 }
