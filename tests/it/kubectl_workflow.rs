@@ -411,3 +411,32 @@ async fn run_control_verbs_answer_clearly_and_refuse_what_makes_no_sense() {
     );
     session.stop().await;
 }
+
+/// A long failure message keeps `kubectl get wf` readable: the MESSAGE column shows its first
+/// line cut to 120 characters (`status.summary`); `status.message` keeps it whole.
+#[tokio::test]
+async fn a_long_message_is_cut_to_120_characters_in_the_message_column_and_kept_whole() {
+    let Some(session) = Session::start("a_long_message_is_cut").await else {
+        return;
+    };
+    let unknown = "a-step-with-a-long-name-that-does-not-exist-".repeat(4);
+    let unknown = unknown.trim_end_matches('-');
+    session
+        .create(&format!(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: long}}\nspec:\n  containers:\n    - {{stepName: a, image: busybox:1.36, command: [\"true\"], dependsOn: [{unknown}]}}\n"
+        ))
+        .await;
+    session.wait_finished("long").await;
+    let message = session.jsonpath("long", "{.status.message}").await;
+    assert!(message.contains(unknown), "{message}");
+    assert!(message.chars().count() > 120, "{message}");
+    let summary = session.jsonpath("long", "{.status.summary}").await;
+    assert_eq!(summary.chars().count(), 120, "{summary}");
+    assert!(summary.ends_with("..."), "{summary}");
+    assert!(message.starts_with(summary.trim_end_matches("...")));
+    let table = session.k(&["get", "wf", "long"]).await;
+    let line = table.lines().find(|l| l.starts_with("long ")).unwrap();
+    assert!(line.contains(&summary), "{table}");
+    assert!(!line.contains(&message), "{table}");
+    session.stop().await;
+}

@@ -101,6 +101,19 @@ impl Tally {
     }
 }
 
+/// The most a summary (`status.summary`, the MESSAGE column) holds, in characters.
+pub(super) const SUMMARY_CHARS: usize = 120;
+
+/// `message`'s first line, cut to [`SUMMARY_CHARS`] characters (ending `...` when cut).
+pub(super) fn summary(message: &str) -> String {
+    let line = message.lines().next().unwrap_or_default().trim_end();
+    if line.chars().count() <= SUMMARY_CHARS {
+        return line.to_string();
+    }
+    let kept: String = line.chars().take(SUMMARY_CHARS - 3).collect();
+    format!("{}...", kept.trim_end())
+}
+
 /// The `Completed`, `Failed` and `Finished` conditions for `phase`; a condition keeps its
 /// `lastTransitionTime` while its status stays the same.
 pub(super) fn conditions(
@@ -414,6 +427,7 @@ impl<'a> Planner<'a> {
                     generation,
                     self.now,
                 ),
+                summary: outcome.message.as_deref().map(summary),
                 message: outcome.message,
                 executed: outcome.executed,
                 started: outcome.started,

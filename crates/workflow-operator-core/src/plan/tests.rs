@@ -2154,3 +2154,40 @@ fn a_completed_workflow_says_how_many_steps_succeeded_and_were_skipped_as_its_pr
     assert_eq!(status(&done).progress.as_deref(), Some("1/1"));
     assert_eq!(status(&done).message.as_deref(), Some("1 step succeeded"));
 }
+
+#[test]
+fn the_summary_is_the_first_line_of_the_message_cut_to_120_characters() {
+    assert_eq!(
+        summary("step a failed: exit code 1"),
+        "step a failed: exit code 1"
+    );
+    assert_eq!(summary("first line\nsecond line"), "first line");
+    let long = format!("step a failed: {}", "x".repeat(300));
+    let short = summary(&long);
+    assert_eq!(short.chars().count(), SUMMARY_CHARS);
+    assert!(short.starts_with("step a failed: xxx") && short.ends_with("..."));
+    let wide = "é".repeat(200);
+    assert_eq!(summary(&wide).chars().count(), SUMMARY_CHARS);
+}
+
+#[test]
+fn a_long_failure_message_is_summarised_for_the_message_column_and_kept_whole() {
+    let wf = running(WorkFlow::test("w").step("a", &[]).build());
+    let why = format!(
+        "{}\nand a second line",
+        "no space left on device ".repeat(10)
+    );
+    let jobs = Jobs::of(&wf).exited("a", 1, "Error", &why).build();
+    let failed = plan(&wf, &jobs, at(1));
+    assert_eq!(phase(&failed), Some(Phase::Failed));
+    let status = status(&failed);
+    let message = status.message.as_deref().unwrap();
+    assert!(message.contains("and a second line"), "{message}");
+    let summary = status.summary.as_deref().unwrap();
+    assert!(summary.chars().count() <= SUMMARY_CHARS, "{summary}");
+    assert!(
+        summary.starts_with("step a failed: exit code 1"),
+        "{summary}"
+    );
+    assert!(!summary.contains('\n'), "{summary}");
+}
