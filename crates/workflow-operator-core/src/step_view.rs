@@ -532,7 +532,7 @@ mod tests {
                 "d",
                 StepPhase::Failed,
                 "Stopped",
-                "stopped: the workflow failed",
+                "the workflow failed while it ran",
             ),
         ];
         // a's Job was stopped by the operator: Kubernetes says DeadlineExceeded.

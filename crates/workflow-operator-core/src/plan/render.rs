@@ -184,9 +184,12 @@ impl<'a> Planner<'a> {
     ) {
         let terminal = self.phase.is_terminal();
         let halted = if failed_by == Some(Trigger::Terminated) {
-            (REASON_TERMINATED, "terminated: spec.shutdown is Terminate")
+            (
+                REASON_TERMINATED,
+                "its pod was killed (spec.shutdown: Terminate)",
+            )
         } else {
-            (REASON_STOPPED, "stopped: the workflow failed")
+            (REASON_STOPPED, "the workflow failed while it ran")
         };
         let mut lists = Lists::default();
         for (view, created) in mains.iter().zip(created) {

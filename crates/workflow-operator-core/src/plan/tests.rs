@@ -1188,7 +1188,7 @@ fn a_failed_step_is_recorded_with_its_exit_code_and_the_running_ones_as_stopped(
                 "c",
                 StepPhase::Failed,
                 Some(REASON_STOPPED),
-                Some("stopped: the workflow failed"),
+                Some("the workflow failed while it ran"),
                 None
             )
         ]
@@ -1661,16 +1661,18 @@ fn terminate_deletes_the_running_jobs_at_once_and_runs_no_exit_step() {
         st.message.as_deref(),
         Some("terminated (spec.shutdown: Terminate)")
     );
-    let halted: Vec<(&str, Option<&str>)> = st
+    let halted: Vec<(&str, Option<&str>, Option<&str>)> = st
         .steps
         .iter()
-        .map(|s| (s.name.as_str(), s.reason.as_deref()))
+        .map(|s| (s.name.as_str(), s.reason.as_deref(), s.message.as_deref()))
         .collect();
+    // `get` shows `reason: message`: the message says what the reason does not.
+    let killed = Some("its pod was killed (spec.shutdown: Terminate)");
     assert_eq!(
         halted,
         [
-            ("b", Some(REASON_TERMINATED)),
-            ("c", Some(REASON_TERMINATED))
+            ("b", Some(REASON_TERMINATED), killed),
+            ("c", Some(REASON_TERMINATED), killed)
         ]
     );
     // Nothing more happens once the Jobs are gone.
