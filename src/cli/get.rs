@@ -23,7 +23,7 @@ use workflow_operator_core::jobs;
 use workflow_operator_core::step_view::{StepView, step_views};
 
 /// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code and
-/// message (like `argo get`).
+/// message, then the steps' outputs (like `argo get`).
 #[derive(Debug, Args)]
 pub struct GetArgs {
     /// The workflow's name.
@@ -32,7 +32,7 @@ pub struct GetArgs {
     #[arg(long, short = 'n')]
     namespace: Option<String>,
     /// `text` for people, `json` for scripts (the steps with their phase, times, attempts, exit
-    /// code, reason, message and Job).
+    /// code, reason, message, Job and outputs).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     output: Output,
 }
@@ -224,6 +224,19 @@ impl Shown {
             ["STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE"],
             &rows,
         ));
+        let outputs: Vec<[String; 3]> = self
+            .steps
+            .iter()
+            .flat_map(|step| {
+                step.outputs
+                    .iter()
+                    .map(|(key, value)| [step.name.clone(), key.clone(), value.clone()])
+            })
+            .collect();
+        if !outputs.is_empty() {
+            out.push('\n');
+            out.push_str(&table(["STEP", "OUTPUT", "VALUE"], &outputs));
+        }
         out
     }
 }
@@ -282,6 +295,7 @@ fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use workflow_operator_core::step_view::StepPhase;
 
     #[test]
     fn durations_read_as_people_write_them() {
@@ -306,6 +320,53 @@ mod tests {
             ..counts
         };
         assert_eq!(items(busy), "3/10 items, 2 running, 1 failed");
+    }
+
+    fn shown(phase: &str, progress: &str, message: &str, steps: &[(&str, StepPhase)]) -> Shown {
+        let workflow: WorkFlow = serde_json::from_value(json!({
+            "apiVersion": "workflow.crd.com/v1",
+            "kind": "WorkFlow",
+            "metadata": {"name": "w", "namespace": "default"},
+            "spec": {"containers": []},
+            "status": {"workflow-status": phase, "progress": progress, "message": message},
+        }))
+        .unwrap();
+        let steps = steps
+            .iter()
+            .map(|(name, phase)| StepView {
+                name: name.to_string(),
+                phase: *phase,
+                started_at: None,
+                finished_at: None,
+                attempts: 1,
+                exit_code: None,
+                reason: None,
+                message: None,
+                job: None,
+                items: None,
+                outputs: Default::default(),
+            })
+            .collect();
+        Shown { workflow, steps }
+    }
+
+    #[test]
+    fn get_shows_each_steps_outputs() {
+        let mut shown = shown("Completed", "1/1", "", &[("check", StepPhase::Succeeded)]);
+        shown.steps[0].outputs = [("ok", "yes"), ("version", "1.4.2")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        let text = shown.render(Timestamp::now());
+        assert!(
+            text.ends_with(
+                "STEP    OUTPUT    VALUE\ncheck   ok        yes\ncheck   version   1.4.2\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            shown.to_json()["steps"][0]["outputs"],
+            json!({"ok": "yes", "version": "1.4.2"})
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Where each step of a workflow stands, as a person (or a script) reads it: its phase, times,
-//! attempts, and for a failed step its exit code, reason and message, and its Job; a step that
+//! attempts, and for a failed step its exit code, reason and message, and its Job, and the
+//! outputs the status records for it; a step that
 //! fans out with its items counted and its failed items after it; each run of `spec.runs` in
 //! turn. Pure: built
 //! from the workflow (its `status.steps` first: the operator's verdict, with the cause it read
@@ -10,6 +11,8 @@
 //! (its dependencies have not all succeeded), `Queued` (its Job exists but is suspended),
 //! `Running`, `Succeeded`, `Failed`, `TimedOut`, `Skipped` (the workflow ended without it
 //! starting).
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -53,6 +56,10 @@ pub struct StepView {
     /// A step that fans out: how its items stand.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub items: Option<ItemCounts>,
+    /// What it wrote to `$WORKFLOW_OUTPUTS`, as `status.steps` records it (the outputs of a
+    /// succeeded step that another step names).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, String>,
 }
 
 impl StepView {
@@ -75,6 +82,7 @@ impl StepView {
             message: None,
             job: None,
             items: None,
+            outputs: BTreeMap::new(),
         }
     }
 }
@@ -277,6 +285,7 @@ fn with_entry(from_job: Option<StepView>, entry: &StepStatus) -> StepView {
         message: entry.message.clone().or(job.message),
         job: entry.job.clone().or(job.job),
         items: entry.items,
+        outputs: entry.outputs.clone(),
     }
 }
 
@@ -345,6 +354,7 @@ fn view_of_job(name: &str, job: &Job, pods: &[Pod]) -> StepView {
         message,
         job: Some(job_name),
         items: None,
+        outputs: BTreeMap::new(),
     }
 }
 
