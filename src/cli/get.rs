@@ -37,7 +37,8 @@ pub struct GetArgs {
     output: Output,
 }
 
-/// Show a workflow as `get` does, refreshed as it changes, until it finishes (like `argo watch`).
+/// Show a workflow as `get` does, refreshed as it changes, until it finishes (like `argo watch`);
+/// when standard output is not a terminal, a line per change instead (like `kubectl get -w`).
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// The workflow's name.
@@ -87,13 +88,19 @@ pub async fn watch(args: WatchArgs) -> ExitCode {
         let mut changes = Box::pin(futures::stream::select(workflow_changes, job_changes));
         // A running step's duration grows between changes too.
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let clear = std::io::stdout().is_terminal();
+        // To a terminal, `get` redrawn; to a file or a program, a line per change.
+        let terminal = std::io::stdout().is_terminal();
+        let mut seen = Rows::default();
         loop {
             let shown = Shown::read(&client, &namespace, &args.name).await?;
-            if clear {
+            if terminal {
                 print!("\x1b[2J\x1b[H");
+                print!("{}", shown.render(Timestamp::now()));
+            } else {
+                for line in seen.changed(&shown) {
+                    println!("{line}");
+                }
             }
-            print!("{}", shown.render(Timestamp::now()));
             if shown.finished() {
                 return Ok(());
             }
@@ -104,6 +111,67 @@ pub async fn watch(args: WatchArgs) -> ExitCode {
         }
     })
     .await
+}
+
+/// The rows `watch` printed last when its output is not a terminal, by key (`""` for the
+/// workflow's, the step's name for a step's), as `kubectl get -w` prints a row again only when
+/// it changed.
+#[derive(Debug, Default)]
+struct Rows(std::collections::HashMap<String, String>);
+
+impl Rows {
+    /// The rows of `shown` that changed since last time (all of them the first time): each
+    /// step's `NAME/STEP   PHASE   [ITEMS: ][exit code N: ][REASON: ]MESSAGE`, and the workflow's
+    /// `NAME   PHASE   PROGRESS   MESSAGE`, first while it runs and last once it finished.
+    fn changed(&mut self, shown: &Shown) -> Vec<String> {
+        let name = shown.workflow.name_any();
+        let status = shown.workflow.status.clone().unwrap_or_default();
+        let row = |cells: &[&str]| {
+            cells
+                .iter()
+                .filter(|c| !c.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join("   ")
+        };
+        let workflow = row(&[
+            &name,
+            status.workflow_status.map_or("Pending", |p| p.as_str()),
+            status.progress.as_deref().unwrap_or_default(),
+            status.message.as_deref().unwrap_or_default(),
+        ]);
+        let mut rows = vec![(String::new(), workflow)];
+        for step in &shown.steps {
+            let exit = step.exit_code.map(|c| format!("exit code {c}"));
+            let detail = [
+                step.items.map(items).as_deref(),
+                exit.as_deref(),
+                step.reason.as_deref(),
+                step.message.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(": ");
+            let line = row(&[
+                &format!("{name}/{}", step.name),
+                step.phase.as_str(),
+                &detail,
+            ]);
+            rows.push((step.name.clone(), line));
+        }
+        if shown.finished() {
+            rows.rotate_left(1);
+        }
+        let mut changed = Vec::new();
+        for (key, line) in rows {
+            if self.0.get(&key) != Some(&line) {
+                changed.push(line.clone());
+                self.0.insert(key, line);
+            }
+        }
+        changed
+    }
 }
 
 /// A workflow with its steps' views, as read at one moment.
@@ -348,6 +416,44 @@ mod tests {
             })
             .collect();
         Shown { workflow, steps }
+    }
+
+    #[test]
+    fn watch_not_to_a_terminal_prints_one_line_per_change() {
+        let mut seen = Rows::default();
+        let first = shown(
+            "Started",
+            "0/2",
+            "",
+            &[("a", StepPhase::Running), ("b", StepPhase::Waiting)],
+        );
+        assert_eq!(
+            seen.changed(&first),
+            ["w   Started   0/2", "w/a   Running", "w/b   Waiting"]
+        );
+        // Nothing changed (a tick): nothing printed.
+        assert!(seen.changed(&first).is_empty());
+        let next = shown(
+            "Started",
+            "1/2",
+            "",
+            &[("a", StepPhase::Succeeded), ("b", StepPhase::Running)],
+        );
+        assert_eq!(
+            seen.changed(&next),
+            ["w   Started   1/2", "w/a   Succeeded", "w/b   Running"]
+        );
+        let done = shown(
+            "Completed",
+            "2/2",
+            "2 steps succeeded",
+            &[("a", StepPhase::Succeeded), ("b", StepPhase::Succeeded)],
+        );
+        // The workflow's end comes after its last step's.
+        assert_eq!(
+            seen.changed(&done),
+            ["w/b   Succeeded", "w   Completed   2/2   2 steps succeeded"]
+        );
     }
 
     #[test]
