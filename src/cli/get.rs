@@ -20,7 +20,7 @@ use serde_json::json;
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::ItemCounts;
 use workflow_operator_core::jobs;
-use workflow_operator_core::step_view::{StepView, step_views};
+use workflow_operator_core::step_view::{Deadline, StepView, step_views};
 
 /// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code and
 /// message, then the steps' outputs (like `argo get`).
@@ -280,6 +280,7 @@ impl Shown {
                         step.items.map(items).as_deref(),
                         step.reason.as_deref(),
                         step.message.as_deref(),
+                        step.deadline.as_ref().map(|d| times_out(d, now)).as_deref(),
                     ]
                     .into_iter()
                     .flatten()
@@ -307,6 +308,17 @@ impl Shown {
         }
         out
     }
+}
+
+/// `times out in 45s (spec.maxStepTimeout: 60s)`: a running step's deadline, as `get` shows it.
+fn times_out(deadline: &Deadline, now: Timestamp) -> String {
+    let left = seconds(deadline.at.duration_since(now));
+    format!(
+        "times out in {} ({}: {}s)",
+        human(left),
+        deadline.from,
+        deadline.seconds
+    )
 }
 
 /// `3/10 items`, `7/10 items, 2 running, 1 failed`: a step that fans out, as `get` shows it.
@@ -413,6 +425,7 @@ mod tests {
                 job: None,
                 items: None,
                 outputs: Default::default(),
+                deadline: None,
             })
             .collect();
         Shown { workflow, steps }
@@ -453,6 +466,23 @@ mod tests {
         assert_eq!(
             seen.changed(&done),
             ["w/b   Succeeded", "w   Completed   2/2   2 steps succeeded"]
+        );
+    }
+
+    #[test]
+    fn get_shows_when_a_running_step_times_out_and_why_then() {
+        let now: Timestamp = "2026-01-01T00:00:15Z".parse().unwrap();
+        let mut shown = shown("Started", "0/1", "", &[("slow", StepPhase::Running)]);
+        shown.steps[0].deadline = Some(Deadline {
+            at: "2026-01-01T00:01:00Z".parse().unwrap(),
+            seconds: 60,
+            from: "spec.maxStepTimeout",
+        });
+        let text = shown.render(now);
+        let row = text.lines().find(|l| l.starts_with("slow")).unwrap();
+        assert!(
+            row.ends_with("times out in 45s (spec.maxStepTimeout: 60s)"),
+            "{text}"
         );
     }
 

@@ -3,6 +3,8 @@
 
 use super::*;
 
+use crate::crd::DEFAULT_MAX_STEP_TIMEOUT;
+
 /// The entry of a step its `when` (`expression`) skipped.
 pub(super) fn skipped_entry(name: &str, expression: Option<&str>) -> StepStatus {
     let expression = expression.unwrap_or("");
@@ -114,6 +116,28 @@ pub(super) fn summary(message: &str) -> String {
     format!("{}...", kept.trim_end())
 }
 
+/// When the first failed step of `mains` (the one the message names) ran past its timeout: how
+/// the message says so, and the same naming where its limit came from (its own `timeout`, else
+/// `spec.maxStepTimeout`). `None` for any other failure, a queue's timeout included.
+fn timeout_source(mains: &[View<'_>]) -> Option<(String, String)> {
+    let (view, unit, failure) = mains
+        .iter()
+        .find_map(|v| v.failures.first().map(|(unit, f)| (v, *unit, f)))?;
+    match failure {
+        Failure::TimedOut { why } if !why.starts_with(QUEUE_TIMEOUT_WHY) => {
+            let said = failure.describe(&view.display(unit));
+            let source = if view.steps[unit.node].timeout.is_some() {
+                "the step's timeout; -1 for none".to_string()
+            } else {
+                format!("spec.maxStepTimeout, default {DEFAULT_MAX_STEP_TIMEOUT}; -1 for none")
+            };
+            let with_source = format!("{said} ({source})");
+            Some((said, with_source))
+        }
+        _ => None,
+    }
+}
+
 /// The `Completed`, `Failed` and `Finished` conditions for `phase`; a condition keeps its
 /// `lastTransitionTime` while its status stays the same.
 pub(super) fn conditions(
@@ -220,6 +244,12 @@ impl<'a> Planner<'a> {
                 event.message = format!("{} -> {}: {said}", transition.from(), transition.to());
             }
             Some(said)
+        } else if let Some((said, with_source)) = timeout_source(mains) {
+            // Where the limit of the step that timed out came from, in the message and Event.
+            for event in &mut self.events {
+                event.message = event.message.replacen(&said, &with_source, 1);
+            }
+            message.map(|m| m.replacen(&said, &with_source, 1))
         } else {
             message
         };

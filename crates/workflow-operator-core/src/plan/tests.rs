@@ -345,7 +345,9 @@ fn planner_rules() {
             executed: &[],
             started: &[],
             progress: "0/2",
-            message: Some("step a timed out: running for 6s, longer than its timeout of 5s"),
+            message: Some(
+                "step a timed out: running for 6s, longer than its timeout of 5s (spec.maxStepTimeout, default 60; -1 for none)",
+            ),
             reasons: &["StepTimedOut"],
         },
         Case {
@@ -369,7 +371,7 @@ fn planner_rules() {
             started: &["b"],
             progress: "0/3",
             message: Some(
-                "step a timed out: running for 6s, longer than its timeout of 5s; waiting for running steps to finish",
+                "step a timed out: running for 6s, longer than its timeout of 5s (spec.maxStepTimeout, default 60; -1 for none); waiting for running steps to finish",
             ),
             reasons: &[],
         },
@@ -396,7 +398,9 @@ fn planner_rules() {
             executed: &[],
             started: &[],
             progress: "0/1",
-            message: Some("step a timed out: running for 6s, longer than its timeout of 5s"),
+            message: Some(
+                "step a timed out: running for 6s, longer than its timeout of 5s (spec.maxStepTimeout, default 60; -1 for none)",
+            ),
             reasons: &["StepTimedOut"],
         },
         Case {
@@ -445,7 +449,9 @@ fn planner_rules() {
             executed: &[],
             started: &[],
             progress: "0/1",
-            message: Some("step a timed out: its Job exceeded its deadline of 2s"),
+            message: Some(
+                "step a timed out: its Job exceeded its deadline of 2s (spec.maxStepTimeout, default 60; -1 for none)",
+            ),
             reasons: &["StepTimedOut"],
         },
         Case {
@@ -716,7 +722,9 @@ fn with_fail_fast_false_a_timed_out_step_is_not_started_again_on_the_next_plan()
             why: why.into()
         }]
     );
-    let waiting = format!("step a timed out: {why}; waiting for running steps to finish");
+    let waiting = format!(
+        "step a timed out: {why} (the step's timeout; -1 for none); waiting for running steps to finish"
+    );
     assert_eq!(status(&first).message.as_deref(), Some(waiting.as_str()));
     apply(&mut jobs, &wf, &first, at(6));
     let recorded = written(wf.clone(), &first);
@@ -748,7 +756,7 @@ fn with_fail_fast_false_a_timed_out_step_is_not_started_again_on_the_next_plan()
     let failed = status(&last);
     assert_eq!(
         failed.message.as_deref(),
-        Some(format!("step a timed out: {why}").as_str())
+        Some(format!("step a timed out: {why} (the step's timeout; -1 for none)").as_str())
     );
     assert_eq!(failed.executed, ["b"]);
     let condition = failed
@@ -1363,7 +1371,9 @@ fn a_pod_not_started_by_the_steps_own_timeout_fails_for_its_cause_not_as_timed_o
     let plan = super::plan(&wf, &queued, at(5));
     assert_eq!(
         status(&plan).message.as_deref(),
-        Some("step x timed out: running for 5s, longer than its timeout of 5s")
+        Some(
+            "step x timed out: running for 5s, longer than its timeout of 5s (the step's timeout; -1 for none)"
+        )
     );
     // ...unless it waits for Kueue to admit it: no run timeout before.
     let mut kueue = wf.clone();
@@ -1376,7 +1386,9 @@ fn a_pod_not_started_by_the_steps_own_timeout_fails_for_its_cause_not_as_timed_o
     let plan = super::plan(&wf, &Jobs::of(&wf).pending("x", at(0)).build(), at(5));
     assert_eq!(
         status(&plan).message.as_deref(),
-        Some("step x timed out: running for 5s, longer than its timeout of 5s")
+        Some(
+            "step x timed out: running for 5s, longer than its timeout of 5s (the step's timeout; -1 for none)"
+        )
     );
 }
 
@@ -2192,4 +2204,35 @@ fn a_long_failure_message_is_summarised_for_the_message_column_and_kept_whole() 
         "{summary}"
     );
     assert!(!summary.contains('\n'), "{summary}");
+}
+
+#[test]
+fn a_timed_out_step_says_where_its_limit_came_from() {
+    let wf = running(
+        WorkFlow::test("w")
+            .step("a", &[])
+            .timeout(5)
+            .step("b", &[])
+            .build(),
+    );
+    let jobs = Jobs::of(&wf).active("a", at(0)).active("b", at(0)).build();
+    let failed = plan(&wf, &jobs, at(6));
+    assert_eq!(
+        status(&failed).message.as_deref(),
+        Some(
+            "step a timed out: running for 6s, longer than its timeout of 5s (the step's timeout; -1 for none)"
+        )
+    );
+    assert_eq!(
+        failed.events[0].message,
+        "Started -> Failed: step a timed out: running for 6s, longer than its timeout of 5s (the step's timeout; -1 for none)"
+    );
+    let jobs = Jobs::of(&wf).succeeded("a").active("b", at(0)).build();
+    let failed = plan(&wf, &jobs, at(61));
+    assert_eq!(
+        status(&failed).message.as_deref(),
+        Some(
+            "step b timed out: running for 61s, longer than its timeout of 60s (spec.maxStepTimeout, default 60; -1 for none)"
+        )
+    );
 }
