@@ -313,6 +313,21 @@ struct Shown {
     message: String,
 }
 
+/// What changed of the steps from `before` to `now`: each step that finished, then each that
+/// started; a step that finished between two looks, never seen running, `started and finished`.
+fn step_lines(before: &Shown, now: &Shown) -> Vec<String> {
+    let finished = now.executed.difference(&before.executed).map(|step| {
+        if before.started.contains(step) {
+            format!("step {step} finished")
+        } else {
+            format!("step {step} started and finished")
+        }
+    });
+    let started = now.started.difference(&before.started);
+    let started = started.map(|step| format!("step {step} started"));
+    finished.chain(started).collect()
+}
+
 /// Prints a line whenever a workflow's status changes, and each step starting and finishing.
 /// With `until_done`, returns once every listed workflow is terminal.
 async fn follow_workflows(
@@ -365,11 +380,8 @@ async fn follow_workflows(
         };
         let before = shown.remove(&key).unwrap_or_default();
         let name = format!("{}/{}", key.0, key.1);
-        for step in now.executed.difference(&before.executed) {
-            println!("{} {name}: step {step} finished", elapsed(start));
-        }
-        for step in now.started.difference(&before.started) {
-            println!("{} {name}: step {step} started", elapsed(start));
+        for line in step_lines(&before, &now) {
+            println!("{} {name}: {line}", elapsed(start));
         }
         if now.phase.is_empty() {
             // Not picked up by the operator yet: nothing to say beyond `created` above.
@@ -416,4 +428,31 @@ async fn follow_workflows(
 /// `[  1.25s]`: time since the control plane came up, for the progress lines.
 fn elapsed(start: std::time::Instant) -> String {
     format!("[{:6.2}s]", start.elapsed().as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(started: &[&str], executed: &[&str]) -> Shown {
+        Shown {
+            started: started.iter().map(|s| s.to_string()).collect(),
+            executed: executed.iter().map(|s| s.to_string()).collect(),
+            ..Shown::default()
+        }
+    }
+
+    #[test]
+    fn a_step_that_finished_between_two_looks_is_shown_starting_too() {
+        let before = shown(&["a"], &[]);
+        let now = shown(&["d"], &["a", "b"]);
+        assert_eq!(
+            step_lines(&before, &now),
+            [
+                "step a finished",
+                "step b started and finished",
+                "step d started"
+            ]
+        );
+    }
 }

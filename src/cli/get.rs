@@ -20,10 +20,10 @@ use serde_json::json;
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::ItemCounts;
 use workflow_operator_core::jobs;
-use workflow_operator_core::step_view::{StepView, step_views};
+use workflow_operator_core::step_view::{Deadline, StepView, step_views};
 
 /// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code and
-/// message (like `argo get`).
+/// message, then the steps' outputs (like `argo get`).
 #[derive(Debug, Args)]
 pub struct GetArgs {
     /// The workflow's name.
@@ -32,12 +32,13 @@ pub struct GetArgs {
     #[arg(long, short = 'n')]
     namespace: Option<String>,
     /// `text` for people, `json` for scripts (the steps with their phase, times, attempts, exit
-    /// code, reason, message and Job).
+    /// code, reason, message, Job and outputs).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     output: Output,
 }
 
-/// Show a workflow as `get` does, refreshed as it changes, until it finishes (like `argo watch`).
+/// Show a workflow as `get` does, refreshed as it changes, until it finishes (like `argo watch`);
+/// when standard output is not a terminal, a line per change instead (like `kubectl get -w`).
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// The workflow's name.
@@ -87,13 +88,19 @@ pub async fn watch(args: WatchArgs) -> ExitCode {
         let mut changes = Box::pin(futures::stream::select(workflow_changes, job_changes));
         // A running step's duration grows between changes too.
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let clear = std::io::stdout().is_terminal();
+        // To a terminal, `get` redrawn; to a file or a program, a line per change.
+        let terminal = std::io::stdout().is_terminal();
+        let mut seen = Rows::default();
         loop {
             let shown = Shown::read(&client, &namespace, &args.name).await?;
-            if clear {
+            if terminal {
                 print!("\x1b[2J\x1b[H");
+                print!("{}", shown.render(Timestamp::now()));
+            } else {
+                for line in seen.changed(&shown) {
+                    println!("{line}");
+                }
             }
-            print!("{}", shown.render(Timestamp::now()));
             if shown.finished() {
                 return Ok(());
             }
@@ -104,6 +111,67 @@ pub async fn watch(args: WatchArgs) -> ExitCode {
         }
     })
     .await
+}
+
+/// The rows `watch` printed last when its output is not a terminal, by key (`""` for the
+/// workflow's, the step's name for a step's), as `kubectl get -w` prints a row again only when
+/// it changed.
+#[derive(Debug, Default)]
+struct Rows(std::collections::HashMap<String, String>);
+
+impl Rows {
+    /// The rows of `shown` that changed since last time (all of them the first time): each
+    /// step's `NAME/STEP   PHASE   [ITEMS: ][exit code N: ][REASON: ]MESSAGE`, and the workflow's
+    /// `NAME   PHASE   PROGRESS   MESSAGE`, first while it runs and last once it finished.
+    fn changed(&mut self, shown: &Shown) -> Vec<String> {
+        let name = shown.workflow.name_any();
+        let status = shown.workflow.status.clone().unwrap_or_default();
+        let row = |cells: &[&str]| {
+            cells
+                .iter()
+                .filter(|c| !c.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join("   ")
+        };
+        let workflow = row(&[
+            &name,
+            status.workflow_status.map_or("Pending", |p| p.as_str()),
+            status.progress.as_deref().unwrap_or_default(),
+            status.message.as_deref().unwrap_or_default(),
+        ]);
+        let mut rows = vec![(String::new(), workflow)];
+        for step in &shown.steps {
+            let exit = step.exit_code.map(|c| format!("exit code {c}"));
+            let detail = [
+                step.items.map(items).as_deref(),
+                exit.as_deref(),
+                step.reason.as_deref(),
+                step.message.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(": ");
+            let line = row(&[
+                &format!("{name}/{}", step.name),
+                step.phase.as_str(),
+                &detail,
+            ]);
+            rows.push((step.name.clone(), line));
+        }
+        if shown.finished() {
+            rows.rotate_left(1);
+        }
+        let mut changed = Vec::new();
+        for (key, line) in rows {
+            if self.0.get(&key) != Some(&line) {
+                changed.push(line.clone());
+                self.0.insert(key, line);
+            }
+        }
+        changed
+    }
 }
 
 /// A workflow with its steps' views, as read at one moment.
@@ -212,6 +280,7 @@ impl Shown {
                         step.items.map(items).as_deref(),
                         step.reason.as_deref(),
                         step.message.as_deref(),
+                        step.deadline.as_ref().map(|d| times_out(d, now)).as_deref(),
                     ]
                     .into_iter()
                     .flatten()
@@ -224,8 +293,32 @@ impl Shown {
             ["STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE"],
             &rows,
         ));
+        let outputs: Vec<[String; 3]> = self
+            .steps
+            .iter()
+            .flat_map(|step| {
+                step.outputs
+                    .iter()
+                    .map(|(key, value)| [step.name.clone(), key.clone(), value.clone()])
+            })
+            .collect();
+        if !outputs.is_empty() {
+            out.push('\n');
+            out.push_str(&table(["STEP", "OUTPUT", "VALUE"], &outputs));
+        }
         out
     }
+}
+
+/// `times out in 45s (spec.maxStepTimeout: 60s)`: a running step's deadline, as `get` shows it.
+fn times_out(deadline: &Deadline, now: Timestamp) -> String {
+    let left = seconds(deadline.at.duration_since(now));
+    format!(
+        "times out in {} ({}: {}s)",
+        human(left),
+        deadline.from,
+        deadline.seconds
+    )
 }
 
 /// `3/10 items`, `7/10 items, 2 running, 1 failed`: a step that fans out, as `get` shows it.
@@ -282,6 +375,7 @@ fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use workflow_operator_core::step_view::StepPhase;
 
     #[test]
     fn durations_read_as_people_write_them() {
@@ -306,6 +400,109 @@ mod tests {
             ..counts
         };
         assert_eq!(items(busy), "3/10 items, 2 running, 1 failed");
+    }
+
+    fn shown(phase: &str, progress: &str, message: &str, steps: &[(&str, StepPhase)]) -> Shown {
+        let workflow: WorkFlow = serde_json::from_value(json!({
+            "apiVersion": "workflow.crd.com/v1",
+            "kind": "WorkFlow",
+            "metadata": {"name": "w", "namespace": "default"},
+            "spec": {"containers": []},
+            "status": {"workflow-status": phase, "progress": progress, "message": message},
+        }))
+        .unwrap();
+        let steps = steps
+            .iter()
+            .map(|(name, phase)| StepView {
+                name: name.to_string(),
+                phase: *phase,
+                started_at: None,
+                finished_at: None,
+                attempts: 1,
+                exit_code: None,
+                reason: None,
+                message: None,
+                job: None,
+                items: None,
+                outputs: Default::default(),
+                deadline: None,
+            })
+            .collect();
+        Shown { workflow, steps }
+    }
+
+    #[test]
+    fn watch_not_to_a_terminal_prints_one_line_per_change() {
+        let mut seen = Rows::default();
+        let first = shown(
+            "Started",
+            "0/2",
+            "",
+            &[("a", StepPhase::Running), ("b", StepPhase::Waiting)],
+        );
+        assert_eq!(
+            seen.changed(&first),
+            ["w   Started   0/2", "w/a   Running", "w/b   Waiting"]
+        );
+        // Nothing changed (a tick): nothing printed.
+        assert!(seen.changed(&first).is_empty());
+        let next = shown(
+            "Started",
+            "1/2",
+            "",
+            &[("a", StepPhase::Succeeded), ("b", StepPhase::Running)],
+        );
+        assert_eq!(
+            seen.changed(&next),
+            ["w   Started   1/2", "w/a   Succeeded", "w/b   Running"]
+        );
+        let done = shown(
+            "Completed",
+            "2/2",
+            "2 steps succeeded",
+            &[("a", StepPhase::Succeeded), ("b", StepPhase::Succeeded)],
+        );
+        // The workflow's end comes after its last step's.
+        assert_eq!(
+            seen.changed(&done),
+            ["w/b   Succeeded", "w   Completed   2/2   2 steps succeeded"]
+        );
+    }
+
+    #[test]
+    fn get_shows_when_a_running_step_times_out_and_why_then() {
+        let now: Timestamp = "2026-01-01T00:00:15Z".parse().unwrap();
+        let mut shown = shown("Started", "0/1", "", &[("slow", StepPhase::Running)]);
+        shown.steps[0].deadline = Some(Deadline {
+            at: "2026-01-01T00:01:00Z".parse().unwrap(),
+            seconds: 60,
+            from: "spec.maxStepTimeout",
+        });
+        let text = shown.render(now);
+        let row = text.lines().find(|l| l.starts_with("slow")).unwrap();
+        assert!(
+            row.ends_with("times out in 45s (spec.maxStepTimeout: 60s)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn get_shows_each_steps_outputs() {
+        let mut shown = shown("Completed", "1/1", "", &[("check", StepPhase::Succeeded)]);
+        shown.steps[0].outputs = [("ok", "yes"), ("version", "1.4.2")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        let text = shown.render(Timestamp::now());
+        assert!(
+            text.ends_with(
+                "STEP    OUTPUT    VALUE\ncheck   ok        yes\ncheck   version   1.4.2\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            shown.to_json()["steps"][0]["outputs"],
+            json!({"ok": "yes", "version": "1.4.2"})
+        );
     }
 
     #[test]

@@ -60,6 +60,16 @@ fn crd_has_the_seed_api_and_printer_columns() {
             .collect()
     };
     assert_eq!(columns(0), ["Status", "Progress", "Message", "Age"]);
+    let message = version["additionalPrinterColumns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "Message")
+        .unwrap();
+    assert_eq!(
+        message["jsonPath"], ".status.summary",
+        "the MESSAGE column shows the message's short first line"
+    );
     // `kubectl get -o wide` adds these.
     assert_eq!(columns(1), ["Running", "Changed", "Run"]);
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];

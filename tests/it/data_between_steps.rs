@@ -117,6 +117,22 @@ async fn an_output_is_substituted_and_a_when_runs_one_branch_and_skips_the_other
     let get = session.cli(&["get", "outputs"]).await;
     assert_eq!(row(&get, "alert")[1], "Skipped", "{get}");
     assert_eq!(row(&get, "report")[1], "Succeeded", "{get}");
+    // `get` shows each step's outputs the status holds, in text and in JSON.
+    let has_row = |cells: &[&str]| {
+        get.lines()
+            .any(|l| l.split_whitespace().eq(cells.iter().copied()))
+    };
+    assert!(has_row(&["STEP", "OUTPUT", "VALUE"]), "{get}");
+    assert!(has_row(&["check", "version", "1.4.2"]), "{get}");
+    let json = session.cli(&["get", "outputs", "-o", "json"]).await;
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let check = json["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "check")
+        .unwrap();
+    assert_eq!(check["outputs"]["version"], "1.4.2", "{json}");
     session.stop().await;
 }
 

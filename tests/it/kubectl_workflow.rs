@@ -171,11 +171,15 @@ async fn kubectl_session_runs_the_diamond_example_to_completed_and_deletes_it() 
     let k = |args: &'static [&'static str]| session.k(args);
 
     k(&["create", "-f", "examples/diamond.yaml"]).await;
-    // `watch` redraws as the workflow changes and returns once it finished.
+    // `watch` into a pipe prints a line per change and returns once the workflow finished.
     let watched = session.cli(&["watch", "diamond"]).await;
-    let last = watched.rsplit("Name:").next().unwrap();
-    assert!(last.contains("Status:    Completed"), "{watched}");
-    assert_eq!(last.matches("Succeeded").count(), 4, "{watched}");
+    let last = watched.lines().last().unwrap_or_default();
+    assert!(last.starts_with("diamond   Completed   4/4"), "{watched}");
+    let succeeded = watched
+        .lines()
+        .filter(|l| l.starts_with("diamond/") && l.ends_with("   Succeeded"))
+        .count();
+    assert_eq!(succeeded, 4, "{watched}");
     k(&[
         "wait",
         "--for=condition=Completed",
@@ -409,5 +413,75 @@ async fn run_control_verbs_answer_clearly_and_refuse_what_makes_no_sense() {
             .contains(r#"exit step "notify" depends on step "a": exit steps run after every step"#),
         "{message}"
     );
+    session.stop().await;
+}
+
+/// A long failure message keeps `kubectl get wf` readable: the MESSAGE column shows its first
+/// line cut to 120 characters (`status.summary`); `status.message` keeps it whole.
+#[tokio::test]
+async fn a_long_message_is_cut_to_120_characters_in_the_message_column_and_kept_whole() {
+    let Some(session) = Session::start("a_long_message_is_cut").await else {
+        return;
+    };
+    let unknown = "a-step-with-a-long-name-that-does-not-exist-".repeat(4);
+    let unknown = unknown.trim_end_matches('-');
+    session
+        .create(&format!(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: long}}\nspec:\n  containers:\n    - {{stepName: a, image: busybox:1.36, command: [\"true\"], dependsOn: [{unknown}]}}\n"
+        ))
+        .await;
+    session.wait_finished("long").await;
+    let message = session.jsonpath("long", "{.status.message}").await;
+    assert!(message.contains(unknown), "{message}");
+    assert!(message.chars().count() > 120, "{message}");
+    let summary = session.jsonpath("long", "{.status.summary}").await;
+    assert_eq!(summary.chars().count(), 120, "{summary}");
+    assert!(summary.ends_with("..."), "{summary}");
+    assert!(message.starts_with(summary.trim_end_matches("...")));
+    let table = session.k(&["get", "wf", "long"]).await;
+    let line = table.lines().find(|l| l.starts_with("long ")).unwrap();
+    assert!(line.contains(&summary), "{table}");
+    assert!(!line.contains(&message), "{table}");
+    session.stop().await;
+}
+
+/// `watch` into a pipe (not a terminal) prints one line per change, as `kubectl get -w` does:
+/// the workflow's row and each step's when it changes, never the whole `get` again.
+#[tokio::test]
+async fn watch_into_a_pipe_prints_one_line_per_change() {
+    let Some(session) = Session::start("watch_into_a_pipe").await else {
+        return;
+    };
+    session.k(&["create", "-f", "examples/simple.yaml"]).await;
+    let watched = session.cli(&["watch", "simple"]).await;
+    let lines: Vec<Vec<&str>> = watched
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .all(|cells| cells.first().is_some_and(|c| c.starts_with("simple"))),
+        "every line is a row of the workflow or of one of its steps:\n{watched}"
+    );
+    assert_eq!(
+        lines.last().map(|cells| &cells[..3]),
+        Some(&["simple", "Completed", "3/3"][..]),
+        "{watched}"
+    );
+    for step in ["step0", "step1", "step2"] {
+        let rows: Vec<&Vec<&str>> = lines
+            .iter()
+            .filter(|cells| cells[0] == format!("simple/{step}"))
+            .collect();
+        assert!(
+            rows.last().is_some_and(|cells| cells[1] == "Succeeded"),
+            "{watched}"
+        );
+        // One line per change: a step's row is never printed twice in a row unchanged.
+        for pair in rows.windows(2) {
+            assert_ne!(pair[0], pair[1], "{watched}");
+        }
+    }
     session.stop().await;
 }

@@ -17,6 +17,7 @@ mod bench_cli;
 mod cli;
 mod data_between_steps;
 mod deploy_rbac;
+mod examples;
 mod kubectl_workflow;
 mod operator_bugs;
 mod operator_handlers;

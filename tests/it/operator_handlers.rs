@@ -126,7 +126,7 @@ async fn job_completion_records_the_step_and_starts_its_dependents(
     assert_eq!(status.executed, ["a", "b", "c"]);
     assert!(status.started.is_empty(), "{:?}", status.started);
     assert_eq!(status.progress.as_deref(), Some("3/3"));
-    assert_eq!(status.message.as_deref(), Some("all 3 steps succeeded"));
+    assert_eq!(status.message.as_deref(), Some("3 steps succeeded"));
     recorder.catch_up(ns).await;
     assert_started_after(&recorder, "chain", "b", &["a"]);
     assert_started_after(&recorder, "chain", "c", &["b"]);

@@ -53,7 +53,7 @@ pub const CONDITION_FINISHED: &str = "Finished";
     // The JSON form: clippy's duplicated_attributes lint misfires on repeated `type_ = "string"`.
     printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.workflow-status", "description": "Lifecycle phase"}"#,
     printcolumn = r#"{"name": "Progress", "type": "string", "jsonPath": ".status.progress", "description": "Steps executed / total"}"#,
-    printcolumn = r#"{"name": "Message", "type": "string", "jsonPath": ".status.message", "description": "Why the workflow is in its phase"}"#,
+    printcolumn = r#"{"name": "Message", "type": "string", "jsonPath": ".status.summary", "description": "Why the workflow is in its phase: the first line of status.message, at most 120 characters"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
     // `kubectl get -o wide` adds the columns of priority 1.
     printcolumn = r#"{"name": "Running", "type": "string", "jsonPath": ".status.started", "description": "Steps whose Job runs", "priority": 1}"#,
@@ -478,6 +478,11 @@ pub struct WorkFlowStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 
+    /// The first line of `message`, cut to at most 120 characters (ending `...` when cut):
+    /// what the MESSAGE column of `kubectl get workflows` shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+
     /// Steps whose Job succeeded, in spec order.
     #[serde(default)]
     pub executed: Vec<String>,
@@ -838,7 +843,7 @@ mod tests {
             [
                 ("Status", ".status.workflow-status", "string"),
                 ("Progress", ".status.progress", "string"),
-                ("Message", ".status.message", "string"),
+                ("Message", ".status.summary", "string"),
                 ("Age", ".metadata.creationTimestamp", "date"),
                 ("Running", ".status.started", "string"),
                 ("Changed", ".status.status-changed", "date"),

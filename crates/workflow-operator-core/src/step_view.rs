@@ -1,5 +1,6 @@
 //! Where each step of a workflow stands, as a person (or a script) reads it: its phase, times,
-//! attempts, and for a failed step its exit code, reason and message, and its Job; a step that
+//! attempts, and for a failed step its exit code, reason and message, and its Job, and the
+//! outputs the status records for it; a step that
 //! fans out with its items counted and its failed items after it; each run of `spec.runs` in
 //! turn. Pure: built
 //! from the workflow (its `status.steps` first: the operator's verdict, with the cause it read
@@ -11,13 +12,15 @@
 //! `Running`, `Succeeded`, `Failed`, `TimedOut`, `Skipped` (the workflow ended without it
 //! starting).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use serde::Serialize;
 
-use super::crd::{ItemCounts, Step, StepStatus, WorkFlow};
+use super::crd::{ItemCounts, Step, StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec};
 use super::dag::Dag;
 use super::failure_cause;
 use super::fan_out;
@@ -53,6 +56,25 @@ pub struct StepView {
     /// A step that fans out: how its items stand.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub items: Option<ItemCounts>,
+    /// What it wrote to `$WORKFLOW_OUTPUTS`, as `status.steps` records it (the outputs of a
+    /// succeeded step that another step names).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, String>,
+    /// A running step: when its timeout fails it (none when unlimited).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
+}
+
+/// When a running step's timeout runs out, and where that timeout is set.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Deadline {
+    /// Its Job's start plus the timeout.
+    pub at: Timestamp,
+    /// The timeout, in seconds.
+    pub seconds: i64,
+    /// `timeout` (the step's own) or `spec.maxStepTimeout` (the workflow's, 60 unless set).
+    pub from: &'static str,
 }
 
 impl StepView {
@@ -75,6 +97,8 @@ impl StepView {
             message: None,
             job: None,
             items: None,
+            outputs: BTreeMap::new(),
+            deadline: None,
         }
     }
 }
@@ -169,7 +193,7 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                     continue;
                 }
                 let job = job_of(&step.step_name, run_index, None);
-                views.push(match (job, recorded(&name)) {
+                let mut view = match (job, recorded(&name)) {
                     (job, Some(entry)) => {
                         with_entry(job.map(|job| view_of_job(&name, job, pods)), entry)
                     }
@@ -182,13 +206,35 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                             StepPhase::Waiting
                         },
                     ),
-                });
+                };
+                if view.phase == StepPhase::Running {
+                    view.deadline = deadline(&workflow.spec, step, view.started_at);
+                }
+                views.push(view);
             }
         }
     };
     show(&workflow.spec.containers, runs, &mut views);
     show(&workflow.spec.on_exit, 1, &mut views);
     views
+}
+
+/// The deadline of `step` of `spec` that started at `started` (none when its timeout is
+/// unlimited).
+fn deadline(spec: &WorkFlowSpec, step: &Step, started: Option<Timestamp>) -> Option<Deadline> {
+    let seconds = spec.effective_timeout(step);
+    if seconds == UNLIMITED {
+        return None;
+    }
+    let at = started?
+        .checked_add(SignedDuration::from_secs(seconds))
+        .ok()?;
+    let from = if step.timeout.is_some() {
+        "timeout"
+    } else {
+        "spec.maxStepTimeout"
+    };
+    Some(Deadline { at, seconds, from })
 }
 
 fn fans_out(step: &Step) -> bool {
@@ -277,6 +323,8 @@ fn with_entry(from_job: Option<StepView>, entry: &StepStatus) -> StepView {
         message: entry.message.clone().or(job.message),
         job: entry.job.clone().or(job.job),
         items: entry.items,
+        outputs: entry.outputs.clone(),
+        deadline: None,
     }
 }
 
@@ -345,6 +393,8 @@ fn view_of_job(name: &str, job: &Job, pods: &[Pod]) -> StepView {
         message,
         job: Some(job_name),
         items: None,
+        outputs: BTreeMap::new(),
+        deadline: None,
     }
 }
 
@@ -432,6 +482,39 @@ mod tests {
         assert_eq!(of("b").finished_at, None);
         assert_eq!(of("c").phase, StepPhase::Waiting);
         assert_eq!(of("c").job, None);
+    }
+
+    #[test]
+    fn a_running_step_shows_its_deadline_and_where_its_timeout_comes_from() {
+        let mut wf = workflow(Phase::Started);
+        wf.spec
+            .containers
+            .iter_mut()
+            .find(|s| s.step_name == "d")
+            .unwrap()
+            .timeout = Some(5);
+        let running = json!({"startTime": "2026-01-01T00:00:00Z", "active": 1});
+        let jobs = [job(&wf, "a", running.clone()), job(&wf, "d", running)];
+        let views = step_views(&wf, &jobs, &[]);
+        let of = |n: &str| views.iter().find(|v| v.name == n).unwrap();
+        let start: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(
+            of("a").deadline,
+            Some(Deadline {
+                at: start + k8s_openapi::jiff::SignedDuration::from_secs(60),
+                seconds: 60,
+                from: "spec.maxStepTimeout",
+            })
+        );
+        assert_eq!(
+            of("d").deadline.as_ref().map(|d| (d.seconds, d.from)),
+            Some((5, "timeout"))
+        );
+        assert_eq!(of("b").deadline, None, "a waiting step has none");
+        let mut unlimited = wf.clone();
+        unlimited.spec.max_step_timeout = crate::crd::UNLIMITED;
+        let views = step_views(&unlimited, &jobs, &[]);
+        assert_eq!(views.iter().find(|v| v.name == "a").unwrap().deadline, None);
     }
 
     #[test]
@@ -532,7 +615,7 @@ mod tests {
                 "d",
                 StepPhase::Failed,
                 "Stopped",
-                "stopped: the workflow failed",
+                "the workflow failed while it ran",
             ),
         ];
         // a's Job was stopped by the operator: Kubernetes says DeadlineExceeded.

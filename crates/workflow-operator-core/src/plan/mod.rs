@@ -485,6 +485,7 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     workflow_status: None,
     status_changed: None,
     message: None,
+    summary: None,
     executed: Vec::new(),
     started: Vec::new(),
     progress: None,

@@ -3,6 +3,8 @@
 
 use super::*;
 
+use crate::crd::DEFAULT_MAX_STEP_TIMEOUT;
+
 /// The entry of a step its `when` (`expression`) skipped.
 pub(super) fn skipped_entry(name: &str, expression: Option<&str>) -> StepStatus {
     let expression = expression.unwrap_or("");
@@ -31,6 +33,108 @@ pub(super) fn list_names(names: &[&str]) -> String {
         "nothing new".into()
     } else {
         out
+    }
+}
+
+/// What a run that succeeded did, as its message says it and `progress` counts it: the steps
+/// that succeeded (in all runs) and were skipped, and the exit steps that succeeded and were
+/// skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Tally {
+    /// The steps of one run.
+    pub(super) steps: usize,
+    /// `spec.runs`.
+    pub(super) runs: u32,
+    /// Steps, of every run, that were skipped (their `when` was false).
+    pub(super) skipped: usize,
+    /// Exit steps that succeeded.
+    pub(super) exit_succeeded: usize,
+    /// Exit steps that were skipped.
+    pub(super) exit_skipped: usize,
+}
+
+impl Tally {
+    /// `4 steps succeeded, 2 skipped`, `1 step succeeded`, `2 steps and 1 exit step succeeded`,
+    /// `all 2 steps succeeded in each of 3 runs`: the succeeded ones are what `progress` counts
+    /// done, the skipped ones the rest of its total.
+    pub(super) fn message(self) -> String {
+        let count = |n: usize, what: &str| {
+            if n == 1 {
+                format!("1 {what}")
+            } else {
+                format!("{n} {what}s")
+            }
+        };
+        let succeeded = (self.steps * self.runs as usize).saturating_sub(self.skipped);
+        let exits = if self.exit_succeeded > 0 {
+            count(self.exit_succeeded, "exit step")
+        } else {
+            String::new()
+        };
+        let mut message = if self.runs <= 1 {
+            match exits.as_str() {
+                "" => format!("{} succeeded", count(succeeded, "step")),
+                exits => format!("{} and {exits} succeeded", count(succeeded, "step")),
+            }
+        } else {
+            let mut message = if self.skipped == 0 {
+                let each = match self.steps {
+                    1 => "1 step".to_string(),
+                    n => format!("all {n} steps"),
+                };
+                format!("{each} succeeded in each of {} runs", self.runs)
+            } else {
+                format!(
+                    "{} succeeded in {} runs",
+                    count(succeeded, "step"),
+                    self.runs
+                )
+            };
+            if !exits.is_empty() {
+                message.push_str(&format!(", and {exits}"));
+            }
+            message
+        };
+        let skipped = self.skipped + self.exit_skipped;
+        if skipped > 0 {
+            message.push_str(&format!(", {skipped} skipped"));
+        }
+        message
+    }
+}
+
+/// The most a summary (`status.summary`, the MESSAGE column) holds, in characters.
+pub(super) const SUMMARY_CHARS: usize = 120;
+
+/// `message`'s first line, cut to [`SUMMARY_CHARS`] characters (ending `...` when cut).
+pub(super) fn summary(message: &str) -> String {
+    let line = message.lines().next().unwrap_or_default().trim_end();
+    if line.chars().count() <= SUMMARY_CHARS {
+        return line.to_string();
+    }
+    let kept: String = line.chars().take(SUMMARY_CHARS - 3).collect();
+    format!("{}...", kept.trim_end())
+}
+
+/// When the first failed step of `mains` (the one the message names) ran past its timeout: how
+/// the message says so, and the same naming where its limit came from (its own `timeout`, else
+/// `spec.maxStepTimeout`). `None` for any other failure, a queue's timeout included.
+fn timeout_source(mains: &[View<'_>]) -> Option<(String, String)> {
+    let (view, unit, failure) = mains
+        .iter()
+        .find_map(|v| v.failures.first().map(|(unit, f)| (v, *unit, f)))?;
+    match failure {
+        Failure::TimedOut { why } if !why.starts_with(QUEUE_TIMEOUT_WHY) => {
+            let said = failure.describe(&view.display(unit));
+            let source = if view.steps[unit.node].timeout.is_some() {
+                "the step's timeout; -1 for none".to_string()
+            } else {
+                format!("spec.maxStepTimeout, default {DEFAULT_MAX_STEP_TIMEOUT}; -1 for none")
+            };
+            let with_source = format!("{said} ({source})");
+            Some((said, with_source))
+        }
+        _ => None,
     }
 }
 
@@ -104,18 +208,52 @@ impl<'a> Planner<'a> {
     ) {
         let terminal = self.phase.is_terminal();
         let halted = if failed_by == Some(Trigger::Terminated) {
-            (REASON_TERMINATED, "terminated: spec.shutdown is Terminate")
+            (
+                REASON_TERMINATED,
+                "its pod was killed (spec.shutdown: Terminate)",
+            )
         } else {
-            (REASON_STOPPED, "stopped: the workflow failed")
+            (REASON_STOPPED, "the workflow failed while it ran")
         };
         let mut lists = Lists::default();
         for ((view, created), held) in mains.iter().zip(created).zip(held) {
             self.render(view, (created, held), terminal, halted, "", &mut lists);
         }
+        let main_succeeded = lists.executed.len();
         if let Some(view) = &exits.view {
             let starts = (exits.created.as_slice(), exits.held.as_slice());
             self.render(view, starts, terminal, halted, "exit ", &mut lists);
         }
+        let message = if self.phase == Phase::Completed && failed_by.is_none() {
+            // Said as `progress` counts: exit steps too, skipped steps apart.
+            let skipped = |view: &View<'_>| view.skipped.iter().filter(|s| **s).count();
+            let tally = Tally {
+                steps: mains.first().map_or(0, |v| v.dag.len()),
+                runs: self.workflow.spec.run_count(),
+                skipped: mains.iter().map(skipped).sum(),
+                exit_succeeded: lists.executed.len() - main_succeeded,
+                exit_skipped: exits.view.as_ref().map_or(0, skipped),
+            };
+            let said = tally.message();
+            // The transition's Event says the same.
+            if let Some(event) = self
+                .events
+                .iter_mut()
+                .rfind(|e| e.transition.trigger() == Trigger::AllStepsSucceeded)
+            {
+                let transition = event.transition;
+                event.message = format!("{} -> {}: {said}", transition.from(), transition.to());
+            }
+            Some(said)
+        } else if let Some((said, with_source)) = timeout_source(mains) {
+            // Where the limit of the step that timed out came from, in the message and Event.
+            for event in &mut self.events {
+                event.message = event.message.replacen(&said, &with_source, 1);
+            }
+            message.map(|m| m.replacen(&said, &with_source, 1))
+        } else {
+            message
+        };
         self.outcome = Some(Outcome {
             message,
             executed: lists.executed,
@@ -337,6 +475,7 @@ impl<'a> Planner<'a> {
                     generation,
                     self.now,
                 ),
+                summary: outcome.message.as_deref().map(summary),
                 message: outcome.message,
                 executed: outcome.executed,
                 started: outcome.started,

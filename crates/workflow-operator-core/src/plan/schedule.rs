@@ -212,11 +212,16 @@ impl<'a> Planner<'a> {
         let first_failure = first_failure(mains);
         let failed_steps: usize = mains.iter().map(View::failed_steps).sum();
         if mains.iter().all(|v| v.progress.all_done()) {
-            let message = if runs > 1 {
-                format!("all {n} steps succeeded in each of {runs} runs")
-            } else {
-                format!("all {n} steps succeeded")
-            };
+            let message = Tally {
+                steps: n,
+                runs,
+                skipped: mains
+                    .iter()
+                    .map(|v| v.skipped.iter().filter(|s| **s).count())
+                    .sum(),
+                ..Tally::default()
+            }
+            .message();
             Some((Trigger::AllStepsSucceeded, message))
         } else if spec.shutdown == Some(Shutdown::Terminate) {
             let mut message = "terminated (spec.shutdown: Terminate)".to_string();

@@ -240,7 +240,7 @@ fn planner_rules() {
             executed: &["a", "b", "c", "d"],
             started: &[],
             progress: "4/4",
-            message: Some("all 4 steps succeeded"),
+            message: Some("4 steps succeeded"),
             reasons: &["AllStepsSucceeded"],
         },
         Case {
@@ -345,7 +345,9 @@ fn planner_rules() {
             executed: &[],
             started: &[],
             progress: "0/2",
-            message: Some("step a timed out: running for 6s, longer than its timeout of 5s"),
+            message: Some(
+                "step a timed out: running for 6s, longer than its timeout of 5s (spec.maxStepTimeout, default 60; -1 for none)",
+            ),
             reasons: &["StepTimedOut"],
         },
         Case {
@@ -369,7 +371,7 @@ fn planner_rules() {
             started: &["b"],
             progress: "0/3",
             message: Some(
-                "step a timed out: running for 6s, longer than its timeout of 5s; waiting for running steps to finish",
+                "step a timed out: running for 6s, longer than its timeout of 5s (spec.maxStepTimeout, default 60; -1 for none); waiting for running steps to finish",
             ),
             reasons: &[],
         },
@@ -396,7 +398,9 @@ fn planner_rules() {
             executed: &[],
             started: &[],
             progress: "0/1",
-            message: Some("step a timed out: running for 6s, longer than its timeout of 5s"),
+            message: Some(
+                "step a timed out: running for 6s, longer than its timeout of 5s (spec.maxStepTimeout, default 60; -1 for none)",
+            ),
             reasons: &["StepTimedOut"],
         },
         Case {
@@ -445,7 +449,9 @@ fn planner_rules() {
             executed: &[],
             started: &[],
             progress: "0/1",
-            message: Some("step a timed out: its Job exceeded its deadline of 2s"),
+            message: Some(
+                "step a timed out: its Job exceeded its deadline of 2s (spec.maxStepTimeout, default 60; -1 for none)",
+            ),
             reasons: &["StepTimedOut"],
         },
         Case {
@@ -716,7 +722,9 @@ fn with_fail_fast_false_a_timed_out_step_is_not_started_again_on_the_next_plan()
             why: why.into()
         }]
     );
-    let waiting = format!("step a timed out: {why}; waiting for running steps to finish");
+    let waiting = format!(
+        "step a timed out: {why} (the step's timeout; -1 for none); waiting for running steps to finish"
+    );
     assert_eq!(status(&first).message.as_deref(), Some(waiting.as_str()));
     apply(&mut jobs, &wf, &first, at(6));
     let recorded = written(wf.clone(), &first);
@@ -748,7 +756,7 @@ fn with_fail_fast_false_a_timed_out_step_is_not_started_again_on_the_next_plan()
     let failed = status(&last);
     assert_eq!(
         failed.message.as_deref(),
-        Some(format!("step a timed out: {why}").as_str())
+        Some(format!("step a timed out: {why} (the step's timeout; -1 for none)").as_str())
     );
     assert_eq!(failed.executed, ["b"]);
     let condition = failed
@@ -1188,7 +1196,7 @@ fn a_failed_step_is_recorded_with_its_exit_code_and_the_running_ones_as_stopped(
                 "c",
                 StepPhase::Failed,
                 Some(REASON_STOPPED),
-                Some("stopped: the workflow failed"),
+                Some("the workflow failed while it ran"),
                 None
             )
         ]
@@ -1363,7 +1371,9 @@ fn a_pod_not_started_by_the_steps_own_timeout_fails_for_its_cause_not_as_timed_o
     let plan = super::plan(&wf, &queued, at(5));
     assert_eq!(
         status(&plan).message.as_deref(),
-        Some("step x timed out: running for 5s, longer than its timeout of 5s")
+        Some(
+            "step x timed out: running for 5s, longer than its timeout of 5s (the step's timeout; -1 for none)"
+        )
     );
     // ...unless it waits for Kueue to admit it: no run timeout before.
     let mut kueue = wf.clone();
@@ -1376,7 +1386,9 @@ fn a_pod_not_started_by_the_steps_own_timeout_fails_for_its_cause_not_as_timed_o
     let plan = super::plan(&wf, &Jobs::of(&wf).pending("x", at(0)).build(), at(5));
     assert_eq!(
         status(&plan).message.as_deref(),
-        Some("step x timed out: running for 5s, longer than its timeout of 5s")
+        Some(
+            "step x timed out: running for 5s, longer than its timeout of 5s (the step's timeout; -1 for none)"
+        )
     );
 }
 
@@ -1661,16 +1673,18 @@ fn terminate_deletes_the_running_jobs_at_once_and_runs_no_exit_step() {
         st.message.as_deref(),
         Some("terminated (spec.shutdown: Terminate)")
     );
-    let halted: Vec<(&str, Option<&str>)> = st
+    let halted: Vec<(&str, Option<&str>, Option<&str>)> = st
         .steps
         .iter()
-        .map(|s| (s.name.as_str(), s.reason.as_deref()))
+        .map(|s| (s.name.as_str(), s.reason.as_deref(), s.message.as_deref()))
         .collect();
+    // `get` shows `reason: message`: the message says what the reason does not.
+    let killed = Some("its pod was killed (spec.shutdown: Terminate)");
     assert_eq!(
         halted,
         [
-            ("b", Some(REASON_TERMINATED)),
-            ("c", Some(REASON_TERMINATED))
+            ("b", Some(REASON_TERMINATED), killed),
+            ("c", Some(REASON_TERMINATED), killed)
         ]
     );
     // Nothing more happens once the Jobs are gone.
@@ -1785,9 +1799,15 @@ fn exit_steps_run_after_success_and_after_failure_told_how_it_ended() {
         .build();
     let plan3 = plan(&ok, &jobs3, at(3));
     assert_eq!(reasons(&plan3), ["AllStepsSucceeded"]);
+    // The message counts the exit steps as the progress does.
+    assert_eq!(status(&plan3).progress.as_deref(), Some("4/4"));
     assert_eq!(
         status(&plan3).message.as_deref(),
-        Some("all 2 steps succeeded")
+        Some("2 steps and 2 exit steps succeeded")
+    );
+    assert_eq!(
+        plan3.events[0].message,
+        "Started -> Completed: 2 steps and 2 exit steps succeeded"
     );
 
     // After failure: the exit steps learn which step failed; the workflow stays failed
@@ -2149,4 +2169,106 @@ fn a_step_that_fans_out_is_queued_while_the_gate_holds_back_all_its_items() {
     assert_eq!(s.message.as_deref(), Some("waiting: 2 of 2"));
     let items = s.items.as_ref().expect("its items counted");
     assert_eq!((items.total, items.running), (3, 0));
+}
+
+#[test]
+fn a_completed_workflow_says_how_many_steps_succeeded_and_were_skipped_as_its_progress_counts_them()
+{
+    let wf = running(
+        WorkFlow::test("w")
+            .step("check", &[])
+            .step("deploy", &["check"])
+            .when(r#"steps.check.outputs.ok == "yes""#)
+            .step("alert", &["check"])
+            .when(r#"steps.check.outputs.ok != "yes""#)
+            .step("page", &["alert"])
+            .when(r#"steps.check.outputs.ok != "yes""#)
+            .build(),
+    );
+    let jobs = Jobs::of(&wf)
+        .succeeded("check")
+        .outputs(Ok(&[("ok", "yes")]))
+        .succeeded("deploy")
+        .build();
+    let done = plan(&wf, &jobs, at(2));
+    assert_eq!(phase(&done), Some(Phase::Completed));
+    assert_eq!(status(&done).progress.as_deref(), Some("2/4"));
+    assert_eq!(
+        status(&done).message.as_deref(),
+        Some("2 steps succeeded, 2 skipped")
+    );
+
+    let one = running(WorkFlow::test("one").step("a", &[]).build());
+    let jobs = Jobs::of(&one).succeeded("a").build();
+    let done = plan(&one, &jobs, at(1));
+    assert_eq!(status(&done).progress.as_deref(), Some("1/1"));
+    assert_eq!(status(&done).message.as_deref(), Some("1 step succeeded"));
+}
+
+#[test]
+fn the_summary_is_the_first_line_of_the_message_cut_to_120_characters() {
+    assert_eq!(
+        summary("step a failed: exit code 1"),
+        "step a failed: exit code 1"
+    );
+    assert_eq!(summary("first line\nsecond line"), "first line");
+    let long = format!("step a failed: {}", "x".repeat(300));
+    let short = summary(&long);
+    assert_eq!(short.chars().count(), SUMMARY_CHARS);
+    assert!(short.starts_with("step a failed: xxx") && short.ends_with("..."));
+    let wide = "é".repeat(200);
+    assert_eq!(summary(&wide).chars().count(), SUMMARY_CHARS);
+}
+
+#[test]
+fn a_long_failure_message_is_summarised_for_the_message_column_and_kept_whole() {
+    let wf = running(WorkFlow::test("w").step("a", &[]).build());
+    let why = format!(
+        "{}\nand a second line",
+        "no space left on device ".repeat(10)
+    );
+    let jobs = Jobs::of(&wf).exited("a", 1, "Error", &why).build();
+    let failed = plan(&wf, &jobs, at(1));
+    assert_eq!(phase(&failed), Some(Phase::Failed));
+    let status = status(&failed);
+    let message = status.message.as_deref().unwrap();
+    assert!(message.contains("and a second line"), "{message}");
+    let summary = status.summary.as_deref().unwrap();
+    assert!(summary.chars().count() <= SUMMARY_CHARS, "{summary}");
+    assert!(
+        summary.starts_with("step a failed: exit code 1"),
+        "{summary}"
+    );
+    assert!(!summary.contains('\n'), "{summary}");
+}
+
+#[test]
+fn a_timed_out_step_says_where_its_limit_came_from() {
+    let wf = running(
+        WorkFlow::test("w")
+            .step("a", &[])
+            .timeout(5)
+            .step("b", &[])
+            .build(),
+    );
+    let jobs = Jobs::of(&wf).active("a", at(0)).active("b", at(0)).build();
+    let failed = plan(&wf, &jobs, at(6));
+    assert_eq!(
+        status(&failed).message.as_deref(),
+        Some(
+            "step a timed out: running for 6s, longer than its timeout of 5s (the step's timeout; -1 for none)"
+        )
+    );
+    assert_eq!(
+        failed.events[0].message,
+        "Started -> Failed: step a timed out: running for 6s, longer than its timeout of 5s (the step's timeout; -1 for none)"
+    );
+    let jobs = Jobs::of(&wf).succeeded("a").active("b", at(0)).build();
+    let failed = plan(&wf, &jobs, at(61));
+    assert_eq!(
+        status(&failed).message.as_deref(),
+        Some(
+            "step b timed out: running for 61s, longer than its timeout of 60s (spec.maxStepTimeout, default 60; -1 for none)"
+        )
+    );
 }

@@ -1,0 +1,466 @@
+//! Every manifest of `examples/` runs, as a user would submit it, to the outcome its comments
+//! promise: each example is a case below, and [`every_example_has_a_case`] fails when a file of
+//! `examples/` has none. Where the comments walk through commands (`run-control.yaml`'s
+//! `suspend`, `resume`, `stop`, `retry`), the case runs them with the `workflow-operator` CLI.
+//!
+//! Run: `cargo test --test it examples::`.
+
+use crate::support;
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use rstest::rstest;
+use serde::Deserialize;
+use serde_json::Value;
+use support::{Namespace, Operator, job_outcome, operator, phase, step_of};
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::{StepPhase, StepStatus};
+use workflow_operator_core::lifecycle::Phase;
+
+/// The examples this file runs, one case each below.
+const EXAMPLES: &[&str] = &[
+    "args",
+    "cleanup",
+    "diamond",
+    "env",
+    "fail-fast-false",
+    "failing",
+    "fan-out",
+    "invalid-cycle",
+    "outputs",
+    "parallelism",
+    "queued",
+    "resources",
+    "retries",
+    "run-control",
+    "secrets-and-volumes",
+    "simple",
+    "start-timeout",
+    "step-timeout",
+    "timeout",
+];
+
+#[test]
+fn every_example_has_a_case() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("examples/")
+        .map(|entry| entry.expect("an entry of examples/").file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let cased: Vec<String> = EXAMPLES.iter().map(|e| format!("{e}.yaml")).collect();
+    assert_eq!(
+        files, cased,
+        "every file of examples/ needs a case in tests/it/examples.rs saying what its comments promise"
+    );
+}
+
+#[rstest]
+#[case::args("args")]
+#[case::cleanup("cleanup")]
+#[case::diamond("diamond")]
+#[case::env("env")]
+#[case::fail_fast_false("fail-fast-false")]
+#[case::failing("failing")]
+#[case::fan_out("fan-out")]
+#[case::invalid_cycle("invalid-cycle")]
+#[case::outputs("outputs")]
+#[case::parallelism("parallelism")]
+#[case::queued("queued")]
+#[case::resources("resources")]
+#[case::retries("retries")]
+#[case::run_control("run-control")]
+#[case::secrets_and_volumes("secrets-and-volumes")]
+#[case::simple("simple")]
+#[case::start_timeout("start-timeout")]
+#[case::step_timeout("step-timeout")]
+#[case::timeout("timeout")]
+#[tokio::test]
+async fn example_runs_to_the_outcome_its_comments_promise(
+    #[case] example: &str,
+    #[future(awt)] operator: Operator,
+) {
+    assert!(
+        EXAMPLES.contains(&example),
+        "{example} is listed in EXAMPLES"
+    );
+    let ns = &operator.ns;
+    create_example(ns, example).await;
+    // Each case a future of its own on the heap: together they overflow a test thread's stack.
+    let case: Pin<Box<dyn Future<Output = ()> + '_>> = match example {
+        "args" => Box::pin(async {
+            ns.expect_completed("args").await;
+            assert_eq!(log_of(ns, "args", "greet").await, "hello from args");
+        }),
+        "cleanup" => Box::pin(async {
+            ns.expect_completed("cleanup").await;
+            // Each succeeded step's pods are deleted; the workflow and its Jobs stay.
+            ns.wait_no_pods("the pods of the succeeded steps", |_| true)
+                .await;
+            assert_eq!(steps_of(&ns.jobs_of("cleanup").await), ["extract", "load"]);
+            assert_eq!(phase(&ns.get("cleanup").await), Some(Phase::Completed));
+        }),
+        "diamond" => Box::pin(async {
+            ns.expect_completed("diamond").await;
+            let jobs = ns.jobs_of("diamond").await;
+            let job = |step: &str| jobs.iter().find(|j| step_of(j) == Some(step)).unwrap();
+            let started = |step: &str| start_time(job(step));
+            let finished = |step: &str| completion_time(job(step));
+            assert!(started("step1") >= finished("step0"));
+            assert!(started("step2") >= finished("step0"));
+            assert!(started("step3") >= finished("step1"));
+            assert!(started("step3") >= finished("step2"));
+        }),
+        "env" => Box::pin(async {
+            ns.expect_completed("env").await;
+            assert_eq!(
+                log_of(ns, "env", "greet").await,
+                format!("hello from greet of env in {}", ns.name)
+            );
+        }),
+        "fail-fast-false" => Box::pin(async {
+            let workflow = ns
+                .expect_failed("fail-fast-false", &["step broken failed"])
+                .await;
+            // `independent` ran to its end although `broken` had failed.
+            assert!(support::executed(&workflow).contains("independent"));
+            assert!(
+                log_of(ns, "fail-fast-false", "independent")
+                    .await
+                    .ends_with("independent done")
+            );
+            assert_eq!(
+                steps_of(&ns.jobs_of("fail-fast-false").await),
+                ["broken", "independent"],
+                "after-broken never starts"
+            );
+        }),
+        "failing" => Box::pin(async {
+            ns.expect_failed("failing", &["step fail failed: exit code 1"])
+                .await;
+            assert_eq!(
+                steps_of(&ns.jobs_of("failing").await),
+                ["fail", "ok"],
+                "after never starts"
+            );
+        }),
+        "fan-out" => Box::pin(async {
+            let workflow = ns.expect_completed("fan-out").await;
+            // Twice (runs: 2): regions, build ×3 items, test ×3, deploy ×3 regions.
+            let jobs = ns.jobs_of("fan-out").await;
+            assert_eq!(jobs.len(), 2 * (1 + 3 + 3 + 3), "{:?}", steps_of(&jobs));
+            assert!(jobs.iter().all(|j| job_outcome(j) == Some(true)));
+            let deploys: Vec<String> = {
+                let mut logs = Vec::new();
+                for job in jobs.iter().filter(|j| step_of(j) == Some("deploy")) {
+                    logs.push(ns.job_log(job).await.trim().to_owned());
+                }
+                logs.sort();
+                logs
+            };
+            assert_eq!(
+                deploys,
+                [
+                    "deploying to ap",
+                    "deploying to ap",
+                    "deploying to eu",
+                    "deploying to eu",
+                    "deploying to us",
+                    "deploying to us"
+                ],
+                "{}",
+                support::describe_status(&workflow)
+            );
+        }),
+        "invalid-cycle" => Box::pin(async {
+            ns.expect_failed(
+                "invalid-cycle",
+                &["invalid workflow: dependency cycle: extract -> transform -> load -> extract"],
+            )
+            .await;
+            assert!(ns.jobs_of("invalid-cycle").await.is_empty());
+        }),
+        "outputs" => Box::pin(async {
+            let workflow = ns.expect_completed("outputs").await;
+            assert_eq!(log_of(ns, "outputs", "deploy").await, "deploying 1.4.2");
+            assert_eq!(
+                step_status(&workflow, "alert").map(|s| s.phase),
+                Some(StepPhase::Skipped),
+                "{}",
+                support::describe_status(&workflow)
+            );
+            assert_eq!(
+                log_of(ns, "outputs", "report").await,
+                "deploy ran, alert skipped"
+            );
+            assert_eq!(
+                steps_of(&ns.jobs_of("outputs").await),
+                ["check", "deploy", "report"]
+            );
+        }),
+        "parallelism" => Box::pin(async {
+            let history =
+                support::wait_for_history(&ns.workflows(), "parallelism", "Completed", |wf| {
+                    wf.is_some_and(|wf| phase(wf) == Some(Phase::Completed))
+                })
+                .await;
+            let most = history
+                .iter()
+                .map(|wf| support::started(wf).len())
+                .max()
+                .unwrap_or_default();
+            assert!(most <= 2, "at most two steps run at once, saw {most}");
+            assert_eq!(support::executed(&ns.get("parallelism").await).len(), 6);
+        }),
+        "queued" => Box::pin(async {
+            let workflow = ns.expect_completed("queued").await;
+            assert_eq!(support::executed(&workflow).len(), 5);
+        }),
+        "resources" => Box::pin(async {
+            ns.expect_completed("resources").await;
+            let jobs = ns.jobs_of("resources").await;
+            let container = &jobs[0]
+                .spec
+                .as_ref()
+                .unwrap()
+                .template
+                .spec
+                .as_ref()
+                .unwrap()
+                .containers[0];
+            let resources = serde_json::to_value(container.resources.as_ref().unwrap()).unwrap();
+            assert_eq!(
+                resources,
+                serde_json::json!({
+                    "requests": {"cpu": "100m", "memory": "16Mi"},
+                    "limits": {"cpu": "1", "memory": "64Mi"},
+                })
+            );
+        }),
+        "retries" => Box::pin(async {
+            let workflow = ns.expect_failed("retries", &["step flaky failed"]).await;
+            assert_eq!(
+                step_status(&workflow, "flaky").and_then(|s| s.attempts),
+                Some(3),
+                "{}",
+                support::describe_status(&workflow)
+            );
+        }),
+        "run-control" => Box::pin(run_control(&operator)),
+        "secrets-and-volumes" => Box::pin(async {
+            ns.expect_completed("secrets-and-volumes").await;
+            assert_eq!(
+                log_of(ns, "secrets-and-volumes", "read").await,
+                "password=s3cret greeting=hello file=hello"
+            );
+        }),
+        "simple" => Box::pin(async {
+            let workflow = ns.expect_completed("simple").await;
+            assert_eq!(support::executed(&workflow).len(), 3);
+        }),
+        "start-timeout" => Box::pin(async {
+            let workflow = ns
+                .wait_terminal_within("start-timeout", Duration::from_secs(90))
+                .await;
+            assert_eq!(phase(&workflow), Some(Phase::Failed));
+            let message = support::message(&workflow);
+            assert!(
+                message.contains(
+                    r#"step db cannot start: CreateContainerConfigError: secret "missing-creds" not found"#
+                ),
+                "{message}"
+            );
+        }),
+        "step-timeout" => Box::pin(async {
+            let workflow = ns.expect_completed("step-timeout").await;
+            assert_eq!(support::executed(&workflow).len(), 2);
+        }),
+        "timeout" => Box::pin(async {
+            ns.expect_failed("timeout", &["step slow timed out"]).await;
+        }),
+        other => panic!("no case for examples/{other}.yaml"),
+    };
+    case.await;
+}
+
+/// `run-control.yaml`'s walk-through: suspend (build goes on, test does not start), resume, stop
+/// (build finishes, report runs, Failed), retry (test and publish run, build keeps its Job).
+async fn run_control(operator: &Operator) {
+    let ns = &operator.ns;
+    ns.wait_step_job("run-control", "build", "created", |_| true)
+        .await;
+    cli(ns, &["suspend", "run-control"]).await;
+    ns.wait_workflow("run-control", "Suspended", |wf| {
+        phase(wf) == Some(Phase::Suspended)
+    })
+    .await;
+    cli(ns, &["resume", "run-control"]).await;
+    ns.wait_workflow("run-control", "Started again", |wf| {
+        phase(wf) == Some(Phase::Started)
+    })
+    .await;
+    cli(ns, &["stop", "run-control"]).await;
+    // `build` sleeps a minute (time to type the commands above).
+    let stopped = ns
+        .wait_terminal_within("run-control", Duration::from_secs(150))
+        .await;
+    assert_eq!(
+        phase(&stopped),
+        Some(Phase::Failed),
+        "{}",
+        support::describe_status(&stopped)
+    );
+    assert!(
+        support::message(&stopped).starts_with("stopped"),
+        "{}",
+        support::describe_status(&stopped)
+    );
+    let jobs = ns.jobs_of("run-control").await;
+    assert_eq!(steps_of(&jobs), ["build", "report"], "test did not start");
+    let report = jobs.iter().find(|j| step_of(j) == Some("report")).unwrap();
+    let log = ns.job_log(report).await;
+    assert!(
+        log.starts_with("workflow run-control ended Failed; failed steps:"),
+        "the exit step is told how the workflow ended: {log:?}"
+    );
+
+    cli(ns, &["retry", "run-control"]).await;
+    let retried = ns
+        .wait_workflow("run-control", "the end of the retry", |wf| {
+            support::is_terminal(wf)
+                && wf.status.as_ref().and_then(|s| s.retry) == Some(wf.spec.retry)
+        })
+        .await;
+    assert_eq!(
+        phase(&retried),
+        Some(Phase::Completed),
+        "{}",
+        support::describe_status(&retried)
+    );
+    let jobs = ns.jobs_of("run-control").await;
+    assert_eq!(
+        jobs.iter().filter(|j| step_of(j) == Some("build")).count(),
+        1,
+        "build keeps its Job: {:?}",
+        steps_of(&jobs)
+    );
+    for step in ["test", "publish"] {
+        assert!(
+            jobs.iter()
+                .any(|j| step_of(j) == Some(step) && job_outcome(j) == Some(true)),
+            "{step} ran after the retry: {:?}",
+            steps_of(&jobs)
+        );
+    }
+}
+
+/// Creates every object of `examples/NAME.yaml` in the test's namespace, as `kubectl create -f`
+/// would (the examples hold WorkFlows and, for `secrets-and-volumes`, what its step reads).
+async fn create_example(ns: &Namespace, name: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.yaml"));
+    let text = std::fs::read_to_string(&path).expect("the example reads");
+    let post = PostParams::default();
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let object = Value::deserialize(document).expect("the example is YAML");
+        if object.is_null() {
+            continue;
+        }
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        let client = ns.client();
+        match kind.as_str() {
+            "WorkFlow" => {
+                let workflow: WorkFlow = serde_json::from_value(object).unwrap();
+                Api::<WorkFlow>::namespaced(client, &ns.name)
+                    .create(&post, &workflow)
+                    .await
+                    .map(|_| ())
+            }
+            "Secret" => {
+                let secret: Secret = serde_json::from_value(object).unwrap();
+                Api::<Secret>::namespaced(client, &ns.name)
+                    .create(&post, &secret)
+                    .await
+                    .map(|_| ())
+            }
+            "ConfigMap" => {
+                let map: ConfigMap = serde_json::from_value(object).unwrap();
+                Api::<ConfigMap>::namespaced(client, &ns.name)
+                    .create(&post, &map)
+                    .await
+                    .map(|_| ())
+            }
+            "ServiceAccount" => {
+                let account: ServiceAccount = serde_json::from_value(object).unwrap();
+                Api::<ServiceAccount>::namespaced(client, &ns.name)
+                    .create(&post, &account)
+                    .await
+                    .map(|_| ())
+            }
+            other => panic!("examples/{name}.yaml: no way to create a {other} here"),
+        }
+        .unwrap_or_else(|e| panic!("creating the {kind} of examples/{name}.yaml: {e}"));
+    }
+}
+
+/// Runs `workflow-operator ARGS -n NAMESPACE`, which must succeed.
+async fn cli(ns: &Namespace, args: &[&str]) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"));
+    command.args(args).args(["-n", &ns.name]);
+    if let Some(dev) = ns.cluster.dev() {
+        command.env("KUBECONFIG", dev.kubeconfig_path());
+    }
+    let output = command
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("workflow-operator runs");
+    assert!(
+        output.status.success(),
+        "workflow-operator {args:?}:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The steps of `jobs`, sorted.
+fn steps_of(jobs: &[Job]) -> Vec<String> {
+    support::jobs_named(jobs)
+}
+
+/// The log of the (only) Job of `step`, trimmed.
+async fn log_of(ns: &Namespace, workflow: &str, step: &str) -> String {
+    let jobs = ns.jobs_of(workflow).await;
+    let job = jobs
+        .iter()
+        .find(|j| step_of(j) == Some(step))
+        .unwrap_or_else(|| panic!("a Job of step {step}: {:?}", steps_of(&jobs)));
+    ns.job_log(job).await.trim().to_owned()
+}
+
+fn step_status<'a>(workflow: &'a WorkFlow, step: &str) -> Option<&'a StepStatus> {
+    workflow
+        .status
+        .as_ref()?
+        .steps
+        .iter()
+        .find(|s| s.name == step)
+}
+
+fn start_time(job: &Job) -> Time {
+    let time = job.status.as_ref().and_then(|s| s.start_time.clone());
+    time.unwrap_or_else(|| panic!("Job {} started", job.name_any()))
+}
+
+fn completion_time(job: &Job) -> Time {
+    let time = job.status.as_ref().and_then(|s| s.completion_time.clone());
+    time.unwrap_or_else(|| panic!("Job {} completed", job.name_any()))
+}
