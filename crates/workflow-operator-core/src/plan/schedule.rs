@@ -287,13 +287,18 @@ impl<'a> Planner<'a> {
         if !spec.suspend {
             wanted = (view.ready.iter().take(self.slots(view.running)).copied()).collect();
         }
-        let (created, held): (Vec<Unit>, Vec<Unit>) =
-            (wanted.iter()).partition(|u| self.gate.admits(&self.job_name(exit_dag.name(u.node))));
-        for &unit in &created {
+        let (mut created, mut held) = (Vec::new(), Vec::new());
+        for &unit in &wanted {
             let step = exit_dag.name(unit.node);
+            let job_name = self.job_name(step);
+            if !self.gate.admits(&job_name) {
+                held.push(unit);
+                continue;
+            }
+            created.push(unit);
             self.actions.push(Action::CreateJob {
                 step: step.to_string(),
-                job_name: self.job_name(step),
+                job_name,
                 retry: spec.retry,
                 exit: Some(exit_env.clone()),
                 inputs: view.inputs.get(&unit.node).cloned().unwrap_or_default(),
@@ -355,9 +360,10 @@ impl<'a> Planner<'a> {
                 let units: Vec<Unit> = view.ready.iter().take(take).copied().collect();
                 for unit in units {
                     let name = view.display(unit);
-                    if self.gate.admits(&self.job_name(&name)) {
+                    let job_name = self.job_name(&name);
+                    if self.gate.admits(&job_name) {
                         created.push(unit);
-                        self.create(dag, view, unit);
+                        self.create(dag, view, unit, job_name);
                     } else {
                         held.push(unit);
                     }
@@ -374,9 +380,8 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Creates the Job of `unit` of `view`.
-    fn create(&mut self, dag: &Dag, view: &mut View<'a>, unit: Unit) {
-        let name = view.display(unit);
+    /// Creates the Job named `job_name` of `unit` of `view`.
+    fn create(&mut self, dag: &Dag, view: &mut View<'a>, unit: Unit, job_name: String) {
         let item = unit.item.and_then(|item| {
             let items = view.fans.get(&unit.node)?.items.as_ref()?;
             Some(fan_out::Item {
@@ -391,7 +396,7 @@ impl<'a> Planner<'a> {
         };
         self.actions.push(Action::CreateJob {
             step: dag.name(unit.node).to_string(),
-            job_name: self.job_name(&name),
+            job_name,
             retry: self.workflow.spec.retry,
             exit: None,
             inputs: inputs.unwrap_or_default(),
