@@ -141,6 +141,9 @@ fn bench(c: &mut Criterion) {
                 queue_name: None,
                 priority_class_name: None,
                 queue_timeout: None,
+                arguments: None,
+                templates: Vec::new(),
+                workflow_template_ref: None,
             },
         );
         let mut wf = WorkFlow {

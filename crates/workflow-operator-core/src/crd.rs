@@ -17,6 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::lifecycle::Phase;
+use super::template::{Arguments, ResolvedTemplate, Template, TemplateRef, WorkflowTemplateRef};
 
 /// The seed's default for `maxStepTimeout`, in seconds.
 pub const DEFAULT_MAX_STEP_TIMEOUT: i64 = 60;
@@ -69,10 +70,31 @@ pub struct WorkFlowSpec {
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "self != 0", "message": "must not be 0 (use -1 for unlimited)"}]))]
     pub max_step_timeout: i64,
 
-    /// The steps, one Kubernetes Job each, run in an order that respects `dependsOn`.
-    #[schemars(length(min = 1))]
-    #[serde(deserialize_with = "exact_vec")]
+    /// The steps, one Kubernetes Job each, run in an order that respects `dependsOn`. At
+    /// least one, unless `workflowTemplateRef` gives them.
+    #[serde(default, deserialize_with = "exact_vec")]
     pub containers: Vec<Step>,
+
+    /// The workflow's parameters, `{{workflow.parameters.NAME}}` in the strings a step runs
+    /// with and `workflow.parameters.NAME` in a `when`: each a `name`, a `value` (none means
+    /// it must be given at submit), the values allowed (`enum`) and a `description`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Box<Arguments>>,
+
+    /// Step definitions that steps call by name (`template: NAME`) with `arguments`: a
+    /// container step's fields, or a `dag` of steps. Expanded before the workflow runs: a step
+    /// calling a `dag` template becomes its steps, named `STEP/INNER`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::template::templates_schema")]
+    pub templates: Vec<Template>,
+
+    /// Run a shared template's whole spec (a WorkFlowTemplate, or with `clusterScope` a
+    /// ClusterWorkFlowTemplate): the workflow then has no `containers`, `templates` or
+    /// `onExit` of its own, and what else it sets (`arguments` by name, `parallelism`, ...)
+    /// overrides the template's. Read once, when the operator first handles the workflow
+    /// (`status.resolvedTemplates`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_template_ref: Option<Box<WorkflowTemplateRef>>,
 
     /// Most steps running at once; absent means no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -323,7 +345,8 @@ pub struct Step {
     #[schemars(length(min = 1, max = 253))]
     pub step_name: String,
 
-    /// The container image to run.
+    /// The container image to run; required unless the step calls a template.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1))]
     pub image: String,
 
@@ -414,6 +437,21 @@ pub struct Step {
     /// below `start`), as Argo's `withSequence`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub with_sequence: Option<Box<Sequence>>,
+
+    /// Calls the template of this name in `spec.templates`: the step is that template, with
+    /// the fields it sets itself adding to or overriding the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub template: Option<Box<str>>,
+
+    /// Calls a template of a shared WorkFlowTemplate (or ClusterWorkFlowTemplate), as
+    /// `template` does one of this workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_ref: Option<Box<TemplateRef>>,
+
+    /// The values of the called template's inputs, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Box<Arguments>>,
 }
 
 /// `withItems`: the items a step runs once per, as written (strings, numbers or objects).
@@ -523,6 +561,16 @@ pub struct WorkFlowStatus {
     /// are its Job's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepStatus>,
+
+    /// The shared templates the workflow uses (`workflowTemplateRef`, `templateRef`), as the
+    /// operator read them when it first handled the workflow: what it runs, on every retry
+    /// and restart, whatever becomes of the templates.
+    #[serde(
+        rename = "resolvedTemplates",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resolved_templates: Vec<ResolvedTemplate>,
 }
 
 /// Where one step stands. The names are a contract: the CLI, scripts and the web view read them.
@@ -861,7 +909,9 @@ mod tests {
             spec["properties"]["maxStepTimeout"]["minimum"].as_f64(),
             Some(-1.0)
         );
-        assert_eq!(spec["properties"]["containers"]["minItems"], 1);
+        // Not required, nor `minItems`: a workflow may take its steps from a shared template
+        // (`workflowTemplateRef`); the operator refuses one with neither, naming it.
+        assert_eq!(spec["properties"]["containers"]["minItems"], Value::Null);
         assert_eq!(
             spec["properties"]["parallelism"]["minimum"].as_f64(),
             Some(1.0)
@@ -881,8 +931,17 @@ mod tests {
         assert_eq!(step["properties"]["retries"]["minimum"].as_f64(), Some(0.0));
         let required: Vec<_> = step["required"].as_array().unwrap().iter().collect();
         assert!(required.contains(&&Value::from("stepName")), "{required:?}");
-        assert!(required.contains(&&Value::from("image")), "{required:?}");
-        assert_eq!(spec["required"], serde_json::json!(["containers"]));
+        // A step calling a template takes its image from it.
+        assert!(!required.contains(&&Value::from("image")), "{required:?}");
+        assert_eq!(step["properties"]["image"]["minLength"], 1);
+        assert_eq!(spec["required"], Value::Null);
+        let template = &spec["properties"]["templates"]["items"];
+        assert_eq!(template["required"], serde_json::json!(["name"]));
+        assert_eq!(template["properties"]["stepName"], Value::Null);
+        assert_eq!(
+            template["properties"]["dag"]["items"]["properties"]["stepName"]["minLength"],
+            1
+        );
     }
 
     #[test]
@@ -952,13 +1011,15 @@ spec:
     fn a_step_holds_its_rarely_set_kubernetes_types_out_of_line() {
         let size = std::mem::size_of::<Step>();
         // 280 before `when` (a boxed str: 16 bytes); the three fan-out fields are a box each
-        // (8 bytes), not 64 inline.
-        assert!(size <= 320, "a Step is {size} bytes");
+        // (8 bytes), not 64 inline; the template call 32 (`template` a boxed str, the
+        // reference and the arguments a box each).
+        assert!(size <= 352, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing
-        // (`priority`, `queueName`, `priorityClassName`, `queueTimeout`) 56.
-        assert!(spec <= 176, "a WorkFlowSpec is {spec} bytes");
+        // (`priority`, `queueName`, `priorityClassName`, `queueTimeout`) 56; templates and
+        // parameters 40 (`templates` a Vec, `arguments` and `workflowTemplateRef` a box each).
+        assert!(spec <= 216, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

@@ -94,6 +94,10 @@ pub enum DagError {
     /// dependencies, a cycle).
     #[error("onExit: {0}")]
     Exit(Box<DagError>),
+    /// The workflow's templates and parameters do not expand into steps (see `template`):
+    /// every problem, each naming its place.
+    #[error("{0}")]
+    Template(String),
 }
 
 /// A validated step graph. Step indices are positions in the spec's `containers`.

@@ -7,7 +7,7 @@
 //! says whose outputs must be read (only those: reading them costs a pod list per step) and
 //! holds the compiled `when`s and fan-outs.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::crd::{Step, WorkFlowSpec};
@@ -45,7 +45,7 @@ pub fn texts(step: &Step) -> impl Iterator<Item = &str> {
     let command = step.command.iter().flatten();
     let args = step.args.iter().flatten();
     let env = step.env.iter().filter_map(|e| e.value.as_ref());
-    command.chain(args).chain(env).map(String::as_str)
+    std::iter::once(step.image.as_str()).chain(command.chain(args).chain(env).map(String::as_str))
 }
 
 /// Checks the references, `when`s and fan-outs of `spec` against its DAGs.
@@ -54,6 +54,12 @@ pub fn texts(step: &Step) -> impl Iterator<Item = &str> {
 /// The first bad one, naming the step and the reference.
 pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataFlow, DagError> {
     let mut flow = DataFlow::default();
+    let parameters: BTreeMap<String, String> = spec
+        .arguments
+        .iter()
+        .flat_map(|a| &a.parameters)
+        .filter_map(|p| Some((p.name.clone(), p.value.clone()?)))
+        .collect();
     for (i, step) in spec.containers.iter().enumerate() {
         let fan_out = FanOut::compile(step, dag).map_err(|problem| DagError::FanOut {
             step: step.step_name.clone(),
@@ -68,7 +74,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
         let upstream = |name: &str| dag.index_of(name).filter(|&j| runs_before(dag, j, i));
         let fan_out = flow.fan_out.get(&i).cloned();
         check_step(step, dag, &upstream, fan_out.as_ref(), &mut flow)?;
-        if let Some(when) = compile_when(step)? {
+        if let Some(when) = compile_when(step, &parameters)? {
             flow.when.insert(i, when);
         }
     }
@@ -94,7 +100,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
                      step cannot tell which run's",
                 ));
             }
-            if let Some(when) = compile_when(step)? {
+            if let Some(when) = compile_when(step, &parameters)? {
                 flow.exit_when.insert(i, when);
             }
         }
@@ -226,11 +232,14 @@ fn check_item(
     Ok(())
 }
 
-fn compile_when(step: &Step) -> Result<Option<Arc<When>>, DagError> {
+fn compile_when(
+    step: &Step,
+    parameters: &BTreeMap<String, String>,
+) -> Result<Option<Arc<When>>, DagError> {
     let Some(expression) = step.when.as_deref() else {
         return Ok(None);
     };
-    When::compile(expression)
+    When::compile_with(expression, parameters)
         .map(|w| Some(Arc::new(w)))
         .map_err(|problem| DagError::Reference {
             step: step.step_name.clone(),

@@ -109,6 +109,32 @@ impl FanOut {
     }
 }
 
+/// The items of a step that fans out over a list the spec holds (`withItems`,
+/// `withSequence`): what a call of a `dag` template runs the DAG once per. `None` for a step
+/// that does not fan out.
+///
+/// # Errors
+/// As [`FanOut::compile`]; a `withParam` (known only once a step ran) is refused.
+pub fn static_items(step: &Step) -> Result<Option<Vec<Value>>, String> {
+    if step.with_param.is_some() {
+        return Err("has withParam: its items are known only once a step ran, so it cannot                     run a dag template per item (use withItems or withSequence)"
+            .into());
+    }
+    if step.with_items.is_some() && step.with_sequence.is_some() {
+        return Err("has both withItems and withSequence: a step fans out over one list".into());
+    }
+    if let Some(items) = &step.with_items {
+        within_limit(items.0.len())?;
+        return Ok(Some(items.0.clone()));
+    }
+    let Some(sequence) = &step.with_sequence else {
+        return Ok(None);
+    };
+    let fan_out = sequence_of(sequence)?;
+    let list = ItemList::of_spec(step, &fan_out).expect("a sequence lists its items");
+    Ok(Some((0..list.len()).map(|i| list.get(i)).collect()))
+}
+
 fn not_a_param(text: &str) -> String {
     format!(
         "has withParam {text:?}, which is not one {{{{steps.NAME.outputs.KEY}}}} (the output, a \

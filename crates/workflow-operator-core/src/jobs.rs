@@ -391,7 +391,7 @@ impl<'a> StepJob<'a> {
             });
         Container {
             name: names::dns_label(&step.step_name),
-            image: Some(step.image.clone()),
+            image: Some(self.fill(&step.image)),
             command: fill_all(&step.command),
             args: fill_all(&step.args),
             termination_message_path: Some(outputs::OUTPUTS_PATH.to_string()),

@@ -13,6 +13,7 @@
 //!   whole DAG run `spec.runs` times: compiled fan-outs, items and instance names.
 //! - [`outputs`]: a step's outputs (its termination message) and `{{steps.X.outputs.K}}`.
 //! - [`when`]: a step's `when` condition, a CEL expression over its upstream outputs.
+//! - [`template`]: templates and parameters, expanded into plain steps before planning.
 //! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
 //! - [`incremental`]: the planner updated by one Job change in O(degree), for Job events.
 //! - [`jobs`]: building a step's Job; reading Jobs back as plain data; relabel patches.
@@ -38,6 +39,7 @@ pub mod object_instance;
 pub mod outputs;
 pub mod plan;
 pub mod step_view;
+pub mod template;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod when;

@@ -52,6 +52,9 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         with_items: None,
         with_param: None,
         with_sequence: None,
+        template: None,
+        template_ref: None,
+        arguments: None,
     }
 }
 
@@ -87,6 +90,9 @@ impl WorkFlow {
             queue_name: None,
             priority_class_name: None,
             queue_timeout: None,
+            arguments: None,
+            templates: Vec::new(),
+            workflow_template_ref: None,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {

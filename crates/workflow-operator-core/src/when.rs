@@ -8,7 +8,7 @@
 //! [`When::compile`] is the check at create (it parses, names only `steps`, and only steps
 //! that exist); [`When::evaluate`] runs it once the step is ready.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
 
 use kube_cel::KubeCelExt;
@@ -24,6 +24,8 @@ pub struct When {
     program: Program,
     /// The steps it names, in the order first named.
     steps: Vec<String>,
+    /// `workflow.parameters`, when it names them.
+    workflow: Option<Value>,
 }
 
 /// What an upstream step tells a `when`.
@@ -48,20 +50,37 @@ impl When {
     /// Why it cannot run: it does not parse, or it names a variable other than `steps`, or it
     /// names no step at all through `steps` in a way that can be checked.
     pub fn compile(expression: &str) -> Result<When, String> {
+        When::compile_with(expression, &BTreeMap::new())
+    }
+
+    /// [`When::compile`] for a workflow whose parameters are `parameters` (name to value):
+    /// the expression may also read `workflow.parameters.NAME`.
+    ///
+    /// # Errors
+    /// As [`When::compile`], and a parameter named that the workflow does not declare.
+    pub fn compile_with(
+        expression: &str,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<When, String> {
         let program = Program::compile(expression)
             .map_err(|e| format!("does not compile: {}", one_line(&e.to_string())))?;
         let references = program.references();
-        let mut others: Vec<&str> = references
-            .variables()
-            .into_iter()
-            .filter(|v| *v != "steps")
+        let variables = references.variables();
+        let mut others: Vec<&str> = variables
+            .iter()
+            .copied()
+            .filter(|v| *v != "steps" && *v != "workflow")
             .collect();
         others.sort_unstable();
         if let Some(other) = others.first() {
             return Err(format!(
-                "names {other:?}: a when may name only steps (steps.NAME.outputs.KEY, steps.NAME.phase)"
+                "names {other:?}: a when may name only steps (steps.NAME.outputs.KEY, steps.NAME.phase) and workflow.parameters.NAME"
             ));
         }
+        let workflow = variables
+            .contains(&"workflow")
+            .then(|| workflow_variable(expression, parameters))
+            .transpose()?;
         let mut steps: Vec<String> = Vec::new();
         for found in STEP_NAMES.captures_iter(expression) {
             let name = found
@@ -73,7 +92,11 @@ impl When {
                 steps.push(name.to_string());
             }
         }
-        Ok(When { program, steps })
+        Ok(When {
+            program,
+            steps,
+            workflow,
+        })
     }
 
     /// The steps the expression names.
@@ -110,6 +133,9 @@ impl When {
         BASE.with(|base| {
             let mut context = base.new_inner_scope();
             context.add_variable_from_value("steps", Value::Map(Map::from(steps)));
+            if let Some(workflow) = &self.workflow {
+                context.add_variable_from_value("workflow", workflow.clone());
+            }
             match self.program.execute(&context) {
                 Ok(Value::Bool(b)) => Ok(b),
                 Ok(other) => Err(format!("is {other:?}, not a bool")),
@@ -117,6 +143,64 @@ impl When {
             }
         })
     }
+}
+
+/// `workflow.NAME` as an expression may name it: `workflow.parameters.NAME`.
+static PARAMETER_NAMES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bworkflow\s*\.\s*(\w+)(?:\s*\.\s*([A-Za-z_][A-Za-z0-9_-]*))?")
+        .expect("a valid regex")
+});
+
+/// The `workflow` variable of `expression`, checking each parameter it names is declared.
+fn workflow_variable(
+    expression: &str,
+    parameters: &BTreeMap<String, String>,
+) -> Result<Value, String> {
+    for found in PARAMETER_NAMES.captures_iter(expression) {
+        let field = &found[1];
+        let name = found.get(2).map_or("", |m| m.as_str());
+        if field != "parameters" {
+            return Err(format!(
+                "names workflow.{field}: a when may read only workflow.parameters.NAME"
+            ));
+        }
+        if !name.is_empty() && !parameters.contains_key(name) {
+            let declared: Vec<&str> = parameters.keys().map(String::as_str).collect();
+            return Err(format!(
+                "names workflow.parameters.{name}, which the workflow does not declare (parameters: {})",
+                if declared.is_empty() {
+                    "none".to_string()
+                } else {
+                    declared.join(", ")
+                }
+            ));
+        }
+    }
+    let values: HashMap<Key, Value> = parameters
+        .iter()
+        .map(|(k, v)| (Key::from(k.as_str()), Value::from(v.as_str())))
+        .collect();
+    let fields: HashMap<Key, Value> =
+        [(Key::from("parameters"), Value::Map(Map::from(values)))].into();
+    Ok(Value::Map(Map::from(fields)))
+}
+
+/// `expression` with each step it names through `steps` renamed by `rename` (a step of a
+/// `dag` template becomes `STEP/NAME` once called), written `steps["NEW"]`.
+pub fn rename_steps(expression: &str, rename: &dyn Fn(&str) -> Option<String>) -> String {
+    STEP_NAMES
+        .replace_all(expression, |found: &regex::Captures<'_>| {
+            let name = found
+                .get(1)
+                .or_else(|| found.get(2))
+                .or_else(|| found.get(3))
+                .map_or("", |m| m.as_str());
+            match rename(name) {
+                Some(renamed) => format!("steps[{renamed:?}]"),
+                None => found[0].to_string(),
+            }
+        })
+        .into_owned()
 }
 
 fn one_line(text: &str) -> String {
@@ -167,6 +251,39 @@ mod tests {
             When::compile(r#"steps.check.outputs.ok == "true" && steps['my-step'].phase != """#)
                 .unwrap();
         assert_eq!(when.steps(), ["check", "my-step"]);
+    }
+
+    #[test]
+    fn a_when_reads_the_workflows_parameters_and_only_those_declared() {
+        let parameters: BTreeMap<String, String> =
+            [("target".to_string(), "linux".to_string())].into();
+        let upstream = HashMap::new();
+        let when =
+            When::compile_with(r#"workflow.parameters.target == "linux""#, &parameters).unwrap();
+        assert_eq!(when.evaluate(&upstream), Ok(true));
+        let when =
+            When::compile_with(r#"workflow.parameters.target != "linux""#, &parameters).unwrap();
+        assert_eq!(when.evaluate(&upstream), Ok(false));
+        let error =
+            When::compile_with("workflow.parameters.tagret == 'x'", &parameters).unwrap_err();
+        assert!(
+            error.contains("tagret") && error.contains("parameters: target"),
+            "{error}"
+        );
+        let error = When::compile("workflow.parameters.target == 'x'").unwrap_err();
+        assert!(error.contains("parameters: none"), "{error}");
+    }
+
+    #[test]
+    fn the_steps_a_when_names_are_renamed() {
+        let rename = |s: &str| (s != "outer").then(|| format!("linux/{s}"));
+        assert_eq!(
+            rename_steps(
+                r#"steps.build.phase == "Succeeded" && steps['my-test'].outputs.ok == "1" && steps.outer.phase != """#,
+                &rename
+            ),
+            r#"steps["linux/build"].phase == "Succeeded" && steps["linux/my-test"].outputs.ok == "1" && steps.outer.phase != """#
+        );
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod render;
 mod run_control;
 mod schedule;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -49,6 +50,7 @@ use super::fan_out::{self, FanOut, Instance, ItemList};
 use super::lifecycle::{Phase, Transition, Trigger};
 use super::names;
 use super::outputs::{self, Inputs, Outputs, Source};
+use super::template;
 use super::when::Upstream;
 
 use deadlines::deadline;
@@ -315,6 +317,39 @@ impl Compiled {
             flow,
         }
     }
+
+    /// A spec refused before its DAG was built (its templates do not expand): `problem` fails
+    /// the workflow.
+    pub fn refused(spec: &WorkFlowSpec, problem: String) -> Compiled {
+        Compiled {
+            run: names::run_id(spec),
+            dag: Err(DagError::Template(problem)),
+            exit: None,
+            flow: DataFlow::default(),
+        }
+    }
+}
+
+/// `workflow` as the planner sees it, and its [`Compiled`]: templates and parameters expanded
+/// into plain steps (a copy, made only when the spec uses them; `None` otherwise). A spec that
+/// does not expand compiles to its problems, which fail the workflow.
+pub fn prepare(workflow: &WorkFlow) -> (Option<WorkFlow>, Compiled) {
+    match template::expand(workflow) {
+        Ok(Cow::Borrowed(spec)) => (None, Compiled::new(spec)),
+        Ok(Cow::Owned(spec)) => {
+            let compiled = Compiled::new(&spec);
+            let expanded = WorkFlow {
+                metadata: workflow.metadata.clone(),
+                spec,
+                status: workflow.status.clone(),
+            };
+            (Some(expanded), compiled)
+        }
+        Err(problems) => (
+            None,
+            Compiled::refused(&workflow.spec, problems.to_string()),
+        ),
+    }
 }
 
 /// A gate on starting steps, given to the planner: which of the Jobs it would create may be
@@ -345,9 +380,11 @@ impl Gate {
     }
 }
 
-/// Plans `workflow` given its Jobs (of every run) at time `now`. See [`plan_compiled`].
+/// Plans `workflow` given its Jobs (of every run) at time `now`, its templates expanded
+/// first ([`prepare`]). See [`plan_compiled`].
 pub fn plan(workflow: &WorkFlow, jobs: &[ObservedJob], now: Timestamp) -> Plan {
-    plan_compiled(workflow, &Compiled::new(&workflow.spec), jobs, now)
+    let (expanded, compiled) = prepare(workflow);
+    plan_compiled(expanded.as_ref().unwrap_or(workflow), &compiled, jobs, now)
 }
 
 /// Plans `workflow` with `compiled`, which must have been made from `workflow.spec`.
@@ -494,6 +531,7 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     conditions: Vec::new(),
     retry: None,
     steps: Vec::new(),
+    resolved_templates: Vec::new(),
 };
 
 #[cfg(test)]

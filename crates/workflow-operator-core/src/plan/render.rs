@@ -485,6 +485,7 @@ impl<'a> Planner<'a> {
                 observed_generation: generation,
                 run: Some(self.run.to_string()),
                 retry: (self.workflow.spec.retry != 0).then_some(self.workflow.spec.retry),
+                resolved_templates: previous.resolved_templates.clone(),
             },
             // Terminal: keep everything but the bookkeeping.
             None => WorkFlowStatus {

@@ -1,0 +1,529 @@
+//! Template calls made plain steps: a step calling a container template becomes that
+//! template with its own fields over it; a step calling a `dag` template becomes the
+//! template's steps, named `STEP/INNER` (`STEP[i]/INNER` per item when it fans out), the inner
+//! roots waiting on the step's `dependsOn` and the step's dependents on the inner leaves.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::fill::{Vars, fill_json, rename_outputs};
+use super::merge::step_over_template;
+use super::types::{Parameter, ResolvedTemplate, Source, Template};
+use crate::crd::Step;
+use crate::fan_out;
+use crate::outputs;
+use crate::when;
+
+/// The templates a step's `template: NAME` is looked up in: the workflow's own, or those of
+/// the shared template a `templateRef` reached.
+#[derive(Clone, Copy)]
+pub(super) struct Scope<'a> {
+    /// The shared template, or `None` for the workflow's own.
+    pub(super) origin: Option<&'a ResolvedTemplate>,
+    pub(super) templates: &'a [Template],
+}
+
+/// What one step became.
+enum Expanded {
+    /// One step.
+    Step(Step),
+    /// The steps of a `dag` template (names local to the calling level) and which of them
+    /// the caller's dependents wait on.
+    Dag {
+        steps: Vec<Step>,
+        leaves: Vec<String>,
+    },
+    /// Nothing: the problem is recorded.
+    Refused,
+}
+
+/// Expands calls against `resolved` (the shared templates read for the workflow), collecting
+/// every problem rather than stopping at the first.
+pub(super) struct Expander<'a> {
+    pub(super) resolved: &'a [ResolvedTemplate],
+    pub(super) namespace: &'a str,
+    /// `workflow.*` forms.
+    pub(super) workflow: Vars,
+    pub(super) problems: Vec<String>,
+    /// The templates being expanded, outermost first: a call of one of them is a cycle.
+    stack: Vec<String>,
+}
+
+impl<'a> Expander<'a> {
+    pub(super) fn new(
+        resolved: &'a [ResolvedTemplate],
+        namespace: &'a str,
+        workflow: Vars,
+    ) -> Self {
+        Expander {
+            resolved,
+            namespace,
+            workflow,
+            problems: Vec::new(),
+            stack: Vec::new(),
+        }
+    }
+
+    /// The steps of one level (the workflow's `containers` or `onExit`, or a `dag`
+    /// template's), calls expanded, `dependsOn` on a `dag` call rewired to its leaves. `at`
+    /// prefixes the step names in problems (`linux/` inside the call `linux`).
+    pub(super) fn level(
+        &mut self,
+        steps: &[Step],
+        scope: Scope<'a>,
+        vars: &Vars,
+        at: &str,
+    ) -> Vec<Step> {
+        let mut out = Vec::with_capacity(steps.len());
+        let mut leaves: HashMap<String, Vec<String>> = HashMap::new();
+        for step in steps {
+            match self.step(step, scope, vars, at) {
+                Expanded::Step(step) => out.push(step),
+                Expanded::Dag { steps, leaves: own } => {
+                    leaves.insert(step.step_name.clone(), own);
+                    out.extend(steps);
+                }
+                Expanded::Refused => {}
+            }
+        }
+        if !leaves.is_empty() {
+            for step in &mut out {
+                step.depends_on = step
+                    .depends_on
+                    .iter()
+                    .flat_map(|d| leaves.get(d).cloned().unwrap_or_else(|| vec![d.clone()]))
+                    .collect();
+            }
+        }
+        out
+    }
+
+    fn refuse(&mut self, at: &str, step: &str, problem: impl std::fmt::Display) -> Expanded {
+        self.problems
+            .push(format!("step {:?}: {problem}", format!("{at}{step}")));
+        Expanded::Refused
+    }
+
+    /// One step: its forms filled with `vars`, then its call (if any) expanded.
+    fn step(&mut self, step: &Step, scope: Scope<'a>, vars: &Vars, at: &str) -> Expanded {
+        let step = match self.filled(step, vars, at) {
+            Some(step) => step,
+            None => return Expanded::Refused,
+        };
+        let name = step.step_name.clone();
+        if step.template.is_some() && step.template_ref.is_some() {
+            return self.refuse(at, &name, "has both template and templateRef: call one");
+        }
+        let Some((template, inner_scope, key)) = self.lookup(&step, scope, at) else {
+            if step.template.is_none() && step.template_ref.is_none() {
+                if step.arguments.is_some() {
+                    return self.refuse(
+                        at,
+                        &name,
+                        "has arguments but calls no template (template or templateRef)",
+                    );
+                }
+                return Expanded::Step(step);
+            }
+            return Expanded::Refused;
+        };
+        if let Some(i) = self.stack.iter().position(|k| *k == key) {
+            let mut cycle = self.stack[i..].to_vec();
+            cycle.push(key);
+            return self.refuse(at, &name, format!("template cycle: {}", cycle.join(" -> ")));
+        }
+        self.stack.push(key);
+        let expanded = if let Some(dag) = &template.dag {
+            self.dag_call(step, template, dag, inner_scope, at)
+        } else {
+            self.container_call(step, template, inner_scope, at)
+        };
+        self.stack.pop();
+        expanded
+    }
+
+    /// `step` with `vars`' forms filled in every string, each form nothing fills a problem.
+    fn filled(&mut self, step: &Step, vars: &Vars, at: &str) -> Option<Step> {
+        let mut value = serde_json::to_value(step).expect("a step serialises to JSON");
+        let mut unfilled = Vec::new();
+        fill_json(&mut value, vars, &mut unfilled);
+        for (form, why) in unfilled {
+            self.refuse(at, &step.step_name, format!("{form}: {why}"));
+        }
+        match serde_json::from_value(value) {
+            Ok(step) => Some(step),
+            Err(e) => {
+                self.refuse(at, &step.step_name, e);
+                None
+            }
+        }
+    }
+
+    /// The template `step` calls, the scope its own calls are looked up in, and its key for
+    /// cycles; `None` when it calls none or the call does not resolve (a problem then).
+    fn lookup(
+        &mut self,
+        step: &Step,
+        scope: Scope<'a>,
+        at: &str,
+    ) -> Option<(&'a Template, Scope<'a>, String)> {
+        let name = &step.step_name;
+        if let Some(wanted) = step.template.as_deref() {
+            let found = scope.templates.iter().find(|t| t.name == wanted);
+            let prefix = scope
+                .origin
+                .map(|r| format!("{}/", describe(r)))
+                .unwrap_or_default();
+            if found.is_none() {
+                self.refuse(
+                    at,
+                    name,
+                    format!(
+                        "template {wanted:?} not found ({})",
+                        listed("templates", scope.templates.iter().map(|t| t.name.as_str()))
+                    ),
+                );
+            }
+            return found.map(|t| (t, scope, format!("{prefix}{wanted}")));
+        }
+        let reference = step.template_ref.as_deref()?;
+        let source = Source::new(&reference.name, reference.cluster_scope);
+        let Some(resolved) = self.resolved.iter().find(|r| r.is(&source)) else {
+            let place = if reference.cluster_scope {
+                String::new()
+            } else {
+                format!(" in namespace {:?}", self.namespace)
+            };
+            self.refuse(
+                at,
+                name,
+                format!("templateRef: {} not found{place}", source.describe()),
+            );
+            return None;
+        };
+        let templates = &resolved.spec.templates;
+        let Some(template) = templates.iter().find(|t| t.name == reference.template) else {
+            self.refuse(
+                at,
+                name,
+                format!(
+                    "templateRef: {} has no template {:?} ({})",
+                    source.describe(),
+                    reference.template,
+                    listed("templates", templates.iter().map(|t| t.name.as_str()))
+                ),
+            );
+            return None;
+        };
+        let key = format!("{}/{}", source.describe(), reference.template);
+        Some((
+            template,
+            Scope {
+                origin: Some(resolved),
+                templates,
+            },
+            key,
+        ))
+    }
+}
+
+/// A resolved template as kubectl names it: `workflowtemplate "ci"`.
+fn describe(resolved: &ResolvedTemplate) -> String {
+    format!("{} {:?}", resolved.kind.to_lowercase(), resolved.name)
+}
+
+/// `what: a, b` or `there are no what`.
+pub(super) fn listed<'n>(what: &str, names: impl Iterator<Item = &'n str>) -> String {
+    let names: Vec<&str> = names.collect();
+    if names.is_empty() {
+        format!("there are no {what}")
+    } else {
+        format!("{what}: {}", names.join(", "))
+    }
+}
+
+impl<'a> Expander<'a> {
+    /// The values of `template`'s inputs for the call `step` (with `item` when the call fans
+    /// out), as `inputs.parameters.NAME` forms beside the `workflow.*` ones; `None` after
+    /// recording what is missing or unknown.
+    fn inputs(
+        &mut self,
+        step: &Step,
+        template: &Template,
+        item: Option<&Value>,
+        at: &str,
+    ) -> Option<Vars> {
+        let declared: &[Parameter] = template.inputs.as_ref().map_or(&[], |i| &i.parameters);
+        let given: &[Parameter] = step.arguments.as_deref().map_or(&[], |a| &a.parameters);
+        let mut vars = self.workflow.clone();
+        let mut ok = true;
+        for argument in given {
+            if !declared.iter().any(|d| d.name == argument.name) {
+                ok = false;
+                self.refuse(
+                    at,
+                    &step.step_name,
+                    format!(
+                        "argument {:?}: template {:?} has no input of that name ({})",
+                        argument.name,
+                        template.name,
+                        listed("inputs", declared.iter().map(|d| d.name.as_str()))
+                    ),
+                );
+            }
+        }
+        for input in declared {
+            let value = given
+                .iter()
+                .find(|a| a.name == input.name)
+                .and_then(|a| a.value.clone())
+                .map(|v| with_item(&v, item))
+                .or_else(|| input.default.clone());
+            let Some(value) = value else {
+                ok = false;
+                self.refuse(at, &step.step_name, format!("template {:?} needs input {:?}: give it in arguments.parameters (it has no default)", template.name, input.name));
+                continue;
+            };
+            if let Err(problem) = allowed(input, &value) {
+                ok = false;
+                self.refuse(
+                    at,
+                    &step.step_name,
+                    format!(
+                        "input {:?} of template {:?}: {problem}",
+                        input.name, template.name
+                    ),
+                );
+            }
+            vars.insert(format!("inputs.parameters.{}", input.name), value);
+        }
+        ok.then_some(vars)
+    }
+
+    /// A call of a container template: the template read as a step (its forms filled with
+    /// the call's inputs), then the call's own fields over it.
+    fn container_call(
+        &mut self,
+        call: Step,
+        template: &'a Template,
+        scope: Scope<'a>,
+        at: &str,
+    ) -> Expanded {
+        let Some(vars) = self.inputs(&call, template, None, at) else {
+            return Expanded::Refused;
+        };
+        let mut body = Value::Object(template.container.clone());
+        let mut unfilled = Vec::new();
+        fill_json(&mut body, &vars, &mut unfilled);
+        for (form, why) in unfilled {
+            self.refuse(
+                at,
+                &call.step_name,
+                format!("template {:?}: {form}: {why}", template.name),
+            );
+        }
+        body["stepName"] = Value::from(call.step_name.clone());
+        let inner: Step = match serde_json::from_value(body) {
+            Ok(step) => step,
+            Err(e) => {
+                return self.refuse(
+                    at,
+                    &call.step_name,
+                    format!("template {:?}: {e}", template.name),
+                );
+            }
+        };
+        if !inner.depends_on.is_empty() {
+            return self.refuse(at, &call.step_name, format!("template {:?} has dependsOn: a template's steps depend on each other only inside its dag", template.name));
+        }
+        let inner = if inner.template.is_some() || inner.template_ref.is_some() {
+            match self.step(&inner, scope, &vars, at) {
+                Expanded::Step(step) => step,
+                Expanded::Dag { .. } => {
+                    return self.refuse(
+                        at,
+                        &call.step_name,
+                        format!(
+                            "template {:?} calls a dag template: call that from a dag",
+                            template.name
+                        ),
+                    );
+                }
+                Expanded::Refused => return Expanded::Refused,
+            }
+        } else {
+            inner
+        };
+        Expanded::Step(step_over_template(call, inner))
+    }
+
+    /// A call of a `dag` template: its steps per item (once without items), renamed under the
+    /// call, roots after the call's `dependsOn`, each under the call's `when`.
+    fn dag_call(
+        &mut self,
+        call: Step,
+        template: &'a Template,
+        dag: &'a [Step],
+        scope: Scope<'a>,
+        at: &str,
+    ) -> Expanded {
+        let name = call.step_name.clone();
+        if !template.container.is_empty() {
+            let fields: Vec<&str> = template.container.keys().map(String::as_str).collect();
+            return self.refuse(
+                at,
+                &name,
+                format!(
+                    "template {:?} has a dag and container fields ({}): it is one or the other",
+                    template.name,
+                    fields.join(", ")
+                ),
+            );
+        }
+        if let Some(field) = container_fields_set(&call) {
+            return self.refuse(at, &name, format!("calls dag template {:?} and sets {field}, which only a container step has: set it on the template's steps", template.name));
+        }
+        let items = match fan_out::static_items(&call) {
+            Ok(items) => items,
+            Err(problem) => {
+                return self.refuse(
+                    at,
+                    &name,
+                    format!("calls dag template {:?} and {problem}", template.name),
+                );
+            }
+        };
+        let runs: Vec<(String, Option<Value>)> = match items {
+            None => vec![(format!("{name}/"), None)],
+            Some(items) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| (format!("{name}[{i}]/"), Some(item)))
+                .collect(),
+        };
+        let mut steps = Vec::new();
+        let mut leaves = Vec::new();
+        for (prefix, item) in runs {
+            let Some(vars) = self.inputs(&call, template, item.as_ref(), at) else {
+                return Expanded::Refused;
+            };
+            let inner_at = format!("{at}{prefix}");
+            self.check_inner_dependencies(dag, &template.name, &inner_at);
+            let inner = self.level(dag, scope, &vars, &inner_at);
+            let (renamed, own_leaves) = under(inner, &prefix, &call);
+            steps.extend(renamed);
+            leaves.extend(own_leaves);
+        }
+        Expanded::Dag { steps, leaves }
+    }
+
+    /// Records each step of a `dag` template that depends on a step outside the template.
+    fn check_inner_dependencies(&mut self, dag: &[Step], template: &str, at: &str) {
+        let names: HashSet<&str> = dag.iter().map(|s| s.step_name.as_str()).collect();
+        for step in dag {
+            for dependency in &step.depends_on {
+                if !names.contains(dependency.as_str()) {
+                    self.refuse(at, &step.step_name, format!("depends on {dependency:?}, which is not a step of dag template {template:?} (its steps: {})", dag.iter().map(|s| s.step_name.as_str()).collect::<Vec<_>>().join(", ")));
+                }
+            }
+        }
+    }
+}
+
+/// `value` with `{{item}}` and `{{item.FIELD}}` filled from `item`.
+fn with_item(value: &str, item: Option<&Value>) -> String {
+    match item {
+        Some(item) => outputs::substitute(value, |_, _| None, Some(item))
+            .unwrap_or_else(|_| value.to_string()),
+        None => value.to_string(),
+    }
+}
+
+/// Whether `value` is one of `parameter`'s `enum` (any value when it has none).
+pub(super) fn allowed(parameter: &Parameter, value: &str) -> Result<(), String> {
+    if parameter.allowed.is_empty() || parameter.allowed.iter().any(|a| a == value) {
+        return Ok(());
+    }
+    Err(format!(
+        "{value:?} is not one of {}",
+        parameter.allowed.join(", ")
+    ))
+}
+
+/// The first field of `call` that only a container step has, which a call of a `dag`
+/// template may not set.
+fn container_fields_set(call: &Step) -> Option<&'static str> {
+    [
+        (!call.image.is_empty(), "image"),
+        (call.command.is_some(), "command"),
+        (call.args.is_some(), "args"),
+        (!call.env.is_empty(), "env"),
+        (!call.env_from.is_empty(), "envFrom"),
+        (!call.volume_mounts.is_empty(), "volumeMounts"),
+        (call.working_dir.is_some(), "workingDir"),
+        (call.image_pull_policy.is_some(), "imagePullPolicy"),
+        (call.security_context.is_some(), "securityContext"),
+        (call.resources.is_some(), "resources"),
+        (call.timeout.is_some(), "timeout"),
+        (call.retries.is_some(), "retries"),
+    ]
+    .into_iter()
+    .find_map(|(set, field)| set.then_some(field))
+}
+
+/// The steps of one run of a `dag` call renamed under `prefix` (their names, `dependsOn`,
+/// output references and `when`s), the roots after `call`'s `dependsOn` and every step under
+/// its `when`; and the leaves, which the call's dependents wait on.
+fn under(inner: Vec<Step>, prefix: &str, call: &Step) -> (Vec<Step>, Vec<String>) {
+    let local: HashSet<String> = inner.iter().map(|s| s.step_name.clone()).collect();
+    let rename = |name: &str| local.contains(name).then(|| format!("{prefix}{name}"));
+    let depended: HashSet<&str> = inner
+        .iter()
+        .flat_map(|s| s.depends_on.iter().map(String::as_str))
+        .collect();
+    let leaves: Vec<String> = inner
+        .iter()
+        .filter(|s| !depended.contains(s.step_name.as_str()))
+        .map(|s| format!("{prefix}{}", s.step_name))
+        .collect();
+    let steps = inner
+        .iter()
+        .map(|step| {
+            let mut value = serde_json::to_value(step).expect("a step serialises to JSON");
+            rename_texts(&mut value, &rename);
+            let mut step: Step = serde_json::from_value(value).expect("a renamed step reads back");
+            step.step_name = format!("{prefix}{}", step.step_name);
+            step.depends_on = if step.depends_on.is_empty() {
+                call.depends_on.clone()
+            } else {
+                step.depends_on
+                    .iter()
+                    .map(|d| format!("{prefix}{d}"))
+                    .collect()
+            };
+            step.when = match (step.when.take(), call.when.as_deref()) {
+                (Some(own), Some(outer)) => {
+                    Some(format!("({outer}) && ({})", when::rename_steps(&own, &rename)).into())
+                }
+                (Some(own), None) => Some(when::rename_steps(&own, &rename).into()),
+                (None, outer) => outer.map(Into::into),
+            };
+            step
+        })
+        .collect();
+    (steps, leaves)
+}
+
+/// Renames the steps named in every `{{steps.NAME.outputs.KEY}}` of `value`, `when` aside.
+fn rename_texts(value: &mut Value, rename: &dyn Fn(&str) -> Option<String>) {
+    match value {
+        Value::String(s) if s.contains("{{") => *s = rename_outputs(s, rename),
+        Value::Array(list) => list.iter_mut().for_each(|v| rename_texts(v, rename)),
+        Value::Object(map) => map
+            .iter_mut()
+            .filter(|(k, _)| *k != "when")
+            .for_each(|(_, v)| rename_texts(v, rename)),
+        _ => {}
+    }
+}

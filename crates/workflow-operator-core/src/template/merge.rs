@@ -1,0 +1,143 @@
+//! What a call keeps of what it calls: a step over the container template it calls, and a
+//! workflow over the WorkFlowTemplate it takes whole (`workflowTemplateRef`). Each merge lists
+//! every field by name, so a field added to the API does not compile until its merge is
+//! decided.
+
+use crate::crd::{DEFAULT_MAX_STEP_TIMEOUT, DEFAULT_START_TIMEOUT, Step, WorkFlowSpec};
+
+/// The step `call` makes of the container template `template`: what the call sets wins, a
+/// list of named things (`env` by name, `volumeMounts` by path) adds to the template's, and
+/// the call's name and `dependsOn` are the step's.
+pub fn step_over_template(call: Step, template: Step) -> Step {
+    let Step {
+        step_name,
+        image,
+        command,
+        depends_on,
+        args,
+        env,
+        env_from,
+        volume_mounts,
+        working_dir,
+        image_pull_policy,
+        security_context,
+        resources,
+        timeout,
+        retries,
+        when,
+        with_items,
+        with_param,
+        with_sequence,
+        template: _,
+        template_ref: _,
+        arguments: _,
+    } = call;
+    Step {
+        step_name,
+        depends_on,
+        image: if image.is_empty() {
+            template.image
+        } else {
+            image
+        },
+        command: command.or(template.command),
+        args: args.or(template.args),
+        env: by_key(template.env, env, |e| e.name.clone()),
+        env_from: template.env_from.into_iter().chain(env_from).collect(),
+        volume_mounts: by_key(template.volume_mounts, volume_mounts, |m| {
+            m.mount_path.clone()
+        }),
+        working_dir: working_dir.or(template.working_dir),
+        image_pull_policy: image_pull_policy.or(template.image_pull_policy),
+        security_context: security_context.or(template.security_context),
+        resources: resources.or(template.resources),
+        timeout: timeout.or(template.timeout),
+        retries: retries.or(template.retries),
+        when: when.or(template.when),
+        with_items: with_items.or(template.with_items),
+        with_param: with_param.or(template.with_param),
+        with_sequence: with_sequence.or(template.with_sequence),
+        template: None,
+        template_ref: None,
+        arguments: None,
+    }
+}
+
+/// `base` with `over`'s entries added, an entry of `over` replacing the one of `base` with the
+/// same key in place.
+fn by_key<T>(base: Vec<T>, over: Vec<T>, key: impl Fn(&T) -> String) -> Vec<T> {
+    let mut out = base;
+    for item in over {
+        match out.iter().position(|b| key(b) == key(&item)) {
+            Some(i) => out[i] = item,
+            None => out.push(item),
+        }
+    }
+    out
+}
+
+/// The spec a workflow taking `template` whole runs: the template's steps, templates and exit
+/// steps; the workflow's run control (`suspend`, `shutdown`, `retry`); every other field the
+/// workflow sets (differs from its default) over the template's. `arguments` are merged by
+/// name elsewhere (they are checked against the template's declarations).
+pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> WorkFlowSpec {
+    let WorkFlowSpec {
+        max_step_timeout,
+        containers: _,
+        arguments: _,
+        templates: _,
+        workflow_template_ref: _,
+        parallelism,
+        fail_fast,
+        pod_template,
+        start_timeout,
+        suspend,
+        shutdown,
+        retry,
+        ttl_seconds_after_finished,
+        pod_cleanup,
+        on_exit: _,
+        workspace,
+        runs,
+        priority,
+        queue_name,
+        priority_class_name,
+        queue_timeout,
+    } = own.clone();
+    WorkFlowSpec {
+        max_step_timeout: if max_step_timeout == DEFAULT_MAX_STEP_TIMEOUT {
+            template.max_step_timeout
+        } else {
+            max_step_timeout
+        },
+        start_timeout: if start_timeout == DEFAULT_START_TIMEOUT {
+            template.start_timeout
+        } else {
+            start_timeout
+        },
+        fail_fast: fail_fast && template.fail_fast,
+        priority: if priority == 0 {
+            template.priority
+        } else {
+            priority
+        },
+        parallelism: parallelism.or(template.parallelism),
+        pod_template: pod_template.or(template.pod_template),
+        ttl_seconds_after_finished: ttl_seconds_after_finished
+            .or(template.ttl_seconds_after_finished),
+        pod_cleanup: pod_cleanup.or(template.pod_cleanup),
+        workspace: workspace.or(template.workspace),
+        runs: runs.or(template.runs),
+        queue_name: queue_name.or(template.queue_name),
+        priority_class_name: priority_class_name.or(template.priority_class_name),
+        queue_timeout: queue_timeout.or(template.queue_timeout),
+        suspend,
+        shutdown,
+        retry,
+        containers: template.containers,
+        templates: template.templates,
+        on_exit: template.on_exit,
+        arguments: template.arguments,
+        workflow_template_ref: None,
+    }
+}

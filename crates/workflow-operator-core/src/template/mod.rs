@@ -1,0 +1,354 @@
+//! Templates and parameters, expanded before planning: the planner, `get`, `logs`, `graph`
+//! and the web view see plain steps.
+//!
+//! [`expand`] is pure: a workflow (its spec, its identity, and the shared templates it read,
+//! `status.resolvedTemplates`) in, the plain spec out, or every problem found, each naming
+//! its place. The operator reads the shared templates a workflow names once ([`missing`] says
+//! which are still to read), records them in the status, and expands from the record ever
+//! after, so an edited or deleted template never changes a workflow that started from it.
+//!
+//! - `types`: the API (`arguments`, `templates`, `templateRef`, `workflowTemplateRef`, the
+//!   `WorkFlowTemplate` and `ClusterWorkFlowTemplate` kinds, the record).
+//! - `fill`: the `{{workflow.*}}` and `{{inputs.parameters.*}}` forms.
+//! - `merge`: a call's fields over the template's.
+//! - `expand`: calls made steps, `dag` templates made named steps.
+
+mod expand;
+mod fill;
+mod merge;
+mod types;
+
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::fmt;
+
+use kube::ResourceExt;
+
+pub use fill::Vars;
+pub use types::*;
+
+use crate::crd::{Step, WorkFlow, WorkFlowSpec};
+use expand::{Expander, Scope, allowed, listed};
+use fill::unknown_forms;
+
+/// Why a workflow cannot be expanded: every problem found, each naming its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problems(pub Vec<String>);
+
+impl fmt::Display for Problems {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join("; "))
+    }
+}
+
+/// Whether `spec` uses anything [`expand`] does: parameters, templates, a shared template, or
+/// a `{{workflow.` / `{{inputs.` form in a step.
+pub fn uses_templates(spec: &WorkFlowSpec) -> bool {
+    spec.arguments.is_some()
+        || !spec.templates.is_empty()
+        || spec.workflow_template_ref.is_some()
+        || spec
+            .containers
+            .iter()
+            .chain(&spec.on_exit)
+            .any(step_uses_templates)
+}
+
+fn step_uses_templates(step: &Step) -> bool {
+    step.template.is_some()
+        || step.template_ref.is_some()
+        || step.arguments.is_some()
+        || step_strings(step).any(|s| {
+            s.contains("{{workflow.")
+                || s.contains("{{ workflow.")
+                || s.contains("{{inputs.")
+                || s.contains("{{ inputs.")
+        })
+}
+
+/// The strings of `step` a form may be filled in.
+fn step_strings(step: &Step) -> impl Iterator<Item = &str> {
+    let lists = step
+        .command
+        .iter()
+        .flatten()
+        .chain(step.args.iter().flatten());
+    let env = step.env.iter().filter_map(|e| e.value.as_ref());
+    let mounts = step
+        .volume_mounts
+        .iter()
+        .flat_map(|m| std::iter::once(&m.mount_path).chain(m.sub_path.as_ref()));
+    let items = step
+        .with_items
+        .iter()
+        .flat_map(|i| i.0.iter())
+        .filter_map(|v| v.as_str());
+    std::iter::once(step.image.as_str())
+        .chain(lists.map(String::as_str))
+        .chain(env.map(String::as_str))
+        .chain(step.working_dir.as_deref())
+        .chain(mounts.map(String::as_str))
+        .chain(items)
+        .chain(step.when.as_deref())
+}
+
+/// The shared templates `workflow` names that its status does not hold yet: what the
+/// operator must read (and record) before it can expand the workflow. Templates named from
+/// inside recorded ones count; those named from a missing one are found once it is read.
+pub fn missing(workflow: &WorkFlow) -> Vec<Source> {
+    let spec = &workflow.spec;
+    let resolved = workflow
+        .status
+        .as_ref()
+        .map_or(&[][..], |s| &s.resolved_templates[..]);
+    let mut named = BTreeSet::new();
+    if let Some(reference) = &spec.workflow_template_ref {
+        named.insert(Source::new(&reference.name, reference.cluster_scope));
+    }
+    collect_refs(spec, &mut named);
+    for record in resolved {
+        collect_refs(&record.spec, &mut named);
+    }
+    named
+        .into_iter()
+        .filter(|source| !resolved.iter().any(|r| r.is(source)))
+        .collect()
+}
+
+/// Every `templateRef` of `spec`'s steps, its templates' steps and their `dag`s.
+fn collect_refs(spec: &WorkFlowSpec, named: &mut BTreeSet<Source>) {
+    let template_steps = spec.templates.iter().flat_map(|t| {
+        let own = serde_json::from_value::<Option<TemplateRef>>(
+            t.container.get("templateRef").cloned().unwrap_or_default(),
+        )
+        .ok()
+        .flatten();
+        t.dag
+            .iter()
+            .flatten()
+            .filter_map(|s| s.template_ref.as_deref().cloned())
+            .chain(own)
+    });
+    let steps = spec
+        .containers
+        .iter()
+        .chain(&spec.on_exit)
+        .filter_map(|s| s.template_ref.as_deref().cloned());
+    for reference in steps.chain(template_steps) {
+        named.insert(Source::new(&reference.name, reference.cluster_scope));
+    }
+}
+
+/// The `{{workflow.*}}` forms of `workflow` without its parameters.
+fn identity(workflow: &WorkFlow) -> Vars {
+    let created = workflow
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    [
+        ("workflow.name", workflow.name_any()),
+        (
+            "workflow.namespace",
+            workflow.namespace().unwrap_or_default(),
+        ),
+        ("workflow.uid", workflow.uid().unwrap_or_default()),
+        ("workflow.creationTimestamp", created),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// `workflow`'s spec with its shared template taken, its parameters bound and its template
+/// calls expanded: plain steps, `templates` empty, `arguments` holding each parameter's
+/// value. A workflow that uses none of it is borrowed as it is.
+///
+/// # Errors
+/// Every problem found, each naming its place: a shared template not recorded (not found), a
+/// template not found, a template cycle, a parameter without a value or outside its `enum`,
+/// an input not given, an unknown `{{...}}` form, a step without an image.
+pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
+    if !uses_templates(&workflow.spec) {
+        let problems = plain_problems(&workflow.spec.containers, &workflow.spec.on_exit);
+        return if problems.is_empty() {
+            Ok(Cow::Borrowed(&workflow.spec))
+        } else {
+            Err(Problems(problems))
+        };
+    }
+    let resolved = workflow
+        .status
+        .as_ref()
+        .map_or(&[][..], |s| &s.resolved_templates[..]);
+    let namespace = workflow.namespace().unwrap_or_default();
+    let mut problems = Vec::new();
+    let spec = whole_template(&workflow.spec, resolved, &namespace, &mut problems);
+    let mut vars = identity(workflow);
+    let arguments = parameters(&spec, &mut vars, &mut problems);
+    let mut expander = Expander::new(resolved, &namespace, vars.clone());
+    let scope = Scope {
+        origin: spec.origin,
+        templates: &spec.spec.templates,
+    };
+    let containers = expander.level(&spec.spec.containers, scope, &vars, "");
+    let on_exit = expander.level(&spec.spec.on_exit, scope, &vars, "");
+    problems.append(&mut expander.problems);
+    problems.extend(plain_problems(&containers, &on_exit));
+    if containers.is_empty() && problems.is_empty() {
+        problems.push(
+            "spec.containers: a workflow needs at least one step (or a workflowTemplateRef)".into(),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    problems.retain(|p| seen.insert(p.clone()));
+    if !problems.is_empty() {
+        return Err(Problems(problems));
+    }
+    Ok(Cow::Owned(WorkFlowSpec {
+        containers,
+        on_exit,
+        templates: Vec::new(),
+        workflow_template_ref: None,
+        arguments,
+        ..spec.spec
+    }))
+}
+
+/// A spec and where its templates came from (a shared template taken whole, or none).
+struct Taken<'a> {
+    spec: WorkFlowSpec,
+    origin: Option<&'a ResolvedTemplate>,
+}
+
+/// `own` over the shared template it names whole (`workflowTemplateRef`), or `own` as it is.
+fn whole_template<'a>(
+    own: &WorkFlowSpec,
+    resolved: &'a [ResolvedTemplate],
+    namespace: &str,
+    problems: &mut Vec<String>,
+) -> Taken<'a> {
+    let Some(reference) = &own.workflow_template_ref else {
+        return Taken {
+            spec: own.clone(),
+            origin: None,
+        };
+    };
+    for (field, set) in [
+        ("containers", !own.containers.is_empty()),
+        ("templates", !own.templates.is_empty()),
+        ("onExit", !own.on_exit.is_empty()),
+    ] {
+        if set {
+            problems.push(format!("spec.{field}: a workflow with workflowTemplateRef has no {field} of its own (they come from the template)"));
+        }
+    }
+    let source = Source::new(&reference.name, reference.cluster_scope);
+    let Some(record) = resolved.iter().find(|r| r.is(&source)) else {
+        let place = if reference.cluster_scope {
+            String::new()
+        } else {
+            format!(" in namespace {namespace:?}")
+        };
+        problems.push(format!(
+            "workflowTemplateRef: {} not found{place}",
+            source.describe()
+        ));
+        return Taken {
+            spec: own.clone(),
+            origin: None,
+        };
+    };
+    let mut spec = merge::workflow_over_template(own, record.spec.clone());
+    let declared = spec
+        .arguments
+        .as_deref()
+        .map_or(&[][..], |a| &a.parameters[..])
+        .to_vec();
+    for given in own.arguments.iter().flat_map(|a| &a.parameters) {
+        match declared.iter().position(|d| d.name == given.name) {
+            Some(i) => {
+                let arguments = spec.arguments.as_mut().expect("declared parameters");
+                arguments.parameters[i].value =
+                    given.value.clone().or(arguments.parameters[i].value.take());
+            }
+            None => problems.push(format!(
+                "spec.arguments.parameters: {:?}: {} declares no such parameter ({})",
+                given.name,
+                source.describe(),
+                listed("parameters", declared.iter().map(|d| d.name.as_str()))
+            )),
+        }
+    }
+    // Templates named inside the shared one are looked up in it.
+    spec.templates = record.spec.templates.clone();
+    Taken {
+        spec,
+        origin: Some(record),
+    }
+}
+
+/// Binds the workflow's parameters into `vars` (`workflow.parameters.NAME`), recording each
+/// without a value or outside its `enum`; returns them with their values, for the `when`s.
+fn parameters(
+    taken: &Taken<'_>,
+    vars: &mut Vars,
+    problems: &mut Vec<String>,
+) -> Option<Box<Arguments>> {
+    let arguments = taken.spec.arguments.as_deref()?;
+    let mut names = BTreeSet::new();
+    for parameter in &arguments.parameters {
+        if !names.insert(parameter.name.as_str()) {
+            problems.push(format!(
+                "spec.arguments.parameters: {:?} is declared more than once",
+                parameter.name
+            ));
+        }
+        let Some(value) = &parameter.value else {
+            problems.push(format!("spec.arguments.parameters: {:?} has no value: give one (workflow-operator submit -p {}=VALUE)", parameter.name, parameter.name));
+            continue;
+        };
+        if let Err(problem) = allowed(parameter, value) {
+            problems.push(format!(
+                "spec.arguments.parameters: {:?}: {problem}",
+                parameter.name
+            ));
+        }
+        vars.insert(
+            format!("workflow.parameters.{}", parameter.name),
+            value.clone(),
+        );
+    }
+    Some(Box::new(arguments.clone()))
+}
+
+/// What is wrong with plain steps whatever they came from: a step without an image, a form
+/// nothing fills.
+fn plain_problems(containers: &[Step], on_exit: &[Step]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for step in containers.iter().chain(on_exit) {
+        if step.image.is_empty() {
+            problems.push(format!(
+                "step {:?}: image: required (or call a template that gives one)",
+                step.step_name
+            ));
+        }
+        if step_strings(step).all(|s| !s.contains("{{")) {
+            continue;
+        }
+        let mut value = serde_json::to_value(step).expect("a step serialises to JSON");
+        if let Some(map) = value.as_object_mut() {
+            map.remove("when");
+        }
+        let mut found = Vec::new();
+        unknown_forms(&value, &mut found);
+        for (form, why) in found {
+            problems.push(format!("step {:?}: {form}: {why}", step.step_name));
+        }
+    }
+    problems
+}

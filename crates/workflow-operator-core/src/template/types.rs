@@ -1,0 +1,275 @@
+//! The API of templates and parameters: `spec.arguments`, `spec.templates`, a step's
+//! `template`/`templateRef`/`arguments`, `spec.workflowTemplateRef`, the shared kinds
+//! `WorkFlowTemplate` and `ClusterWorkFlowTemplate`, and `status.resolvedTemplates` (what a
+//! workflow read from them, kept with it).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+use crate::crd::{Step, WorkFlowSpec};
+
+/// Values given to a workflow (`spec.arguments`) or to a template by a step calling it
+/// (`arguments` of the step).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Arguments {
+    /// The parameters, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<Parameter>,
+}
+
+/// A named string value: a workflow's parameter (`name`, `value`, `enum`, `description`), a
+/// template's input (`name`, `default`) or a step's argument to a template (`name`, `value`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Parameter {
+    /// The name, as `{{workflow.parameters.NAME}}` or `{{inputs.parameters.NAME}}` read it.
+    #[schemars(length(min = 1))]
+    pub name: String,
+
+    /// The value; a workflow parameter without one must be given at submit
+    /// (`workflow-operator submit -p NAME=VALUE`). Numbers and booleans are taken as text.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "scalar_text"
+    )]
+    #[schemars(schema_with = "scalar_text_schema")]
+    pub value: Option<String>,
+
+    /// A template input's value when the calling step gives none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "scalar_text"
+    )]
+    #[schemars(schema_with = "scalar_text_schema")]
+    pub default: Option<String>,
+
+    /// The values allowed; any value when empty.
+    #[serde(default, rename = "enum", skip_serializing_if = "Vec::is_empty")]
+    pub allowed: Vec<String>,
+
+    /// What the parameter is for (shown by `workflow-operator template get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// A step definition called by name (`spec.templates[]`): either the fields of a container
+/// step (everything a step in `containers` may have but `stepName` and `dependsOn`), or a
+/// `dag` of steps.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Template {
+    /// The name steps call it by (`template: NAME`).
+    pub name: String,
+
+    /// The parameters a call gives, `{{inputs.parameters.NAME}}` inside the template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Arguments>,
+
+    /// The steps of a template that is itself a DAG; a step calling it becomes these steps,
+    /// named `STEP/INNER`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dag: Option<Vec<Step>>,
+
+    /// The step fields of a container template, as written; read as a step when called.
+    #[serde(flatten)]
+    pub container: Map<String, Value>,
+}
+
+/// A step's call of a template of a shared `WorkFlowTemplate` or `ClusterWorkFlowTemplate`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateRef {
+    /// The WorkFlowTemplate (in the workflow's namespace) or ClusterWorkFlowTemplate.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The template of it to call, by its `name`.
+    #[schemars(length(min = 1))]
+    pub template: String,
+    /// True for a ClusterWorkFlowTemplate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cluster_scope: bool,
+}
+
+/// `spec.workflowTemplateRef`: the workflow is a shared template's whole spec.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowTemplateRef {
+    /// The WorkFlowTemplate (in the workflow's namespace) or ClusterWorkFlowTemplate.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// True for a ClusterWorkFlowTemplate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cluster_scope: bool,
+}
+
+/// Which shared template a reference names.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Source {
+    /// `WorkFlowTemplate` or `ClusterWorkFlowTemplate`.
+    pub kind: &'static str,
+    /// Its name.
+    pub name: String,
+}
+
+impl Source {
+    /// The source `name` names, in the namespace or cluster-wide.
+    pub fn new(name: &str, cluster_scope: bool) -> Source {
+        Source {
+            kind: if cluster_scope {
+                CLUSTER_KIND
+            } else {
+                NAMESPACED_KIND
+            },
+            name: name.to_string(),
+        }
+    }
+
+    /// As kubectl names it: `workflowtemplate "ci"`.
+    pub fn describe(&self) -> String {
+        format!("{} {:?}", self.kind.to_lowercase(), self.name)
+    }
+}
+
+/// The namespaced kind of shared templates.
+pub const NAMESPACED_KIND: &str = "WorkFlowTemplate";
+/// The cluster-scoped kind of shared templates.
+pub const CLUSTER_KIND: &str = "ClusterWorkFlowTemplate";
+
+/// What a workflow read from a shared template when the operator first handled it
+/// (`status.resolvedTemplates[]`): the workflow runs this, whatever happens to the template
+/// since.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedTemplate {
+    /// `WorkFlowTemplate` or `ClusterWorkFlowTemplate`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Its resourceVersion when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// When it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_at: Option<Time>,
+    /// Its spec as read.
+    #[schemars(schema_with = "free_object")]
+    pub spec: WorkFlowSpec,
+}
+
+impl ResolvedTemplate {
+    /// Whether this is what `source` names.
+    pub fn is(&self, source: &Source) -> bool {
+        self.kind == source.kind && self.name == source.name
+    }
+}
+
+/// A workflow shared in a namespace: a `WorkFlow` spec that workflows take whole
+/// (`spec.workflowTemplateRef`) or call a template of (`templateRef`).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "workflow.crd.com",
+    version = "v1",
+    kind = "WorkFlowTemplate",
+    plural = "workflowtemplates",
+    singular = "workflowtemplate",
+    shortname = "wftmpl",
+    namespaced,
+    derive = "PartialEq",
+    doc = "A WorkFlow spec shared in a namespace: workflows run it whole (spec.workflowTemplateRef) or call its templates (templateRef).",
+    printcolumn = r#"{"name": "Steps", "type": "string", "jsonPath": ".spec.containers[*].stepName", "description": "Its steps, when it is a whole workflow"}"#,
+    printcolumn = r#"{"name": "Templates", "type": "string", "jsonPath": ".spec.templates[*].name", "description": "The templates steps may call"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+pub struct WorkFlowTemplateSpec {
+    /// A WorkFlow's spec.
+    #[serde(flatten)]
+    pub workflow: WorkFlowSpec,
+}
+
+/// A workflow shared across the cluster, as a WorkFlowTemplate is in a namespace.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "workflow.crd.com",
+    version = "v1",
+    kind = "ClusterWorkFlowTemplate",
+    plural = "clusterworkflowtemplates",
+    singular = "clusterworkflowtemplate",
+    shortname = "cwftmpl",
+    derive = "PartialEq",
+    doc = "A WorkFlow spec shared across the cluster: workflows run it whole (spec.workflowTemplateRef with clusterScope) or call its templates (templateRef with clusterScope).",
+    printcolumn = r#"{"name": "Steps", "type": "string", "jsonPath": ".spec.containers[*].stepName", "description": "Its steps, when it is a whole workflow"}"#,
+    printcolumn = r#"{"name": "Templates", "type": "string", "jsonPath": ".spec.templates[*].name", "description": "The templates steps may call"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+pub struct ClusterWorkFlowTemplateSpec {
+    /// A WorkFlow's spec.
+    #[serde(flatten)]
+    pub workflow: WorkFlowSpec,
+}
+
+/// A parameter's value as text: YAML's `3` or `true` are the strings `"3"` and `"true"`.
+fn scalar_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    match Option::<Value>::deserialize(deserializer)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(Some(v.to_string())),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "a parameter's value is text, a number or a boolean, not {other}"
+        ))),
+    }
+}
+
+/// Text, or a number taken as text (`x-kubernetes-int-or-string`, the structural schema's
+/// only way to accept both).
+fn scalar_text_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"x-kubernetes-int-or-string": true})
+}
+
+/// An object kept whole: a stored spec, checked when it was read.
+fn free_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// The schema of `spec.templates`: a step's fields (without `stepName` and `dependsOn`) plus
+/// `name`, `inputs` and `dag`. Written from the step's schema, so the two never drift.
+pub(crate) fn templates_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let step = generator.subschema_for::<Step>();
+    let arguments = generator.subschema_for::<Arguments>();
+    let mut template = step.clone();
+    let object = template.ensure_object();
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        properties.remove("stepName");
+        properties.remove("dependsOn");
+        properties.insert("name".into(), serde_json::json!({"type": "string", "minLength": 1, "description": "The name steps call it by (`template: NAME`)."}));
+        let mut inputs = arguments.as_value().clone();
+        if let Value::Object(inputs) = &mut inputs {
+            inputs.insert(
+                "description".into(),
+                "The parameters a call gives, `{{inputs.parameters.NAME}}` inside the template."
+                    .into(),
+            );
+        }
+        properties.insert("inputs".into(), inputs);
+        properties.insert(
+            "dag".into(),
+            serde_json::json!({
+                "type": "array",
+                "items": step.as_value(),
+                "description": "The steps of a template that is itself a DAG; a step calling it becomes these steps, named `STEP/INNER`.",
+            }),
+        );
+    }
+    object.insert("required".into(), serde_json::json!(["name"]));
+    object.insert(
+        "description".into(),
+        "A step definition called by name: a container step's fields, or a `dag` of steps.".into(),
+    );
+    object.remove("x-kubernetes-validations");
+    schemars::json_schema!({"type": "array", "items": template.as_value()})
+}
