@@ -42,7 +42,9 @@ fn crd_in_the_repository_is_the_generated_one() {
 
 #[test]
 fn crd_has_the_seed_api_and_printer_columns() {
-    let crd: serde_json::Value = serde_yaml::from_str(&stdout(&run(&["crd"]))).unwrap();
+    let printed = stdout(&run(&["crd"]));
+    let first = printed.split("---\n").next().unwrap();
+    let crd: serde_json::Value = serde_yaml::from_str(first).unwrap();
     assert_eq!(crd["spec"]["group"], "workflow.crd.com");
     assert_eq!(crd["spec"]["names"]["kind"], "WorkFlow");
     assert_eq!(crd["spec"]["names"]["plural"], "workflows");

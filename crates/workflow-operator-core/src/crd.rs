@@ -17,7 +17,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::lifecycle::Phase;
-use super::template::{Arguments, ResolvedTemplate, Template, TemplateRef, WorkflowTemplateRef};
+use super::template::{
+    Arguments, ClusterWorkFlowTemplate, ResolvedTemplate, Template, TemplateRef,
+    WorkFlowTemplate, WorkflowTemplateRef,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 /// The seed's default for `maxStepTimeout`, in seconds.
 pub const DEFAULT_MAX_STEP_TIMEOUT: i64 = 60;
@@ -790,10 +794,25 @@ fn default_true() -> bool {
     true
 }
 
-/// The CRD as YAML, as stored in `crd/workflow.yaml` and printed by the `crd` command.
+/// The operator's CRDs: `WorkFlow`, and the shared templates `WorkFlowTemplate` and
+/// `ClusterWorkFlowTemplate`.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        WorkFlow::crd(),
+        WorkFlowTemplate::crd(),
+        ClusterWorkFlowTemplate::crd(),
+    ]
+}
+
+/// The CRDs as YAML documents, as stored in `crd/workflow.yaml` and printed by the `crd`
+/// command.
 pub fn crd_yaml() -> String {
-    // Serialising a CRD (plain maps, strings and numbers) cannot fail.
-    serde_yaml::to_string(&WorkFlow::crd()).expect("a CRD serialises to YAML")
+    crds()
+        .iter()
+        // Serialising a CRD (plain maps, strings and numbers) cannot fail.
+        .map(|crd| serde_yaml::to_string(crd).expect("a CRD serialises to YAML"))
+        .collect::<Vec<_>>()
+        .join("---\n")
 }
 
 #[cfg(test)]
@@ -1058,11 +1077,21 @@ spec:
     }
 
     #[test]
-    fn crd_yaml_is_the_crd() {
+    fn crd_yaml_is_the_crds() {
         let yaml = crd_yaml();
-        let back: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
-            serde_yaml::from_str(&yaml).unwrap();
-        assert_eq!(back, WorkFlow::crd());
+        let back: Vec<CustomResourceDefinition> = serde_yaml::Deserializer::from_str(&yaml)
+            .map(|document| CustomResourceDefinition::deserialize(document).unwrap())
+            .collect();
+        assert_eq!(back, crds());
+        let names: Vec<_> = back.iter().map(|c| (c.spec.names.kind.as_str(), c.spec.scope.as_str(), c.spec.names.short_names.clone().unwrap_or_default())).collect();
+        assert_eq!(
+            names,
+            [
+                ("WorkFlow", "Namespaced", vec!["wf".to_string()]),
+                ("WorkFlowTemplate", "Namespaced", vec!["wftmpl".to_string()]),
+                ("ClusterWorkFlowTemplate", "Cluster", vec!["cwftmpl".to_string()]),
+            ]
+        );
     }
 
     /// Every manifest in `examples/`, by file stem.

@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result, bail};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, CustomResourceExt};
+use kube::Client;
 
 use super::admission::{Admission, WAKE_CHECK};
 use super::cleanup;
@@ -166,10 +166,17 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Installs (or updates) the WorkFlow CRD and waits until the API serves it.
+/// Installs (or updates) the operator's CRDs (`WorkFlow` and the shared templates) and waits
+/// until the API serves them.
 pub async fn install_crd(client: &Client) -> Result<()> {
+    for crd in workflow_operator_core::crd::crds() {
+        install_one(client, crd).await?;
+    }
+    Ok(())
+}
+
+async fn install_one(client: &Client, crd: CustomResourceDefinition) -> Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = WorkFlow::crd();
     let name = crd.metadata.name.clone().unwrap_or_default();
     api.patch(
         &name,
@@ -189,15 +196,21 @@ pub async fn install_crd(client: &Client) -> Result<()> {
     Ok(())
 }
 
-/// Fails fast, saying how to fix it, when the WorkFlow CRD is not installed.
+/// Fails fast, saying how to fix it, when one of the operator's CRDs is not installed.
 pub async fn check_crd_installed(client: &Client) -> Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = WorkFlow::crd_name();
-    match api.get_opt(name).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => bail!(
-            "the WorkFlow CRD ({name}) is not installed; install it with `kubectl apply -f crd/workflow.yaml` or `workflow-operator crd | kubectl apply -f -`"
-        ),
-        Err(error) => Err(error).with_context(|| format!("checking that CRD {name} is installed")),
+    for crd in workflow_operator_core::crd::crds() {
+        let name = crd.metadata.name.unwrap_or_default();
+        let kind = crd.spec.names.kind;
+        match api.get_opt(&name).await {
+            Ok(Some(_)) => {}
+            Ok(None) => bail!(
+                "the {kind} CRD ({name}) is not installed; install the operator's CRDs with `kubectl apply -f crd/workflow.yaml` or `workflow-operator crd | kubectl apply -f -`"
+            ),
+            Err(error) => {
+                return Err(error).with_context(|| format!("checking that CRD {name} is installed"));
+            }
+        }
     }
+    Ok(())
 }
