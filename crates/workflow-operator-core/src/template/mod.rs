@@ -129,7 +129,7 @@ fn collect_refs(spec: &WorkFlowSpec, named: &mut BTreeSet<Source>) {
         t.dag
             .iter()
             .flatten()
-            .filter_map(|s| s.template_ref.as_deref().cloned())
+            .filter_map(|s| serde_json::from_value(s.get("templateRef")?.clone()).ok())
             .chain(own)
     });
     let steps = spec
