@@ -200,9 +200,7 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
     problems.append(&mut expander.problems);
     problems.extend(plain_problems(&containers, &on_exit));
     if containers.is_empty() && problems.is_empty() {
-        problems.push(
-            "spec.containers: a workflow needs at least one step (or a workflowTemplateRef)".into(),
-        );
+        problems.push(crate::dag::DagError::NoSteps.to_string());
     }
     let mut seen = BTreeSet::new();
     problems.retain(|p| seen.insert(p.clone()));
