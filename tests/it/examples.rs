@@ -24,11 +24,13 @@ use support::{Namespace, Operator, job_outcome, operator, phase, step_of};
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::{StepPhase, StepStatus};
 use workflow_operator_core::lifecycle::Phase;
+use workflow_operator_core::template::{ClusterWorkFlowTemplate, WorkFlowTemplate};
 
 /// The examples this file runs, one case each below.
 const EXAMPLES: &[&str] = &[
     "args",
     "cleanup",
+    "cluster-workflow-template",
     "diamond",
     "env",
     "fail-fast-false",
@@ -45,7 +47,9 @@ const EXAMPLES: &[&str] = &[
     "simple",
     "start-timeout",
     "step-timeout",
+    "templates",
     "timeout",
+    "workflow-template",
 ];
 
 #[test]
@@ -67,6 +71,7 @@ fn every_example_has_a_case() {
 #[rstest]
 #[case::args("args")]
 #[case::cleanup("cleanup")]
+#[case::cluster_workflow_template("cluster-workflow-template")]
 #[case::diamond("diamond")]
 #[case::env("env")]
 #[case::fail_fast_false("fail-fast-false")]
@@ -83,7 +88,9 @@ fn every_example_has_a_case() {
 #[case::simple("simple")]
 #[case::start_timeout("start-timeout")]
 #[case::step_timeout("step-timeout")]
+#[case::templates("templates")]
 #[case::timeout("timeout")]
+#[case::workflow_template("workflow-template")]
 #[tokio::test]
 async fn example_runs_to_the_outcome_its_comments_promise(
     #[case] example: &str,
@@ -287,6 +294,46 @@ async fn example_runs_to_the_outcome_its_comments_promise(
         "timeout" => Box::pin(async {
             ns.expect_failed("timeout", &["step slow timed out"]).await;
         }),
+        "templates" => Box::pin(async {
+            let workflow = ns.expect_completed("templates").await;
+            let steps = [
+                "hello",
+                "linux/build",
+                "linux/test",
+                "other/build",
+                "other/test",
+                "publish",
+            ];
+            assert_eq!(support::executed(&workflow), steps.map(String::from).into());
+            assert_eq!(
+                log_of(ns, "templates", "other/build").await,
+                "build darwin\nbuild darwin"
+            );
+            assert_eq!(log_of(ns, "templates", "publish").await, "published 1.0");
+        }),
+        "workflow-template" => Box::pin(async {
+            let workflow = ns.expect_completed("workflow-template").await;
+            let record = &workflow.status.as_ref().unwrap().resolved_templates;
+            assert_eq!(
+                (record[0].kind.as_str(), record[0].name.as_str()),
+                ("WorkFlowTemplate", "ci")
+            );
+            assert_eq!(
+                log_of(ns, "workflow-template", "checkout").await,
+                "checkout feature-x (depth 1)"
+            );
+            assert_eq!(
+                log_of(ns, "workflow-template", "test").await,
+                "tested feature-x"
+            );
+        }),
+        "cluster-workflow-template" => Box::pin(async {
+            ns.expect_completed("cluster-workflow-template").await;
+            assert_eq!(
+                log_of(ns, "cluster-workflow-template", "notify").await,
+                "notify: cluster-workflow-template done"
+            );
+        }),
         other => panic!("no case for examples/{other}.yaml"),
     };
     case.await;
@@ -402,6 +449,20 @@ async fn create_example(ns: &Namespace, name: &str) {
                 let account: ServiceAccount = serde_json::from_value(object).unwrap();
                 Api::<ServiceAccount>::namespaced(client, &ns.name)
                     .create(&post, &account)
+                    .await
+                    .map(|_| ())
+            }
+            "WorkFlowTemplate" => {
+                let template: WorkFlowTemplate = serde_json::from_value(object).unwrap();
+                Api::<WorkFlowTemplate>::namespaced(client, &ns.name)
+                    .create(&post, &template)
+                    .await
+                    .map(|_| ())
+            }
+            "ClusterWorkFlowTemplate" => {
+                let template: ClusterWorkFlowTemplate = serde_json::from_value(object).unwrap();
+                Api::<ClusterWorkFlowTemplate>::all(client)
+                    .create(&post, &template)
                     .await
                     .map(|_| ())
             }

@@ -681,7 +681,10 @@ spec:
     let page = view
         .wait_page(
             &view.workflow_path("templated"),
-            &[&node("each[0]/build", "Succeeded"), &node("each[1]/test", "Succeeded")],
+            &[
+                &node("each[0]/build", "Succeeded"),
+                &node("each[1]/test", "Succeeded"),
+            ],
         )
         .await;
     assert!(!page.contains(r#"data-step="each""#), "{page}");

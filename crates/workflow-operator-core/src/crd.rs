@@ -1107,7 +1107,8 @@ spec:
         );
     }
 
-    /// Every manifest in `examples/`, by file stem.
+    /// Every WorkFlow in `examples/`, by file stem, with the shared templates of its file as
+    /// the operator would have recorded them.
     fn examples() -> Vec<(String, WorkFlow)> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
         let mut out = Vec::new();
@@ -1115,14 +1116,31 @@ spec:
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "yaml") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                // An example may carry what its workflow needs (a Secret, a ConfigMap) first.
+                // An example may carry what its workflow needs (a Secret, a template) first.
+                let mut shared = Vec::new();
                 for document in serde_yaml::Deserializer::from_str(&text) {
                     let value = serde_yaml::Value::deserialize(document).unwrap();
-                    if value["kind"].as_str() != Some("WorkFlow") {
+                    let kind = value["kind"].as_str().unwrap_or_default().to_string();
+                    if kind.ends_with("WorkFlowTemplate") {
+                        shared.push(ResolvedTemplate {
+                            kind,
+                            name: value["metadata"]["name"].as_str().unwrap().to_string(),
+                            uid: None,
+                            resource_version: None,
+                            resolved_at: None,
+                            spec: serde_yaml::from_value(value["spec"].clone()).unwrap(),
+                        });
                         continue;
                     }
-                    let wf: WorkFlow = serde_yaml::from_value(value)
+                    if kind != "WorkFlow" {
+                        continue;
+                    }
+                    let mut wf: WorkFlow = serde_yaml::from_value(value)
                         .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
+                    wf.status = Some(WorkFlowStatus {
+                        resolved_templates: shared.clone(),
+                        ..WorkFlowStatus::default()
+                    });
                     out.push((path.file_stem().unwrap().to_string_lossy().into_owned(), wf));
                 }
             }
@@ -1140,8 +1158,10 @@ spec:
                 Some(stem.as_str()),
                 "name of {stem}.yaml"
             );
-            // The DAG, the exit steps and what steps read of each other.
-            let dag = crate::plan::Compiled::new(&wf.spec).dag;
+            // The templates expanded, the DAG, the exit steps and what steps read of each other.
+            let (expanded, compiled) = crate::plan::prepare(wf);
+            let wf = expanded.as_ref().unwrap_or(wf);
+            let dag = compiled.dag;
             assert_eq!(
                 dag.is_err(),
                 stem.starts_with("invalid-"),
@@ -1162,7 +1182,7 @@ spec:
             }
         }
         type Shows = fn(&WorkFlowSpec) -> bool;
-        let wanted: [(&str, Shows); 17] = [
+        let wanted: [(&str, Shows); 20] = [
             ("simple", |s| s.containers.len() == 3),
             ("diamond", |s| s.containers.len() == 4),
             ("failing", |s| {
@@ -1203,6 +1223,15 @@ spec:
                     && any(|c| c.with_items.is_some())
                     && any(|c| c.with_sequence.is_some())
                     && any(|c| c.with_param.is_some())
+            }),
+            ("templates", |s| {
+                s.arguments.is_some() && s.templates.iter().any(|t| t.dag.is_some())
+            }),
+            ("workflow-template", |s| s.workflow_template_ref.is_some()),
+            ("cluster-workflow-template", |s| {
+                s.containers
+                    .iter()
+                    .any(|c| c.template_ref.as_ref().is_some_and(|r| r.cluster_scope))
             }),
             ("outputs", |s| {
                 s.containers.iter().any(|c| c.when.is_some())
