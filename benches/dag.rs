@@ -7,6 +7,7 @@
 //!
 //! Shapes: a chain, a fan-out/fan-in, a diamond lattice (100 layers of 100, each step depending
 //! on two of the layer before) and a random DAG with about 3 dependencies per step.
+//! And templates: 100 calls of a 100-step `dag` template, expanded and planned.
 //! Run with `cargo bench --bench dag` (release); `cargo bench --bench dag -- incremental` for
 //! the incremental planner only.
 
@@ -23,6 +24,7 @@ use workflow_operator_core::crd::Step;
 use workflow_operator_core::dag::Dag;
 use workflow_operator_core::incremental::{JobChange, RunState};
 use workflow_operator_core::plan::{self, Compiled, JobState, ObservedJob};
+use workflow_operator_core::template;
 use workflow_operator_core::testing::step;
 use workflow_operator_core::{WorkFlowSpec, names};
 
@@ -215,5 +217,63 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// A workflow of 10,000 steps made from templates: 100 calls of a `dag` template of 100 steps
+/// (each calling a container template with an argument), the calls in a chain.
+fn templated() -> WorkFlow {
+    let inner: Vec<serde_json::Value> = (0..100)
+        .map(|i| {
+            let depends: Vec<String> = if i == 0 { vec![] } else { vec![format!("s{}", i - 1)] };
+            serde_json::json!({"stepName": format!("s{i}"), "template": "echo", "dependsOn": depends,
+                "arguments": {"parameters": [{"name": "text", "value": format!("{{{{inputs.parameters.block}}}}-{i}")}]}})
+        })
+        .collect();
+    let calls: Vec<serde_json::Value> = (0..100)
+        .map(|i| {
+            let depends: Vec<String> = if i == 0 { vec![] } else { vec![format!("call-{}", i - 1)] };
+            serde_json::json!({"stepName": format!("call-{i}"), "template": "block", "dependsOn": depends,
+                "arguments": {"parameters": [{"name": "block", "value": format!("b{i}")}]}})
+        })
+        .collect();
+    let spec = serde_json::json!({
+        "arguments": {"parameters": [{"name": "version", "value": "1"}]},
+        "templates": [
+            {"name": "echo", "inputs": {"parameters": [{"name": "text"}]}, "image": "busybox",
+             "command": ["echo", "{{inputs.parameters.text}} {{workflow.parameters.version}}"]},
+            {"name": "block", "inputs": {"parameters": [{"name": "block"}]}, "dag": inner},
+        ],
+        "containers": calls,
+    });
+    WorkFlow {
+        metadata: WorkFlow::test("templated").build().metadata,
+        ..WorkFlow::new("templated", serde_json::from_value(spec).expect("a spec"))
+    }
+}
+
+/// Expanding templates (pure, once per spec) and the first plan of what they expand to.
+fn bench_templates(c: &mut Criterion) {
+    let wf = templated();
+    let (expanded, compiled) = plan::prepare(&wf);
+    let expanded = expanded.expect("templates expand");
+    assert_eq!(expanded.spec.containers.len(), STEPS);
+    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+    let now = Timestamp::now();
+    let mut group = c.benchmark_group("templates 100 x 100");
+    group.sample_size(10);
+    group.bench_function("expand", |b| {
+        b.iter(|| black_box(template::expand(black_box(&wf)).unwrap()))
+    });
+    group.bench_function("expand + compile", |b| {
+        b.iter(|| black_box(plan::prepare(black_box(&wf))))
+    });
+    group.bench_function("expand + compile + first plan", |b| {
+        b.iter(|| {
+            let (expanded, compiled) = plan::prepare(black_box(&wf));
+            let expanded = expanded.expect("templates expand");
+            black_box(plan::plan_compiled(&expanded, &compiled, &[], now))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_templates);
 criterion_main!(benches);
