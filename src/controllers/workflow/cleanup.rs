@@ -57,6 +57,7 @@ use workflow_operator_core::job_summary::{JobEnd, JobSummary};
 use workflow_operator_core::jobs::ANNOTATION_PODS_DELETED;
 use workflow_operator_core::lifecycle::Phase;
 use workflow_operator_core::plan::Compiled;
+use workflow_operator_core::template;
 
 /// The Event reason posted before a workflow is deleted for its TTL.
 pub const TTL_EXPIRED: &str = "TTLExpired";
@@ -110,7 +111,7 @@ impl Expiry {
 /// older generation (its spec changed since), and one whose finish time cannot be read: on any
 /// doubt, nothing is deleted.
 pub fn expiry(workflow: &WorkFlow, default_ttl: Option<i64>) -> Option<Expiry> {
-    let own = workflow.spec.ttl_seconds_after_finished;
+    let own = template::own_or_taken(workflow, |s| s.ttl_seconds_after_finished);
     let ttl_seconds = own.or(default_ttl)?;
     if workflow.meta().deletion_timestamp.is_some() {
         return None;
@@ -276,7 +277,7 @@ impl PodCleanup {
     /// The clean-up to run after the pass for `ctx` (with `changed` Jobs), or `None` when the
     /// workflow does not ask for one.
     pub fn after(ctx: &Context<WorkFlow>, changed: &[Arc<JobSummary>]) -> Option<Self> {
-        ctx.object.spec.pod_cleanup?;
+        template::own_or_taken(&ctx.object, |s| s.pod_cleanup)?;
         Some(Self {
             ctx: ctx.clone(),
             changed: changed.to_vec(),

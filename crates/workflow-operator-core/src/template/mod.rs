@@ -142,6 +142,22 @@ fn collect_refs(spec: &WorkFlowSpec, named: &mut BTreeSet<Source>) {
     }
 }
 
+/// A workflow-level optional field as the workflow runs with it, without expanding anything:
+/// its own value, else (for a workflow taking a shared template whole) the recorded template's.
+/// For what is read often and cheaply, e.g. `ttlSecondsAfterFinished` at every timer tick.
+pub fn own_or_taken<T>(
+    workflow: &WorkFlow,
+    field: impl Fn(&WorkFlowSpec) -> Option<T>,
+) -> Option<T> {
+    field(&workflow.spec).or_else(|| {
+        let reference = workflow.spec.workflow_template_ref.as_deref()?;
+        let source = Source::new(&reference.name, reference.cluster_scope);
+        let status = workflow.status.as_ref()?;
+        let record = status.resolved_templates.iter().find(|r| r.is(&source))?;
+        field(&record.spec)
+    })
+}
+
 /// The `{{workflow.*}}` forms of `workflow` without its parameters.
 fn identity(workflow: &WorkFlow) -> Vars {
     let created = workflow

@@ -427,3 +427,19 @@ fn a_workflow_of_ten_thousand_steps_from_a_shared_template_keeps_its_status_unde
     println!("status of 10,000 steps from a template: {bytes} bytes, of which the record {record}");
     assert!(bytes < 256 * 1024, "{bytes} bytes");
 }
+
+#[test]
+fn a_field_a_workflow_leaves_unset_is_read_from_the_template_it_takes_whole() {
+    let own = workflow("workflowTemplateRef: {name: ci}");
+    let ttl = |wf: &WorkFlow| own_or_taken(wf, |s| s.ttl_seconds_after_finished);
+    assert_eq!(ttl(&own), None, "nothing recorded yet");
+    let ci = recorded(
+        NAMESPACED_KIND,
+        "ci",
+        "ttlSecondsAfterFinished: 30\ncontainers: [{stepName: a, image: x}]",
+    );
+    let mut wf = with_records(own, vec![ci]);
+    assert_eq!(ttl(&wf), Some(30));
+    wf.spec.ttl_seconds_after_finished = Some(5);
+    assert_eq!(ttl(&wf), Some(5));
+}
