@@ -16,6 +16,7 @@ use workflow_operator_core::crd::{WorkFlow, WorkFlowSpec};
 use workflow_operator_core::incremental::RunState;
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::plan::{self, Compiled, ObservedJob};
+use workflow_operator_core::template;
 
 /// How long a Job we created counts as existing without the mirror showing it: longer than the
 /// Job watch lags under load, short enough that a Job deleted before the watch saw it is soon
@@ -40,6 +41,9 @@ pub(super) struct Prepared {
     /// The spec with its templates and parameters expanded; `None` for a spec without any
     /// (it is planned as it is).
     pub(super) spec: Option<Arc<WorkFlowSpec>>,
+    /// The spec names shared templates its status has not recorded yet (`resolve` reads
+    /// them): known once per generation, so a pass does not scan the steps for them.
+    pub(super) unresolved: bool,
 }
 
 impl Prepared {
@@ -126,6 +130,7 @@ impl Memory {
                 let prepared = Prepared {
                     compiled: Arc::new(compiled),
                     spec: spec.map(Arc::new),
+                    unresolved: !template::missing(workflow).is_empty(),
                 };
                 remembered.compiled = Some((key, prepared.clone()));
                 prepared

@@ -27,7 +27,7 @@ const MAX_ROUNDS: usize = 10;
 /// and is not being retried.
 pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), HandlerError> {
     let workflow = shared.status.latest(&ctx.object);
-    if template::missing(&workflow).is_empty() || !may_run(&workflow) {
+    if !shared.memory.compiled(&workflow).unresolved || !may_run(&workflow) {
         return Ok(());
     }
     shared
