@@ -27,9 +27,8 @@ const ATTEMPTS: usize = 5;
 pub struct ControlArgs {
     /// The workflow's name.
     name: String,
-    /// The workflow's namespace (default: the kubeconfig context's, as kubectl).
-    #[arg(long, short = 'n')]
-    namespace: Option<String>,
+    #[command(flatten)]
+    cluster: super::client::ClusterArgs,
 }
 
 /// A run-control verb.
@@ -138,7 +137,7 @@ fn decide(verb: Verb, workflow: &WorkFlow) -> Decision {
 /// Runs `verb` on the workflow named in `args`.
 pub async fn control(verb: Verb, args: ControlArgs) -> ExitCode {
     super::report(async {
-        let (client, namespace) = super::client(args.namespace).await?;
+        let (client, namespace) = args.cluster.connect().await?;
         let api: Api<WorkFlow> = Api::namespaced(client, &namespace);
         let message = apply(verb, &api, &namespace, &args.name).await?;
         println!("{message}");

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "dev")]
 mod bench;
+mod client;
 mod control;
 #[cfg(feature = "dev")]
 mod dev;
@@ -122,18 +123,6 @@ pub fn main() -> ExitCode {
         #[cfg(feature = "dev")]
         Command::Bench(args) => block_on(bench::bench(args)),
     }
-}
-
-/// A client from the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the pod's service account,
-/// as kubectl finds it, and the namespace to use: `namespace` if given, else the context's.
-async fn client(namespace: Option<String>) -> anyhow::Result<(kube::Client, String)> {
-    use anyhow::Context as _;
-    let config = kube::Config::infer()
-        .await
-        .context("no Kubernetes configuration found; set KUBECONFIG or run in a cluster")?;
-    let namespace = namespace.unwrap_or_else(|| config.default_namespace.clone());
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
-    Ok((client, namespace))
 }
 
 /// The workflow `name` in `namespace`, or an error saying it does not exist there.
