@@ -16,9 +16,6 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::Shutdown;
 use workflow_operator_core::lifecycle::Phase;
 
-/// The field manager of the CLI's writes (as `kubectl` is of its own).
-const FIELD_MANAGER: &str = "workflow-operator-cli";
-
 /// How many times a command re-checks a workflow that changed under it before giving up.
 const ATTEMPTS: usize = 5;
 
@@ -157,7 +154,7 @@ async fn apply(verb: Verb, api: &Api<WorkFlow>, namespace: &str, name: &str) -> 
         // The resourceVersion makes the patch conditional on what was checked.
         patch["metadata"] = json!({"resourceVersion": workflow.metadata.resource_version});
         let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
+            field_manager: Some(super::FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
         match api.patch(name, &params, &Patch::Merge(&patch)).await {

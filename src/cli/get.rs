@@ -345,7 +345,7 @@ fn human(secs: u64) -> String {
 }
 
 /// Columns padded to their widest cell, as kubectl prints; the last column is not padded.
-fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+pub(crate) fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
     let mut widths = header.map(str::len);
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {

@@ -11,6 +11,8 @@ mod get;
 pub(crate) mod inspect;
 pub(crate) mod logs;
 mod run;
+mod submit;
+mod template;
 
 use std::process::ExitCode;
 
@@ -82,6 +84,20 @@ enum Command {
     /// Retry a failed or stopped workflow: the steps that did not succeed run again in new Jobs;
     /// succeeded steps keep theirs (raises `spec.retry`, clears `spec.shutdown`).
     Retry(control::ControlArgs),
+    /// Submit a workflow from a manifest, or one that runs a shared template whole, with its
+    /// parameters given (`-p NAME=VALUE`), as `argo submit`; `--wait` waits until it finished.
+    ///
+    /// A parameter the workflow (or its template) does not declare, a missing one, a value
+    /// outside its `enum`, an unknown template: the submit is refused, nothing is created.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator submit examples/diamond.yaml --wait\n  \
+        workflow-operator submit release.yaml -p version=1.2 -p target=darwin --generate-name -o name\n  \
+        workflow-operator submit --from workflowtemplate/ci -p branch=main -n dev\n  \
+        workflow-operator submit --from cwftmpl/nightly --wait")]
+    Submit(submit::SubmitArgs),
+    /// List and show the shared templates: WorkFlowTemplates and ClusterWorkFlowTemplates,
+    /// with their templates and parameters.
+    Template(template::TemplateArgs),
     /// Print the workflow lifecycle (its states and legal transitions) as DOT or Mermaid.
     Lifecycle(inspect::LifecycleArgs),
     /// Measure the operator end to end and print one JSON object (makespan, steps per second,
@@ -117,6 +133,8 @@ pub fn main() -> ExitCode {
         Command::Stop(args) => block_on(control::control(control::Verb::Stop, args)),
         Command::Terminate(args) => block_on(control::control(control::Verb::Terminate, args)),
         Command::Retry(args) => block_on(control::control(control::Verb::Retry, args)),
+        Command::Submit(args) => block_on(submit::submit(args)),
+        Command::Template(args) => block_on(template::template(args)),
         Command::Run(args) => block_on(run::run(args)),
         #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),
@@ -138,10 +156,21 @@ async fn read_workflow(
         .with_context(|| format!("workflow {name} not found in namespace {namespace}"))
 }
 
+/// The field manager of the CLI's writes (as `kubectl` is of its own).
+const FIELD_MANAGER: &str = "workflow-operator-cli";
+
 /// Runs a command's body; an error is printed (with its causes) and exits 1.
 async fn report(body: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    report_with(async { body.await.map(|()| ExitCode::SUCCESS) }).await
+}
+
+/// Runs a command's body that chooses its exit code; an error is printed (with its causes)
+/// and exits 1.
+async fn report_with(
+    body: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+) -> ExitCode {
     match body.await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
