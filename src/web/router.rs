@@ -22,6 +22,7 @@ use super::pages::{self, WorkflowExtras, workflow_path};
 use super::reads;
 use super::svg;
 use workflow_operator_core::WorkFlow;
+use workflow_operator_core::plan;
 
 /// Only what the binary serves: its own stylesheet and script, and connections back to it
 /// (the events stream, the script's re-reads). Inline scripts, handlers and styles are refused
@@ -88,12 +89,17 @@ fn watched(state: &WebState, namespace: &str) -> Result<(), NotFound> {
     }
 }
 
+/// The workflow as its page shows it: its templates expanded into the steps that run.
 fn find(state: &WebState, namespace: &str, name: &str) -> Result<Arc<WorkFlow>, NotFound> {
     watched(state, namespace)?;
-    state
+    let workflow = state
         .mirror
         .get(&ObjectRef::new(name).within(namespace))
-        .ok_or_else(|| NotFound(format!("no workflow {namespace}/{name}")))
+        .ok_or_else(|| NotFound(format!("no workflow {namespace}/{name}")))?;
+    Ok(match plan::prepare(&workflow).0 {
+        Some(expanded) => Arc::new(expanded),
+        None => workflow,
+    })
 }
 
 async fn all_workflows(State(state): State<WebState>) -> Response {

@@ -37,5 +37,6 @@ mod telemetry_deploy;
 mod telemetry_http;
 mod telemetry_leader;
 mod telemetry_ready;
+mod templates;
 mod validate_schema;
 mod web_view;

@@ -647,3 +647,42 @@ async fn dev_prints_the_web_views_url_next_to_the_kubeconfig_and_off_turns_it_of
     assert!(output.status.success(), "{stdout}");
     assert!(!stdout.contains("web view"), "{stdout}");
 }
+
+/// A workflow made from a `dag` template called per item is drawn with the steps that run,
+/// named under the call (`each[1]/test`), each with its phase.
+#[rstest]
+#[tokio::test]
+async fn a_workflow_made_from_templates_is_drawn_with_its_expanded_steps(
+    #[future(awt)] namespace: Namespace,
+) {
+    let Some(view) = View::start(namespace).await else {
+        return;
+    };
+    let workflow: WorkFlow = serde_yaml::from_str(
+        r#"
+metadata: {name: templated}
+spec:
+  templates:
+    - name: pipeline
+      dag:
+        - {stepName: build, image: x, command: [echo, build]}
+        - {stepName: test, image: x, dependsOn: [build], command: [echo, test]}
+  containers:
+    - {stepName: each, template: pipeline, withItems: [a, b]}
+"#,
+    )
+    .unwrap();
+    let workflows = view.ns.workflows();
+    workflows
+        .create(&kube::api::PostParams::default(), &workflow)
+        .await
+        .unwrap();
+    view.ns.expect_completed("templated").await;
+    let page = view
+        .wait_page(
+            &view.workflow_path("templated"),
+            &[&node("each[0]/build", "Succeeded"), &node("each[1]/test", "Succeeded")],
+        )
+        .await;
+    assert!(!page.contains(r#"data-step="each""#), "{page}");
+}

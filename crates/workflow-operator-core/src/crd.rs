@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use super::lifecycle::Phase;
 use super::template::{
-    Arguments, ClusterWorkFlowTemplate, ResolvedTemplate, Template, TemplateRef,
-    WorkFlowTemplate, WorkflowTemplateRef,
+    Arguments, ClusterWorkFlowTemplate, ResolvedTemplate, Template, TemplateRef, WorkFlowTemplate,
+    WorkflowTemplateRef,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
@@ -1083,13 +1083,26 @@ spec:
             .map(|document| CustomResourceDefinition::deserialize(document).unwrap())
             .collect();
         assert_eq!(back, crds());
-        let names: Vec<_> = back.iter().map(|c| (c.spec.names.kind.as_str(), c.spec.scope.as_str(), c.spec.names.short_names.clone().unwrap_or_default())).collect();
+        let names: Vec<_> = back
+            .iter()
+            .map(|c| {
+                (
+                    c.spec.names.kind.as_str(),
+                    c.spec.scope.as_str(),
+                    c.spec.names.short_names.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
         assert_eq!(
             names,
             [
                 ("WorkFlow", "Namespaced", vec!["wf".to_string()]),
                 ("WorkFlowTemplate", "Namespaced", vec!["wftmpl".to_string()]),
-                ("ClusterWorkFlowTemplate", "Cluster", vec!["cwftmpl".to_string()]),
+                (
+                    "ClusterWorkFlowTemplate",
+                    "Cluster",
+                    vec!["cwftmpl".to_string()]
+                ),
             ]
         );
     }

@@ -19,7 +19,9 @@ use super::crd::Step;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DagError {
     /// `containers` is empty.
-    #[error("the workflow has no steps")]
+    #[error(
+        "spec.containers: the workflow has no steps (give at least one, or a workflowTemplateRef)"
+    )]
     NoSteps,
     /// A step has an empty name, which cannot become a Job.
     #[error("step #{index} has an empty stepName")]

@@ -303,8 +303,9 @@ impl PodCleanup {
         } else {
             self.changed
         };
-        let compiled = shared.memory.compiled(&workflow);
-        let due = pods_to_delete(&workflow, &compiled, status, &jobs);
+        let prepared = shared.memory.compiled(&workflow);
+        let planned = prepared.view(workflow.clone());
+        let due = pods_to_delete(&planned, &prepared.compiled, status, &jobs);
         if due.is_empty() {
             return Ok(());
         }

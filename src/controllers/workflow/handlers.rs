@@ -6,6 +6,7 @@
 //!
 //! | stage | module | client |
 //! |---|---|---|
+//! | resolve | `resolve`: the shared templates named, read once and recorded | only until recorded |
 //! | observe | `observe`: the workflow and its Jobs from the mirror | the mirror; pods and Events for a plan in full |
 //! | decide | `decide`: the plan, incrementally or in full | none |
 //! | gate | `gate`: `--max-running-steps` holds back Job creates | none (waits for the queue's watch) |
@@ -34,7 +35,7 @@ use super::apply::{self, delete_job, patch_job};
 use super::decide::{self, Decision};
 use super::observe;
 use super::shared::{Shared, temporary};
-use super::{gate, record};
+use super::{gate, record, resolve};
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
@@ -71,12 +72,13 @@ async fn timed(
     result
 }
 
-/// One pass: observe -> decide -> gate -> apply -> record.
+/// One pass: resolve -> observe -> decide -> gate -> apply -> record.
 async fn pass(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
     changed: Vec<Arc<JobSummary>>,
 ) -> HandlerResult {
+    resolve::resolve(shared, ctx).await?;
     let Some(mut seen) = observe::observe(shared, ctx, changed) else {
         return Ok(());
     };

@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use workflow_operator_core::crd::WorkFlow;
+use workflow_operator_core::crd::{WorkFlow, WorkFlowSpec};
 use workflow_operator_core::incremental::RunState;
 use workflow_operator_core::job_summary::JobSummary;
-use workflow_operator_core::plan::{Compiled, ObservedJob};
+use workflow_operator_core::plan::{self, Compiled, ObservedJob};
 
 /// How long a Job we created counts as existing without the mirror showing it: longer than the
 /// Job watch lags under load, short enough that a Job deleted before the watch saw it is soon
@@ -33,12 +33,55 @@ pub(super) struct CachedRun {
     pub(super) built_at: Instant,
 }
 
+/// A workflow's spec as planned: compiled, and expanded when it uses templates.
+#[derive(Clone)]
+pub(super) struct Prepared {
+    pub(super) compiled: Arc<Compiled>,
+    /// The spec with its templates and parameters expanded; `None` for a spec without any
+    /// (it is planned as it is).
+    pub(super) spec: Option<Arc<WorkFlowSpec>>,
+}
+
+impl Prepared {
+    /// `workflow` with the expanded spec in place of its own, when there is one.
+    pub(super) fn view(&self, workflow: Arc<WorkFlow>) -> Arc<WorkFlow> {
+        match &self.spec {
+            None => workflow,
+            Some(spec) => Arc::new(WorkFlow {
+                metadata: workflow.metadata.clone(),
+                spec: (**spec).clone(),
+                status: workflow.status.clone(),
+            }),
+        }
+    }
+}
+
+/// What a [`Prepared`] was made from: the generation, and how many shared templates the
+/// status recorded (records are only ever added, before the workflow runs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct SpecKey {
+    generation: i64,
+    resolved: usize,
+}
+
+impl SpecKey {
+    fn of(workflow: &WorkFlow) -> SpecKey {
+        SpecKey {
+            generation: workflow.metadata.generation.unwrap_or_default(),
+            resolved: workflow
+                .status
+                .as_ref()
+                .map_or(0, |s| s.resolved_templates.len()),
+        }
+    }
+}
+
 /// What is remembered of one workflow.
 #[derive(Default)]
 struct Remembered {
-    /// The validated DAG and run id, for the generation it was made from: saves an O(steps)
-    /// build per Job event.
-    compiled: Option<(i64, Arc<Compiled>)>,
+    /// The validated DAG and run id, and the spec with its templates expanded (when it has
+    /// any), for what they were made from: saves an O(steps) build per Job event.
+    compiled: Option<(SpecKey, Prepared)>,
     /// The incremental planner's state, as of the last plan carried out.
     run: Option<CachedRun>,
     /// Jobs we created that the mirror may not show yet, with when: planned as existing until
@@ -71,16 +114,21 @@ impl Memory {
         result
     }
 
-    /// `workflow.spec` compiled, made once per generation.
-    pub(super) fn compiled(&self, workflow: &WorkFlow) -> Arc<Compiled> {
+    /// `workflow.spec` expanded ([`plan::prepare_spec`]) and compiled, made once per
+    /// generation and record of shared templates read.
+    pub(super) fn compiled(&self, workflow: &WorkFlow) -> Prepared {
         let uid = workflow.uid().unwrap_or_default();
-        let generation = workflow.metadata.generation.unwrap_or_default();
+        let key = SpecKey::of(workflow);
         self.with(&uid, |remembered| match &remembered.compiled {
-            Some((g, compiled)) if *g == generation => compiled.clone(),
+            Some((k, prepared)) if *k == key => prepared.clone(),
             _ => {
-                let compiled = Arc::new(Compiled::new(&workflow.spec));
-                remembered.compiled = Some((generation, compiled.clone()));
-                compiled
+                let (spec, compiled) = plan::prepare_spec(workflow);
+                let prepared = Prepared {
+                    compiled: Arc::new(compiled),
+                    spec: spec.map(Arc::new),
+                };
+                remembered.compiled = Some((key, prepared.clone()));
+                prepared
             }
         })
     }

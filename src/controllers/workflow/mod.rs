@@ -28,6 +28,7 @@ pub mod metrics;
 mod observe;
 pub mod operator;
 mod record;
+mod resolve;
 mod shared;
 mod status_write;
 pub mod status_writer;

@@ -17,17 +17,19 @@ use workflow_operator_core::plan::{Compiled, ObservedJob};
 
 use super::decide;
 use super::failure_cause;
-use super::memory::CachedRun;
+use super::memory::{CachedRun, Prepared};
 use super::shared::{Shared, temporary};
 use super::step_outputs;
 
 /// What one pass observed.
 pub(super) struct Observed {
-    /// The newest copy of the workflow.
+    /// The newest copy of the workflow, its templates expanded: what the pass plans.
     pub(super) workflow: Arc<WorkFlow>,
     pub(super) uid: String,
     pub(super) now: Timestamp,
     pub(super) compiled: Arc<Compiled>,
+    /// The expanded spec `workflow` holds, for a copy read again.
+    prepared: Prepared,
     /// Its Jobs in the mirror.
     pub(super) children: Vec<Arc<JobSummary>>,
     /// The Jobs we created that the mirror does not show yet.
@@ -56,12 +58,13 @@ pub(super) fn observe(
     ctx: &Context<WorkFlow>,
     changed: Vec<Arc<JobSummary>>,
 ) -> Option<Observed> {
-    let workflow = shared.status.latest(&ctx.object);
-    if workflow.meta().deletion_timestamp.is_some() {
+    let stored = shared.status.latest(&ctx.object);
+    if stored.meta().deletion_timestamp.is_some() {
         return None;
     }
-    let uid = workflow.uid().unwrap_or_default();
-    let compiled = shared.memory.compiled(&workflow);
+    let uid = stored.uid().unwrap_or_default();
+    let prepared = shared.memory.compiled(&stored);
+    let workflow = prepared.view(stored);
     let cached = shared.memory.take_run(&uid).filter(|run| {
         shared.status.with_newest(&uid, |newest, in_flight| {
             decide::still_follows(
@@ -75,7 +78,8 @@ pub(super) fn observe(
     let unmirrored = shared.memory.unmirrored(&uid, &children);
     Some(Observed {
         now: Timestamp::now(),
-        compiled,
+        compiled: prepared.compiled.clone(),
+        prepared,
         status_written_at: cached.as_ref().and_then(|c| c.status_written_at),
         cached,
         flush: changed.is_empty(),
@@ -101,7 +105,7 @@ pub(super) async fn jobs_in_full(
         shared.metrics.api_error("patch");
         temporary("writing the status", e)
     })?;
-    seen.workflow = shared.status.latest(&ctx.object);
+    seen.workflow = seen.prepared.view(shared.status.latest(&ctx.object));
     let workflow = &seen.workflow;
     let mut observed = decide::observed_jobs(&seen.children, workflow, seen.now);
     observed.extend(seen.unmirrored.iter().cloned());

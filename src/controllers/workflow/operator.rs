@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 
 use super::admission::{Admission, WAKE_CHECK};
 use super::cleanup;
@@ -175,40 +175,61 @@ pub async fn install_crd(client: &Client) -> Result<()> {
     Ok(())
 }
 
+// CRDs are written and read as untyped JSON: `JSONSchemaProps` deserialises one Rust frame
+// set per level of the schema, and the templates' schema is deep enough to overflow a 2 MiB
+// test thread's stack in a debug build (a real cluster's client never needs the typed form).
 async fn install_one(client: &Client, crd: CustomResourceDefinition) -> Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let api = crd_api(client);
     let name = crd.metadata.name.clone().unwrap_or_default();
+    let object: DynamicObject =
+        serde_json::from_value(serde_json::to_value(&crd).context("a CRD is JSON")?)
+            .context("a CRD is an object")?;
     api.patch(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&crd),
+        &Patch::Apply(&object),
     )
     .await
     .with_context(|| format!("applying CRD {name}"))?;
-    let established = kube::runtime::wait::await_condition(
-        api,
-        &name,
-        kube::runtime::wait::conditions::is_crd_established(),
-    );
+    let established = kube::runtime::wait::await_condition(api, &name, is_established);
     tokio::time::timeout(Duration::from_secs(30), established)
         .await
         .with_context(|| format!("CRD {name} not established after 30s"))??;
     Ok(())
 }
 
+/// CustomResourceDefinitions, as untyped objects.
+fn crd_api(client: &Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<CustomResourceDefinition>(&()),
+    )
+}
+
+/// Whether a CRD has condition `Established=True`.
+fn is_established(crd: Option<&DynamicObject>) -> bool {
+    crd.and_then(|crd| crd.data["status"]["conditions"].as_array())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        })
+}
+
 /// Fails fast, saying how to fix it, when one of the operator's CRDs is not installed.
 pub async fn check_crd_installed(client: &Client) -> Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let api = crd_api(client);
     for crd in workflow_operator_core::crd::crds() {
         let name = crd.metadata.name.unwrap_or_default();
         let kind = crd.spec.names.kind;
-        match api.get_opt(&name).await {
+        match api.get_metadata_opt(&name).await {
             Ok(Some(_)) => {}
             Ok(None) => bail!(
                 "the {kind} CRD ({name}) is not installed; install the operator's CRDs with `kubectl apply -f crd/workflow.yaml` or `workflow-operator crd | kubectl apply -f -`"
             ),
             Err(error) => {
-                return Err(error).with_context(|| format!("checking that CRD {name} is installed"));
+                return Err(error)
+                    .with_context(|| format!("checking that CRD {name} is installed"));
             }
         }
     }

@@ -59,7 +59,7 @@ pub fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
         .unwrap_or_else(|| panic!("no row {name} in\n{table}"))
 }
 
-/// The embedded control plane with the CRD installed (by kubectl, from `crd/`) and the operator
+/// The embedded control plane with the CRDs installed (by kubectl, from `crd/`) and the operator
 /// running, and kubectl's home; `None` where kubectl cannot be had.
 pub struct Session {
     pub cluster: DevCluster,
@@ -89,6 +89,8 @@ impl Session {
                 "wait",
                 "--for=condition=Established",
                 "crd/workflows.workflow.crd.com",
+                "crd/workflowtemplates.workflow.crd.com",
+                "crd/clusterworkflowtemplates.workflow.crd.com",
                 "--timeout=30s",
             ],
         )

@@ -334,16 +334,22 @@ impl Compiled {
 /// into plain steps (a copy, made only when the spec uses them; `None` otherwise). A spec that
 /// does not expand compiles to its problems, which fail the workflow.
 pub fn prepare(workflow: &WorkFlow) -> (Option<WorkFlow>, Compiled) {
+    let (spec, compiled) = prepare_spec(workflow);
+    let expanded = spec.map(|spec| WorkFlow {
+        metadata: workflow.metadata.clone(),
+        spec,
+        status: workflow.status.clone(),
+    });
+    (expanded, compiled)
+}
+
+/// [`prepare`] giving only the expanded spec.
+pub fn prepare_spec(workflow: &WorkFlow) -> (Option<WorkFlowSpec>, Compiled) {
     match template::expand(workflow) {
         Ok(Cow::Borrowed(spec)) => (None, Compiled::new(spec)),
         Ok(Cow::Owned(spec)) => {
             let compiled = Compiled::new(&spec);
-            let expanded = WorkFlow {
-                metadata: workflow.metadata.clone(),
-                spec,
-                status: workflow.status.clone(),
-            };
-            (Some(expanded), compiled)
+            (Some(spec), compiled)
         }
         Err(problems) => (
             None,

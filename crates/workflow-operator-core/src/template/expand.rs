@@ -5,11 +5,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::fill::{Vars, fill_json, rename_outputs};
 use super::merge::step_over_template;
-use super::types::{Parameter, ResolvedTemplate, Source, Template};
+use super::types::{Parameter, ResolvedTemplate, Source, Template, read_step};
 use crate::crd::Step;
 use crate::fan_out;
 use crate::outputs;
@@ -27,7 +27,7 @@ pub(super) struct Scope<'a> {
 /// What one step became.
 enum Expanded {
     /// One step.
-    Step(Step),
+    Step(Box<Step>),
     /// The steps of a `dag` template (names local to the calling level) and which of them
     /// the caller's dependents wait on.
     Dag {
@@ -79,7 +79,7 @@ impl<'a> Expander<'a> {
         let mut leaves: HashMap<String, Vec<String>> = HashMap::new();
         for step in steps {
             match self.step(step, scope, vars, at) {
-                Expanded::Step(step) => out.push(step),
+                Expanded::Step(step) => out.push(*step),
                 Expanded::Dag { steps, leaves: own } => {
                     leaves.insert(step.step_name.clone(), own);
                     out.extend(steps);
@@ -124,7 +124,7 @@ impl<'a> Expander<'a> {
                         "has arguments but calls no template (template or templateRef)",
                     );
                 }
-                return Expanded::Step(step);
+                return Expanded::Step(Box::new(step));
             }
             return Expanded::Refused;
         };
@@ -339,7 +339,7 @@ impl<'a> Expander<'a> {
         }
         let inner = if inner.template.is_some() || inner.template_ref.is_some() {
             match self.step(&inner, scope, &vars, at) {
-                Expanded::Step(step) => step,
+                Expanded::Step(step) => *step,
                 Expanded::Dag { .. } => {
                     return self.refuse(
                         at,
@@ -355,7 +355,7 @@ impl<'a> Expander<'a> {
         } else {
             inner
         };
-        Expanded::Step(step_over_template(call, inner))
+        Expanded::Step(Box::new(step_over_template(call, inner)))
     }
 
     /// A call of a `dag` template: its steps per item (once without items), renamed under the
@@ -364,11 +364,29 @@ impl<'a> Expander<'a> {
         &mut self,
         call: Step,
         template: &'a Template,
-        dag: &'a [Step],
+        dag: &'a [Map<String, Value>],
         scope: Scope<'a>,
         at: &str,
     ) -> Expanded {
         let name = call.step_name.clone();
+        let mut steps = Vec::with_capacity(dag.len());
+        for (i, fields) in dag.iter().enumerate() {
+            match read_step(fields) {
+                Ok(step) => steps.push(step),
+                Err(problem) => {
+                    let inner = fields
+                        .get("stepName")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| format!("#{i}"), str::to_string);
+                    return self.refuse(
+                        at,
+                        &name,
+                        format!("template {:?}: step {inner:?}: {problem}", template.name),
+                    );
+                }
+            }
+        }
+        let dag = &steps[..];
         if !template.container.is_empty() {
             let fields: Vec<&str> = template.container.keys().map(String::as_str).collect();
             return self.refuse(
@@ -402,7 +420,7 @@ impl<'a> Expander<'a> {
                 .map(|(i, item)| (format!("{name}[{i}]/"), Some(item)))
                 .collect(),
         };
-        let mut steps = Vec::new();
+        let mut expanded = Vec::new();
         let mut leaves = Vec::new();
         for (prefix, item) in runs {
             let Some(vars) = self.inputs(&call, template, item.as_ref(), at) else {
@@ -412,10 +430,13 @@ impl<'a> Expander<'a> {
             self.check_inner_dependencies(dag, &template.name, &inner_at);
             let inner = self.level(dag, scope, &vars, &inner_at);
             let (renamed, own_leaves) = under(inner, &prefix, &call);
-            steps.extend(renamed);
+            expanded.extend(renamed);
             leaves.extend(own_leaves);
         }
-        Expanded::Dag { steps, leaves }
+        Expanded::Dag {
+            steps: expanded,
+            leaves,
+        }
     }
 
     /// Records each step of a `dag` template that depends on a step outside the template.

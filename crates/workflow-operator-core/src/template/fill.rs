@@ -86,17 +86,17 @@ pub fn fill_json(value: &mut Value, vars: &Vars, unfilled: &mut Unfilled) {
 pub fn unknown_forms(value: &Value, found: &mut Unfilled) {
     match value {
         Value::String(s) if s.contains("{{") => {
-            if let Err(e) = outputs::references(s) {
-                if !found.iter().any(|(form, _)| *form == e.text) {
-                    found.push((
-                        e.text.clone(),
-                        "not a form the operator knows: {{workflow.parameters.NAME}}, \
-                         {{workflow.name|namespace|uid|creationTimestamp}}, \
-                         {{inputs.parameters.NAME}} in a template, \
-                         {{steps.NAME.outputs.KEY}}, {{item}}, {{item.FIELD}}"
-                            .into(),
-                    ));
-                }
+            if let Err(e) = outputs::references(s)
+                && !found.iter().any(|(form, _)| *form == e.text)
+            {
+                found.push((
+                    e.text.clone(),
+                    "not a form the operator knows: {{workflow.parameters.NAME}}, \
+                     {{workflow.name|namespace|uid|creationTimestamp}}, \
+                     {{inputs.parameters.NAME}} in a template, \
+                     {{steps.NAME.outputs.KEY}}, {{item}}, {{item.FIELD}}"
+                        .into(),
+                ));
             }
         }
         Value::Array(list) => list.iter().for_each(|v| unknown_forms(v, found)),

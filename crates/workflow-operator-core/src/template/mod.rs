@@ -129,7 +129,7 @@ fn collect_refs(spec: &WorkFlowSpec, named: &mut BTreeSet<Source>) {
         t.dag
             .iter()
             .flatten()
-            .filter_map(|s| s.template_ref.as_deref().cloned())
+            .filter_map(|s| serde_json::from_value(s.get("templateRef")?.clone()).ok())
             .chain(own)
     });
     let steps = spec
@@ -200,9 +200,7 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
     problems.append(&mut expander.problems);
     problems.extend(plain_problems(&containers, &on_exit));
     if containers.is_empty() && problems.is_empty() {
-        problems.push(
-            "spec.containers: a workflow needs at least one step (or a workflowTemplateRef)".into(),
-        );
+        problems.push(crate::dag::DagError::NoSteps.to_string());
     }
     let mut seen = BTreeSet::new();
     problems.retain(|p| seen.insert(p.clone()));

@@ -361,3 +361,21 @@ containers:
     assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
     assert!(compiled.flow.when.contains_key(&1));
 }
+
+#[test]
+fn a_misspelt_field_of_a_dag_templates_step_is_refused_naming_it() {
+    let wf = workflow(
+        r#"
+templates:
+  - {name: t, dag: [{stepName: x, image: busybox, comand: [echo]}]}
+containers:
+  - {stepName: s, template: t}
+"#,
+    );
+    let found = problems(&wf);
+    assert!(
+        found[0]
+            .starts_with(r#"step "s": template "t": step "x": unknown field comand: a step has "#),
+        "{found:?}"
+    );
+}

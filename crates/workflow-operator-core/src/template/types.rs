@@ -3,6 +3,8 @@
 //! `WorkFlowTemplate` and `ClusterWorkFlowTemplate`, and `status.resolvedTemplates` (what a
 //! workflow read from them, kept with it).
 
+use std::sync::LazyLock;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -68,14 +70,44 @@ pub struct Template {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Arguments>,
 
-    /// The steps of a template that is itself a DAG; a step calling it becomes these steps,
-    /// named `STEP/INNER`.
+    /// The steps of a template that is itself a DAG, as written (read as steps, unknown fields
+    /// refused, when called); a step calling it becomes these steps, named `STEP/INNER`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dag: Option<Vec<Step>>,
+    pub dag: Option<Vec<Map<String, Value>>>,
 
     /// The step fields of a container template, as written; read as a step when called.
     #[serde(flatten)]
     pub container: Map<String, Value>,
+}
+
+/// The fields a step may have, by their API names.
+static STEP_FIELDS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let schema = serde_json::to_value(schemars::schema_for!(Step)).expect("a schema is JSON");
+    schema["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+});
+
+/// `fields` read as a step, refusing a field no step has (the API server keeps a `dag`'s
+/// steps as written, so a misspelt field would otherwise be dropped without a word).
+///
+/// # Errors
+/// The unknown fields, or why the fields are not a step.
+pub fn read_step(fields: &Map<String, Value>) -> Result<Step, String> {
+    let unknown: Vec<&str> = fields
+        .keys()
+        .filter(|k| !STEP_FIELDS.contains(k))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "unknown field {}: a step has {}",
+            unknown.join(", "),
+            STEP_FIELDS.join(", ")
+        ));
+    }
+    serde_json::from_value(Value::Object(fields.clone())).map_err(|e| e.to_string())
 }
 
 /// A step's call of a template of a shared `WorkFlowTemplate` or `ClusterWorkFlowTemplate`.
@@ -256,11 +288,20 @@ pub(crate) fn templates_schema(generator: &mut schemars::SchemaGenerator) -> sch
             );
         }
         properties.insert("inputs".into(), inputs);
+        // A `dag`'s steps are kept as written: the step schema again inside the template's
+        // would double the CRD's depth and size (the operator reads them as steps, refusing
+        // unknown fields, when the template is called).
         properties.insert(
             "dag".into(),
             serde_json::json!({
                 "type": "array",
-                "items": step.as_value(),
+                "items": {
+                    "type": "object",
+                    "required": ["stepName"],
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"stepName": {"type": "string", "minLength": 1, "description": "The step's name, unique in the template."}},
+                    "description": "A step, with the fields of a step in `containers`.",
+                },
                 "description": "The steps of a template that is itself a DAG; a step calling it becomes these steps, named `STEP/INNER`.",
             }),
         );

@@ -1,0 +1,135 @@
+//! Resolving: the shared templates a workflow names (`workflowTemplateRef`, `templateRef`)
+//! are read once, the first time the operator handles the workflow, and recorded in its status
+//! (`status.resolvedTemplates`) before any of its steps runs. Every later pass expands the
+//! workflow from that record, never from the templates again: an edited or deleted template
+//! does not change a workflow that started from it, on retry, stop or restart.
+//!
+//! A template that is not found is not recorded; expanding the workflow then fails it naming
+//! the template (`workflowTemplateRef: workflowtemplate "ci" not found in namespace "dev"`),
+//! and a `retry` reads it again. A SIGKILL between the read and the record costs a second read:
+//! nothing ran yet.
+
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use kube_kopf::{Context, HandlerError};
+use workflow_operator_core::crd::WorkFlow;
+use workflow_operator_core::template::{
+    self, CLUSTER_KIND, ClusterWorkFlowTemplate, ResolvedTemplate, Source, WorkFlowTemplate,
+};
+
+use super::shared::{Shared, temporary};
+
+/// How many rounds of reading a chain of templates that name templates takes at most.
+const MAX_ROUNDS: usize = 10;
+
+/// Reads and records the shared templates `ctx`'s workflow names that its status does not
+/// hold yet; does nothing (no read, no write) for a workflow that names none, or that ended
+/// and is not being retried.
+pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), HandlerError> {
+    let workflow = shared.status.latest(&ctx.object);
+    if template::missing(&workflow).is_empty() || !may_run(&workflow) {
+        return Ok(());
+    }
+    shared
+        .status
+        .settle(&workflow)
+        .await
+        .map_err(|e| temporary("writing the status", e))?;
+    let workflow = shared.status.latest(&ctx.object);
+    let mut status = workflow.status.clone().unwrap_or_default();
+    let namespace = workflow.namespace().unwrap_or_default();
+    let before = status.resolved_templates.len();
+    for _ in 0..MAX_ROUNDS {
+        let probe = WorkFlow {
+            status: Some(status.clone()),
+            ..(*workflow).clone()
+        };
+        let mut found = Vec::new();
+        for source in template::missing(&probe) {
+            if let Some(record) = read(&ctx.client, &namespace, &source).await? {
+                found.push(record);
+            }
+        }
+        if found.is_empty() {
+            break;
+        }
+        status.resolved_templates.extend(found);
+    }
+    if status.resolved_templates.len() == before {
+        return Ok(());
+    }
+    shared
+        .status
+        .write(&ctx.client, &workflow, &status)
+        .await
+        .map_err(|e| {
+            shared.metrics.api_error("patch");
+            temporary("recording the templates read", e)
+        })?;
+    let read: Vec<String> = status.resolved_templates[before..]
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {:?} at resourceVersion {}",
+                r.kind.to_lowercase(),
+                r.name,
+                r.resource_version.as_deref().unwrap_or("?")
+            )
+        })
+        .collect();
+    if let Err(error) = ctx
+        .publish(
+            kube::runtime::events::EventType::Normal,
+            "TemplatesResolved",
+            &format!(
+                "read {}; the workflow runs these, whatever becomes of them",
+                read.join(", ")
+            ),
+        )
+        .await
+    {
+        tracing::warn!(%error, "posting the TemplatesResolved event");
+    }
+    Ok(())
+}
+
+/// Whether the workflow may still run steps: not ended, or ended and asked to retry.
+fn may_run(workflow: &WorkFlow) -> bool {
+    let Some(status) = &workflow.status else {
+        return true;
+    };
+    let ended = status.workflow_status.is_some_and(|p| p.is_terminal());
+    !ended || workflow.spec.retry > status.retry.unwrap_or(0)
+}
+
+/// Reads the shared template `source` names, as a record; `None` when it does not exist.
+async fn read(
+    client: &Client,
+    namespace: &str,
+    source: &Source,
+) -> Result<Option<ResolvedTemplate>, HandlerError> {
+    let reading = |e| temporary(&format!("reading {}", source.describe()), e);
+    let (meta, spec) = if source.kind == CLUSTER_KIND {
+        let api: Api<ClusterWorkFlowTemplate> = Api::all(client.clone());
+        match api.get_opt(&source.name).await.map_err(reading)? {
+            Some(t) => (t.metadata, t.spec.workflow),
+            None => return Ok(None),
+        }
+    } else {
+        let api: Api<WorkFlowTemplate> = Api::namespaced(client.clone(), namespace);
+        match api.get_opt(&source.name).await.map_err(reading)? {
+            Some(t) => (t.metadata, t.spec.workflow),
+            None => return Ok(None),
+        }
+    };
+    Ok(Some(ResolvedTemplate {
+        kind: source.kind.to_string(),
+        name: source.name.clone(),
+        uid: meta.uid,
+        resource_version: meta.resource_version,
+        resolved_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        )),
+        spec,
+    }))
+}
