@@ -148,7 +148,13 @@ fn describe(object: &DynamicObject) -> String {
                 let inputs = t.inputs.iter().flat_map(|i| &i.parameters);
                 let shape = match &t.dag {
                     Some(dag) => {
-                        format!("dag: {}", dashed(dag.iter().map(|s| s.step_name.clone())))
+                        format!(
+                            "dag: {}",
+                            dashed(
+                                dag.iter()
+                                    .filter_map(|s| Some(s.get("stepName")?.as_str()?.to_string()))
+                            )
+                        )
                     }
                     None => "container".to_string(),
                 };

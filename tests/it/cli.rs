@@ -149,8 +149,7 @@ fn validate_names_each_problem() {
             "maxStepTimeout: -5\n  containers: [{stepName: a, image: x}]",
             "spec.maxStepTimeout",
         ),
-        // Since workflowTemplateRef, the schema allows no steps; the operator refuses none.
-        ("containers: []", "the workflow has no steps"),
+        ("containers: []", "spec.containers"),
         (
             "startTimeout: 0\n  containers: [{stepName: a, image: x}]",
             "spec.startTimeout",
