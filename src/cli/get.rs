@@ -181,7 +181,7 @@ struct Shown {
 impl Shown {
     async fn read(client: &Client, namespace: &str, name: &str) -> Result<Shown> {
         let api = Api::<WorkFlow>::namespaced(client.clone(), namespace);
-        let workflow = super::read_workflow(&api, namespace, name).await?;
+        let workflow = super::read_expanded(&api, namespace, name).await?;
         let selector = ListParams::default().labels(&jobs::selector(name));
         let jobs = Api::<Job>::namespaced(client.clone(), namespace)
             .list(&selector)

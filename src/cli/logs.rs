@@ -41,7 +41,7 @@ pub async fn logs(args: LogsArgs) -> ExitCode {
     super::report(async {
         let (client, namespace) = args.cluster.connect().await?;
         let api = Api::<WorkFlow>::namespaced(client.clone(), &namespace);
-        let workflow = super::read_workflow(&api, &namespace, &args.name).await?;
+        let workflow = super::read_expanded(&api, &namespace, &args.name).await?;
         if let Some(step) = &args.step
             && !workflow
                 .spec

@@ -159,6 +159,20 @@ async fn read_workflow(
 /// The field manager of the CLI's writes (as `kubectl` is of its own).
 const FIELD_MANAGER: &str = "workflow-operator-cli";
 
+/// The workflow `name` in `namespace` as its steps run: its templates expanded with the shared
+/// templates its status records (`plan::prepare`), or as it is when it uses none or does not
+/// expand (yet).
+async fn read_expanded(
+    api: &kube::Api<workflow_operator_core::WorkFlow>,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<workflow_operator_core::WorkFlow> {
+    let workflow = read_workflow(api, namespace, name).await?;
+    Ok(workflow_operator_core::plan::prepare(&workflow)
+        .0
+        .unwrap_or(workflow))
+}
+
 /// Runs a command's body; an error is printed (with its causes) and exits 1.
 async fn report(body: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
     report_with(async { body.await.map(|()| ExitCode::SUCCESS) }).await

@@ -45,22 +45,6 @@ spec:
     - {stepName: build, image: busybox, command: [echo, nightly]}
 "#;
 
-/// The session with the template kinds' CRDs established too.
-async fn start(test: &str) -> Option<Session> {
-    let session = Session::start(test).await?;
-    for crd in ["workflowtemplates", "clusterworkflowtemplates"] {
-        session
-            .k(&[
-                "wait",
-                "--for=condition=Established",
-                &format!("crd/{crd}.workflow.crd.com"),
-                "--timeout=30s",
-            ])
-            .await;
-    }
-    Some(session)
-}
-
 /// Runs `workflow-operator ARGS` with `KUBECONFIG` set to `kubeconfig`, whatever its outcome.
 async fn run(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
@@ -81,7 +65,7 @@ fn text(bytes: &[u8]) -> String {
 /// are refused, each saying why, and nothing is created; `--generate-name` and `-o name`.
 #[tokio::test]
 async fn submit_sets_parameters_and_refuses_bad_ones_before_creating_anything() {
-    let Some(session) = start("submit_parameters").await else {
+    let Some(session) = Session::start("submit_parameters").await else {
         return;
     };
     let file = session.write_manifest("greet.yaml", GREET);
@@ -146,7 +130,7 @@ async fn submit_sets_parameters_and_refuses_bad_ones_before_creating_anything() 
 /// `-o json` prints the created workflow.
 #[tokio::test]
 async fn submit_wait_exits_0_when_the_workflow_completed_and_1_when_it_failed() {
-    let Some(session) = start("submit_wait").await else {
+    let Some(session) = Session::start("submit_wait").await else {
         return;
     };
     let kubeconfig = session.cluster.kubeconfig_path();
@@ -182,7 +166,7 @@ async fn submit_wait_exits_0_when_the_workflow_completed_and_1_when_it_failed() 
 /// not exist and a kind that is none are refused, nothing created.
 #[tokio::test]
 async fn submit_from_a_shared_template_of_either_kind() {
-    let Some(session) = start("submit_from").await else {
+    let Some(session) = Session::start("submit_from").await else {
         return;
     };
     session.create(SHARED).await;
@@ -250,6 +234,28 @@ async fn submit_from_a_shared_template_of_either_kind() {
             .cli(&["submit", "--from", "cwftmpl/nightly", "-o", "name"])
             .await,
     );
+    // Run by the operator from what it read of the template.
+    let waited = session
+        .cli(&[
+            "submit",
+            "--from",
+            "wftmpl/ci",
+            "-p",
+            "depth=1",
+            "--wait",
+            "-o",
+            "name",
+        ])
+        .await;
+    let ran = waited.lines().next().unwrap().rsplit('/').next().unwrap();
+    assert!(
+        waited.contains(&format!("workflow {ran} Completed")),
+        "{waited}"
+    );
+    assert_eq!(
+        session.cli(&["logs", ran]).await,
+        "checkout: checkout main 1\n"
+    );
     assert!(nightly.starts_with("nightly-"), "{nightly}");
     assert_eq!(
         session
@@ -264,7 +270,7 @@ async fn submit_from_a_shared_template_of_either_kind() {
 /// get` one, with its parameters' values, allowed values and descriptions, or as YAML/JSON.
 #[tokio::test]
 async fn template_list_and_get_show_the_shared_templates() {
-    let Some(session) = start("template_list_get").await else {
+    let Some(session) = Session::start("template_list_get").await else {
         return;
     };
     session.create(SHARED).await;
@@ -341,7 +347,7 @@ async fn template_list_and_get_show_the_shared_templates() {
 /// for every command that talks to a cluster.
 #[tokio::test]
 async fn every_cluster_command_takes_kubeconfig_context_and_namespace() {
-    let Some(session) = start("cluster_flags").await else {
+    let Some(session) = Session::start("cluster_flags").await else {
         return;
     };
     session.k(&["create", "namespace", "team"]).await;
@@ -448,6 +454,88 @@ async fn every_cluster_command_takes_kubeconfig_context_and_namespace() {
     assert!(
         text(&out.stderr).contains("workflow simple not found in namespace default"),
         "{out:?}"
+    );
+    session.stop().await;
+}
+
+/// The issue's example: a container template, a `dag` template called twice, parameters.
+const RELEASE: &str = r#"apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: release}
+spec:
+  arguments:
+    parameters:
+      - {name: version}
+      - {name: target, value: linux, enum: [linux, darwin, windows]}
+  templates:
+    - name: say
+      inputs:
+        parameters: [{name: message}]
+      image: busybox:1.36
+      command: [sh, -c, 'echo "{{inputs.parameters.message}}"']
+    - name: pipeline
+      inputs: {parameters: [{name: platform}]}
+      dag:
+        - {stepName: build, template: say, arguments: {parameters: [{name: message, value: "build {{inputs.parameters.platform}}"}]}}
+        - {stepName: test, template: say, dependsOn: [build], arguments: {parameters: [{name: message, value: "test {{inputs.parameters.platform}}"}]}}
+  containers:
+    - stepName: hello
+      template: say
+      arguments: {parameters: [{name: message, value: "releasing {{workflow.parameters.version}}"}]}
+    - {stepName: linux, template: pipeline, dependsOn: [hello], arguments: {parameters: [{name: platform, value: linux}]}}
+    - {stepName: other, template: pipeline, dependsOn: [linux], arguments: {parameters: [{name: platform, value: "{{workflow.parameters.target}}"}]}}
+"#;
+
+/// `get` and `logs` show a workflow made of templates with its expanded steps, `STEP/INNER`.
+#[tokio::test]
+async fn get_and_logs_show_the_expanded_steps_of_a_workflow_made_from_templates() {
+    let Some(session) = Session::start("get_logs_expanded").await else {
+        return;
+    };
+    let file = session.write_manifest("release.yaml", RELEASE);
+    let submitted = session
+        .cli(&[
+            "submit",
+            &file,
+            "-p",
+            "version=1.2",
+            "-p",
+            "target=darwin",
+            "--wait",
+        ])
+        .await;
+    assert!(
+        submitted.contains("workflow release Completed"),
+        "{submitted}"
+    );
+    let shown = session.cli(&["get", "release"]).await;
+    let steps: Vec<Vec<&str>> = shown
+        .lines()
+        .skip_while(|l| !l.starts_with("STEP"))
+        .skip(1)
+        .map(|l| l.split_whitespace().take(2).collect())
+        .collect();
+    let expected: Vec<Vec<&str>> = [
+        "hello",
+        "linux/build",
+        "linux/test",
+        "other/build",
+        "other/test",
+    ]
+    .iter()
+    .map(|step| vec![*step, "Succeeded"])
+    .collect();
+    assert_eq!(steps, expected, "{shown}");
+    assert_eq!(
+        session.cli(&["logs", "release"]).await,
+        "hello: releasing 1.2\nlinux/build: build linux\nlinux/test: test linux\n\
+         other/build: build darwin\nother/test: test darwin\n"
+    );
+    assert_eq!(
+        session
+            .cli(&["logs", "release", "--step", "other/test"])
+            .await,
+        "other/test: test darwin\n"
     );
     session.stop().await;
 }
