@@ -57,9 +57,12 @@ enum Command {
     /// their command as local processes on this machine (no container, no image pull).
     #[cfg(feature = "dev")]
     Dev(dev::DevArgs),
-    /// Print the WorkFlow CustomResourceDefinition as YAML (what `crd/workflow.yaml` holds).
+    /// Print the CustomResourceDefinitions (WorkFlow, WorkFlowTemplate, ClusterWorkFlowTemplate)
+    /// as YAML (what `crd/workflow.yaml` holds).
     Crd,
-    /// Check WorkFlow manifests without a cluster: exit 1 and name each problem (e.g. a cycle's path).
+    /// Check WorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate manifests without a cluster:
+    /// exit 1 and name every problem (e.g. a cycle's path, an unknown template, a missing
+    /// parameter).
     Validate(inspect::ValidateArgs),
     /// Print a workflow's DAG as Graphviz DOT or Mermaid.
     Graph(inspect::GraphArgs),
