@@ -16,9 +16,6 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::Shutdown;
 use workflow_operator_core::lifecycle::Phase;
 
-/// The field manager of the CLI's writes (as `kubectl` is of its own).
-const FIELD_MANAGER: &str = "workflow-operator-cli";
-
 /// How many times a command re-checks a workflow that changed under it before giving up.
 const ATTEMPTS: usize = 5;
 
@@ -27,9 +24,8 @@ const ATTEMPTS: usize = 5;
 pub struct ControlArgs {
     /// The workflow's name.
     name: String,
-    /// The workflow's namespace (default: the kubeconfig context's, as kubectl).
-    #[arg(long, short = 'n')]
-    namespace: Option<String>,
+    #[command(flatten)]
+    cluster: super::client::ClusterArgs,
 }
 
 /// A run-control verb.
@@ -138,7 +134,7 @@ fn decide(verb: Verb, workflow: &WorkFlow) -> Decision {
 /// Runs `verb` on the workflow named in `args`.
 pub async fn control(verb: Verb, args: ControlArgs) -> ExitCode {
     super::report(async {
-        let (client, namespace) = super::client(args.namespace).await?;
+        let (client, namespace) = args.cluster.connect().await?;
         let api: Api<WorkFlow> = Api::namespaced(client, &namespace);
         let message = apply(verb, &api, &namespace, &args.name).await?;
         println!("{message}");
@@ -158,7 +154,7 @@ async fn apply(verb: Verb, api: &Api<WorkFlow>, namespace: &str, name: &str) -> 
         // The resourceVersion makes the patch conditional on what was checked.
         patch["metadata"] = json!({"resourceVersion": workflow.metadata.resource_version});
         let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
+            field_manager: Some(super::FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
         match api.patch(name, &params, &Patch::Merge(&patch)).await {

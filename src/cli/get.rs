@@ -28,9 +28,8 @@ use workflow_operator_core::step_view::{Deadline, StepView, step_views};
 pub struct GetArgs {
     /// The workflow's name.
     name: String,
-    /// The workflow's namespace (default: the kubeconfig context's, as kubectl).
-    #[arg(long, short = 'n')]
-    namespace: Option<String>,
+    #[command(flatten)]
+    cluster: super::client::ClusterArgs,
     /// `text` for people, `json` for scripts (the steps with their phase, times, attempts, exit
     /// code, reason, message, Job and outputs).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
@@ -43,9 +42,8 @@ pub struct GetArgs {
 pub struct WatchArgs {
     /// The workflow's name.
     name: String,
-    /// The workflow's namespace (default: the kubeconfig context's, as kubectl).
-    #[arg(long, short = 'n')]
-    namespace: Option<String>,
+    #[command(flatten)]
+    cluster: super::client::ClusterArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -56,7 +54,7 @@ enum Output {
 
 pub async fn get(args: GetArgs) -> ExitCode {
     super::report(async {
-        let (client, namespace) = super::client(args.namespace).await?;
+        let (client, namespace) = args.cluster.connect().await?;
         let shown = Shown::read(&client, &namespace, &args.name).await?;
         match args.output {
             Output::Text => print!("{}", shown.render(Timestamp::now())),
@@ -69,7 +67,7 @@ pub async fn get(args: GetArgs) -> ExitCode {
 
 pub async fn watch(args: WatchArgs) -> ExitCode {
     super::report(async {
-        let (client, namespace) = super::client(args.namespace).await?;
+        let (client, namespace) = args.cluster.connect().await?;
         let workflows: Api<WorkFlow> = Api::namespaced(client.clone(), &namespace);
         let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
         // Any change of the workflow or of its Jobs redraws; the watches are the clock.
@@ -183,7 +181,7 @@ struct Shown {
 impl Shown {
     async fn read(client: &Client, namespace: &str, name: &str) -> Result<Shown> {
         let api = Api::<WorkFlow>::namespaced(client.clone(), namespace);
-        let workflow = super::read_workflow(&api, namespace, name).await?;
+        let workflow = super::read_expanded(&api, namespace, name).await?;
         let selector = ListParams::default().labels(&jobs::selector(name));
         let jobs = Api::<Job>::namespaced(client.clone(), namespace)
             .list(&selector)
@@ -347,7 +345,7 @@ fn human(secs: u64) -> String {
 }
 
 /// Columns padded to their widest cell, as kubectl prints; the last column is not padded.
-fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+pub(crate) fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
     let mut widths = header.map(str::len);
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {

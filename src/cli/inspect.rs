@@ -1,5 +1,7 @@
-//! The commands that need no cluster: `crd`, `validate`, `graph` and `lifecycle`.
+//! The commands that need no cluster: `crd`, `validate`, `graph` and `lifecycle`; and the
+//! checks `submit` shares with `validate`.
 
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -9,10 +11,14 @@ use serde_json::Value;
 
 use kube_schema_check::object_meta::{self, NameRule};
 use kube_schema_check::schema;
-use workflow_operator_core::crd::{WorkFlow, crd_yaml};
+use workflow_operator_core::crd::{WorkFlow, WorkFlowSpec, crd_yaml};
 use workflow_operator_core::fan_out::node_label;
 use workflow_operator_core::lifecycle;
 use workflow_operator_core::plan::Compiled;
+use workflow_operator_core::template::{
+    self, CLUSTER_KIND, ClusterWorkFlowTemplate, NAMESPACED_KIND, Problems, ResolvedTemplate,
+    Source, WorkFlowTemplate,
+};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {
@@ -58,54 +64,94 @@ pub fn lifecycle(args: &LifecycleArgs) -> ExitCode {
 }
 
 pub fn graph(args: &GraphArgs) -> ExitCode {
-    let workflows = match read_workflows(&args.file) {
-        Ok(workflows) => workflows,
-        Err(problem) => return fail(&problem),
-    };
-    let Some((name, value)) = workflows.into_iter().next() else {
-        return fail(&format!("{}: no WorkFlow in the file", args.file.display()));
-    };
-    let problems = problems_of(&value);
-    if !problems.is_empty() {
-        return fail(&format!(
-            "{}: workflow {name}: {}",
-            args.file.display(),
-            problems.join("; ")
-        ));
+    match expanded_workflow(&args.file) {
+        Ok(spec) => {
+            draw(&spec, args.format);
+            ExitCode::SUCCESS
+        }
+        Err(problem) => fail(&problem),
     }
-    let workflow: WorkFlow = serde_json::from_value(value).expect("validated above");
-    let compiled = Compiled::new(&workflow.spec);
-    let dag = compiled.dag.as_ref().expect("validated above");
-    let label = |i: usize| node_label(&workflow.spec.containers[i], compiled.flow.fan_out.get(&i));
-    let runs = workflow.spec.run_count();
+}
+
+/// The first WorkFlow of `file`, its templates expanded with the shared templates the file
+/// holds; or why it cannot be drawn.
+fn expanded_workflow(file: &Path) -> Result<WorkFlowSpec, String> {
+    let documents = read_documents(file)?;
+    let shared = shared_templates(&documents);
+    let document = documents
+        .iter()
+        .find(|d| d.kind == WORKFLOW_KIND)
+        .ok_or_else(|| format!("{}: no WorkFlow in the file", file.display()))?;
+    let failed = |problems: Vec<String>| {
+        format!(
+            "{}: workflow {}: {}",
+            file.display(),
+            document.name,
+            problems.join("; ")
+        )
+    };
+    let mut workflow = parse_workflow(&document.value).map_err(failed)?;
+    let absent = record_from(&mut workflow, &shared);
+    if let Some(source) = absent.first() {
+        return Err(failed(vec![format!(
+            "{} is not in the file: give its manifest in the same file to draw the workflow",
+            source.describe()
+        )]));
+    }
+    plan_problems(&workflow, &[])
+        .map(|spec| spec.expect("nothing absent"))
+        .map_err(failed)
+}
+
+fn draw(spec: &WorkFlowSpec, format: Format) {
+    let compiled = Compiled::new(spec);
+    let dag = compiled.dag.as_ref().expect("checked before");
+    let label = |i: usize| node_label(&spec.containers[i], compiled.flow.fan_out.get(&i));
+    let runs = spec.run_count();
     let title = (runs > 1).then(|| format!("runs: {runs}"));
-    match args.format {
+    match format {
         Format::Dot => print!("{}", dag.to_dot_labelled(label, title.as_deref())),
         Format::Mermaid => print!("{}", dag.to_mermaid_labelled(label, title.as_deref())),
     }
-    ExitCode::SUCCESS
 }
 
-/// Checks every WorkFlow in the files as the API server (schema) and the operator (DAG) would.
+/// Checks every WorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate in the files as the API
+/// server (schema) and the operator (templates, DAG) would. A workflow's shared templates are
+/// taken from the files; one they do not hold gets a note (the operator reads it at run time).
 pub fn validate(args: &ValidateArgs) -> ExitCode {
     let mut failed = false;
+    let mut read = Vec::new();
     for file in &args.files {
-        let workflows = match read_workflows(file) {
-            Ok(workflows) => workflows,
+        match read_documents(file) {
+            Ok(documents) => read.push((file, documents)),
             Err(problem) => {
                 eprintln!("{problem}");
                 failed = true;
-                continue;
             }
-        };
-        for (name, value) in workflows {
-            let problems = problems_of(&value);
+        }
+    }
+    let shared: Vec<ResolvedTemplate> = read
+        .iter()
+        .flat_map(|(_, documents)| shared_templates(documents))
+        .collect();
+    for (file, documents) in &read {
+        for document in documents {
+            let what = format!(
+                "{}: {} {}",
+                file.display(),
+                document.kind.to_lowercase(),
+                document.name
+            );
+            let (problems, notes) = document_problems(document, &shared);
+            for note in notes {
+                println!("{what}: note: {note}");
+            }
             if problems.is_empty() {
-                println!("{}: workflow {name}: valid", file.display());
+                println!("{what}: valid");
             } else {
                 failed = true;
                 for problem in problems {
-                    eprintln!("{}: workflow {name}: {problem}", file.display());
+                    eprintln!("{what}: {problem}");
                 }
             }
         }
@@ -117,18 +163,115 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
     }
 }
 
-/// What is wrong with one WorkFlow document: unknown fields, then metadata, schema and CEL rule
-/// violations with their field paths, in the order and words of the API server's 422 (what
-/// `kubectl create` would be refused for), else DAG problems (what the operator would fail it
-/// for).
-fn problems_of(value: &Value) -> Vec<String> {
-    let crd = WorkFlow::crd();
+/// The problems of one document, and notes about it (shared templates the files do not hold).
+fn document_problems(
+    document: &Document,
+    shared: &[ResolvedTemplate],
+) -> (Vec<String>, Vec<String>) {
+    if document.kind != WORKFLOW_KIND {
+        let problems = schema_problems(document.kind, &document.value).err();
+        return (problems.unwrap_or_default(), Vec::new());
+    }
+    let mut workflow = match parse_workflow(&document.value) {
+        Ok(workflow) => workflow,
+        Err(problems) => return (problems, Vec::new()),
+    };
+    let absent = record_from(&mut workflow, shared);
+    let notes = absent
+        .iter()
+        .map(|source| {
+            format!(
+                "{} is not in the files given: the operator reads it from the cluster when the workflow runs",
+                source.describe()
+            )
+        })
+        .collect();
+    (
+        plan_problems(&workflow, &absent).err().unwrap_or_default(),
+        notes,
+    )
+}
+
+/// A WorkFlow document checked as the API server checks it on a create, then read.
+pub(crate) fn parse_workflow(value: &Value) -> Result<WorkFlow, Vec<String>> {
+    let normalized = schema_problems(WORKFLOW_KIND, value)?;
+    serde_json::from_value(normalized).map_err(|e| vec![format!("not a valid WorkFlow: {e}")])
+}
+
+/// What the operator would fail `workflow` for, every problem: its templates and parameters
+/// (with the shared templates its status records), then its DAG. The expanded spec when there
+/// is none; `None` when a template of `absent` (not at hand) keeps it from expanding, whose
+/// own "not found" is no problem here.
+pub(crate) fn plan_problems(
+    workflow: &WorkFlow,
+    absent: &[Source],
+) -> Result<Option<WorkFlowSpec>, Vec<String>> {
+    let spec = match template::expand(workflow) {
+        Ok(spec) => spec.into_owned(),
+        Err(Problems(problems)) => {
+            let unread: Vec<String> = absent
+                .iter()
+                .map(|s| format!("{} not found", s.describe()))
+                .collect();
+            let problems: Vec<String> = problems
+                .into_iter()
+                .filter(|p| !unread.iter().any(|u| p.contains(u)))
+                .collect();
+            return if problems.is_empty() {
+                Ok(None)
+            } else {
+                Err(problems)
+            };
+        }
+    };
+    // The steps and the exit steps, as the operator validates them.
+    match Compiled::new(&spec).dag {
+        Ok(_) => Ok(Some(spec)),
+        Err(error) => Err(vec![error.to_string()]),
+    }
+}
+
+/// Records in `workflow`'s status the shared templates it names that `shared` holds; those it
+/// does not.
+fn record_from(workflow: &mut WorkFlow, shared: &[ResolvedTemplate]) -> Vec<Source> {
+    let find = |source: Source| {
+        std::future::ready(Ok::<_, Infallible>(
+            shared.iter().find(|r| r.is(&source)).cloned(),
+        ))
+    };
+    let Ok(absent) = futures::executor::block_on(super::template::resolve(workflow, find));
+    absent
+}
+
+/// The WorkFlowTemplates and ClusterWorkFlowTemplates of `documents` without schema problems,
+/// as a workflow records those it reads.
+fn shared_templates(documents: &[Document]) -> Vec<ResolvedTemplate> {
+    documents
+        .iter()
+        .filter(|d| d.kind != WORKFLOW_KIND)
+        .filter_map(|d| {
+            let normalized = schema_problems(d.kind, &d.value).ok()?;
+            let spec = serde_json::from_value(normalized.get("spec")?.clone()).ok()?;
+            Some(super::template::record(d.kind, &d.name, None, None, spec))
+        })
+        .collect()
+}
+
+/// The document normalized (defaults filled in), or what the API server would refuse it for on
+/// a create: unknown fields, then metadata, schema and CEL rule violations with their field
+/// paths, in the order and words of its 422.
+fn schema_problems(kind: &str, value: &Value) -> Result<Value, Vec<String>> {
+    let crd = match kind {
+        WORKFLOW_KIND => WorkFlow::crd(),
+        NAMESPACED_KIND => WorkFlowTemplate::crd(),
+        _ => ClusterWorkFlowTemplate::crd(),
+    };
     let schema = crd.spec.versions[0]
         .schema
         .as_ref()
         .and_then(|s| s.open_api_v3_schema.as_ref())
         .map(|s| serde_json::to_value(s).expect("schemas serialize"))
-        .expect("the WorkFlow CRD has a schema");
+        .expect("each of our CRDs has a schema");
     let mut normalized = value.clone();
     // kubectl validates strictly by default (`--validate=strict`, the server's
     // `fieldValidation=Strict`): an unknown field, such as a typo, refuses the whole object.
@@ -138,53 +281,66 @@ fn problems_of(value: &Value) -> Vec<String> {
     let mut errors = object_meta::validate(&normalized, NameRule::Subdomain, true);
     errors.extend(schema::validate(&schema, &normalized));
     schema::validate_rules(&schema, &normalized, None, &mut errors);
-    if !unknown.is_empty() || !errors.is_empty() {
-        return unknown
-            .into_iter()
-            .map(|field| format!("unknown field {field:?}"))
-            .chain(
-                errors
-                    .into_iter()
-                    .map(|e| format!("{}: {}", e.field, e.message)),
-            )
-            .collect();
+    if unknown.is_empty() && errors.is_empty() {
+        return Ok(normalized);
     }
-    match serde_json::from_value::<WorkFlow>(normalized) {
-        Err(error) => vec![format!("not a valid WorkFlow: {error}")],
-        // The steps and the exit steps, as the operator validates them.
-        Ok(workflow) => match Compiled::new(&workflow.spec).dag {
-            Ok(_) => Vec::new(),
-            Err(error) => vec![error.to_string()],
-        },
-    }
+    Err(unknown
+        .into_iter()
+        .map(|field| format!("unknown field {field:?}"))
+        .chain(
+            errors
+                .into_iter()
+                .map(|e| format!("{}: {}", e.field, e.message)),
+        )
+        .collect())
 }
 
-/// The WorkFlow documents of a file, with their names.
-fn read_workflows(file: &Path) -> Result<Vec<(String, Value)>, String> {
+/// A document of a manifest of one of our kinds.
+pub(crate) struct Document {
+    /// `WorkFlow`, `WorkFlowTemplate` or `ClusterWorkFlowTemplate`.
+    pub kind: &'static str,
+    /// Its `metadata.name` (`<unnamed>` without one).
+    pub name: String,
+    pub value: Value,
+}
+
+/// The kind of workflows.
+pub(crate) const WORKFLOW_KIND: &str = "WorkFlow";
+
+/// The WorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate documents of a file (`-` reads
+/// standard input).
+pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
     let text = if file == Path::new("-") {
         std::io::read_to_string(std::io::stdin())
             .map_err(|e| format!("reading standard input: {e}"))?
     } else {
         std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
     };
-    let mut workflows = Vec::new();
+    let mut documents = Vec::new();
     for document in serde_yaml::Deserializer::from_str(&text) {
         let value: Value = serde::Deserialize::deserialize(document)
             .map_err(|e| format!("{}: not YAML: {e}", file.display()))?;
-        if value.get("kind").and_then(Value::as_str) != Some("WorkFlow") {
+        let kind = value.get("kind").and_then(Value::as_str);
+        let Some(kind) = [WORKFLOW_KIND, NAMESPACED_KIND, CLUSTER_KIND]
+            .into_iter()
+            .find(|k| Some(*k) == kind)
+        else {
             continue;
-        }
+        };
         let name = value
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("<unnamed>")
             .to_string();
-        workflows.push((name, value));
+        documents.push(Document { kind, name, value });
     }
-    if workflows.is_empty() {
-        return Err(format!("{}: no WorkFlow in the file", file.display()));
+    if documents.is_empty() {
+        return Err(format!(
+            "{}: no WorkFlow (nor WorkFlowTemplate, ClusterWorkFlowTemplate) in the file",
+            file.display()
+        ));
     }
-    Ok(workflows)
+    Ok(documents)
 }
 
 fn fail(problem: &str) -> ExitCode {

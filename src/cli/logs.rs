@@ -33,16 +33,15 @@ pub struct LogsArgs {
     /// workflow finishes.
     #[arg(long, short = 'f')]
     follow: bool,
-    /// The workflow's namespace (default: the kubeconfig context's, as kubectl).
-    #[arg(long, short = 'n')]
-    namespace: Option<String>,
+    #[command(flatten)]
+    cluster: super::client::ClusterArgs,
 }
 
 pub async fn logs(args: LogsArgs) -> ExitCode {
     super::report(async {
-        let (client, namespace) = super::client(args.namespace.clone()).await?;
+        let (client, namespace) = args.cluster.connect().await?;
         let api = Api::<WorkFlow>::namespaced(client.clone(), &namespace);
-        let workflow = super::read_workflow(&api, &namespace, &args.name).await?;
+        let workflow = super::read_expanded(&api, &namespace, &args.name).await?;
         if let Some(step) = &args.step
             && !workflow
                 .spec

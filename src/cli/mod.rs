@@ -3,6 +3,7 @@
 
 #[cfg(feature = "dev")]
 mod bench;
+mod client;
 mod control;
 #[cfg(feature = "dev")]
 mod dev;
@@ -10,6 +11,8 @@ mod get;
 pub(crate) mod inspect;
 pub(crate) mod logs;
 mod run;
+mod submit;
+mod template;
 
 use std::process::ExitCode;
 
@@ -54,9 +57,12 @@ enum Command {
     /// their command as local processes on this machine (no container, no image pull).
     #[cfg(feature = "dev")]
     Dev(dev::DevArgs),
-    /// Print the WorkFlow CustomResourceDefinition as YAML (what `crd/workflow.yaml` holds).
+    /// Print the CustomResourceDefinitions (WorkFlow, WorkFlowTemplate, ClusterWorkFlowTemplate)
+    /// as YAML (what `crd/workflow.yaml` holds).
     Crd,
-    /// Check WorkFlow manifests without a cluster: exit 1 and name each problem (e.g. a cycle's path).
+    /// Check WorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate manifests without a cluster:
+    /// exit 1 and name every problem (e.g. a cycle's path, an unknown template, a missing
+    /// parameter).
     Validate(inspect::ValidateArgs),
     /// Print a workflow's DAG as Graphviz DOT or Mermaid.
     Graph(inspect::GraphArgs),
@@ -81,6 +87,20 @@ enum Command {
     /// Retry a failed or stopped workflow: the steps that did not succeed run again in new Jobs;
     /// succeeded steps keep theirs (raises `spec.retry`, clears `spec.shutdown`).
     Retry(control::ControlArgs),
+    /// Submit a workflow from a manifest, or one that runs a shared template whole, with its
+    /// parameters given (`-p NAME=VALUE`), as `argo submit`; `--wait` waits until it finished.
+    ///
+    /// A parameter the workflow (or its template) does not declare, a missing one, a value
+    /// outside its `enum`, an unknown template: the submit is refused, nothing is created.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator submit examples/diamond.yaml --wait\n  \
+        workflow-operator submit release.yaml -p version=1.2 -p target=darwin --generate-name -o name\n  \
+        workflow-operator submit --from workflowtemplate/ci -p branch=main -n dev\n  \
+        workflow-operator submit --from cwftmpl/nightly --wait")]
+    Submit(submit::SubmitArgs),
+    /// List and show the shared templates: WorkFlowTemplates and ClusterWorkFlowTemplates,
+    /// with their templates and parameters.
+    Template(template::TemplateArgs),
     /// Print the workflow lifecycle (its states and legal transitions) as DOT or Mermaid.
     Lifecycle(inspect::LifecycleArgs),
     /// Measure the operator end to end and print one JSON object (makespan, steps per second,
@@ -116,24 +136,14 @@ pub fn main() -> ExitCode {
         Command::Stop(args) => block_on(control::control(control::Verb::Stop, args)),
         Command::Terminate(args) => block_on(control::control(control::Verb::Terminate, args)),
         Command::Retry(args) => block_on(control::control(control::Verb::Retry, args)),
+        Command::Submit(args) => block_on(submit::submit(args)),
+        Command::Template(args) => block_on(template::template(args)),
         Command::Run(args) => block_on(run::run(args)),
         #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),
         #[cfg(feature = "dev")]
         Command::Bench(args) => block_on(bench::bench(args)),
     }
-}
-
-/// A client from the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the pod's service account,
-/// as kubectl finds it, and the namespace to use: `namespace` if given, else the context's.
-async fn client(namespace: Option<String>) -> anyhow::Result<(kube::Client, String)> {
-    use anyhow::Context as _;
-    let config = kube::Config::infer()
-        .await
-        .context("no Kubernetes configuration found; set KUBECONFIG or run in a cluster")?;
-    let namespace = namespace.unwrap_or_else(|| config.default_namespace.clone());
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
-    Ok((client, namespace))
 }
 
 /// The workflow `name` in `namespace`, or an error saying it does not exist there.
@@ -149,10 +159,35 @@ async fn read_workflow(
         .with_context(|| format!("workflow {name} not found in namespace {namespace}"))
 }
 
+/// The field manager of the CLI's writes (as `kubectl` is of its own).
+const FIELD_MANAGER: &str = "workflow-operator-cli";
+
+/// The workflow `name` in `namespace` as its steps run: its templates expanded with the shared
+/// templates its status records (`plan::prepare`), or as it is when it uses none or does not
+/// expand (yet).
+async fn read_expanded(
+    api: &kube::Api<workflow_operator_core::WorkFlow>,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<workflow_operator_core::WorkFlow> {
+    let workflow = read_workflow(api, namespace, name).await?;
+    Ok(workflow_operator_core::plan::prepare(&workflow)
+        .0
+        .unwrap_or(workflow))
+}
+
 /// Runs a command's body; an error is printed (with its causes) and exits 1.
 async fn report(body: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    report_with(async { body.await.map(|()| ExitCode::SUCCESS) }).await
+}
+
+/// Runs a command's body that chooses its exit code; an error is printed (with its causes)
+/// and exits 1.
+async fn report_with(
+    body: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+) -> ExitCode {
     match body.await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE

@@ -187,7 +187,8 @@ fn validate_names_each_problem() {
         ),
         (
             "containers: [{stepName: a, image: x, env: [{name: X, value: '{{inputs.x}}'}]}]",
-            r#"step "a": {{inputs.x}} is not a reference the operator knows"#,
+            // An `{{inputs.` form is a template's: what the operator fails it for (expansion).
+            r#"step "a": {{inputs.x}}: no input of that name here: inputs are read only inside a template that declares them"#,
         ),
         (
             "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], when: 'steps.a.outputs.k =='}]",
@@ -313,5 +314,262 @@ fn dev_help_says_the_server_is_plain_http_on_loopback() {
         "--pods",
     ] {
         assert!(help.contains(flag), "{flag} missing from dev --help");
+    }
+}
+
+/// The issue's example with every kind of problem a template or parameter can have.
+const MANY_PROBLEMS: &str = r#"apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: many}
+spec:
+  arguments:
+    parameters:
+      - {name: version}
+      - {name: target, value: solaris, enum: [linux, darwin]}
+  templates:
+    - {name: build, image: x}
+    - {name: a, dag: [{stepName: one, template: b}]}
+    - {name: b, dag: [{stepName: two, template: a}]}
+    - {name: leaky, dag: [{stepName: in, template: build, dependsOn: [outside]}]}
+  containers:
+    - {stepName: s1, template: biuld}
+    - {stepName: s2, template: build, arguments: {parameters: [{name: nope, value: "1"}]}}
+    - {stepName: s3, image: "repo/{{tag}}"}
+    - {stepName: s4, image: x, command: ["{{workflow.parameters.missing}}"]}
+    - {stepName: s5, template: a}
+    - {stepName: s6, template: leaky}
+"#;
+
+#[test]
+fn validate_names_every_problem_of_a_workflow_with_templates_in_one_run() {
+    let file = manifest(MANY_PROBLEMS);
+    let path = file.path().to_str().unwrap();
+    let output = run(&["validate", path]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let problems = stderr(&output);
+    for expected in [
+        r#"spec.arguments.parameters: "version" has no value: give one (workflow-operator submit -p version=VALUE)"#,
+        r#"spec.arguments.parameters: "target": "solaris" is not one of linux, darwin"#,
+        r#"step "s1": template "biuld" not found (templates: build, a, b, leaky)"#,
+        r#"step "s2": argument "nope": template "build" has no input of that name (there are no inputs)"#,
+        r#"step "s3": {{tag}}: not a form the operator knows"#,
+        r#"step "s4": {{workflow.parameters.missing}}: "#,
+        r#"step "s5/one/two": template cycle: a -> b -> a"#,
+        r#"step "s6/in": depends on "outside", which is not a step of dag template "leaky""#,
+    ] {
+        let line = format!("{path}: workflow many: {expected}");
+        assert!(
+            problems.lines().any(|l| l.starts_with(&line)),
+            "{line}\nnot in\n{problems}"
+        );
+    }
+}
+
+/// A workflow that runs a WorkFlowTemplate whole and one that calls a template of a
+/// ClusterWorkFlowTemplate.
+const USES_SHARED: &str = r#"apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: whole}
+spec:
+  workflowTemplateRef: {name: ci}
+  arguments: {parameters: [{name: branch, value: dev}]}
+---
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: calls}
+spec:
+  containers:
+    - {stepName: greet, templateRef: {name: lib, template: hello, clusterScope: true}, arguments: {parameters: [{name: who, value: you}]}}
+    - {stepName: other, dependsOn: [greet], templateRef: {name: elsewhere, template: x}}
+"#;
+
+const SHARED: &str = r#"apiVersion: workflow.crd.com/v1
+kind: WorkFlowTemplate
+metadata: {name: ci}
+spec:
+  arguments: {parameters: [{name: branch, value: main}]}
+  containers: [{stepName: checkout, image: git, command: [echo, "{{workflow.parameters.branch}}"]}]
+---
+apiVersion: workflow.crd.com/v1
+kind: ClusterWorkFlowTemplate
+metadata: {name: lib}
+spec:
+  templates:
+    - {name: hello, inputs: {parameters: [{name: who}]}, image: busybox, args: ["hi {{inputs.parameters.who}}"]}
+"#;
+
+#[test]
+fn validate_takes_shared_templates_from_the_files_and_notes_those_read_at_run_time() {
+    let uses = manifest(USES_SHARED);
+    let shared = manifest(SHARED);
+    let (uses, shared) = (
+        uses.path().to_str().unwrap(),
+        shared.path().to_str().unwrap(),
+    );
+    let output = run(&["validate", uses, shared]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let elsewhere = r#"note: workflowtemplate "elsewhere" is not in the files given: the operator reads it from the cluster when the workflow runs"#;
+    assert_eq!(
+        stdout(&output).lines().collect::<Vec<_>>(),
+        [
+            format!("{uses}: workflow whole: valid"),
+            format!("{uses}: workflow calls: {elsewhere}"),
+            format!("{uses}: workflow calls: valid"),
+            format!("{shared}: workflowtemplate ci: valid"),
+            format!("{shared}: clusterworkflowtemplate lib: valid"),
+        ]
+    );
+    // Alone, every shared template is a note.
+    let output = run(&["validate", uses]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let notes = stdout(&output);
+    for note in [
+        format!(r#"{uses}: workflow whole: note: workflowtemplate "ci" is not in the files given"#),
+        format!(
+            r#"{uses}: workflow calls: note: clusterworkflowtemplate "lib" is not in the files given"#
+        ),
+    ] {
+        assert!(notes.contains(&note), "{note} not in {notes}");
+    }
+    // What the shared template holds is checked: a parameter it does not declare.
+    let wrong =
+        manifest(&USES_SHARED.replace("name: branch, value: dev", "name: brnach, value: dev"));
+    let wrong = wrong.path().to_str().unwrap();
+    let output = run(&["validate", wrong, shared]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains(&format!(r#"{wrong}: workflow whole: spec.arguments.parameters: "brnach": workflowtemplate "ci" declares no such parameter (parameters: branch)"#)),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn validate_checks_shared_templates_against_their_schemas() {
+    let file = manifest(
+        "apiVersion: workflow.crd.com/v1\nkind: WorkFlowTemplate\nmetadata: {name: typo}\nspec:\n  \
+         containers: [{stepName: a, image: x, depends_on: [b]}]\n---\n\
+         apiVersion: workflow.crd.com/v1\nkind: ClusterWorkFlowTemplate\nmetadata: {name: Bad_Name}\n\
+         spec:\n  templates: [{name: t, image: x, timeout: 0}]\n",
+    );
+    let path = file.path().to_str().unwrap();
+    let output = run(&["validate", path]);
+    assert_eq!(output.status.code(), Some(1));
+    let problems = stderr(&output);
+    for expected in [
+        format!(r#"{path}: workflowtemplate typo: unknown field "spec.containers[0].depends_on""#),
+        format!(
+            r#"{path}: clusterworkflowtemplate Bad_Name: metadata.name: Invalid value: "Bad_Name""#
+        ),
+        format!(
+            r#"{path}: clusterworkflowtemplate Bad_Name: spec.templates[0].timeout: Invalid value: "integer": must not be 0"#
+        ),
+    ] {
+        assert!(
+            problems.contains(&expected),
+            "{expected}\nnot in\n{problems}"
+        );
+    }
+}
+
+#[test]
+fn graph_draws_a_workflow_made_of_templates_expanded() {
+    let file = manifest(
+        r#"apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: release}
+spec:
+  templates:
+    - {name: say, inputs: {parameters: [{name: m}]}, image: busybox, command: [echo, "{{inputs.parameters.m}}"]}
+    - name: pipeline
+      dag:
+        - {stepName: build, template: say, arguments: {parameters: [{name: m, value: b}]}}
+        - {stepName: test, template: say, dependsOn: [build], arguments: {parameters: [{name: m, value: t}]}}
+  containers:
+    - {stepName: hello, template: say, arguments: {parameters: [{name: m, value: hi}]}}
+    - {stepName: linux, template: pipeline, dependsOn: [hello]}
+    - {stepName: lib, dependsOn: [linux], templateRef: {name: lib, template: hello, clusterScope: true}, arguments: {parameters: [{name: who, value: me}]}}
+"#,
+    );
+    let path = file.path().to_str().unwrap();
+    let refused = run(&["graph", path]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains(r#"workflow release: clusterworkflowtemplate "lib" is not in the file: give its manifest in the same file to draw the workflow"#),
+        "{}",
+        stderr(&refused)
+    );
+    let whole = manifest(&format!(
+        "{}---\n{}",
+        std::fs::read_to_string(path).unwrap(),
+        SHARED
+    ));
+    let dot = stdout(&run(&["graph", whole.path().to_str().unwrap()]));
+    for node in [
+        r#"s0 [label="hello"]"#,
+        r#"s1 [label="linux/build"]"#,
+        r#"s2 [label="linux/test"]"#,
+        r#"s3 [label="lib"]"#,
+    ] {
+        assert!(dot.contains(node), "{node} not in {dot}");
+    }
+    for edge in ["s0 -> s1", "s1 -> s2", "s2 -> s3"] {
+        assert!(dot.contains(edge), "{edge} not in {dot}");
+    }
+    assert_eq!(dot.matches("->").count(), 3, "{dot}");
+}
+
+#[test]
+fn help_of_the_new_commands_shows_their_flags_and_examples() {
+    let submit = stdout(&run(&["submit", "--help"]));
+    for text in [
+        "--from <KIND/NAME>",
+        "-p, --parameter <NAME=VALUE>",
+        "--generate-name",
+        "--wait",
+        "-o, --output <OUTPUT>",
+        "Examples:",
+        "workflow-operator submit --from workflowtemplate/ci -p branch=main -n dev",
+    ] {
+        assert!(submit.contains(text), "{text} missing from\n{submit}");
+    }
+    let list = stdout(&run(&["template", "list", "--help"]));
+    assert!(list.contains("-A, --all-namespaces"), "{list}");
+    assert!(
+        list.contains("workflow-operator template list -A"),
+        "{list}"
+    );
+    let get = stdout(&run(&["template", "get", "--help"]));
+    assert!(get.contains("--cluster "), "{get}");
+    assert!(
+        get.contains("workflow-operator template get lib --cluster -o yaml"),
+        "{get}"
+    );
+    for command in [
+        &["get"][..],
+        &["watch"],
+        &["logs"],
+        &["suspend"],
+        &["resume"],
+        &["stop"],
+        &["terminate"],
+        &["retry"],
+        &["submit"],
+        &["template", "list"],
+        &["template", "get"],
+    ] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let help = stdout(&run(&args));
+        for flag in [
+            "--kubeconfig <FILE>",
+            "--context <NAME>",
+            "-n, --namespace <NAMESPACE>",
+        ] {
+            assert!(
+                help.contains(flag),
+                "{flag} missing from {command:?} --help"
+            );
+        }
     }
 }

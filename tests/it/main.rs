@@ -32,6 +32,7 @@ mod reliability_fanin;
 mod reliability_faults;
 mod run_control;
 mod run_control_cleanup;
+mod submit;
 mod telemetry_deploy;
 mod telemetry_http;
 mod telemetry_leader;

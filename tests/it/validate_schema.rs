@@ -62,6 +62,8 @@ impl Session {
                 "wait",
                 "--for=condition=Established",
                 "crd/workflows.workflow.crd.com",
+                "crd/workflowtemplates.workflow.crd.com",
+                "crd/clusterworkflowtemplates.workflow.crd.com",
             ])
             .await;
         assert!(out.status.success(), "{out:?}");
@@ -170,6 +172,39 @@ async fn a_timeout_of_0_is_refused_at_create_and_by_validate_with_the_same_messa
         session.stored_workflows().await.trim(),
         "workflow.workflow.crd.com/unlimited"
     );
+}
+
+/// A WorkFlowTemplate and a ClusterWorkFlowTemplate are checked against their own CRD's schema:
+/// `validate` names what `kubectl create` is refused for, in its words.
+#[tokio::test]
+async fn shared_templates_are_refused_by_validate_as_kubectl_create_refuses_them() {
+    let Some(session) = Session::start("validate_shared_templates").await else {
+        return;
+    };
+    let cases = [
+        (
+            "WorkFlowTemplate",
+            "  maxStepTimeout: 0\n  containers: [{stepName: a, image: busybox}]\n",
+            "spec.maxStepTimeout: Invalid value: \"integer\": must not be 0 (use -1 for unlimited)",
+        ),
+        (
+            "ClusterWorkFlowTemplate",
+            "  templates: [{name: t, image: busybox, timeout: 0}]\n",
+            "spec.templates[0].timeout: Invalid value: \"integer\": must not be 0 (use -1 for unlimited)",
+        ),
+    ];
+    for (kind, spec, expected) in cases {
+        let yaml = workflow("zero", spec).replace("kind: WorkFlow", &format!("kind: {kind}"));
+        let (valid, problems) = validate(session.home.path(), &yaml);
+        assert!(!valid, "validate accepted {yaml}");
+        assert_eq!(problems, [expected]);
+        let (created, stderr) = session.create(&yaml).await;
+        assert!(!created, "{yaml} was created");
+        assert!(
+            stderr.contains(&format!("The {kind} \"zero\" is invalid: {expected}")),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
