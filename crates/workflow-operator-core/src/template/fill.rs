@@ -88,6 +88,7 @@ pub fn unknown_forms(value: &Value, found: &mut Unfilled) {
         Value::String(s) if s.contains("{{") => {
             if let Err(e) = outputs::references(s)
                 && !found.iter().any(|(form, _)| *form == e.text)
+                && !is_filled_form(&e.text)
             {
                 found.push((
                     e.text.clone(),
@@ -103,6 +104,12 @@ pub fn unknown_forms(value: &Value, found: &mut Unfilled) {
         Value::Object(map) => map.values().for_each(|v| unknown_forms(v, found)),
         _ => {}
     }
+}
+
+/// A `{{workflow.…}}` or `{{inputs.…}}` form: [`fill`] reports one it cannot fill.
+fn is_filled_form(form: &str) -> bool {
+    let inner = form.trim_start_matches("{{").trim_start();
+    inner.starts_with("workflow.") || inner.starts_with("inputs.")
 }
 
 /// `{{steps.NAME.outputs.KEY}}` in `text` with `NAME` renamed by `rename` (a step of a `dag`

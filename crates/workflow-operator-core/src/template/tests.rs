@@ -182,6 +182,11 @@ containers:
     has("template cycle: a -> b -> a");
     has(r#"step "h/in": depends on "outside", which is not a step of dag template "leaky""#);
     has(r#"step "i": image: required"#);
+    let about_missing = found
+        .iter()
+        .filter(|p| p.contains("workflow.parameters.missing"))
+        .count();
+    assert_eq!(about_missing, 1, "once: {found:#?}");
 }
 
 #[test]
