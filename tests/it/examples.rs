@@ -345,17 +345,17 @@ async fn run_control(operator: &Operator) {
     let ns = &operator.ns;
     ns.wait_step_job("run-control", "build", "created", |_| true)
         .await;
-    cli(ns, &["suspend", "run-control"]).await;
+    ns.cli(&["suspend", "run-control"]).await;
     ns.wait_workflow("run-control", "Suspended", |wf| {
         phase(wf) == Some(Phase::Suspended)
     })
     .await;
-    cli(ns, &["resume", "run-control"]).await;
+    ns.cli(&["resume", "run-control"]).await;
     ns.wait_workflow("run-control", "Started again", |wf| {
         phase(wf) == Some(Phase::Started)
     })
     .await;
-    cli(ns, &["stop", "run-control"]).await;
+    ns.cli(&["stop", "run-control"]).await;
     // `build` sleeps a minute (time to type the commands above).
     let stopped = ns
         .wait_terminal_within("run-control", Duration::from_secs(150))
@@ -380,7 +380,7 @@ async fn run_control(operator: &Operator) {
         "the exit step is told how the workflow ended: {log:?}"
     );
 
-    cli(ns, &["retry", "run-control"]).await;
+    ns.cli(&["retry", "run-control"]).await;
     let retried = ns
         .wait_workflow("run-control", "the end of the retry", |wf| {
             support::is_terminal(wf)
@@ -470,26 +470,6 @@ async fn create_example(ns: &Namespace, name: &str) {
         }
         .unwrap_or_else(|e| panic!("creating the {kind} of examples/{name}.yaml: {e}"));
     }
-}
-
-/// Runs `workflow-operator ARGS -n NAMESPACE`, which must succeed.
-async fn cli(ns: &Namespace, args: &[&str]) {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"));
-    command.args(args).args(["-n", &ns.name]);
-    if let Some(dev) = ns.cluster.dev() {
-        command.env("KUBECONFIG", dev.kubeconfig_path());
-    }
-    let output = command
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("workflow-operator runs");
-    assert!(
-        output.status.success(),
-        "workflow-operator {args:?}:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 /// The steps of `jobs`, sorted.

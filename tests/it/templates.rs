@@ -412,7 +412,7 @@ async fn edit_delete_retry(mut operator: Operator, kill: bool) {
     operator.ns.expect_failed("from-ci", &["work"]).await;
 
     fixed.open();
-    operator.ns.patch_spec("from-ci", json!({"retry": 1})).await;
+    operator.ns.cli(&["retry", "from-ci"]).await;
     let done = operator.ns.expect_completed("from-ci").await;
     assert_eq!(
         support::executed(&done),

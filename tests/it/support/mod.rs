@@ -400,6 +400,27 @@ impl Namespace {
         .await
     }
 
+    /// Runs `workflow-operator ARGS -n NAMESPACE` against the cluster, as a user would; it must
+    /// succeed.
+    pub async fn cli(&self, args: &[&str]) {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"));
+        command.args(args).args(["-n", &self.name]);
+        if let Some(dev) = self.cluster.dev() {
+            command.env("KUBECONFIG", dev.kubeconfig_path());
+        }
+        let output = command
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("workflow-operator runs");
+        assert!(
+            output.status.success(),
+            "workflow-operator {args:?}:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     /// The logs of the pods of `job`, concatenated (a Job with `retries` may have several).
     pub async fn job_log(&self, job: &Job) -> String {
         let selector = format!("job-name={}", job.name_any());
