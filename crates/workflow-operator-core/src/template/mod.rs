@@ -7,8 +7,10 @@
 //! which are still to read), records them in the status, and expands from the record ever
 //! after, so an edited or deleted template never changes a workflow that started from it.
 //!
-//! - `types`: the API (`arguments`, `templates`, `templateRef`, `workflowTemplateRef`, the
-//!   `WorkFlowTemplate` and `ClusterWorkFlowTemplate` kinds, the record).
+//! The API (`arguments`, `templates`, `templateRef`, `workflowTemplateRef`, the
+//! `WorkFlowTemplate` and `ClusterWorkFlowTemplate` kinds, the record) is in `crd`, re-exported
+//! here.
+//!
 //! - `fill`: the `{{workflow.*}}` and `{{inputs.parameters.*}}` forms.
 //! - `merge`: a call's fields over the template's.
 //! - `expand`: calls made steps, `dag` templates made named steps.
@@ -16,7 +18,6 @@
 mod expand;
 mod fill;
 mod merge;
-mod types;
 
 #[cfg(test)]
 mod tests;
@@ -27,8 +28,8 @@ use std::fmt;
 
 use kube::ResourceExt;
 
+pub use crate::crd::templates::*;
 pub use fill::Vars;
-pub use types::*;
 
 use crate::crd::{Step, WorkFlow, WorkFlowSpec};
 use expand::{Expander, Scope, allowed, listed};

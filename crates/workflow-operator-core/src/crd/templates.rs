@@ -1,9 +1,7 @@
-//! The API of templates and parameters: `spec.arguments`, `spec.templates`, a step's
+//! The API of templates and parameters (expanded by `template`): `spec.arguments`, `spec.templates`, a step's
 //! `template`/`templateRef`/`arguments`, `spec.workflowTemplateRef`, the shared kinds
 //! `WorkFlowTemplate` and `ClusterWorkFlowTemplate`, and `status.resolvedTemplates` (what a
 //! workflow read from them, kept with it).
-
-use std::sync::LazyLock;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
@@ -11,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use crate::crd::{Step, WorkFlowSpec};
+use super::{Step, WorkFlowSpec};
 
 /// Values given to a workflow (`spec.arguments`) or to a template by a step calling it
 /// (`arguments` of the step).
@@ -78,36 +76,6 @@ pub struct Template {
     /// The step fields of a container template, as written; read as a step when called.
     #[serde(flatten)]
     pub container: Map<String, Value>,
-}
-
-/// The fields a step may have, by their API names.
-static STEP_FIELDS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    let schema = serde_json::to_value(schemars::schema_for!(Step)).expect("a schema is JSON");
-    schema["properties"]
-        .as_object()
-        .map(|p| p.keys().cloned().collect())
-        .unwrap_or_default()
-});
-
-/// `fields` read as a step, refusing a field no step has (the API server keeps a `dag`'s
-/// steps as written, so a misspelt field would otherwise be dropped without a word).
-///
-/// # Errors
-/// The unknown fields, or why the fields are not a step.
-pub fn read_step(fields: &Map<String, Value>) -> Result<Step, String> {
-    let unknown: Vec<&str> = fields
-        .keys()
-        .filter(|k| !STEP_FIELDS.contains(k))
-        .map(String::as_str)
-        .collect();
-    if !unknown.is_empty() {
-        return Err(format!(
-            "unknown field {}: a step has {}",
-            unknown.join(", "),
-            STEP_FIELDS.join(", ")
-        ));
-    }
-    serde_json::from_value(Value::Object(fields.clone())).map_err(|e| e.to_string())
 }
 
 /// A step's call of a template of a shared `WorkFlowTemplate` or `ClusterWorkFlowTemplate`.

@@ -17,11 +17,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::lifecycle::Phase;
-use super::template::{
-    Arguments, ClusterWorkFlowTemplate, ResolvedTemplate, Template, TemplateRef, WorkFlowTemplate,
-    WorkflowTemplateRef,
-};
+
+pub mod templates;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+pub use templates::{
+    Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, NAMESPACED_KIND,
+    Parameter, ResolvedTemplate, Source, Template, TemplateRef, WorkFlowTemplate,
+    WorkFlowTemplateSpec, WorkflowTemplateRef,
+};
 
 /// The seed's default for `maxStepTimeout`, in seconds.
 pub const DEFAULT_MAX_STEP_TIMEOUT: i64 = 60;
@@ -89,7 +93,7 @@ pub struct WorkFlowSpec {
     /// container step's fields, or a `dag` of steps. Expanded before the workflow runs: a step
     /// calling a `dag` template becomes its steps, named `STEP/INNER`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::template::templates_schema")]
+    #[schemars(schema_with = "templates::templates_schema")]
     pub templates: Vec<Template>,
 
     /// Run a shared template's whole spec (a WorkFlowTemplate, or with `clusterScope` a
