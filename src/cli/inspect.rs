@@ -262,7 +262,7 @@ fn shared_templates(documents: &[Document]) -> Vec<ResolvedTemplate> {
 /// paths, in the order and words of its 422.
 fn schema_problems(kind: &str, value: &Value) -> Result<Value, Vec<String>> {
     let crd = match kind {
-        WORKFLOW_KIND => WorkFlow::crd(),
+        WORKFLOW_KIND => workflow_operator_core::crd::workflow_crd(),
         NAMESPACED_KIND => WorkFlowTemplate::crd(),
         _ => ClusterWorkFlowTemplate::crd(),
     };

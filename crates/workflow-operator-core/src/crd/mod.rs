@@ -20,7 +20,9 @@ use super::lifecycle::Phase;
 
 pub mod templates;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, ValidationRule,
+};
 pub use templates::{
     Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, NAMESPACED_KIND,
     Parameter, ResolvedTemplate, Source, Template, TemplateRef, WorkFlowTemplate,
@@ -347,6 +349,7 @@ pub struct PodTemplateMetadata {
 /// One step of a workflow: a container run to completion as a Job.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.image) || has(self.template) || has(self.templateRef)", "message": "required unless the step calls a template (template or templateRef)", "fieldPath": ".image", "reason": "FieldValueRequired"}]))]
 pub struct Step {
     /// The step's name, unique in the workflow; `dependsOn` refers to it. Any text: Job and
     /// container names are derived from it (lower-cased, sanitised, shortened with a hash).
@@ -802,10 +805,34 @@ fn default_true() -> bool {
 /// `ClusterWorkFlowTemplate`.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
-        WorkFlow::crd(),
+        workflow_crd(),
         WorkFlowTemplate::crd(),
         ClusterWorkFlowTemplate::crd(),
     ]
+}
+
+/// The WorkFlow CRD: the generated one, with the rule that only a WorkFlow has (a
+/// WorkFlowTemplate shares its spec, and may hold templates and no steps): at least one step,
+/// unless `workflowTemplateRef` gives them.
+pub fn workflow_crd() -> CustomResourceDefinition {
+    let mut crd = WorkFlow::crd();
+    let spec = crd.spec.versions[0]
+        .schema
+        .as_mut()
+        .and_then(|s| s.open_api_v3_schema.as_mut())
+        .and_then(|s| s.properties.as_mut())
+        .and_then(|p| p.get_mut("spec"))
+        .expect("the WorkFlow CRD has a spec");
+    spec.x_kubernetes_validations = Some(vec![ValidationRule {
+        rule:
+            "has(self.workflowTemplateRef) || (has(self.containers) && size(self.containers) > 0)"
+                .into(),
+        message: Some("at least one step, unless spec.workflowTemplateRef gives them".into()),
+        field_path: Some(".containers".into()),
+        reason: Some("FieldValueRequired".into()),
+        ..ValidationRule::default()
+    }]);
+    crd
 }
 
 /// The CRDs as YAML documents, as stored in `crd/workflow.yaml` and printed by the `crd`
@@ -826,7 +853,7 @@ mod tests {
     use serde_json::Value;
 
     fn spec_schema() -> Value {
-        let crd = serde_json::to_value(WorkFlow::crd()).unwrap();
+        let crd = serde_json::to_value(workflow_crd()).unwrap();
         crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
     }
 
@@ -883,7 +910,7 @@ mod tests {
 
     #[test]
     fn crd_names_and_scope_match_the_seed() {
-        let crd = WorkFlow::crd();
+        let crd = workflow_crd();
         assert_eq!(
             crd.metadata.name.as_deref(),
             Some("workflows.workflow.crd.com")
