@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::{Client, CustomResourceExt};
 
 use super::admission::{Admission, WAKE_CHECK};
 use super::cleanup;
@@ -19,7 +19,7 @@ use super::kueue_queue::KueueQueues;
 use super::shared::{FIELD_MANAGER, OPERATOR_NAME, Shared};
 use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
-use workflow_operator_core::crd::WorkFlow;
+use workflow_operator_core::crd::{ClusterWorkFlowTemplate, WorkFlow, WorkFlowTemplate};
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
 
@@ -219,10 +219,18 @@ fn is_established(crd: Option<&DynamicObject>) -> bool {
 /// Fails fast, saying how to fix it, when one of the operator's CRDs is not installed.
 pub async fn check_crd_installed(client: &Client) -> Result<()> {
     let api = crd_api(client);
-    for crd in workflow_operator_core::crd::crds() {
-        let name = crd.metadata.name.unwrap_or_default();
-        let kind = crd.spec.names.kind;
-        match api.get_metadata_opt(&name).await {
+    // By name only: generating the CRDs' schemas to read their names would cost the operator
+    // megabytes of resident memory that the allocator keeps.
+    let kinds = [
+        (WorkFlow::crd_name(), "WorkFlow"),
+        (WorkFlowTemplate::crd_name(), "WorkFlowTemplate"),
+        (
+            ClusterWorkFlowTemplate::crd_name(),
+            "ClusterWorkFlowTemplate",
+        ),
+    ];
+    for (name, kind) in kinds {
+        match api.get_metadata_opt(name).await {
             Ok(Some(_)) => {}
             Ok(None) => bail!(
                 "the {kind} CRD ({name}) is not installed; install the operator's CRDs with `kubectl apply -f crd/workflow.yaml` or `workflow-operator crd | kubectl apply -f -`"
