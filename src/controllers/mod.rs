@@ -1,4 +1,5 @@
-//! The operator's controllers, each a folder whose reconcile reads as its stages: today the
-//! [`workflow`] controller; controllers of other kinds (schedules, templates) go beside it.
+//! The operator's controllers, each a folder whose reconcile reads as its stages: the
+//! [`workflow`] controller, and the [`cron`] controller that starts workflows on a schedule.
 
+pub mod cron;
 pub mod workflow;

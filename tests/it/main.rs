@@ -15,6 +15,7 @@ mod kopf_common;
 
 mod bench_cli;
 mod cli;
+mod cron;
 mod data_between_steps;
 mod deploy_rbac;
 mod examples;

@@ -4,6 +4,7 @@
 //! here without a cluster, and the operator crate above it does the I/O.
 //!
 //! - [`crd`]: the `WorkFlow` custom resource (spec, status) and the generated CRD YAML.
+//! - [`cron`]: CronWorkFlow schedules (time zones, DST, `@every`) and what a tick starts.
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
 //! - [`names`]: deterministic Job names, label values and run ids.
 //! - [`labels`]: the labels and annotations of step Jobs.
@@ -25,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod crd;
+pub mod cron;
 pub mod dag;
 pub mod data_flow;
 pub mod failure_cause;

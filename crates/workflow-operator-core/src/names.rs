@@ -153,6 +153,26 @@ pub fn job_name(workflow: &str, step: &str, run: &str) -> String {
     with_hash(base, short_hash(&[workflow, step, run], HASH_LEN))
 }
 
+/// The WorkFlow a CronWorkFlow `cron` starts for the time `scheduled` (unix seconds):
+/// `<cron>-<scheduled>`, the cron's name shortened with a hash when the whole would be longer
+/// than a label (63). The same inputs always give the same name, so creating a run is
+/// idempotent: a second create for one time is refused by the API server as a duplicate.
+pub fn cron_run_name(cron: &str, scheduled: i64) -> String {
+    let suffix = format!("-{scheduled}");
+    if cron.len() + suffix.len() <= MAX_LABEL {
+        return format!("{cron}{suffix}");
+    }
+    let hash = short_hash(&[cron], HASH_LEN);
+    let base = cut(cron.to_string(), MAX_LABEL - suffix.len() - 1 - hash.len());
+    format!("{base}-{hash}{suffix}")
+}
+
+/// A short hash of `parts` (each counted with its length, so `["ab", "c"]` and `["a", "bc"]`
+/// differ).
+pub fn hash_of(parts: &[&str]) -> String {
+    short_hash(parts, HASH_LEN)
+}
+
 /// The name of the workspace claim (`spec.workspace`) of run `run` of `workflow`:
 /// `<workflow>-ws-<hash>`, the hash over a key no step's Job name can have.
 pub fn workspace_claim_name(workflow: &str, run: &str) -> String {

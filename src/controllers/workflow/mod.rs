@@ -29,7 +29,7 @@ mod observe;
 pub mod operator;
 mod record;
 mod resolve;
-mod shared;
+pub(crate) mod shared;
 mod status_write;
 pub mod status_writer;
 mod step_events;

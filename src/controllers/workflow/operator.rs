@@ -19,7 +19,9 @@ use super::kueue_queue::KueueQueues;
 use super::shared::{FIELD_MANAGER, OPERATOR_NAME, Shared};
 use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
-use workflow_operator_core::crd::{ClusterWorkFlowTemplate, WorkFlow, WorkFlowTemplate};
+use workflow_operator_core::crd::{
+    ClusterWorkFlowTemplate, CronWorkFlow, WorkFlow, WorkFlowTemplate,
+};
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
 
@@ -149,6 +151,7 @@ pub async fn run_monitored(
                 None => r,
             }
         })
+        .resource::<CronWorkFlow>(crate::controllers::cron::table)
         .run(shutdown)
         .await
         .context("the operator stopped")?;

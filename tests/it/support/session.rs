@@ -91,6 +91,7 @@ impl Session {
                 "crd/workflows.workflow.crd.com",
                 "crd/workflowtemplates.workflow.crd.com",
                 "crd/clusterworkflowtemplates.workflow.crd.com",
+                "crd/cronworkflows.workflow.crd.com",
                 "--timeout=30s",
             ],
         )

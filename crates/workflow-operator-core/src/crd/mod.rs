@@ -18,7 +18,13 @@ use serde::{Deserialize, Serialize};
 
 use super::lifecycle::Phase;
 
+pub mod cron;
 pub mod templates;
+
+pub use cron::{
+    CatchUp, ConcurrencyPolicy, CronWorkFlow, CronWorkFlowSpec, CronWorkFlowStatus, RunMetadata,
+    RunRef,
+};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
@@ -801,13 +807,14 @@ fn default_true() -> bool {
     true
 }
 
-/// The operator's CRDs: `WorkFlow`, and the shared templates `WorkFlowTemplate` and
-/// `ClusterWorkFlowTemplate`.
+/// The operator's CRDs: `WorkFlow`, the shared templates `WorkFlowTemplate` and
+/// `ClusterWorkFlowTemplate`, and `CronWorkFlow`.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         workflow_crd(),
         WorkFlowTemplate::crd(),
         ClusterWorkFlowTemplate::crd(),
+        CronWorkFlow::crd(),
     ]
 }
 
@@ -1134,6 +1141,7 @@ spec:
                     "Cluster",
                     vec!["cwftmpl".to_string()]
                 ),
+                ("CronWorkFlow", "Namespaced", vec!["cwf".to_string()]),
             ]
         );
     }

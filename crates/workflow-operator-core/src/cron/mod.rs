@@ -1,0 +1,214 @@
+//! Schedules of CronWorkFlows, and what a tick of the controller does with one: pure, from
+//! the CronWorkFlow and the time, never from memory.
+//!
+//! Calendar arithmetic (time zones, DST) is croner's, on jiff: a fixed time that does not exist
+//! (clocks forward) runs once, at the first instant after the gap; one that occurs twice (clocks
+//! back) runs once, at its first occurrence. A pattern with a wildcard or a step in its hours
+//! or minutes runs at each matching instant of real time (an hourly run runs twice in the hour
+//! that repeats, none in the hour that is skipped). `@every DURATION` counts from an anchor (the
+//! CronWorkFlow's creation) in real time, whatever the zone.
+
+pub mod plan;
+#[cfg(test)]
+mod tests;
+
+use std::str::FromStr;
+
+use croner::Cron;
+use k8s_openapi::jiff::tz::TimeZone;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::crd::{CatchUp, CronWorkFlowSpec};
+use crate::names;
+
+/// The most missed runs `catchUp: All` starts at once.
+pub const MAX_CATCH_UP: usize = 100;
+
+/// How late a run may start and still be on time rather than missed (`catchUp: None` starts
+/// only those).
+pub const ON_TIME: SignedDuration = SignedDuration::from_secs(10);
+
+/// A parsed `spec.schedules` in `spec.timezone`.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    entries: Vec<Entry>,
+    zone: TimeZone,
+}
+
+#[derive(Debug, Clone)]
+enum Entry {
+    Cron(Box<Cron>),
+    /// `@every`: `anchor + k * period`.
+    Every {
+        period: SignedDuration,
+        anchor: Timestamp,
+    },
+}
+
+impl Schedule {
+    /// Parses `spec`'s schedules and time zone; `anchor` is when `@every` counts from.
+    ///
+    /// # Errors
+    /// Each schedule that does not parse and a time zone that is not known, named.
+    pub fn parse(spec: &CronWorkFlowSpec, anchor: Timestamp) -> Result<Schedule, String> {
+        let mut problems = Vec::new();
+        let zone = match spec.timezone.as_deref() {
+            None | Some("") => TimeZone::UTC,
+            Some(name) => TimeZone::get(name).unwrap_or_else(|e| {
+                problems.push(format!("timezone {name:?}: {e}"));
+                TimeZone::UTC
+            }),
+        };
+        let mut entries = Vec::new();
+        for (i, text) in spec.schedules.iter().enumerate() {
+            match entry(text.trim(), anchor) {
+                Ok(entry) => entries.push(entry),
+                Err(e) => problems.push(format!("schedules[{i}] {text:?}: {e}")),
+            }
+        }
+        if entries.is_empty() && problems.is_empty() {
+            problems.push("schedules: at least one".into());
+        }
+        if problems.is_empty() {
+            Ok(Schedule { entries, zone })
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// The first scheduled time strictly after `after`.
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        self.entries
+            .iter()
+            .filter_map(|e| self.entry_next(e, after))
+            .min()
+    }
+
+    fn entry_next(&self, entry: &Entry, after: Timestamp) -> Option<Timestamp> {
+        match entry {
+            Entry::Cron(cron) => cron
+                .find_next_occurrence(&after.to_zoned(self.zone.clone()), false)
+                .ok()
+                .map(|z| z.timestamp()),
+            Entry::Every { period, anchor } => {
+                let since = after.duration_since(*anchor);
+                let periods = if since.is_negative() {
+                    0
+                } else {
+                    since.as_nanos() / period.as_nanos() + 1
+                };
+                let offset = SignedDuration::from_nanos_i128(periods * period.as_nanos());
+                anchor.checked_add(offset).ok()
+            }
+        }
+    }
+
+    /// The scheduled times in `(after, until]`, oldest first, at most `limit`.
+    pub fn times_between(
+        &self,
+        after: Timestamp,
+        until: Timestamp,
+        limit: usize,
+    ) -> Vec<Timestamp> {
+        let mut times = Vec::new();
+        let mut at = after;
+        while times.len() < limit {
+            match self.next_after(at) {
+                Some(next) if next <= until => {
+                    times.push(next);
+                    at = next;
+                }
+                _ => break,
+            }
+        }
+        times
+    }
+}
+
+/// One schedule entry.
+fn entry(text: &str, anchor: Timestamp) -> Result<Entry, String> {
+    if let Some(every) = text.strip_prefix("@every") {
+        let period = SignedDuration::from_str(every.trim())
+            .map_err(|e| format!("not a duration ({e}): write e.g. @every 90s or @every 1h30m"))?;
+        if period < SignedDuration::from_secs(1) {
+            return Err("@every needs at least 1s".into());
+        }
+        return Ok(Entry::Every { period, anchor });
+    }
+    if text.split_whitespace().count() != 5 && !text.starts_with('@') {
+        return Err(
+            "a cron expression has five fields: minute hour day-of-month month day-of-week".into(),
+        );
+    }
+    Cron::from_str(text)
+        .map(|cron| Entry::Cron(Box::new(cron)))
+        .map_err(|e| e.to_string())
+}
+
+/// What identifies a schedule: its entries and zone. A new value is an edit.
+pub fn schedule_hash(spec: &CronWorkFlowSpec) -> String {
+    let mut parts: Vec<&str> = spec.schedules.iter().map(String::as_str).collect();
+    parts.push(spec.timezone.as_deref().unwrap_or("UTC"));
+    names::hash_of(&parts)
+}
+
+/// What one tick decides.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Due {
+    /// The scheduled times to start a run for now, oldest first.
+    pub start: Vec<Timestamp>,
+    /// The scheduled times passed that no run starts for (late past the deadline, or not
+    /// caught up), for an Event.
+    pub missed: Vec<Timestamp>,
+    /// The new `status.lastScheduleTime`: the latest scheduled time passed.
+    pub last: Option<Timestamp>,
+}
+
+/// What is due at `now` for `schedule`, whose last handled time is `since` (the
+/// `lastScheduleTime`, or when the schedule took effect): the times in `(since, now]` are each
+/// started or missed, once. `resumed` (the first tick after a suspend) starts at most the
+/// latest, whatever `catchUp` says but `None`.
+pub fn due(
+    schedule: &Schedule,
+    since: Timestamp,
+    now: Timestamp,
+    deadline: Option<i64>,
+    catch_up: CatchUp,
+    resumed: bool,
+) -> Due {
+    // More than this are all missed but the latest ones: a year of minutes is not listed.
+    let passed = schedule.times_between(since, now, 10 * MAX_CATCH_UP);
+    let Some(&latest) = passed.last() else {
+        return Due::default();
+    };
+    let in_time = |t: &Timestamp| {
+        deadline.is_none_or(|d| now.duration_since(*t) <= SignedDuration::from_secs(d))
+    };
+    let start: Vec<Timestamp> = match (catch_up, resumed) {
+        (CatchUp::None, _) => passed
+            .iter()
+            .copied()
+            .filter(|t| *t == latest && now.duration_since(*t) <= ON_TIME && in_time(t))
+            .collect(),
+        (CatchUp::Latest, _) | (CatchUp::All, true) => passed
+            .iter()
+            .copied()
+            .filter(|t| *t == latest && in_time(t))
+            .collect(),
+        (CatchUp::All, false) => {
+            let eligible: Vec<Timestamp> = passed.iter().copied().filter(in_time).collect();
+            let skip = eligible.len().saturating_sub(MAX_CATCH_UP);
+            eligible[skip..].to_vec()
+        }
+    };
+    let missed = passed
+        .iter()
+        .copied()
+        .filter(|t| !start.contains(t))
+        .collect();
+    Due {
+        start,
+        missed,
+        last: Some(latest),
+    }
+}

@@ -1,0 +1,261 @@
+//! One tick of a CronWorkFlow as plain data: its spec and status, its runs as they exist, and
+//! the time in; the runs to create, terminate and delete, the Events and the new status out.
+//! Deciding from the runs that exist (never from memory) is what makes a restarted operator, or
+//! a second replica, do nothing twice: a run for a scheduled time that exists counts as started.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::{Schedule, due, schedule_hash};
+use crate::crd::{ConcurrencyPolicy, CronWorkFlow, CronWorkFlowStatus, RunRef};
+use crate::lifecycle::Phase;
+
+/// A run of the CronWorkFlow as it exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// The WorkFlow's name.
+    pub name: String,
+    pub uid: Option<String>,
+    /// The scheduled time it was started for (its label), unix seconds.
+    pub scheduled: i64,
+    /// Its phase (`None` before the operator wrote one).
+    pub phase: Option<Phase>,
+    /// When its phase last changed, for a finished run.
+    pub finished_at: Option<Timestamp>,
+    /// It was already asked to terminate (`spec.shutdown: Terminate`).
+    pub terminating: bool,
+}
+
+impl Run {
+    fn is_active(&self) -> bool {
+        !self.phase.is_some_and(Phase::is_terminal)
+    }
+}
+
+/// What a tick does.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tick {
+    /// Scheduled times (unix seconds) to create a run for, oldest first.
+    pub create: Vec<i64>,
+    /// Active runs to terminate first (`Replace`).
+    pub terminate: Vec<String>,
+    /// Finished runs beyond the history limits, oldest first.
+    pub delete: Vec<String>,
+    /// Events: `(reason, message)`.
+    pub events: Vec<(&'static str, String)>,
+    /// The new status, when it differs.
+    pub status: Option<CronWorkFlowStatus>,
+}
+
+/// The condition type saying whether the schedule parses and runs start.
+pub const CONDITION_READY: &str = "Ready";
+
+/// Plans one tick of `cron` at `now` with its `runs`.
+pub fn tick(cron: &CronWorkFlow, runs: &[Run], now: Timestamp) -> Tick {
+    let old = cron.status.clone().unwrap_or_default();
+    let created = cron
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(now, |t| t.0);
+    let mut tick = Tick::default();
+    let mut status = old.clone();
+    let schedule = match Schedule::parse(&cron.spec, created) {
+        Ok(schedule) => schedule,
+        Err(problem) => {
+            status.conditions = vec![ready(false, "InvalidSchedule", &problem, now, &old)];
+            status.next_schedule_time = None;
+            tick.status = (status != old).then_some(status);
+            return tick;
+        }
+    };
+    let hash = schedule_hash(&cron.spec);
+    let since = match (&old.schedule_hash, &old.last_schedule_time) {
+        // An edit: the new schedule counts from now, firing nothing by itself.
+        (Some(before), _) if *before != hash => {
+            status.last_schedule_time = Some(Time(now));
+            now
+        }
+        (_, Some(last)) => last.0,
+        (_, None) => created,
+    };
+    status.schedule_hash = Some(hash);
+    if cron.spec.suspend {
+        status.suspended_at = old.suspended_at.clone().or(Some(Time(now)));
+    } else {
+        let resumed = old.suspended_at.is_some();
+        status.suspended_at = None;
+        let due = due(
+            &schedule,
+            since,
+            now,
+            cron.spec.starting_deadline_seconds,
+            cron.spec.catch_up,
+            resumed,
+        );
+        start(cron, runs, &due.start, &mut tick);
+        if !due.missed.is_empty() {
+            tick.events
+                .push(("RunsMissed", missed_message(&due.missed)));
+        }
+        if let Some(last) = due.last {
+            status.last_schedule_time = Some(Time(last));
+        }
+    }
+    tick.delete = beyond_history(cron, runs);
+    let after = status
+        .last_schedule_time
+        .as_ref()
+        .map_or(now, |t| t.0.max(now));
+    status.next_schedule_time = schedule.next_after(after).map(Time);
+    status.active = active_after(cron, runs, &tick);
+    status.last_successful_time = runs
+        .iter()
+        .filter(|r| r.phase == Some(Phase::Completed))
+        .filter_map(|r| r.finished_at)
+        .max()
+        .map(Time)
+        .or(old.last_successful_time.clone());
+    status.conditions = vec![ready(
+        true,
+        "Scheduled",
+        "the schedule parses; runs start on time",
+        now,
+        &old,
+    )];
+    tick.status = (status != old).then_some(status);
+    tick
+}
+
+/// Decides, per due time, whether a run starts (`Allow`), is skipped (`Forbid`, a run active) or
+/// replaces the active ones (`Replace`); a time whose run exists already counts as started.
+fn start(cron: &CronWorkFlow, runs: &[Run], times: &[Timestamp], tick: &mut Tick) {
+    let mut active: Vec<&Run> = runs.iter().filter(|r| r.is_active()).collect();
+    for time in times {
+        let scheduled = time.as_second();
+        if runs.iter().any(|r| r.scheduled == scheduled) {
+            continue;
+        }
+        let others: Vec<&str> = active.iter().map(|r| r.name.as_str()).collect();
+        let created_now = !tick.create.is_empty();
+        match cron.spec.concurrency_policy {
+            ConcurrencyPolicy::Forbid if !others.is_empty() || created_now => {
+                let by = if others.is_empty() {
+                    "a run started in this same tick".to_string()
+                } else {
+                    others.join(", ")
+                };
+                tick.events.push((
+                    "RunSkipped",
+                    format!("{time}: skipped, {by} still running (concurrencyPolicy Forbid)"),
+                ));
+                continue;
+            }
+            ConcurrencyPolicy::Replace => {
+                for run in active.iter().filter(|r| !r.terminating) {
+                    if !tick.terminate.contains(&run.name) {
+                        tick.terminate.push(run.name.clone());
+                        tick.events.push(("RunReplaced", format!("{}: terminated, replaced by the run of {time} (concurrencyPolicy Replace)", run.name)));
+                    }
+                }
+                active.clear();
+                tick.create.clear();
+            }
+            _ => {}
+        }
+        tick.create.push(scheduled);
+    }
+}
+
+/// The Event message of times passed that no run started for.
+fn missed_message(missed: &[Timestamp]) -> String {
+    let shown: Vec<String> = missed.iter().take(5).map(ToString::to_string).collect();
+    let more = missed.len().saturating_sub(shown.len());
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} scheduled time(s) passed without a run (late past startingDeadlineSeconds, not caught up per catchUp, or suspended): {}{tail}",
+        missed.len(),
+        shown.join(", ")
+    )
+}
+
+/// Finished runs beyond `successfulRunsHistoryLimit` (default 3) and
+/// `failedRunsHistoryLimit` (default 1), the oldest first.
+fn beyond_history(cron: &CronWorkFlow, runs: &[Run]) -> Vec<String> {
+    let mut delete = Vec::new();
+    for (phase, limit) in [
+        (
+            Phase::Completed,
+            cron.spec.successful_runs_history_limit.unwrap_or(3),
+        ),
+        (
+            Phase::Failed,
+            cron.spec.failed_runs_history_limit.unwrap_or(1),
+        ),
+    ] {
+        let mut finished: Vec<&Run> = runs.iter().filter(|r| r.phase == Some(phase)).collect();
+        finished.sort_by_key(|r| r.scheduled);
+        let extra = finished
+            .len()
+            .saturating_sub(usize::try_from(limit).unwrap_or(0));
+        delete.extend(finished[..extra].iter().map(|r| r.name.clone()));
+    }
+    delete
+}
+
+/// The active runs once the tick is carried out.
+fn active_after(cron: &CronWorkFlow, runs: &[Run], tick: &Tick) -> Vec<RunRef> {
+    let name = cron.metadata.name.as_deref().unwrap_or_default();
+    let mut active: Vec<(i64, RunRef)> = runs
+        .iter()
+        .filter(|r| r.is_active() && !tick.terminate.contains(&r.name))
+        .map(|r| {
+            (
+                r.scheduled,
+                RunRef {
+                    name: r.name.clone(),
+                    uid: r.uid.clone(),
+                },
+            )
+        })
+        .collect();
+    active.extend(tick.create.iter().map(|&t| {
+        (
+            t,
+            RunRef {
+                name: crate::names::cron_run_name(name, t),
+                uid: None,
+            },
+        )
+    }));
+    active.sort_by_key(|(t, _)| *t);
+    active.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The `Ready` condition, keeping its transition time while its status stays.
+fn ready(
+    ok: bool,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+    old: &CronWorkFlowStatus,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    let status = if ok { "True" } else { "False" };
+    let since = old
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_READY && c.status == status)
+        .map_or(Time(now), |c| c.last_transition_time.clone());
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: CONDITION_READY.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: since,
+        observed_generation: None,
+    }
+}

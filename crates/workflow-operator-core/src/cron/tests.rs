@@ -1,0 +1,339 @@
+use super::*;
+
+use rstest::rstest;
+
+fn spec(schedules: &[&str], timezone: Option<&str>) -> CronWorkFlowSpec {
+    serde_json::from_value(serde_json::json!({
+        "schedules": schedules,
+        "timezone": timezone,
+    }))
+    .unwrap()
+}
+
+fn at(text: &str) -> Timestamp {
+    text.parse().unwrap()
+}
+
+fn schedule(schedules: &[&str], timezone: Option<&str>) -> Schedule {
+    Schedule::parse(&spec(schedules, timezone), at("2026-01-01T00:00:00Z")).unwrap()
+}
+
+fn times(schedule: &Schedule, after: &str, until: &str) -> Vec<String> {
+    schedule
+        .times_between(at(after), at(until), 100)
+        .iter()
+        .map(|t| t.to_string())
+        .collect()
+}
+
+/// Around each transition of 2026: a fixed local time in the gap runs once at the gap's end, one
+/// in the repeated hour once at its first occurrence; the days around keep their local time.
+#[rstest]
+// New York springs forward on 8 March (02:00 EST -> 03:00 EDT): 02:30 does not exist.
+#[case::new_york_gap("30 2 * * *", "America/New_York", "2026-03-07T00:00:00Z", "2026-03-10T00:00:00Z",
+    &["2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"])]
+// New York falls back on 1 November (02:00 EDT -> 01:00 EST): 01:30 occurs twice.
+#[case::new_york_overlap("30 1 * * *", "America/New_York", "2026-10-31T00:00:00Z", "2026-11-03T00:00:00Z",
+    &["2026-10-31T05:30:00Z", "2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"])]
+// Berlin springs forward on 29 March (02:00 CET -> 03:00 CEST): 02:30 does not exist.
+#[case::berlin_gap("30 2 * * *", "Europe/Berlin", "2026-03-28T00:00:00Z", "2026-03-31T00:00:00Z",
+    &["2026-03-28T01:30:00Z", "2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"])]
+// Berlin falls back on 25 October (03:00 CEST -> 02:00 CET): 02:30 occurs twice.
+#[case::berlin_overlap("30 2 * * *", "Europe/Berlin", "2026-10-24T00:00:00Z", "2026-10-27T00:00:00Z",
+    &["2026-10-24T00:30:00Z", "2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"])]
+// @every counts real time from its anchor, whatever the zone and its transitions.
+#[case::every_across_a_gap("@every 90m", "Europe/Berlin", "2026-03-29T00:00:00Z", "2026-03-29T04:00:00Z",
+    &["2026-03-29T01:30:00Z", "2026-03-29T03:00:00Z"])]
+// @daily is midnight local time.
+#[case::daily_in_berlin("@daily", "Europe/Berlin", "2026-03-28T00:00:00Z", "2026-03-30T00:00:00Z",
+    &["2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"])]
+fn transitions_run_each_scheduled_time_once(
+    #[case] expression: &str,
+    #[case] zone: &str,
+    #[case] after: &str,
+    #[case] until: &str,
+    #[case] expected: &[&str],
+) {
+    let schedule = schedule(&[expression], Some(zone));
+    assert_eq!(times(&schedule, after, until), expected);
+}
+
+#[test]
+fn schedules_are_one_union_and_bad_ones_are_named() {
+    let both = schedule(&["0 * * * *", "30 * * * *"], None);
+    assert_eq!(
+        times(&both, "2026-05-01T10:00:00Z", "2026-05-01T11:00:00Z"),
+        ["2026-05-01T10:30:00Z", "2026-05-01T11:00:00Z"]
+    );
+    let error = Schedule::parse(
+        &spec(
+            &["0 2 * *", "@every soon", "61 * * * *"],
+            Some("Mars/Olympus"),
+        ),
+        at("2026-01-01T00:00:00Z"),
+    )
+    .unwrap_err();
+    for part in [
+        "timezone \"Mars/Olympus\"",
+        "schedules[0] \"0 2 * *\": a cron expression has five fields",
+        "schedules[1] \"@every soon\": not a duration",
+        "schedules[2] \"61 * * * *\"",
+    ] {
+        assert!(error.contains(part), "{part} not in {error}");
+    }
+}
+
+fn every_minute() -> Schedule {
+    schedule(&["* * * * *"], None)
+}
+
+#[test]
+fn on_time_a_tick_starts_the_time_just_passed() {
+    let on_time = due(
+        &every_minute(),
+        at("2026-05-01T10:00:00Z"),
+        at("2026-05-01T10:01:00.300Z"),
+        None,
+        CatchUp::Latest,
+        false,
+    );
+    assert_eq!(on_time.start, [at("2026-05-01T10:01:00Z")]);
+    assert!(on_time.missed.is_empty());
+    assert_eq!(on_time.last, Some(at("2026-05-01T10:01:00Z")));
+    let nothing = due(
+        &every_minute(),
+        at("2026-05-01T10:01:00Z"),
+        at("2026-05-01T10:01:30Z"),
+        None,
+        CatchUp::Latest,
+        false,
+    );
+    assert_eq!(nothing, Due::default());
+}
+
+/// The operator down from 10:00 to 10:05:20: five times passed.
+#[rstest]
+#[case::latest(CatchUp::Latest, None, &["10:05"])]
+#[case::all(CatchUp::All, None, &["10:01", "10:02", "10:03", "10:04", "10:05"])]
+#[case::all_within_the_deadline(CatchUp::All, Some(150), &["10:03", "10:04", "10:05"])]
+#[case::latest_past_the_deadline(CatchUp::Latest, Some(10), &[])]
+#[case::none(CatchUp::None, None, &[])]
+fn after_downtime_catch_up_and_the_deadline_decide(
+    #[case] catch_up: CatchUp,
+    #[case] deadline: Option<i64>,
+    #[case] started: &[&str],
+) {
+    let after = due(
+        &every_minute(),
+        at("2026-05-01T10:00:00Z"),
+        at("2026-05-01T10:05:20Z"),
+        deadline,
+        catch_up,
+        false,
+    );
+    let start: Vec<String> = after
+        .start
+        .iter()
+        .map(|t| t.strftime("%H:%M").to_string())
+        .collect();
+    assert_eq!(start, started);
+    assert_eq!(
+        after.start.len() + after.missed.len(),
+        5,
+        "each time started or missed once"
+    );
+    assert_eq!(after.last, Some(at("2026-05-01T10:05:00Z")));
+}
+
+#[test]
+fn resuming_starts_at_most_the_latest_missed_time() {
+    let resumed = due(
+        &every_minute(),
+        at("2026-05-01T10:00:00Z"),
+        at("2026-05-01T10:05:20Z"),
+        None,
+        CatchUp::All,
+        true,
+    );
+    assert_eq!(resumed.start, [at("2026-05-01T10:05:00Z")]);
+    assert_eq!(resumed.missed.len(), 4);
+}
+
+#[test]
+fn run_names_are_the_cron_and_the_time_and_stay_labels() {
+    assert_eq!(
+        names::cron_run_name("nightly", 1_764_208_800),
+        "nightly-1764208800"
+    );
+    let long = "a".repeat(70);
+    let name = names::cron_run_name(&long, 1_764_208_800);
+    assert!(name.len() <= 63 && name.ends_with("-1764208800"), "{name}");
+    assert_ne!(name, names::cron_run_name(&"a".repeat(71), 1_764_208_800));
+}
+
+mod ticks {
+    use super::*;
+    use crate::crd::{CronWorkFlow, CronWorkFlowStatus};
+    use crate::cron::plan::{Run, tick};
+    use crate::lifecycle::Phase;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    /// A CronWorkFlow of `extra` (YAML fields of its spec) every minute, created at 10:00:00.
+    fn cron(extra: &str) -> CronWorkFlow {
+        let spec: serde_json::Value = serde_yaml::from_str(&format!(
+            "{{schedules: ['* * * * *'], workflowSpec: {{containers: []}}, {extra}}}"
+        ))
+        .unwrap();
+        let mut cron = CronWorkFlow::new("nightly", serde_json::from_value(spec).unwrap());
+        cron.metadata.namespace = Some("dev".into());
+        cron.metadata.creation_timestamp = Some(Time(at("2026-05-01T10:00:00Z")));
+        cron
+    }
+
+    fn with_status(mut cron: CronWorkFlow, status: Option<CronWorkFlowStatus>) -> CronWorkFlow {
+        cron.status = status;
+        cron
+    }
+
+    fn run(scheduled: &str, phase: Option<Phase>) -> Run {
+        let scheduled = at(scheduled).as_second();
+        Run {
+            name: crate::names::cron_run_name("nightly", scheduled),
+            uid: None,
+            scheduled,
+            phase,
+            finished_at: None,
+            terminating: false,
+        }
+    }
+
+    /// Ticks at each second of `times`, carrying the status over; the runs created.
+    fn ticks(cron: CronWorkFlow, runs: &[Run], times: &[&str]) -> (Vec<i64>, CronWorkFlow) {
+        let mut cron = cron;
+        let mut created = Vec::new();
+        for now in times {
+            let tick = tick(&cron, runs, at(now));
+            created.extend(tick.create);
+            if let Some(status) = tick.status {
+                cron.status = Some(status);
+            }
+        }
+        (created, cron)
+    }
+
+    #[test]
+    fn a_run_starts_once_per_time_and_its_existing_run_counts_as_started() {
+        let (created, cron) = ticks(
+            cron(""),
+            &[],
+            &["2026-05-01T10:00:30Z", "2026-05-01T10:01:00.2Z"],
+        );
+        assert_eq!(created, [at("2026-05-01T10:01:00Z").as_second()]);
+        let status = cron.status.clone().unwrap();
+        assert_eq!(
+            status.next_schedule_time,
+            Some(Time(at("2026-05-01T10:02:00Z")))
+        );
+        assert_eq!(status.active[0].name, "nightly-1777629660");
+        // The status write was lost (a SIGKILL): the next tick sees the run and creates nothing.
+        let lost = with_status(cron.clone(), None);
+        let again = tick(
+            &lost,
+            &[run("2026-05-01T10:01:00Z", None)],
+            at("2026-05-01T10:01:01Z"),
+        );
+        assert!(again.create.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn forbid_skips_a_time_while_a_run_is_active_and_replace_terminates_it() {
+        let base = |policy: &str| {
+            let (_, cron) = ticks(
+                cron(&format!("concurrencyPolicy: {policy}")),
+                &[],
+                &["2026-05-01T10:00:30Z"],
+            );
+            cron
+        };
+        let active = [run("2026-05-01T10:00:00Z", Some(Phase::Started))];
+        let forbid = tick(&base("Forbid"), &active, at("2026-05-01T10:01:00.5Z"));
+        assert!(forbid.create.is_empty());
+        assert_eq!(forbid.events[0].0, "RunSkipped");
+        assert!(
+            forbid.events[0]
+                .1
+                .contains("nightly-1777629600 still running"),
+            "{:?}",
+            forbid.events
+        );
+        let replace = tick(&base("Replace"), &active, at("2026-05-01T10:01:00.5Z"));
+        assert_eq!(replace.terminate, ["nightly-1777629600"]);
+        assert_eq!(replace.create, [at("2026-05-01T10:01:00Z").as_second()]);
+        let allow = tick(&base("Allow"), &active, at("2026-05-01T10:01:00.5Z"));
+        assert_eq!((allow.create.len(), allow.terminate.len()), (1, 0));
+    }
+
+    #[test]
+    fn an_edit_fires_nothing_and_the_new_schedule_counts_from_it() {
+        let (_, mut cron) = ticks(cron(""), &[], &["2026-05-01T10:00:30Z"]);
+        cron.spec.schedules = vec!["*/5 * * * *".into()];
+        // Edited at 10:03:10, seen then: 10:01..10:03 of the old schedule are not run.
+        let (created, cron) = ticks(
+            cron,
+            &[],
+            &[
+                "2026-05-01T10:03:10Z",
+                "2026-05-01T10:04:00Z",
+                "2026-05-01T10:05:00.1Z",
+            ],
+        );
+        assert_eq!(created, [at("2026-05-01T10:05:00Z").as_second()]);
+        assert_eq!(
+            cron.status.unwrap().next_schedule_time,
+            Some(Time(at("2026-05-01T10:10:00Z")))
+        );
+    }
+
+    #[test]
+    fn resuming_fires_at_most_once() {
+        let (_, mut cron) = ticks(cron("catchUp: All"), &[], &["2026-05-01T10:00:30Z"]);
+        cron.spec.suspend = true;
+        let (created, mut cron) =
+            ticks(cron, &[], &["2026-05-01T10:00:40Z", "2026-05-01T10:03:00Z"]);
+        assert!(created.is_empty());
+        cron.spec.suspend = false;
+        let (created, _) = ticks(cron, &[], &["2026-05-01T10:05:30Z", "2026-05-01T10:05:31Z"]);
+        assert_eq!(created, [at("2026-05-01T10:05:00Z").as_second()]);
+    }
+
+    #[test]
+    fn finished_runs_beyond_the_history_limits_are_deleted_oldest_first() {
+        let runs = [
+            run("2026-05-01T10:01:00Z", Some(Phase::Completed)),
+            run("2026-05-01T10:02:00Z", Some(Phase::Failed)),
+            run("2026-05-01T10:03:00Z", Some(Phase::Completed)),
+            run("2026-05-01T10:04:00Z", Some(Phase::Failed)),
+            run("2026-05-01T10:05:00Z", Some(Phase::Completed)),
+        ];
+        let cron = cron("successfulRunsHistoryLimit: 2");
+        let tick = tick(&cron, &runs, at("2026-05-01T10:05:10Z"));
+        assert_eq!(tick.delete, [runs[0].name.clone(), runs[1].name.clone()]);
+    }
+
+    #[test]
+    fn a_schedule_that_does_not_parse_is_a_condition_naming_it() {
+        let mut bad = cron("");
+        bad.spec.schedules = vec!["every day".into()];
+        let tick = tick(&bad, &[], at("2026-05-01T10:05:10Z"));
+        let condition = &tick.status.unwrap().conditions[0];
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "InvalidSchedule")
+        );
+        assert!(
+            condition.message.contains("schedules[0] \"every day\""),
+            "{}",
+            condition.message
+        );
+    }
+}

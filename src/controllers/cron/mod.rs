@@ -1,0 +1,54 @@
+//! The CronWorkFlow controller: at each scheduled time, a WorkFlow named for the time.
+//!
+//! A tick reads the CronWorkFlow and its runs (the WorkFlows labelled with its name, listed from
+//! the API), lets the pure planner (`workflow_operator_core::cron::plan`) decide, then carries
+//! the decision out: terminate (`Replace`), create (a 409 for a run that exists is success: the
+//! name is the time's), delete beyond the history limits, the Events, and the status last. A
+//! SIGKILL between any two writes leaves nothing a later tick does twice: the runs that exist
+//! are the record of what started. Ticks come from a 1 s timer whose `when` looks only at
+//! `status.nextScheduleTime` in memory, and from any change of the spec.
+
+mod tick;
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube_kopf::Registry;
+use workflow_operator_core::crd::CronWorkFlow;
+
+/// How often the timer looks for CronWorkFlows that are due (in memory; nothing is read or
+/// written for one that is not).
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// The label on every run naming its CronWorkFlow.
+pub const LABEL_CRON: &str = "workflow.crd.com/cron";
+
+/// The label on every run holding the scheduled time it runs for, unix seconds.
+pub const LABEL_SCHEDULED: &str = "workflow.crd.com/scheduled-time";
+
+/// The CronWorkFlow handlers.
+pub fn table(registry: Registry<CronWorkFlow>) -> Registry<CronWorkFlow> {
+    registry
+        .on_create("schedule", tick::tick)
+        .on_update_field("spec", "reschedule", tick::tick)
+        .on_resume("resume", tick::tick)
+        .timer("fire", TICK, tick::tick)
+        .when(|cron| is_due(cron, Timestamp::now()))
+}
+
+/// Whether a tick has something to do: a run is due, the spec changed since the status was
+/// written, or there is no status yet. Cheap: it runs for every CronWorkFlow every second.
+pub fn is_due(cron: &CronWorkFlow, now: Timestamp) -> bool {
+    let Some(status) = &cron.status else {
+        return true;
+    };
+    let suspended = status.suspended_at.is_some();
+    if suspended != cron.spec.suspend {
+        return true;
+    }
+    !cron.spec.suspend
+        && status
+            .next_schedule_time
+            .as_ref()
+            .is_some_and(|next| next.0 <= now)
+}
