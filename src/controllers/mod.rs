@@ -3,3 +3,6 @@
 
 pub mod cron;
 pub mod workflow;
+
+/// The field manager every controller of the operator writes with.
+pub const FIELD_MANAGER: &str = "workflow-operator";

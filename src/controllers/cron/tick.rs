@@ -15,7 +15,7 @@ use workflow_operator_core::cron::plan::{self, Run};
 use workflow_operator_core::names;
 
 use super::{LABEL_CRON, LABEL_SCHEDULED};
-use crate::controllers::workflow::shared::FIELD_MANAGER;
+use crate::controllers::FIELD_MANAGER;
 
 fn temporary(what: &str, error: kube::Error) -> HandlerError {
     HandlerError::temporary(format!("{what}: {error}"))

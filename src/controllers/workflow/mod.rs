@@ -29,7 +29,7 @@ mod observe;
 pub mod operator;
 mod record;
 mod resolve;
-pub(crate) mod shared;
+mod shared;
 mod status_write;
 pub mod status_writer;
 mod step_events;

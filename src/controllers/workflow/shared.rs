@@ -14,8 +14,7 @@ use super::status_writer::StatusWriter;
 /// The name the operator reports Events as, and the prefix of its finalizer and annotation.
 pub const OPERATOR_NAME: &str = "workflow.crd.com";
 
-/// The field manager the operator writes with.
-pub const FIELD_MANAGER: &str = "workflow-operator";
+pub use crate::controllers::FIELD_MANAGER;
 
 /// What the handlers share across calls. Nothing here is a source of truth: losing it costs only
 /// recomputation.
