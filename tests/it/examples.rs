@@ -10,6 +10,7 @@ use crate::support;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -22,6 +23,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use support::{Namespace, Operator, job_outcome, operator, phase, step_of};
 use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::CronWorkFlow;
 use workflow_operator_core::crd::{StepPhase, StepStatus};
 use workflow_operator_core::lifecycle::Phase;
 use workflow_operator_core::template::{ClusterWorkFlowTemplate, WorkFlowTemplate};
@@ -31,6 +33,7 @@ const EXAMPLES: &[&str] = &[
     "args",
     "cleanup",
     "cluster-workflow-template",
+    "cron",
     "diamond",
     "env",
     "fail-fast-false",
@@ -72,6 +75,7 @@ fn every_example_has_a_case() {
 #[case::args("args")]
 #[case::cleanup("cleanup")]
 #[case::cluster_workflow_template("cluster-workflow-template")]
+#[case::cron("cron")]
 #[case::diamond("diamond")]
 #[case::env("env")]
 #[case::fail_fast_false("fail-fast-false")]
@@ -327,6 +331,31 @@ async fn example_runs_to_the_outcome_its_comments_promise(
                 "tested feature-x"
             );
         }),
+        "cron" => Box::pin(async {
+            // A run named for its time completes, labelled by the CronWorkFlow's metadata.
+            let selector = "workflow.crd.com/cron=heartbeat,team=platform";
+            let completed =
+                |runs: &[Arc<WorkFlow>]| runs.iter().any(|r| phase(r) == Some(Phase::Completed));
+            let runs = support::wait_list(
+                &ns.workflows(),
+                kube::runtime::watcher::Config::default().labels(selector),
+                "a run of heartbeat Completed",
+                Duration::from_secs(60),
+                completed,
+            )
+            .await;
+            let run = runs
+                .iter()
+                .find(|r| phase(r) == Some(Phase::Completed))
+                .unwrap();
+            assert!(
+                run.name_any().starts_with("heartbeat-"),
+                "{}",
+                run.name_any()
+            );
+            let log = log_of(ns, &run.name_any(), "ping").await;
+            assert!(log.starts_with("alive at "), "{log}");
+        }),
         "cluster-workflow-template" => Box::pin(async {
             ns.expect_completed("cluster-workflow-template").await;
             assert_eq!(
@@ -456,6 +485,13 @@ async fn create_example(ns: &Namespace, name: &str) {
                 let template: WorkFlowTemplate = serde_json::from_value(object).unwrap();
                 Api::<WorkFlowTemplate>::namespaced(client, &ns.name)
                     .create(&post, &template)
+                    .await
+                    .map(|_| ())
+            }
+            "CronWorkFlow" => {
+                let cron: CronWorkFlow = serde_json::from_value(object).unwrap();
+                Api::<CronWorkFlow>::namespaced(client, &ns.name)
+                    .create(&post, &cron)
                     .await
                     .map(|_| ())
             }
