@@ -1,14 +1,20 @@
 //! CronWorkFlows end to end on the embedded control plane, through kubectl, with `@every`
 //! schedules of a few seconds: runs start on time under names made of the time, finished runs
 //! beyond the history limit are deleted, `Forbid` skips a time while a run is active, and a
-//! resumed schedule fires at most once.
+//! resumed schedule fires at most once; under repeated SIGKILLs every scheduled time gets
+//! exactly one run; after downtime `catchUp` starts what it says.
 
 use crate::support;
 
 use std::time::Duration;
 
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
 use kube_devcluster::testing::eventually;
+use rstest::rstest;
 use support::session::Session;
+use support::{Operator, operator_process};
+use workflow_operator_core::crd::CronWorkFlow;
 
 /// The runs of `cron` as `NAME PHASE` lines, sorted.
 async fn runs(session: &Session, cron: &str) -> Vec<(String, String)> {
@@ -200,4 +206,158 @@ spec:
         "a resume fires at most once: {in_the_pause:?}"
     );
     session.stop().await;
+}
+
+/// A CronWorkFlow of `@every {period}s` running `echo`, with `extra` spec fields.
+fn every(name: &str, namespace: &str, period: u32, extra: serde_json::Value) -> CronWorkFlow {
+    let mut spec = serde_json::json!({
+        "schedules": [format!("@every {period}s")],
+        "workflowSpec": {"containers": [{"stepName": "a", "image": "busybox", "command": ["echo", "hi"]}]},
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "workflow.crd.com/v1", "kind": "CronWorkFlow",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// The scheduled times (unix seconds) of the runs of `cron`, sorted, each listed once per run.
+async fn run_times(ns: &support::Namespace, cron: &str) -> Vec<i64> {
+    let selector = format!("workflow.crd.com/cron={cron}");
+    let runs = ns
+        .workflows()
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .unwrap();
+    let mut times: Vec<i64> = runs
+        .items
+        .iter()
+        .filter_map(|w| {
+            w.labels()
+                .get("workflow.crd.com/scheduled-time")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    times.sort_unstable();
+    times
+}
+
+/// The CronWorkFlow's `status.lastScheduleTime`, unix seconds.
+async fn last_scheduled(api: &Api<CronWorkFlow>, name: &str) -> Option<i64> {
+    let cron = api.get(name).await.ok()?;
+    Some(cron.status?.last_schedule_time?.0.as_second())
+}
+
+/// The operator SIGKILLed every 1.3 s for 12 kills while a CronWorkFlow fires every second
+/// (`catchUp: All`, so every time must get its run): afterwards every scheduled time from the
+/// first to the last handled has exactly one run.
+#[rstest]
+#[tokio::test]
+async fn killed_around_fire_times_every_time_has_exactly_one_run(
+    #[future(awt)] operator_process: Operator,
+) {
+    skip_on_real_cluster!("kills the operator's process");
+    Box::pin(kill_around_fires(operator_process)).await;
+}
+
+async fn kill_around_fires(mut operator: Operator) {
+    let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
+    let extra = serde_json::json!({"catchUp": "All", "successfulRunsHistoryLimit": 1000});
+    let created = api
+        .create(
+            &PostParams::default(),
+            &every("beat", &operator.ns.name, 1, extra),
+        )
+        .await
+        .unwrap();
+    let start = created.metadata.creation_timestamp.unwrap().0.as_second();
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        operator.kill().await;
+        operator.start();
+    }
+    let end = eventually(
+        "the schedule caught up",
+        Duration::from_secs(30),
+        || async {
+            let last = last_scheduled(&api, "beat").await?;
+            (last >= start + 18).then_some(last)
+        },
+    )
+    .await;
+    let times: Vec<i64> = run_times(&operator.ns, "beat")
+        .await
+        .into_iter()
+        .filter(|t| *t <= end)
+        .collect();
+    let expected: Vec<i64> = (start + 1..=end).collect();
+    let mut counts = std::collections::BTreeMap::<i64, usize>::new();
+    for t in &times {
+        *counts.entry(*t).or_default() += 1;
+    }
+    let wrong: Vec<(i64, usize)> = expected
+        .iter()
+        .map(|t| (*t, counts.get(t).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n != 1)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "times without exactly one run (time, runs): {wrong:?}; {} kills",
+        operator.kills
+    );
+}
+
+/// The operator stopped across three scheduled times, then started: `Latest` starts the latest
+/// missed time only, `All` every one.
+#[rstest]
+#[case::latest("Latest", 1)]
+#[case::all("All", 3)]
+#[tokio::test]
+async fn after_downtime_catch_up_starts_what_it_says(
+    #[future(awt)] operator_process: Operator,
+    #[case] catch_up: &str,
+    #[case] started: usize,
+) {
+    skip_on_real_cluster!("stops the operator's process");
+    Box::pin(downtime(operator_process, catch_up, started)).await;
+}
+
+async fn downtime(mut operator: Operator, catch_up: &str, started: usize) {
+    let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
+    let extra = serde_json::json!({"catchUp": catch_up, "successfulRunsHistoryLimit": 1000});
+    api.create(
+        &PostParams::default(),
+        &every("down", &operator.ns.name, 3, extra),
+    )
+    .await
+    .unwrap();
+    let before = eventually("a first run", Duration::from_secs(20), || async {
+        last_scheduled(&api, "down").await
+    })
+    .await;
+    operator.stop().await;
+    // Three times pass: before + 3, + 6, + 9.
+    tokio::time::sleep(Duration::from_millis(9_500)).await;
+    operator.start();
+    eventually(
+        "the missed times handled",
+        Duration::from_secs(20),
+        || async { (last_scheduled(&api, "down").await? >= before + 9).then_some(()) },
+    )
+    .await;
+    let missed: Vec<i64> = run_times(&operator.ns, "down")
+        .await
+        .into_iter()
+        .filter(|t| *t > before && *t <= before + 9)
+        .collect();
+    assert_eq!(
+        missed.len(),
+        started,
+        "{catch_up}: runs for the missed times {missed:?}"
+    );
 }
