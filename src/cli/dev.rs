@@ -22,7 +22,7 @@ use kube_devcluster::entrypoints;
 use kube_devcluster::faults::{ErrorRate, FaultConfig};
 use kube_devcluster::jobs::JobBackoff;
 use kube_devcluster::{DevCluster, DevClusterOptions, PodMode};
-use kube_kopf::Mirror;
+
 use workflow_operator_core::crd::WorkFlow;
 
 /// Options of `dev` (its help text is on `Command::Dev`).
@@ -173,9 +173,10 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
             None
         }
         (Some(addr), false) => {
-            let mirror = Mirror::new();
+            let mirror = operator::Mirrors::new();
             let state = web::WebState {
-                mirror: mirror.clone(),
+                mirror: mirror.workflows.clone(),
+                crons: mirror.crons.clone(),
                 client: client.clone(),
                 namespace: None,
                 shutdown: shutdown.clone(),

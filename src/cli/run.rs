@@ -10,13 +10,12 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use crate::controllers::workflow::operator::{self, OperatorOptions};
+use crate::controllers::workflow::operator::{self, Mirrors, OperatorOptions};
 use crate::leader::{Ended, LeaderElection};
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::metrics::{Metrics, QueueSample};
 use crate::web;
-use kube_kopf::{Mirror, Monitor};
-use workflow_operator_core::WorkFlow;
+use kube_kopf::Monitor;
 
 /// Run the operator. Credentials come from `KUBECONFIG` / `~/.kube/config`, or from the pod's
 /// service account when running in a cluster. The WorkFlow CRD must be installed
@@ -87,16 +86,17 @@ pub async fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-/// Serves the web view on `addr` from a mirror the operator will share; returns the mirror.
+/// Serves the web view on `addr` from mirrors the operator will share; returns them.
 async fn serve_web(
     addr: SocketAddr,
     client: &kube::Client,
     namespace: Option<String>,
     shutdown: &CancellationToken,
-) -> Result<Mirror<WorkFlow>> {
-    let mirror = Mirror::new();
+) -> Result<Mirrors> {
+    let mirror = Mirrors::new();
     let state = web::WebState {
-        mirror: mirror.clone(),
+        mirror: mirror.workflows.clone(),
+        crons: mirror.crons.clone(),
         client: client.clone(),
         namespace,
         shutdown: shutdown.clone(),

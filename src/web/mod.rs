@@ -21,6 +21,7 @@ pub mod live;
 pub mod pages;
 pub mod reads;
 pub mod router;
+pub mod schedules;
 pub mod svg;
 
 use std::net::SocketAddr;
@@ -31,12 +32,15 @@ use kube_kopf::Mirror;
 use tokio_util::sync::CancellationToken;
 
 use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::CronWorkFlow;
 
 /// What the web view reads.
 #[derive(Clone)]
 pub struct WebState {
     /// The operator's own copy of the workflows (see [`kube_kopf::Mirror`]).
     pub mirror: Mirror<WorkFlow>,
+    /// The operator's own copy of the CronWorkFlows.
+    pub crons: Mirror<CronWorkFlow>,
     /// For what the mirror does not hold: a step's Jobs, pods and logs, and Events.
     pub client: Client,
     /// The namespace the operator watches, when it watches one: no other is shown.

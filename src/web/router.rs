@@ -20,6 +20,7 @@ use super::graph;
 use super::live::{self, Scope};
 use super::pages::{self, WorkflowExtras, workflow_path};
 use super::reads;
+use super::schedules;
 use super::svg;
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::plan;
@@ -104,7 +105,8 @@ fn find(state: &WebState, namespace: &str, name: &str) -> Result<Arc<WorkFlow>, 
 
 async fn all_workflows(State(state): State<WebState>) -> Response {
     let workflows = state.mirror.state();
-    let body = pages::workflow_list(None, &workflows, Timestamp::now());
+    let body = pages::workflow_list(None, &workflows, Timestamp::now())
+        + &schedules::schedule_list(&state.crons.state(), &workflows);
     Html(pages::document("Workflows", &[], "/live", &body)).into_response()
 }
 
@@ -121,7 +123,14 @@ async fn namespace_workflows(
         .into_iter()
         .filter(|wf| wf.metadata.namespace.as_deref() == Some(namespace.as_str()))
         .collect();
-    let body = pages::workflow_list(Some(&namespace), &workflows, Timestamp::now());
+    let crons: Vec<_> = state
+        .crons
+        .state()
+        .into_iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .collect();
+    let body = pages::workflow_list(Some(&namespace), &workflows, Timestamp::now())
+        + &schedules::schedule_list(&crons, &workflows);
     let here = format!("/namespaces/{}/workflows", query_value(&namespace));
     let live = format!("/namespaces/{}/live", query_value(&namespace));
     Html(pages::document(

@@ -25,13 +25,12 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use kube::api::{Patch, PatchParams};
 use kube_devcluster::testing::eventually;
-use kube_kopf::Mirror;
 use rstest::rstest;
 use serde_json::json;
 use support::{Cluster, DEADLINE, Gate, Namespace, namespace};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
-use workflow_operator::controllers::workflow::operator::{self, OperatorOptions};
+use workflow_operator::controllers::workflow::operator::{self, Mirrors, OperatorOptions};
 use workflow_operator::web::{self, WebState};
 use workflow_operator_core::WorkFlow;
 
@@ -62,7 +61,7 @@ impl View {
             );
             return None;
         }
-        let mirror = Mirror::new();
+        let mirror = Mirrors::new();
         let stop = CancellationToken::new();
         let options = OperatorOptions {
             namespace: Some(ns.name.clone()),
@@ -75,7 +74,8 @@ impl View {
             async move { operator::run(client, options, running.cancelled_owned()).await },
         );
         let state = WebState {
-            mirror,
+            mirror: mirror.workflows.clone(),
+            crons: mirror.crons.clone(),
             client: ns.client(),
             namespace: Some(ns.name.clone()),
             shutdown: stop.clone(),
@@ -688,4 +688,35 @@ spec:
         )
         .await;
     assert!(!page.contains(r#"data-step="each""#), "{page}");
+}
+
+/// The list page shows each CronWorkFlow with its schedules, next time and its runs.
+#[rstest]
+#[tokio::test]
+async fn the_list_shows_each_schedule_with_its_next_time_and_runs(
+    #[future(awt)] namespace: Namespace,
+) {
+    let Some(view) = View::start(namespace).await else {
+        return;
+    };
+    let cron: workflow_operator_core::crd::CronWorkFlow = serde_yaml::from_str(
+        r#"
+metadata: {name: beat}
+spec:
+  schedules: ["@every 2s"]
+  workflowSpec: {containers: [{stepName: a, image: x, command: [echo, hi]}]}
+"#,
+    )
+    .unwrap();
+    kube::api::Api::namespaced(view.ns.client(), &view.ns.name)
+        .create(&kube::api::PostParams::default(), &cron)
+        .await
+        .unwrap();
+    let page = view
+        .wait_page(
+            &format!("/namespaces/{}/workflows", view.ns.name),
+            &[r#"data-cron="beat""#, r#"data-run="beat-"#],
+        )
+        .await;
+    assert!(page.contains("@every 2s"), "{page}");
 }

@@ -51,3 +51,10 @@ pub const OWN_LABELS: [&str; 8] = [
     LABEL_QUEUE_NAME,
     LABEL_PRIORITY_CLASS,
 ];
+
+/// The label on every run of a CronWorkFlow naming it.
+pub const LABEL_CRON: &str = "workflow.crd.com/cron";
+
+/// The label on every run of a CronWorkFlow holding the scheduled time it runs for, unix
+/// seconds.
+pub const LABEL_SCHEDULED: &str = "workflow.crd.com/scheduled-time";

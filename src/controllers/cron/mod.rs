@@ -20,11 +20,7 @@ use workflow_operator_core::crd::CronWorkFlow;
 /// written for one that is not).
 pub const TICK: Duration = Duration::from_secs(1);
 
-/// The label on every run naming its CronWorkFlow.
-pub const LABEL_CRON: &str = "workflow.crd.com/cron";
-
-/// The label on every run holding the scheduled time it runs for, unix seconds.
-pub const LABEL_SCHEDULED: &str = "workflow.crd.com/scheduled-time";
+pub use workflow_operator_core::labels::{LABEL_CRON, LABEL_SCHEDULED};
 
 /// The CronWorkFlow handlers.
 pub fn table(registry: Registry<CronWorkFlow>) -> Registry<CronWorkFlow> {

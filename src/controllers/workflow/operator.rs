@@ -46,8 +46,32 @@ pub struct OperatorOptions {
     /// At most this many step Jobs run at once across every watched workflow
     /// (`--max-running-steps`); the others wait as `Queued`, in `spec.priority` order.
     pub max_running_steps: Option<usize>,
-    /// Where to share the operator's in-memory copy of the workflows (the web view reads it).
-    pub mirror: Option<Mirror<WorkFlow>>,
+    /// Where to share the operator's in-memory copies of the workflows and CronWorkFlows (the
+    /// web view reads them).
+    pub mirror: Option<Mirrors>,
+}
+
+/// The operator's in-memory copies of the objects it watches, to share.
+#[derive(Clone, Debug)]
+pub struct Mirrors {
+    pub workflows: Mirror<WorkFlow>,
+    pub crons: Mirror<CronWorkFlow>,
+}
+
+impl Mirrors {
+    /// Empty mirrors, filled once the operator runs with them.
+    pub fn new() -> Self {
+        Self {
+            workflows: Mirror::new(),
+            crons: Mirror::new(),
+        }
+    }
+}
+
+impl Default for Mirrors {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Default for OperatorOptions {
@@ -118,6 +142,7 @@ pub async fn run_monitored(
         concurrency: options.concurrency,
         ..Default::default()
     };
+    let cron_mirror = options.mirror.as_ref().map(|m| m.crons.clone());
     let jobs = Children::<JobSummary>::owned().labels(LABEL_WORKFLOW);
     let job_changed = {
         let shared = shared.clone();
@@ -127,7 +152,7 @@ pub async fn run_monitored(
         .with_monitor(monitor)
         .resource::<WorkFlow>(|r| {
             let r = match &options.mirror {
-                Some(mirror) => r.mirror_to(mirror),
+                Some(mirrors) => r.mirror_to(&mirrors.workflows),
                 None => r,
             };
             let r = r
@@ -151,7 +176,13 @@ pub async fn run_monitored(
                 None => r,
             }
         })
-        .resource::<CronWorkFlow>(crate::controllers::cron::table)
+        .resource::<CronWorkFlow>(|r| {
+            let r = match &cron_mirror {
+                Some(mirror) => r.mirror_to(mirror),
+                None => r,
+            };
+            crate::controllers::cron::table(r)
+        })
         .run(shutdown)
         .await
         .context("the operator stopped")?;
