@@ -17,7 +17,7 @@ use workflow_operator_core::crd::Shutdown;
 use workflow_operator_core::lifecycle::Phase;
 
 /// How many times a command re-checks a workflow that changed under it before giving up.
-const ATTEMPTS: usize = 5;
+pub(super) const ATTEMPTS: usize = 5;
 
 /// The workflow a run-control command acts on.
 #[derive(Debug, Args)]

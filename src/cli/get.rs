@@ -336,7 +336,7 @@ fn seconds(duration: k8s_openapi::jiff::SignedDuration) -> u64 {
 }
 
 /// `42s`, `3m07s`, `2h05m`.
-fn human(secs: u64) -> String {
+pub(crate) fn human(secs: u64) -> String {
     match secs {
         s if s < 60 => format!("{s}s"),
         s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),

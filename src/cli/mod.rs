@@ -5,6 +5,7 @@
 mod bench;
 mod client;
 mod control;
+mod cron;
 #[cfg(feature = "dev")]
 mod dev;
 mod get;
@@ -101,6 +102,14 @@ enum Command {
     /// List and show the shared templates: WorkFlowTemplates and ClusterWorkFlowTemplates,
     /// with their templates and parameters.
     Template(template::TemplateArgs),
+    /// List and show CronWorkFlows (their next scheduled times, in their time zone and UTC, and
+    /// their runs), suspend or resume one, or start a run of one now.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator cron list -A\n  \
+        workflow-operator cron get nightly\n  \
+        workflow-operator cron suspend nightly\n  \
+        workflow-operator cron trigger nightly")]
+    Cron(cron::CronArgs),
     /// Print the workflow lifecycle (its states and legal transitions) as DOT or Mermaid.
     Lifecycle(inspect::LifecycleArgs),
     /// Measure the operator end to end and print one JSON object (makespan, steps per second,
@@ -138,6 +147,7 @@ pub fn main() -> ExitCode {
         Command::Retry(args) => block_on(control::control(control::Verb::Retry, args)),
         Command::Submit(args) => block_on(submit::submit(args)),
         Command::Template(args) => block_on(template::template(args)),
+        Command::Cron(args) => block_on(cron::cron(args)),
         Command::Run(args) => block_on(run::run(args)),
         #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),

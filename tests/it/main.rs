@@ -16,6 +16,7 @@ mod kopf_common;
 mod bench_cli;
 mod cli;
 mod cron;
+mod cron_cli;
 mod data_between_steps;
 mod deploy_rbac;
 mod examples;

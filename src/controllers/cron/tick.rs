@@ -1,17 +1,17 @@
 //! One tick of a CronWorkFlow: read its runs, plan (pure), then write.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt};
 use kube_kopf::{Context, HandlerError, HandlerResult};
 use serde_json::json;
 use workflow_operator_core::WorkFlow;
-use workflow_operator_core::crd::{CronWorkFlow, Shutdown, WorkFlowSpec};
-use workflow_operator_core::cron::plan::{self, Run};
+use workflow_operator_core::crd::{CronWorkFlow, Shutdown};
+use workflow_operator_core::cron::{
+    self,
+    plan::{self, Run},
+};
 use workflow_operator_core::names;
 
 use super::{LABEL_CRON, LABEL_SCHEDULED};
@@ -108,7 +108,7 @@ async fn create_run(
     cron: &CronWorkFlow,
     scheduled: i64,
 ) -> HandlerResult {
-    let workflow = run_of(cron, scheduled)?;
+    let workflow = cron::run_of(cron, scheduled).map_err(HandlerError::permanent)?;
     let name = workflow.name_any();
     match workflows
         .create(
@@ -133,47 +133,4 @@ async fn create_run(
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(temporary(&format!("creating run {name}"), e)),
     }
-}
-
-/// The WorkFlow of `cron`'s run for `scheduled`: named for the time, labelled, owned by it.
-fn run_of(cron: &CronWorkFlow, scheduled: i64) -> Result<WorkFlow, HandlerError> {
-    let cron_name = cron.name_any();
-    let spec: WorkFlowSpec = match (&cron.spec.workflow_spec, &cron.spec.workflow_template_ref) {
-        (Some(spec), None) => serde_json::from_value(spec.clone()).map_err(|e| {
-            HandlerError::permanent(format!("spec.workflowSpec is not a WorkFlow spec: {e}"))
-        })?,
-        (None, Some(reference)) => {
-            serde_json::from_value(json!({"workflowTemplateRef": reference}))
-                .map_err(|e| HandlerError::permanent(e.to_string()))?
-        }
-        _ => {
-            return Err(HandlerError::permanent(
-                "give one of spec.workflowSpec and spec.workflowTemplateRef",
-            ));
-        }
-    };
-    let extra = cron.spec.workflow_metadata.clone().unwrap_or_default();
-    let mut labels: BTreeMap<String, String> = extra.labels;
-    labels.insert(LABEL_CRON.into(), names::label_value(&cron_name));
-    labels.insert(LABEL_SCHEDULED.into(), scheduled.to_string());
-    let owner = OwnerReference {
-        api_version: CronWorkFlow::api_version(&()).into_owned(),
-        kind: CronWorkFlow::kind(&()).into_owned(),
-        name: cron_name.clone(),
-        uid: cron.uid().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    };
-    Ok(WorkFlow {
-        metadata: ObjectMeta {
-            name: Some(names::cron_run_name(&cron_name, scheduled)),
-            namespace: cron.namespace(),
-            labels: Some(labels),
-            annotations: (!extra.annotations.is_empty()).then_some(extra.annotations),
-            owner_references: Some(vec![owner]),
-            ..ObjectMeta::default()
-        },
-        spec,
-        status: None,
-    })
 }

@@ -9,6 +9,7 @@
 //! CronWorkFlow's creation) in real time, whatever the zone.
 
 pub mod plan;
+mod run;
 #[cfg(test)]
 mod tests;
 
@@ -20,6 +21,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::crd::{CatchUp, CronWorkFlowSpec};
 use crate::names;
+
+pub use run::run_of;
 
 /// The most missed runs `catchUp: All` starts at once.
 pub const MAX_CATCH_UP: usize = 100;
@@ -74,6 +77,11 @@ impl Schedule {
         } else {
             Err(problems.join("; "))
         }
+    }
+
+    /// The time zone the cron expressions are read in (`spec.timezone`, else UTC).
+    pub fn zone(&self) -> &TimeZone {
+        &self.zone
     }
 
     /// The first scheduled time strictly after `after`.

@@ -337,3 +337,45 @@ mod ticks {
         );
     }
 }
+
+use crate::labels::{LABEL_CRON, LABEL_SCHEDULED};
+
+fn cron_with(spec: serde_json::Value) -> crate::crd::CronWorkFlow {
+    let mut cron = crate::crd::CronWorkFlow::new("nightly", serde_json::from_value(spec).unwrap());
+    cron.metadata.namespace = Some("ci".into());
+    cron.metadata.uid = Some("u-1".into());
+    cron
+}
+
+#[test]
+fn a_run_is_named_for_its_time_labelled_and_owned_by_its_cron_workflow() {
+    let cron = cron_with(serde_json::json!({
+        "schedules": ["@daily"],
+        "workflowMetadata": {"labels": {"team": "data"}, "annotations": {"note": "n"}},
+        "workflowSpec": {"containers": [{"stepName": "a", "image": "busybox"}]},
+    }));
+    let run = run_of(&cron, 1_800_000_000).unwrap();
+    assert_eq!(run.metadata.name.as_deref(), Some("nightly-1800000000"));
+    assert_eq!(run.metadata.namespace.as_deref(), Some("ci"));
+    let labels = run.metadata.labels.unwrap();
+    assert_eq!(labels[LABEL_CRON], "nightly");
+    assert_eq!(labels[LABEL_SCHEDULED], "1800000000");
+    assert_eq!(labels["team"], "data");
+    assert_eq!(run.metadata.annotations.unwrap()["note"], "n");
+    let owner = &run.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        ("CronWorkFlow", "nightly", "u-1")
+    );
+    assert_eq!(owner.controller, Some(true));
+    assert_eq!(run.spec.containers[0].step_name, "a");
+}
+
+#[test]
+fn a_run_needs_exactly_one_of_a_spec_and_a_template_reference() {
+    let neither = cron_with(serde_json::json!({"schedules": ["@daily"]}));
+    assert_eq!(
+        run_of(&neither, 0).unwrap_err(),
+        "give one of spec.workflowSpec and spec.workflowTemplateRef"
+    );
+}
