@@ -239,7 +239,7 @@ fn record_from(workflow: &mut WorkFlow, shared: &[ResolvedTemplate]) -> Vec<Sour
             shared.iter().find(|r| r.is(&source)).cloned(),
         ))
     };
-    let Ok(absent) = futures::executor::block_on(super::template::resolve(workflow, find));
+    let Ok(absent) = futures::executor::block_on(template::resolve(workflow, find));
     absent
 }
 

@@ -21,7 +21,8 @@ use workflow_operator_core::template::{Arguments, Parameter, Source};
 
 use super::client::ClusterArgs;
 use super::inspect::{self, WORKFLOW_KIND};
-use super::template::{declared, fetch, not_found, record_of, resolve};
+use super::template::{declared, fetch, record_of};
+use workflow_operator_core::template::resolve;
 
 /// Submit a workflow: from a manifest, or one that runs a shared template whole.
 #[derive(Debug, Args)]
@@ -158,7 +159,7 @@ fn from_file(args: &SubmitArgs, namespace: &str) -> Result<WorkFlow> {
 /// A workflow that runs the shared template `source` whole, named after it.
 async fn from_template(client: &Client, namespace: &str, source: &Source) -> Result<WorkFlow> {
     if fetch(client, namespace, source).await?.is_none() {
-        bail!(not_found(source, namespace));
+        bail!(source.not_found(namespace));
     }
     let cluster_scope = source.kind == workflow_operator_core::template::CLUSTER_KIND;
     let workflow = json!({

@@ -3,7 +3,6 @@
 //! workflow's shared templates as the operator records them (`status.resolvedTemplates`), from
 //! the cluster (`submit`) or from manifests (`validate`, `graph`).
 
-use std::future::Future;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
@@ -11,11 +10,11 @@ use clap::{Args, Subcommand, ValueEnum};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 
+use workflow_operator_core::WorkFlowSpec;
 use workflow_operator_core::template::{
-    self, CLUSTER_KIND, ClusterWorkFlowTemplate, NAMESPACED_KIND, Parameter, ResolvedTemplate,
-    Source, WorkFlowTemplate,
+    CLUSTER_KIND, ClusterWorkFlowTemplate, NAMESPACED_KIND, Parameter, ResolvedTemplate, Source,
+    WorkFlowTemplate,
 };
-use workflow_operator_core::{WorkFlow, WorkFlowSpec};
 
 use super::client::ClusterArgs;
 
@@ -115,7 +114,7 @@ async fn get(args: GetArgs) -> Result<()> {
     let (client, namespace) = args.cluster.connect().await?;
     let source = Source::new(&args.name, args.cluster_scope);
     let Some(object) = fetch(&client, &namespace, &source).await? else {
-        bail!(not_found(&source, &namespace));
+        bail!(source.not_found(&namespace));
     };
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&object)?),
@@ -210,16 +209,6 @@ pub(crate) fn declared(spec: &WorkFlowSpec) -> &[Parameter] {
     spec.arguments.as_deref().map_or(&[], |a| &a.parameters)
 }
 
-/// `workflowtemplate "ci" not found in namespace "dev"`, `clusterworkflowtemplate "ci" not
-/// found`: as the operator says it.
-pub(crate) fn not_found(source: &Source, namespace: &str) -> String {
-    if source.kind == CLUSTER_KIND {
-        format!("{} not found", source.describe())
-    } else {
-        format!("{} not found in namespace {namespace:?}", source.describe())
-    }
-}
-
 /// The API of a kind of shared template, in `namespace` (namespaced kind) or everywhere.
 fn api(client: &Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
     let resource = if kind == CLUSTER_KIND {
@@ -294,37 +283,5 @@ pub(crate) fn record(
         resource_version,
         resolved_at: None,
         spec,
-    }
-}
-
-/// Records in `workflow`'s status every shared template it names (and those name) that `find`
-/// finds, as the operator does before expanding it; returns those `find` did not find.
-pub(crate) async fn resolve<E, F, Fut>(
-    workflow: &mut WorkFlow,
-    mut find: F,
-) -> Result<Vec<Source>, E>
-where
-    F: FnMut(Source) -> Fut,
-    Fut: Future<Output = Result<Option<ResolvedTemplate>, E>>,
-{
-    let mut absent = Vec::new();
-    loop {
-        let wanted: Vec<Source> = template::missing(workflow)
-            .into_iter()
-            .filter(|s| !absent.contains(s))
-            .collect();
-        if wanted.is_empty() {
-            return Ok(absent);
-        }
-        for source in wanted {
-            match find(source.clone()).await? {
-                Some(record) => workflow
-                    .status
-                    .get_or_insert_with(Default::default)
-                    .resolved_templates
-                    .push(record),
-                None => absent.push(source),
-            }
-        }
     }
 }

@@ -15,11 +15,7 @@ use workflow_operator_core::cron::{
 use workflow_operator_core::names;
 
 use super::{LABEL_CRON, LABEL_SCHEDULED};
-use crate::controllers::FIELD_MANAGER;
-
-fn temporary(what: &str, error: kube::Error) -> HandlerError {
-    HandlerError::temporary(format!("{what}: {error}"))
-}
+use crate::controllers::{FIELD_MANAGER, temporary};
 
 /// Plans and carries out one tick of `ctx`'s CronWorkFlow.
 pub async fn tick(ctx: Context<CronWorkFlow>) -> HandlerResult {

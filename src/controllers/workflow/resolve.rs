@@ -19,9 +19,6 @@ use workflow_operator_core::template::{
 
 use super::shared::{Shared, temporary};
 
-/// How many rounds of reading a chain of templates that name templates takes at most.
-const MAX_ROUNDS: usize = 10;
-
 /// Reads and records the shared templates `ctx`'s workflow names that its status does not
 /// hold yet; does nothing (no read, no write) for a workflow that names none, or that ended
 /// and is not being retried.
@@ -36,25 +33,14 @@ pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<
         .await
         .map_err(|e| temporary("writing the status", e))?;
     let workflow = shared.status.latest(&ctx.object);
-    let mut status = workflow.status.clone().unwrap_or_default();
     let namespace = workflow.namespace().unwrap_or_default();
-    let before = status.resolved_templates.len();
-    for _ in 0..MAX_ROUNDS {
-        let probe = WorkFlow {
-            status: Some(status.clone()),
-            ..(*workflow).clone()
-        };
-        let mut found = Vec::new();
-        for source in template::missing(&probe) {
-            if let Some(record) = read(&ctx.client, &namespace, &source).await? {
-                found.push(record);
-            }
-        }
-        if found.is_empty() {
-            break;
-        }
-        status.resolved_templates.extend(found);
-    }
+    let before = workflow
+        .status
+        .as_ref()
+        .map_or(0, |s| s.resolved_templates.len());
+    let mut probe = (*workflow).clone();
+    template::resolve(&mut probe, |source| read(&ctx.client, &namespace, source)).await?;
+    let status = probe.status.unwrap_or_default();
     if status.resolved_templates.len() == before {
         return Ok(());
     }
@@ -106,7 +92,7 @@ fn may_run(workflow: &WorkFlow) -> bool {
 async fn read(
     client: &Client,
     namespace: &str,
-    source: &Source,
+    source: Source,
 ) -> Result<Option<ResolvedTemplate>, HandlerError> {
     let reading = |e| temporary(&format!("reading {}", source.describe()), e);
     let (meta, spec) = if source.kind == CLUSTER_KIND {

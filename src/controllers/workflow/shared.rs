@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube_kopf::HandlerError;
 use workflow_operator_core::crd::WorkFlow;
 
 use super::memory::Memory;
@@ -15,6 +14,7 @@ use super::status_writer::StatusWriter;
 pub const OPERATOR_NAME: &str = "workflow.crd.com";
 
 pub use crate::controllers::FIELD_MANAGER;
+pub(super) use crate::controllers::temporary;
 
 /// What the handlers share across calls. Nothing here is a source of truth: losing it costs only
 /// recomputation.
@@ -71,9 +71,4 @@ impl Shared {
             admission.forget(&uid);
         }
     }
-}
-
-/// A temporary error (the framework retries the pass) saying what failed.
-pub(super) fn temporary(what: &str, error: kube::Error) -> HandlerError {
-    HandlerError::temporary(format!("{what}: {error}"))
 }

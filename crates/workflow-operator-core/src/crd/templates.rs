@@ -131,6 +131,16 @@ impl Source {
     pub fn describe(&self) -> String {
         format!("{} {:?}", self.kind.to_lowercase(), self.name)
     }
+
+    /// Why a reference to it does not resolve from `namespace`: `workflowtemplate "ci" not
+    /// found in namespace "dev"` (a cluster-scoped one names no namespace).
+    pub fn not_found(&self, namespace: &str) -> String {
+        if self.kind == CLUSTER_KIND {
+            format!("{} not found", self.describe())
+        } else {
+            format!("{} not found in namespace {namespace:?}", self.describe())
+        }
+    }
 }
 
 /// The namespaced kind of shared templates.

@@ -191,16 +191,8 @@ impl<'a> Expander<'a> {
         let reference = step.template_ref.as_deref()?;
         let source = Source::new(&reference.name, reference.cluster_scope);
         let Some(resolved) = self.resolved.iter().find(|r| r.is(&source)) else {
-            let place = if reference.cluster_scope {
-                String::new()
-            } else {
-                format!(" in namespace {:?}", self.namespace)
-            };
-            self.refuse(
-                at,
-                name,
-                format!("templateRef: {} not found{place}", source.describe()),
-            );
+            let why = source.not_found(self.namespace);
+            self.refuse(at, name, format!("templateRef: {why}"));
             return None;
         };
         let templates = &resolved.spec.templates;

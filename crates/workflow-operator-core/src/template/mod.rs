@@ -32,6 +32,7 @@ pub use crate::crd::templates::*;
 pub use fill::Vars;
 
 use crate::crd::{Step, WorkFlow, WorkFlowSpec};
+use crate::data_flow;
 use expand::{Expander, Scope, allowed, listed};
 use fill::unknown_forms;
 
@@ -72,12 +73,6 @@ fn step_uses_templates(step: &Step) -> bool {
 
 /// The strings of `step` a form may be filled in.
 fn step_strings(step: &Step) -> impl Iterator<Item = &str> {
-    let lists = step
-        .command
-        .iter()
-        .flatten()
-        .chain(step.args.iter().flatten());
-    let env = step.env.iter().filter_map(|e| e.value.as_ref());
     let mounts = step
         .volume_mounts
         .iter()
@@ -87,9 +82,7 @@ fn step_strings(step: &Step) -> impl Iterator<Item = &str> {
         .iter()
         .flat_map(|i| i.0.iter())
         .filter_map(|v| v.as_str());
-    std::iter::once(step.image.as_str())
-        .chain(lists.map(String::as_str))
-        .chain(env.map(String::as_str))
+    data_flow::texts(step)
         .chain(step.working_dir.as_deref())
         .chain(mounts.map(String::as_str))
         .chain(items)
@@ -117,6 +110,36 @@ pub fn missing(workflow: &WorkFlow) -> Vec<Source> {
         .into_iter()
         .filter(|source| !resolved.iter().any(|r| r.is(source)))
         .collect()
+}
+
+/// Records in `workflow`'s status every shared template it names (and those name) that `find`
+/// finds (the operator from the API, `validate` from the files given); returns those `find` did
+/// not find. Ends: each round records a new template or sets one aside as not found.
+pub async fn resolve<E, F, Fut>(workflow: &mut WorkFlow, mut find: F) -> Result<Vec<Source>, E>
+where
+    F: FnMut(Source) -> Fut,
+    Fut: Future<Output = Result<Option<ResolvedTemplate>, E>>,
+{
+    let mut absent = Vec::new();
+    loop {
+        let wanted: Vec<Source> = missing(workflow)
+            .into_iter()
+            .filter(|s| !absent.contains(s))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(absent);
+        }
+        for source in wanted {
+            match find(source.clone()).await? {
+                Some(record) => workflow
+                    .status
+                    .get_or_insert_with(Default::default)
+                    .resolved_templates
+                    .push(record),
+                None => absent.push(source),
+            }
+        }
+    }
 }
 
 /// Every `templateRef` of `spec`'s steps, its templates' steps and their `dag`s.
@@ -264,14 +287,9 @@ fn whole_template<'a>(
     }
     let source = Source::new(&reference.name, reference.cluster_scope);
     let Some(record) = resolved.iter().find(|r| r.is(&source)) else {
-        let place = if reference.cluster_scope {
-            String::new()
-        } else {
-            format!(" in namespace {namespace:?}")
-        };
         problems.push(format!(
-            "workflowTemplateRef: {} not found{place}",
-            source.describe()
+            "workflowTemplateRef: {}",
+            source.not_found(namespace)
         ));
         return Taken {
             spec: own.clone(),
