@@ -26,7 +26,7 @@ use workflow_operator_core::incremental::{JobChange, RunState};
 use workflow_operator_core::plan::{self, Compiled, JobState, ObservedJob};
 use workflow_operator_core::template;
 use workflow_operator_core::testing::step;
-use workflow_operator_core::{WorkFlowSpec, names};
+use workflow_operator_core::names;
 
 const STEPS: usize = 10_000;
 
@@ -122,36 +122,8 @@ fn bench(c: &mut Criterion) {
 
         // The planner on the same state: the Job of `middle` just succeeded; earlier steps'
         // Jobs succeeded; the other ready steps' Jobs run.
-        let wf = WorkFlow::new(
-            "bench",
-            WorkFlowSpec {
-                max_step_timeout: 60,
-                containers: steps.clone(),
-                parallelism: None,
-                fail_fast: true,
-                pod_template: None,
-                start_timeout: 300,
-                suspend: false,
-                shutdown: None,
-                retry: 0,
-                ttl_seconds_after_finished: None,
-                pod_cleanup: None,
-                on_exit: Vec::new(),
-                workspace: None,
-                runs: None,
-                priority: 0,
-                queue_name: None,
-                priority_class_name: None,
-                queue_timeout: None,
-                arguments: None,
-                templates: Vec::new(),
-                workflow_template_ref: None,
-            },
-        );
-        let mut wf = WorkFlow {
-            metadata: WorkFlow::test("bench").build().metadata,
-            ..wf
-        };
+        let mut wf = WorkFlow::test("bench").build();
+        wf.spec.containers = steps.clone();
         let compiled = Compiled::new(&wf.spec);
         let run = names::run_id(&wf.spec);
         let job = |i: usize, state: JobState| ObservedJob {

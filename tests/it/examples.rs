@@ -33,6 +33,7 @@ const EXAMPLES: &[&str] = &[
     "args",
     "cleanup",
     "cluster-workflow-template",
+    "continue-on",
     "cron",
     "diamond",
     "env",
@@ -75,6 +76,7 @@ fn every_example_has_a_case() {
 #[case::args("args")]
 #[case::cleanup("cleanup")]
 #[case::cluster_workflow_template("cluster-workflow-template")]
+#[case::continue_on("continue-on")]
 #[case::cron("cron")]
 #[case::diamond("diamond")]
 #[case::env("env")]
@@ -190,6 +192,25 @@ async fn example_runs_to_the_outcome_its_comments_promise(
                 ],
                 "{}",
                 support::describe_status(&workflow)
+            );
+        }),
+        "continue-on" => Box::pin(async {
+            let workflow = ns.expect_completed("continue-on").await;
+            assert_eq!(
+                support::message(&workflow),
+                "2 steps and 1 exit step succeeded; step lint failed: exit code 1 (continueOn.failed: the workflow went on)"
+            );
+            assert_eq!(
+                step_status(&workflow, "lint").map(|s| s.phase),
+                Some(StepPhase::Failed)
+            );
+            assert_eq!(
+                log_of(ns, "continue-on", "lint-report").await,
+                "lint failed; the build went on"
+            );
+            assert_eq!(
+                log_of(ns, "continue-on", "summary").await,
+                "ended Completed; failed: lint"
             );
         }),
         "invalid-cycle" => Box::pin(async {

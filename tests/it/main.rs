@@ -34,6 +34,7 @@ mod reliability_fanin;
 mod reliability_faults;
 mod run_control;
 mod run_control_cleanup;
+mod run_policies;
 mod submit;
 mod telemetry_deploy;
 mod telemetry_http;

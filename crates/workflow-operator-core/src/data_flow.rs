@@ -14,7 +14,7 @@ use super::crd::{Step, WorkFlowSpec};
 use super::dag::{Dag, DagError};
 use super::fan_out::{FanOut, ItemList};
 use super::outputs::{self, Source};
-use super::when::When;
+use super::when::{Place, When};
 
 /// The data flow of a valid spec.
 #[derive(Debug, Clone, Default)]
@@ -73,8 +73,16 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
     for (i, step) in spec.containers.iter().enumerate() {
         let upstream = |name: &str| dag.index_of(name).filter(|&j| runs_before(dag, j, i));
         let fan_out = flow.fan_out.get(&i).cloned();
-        check_step(step, dag, &upstream, fan_out.as_ref(), &mut flow)?;
-        if let Some(when) = compile_when(step, &parameters)? {
+        let when = compile_when(step, &parameters, Place::Step)?;
+        check_step(
+            step,
+            dag,
+            &upstream,
+            fan_out.as_ref(),
+            when.as_deref(),
+            &mut flow,
+        )?;
+        if let Some(when) = when {
             flow.when.insert(i, when);
         }
     }
@@ -93,14 +101,20 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
             }
             let read_before = flow.read.len();
             let any = |name: &str| dag.index_of(name);
-            check_step(step, dag, &any, None, &mut flow)?;
+            let when = compile_when(step, &parameters, Place::Exit)?;
+            check_step(step, dag, &any, None, when.as_deref(), &mut flow)?;
             if runs > 1 && (step.when.is_some() || flow.read.len() > read_before) {
                 return Err(refused(
                     "names the steps' outputs, but the steps run several times (runs): an exit \
                      step cannot tell which run's",
                 ));
             }
-            if let Some(when) = compile_when(step, &parameters)? {
+            if let Some(when) = when {
+                // A when that iterates over the steps sees each one's outputs.
+                if when.every_step() {
+                    flow.read
+                        .extend((0..dag.len()).filter(|i| !flow.fan_out.contains_key(i)));
+                }
                 flow.exit_when.insert(i, when);
             }
         }
@@ -143,6 +157,7 @@ fn check_step(
     dag: &Dag,
     upstream: &dyn Fn(&str) -> Option<usize>,
     fan_out: Option<&FanOut>,
+    when: Option<&When>,
     flow: &mut DataFlow,
 ) -> Result<(), DagError> {
     let name = &step.step_name;
@@ -172,8 +187,7 @@ fn check_step(
             named.push((format!("withParam {text}"), source));
         }
     }
-    let when = step.when.as_deref().map(When::compile);
-    if let Some(Ok(when)) = &when {
+    if let Some(when) = when {
         let shown = format!("when {:?}", step.when.as_deref().unwrap_or(""));
         for source in when.steps() {
             named.push((shown.clone(), source.as_str()));
@@ -235,11 +249,12 @@ fn check_item(
 fn compile_when(
     step: &Step,
     parameters: &BTreeMap<String, String>,
+    place: Place,
 ) -> Result<Option<Arc<When>>, DagError> {
     let Some(expression) = step.when.as_deref() else {
         return Ok(None);
     };
-    When::compile_with(expression, parameters)
+    When::compile_for(expression, parameters, place)
         .map(|w| Some(Arc::new(w)))
         .map_err(|problem| DagError::Reference {
             step: step.step_name.clone(),

@@ -206,13 +206,17 @@ impl RunState {
         // of these costs an O(steps) plan per Job event, only to the workflows that use it.
         let spec = &workflow.spec;
         // So is Kueue (`queueName`): its steps wait suspended, and their clocks start at admission.
+        // So is the workflow's deadline, which the full planner's timer enforces.
         if spec.suspend
             || spec.shutdown.is_some()
             || spec.retry != 0
             || !spec.on_exit.is_empty()
             || spec.queue_name.is_some()
+            || spec.active_deadline_seconds.is_some()
         {
-            return Err(Fallback::NotFollowed("run control or exit steps"));
+            return Err(Fallback::NotFollowed(
+                "run control, exit steps or a workflow deadline",
+            ));
         }
         // So are outputs, `when`s, fan-outs and repeated runs: a step's outputs are read from
         // its pods before a full plan, and a `when` or a `withParam` is decided with them; a

@@ -95,6 +95,8 @@ pub enum Trigger {
     Retried,
     /// Every other step finished (or the workflow was stopped): the exit steps start.
     ExitStepsStarted,
+    /// The workflow ran past `spec.activeDeadlineSeconds`: its running steps were stopped.
+    DeadlineExceeded,
 }
 
 impl Trigger {
@@ -113,6 +115,7 @@ impl Trigger {
             Trigger::Terminated => "Terminated",
             Trigger::Retried => "Retried",
             Trigger::ExitStepsStarted => "ExitStepsStarted",
+            Trigger::DeadlineExceeded => "DeadlineExceeded",
         }
     }
 }
@@ -257,6 +260,16 @@ pub const TRANSITIONS: &[Transition] = &[
         from: Phase::Failed,
         trigger: Trigger::Retried,
         to: Phase::Created,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::DeadlineExceeded,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::DeadlineExceeded,
+        to: Phase::Failed,
     },
     // The exit steps run in `Started`: the workflow has not ended until they did.
     Transition {

@@ -43,6 +43,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         resources: None,
         timeout: None,
         retries: None,
+        continue_on: None,
         env_from: Vec::new(),
         volume_mounts: Vec::new(),
         working_dir: None,
@@ -76,6 +77,7 @@ impl WorkFlow {
             containers: Vec::new(),
             parallelism: None,
             fail_fast: true,
+            active_deadline_seconds: None,
             pod_template: None,
             start_timeout: super::crd::DEFAULT_START_TIMEOUT,
             suspend: false,
@@ -162,6 +164,18 @@ impl WorkFlowBuilder {
     }
 
     /// Sets the last step's retries.
+    /// The last step's failure does not fail the workflow (`continueOn.failed`).
+    pub fn continue_on_failed(mut self) -> Self {
+        self.last().continue_on = Some(crate::crd::ContinueOn { failed: true });
+        self
+    }
+
+    /// `spec.activeDeadlineSeconds`.
+    pub fn active_deadline_seconds(mut self, seconds: i64) -> Self {
+        self.workflow.spec.active_deadline_seconds = Some(seconds);
+        self
+    }
+
     pub fn retries(mut self, retries: i32) -> Self {
         self.last().retries = Some(retries);
         self

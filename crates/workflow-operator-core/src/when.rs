@@ -1,12 +1,18 @@
 //! A step's `when`: a CEL expression (the expression language of Kubernetes itself,
 //! run on the `cel` crate with kube-rs' Kubernetes CEL libraries, `kube-cel`) over the steps
-//! upstream of it, `steps.NAME.outputs.KEY` (strings) and `steps.NAME.phase` (`Succeeded`, or
-//! `Skipped` for a step a `when` skipped). A step whose name is not a CEL identifier is
-//! `steps["my-step"]`. True: the step runs; false: it is skipped, and a skipped step counts as
-//! done for its dependents.
+//! upstream of it, `steps.NAME.outputs.KEY` (strings) and `steps.NAME.phase` (`Succeeded`,
+//! `Skipped` for a step a `when` skipped, `Failed` or `TimedOut` for a step that failed and
+//! whose failure the workflow survives, `continueOn`). A step whose name is not a CEL
+//! identifier is `steps["my-step"]`. True: the step runs; false: it is skipped, and a skipped
+//! step counts as done for its dependents. CEL's macros (`all`, `exists`, `exists_one`, `map`,
+//! `filter`) work as in Kubernetes' validation rules.
 //!
-//! [`When::compile`] is the check at create (it parses, names only `steps`, and only steps
-//! that exist); [`When::evaluate`] runs it once the step is ready.
+//! An exit step's `when` may also read `workflow.status` (`Completed` or `Failed`) and every
+//! step (a step that did not finish reads `Omitted`), and may iterate over them
+//! (`steps.exists(s, steps[s].phase == "Failed")`).
+//!
+//! [`When::compile`] is the check at create (it parses, names only `steps` and `workflow`, and
+//! only steps that exist); [`When::evaluate`] runs it once the step is ready.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
@@ -24,8 +30,10 @@ pub struct When {
     program: Program,
     /// The steps it names, in the order first named.
     steps: Vec<String>,
-    /// `workflow.parameters`, when it names them.
-    workflow: Option<Value>,
+    /// `workflow.parameters`, when it names `workflow`.
+    workflow: Option<HashMap<Key, Value>>,
+    /// It iterates over `steps` (an exit step's only): it sees every step.
+    every_step: bool,
 }
 
 /// What an upstream step tells a `when`.
@@ -37,11 +45,43 @@ pub struct Upstream<'a> {
     pub outputs: Option<&'a Outputs>,
 }
 
-/// `steps.NAME` and `steps["NAME"]` (or single quotes): the steps an expression names.
+/// `steps.NAME` and `steps["NAME"]` (or single quotes): the steps an expression names. A
+/// name followed by `(` (group 4) is a macro over `steps`, not a step.
 static STEP_NAMES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"\bsteps\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:"([^"]*)"|'([^']*)')\s*\])"#)
+    Regex::new(
+        r#"\bsteps\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)(\s*\()?|\[\s*(?:"([^"]*)"|'([^']*)')\s*\])"#,
+    )
+    .expect("a valid regex")
+});
+
+/// The variable a CEL macro binds (`x` in `list.exists(x, x > 1)`), which is no variable of
+/// the workflow's.
+static MACRO_VARIABLES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
         .expect("a valid regex")
 });
+
+/// The step a [`STEP_NAMES`] match names, unless it is a macro over `steps`.
+fn named_step<'t>(found: &regex::Captures<'t>) -> Option<&'t str> {
+    if found.get(2).is_some() {
+        return None;
+    }
+    let name = found
+        .get(1)
+        .or_else(|| found.get(3))
+        .or_else(|| found.get(4));
+    Some(name.map_or("", |m| m.as_str()))
+}
+
+/// Where a `when` is: on a step, or on an exit step (which may read `workflow.status` and
+/// every step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// A step of `containers`.
+    Step,
+    /// A step of `onExit`.
+    Exit,
+}
 
 impl When {
     /// Parses `expression`.
@@ -62,14 +102,27 @@ impl When {
         expression: &str,
         parameters: &BTreeMap<String, String>,
     ) -> Result<When, String> {
+        When::compile_for(expression, parameters, Place::Step)
+    }
+
+    /// [`When::compile_with`] for a `when` at `place`.
+    ///
+    /// # Errors
+    /// As [`When::compile_with`], and, on a step, `workflow.status` or a macro over `steps`.
+    pub fn compile_for(
+        expression: &str,
+        parameters: &BTreeMap<String, String>,
+        place: Place,
+    ) -> Result<When, String> {
         let program = Program::compile(expression)
             .map_err(|e| format!("does not compile: {}", one_line(&e.to_string())))?;
         let references = program.references();
-        let variables = references.variables();
-        let mut others: Vec<&str> = variables
-            .iter()
-            .copied()
-            .filter(|v| *v != "steps" && *v != "workflow")
+        let bound: Vec<&str> = MACRO_VARIABLES
+            .captures_iter(expression)
+            .filter_map(|found| found.get(1).map(|m| m.as_str()))
+            .collect();
+        let mut others: Vec<&str> = (references.variables().iter().copied())
+            .filter(|v| *v != "steps" && *v != "workflow" && !bound.contains(v))
             .collect();
         others.sort_unstable();
         if let Some(other) = others.first() {
@@ -77,25 +130,32 @@ impl When {
                 "names {other:?}: a when may name only steps (steps.NAME.outputs.KEY, steps.NAME.phase) and workflow.parameters.NAME"
             ));
         }
-        let workflow = variables
+        let workflow = references
+            .variables()
             .contains(&"workflow")
-            .then(|| workflow_variable(expression, parameters))
+            .then(|| workflow_variable(expression, parameters, place))
             .transpose()?;
         let mut steps: Vec<String> = Vec::new();
+        let mut every_step = false;
         for found in STEP_NAMES.captures_iter(expression) {
-            let name = found
-                .get(1)
-                .or_else(|| found.get(2))
-                .or_else(|| found.get(3))
-                .map_or("", |m| m.as_str());
-            if !steps.iter().any(|s| s == name) {
-                steps.push(name.to_string());
+            match named_step(&found) {
+                Some(name) if !steps.iter().any(|s| s == name) => steps.push(name.to_string()),
+                Some(_) => {}
+                None if place == Place::Exit => every_step = true,
+                None => {
+                    return Err(
+                        "iterates over steps: only an exit step's when may (it runs once every \
+                         step ended); name the steps instead"
+                            .to_string(),
+                    );
+                }
             }
         }
         Ok(When {
             program,
             steps,
             workflow,
+            every_step,
         })
     }
 
@@ -104,12 +164,29 @@ impl When {
         &self.steps
     }
 
+    /// Whether it iterates over `steps` (an exit step's): it must see every step.
+    pub fn every_step(&self) -> bool {
+        self.every_step
+    }
+
     /// Runs the expression with `upstream` (the steps it may see, by name).
     ///
     /// # Errors
     /// The evaluation's error (a missing output is CEL's `No such key`), or a result that is
     /// not a bool.
     pub fn evaluate(&self, upstream: &HashMap<&str, Upstream<'_>>) -> Result<bool, String> {
+        self.evaluate_in(upstream, None)
+    }
+
+    /// [`When::evaluate`] in an exit step, where `workflow.status` is `status`.
+    ///
+    /// # Errors
+    /// As [`When::evaluate`].
+    pub fn evaluate_in(
+        &self,
+        upstream: &HashMap<&str, Upstream<'_>>,
+        status: Option<&str>,
+    ) -> Result<bool, String> {
         thread_local! {
             static BASE: Context<'static> = Context::default().with_all();
         }
@@ -134,7 +211,11 @@ impl When {
             let mut context = base.new_inner_scope();
             context.add_variable_from_value("steps", Value::Map(Map::from(steps)));
             if let Some(workflow) = &self.workflow {
-                context.add_variable_from_value("workflow", workflow.clone());
+                let mut fields = workflow.clone();
+                if let Some(status) = status {
+                    fields.insert(Key::from("status"), Value::from(status));
+                }
+                context.add_variable_from_value("workflow", Value::Map(Map::from(fields)));
             }
             match self.program.execute(&context) {
                 Ok(Value::Bool(b)) => Ok(b),
@@ -151,18 +232,30 @@ static PARAMETER_NAMES: LazyLock<Regex> = LazyLock::new(|| {
         .expect("a valid regex")
 });
 
-/// The `workflow` variable of `expression`, checking each parameter it names is declared.
+/// The `workflow` variable of `expression` at `place` (its `status` is added when it runs),
+/// checking each parameter it names is declared.
 fn workflow_variable(
     expression: &str,
     parameters: &BTreeMap<String, String>,
-) -> Result<Value, String> {
+    place: Place,
+) -> Result<HashMap<Key, Value>, String> {
     for found in PARAMETER_NAMES.captures_iter(expression) {
         let field = &found[1];
         let name = found.get(2).map_or("", |m| m.as_str());
-        if field != "parameters" {
-            return Err(format!(
-                "names workflow.{field}: a when may read only workflow.parameters.NAME"
-            ));
+        match (field, place) {
+            ("parameters", _) => {}
+            ("status", Place::Exit) => continue,
+            ("status", Place::Step) => {
+                return Err(
+                    "names workflow.status, which only an exit step's when may read (the workflow has not ended before)"
+                        .to_string(),
+                );
+            }
+            _ => {
+                return Err(format!(
+                    "names workflow.{field}: a when may read only workflow.parameters.NAME (and workflow.status in an exit step)"
+                ));
+            }
         }
         if !name.is_empty() && !parameters.contains_key(name) {
             let declared: Vec<&str> = parameters.keys().map(String::as_str).collect();
@@ -180,26 +273,20 @@ fn workflow_variable(
         .iter()
         .map(|(k, v)| (Key::from(k.as_str()), Value::from(v.as_str())))
         .collect();
-    let fields: HashMap<Key, Value> =
-        [(Key::from("parameters"), Value::Map(Map::from(values)))].into();
-    Ok(Value::Map(Map::from(fields)))
+    Ok([(Key::from("parameters"), Value::Map(Map::from(values)))].into())
 }
 
 /// `expression` with each step it names through `steps` renamed by `rename` (a step of a
 /// `dag` template becomes `STEP/NAME` once called), written `steps["NEW"]`.
 pub fn rename_steps(expression: &str, rename: &dyn Fn(&str) -> Option<String>) -> String {
     STEP_NAMES
-        .replace_all(expression, |found: &regex::Captures<'_>| {
-            let name = found
-                .get(1)
-                .or_else(|| found.get(2))
-                .or_else(|| found.get(3))
-                .map_or("", |m| m.as_str());
-            match rename(name) {
+        .replace_all(
+            expression,
+            |found: &regex::Captures<'_>| match named_step(found).and_then(rename) {
                 Some(renamed) => format!("steps[{renamed:?}]"),
                 None => found[0].to_string(),
-            }
-        })
+            },
+        )
         .into_owned()
 }
 

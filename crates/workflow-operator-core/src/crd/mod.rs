@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::lifecycle::Phase;
 
 pub mod cron;
+pub mod policies;
 pub mod templates;
 
 pub use cron::{
@@ -29,6 +30,7 @@ pub use cron::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
+pub use policies::ContinueOn;
 pub use templates::{
     Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, NAMESPACED_KIND,
     Parameter, ResolvedTemplate, Source, Template, TemplateRef, WorkFlowTemplate,
@@ -121,6 +123,13 @@ pub struct WorkFlowSpec {
     /// not depend on the failed one finish, then fails.
     #[serde(default = "default_true")]
     pub fail_fast: bool,
+
+    /// Seconds the workflow may run, counted from when its first steps started (a retry
+    /// starts the count again): past it, the running steps are stopped and the workflow fails
+    /// with reason `DeadlineExceeded`; its exit steps still run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub active_deadline_seconds: Option<i64>,
 
     /// What every step's pod gets besides its container: labels and annotations, service
     /// account, volumes, image pull secrets, scheduling and security settings.
@@ -430,6 +439,11 @@ pub struct Step {
     #[schemars(range(min = 0))]
     pub retries: Option<i32>,
 
+    /// Which of its failures the workflow survives: `{failed: true}` and the step's failure
+    /// does not fail the workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continue_on: Option<ContinueOn>,
+
     /// A CEL expression over the steps upstream of this one (`steps.NAME.outputs.KEY`,
     /// `steps.NAME.phase`): false skips the step, and a skipped step counts as done for its
     /// dependents. Boxed: rarely set, and a step is held up to three times per workflow.
@@ -588,6 +602,11 @@ pub struct WorkFlowStatus {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub resolved_templates: Vec<ResolvedTemplate>,
+
+    /// When the workflow's steps (of its latest retry) started: `activeDeadlineSeconds`
+    /// counts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
 }
 
 /// Where one step stands. The names are a contract: the CLI, scripts and the web view read them.
@@ -1069,14 +1088,15 @@ spec:
         let size = std::mem::size_of::<Step>();
         // 280 before `when` (a boxed str: 16 bytes); the three fan-out fields are a box each
         // (8 bytes), not 64 inline; the template call 32 (`template` a boxed str, the
-        // reference and the arguments a box each).
-        assert!(size <= 352, "a Step is {size} bytes");
+        // reference and the arguments a box each); `continueOn` 8 (one byte, padded).
+        assert!(size <= 360, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing
         // (`priority`, `queueName`, `priorityClassName`, `queueTimeout`) 56; templates and
-        // parameters 40 (`templates` a Vec, `arguments` and `workflowTemplateRef` a box each).
-        assert!(spec <= 216, "a WorkFlowSpec is {spec} bytes");
+        // parameters 40 (`templates` a Vec, `arguments` and `workflowTemplateRef` a box each);
+        // `activeDeadlineSeconds` 16.
+        assert!(spec <= 232, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Deadlines: each running Job's `activeDeadlineSeconds` kept equal to its step's timeout, and
-//! when the next timeout falls, for the timer.
+//! Deadlines: each running Job's `activeDeadlineSeconds` kept equal to its step's timeout, the
+//! workflow's own `activeDeadlineSeconds`, and when the next timeout falls, for the timer.
 
 use super::*;
 
@@ -26,7 +26,10 @@ pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Time
         .map(|s| (s.step_name.as_str(), workflow.spec.effective_timeout(s)))
         .collect();
     let start_timeout = workflow.spec.start_timeout;
-    jobs.iter()
+    let started = status.and_then(|s| s.started_at.as_ref()).map(|t| t.0);
+    let workflow_deadline = workflow_deadline(workflow, started);
+    let steps = jobs
+        .iter()
         .filter(|j| j.run == run && !j.deleting)
         .filter_map(|j| match j.state {
             JobState::Active { since } => {
@@ -37,8 +40,16 @@ pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Time
                     .min()
             }
             _ => None,
-        })
-        .min()
+        });
+    steps.chain(workflow_deadline).min()
+}
+
+/// When `workflow` (whose steps started at `started`, else at its creation) passes its
+/// `activeDeadlineSeconds`, if it has one.
+fn workflow_deadline(workflow: &WorkFlow, started: Option<Timestamp>) -> Option<Timestamp> {
+    let limit = workflow.spec.active_deadline_seconds?;
+    let since = started.or_else(|| Some(workflow.metadata.creation_timestamp.as_ref()?.0))?;
+    deadline(since, limit)
 }
 
 /// `since + timeout`, or `None` for an unlimited timeout.
@@ -56,6 +67,24 @@ pub fn job_deadline_seconds(timeout: i64) -> Option<i64> {
 }
 
 impl<'a> Planner<'a> {
+    /// When the workflow passes its `activeDeadlineSeconds`, if it has one.
+    pub(super) fn workflow_deadline(&self) -> Option<Timestamp> {
+        workflow_deadline(self.workflow, self.started_at)
+    }
+
+    /// Why the workflow must stop now: it is past its `activeDeadlineSeconds`.
+    pub(super) fn past_deadline(&self) -> Option<String> {
+        let at = self.workflow_deadline().filter(|at| self.now >= *at)?;
+        let limit = self
+            .workflow
+            .spec
+            .active_deadline_seconds
+            .unwrap_or_default();
+        Some(format!(
+            "the workflow ran past its activeDeadlineSeconds of {limit}s (at {at:.0})"
+        ))
+    }
+
     /// Keeps running Jobs' deadlines equal to their steps' current timeouts, and finds the
     /// next timeout for the timer.
     pub(super) fn plan_deadlines(&mut self, view: &View<'_>, steps: &[Step]) {

@@ -26,6 +26,16 @@ pub(super) enum Failure {
 }
 
 impl Failure {
+    /// The step's phase, as a `when` reads it: `TimedOut` for a step that ran past its
+    /// timeout, else `Failed`.
+    pub(super) fn phase(&self) -> StepPhase {
+        match self {
+            Failure::TimedOut { why } if !why.starts_with(QUEUE_TIMEOUT_WHY) => StepPhase::TimedOut,
+            Failure::Refused { entry } => entry.phase,
+            _ => StepPhase::Failed,
+        }
+    }
+
     pub(super) fn trigger(&self) -> Trigger {
         match self {
             Failure::Failed { .. }

@@ -538,6 +538,7 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     retry: None,
     steps: Vec::new(),
     resolved_templates: Vec::new(),
+    started_at: None,
 };
 
 #[cfg(test)]
@@ -545,6 +546,9 @@ mod data_tests;
 
 #[cfg(test)]
 mod fan_out_tests;
+
+#[cfg(test)]
+mod policy_tests;
 
 #[cfg(test)]
 mod tests;

@@ -85,7 +85,11 @@ impl<'a> Planner<'a> {
                             seen.known_outputs.insert(i, outputs);
                             seen.progress.complete(i, &mut released);
                         }
-                        Some(Err(why)) => seen.fail(Unit::step(i), REASON_BAD_OUTPUTS, why.clone()),
+                        Some(Err(why)) => {
+                            if seen.fail(Unit::step(i), REASON_BAD_OUTPUTS, why.clone()) {
+                                seen.progress.complete(i, &mut released);
+                            }
+                        }
                         // Not read yet (its pods could not be listed): the next pass reads
                         // them; until then it holds its dependents as if it still ran.
                         None => seen.running += 1,
@@ -93,7 +97,11 @@ impl<'a> Planner<'a> {
                 }
                 Seen::Succeeded => seen.progress.complete(i, &mut released),
                 Seen::Running => seen.running += 1,
-                Seen::Failed(failure) => seen.failures.push((Unit::step(i), failure)),
+                Seen::Failed(failure) => {
+                    if seen.failed(Unit::step(i), failure) {
+                        seen.progress.complete(i, &mut released);
+                    }
+                }
             }
         }
     }
@@ -123,6 +131,7 @@ impl<'a> Planner<'a> {
                 jobs,
                 succeeded: 0,
                 running: 0,
+                tolerated: 0,
             };
             let timeout = spec.effective_timeout(&steps[i]);
             for (&item, &job) in &fan.jobs {
@@ -134,13 +143,16 @@ impl<'a> Planner<'a> {
                             node: i,
                             item: Some(item),
                         };
-                        seen.failures.push((unit, failure));
+                        if seen.failed(unit, failure) {
+                            fan.tolerated += 1;
+                        }
                     }
                 }
             }
             seen.running += fan.running as usize;
             let all = fan.items.as_ref().map(ItemList::len);
-            if all.is_some_and(|all| all > 0 && fan.succeeded as usize >= all) {
+            let ended = (fan.succeeded + fan.tolerated) as usize;
+            if all.is_some_and(|all| all > 0 && ended >= all) {
                 seen.progress.complete(i, &mut released);
             }
             seen.fans.insert(i, fan);
@@ -169,11 +181,14 @@ impl<'a> Planner<'a> {
                 unit.item,
             )
         };
+        let mut released = Vec::new();
         for unit in seen.without_jobs() {
             let name = self.job_name(&name_of(unit));
             if let Some(entry) = refused.get(name.as_str()) {
                 let entry = Box::new((*entry).clone());
-                seen.failures.push((unit, Failure::Refused { entry }));
+                if seen.failed(unit, Failure::Refused { entry }) && unit.item.is_none() {
+                    seen.progress.complete(unit.node, &mut released);
+                }
             }
         }
     }
@@ -325,6 +340,10 @@ struct Assessment<'a> {
     progress: Progress<'a>,
     /// Failed instances (sorted into spec order at the end).
     failures: Vec<(Unit, Failure)>,
+    /// Failed instances whose failure is tolerated (`continueOn.failed`).
+    tolerated: Vec<(Unit, Failure)>,
+    /// The phase of each step that failed, for the `when`s.
+    phases: HashMap<usize, &'static str>,
     running: usize,
     known_outputs: HashMap<usize, &'a Outputs>,
     /// Why a `withParam`'s value is not its items: the step fails once it may start (its
@@ -348,6 +367,8 @@ impl<'a> Assessment<'a> {
             fans: HashMap::new(),
             progress: scope.dag.progress(),
             failures: Vec::new(),
+            tolerated: Vec::new(),
+            phases: HashMap::new(),
             running: 0,
             known_outputs: HashMap::new(),
             bad_params: HashMap::new(),
@@ -358,9 +379,23 @@ impl<'a> Assessment<'a> {
         }
     }
 
-    /// Fails `unit` for a reason of the data between steps.
-    fn fail(&mut self, unit: Unit, reason: &'static str, why: String) {
-        self.failures.push((unit, Failure::Data { reason, why }));
+    /// Records that `unit` failed. True when its step survives it (`continueOn.failed`): the
+    /// caller then counts it done.
+    fn failed(&mut self, unit: Unit, failure: Failure) -> bool {
+        self.phases.insert(unit.node, failure.phase().as_str());
+        let tolerated = (self.scope.steps[unit.node].continue_on).is_some_and(|c| c.failed);
+        if tolerated {
+            self.tolerated.push((unit, failure));
+        } else {
+            self.failures.push((unit, failure));
+        }
+        tolerated
+    }
+
+    /// Fails `unit` for a reason of the data between steps; true when tolerated, as
+    /// [`Assessment::failed`].
+    fn fail(&mut self, unit: Unit, reason: &'static str, why: String) -> bool {
+        self.failed(unit, Failure::Data { reason, why })
     }
 
     /// The instances without a Job: steps, and the items (known) of steps that fan out.
@@ -420,8 +455,9 @@ impl<'a> Assessment<'a> {
         }
     }
 
-    /// Decides step `i`: `Some(true)` when done without running (skipped, or no items),
-    /// `Some(false)` when it may start, `None` when its data failed it.
+    /// Decides step `i`: `Some(true)` when done without running (skipped, no items, or its
+    /// data failed it and it survives that), `Some(false)` when it may start, `None` when its
+    /// data failed it.
     fn decide_step(
         &mut self,
         i: usize,
@@ -429,13 +465,32 @@ impl<'a> Assessment<'a> {
         main: Option<(&'a Dag, &Known<'a>)>,
     ) -> Option<bool> {
         let step = &self.scope.steps[i];
-        let (source_dag, source_outputs, seen) = match main {
-            Some((dag, known)) => (dag, &known.outputs, known.skipped.as_slice()),
-            None => (self.scope.dag, &self.known_outputs, self.skipped.as_slice()),
+        let (source_dag, source_outputs, seen, phases) = match main {
+            Some((dag, known)) => (dag, &known.outputs, known.skipped.as_slice(), &known.phases),
+            None => (
+                self.scope.dag,
+                &self.known_outputs,
+                self.skipped.as_slice(),
+                &self.phases,
+            ),
         };
-        let verdict = whens
-            .get(&i)
-            .map(|when| when.evaluate(&upstream(source_dag, (source_outputs, seen), when.steps())));
+        let facts = Facts {
+            outputs: source_outputs,
+            skipped: seen,
+            phases,
+            exit: main.is_some(),
+        };
+        let verdict = whens.get(&i).map(|when| {
+            let upstream = if when.every_step() {
+                facts.upstream(
+                    source_dag,
+                    (0..source_dag.len()).map(|j| source_dag.name(j)),
+                )
+            } else {
+                facts.upstream(source_dag, when.steps().iter().map(String::as_str))
+            };
+            when.evaluate_in(&upstream, self.scope.workflow_status)
+        });
         match verdict {
             None | Some(Ok(true)) => {}
             Some(Ok(false)) => {
@@ -446,8 +501,9 @@ impl<'a> Assessment<'a> {
                 let expression = step.when.as_deref().unwrap_or("");
                 self.blocked[i] = true;
                 let why = format!("when {expression:?}: {error}");
-                self.fail(Unit::step(i), REASON_WHEN_FAILED, why);
-                return None;
+                return self
+                    .fail(Unit::step(i), REASON_WHEN_FAILED, why)
+                    .then_some(true);
             }
         }
         match step_inputs(step, source_dag, source_outputs) {
@@ -460,14 +516,17 @@ impl<'a> Assessment<'a> {
                     .index_of(&missing.step)
                     .is_some_and(|j| seen.get(j).copied().unwrap_or(false));
                 self.blocked[i] = true;
-                self.fail(Unit::step(i), REASON_MISSING_OUTPUT, missing.to_string());
-                return None;
+                let why = missing.to_string();
+                return self
+                    .fail(Unit::step(i), REASON_MISSING_OUTPUT, why)
+                    .then_some(true);
             }
         }
         if let Some(why) = self.bad_params.get(&i).cloned() {
             self.blocked[i] = true;
-            self.fail(Unit::step(i), REASON_BAD_PARAM, why);
-            return None;
+            return self
+                .fail(Unit::step(i), REASON_BAD_PARAM, why)
+                .then_some(true);
         }
         let no_items =
             (self.fans.get(&i).and_then(|fan| fan.items.as_ref())).is_some_and(ItemList::is_empty);
@@ -506,7 +565,12 @@ impl<'a> Assessment<'a> {
                 ready.push(unit);
             }
             if let Some((unit, why)) = bad_item {
-                self.fail(unit, REASON_BAD_ITEM, why);
+                // Not tolerated even with `continueOn`: the item has no Job to count it by.
+                let failure = Failure::Data {
+                    reason: REASON_BAD_ITEM,
+                    why,
+                };
+                self.failures.push((unit, failure));
                 self.blocked[i] = true;
                 ready.retain(|u| u.node != i);
             }
@@ -516,9 +580,15 @@ impl<'a> Assessment<'a> {
 
     fn into_view(mut self, ready: Vec<Unit>) -> View<'a> {
         self.failures.sort_by_key(|(unit, _)| *unit);
+        self.tolerated.sort_by_key(|(unit, _)| *unit);
+        let mut phases = self.phases;
+        for (&i, _) in self.fans.iter().filter(|(i, _)| self.progress.is_done(**i)) {
+            phases.entry(i).or_insert(StepPhase::Succeeded.as_str());
+        }
         let known = Known {
             outputs: self.known_outputs,
             skipped: self.skipped.clone(),
+            phases,
         };
         View {
             dag: self.scope.dag,
@@ -529,6 +599,7 @@ impl<'a> Assessment<'a> {
             fans: self.fans,
             progress: self.progress,
             failures: self.failures,
+            tolerated: self.tolerated,
             running: self.running,
             ready,
             known,

@@ -29,6 +29,8 @@ pub(super) struct Planner<'a> {
     pub(super) next_timeout_at: Option<Timestamp>,
     /// Which Jobs may be created now.
     pub(super) gate: &'a Gate,
+    /// When the steps (of the latest retry) started, for `activeDeadlineSeconds`.
+    pub(super) started_at: Option<Timestamp>,
 }
 
 /// One instance of a step of a [`View`]: the step (its index in the view's DAG) and, for a
@@ -58,6 +60,8 @@ pub(super) struct Scope<'a> {
     /// Every Job of an earlier retry is left out, not only the failed ones: exit steps run
     /// again in full on a retry.
     pub(super) whole_retry: bool,
+    /// How the workflow ended, for the exit steps' `workflow.status`.
+    pub(super) workflow_status: Option<&'static str>,
 }
 
 impl<'a> Scope<'a> {
@@ -69,17 +73,19 @@ impl<'a> Scope<'a> {
             run_index,
             runs,
             whole_retry: false,
+            workflow_status: None,
         }
     }
 
-    /// The exit steps.
-    pub(super) fn exit(dag: &'a Dag, steps: &'a [Step]) -> Self {
+    /// The exit steps of a workflow that ended `status` (`Completed` or `Failed`).
+    pub(super) fn exit(dag: &'a Dag, steps: &'a [Step], status: Phase) -> Self {
         Scope {
             dag,
             steps,
             run_index: 0,
             runs: 1,
             whole_retry: true,
+            workflow_status: Some(status.as_str()),
         }
     }
 }
@@ -125,8 +131,11 @@ pub(super) struct View<'a> {
     /// The steps that fan out, by index.
     pub(super) fans: HashMap<usize, Fan<'a>>,
     pub(super) progress: Progress<'a>,
-    /// Failed instances, in spec order (items in order).
+    /// Failed instances, in spec order (items in order), but those of `tolerated`.
     pub(super) failures: Vec<(Unit, Failure)>,
+    /// Failed instances of steps with `continueOn.failed`, in spec order: done for their
+    /// dependents, and no failure of the workflow's.
+    pub(super) tolerated: Vec<(Unit, Failure)>,
     /// Jobs that run (not stopped by this plan).
     pub(super) running: usize,
     /// Instances that may start: dependencies succeeded, no Job, not refused, `when` true,
@@ -153,10 +162,20 @@ impl View<'_> {
 
     /// The steps with a failed instance.
     pub(super) fn failed_steps(&self) -> usize {
-        let mut steps: Vec<usize> = self.failures.iter().map(|(u, _)| u.node).collect();
-        steps.dedup();
-        steps.len()
+        distinct_steps(&self.failures)
     }
+
+    /// The steps with a failed instance whose failure is tolerated (`continueOn.failed`).
+    pub(super) fn tolerated_steps(&self) -> usize {
+        distinct_steps(&self.tolerated)
+    }
+}
+
+/// How many steps `failures` (in spec order) are of.
+fn distinct_steps(failures: &[(Unit, Failure)]) -> usize {
+    let mut steps: Vec<usize> = failures.iter().map(|(u, _)| u.node).collect();
+    steps.dedup();
+    steps.len()
 }
 
 /// A step that fans out, as one pass sees it.
@@ -167,6 +186,8 @@ pub(super) struct Fan<'a> {
     pub(super) jobs: BTreeMap<u32, &'a ObservedJob>,
     pub(super) succeeded: u32,
     pub(super) running: u32,
+    /// Items that failed, and whose failure is tolerated (`continueOn.failed`).
+    pub(super) tolerated: u32,
 }
 
 /// What the steps (not the exit steps) tell the steps after them: the outputs read of each
@@ -175,6 +196,9 @@ pub(super) struct Fan<'a> {
 pub(super) struct Known<'a> {
     pub(super) outputs: HashMap<usize, &'a Outputs>,
     pub(super) skipped: Vec<bool>,
+    /// The phase of each step that failed (`Failed`, `TimedOut`), or of a step that fans
+    /// out and is done (`Succeeded`): what a `when` reads of a step without outputs.
+    pub(super) phases: HashMap<usize, &'static str>,
 }
 
 /// The status lists being rendered.
@@ -217,6 +241,7 @@ impl<'a> Planner<'a> {
             events: Vec::new(),
             next_timeout_at: None,
             gate,
+            started_at: previous.started_at.as_ref().map(|t| t.0),
         };
         // A status without a run id is adopted as is (a new workflow, or one another operator
         // ran); a different run id means what runs changed. In Created nothing ran yet, so
@@ -250,6 +275,9 @@ impl<'a> Planner<'a> {
             message: format!("{} -> {}: {detail}", transition.from(), transition.to()),
             transition,
         });
+        if transition.from() == Phase::Created && transition.to() == Phase::Started {
+            self.started_at = Some(self.now);
+        }
         self.phase = transition.to();
     }
 

@@ -51,6 +51,9 @@ pub(super) struct Tally {
     pub(super) exit_succeeded: usize,
     /// Exit steps that were skipped.
     pub(super) exit_skipped: usize,
+    /// Steps, of every run, that failed and whose failure the workflow survived
+    /// (`continueOn.failed`).
+    pub(super) failed: usize,
 }
 
 impl Tally {
@@ -65,7 +68,8 @@ impl Tally {
                 format!("{n} {what}s")
             }
         };
-        let succeeded = (self.steps * self.runs as usize).saturating_sub(self.skipped);
+        let succeeded =
+            (self.steps * self.runs as usize).saturating_sub(self.skipped + self.failed);
         let exits = if self.exit_succeeded > 0 {
             count(self.exit_succeeded, "exit step")
         } else {
@@ -207,13 +211,16 @@ impl<'a> Planner<'a> {
         total: usize,
     ) {
         let terminal = self.phase.is_terminal();
-        let halted = if failed_by == Some(Trigger::Terminated) {
-            (
+        let halted = match failed_by {
+            Some(Trigger::Terminated) => (
                 REASON_TERMINATED,
                 "its pod was killed (spec.shutdown: Terminate)",
-            )
-        } else {
-            (REASON_STOPPED, "the workflow failed while it ran")
+            ),
+            Some(Trigger::DeadlineExceeded) => (
+                DEADLINE_EXCEEDED,
+                "stopped: the workflow ran past its activeDeadlineSeconds",
+            ),
+            _ => (REASON_STOPPED, "the workflow failed while it ran"),
         };
         let mut lists = Lists::default();
         for ((view, created), held) in mains.iter().zip(created).zip(held) {
@@ -233,8 +240,9 @@ impl<'a> Planner<'a> {
                 skipped: mains.iter().map(skipped).sum(),
                 exit_succeeded: lists.executed.len() - main_succeeded,
                 exit_skipped: exits.view.as_ref().map_or(0, skipped),
+                failed: mains.iter().map(View::tolerated_steps).sum(),
             };
-            let said = tally.message();
+            let said = with_tolerated(tally.message(), mains.iter().chain(&exits.view));
             // The transition's Event says the same.
             if let Some(event) = self
                 .events
@@ -281,7 +289,13 @@ impl<'a> Planner<'a> {
     ) {
         let mut created_iter = created.iter().peekable();
         let mut held_iter = held.iter().peekable();
-        let mut failures_iter = view.failures.iter().peekable();
+        // The failures the workflow survives read as any other in the status.
+        let mut failed: Vec<&(Unit, Failure)> = view.failures.iter().collect();
+        if !view.tolerated.is_empty() {
+            failed.extend(&view.tolerated);
+            failed.sort_by_key(|(unit, _)| *unit);
+        }
+        let mut failures_iter = failed.into_iter().peekable();
         for (i, job) in view.job_of.iter().enumerate() {
             let name = view.display(Unit::step(i));
             let mut failures = Vec::new();
@@ -390,7 +404,7 @@ impl<'a> Planner<'a> {
                 .push(skipped_entry(&name, view.steps[i].when.as_deref()));
             return;
         }
-        if view.progress.is_done(i) {
+        if view.progress.is_done(i) && failures.is_empty() {
             lists.executed.push(name);
             return;
         }
@@ -486,6 +500,7 @@ impl<'a> Planner<'a> {
                 run: Some(self.run.to_string()),
                 retry: (self.workflow.spec.retry != 0).then_some(self.workflow.spec.retry),
                 resolved_templates: previous.resolved_templates.clone(),
+                started_at: self.started_at.map(Time),
             },
             // Terminal: keep everything but the bookkeeping.
             None => WorkFlowStatus {

@@ -3,31 +3,48 @@
 
 use super::*;
 
-/// What a `when` naming `names` (steps of `dag`) sees of them, given the known `outputs` and
-/// `skipped` steps: the steps among them that are done, skipped or succeeded with outputs.
-pub(super) fn upstream<'a>(
-    dag: &Dag,
-    (outputs, skipped): (&HashMap<usize, &'a Outputs>, &[bool]),
-    names: &'a [String],
-) -> HashMap<&'a str, Upstream<'a>> {
-    names
-        .iter()
-        .filter_map(|name| {
-            let i = dag.index_of(name)?;
-            let facts = if skipped.get(i).copied().unwrap_or(false) {
-                Upstream {
-                    phase: StepPhase::Skipped.as_str(),
-                    outputs: None,
-                }
-            } else {
-                Upstream {
-                    phase: StepPhase::Succeeded.as_str(),
-                    outputs: Some(outputs.get(&i)?),
-                }
-            };
-            Some((name.as_str(), facts))
-        })
-        .collect()
+/// What the `when`s of one set of steps may read of the steps before them.
+pub(super) struct Facts<'k, 'a> {
+    /// The outputs read of the steps that succeeded, by index.
+    pub(super) outputs: &'k HashMap<usize, &'a Outputs>,
+    /// The steps a `when` skipped.
+    pub(super) skipped: &'k [bool],
+    /// The phase of the steps that failed, and of those that fan out and are done.
+    pub(super) phases: &'k HashMap<usize, &'static str>,
+    /// The `when`s are the exit steps': every step has ended, and one that did not finish
+    /// reads `Omitted`.
+    pub(super) exit: bool,
+}
+
+/// How a step that did not finish reads in an exit step's `when`.
+const OMITTED: &str = "Omitted";
+
+impl<'a> Facts<'_, 'a> {
+    /// What a `when` naming `names` (steps of `dag`) sees of them: each that is skipped,
+    /// failed, done, or succeeded with outputs (and, in an exit step, every one).
+    pub(super) fn upstream<'n>(
+        &self,
+        dag: &Dag,
+        names: impl Iterator<Item = &'n str>,
+    ) -> HashMap<&'n str, Upstream<'a>> {
+        names
+            .filter_map(|name| {
+                let i = dag.index_of(name)?;
+                let (phase, outputs) = if self.skipped.get(i).copied().unwrap_or(false) {
+                    (StepPhase::Skipped.as_str(), None)
+                } else if let Some(phase) = self.phases.get(&i) {
+                    (*phase, None)
+                } else if let Some(outputs) = self.outputs.get(&i) {
+                    (StepPhase::Succeeded.as_str(), Some(*outputs))
+                } else if self.exit {
+                    (OMITTED, None)
+                } else {
+                    return None;
+                };
+                Some((name, Upstream { phase, outputs }))
+            })
+            .collect()
+    }
 }
 
 /// The values of the outputs `step` names, from the known `outputs` of the steps of `dag`;
@@ -130,7 +147,15 @@ impl<'a> Planner<'a> {
                 view.ready.clear();
             }
         }
-        let main_end = self.main_end(&mains);
+        let mut main_end = self.main_end(&mains);
+        if main_end.is_none()
+            && let Some(why) = self.past_deadline()
+        {
+            for view in &mut mains {
+                view.ready.clear();
+            }
+            main_end = Some((Trigger::DeadlineExceeded, why));
+        }
         if let Some((trigger, _)) = &main_end
             && *trigger != Trigger::AllStepsSucceeded
         {
@@ -165,6 +190,9 @@ impl<'a> Planner<'a> {
             self.start_ready(dag, &mut mains, (&mut created, &mut held));
             for view in &mains {
                 self.plan_deadlines(view, &spec.containers);
+            }
+            if let Some(at) = self.workflow_deadline() {
+                self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
             }
             if let Some(view) = &exits.view {
                 self.plan_deadlines(view, &spec.on_exit);
@@ -212,16 +240,17 @@ impl<'a> Planner<'a> {
         let first_failure = first_failure(mains);
         let failed_steps: usize = mains.iter().map(View::failed_steps).sum();
         if mains.iter().all(|v| v.progress.all_done()) {
-            let message = Tally {
+            let tally = Tally {
                 steps: n,
                 runs,
                 skipped: mains
                     .iter()
                     .map(|v| v.skipped.iter().filter(|s| **s).count())
                     .sum(),
+                failed: mains.iter().map(View::tolerated_steps).sum(),
                 ..Tally::default()
-            }
-            .message();
+            };
+            let message = with_tolerated(tally.message(), mains.iter());
             Some((Trigger::AllStepsSucceeded, message))
         } else if spec.shutdown == Some(Shutdown::Terminate) {
             let mut message = "terminated (spec.shutdown: Terminate)".to_string();
@@ -265,20 +294,27 @@ impl<'a> Planner<'a> {
         // With several runs an exit step names no step's outputs (`data_flow`): the last
         // run's are as good as any.
         let known = &mains.last().expect("at least one run").known;
+        let status = if main_end.0 == Trigger::AllStepsSucceeded {
+            Phase::Completed
+        } else {
+            Phase::Failed
+        };
         let view = self.assess(
-            Scope::exit(exit_dag, &spec.on_exit),
+            Scope::exit(exit_dag, &spec.on_exit, status),
             exit_jobs,
             Some((dag, known)),
         );
         let exit_env = ExitEnv {
-            status: if main_end.0 == Trigger::AllStepsSucceeded {
-                Phase::Completed
-            } else {
-                Phase::Failed
-            },
+            status,
             failed_steps: mains
                 .iter()
-                .flat_map(|v| v.failures.iter().map(|(unit, _)| v.display(*unit)))
+                .flat_map(|v| {
+                    let mut failed: Vec<&Unit> = (v.failures.iter().chain(&v.tolerated))
+                        .map(|(unit, _)| unit)
+                        .collect();
+                    failed.sort();
+                    failed.into_iter().map(|unit| v.display(*unit))
+                })
                 .collect(),
         };
         let none_yet = view.job_of.iter().all(Option::is_none);
@@ -440,6 +476,27 @@ impl<'a> Planner<'a> {
             None => usize::MAX,
         }
     }
+}
+
+/// `message` of a workflow whose steps all ended, naming the first failure it survived
+/// (`continueOn.failed`) among `views`, and how many more there were.
+pub(super) fn with_tolerated<'v, 'a: 'v>(
+    message: String,
+    views: impl Iterator<Item = &'v View<'a>>,
+) -> String {
+    let mut tolerated = views.flat_map(|v| v.tolerated.iter().map(move |(unit, f)| (v, unit, f)));
+    let Some((view, unit, failure)) = tolerated.next() else {
+        return message;
+    };
+    let more = tolerated.count();
+    let mut said = format!(
+        "{message}; {} (continueOn.failed: the workflow went on)",
+        failure.describe(&view.display(*unit))
+    );
+    if more > 0 {
+        said.push_str(&format!(" and {more} more tolerated failures"));
+    }
+    said
 }
 
 /// The first failed instance of the steps, in run order, with its name in the status.

@@ -24,6 +24,7 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         resources,
         timeout,
         retries,
+        continue_on,
         when,
         with_items,
         with_param,
@@ -53,6 +54,7 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         resources: resources.or(template.resources),
         timeout: timeout.or(template.timeout),
         retries: retries.or(template.retries),
+        continue_on: continue_on.or(template.continue_on),
         when: when.or(template.when),
         with_items: with_items.or(template.with_items),
         with_param: with_param.or(template.with_param),
@@ -89,6 +91,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         workflow_template_ref: _,
         parallelism,
         fail_fast,
+        active_deadline_seconds,
         pod_template,
         start_timeout,
         suspend,
@@ -122,6 +125,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
             priority
         },
         parallelism: parallelism.or(template.parallelism),
+        active_deadline_seconds: active_deadline_seconds.or(template.active_deadline_seconds),
         pod_template: pod_template.or(template.pod_template),
         ttl_seconds_after_finished: ttl_seconds_after_finished
             .or(template.ttl_seconds_after_finished),
