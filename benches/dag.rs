@@ -23,10 +23,10 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::Step;
 use workflow_operator_core::dag::Dag;
 use workflow_operator_core::incremental::{JobChange, RunState};
+use workflow_operator_core::names;
 use workflow_operator_core::plan::{self, Compiled, JobState, ObservedJob};
 use workflow_operator_core::template;
 use workflow_operator_core::testing::step;
-use workflow_operator_core::names;
 
 const STEPS: usize = 10_000;
 
@@ -133,6 +133,7 @@ fn bench(c: &mut Criterion) {
             retry: 0,
             run_index: 0,
             item: None,
+            attempt: 0,
             state,
             deleting: false,
             active_deadline_seconds: Some(60),

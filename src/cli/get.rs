@@ -20,7 +20,7 @@ use serde_json::json;
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::ItemCounts;
 use workflow_operator_core::jobs;
-use workflow_operator_core::step_view::{Deadline, StepView, step_views};
+use workflow_operator_core::step_view::{AttemptView, Deadline, StepView, step_views};
 
 /// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code and
 /// message, then the steps' outputs (like `argo get`).
@@ -291,6 +291,20 @@ impl Shown {
             ["STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE"],
             &rows,
         ));
+        let attempts: Vec<[String; 6]> = (self.steps.iter())
+            .flat_map(|step| {
+                step.previous_attempts
+                    .iter()
+                    .map(|a| attempt_row(&step.name, a))
+            })
+            .collect();
+        if !attempts.is_empty() {
+            out.push('\n');
+            out.push_str(&table(
+                ["STEP", "ATTEMPT", "PHASE", "EXIT", "REASON", "THEN WAITED"],
+                &attempts,
+            ));
+        }
         let outputs: Vec<[String; 3]> = self
             .steps
             .iter()
@@ -306,6 +320,21 @@ impl Shown {
         }
         out
     }
+}
+
+/// A row of the attempts table: an attempt of `step` before its latest.
+fn attempt_row(step: &str, attempt: &AttemptView) -> [String; 6] {
+    [
+        step.to_string(),
+        attempt.attempt.to_string(),
+        attempt.phase.as_str().to_string(),
+        attempt.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+        attempt.reason.clone().unwrap_or_default(),
+        attempt
+            .waited
+            .map(|w| human(w.max(0) as u64))
+            .unwrap_or_default(),
+    ]
 }
 
 /// `times out in 45s (spec.maxStepTimeout: 60s)`: a running step's deadline, as `get` shows it.
@@ -424,9 +453,35 @@ mod tests {
                 items: None,
                 outputs: Default::default(),
                 deadline: None,
+                previous_attempts: Vec::new(),
             })
             .collect();
         Shown { workflow, steps }
+    }
+
+    #[test]
+    fn get_shows_each_attempt_before_the_latest_and_the_wait_after_it() {
+        let mut shown = shown("Started", "0/1", "", &[("fetch", StepPhase::Running)]);
+        shown.steps[0].previous_attempts = vec![AttemptView {
+            attempt: 0,
+            job: "w-fetch-1".into(),
+            phase: StepPhase::Failed,
+            exit_code: Some(1),
+            reason: Some("Error".into()),
+            finished_at: None,
+            waited: Some(5),
+        }];
+        let text = shown.render(Timestamp::now());
+        assert!(
+            text.ends_with(
+                "STEP    ATTEMPT   PHASE    EXIT   REASON   THEN WAITED\nfetch   0         Failed   1      Error    5s\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            shown.to_json()["steps"][0]["previousAttempts"][0]["waited"],
+            json!(5)
+        );
     }
 
     #[test]

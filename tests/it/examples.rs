@@ -46,6 +46,7 @@ const EXAMPLES: &[&str] = &[
     "queued",
     "resources",
     "retries",
+    "retry-strategy",
     "run-control",
     "secrets-and-volumes",
     "simple",
@@ -89,6 +90,7 @@ fn every_example_has_a_case() {
 #[case::queued("queued")]
 #[case::resources("resources")]
 #[case::retries("retries")]
+#[case::retry_strategy("retry-strategy")]
 #[case::run_control("run-control")]
 #[case::secrets_and_volumes("secrets-and-volumes")]
 #[case::simple("simple")]
@@ -212,6 +214,16 @@ async fn example_runs_to_the_outcome_its_comments_promise(
                 log_of(ns, "continue-on", "summary").await,
                 "ended Completed; failed: lint"
             );
+        }),
+        "retry-strategy" => Box::pin(async {
+            ns.expect_completed("retry-strategy").await;
+            let jobs = ns.jobs_of("retry-strategy").await;
+            let mut logs = Vec::new();
+            for job in jobs.iter().filter(|j| step_of(j) == Some("fetch")) {
+                logs.push(ns.job_log(job).await.trim().to_owned());
+            }
+            logs.sort();
+            assert_eq!(logs, ["attempt 0", "attempt 1", "attempt 2"]);
         }),
         "invalid-cycle" => Box::pin(async {
             ns.expect_failed(

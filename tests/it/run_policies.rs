@@ -1,15 +1,16 @@
 //! Run policies end to end on the embedded control plane: a step allowed to fail
-//! (`continueOn`), `when`s reading failed steps and the workflow's end, and the workflow's
-//! deadline (`activeDeadlineSeconds`).
+//! (`continueOn`), `when`s reading failed steps and the workflow's end, the workflow's
+//! deadline (`activeDeadlineSeconds`), and retries (`retryStrategy`).
 
 use crate::support;
 
 use k8s_openapi::api::events::v1::Event;
-use kube::Api;
+use kube::{Api, ResourceExt};
 use rstest::rstest;
-use support::{Gate, Operator, operator, phase};
+use support::{Gate, Operator, operator, phase, step_of};
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::StepPhase;
+use workflow_operator_core::jobs::LABEL_ATTEMPT;
 use workflow_operator_core::lifecycle::Phase;
 
 /// The step entry of `name` in `workflow`'s status.
@@ -114,4 +115,115 @@ async fn past_its_deadline_a_workflow_stops_its_steps_runs_its_exit_steps_and_fa
         },
     )
     .await;
+}
+
+/// The attempts of `step` of `workflow`: (attempt, the log of its Job), in attempt order.
+async fn attempt_logs(ns: &support::Namespace, workflow: &str, step: &str) -> Vec<(u32, String)> {
+    let jobs = ns.jobs_of(workflow).await;
+    let mut attempts = Vec::new();
+    for job in jobs.iter().filter(|j| step_of(j) == Some(step)) {
+        let attempt = (job.labels().get(LABEL_ATTEMPT)).map_or(0, |a| a.parse().expect("a number"));
+        attempts.push((attempt, ns.job_log(job).await));
+    }
+    attempts.sort();
+    attempts
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_failed_step_is_tried_again_after_each_back_off_in_a_job_of_its_own(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    ns.create(
+        WorkFlow::test("flaky")
+            .step("fetch", &[])
+            .command(&[
+                "sh",
+                "-c",
+                "echo attempt {{retries}} at $(date +%s.%N); exit 1",
+            ])
+            .retry_strategy("{limit: 2, backoff: {duration: 5s, factor: 2}}"),
+    )
+    .await;
+    let done = ns
+        .expect_failed(
+            "flaky",
+            &["step fetch failed: exit code 1: after 3 attempts (retryStrategy.limit 2)"],
+        )
+        .await;
+    assert_eq!(phase(&done), Some(Phase::Failed));
+    let attempts = attempt_logs(ns, "flaky", "fetch").await;
+    let times: Vec<f64> = attempts
+        .iter()
+        .enumerate()
+        .map(|(i, (attempt, log))| {
+            assert_eq!(*attempt, i as u32);
+            let (said, at) = log.trim().split_once(" at ").expect("attempt N at T");
+            assert_eq!(said, format!("attempt {i}"));
+            at.parse().expect("seconds")
+        })
+        .collect();
+    assert_eq!(times.len(), 3, "{attempts:?}");
+    // The back-off counts from the failed Job's end as Kubernetes records it, to the second.
+    for (gap, want) in times.windows(2).map(|w| w[1] - w[0]).zip([5.0, 10.0]) {
+        assert!(
+            (gap - want).abs() <= want * 0.2,
+            "a gap of {gap:.2}s where the strategy says {want}s: {times:?}"
+        );
+    }
+    // `get` shows each attempt before the last, with the wait after it.
+    let shown: serde_json::Value =
+        serde_json::from_str(&ns.cli(&["get", "flaky", "-o", "json"]).await).expect("JSON");
+    let fetch = &shown["steps"][0];
+    assert_eq!(fetch["attempts"], 3, "{fetch}");
+    let earlier = fetch["previousAttempts"].as_array().expect("the attempts");
+    let waited: Vec<i64> = earlier
+        .iter()
+        .map(|a| a["waited"].as_i64().unwrap())
+        .collect();
+    assert_eq!(earlier.len(), 2, "{fetch}");
+    assert!(
+        (4..=6).contains(&waited[0]) && (9..=11).contains(&waited[1]),
+        "{waited:?}"
+    );
+}
+
+#[rstest]
+#[tokio::test]
+async fn on_error_does_not_retry_an_exit_code_nor_on_failure_a_timeout(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    ns.create(
+        WorkFlow::test("exits")
+            .step("fetch", &[])
+            .command(&["sh", "-c", "exit 1"])
+            .retry_strategy("{limit: 3, retryPolicy: OnError}"),
+    )
+    .await;
+    ns.create(
+        WorkFlow::test("slow")
+            .step("fetch", &[])
+            .command(&["sleep", "30"])
+            .timeout(1)
+            .retry_strategy("{limit: 3, retryPolicy: OnFailure}"),
+    )
+    .await;
+    ns.expect_failed(
+        "exits",
+        &["exit code 1: not retried: retryPolicy OnError retries only a pod that could not run"],
+    )
+    .await;
+    ns.expect_failed(
+        "slow",
+        &[
+            "timed out",
+            "not retried: retryPolicy OnFailure retries only a program that exited non-zero",
+        ],
+    )
+    .await;
+    for workflow in ["exits", "slow"] {
+        assert_eq!(ns.jobs_of(workflow).await.len(), 1, "{workflow} ran once");
+    }
 }

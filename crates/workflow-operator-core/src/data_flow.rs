@@ -14,6 +14,7 @@ use super::crd::{Step, WorkFlowSpec};
 use super::dag::{Dag, DagError};
 use super::fan_out::{FanOut, ItemList};
 use super::outputs::{self, Source};
+use super::retry::Strategy;
 use super::when::{Place, When};
 
 /// The data flow of a valid spec.
@@ -28,6 +29,10 @@ pub struct DataFlow {
     pub exit_when: HashMap<usize, Arc<When>>,
     /// What each step that fans out fans out over (by index in the steps' DAG).
     pub fan_out: HashMap<usize, FanOut>,
+    /// The compiled `retryStrategy` of each step that has one (by index in the steps' DAG).
+    pub retry: HashMap<usize, Arc<Strategy>>,
+    /// The compiled `retryStrategy` of each exit step that has one (by index in the exit DAG).
+    pub exit_retry: HashMap<usize, Arc<Strategy>>,
 }
 
 impl DataFlow {
@@ -37,6 +42,8 @@ impl DataFlow {
             && self.when.is_empty()
             && self.exit_when.is_empty()
             && self.fan_out.is_empty()
+            && self.retry.is_empty()
+            && self.exit_retry.is_empty()
     }
 }
 
@@ -85,6 +92,9 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
         if let Some(when) = when {
             flow.when.insert(i, when);
         }
+        if let Some(strategy) = compile_retry(step)? {
+            flow.retry.insert(i, strategy);
+        }
     }
     if exit.is_some() {
         let runs = spec.runs.unwrap_or(1);
@@ -116,6 +126,9 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
                         .extend((0..dag.len()).filter(|i| !flow.fan_out.contains_key(i)));
                 }
                 flow.exit_when.insert(i, when);
+            }
+            if let Some(strategy) = compile_retry(step)? {
+                flow.exit_retry.insert(i, strategy);
             }
         }
     }
@@ -173,6 +186,13 @@ fn check_step(
                 Source::Output { step: source, .. } => {
                     named.push((reference.text.to_string(), source));
                 }
+                Source::Retries if step.retry_strategy.is_none() => {
+                    return Err(refused(format!(
+                        "{} is the attempt of a step with a retryStrategy, and this step has none",
+                        reference.text
+                    )));
+                }
+                Source::Retries => {}
                 Source::Item { field } => {
                     check_item(step, reference.text, field, fan_out).map_err(&refused)?;
                 }
@@ -244,6 +264,26 @@ fn check_item(
         }
     }
     Ok(())
+}
+
+/// The step's `retryStrategy`, checked and compiled.
+fn compile_retry(step: &Step) -> Result<Option<Arc<Strategy>>, DagError> {
+    let Some(strategy) = step.retry_strategy.as_deref() else {
+        return Ok(None);
+    };
+    let refused = |problem: String| DagError::Reference {
+        step: step.step_name.clone(),
+        problem,
+    };
+    if step.retries.is_some() {
+        return Err(refused(
+            "sets both retries and retryStrategy: retries N is retryStrategy {limit: N}; keep one"
+                .into(),
+        ));
+    }
+    Strategy::compile(strategy)
+        .map(|s| Some(Arc::new(s)))
+        .map_err(refused)
 }
 
 fn compile_when(

@@ -94,7 +94,7 @@ impl FanOut {
                     step: dag.index_of(source).unwrap_or(usize::MAX),
                     key: key.to_string(),
                 })),
-                Source::Item { .. } => Err(not_a_param(text)),
+                Source::Item { .. } | Source::Retries => Err(not_a_param(text)),
             },
             _ => Err(not_a_param(text)),
         }

@@ -505,6 +505,7 @@ impl RunState {
                 exit: None,
                 inputs: Default::default(),
                 instance: Default::default(),
+                attempt: 0,
             });
         }
         for &i in &self.mismatched {

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::labels::{
     ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP, ANNOTATION_TIMED_OUT,
-    LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
+    LABEL_ATTEMPT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
 };
 
 /// A Job as the planner reads it; see the module documentation for what is kept.
@@ -47,6 +47,8 @@ pub struct JobSummary {
     pub run_index: u32,
     /// The item it runs of a step that fans out (label `workflow.crd.com/item`).
     pub item: Option<u32>,
+    /// Its step's attempt (label `workflow.crd.com/attempt`; absent is 0).
+    pub attempt: u32,
     /// Why the operator timed the Job out (annotation `workflow.crd.com/timed-out`).
     pub timed_out: Option<String>,
     /// Why the operator failed the Job's step for a pod that could not start (annotation
@@ -390,6 +392,10 @@ impl From<JobOnTheWire> for JobSummary {
             .and_then(|r| r.parse().ok())
             .unwrap_or(0);
         let item = labels.get(LABEL_ITEM).and_then(|i| i.parse().ok());
+        let attempt = labels
+            .get(LABEL_ATTEMPT)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(0);
         // Read into a Vec grown for four; a Job has one owner.
         let owner_references = metadata.owner_references.map(|mut owners| {
             owners.shrink_to_fit();
@@ -411,6 +417,7 @@ impl From<JobOnTheWire> for JobSummary {
             retry,
             run_index,
             item,
+            attempt,
             timed_out,
             cannot_start,
             pods_deleted,
@@ -447,6 +454,10 @@ impl From<JobSummary> for JobOnTheWire {
                 (summary.run_index != 0).then(|| summary.run_index.to_string()),
             ),
             (LABEL_ITEM, summary.item.map(|i| i.to_string())),
+            (
+                LABEL_ATTEMPT,
+                (summary.attempt != 0).then(|| summary.attempt.to_string()),
+            ),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key.to_string(), value?)))

@@ -27,8 +27,8 @@ use super::plan::{ExitEnv, JobState, ObservedJob, job_deadline_seconds};
 /// The labels and annotations of step Jobs, where Jobs are built.
 pub use super::labels::{
     ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP, ANNOTATION_TIMED_OUT,
-    ANNOTATION_WORKFLOW, LABEL_ITEM, LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, LABEL_RETRY,
-    LABEL_RUN, LABEL_RUN_INDEX, LABEL_STEP, LABEL_WORKFLOW, OWN_LABELS,
+    ANNOTATION_WORKFLOW, LABEL_ATTEMPT, LABEL_ITEM, LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME,
+    LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX, LABEL_STEP, LABEL_WORKFLOW, OWN_LABELS,
 };
 
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
@@ -157,6 +157,7 @@ pub struct StepJob<'a> {
     exit: Option<&'a ExitEnv>,
     data: StepData<'a>,
     instance: Option<&'a Instance>,
+    attempt: u32,
 }
 
 impl<'a> StepJob<'a> {
@@ -170,7 +171,16 @@ impl<'a> StepJob<'a> {
             exit: None,
             data: StepData::default(),
             instance: None,
+            attempt: 0,
         }
+    }
+
+    /// For attempt `attempt` of the step (`retryStrategy`; 0 for the first): its name from
+    /// `names::attempt_job_name`, the label [`LABEL_ATTEMPT`] when not 0, and `{{retries}}`
+    /// in its command, args and env values.
+    pub fn attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
     }
 
     /// For retry `retry` of the run (`spec.retry`): its name from `names::retry_job_name`, and
@@ -236,11 +246,12 @@ impl<'a> StepJob<'a> {
         let timeout = self.workflow.spec.effective_timeout(self.step);
         Ok(Job {
             metadata: ObjectMeta {
-                name: Some(names::retry_job_name(
+                name: Some(names::attempt_job_name(
                     name,
                     &self.display_name(),
                     self.run,
                     self.retry,
+                    self.attempt,
                 )),
                 namespace: Some(namespace.to_string()),
                 labels: Some(labels),
@@ -252,7 +263,11 @@ impl<'a> StepJob<'a> {
                 ..ObjectMeta::default()
             },
             spec: Some(JobSpec {
-                backoff_limit: Some(self.step.retries.unwrap_or(0)),
+                // With a `retryStrategy` each attempt is a Job of its own.
+                backoff_limit: Some(match self.step.retry_strategy {
+                    Some(_) => 0,
+                    None => self.step.retries.unwrap_or(0),
+                }),
                 active_deadline_seconds: job_deadline_seconds(timeout),
                 // A Job for Kueue is created suspended: Kueue admits it by unsuspending it, and
                 // injects the admitted flavor's node selectors into its pod template first,
@@ -311,6 +326,10 @@ impl<'a> StepJob<'a> {
                 (spec.run_count() > 1).then(|| self.run_index().to_string()),
             ),
             (LABEL_ITEM, self.item().map(|item| item.index.to_string())),
+            (
+                LABEL_ATTEMPT,
+                (self.attempt != 0).then(|| self.attempt.to_string()),
+            ),
         ];
         for (key, value) in instance {
             if let Some(value) = value {
@@ -465,8 +484,9 @@ impl<'a> StepJob<'a> {
                 .get(&(step.to_string(), key.to_string()))
                 .map(String::as_str)
         };
-        outputs::substitute(text, value, self.item().map(|item| &item.value))
-            .unwrap_or_else(|_| text.to_string())
+        let filled = outputs::substitute(text, value, self.item().map(|item| &item.value))
+            .unwrap_or_else(|_| text.to_string());
+        outputs::fill_retries(&filled, self.attempt)
     }
 }
 
@@ -562,6 +582,7 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         retry: job.retry,
         run_index: job.run_index,
         item: job.item,
+        attempt: job.attempt,
         state,
         deleting: job.metadata.deletion_timestamp.is_some(),
         active_deadline_seconds: spec.and_then(|s| s.active_deadline_seconds),

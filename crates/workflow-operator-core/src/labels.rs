@@ -40,14 +40,18 @@ pub const LABEL_RETRY: &str = "workflow.crd.com/retry";
 pub const LABEL_RUN_INDEX: &str = "workflow.crd.com/run-index";
 /// Label of the Job of one item of a step that fans out: the item's index, from 0.
 pub const LABEL_ITEM: &str = "workflow.crd.com/item";
+/// Label of the Job of a step's attempt after the first (`retryStrategy`): 1 for the first
+/// retry; absent is 0.
+pub const LABEL_ATTEMPT: &str = "workflow.crd.com/attempt";
 /// The operator's own labels; a workflow's labels never override them.
-pub const OWN_LABELS: [&str; 8] = [
+pub const OWN_LABELS: [&str; 9] = [
     LABEL_WORKFLOW,
     LABEL_STEP,
     LABEL_RUN,
     LABEL_RETRY,
     LABEL_RUN_INDEX,
     LABEL_ITEM,
+    LABEL_ATTEMPT,
     LABEL_QUEUE_NAME,
     LABEL_PRIORITY_CLASS,
 ];

@@ -40,6 +40,7 @@ pub mod names;
 pub mod object_instance;
 pub mod outputs;
 pub mod plan;
+pub mod retry;
 pub mod step_view;
 pub mod template;
 #[cfg(any(test, feature = "testing"))]

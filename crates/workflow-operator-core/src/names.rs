@@ -192,6 +192,21 @@ pub fn retry_job_name(workflow: &str, step: &str, run: &str, retry: i32) -> Stri
     }
 }
 
+/// The Job name of attempt `attempt` (`retryStrategy`) of `step` in retry `retry` of run
+/// `run`: [`retry_job_name`] for the first attempt, otherwise a name whose hash covers the
+/// attempt too, so each attempt is a Job of its own.
+pub fn attempt_job_name(workflow: &str, step: &str, run: &str, retry: i32, attempt: u32) -> String {
+    if attempt == 0 {
+        retry_job_name(workflow, step, run, retry)
+    } else {
+        job_name(
+            workflow,
+            step,
+            &format!("{run}+retry{retry}+attempt{attempt}"),
+        )
+    }
+}
+
 /// What runs, as hashed by [`run_id`]: steps in name order, dependencies as a set; no limits.
 #[derive(Serialize)]
 struct RunKey<'a> {

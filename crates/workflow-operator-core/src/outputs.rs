@@ -143,13 +143,16 @@ pub enum Source<'a> {
         /// The field of an object item.
         field: Option<&'a str>,
     },
+    /// `{{retries}}`: the step's attempt (`retryStrategy`), 0 for the first, filled in when
+    /// its Job is built ([`fill_retries`]).
+    Retries,
 }
 
 /// A `{{...}}` that is not a reference this operator knows.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
     "{text} is not a reference the operator knows: outputs are named {{{{steps.NAME.outputs.KEY}}}}, \
-     items {{{{item}}}} or {{{{item.FIELD}}}}"
+     items {{{{item}}}} or {{{{item.FIELD}}}}, the attempt {{{{retries}}}}"
 )]
 pub struct UnknownReference {
     /// The text, braces included.
@@ -187,7 +190,8 @@ pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
                 .map(|f| Source::Item { field: Some(f) }),
             None => None,
         };
-        let Some(source) = output.or(item) else {
+        let retries = (inner == "retries").then_some(Source::Retries);
+        let Some(source) = output.or(item).or(retries) else {
             return Err(UnknownReference {
                 text: whole.to_string(),
             });
@@ -294,6 +298,8 @@ pub fn substitute<'v>(
                     }));
                 }
             },
+            // Filled when the Job is built, by `fill_retries`.
+            Source::Retries => continue,
             Source::Item { field } => {
                 let Some(item) = item else { continue };
                 match item_value(item, field) {
@@ -317,9 +323,35 @@ pub fn substitute<'v>(
     Ok(out)
 }
 
+/// `text` with each `{{retries}}` (spaces inside the braces allowed) replaced by `attempt`.
+pub fn fill_retries(text: &str, attempt: u32) -> String {
+    let Ok(found) = references(text) else {
+        return text.to_string();
+    };
+    let attempt = attempt.to_string();
+    let mut out = text.to_string();
+    for reference in found.iter().filter(|r| r.source == Source::Retries) {
+        out = out.replacen(reference.text, &attempt, 1);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retries_is_the_attempt_filled_in_when_the_job_is_built() {
+        let text = "echo attempt {{retries}} of {{ retries }} {{item}}";
+        let found = references(text).unwrap();
+        assert_eq!(found[0].source, Source::Retries);
+        assert_eq!(
+            substitute(text, |_, _| None, None),
+            Ok(text.to_string()),
+            "left for fill_retries"
+        );
+        assert_eq!(fill_retries(text, 2), "echo attempt 2 of 2 {{item}}");
+    }
 
     #[test]
     fn a_message_is_key_value_lines_the_last_of_a_key_winning() {

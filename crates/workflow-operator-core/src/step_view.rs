@@ -25,7 +25,8 @@ use super::dag::Dag;
 use super::failure_cause;
 use super::fan_out;
 use super::jobs::{
-    ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
+    ANNOTATION_STEP, ANNOTATION_TIMED_OUT, LABEL_ATTEMPT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN,
+    LABEL_RUN_INDEX,
 };
 use super::plan::DEADLINE_EXCEEDED;
 
@@ -63,6 +64,28 @@ pub struct StepView {
     /// A running step: when its timeout fails it (none when unlimited).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Deadline>,
+    /// The attempts before its latest (`retryStrategy`), first first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_attempts: Vec<AttemptView>,
+}
+
+/// An attempt of a step with a `retryStrategy` before its latest, as `get` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptView {
+    /// 0 for the first.
+    pub attempt: u32,
+    pub job: String,
+    pub phase: StepPhase,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+    /// Seconds from its end to the next attempt's Job (the back-off as it happened).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited: Option<i64>,
 }
 
 /// When a running step's timeout runs out, and where that timeout is set.
@@ -99,6 +122,7 @@ impl StepView {
             items: None,
             outputs: BTreeMap::new(),
             deadline: None,
+            previous_attempts: Vec::new(),
         }
     }
 }
@@ -134,16 +158,26 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                     .any(|o| Some(&o.uid) == uid.as_ref())
         })
         .collect();
-    // A retried step has a Job per retry: the latest speaks for it.
-    let job_of = |step: &str, run_index: u32, item: Option<u32>| -> Option<&Job> {
-        ours.iter()
-            .copied()
+    // A retried step has a Job per retry, and per attempt: the latest speaks for it.
+    let attempts_of = |step: &str, run_index: u32, item: Option<u32>| -> Vec<&Job> {
+        let mut jobs: Vec<&Job> = (ours.iter().copied())
             .filter(|job| {
                 job.annotations().get(ANNOTATION_STEP).map(String::as_str) == Some(step)
                     && label(job, LABEL_RUN_INDEX).unwrap_or(0) == run_index
                     && label(job, LABEL_ITEM) == item
             })
-            .max_by_key(|job| label(job, LABEL_RETRY).unwrap_or(0))
+            .collect();
+        let order = |job: &&Job| {
+            let of = |key| label(job, key).unwrap_or(0);
+            (of(LABEL_RETRY), of(LABEL_ATTEMPT))
+        };
+        jobs.sort_by_key(order);
+        let latest = jobs.last().map(|job| label(job, LABEL_RETRY).unwrap_or(0));
+        jobs.retain(|job| Some(label(job, LABEL_RETRY).unwrap_or(0)) == latest);
+        jobs
+    };
+    let job_of = |step: &str, run_index: u32, item: Option<u32>| -> Option<&Job> {
+        attempts_of(step, run_index, item).pop()
     };
     let recorded = |name: &str| {
         status
@@ -210,6 +244,11 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                 if view.phase == StepPhase::Running {
                     view.deadline = deadline(&workflow.spec, step, view.started_at);
                 }
+                let attempts = attempts_of(&step.step_name, run_index, None);
+                view.previous_attempts = previous_attempts(&attempts, pods);
+                if !view.previous_attempts.is_empty() {
+                    view.attempts += view.previous_attempts.len() as i32;
+                }
                 views.push(view);
             }
         }
@@ -217,6 +256,36 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
     show(&workflow.spec.containers, runs, &mut views);
     show(&workflow.spec.on_exit, 1, &mut views);
     views
+}
+
+/// The attempts of `attempts` (one step's Jobs, attempt order) before the last.
+fn previous_attempts(attempts: &[&Job], pods: &[Pod]) -> Vec<AttemptView> {
+    let Some((_, earlier)) = attempts.split_last() else {
+        return Vec::new();
+    };
+    earlier
+        .iter()
+        .zip(&attempts[1..])
+        .map(|(job, next)| {
+            let view = view_of_job(&job.name_any(), job, pods);
+            let next_created = next.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let waited = view
+                .finished_at
+                .zip(next_created)
+                .map(|(end, next)| next.duration_since(end).as_secs().max(0));
+            AttemptView {
+                attempt: (job.labels().get(LABEL_ATTEMPT))
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or(0),
+                job: job.name_any(),
+                phase: view.phase,
+                exit_code: view.exit_code,
+                reason: view.reason,
+                finished_at: view.finished_at,
+                waited,
+            }
+        })
+        .collect()
 }
 
 /// The deadline of `step` of `spec` that started at `started` (none when its timeout is
@@ -325,6 +394,7 @@ fn with_entry(from_job: Option<StepView>, entry: &StepStatus) -> StepView {
         items: entry.items,
         outputs: entry.outputs.clone(),
         deadline: None,
+        previous_attempts: Vec::new(),
     }
 }
 
@@ -395,6 +465,7 @@ fn view_of_job(name: &str, job: &Job, pods: &[Pod]) -> StepView {
         items: None,
         outputs: BTreeMap::new(),
         deadline: None,
+        previous_attempts: Vec::new(),
     }
 }
 

@@ -44,6 +44,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         timeout: None,
         retries: None,
         continue_on: None,
+        retry_strategy: None,
         env_from: Vec::new(),
         volume_mounts: Vec::new(),
         working_dir: None,
@@ -164,6 +165,13 @@ impl WorkFlowBuilder {
     }
 
     /// Sets the last step's retries.
+    /// The last step's `retryStrategy`, as YAML.
+    pub fn retry_strategy(mut self, yaml: &str) -> Self {
+        let strategy = serde_yaml::from_str(yaml).expect("a retryStrategy");
+        self.last().retry_strategy = Some(Box::new(strategy));
+        self
+    }
+
     /// The last step's failure does not fail the workflow (`continueOn.failed`).
     pub fn continue_on_failed(mut self) -> Self {
         self.last().continue_on = Some(crate::crd::ContinueOn { failed: true });
@@ -411,6 +419,7 @@ impl<'a> Jobs<'a> {
             retry: self.retry,
             run_index: 0,
             item: None,
+            attempt: 0,
             state,
             deleting: false,
             active_deadline_seconds: super::plan::job_deadline_seconds(timeout),
@@ -503,6 +512,21 @@ impl<'a> Jobs<'a> {
         self.rename_last()
     }
 
+    /// Makes the last Job added attempt `attempt` of its step (`retryStrategy`).
+    pub fn attempt(mut self, attempt: u32) -> Self {
+        self.jobs.last_mut().expect("add a job first").attempt = attempt;
+        self.rename_last()
+    }
+
+    /// Sets when the last Job added was created and started (`started`) and ended (`ended`).
+    pub fn ran(mut self, started: Timestamp, ended: Timestamp) -> Self {
+        let job = self.jobs.last_mut().expect("add a job first");
+        job.created = started;
+        job.start_time = Some(started);
+        job.finished_at = Some(ended);
+        self
+    }
+
     /// Makes the last Job added a Job of run `run_index` of `spec.runs`.
     pub fn in_run(mut self, run_index: u32) -> Self {
         self.jobs.last_mut().expect("add a job first").run_index = run_index;
@@ -515,7 +539,7 @@ impl<'a> Jobs<'a> {
         let workflow = self.workflow.metadata.name.clone().unwrap_or_default();
         let job = self.jobs.last_mut().expect("add a job first");
         let shown = super::fan_out::display_name(&job.step, job.run_index, runs, job.item);
-        job.name = names::retry_job_name(&workflow, &shown, &self.run, self.retry);
+        job.name = names::attempt_job_name(&workflow, &shown, &self.run, self.retry, job.attempt);
         self
     }
 

@@ -143,6 +143,7 @@ async fn execute(
             exit,
             inputs,
             instance,
+            attempt,
         } => {
             let (dag, steps) = match exit {
                 None => (compiled.dag.as_ref().ok(), &workflow.spec.containers),
@@ -163,6 +164,7 @@ async fn execute(
                 .exit(exit.as_ref())
                 .data(data)
                 .instance(instance)
+                .attempt(*attempt)
                 .build()
                 .map_err(|e| HandlerError::permanent(e.to_string()))?;
             match api

@@ -401,8 +401,8 @@ impl Namespace {
     }
 
     /// Runs `workflow-operator ARGS -n NAMESPACE` against the cluster, as a user would; it must
-    /// succeed.
-    pub async fn cli(&self, args: &[&str]) {
+    /// succeed. Its standard output.
+    pub async fn cli(&self, args: &[&str]) -> String {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"));
         command.args(args).args(["-n", &self.name]);
         if let Some(dev) = self.cluster.dev() {
@@ -419,6 +419,7 @@ impl Namespace {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
+        String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     /// The logs of the pods of `job`, concatenated (a Job with `retries` may have several).

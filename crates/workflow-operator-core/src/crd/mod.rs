@@ -30,7 +30,7 @@ pub use cron::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
-pub use policies::ContinueOn;
+pub use policies::{Backoff, ContinueOn, RetryPolicy, RetryStrategy};
 pub use templates::{
     Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, NAMESPACED_KIND,
     Parameter, ResolvedTemplate, Source, Template, TemplateRef, WorkFlowTemplate,
@@ -438,6 +438,12 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub retries: Option<i32>,
+
+    /// How the step is tried again when it fails: each attempt a Job of its own, after a
+    /// back-off, only for the failures `retryPolicy` and `expression` name. Not with
+    /// `retries`. Boxed: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_strategy: Option<Box<RetryStrategy>>,
 
     /// Which of its failures the workflow survives: `{failed: true}` and the step's failure
     /// does not fail the workflow.

@@ -1,5 +1,5 @@
-//! Run policies a workflow or a step may set: which failures it survives
-//! (`continueOn`).
+//! Run policies a workflow or a step may set: which failures it survives (`continueOn`), and
+//! how a failed step is tried again (`retryStrategy`).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,4 +15,62 @@ pub struct ContinueOn {
     /// failure is tolerated and the other items go on.
     #[serde(default)]
     pub failed: bool,
+}
+
+/// How a failed step is tried again, as Argo's `retryStrategy`: each attempt is a Job of its
+/// own, started after the back-off.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryStrategy {
+    /// Attempts after the first; 0 tries once.
+    #[schemars(range(min = 0))]
+    pub limit: i32,
+
+    /// Which failures are tried again: `Always` (the default), `OnFailure` (the program
+    /// exited non-zero) or `OnError` (its pod could not run: evicted, OOM-killed, its image
+    /// not pulled, not started in time, past its timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_policy: Option<RetryPolicy>,
+
+    /// How long to wait before each attempt; none starts it at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Backoff>,
+
+    /// A CEL expression over `lastRetry` (`exitCode`, an int, -1 when the program did not
+    /// exit; `reason`; `message`; `duration`, seconds): false stops retrying.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+}
+
+/// Which failures [`RetryStrategy`] tries again.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RetryPolicy {
+    /// Every failure.
+    #[default]
+    Always,
+    /// The program exited non-zero.
+    OnFailure,
+    /// The pod could not run the program to its end: evicted, OOM-killed, its image not
+    /// pulled, not started in time, past its timeout or deadline.
+    OnError,
+}
+
+/// The wait before attempt `n` (1 for the first retry): `duration * factor^(n-1)`, at most
+/// `cap`; no attempt starts later than `maxDuration` after the first. Durations are Go's
+/// (`5s`, `1m30s`, `500ms`) or whole seconds.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Backoff {
+    /// The first wait.
+    pub duration: String,
+    /// What each wait is multiplied by for the next; default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1.0))]
+    pub factor: Option<f64>,
+    /// The longest wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<String>,
+    /// No attempt starts later than this after the first started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<String>,
 }

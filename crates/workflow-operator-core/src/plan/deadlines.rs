@@ -133,5 +133,8 @@ impl<'a> Planner<'a> {
             }
         }
         self.actions.extend(changes);
+        for at in view.backing_off.values().filter_map(|waiting| waiting.at) {
+            self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
+        }
     }
 }

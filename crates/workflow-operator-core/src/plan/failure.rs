@@ -26,6 +26,31 @@ pub(super) enum Failure {
 }
 
 impl Failure {
+    /// The failure with `note` added to what it says, e.g. why it was not tried again.
+    pub(super) fn noted(self, note: &str) -> Failure {
+        let add = |text: String| {
+            if text.is_empty() {
+                note.to_string()
+            } else {
+                format!("{text}; {note}")
+            }
+        };
+        match self {
+            Failure::Failed {
+                reason,
+                message,
+                exit_code,
+            } => Failure::Failed {
+                reason,
+                message: add(message),
+                exit_code,
+            },
+            Failure::TimedOut { why } => Failure::TimedOut { why: add(why) },
+            Failure::CannotStart { why } => Failure::CannotStart { why: add(why) },
+            other => other,
+        }
+    }
+
     /// The step's phase, as a `when` reads it: `TimedOut` for a step that ran past its
     /// timeout, else `Failed`.
     pub(super) fn phase(&self) -> StepPhase {

@@ -26,6 +26,7 @@
 //! deadlines and the next timer), and `render` (the status and the finished [`Plan`]). The
 //! `planner` module holds the state they share; `failure` how a failed step reads.
 
+mod attempts;
 mod deadlines;
 mod failure;
 mod observe;
@@ -53,6 +54,7 @@ use super::outputs::{self, Inputs, Outputs, Source};
 use super::template;
 use super::when::Upstream;
 
+use attempts::{AfterFailure, BackingOff};
 use deadlines::deadline;
 pub use deadlines::{job_deadline_seconds, next_timeout_at};
 use failure::Failure;
@@ -119,6 +121,8 @@ pub struct ObservedJob {
     pub run_index: u32,
     /// The item it runs of a step that fans out (label `workflow.crd.com/item`).
     pub item: Option<u32>,
+    /// Its step's attempt (`retryStrategy`; label `workflow.crd.com/attempt`, 0 if absent).
+    pub attempt: u32,
     /// What the Job is doing.
     pub state: JobState,
     /// The Job has a `deletionTimestamp`.
@@ -213,6 +217,8 @@ pub enum Action {
         inputs: Inputs,
         /// Which run (`spec.runs`) and which item (a step that fans out) the Job runs.
         instance: Instance,
+        /// The step's attempt (`retryStrategy`): 0 for the first.
+        attempt: u32,
     },
     /// Delete a Job together with its pods (propagation policy `Background` or `Foreground`,
     /// never `Orphan`).
@@ -459,6 +465,9 @@ pub const QUEUE_TIMEOUT_WHY: &str = "waited in queue";
 
 /// The step status `reason` of a step whose pod did not start within `startTimeout`.
 pub const REASON_CANNOT_START: &str = "CannotStart";
+
+/// The step status `reason` of a failed attempt waiting for the next (`retryStrategy`).
+pub const REASON_BACKING_OFF: &str = "BackingOff";
 
 /// The step status `reason` of a running step stopped because the workflow failed.
 pub const REASON_STOPPED: &str = "Stopped";

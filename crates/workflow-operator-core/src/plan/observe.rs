@@ -4,6 +4,7 @@
 use std::sync::{Arc, LazyLock};
 
 use super::*;
+use crate::retry::Strategy;
 use crate::when::When;
 
 impl<'a> Planner<'a> {
@@ -29,9 +30,14 @@ impl<'a> Planner<'a> {
             &NO_FANS
         };
         let (job_of, item_jobs) = speaking_jobs(scope, jobs, fan_outs, self.workflow.spec.retry);
-        let mut seen = Assessment::new(scope, job_of);
-        self.see_steps(&mut seen, main.is_none());
-        self.see_fans(&mut seen, fan_outs, item_jobs);
+        let strategies = if main.is_none() {
+            &flow.retry
+        } else {
+            &flow.exit_retry
+        };
+        let mut seen = Assessment::new(scope, job_of, strategies);
+        self.see_steps(&mut seen, main.is_none(), jobs);
+        self.see_fans(&mut seen, fan_outs, item_jobs, jobs);
         self.see_refused(&mut seen);
         // A step that fans out starts no more items once one failed.
         for (unit, _) in &seen.failures {
@@ -54,7 +60,7 @@ impl<'a> Planner<'a> {
 
     /// Sees the Jobs of the steps that do not fan out; `reads` when the outputs steps name are
     /// read (the steps, not the exit steps).
-    fn see_steps(&mut self, seen: &mut Assessment<'a>, reads: bool) {
+    fn see_steps(&mut self, seen: &mut Assessment<'a>, reads: bool, jobs: &[&'a ObservedJob]) {
         let spec = &self.workflow.spec;
         // The outputs of the steps whose outputs are named: recorded in the status, or read
         // by the handler from the pod of a Job that succeeded since.
@@ -98,8 +104,14 @@ impl<'a> Planner<'a> {
                 Seen::Succeeded => seen.progress.complete(i, &mut released),
                 Seen::Running => seen.running += 1,
                 Seen::Failed(failure) => {
-                    if seen.failed(Unit::step(i), failure) {
-                        seen.progress.complete(i, &mut released);
+                    let unit = Unit::step(i);
+                    match self.attempt_failed(seen, unit, job, failure, jobs) {
+                        Some(failure) => {
+                            if seen.failed(unit, failure) {
+                                seen.progress.complete(i, &mut released);
+                            }
+                        }
+                        None => seen.running += 1,
                     }
                 }
             }
@@ -113,6 +125,7 @@ impl<'a> Planner<'a> {
         seen: &mut Assessment<'a>,
         fan_outs: &'a HashMap<usize, FanOut>,
         mut item_jobs: HashMap<usize, BTreeMap<u32, &'a ObservedJob>>,
+        scope_jobs: &[&'a ObservedJob],
     ) {
         let spec = &self.workflow.spec;
         let (dag, steps) = (seen.scope.dag, seen.scope.steps);
@@ -143,8 +156,13 @@ impl<'a> Planner<'a> {
                             node: i,
                             item: Some(item),
                         };
-                        if seen.failed(unit, failure) {
-                            fan.tolerated += 1;
+                        match self.attempt_failed(seen, unit, job, failure, scope_jobs) {
+                            Some(failure) => {
+                                if seen.failed(unit, failure) {
+                                    fan.tolerated += 1;
+                                }
+                            }
+                            None => fan.running += 1,
                         }
                     }
                 }
@@ -273,6 +291,33 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// A failed attempt (`job`) of `unit`: `None` when its step's `retryStrategy` tries it
+    /// again (now: among the ready; later: backing off), else the failure to record.
+    fn attempt_failed(
+        &self,
+        seen: &mut Assessment<'a>,
+        unit: Unit,
+        job: &'a ObservedJob,
+        failure: Failure,
+        jobs: &[&'a ObservedJob],
+    ) -> Option<Failure> {
+        let Some(strategy) = seen.strategies.get(&unit.node) else {
+            return Some(failure);
+        };
+        let name = seen.display(unit);
+        match self.after_failure(strategy, (&name, job), failure, jobs) {
+            AfterFailure::Fail(failure) => Some(failure),
+            AfterFailure::Retry(attempt) => {
+                seen.next_attempt.insert(unit, attempt);
+                None
+            }
+            AfterFailure::BackOff(waiting) => {
+                seen.backing_off.insert(unit, waiting);
+                None
+            }
+        }
+    }
+
     /// Whether `job` waits for Kueue (a workflow with `queueName`): suspended, or admitted but
     /// without a `startTime` yet. Its run timeout has not begun (its creation time is its
     /// queue's, not its run's). A suspended Job of a workflow without a queue is not waiting
@@ -286,7 +331,8 @@ impl<'a> Planner<'a> {
 static NO_FANS: LazyLock<HashMap<usize, FanOut>> = LazyLock::new(HashMap::new);
 
 /// The Job that speaks for each step of `scope` (and each item of a step that fans out, by
-/// step): if one somehow has two, success wins, then a running one (it may still succeed).
+/// step): its latest attempt (`retryStrategy`); of two Jobs of one attempt, success wins, then
+/// a running one (it may still succeed).
 /// Jobs of an earlier retry (`retry` is the current one) are left out when failed, or all of
 /// them for a scope that reruns in full. A Job of an item of a step that does not fan out, or
 /// the other way round, is of no instance this spec has (the run id covers fan-outs, so it is
@@ -301,11 +347,6 @@ fn speaking_jobs<'a>(
     Vec<Option<&'a ObservedJob>>,
     HashMap<usize, BTreeMap<u32, &'a ObservedJob>>,
 ) {
-    let rank = |j: &ObservedJob| match j.state {
-        JobState::Succeeded => 0,
-        JobState::Active { .. } => 1,
-        JobState::Failed { .. } | JobState::TimedOut { .. } | JobState::CannotStart { .. } => 2,
-    };
     let superseded = |j: &ObservedJob| j.retry < retry && (scope.whole_retry || rank(j) == 2);
     let mut job_of: Vec<Option<&'a ObservedJob>> = vec![None; scope.dag.len()];
     let mut item_jobs: HashMap<usize, BTreeMap<u32, &'a ObservedJob>> = HashMap::new();
@@ -317,12 +358,12 @@ fn speaking_jobs<'a>(
             continue;
         };
         match (fan_outs.contains_key(&i), job.item) {
-            (false, None) if job_of[i].is_none_or(|old| rank(job) < rank(old)) => {
+            (false, None) if job_of[i].is_none_or(|old| speaks_over(job, old)) => {
                 job_of[i] = Some(job);
             }
             (true, Some(item)) => {
                 let slot = item_jobs.entry(i).or_default().entry(item).or_insert(job);
-                if rank(job) < rank(slot) {
+                if speaks_over(job, slot) {
                     *slot = job;
                 }
             }
@@ -330,6 +371,20 @@ fn speaking_jobs<'a>(
         }
     }
     (job_of, item_jobs)
+}
+
+/// How a Job ranks among its step's: success, then running, then failed.
+fn rank(job: &ObservedJob) -> u8 {
+    match job.state {
+        JobState::Succeeded => 0,
+        JobState::Active { .. } => 1,
+        JobState::Failed { .. } | JobState::TimedOut { .. } | JobState::CannotStart { .. } => 2,
+    }
+}
+
+/// Whether `job` speaks for its step over `other`: a later attempt, else a better rank.
+fn speaks_over(job: &ObservedJob, other: &ObservedJob) -> bool {
+    (job.attempt, std::cmp::Reverse(rank(job))) > (other.attempt, std::cmp::Reverse(rank(other)))
 }
 
 /// What [`Planner::assess`] builds up, stage by stage, before it is a [`View`].
@@ -342,6 +397,12 @@ struct Assessment<'a> {
     failures: Vec<(Unit, Failure)>,
     /// Failed instances whose failure is tolerated (`continueOn.failed`).
     tolerated: Vec<(Unit, Failure)>,
+    /// The compiled `retryStrategy` of each step that has one.
+    strategies: &'a HashMap<usize, Arc<Strategy>>,
+    /// Failed instances tried again now, with their next attempt.
+    next_attempt: HashMap<Unit, u32>,
+    /// Failed instances waiting their back-off.
+    backing_off: BTreeMap<Unit, BackingOff>,
     /// The phase of each step that failed, for the `when`s.
     phases: HashMap<usize, &'static str>,
     running: usize,
@@ -359,7 +420,11 @@ struct Assessment<'a> {
 }
 
 impl<'a> Assessment<'a> {
-    fn new(scope: Scope<'a>, job_of: Vec<Option<&'a ObservedJob>>) -> Self {
+    fn new(
+        scope: Scope<'a>,
+        job_of: Vec<Option<&'a ObservedJob>>,
+        strategies: &'a HashMap<usize, Arc<Strategy>>,
+    ) -> Self {
         let n = scope.dag.len();
         Assessment {
             scope,
@@ -368,6 +433,9 @@ impl<'a> Assessment<'a> {
             progress: scope.dag.progress(),
             failures: Vec::new(),
             tolerated: Vec::new(),
+            strategies,
+            next_attempt: HashMap::new(),
+            backing_off: BTreeMap::new(),
             phases: HashMap::new(),
             running: 0,
             known_outputs: HashMap::new(),
@@ -377,6 +445,17 @@ impl<'a> Assessment<'a> {
             skipped: vec![false; n],
             inputs: HashMap::new(),
         }
+    }
+
+    /// The name of `unit` in the status.
+    fn display(&self, unit: Unit) -> String {
+        let scope = self.scope;
+        fan_out::display_name(
+            scope.dag.name(unit.node),
+            scope.run_index,
+            scope.runs,
+            unit.item,
+        )
     }
 
     /// Records that `unit` failed. True when its step survives it (`continueOn.failed`): the
@@ -575,6 +654,11 @@ impl<'a> Assessment<'a> {
                 ready.retain(|u| u.node != i);
             }
         }
+        // Failed instances tried again now (their step's Jobs exist, so they are not above).
+        if !self.next_attempt.is_empty() {
+            ready.extend(self.next_attempt.keys().copied());
+            ready.sort_unstable();
+        }
         ready
     }
 
@@ -600,6 +684,8 @@ impl<'a> Assessment<'a> {
             progress: self.progress,
             failures: self.failures,
             tolerated: self.tolerated,
+            next_attempt: self.next_attempt,
+            backing_off: self.backing_off,
             running: self.running,
             ready,
             known,

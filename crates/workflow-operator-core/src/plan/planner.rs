@@ -136,6 +136,11 @@ pub(super) struct View<'a> {
     /// Failed instances of steps with `continueOn.failed`, in spec order: done for their
     /// dependents, and no failure of the workflow's.
     pub(super) tolerated: Vec<(Unit, Failure)>,
+    /// Failed instances tried again now (`retryStrategy`), with their next attempt; they are
+    /// among `ready`.
+    pub(super) next_attempt: HashMap<Unit, u32>,
+    /// Failed instances waiting their back-off before their next attempt; counted running.
+    pub(super) backing_off: BTreeMap<Unit, BackingOff>,
     /// Jobs that run (not stopped by this plan).
     pub(super) running: usize,
     /// Instances that may start: dependencies succeeded, no Job, not refused, `when` true,
@@ -283,11 +288,17 @@ impl<'a> Planner<'a> {
 
     /// The name of `step`'s Job in this run and retry.
     pub(super) fn job_name(&self, step: &str) -> String {
-        names::retry_job_name(
+        self.attempt_job_name(step, 0)
+    }
+
+    /// The name of the Job of attempt `attempt` of `step` in this run and retry.
+    pub(super) fn attempt_job_name(&self, step: &str, attempt: u32) -> String {
+        names::attempt_job_name(
             self.workflow_name(),
             step,
             self.run,
             self.workflow.spec.retry,
+            attempt,
         )
     }
 

@@ -236,3 +236,164 @@ fn a_workflow_that_ends_in_time_is_not_failed_by_its_deadline() {
     let plan = plan(&wf, &jobs, at(30));
     assert_eq!(status(&plan).workflow_status, Some(Phase::Completed));
 }
+
+fn created_jobs(plan: &Plan) -> Vec<(&str, u32)> {
+    (plan.actions.iter())
+        .filter_map(|a| match a {
+            Action::CreateJob {
+                job_name, attempt, ..
+            } => Some((job_name.as_str(), *attempt)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn fetch(strategy: &str) -> WorkFlow {
+    running(
+        WorkFlow::test("w")
+            .step("fetch", &[])
+            .retry_strategy(strategy)
+            .step("load", &["fetch"])
+            .build(),
+    )
+}
+
+#[test]
+fn a_failed_attempt_waits_its_back_off_then_runs_again_in_a_job_of_its_own() {
+    let wf = fetch("{limit: 2, backoff: {duration: 5s, factor: 2}}");
+    let first = Jobs::of(&wf)
+        .exited("fetch", 1, "Error", "")
+        .ran(at(0), at(10))
+        .build();
+    let waiting = plan(&wf, &first, at(12));
+    assert!(created_jobs(&waiting).is_empty());
+    assert_eq!(waiting.next_timeout_at, Some(at(15)));
+    let entry_ = entry(&waiting, "fetch");
+    assert_eq!(entry_.phase, StepPhase::Running);
+    assert_eq!(entry_.reason.as_deref(), Some(REASON_BACKING_OFF));
+    assert_eq!(
+        entry_.message.as_deref(),
+        Some("step fetch failed: exit code 1; attempt 1 at 2026-01-01T00:00:15Z (back-off 5s)")
+    );
+
+    let wf = written(wf, &waiting);
+    let due = plan(&wf, &first, at(15));
+    let second_name = names::attempt_job_name("w", "fetch", &names::run_id(&wf.spec), 0, 1);
+    assert_eq!(created_jobs(&due), [(second_name.as_str(), 1)]);
+    assert_ne!(second_name, first[0].name);
+
+    // The second attempt failed too: the wait doubles.
+    let two = Jobs::of(&wf)
+        .exited("fetch", 1, "Error", "")
+        .ran(at(0), at(10))
+        .exited("fetch", 1, "Error", "")
+        .attempt(1)
+        .ran(at(15), at(20))
+        .build();
+    let waiting = plan(&wf, &two, at(21));
+    assert_eq!(waiting.next_timeout_at, Some(at(30)));
+    let due = plan(&wf, &two, at(30));
+    assert_eq!(created_jobs(&due).first().map(|(_, a)| *a), Some(2));
+}
+
+#[test]
+fn after_its_last_attempt_a_step_fails_saying_how_many_it_had() {
+    let wf = fetch("{limit: 1}");
+    let jobs = Jobs::of(&wf)
+        .exited("fetch", 1, "Error", "")
+        .ran(at(0), at(1))
+        .exited("fetch", 2, "Error", "")
+        .attempt(1)
+        .ran(at(1), at(2))
+        .build();
+    let plan = plan(&wf, &jobs, at(3));
+    assert_eq!(status(&plan).workflow_status, Some(Phase::Failed));
+    assert_eq!(
+        status(&plan).message.as_deref(),
+        Some("step fetch failed: exit code 2: after 2 attempts (retryStrategy.limit 1)")
+    );
+    assert_eq!(
+        entry(&plan, "fetch").job.as_deref(),
+        Some(jobs[1].name.as_str())
+    );
+}
+
+#[test]
+fn on_error_does_not_retry_an_exit_code_nor_on_failure_a_timeout() {
+    let wf = fetch("{limit: 3, retryPolicy: OnError}");
+    let jobs = Jobs::of(&wf)
+        .exited("fetch", 1, "Error", "")
+        .ran(at(0), at(1))
+        .build();
+    let plan = plan(&wf, &jobs, at(2));
+    assert_eq!(
+        status(&plan).message.as_deref(),
+        Some(
+            "step fetch failed: exit code 1: not retried: retryPolicy OnError retries only a pod that could not run"
+        )
+    );
+    let oom = Jobs::of(&wf)
+        .exited("fetch", 137, "OOMKilled", "")
+        .ran(at(0), at(1))
+        .build();
+    assert_eq!(created_jobs(&super::plan(&wf, &oom, at(2))).len(), 1);
+
+    let wf = fetch("{limit: 3, retryPolicy: OnFailure}");
+    let mut timed_out = Jobs::of(&wf)
+        .exited("fetch", 1, "Error", "")
+        .ran(at(0), at(60))
+        .build();
+    timed_out[0].state = JobState::TimedOut {
+        why: "running for 60s, longer than its timeout of 60s".into(),
+    };
+    let plan = super::plan(&wf, &timed_out, at(61));
+    assert!(created_jobs(&plan).is_empty());
+    let message = status(&plan).message.clone().unwrap();
+    assert!(
+        message.contains("not retried: retryPolicy OnFailure"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_bad_retry_strategy_or_retries_beside_it_makes_the_workflow_invalid() {
+    for (strategy, says) in [
+        (
+            "{limit: 1, backoff: {duration: 1s, factor: 0.5}}",
+            "factor 0.5 is below 1",
+        ),
+        (
+            "{limit: 1, expression: 'lastRetry.exitCode =='}",
+            "does not compile",
+        ),
+    ] {
+        let wf = WorkFlow::test("w")
+            .step("a", &[])
+            .retry_strategy(strategy)
+            .build();
+        let message = status(&plan(&wf, &[], at(0))).message.clone().unwrap();
+        assert!(message.contains(says), "{strategy}: {message}");
+    }
+    let both = WorkFlow::test("w")
+        .step("a", &[])
+        .retries(2)
+        .retry_strategy("{limit: 2}")
+        .build();
+    let message = status(&plan(&both, &[], at(0))).message.clone().unwrap();
+    assert!(
+        message.contains("sets both retries and retryStrategy"),
+        "{message}"
+    );
+    let no_strategy = WorkFlow::test("w")
+        .step("a", &[])
+        .command(&["echo", "{{retries}}"])
+        .build();
+    let message = status(&plan(&no_strategy, &[], at(0)))
+        .message
+        .clone()
+        .unwrap();
+    assert!(
+        message.contains("{{retries}} is the attempt of a step with a retryStrategy"),
+        "{message}"
+    );
+}

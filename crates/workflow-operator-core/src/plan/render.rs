@@ -326,6 +326,11 @@ impl<'a> Planner<'a> {
                     }
                     lists.steps.push(entry);
                 }
+                (Some(_), None) if view.backing_off.contains_key(&Unit::step(i)) => {
+                    let waiting = &view.backing_off[&Unit::step(i)];
+                    lists.steps.push(waiting.entry(&name));
+                    lists.started.push(name.clone());
+                }
                 (Some(job), None) => match &job.state {
                     JobState::Succeeded => {
                         // Outputs another step names are recorded, so they are read once.
@@ -370,7 +375,8 @@ impl<'a> Planner<'a> {
             }
             // Steps being created count as started, so their Jobs appearing changes nothing.
             if created_here > 0 {
-                let job = self.job_name(&name);
+                let attempt = view.next_attempt.get(&Unit::step(i)).copied();
+                let job = self.attempt_job_name(&name, attempt.unwrap_or(0));
                 lists.steps.push(running_step_status(&name, job, false));
                 lists.started.push(name);
             } else if held_here > 0 {

@@ -326,7 +326,8 @@ impl<'a> Planner<'a> {
         let (mut created, mut held) = (Vec::new(), Vec::new());
         for &unit in &wanted {
             let step = exit_dag.name(unit.node);
-            let job_name = self.job_name(step);
+            let attempt = view.next_attempt.get(&unit).copied().unwrap_or(0);
+            let job_name = self.attempt_job_name(step, attempt);
             if !self.gate.admits(&job_name) {
                 held.push(unit);
                 continue;
@@ -339,6 +340,7 @@ impl<'a> Planner<'a> {
                 exit: Some(exit_env.clone()),
                 inputs: view.inputs.get(&unit.node).cloned().unwrap_or_default(),
                 instance: Instance::default(),
+                attempt,
             });
         }
         if view.running == 0 && view.ready.is_empty() {
@@ -396,10 +398,11 @@ impl<'a> Planner<'a> {
                 let units: Vec<Unit> = view.ready.iter().take(take).copied().collect();
                 for unit in units {
                     let name = view.display(unit);
-                    let job_name = self.job_name(&name);
+                    let attempt = view.next_attempt.get(&unit).copied().unwrap_or(0);
+                    let job_name = self.attempt_job_name(&name, attempt);
                     if self.gate.admits(&job_name) {
                         created.push(unit);
-                        self.create(dag, view, unit, job_name);
+                        self.create(dag, view, unit, (job_name, attempt));
                     } else {
                         held.push(unit);
                     }
@@ -416,8 +419,14 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Creates the Job named `job_name` of `unit` of `view`.
-    fn create(&mut self, dag: &Dag, view: &mut View<'a>, unit: Unit, job_name: String) {
+    /// Creates the Job named `job_name` of attempt `attempt` of `unit` of `view`.
+    fn create(
+        &mut self,
+        dag: &Dag,
+        view: &mut View<'a>,
+        unit: Unit,
+        (job_name, attempt): (String, u32),
+    ) {
         let item = unit.item.and_then(|item| {
             let items = view.fans.get(&unit.node)?.items.as_ref()?;
             Some(fan_out::Item {
@@ -440,6 +449,7 @@ impl<'a> Planner<'a> {
                 run_index: view.run_index,
                 item,
             },
+            attempt,
         });
     }
 

@@ -562,6 +562,7 @@ fn created_jobs_are_named_deterministically() {
             exit: None,
             inputs: Default::default(),
             instance: Default::default(),
+            attempt: 0,
         }]
     );
 }
