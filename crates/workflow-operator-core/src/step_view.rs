@@ -146,7 +146,6 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
             Err(_) => (0..steps.len()).collect(),
         }
     };
-    let label = |job: &Job, key: &str| -> Option<u32> { job.labels().get(key)?.parse().ok() };
     // The current run's Jobs of this very workflow.
     let ours: Vec<&Job> = jobs
         .iter()
@@ -158,26 +157,8 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                     .any(|o| Some(&o.uid) == uid.as_ref())
         })
         .collect();
-    // A retried step has a Job per retry, and per attempt: the latest speaks for it.
-    let attempts_of = |step: &str, run_index: u32, item: Option<u32>| -> Vec<&Job> {
-        let mut jobs: Vec<&Job> = (ours.iter().copied())
-            .filter(|job| {
-                job.annotations().get(ANNOTATION_STEP).map(String::as_str) == Some(step)
-                    && label(job, LABEL_RUN_INDEX).unwrap_or(0) == run_index
-                    && label(job, LABEL_ITEM) == item
-            })
-            .collect();
-        let order = |job: &&Job| {
-            let of = |key| label(job, key).unwrap_or(0);
-            (of(LABEL_RETRY), of(LABEL_ATTEMPT))
-        };
-        jobs.sort_by_key(order);
-        let latest = jobs.last().map(|job| label(job, LABEL_RETRY).unwrap_or(0));
-        jobs.retain(|job| Some(label(job, LABEL_RETRY).unwrap_or(0)) == latest);
-        jobs
-    };
     let job_of = |step: &str, run_index: u32, item: Option<u32>| -> Option<&Job> {
-        attempts_of(step, run_index, item).pop()
+        attempts_of(&ours, step, run_index, item).pop()
     };
     let recorded = |name: &str| {
         status
@@ -244,7 +225,7 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                 if view.phase == StepPhase::Running {
                     view.deadline = deadline(&workflow.spec, step, view.started_at);
                 }
-                let attempts = attempts_of(&step.step_name, run_index, None);
+                let attempts = attempts_of(&ours, &step.step_name, run_index, None);
                 view.previous_attempts = previous_attempts(&attempts, pods);
                 if !view.previous_attempts.is_empty() {
                     view.attempts += view.previous_attempts.len() as i32;
@@ -256,6 +237,34 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
     show(&workflow.spec.containers, runs, &mut views);
     show(&workflow.spec.on_exit, 1, &mut views);
     views
+}
+
+/// A number label of `job`.
+fn label(job: &Job, key: &str) -> Option<u32> {
+    job.labels().get(key)?.parse().ok()
+}
+
+/// The Jobs of instance `item` of `step` in run `run_index` among `ours`, of its latest retry,
+/// in attempt order: a retried step has a Job per retry, and per attempt, and the latest speaks
+/// for it.
+fn attempts_of<'j>(
+    ours: &[&'j Job],
+    step: &str,
+    run_index: u32,
+    item: Option<u32>,
+) -> Vec<&'j Job> {
+    let mut jobs: Vec<&Job> = (ours.iter().copied())
+        .filter(|job| {
+            job.annotations().get(ANNOTATION_STEP).map(String::as_str) == Some(step)
+                && label(job, LABEL_RUN_INDEX).unwrap_or(0) == run_index
+                && label(job, LABEL_ITEM) == item
+        })
+        .collect();
+    let retry = |job: &Job| label(job, LABEL_RETRY).unwrap_or(0);
+    jobs.sort_by_key(|job| (retry(job), label(job, LABEL_ATTEMPT).unwrap_or(0)));
+    let latest = jobs.last().map(|job| retry(job));
+    jobs.retain(|job| Some(retry(job)) == latest);
+    jobs
 }
 
 /// The attempts of `attempts` (one step's Jobs, attempt order) before the last.
