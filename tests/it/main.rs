@@ -21,6 +21,7 @@ mod data_between_steps;
 mod deploy_rbac;
 mod examples;
 mod kubectl_workflow;
+mod locks;
 mod operator_bugs;
 mod operator_handlers;
 mod operator_production;

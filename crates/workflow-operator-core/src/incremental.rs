@@ -206,13 +206,16 @@ impl RunState {
         // of these costs an O(steps) plan per Job event, only to the workflows that use it.
         let spec = &workflow.spec;
         // So is Kueue (`queueName`): its steps wait suspended, and their clocks start at admission.
-        // So is the workflow's deadline, which the full planner's timer enforces.
+        // So are the workflow's deadline, which the full planner's timer enforces, and locks,
+        // which are given back by what the Jobs observed in full say.
         if spec.suspend
             || spec.shutdown.is_some()
             || spec.retry != 0
             || !spec.on_exit.is_empty()
             || spec.queue_name.is_some()
             || spec.active_deadline_seconds.is_some()
+            || spec.synchronization.is_some()
+            || spec.containers.iter().any(|s| s.synchronization.is_some())
         {
             return Err(Fallback::NotFollowed(
                 "run control, exit steps or a workflow deadline",

@@ -36,6 +36,7 @@ pub mod job_summary;
 pub mod jobs;
 pub mod labels;
 pub mod lifecycle;
+pub mod locks;
 pub mod names;
 pub mod object_instance;
 pub mod outputs;

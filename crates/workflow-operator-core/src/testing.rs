@@ -45,6 +45,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         retries: None,
         continue_on: None,
         retry_strategy: None,
+        synchronization: None,
         env_from: Vec::new(),
         volume_mounts: Vec::new(),
         working_dir: None,
@@ -79,6 +80,7 @@ impl WorkFlow {
             parallelism: None,
             fail_fast: true,
             active_deadline_seconds: None,
+            synchronization: None,
             pod_template: None,
             start_timeout: super::crd::DEFAULT_START_TIMEOUT,
             suspend: false,
@@ -165,6 +167,20 @@ impl WorkFlowBuilder {
     }
 
     /// Sets the last step's retries.
+    /// `spec.synchronization`, as YAML.
+    pub fn synchronization(mut self, yaml: &str) -> Self {
+        let sync = serde_yaml::from_str(yaml).expect("a synchronization");
+        self.workflow.spec.synchronization = Some(Box::new(sync));
+        self
+    }
+
+    /// The last step's `synchronization`, as YAML.
+    pub fn step_synchronization(mut self, yaml: &str) -> Self {
+        let sync = serde_yaml::from_str(yaml).expect("a synchronization");
+        self.last().synchronization = Some(Box::new(sync));
+        self
+    }
+
     /// The last step's `retryStrategy`, as YAML.
     pub fn retry_strategy(mut self, yaml: &str) -> Self {
         let strategy = serde_yaml::from_str(yaml).expect("a retryStrategy");

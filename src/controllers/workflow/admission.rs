@@ -53,7 +53,7 @@ pub type JobKey = (String, String);
 /// Where a workflow stands in line: higher `spec.priority` first, then the older workflow,
 /// then by namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Rank {
+pub(super) struct Rank {
     priority: Reverse<i32>,
     created: Option<Timestamp>,
     namespace: String,
@@ -61,7 +61,7 @@ struct Rank {
 }
 
 impl Rank {
-    fn of(workflow: &WorkFlow) -> Rank {
+    pub(super) fn of(workflow: &WorkFlow) -> Rank {
         Rank {
             priority: Reverse(workflow.spec.priority),
             created: workflow.metadata.creation_timestamp.as_ref().map(|t| t.0),

@@ -9,6 +9,7 @@
 //! | resolve | `resolve`: the shared templates named, read once and recorded | only until recorded |
 //! | observe | `observe`: the workflow and its Jobs from the mirror | the mirror; pods and Events for a plan in full |
 //! | decide | `decide`: the plan, incrementally or in full | none |
+//! | locks | `locks`: the locks (`synchronization`) taken and given back; what waits is held back | Leases |
 //! | gate | `gate`: `--max-running-steps` holds back Job creates | none (waits for the queue's watch) |
 //! | apply | `apply`: create, stop and delete Jobs | yes |
 //! | record | `record`: the status write (`status_write` chooses how), Events, metrics, memory | yes |
@@ -35,7 +36,7 @@ use super::apply::{self, delete_job, patch_job};
 use super::decide::{self, Decision};
 use super::observe;
 use super::shared::{Shared, temporary};
-use super::{gate, record, resolve};
+use super::{gate, locks, record, resolve};
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
@@ -72,7 +73,7 @@ async fn timed(
     result
 }
 
-/// One pass: resolve -> observe -> decide -> gate -> apply -> record.
+/// One pass: resolve -> observe -> decide -> locks -> gate -> apply -> record.
 async fn pass(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
@@ -82,8 +83,22 @@ async fn pass(
     let Some(mut seen) = observe::observe(shared, ctx, changed) else {
         return Ok(());
     };
-    let (mut decision, observed) = decide(shared, ctx, &mut seen).await?;
+    let (mut decision, mut observed) = decide(shared, ctx, &mut seen).await?;
+    let planned = (&decision.plan, observed.as_deref());
+    let lock_gate = locks::hold(shared, &ctx.client, &seen.workflow, planned).await?;
+    if let Some(gate) = &lock_gate {
+        let jobs = match observed.take() {
+            Some(observed) => observed,
+            None => observe::jobs_in_full(shared, ctx, &mut seen).await?,
+        };
+        decision = decide::plan_gated(&seen.workflow, &seen.compiled, &jobs, seen.now, gate);
+        observed = Some(jobs);
+    }
     if let Some(gate) = gate::admit(shared, &seen.workflow, &seen.uid, &decision.plan).await {
+        let gate = match lock_gate {
+            Some(locks) => locks.and(gate),
+            None => gate,
+        };
         let observed = match observed {
             Some(observed) => observed,
             None => observe::jobs_in_full(shared, ctx, &mut seen).await?,

@@ -9,6 +9,7 @@
 //! - `shared`: what the handlers share, below every stage.
 //! - [`status_writer`]: statuses written in order, some behind the passes.
 //! - [`admission`]: the built-in queue (`--max-running-steps`), fed by a watch of the step Jobs.
+//! - [`locks`]: locks between workflows (`synchronization`), held in Leases, fed by a watch of them.
 //! - [`kueue_queue`]: the Kueue path's queue metrics, from a watch of the Jobs Kueue queues.
 //! - [`failure_cause`]: reading a failed or unstarted step's pods and Events.
 //! - [`step_outputs`]: reading a step's outputs from its pod.
@@ -23,6 +24,7 @@ pub mod failure_cause;
 mod gate;
 pub mod handlers;
 pub mod kueue_queue;
+pub mod locks;
 mod memory;
 pub mod metrics;
 mod observe;

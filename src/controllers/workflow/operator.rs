@@ -16,6 +16,7 @@ use super::admission::{Admission, WAKE_CHECK};
 use super::cleanup;
 use super::handlers;
 use super::kueue_queue::KueueQueues;
+use super::locks::LockBook;
 use super::shared::{FIELD_MANAGER, OPERATOR_NAME, Shared};
 use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
@@ -121,7 +122,15 @@ pub async fn run_monitored(
     });
     let mut shared = Shared::new(options.step_events, options.metrics);
     shared.admission = admission.clone();
+    let locks = LockBook::new();
+    shared.locks = Some(locks.clone());
     let shared = Arc::new(shared);
+    // The lock book reads the locks' Leases from a watch of its own.
+    let _locks_watch = AbortOnDrop(tokio::spawn(
+        locks
+            .clone()
+            .watch(client.clone(), options.namespace.clone()),
+    ));
     // The gate counts the Jobs that exist from a watch of its own; it stops with the operator.
     let _gate_watch = admission.as_ref().map(|admission| {
         let watch = admission
@@ -167,7 +176,10 @@ pub async fn run_monitored(
                     cleanup::expire(ctx, default_ttl)
                 })
                 .when(move |wf| cleanup::ttl_expired(wf, default_ttl, Timestamp::now()))
-                .on_children("job-changed", jobs, job_changed);
+                .on_children("job-changed", jobs, job_changed)
+                // Workflows waiting for a lock that was given back are planned again now.
+                .timer("locks", WAKE_CHECK, reconcile(shared.clone()))
+                .when(move |wf| locks.take_wake(wf));
             match admission {
                 // Workflows the gate woke, as room freed for them, are planned again now.
                 Some(admission) => r

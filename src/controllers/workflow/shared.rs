@@ -30,6 +30,8 @@ pub struct Shared {
     pub(super) memory: Memory,
     /// The built-in queue (`--max-running-steps`), when the operator has one.
     pub admission: Option<Arc<super::admission::Admission>>,
+    /// The locks between workflows (`synchronization`).
+    pub locks: Option<Arc<super::locks::LockBook>>,
 }
 
 impl Shared {
@@ -69,6 +71,9 @@ impl Shared {
         self.status.forget_written(&uid);
         if let Some(admission) = &self.admission {
             admission.forget(&uid);
+        }
+        if let Some(locks) = &self.locks {
+            locks.forget(&uid);
         }
     }
 }

@@ -30,7 +30,9 @@ pub use cron::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
-pub use policies::{Backoff, ContinueOn, RetryPolicy, RetryStrategy};
+pub use policies::{
+    Backoff, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
+};
 pub use templates::{
     Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, NAMESPACED_KIND,
     Parameter, ResolvedTemplate, Source, Template, TemplateRef, WorkFlowTemplate,
@@ -130,6 +132,11 @@ pub struct WorkFlowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub active_deadline_seconds: Option<i64>,
+
+    /// Locks the workflow holds for its whole run: no step starts before it holds them all,
+    /// and it gives them back once it ended (or is deleted). Boxed: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronization: Option<Box<Synchronization>>,
 
     /// What every step's pod gets besides its container: labels and annotations, service
     /// account, volumes, image pull secrets, scheduling and security settings.
@@ -444,6 +451,11 @@ pub struct Step {
     /// `retries`. Boxed: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_strategy: Option<Box<RetryStrategy>>,
+
+    /// Locks the step holds while it runs (its Job starts only once it holds them all).
+    /// Boxed: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronization: Option<Box<Synchronization>>,
 
     /// Which of its failures the workflow survives: `{failed: true}` and the step's failure
     /// does not fail the workflow.
@@ -1095,15 +1107,15 @@ spec:
         // 280 before `when` (a boxed str: 16 bytes); the three fan-out fields are a box each
         // (8 bytes), not 64 inline; the template call 32 (`template` a boxed str, the
         // reference and the arguments a box each); `continueOn` 8 (one byte, padded),
-        // `retryStrategy` 8 (a box).
-        assert!(size <= 368, "a Step is {size} bytes");
+        // `retryStrategy` 8 (a box), `synchronization` 8 (a box).
+        assert!(size <= 376, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing
         // (`priority`, `queueName`, `priorityClassName`, `queueTimeout`) 56; templates and
         // parameters 40 (`templates` a Vec, `arguments` and `workflowTemplateRef` a box each);
-        // `activeDeadlineSeconds` 16.
-        assert!(spec <= 232, "a WorkFlowSpec is {spec} bytes");
+        // `activeDeadlineSeconds` 16, `synchronization` 8 (a box).
+        assert!(spec <= 240, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Run policies a workflow or a step may set: which failures it survives (`continueOn`), and
-//! how a failed step is tried again (`retryStrategy`).
+//! Run policies a workflow or a step may set: which failures it survives (`continueOn`), how
+//! a failed step is tried again (`retryStrategy`), and the locks it holds
+//! (`synchronization`).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -73,4 +74,37 @@ pub struct Backoff {
     /// No attempt starts later than this after the first started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_duration: Option<String>,
+}
+
+/// Locks a workflow holds for its whole run, or a step while it runs, as Argo's
+/// `synchronization`: each a `coordination.k8s.io` Lease in the workflow's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Synchronization {
+    /// Mutexes: one holder at a time in the namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mutexes: Vec<MutexRef>,
+    /// Semaphores: at most `limit` holders at a time in the namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub semaphores: Vec<SemaphoreRef>,
+}
+
+/// A mutex, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct MutexRef {
+    /// Its name, shared by every workflow of the namespace that names it.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// A semaphore, by name, with its limit.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct SemaphoreRef {
+    /// Its name, shared by every workflow of the namespace that names it.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Holders at a time, as this workflow counts them (it may change while the semaphore is
+    /// in use: nobody new takes it while as many hold it).
+    #[schemars(range(min = 1))]
+    pub limit: i32,
 }

@@ -384,6 +384,20 @@ impl Gate {
         }
     }
 
+    /// A gate admitting only what both `self` and `other` admit, saying both messages.
+    pub fn and(self, other: Gate) -> Gate {
+        let admitted = match (self.admitted, other.admitted) {
+            (Some(a), Some(b)) => Some(a.intersection(&b).cloned().collect()),
+            (a, b) => a.or(b),
+        };
+        let message = [self.message, other.message]
+            .into_iter()
+            .filter(|m| !m.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        Gate { admitted, message }
+    }
+
     /// Whether the Job named `job` may be created now.
     pub fn admits(&self, job: &str) -> bool {
         self.admitted

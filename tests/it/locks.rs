@@ -1,0 +1,142 @@
+//! Locks between workflows (`synchronization`) end to end on the embedded control plane: a
+//! mutex never held by two across 20 contenders, a semaphore never past its limit and used in
+//! full, a step's mutex, and what a waiting workflow says. "Held" is observed by a watch of the
+//! step Jobs (every change, in order), not sampled.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kube::runtime::watcher::{self, Event};
+use rstest::rstest;
+use support::{Gate, Operator, job_outcome, operator};
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::StepPhase;
+
+/// Watches the namespace's step Jobs until `workflows` Jobs have finished; the most that ran at
+/// once (created and not finished), every change counted.
+async fn most_at_once(jobs: Api<Job>, workflows: usize) -> usize {
+    let config = watcher::Config::default().labels(workflow_operator_core::jobs::LABEL_WORKFLOW);
+    let mut events = std::pin::pin!(watcher::watcher(jobs, config));
+    let (mut running, mut finished) = (BTreeSet::new(), BTreeSet::new());
+    let mut most = 0;
+    while finished.len() < workflows {
+        let event = tokio::time::timeout(support::DEADLINE, events.next())
+            .await
+            .expect("the Jobs change in time")
+            .expect("the watch goes on")
+            .expect("a watch event");
+        let (Event::Apply(job) | Event::InitApply(job)) = event else {
+            continue;
+        };
+        if job_outcome(&job).is_some() {
+            running.remove(&job.name_any());
+            finished.insert(job.name_any());
+        } else if !finished.contains(&job.name_any()) {
+            running.insert(job.name_any());
+        }
+        most = most.max(running.len());
+    }
+    most
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_mutex_is_never_held_by_two_of_twenty_contenders(#[future(awt)] operator: Operator) {
+    let ns = &operator.ns;
+    let watching = tokio::spawn(most_at_once(ns.jobs(), 20));
+    for i in 0..20 {
+        ns.create(
+            WorkFlow::test(&format!("deploy-{i:02}"))
+                .synchronization("{mutexes: [{name: deploy-prod}]}")
+                .step("deploy", &[])
+                .command(&["sh", "-c", "sleep 0.1"]),
+        )
+        .await;
+    }
+    for i in 0..20 {
+        ns.expect_completed(&format!("deploy-{i:02}")).await;
+    }
+    assert_eq!(watching.await.expect("the watch"), 1);
+    // Every lock was given back.
+    let leases: Api<Lease> = Api::namespaced(ns.client(), &ns.name);
+    let left = leases.list(&ListParams::default()).await.expect("leases");
+    assert!(
+        left.items.is_empty(),
+        "{:?}",
+        left.items.iter().map(|l| l.name_any()).collect::<Vec<_>>()
+    );
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_semaphore_is_used_in_full_and_never_past_its_limit(#[future(awt)] operator: Operator) {
+    skip_on_real_cluster!("the steps wait for a file the test creates");
+    let ns = &operator.ns;
+    let gate = Gate::new();
+    let wait = gate.wait_command("done");
+    let wait: Vec<&str> = wait.iter().map(String::as_str).collect();
+    let watching = tokio::spawn(most_at_once(ns.jobs(), 8));
+    for i in 0..8 {
+        ns.create(
+            WorkFlow::test(&format!("load-{i}"))
+                .synchronization("{semaphores: [{name: db, limit: 3}]}")
+                .step("load", &[])
+                .command(&wait),
+        )
+        .await;
+    }
+    // Three hold it; the others wait, saying for what and whom.
+    ns.wait_workflow("load-7", "waiting for the semaphore", |wf| {
+        support::message(wf).contains("waiting for semaphore db (limit 3) held by")
+            || wf.status.as_ref().is_some_and(|s| {
+                s.steps.iter().any(|e| {
+                    e.phase == StepPhase::Queued
+                        && e.message
+                            .as_deref()
+                            .unwrap_or("")
+                            .contains("waiting for semaphore db")
+                })
+            })
+    })
+    .await;
+    let jobs = ns.jobs().list(&ListParams::default()).await.expect("jobs");
+    assert!(
+        jobs.items.len() <= 3,
+        "{} Jobs while 3 hold the semaphore",
+        jobs.items.len()
+    );
+    gate.open();
+    for i in 0..8 {
+        ns.expect_completed(&format!("load-{i}")).await;
+    }
+    assert_eq!(
+        watching.await.expect("the watch"),
+        3,
+        "used in full, never past 3"
+    );
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_steps_mutex_is_held_while_it_runs_and_the_other_steps_wait(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let watching = tokio::spawn(most_at_once(ns.jobs(), 4));
+    let mut workflow = WorkFlow::test("warehouse");
+    for step in ["a", "b", "c", "d"] {
+        workflow = workflow
+            .step(step, &[])
+            .command(&["sh", "-c", "sleep 0.2"])
+            .step_synchronization("{mutexes: [{name: warehouse}]}");
+    }
+    ns.create(workflow).await;
+    ns.expect_completed("warehouse").await;
+    assert_eq!(watching.await.expect("the watch"), 1);
+}
