@@ -6,6 +6,7 @@
 mod support;
 
 mod conformance;
+mod conformance_errors;
 mod conformance_events;
 mod conformance_kubelet;
 mod conformance_patch;
