@@ -751,6 +751,7 @@ impl Request<'_> {
                 self.info.status_subresource,
                 target == Target::Status,
             )?;
+            managed_fields::check_applied_kind(&patch_doc, &api_version, &self.info.kind)?;
         }
         if existing.is_err() && apply && target == Target::Main {
             // Server-side apply creates what does not exist yet.
@@ -1140,19 +1141,35 @@ impl Request<'_> {
         Ok(([(header::CONTENT_TYPE, "text/plain")], body).into_response())
     }
 
+    /// The refusal of a body naming another type than the resource's: as a custom resource's
+    /// or a built-in kind's decoder refuses it.
+    fn foreign_type(&self, obj: &Value) -> Option<ApiError> {
+        if self.info.schema.is_some() {
+            return crate::apiserver::custom_resources::foreign_type(self.info, obj);
+        }
+        let kind = obj.get("kind").and_then(Value::as_str)?;
+        if kind == self.info.kind {
+            return None;
+        }
+        Some(
+            typed_decode::foreign_kind(self.info, obj).unwrap_or_else(|| {
+                ApiError::bad_request(format!(
+                    "the kind of the object ({kind}) does not match the resource ({})",
+                    self.info.kind
+                ))
+            }),
+        )
+    }
+
     /// The body's apiVersion, kind, namespace and name must agree with the URL.
     fn check_body_identity(&self, obj: &Value, name: Option<&str>) -> Result<()> {
         if !obj.is_object() {
             return Err(ApiError::bad_request("the object must be a JSON object"));
         }
-        if let Some(kind) = obj.get("kind").and_then(Value::as_str)
-            && kind != self.info.kind
-            && self.path.subresource.is_none()
+        if self.path.subresource.is_none()
+            && let Some(refusal) = self.foreign_type(obj)
         {
-            return Err(ApiError::bad_request(format!(
-                "the kind of the object ({kind}) does not match the resource ({})",
-                self.info.kind
-            )));
+            return Err(refusal);
         }
         if self.info.namespaced
             && let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str)
