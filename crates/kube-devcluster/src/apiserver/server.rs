@@ -40,6 +40,7 @@ use crate::apiserver::typed_decode;
 use crate::apiserver::watch::{self, WatchHub, WatchRequest};
 use crate::kubelet::pod_logs::PodLogs;
 use crate::registry::CreateHook;
+use crate::registry::services::ClusterIps;
 use crate::storage::selector::{FieldSelector, LabelSelector};
 use crate::storage::store::{
     self, DeleteOptions, Deleted, Propagation, Store, StoredObject, Target,
@@ -61,6 +62,7 @@ pub struct ApiState {
     pub registry: Registry,
     pub logs: Option<Arc<dyn PodLogs>>,
     pub on_create: Option<CreateHook>,
+    pub cluster_ips: Arc<ClusterIps>,
     pub faults: Arc<Faults>,
     pub requests: Arc<RequestCounters>,
     pub watches: Arc<WatchHub>,
@@ -76,6 +78,7 @@ impl ApiState {
             registry,
             logs: None,
             on_create: None,
+            cluster_ips: Arc::default(),
             faults: Arc::default(),
             requests: Arc::default(),
             watches,
@@ -548,6 +551,9 @@ impl Request<'_> {
         // After decoding, as the kind's v1 conversion and defaulting follow it (a Secret's
         // stringData folded, a Pod's, Job's or Deployment's defaults).
         (self.info.strategy.decode)(new);
+        if let Some(old) = old {
+            (self.info.strategy.prepare_for_update)(new, old);
+        }
         if let Some(schema) = &self.info.schema {
             let normalized = schema::normalize(schema, new);
             if !normalized.unknown_fields.is_empty() {
@@ -651,6 +657,11 @@ impl Request<'_> {
             self.namespace(),
             &mut obj,
         )?;
+        // Held until the service is stored, so that no other create takes its address.
+        let _allocating =
+            self.state
+                .cluster_ips
+                .allocate(&self.state.store, self.info, &mut obj)?;
         if !applied {
             let manager = self.manager();
             let api_version = self.info.api_version();

@@ -1,8 +1,8 @@
 //! Per-kind behaviour that the API server and the in-process controllers both apply, kept by kind
 //! as Kubernetes keeps it in `pkg/registry/<group>/<kind>/strategy.go` and its admission plugins:
 //! what a new Pod ([`pods`], [`pod_defaults`]) or Job ([`jobs`]) gets, a pod's service account
-//! admission ([`pods::admit_pod`]), a Secret's `stringData` ([`secrets`]), and Events served
-//! under two APIs ([`events`]). Each kind's strategy ([`crate::api::strategy::Strategy`]) is
+//! admission ([`pods::admit_pod`]), a Secret's `stringData` ([`secrets`]), a Service's defaults
+//! and cluster IP ([`services`]), and Events served under two APIs ([`events`]). Each kind's strategy ([`crate::api::strategy::Strategy`]) is
 //! beside its rules (`pods::STRATEGY`, `jobs::STRATEGY`, ...; the kinds with no module of their
 //! own in [`kinds`], which also lists the built-in kinds). The controllers write to the store directly, not through the
 //! API, so they call these themselves where the API server would. Depends only on
@@ -21,6 +21,7 @@ pub mod kinds;
 pub mod pod_defaults;
 pub mod pods;
 pub mod secrets;
+pub mod services;
 pub mod validation;
 
 /// Create-time defaulting that needs the object's identity (e.g. a Job's selector from its uid).

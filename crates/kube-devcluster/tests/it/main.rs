@@ -13,6 +13,7 @@ mod conformance_patch;
 mod conformance_protobuf;
 mod conformance_requests;
 mod conformance_schemas;
+mod conformance_services;
 mod conformance_termination;
 mod faults;
 mod jobs;

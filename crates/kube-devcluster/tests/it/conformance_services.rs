@@ -1,0 +1,202 @@
+//! Services as the real API server stores and prints them, through kubectl and the official
+//! Python client: `SetDefaults_Service` on every write, a cluster IP from the service range
+//! (10.96.0.0/12, as kubeadm and kind configure it) kept across updates, the IP families of a
+//! single-stack cluster, and the empty status Go writes.
+
+use crate::support::{self, setup};
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+use serde_json::{Value, json};
+
+const WEB: &str = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app: web}\n  ports:\n  - port: 80\n";
+
+/// Whether `ip` is in 10.96.0.0/12.
+fn in_service_range(ip: &str) -> bool {
+    ip.parse::<Ipv4Addr>()
+        .is_ok_and(|ip| u32::from(ip) >> 20 == u32::from(Ipv4Addr::new(10, 96, 0, 0)) >> 20)
+}
+
+/// The service `name` as `kubectl get -o json` shows it.
+async fn service(kubectl: &support::Kubectl, name: &str) -> Value {
+    serde_json::from_str(&kubectl.ok(&["get", "service", name, "-o", "json"]).await).unwrap()
+}
+
+/// A service applied with only its selector and port gets what the real server writes:
+/// `SetDefaults_Service` (pkg/apis/core/v1/defaults.go: type, session affinity, the port's
+/// protocol and target port, internal traffic policy), the IP families of a single-stack
+/// cluster and a cluster IP of the range (pkg/registry/core/service/storage/alloc.go
+/// `initIPFamilyFields`, `allocClusterIPs`), and the status of `PrepareForCreate`
+/// (pkg/registry/core/service/strategy.go), which Go writes as `{loadBalancer: {}}`. The same
+/// manifest applied again, or replaced, keeps the address (storage.go `patchAllocatedValues`).
+#[tokio::test]
+async fn kubectl_applied_services_get_the_api_servers_defaults_and_a_cluster_ip() {
+    let Some((_cluster, kubectl)) = setup("kubectl_applied_services_get_defaults").await else {
+        return;
+    };
+    let path = kubectl.manifest("web.yaml", WEB);
+    kubectl.ok(&["apply", "-f", &path]).await;
+    let web = service(&kubectl, "web").await;
+    let spec = &web["spec"];
+    let ip = spec["clusterIP"].as_str().unwrap_or_default().to_string();
+    assert!(in_service_range(&ip), "{spec}");
+    assert_eq!(
+        spec,
+        &json!({
+            "clusterIP": ip,
+            "clusterIPs": [ip],
+            "internalTrafficPolicy": "Cluster",
+            "ipFamilies": ["IPv4"],
+            "ipFamilyPolicy": "SingleStack",
+            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}],
+            "selector": {"app": "web"},
+            "sessionAffinity": "None",
+            "type": "ClusterIP",
+        })
+    );
+    assert_eq!(web["status"], json!({"loadBalancer": {}}));
+
+    kubectl.ok(&["apply", "-f", &path]).await;
+    kubectl.ok(&["replace", "-f", &path]).await;
+    assert_eq!(service(&kubectl, "web").await["spec"]["clusterIP"], ip);
+
+    // Each service its own address; a headless one keeps `None`.
+    let mut seen = HashSet::from([ip]);
+    for name in ["a", "b", "c"] {
+        kubectl
+            .ok(&["create", "service", "clusterip", name, "--tcp=8080:http"])
+            .await;
+        let spec = service(&kubectl, name).await["spec"].clone();
+        let ip = spec["clusterIP"].as_str().unwrap().to_string();
+        assert!(in_service_range(&ip), "{spec}");
+        assert!(seen.insert(ip), "{spec}");
+        assert_eq!(
+            spec["ports"][0],
+            json!({"name": "8080-http", "port": 8080, "protocol": "TCP", "targetPort": "http"})
+        );
+    }
+}
+
+/// Headless services and external names get what alloc.go `initIPFamilyFields` gives them on a
+/// single-stack cluster: a headless service with a selector one family, `SingleStack`; one
+/// without a selector both families, `RequireDualStack`; an external name no address and no
+/// family (and no internal traffic policy, which `SetDefaults_Service` gives the other types).
+#[tokio::test]
+async fn headless_services_and_external_names_get_the_ip_fields_of_a_single_stack_cluster() {
+    let Some((_cluster, kubectl)) = setup("headless_services_and_external_names").await else {
+        return;
+    };
+    kubectl
+        .ok(&[
+            "create",
+            "service",
+            "clusterip",
+            "selecting",
+            "--clusterip=None",
+        ])
+        .await;
+    let path = kubectl.manifest(
+        "headless.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: bare}\nspec:\n  clusterIP: None\n  ports: [{port: 53, protocol: UDP}]\n",
+    );
+    kubectl.ok(&["apply", "-f", &path]).await;
+    kubectl
+        .ok(&[
+            "create",
+            "service",
+            "externalname",
+            "db",
+            "--external-name=db.example.com",
+        ])
+        .await;
+
+    let selecting = service(&kubectl, "selecting").await["spec"].clone();
+    assert_eq!(selecting["clusterIP"], "None", "{selecting}");
+    assert_eq!(selecting["clusterIPs"], json!(["None"]));
+    assert_eq!(selecting["ipFamilies"], json!(["IPv4"]));
+    assert_eq!(selecting["ipFamilyPolicy"], "SingleStack");
+
+    let bare = service(&kubectl, "bare").await["spec"].clone();
+    assert_eq!(bare["clusterIPs"], json!(["None"]), "{bare}");
+    assert_eq!(bare["ipFamilies"], json!(["IPv4", "IPv6"]));
+    assert_eq!(bare["ipFamilyPolicy"], "RequireDualStack");
+    assert_eq!(
+        bare["ports"][0],
+        json!({"port": 53, "protocol": "UDP", "targetPort": 53})
+    );
+
+    let db = service(&kubectl, "db").await["spec"].clone();
+    assert_eq!(db["type"], "ExternalName", "{db}");
+    assert_eq!(db["sessionAffinity"], "None");
+    for absent in [
+        "clusterIP",
+        "clusterIPs",
+        "ipFamilies",
+        "ipFamilyPolicy",
+        "internalTrafficPolicy",
+    ] {
+        assert!(db.get(absent).is_none(), "{absent} in {db}");
+    }
+}
+
+/// The Python client reads the defaults and status into its typed model, and a service that
+/// asks for an address another holds is refused as alloc.go `allocIPs` refuses it: 422, `failed
+/// to allocate IP ...: provided IP is already allocated` (ipallocator `ErrAllocated`).
+#[tokio::test]
+async fn python_client_reads_a_services_defaults_and_cannot_take_a_held_address() {
+    let Some((cluster, _kubectl)) = setup("python_client_services").await else {
+        return;
+    };
+    let seen = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(sys.argv[1])
+v1 = client.CoreV1Api()
+def service(name, cluster_ip=None):
+    return client.V1Service(metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1ServiceSpec(cluster_ip=cluster_ip, selector={"app": name},
+                                  ports=[client.V1ServicePort(port=8080)]))
+first = v1.create_namespaced_service("default", service("first"))
+try:
+    v1.create_namespaced_service("default", service("second", first.spec.cluster_ip))
+    refused = None
+except client.exceptions.ApiException as e:
+    refused = [e.status, json.loads(e.body)]
+print(json.dumps({
+    "type": first.spec.type,
+    "ip": first.spec.cluster_ip,
+    "target_port": first.spec.ports[0].target_port,
+    "protocol": first.spec.ports[0].protocol,
+    "load_balancer": first.status.load_balancer.to_dict(),
+    "refused": refused,
+}))
+"#,
+    )
+    .await;
+    assert_eq!(seen["type"], "ClusterIP", "{seen}");
+    assert_eq!(seen["target_port"], 8080);
+    assert_eq!(seen["protocol"], "TCP");
+    assert_eq!(seen["load_balancer"], json!({"ingress": null}));
+    let ip = seen["ip"].as_str().unwrap();
+    assert!(in_service_range(ip), "{seen}");
+    assert_eq!(seen["refused"][0], 422);
+    let status = &seen["refused"][1];
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Service \"second\" is invalid: spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
+        )
+    );
+    assert_eq!(
+        status["details"],
+        json!({"name": "second", "kind": "Service", "causes": [{
+            "reason": "FieldValueInvalid",
+            "message": format!("Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"),
+            "field": "spec.clusterIPs",
+        }]})
+    );
+}
