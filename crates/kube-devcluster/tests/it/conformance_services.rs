@@ -1,9 +1,9 @@
 //! Services as the real API server stores and prints them, through kubectl and the official
 //! Python client: `SetDefaults_Service` on every write, a cluster IP from the service range
 //! (10.96.0.0/12, as kubeadm and kind configure it) kept across updates, the IP families of a
-//! single-stack cluster, and the empty status Go writes.
+//! single-stack cluster, the empty status Go writes, and `kubectl get svc`'s columns.
 
-use crate::support::{self, setup};
+use crate::support::{self, rows, setup};
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -138,6 +138,79 @@ async fn headless_services_and_external_names_get_the_ip_fields_of_a_single_stac
     ] {
         assert!(db.get(absent).is_none(), "{absent} in {db}");
     }
+}
+
+/// `kubectl get svc` prints the real server's columns (pkg/printers/internalversion/printers.go
+/// `printService`: TYPE, CLUSTER-IP, EXTERNAL-IP from `getServiceExternalIP`, PORT(S) from
+/// `makePortString`; SELECTOR with `-o wide`), and a load balancer nothing provides is
+/// `<pending>`, with `externalTrafficPolicy: Cluster` (`SetDefaults_Service`).
+#[tokio::test]
+async fn kubectl_get_services_prints_type_addresses_and_ports() {
+    let Some((_cluster, kubectl)) = setup("kubectl_get_services_prints_columns").await else {
+        return;
+    };
+    let path = kubectl.manifest("web.yaml", WEB);
+    kubectl.ok(&["apply", "-f", &path]).await;
+    kubectl
+        .ok(&[
+            "create",
+            "service",
+            "externalname",
+            "db",
+            "--external-name=db.example.com",
+        ])
+        .await;
+    // Without node ports, which this server does not allocate.
+    let lb = kubectl.manifest(
+        "lb.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: lb}\nspec:\n  type: LoadBalancer\n  allocateLoadBalancerNodePorts: false\n  ports: [{port: 443, targetPort: 8443}]\n",
+    );
+    kubectl.ok(&["apply", "-f", &lb]).await;
+    let ip = service(&kubectl, "web").await["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lb = service(&kubectl, "lb").await["spec"].clone();
+    assert_eq!(lb["externalTrafficPolicy"], "Cluster", "{lb}");
+    let lb_ip = lb["clusterIP"].as_str().unwrap().to_string();
+
+    let table = rows(&kubectl.ok(&["get", "services"]).await);
+    assert_eq!(
+        table[0],
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ],
+        "{table:?}"
+    );
+    assert_eq!(
+        table[1][..5],
+        ["db", "ExternalName", "<none>", "db.example.com", "<none>"]
+    );
+    assert_eq!(
+        table[2][..5],
+        ["lb", "LoadBalancer", &lb_ip, "<pending>", "443/TCP"]
+    );
+    assert_eq!(table[3][..5], ["web", "ClusterIP", &ip, "<none>", "80/TCP"]);
+
+    let wide = rows(&kubectl.ok(&["get", "service", "web", "-o", "wide"]).await);
+    assert_eq!(
+        wide[0],
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE",
+            "SELECTOR"
+        ]
+    );
+    assert_eq!(wide[1][6], "app=web", "{wide:?}");
 }
 
 /// The Python client reads the defaults and status into its typed model, and a service that
