@@ -40,7 +40,7 @@ use crate::apiserver::typed_decode;
 use crate::apiserver::watch::{self, WatchHub, WatchRequest};
 use crate::kubelet::pod_logs::PodLogs;
 use crate::registry::CreateHook;
-use crate::registry::services::ClusterIps;
+use crate::registry::services;
 use crate::storage::selector::{FieldSelector, LabelSelector};
 use crate::storage::store::{
     self, DeleteOptions, Deleted, Propagation, Store, StoredObject, Target,
@@ -62,7 +62,7 @@ pub struct ApiState {
     pub registry: Registry,
     pub logs: Option<Arc<dyn PodLogs>>,
     pub on_create: Option<CreateHook>,
-    pub cluster_ips: Arc<ClusterIps>,
+    pub service_allocator: Arc<services::Allocator>,
     pub faults: Arc<Faults>,
     pub requests: Arc<RequestCounters>,
     pub watches: Arc<WatchHub>,
@@ -78,7 +78,7 @@ impl ApiState {
             registry,
             logs: None,
             on_create: None,
-            cluster_ips: Arc::default(),
+            service_allocator: Arc::default(),
             faults: Arc::default(),
             requests: Arc::default(),
             watches,
@@ -657,10 +657,10 @@ impl Request<'_> {
             self.namespace(),
             &mut obj,
         )?;
-        // Held until the service is stored, so that no other create takes its address.
+        // Held until the service is stored, so that no other create takes its address or ports.
         let _allocating =
             self.state
-                .cluster_ips
+                .service_allocator
                 .allocate(&self.state.store, self.info, &mut obj)?;
         if !applied {
             let manager = self.manager();

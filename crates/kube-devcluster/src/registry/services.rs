@@ -8,15 +8,15 @@
 //!   balancers);
 //! - a new service's status is empty, which Go writes as `{loadBalancer: {}}` (its fields are
 //!   structs, never left out);
-//! - a new service gets its IP families and a cluster IP ([`ClusterIps`]), as the service
-//!   storage's `allocateCreate` does (pkg/registry/core/service/storage/alloc.go); nothing
-//!   routes to that address: pods are local processes;
+//! - a new service gets its IP families, a cluster IP and its node ports ([`Allocator`],
+//!   [`super::node_ports`]), as the service storage's `allocateCreate` does
+//!   (pkg/registry/core/service/storage/alloc.go); nothing routes to that address: pods are
+//!   local processes;
 //! - an update that leaves them out keeps what was allocated (storage.go
 //!   `patchAllocatedValues`), so the same manifest can be sent again.
 //!
-//! Not done: node ports of `NodePort` and `LoadBalancer` services, an address for a service
-//! that an update turns from `ExternalName` into another type, and the checks of
-//! `ValidateService`.
+//! Not done: an address for a service that an update turns from `ExternalName` into another
+//! type, and the checks of `ValidateService`.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -25,6 +25,7 @@ use std::sync::{Mutex, MutexGuard};
 use kube_schema_check::object_meta::NameRule;
 use serde_json::{Map, Value, json};
 
+use super::node_ports;
 use super::pod_defaults::{default, objects};
 use crate::api::error::{ApiError, FieldError, Result};
 use crate::api::resources::{GroupResource, ResourceInfo};
@@ -158,7 +159,8 @@ fn needs_cluster_ip(spec: &Map<String, Value>) -> bool {
 
 /// storage.go `patchAllocatedValues`, and alloc.go `initIPFamilyFields` adopting the stored
 /// `ipFamilyPolicy`: an update that leaves out the cluster IPs, IP families or their policy of
-/// a service that keeps a cluster IP keeps the stored ones.
+/// a service that keeps a cluster IP keeps the stored ones, and its node ports
+/// ([`node_ports::keep`]).
 fn keep_allocated(new: &mut Value, old: &Value) {
     let Some(old_spec) = spec_of(old) else {
         return;
@@ -166,16 +168,16 @@ fn keep_allocated(new: &mut Value, old: &Value) {
     let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
-    if !(needs_cluster_ip(old_spec) && needs_cluster_ip(spec)) {
-        return;
-    }
-    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-        if unset(spec, field)
-            && let Some(kept) = old_spec.get(field)
-        {
-            spec.insert(field.into(), kept.clone());
+    if needs_cluster_ip(old_spec) && needs_cluster_ip(spec) {
+        for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            if unset(spec, field)
+                && let Some(kept) = old_spec.get(field)
+            {
+                spec.insert(field.into(), kept.clone());
+            }
         }
     }
+    node_ports::keep(spec, old_spec);
 }
 
 /// Whether `field` of `map` is Go's zero value: absent, null, an empty string or list.
@@ -188,19 +190,20 @@ fn unset(map: &Map<String, Value>, field: &str) -> bool {
     }
 }
 
-/// The cluster IPs of the service range, handed out one create at a time.
+/// The cluster IPs and node ports of services, handed out one create at a time.
 #[derive(Debug, Default)]
-pub struct ClusterIps {
-    /// Held from choosing an address until the service holding it is stored (or refused), so
-    /// that two creates never choose the same one; the addresses in use are those of the
-    /// stored services.
+pub struct Allocator {
+    /// Held from choosing an address or port until the service holding it is stored (or
+    /// refused), so that two creates never choose the same one; those in use are the stored
+    /// services'.
     allocating: Mutex<()>,
 }
 
-impl ClusterIps {
-    /// For a new Service (any other object passes untouched): its IP families and cluster IP,
-    /// as alloc.go `allocateCreate` sets them. The caller keeps the guard until the service is
-    /// stored. A cluster IP the service asks for that another holds is refused (422).
+impl Allocator {
+    /// For a new Service (any other object passes untouched): its IP families, cluster IP and
+    /// node ports, as alloc.go `allocateCreate` sets them. The caller keeps the guard until the
+    /// service is stored. An address or node port the service asks for that another holds is
+    /// refused (422).
     pub fn allocate(
         &self,
         store: &Store,
@@ -216,11 +219,12 @@ impl ClusterIps {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        if let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut)
-            && needs_cluster_ip(spec)
-        {
-            init_ip_families(spec);
-            allocate_cluster_ip(spec, &name, &in_use(store))?;
+        if let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) {
+            if needs_cluster_ip(spec) {
+                init_ip_families(spec);
+                allocate_cluster_ip(spec, &name, &in_use(store))?;
+            }
+            node_ports::allocate(spec, &name, &node_ports::in_use(store))?;
         }
         Ok(Some(held))
     }

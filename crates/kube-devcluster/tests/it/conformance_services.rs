@@ -160,7 +160,7 @@ async fn kubectl_get_services_prints_type_addresses_and_ports() {
             "--external-name=db.example.com",
         ])
         .await;
-    // Without node ports, which this server does not allocate.
+    // A load balancer that asks for no node ports: its PORT(S) are the service's alone.
     let lb = kubectl.manifest(
         "lb.yaml",
         "apiVersion: v1\nkind: Service\nmetadata: {name: lb}\nspec:\n  type: LoadBalancer\n  allocateLoadBalancerNodePorts: false\n  ports: [{port: 443, targetPort: 8443}]\n",
@@ -211,6 +211,56 @@ async fn kubectl_get_services_prints_type_addresses_and_ports() {
         ]
     );
     assert_eq!(wide[1][6], "app=web", "{wide:?}");
+}
+
+/// `NodePort` and `LoadBalancer` services get a node port per port from the default range,
+/// 30000-32767 (alloc.go `initNodePorts`), which `kubectl get svc` shows as `80:31234/TCP`; one
+/// asked for that another service holds is refused as the port allocator refuses it
+/// (portallocator `ErrAllocated`); the same manifest applied again keeps them (storage.go
+/// `patchAllocatedValues`).
+#[tokio::test]
+async fn node_port_and_load_balancer_services_get_node_ports() {
+    let Some((_cluster, kubectl)) = setup("node_port_and_load_balancer_services").await else {
+        return;
+    };
+    let node_port = |service: &Value| service["spec"]["ports"][0]["nodePort"].as_i64();
+    kubectl
+        .ok(&["create", "service", "nodeport", "np", "--tcp=80:8080"])
+        .await;
+    kubectl
+        .ok(&["create", "service", "loadbalancer", "lb", "--tcp=443:8443"])
+        .await;
+    let np = node_port(&service(&kubectl, "np").await).unwrap();
+    let lb = node_port(&service(&kubectl, "lb").await).unwrap();
+    assert!((30000..=32767).contains(&np) && (30000..=32767).contains(&lb) && np != lb);
+
+    let table = rows(&kubectl.ok(&["get", "service", "np"]).await);
+    assert_eq!(table[1][4], format!("80:{np}/TCP"), "{table:?}");
+
+    let taken = kubectl.manifest(
+        "taken.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: taken}}\nspec:\n  type: NodePort\n  ports: [{{port: 80, nodePort: {np}}}]\n"
+        ),
+    );
+    let out = kubectl.run(&["apply", "-f", &taken]).await;
+    assert!(
+        !out.success
+            && out.stderr.contains(&format!(
+                "The Service \"taken\" is invalid: spec.ports[0].nodePort: Invalid value: {np}: provided port is already allocated"
+            )),
+        "{}",
+        out.stderr
+    );
+
+    let again = kubectl.manifest(
+        "again.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: again}\nspec:\n  type: NodePort\n  ports: [{name: web, port: 80}]\n",
+    );
+    kubectl.ok(&["apply", "-f", &again]).await;
+    let first = node_port(&service(&kubectl, "again").await);
+    kubectl.ok(&["replace", "-f", &again]).await;
+    assert_eq!(node_port(&service(&kubectl, "again").await), first);
 }
 
 /// The Python client reads the defaults and status into its typed model, and a service that
