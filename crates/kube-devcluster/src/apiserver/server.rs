@@ -657,11 +657,6 @@ impl Request<'_> {
             self.namespace(),
             &mut obj,
         )?;
-        // Held until the service is stored, so that no other create takes its address or ports.
-        let _allocating =
-            self.state
-                .service_allocator
-                .allocate(&self.state.store, self.info, &mut obj)?;
         if !applied {
             let manager = self.manager();
             let api_version = self.info.api_version();
@@ -673,6 +668,12 @@ impl Request<'_> {
             let now = store::now_rfc3339();
             managed_fields::record_update(None, &mut obj, Shape::root(self.info), &who, &now);
         }
+        // As the service storage allocates, after the field manager: no manager owns what it
+        // gives. Held until the service is stored, so that no other create takes it.
+        let _allocating =
+            self.state
+                .service_allocator
+                .allocate(&self.state.store, self.info, &mut obj)?;
         let on_create = self.state.on_create.clone();
         let info = self.info.clone();
         let stored = crate::apiserver::dry_run::store(&self.state.store, dry_run).create_with(

@@ -263,7 +263,9 @@ async fn node_port_and_load_balancer_services_get_node_ports() {
     assert_eq!(node_port(&service(&kubectl, "again").await), first);
 }
 
-/// The Python client reads the defaults and status into its typed model, and a service that
+/// The Python client reads the defaults and status into its typed model; its manager owns the
+/// fields it sent and those decoding defaulted, not those the storage allocated after the field
+/// manager ran (pkg/registry/core/service/storage/storage.go `beginCreate`); a service that
 /// asks for an address another holds is refused as alloc.go `allocIPs` refuses it: 422, `failed
 /// to allocate IP ...: provided IP is already allocated` (ipallocator `ErrAllocated`).
 #[tokio::test]
@@ -288,7 +290,9 @@ try:
     refused = None
 except client.exceptions.ApiException as e:
     refused = [e.status, json.loads(e.body)]
+owned = [entry.fields_v1 for entry in first.metadata.managed_fields]
 print(json.dumps({
+    "owned": owned,
     "type": first.spec.type,
     "ip": first.spec.cluster_ip,
     "target_port": first.spec.ports[0].target_port,
@@ -300,6 +304,24 @@ print(json.dumps({
     )
     .await;
     assert_eq!(seen["type"], "ClusterIP", "{seen}");
+    // The client owns what it sent and what decoding defaulted, not what the storage allocated.
+    let owned = &seen["owned"];
+    assert_eq!(owned.as_array().map(Vec::len), Some(1), "{owned}");
+    let spec: Vec<&String> = owned[0]["f:spec"]
+        .as_object()
+        .map(|spec| spec.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(
+        spec,
+        [
+            "f:internalTrafficPolicy",
+            "f:ports",
+            "f:selector",
+            "f:sessionAffinity",
+            "f:type"
+        ],
+        "{owned}"
+    );
     assert_eq!(seen["target_port"], 8080);
     assert_eq!(seen["protocol"], "TCP");
     assert_eq!(seen["load_balancer"], json!({"ingress": null}));
