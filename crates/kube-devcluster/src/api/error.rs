@@ -1,10 +1,12 @@
 //! API errors as the real API server reports them: an HTTP status plus a `Status` body
 //! (`kind: Status`, `reason`, `message`, `details`), which kube-rs, kubectl and the Python client
-//! all parse.
+//! all parse, written as Go's encoder writes it: the fields in the order of `metav1.Status`, empty
+//! ones left out, and a newline at the end (some clients compare an error's text byte for byte).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
 
 pub use kube_schema_check::FieldError;
 
@@ -31,27 +33,31 @@ impl ApiError {
         }
     }
 
+    /// `resource` is qualified as `GroupResource.String()` writes it: `pods`, `jobs.batch`.
+    /// (apimachinery pkg/api/errors/errors.go `NewNotFound`, as the next two.)
     pub fn not_found(resource: &str, name: &str) -> Self {
         Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
-            .with_details(json!({"name": name, "kind": resource}))
+            .with_details(object_details(resource, name))
     }
 
+    /// See [`ApiError::not_found`] (`NewAlreadyExists`).
     pub fn already_exists(resource: &str, name: &str) -> Self {
         Self::new(
             409,
             "AlreadyExists",
             format!("{resource} \"{name}\" already exists"),
         )
-        .with_details(json!({"name": name, "kind": resource}))
+        .with_details(object_details(resource, name))
     }
 
+    /// See [`ApiError::not_found`] (`NewConflict`).
     pub fn conflict(resource: &str, name: &str, why: &str) -> Self {
         Self::new(
             409,
             "Conflict",
             format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"),
         )
-        .with_details(json!({"name": name, "kind": resource}))
+        .with_details(object_details(resource, name))
     }
 
     /// 422 with one cause per invalid field, as `field.ErrorList` renders it. `qualified_kind` is
@@ -70,13 +76,8 @@ impl ApiError {
             .into_iter()
             .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
             .collect();
-        let (kind, group) = qualified_kind
-            .split_once('.')
-            .unwrap_or((qualified_kind, ""));
-        let mut details = json!({"name": name, "kind": kind, "causes": causes});
-        if !group.is_empty() {
-            details["group"] = json!(group);
-        }
+        let mut details = object_details(qualified_kind, name);
+        details["causes"] = json!(causes);
         Self::new(422, "Invalid", message).with_details(details)
     }
 
@@ -138,26 +139,135 @@ impl ApiError {
 
     /// The `Status` object that goes in the response body (and in watch `ERROR` events).
     pub fn status_body(&self) -> Value {
-        let mut body = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        });
-        if let Some(details) = &self.details {
-            body["details"] = details.clone();
+        serde_json::to_value(self.go_status()).expect("a Status serializes")
+    }
+
+    fn go_status(&self) -> GoStatus<'_> {
+        GoStatus {
+            kind: "Status",
+            api_version: "v1",
+            metadata: Map::new(),
+            status: "Failure",
+            message: &self.message,
+            reason: self.reason,
+            details: self.details.as_ref().map(GoDetails::of),
+            code: self.code,
         }
+    }
+
+    /// The response body as the real server writes it: `json.Encoder.Encode`, which ends it
+    /// with a newline (k8s.io/apimachinery pkg/runtime/serializer/json/json.go `Encode`).
+    fn response_body(&self) -> Vec<u8> {
+        let mut body = serde_json::to_vec(&self.go_status()).expect("a Status serializes");
+        body.push(b'\n');
         body
+    }
+}
+
+/// The `details` naming an object of a qualified resource (`jobs.batch`) or kind (`Job.batch`):
+/// `kind` and `group` apart, as the constructors of apimachinery's errors.go fill
+/// `StatusDetails` from a `GroupResource` or `GroupKind`. Neither a resource nor a kind has a
+/// dot, so the first dot starts the group.
+fn object_details(qualified: &str, name: &str) -> Value {
+    let (kind, group) = qualified.split_once('.').unwrap_or((qualified, ""));
+    let mut details = json!({"name": name, "kind": kind});
+    if !group.is_empty() {
+        details["group"] = json!(group);
+    }
+    details
+}
+
+/// `metav1.Status` with its fields in the order of the Go struct, which is the order Go's
+/// encoder writes them in (k8s.io/apimachinery pkg/apis/meta/v1/types.go `Status`); `message`
+/// and `reason` are `omitempty`, `metadata` never left out.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GoStatus<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: Map<String, Value>,
+    status: &'static str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    message: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<GoDetails<'a>>,
+    code: u16,
+}
+
+/// `metav1.StatusDetails` in its Go order, every field `omitempty`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GoDetails<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    causes: Vec<GoCause<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_seconds: Option<&'a Value>,
+}
+
+/// `metav1.StatusCause` in its Go order (`type` is written as `reason`).
+#[derive(Serialize)]
+struct GoCause<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a Value>,
+}
+
+/// The field `key` of `map` unless Go would leave it out as empty (`omitempty`).
+fn non_empty<'a>(map: &'a Value, key: &str) -> Option<&'a Value> {
+    map.get(key).filter(|v| match v {
+        Value::Null => false,
+        Value::String(s) => !s.is_empty(),
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        _ => true,
+    })
+}
+
+impl<'a> GoDetails<'a> {
+    fn of(details: &'a Value) -> Self {
+        let causes = details
+            .get("causes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|cause| GoCause {
+                reason: non_empty(cause, "reason"),
+                message: non_empty(cause, "message"),
+                field: non_empty(cause, "field"),
+            })
+            .collect();
+        Self {
+            name: non_empty(details, "name"),
+            group: non_empty(details, "group"),
+            kind: non_empty(details, "kind"),
+            uid: non_empty(details, "uid"),
+            causes,
+            retry_after_seconds: non_empty(details, "retryAfterSeconds"),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = (code, axum::Json(self.status_body())).into_response();
+        let mut response = (
+            code,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            self.response_body(),
+        )
+            .into_response();
         if self.code == 429 {
             // Clients (client-go, kube-rs's retry layers) wait as long as Retry-After says.
             let seconds = self

@@ -41,6 +41,9 @@ pub struct Strategy {
     /// What a new object gets once it has its identity (uid), before it is stored
     /// (`PrepareForCreate`).
     pub prepare_for_create: fn(&mut Value),
+    /// What an update (the new object, then the stored one) takes from the stored object
+    /// before it is validated (`PrepareForUpdate` and the storage's own update hooks).
+    pub prepare_for_update: fn(&mut Value, &Value),
     /// The kind's problems in a create (`old` is `None`) or an update, beyond its metadata and
     /// its schema (`Validate`, `ValidateUpdate`).
     pub validate: fn(&Value, Option<&Value>) -> Vec<FieldError>,
@@ -71,6 +74,8 @@ impl FieldLabels {
 
 fn unchanged(_: &mut Value) {}
 
+fn nothing_kept(_: &mut Value, _: &Value) {}
+
 fn valid(_: &Value, _: Option<&Value>) -> Vec<FieldError> {
     Vec::new()
 }
@@ -89,6 +94,7 @@ impl Strategy {
         field_labels: None,
         decode: unchanged,
         prepare_for_create: unchanged,
+        prepare_for_update: nothing_kept,
         validate: valid,
     };
 }

@@ -65,3 +65,39 @@ pub fn check_update(info: &ResourceInfo, name: &str, new: &Value) -> Result<()> 
         )],
     ))
 }
+
+/// A body for a custom resource naming another apiVersion or kind than the resource's. The
+/// request decoder copies any object into the resource's unstructured type (k8s.io/apimachinery
+/// pkg/runtime/scheme.go `Convert` of two `Unstructured`s), then the handler refuses another
+/// group or version (k8s.io/apiserver pkg/endpoints/handlers/create.go and update.go,
+/// `AcceptsGroupVersion`: 400 `the API version in the data (apps/v1) does not match the expected
+/// API version (test.example.com/v1)`) and the custom resource validator another kind
+/// (k8s.io/apiextensions-apiserver pkg/registry/customresource/validator.go `ValidateTypeMeta`:
+/// 422 `kind: Invalid value: "Gadget": must be Widget`). `None` when both are the resource's or
+/// left out (the decoder fills them in from the path).
+pub fn foreign_type(info: &ResourceInfo, obj: &Value) -> Option<ApiError> {
+    let text = |field: &str| obj.get(field).and_then(Value::as_str).unwrap_or_default();
+    let expected = info.api_version();
+    if !text("apiVersion").is_empty() && text("apiVersion") != expected {
+        return Some(ApiError::bad_request(format!(
+            "the API version in the data ({}) does not match the expected API version ({expected})",
+            text("apiVersion")
+        )));
+    }
+    let kind = text("kind");
+    if kind.is_empty() || kind == info.kind {
+        return None;
+    }
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Some(ApiError::invalid(
+        &info.qualified_kind(),
+        name,
+        vec![FieldError::invalid(
+            "kind",
+            format!("Invalid value: {kind:?}: must be {}", info.kind),
+        )],
+    ))
+}

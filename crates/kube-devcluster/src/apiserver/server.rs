@@ -40,6 +40,7 @@ use crate::apiserver::typed_decode;
 use crate::apiserver::watch::{self, WatchHub, WatchRequest};
 use crate::kubelet::pod_logs::PodLogs;
 use crate::registry::CreateHook;
+use crate::registry::services;
 use crate::storage::selector::{FieldSelector, LabelSelector};
 use crate::storage::store::{
     self, DeleteOptions, Deleted, Propagation, Store, StoredObject, Target,
@@ -61,6 +62,7 @@ pub struct ApiState {
     pub registry: Registry,
     pub logs: Option<Arc<dyn PodLogs>>,
     pub on_create: Option<CreateHook>,
+    pub service_allocator: Arc<services::Allocator>,
     pub faults: Arc<Faults>,
     pub requests: Arc<RequestCounters>,
     pub watches: Arc<WatchHub>,
@@ -76,6 +78,7 @@ impl ApiState {
             registry,
             logs: None,
             on_create: None,
+            service_allocator: Arc::default(),
             faults: Arc::default(),
             requests: Arc::default(),
             watches,
@@ -548,6 +551,9 @@ impl Request<'_> {
         // After decoding, as the kind's v1 conversion and defaulting follow it (a Secret's
         // stringData folded, a Pod's, Job's or Deployment's defaults).
         (self.info.strategy.decode)(new);
+        if let Some(old) = old {
+            (self.info.strategy.prepare_for_update)(new, old);
+        }
         if let Some(schema) = &self.info.schema {
             let normalized = schema::normalize(schema, new);
             if !normalized.unknown_fields.is_empty() {
@@ -662,6 +668,12 @@ impl Request<'_> {
             let now = store::now_rfc3339();
             managed_fields::record_update(None, &mut obj, Shape::root(self.info), &who, &now);
         }
+        // As the service storage allocates, after the field manager: no manager owns what it
+        // gives. Held until the service is stored, so that no other create takes it.
+        let _allocating =
+            self.state
+                .service_allocator
+                .allocate(&self.state.store, self.info, &mut obj)?;
         let on_create = self.state.on_create.clone();
         let info = self.info.clone();
         let stored = crate::apiserver::dry_run::store(&self.state.store, dry_run).create_with(
@@ -751,6 +763,7 @@ impl Request<'_> {
                 self.info.status_subresource,
                 target == Target::Status,
             )?;
+            managed_fields::check_applied_kind(&patch_doc, &api_version, &self.info.kind)?;
         }
         if existing.is_err() && apply && target == Target::Main {
             // Server-side apply creates what does not exist yet.
@@ -1140,19 +1153,35 @@ impl Request<'_> {
         Ok(([(header::CONTENT_TYPE, "text/plain")], body).into_response())
     }
 
+    /// The refusal of a body naming another type than the resource's: as a custom resource's
+    /// or a built-in kind's decoder refuses it.
+    fn foreign_type(&self, obj: &Value) -> Option<ApiError> {
+        if self.info.schema.is_some() {
+            return crate::apiserver::custom_resources::foreign_type(self.info, obj);
+        }
+        let kind = obj.get("kind").and_then(Value::as_str)?;
+        if kind == self.info.kind {
+            return None;
+        }
+        Some(
+            typed_decode::foreign_kind(self.info, obj).unwrap_or_else(|| {
+                ApiError::bad_request(format!(
+                    "the kind of the object ({kind}) does not match the resource ({})",
+                    self.info.kind
+                ))
+            }),
+        )
+    }
+
     /// The body's apiVersion, kind, namespace and name must agree with the URL.
     fn check_body_identity(&self, obj: &Value, name: Option<&str>) -> Result<()> {
         if !obj.is_object() {
             return Err(ApiError::bad_request("the object must be a JSON object"));
         }
-        if let Some(kind) = obj.get("kind").and_then(Value::as_str)
-            && kind != self.info.kind
-            && self.path.subresource.is_none()
+        if self.path.subresource.is_none()
+            && let Some(refusal) = self.foreign_type(obj)
         {
-            return Err(ApiError::bad_request(format!(
-                "the kind of the object ({kind}) does not match the resource ({})",
-                self.info.kind
-            )));
+            return Err(refusal);
         }
         if self.info.namespaced
             && let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str)

@@ -279,6 +279,57 @@ pub enum Directive {
     Strict,
 }
 
+/// A failure to decode the body `obj` of a POST or PUT as the endpoint's kind, worded as
+/// `transformDecodeError` (k8s.io/apiserver pkg/endpoints/handlers/rest.go) words it: 400
+/// BadRequest `Pod in version "v1" cannot be handled as a Pod: {failure}`.
+fn decoding_error(info: &ResourceInfo, obj: &Value, failure: &str) -> ApiError {
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let (_, version) = split_api_version(obj);
+    if kind.is_empty() {
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): {failure}",
+            info.kind
+        ))
+    } else {
+        ApiError::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {}: {failure}",
+            info.kind
+        ))
+    }
+}
+
+/// The group and version of the body's `apiVersion` (`apps/v1`, or `v1` for the core group).
+fn split_api_version(obj: &Value) -> (&str, &str) {
+    let api_version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
+/// A POST or PUT body of a built-in kind other than the endpoint's (a Deployment sent to
+/// `pods`): the codec decodes it as the kind it names, then cannot convert that into the
+/// endpoint's internal type (k8s.io/apimachinery pkg/runtime/serializer/versioning/versioning.go
+/// `codec.Decode` converts into the handler's `r.New()`; pkg/conversion/converter.go `Convert`
+/// fails with `converting (v1.Deployment) to (core.Pod): unknown conversion`, each type named
+/// by its Go package: the version for k8s.io/api, the group's first label for the internal
+/// types, `core` for the core group and for events.k8s.io, whose internal type is the core
+/// Event). `None` for a kind this server does not serve: left to the caller.
+pub fn foreign_kind(info: &ResourceInfo, obj: &Value) -> Option<ApiError> {
+    let kind = obj.get("kind").and_then(Value::as_str)?;
+    let (group, version) = split_api_version(obj);
+    SCHEMAS.kind(group, version, kind)?;
+    let internal = match info.group.as_str() {
+        "" | "events.k8s.io" => "core",
+        group => group.split('.').next().unwrap_or(group),
+    };
+    let failure = format!(
+        "converting ({version}.{kind}) to ({internal}.{}): unknown conversion",
+        info.kind
+    );
+    Some(decoding_error(info, obj, &failure))
+}
+
 /// Decodes a write of a built-in kind as the real server does and answers as its handlers do;
 /// `Ok` with the warnings to send (`Warn`). Kinds without a built-in schema pass unchanged.
 ///
@@ -319,25 +370,7 @@ pub fn admit(
         Err(type_error) => type_error,
     };
     Err(match write {
-        Write::Body => {
-            let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
-            let version = obj
-                .get("apiVersion")
-                .and_then(Value::as_str)
-                .map(|v| v.rsplit('/').next().unwrap_or(v))
-                .unwrap_or_default();
-            if kind.is_empty() {
-                ApiError::bad_request(format!(
-                    "the object provided is unrecognized (must be of type {}): {failure}",
-                    info.kind
-                ))
-            } else {
-                ApiError::bad_request(format!(
-                    "{kind} in version {version:?} cannot be handled as a {}: {failure}",
-                    info.kind
-                ))
-            }
-        }
+        Write::Body => decoding_error(info, obj, &failure),
         Write::Patch(render) => ApiError::invalid(
             "",
             "",

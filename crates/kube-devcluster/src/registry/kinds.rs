@@ -5,7 +5,7 @@
 
 use kube_schema_check::object_meta::NameRule;
 
-use super::{events, jobs, pod_defaults, pods, secrets, validation};
+use super::{events, jobs, pod_defaults, pods, secrets, services, validation};
 use crate::api::resources::{Registry, ResourceInfo};
 use crate::api::strategy::{FieldLabels, Strategy};
 
@@ -18,23 +18,6 @@ pub static NAMESPACES: Strategy = Strategy {
     delete_collection: false,
     name_rule: NameRule::Label,
     field_labels: Some(FieldLabels::of(&["status.phase", "metadata.name"])),
-    ..Strategy::DEFAULT
-};
-
-/// A Service's rules: a delete answers the service and `kubectl get all` lists it
-/// (pkg/registry/core/service/storage/storage.go `ReturnDeletedObject`, `Categories`), its name
-/// is a DNS label (pkg/apis/core/validation `ValidateService`), its field labels are
-/// pkg/apis/core/v1/conversion.go's.
-pub static SERVICES: Strategy = Strategy {
-    delete_returns_object: true,
-    categories: &["all"],
-    name_rule: NameRule::Label,
-    field_labels: Some(FieldLabels::of(&[
-        "metadata.namespace",
-        "metadata.name",
-        "spec.clusterIP",
-        "spec.type",
-    ])),
     ..Strategy::DEFAULT
 };
 
@@ -199,7 +182,7 @@ const BUILTINS: &[Builtin] = &[
         true,
         true,
         &["svc"],
-        &SERVICES,
+        &services::STRATEGY,
     ),
     (
         "batch",

@@ -1,11 +1,12 @@
 //! Per-kind behaviour that the API server and the in-process controllers both apply, kept by kind
 //! as Kubernetes keeps it in `pkg/registry/<group>/<kind>/strategy.go` and its admission plugins:
 //! what a new Pod ([`pods`], [`pod_defaults`]) or Job ([`jobs`]) gets, a pod's service account
-//! admission ([`pods::admit_pod`]), a Secret's `stringData` ([`secrets`]), and Events served
-//! under two APIs ([`events`]). Each kind's strategy ([`crate::api::strategy::Strategy`]) is
-//! beside its rules (`pods::STRATEGY`, `jobs::STRATEGY`, ...; the kinds with no module of their
-//! own in [`kinds`], which also lists the built-in kinds). The controllers write to the store directly, not through the
-//! API, so they call these themselves where the API server would. Depends only on
+//! admission ([`pods::admit_pod`]), a Secret's `stringData` ([`secrets`]), a Service's defaults,
+//! cluster IP and node ports ([`services`], [`node_ports`]), and Events served under two APIs
+//! ([`events`]). Each kind's strategy ([`crate::api::strategy::Strategy`]) is beside its rules
+//! (`pods::STRATEGY`, `jobs::STRATEGY`, ...; the kinds with no module of their own in [`kinds`],
+//! which also lists the built-in kinds). The controllers write to the store directly, not
+//! through the API, so they call these themselves where the API server would. Depends only on
 //! [`crate::storage`] and [`crate::api`].
 
 use std::sync::Arc;
@@ -18,9 +19,11 @@ use crate::api::resources::ResourceInfo;
 pub mod events;
 pub mod jobs;
 pub mod kinds;
+pub mod node_ports;
 pub mod pod_defaults;
 pub mod pods;
 pub mod secrets;
+pub mod services;
 pub mod validation;
 
 /// Create-time defaulting that needs the object's identity (e.g. a Job's selector from its uid).

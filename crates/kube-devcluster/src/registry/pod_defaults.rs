@@ -50,7 +50,7 @@ pub fn template(obj: &mut Value) {
 }
 
 /// Sets `field` to `value` when it is absent, null or an empty string (Go's zero values).
-fn default(map: &mut Map<String, Value>, field: &str, value: Value) {
+pub(super) fn default(map: &mut Map<String, Value>, field: &str, value: Value) {
     let unset = match map.get(field) {
         None | Some(Value::Null) => true,
         Some(Value::String(s)) => s.is_empty(),
@@ -81,7 +81,7 @@ fn pod_spec(spec: &mut Value) {
 }
 
 /// The objects of the list `field` of `map`.
-fn objects<'a>(
+pub(super) fn objects<'a>(
     map: &'a mut Map<String, Value>,
     field: &str,
 ) -> impl Iterator<Item = &'a mut Map<String, Value>> {

@@ -26,6 +26,19 @@ async fn normalized(kubectl: &Kubectl, resource: &str, name: &str, namespace: &s
         // A Job's status is the Job controller's, written as its pod runs: not from the body.
         obj.as_object_mut().unwrap().remove("status");
     }
+    if let Some(spec) = obj["spec"]
+        .as_object_mut()
+        .filter(|_| resource == "service")
+    {
+        // A Service's cluster IP and node ports are its own, allocated when it is created: not
+        // from the body.
+        spec.remove("clusterIP");
+        spec.remove("clusterIPs");
+        let ports = spec.get_mut("ports").and_then(Value::as_array_mut);
+        for port in ports.into_iter().flatten() {
+            port.as_object_mut().unwrap().remove("nodePort");
+        }
+    }
     let uid = obj["metadata"]["uid"]
         .as_str()
         .unwrap_or("no-uid")

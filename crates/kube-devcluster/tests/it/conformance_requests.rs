@@ -1085,6 +1085,183 @@ print(json.dumps({{
     assert!(pods.contains("deletecollection"), "{pods}");
 }
 
+/// What a kube-apiserver 1.34 serves by default, as its discovery lists it (kubernetes
+/// api/discovery/aggregated_v2.json and api__v1.json, which the real server's tests keep in
+/// step with it): (group, resources); the core group is "".
+const REAL_RESOURCES: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "bindings",
+            "componentstatuses",
+            "configmaps",
+            "endpoints",
+            "events",
+            "limitranges",
+            "namespaces",
+            "nodes",
+            "persistentvolumeclaims",
+            "persistentvolumes",
+            "pods",
+            "podtemplates",
+            "replicationcontrollers",
+            "resourcequotas",
+            "secrets",
+            "serviceaccounts",
+            "services",
+        ],
+    ),
+    (
+        "admissionregistration.k8s.io",
+        &[
+            "mutatingwebhookconfigurations",
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicybindings",
+            "validatingwebhookconfigurations",
+        ],
+    ),
+    ("apiextensions.k8s.io", &["customresourcedefinitions"]),
+    ("apiregistration.k8s.io", &["apiservices"]),
+    (
+        "apps",
+        &[
+            "controllerrevisions",
+            "daemonsets",
+            "deployments",
+            "replicasets",
+            "statefulsets",
+        ],
+    ),
+    (
+        "authentication.k8s.io",
+        &["selfsubjectreviews", "tokenreviews"],
+    ),
+    (
+        "authorization.k8s.io",
+        &[
+            "localsubjectaccessreviews",
+            "selfsubjectaccessreviews",
+            "selfsubjectrulesreviews",
+            "subjectaccessreviews",
+        ],
+    ),
+    ("autoscaling", &["horizontalpodautoscalers"]),
+    ("batch", &["cronjobs", "jobs"]),
+    ("certificates.k8s.io", &["certificatesigningrequests"]),
+    ("coordination.k8s.io", &["leases"]),
+    ("discovery.k8s.io", &["endpointslices"]),
+    ("events.k8s.io", &["events"]),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        &["flowschemas", "prioritylevelconfigurations"],
+    ),
+    (
+        "networking.k8s.io",
+        &[
+            "ingressclasses",
+            "ingresses",
+            "ipaddresses",
+            "networkpolicies",
+            "servicecidrs",
+        ],
+    ),
+    ("node.k8s.io", &["runtimeclasses"]),
+    ("policy", &["poddisruptionbudgets"]),
+    (
+        "rbac.authorization.k8s.io",
+        &[
+            "clusterrolebindings",
+            "clusterroles",
+            "rolebindings",
+            "roles",
+        ],
+    ),
+    (
+        "resource.k8s.io",
+        &[
+            "deviceclasses",
+            "resourceclaims",
+            "resourceclaimtemplates",
+            "resourceslices",
+        ],
+    ),
+    ("scheduling.k8s.io", &["priorityclasses"]),
+    (
+        "storage.k8s.io",
+        &[
+            "csidrivers",
+            "csinodes",
+            "csistoragecapacities",
+            "storageclasses",
+            "volumeattachments",
+            "volumeattributesclasses",
+        ],
+    ),
+];
+
+/// The subresources the same discovery lists beside `status`: (discovery path, subresource).
+const REAL_SUBRESOURCES: &[(&str, &str)] = &[
+    ("/api/v1", "pods/attach"),
+    ("/api/v1", "pods/binding"),
+    ("/api/v1", "pods/ephemeralcontainers"),
+    ("/api/v1", "pods/eviction"),
+    ("/api/v1", "pods/exec"),
+    ("/api/v1", "pods/log"),
+    ("/api/v1", "pods/portforward"),
+    ("/api/v1", "pods/proxy"),
+    ("/api/v1", "pods/resize"),
+    ("/api/v1", "serviceaccounts/token"),
+    ("/api/v1", "services/proxy"),
+    ("/api/v1", "nodes/proxy"),
+    ("/api/v1", "namespaces/finalize"),
+    ("/api/v1", "replicationcontrollers/scale"),
+    ("/apis/apps/v1", "deployments/scale"),
+    (
+        "/apis/certificates.k8s.io/v1",
+        "certificatesigningrequests/approval",
+    ),
+];
+
+/// The README names, in backquotes, every group, resource and subresource of the real server's
+/// discovery that this one's discovery (as kubectl reads it) leaves out.
+#[tokio::test]
+async fn the_readme_names_every_resource_the_real_server_serves_and_this_one_does_not() {
+    let Some((_cluster, kubectl)) = setup("the_readme_names_what_is_not_served").await else {
+        return;
+    };
+    let readme = include_str!("../../README.md");
+    let named = |text: &str| readme.contains(&format!("`{text}`"));
+    let served = kubectl.ok(&["api-resources", "-o", "name"]).await;
+    let served: Vec<&str> = served.lines().collect();
+    let mut missing = Vec::new();
+    for (group, resources) in REAL_RESOURCES {
+        for resource in *resources {
+            let name = match *group {
+                "" => resource.to_string(),
+                group => format!("{resource}.{group}"),
+            };
+            if served.contains(&name.as_str()) {
+                continue;
+            }
+            if !named(resource) || !(group.is_empty() || named(group)) {
+                missing.push(name);
+            }
+        }
+    }
+    for (path, subresource) in REAL_SUBRESOURCES {
+        let discovery = kubectl.run(&["get", "--raw", path]).await.stdout;
+        let listed = serde_json::from_str::<Value>(&discovery).is_ok_and(|list| {
+            list["resources"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|r| r["name"] == *subresource))
+        });
+        if !listed && !named(subresource) {
+            missing.push(subresource.to_string());
+        }
+    }
+    assert!(missing.is_empty(), "the README does not name {missing:?}");
+}
+
 /// A delete that removes the object answers a `Success` Status naming it for most kinds, and
 /// the object itself for those whose storage returns it (Pods, Services, ServiceAccounts,
 /// Namespaces), as `finalizeDelete` does; one still pending (a finalizer) answers the object.

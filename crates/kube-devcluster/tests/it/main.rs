@@ -6,12 +6,14 @@
 mod support;
 
 mod conformance;
+mod conformance_errors;
 mod conformance_events;
 mod conformance_kubelet;
 mod conformance_patch;
 mod conformance_protobuf;
 mod conformance_requests;
 mod conformance_schemas;
+mod conformance_services;
 mod conformance_termination;
 mod faults;
 mod jobs;

@@ -932,6 +932,29 @@ pub fn apply(
     Ok(merged)
 }
 
+/// An apply must name the endpoint's own apiVersion and kind: the field manager refuses any
+/// other with 400 `invalid object type: apps/v1, Kind=Deployment`, `GroupVersionKind.String()`
+/// of what the configuration names (k8s.io/apimachinery pkg/util/managedfields/internal
+/// versioncheck.go, `versionCheckManager.Apply`), whether the object exists or not.
+pub fn check_applied_kind(config: &Value, api_version: &str, kind: &str) -> Result<()> {
+    let text = |field: &str| {
+        config
+            .get(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let (applied_version, applied_kind) = (text("apiVersion"), text("kind"));
+    if applied_version == api_version && applied_kind == kind {
+        return Ok(());
+    }
+    let (group, version) = applied_version
+        .split_once('/')
+        .unwrap_or(("", applied_version));
+    Err(ApiError::bad_request(format!(
+        "invalid object type: {group}/{version}, Kind={applied_kind}"
+    )))
+}
+
 /// What an apply through one endpoint may set (the strategies' ResetFields): with a status
 /// subresource, an apply to the main resource leaves status alone and one to `/status` only
 /// sets status. The configuration must be an object (else 400, as the real server decodes it).

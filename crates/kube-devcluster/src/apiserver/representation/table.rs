@@ -2,8 +2,8 @@
 //! for (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`) when it prints `kubectl get`.
 //! Custom resources get their CRD's `additionalPrinterColumns` (evaluated as the simple JSONPath
 //! the real server allows); built-in kinds get the columns the real server prints for them
-//! (Pods, Jobs, Namespaces, Deployments, ConfigMaps, Events, ...), and everything else `NAME`
-//! and `AGE`. The server calls [`table`] for get, list and each watch event.
+//! (Pods, Jobs, Namespaces, Services, Deployments, ConfigMaps, Events, ...), and everything else
+//! `NAME` and `AGE`. The server calls [`table`] for get, list and each watch event.
 
 use std::sync::Arc;
 
@@ -517,6 +517,105 @@ fn selector(obj: &Value, _: DateTime<Utc>) -> Value {
     )
 }
 
+// A Service's columns: pkg/printers/internalversion/printers.go `printService`, with the
+// server's options (`Wide`, as the API server's table convertor generates every column).
+
+fn service_type(service: &Value, _: DateTime<Utc>) -> Value {
+    json!(text(service, "/spec/type"))
+}
+
+fn service_cluster_ip(service: &Value, _: DateTime<Utc>) -> Value {
+    match service
+        .pointer("/spec/clusterIPs/0")
+        .and_then(Value::as_str)
+    {
+        Some(ip) => json!(ip),
+        None => json!("<none>"),
+    }
+}
+
+/// The strings of the list at `pointer`.
+fn strings<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
+    obj.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// `getServiceExternalIP`: the external IPs; a load balancer's ingress points first (sorted,
+/// `loadBalancerStatusStringer`), `<pending>` while it has none; an external name's name.
+fn service_external_ip(service: &Value, _: DateTime<Utc>) -> Value {
+    let external = strings(service, "/spec/externalIPs");
+    let shown = match text(service, "/spec/type") {
+        "ClusterIP" | "NodePort" if external.is_empty() => "<none>".to_string(),
+        "ClusterIP" | "NodePort" => external.join(","),
+        "LoadBalancer" => {
+            let mut points: Vec<&str> = service
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|ingress| {
+                    [text(ingress, "/ip"), text(ingress, "/hostname")]
+                        .into_iter()
+                        .find(|point| !point.is_empty())
+                })
+                .collect();
+            points.sort_unstable();
+            points.dedup();
+            points.extend(external);
+            if points.is_empty() {
+                "<pending>".to_string()
+            } else {
+                points.join(",")
+            }
+        }
+        "ExternalName" => text(service, "/spec/externalName").to_string(),
+        _ => "<unknown>".to_string(),
+    };
+    json!(shown)
+}
+
+/// `makePortString`: `port/protocol`, or `port:nodePort/protocol`, `<none>` without ports.
+fn service_ports(service: &Value, _: DateTime<Utc>) -> Value {
+    let ports: Vec<String> = service
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|port| {
+            let protocol = text(port, "/protocol");
+            match (int(port, "/port"), int(port, "/nodePort")) {
+                (number, node) if node > 0 => format!("{number}:{node}/{protocol}"),
+                (number, _) => format!("{number}/{protocol}"),
+            }
+        })
+        .collect();
+    if ports.is_empty() {
+        json!("<none>")
+    } else {
+        json!(ports.join(","))
+    }
+}
+
+/// `labels.FormatLabels` of the selector: `key=value` sorted by key, `<none>` when empty.
+fn service_selector(service: &Value, _: DateTime<Utc>) -> Value {
+    let pairs: Vec<String> = service
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| format!("{key}={}", value.as_str().unwrap_or_default()))
+        .collect();
+    if pairs.is_empty() {
+        json!("<none>")
+    } else {
+        json!(pairs.join(","))
+    }
+}
+
 fn phase(obj: &Value, _: DateTime<Utc>) -> Value {
     json!(text(obj, "/status/phase"))
 }
@@ -758,6 +857,15 @@ fn builtin_columns(info: &ResourceInfo) -> Vec<Column> {
             column("Selector", selector, 1),
         ],
         ("", "namespaces") => vec![name_col, column("Status", phase, 0), age_col],
+        ("", "services") => vec![
+            name_col,
+            column("Type", service_type, 0),
+            column("Cluster-IP", service_cluster_ip, 0),
+            column("External-IP", service_external_ip, 0),
+            column("Port(s)", service_ports, 0),
+            age_col,
+            column("Selector", service_selector, 1),
+        ],
         ("", "persistentvolumeclaims") => vec![
             name_col,
             column("Status", claim_status, 0),
