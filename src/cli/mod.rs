@@ -10,6 +10,7 @@ mod cron;
 mod dev;
 mod get;
 pub(crate) mod inspect;
+mod locks;
 pub(crate) mod logs;
 mod run;
 mod submit;
@@ -110,6 +111,12 @@ enum Command {
         workflow-operator cron suspend nightly\n  \
         workflow-operator cron trigger nightly")]
     Cron(cron::CronArgs),
+    /// List the locks between workflows (`synchronization`): who holds each mutex and
+    /// semaphore, and who waits for it, first in line first.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator locks\n  \
+        workflow-operator locks -A -o json")]
+    Locks(locks::LocksArgs),
     /// Print the workflow lifecycle (its states and legal transitions) as DOT or Mermaid.
     Lifecycle(inspect::LifecycleArgs),
     /// Measure the operator end to end and print one JSON object (makespan, steps per second,
@@ -148,6 +155,7 @@ pub fn main() -> ExitCode {
         Command::Submit(args) => block_on(submit::submit(args)),
         Command::Template(args) => block_on(template::template(args)),
         Command::Cron(args) => block_on(cron::cron(args)),
+        Command::Locks(args) => block_on(locks::locks(args)),
         Command::Run(args) => block_on(run::run(args)),
         #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),

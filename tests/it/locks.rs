@@ -111,6 +111,13 @@ async fn a_semaphore_is_used_in_full_and_never_past_its_limit(#[future(awt)] ope
         "{} Jobs while 3 hold the semaphore",
         jobs.items.len()
     );
+    // `locks` names the three holders and the five in line.
+    let listed: serde_json::Value =
+        serde_json::from_str(&ns.cli(&["locks", "-o", "json"]).await).expect("JSON");
+    let row = &listed[0];
+    assert_eq!(row["lock"], "semaphore/db", "{listed}");
+    assert_eq!(row["heldBy"].as_array().map(Vec::len), Some(3), "{listed}");
+    assert_eq!(row["waiting"].as_array().map(Vec::len), Some(5), "{listed}");
     gate.open();
     for i in 0..8 {
         ns.expect_completed(&format!("load-{i}")).await;
@@ -139,4 +146,44 @@ async fn a_steps_mutex_is_held_while_it_runs_and_the_other_steps_wait(
     ns.create(workflow).await;
     ns.expect_completed("warehouse").await;
     assert_eq!(watching.await.expect("the watch"), 1);
+}
+
+#[rstest]
+#[tokio::test]
+async fn waiters_get_a_mutex_in_priority_order(#[future(awt)] operator: Operator) {
+    skip_on_real_cluster!("the steps wait for a file the test creates");
+    let ns = &operator.ns;
+    let (first, rest) = (Gate::new(), Gate::new());
+    let holds = |name: &str, gate: &Gate, priority: i32| {
+        let wait = gate.wait_command("done");
+        let wait: Vec<&str> = wait.iter().map(String::as_str).collect();
+        WorkFlow::test(name)
+            .priority(priority)
+            .synchronization("{mutexes: [{name: release}]}")
+            .step("run", &[])
+            .command(&wait)
+    };
+    ns.create(holds("holder", &first, 0)).await;
+    ns.wait_step_job("holder", "run", "created", |_| true).await;
+    ns.create(holds("older-low", &rest, 0)).await;
+    ns.create(holds("newer-high", &rest, 5)).await;
+    for waiter in ["older-low", "newer-high"] {
+        ns.wait_workflow(waiter, "waiting for the mutex", |wf| {
+            (wf.status.iter().flat_map(|s| &s.steps)).any(|e| {
+                (e.message.as_deref().unwrap_or("")).contains("waiting for mutex release held by")
+            })
+        })
+        .await;
+    }
+    first.open();
+    ns.wait_step_job("newer-high", "run", "created", |_| true)
+        .await;
+    assert!(
+        ns.jobs_of("older-low").await.is_empty(),
+        "the higher priority waiter goes first"
+    );
+    rest.open();
+    for name in ["holder", "newer-high", "older-low"] {
+        ns.expect_completed(name).await;
+    }
 }

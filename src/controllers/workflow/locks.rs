@@ -225,22 +225,6 @@ impl LockBook {
         !state.woken.is_empty() && state.woken.remove(uid)
     }
 
-    /// The locks' holders and waiters now, by namespace and lock (`mutex/NAME`): for the web
-    /// view and `workflow-operator locks`.
-    pub fn snapshot(&self) -> BTreeMap<(String, String), (Vec<String>, usize)> {
-        let state = self.state.lock().expect("lock book");
-        let mut out = BTreeMap::new();
-        for ((namespace, key), held) in &state.leases {
-            let waiting = state
-                .waiting
-                .get(&(namespace.clone(), key.clone()))
-                .map_or(0, BTreeMap::len);
-            let by = held.iter().map(|h| h.by.clone()).collect();
-            out.insert((namespace.clone(), key.clone()), (by, waiting));
-        }
-        out
-    }
-
     /// Feeds the book from a watch of the lock Leases (all namespaces, or `namespace`).
     pub async fn watch(self: Arc<Self>, client: Client, namespace: Option<String>) {
         let api: Api<Lease> = match &namespace {
