@@ -41,6 +41,7 @@ const EXAMPLES: &[&str] = &[
     "failing",
     "fan-out",
     "invalid-cycle",
+    "locks",
     "outputs",
     "parallelism",
     "queued",
@@ -85,6 +86,7 @@ fn every_example_has_a_case() {
 #[case::failing("failing")]
 #[case::fan_out("fan-out")]
 #[case::invalid_cycle("invalid-cycle")]
+#[case::locks("locks")]
 #[case::outputs("outputs")]
 #[case::parallelism("parallelism")]
 #[case::queued("queued")]
@@ -224,6 +226,28 @@ async fn example_runs_to_the_outcome_its_comments_promise(
             }
             logs.sort();
             assert_eq!(logs, ["attempt 0", "attempt 1", "attempt 2"]);
+        }),
+        "locks" => Box::pin(async {
+            let mut runs = Vec::new();
+            for name in ["release-1", "release-2"] {
+                ns.expect_completed(name).await;
+                runs.push(span(&ns.jobs_of(name).await));
+            }
+            runs.sort();
+            assert!(
+                runs[0].1 <= runs[1].0,
+                "one release after the other: {runs:?}"
+            );
+            // The semaphore of 1 kept load-a and load-b apart.
+            for name in ["release-1", "release-2"] {
+                let jobs = ns.jobs_of(name).await;
+                let loads: Vec<(Time, Time)> = (jobs.iter())
+                    .filter(|j| step_of(j).is_some_and(|s| s.starts_with("load-")))
+                    .map(|j| span(std::slice::from_ref(j)))
+                    .collect();
+                let (a, b) = (&loads[0], &loads[1]);
+                assert!(a.1 <= b.0 || b.1 <= a.0, "{name}: {loads:?}");
+            }
         }),
         "invalid-cycle" => Box::pin(async {
             ns.expect_failed(
@@ -547,6 +571,17 @@ fn steps_of(jobs: &[Job]) -> Vec<String> {
 }
 
 /// The log of the (only) Job of `step`, trimmed.
+/// From the first of `jobs` created to the last finished.
+fn span(jobs: &[Job]) -> (Time, Time) {
+    let created = jobs
+        .iter()
+        .filter_map(|j| j.metadata.creation_timestamp.clone());
+    let finished = (jobs.iter()).filter_map(|j| j.status.as_ref()?.completion_time.clone());
+    let first = created.min_by_key(|t| t.0).expect("created");
+    let last = finished.max_by_key(|t| t.0).expect("finished");
+    (first, last)
+}
+
 async fn log_of(ns: &Namespace, workflow: &str, step: &str) -> String {
     let jobs = ns.jobs_of(workflow).await;
     let job = jobs
