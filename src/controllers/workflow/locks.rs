@@ -327,18 +327,26 @@ pub(super) async fn hold(
     let namespace = workflow.namespace().unwrap_or_default();
     let api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
     book.forget(&uid);
+    let spec = &workflow.spec;
+    let own = locks_of(spec.synchronization.as_deref());
+    let steps_lock =
+        (spec.containers.iter().chain(&spec.on_exit)).any(|s| s.synchronization.is_some());
+    if own.is_empty() && !steps_lock && book.held_by(&namespace, &uid).is_empty() {
+        return Ok(None);
+    }
+    // After a restart, the Leases of the previous process must be known before anything is
+    // given back or taken.
+    let mut synced = book.synced.clone();
+    let _ = synced.wait_for(|synced| *synced).await;
     let status = plan.status.as_ref().or(workflow.status.as_ref());
     let ended = status
         .and_then(|s| s.workflow_status)
         .is_some_and(|p| p.is_terminal());
     give_back(book, &api, workflow, (plan, observed), ended).await?;
-    let own = locks_of(workflow.spec.synchronization.as_deref());
     let creates = step_creates(workflow, plan);
     if ended || (own.is_empty() && creates.is_empty()) {
         return Ok(None);
     }
-    let mut synced = book.synced.clone();
-    let _ = synced.wait_for(|synced| *synced).await;
     let rank = Rank::of(workflow);
     let by = format!("{namespace}/{}", workflow.name_any());
     for lock in &own {
