@@ -134,6 +134,7 @@ fn bench(c: &mut Criterion) {
             run_index: 0,
             item: None,
             attempt: 0,
+            cache_key: None,
             state,
             deleting: false,
             active_deadline_seconds: Some(60),

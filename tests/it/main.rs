@@ -14,6 +14,7 @@ mod support;
 mod kopf_common;
 
 mod bench_cli;
+mod cache;
 mod cli;
 mod cron;
 mod cron_cli;

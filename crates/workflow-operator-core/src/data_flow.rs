@@ -95,6 +95,10 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
         if let Some(strategy) = compile_retry(step)? {
             flow.retry.insert(i, strategy);
         }
+        if check_cache(step, flow.fan_out.contains_key(&i), false)? {
+            // A success's outputs go into its entry.
+            flow.read.insert(i);
+        }
     }
     if exit.is_some() {
         let runs = spec.runs.unwrap_or(1);
@@ -130,6 +134,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
             if let Some(strategy) = compile_retry(step)? {
                 flow.exit_retry.insert(i, strategy);
             }
+            check_cache(step, false, true)?;
         }
     }
     Ok(flow)
@@ -264,6 +269,30 @@ fn check_item(
         }
     }
     Ok(())
+}
+
+/// Whether `step` is cached (`cache`), checking it may be: not on a step that fans out (the
+/// outputs of its items are not read) nor on an exit step, and its `maxAge` parses.
+fn check_cache(step: &Step, fans_out: bool, exit: bool) -> Result<bool, DagError> {
+    let Some(cache) = step.cache.as_deref() else {
+        return Ok(false);
+    };
+    let refused = |problem: String| DagError::Reference {
+        step: step.step_name.clone(),
+        problem,
+    };
+    if fans_out || exit {
+        let what = if exit {
+            "an exit step"
+        } else {
+            "a step that fans out"
+        };
+        return Err(refused(format!("sets cache, which {what} may not")));
+    }
+    if let Some(age) = &cache.max_age {
+        crate::retry::parse_duration(age).map_err(|e| refused(format!("cache.maxAge {e}")))?;
+    }
+    Ok(true)
 }
 
 /// The step's `retryStrategy`, checked and compiled.

@@ -27,8 +27,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use serde::{Deserialize, Serialize};
 
 use super::labels::{
-    ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP, ANNOTATION_TIMED_OUT,
-    LABEL_ATTEMPT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
+    ANNOTATION_CACHE_KEY, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP,
+    ANNOTATION_TIMED_OUT, LABEL_ATTEMPT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
 };
 
 /// A Job as the planner reads it; see the module documentation for what is kept.
@@ -57,6 +57,8 @@ pub struct JobSummary {
     /// Whether `spec.podCleanup` had the Job's pods deleted (annotation
     /// `workflow.crd.com/pods-deleted`; its time is not kept).
     pub pods_deleted: bool,
+    /// The key of a cached step's Job (annotation `workflow.crd.com/cache-key`).
+    pub cache_key: Option<String>,
     /// The part of `spec` the planner reads.
     pub spec: Option<JobSummarySpec>,
     /// The part of `status` the operator reads.
@@ -381,6 +383,7 @@ impl From<JobOnTheWire> for JobSummary {
         let timed_out = annotations.remove(ANNOTATION_TIMED_OUT);
         let cannot_start = annotations.remove(ANNOTATION_CANNOT_START);
         let pods_deleted = annotations.contains_key(ANNOTATION_PODS_DELETED);
+        let cache_key = annotations.remove(ANNOTATION_CACHE_KEY);
         let mut labels = metadata.labels.unwrap_or_default();
         let run = labels.remove(LABEL_RUN);
         let retry = labels
@@ -421,6 +424,7 @@ impl From<JobOnTheWire> for JobSummary {
             timed_out,
             cannot_start,
             pods_deleted,
+            cache_key,
             spec,
             status: status.map(JobSummaryStatus::from),
         }
@@ -438,6 +442,7 @@ impl From<JobSummary> for JobOnTheWire {
                 ANNOTATION_PODS_DELETED,
                 summary.pods_deleted.then(|| "true".to_string()),
             ),
+            (ANNOTATION_CACHE_KEY, summary.cache_key),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key.to_string(), value?)))

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
+use super::cache;
 use super::crd::{Step, WorkFlow};
 use super::fan_out::{self, Instance, Item};
 use super::job_summary::{JobEnd, JobSummary};
@@ -26,9 +27,10 @@ use super::plan::{ExitEnv, JobState, ObservedJob, job_deadline_seconds};
 
 /// The labels and annotations of step Jobs, where Jobs are built.
 pub use super::labels::{
-    ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP, ANNOTATION_TIMED_OUT,
-    ANNOTATION_WORKFLOW, LABEL_ATTEMPT, LABEL_ITEM, LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME,
-    LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX, LABEL_STEP, LABEL_WORKFLOW, OWN_LABELS,
+    ANNOTATION_CACHE_KEY, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP,
+    ANNOTATION_TIMED_OUT, ANNOTATION_WORKFLOW, LABEL_ATTEMPT, LABEL_ITEM, LABEL_PRIORITY_CLASS,
+    LABEL_QUEUE_NAME, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX, LABEL_STEP, LABEL_WORKFLOW,
+    OWN_LABELS,
 };
 
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
@@ -241,7 +243,6 @@ impl<'a> StepJob<'a> {
             (self.workflow.controller_owner_ref(&())).ok_or(JobError::MissingMetadata("uid"))?;
         // Foreground deletion of the workflow waits for its Jobs.
         owner.block_owner_deletion = Some(true);
-        let step = &self.step.step_name;
         let (labels, pod_labels) = self.labels(name);
         let timeout = self.workflow.spec.effective_timeout(self.step);
         Ok(Job {
@@ -255,10 +256,7 @@ impl<'a> StepJob<'a> {
                 )),
                 namespace: Some(namespace.to_string()),
                 labels: Some(labels),
-                annotations: Some(BTreeMap::from([
-                    (ANNOTATION_WORKFLOW.to_string(), name.to_string()),
-                    (ANNOTATION_STEP.to_string(), step.clone()),
-                ])),
+                annotations: Some(self.annotations(name)),
                 owner_references: Some(vec![owner]),
                 ..ObjectMeta::default()
             },
@@ -283,6 +281,21 @@ impl<'a> StepJob<'a> {
             }),
             status: None,
         })
+    }
+
+    /// The Job's annotations: the exact workflow and step names, and a cached step's key.
+    fn annotations(&self, workflow: &str) -> BTreeMap<String, String> {
+        let mut annotations = BTreeMap::from([
+            (ANNOTATION_WORKFLOW.to_string(), workflow.to_string()),
+            (ANNOTATION_STEP.to_string(), self.step.step_name.clone()),
+        ]);
+        if self.step.cache.is_some() {
+            let no_inputs = outputs::Inputs::new();
+            let inputs = self.data.inputs.unwrap_or(&no_inputs);
+            let key = cache::key_of(self.step, inputs, self.item().map(|i| &i.value));
+            annotations.insert(ANNOTATION_CACHE_KEY.to_string(), key.hash);
+        }
+        annotations
     }
 
     fn item(&self) -> Option<&'a Item> {
@@ -583,6 +596,7 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         run_index: job.run_index,
         item: job.item,
         attempt: job.attempt,
+        cache_key: job.cache_key.clone(),
         state,
         deleting: job.metadata.deletion_timestamp.is_some(),
         active_deadline_seconds: spec.and_then(|s| s.active_deadline_seconds),

@@ -25,6 +25,9 @@ pub const ANNOTATION_CANNOT_START: &str = "workflow.crd.com/cannot-start";
 /// deleted (the time, RFC 3339), so the clean-up is neither repeated nor missed after a restart
 /// (see `cleanup`).
 pub const ANNOTATION_PODS_DELETED: &str = "workflow.crd.com/pods-deleted";
+/// Annotation of the Job of a cached step (`cache`): its key's hash, decided when the Job was
+/// built; its success writes the entry of that key.
+pub const ANNOTATION_CACHE_KEY: &str = "workflow.crd.com/cache-key";
 /// Label: the Kueue LocalQueue a Job is submitted to (`spec.queueName`). Kueue manages a Job
 /// that carries it: the Job waits suspended until Kueue admits it by setting `suspend: false`
 /// ("Run a Kubernetes Job", <https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>).

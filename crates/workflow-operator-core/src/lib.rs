@@ -25,6 +25,7 @@
 //! - `testing` (feature `testing`): fixture builders for unit and integration tests.
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod crd;
 pub mod cron;
 pub mod dag;

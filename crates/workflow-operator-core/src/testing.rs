@@ -46,6 +46,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         continue_on: None,
         retry_strategy: None,
         synchronization: None,
+        cache: None,
         env_from: Vec::new(),
         volume_mounts: Vec::new(),
         working_dir: None,
@@ -167,6 +168,13 @@ impl WorkFlowBuilder {
     }
 
     /// Sets the last step's retries.
+    /// The last step's `cache`, as YAML.
+    pub fn cache(mut self, yaml: &str) -> Self {
+        let cache = serde_yaml::from_str(yaml).expect("a cache");
+        self.last().cache = Some(Box::new(cache));
+        self
+    }
+
     /// `spec.synchronization`, as YAML.
     pub fn synchronization(mut self, yaml: &str) -> Self {
         let sync = serde_yaml::from_str(yaml).expect("a synchronization");
@@ -436,6 +444,7 @@ impl<'a> Jobs<'a> {
             run_index: 0,
             item: None,
             attempt: 0,
+            cache_key: None,
             state,
             deleting: false,
             active_deadline_seconds: super::plan::job_deadline_seconds(timeout),

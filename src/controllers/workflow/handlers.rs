@@ -9,6 +9,7 @@
 //! | resolve | `resolve`: the shared templates named, read once and recorded | only until recorded |
 //! | observe | `observe`: the workflow and its Jobs from the mirror | the mirror; pods and Events for a plan in full |
 //! | decide | `decide`: the plan, incrementally or in full | none |
+//! | cache | `cache`: cached steps' entries looked up before their Jobs, written after | ConfigMaps |
 //! | locks | `locks`: the locks (`synchronization`) taken and given back; what waits is held back | Leases |
 //! | gate | `gate`: `--max-running-steps` holds back Job creates | none (waits for the queue's watch) |
 //! | apply | `apply`: create, stop and delete Jobs | yes |
@@ -30,13 +31,13 @@ use kube_kopf::{Context, HandlerError, HandlerResult};
 use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs;
-use workflow_operator_core::plan::ObservedJob;
+use workflow_operator_core::plan::{self, ObservedJob};
 
 use super::apply::{self, delete_job, patch_job};
 use super::decide::{self, Decision};
 use super::observe;
 use super::shared::{Shared, temporary};
-use super::{gate, locks, record, resolve};
+use super::{cache, gate, locks, record, resolve};
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
@@ -73,7 +74,7 @@ async fn timed(
     result
 }
 
-/// One pass: resolve -> observe -> decide -> locks -> gate -> apply -> record.
+/// One pass: resolve -> observe -> decide -> cache, locks, gate -> apply -> record.
 async fn pass(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
@@ -84,33 +85,74 @@ async fn pass(
         return Ok(());
     };
     let (mut decision, mut observed) = decide(shared, ctx, &mut seen).await?;
-    let planned = (&decision.plan, observed.as_deref());
-    let lock_gate = locks::hold(shared, &ctx.client, &seen.workflow, planned).await?;
-    if let Some(gate) = &lock_gate {
-        let jobs = match observed.take() {
-            Some(observed) => observed,
-            None => observe::jobs_in_full(shared, ctx, &mut seen).await?,
-        };
-        decision = decide::plan_gated(&seen.workflow, &seen.compiled, &jobs, seen.now, gate);
-        observed = Some(jobs);
+    let gated = gates(shared, ctx, &mut seen, &mut decision, &mut observed).await?;
+    if let Some(gate) = &gated {
+        gate::release_unplanned(shared, &seen.workflow, gate, &decision.plan);
     }
-    if let Some(gate) = gate::admit(shared, &seen.workflow, &seen.uid, &decision.plan).await {
-        let gate = match lock_gate {
-            Some(locks) => locks.and(gate),
-            None => gate,
-        };
-        let observed = match observed {
-            Some(observed) => observed,
-            None => observe::jobs_in_full(shared, ctx, &mut seen).await?,
-        };
-        decision = decide::plan_gated(&seen.workflow, &seen.compiled, &observed, seen.now, &gate);
-        gate::release_unplanned(shared, &seen.workflow, &gate, &decision.plan);
+    if let Some(jobs) = &observed {
+        let planned = (&decision.plan, jobs.as_slice());
+        cache::write(&shared.cache_written, &ctx.client, &seen.workflow, planned).await?;
     }
     let mut record = record::prepare(shared, &seen, &mut decision);
     record::before_actions(shared, ctx, &seen, &mut record).await?;
     apply::apply(shared, ctx, &seen, &mut decision, &mut record).await?;
     record::after_actions(shared, ctx, &seen, &mut record, &decision.plan).await?;
     record::remember(shared, &seen, &record, decision);
+    Ok(())
+}
+
+/// How many times a pass looks up cache hits: each round's hits may let the next cached steps
+/// start, which are looked up in the next.
+const CACHE_ROUNDS: usize = 10;
+
+/// What the planner takes from outside the Jobs, each planning again when it changes the plan:
+/// cache hits, then locks, then the built-in queue. The gate planned with last, if any.
+async fn gates(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    seen: &mut observe::Observed,
+    decision: &mut Decision,
+    observed: &mut Option<Vec<ObservedJob>>,
+) -> Result<Option<plan::Gate>, HandlerError> {
+    let mut gate: Option<plan::Gate> = None;
+    for _ in 0..CACHE_ROUNDS {
+        let hits = cache::look_up(ctx, &seen.workflow, &decision.plan).await?;
+        if hits.is_empty() {
+            break;
+        }
+        let mut with_hits = gate.take().unwrap_or_default();
+        with_hits.cached.extend(hits);
+        replan(shared, ctx, seen, (decision, observed), &with_hits).await?;
+        gate = Some(with_hits);
+    }
+    let planned = (&decision.plan, observed.as_deref());
+    if let Some(locks) = locks::hold(shared, &ctx.client, &seen.workflow, planned).await? {
+        let with_locks = gate.take().map_or(locks.clone(), |g| g.and(locks));
+        replan(shared, ctx, seen, (decision, observed), &with_locks).await?;
+        gate = Some(with_locks);
+    }
+    if let Some(queue) = gate::admit(shared, &seen.workflow, &seen.uid, &decision.plan).await {
+        let with_queue = gate.take().map_or(queue.clone(), |g| g.and(queue));
+        replan(shared, ctx, seen, (decision, observed), &with_queue).await?;
+        gate = Some(with_queue);
+    }
+    Ok(gate)
+}
+
+/// Plans `seen` again in full behind `gate`, observing its Jobs in full first if the pass has
+/// not yet.
+async fn replan(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    seen: &mut observe::Observed,
+    (decision, observed): (&mut Decision, &mut Option<Vec<ObservedJob>>),
+    gate: &plan::Gate,
+) -> Result<(), HandlerError> {
+    if observed.is_none() {
+        *observed = Some(observe::jobs_in_full(shared, ctx, seen).await?);
+    }
+    let jobs = observed.as_deref().unwrap_or_default();
+    *decision = decide::plan_gated(&seen.workflow, &seen.compiled, jobs, seen.now, gate);
     Ok(())
 }
 

@@ -18,6 +18,7 @@
 
 pub mod admission;
 mod apply;
+mod cache;
 pub mod cleanup;
 mod decide;
 pub mod failure_cause;

@@ -30,6 +30,8 @@ pub struct Shared {
     pub(super) memory: Memory,
     /// The built-in queue (`--max-running-steps`), when the operator has one.
     pub admission: Option<Arc<super::admission::Admission>>,
+    /// The cache entries this process wrote (`cache`).
+    pub(super) cache_written: super::cache::Written,
     /// The locks between workflows (`synchronization`).
     pub locks: Option<Arc<super::locks::LockBook>>,
 }
@@ -75,5 +77,6 @@ impl Shared {
         if let Some(locks) = &self.locks {
             locks.forget(&uid);
         }
+        self.cache_written.forget(&uid);
     }
 }

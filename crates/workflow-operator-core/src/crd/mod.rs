@@ -31,7 +31,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
 pub use policies::{
-    Backoff, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
+    Backoff, Cache, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
 };
 pub use templates::{
     Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, NAMESPACED_KIND,
@@ -451,6 +451,11 @@ pub struct Step {
     /// `retries`. Boxed: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_strategy: Option<Box<RetryStrategy>>,
+
+    /// Reuse the step's result: a fresh entry for its key makes it `Succeeded` with the
+    /// entry's outputs, and no Job runs; a success writes one. Boxed: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<Box<Cache>>,
 
     /// Locks the step holds while it runs (its Job starts only once it holds them all).
     /// Boxed: rarely set.
@@ -1107,8 +1112,8 @@ spec:
         // 280 before `when` (a boxed str: 16 bytes); the three fan-out fields are a box each
         // (8 bytes), not 64 inline; the template call 32 (`template` a boxed str, the
         // reference and the arguments a box each); `continueOn` 8 (one byte, padded),
-        // `retryStrategy` 8 (a box), `synchronization` 8 (a box).
-        assert!(size <= 376, "a Step is {size} bytes");
+        // `retryStrategy`, `synchronization` and `cache` 8 each (a box).
+        assert!(size <= 384, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing

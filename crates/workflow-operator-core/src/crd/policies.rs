@@ -1,6 +1,6 @@
 //! Run policies a workflow or a step may set: which failures it survives (`continueOn`), how
-//! a failed step is tried again (`retryStrategy`), and the locks it holds
-//! (`synchronization`).
+//! a failed step is tried again (`retryStrategy`), the locks it holds (`synchronization`), and
+//! whether its result is reused (`cache`).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -107,4 +107,19 @@ pub struct SemaphoreRef {
     /// in use: nobody new takes it while as many hold it).
     #[schemars(range(min = 1))]
     pub limit: i32,
+}
+
+/// A step whose result is kept and reused (`cache`): before it runs, an entry for its key that
+/// is younger than `maxAge` makes it `Succeeded` with the entry's outputs, and no Job runs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Cache {
+    /// How old an entry may be to be used (`24h`, `90m`; Go's durations or whole seconds);
+    /// absent: any age.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<String>,
+    /// The key, instead of the step's resolved content; `{{steps.NAME.outputs.KEY}}` and
+    /// `{{item}}` are filled in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }

@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+use super::cache::REASON_CACHED;
 use super::crd::{
     CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, ItemCounts, Shutdown, Step,
     StepPhase, StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
@@ -123,6 +124,8 @@ pub struct ObservedJob {
     pub item: Option<u32>,
     /// Its step's attempt (`retryStrategy`; label `workflow.crd.com/attempt`, 0 if absent).
     pub attempt: u32,
+    /// A cached step's key (annotation `workflow.crd.com/cache-key`).
+    pub cache_key: Option<String>,
     /// What the Job is doing.
     pub state: JobState,
     /// The Job has a `deletionTimestamp`.
@@ -373,6 +376,9 @@ pub struct Gate {
     pub admitted: Option<HashSet<String>>,
     /// Why the others wait, shown on their steps.
     pub message: String,
+    /// Cache hits (`cache`) the operator found for steps about to start: each is done as its
+    /// entry says (`Succeeded`, reason `Cached`), and no Job is created for it.
+    pub cached: Vec<StepStatus>,
 }
 
 impl Gate {
@@ -381,6 +387,7 @@ impl Gate {
         Gate {
             admitted: Some(admitted.into_iter().collect()),
             message,
+            cached: Vec::new(),
         }
     }
 
@@ -395,7 +402,13 @@ impl Gate {
             .filter(|m| !m.is_empty())
             .collect::<Vec<_>>()
             .join("; ");
-        Gate { admitted, message }
+        let mut cached = self.cached;
+        cached.extend(other.cached);
+        Gate {
+            admitted,
+            message,
+            cached,
+        }
     }
 
     /// Whether the Job named `job` may be created now.

@@ -37,6 +37,7 @@ impl<'a> Planner<'a> {
         };
         let mut seen = Assessment::new(scope, job_of, strategies);
         self.see_steps(&mut seen, main.is_none(), jobs);
+        self.see_cached(&mut seen);
         self.see_fans(&mut seen, fan_outs, item_jobs, jobs);
         self.see_refused(&mut seen);
         // A step that fans out starts no more items once one failed.
@@ -174,6 +175,33 @@ impl<'a> Planner<'a> {
                 seen.progress.complete(i, &mut released);
             }
             seen.fans.insert(i, fan);
+        }
+    }
+
+    /// A step without a Job whose result came from the cache (`cache`): done, with the
+    /// entry's outputs, as the hit this pass found (the gate's) or the status recorded says.
+    fn see_cached(&self, seen: &mut Assessment<'a>) {
+        let gate: &'a Gate = self.gate;
+        let previous: &'a WorkFlowStatus = self.previous;
+        let cached_entries = || {
+            (gate.cached.iter())
+                .chain(&previous.steps)
+                .filter(|s| s.reason.as_deref() == Some(REASON_CACHED))
+        };
+        if cached_entries().next().is_none() {
+            return;
+        }
+        let mut released = Vec::new();
+        for i in 0..seen.job_of.len() {
+            if seen.job_of[i].is_some() || seen.scope.steps[i].cache.is_none() {
+                continue;
+            }
+            let job = self.job_name(&seen.display(Unit::step(i)));
+            if let Some(entry) = cached_entries().find(|s| s.job.as_deref() == Some(job.as_str())) {
+                seen.known_outputs.insert(i, &entry.outputs);
+                seen.cached.insert(i, entry);
+                seen.progress.complete(i, &mut released);
+            }
         }
     }
 
@@ -397,6 +425,8 @@ struct Assessment<'a> {
     failures: Vec<(Unit, Failure)>,
     /// Failed instances whose failure is tolerated (`continueOn.failed`).
     tolerated: Vec<(Unit, Failure)>,
+    /// Steps done by a cache hit, with their entry.
+    cached: HashMap<usize, &'a StepStatus>,
     /// The compiled `retryStrategy` of each step that has one.
     strategies: &'a HashMap<usize, Arc<Strategy>>,
     /// Failed instances tried again now, with their next attempt.
@@ -433,6 +463,7 @@ impl<'a> Assessment<'a> {
             progress: scope.dag.progress(),
             failures: Vec::new(),
             tolerated: Vec::new(),
+            cached: HashMap::new(),
             strategies,
             next_attempt: HashMap::new(),
             backing_off: BTreeMap::new(),
@@ -685,6 +716,7 @@ impl<'a> Assessment<'a> {
             failures: self.failures,
             tolerated: self.tolerated,
             next_attempt: self.next_attempt,
+            cached: self.cached,
             backing_off: self.backing_off,
             running: self.running,
             ready,

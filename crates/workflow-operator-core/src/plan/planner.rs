@@ -139,6 +139,8 @@ pub(super) struct View<'a> {
     /// Failed instances tried again now (`retryStrategy`), with their next attempt; they are
     /// among `ready`.
     pub(super) next_attempt: HashMap<Unit, u32>,
+    /// Steps done by a cache hit (`cache`), with their status entry.
+    pub(super) cached: HashMap<usize, &'a StepStatus>,
     /// Failed instances waiting their back-off before their next attempt; counted running.
     pub(super) backing_off: BTreeMap<Unit, BackingOff>,
     /// Jobs that run (not stopped by this plan).

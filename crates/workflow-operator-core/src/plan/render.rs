@@ -368,6 +368,10 @@ impl<'a> Planner<'a> {
                     }),
                     _ => {}
                 },
+                (None, None) if view.cached.contains_key(&i) => {
+                    lists.steps.push(view.cached[&i].clone());
+                    lists.executed.push(name.clone());
+                }
                 (None, None) if view.skipped[i] => lists
                     .steps
                     .push(skipped_entry(&name, view.steps[i].when.as_deref())),

@@ -1,0 +1,212 @@
+//! Cached steps (`cache`), the client side of `workflow_operator_core::cache`. Before a pass
+//! creates the Job of a cached step, [`look_up`] reads its entry (one GET of the ConfigMap its
+//! key names); a fresh entry is a hit, handed to the planner (`plan::Gate::cached`), which
+//! records the step `Succeeded` from it (reason `Cached`, recorded in the status and never
+//! looked up again) and creates no Job, and an Event says so. After a cached step's Job
+//! succeeded and its outputs are recorded, [`write`] creates its entry (replacing one too old
+//! for the step), once per Job per process; a restarted operator writes again and is answered
+//! 409. A failed step writes nothing.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, PostParams};
+use kube::runtime::events::EventType;
+use kube::{Client, ResourceExt};
+use kube_kopf::{Context, HandlerError};
+
+use workflow_operator_core::cache::{Entry, Key, LABEL_CACHE, key_of};
+use workflow_operator_core::crd::{Step, StepStatus, WorkFlow};
+use workflow_operator_core::fan_out;
+use workflow_operator_core::plan::{Action, JobState, ObservedJob, Plan};
+use workflow_operator_core::retry::parse_duration;
+
+use super::shared::{FIELD_MANAGER, temporary};
+
+/// The Jobs whose entries this process wrote, by workflow uid.
+#[derive(Default)]
+pub struct Written(Mutex<BTreeMap<String, HashSet<String>>>);
+
+impl Written {
+    /// Forgets a workflow's (deleted).
+    pub fn forget(&self, uid: &str) {
+        self.0.lock().expect("cache writes").remove(uid);
+    }
+
+    /// Whether `job` of `uid` is newly marked written.
+    fn mark(&self, uid: &str, job: &str) -> bool {
+        let mut written = self.0.lock().expect("cache writes");
+        written
+            .entry(uid.to_string())
+            .or_default()
+            .insert(job.to_string())
+    }
+
+    fn unmark(&self, uid: &str, job: &str) {
+        if let Some(jobs) = self.0.lock().expect("cache writes").get_mut(uid) {
+            jobs.remove(job);
+        }
+    }
+}
+
+/// The cache hits of the cached steps `plan` (of `workflow`, templates expanded) would start:
+/// each step's status entry as the planner is to record it. Posts an Event per hit.
+///
+/// # Errors
+/// An entry that could not be read (temporary).
+pub(super) async fn look_up(
+    ctx: &Context<WorkFlow>,
+    workflow: &WorkFlow,
+    plan: &Plan,
+) -> Result<Vec<StepStatus>, HandlerError> {
+    let namespace = workflow.namespace().unwrap_or_default();
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut hits = Vec::new();
+    for (step, job, key, name) in cached_creates(workflow, plan) {
+        let Some(entry) = read(&api, &key).await? else {
+            continue;
+        };
+        if !entry.fresh(max_age(step), Timestamp::now()) {
+            continue;
+        }
+        let hit = entry.status(&name, &job);
+        let message = format!(
+            "step {name}: {}",
+            hit.message.as_deref().unwrap_or_default()
+        );
+        if let Err(error) = ctx.publish(EventType::Normal, "StepCached", &message).await {
+            tracing::warn!(%error, "posting a StepCached Event");
+        }
+        hits.push(hit);
+    }
+    Ok(hits)
+}
+
+/// The cached steps `plan` creates Jobs for: (step, Job, key, name in the status). Not items
+/// of a step that fans out nor exit steps (refused at create).
+fn cached_creates<'w>(workflow: &'w WorkFlow, plan: &Plan) -> Vec<(&'w Step, String, Key, String)> {
+    let runs = workflow.spec.run_count();
+    (plan.actions.iter())
+        .filter_map(|action| {
+            let Action::CreateJob {
+                step,
+                job_name,
+                exit: None,
+                inputs,
+                instance,
+                ..
+            } = action
+            else {
+                return None;
+            };
+            let found = workflow
+                .spec
+                .containers
+                .iter()
+                .find(|s| s.step_name == *step)?;
+            found.cache.as_ref()?;
+            let name = fan_out::display_name(step, instance.run_index, runs, None);
+            Some((found, job_name.clone(), key_of(found, inputs, None), name))
+        })
+        .collect()
+}
+
+fn max_age(step: &Step) -> Option<SignedDuration> {
+    let age = step.cache.as_ref()?.max_age.as_ref()?;
+    parse_duration(age).ok()
+}
+
+async fn read(api: &Api<ConfigMap>, key: &Key) -> Result<Option<Entry>, HandlerError> {
+    let found = api
+        .get_opt(&key.entry_name())
+        .await
+        .map_err(|e| temporary("reading a cache entry", e))?;
+    Ok(found.and_then(|map| Entry::from_data(map.data.as_ref()?)))
+}
+
+/// Writes the entry of each cached step of `workflow` whose Job (among `observed`) succeeded
+/// and whose outputs the status (`plan`'s, else the workflow's) records.
+///
+/// # Errors
+/// An entry that could not be written (temporary).
+pub(super) async fn write(
+    written: &Written,
+    client: &Client,
+    workflow: &WorkFlow,
+    (plan, observed): (&Plan, &[ObservedJob]),
+) -> Result<(), HandlerError> {
+    let uid = workflow.uid().unwrap_or_default();
+    let namespace = workflow.namespace().unwrap_or_default();
+    let status = plan.status.as_ref().or(workflow.status.as_ref());
+    let recorded = status.map(|s| s.steps.as_slice()).unwrap_or_default();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    for job in observed {
+        let (JobState::Succeeded, Some(hash)) = (&job.state, &job.cache_key) else {
+            continue;
+        };
+        let Some(entry) = recorded
+            .iter()
+            .find(|s| s.job.as_deref() == Some(&job.name))
+        else {
+            continue;
+        };
+        if !written.mark(&uid, &job.name) {
+            continue;
+        }
+        let step = workflow
+            .spec
+            .containers
+            .iter()
+            .find(|s| s.step_name == job.step);
+        let cached = Entry {
+            outputs: entry.outputs.clone(),
+            from: format!("{namespace}/{} step {}", workflow.name_any(), entry.name),
+            created: job.finished_at.unwrap_or_else(Timestamp::now),
+        };
+        let key = Key { hash: hash.clone() };
+        if let Err(error) = put(&api, &key, &cached, step.and_then(max_age)).await {
+            written.unmark(&uid, &job.name);
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// Creates the entry of `key`; one that exists is kept unless too old for `max_age`.
+async fn put(
+    api: &Api<ConfigMap>,
+    key: &Key,
+    entry: &Entry,
+    max_age: Option<SignedDuration>,
+) -> Result<(), HandlerError> {
+    let map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(key.entry_name()),
+            labels: Some(BTreeMap::from([(LABEL_CACHE.to_string(), key.label())])),
+            ..ObjectMeta::default()
+        },
+        data: Some(entry.to_data()),
+        ..ConfigMap::default()
+    };
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    match api.create(&params, &map).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let existing = read(api, key).await?;
+            if existing.is_some_and(|e| e.fresh(max_age, Timestamp::now())) {
+                return Ok(());
+            }
+            api.replace(&key.entry_name(), &params, &map)
+                .await
+                .map(|_| ())
+                .map_err(|e| temporary("replacing a cache entry too old", e))
+        }
+        Err(e) => Err(temporary("writing a cache entry", e)),
+    }
+}
