@@ -14,10 +14,10 @@ use kube_schema_check::schema;
 use workflow_operator_core::crd::{WorkFlow, WorkFlowSpec, crd_yaml};
 use workflow_operator_core::fan_out::node_label;
 use workflow_operator_core::lifecycle;
-use workflow_operator_core::plan::Compiled;
+use workflow_operator_core::plan::{self, Compiled};
 use workflow_operator_core::template::{
-    self, CLUSTER_KIND, ClusterWorkFlowTemplate, NAMESPACED_KIND, Problems, ResolvedTemplate,
-    Source, WorkFlowTemplate,
+    self, CLUSTER_KIND, ClusterWorkFlowTemplate, NAMESPACED_KIND, ResolvedTemplate, Source,
+    WorkFlowTemplate,
 };
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -98,7 +98,7 @@ fn expanded_workflow(file: &Path) -> Result<WorkFlowSpec, String> {
             source.describe()
         )]));
     }
-    plan_problems(&workflow, &[])
+    plan::spec_problems(&workflow, &[])
         .map(|spec| spec.expect("nothing absent"))
         .map_err(failed)
 }
@@ -187,7 +187,9 @@ fn document_problems(
         })
         .collect();
     (
-        plan_problems(&workflow, &absent).err().unwrap_or_default(),
+        plan::spec_problems(&workflow, &absent)
+            .err()
+            .unwrap_or_default(),
         notes,
     )
 }
@@ -196,39 +198,6 @@ fn document_problems(
 pub(crate) fn parse_workflow(value: &Value) -> Result<WorkFlow, Vec<String>> {
     let normalized = schema_problems(WORKFLOW_KIND, value)?;
     serde_json::from_value(normalized).map_err(|e| vec![format!("not a valid WorkFlow: {e}")])
-}
-
-/// What the operator would fail `workflow` for, every problem: its templates and parameters
-/// (with the shared templates its status records), then its DAG. The expanded spec when there
-/// is none; `None` when a template of `absent` (not at hand) keeps it from expanding, whose
-/// own "not found" is no problem here.
-pub(crate) fn plan_problems(
-    workflow: &WorkFlow,
-    absent: &[Source],
-) -> Result<Option<WorkFlowSpec>, Vec<String>> {
-    let spec = match template::expand(workflow) {
-        Ok(spec) => spec.into_owned(),
-        Err(Problems(problems)) => {
-            let unread: Vec<String> = absent
-                .iter()
-                .map(|s| format!("{} not found", s.describe()))
-                .collect();
-            let problems: Vec<String> = problems
-                .into_iter()
-                .filter(|p| !unread.iter().any(|u| p.contains(u)))
-                .collect();
-            return if problems.is_empty() {
-                Ok(None)
-            } else {
-                Err(problems)
-            };
-        }
-    };
-    // The steps and the exit steps, as the operator validates them.
-    match Compiled::new(&spec).dag {
-        Ok(_) => Ok(Some(spec)),
-        Err(error) => Err(vec![error.to_string()]),
-    }
 }
 
 /// Records in `workflow`'s status the shared templates it names that `shared` holds; those it
