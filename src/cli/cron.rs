@@ -227,7 +227,7 @@ async fn get(args: GetArgs) -> Result<()> {
     let runs = runs_of(&client, &namespace, &cron).await?;
     let (next_times, schedule_error) = match next_times(&cron, Timestamp::now()) {
         Ok(times) => (times, None),
-        Err(why) => (Vec::new(), Some(why)),
+        Err(why) => (Vec::new(), Some(why.join("; "))),
     };
     let shown = Shown {
         next_times,
@@ -245,7 +245,7 @@ async fn get(args: GetArgs) -> Result<()> {
 
 /// The next [`NEXT_TIMES`] scheduled times of `cron` after `now`, as the controller computes
 /// them (`@every` counts from the creation).
-fn next_times(cron: &CronWorkFlow, now: Timestamp) -> Result<Vec<NextTime>, String> {
+fn next_times(cron: &CronWorkFlow, now: Timestamp) -> Result<Vec<NextTime>, Vec<String>> {
     let anchor = cron
         .metadata
         .creation_timestamp
@@ -553,7 +553,7 @@ mod tests {
     #[test]
     fn a_schedule_that_does_not_parse_says_why_instead_of_times() {
         let cron = cron(&["every day"], None);
-        let why = next_times(&cron, Timestamp::now()).unwrap_err();
+        let why = next_times(&cron, Timestamp::now()).unwrap_err().join("; ");
         assert!(why.contains("schedules[0] \"every day\""), "{why}");
     }
 }

@@ -2,12 +2,14 @@
 //! schedules of a few seconds: runs start on time under names made of the time, finished runs
 //! beyond the history limit are deleted, `Forbid` skips a time while a run is active, and a
 //! resumed schedule fires at most once; under repeated SIGKILLs every scheduled time gets
-//! exactly one run; after downtime `catchUp` starts what it says.
+//! exactly one run; after downtime `catchUp` starts what it says; a `workflowSpec` no run can
+//! run is named on the `Ready` condition and starts nothing until it is fixed.
 
 use crate::support;
 
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube_devcluster::testing::eventually;
@@ -360,4 +362,81 @@ async fn downtime(mut operator: Operator, catch_up: &str, started: usize) {
         started,
         "{catch_up}: runs for the missed times {missed:?}"
     );
+}
+
+#[tokio::test]
+async fn a_workflow_spec_no_run_can_run_is_named_on_ready_and_a_fix_makes_it_ready() {
+    let Some(session) = Session::start("cron_invalid_spec").await else {
+        return;
+    };
+    session
+        .create(
+            r#"
+apiVersion: workflow.crd.com/v1
+kind: CronWorkFlow
+metadata: {name: loop}
+spec:
+  schedules: ["@every 1s"]
+  workflowSpec:
+    containers:
+      - {stepName: a, image: busybox, command: [echo, a], dependsOn: [b]}
+      - {stepName: b, image: busybox, command: [echo, b], dependsOn: [a]}
+"#,
+        )
+        .await;
+    let ready = |field: &'static str| {
+        let session = &session;
+        async move {
+            let path = format!(r#"conditions[?(@.type=="Ready")].{field}"#);
+            status(session, "loop", &path).await.trim().to_string()
+        }
+    };
+    eventually("Ready False", Duration::from_secs(20), || async {
+        (ready("reason").await == "InvalidWorkflowSpec").then_some(())
+    })
+    .await;
+    assert_eq!(ready("status").await, "False");
+    let message = ready("message").await;
+    assert!(
+        message.contains("spec.workflowSpec: dependency cycle: a -> b -> a"),
+        "{message}"
+    );
+    // Scheduled times pass, and none starts a run.
+    let seen = |at: String| at.trim().parse::<Timestamp>().ok();
+    let first = eventually("a time passed", Duration::from_secs(10), || async {
+        seen(status(&session, "loop", "lastScheduleTime").await)
+    })
+    .await;
+    eventually("two more times passed", Duration::from_secs(10), || async {
+        let last = seen(status(&session, "loop", "lastScheduleTime").await)?;
+        (last.as_second() >= first.as_second() + 2).then_some(())
+    })
+    .await;
+    let started = runs(&session, "loop").await;
+    assert!(started.is_empty(), "no run while invalid: {started:?}");
+    let events = session
+        .k(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=InvalidWorkflowSpec",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ])
+        .await;
+    assert!(events.contains("dependency cycle"), "{events:?}");
+
+    let fixed = r#"{"spec":{"workflowSpec":{"containers":[{"stepName":"a","image":"busybox","command":["echo","a"]}]}}}"#;
+    session
+        .k(&["patch", "cwf", "loop", "--type=merge", "-p", fixed])
+        .await;
+    eventually("Ready again", Duration::from_secs(20), || async {
+        (ready("status").await == "True").then_some(())
+    })
+    .await;
+    eventually("a run started", Duration::from_secs(20), || async {
+        (!runs(&session, "loop").await.is_empty()).then_some(())
+    })
+    .await;
+    session.stop().await;
 }
