@@ -208,9 +208,9 @@ struct Shown {
 
 /// A scheduled time in the CronWorkFlow's zone and in UTC.
 #[derive(Debug, Serialize)]
-struct NextTime {
-    zoned: String,
-    utc: String,
+pub(crate) struct NextTime {
+    pub(crate) zoned: String,
+    pub(crate) utc: String,
 }
 
 /// A run as `cron get` lists it.
@@ -244,8 +244,15 @@ async fn get(args: GetArgs) -> Result<()> {
 }
 
 /// The next [`NEXT_TIMES`] scheduled times of `cron` after `now`, as the controller computes
-/// them (`@every` counts from the creation).
-fn next_times(cron: &CronWorkFlow, now: Timestamp) -> Result<Vec<NextTime>, Vec<String>> {
+/// them (`@every` counts from the creation, or from `now` before one); `validate` shows them
+/// too.
+///
+/// # Errors
+/// Each schedule and a time zone that does not parse, named.
+pub(crate) fn next_times(
+    cron: &CronWorkFlow,
+    now: Timestamp,
+) -> Result<Vec<NextTime>, Vec<String>> {
     let anchor = cron
         .metadata
         .creation_timestamp
