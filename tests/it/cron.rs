@@ -9,7 +9,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube_devcluster::testing::eventually;
@@ -17,6 +17,7 @@ use rstest::rstest;
 use support::session::Session;
 use support::{Operator, operator_process};
 use workflow_operator_core::crd::CronWorkFlow;
+use workflow_operator_core::cron::ON_TIME;
 
 /// The runs of `cron` as `NAME PHASE` lines, sorted.
 async fn runs(session: &Session, cron: &str) -> Vec<(String, String)> {
@@ -315,47 +316,64 @@ async fn kill_around_fires(mut operator: Operator) {
 }
 
 /// The operator stopped across three scheduled times, then started: `Latest` starts the latest
-/// missed time only, `All` every one.
+/// missed time only, `All` every one, `None` none (it is started when the latest is more than
+/// `ON_TIME` late, so its period is longer); with each the next time has its run.
 #[rstest]
-#[case::latest("Latest", 1)]
-#[case::all("All", 3)]
+#[case::latest("Latest", 3, 1)]
+#[case::all("All", 3, 3)]
+#[case::none("None", 12, 0)]
 #[tokio::test]
 async fn after_downtime_catch_up_starts_what_it_says(
     #[future(awt)] operator_process: Operator,
     #[case] catch_up: &str,
+    #[case] period: i64,
     #[case] started: usize,
 ) {
     skip_on_real_cluster!("stops the operator's process");
-    Box::pin(downtime(operator_process, catch_up, started)).await;
+    Box::pin(downtime(operator_process, catch_up, period, started)).await;
 }
 
-async fn downtime(mut operator: Operator, catch_up: &str, started: usize) {
+async fn downtime(mut operator: Operator, catch_up: &str, period: i64, started: usize) {
     let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
     let extra = serde_json::json!({"catchUp": catch_up, "successfulRunsHistoryLimit": 1000});
     api.create(
         &PostParams::default(),
-        &every("down", &operator.ns.name, 3, extra),
+        &every("down", &operator.ns.name, period as u32, extra),
     )
     .await
     .unwrap();
-    let before = eventually("a first run", Duration::from_secs(20), || async {
+    eventually("a first run", Duration::from_secs(30), || async {
         last_scheduled(&api, "down").await
     })
     .await;
     operator.stop().await;
-    // Three times pass: before + 3, + 6, + 9.
-    tokio::time::sleep(Duration::from_millis(9_500)).await;
+    // Read once stopped: the last time the operator handled; three times pass after it.
+    let before = last_scheduled(&api, "down").await.expect("a time handled");
+    let last_missed = before + 3 * period;
+    let late = if catch_up == "None" {
+        ON_TIME + SignedDuration::from_millis(1_500)
+    } else {
+        SignedDuration::from_millis(500)
+    };
+    let restart = Timestamp::from_second(last_missed).unwrap() + late;
+    tokio::time::sleep(restart.duration_since(Timestamp::now()).unsigned_abs()).await;
     operator.start();
+    let next = last_missed + period;
     eventually(
-        "the missed times handled",
-        Duration::from_secs(20),
-        || async { (last_scheduled(&api, "down").await? >= before + 9).then_some(()) },
+        "the next time's run started",
+        Duration::from_secs(30),
+        || async {
+            run_times(&operator.ns, "down")
+                .await
+                .contains(&next)
+                .then_some(())
+        },
     )
     .await;
     let missed: Vec<i64> = run_times(&operator.ns, "down")
         .await
         .into_iter()
-        .filter(|t| *t > before && *t <= before + 9)
+        .filter(|t| *t > before && *t <= last_missed)
         .collect();
     assert_eq!(
         missed.len(),
