@@ -208,9 +208,9 @@ struct Shown {
 
 /// A scheduled time in the CronWorkFlow's zone and in UTC.
 #[derive(Debug, Serialize)]
-struct NextTime {
-    zoned: String,
-    utc: String,
+pub(crate) struct NextTime {
+    pub(crate) zoned: String,
+    pub(crate) utc: String,
 }
 
 /// A run as `cron get` lists it.
@@ -227,7 +227,7 @@ async fn get(args: GetArgs) -> Result<()> {
     let runs = runs_of(&client, &namespace, &cron).await?;
     let (next_times, schedule_error) = match next_times(&cron, Timestamp::now()) {
         Ok(times) => (times, None),
-        Err(why) => (Vec::new(), Some(why)),
+        Err(why) => (Vec::new(), Some(why.join("; "))),
     };
     let shown = Shown {
         next_times,
@@ -244,8 +244,15 @@ async fn get(args: GetArgs) -> Result<()> {
 }
 
 /// The next [`NEXT_TIMES`] scheduled times of `cron` after `now`, as the controller computes
-/// them (`@every` counts from the creation).
-fn next_times(cron: &CronWorkFlow, now: Timestamp) -> Result<Vec<NextTime>, String> {
+/// them (`@every` counts from the creation, or from `now` before one); `validate` shows them
+/// too.
+///
+/// # Errors
+/// Each schedule and a time zone that does not parse, named.
+pub(crate) fn next_times(
+    cron: &CronWorkFlow,
+    now: Timestamp,
+) -> Result<Vec<NextTime>, Vec<String>> {
     let anchor = cron
         .metadata
         .creation_timestamp
@@ -553,7 +560,7 @@ mod tests {
     #[test]
     fn a_schedule_that_does_not_parse_says_why_instead_of_times() {
         let cron = cron(&["every day"], None);
-        let why = next_times(&cron, Timestamp::now()).unwrap_err();
+        let why = next_times(&cron, Timestamp::now()).unwrap_err().join("; ");
         assert!(why.contains("schedules[0] \"every day\""), "{why}");
     }
 }

@@ -6,18 +6,20 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use kube::CustomResourceExt;
+use kube::{CustomResourceExt, Resource};
 use serde_json::Value;
 
+use k8s_openapi::jiff::Timestamp;
 use kube_schema_check::object_meta::{self, NameRule};
 use kube_schema_check::schema;
-use workflow_operator_core::crd::{WorkFlow, WorkFlowSpec, crd_yaml};
+use workflow_operator_core::crd::{CronWorkFlow, WorkFlow, WorkFlowSpec, crd_yaml};
+use workflow_operator_core::cron;
 use workflow_operator_core::fan_out::node_label;
 use workflow_operator_core::lifecycle;
-use workflow_operator_core::plan::Compiled;
+use workflow_operator_core::plan::{self, Compiled};
 use workflow_operator_core::template::{
-    self, CLUSTER_KIND, ClusterWorkFlowTemplate, NAMESPACED_KIND, Problems, ResolvedTemplate,
-    Source, WorkFlowTemplate,
+    self, CLUSTER_KIND, ClusterWorkFlowTemplate, NAMESPACED_KIND, ResolvedTemplate, Source,
+    WorkFlowTemplate,
 };
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -30,7 +32,8 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// WorkFlow manifests (multi-document YAML is fine); `-` reads standard input.
+    /// WorkFlow, CronWorkFlow and shared template manifests (multi-document YAML is fine); `-`
+    /// reads standard input.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -98,7 +101,7 @@ fn expanded_workflow(file: &Path) -> Result<WorkFlowSpec, String> {
             source.describe()
         )]));
     }
-    plan_problems(&workflow, &[])
+    plan::spec_problems(&workflow, &[])
         .map(|spec| spec.expect("nothing absent"))
         .map_err(failed)
 }
@@ -115,9 +118,10 @@ fn draw(spec: &WorkFlowSpec, format: Format) {
     }
 }
 
-/// Checks every WorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate in the files as the API
-/// server (schema) and the operator (templates, DAG) would. A workflow's shared templates are
-/// taken from the files; one they do not hold gets a note (the operator reads it at run time).
+/// Checks every WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate in the
+/// files as the API server (schema) and the operator (schedules, templates, DAG) would; a
+/// CronWorkFlow's runs as WorkFlows. A workflow's shared templates are taken from the files; one
+/// they do not hold gets a note (the operator reads it at run time).
 pub fn validate(args: &ValidateArgs) -> ExitCode {
     let mut failed = false;
     let mut read = Vec::new();
@@ -142,9 +146,9 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
                 document.kind.to_lowercase(),
                 document.name
             );
-            let (problems, notes) = document_problems(document, &shared);
-            for note in notes {
-                println!("{what}: note: {note}");
+            let Checked { problems, said } = document_problems(document, &shared);
+            for line in said {
+                println!("{what}: {line}");
             }
             if problems.is_empty() {
                 println!("{what}: valid");
@@ -163,72 +167,121 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
     }
 }
 
-/// The problems of one document, and notes about it (shared templates the files do not hold).
-fn document_problems(
-    document: &Document,
-    shared: &[ResolvedTemplate],
-) -> (Vec<String>, Vec<String>) {
-    if document.kind != WORKFLOW_KIND {
-        let problems = schema_problems(document.kind, &document.value).err();
-        return (problems.unwrap_or_default(), Vec::new());
+/// What `validate` says of one document.
+#[derive(Debug, Default)]
+struct Checked {
+    /// What is wrong, a line of standard error each.
+    problems: Vec<String>,
+    /// What is worth knowing (`note: ...`, `next: ...`), a line of standard output each.
+    said: Vec<String>,
+}
+
+/// The problems of one document, and what is worth saying about it.
+fn document_problems(document: &Document, shared: &[ResolvedTemplate]) -> Checked {
+    match document.kind {
+        WORKFLOW_KIND => workflow_problems(&document.value, shared),
+        CRON_KIND => cron_problems(&document.value, shared),
+        kind => Checked {
+            problems: schema_problems(kind, &document.value)
+                .err()
+                .unwrap_or_default(),
+            ..Checked::default()
+        },
     }
-    let mut workflow = match parse_workflow(&document.value) {
+}
+
+/// A WorkFlow document's problems, and a note per shared template the files do not hold.
+fn workflow_problems(value: &Value, shared: &[ResolvedTemplate]) -> Checked {
+    let mut workflow = match parse_workflow(value) {
         Ok(workflow) => workflow,
-        Err(problems) => return (problems, Vec::new()),
+        Err(problems) => {
+            return Checked {
+                problems,
+                ..Checked::default()
+            };
+        }
     };
     let absent = record_from(&mut workflow, shared);
-    let notes = absent
+    let said = absent
         .iter()
         .map(|source| {
             format!(
-                "{} is not in the files given: the operator reads it from the cluster when the workflow runs",
+                "note: {} is not in the files given: the operator reads it from the cluster when the workflow runs",
                 source.describe()
             )
         })
         .collect();
-    (
-        plan_problems(&workflow, &absent).err().unwrap_or_default(),
-        notes,
-    )
+    Checked {
+        problems: plan::spec_problems(&workflow, &absent)
+            .err()
+            .unwrap_or_default(),
+        said,
+    }
+}
+
+/// A CronWorkFlow document checked as the API server checks it, its schedules and time zone
+/// parsed, and the spec of its runs checked as a WorkFlow's is (each problem prefixed with its
+/// field, `spec.workflowSpec: ...`); when all is valid, its next times, as `cron get` shows
+/// them (`@every` counted from now).
+fn cron_problems(value: &Value, shared: &[ResolvedTemplate]) -> Checked {
+    let parsed = schema_problems(CRON_KIND, value).and_then(|normalized| {
+        serde_json::from_value::<CronWorkFlow>(normalized)
+            .map_err(|e| vec![format!("not a valid CronWorkFlow: {e}")])
+    });
+    let cron = match parsed {
+        Ok(cron) => cron,
+        Err(problems) => {
+            return Checked {
+                problems,
+                ..Checked::default()
+            };
+        }
+    };
+    let mut checked = match run_document(&cron) {
+        Ok(run) => {
+            let mut checked = workflow_problems(&run, shared);
+            let field = cron::spec_field(&cron);
+            for problem in &mut checked.problems {
+                *problem = format!("{field}: {problem}");
+            }
+            checked
+        }
+        Err(problem) => Checked {
+            problems: vec![problem],
+            ..Checked::default()
+        },
+    };
+    // Whole seconds, as a creation timestamp is: `@every` counts from it.
+    let now = Timestamp::from_second(Timestamp::now().as_second()).expect("now is a time");
+    match super::cron::next_times(&cron, now) {
+        Ok(_) if !checked.problems.is_empty() => {}
+        Ok(times) => checked.said.extend(
+            times
+                .into_iter()
+                .map(|t| format!("next: {} = {}", t.zoned, t.utc)),
+        ),
+        Err(problems) => {
+            checked.problems.splice(0..0, problems);
+        }
+    }
+    checked
+}
+
+/// The WorkFlow document of a run of `cron` started now, its spec as written
+/// (`cron::run_spec`), so that the WorkFlow schema sees an unknown field in it.
+fn run_document(cron: &CronWorkFlow) -> Result<Value, String> {
+    Ok(serde_json::json!({
+        "apiVersion": WorkFlow::api_version(&()),
+        "kind": WORKFLOW_KIND,
+        "metadata": cron::run_metadata(cron, Timestamp::now().as_second()),
+        "spec": cron::run_spec(cron)?,
+    }))
 }
 
 /// A WorkFlow document checked as the API server checks it on a create, then read.
 pub(crate) fn parse_workflow(value: &Value) -> Result<WorkFlow, Vec<String>> {
     let normalized = schema_problems(WORKFLOW_KIND, value)?;
     serde_json::from_value(normalized).map_err(|e| vec![format!("not a valid WorkFlow: {e}")])
-}
-
-/// What the operator would fail `workflow` for, every problem: its templates and parameters
-/// (with the shared templates its status records), then its DAG. The expanded spec when there
-/// is none; `None` when a template of `absent` (not at hand) keeps it from expanding, whose
-/// own "not found" is no problem here.
-pub(crate) fn plan_problems(
-    workflow: &WorkFlow,
-    absent: &[Source],
-) -> Result<Option<WorkFlowSpec>, Vec<String>> {
-    let spec = match template::expand(workflow) {
-        Ok(spec) => spec.into_owned(),
-        Err(Problems(problems)) => {
-            let unread: Vec<String> = absent
-                .iter()
-                .map(|s| format!("{} not found", s.describe()))
-                .collect();
-            let problems: Vec<String> = problems
-                .into_iter()
-                .filter(|p| !unread.iter().any(|u| p.contains(u)))
-                .collect();
-            return if problems.is_empty() {
-                Ok(None)
-            } else {
-                Err(problems)
-            };
-        }
-    };
-    // The steps and the exit steps, as the operator validates them.
-    match Compiled::new(&spec).dag {
-        Ok(_) => Ok(Some(spec)),
-        Err(error) => Err(vec![error.to_string()]),
-    }
 }
 
 /// Records in `workflow`'s status the shared templates it names that `shared` holds; those it
@@ -248,7 +301,7 @@ fn record_from(workflow: &mut WorkFlow, shared: &[ResolvedTemplate]) -> Vec<Sour
 fn shared_templates(documents: &[Document]) -> Vec<ResolvedTemplate> {
     documents
         .iter()
-        .filter(|d| d.kind != WORKFLOW_KIND)
+        .filter(|d| [NAMESPACED_KIND, CLUSTER_KIND].contains(&d.kind))
         .filter_map(|d| {
             let normalized = schema_problems(d.kind, &d.value).ok()?;
             let spec = serde_json::from_value(normalized.get("spec")?.clone()).ok()?;
@@ -263,6 +316,7 @@ fn shared_templates(documents: &[Document]) -> Vec<ResolvedTemplate> {
 fn schema_problems(kind: &str, value: &Value) -> Result<Value, Vec<String>> {
     let crd = match kind {
         WORKFLOW_KIND => workflow_operator_core::crd::workflow_crd(),
+        CRON_KIND => CronWorkFlow::crd(),
         NAMESPACED_KIND => WorkFlowTemplate::crd(),
         _ => ClusterWorkFlowTemplate::crd(),
     };
@@ -297,7 +351,7 @@ fn schema_problems(kind: &str, value: &Value) -> Result<Value, Vec<String>> {
 
 /// A document of a manifest of one of our kinds.
 pub(crate) struct Document {
-    /// `WorkFlow`, `WorkFlowTemplate` or `ClusterWorkFlowTemplate`.
+    /// `WorkFlow`, `CronWorkFlow`, `WorkFlowTemplate` or `ClusterWorkFlowTemplate`.
     pub kind: &'static str,
     /// Its `metadata.name` (`<unnamed>` without one).
     pub name: String,
@@ -307,7 +361,10 @@ pub(crate) struct Document {
 /// The kind of workflows.
 pub(crate) const WORKFLOW_KIND: &str = "WorkFlow";
 
-/// The WorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate documents of a file (`-` reads
+/// The kind of workflows started on a schedule.
+const CRON_KIND: &str = "CronWorkFlow";
+
+/// The WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate documents of a file (`-` reads
 /// standard input).
 pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
     let text = if file == Path::new("-") {
@@ -321,7 +378,7 @@ pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
         let value: Value = serde::Deserialize::deserialize(document)
             .map_err(|e| format!("{}: not YAML: {e}", file.display()))?;
         let kind = value.get("kind").and_then(Value::as_str);
-        let Some(kind) = [WORKFLOW_KIND, NAMESPACED_KIND, CLUSTER_KIND]
+        let Some(kind) = [WORKFLOW_KIND, CRON_KIND, NAMESPACED_KIND, CLUSTER_KIND]
             .into_iter()
             .find(|k| Some(*k) == kind)
         else {
@@ -336,7 +393,7 @@ pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
     }
     if documents.is_empty() {
         return Err(format!(
-            "{}: no WorkFlow (nor WorkFlowTemplate, ClusterWorkFlowTemplate) in the file",
+            "{}: no WorkFlow (nor CronWorkFlow, WorkFlowTemplate, ClusterWorkFlowTemplate) in the file",
             file.display()
         ));
     }

@@ -17,6 +17,7 @@ use serde_json::json;
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::CONDITION_FINISHED;
 use workflow_operator_core::lifecycle::Phase;
+use workflow_operator_core::plan;
 use workflow_operator_core::template::{Arguments, Parameter, Source};
 
 use super::client::ClusterArgs;
@@ -200,9 +201,7 @@ async fn check(
     if absent.is_empty() {
         set_parameters(workflow, given)?;
     }
-    let problems = inspect::plan_problems(workflow, &[])
-        .err()
-        .unwrap_or_default();
+    let problems = plan::spec_problems(workflow, &[]).err().unwrap_or_default();
     // Recorded by the operator, not by a user.
     workflow.status = None;
     if problems.is_empty() {

@@ -97,6 +97,7 @@ fn validate_accepts_every_valid_example() {
         "examples/start-timeout.yaml",
         "examples/cleanup.yaml",
         "examples/queued.yaml",
+        "examples/cron.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);
@@ -223,6 +224,123 @@ fn validate_names_each_problem() {
             "{spec}: expected {expected:?} in {}",
             stderr(&output)
         );
+    }
+}
+
+/// A CronWorkFlow `bad` every minute running one step, with `spec` lines (YAML) added to or
+/// replacing its fields; a line `-FIELD` removes one.
+fn cron_manifest(spec: &str) -> tempfile::NamedTempFile {
+    let mut fields = vec![
+        ("schedules", "schedules: ['* * * * *']".to_string()),
+        (
+            "workflowSpec",
+            "workflowSpec: {containers: [{stepName: a, image: x}]}".to_string(),
+        ),
+    ];
+    for line in spec.lines() {
+        let key = line.trim_start_matches('-').split(':').next().unwrap();
+        fields.retain(|(k, _)| *k != key);
+        if !line.starts_with('-') {
+            fields.push(("", line.to_string()));
+        }
+    }
+    let spec: Vec<String> = fields
+        .into_iter()
+        .map(|(_, l)| format!("  {l}\n"))
+        .collect();
+    manifest(&format!(
+        "apiVersion: workflow.crd.com/v1\nkind: CronWorkFlow\nmetadata: {{name: bad}}\nspec:\n{}",
+        spec.concat()
+    ))
+}
+
+#[test]
+fn validate_checks_a_cron_workflow_and_shows_its_next_times() {
+    let output = run(&["validate", "examples/cron.yaml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let said = stdout(&output);
+    let next: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("examples/cron.yaml: cronworkflow heartbeat: next: "))
+        .collect();
+    assert_eq!(next.len(), 5, "{said}");
+    // `@every 5s` from now, shown in Berlin and in UTC, as `cron get` shows them.
+    assert!(
+        next[0].contains("(Europe/Berlin) = ") && next[0].ends_with('Z'),
+        "{said}"
+    );
+    assert!(
+        said.ends_with("examples/cron.yaml: cronworkflow heartbeat: valid\n"),
+        "{said}"
+    );
+
+    let shared = cron_manifest("-workflowSpec\nworkflowTemplateRef: {name: etl}");
+    let output = run(&["validate", shared.path().to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains(
+            r#"cronworkflow bad: note: workflowtemplate "etl" is not in the files given"#
+        ),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn validate_names_each_problem_of_a_cron_workflow_and_of_the_spec_of_its_runs() {
+    let cases = [
+        (
+            "schedules: ['0 2 * *', '@every 1m']",
+            r#"schedules[0] "0 2 * *": a cron expression has five fields"#,
+        ),
+        ("timezone: Mars/Olympus", r#"timezone "Mars/Olympus""#),
+        ("schedules: []", "spec.schedules"),
+        (
+            "concurrencyPolicy: Sometimes",
+            "spec.concurrencyPolicy: Unsupported value",
+        ),
+        ("schedule: ['@daily']", r#"unknown field "spec.schedule""#),
+        (
+            "workflowSpec: {containers: [{stepName: a, image: x, dependsOn: [b]}, {stepName: b, image: x, dependsOn: [a]}]}",
+            "spec.workflowSpec: dependency cycle: a -> b -> a",
+        ),
+        (
+            "workflowSpec: {containers: [{stepName: a, image: x, dependsOn: [nope]}]}",
+            r#"spec.workflowSpec: step "a" depends on unknown step "nope""#,
+        ),
+        (
+            "workflowSpec: {containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], when: 'steps.a.outputs.k =='}]}",
+            r#"spec.workflowSpec: step "b": when "steps.a.outputs.k ==" does not compile"#,
+        ),
+        (
+            "workflowSpec: {containers: [{stepName: a, image: x, depends_on: [b]}]}",
+            r#"spec.workflowSpec: unknown field "spec.containers[0].depends_on""#,
+        ),
+        (
+            "workflowSpec: {maxStepTimeout: 0, containers: [{stepName: a, image: x}]}",
+            "spec.workflowSpec: spec.maxStepTimeout",
+        ),
+        (
+            "workflowTemplateRef: {name: etl}",
+            "give one of spec.workflowSpec and spec.workflowTemplateRef",
+        ),
+        (
+            "-workflowSpec",
+            "give one of spec.workflowSpec and spec.workflowTemplateRef",
+        ),
+    ];
+    for (spec, expected) in cases {
+        let file = cron_manifest(spec);
+        let path = file.path().to_str().unwrap();
+        let output = run(&["validate", path]);
+        assert_eq!(output.status.code(), Some(1), "{spec}: {}", stdout(&output));
+        let line = format!("{path}: cronworkflow bad: {expected}");
+        assert!(
+            stderr(&output).lines().any(|l| l.starts_with(&line)),
+            "{spec}: expected {line:?} in\n{}",
+            stderr(&output)
+        );
+        assert!(!stdout(&output).contains("next: "), "{}", stdout(&output));
     }
 }
 

@@ -1,20 +1,24 @@
 //! CronWorkFlows end to end on the embedded control plane, through kubectl, with `@every`
 //! schedules of a few seconds: runs start on time under names made of the time, finished runs
 //! beyond the history limit are deleted, `Forbid` skips a time while a run is active, and a
-//! resumed schedule fires at most once; under repeated SIGKILLs every scheduled time gets
-//! exactly one run; after downtime `catchUp` starts what it says.
+//! resumed schedule fires at most once; under repeated SIGKILLs, of the one operator or of the
+//! leader of two replicas, every scheduled time gets exactly one run; after downtime `catchUp` starts what it says; a `workflowSpec` no run can
+//! run is named on the `Ready` condition and starts nothing until it is fixed.
 
 use crate::support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube_devcluster::testing::eventually;
 use rstest::rstest;
 use support::session::Session;
-use support::{Operator, operator_process};
+use support::{Operator, namespace, operator_process};
 use workflow_operator_core::crd::CronWorkFlow;
+use workflow_operator_core::cron::ON_TIME;
 
 /// The runs of `cron` as `NAME PHASE` lines, sorted.
 async fn runs(session: &Session, cron: &str) -> Vec<(String, String)> {
@@ -267,97 +271,247 @@ async fn killed_around_fire_times_every_time_has_exactly_one_run(
 
 async fn kill_around_fires(mut operator: Operator) {
     let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
-    let extra = serde_json::json!({"catchUp": "All", "successfulRunsHistoryLimit": 1000});
-    let created = api
-        .create(
-            &PostParams::default(),
-            &every("beat", &operator.ns.name, 1, extra),
-        )
-        .await
-        .unwrap();
-    let start = created.metadata.creation_timestamp.unwrap().0.as_second();
+    let start = beat(&api, &operator.ns.name).await;
     for _ in 0..12 {
         tokio::time::sleep(Duration::from_millis(1300)).await;
         operator.kill().await;
         operator.start();
     }
+    exactly_one_run_per_time(&api, &operator.ns, start, start + 18, operator.kills).await;
+}
+
+/// Two operator replicas under leader election (a 2 s lease) while a CronWorkFlow fires every
+/// second: six times the leader is SIGKILLed once it has handled a time since the last kill,
+/// and started again as the standby once the other replica has taken over. Every scheduled
+/// time has exactly one run.
+#[rstest]
+#[tokio::test]
+async fn two_replicas_with_the_leader_killed_every_time_has_exactly_one_run(
+    #[future(awt)] namespace: support::Namespace,
+) {
+    skip_on_real_cluster!("kills the operator's processes");
+    Box::pin(kill_leaders(namespace)).await;
+}
+
+async fn kill_leaders(ns: support::Namespace) {
+    let client = ns.client();
+    let namespace = ns.name.clone();
+    let mut replicas = Operator::replicas(ns, 2, 2);
+    let api: Api<CronWorkFlow> = Api::namespaced(client.clone(), &namespace);
+    let leases: Api<Lease> = Api::namespaced(client, &namespace);
+    let holder = || async {
+        let lease = leases.get_opt("workflow-operator").await.ok()??;
+        lease.spec?.holder_identity.filter(|h| !h.is_empty())
+    };
+    let start = beat(&api, &namespace).await;
+    let mut killed_at = start;
+    for _ in 0..6 {
+        let leader = eventually("a leader firing", Duration::from_secs(30), || async {
+            let handled = last_scheduled(&api, "beat").await? > killed_at;
+            handled.then_some(holder().await?)
+        })
+        .await;
+        let i: usize = leader.strip_prefix("replica-").unwrap().parse().unwrap();
+        replicas[i].kill().await;
+        killed_at = Timestamp::now().as_second();
+        let other = format!("replica-{}", 1 - i);
+        eventually("the standby took over", Duration::from_secs(30), || async {
+            (holder().await? == other).then_some(())
+        })
+        .await;
+        replicas[i].start();
+    }
+    let kills = replicas.iter().map(|r| r.kills).sum();
+    exactly_one_run_per_time(&api, &replicas[0].ns, start, killed_at + 2, kills).await;
+}
+
+/// Creates the CronWorkFlow `beat`, every second, every missed time caught up (`catchUp: All`,
+/// no deadline) and every run kept; returns its creation (unix seconds).
+async fn beat(api: &Api<CronWorkFlow>, namespace: &str) -> i64 {
+    let extra = serde_json::json!({"catchUp": "All", "successfulRunsHistoryLimit": 1000});
+    let created = api
+        .create(&PostParams::default(), &every("beat", namespace, 1, extra))
+        .await
+        .unwrap();
+    created.metadata.creation_timestamp.unwrap().0.as_second()
+}
+
+/// Waits until `beat` has handled `until`, then asserts that every scheduled time from its
+/// creation `start` to the last handled has exactly one run, listing those that do not.
+async fn exactly_one_run_per_time(
+    api: &Api<CronWorkFlow>,
+    ns: &support::Namespace,
+    start: i64,
+    until: i64,
+    kills: usize,
+) {
     let end = eventually(
         "the schedule caught up",
         Duration::from_secs(30),
         || async {
-            let last = last_scheduled(&api, "beat").await?;
-            (last >= start + 18).then_some(last)
+            let last = last_scheduled(api, "beat").await?;
+            (last >= until).then_some(last)
         },
     )
     .await;
-    let times: Vec<i64> = run_times(&operator.ns, "beat")
+    let mut counts = std::collections::BTreeMap::<i64, usize>::new();
+    for t in run_times(ns, "beat")
         .await
         .into_iter()
         .filter(|t| *t <= end)
-        .collect();
-    let expected: Vec<i64> = (start + 1..=end).collect();
-    let mut counts = std::collections::BTreeMap::<i64, usize>::new();
-    for t in &times {
-        *counts.entry(*t).or_default() += 1;
+    {
+        *counts.entry(t).or_default() += 1;
     }
-    let wrong: Vec<(i64, usize)> = expected
-        .iter()
-        .map(|t| (*t, counts.get(t).copied().unwrap_or(0)))
+    let wrong: Vec<(i64, usize)> = (start + 1..=end)
+        .map(|t| (t, counts.get(&t).copied().unwrap_or(0)))
         .filter(|(_, n)| *n != 1)
         .collect();
     assert!(
         wrong.is_empty(),
-        "times without exactly one run (time, runs): {wrong:?}; {} kills",
-        operator.kills
+        "times without exactly one run (time, runs): {wrong:?}; {kills} kills"
     );
 }
 
 /// The operator stopped across three scheduled times, then started: `Latest` starts the latest
-/// missed time only, `All` every one.
+/// missed time only, `All` every one, `None` none (it is started when the latest is more than
+/// `ON_TIME` late, so its period is longer); with each the next time has its run.
 #[rstest]
-#[case::latest("Latest", 1)]
-#[case::all("All", 3)]
+#[case::latest("Latest", 3, 1)]
+#[case::all("All", 3, 3)]
+#[case::none("None", 12, 0)]
 #[tokio::test]
 async fn after_downtime_catch_up_starts_what_it_says(
     #[future(awt)] operator_process: Operator,
     #[case] catch_up: &str,
+    #[case] period: i64,
     #[case] started: usize,
 ) {
     skip_on_real_cluster!("stops the operator's process");
-    Box::pin(downtime(operator_process, catch_up, started)).await;
+    Box::pin(downtime(operator_process, catch_up, period, started)).await;
 }
 
-async fn downtime(mut operator: Operator, catch_up: &str, started: usize) {
+async fn downtime(mut operator: Operator, catch_up: &str, period: i64, started: usize) {
     let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
     let extra = serde_json::json!({"catchUp": catch_up, "successfulRunsHistoryLimit": 1000});
     api.create(
         &PostParams::default(),
-        &every("down", &operator.ns.name, 3, extra),
+        &every("down", &operator.ns.name, period as u32, extra),
     )
     .await
     .unwrap();
-    let before = eventually("a first run", Duration::from_secs(20), || async {
+    eventually("a first run", Duration::from_secs(30), || async {
         last_scheduled(&api, "down").await
     })
     .await;
     operator.stop().await;
-    // Three times pass: before + 3, + 6, + 9.
-    tokio::time::sleep(Duration::from_millis(9_500)).await;
+    // Read once stopped: the last time the operator handled; three times pass after it.
+    let before = last_scheduled(&api, "down").await.expect("a time handled");
+    let last_missed = before + 3 * period;
+    let late = if catch_up == "None" {
+        ON_TIME + SignedDuration::from_millis(1_500)
+    } else {
+        SignedDuration::from_millis(500)
+    };
+    let restart = Timestamp::from_second(last_missed).unwrap() + late;
+    tokio::time::sleep(restart.duration_since(Timestamp::now()).unsigned_abs()).await;
     operator.start();
+    let next = last_missed + period;
     eventually(
-        "the missed times handled",
-        Duration::from_secs(20),
-        || async { (last_scheduled(&api, "down").await? >= before + 9).then_some(()) },
+        "the next time's run started",
+        Duration::from_secs(30),
+        || async {
+            run_times(&operator.ns, "down")
+                .await
+                .contains(&next)
+                .then_some(())
+        },
     )
     .await;
     let missed: Vec<i64> = run_times(&operator.ns, "down")
         .await
         .into_iter()
-        .filter(|t| *t > before && *t <= before + 9)
+        .filter(|t| *t > before && *t <= last_missed)
         .collect();
     assert_eq!(
         missed.len(),
         started,
         "{catch_up}: runs for the missed times {missed:?}"
     );
+}
+
+#[tokio::test]
+async fn a_workflow_spec_no_run_can_run_is_named_on_ready_and_a_fix_makes_it_ready() {
+    let Some(session) = Session::start("cron_invalid_spec").await else {
+        return;
+    };
+    session
+        .create(
+            r#"
+apiVersion: workflow.crd.com/v1
+kind: CronWorkFlow
+metadata: {name: loop}
+spec:
+  schedules: ["@every 1s"]
+  workflowSpec:
+    containers:
+      - {stepName: a, image: busybox, command: [echo, a], dependsOn: [b]}
+      - {stepName: b, image: busybox, command: [echo, b], dependsOn: [a]}
+"#,
+        )
+        .await;
+    let ready = |field: &'static str| {
+        let session = &session;
+        async move {
+            let path = format!(r#"conditions[?(@.type=="Ready")].{field}"#);
+            status(session, "loop", &path).await.trim().to_string()
+        }
+    };
+    eventually("Ready False", Duration::from_secs(20), || async {
+        (ready("reason").await == "InvalidWorkflowSpec").then_some(())
+    })
+    .await;
+    assert_eq!(ready("status").await, "False");
+    let message = ready("message").await;
+    assert!(
+        message.contains("spec.workflowSpec: dependency cycle: a -> b -> a"),
+        "{message}"
+    );
+    // Scheduled times pass, and none starts a run.
+    let seen = |at: String| at.trim().parse::<Timestamp>().ok();
+    let first = eventually("a time passed", Duration::from_secs(10), || async {
+        seen(status(&session, "loop", "lastScheduleTime").await)
+    })
+    .await;
+    eventually("two more times passed", Duration::from_secs(10), || async {
+        let last = seen(status(&session, "loop", "lastScheduleTime").await)?;
+        (last.as_second() >= first.as_second() + 2).then_some(())
+    })
+    .await;
+    let started = runs(&session, "loop").await;
+    assert!(started.is_empty(), "no run while invalid: {started:?}");
+    let events = session
+        .k(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=InvalidWorkflowSpec",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ])
+        .await;
+    assert!(events.contains("dependency cycle"), "{events:?}");
+
+    let fixed = r#"{"spec":{"workflowSpec":{"containers":[{"stepName":"a","image":"busybox","command":["echo","a"]}]}}}"#;
+    session
+        .k(&["patch", "cwf", "loop", "--type=merge", "-p", fixed])
+        .await;
+    eventually("Ready again", Duration::from_secs(20), || async {
+        (ready("status").await == "True").then_some(())
+    })
+    .await;
+    eventually("a run started", Duration::from_secs(20), || async {
+        (!runs(&session, "loop").await.is_empty()).then_some(())
+    })
+    .await;
+    session.stop().await;
 }

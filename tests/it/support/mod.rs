@@ -917,6 +917,38 @@ impl Operator {
         Operator::start_new(ns, true, args.iter().map(|a| a.to_string()).collect())
     }
 
+    /// `count` operator processes for `ns` under leader election, as the replicas of a
+    /// Deployment: identities `replica-0`, `replica-1`, ... (kept over a restart, as a pod's
+    /// name is over a container's), the Lease `workflow-operator` in `ns`, lasting
+    /// `lease_seconds`.
+    ///
+    /// # Panics
+    /// On a real cluster, whose namespace each replica's handle would delete.
+    pub fn replicas(ns: Namespace, count: usize, lease_seconds: u32) -> Vec<Operator> {
+        assert!(
+            ns.cluster.dev.is_some(),
+            "replicas: the embedded control plane only"
+        );
+        (0..count)
+            .map(|i| {
+                let handle = Namespace {
+                    cluster: ns.cluster.clone(),
+                    name: ns.name.clone(),
+                };
+                let args = [
+                    "--leader-election",
+                    "--leader-election-namespace",
+                    &ns.name,
+                    "--lease-duration",
+                    &lease_seconds.to_string(),
+                    "--leader-election-identity",
+                    &format!("replica-{i}"),
+                ];
+                Operator::process_with_args(handle, &args)
+            })
+            .collect()
+    }
+
     fn start_new(ns: Namespace, as_process: bool, args: Vec<String>) -> Operator {
         let external = ns.cluster.dev.is_none();
         let mut operator = Operator {

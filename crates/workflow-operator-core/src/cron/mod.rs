@@ -22,7 +22,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use crate::crd::{CatchUp, CronWorkFlowSpec};
 use crate::names;
 
-pub use run::run_of;
+pub use run::{run_metadata, run_of, run_problems, run_spec, spec_field};
 
 /// The most missed runs `catchUp: All` starts at once.
 pub const MAX_CATCH_UP: usize = 100;
@@ -53,7 +53,7 @@ impl Schedule {
     ///
     /// # Errors
     /// Each schedule that does not parse and a time zone that is not known, named.
-    pub fn parse(spec: &CronWorkFlowSpec, anchor: Timestamp) -> Result<Schedule, String> {
+    pub fn parse(spec: &CronWorkFlowSpec, anchor: Timestamp) -> Result<Schedule, Vec<String>> {
         let mut problems = Vec::new();
         let zone = match spec.timezone.as_deref() {
             None | Some("") => TimeZone::UTC,
@@ -75,7 +75,7 @@ impl Schedule {
         if problems.is_empty() {
             Ok(Schedule { entries, zone })
         } else {
-            Err(problems.join("; "))
+            Err(problems)
         }
     }
 

@@ -3,10 +3,10 @@
 //! Deciding from the runs that exist (never from memory) is what makes a restarted operator, or
 //! a second replica, do nothing twice: a run for a scheduled time that exists counts as started.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Schedule, due, schedule_hash};
+use super::{Due, Schedule, due, run_problems, schedule_hash};
 use crate::crd::{ConcurrencyPolicy, CronWorkFlow, CronWorkFlowStatus, RunRef};
 use crate::lifecycle::Phase;
 
@@ -50,7 +50,15 @@ pub struct Tick {
 /// The condition type saying whether the schedule parses and runs start.
 pub const CONDITION_READY: &str = "Ready";
 
+/// The `Ready` reason (and the Event's) of a `workflowSpec` every run would fail for.
+pub const INVALID_WORKFLOW_SPEC: &str = "InvalidWorkflowSpec";
+
 /// Plans one tick of `cron` at `now` with its `runs`.
+///
+/// A schedule that does not parse stops everything (`Ready` False, `InvalidSchedule`). A
+/// `workflowSpec` every run would fail for ([`run_problems`]) starts no run: its times pass as
+/// missed, so fixing it fires nothing by itself (`Ready` False, `InvalidWorkflowSpec`, and an
+/// Event when the problem is new).
 pub fn tick(cron: &CronWorkFlow, runs: &[Run], now: Timestamp) -> Tick {
     let old = cron.status.clone().unwrap_or_default();
     let created = cron
@@ -62,44 +70,27 @@ pub fn tick(cron: &CronWorkFlow, runs: &[Run], now: Timestamp) -> Tick {
     let mut status = old.clone();
     let schedule = match Schedule::parse(&cron.spec, created) {
         Ok(schedule) => schedule,
-        Err(problem) => {
-            status.conditions = vec![ready(false, "InvalidSchedule", &problem, now, &old)];
+        Err(problems) => {
+            let message = problems.join("; ");
+            status.conditions = vec![ready(false, "InvalidSchedule", &message, now, &old)];
             status.next_schedule_time = None;
             tick.status = (status != old).then_some(status);
             return tick;
         }
     };
-    let hash = schedule_hash(&cron.spec);
-    let since = match (&old.schedule_hash, &old.last_schedule_time) {
-        // An edit: the new schedule counts from now, firing nothing by itself.
-        (Some(before), _) if *before != hash => {
-            status.last_schedule_time = Some(Time(now));
-            now
-        }
-        (_, Some(last)) => last.0,
-        (_, None) => created,
-    };
-    status.schedule_hash = Some(hash);
+    let problems = run_problems(cron);
+    let since = since_edit(cron, &mut status, now, created);
     if cron.spec.suspend {
         status.suspended_at = old.suspended_at.clone().or(Some(Time(now)));
     } else {
-        let resumed = old.suspended_at.is_some();
-        status.suspended_at = None;
-        let due = due(
-            &schedule,
-            since,
-            now,
-            cron.spec.starting_deadline_seconds,
-            cron.spec.catch_up,
-            resumed,
-        );
-        start(cron, runs, &due.start, &mut tick);
-        if !due.missed.is_empty() {
-            tick.events
-                .push(("RunsMissed", missed_message(&due.missed)));
-        }
-        if let Some(last) = due.last {
-            status.last_schedule_time = Some(Time(last));
+        let due = due_now(cron, &schedule, since, now, &mut status);
+        // Times pass as missed while no run can run: fixing the spec fires nothing by itself.
+        if problems.is_empty() {
+            start(cron, runs, &due.start, &mut tick);
+            if !due.missed.is_empty() {
+                tick.events
+                    .push(("RunsMissed", missed_message(&due.missed)));
+            }
         }
     }
     tick.delete = beyond_history(cron, runs);
@@ -116,15 +107,69 @@ pub fn tick(cron: &CronWorkFlow, runs: &[Run], now: Timestamp) -> Tick {
         .max()
         .map(Time)
         .or(old.last_successful_time.clone());
-    status.conditions = vec![ready(
-        true,
-        "Scheduled",
-        "the schedule parses; runs start on time",
-        now,
-        &old,
-    )];
+    status.conditions = vec![readiness(&problems, now, &old)];
+    if !problems.is_empty() && status.conditions != old.conditions {
+        tick.events
+            .push((INVALID_WORKFLOW_SPEC, status.conditions[0].message.clone()));
+    }
     tick.status = (status != old).then_some(status);
     tick
+}
+
+/// Where the times due count from: `status.lastScheduleTime`, or the creation; `now` after an
+/// edit of the schedule (seen by its hash changing, recorded in `status`), which so fires
+/// nothing by itself.
+fn since_edit(
+    cron: &CronWorkFlow,
+    status: &mut CronWorkFlowStatus,
+    now: Timestamp,
+    created: Timestamp,
+) -> Timestamp {
+    let hash = schedule_hash(&cron.spec);
+    let since = match (&status.schedule_hash, &status.last_schedule_time) {
+        (Some(before), _) if *before != hash => {
+            status.last_schedule_time = Some(Time(now));
+            now
+        }
+        (_, Some(last)) => last.0,
+        (_, None) => created,
+    };
+    status.schedule_hash = Some(hash);
+    since
+}
+
+/// The times due in `(since, now]` of an unsuspended `cron`, each to start or missed once;
+/// `status.lastScheduleTime` moves to the latest, and a resume is seen by `suspendedAt`.
+fn due_now(
+    cron: &CronWorkFlow,
+    schedule: &Schedule,
+    since: Timestamp,
+    now: Timestamp,
+    status: &mut CronWorkFlowStatus,
+) -> Due {
+    let resumed = status.suspended_at.take().is_some();
+    let due = due(
+        schedule,
+        since,
+        now,
+        cron.spec.starting_deadline_seconds,
+        cron.spec.catch_up,
+        resumed,
+    );
+    if let Some(last) = due.last {
+        status.last_schedule_time = Some(Time(last));
+    }
+    due
+}
+
+/// The `Ready` condition: true, or false naming what every run would fail for.
+fn readiness(problems: &[String], now: Timestamp, old: &CronWorkFlowStatus) -> Condition {
+    if problems.is_empty() {
+        let message = "the schedule parses; runs start on time";
+        ready(true, "Scheduled", message, now, old)
+    } else {
+        ready(false, INVALID_WORKFLOW_SPEC, &problems.join("; "), now, old)
+    }
 }
 
 /// Decides, per due time, whether a run starts (`Allow`), is skipped (`Forbid`, a run active) or
@@ -243,14 +288,14 @@ fn ready(
     message: &str,
     now: Timestamp,
     old: &CronWorkFlowStatus,
-) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+) -> Condition {
     let status = if ok { "True" } else { "False" };
     let since = old
         .conditions
         .iter()
         .find(|c| c.type_ == CONDITION_READY && c.status == status)
         .map_or(Time(now), |c| c.last_transition_time.clone());
-    k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    Condition {
         type_: CONDITION_READY.into(),
         status: status.into(),
         reason: reason.into(),

@@ -72,7 +72,8 @@ fn schedules_are_one_union_and_bad_ones_are_named() {
         ),
         at("2026-01-01T00:00:00Z"),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .join("; ");
     for part in [
         "timezone \"Mars/Olympus\"",
         "schedules[0] \"0 2 * *\": a cron expression has five fields",
@@ -181,7 +182,7 @@ mod ticks {
     /// A CronWorkFlow of `extra` (YAML fields of its spec) every minute, created at 10:00:00.
     fn cron(extra: &str) -> CronWorkFlow {
         let spec: serde_json::Value = serde_yaml::from_str(&format!(
-            "{{schedules: ['* * * * *'], workflowSpec: {{containers: []}}, {extra}}}"
+            "{{schedules: ['* * * * *'], workflowSpec: {{containers: [{{stepName: a, image: x}}]}}, {extra}}}"
         ))
         .unwrap();
         let mut cron = CronWorkFlow::new("nightly", serde_json::from_value(spec).unwrap());
@@ -335,6 +336,111 @@ mod ticks {
             "{}",
             condition.message
         );
+    }
+
+    /// What every run would fail for, as a WorkFlow would fail at once, each a spec in YAML
+    /// and a part of the message naming it.
+    #[rstest]
+    #[case::cycle(
+        "workflowSpec: {containers: [{stepName: a, image: x, dependsOn: [b]}, {stepName: b, image: x, dependsOn: [a]}]}",
+        "spec.workflowSpec: dependency cycle: a -> b -> a"
+    )]
+    #[case::unknown_dependency(
+        "workflowSpec: {containers: [{stepName: a, image: x, dependsOn: [nope]}]}",
+        "spec.workflowSpec: step \"a\" depends on unknown step \"nope\""
+    )]
+    #[case::bad_when(
+        "workflowSpec: {containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], when: 'steps.a.outputs.k =='}]}",
+        "spec.workflowSpec: step \"b\": when \"steps.a.outputs.k ==\" does not compile"
+    )]
+    #[case::no_steps(
+        "workflowSpec: {containers: []}",
+        "spec.workflowSpec: spec.containers: the workflow has no steps"
+    )]
+    #[case::not_a_spec(
+        "workflowSpec: {containers: 3}",
+        "spec.workflowSpec is not a WorkFlow spec"
+    )]
+    #[case::both(
+        "workflowSpec: {containers: [{stepName: a, image: x}]}, workflowTemplateRef: {name: etl}",
+        "give one of spec.workflowSpec and spec.workflowTemplateRef"
+    )]
+    fn a_workflow_spec_every_run_would_fail_for_is_a_condition_and_starts_nothing(
+        #[case] spec: &str,
+        #[case] named: &str,
+    ) {
+        let mut bad = cron("");
+        let fields: serde_json::Value = serde_yaml::from_str(&format!("{{{spec}}}")).unwrap();
+        bad.spec.workflow_spec = fields.get("workflowSpec").cloned();
+        bad.spec.workflow_template_ref = fields
+            .get("workflowTemplateRef")
+            .map(|r| serde_json::from_value(r.clone()).unwrap());
+        let (created, bad) = ticks(
+            bad,
+            &[],
+            &["2026-05-01T10:00:30Z", "2026-05-01T10:01:00.2Z"],
+        );
+        assert!(created.is_empty(), "{created:?}");
+        let status = bad.status.clone().unwrap();
+        let condition = &status.conditions[0];
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "InvalidWorkflowSpec")
+        );
+        assert!(condition.message.contains(named), "{}", condition.message);
+        // The time passed without a run, as missed: the next is the one after it.
+        assert_eq!(
+            status.last_schedule_time,
+            Some(Time(at("2026-05-01T10:01:00Z")))
+        );
+        let again = tick(&bad, &[], at("2026-05-01T10:01:00.5Z"));
+        assert!(again.events.is_empty(), "one Event per problem: {again:?}");
+    }
+
+    #[test]
+    fn a_fixed_workflow_spec_is_ready_again_and_fires_nothing_by_itself() {
+        let mut bad = cron("");
+        bad.spec.workflow_spec = Some(serde_json::json!({"containers": []}));
+        let invalid = [
+            "2026-05-01T10:00:30Z",
+            "2026-05-01T10:01:00.2Z",
+            "2026-05-01T10:02:00.2Z",
+        ];
+        let (created, mut cron) = ticks(bad, &[], &invalid);
+        assert!(created.is_empty(), "{created:?}");
+        // Fixed at 10:02:30: 10:01 and 10:02 passed while it was invalid and are not run late.
+        cron.spec.workflow_spec =
+            Some(serde_json::json!({"containers": [{"stepName": "a", "image": "x"}]}));
+        let fixed = tick(&cron, &[], at("2026-05-01T10:02:30Z"));
+        assert!(
+            fixed.create.is_empty() && fixed.events.is_empty(),
+            "{fixed:?}"
+        );
+        let (created, cron) = ticks(
+            cron,
+            &[],
+            &["2026-05-01T10:02:30Z", "2026-05-01T10:03:00.1Z"],
+        );
+        assert_eq!(created, [at("2026-05-01T10:03:00Z").as_second()]);
+        let condition = &cron.status.unwrap().conditions[0];
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("True", "Scheduled")
+        );
+    }
+
+    #[test]
+    fn a_shared_template_is_read_by_each_run_not_by_the_tick() {
+        let mut shared = cron("");
+        shared.spec.workflow_spec = None;
+        shared.spec.workflow_template_ref =
+            Some(serde_json::from_value(serde_json::json!({"name": "etl"})).unwrap());
+        let (created, _) = ticks(
+            shared,
+            &[],
+            &["2026-05-01T10:00:30Z", "2026-05-01T10:01:00.2Z"],
+        );
+        assert_eq!(created, [at("2026-05-01T10:01:00Z").as_second()]);
     }
 }
 

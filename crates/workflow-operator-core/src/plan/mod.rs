@@ -367,6 +367,42 @@ pub fn prepare_spec(workflow: &WorkFlow) -> (Option<WorkFlowSpec>, Compiled) {
     }
 }
 
+/// What the operator would fail `workflow` for at once, every problem: its templates and
+/// parameters (with the shared templates its status records), then its DAG, exit steps and
+/// data flow. The expanded spec when there is none; `None` when a shared template of `absent`
+/// (not at hand: `validate` without its file, a CronWorkFlow before its run reads it) keeps it
+/// from expanding, whose own "not found" is no problem here.
+///
+/// # Errors
+/// Every problem found, each naming its place.
+pub fn spec_problems(
+    workflow: &WorkFlow,
+    absent: &[template::Source],
+) -> Result<Option<WorkFlowSpec>, Vec<String>> {
+    let spec = match template::expand(workflow) {
+        Ok(spec) => spec.into_owned(),
+        Err(template::Problems(problems)) => {
+            let unread: Vec<String> = absent
+                .iter()
+                .map(|s| format!("{} not found", s.describe()))
+                .collect();
+            let problems: Vec<String> = problems
+                .into_iter()
+                .filter(|p| !unread.iter().any(|u| p.contains(u)))
+                .collect();
+            return if problems.is_empty() {
+                Ok(None)
+            } else {
+                Err(problems)
+            };
+        }
+    };
+    match Compiled::new(&spec).dag {
+        Ok(_) => Ok(Some(spec)),
+        Err(error) => Err(vec![error.to_string()]),
+    }
+}
+
 /// A gate on starting steps, given to the planner: which of the Jobs it would create may be
 /// created now. The operator's built-in queue (`--max-running-steps`) is one; the default
 /// admits every Job.
