@@ -229,7 +229,7 @@ async fn example_runs_to_the_outcome_its_comments_promise(
         }),
         "locks" => Box::pin(async {
             let mut runs = Vec::new();
-            for name in ["release-1", "release-2"] {
+            for name in ["locks", "locks-2"] {
                 ns.expect_completed(name).await;
                 runs.push(span(&ns.jobs_of(name).await));
             }
@@ -239,7 +239,7 @@ async fn example_runs_to_the_outcome_its_comments_promise(
                 "one release after the other: {runs:?}"
             );
             // The semaphore of 1 kept load-a and load-b apart.
-            for name in ["release-1", "release-2"] {
+            for name in ["locks", "locks-2"] {
                 let jobs = ns.jobs_of(name).await;
                 let loads: Vec<(Time, Time)> = (jobs.iter())
                     .filter(|j| step_of(j).is_some_and(|s| s.starts_with("load-")))

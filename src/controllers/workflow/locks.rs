@@ -1,6 +1,6 @@
 //! Locks between workflows (`synchronization`): the lock book ([`LockBook`]) keeps the locks'
 //! Leases as a watch shows them (label `workflow.crd.com/lock`) and the workflows waiting for
-//! each, in `spec.priority` order then by age; [`hold`], a stage of every pass, takes the locks
+//! each, in `spec.priority` order then by age; `hold`, a stage of every pass, takes the locks
 //! a workflow (before its first step) or a starting step needs by creating their Leases, gives
 //! back those no longer needed by deleting them, and gates the Jobs of what must wait.
 //!
