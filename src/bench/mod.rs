@@ -129,6 +129,8 @@ pub struct Options {
     /// Give up waiting for the workflows after this long (the report says so).
     pub timeout: Duration,
     pub idle: Option<Idle>,
+    /// Every workflow holds one semaphore of this limit for its whole run.
+    pub semaphore: Option<u32>,
 }
 
 /// The one JSON object a benchmark prints.
@@ -166,6 +168,8 @@ pub struct Config {
     pub pod_millis: u64,
     /// Workflows submitted per second; absent: all at once.
     pub submit_rate: Option<f64>,
+    /// The limit of the semaphore every workflow holds; absent: none.
+    pub semaphore: Option<u32>,
     /// `spawned` (ours, `run --concurrency N`) or `external`.
     pub operator: String,
     pub concurrency: Option<usize>,
@@ -405,6 +409,7 @@ impl Config {
             shape: options.shape.to_string(),
             pod_millis: options.pod_millis,
             submit_rate: options.submit_rate,
+            semaphore: options.semaphore,
             operator: operator.into(),
             concurrency,
         }
@@ -528,7 +533,11 @@ async fn submit(
     let resource = ApiResource::from_gvk_with_plural(&gvk, WORKFLOWS.1);
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &options.namespace, &resource);
-    let spec = shape::spec(options.shape, dependencies);
+    let mut spec = shape::spec(options.shape, dependencies);
+    if let Some(limit) = options.semaphore {
+        spec["synchronization"] =
+            serde_json::json!({"semaphores": [{"name": "bench", "limit": limit}]});
+    }
     let width = options.workflows.to_string().len();
     let start = tokio::time::Instant::now();
     futures::stream::iter(0..options.workflows)

@@ -47,6 +47,10 @@ pub struct BenchArgs {
     /// An argument for our operator's `run` (repeatable), e.g. `--operator-arg=--no-step-events`.
     #[arg(long = "operator-arg", value_name = "ARG", allow_hyphen_values = true)]
     operator_args: Vec<String>,
+    /// Every workflow holds one semaphore of this limit for its whole run
+    /// (`spec.synchronization`): at most N workflows run at once.
+    #[arg(long, value_name = "LIMIT")]
+    semaphore: Option<u32>,
     /// Our operator's `run --max-running-steps` (the built-in queue): at most N steps at once.
     #[arg(long, value_name = "N")]
     max_running_steps: Option<u32>,
@@ -173,6 +177,7 @@ fn options(args: &BenchArgs) -> Result<Options, String> {
         ceiling_workers: args.ceiling_workers,
         submit_concurrency: args.submit_concurrency,
         submit_rate: args.submit_rate.filter(|rate| *rate > 0.0),
+        semaphore: args.semaphore,
         timeout: Duration::from_secs(args.timeout_secs),
         idle: args.keep_finished.map(|_| Idle {
             duration: Duration::from_secs(args.idle_secs),

@@ -1454,10 +1454,9 @@ impl<'a, K: Watched> Pass<'a, K> {
         if self.stopping() {
             return;
         }
+        // Its `when` was asked at the tick that queued it, once: it may take a flag, as a queue's
+        // "plan this one again now" does, and asking again here would find the flag gone.
         let handler = &self.ctl.registry.handlers[index];
-        if !handler.wants(&self.object) {
-            return;
-        }
         // A failing timer is simply tried again at its next tick.
         match self.call(handler, Reason::Timer, None, 0, None).await {
             Ok(()) => {}

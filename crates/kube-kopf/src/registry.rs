@@ -470,8 +470,9 @@ impl<K: Watched> Registry<K> {
 
     /// Runs the handler registered last only for objects where `when` holds. A create, update
     /// or delete handler whose `when` does not hold when its cause is handled is skipped for
-    /// that cause (and counts as finished); a timer's `when` is evaluated at every tick on the
-    /// in-memory mirror, so objects it excludes cost no task at all.
+    /// that cause (and counts as finished); a timer's `when` is evaluated once per object at
+    /// every tick on the in-memory mirror, so objects it excludes cost no task at all, and it
+    /// may consume what it reads (a wake flag): the handler then runs once for it.
     #[must_use]
     pub fn when(mut self, when: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self {
         self.last().when = Some(Arc::new(when));

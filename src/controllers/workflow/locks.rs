@@ -96,6 +96,7 @@ impl State {
     /// Marks the head of the line of `key` to be woken.
     fn wake(&mut self, key: &LockKey) {
         if let Some((_, uid)) = self.waiting.get(key).and_then(|line| line.iter().next()) {
+            tracing::debug!(lock = %key.1, %uid, "locks: waking the first in line");
             self.woken.insert(uid.clone());
         }
     }
@@ -222,7 +223,11 @@ impl LockBook {
     pub fn take_wake(&self, workflow: &WorkFlow) -> bool {
         let uid = workflow.metadata.uid.as_deref().unwrap_or_default();
         let mut state = self.state.lock().expect("lock book");
-        !state.woken.is_empty() && state.woken.remove(uid)
+        let woken = !state.woken.is_empty() && state.woken.remove(uid);
+        if woken {
+            tracing::debug!(%uid, "locks: planning a woken waiter");
+        }
+        woken
     }
 
     /// Feeds the book from a watch of the lock Leases (all namespaces, or `namespace`).
@@ -469,7 +474,10 @@ async fn acquire(
         ..PostParams::default()
     };
     match api.create(&params, &lease(workflow, lock, &held)).await {
-        Ok(_) => Ok(None),
+        Ok(_) => {
+            tracing::debug!(lock = %lock.id(), %holder, "locks: taken");
+            Ok(None)
+        }
         // Taken by another holder the watch has not shown yet: wait as for a held one.
         Err(kube::Error::Api(e)) if e.code == 409 => {
             book.unreserve(&namespace, lock, &held.lease);
@@ -493,7 +501,10 @@ async fn release(api: &Api<Lease>, held: &Held) -> Result<(), HandlerError> {
         ..DeleteParams::default()
     };
     match api.delete(&held.lease, &params).await {
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            tracing::debug!(lease = %held.lease, holder = %held.holder, "locks: given back");
+            Ok(())
+        }
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
         Err(e) => Err(temporary("giving back a lock (deleting its Lease)", e)),
     }

@@ -805,3 +805,36 @@ async fn batch_child_handler_gets_the_changed_children_together_and_retries_them
         [(0, all.clone()), (1, all), (0, vec!["c1".to_string()])]
     );
 }
+
+/// A timer's `when` may take a flag: each flag set runs the handler exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_whose_when_takes_a_flag_runs_once_per_flag() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let flags = Arc::new(AtomicU32::new(0));
+    let taken = flags.clone();
+    let operator = Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+        r.timer("woken", Duration::from_millis(20), probed(&probe))
+            .when(move |_| {
+                taken
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+            })
+    });
+    let running = start(operator);
+    api.create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    wait_created(&api, "w").await;
+    for wakes in 1..=3 {
+        flags.fetch_add(1, Ordering::SeqCst);
+        probe
+            .wait("the woken timer ran", Duration::from_secs(10), |p| {
+                p.count("woken", "w") == wakes
+            })
+            .await;
+    }
+    running.stop().await;
+    assert_eq!(probe.count("woken", "w"), 3);
+}
