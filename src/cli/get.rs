@@ -173,13 +173,13 @@ impl Rows {
 }
 
 /// A workflow with its steps' views, as read at one moment.
-struct Shown {
-    workflow: WorkFlow,
-    steps: Vec<StepView>,
+pub(super) struct Shown {
+    pub(super) workflow: WorkFlow,
+    pub(super) steps: Vec<StepView>,
 }
 
 impl Shown {
-    async fn read(client: &Client, namespace: &str, name: &str) -> Result<Shown> {
+    pub(super) async fn read(client: &Client, namespace: &str, name: &str) -> Result<Shown> {
         let api = Api::<WorkFlow>::namespaced(client.clone(), namespace);
         let workflow = super::read_expanded(&api, namespace, name).await?;
         let selector = ListParams::default().labels(&jobs::selector(name));
@@ -349,7 +349,7 @@ fn times_out(deadline: &Deadline, now: Timestamp) -> String {
 }
 
 /// `3/10 items`, `7/10 items, 2 running, 1 failed`: a step that fans out, as `get` shows it.
-fn items(counts: ItemCounts) -> String {
+pub(super) fn items(counts: ItemCounts) -> String {
     let mut text = format!("{}/{} items", counts.succeeded, counts.total);
     if counts.running > 0 {
         text.push_str(&format!(", {} running", counts.running));

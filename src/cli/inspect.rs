@@ -1,5 +1,5 @@
-//! The commands that need no cluster: `crd`, `validate`, `graph` and `lifecycle`; and the
-//! checks `submit` shares with `validate`.
+//! The commands that need no cluster: `crd`, `validate` and `lifecycle`; and the checks
+//! `submit` shares with `validate`, and the reading of a manifest `graph` shares.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -14,9 +14,8 @@ use kube_schema_check::object_meta::{self, NameRule};
 use kube_schema_check::schema;
 use workflow_operator_core::crd::{CronWorkFlow, WorkFlow, WorkFlowSpec, crd_yaml};
 use workflow_operator_core::cron;
-use workflow_operator_core::fan_out::node_label;
 use workflow_operator_core::lifecycle;
-use workflow_operator_core::plan::{self, Compiled};
+use workflow_operator_core::plan;
 use workflow_operator_core::template::{
     self, CLUSTER_KIND, ClusterWorkFlowTemplate, NAMESPACED_KIND, ResolvedTemplate, Source,
     WorkFlowTemplate,
@@ -39,15 +38,6 @@ pub struct ValidateArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct GraphArgs {
-    /// A WorkFlow manifest (the first WorkFlow in it is drawn).
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
-    #[arg(long, value_enum, default_value = "dot")]
-    format: Format,
-}
-
-#[derive(Debug, Args)]
 pub struct LifecycleArgs {
     #[arg(long, value_enum, default_value = "dot")]
     format: Format,
@@ -66,19 +56,9 @@ pub fn lifecycle(args: &LifecycleArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub fn graph(args: &GraphArgs) -> ExitCode {
-    match expanded_workflow(&args.file) {
-        Ok(spec) => {
-            draw(&spec, args.format);
-            ExitCode::SUCCESS
-        }
-        Err(problem) => fail(&problem),
-    }
-}
-
 /// The first WorkFlow of `file`, its templates expanded with the shared templates the file
 /// holds; or why it cannot be drawn.
-fn expanded_workflow(file: &Path) -> Result<WorkFlowSpec, String> {
+pub(super) fn expanded_workflow(file: &Path) -> Result<WorkFlowSpec, String> {
     let documents = read_documents(file)?;
     let shared = shared_templates(&documents);
     let document = documents
@@ -104,18 +84,6 @@ fn expanded_workflow(file: &Path) -> Result<WorkFlowSpec, String> {
     plan::spec_problems(&workflow, &[])
         .map(|spec| spec.expect("nothing absent"))
         .map_err(failed)
-}
-
-fn draw(spec: &WorkFlowSpec, format: Format) {
-    let compiled = Compiled::new(spec);
-    let dag = compiled.dag.as_ref().expect("checked before");
-    let label = |i: usize| node_label(&spec.containers[i], compiled.flow.fan_out.get(&i));
-    let runs = spec.run_count();
-    let title = (runs > 1).then(|| format!("runs: {runs}"));
-    match format {
-        Format::Dot => print!("{}", dag.to_dot_labelled(label, title.as_deref())),
-        Format::Mermaid => print!("{}", dag.to_mermaid_labelled(label, title.as_deref())),
-    }
 }
 
 /// Checks every WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate in the
@@ -398,9 +366,4 @@ pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
         ));
     }
     Ok(documents)
-}
-
-fn fail(problem: &str) -> ExitCode {
-    eprintln!("error: {problem}");
-    ExitCode::FAILURE
 }

@@ -9,6 +9,7 @@ mod cron;
 #[cfg(feature = "dev")]
 mod dev;
 mod get;
+mod graph;
 pub(crate) mod inspect;
 mod locks;
 pub(crate) mod logs;
@@ -66,8 +67,19 @@ enum Command {
     /// exit 1 and name every problem (e.g. a cycle's path, an unknown template, a missing
     /// parameter).
     Validate(inspect::ValidateArgs),
-    /// Print a workflow's DAG as Graphviz DOT or Mermaid.
-    Graph(inspect::GraphArgs),
+    /// Print a workflow's DAG as Graphviz DOT or Mermaid: from a manifest, or by name from the
+    /// cluster with each step's phase (as `get` shows it).
+    ///
+    /// Each step is a node (a step that fans out is one, with its count) showing its `when`;
+    /// the exit steps (`onExit`) are a group reached by dashed edges from the last steps, as
+    /// they run after every other. A workflow given by name is read as `get` reads it (templates
+    /// expanded) and each node is coloured and labelled with its step's phase.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator graph examples/diamond.yaml | dot -Tsvg > diamond.svg\n  \
+        workflow-operator graph -f release --format mermaid\n  \
+        workflow-operator graph release -n ci\n  \
+        workflow-operator graph release --context prod -n ci --format mermaid")]
+    Graph(graph::GraphArgs),
     /// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code,
     /// message (like `argo get`; `-o json` for scripts).
     Get(get::GetArgs),
@@ -142,7 +154,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Crd => inspect::crd(),
         Command::Validate(args) => inspect::validate(&args),
-        Command::Graph(args) => inspect::graph(&args),
+        Command::Graph(args) => graph::graph(args),
         Command::Lifecycle(args) => inspect::lifecycle(&args),
         Command::Get(args) => block_on(get::get(args)),
         Command::Watch(args) => block_on(get::watch(args)),

@@ -387,6 +387,38 @@ fn graph_draws_a_step_that_fans_out_as_one_node_with_its_count() {
 }
 
 #[test]
+fn graph_draws_the_exit_steps_after_the_rest_and_each_when() {
+    for args in [
+        &["graph", "examples/continue-on.yaml"][..],
+        &["graph", "-f", "examples/continue-on.yaml"],
+    ] {
+        let dot = stdout(&run(args));
+        for line in [
+            r#"s2 [label="lint-report\nwhen: steps.lint.phase == \"Failed\""];"#,
+            "subgraph cluster_exit {",
+            r#"e0 [label="summary\nwhen: workflow.status == \"Completed\""];"#,
+            "s1 -> e0 [style=dashed];",
+            "s2 -> e0 [style=dashed];",
+        ] {
+            assert!(dot.contains(line), "{line} not in {dot}");
+        }
+    }
+    let mermaid = stdout(&run(&[
+        "graph",
+        "examples/continue-on.yaml",
+        "--format",
+        "mermaid",
+    ]));
+    for line in [
+        r#"s2["lint-report<br>when: steps.lint.phase == #quot;Failed#quot;"]"#,
+        r#"subgraph onExit ["onExit"]"#,
+        "s2 -.-> e0",
+    ] {
+        assert!(mermaid.contains(line), "{line} not in {mermaid}");
+    }
+}
+
+#[test]
 fn graph_refuses_an_invalid_workflow() {
     let output = run(&["graph", "examples/invalid-cycle.yaml"]);
     assert_eq!(output.status.code(), Some(1));

@@ -21,6 +21,7 @@ mod cron_cli;
 mod data_between_steps;
 mod deploy_rbac;
 mod examples;
+mod graph_cli;
 mod kubectl_workflow;
 mod locks;
 mod operator_bugs;

@@ -8,7 +8,6 @@
 //! `plan` (the planner), the CLI's `validate` and `graph` commands, and the benchmarks.
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt::Write as _;
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -334,69 +333,6 @@ impl Dag {
         path.reverse();
         path.into_iter().map(|i| self.names[i].clone()).collect()
     }
-
-    /// The graph in Graphviz DOT: one node per step, an edge from each dependency to its
-    /// dependent.
-    pub fn to_dot(&self) -> String {
-        self.to_dot_labelled(|i| self.names[i].clone(), None)
-    }
-
-    /// [`Dag::to_dot`] with each node labelled `label(i)` (e.g. a step that fans out with its
-    /// count) and the graph titled `title`.
-    pub fn to_dot_labelled(&self, label: impl Fn(usize) -> String, title: Option<&str>) -> String {
-        let mut out = String::from("digraph workflow {\n    rankdir=LR;\n");
-        if let Some(title) = title {
-            let _ = writeln!(out, "    label=\"{}\";\n    labelloc=t;", dot_escape(title));
-        }
-        for i in 0..self.len() {
-            let _ = writeln!(out, "    s{i} [label=\"{}\"];", dot_escape(&label(i)));
-        }
-        for e in self.graph.raw_edges() {
-            let _ = writeln!(
-                out,
-                "    s{} -> s{};",
-                e.source().index(),
-                e.target().index()
-            );
-        }
-        out.push_str("}\n");
-        out
-    }
-
-    /// The graph as a Mermaid flowchart, edges from each dependency to its dependent.
-    pub fn to_mermaid(&self) -> String {
-        self.to_mermaid_labelled(|i| self.names[i].clone(), None)
-    }
-
-    /// [`Dag::to_mermaid`] with each node labelled `label(i)` and the chart titled `title`
-    /// (Mermaid's front matter).
-    pub fn to_mermaid_labelled(
-        &self,
-        label: impl Fn(usize) -> String,
-        title: Option<&str>,
-    ) -> String {
-        let mut out = String::new();
-        if let Some(title) = title {
-            let _ = writeln!(out, "---\ntitle: \"{}\"\n---", title.replace('"', "'"));
-        }
-        out.push_str("flowchart LR\n");
-        for i in 0..self.len() {
-            let _ = writeln!(out, "    s{i}[\"{}\"]", label(i).replace('"', "#quot;"));
-        }
-        for e in self.graph.raw_edges() {
-            let _ = writeln!(
-                out,
-                "    s{} --> s{}",
-                e.source().index(),
-                e.target().index()
-            );
-        }
-        out
-    }
-}
-
-fn dot_escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 /// Which steps of a [`Dag`] are done and which are ready, updated in O(dependents) per
@@ -551,18 +487,6 @@ mod tests {
         progress.complete(2, &mut newly);
         assert!(progress.all_done());
         assert!(progress.is_done(2) && !progress.is_ready(2));
-    }
-
-    #[test]
-    fn dot_and_mermaid_show_every_step_and_edge() {
-        let dag = Dag::build(&[step("a", &[]), step("say \"hi\"", &["a"])]).unwrap();
-        let dot = dag.to_dot();
-        assert!(dot.contains("s0 [label=\"a\"];"), "{dot}");
-        assert!(dot.contains("s1 [label=\"say \\\"hi\\\"\"];"), "{dot}");
-        assert!(dot.contains("s0 -> s1;"), "{dot}");
-        let mermaid = dag.to_mermaid();
-        assert!(mermaid.contains("s1[\"say #quot;hi#quot;\"]"), "{mermaid}");
-        assert!(mermaid.contains("s0 --> s1"), "{mermaid}");
     }
 
     /// A random DAG: step `i` depends only on steps with a smaller index, then shuffled so the
