@@ -3,6 +3,7 @@
 
 #[cfg(feature = "dev")]
 mod bench;
+mod cache;
 mod client;
 mod control;
 mod cron;
@@ -123,6 +124,12 @@ enum Command {
         workflow-operator cron suspend nightly\n  \
         workflow-operator cron trigger nightly")]
     Cron(cron::CronArgs),
+    /// List the cache entries of cached steps (`cache`), or clear them (all, or those older
+    /// than an age) so their steps run again.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator cache list\n  \
+        workflow-operator cache clear --older-than 24h")]
+    Cache(cache::CacheArgs),
     /// List the locks between workflows (`synchronization`): who holds each mutex and
     /// semaphore, and who waits for it, first in line first.
     #[command(after_help = "Examples:\n  \
@@ -168,6 +175,7 @@ pub fn main() -> ExitCode {
         Command::Template(args) => block_on(template::template(args)),
         Command::Cron(args) => block_on(cron::cron(args)),
         Command::Locks(args) => block_on(locks::locks(args)),
+        Command::Cache(args) => block_on(cache::cache(args)),
         Command::Run(args) => block_on(run::run(args)),
         #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),

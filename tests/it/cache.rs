@@ -103,3 +103,30 @@ async fn a_failed_cached_step_writes_no_entry_and_an_old_entry_is_not_used(
         "the old entry was not used"
     );
 }
+
+#[rstest]
+#[tokio::test]
+async fn cache_list_shows_an_entry_and_clear_makes_the_step_run_again(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    ns.create(generate_then_use("first", "1h")).await;
+    ns.expect_completed("first").await;
+    let listed: serde_json::Value =
+        serde_json::from_str(&ns.cli(&["cache", "list", "-o", "json"]).await).expect("JSON");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["from"], format!("{}/first step gen", ns.name));
+    assert_eq!(listed[0]["outputs"]["n"], "42");
+    let said = ns.cli(&["cache", "clear", "--older-than", "1h"]).await;
+    assert!(said.starts_with("deleted 0 cache entries"), "{said}");
+    let said = ns.cli(&["cache", "clear", "--all"]).await;
+    assert!(said.starts_with("deleted 1 cache entries"), "{said}");
+    assert_eq!(entries(ns).await, 0);
+    ns.create(generate_then_use("again", "1h")).await;
+    ns.expect_completed("again").await;
+    assert_eq!(
+        steps_run(ns, "again").await,
+        ["gen", "use"],
+        "gen ran again"
+    );
+}

@@ -98,6 +98,9 @@ fn validate_accepts_every_valid_example() {
         "examples/cleanup.yaml",
         "examples/queued.yaml",
         "examples/cron.yaml",
+        "examples/continue-on.yaml",
+        "examples/retry-strategy.yaml",
+        "examples/locks.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);
@@ -108,7 +111,8 @@ fn validate_accepts_every_valid_example() {
             .lines()
             .filter(|l| l.ends_with(": valid"))
             .count(),
-        examples.len()
+        // locks.yaml holds two workflows.
+        examples.len() + 1
     );
 }
 
@@ -721,5 +725,60 @@ fn help_of_the_new_commands_shows_their_flags_and_examples() {
                 "{flag} missing from {command:?} --help"
             );
         }
+    }
+}
+
+#[test]
+fn validate_names_each_bad_run_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policies.yaml");
+    let workflow = |name: &str, step: &str| {
+        format!(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: {name}}}\nspec:\n  \
+             containers:\n  - {{stepName: a, image: busybox, {step}}}\n"
+        )
+    };
+    let documents = [
+        workflow("negative", "retryStrategy: {limit: -1}"),
+        workflow(
+            "policy",
+            "retryStrategy: {limit: 1, retryPolicy: Sometimes}",
+        ),
+        workflow(
+            "factor",
+            "retryStrategy: {limit: 1, backoff: {duration: 1s, factor: 0.5}}",
+        ),
+        workflow(
+            "cel",
+            "retryStrategy: {limit: 1, expression: 'lastRetry.exitCode =='}",
+        ),
+        workflow("both", "retries: 1, retryStrategy: {limit: 1}"),
+        workflow("age", "cache: {maxAge: soon}"),
+        workflow(
+            "semaphore",
+            "synchronization: {semaphores: [{name: db, limit: 0}]}",
+        ),
+    ];
+    std::fs::write(&file, documents.join("---\n")).unwrap();
+    let output = run(&["validate", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let said = stderr(&output);
+    for (workflow, problem) in [
+        ("negative", "retryStrategy.limit"),
+        ("policy", "Sometimes"),
+        ("factor", "retryStrategy.backoff.factor: Invalid value: 0.5"),
+        (
+            "cel",
+            "retryStrategy.expression \"lastRetry.exitCode ==\" does not compile",
+        ),
+        ("both", "sets both retries and retryStrategy"),
+        ("age", "cache.maxAge \"soon\" is not a duration"),
+        ("semaphore", "limit"),
+    ] {
+        assert!(
+            said.lines()
+                .any(|l| l.contains(&format!("workflow {workflow}:")) && l.contains(problem)),
+            "{workflow}: {problem}\n{said}"
+        );
     }
 }
