@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher::{self, Event};
@@ -197,8 +198,9 @@ async fn waiters_get_a_mutex_in_priority_order(#[future(awt)] operator: Operator
 }
 
 /// The operator SIGKILLed every 1.1 s, 8 times, while ten workflows take, wait for and give back
-/// a mutex and another's step is tried again after back-offs: no lock is held twice or left
-/// behind, and the retried step ran each attempt exactly once.
+/// a mutex, another's step is tried again after back-offs, and cached steps succeed and fail:
+/// no lock is held twice or left behind, the retried step ran each attempt exactly once, and
+/// only the success has a cache entry.
 #[rstest]
 #[tokio::test]
 async fn killed_while_locks_are_held_and_a_retry_backs_off_nothing_is_doubled_or_lost(
@@ -227,6 +229,18 @@ async fn kill_around_locks(mut operator: Operator) {
             .retry_strategy("{limit: 5, backoff: {duration: 1s}}"),
     )
     .await;
+    for (name, command) in [
+        ("cached-ok", "echo n=1 >> $WORKFLOW_OUTPUTS"),
+        ("cached-bad", "exit 1"),
+    ] {
+        ns.create(
+            WorkFlow::test(name)
+                .step("gen", &[])
+                .command(&["sh", "-c", &format!("sleep 2; {command}")])
+                .cache("{maxAge: 1h}"),
+        )
+        .await;
+    }
     for _ in 0..8 {
         tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
         operator.kill().await;
@@ -268,4 +282,10 @@ async fn kill_around_locks(mut operator: Operator) {
         "locks left behind: {:?}",
         left.items.iter().map(|l| l.name_any()).collect::<Vec<_>>()
     );
+    ns.expect_completed("cached-ok").await;
+    ns.expect_failed("cached-bad", &["step gen failed"]).await;
+    let maps: Api<ConfigMap> = Api::namespaced(ns.client(), &ns.name);
+    let cache = ListParams::default().labels(workflow_operator_core::cache::LABEL_CACHE);
+    let entries = maps.list(&cache).await.expect("cache entries").items;
+    assert_eq!(entries.len(), 1, "one entry, the success's");
 }
