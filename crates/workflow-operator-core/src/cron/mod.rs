@@ -111,6 +111,65 @@ impl Schedule {
         }
     }
 
+    /// The newest `limit` scheduled times in `(after, until]`, oldest first: found backwards
+    /// from `until`, so a long gap costs `limit` steps, not one per time passed.
+    pub fn newest_between(
+        &self,
+        after: Timestamp,
+        until: Timestamp,
+        limit: usize,
+    ) -> Vec<Timestamp> {
+        let mut times = Vec::new();
+        let (mut at, mut inclusive) = (until, true);
+        while times.len() < limit {
+            match self.previous(at, inclusive) {
+                Some(time) if time > after => {
+                    times.push(time);
+                    (at, inclusive) = (time, false);
+                }
+                _ => break,
+            }
+        }
+        times.reverse();
+        times
+    }
+
+    /// The latest scheduled time before `before` (or at it, when `inclusive`).
+    fn previous(&self, before: Timestamp, inclusive: bool) -> Option<Timestamp> {
+        self.entries
+            .iter()
+            .filter_map(|e| self.entry_previous(e, before, inclusive))
+            .max()
+    }
+
+    fn entry_previous(
+        &self,
+        entry: &Entry,
+        before: Timestamp,
+        inclusive: bool,
+    ) -> Option<Timestamp> {
+        match entry {
+            Entry::Cron(cron) => cron
+                .find_previous_occurrence(&before.to_zoned(self.zone.clone()), inclusive)
+                .ok()
+                .map(|z| z.timestamp()),
+            Entry::Every { period, anchor } => {
+                // Its times are `anchor + k * period` for k >= 1.
+                let since = before.duration_since(*anchor);
+                let mut periods = since.as_nanos().div_euclid(period.as_nanos());
+                let at = |k: i128| {
+                    anchor
+                        .checked_add(SignedDuration::from_nanos_i128(k * period.as_nanos()))
+                        .ok()
+                };
+                if !inclusive && at(periods) == Some(before) {
+                    periods -= 1;
+                }
+                (periods >= 1).then(|| at(periods)).flatten()
+            }
+        }
+    }
+
     /// The scheduled times in `(after, until]`, oldest first, at most `limit`.
     pub fn times_between(
         &self,
@@ -184,8 +243,13 @@ pub fn due(
     catch_up: CatchUp,
     resumed: bool,
 ) -> Due {
-    // More than this are all missed but the latest ones: a year of minutes is not listed.
-    let passed = schedule.times_between(since, now, 10 * MAX_CATCH_UP);
+    // More than this are all missed but the latest ones: a year of minutes is not listed, and
+    // when more passed, the newest are (the latest is the one `Latest` starts).
+    let limit = 10 * MAX_CATCH_UP;
+    let mut passed = schedule.times_between(since, now, limit);
+    if passed.len() == limit {
+        passed = schedule.newest_between(since, now, limit);
+    }
     let Some(&latest) = passed.last() else {
         return Due::default();
     };

@@ -146,6 +146,43 @@ fn after_downtime_catch_up_and_the_deadline_decide(
     assert_eq!(after.last, Some(at("2026-05-01T10:05:00Z")));
 }
 
+/// Two days down with a schedule every minute (2,880 times passed, more than are listed):
+/// `Latest` starts the time just passed, not the oldest listed, and `All` the newest ones.
+#[rstest]
+#[case::latest(CatchUp::Latest, 1, "2026-05-03T10:00:00Z")]
+#[case::all(CatchUp::All, MAX_CATCH_UP, "2026-05-03T10:00:00Z")]
+fn after_a_long_downtime_the_latest_times_are_the_real_latest(
+    #[case] catch_up: CatchUp,
+    #[case] started: usize,
+    #[case] newest: &str,
+) {
+    let schedules = [every_minute(), schedule(&["@every 60s"], None)];
+    for schedule in &schedules {
+        let after = due(
+            schedule,
+            at("2026-05-01T10:00:00Z"),
+            at("2026-05-03T10:00:20Z"),
+            None,
+            catch_up,
+            false,
+        );
+        assert_eq!(after.start.len(), started);
+        assert_eq!(after.start.last(), Some(&at(newest)));
+        assert_eq!(after.last, Some(at(newest)));
+    }
+}
+
+#[test]
+fn the_newest_times_found_backwards_are_the_times_found_forwards() {
+    for schedule in [every_minute(), schedule(&["@every 60s"], None)] {
+        let (after, until) = (at("2026-05-01T10:00:00Z"), at("2026-05-01T10:03:00Z"));
+        let forwards = schedule.times_between(after, until, 10);
+        assert_eq!(schedule.newest_between(after, until, 10), forwards);
+        assert_eq!(schedule.newest_between(after, until, 2), forwards[1..]);
+        assert_eq!(forwards.len(), 3, "(after, until]: {forwards:?}");
+    }
+}
+
 #[test]
 fn resuming_starts_at_most_the_latest_missed_time() {
     let resumed = due(
