@@ -441,19 +441,8 @@ mod tests {
         let steps = steps
             .iter()
             .map(|(name, phase)| StepView {
-                name: name.to_string(),
-                phase: *phase,
-                started_at: None,
-                finished_at: None,
                 attempts: 1,
-                exit_code: None,
-                reason: None,
-                message: None,
-                job: None,
-                items: None,
-                outputs: Default::default(),
-                deadline: None,
-                previous_attempts: Vec::new(),
+                ..StepView::empty(name, *phase)
             })
             .collect();
         Shown { workflow, steps }

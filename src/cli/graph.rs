@@ -401,21 +401,7 @@ mod tests {
     }
 
     fn view(name: &str, phase: StepPhase) -> StepView {
-        StepView {
-            name: name.to_string(),
-            phase,
-            started_at: None,
-            finished_at: None,
-            attempts: 0,
-            exit_code: None,
-            reason: None,
-            message: None,
-            job: None,
-            items: None,
-            outputs: Default::default(),
-            deadline: None,
-            previous_attempts: Vec::new(),
-        }
+        StepView::empty(name, phase)
     }
 
     #[test]

@@ -214,8 +214,7 @@ impl RunState {
             || !spec.on_exit.is_empty()
             || spec.queue_name.is_some()
             || spec.active_deadline_seconds.is_some()
-            || spec.synchronization.is_some()
-            || spec.containers.iter().any(|s| s.synchronization.is_some())
+            || compiled.policies.locks
         {
             return Err(Fallback::NotFollowed(
                 "run control, exit steps or a workflow deadline",

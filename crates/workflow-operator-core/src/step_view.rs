@@ -108,7 +108,8 @@ impl StepView {
         elapsed.try_into().ok()
     }
 
-    fn empty(name: &str, phase: StepPhase) -> StepView {
+    /// A step of nothing but its name and phase, as `get` shows one with no Job yet.
+    pub fn empty(name: &str, phase: StepPhase) -> StepView {
         StepView {
             name: name.to_string(),
             phase,
@@ -207,7 +208,8 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                     }
                     continue;
                 }
-                let job = job_of(&step.step_name, run_index, None);
+                let attempts = attempts_of(&ours, &step.step_name, run_index, None);
+                let job = attempts.last().copied();
                 let mut view = match (job, recorded(&name)) {
                     (job, Some(entry)) => {
                         with_entry(job.map(|job| view_of_job(&name, job, pods)), entry)
@@ -225,7 +227,6 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                 if view.phase == StepPhase::Running {
                     view.deadline = deadline(&workflow.spec, step, view.started_at);
                 }
-                let attempts = attempts_of(&ours, &step.step_name, run_index, None);
                 view.previous_attempts = previous_attempts(&attempts, pods);
                 if !view.previous_attempts.is_empty() {
                     view.attempts += view.previous_attempts.len() as i32;

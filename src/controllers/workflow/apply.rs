@@ -145,19 +145,14 @@ async fn execute(
             instance,
             attempt,
         } => {
-            let (dag, steps) = match exit {
-                None => (compiled.dag.as_ref().ok(), &workflow.spec.containers),
-                Some(_) => (compiled.exit.as_ref(), &workflow.spec.on_exit),
-            };
-            let index = dag.and_then(|dag| dag.index_of(step));
-            let step = index.and_then(|i| steps.get(i)).ok_or_else(|| {
-                HandlerError::permanent(format!("planned step {step} is not in the spec"))
-            })?;
+            let (index, step) =
+                (compiled.step(&workflow.spec, step, exit.is_some())).ok_or_else(|| {
+                    HandlerError::permanent(format!("planned step {step} is not in the spec"))
+                })?;
             let data = StepData {
                 inputs: Some(inputs),
                 // Exit steps' outputs are never read.
-                outputs_read: exit.is_none()
-                    && index.is_some_and(|i| compiled.flow.read.contains(&i)),
+                outputs_read: exit.is_none() && compiled.flow.read.contains(&index),
             };
             let job = jobs::StepJob::new(workflow, step, &compiled.run)
                 .retry(*retry)

@@ -21,7 +21,7 @@ use kube_kopf::{Context, HandlerError};
 use workflow_operator_core::cache::{Entry, Key, LABEL_CACHE, key_of};
 use workflow_operator_core::crd::{Step, StepStatus, WorkFlow};
 use workflow_operator_core::fan_out;
-use workflow_operator_core::plan::{Action, JobState, ObservedJob, Plan};
+use workflow_operator_core::plan::{Action, Compiled, JobState, ObservedJob, Plan};
 use workflow_operator_core::retry::parse_duration;
 
 use super::shared::{FIELD_MANAGER, temporary};
@@ -59,13 +59,16 @@ impl Written {
 /// An entry that could not be read (temporary).
 pub(super) async fn look_up(
     ctx: &Context<WorkFlow>,
-    workflow: &WorkFlow,
+    (workflow, compiled): (&WorkFlow, &Compiled),
     plan: &Plan,
 ) -> Result<Vec<StepStatus>, HandlerError> {
+    if !compiled.policies.cache {
+        return Ok(Vec::new());
+    }
     let namespace = workflow.namespace().unwrap_or_default();
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut hits = Vec::new();
-    for (step, job, key, name) in cached_creates(workflow, plan) {
+    for (step, job, key, name) in cached_creates((workflow, compiled), plan) {
         let Some(entry) = read(&api, &key).await? else {
             continue;
         };
@@ -87,7 +90,10 @@ pub(super) async fn look_up(
 
 /// The cached steps `plan` creates Jobs for: (step, Job, key, name in the status). Not items
 /// of a step that fans out nor exit steps (refused at create).
-fn cached_creates<'w>(workflow: &'w WorkFlow, plan: &Plan) -> Vec<(&'w Step, String, Key, String)> {
+fn cached_creates<'w>(
+    (workflow, compiled): (&'w WorkFlow, &Compiled),
+    plan: &Plan,
+) -> Vec<(&'w Step, String, Key, String)> {
     let runs = workflow.spec.run_count();
     (plan.actions.iter())
         .filter_map(|action| {
@@ -102,11 +108,7 @@ fn cached_creates<'w>(workflow: &'w WorkFlow, plan: &Plan) -> Vec<(&'w Step, Str
             else {
                 return None;
             };
-            let found = workflow
-                .spec
-                .containers
-                .iter()
-                .find(|s| s.step_name == *step)?;
+            let (_, found) = compiled.step(&workflow.spec, step, false)?;
             found.cache.as_ref()?;
             let name = fan_out::display_name(step, instance.run_index, runs, None);
             Some((found, job_name.clone(), key_of(found, inputs, None), name))

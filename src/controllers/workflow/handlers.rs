@@ -116,7 +116,8 @@ async fn gates(
 ) -> Result<Option<plan::Gate>, HandlerError> {
     let mut gate: Option<plan::Gate> = None;
     for _ in 0..CACHE_ROUNDS {
-        let hits = cache::look_up(ctx, &seen.workflow, &decision.plan).await?;
+        let spec = (seen.workflow.as_ref(), seen.compiled.as_ref());
+        let hits = cache::look_up(ctx, spec, &decision.plan).await?;
         if hits.is_empty() {
             break;
         }
@@ -126,7 +127,8 @@ async fn gates(
         gate = Some(with_hits);
     }
     let planned = (&decision.plan, observed.as_deref());
-    if let Some(locks) = locks::hold(shared, &ctx.client, &seen.workflow, planned).await? {
+    let spec = (seen.workflow.as_ref(), seen.compiled.as_ref());
+    if let Some(locks) = locks::hold(shared, &ctx.client, spec, planned).await? {
         let with_locks = gate.take().map_or(locks.clone(), |g| g.and(locks));
         replan(shared, ctx, seen, (decision, observed), &with_locks).await?;
         gate = Some(with_locks);

@@ -34,7 +34,7 @@ use workflow_operator_core::locks::{
     holder_identity, locks_of, take, waiting_message,
 };
 use workflow_operator_core::names;
-use workflow_operator_core::plan::{self, Action, JobState, ObservedJob, Plan};
+use workflow_operator_core::plan::{self, Action, Compiled, JobState, ObservedJob, Plan};
 
 use super::admission::{RESERVATION_TTL, Rank};
 use super::shared::{FIELD_MANAGER, Shared, temporary};
@@ -322,7 +322,7 @@ fn read(lease: &Lease) -> Option<(LockKey, Held)> {
 pub(super) async fn hold(
     shared: &Shared,
     client: &Client,
-    workflow: &WorkFlow,
+    (workflow, compiled): (&WorkFlow, &Compiled),
     (plan, observed): (&Plan, Option<&[ObservedJob]>),
 ) -> Result<Option<plan::Gate>, HandlerError> {
     let Some(book) = shared.locks.as_ref() else {
@@ -332,13 +332,10 @@ pub(super) async fn hold(
     let namespace = workflow.namespace().unwrap_or_default();
     let api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
     book.forget(&uid);
-    let spec = &workflow.spec;
-    let own = locks_of(spec.synchronization.as_deref());
-    let steps_lock =
-        (spec.containers.iter().chain(&spec.on_exit)).any(|s| s.synchronization.is_some());
-    if own.is_empty() && !steps_lock && book.held_by(&namespace, &uid).is_empty() {
+    if !compiled.policies.locks && book.held_by(&namespace, &uid).is_empty() {
         return Ok(None);
     }
+    let own = locks_of(workflow.spec.synchronization.as_deref());
     // After a restart, the Leases of the previous process must be known before anything is
     // given back or taken.
     let mut synced = book.synced.clone();
@@ -348,7 +345,7 @@ pub(super) async fn hold(
         .and_then(|s| s.workflow_status)
         .is_some_and(|p| p.is_terminal());
     give_back(book, &api, workflow, (plan, observed), ended).await?;
-    let creates = step_creates(workflow, plan);
+    let creates = step_creates((workflow, compiled), plan);
     if ended || (own.is_empty() && creates.is_empty()) {
         return Ok(None);
     }
@@ -389,8 +386,10 @@ fn plan_creates(plan: &Plan) -> Vec<String> {
 }
 
 /// The Jobs `plan` creates of steps that hold locks: (step, Job, its locks).
-fn step_creates(workflow: &WorkFlow, plan: &Plan) -> Vec<(String, String, Vec<Lock>)> {
-    let spec = &workflow.spec;
+fn step_creates(
+    (workflow, compiled): (&WorkFlow, &Compiled),
+    plan: &Plan,
+) -> Vec<(String, String, Vec<Lock>)> {
     (plan.actions.iter())
         .filter_map(|a| match a {
             Action::CreateJob {
@@ -399,12 +398,7 @@ fn step_creates(workflow: &WorkFlow, plan: &Plan) -> Vec<(String, String, Vec<Lo
                 exit,
                 ..
             } => {
-                let steps = if exit.is_some() {
-                    &spec.on_exit
-                } else {
-                    &spec.containers
-                };
-                let found = steps.iter().find(|s| s.step_name == *step)?;
+                let (_, found) = compiled.step(&workflow.spec, step, exit.is_some())?;
                 let locks = locks_of(found.synchronization.as_deref());
                 (!locks.is_empty()).then(|| (step.clone(), job_name.clone(), locks))
             }

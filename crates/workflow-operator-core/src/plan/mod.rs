@@ -298,6 +298,29 @@ pub struct Compiled {
     pub exit: Option<Dag>,
     /// Whose outputs are read and the compiled `when`s (empty unless all is valid).
     pub flow: DataFlow,
+    /// Which policies needing the operator's I/O the spec uses.
+    pub policies: Policies,
+}
+
+/// Which run policies that need the operator's I/O a spec uses, found once per spec so that a
+/// pass of a workflow without them does not scan its steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Policies {
+    /// `synchronization`, on the workflow or any step.
+    pub locks: bool,
+    /// `cache` on any step.
+    pub cache: bool,
+}
+
+impl Policies {
+    /// The policies `spec` uses.
+    pub fn of(spec: &WorkFlowSpec) -> Policies {
+        let steps = || spec.containers.iter().chain(&spec.on_exit);
+        Policies {
+            locks: spec.synchronization.is_some() || steps().any(|s| s.synchronization.is_some()),
+            cache: steps().any(|s| s.cache.is_some()),
+        }
+    }
 }
 
 impl Compiled {
@@ -324,7 +347,26 @@ impl Compiled {
             dag,
             exit,
             flow,
+            policies: Policies::of(spec),
         }
+    }
+
+    /// The step of `spec` (which this was made from) named `name`, an exit step when `exit`,
+    /// with its index in its DAG: found by the DAG's index, as a planned
+    /// [`Action::CreateJob`] names it.
+    pub fn step<'s>(
+        &self,
+        spec: &'s WorkFlowSpec,
+        name: &str,
+        exit: bool,
+    ) -> Option<(usize, &'s Step)> {
+        let (dag, steps) = if exit {
+            (self.exit.as_ref(), &spec.on_exit)
+        } else {
+            (self.dag.as_ref().ok(), &spec.containers)
+        };
+        let index = dag?.index_of(name)?;
+        Some((index, steps.get(index)?))
     }
 
     /// A spec refused before its DAG was built (its templates do not expand): `problem` fails
@@ -335,6 +377,7 @@ impl Compiled {
             dag: Err(DagError::Template(problem)),
             exit: None,
             flow: DataFlow::default(),
+            policies: Policies::of(spec),
         }
     }
 }
