@@ -59,6 +59,11 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         template: None,
         template_ref: None,
         arguments: None,
+        source: None,
+        outputs: None,
+        inputs: None,
+        init_containers: None,
+        sidecars: None,
     }
 }
 
@@ -99,6 +104,8 @@ impl WorkFlow {
             arguments: None,
             templates: Vec::new(),
             workflow_template_ref: None,
+            artifact_repository: None,
+            artifact_gc: None,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, EnvFromSource, EnvVar, LocalObjectReference, PersistentVolumeClaimSpec,
+    Affinity, Container, EnvFromSource, EnvVar, LocalObjectReference, PersistentVolumeClaimSpec,
     PodSecurityContext, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -18,10 +18,16 @@ use serde::{Deserialize, Serialize};
 
 use super::lifecycle::Phase;
 
+pub mod artifacts;
 pub mod cron;
 pub mod policies;
 pub mod templates;
 
+pub use artifacts::{
+    ArtifactGc, ArtifactGcStrategy, ArtifactRepository, CredentialsSecret, InputArtifact,
+    OciRepository, OutputArtifact, OutputParameter, S3Repository, StepInputs, StepOutputs,
+    ValueFrom,
+};
 pub use cron::{
     CatchUp, ConcurrencyPolicy, CronWorkFlow, CronWorkFlowSpec, CronWorkFlowStatus, RunMetadata,
     RunRef,
@@ -229,6 +235,17 @@ pub struct WorkFlowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub queue_timeout: Option<i64>,
+
+    /// Where the steps' artifacts are kept; absent: the namespace's ConfigMap
+    /// `workflow-artifact-repository` (key `repository`, the same fields), else the operator's
+    /// `--artifact-repository`. Read once, when the first step that needs it is planned, and
+    /// recorded in the status. Boxed: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_repository: Option<Box<ArtifactRepository>>,
+
+    /// When the operator deletes the workflow's artifacts; absent: never.
+    #[serde(rename = "artifactGC", default, skip_serializing_if = "Option::is_none")]
+    pub artifact_gc: Option<ArtifactGc>,
 }
 
 /// A valid label value (apimachinery's `IsValidLabelValue`, less the empty value): what
@@ -506,6 +523,31 @@ pub struct Step {
     /// The values of the called template's inputs, by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Box<Arguments>>,
+
+    /// A script: written to a file in the step's container and run by `command` (default
+    /// `[sh]`) with the file's path as its last argument before `args`, as Argo's `script`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Box<String>>,
+
+    /// Output parameters read from files and artifacts kept in the artifact repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Box<StepOutputs>>,
+
+    /// Artifacts of upstream steps placed in the step's container before its command runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Box<StepInputs>>,
+
+    /// Kubernetes containers run to completion, in order, before the step's (they see the
+    /// pod's volumes). Boxed, as `sidecars`, `source`, `outputs` and `inputs`: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub init_containers: Option<Box<Vec<Container>>>,
+
+    /// Kubernetes containers started before the step's and stopped once it has ended
+    /// (Kubernetes' sidecar containers: init containers with `restartPolicy: Always`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub sidecars: Option<Box<Vec<Container>>>,
 }
 
 /// `withItems`: the items a step runs once per, as written (strings, numbers or objects).
@@ -1112,15 +1154,17 @@ spec:
         // 280 before `when` (a boxed str: 16 bytes); the three fan-out fields are a box each
         // (8 bytes), not 64 inline; the template call 32 (`template` a boxed str, the
         // reference and the arguments a box each); `continueOn` 8 (one byte, padded),
-        // `retryStrategy`, `synchronization` and `cache` 8 each (a box).
-        assert!(size <= 384, "a Step is {size} bytes");
+        // `retryStrategy`, `synchronization` and `cache` 8 each (a box); `source`, `outputs`,
+        // `inputs`, `initContainers` and `sidecars` 8 each (a box).
+        assert!(size <= 424, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing
         // (`priority`, `queueName`, `priorityClassName`, `queueTimeout`) 56; templates and
         // parameters 40 (`templates` a Vec, `arguments` and `workflowTemplateRef` a box each);
-        // `activeDeadlineSeconds` 16, `synchronization` 8 (a box).
-        assert!(spec <= 240, "a WorkFlowSpec is {spec} bytes");
+        // `activeDeadlineSeconds` 16, `synchronization` 8 (a box); `artifactRepository` 8 (a
+        // box), `artifactGC` 8 (one byte, padded).
+        assert!(spec <= 256, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

@@ -35,6 +35,11 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         template: _,
         template_ref: _,
         arguments: _,
+        source,
+        outputs,
+        inputs,
+        init_containers,
+        sidecars,
     } = call;
     Step {
         step_name,
@@ -68,6 +73,11 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         template: None,
         template_ref: None,
         arguments: None,
+        source: source.or(template.source),
+        outputs: outputs.or(template.outputs),
+        inputs: inputs.or(template.inputs),
+        init_containers: init_containers.or(template.init_containers),
+        sidecars: sidecars.or(template.sidecars),
     }
 }
 
@@ -113,6 +123,8 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         queue_name,
         priority_class_name,
         queue_timeout,
+        artifact_repository,
+        artifact_gc,
     } = own.clone();
     WorkFlowSpec {
         max_step_timeout: if max_step_timeout == DEFAULT_MAX_STEP_TIMEOUT {
@@ -143,6 +155,8 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         queue_name: queue_name.or(template.queue_name),
         priority_class_name: priority_class_name.or(template.priority_class_name),
         queue_timeout: queue_timeout.or(template.queue_timeout),
+        artifact_repository: artifact_repository.or(template.artifact_repository),
+        artifact_gc: artifact_gc.or(template.artifact_gc),
         suspend,
         shutdown,
         retry,

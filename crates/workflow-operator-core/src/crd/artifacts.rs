@@ -1,0 +1,169 @@
+//! What a step hands the next beyond `key=value` outputs: a script (`source`), its standard
+//! output (`outputs.result`), output parameters read from files, artifacts (files and
+//! directories kept in an object store), and the containers around it (`initContainers`,
+//! `sidecars`). The step agent carries them out inside the step's pod.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Where a workflow's artifacts are kept: an S3-compatible bucket or an OCI registry. Exactly
+/// one of `s3` and `oci`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactRepository {
+    /// An S3-compatible bucket (AWS S3, MinIO, GCS's interoperability endpoint, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Repository>,
+    /// An OCI registry: each artifact an OCI artifact of its own (ORAS's way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciRepository>,
+}
+
+/// An S3-compatible bucket.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Repository {
+    /// The service's URL, `https://...` or `http://...` (plain HTTP only when written so).
+    #[schemars(length(min = 1))]
+    pub endpoint: String,
+    /// The bucket.
+    #[schemars(length(min = 1))]
+    pub bucket: String,
+    /// The region; default `us-east-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// What every key starts with; `{{workflow.namespace}}` and `{{workflow.name}}` are filled
+    /// in. Default `{{workflow.namespace}}/{{workflow.name}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_prefix: Option<String>,
+    /// The Secret (in the workflow's namespace) holding `accessKey` and `secretKey`.
+    pub credentials_secret: CredentialsSecret,
+}
+
+/// An OCI registry.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciRepository {
+    /// The registry's host (and port), e.g. `registry.local:5000`.
+    #[schemars(length(min = 1))]
+    pub registry: String,
+    /// The repository artifacts are pushed to, e.g. `wf/artifacts`.
+    #[schemars(length(min = 1))]
+    pub repository: String,
+    /// Plain HTTP instead of HTTPS.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
+    /// The Secret (in the workflow's namespace) holding `username` and `password`; absent:
+    /// anonymous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret: Option<CredentialsSecret>,
+}
+
+/// A Secret holding a repository's credentials, by name. Credentials are never in a spec, a
+/// status or a log.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct CredentialsSecret {
+    /// The Secret's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+}
+
+/// When the operator deletes a workflow's artifacts.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactGc {
+    /// `OnWorkflowDeletion`, `OnWorkflowCompletion` or `Never` (the default).
+    #[serde(default)]
+    pub strategy: ArtifactGcStrategy,
+}
+
+/// See [`ArtifactGc`].
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ArtifactGcStrategy {
+    /// Kept until deleted by hand.
+    #[default]
+    Never,
+    /// Deleted when the workflow is deleted (a finalizer holds it until then).
+    OnWorkflowDeletion,
+    /// Deleted when the workflow ends, whatever its outcome.
+    OnWorkflowCompletion,
+}
+
+/// What a step leaves for the steps after it, besides the `key=value` lines it writes to
+/// `$WORKFLOW_OUTPUTS`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepOutputs {
+    /// Parameters read from files once the command has succeeded:
+    /// `{{steps.NAME.outputs.parameters.P}}` (or `{{steps.NAME.outputs.P}}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<OutputParameter>,
+    /// Files or directories kept in the artifact repository once the command has succeeded:
+    /// `{{steps.NAME.outputs.artifacts.A}}` in a later step's input.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<OutputArtifact>,
+}
+
+/// An output parameter: a file's content.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputParameter {
+    /// Its name: letters, digits, `_` and `-`, starting with a letter or `_`.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// Where its value is read from.
+    pub value_from: ValueFrom,
+    /// The value when the file does not exist; absent: a missing file fails the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+}
+
+/// Where an output parameter's value is read from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueFrom {
+    /// An absolute path in the step's container; its content, without a trailing newline.
+    #[schemars(length(min = 2))]
+    pub path: String,
+}
+
+/// An output artifact: a file or a directory, stored as a `.tar.gz`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputArtifact {
+    /// Its name: letters, digits, `_` and `-`, starting with a letter or `_`.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// An absolute path in the step's container.
+    #[schemars(length(min = 2))]
+    pub path: String,
+    /// A missing path is no failure: nothing is stored, and a step that takes it gets an empty
+    /// directory.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// What a step takes in before its command runs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepInputs {
+    /// Artifacts of upstream steps, placed at their paths before the command runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<InputArtifact>,
+}
+
+/// An input artifact: an upstream step's output artifact at a path of this step.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InputArtifact {
+    /// Its name, for messages.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// An absolute path in the step's container: the file, or the directory, as it was stored.
+    /// Taken from a step that fans out: a directory with one entry per item (`0`, `1`, ...).
+    #[schemars(length(min = 2))]
+    pub path: String,
+    /// `{{steps.NAME.outputs.artifacts.A}}`: the artifact `A` of the upstream step `NAME`.
+    #[schemars(length(min = 1))]
+    pub from: String,
+}
