@@ -5,6 +5,7 @@
 //! - [`controllers`]: the operator's controllers (today the workflow controller): what each
 //!   event does, as a pipeline of stages over the pure core.
 //! - [`leader`]: leader election on a Lease, so one replica of several does the work.
+//! - [`step_agent`]: the step agent's program (`workflow-agent`), run inside a step's pod.
 //! - [`telemetry`]: metrics and health endpoints.
 //! - [`web`]: the web view of the workflows (`--web-addr`), read from the operator's mirror.
 //! - [`bench`](mod@bench): the end-to-end benchmark (`workflow-operator bench`): the control plane plus the
@@ -21,5 +22,6 @@ pub mod bench;
 pub mod cli;
 pub mod controllers;
 pub mod leader;
+pub mod step_agent;
 pub mod telemetry;
 pub mod web;

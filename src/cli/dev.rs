@@ -202,6 +202,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
             default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
             max_running_steps: args.max_running_steps.map(|n| n as usize),
             mirror,
+            agent: operator::default_agent(operator::DEFAULT_AGENT_IMAGE),
         };
         let (client, stop) = (client.clone(), shutdown.clone());
         Some(tokio::spawn(async move {

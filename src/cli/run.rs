@@ -16,6 +16,7 @@ use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::metrics::{Metrics, QueueSample};
 use crate::web;
 use kube_kopf::Monitor;
+use workflow_operator_core::agent::AgentSource;
 
 /// Run the operator. Credentials come from `KUBECONFIG` / `~/.kube/config`, or from the pod's
 /// service account when running in a cluster. The WorkFlow CRD must be installed
@@ -43,6 +44,13 @@ pub struct RunArgs {
     /// Off when not given.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_running_steps: Option<u32>,
+    /// The image the step agent is copied from into the pods of steps that need it (a
+    /// `source`, outputs from files, artifacts, a `result` read): the operator's own image.
+    #[arg(long, value_name = "IMAGE", env = "WORKFLOW_AGENT_IMAGE", default_value = operator::DEFAULT_AGENT_IMAGE)]
+    agent_image: String,
+    /// The step agent's path in `--agent-image`; default: `workflow-agent` beside this program.
+    #[arg(long, value_name = "PATH")]
+    agent_path: Option<String>,
     /// Serve `/healthz`, `/readyz` and `/metrics` (Prometheus) on this address, e.g.
     /// `0.0.0.0:8080`. Off when not given. `/readyz` answers 200 once the operator's caches of
     /// workflows and Jobs are synced; with `--leader-election`, a standby answers 200 once it
@@ -162,6 +170,7 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
         metrics: Some(metrics.clone()),
         default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
         max_running_steps: args.max_running_steps.map(|n| n as usize),
+        agent: agent_source(&args.agent_image, args.agent_path.as_deref()),
     };
     // A replica running the operator is ready only once its caches hold the initial listings:
     // before that it has not seen the workflows it is responsible for.
@@ -212,5 +221,16 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
             eprintln!("error: lost leadership of the Lease; exiting");
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// Where the step agent is copied from: `path` in `image`, else the one beside this program.
+fn agent_source(image: &str, path: Option<&str>) -> Option<AgentSource> {
+    match path {
+        Some(path) => Some(AgentSource {
+            image: image.to_string(),
+            path: path.to_string(),
+        }),
+        None => operator::default_agent(image),
     }
 }

@@ -38,6 +38,7 @@ mod reliability_faults;
 mod run_control;
 mod run_control_cleanup;
 mod run_policies;
+mod step_agent;
 mod submit;
 mod telemetry_deploy;
 mod telemetry_http;

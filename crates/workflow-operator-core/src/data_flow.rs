@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use super::agent;
 use super::crd::{Step, WorkFlowSpec};
 use super::dag::{Dag, DagError};
 use super::fan_out::{FanOut, ItemList};
@@ -33,6 +34,9 @@ pub struct DataFlow {
     pub retry: HashMap<usize, Arc<Strategy>>,
     /// The compiled `retryStrategy` of each exit step that has one (by index in the exit DAG).
     pub exit_retry: HashMap<usize, Arc<Strategy>>,
+    /// The steps (by index in the steps' DAG) whose standard output some step reads
+    /// (`{{steps.NAME.outputs.result}}`): they run under the step agent, which keeps it.
+    pub result_read: HashSet<usize>,
 }
 
 impl DataFlow {
@@ -47,12 +51,16 @@ impl DataFlow {
     }
 }
 
-/// The texts of `step` that may hold references.
+/// The texts of `step` that may hold references: its image, command, args, env values, script
+/// (`source`) and input artifacts' `from`.
 pub fn texts(step: &Step) -> impl Iterator<Item = &str> {
     let command = step.command.iter().flatten();
     let args = step.args.iter().flatten();
     let env = step.env.iter().filter_map(|e| e.value.as_ref());
-    std::iter::once(step.image.as_str()).chain(command.chain(args).chain(env).map(String::as_str))
+    let source = step.source.as_deref();
+    let from = (step.inputs.iter()).flat_map(|i| i.artifacts.iter().map(|a| &a.from));
+    std::iter::once(step.image.as_str())
+        .chain((command.chain(args).chain(env).chain(source).chain(from)).map(String::as_str))
 }
 
 /// Checks the references, `when`s and fan-outs of `spec` against its DAGs.
@@ -89,6 +97,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
             when.as_deref(),
             &mut flow,
         )?;
+        check_input_artifacts(step, dag, &spec.containers)?;
         if let Some(when) = when {
             flow.when.insert(i, when);
         }
@@ -99,6 +108,13 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
             // A success's outputs go into its entry.
             flow.read.insert(i);
         }
+        if declares_outputs(step) {
+            // Recorded whether or not a step names them: `get` shows them.
+            flow.read.insert(i);
+        }
+    }
+    for (i, step) in spec.containers.iter().enumerate() {
+        check_agent(step, flow.result_read.contains(&i))?;
     }
     if exit.is_some() {
         let runs = spec.runs.unwrap_or(1);
@@ -117,6 +133,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
             let any = |name: &str| dag.index_of(name);
             let when = compile_when(step, &parameters, Place::Exit)?;
             check_step(step, dag, &any, None, when.as_deref(), &mut flow)?;
+            check_input_artifacts(step, dag, &spec.containers)?;
             if runs > 1 && (step.when.is_some() || flow.read.len() > read_before) {
                 return Err(refused(
                     "names the steps' outputs, but the steps run several times (runs): an exit \
@@ -135,6 +152,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
                 flow.exit_retry.insert(i, strategy);
             }
             check_cache(step, false, true)?;
+            check_agent(step, false)?;
         }
     }
     Ok(flow)
@@ -183,13 +201,14 @@ fn check_step(
         step: name.clone(),
         problem,
     };
-    let mut named: Vec<(String, &str)> = Vec::new();
+    // What is named, where, and whether it is the standard output.
+    let mut named: Vec<(String, &str, bool)> = Vec::new();
     for text in texts(step) {
         let found = outputs::references(text).map_err(|e| refused(e.to_string()))?;
         for reference in found {
             match reference.source {
-                Source::Output { step: source, .. } => {
-                    named.push((reference.text.to_string(), source));
+                Source::Output { step: source, key } => {
+                    named.push((reference.text.to_string(), source, key == agent::RESULT));
                 }
                 Source::Retries if step.retry_strategy.is_none() => {
                     return Err(refused(format!(
@@ -207,18 +226,22 @@ fn check_step(
     if let Some(param) = step.with_param.as_deref() {
         let text = param.0.trim();
         if let Ok([reference]) = outputs::references(text).as_deref()
-            && let Source::Output { step: source, .. } = reference.source
+            && let Source::Output { step: source, key } = reference.source
         {
-            named.push((format!("withParam {text}"), source));
+            named.push((format!("withParam {text}"), source, key == agent::RESULT));
         }
     }
     if let Some(when) = when {
-        let shown = format!("when {:?}", step.when.as_deref().unwrap_or(""));
+        let text = step.when.as_deref().unwrap_or("");
+        let shown = format!("when {text:?}");
         for source in when.steps() {
-            named.push((shown.clone(), source.as_str()));
+            // The CEL names `steps.NAME.outputs.result` (or `["result"]`); read by its text.
+            let result = text.contains(&format!("{source}.outputs.result"))
+                || text.contains(&format!("{source}.outputs[\"result\"]"));
+            named.push((shown.clone(), source.as_str(), result));
         }
     }
-    for (text, source) in named {
+    for (text, source, result) in named {
         let Some(index) = upstream(source) else {
             let problem = if dag.index_of(source).is_none() {
                 format!("{text} names step {source:?}, which does not exist")
@@ -237,6 +260,121 @@ fn check_step(
             )));
         }
         flow.read.insert(index);
+        if result {
+            flow.result_read.insert(index);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `step` declares output parameters or artifacts.
+fn declares_outputs(step: &Step) -> bool {
+    (step.outputs.as_deref()).is_some_and(|o| !o.parameters.is_empty() || !o.artifacts.is_empty())
+}
+
+/// Checks what a step under the step agent needs: a command or a script (the agent runs the
+/// command; an image's own entrypoint is not known without reading the image), and outputs
+/// named as keys, none of them `result`.
+fn check_agent(step: &Step, result_read: bool) -> Result<(), DagError> {
+    let refused = |problem: String| DagError::Reference {
+        step: step.step_name.clone(),
+        problem,
+    };
+    if !agent::needs_agent(step, result_read) {
+        return Ok(());
+    }
+    if step.command.is_none() && step.source.is_none() {
+        let why = if result_read {
+            "its result is read"
+        } else {
+            "it has a source, outputs or input artifacts"
+        };
+        return Err(refused(format!(
+            "runs under the step agent ({why}), which needs a command or a source: the image's \
+             own entrypoint cannot be wrapped without reading the image, so name it in command"
+        )));
+    }
+    let Some(outputs) = step.outputs.as_deref() else {
+        return Ok(());
+    };
+    let names = (outputs.parameters.iter().map(|p| ("parameter", &p.name)))
+        .chain(outputs.artifacts.iter().map(|a| ("artifact", &a.name)));
+    let mut seen = HashSet::new();
+    for (what, name) in names {
+        if outputs::references(&format!("{{{{steps.x.outputs.{name}}}}}")).is_err() {
+            return Err(refused(format!(
+                "output {what} {name:?}: a name is letters, digits, _ and -, starting with a \
+                 letter or _"
+            )));
+        }
+        if what == "parameter" && name == agent::RESULT {
+            return Err(refused(
+                "output parameter \"result\": result is the step's standard output; name the \
+                 parameter otherwise"
+                    .to_string(),
+            ));
+        }
+        if !seen.insert((what, name)) {
+            return Err(refused(format!("output {what} {name:?} is declared twice")));
+        }
+    }
+    let paths = (outputs.parameters.iter().map(|p| &p.value_from.path))
+        .chain(outputs.artifacts.iter().map(|a| &a.path));
+    for path in paths {
+        if !path.starts_with('/') {
+            return Err(refused(format!(
+                "output path {path:?} is not absolute: name it from /"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks each input artifact's `from` (which [`check_step`] found upstream): one
+/// `{{steps.NAME.outputs.artifacts.A}}` of a step that declares an output artifact `A`
+/// (`steps`: by DAG index), and its `path` absolute.
+fn check_input_artifacts(step: &Step, dag: &Dag, steps: &[Step]) -> Result<(), DagError> {
+    let Some(inputs) = step.inputs.as_deref() else {
+        return Ok(());
+    };
+    let refused = |problem: String| DagError::Reference {
+        step: step.step_name.clone(),
+        problem,
+    };
+    for input in &inputs.artifacts {
+        let from = input.from.trim();
+        let named = match outputs::references(from).as_deref() {
+            Ok([reference]) if reference.text == from => match reference.source {
+                Source::Output { step, key } => {
+                    (key.strip_prefix(outputs::ARTIFACT_PREFIX)).map(|artifact| (step, artifact))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((source, artifact)) = named else {
+            return Err(refused(format!(
+                "input artifact {:?}: from {from:?} is not {{{{steps.NAME.outputs.artifacts.A}}}}",
+                input.name
+            )));
+        };
+        if !input.path.starts_with('/') {
+            return Err(refused(format!(
+                "input artifact {:?}: path {:?} is not absolute: name it from /",
+                input.name, input.path
+            )));
+        }
+        let declared = (dag
+            .index_of(source)
+            .and_then(|i| steps[i].outputs.as_deref()))
+        .is_some_and(|o| o.artifacts.iter().any(|a| a.name == artifact));
+        if !declared {
+            return Err(refused(format!(
+                "input artifact {:?} is from step {source:?}, which declares no output artifact \
+                 {artifact:?} (outputs.artifacts)",
+                input.name
+            )));
+        }
     }
     Ok(())
 }
@@ -456,5 +594,117 @@ mod tests {
         )
         .unwrap();
         assert_eq!(flow.read, HashSet::from([3]));
+    }
+
+    fn with_outputs(builder: crate::testing::WorkFlowBuilder, yaml: &str) -> WorkFlow {
+        let mut wf = builder.build();
+        let last = wf.spec.containers.last_mut().unwrap();
+        last.outputs = Some(Box::new(serde_yaml::from_str(yaml).unwrap()));
+        wf
+    }
+
+    fn flow_of(wf: &WorkFlow) -> Result<DataFlow, String> {
+        let compiled = Compiled::new(&wf.spec);
+        compiled.dag.map_err(|e| e.to_string())?;
+        Ok(compiled.flow)
+    }
+
+    #[test]
+    fn a_read_result_puts_its_step_under_the_agent_which_needs_a_command() {
+        let read = flow(chain().step("d", &["c"]).command(&[
+            "echo",
+            "{{steps.a.outputs.result}}",
+            "{{steps.b.outputs.parameters.k}}",
+        ]))
+        .unwrap();
+        assert_eq!(read.result_read, HashSet::from([0]));
+        assert_eq!(read.read, HashSet::from([0, 1]));
+        let mut wf = chain()
+            .step("d", &["c"])
+            .command(&["echo", "{{steps.a.outputs.result}}"])
+            .build();
+        wf.spec.containers[0].command = None;
+        let error = flow_of(&wf).unwrap_err();
+        assert!(
+            error.starts_with(r#"step "a": runs under the step agent (its result is read), which needs a command or a source"#),
+            "{error}"
+        );
+        wf.spec.containers[0].source = Some(Box::new("echo hi".into()));
+        assert!(flow_of(&wf).is_ok(), "a script runs by sh");
+    }
+
+    #[test]
+    fn declared_outputs_are_read_and_checked() {
+        let wf = with_outputs(
+            chain(),
+            "parameters: [{name: sha, valueFrom: {path: /tmp/sha}}]",
+        );
+        assert!(flow_of(&wf).unwrap().read.contains(&3));
+        for (yaml, words) in [
+            (
+                "parameters: [{name: result, valueFrom: {path: /tmp/r}}]",
+                "result is the step's standard output",
+            ),
+            (
+                "parameters: [{name: a.b, valueFrom: {path: /tmp/r}}]",
+                r#"output parameter "a.b": a name is letters"#,
+            ),
+            (
+                "parameters: [{name: x, valueFrom: {path: tmp/r}}]",
+                r#"output path "tmp/r" is not absolute"#,
+            ),
+            (
+                "artifacts: [{name: x, path: /a}, {name: x, path: /b}]",
+                r#"output artifact "x" is declared twice"#,
+            ),
+        ] {
+            let error = flow_of(&with_outputs(chain(), yaml)).unwrap_err();
+            assert!(error.contains(words), "{yaml}: {error}");
+        }
+    }
+
+    #[test]
+    fn an_input_artifact_comes_from_an_upstream_step_that_declares_it() {
+        let build = |from: &str, path: &str| {
+            let mut wf = with_outputs(
+                WorkFlow::test("wf").step("a", &[]).step("side", &[]),
+                "artifacts: [{name: app, path: /out/app}]",
+            );
+            let mut step = crate::testing::step("b", &["side"]);
+            step.inputs = Some(Box::new(
+                serde_yaml::from_str(&format!(
+                    "artifacts: [{{name: app, path: {path}, from: '{from}'}}]"
+                ))
+                .unwrap(),
+            ));
+            wf.spec.containers.push(step);
+            flow_of(&wf)
+        };
+        assert!(build("{{steps.side.outputs.artifacts.app}}", "/in/app").is_ok());
+        for (from, path, words) in [
+            (
+                "{{steps.a.outputs.artifacts.app}}",
+                "/in/app",
+                r#"names step "a", which does not run before it"#,
+            ),
+            (
+                "{{steps.side.outputs.artifacts.lib}}",
+                "/in/app",
+                r#"which declares no output artifact "lib""#,
+            ),
+            (
+                "{{steps.side.outputs.app}}",
+                "/in/app",
+                "is not {{steps.NAME.outputs.artifacts.A}}",
+            ),
+            (
+                "{{steps.side.outputs.artifacts.app}}",
+                "in/app",
+                r#"path "in/app" is not absolute"#,
+            ),
+        ] {
+            let error = build(from, path).unwrap_err();
+            assert!(error.contains(words), "{from} {path}: {error}");
+        }
     }
 }

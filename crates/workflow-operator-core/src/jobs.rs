@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
+use super::agent::{self, AgentSource};
 use super::cache;
 use super::crd::{Step, WorkFlow};
 use super::fan_out::{self, Instance, Item};
@@ -59,6 +60,9 @@ pub enum JobError {
     /// read from the API server), so its Jobs cannot name or be owned by it.
     #[error("workflow has no metadata.{0}; jobs are built only for stored workflows")]
     MissingMetadata(&'static str),
+    /// The step runs under the step agent and the operator was given none.
+    #[error("step {0} runs under the step agent, and the operator has none to copy in")]
+    NoAgent(String),
 }
 
 /// `Some(list)` unless it is empty: Kubernetes omits empty lists, and so do the Jobs we build.
@@ -160,6 +164,7 @@ pub struct StepJob<'a> {
     data: StepData<'a>,
     instance: Option<&'a Instance>,
     attempt: u32,
+    agent: Option<&'a AgentSource>,
 }
 
 impl<'a> StepJob<'a> {
@@ -174,7 +179,16 @@ impl<'a> StepJob<'a> {
             data: StepData::default(),
             instance: None,
             attempt: 0,
+            agent: None,
         }
+    }
+
+    /// With the step agent from `agent`, for a step that needs it (`agent::needs_agent`): an
+    /// init container copies it into an `emptyDir`, and the step's container runs the step's
+    /// command through it, told what to do in `$WORKFLOW_AGENT`.
+    pub fn agent(mut self, agent: &'a AgentSource) -> Self {
+        self.agent = Some(agent);
+        self
     }
 
     /// For attempt `attempt` of the step (`retryStrategy`; 0 for the first): its name from
@@ -245,6 +259,12 @@ impl<'a> StepJob<'a> {
         owner.block_owner_deletion = Some(true);
         let (labels, pod_labels) = self.labels(name);
         let timeout = self.workflow.spec.effective_timeout(self.step);
+        let agent = match agent::needs_agent(self.step, self.data.result_read) {
+            true => {
+                Some((self.agent).ok_or_else(|| JobError::NoAgent(self.step.step_name.clone()))?)
+            }
+            false => None,
+        };
         Ok(Job {
             metadata: ObjectMeta {
                 name: Some(names::attempt_job_name(
@@ -276,7 +296,7 @@ impl<'a> StepJob<'a> {
                 // pkg/controller/job/job_controller.go, `syncJob`: "Resumed jobs will always
                 // reset StartTime to current time").
                 suspend: self.workflow.spec.queue_name.is_some().then_some(true),
-                template: self.pod_template(name, namespace, pod_labels),
+                template: self.pod_template(name, namespace, pod_labels, agent),
                 ..JobSpec::default()
             }),
             status: None,
@@ -369,6 +389,7 @@ impl<'a> StepJob<'a> {
         name: &str,
         namespace: &str,
         labels: BTreeMap<String, String>,
+        agent: Option<&AgentSource>,
     ) -> PodTemplateSpec {
         let pod = (self.workflow.spec.pod_template.as_deref().cloned()).unwrap_or_default();
         let metadata = pod.metadata.unwrap_or_default();
@@ -391,9 +412,14 @@ impl<'a> StepJob<'a> {
             }),
             spec: Some(PodSpec {
                 restart_policy: Some("Never".to_string()),
-                containers: vec![self.container(name, namespace)],
+                init_containers: non_empty(self.init_containers(agent)),
+                containers: vec![self.container(name, namespace, agent.is_some())],
                 service_account_name: pod.service_account_name,
-                volumes: non_empty(pod.volumes.into_iter().chain(workspace).collect()),
+                volumes: non_empty(
+                    (pod.volumes.into_iter().chain(workspace))
+                        .chain(agent.map(|_| agent_volume()))
+                        .collect(),
+                ),
                 image_pull_secrets: non_empty(pod.image_pull_secrets),
                 node_selector: (!pod.node_selector.is_empty()).then_some(pod.node_selector),
                 tolerations: non_empty(pod.tolerations),
@@ -405,8 +431,40 @@ impl<'a> StepJob<'a> {
         }
     }
 
-    /// The step's container, its references to outputs and items filled in.
-    fn container(&self, name: &str, namespace: &str) -> Container {
+    /// The pod's init containers: the one copying the agent in, the step's own, then its
+    /// sidecars (init containers that keep running: `restartPolicy: Always`).
+    fn init_containers(&self, agent: Option<&AgentSource>) -> Vec<Container> {
+        let install = agent.map(|agent| Container {
+            name: agent::AGENT_VOLUME.to_string(),
+            image: Some(agent.image.clone()),
+            command: Some(vec![
+                agent.path.clone(),
+                "install".to_string(),
+                agent::AGENT_PATH.to_string(),
+            ]),
+            volume_mounts: Some(vec![agent_mount()]),
+            ..Container::default()
+        });
+        let own = self
+            .step
+            .init_containers
+            .iter()
+            .flat_map(|c| c.iter().cloned());
+        let sidecars = self
+            .step
+            .sidecars
+            .iter()
+            .flat_map(|c| c.iter())
+            .map(|c| Container {
+                restart_policy: Some("Always".to_string()),
+                ..c.clone()
+            });
+        install.into_iter().chain(own).chain(sidecars).collect()
+    }
+
+    /// The step's container, its references to outputs and items filled in; under the agent
+    /// (`agent`), the agent runs the command.
+    fn container(&self, name: &str, namespace: &str, agent: bool) -> Container {
         let step = self.step;
         let fill_all = |texts: &Option<Vec<String>>| {
             (texts.as_ref()).map(|texts| texts.iter().map(|t| self.fill(t)).collect())
@@ -421,19 +479,24 @@ impl<'a> StepJob<'a> {
                 mount_path: w.mount_path.clone(),
                 ..VolumeMount::default()
             });
+        let mut command = fill_all(&step.command);
+        let mut env = self.env(name, namespace, agent);
+        if agent {
+            command = Some(agent::wrap_command(command, step.source.is_some()));
+            env.push(self.agent_task());
+        }
         Container {
             name: names::dns_label(&step.step_name),
             image: Some(self.fill(&step.image)),
-            command: fill_all(&step.command),
+            command,
             args: fill_all(&step.args),
             termination_message_path: Some(outputs::OUTPUTS_PATH.to_string()),
-            env: Some(self.env(name, namespace)),
+            env: Some(env),
             env_from: non_empty(step.env_from.clone()),
             volume_mounts: non_empty(
-                step.volume_mounts
-                    .iter()
-                    .cloned()
+                (step.volume_mounts.iter().cloned())
                     .chain(workspace)
+                    .chain(agent.then(agent_mount))
                     .collect(),
             ),
             working_dir: step.working_dir.clone(),
@@ -446,13 +509,9 @@ impl<'a> StepJob<'a> {
 
     /// The operator's variables, then the step's own env (never over the operator's names),
     /// its values filled in.
-    fn env(&self, name: &str, namespace: &str) -> Vec<EnvVar> {
-        let env_var = |name: &str, value: &str| EnvVar {
-            name: name.to_string(),
-            value: Some(value.to_string()),
-            value_from: None,
-        };
-        let outputs_path = if self.data.outputs_read {
+    fn env(&self, name: &str, namespace: &str, agent: bool) -> Vec<EnvVar> {
+        // The agent writes its report to the termination message whether or not it is read.
+        let outputs_path = if self.data.outputs_read || agent {
             outputs::OUTPUTS_PATH
         } else {
             outputs::UNREAD_OUTPUTS_PATH
@@ -488,6 +547,16 @@ impl<'a> StepJob<'a> {
         env
     }
 
+    /// `$WORKFLOW_AGENT`: the agent's task, its script's references filled in.
+    fn agent_task(&self) -> EnvVar {
+        let mut task = agent::task_of(self.step, self.data.result_read);
+        task.source = task.source.map(|source| self.fill(&source));
+        env_var(
+            agent::TASK_ENV,
+            &serde_json::to_string(&task).expect("a task serializes"),
+        )
+    }
+
     /// `text` with its `{{steps.NAME.outputs.KEY}}` and `{{item}}` references filled in. Every
     /// reference was resolved by the planner; one left is kept as written.
     fn fill(&self, text: &str) -> String {
@@ -500,6 +569,34 @@ impl<'a> StepJob<'a> {
         let filled = outputs::substitute(text, value, self.item().map(|item| &item.value))
             .unwrap_or_else(|_| text.to_string());
         outputs::fill_retries(&filled, self.attempt)
+    }
+}
+
+/// An environment variable of a value.
+fn env_var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        value_from: None,
+    }
+}
+
+/// The agent's `emptyDir`.
+fn agent_volume() -> Volume {
+    Volume {
+        name: agent::AGENT_VOLUME.to_string(),
+        empty_dir: Some(Default::default()),
+        ..Volume::default()
+    }
+}
+
+/// Where the agent's `emptyDir` is mounted, in the init container that fills it and in the
+/// step's container.
+fn agent_mount() -> VolumeMount {
+    VolumeMount {
+        name: agent::AGENT_VOLUME.to_string(),
+        mount_path: agent::AGENT_DIR.to_string(),
+        ..VolumeMount::default()
     }
 }
 
@@ -829,7 +926,7 @@ mod tests {
         .into();
         let data = StepData {
             inputs: Some(&inputs),
-            outputs_read: false,
+            ..StepData::default()
         };
         let job = StepJob::new(&wf, &wf.spec.containers[1], "r1")
             .data(data)
@@ -847,8 +944,8 @@ mod tests {
         assert!(env_of(&job).contains(&("URL".to_string(), "http://db/".to_string())));
         // `a`'s outputs are read: its $WORKFLOW_OUTPUTS is its termination message.
         let read = StepData {
-            inputs: None,
             outputs_read: true,
+            ..StepData::default()
         };
         let a = StepJob::new(&wf, &wf.spec.containers[0], "r1")
             .data(read)
@@ -858,6 +955,69 @@ mod tests {
             "WORKFLOW_OUTPUTS".to_string(),
             "/dev/termination-log".to_string()
         )));
+    }
+
+    #[test]
+    fn a_step_under_the_agent_gets_it_copied_in_and_runs_through_it() {
+        let mut wf = WorkFlow::test("wf").step("a", &[]).build();
+        let step = &mut wf.spec.containers[0];
+        step.source = Some(Box::new("echo {{ retries }}".into()));
+        step.command = Some(vec!["bash".into()]);
+        step.sidecars = Some(Box::new(vec![Container {
+            name: "db".into(),
+            image: Some("redis".into()),
+            ..Container::default()
+        }]));
+        let step = &wf.spec.containers[0];
+        assert_eq!(
+            StepJob::new(&wf, step, "r1").build(),
+            Err(JobError::NoAgent("a".into()))
+        );
+        let source = AgentSource {
+            image: "operator:1".into(),
+            path: "/bin/workflow-agent".into(),
+        };
+        let job = StepJob::new(&wf, step, "r1")
+            .agent(&source)
+            .build()
+            .unwrap();
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let init = pod.init_containers.unwrap();
+        assert_eq!(init[0].image.as_deref(), Some("operator:1"));
+        assert_eq!(
+            init[0].command.as_deref().unwrap(),
+            ["/bin/workflow-agent", "install", agent::AGENT_PATH]
+        );
+        assert_eq!(init[1].name, "db");
+        assert_eq!(init[1].restart_policy.as_deref(), Some("Always"));
+        let main = &pod.containers[0];
+        assert_eq!(
+            main.command.as_deref().unwrap(),
+            [agent::AGENT_PATH, "run", "--", "bash", agent::SCRIPT_PATH]
+        );
+        let env: Vec<_> = main.env.iter().flatten().collect();
+        let task = env.iter().find(|e| e.name == agent::TASK_ENV).unwrap();
+        assert_eq!(
+            task.value.as_deref(),
+            Some(r#"{"source":"echo 0"}"#),
+            "the script's references filled in"
+        );
+        assert!(
+            main.volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.mount_path == agent::AGENT_DIR)
+        );
+        assert!(pod.volumes.iter().flatten().any(|v| v.empty_dir.is_some()));
+        // A plain step is not wrapped, agent or not.
+        let plain = WorkFlow::test("wf").step("a", &[]).build();
+        let job = StepJob::new(&plain, &plain.spec.containers[0], "r1")
+            .agent(&source)
+            .build()
+            .unwrap();
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.init_containers, None);
+        assert_eq!(pod.containers[0].command.as_deref().unwrap()[0], "sh");
     }
 
     #[test]

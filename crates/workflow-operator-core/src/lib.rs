@@ -3,6 +3,7 @@
 //! compiler holds that: neither is a dependency), so the operator's decisions are unit-tested
 //! here without a cluster, and the operator crate above it does the I/O.
 //!
+//! - [`agent`]: the step agent's task and report (scripts, results, outputs from files).
 //! - [`crd`]: the `WorkFlow` custom resource (spec, status) and the generated CRD YAML.
 //! - [`cron`]: CronWorkFlow schedules (time zones, DST, `@every`) and what a tick starts.
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
@@ -25,6 +26,7 @@
 //! - `testing` (feature `testing`): fixture builders for unit and integration tests.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod cache;
 pub mod crd;
 pub mod cron;

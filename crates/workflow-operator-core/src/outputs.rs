@@ -44,6 +44,8 @@ pub struct StepData<'a> {
     /// Whether another step names its outputs: `$WORKFLOW_OUTPUTS` is then its termination
     /// message file, else [`UNREAD_OUTPUTS_PATH`].
     pub outputs_read: bool,
+    /// Whether another step reads its standard output (`{{steps.NAME.outputs.result}}`).
+    pub result_read: bool,
 }
 
 /// Why a termination message is not a step's outputs.
@@ -110,6 +112,19 @@ pub fn parse(message: &str) -> Result<Outputs, OutputsError> {
     Ok(outputs)
 }
 
+/// The output key a reference's `KEY` names: a key, Argo's `parameters.KEY` (the same
+/// output), or `artifacts.NAME` (kept whole: an artifact's outputs entry is its stored key).
+fn output_key(key: &str) -> Option<&str> {
+    if let Some(name) = key.strip_prefix("parameters.") {
+        return is_key(name).then_some(name);
+    }
+    let name = key.strip_prefix(ARTIFACT_PREFIX).unwrap_or(key);
+    is_key(name).then_some(key)
+}
+
+/// What an output artifact's key in a step's outputs starts with: `artifacts.NAME`.
+pub const ARTIFACT_PREFIX: &str = "artifacts.";
+
 fn is_key(key: &str) -> bool {
     let mut chars = key.chars();
     chars
@@ -151,8 +166,9 @@ pub enum Source<'a> {
 /// A `{{...}}` that is not a reference this operator knows.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
-    "{text} is not a reference the operator knows: outputs are named {{{{steps.NAME.outputs.KEY}}}}, \
-     items {{{{item}}}} or {{{{item.FIELD}}}}, the attempt {{{{retries}}}}"
+    "{text} is not a reference the operator knows: outputs are named {{{{steps.NAME.outputs.KEY}}}} \
+     (or .outputs.parameters.KEY, .outputs.result, .outputs.artifacts.NAME), items {{{{item}}}} or \
+     {{{{item.FIELD}}}}, the attempt {{{{retries}}}}"
 )]
 pub struct UnknownReference {
     /// The text, braces included.
@@ -180,7 +196,8 @@ pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
         let output = inner
             .strip_prefix("steps.")
             .and_then(|s| s.rsplit_once(".outputs."))
-            .filter(|(step, key)| !step.is_empty() && is_key(key))
+            .and_then(|(step, key)| Some((step, output_key(key)?)))
+            .filter(|(step, _)| !step.is_empty())
             .map(|(step, key)| Source::Output { step, key });
         let item = match inner.strip_prefix("item") {
             Some("") => Some(Source::Item { field: None }),

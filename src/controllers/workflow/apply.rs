@@ -153,8 +153,13 @@ async fn execute(
                 inputs: Some(inputs),
                 // Exit steps' outputs are never read.
                 outputs_read: exit.is_none() && compiled.flow.read.contains(&index),
+                result_read: exit.is_none() && compiled.flow.result_read.contains(&index),
             };
-            let job = jobs::StepJob::new(workflow, step, &compiled.run)
+            let mut job = jobs::StepJob::new(workflow, step, &compiled.run);
+            if let Some(agent) = &shared.agent {
+                job = job.agent(agent);
+            }
+            let job = job
                 .retry(*retry)
                 .exit(exit.as_ref())
                 .data(data)

@@ -20,6 +20,7 @@ use super::locks::LockBook;
 use super::shared::{FIELD_MANAGER, OPERATOR_NAME, Shared};
 use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
+use workflow_operator_core::agent::AgentSource;
 use workflow_operator_core::crd::{
     ClusterWorkFlowTemplate, CronWorkFlow, WorkFlow, WorkFlowTemplate,
 };
@@ -50,6 +51,29 @@ pub struct OperatorOptions {
     /// Where to share the operator's in-memory copies of the workflows and CronWorkFlows (the
     /// web view reads them).
     pub mirror: Option<Mirrors>,
+    /// Where the step agent is copied from into the pods of the steps that need it
+    /// ([`default_agent`] by default).
+    pub agent: Option<AgentSource>,
+}
+
+/// The image the step agent is copied from when not told (`--agent-image`): the operator's own
+/// image as `deploy/` installs it.
+pub const DEFAULT_AGENT_IMAGE: &str = "workflow-operator:dev";
+
+/// The step agent beside this program (`workflow-agent` in the same directory, or the one
+/// above, where cargo puts a test's binaries), in `image`; `None` when there is none.
+pub fn default_agent(image: &str) -> Option<AgentSource> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    let path = [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join("workflow-agent"))
+        .find(|p| p.is_file())?;
+    Some(AgentSource {
+        image: image.to_string(),
+        path: path.to_string_lossy().into_owned(),
+    })
 }
 
 /// The operator's in-memory copies of the objects it watches, to share.
@@ -85,6 +109,7 @@ impl Default for OperatorOptions {
             default_ttl_seconds_after_finished: None,
             max_running_steps: None,
             mirror: None,
+            agent: default_agent(DEFAULT_AGENT_IMAGE),
         }
     }
 }
@@ -122,6 +147,7 @@ pub async fn run_monitored(
     });
     let mut shared = Shared::new(options.step_events, options.metrics);
     shared.admission = admission.clone();
+    shared.agent = options.agent.clone();
     let locks = LockBook::new();
     shared.locks = Some(locks.clone());
     let shared = Arc::new(shared);

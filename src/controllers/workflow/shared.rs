@@ -34,6 +34,8 @@ pub struct Shared {
     pub(super) cache_written: super::cache::Written,
     /// The locks between workflows (`synchronization`).
     pub locks: Option<Arc<super::locks::LockBook>>,
+    /// Where the step agent is copied from, for the steps that run under it.
+    pub agent: Option<workflow_operator_core::agent::AgentSource>,
 }
 
 impl Shared {

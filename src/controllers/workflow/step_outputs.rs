@@ -11,6 +11,7 @@ use kube::Api;
 use kube::api::ListParams;
 
 use workflow_operator_core::WorkFlow;
+use workflow_operator_core::agent::Report;
 use workflow_operator_core::crd::StepPhase;
 use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
 use workflow_operator_core::outputs::{self, Outputs};
@@ -75,7 +76,11 @@ pub fn outputs_of(pods: &[Pod]) -> Result<Outputs, String> {
     let Some(terminated) = succeeded else {
         return Err("its outputs cannot be read: its pod is gone".into());
     };
-    outputs::parse(terminated.message.as_deref().unwrap_or_default()).map_err(|e| e.to_string())
+    let message = terminated.message.as_deref().unwrap_or_default();
+    match Report::from_message(message) {
+        Some(report) => report.map(|r| r.outputs),
+        None => outputs::parse(message).map_err(|e| e.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -117,5 +122,13 @@ mod tests {
         );
         let error = outputs_of(&[pod(json!({"exitCode": 0, "message": "oops"}))]).unwrap_err();
         assert!(error.contains("not key=value"), "{error}");
+    }
+
+    #[test]
+    fn the_step_agents_report_is_read_as_json() {
+        let message = r#"{"outputs": {"result": "two\nlines", "sha": "abc"}}"#;
+        let outputs = outputs_of(&[pod(json!({"exitCode": 0, "message": message}))]).unwrap();
+        assert_eq!(outputs["result"], "two\nlines");
+        assert_eq!(outputs["sha"], "abc");
     }
 }

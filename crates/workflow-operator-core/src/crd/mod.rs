@@ -244,7 +244,11 @@ pub struct WorkFlowSpec {
     pub artifact_repository: Option<Box<ArtifactRepository>>,
 
     /// When the operator deletes the workflow's artifacts; absent: never.
-    #[serde(rename = "artifactGC", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "artifactGC",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub artifact_gc: Option<ArtifactGc>,
 }
 

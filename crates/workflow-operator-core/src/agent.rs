@@ -1,0 +1,264 @@
+//! The step agent: a small program of the operator's image that runs a step's command inside
+//! the step's pod when the step asks for more than a container gives, as Argo's emissary and
+//! Tekton's entrypoint do. An init container copies it into an `emptyDir` ([`AGENT_DIR`]); the
+//! step's container runs it with the step's command after `--`. Before the command it writes
+//! the step's `source` (a script); after it, it reads the output parameters from their files,
+//! keeps the standard output as `result`, and writes them all as one JSON [`Report`] where the
+//! operator reads outputs (the termination message).
+//!
+//! This module is the pure part both sides share: which steps get the agent ([`needs_agent`]),
+//! what it is told ([`Task`], in `$WORKFLOW_AGENT`) and what it answers ([`Report`]). A step
+//! that needs none of it runs exactly as before, without the agent.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::crd::Step;
+use crate::outputs::{MAX_OUTPUTS_BYTES, Outputs};
+
+/// The `emptyDir` the agent is copied into, and where it keeps the script and outputs file.
+pub const AGENT_DIR: &str = "/var/run/workflow-agent";
+
+/// The agent's path in the step's container.
+pub const AGENT_PATH: &str = "/var/run/workflow-agent/agent";
+
+/// Where the agent writes the step's `source`.
+pub const SCRIPT_PATH: &str = "/var/run/workflow-agent/script";
+
+/// Where the agent points the command's `$WORKFLOW_OUTPUTS` (it reads the file afterwards).
+pub const OUTPUTS_FILE: &str = "/var/run/workflow-agent/outputs";
+
+/// The name of the agent's volume and of the init container that fills it.
+pub const AGENT_VOLUME: &str = "workflow-agent";
+
+/// The environment variable holding the agent's [`Task`] as JSON.
+pub const TASK_ENV: &str = "WORKFLOW_AGENT";
+
+/// The output key of the standard output: `{{steps.NAME.outputs.result}}`.
+pub const RESULT: &str = "result";
+
+/// The exit code of a step whose command succeeded but whose outputs the agent could not
+/// collect (a missing file, outputs too large); its message says which.
+pub const COLLECT_FAILED_EXIT: i32 = 1;
+
+/// Where the operator finds the agent it copies into a pod: an image holding it, and its path
+/// there (the operator's own image and executable directory, by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSource {
+    /// The image of the init container that copies the agent.
+    pub image: String,
+    /// The agent's path in that image.
+    pub path: String,
+}
+
+/// What the agent does around a step's command.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    /// The script written to [`SCRIPT_PATH`] before the command runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Keep the standard output as the output [`RESULT`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub result: bool,
+    /// Output parameters to read from files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<ParameterTask>,
+}
+
+/// An output parameter to read: the file at `path`, or `default` when it does not exist.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ParameterTask {
+    /// The output's key.
+    pub name: String,
+    /// The file.
+    pub path: String,
+    /// The value when the file does not exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+}
+
+/// What the agent reports of a step whose command succeeded: its termination message, JSON.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Every output: the `key=value` lines of `$WORKFLOW_OUTPUTS`, the parameters, `result`.
+    pub outputs: Outputs,
+}
+
+impl Report {
+    /// The report as its termination message.
+    ///
+    /// # Errors
+    /// The message, when it would not fit in a termination message.
+    pub fn to_message(&self) -> Result<String, String> {
+        let message = serde_json::to_string(self).expect("a report serializes");
+        if message.len() >= MAX_OUTPUTS_BYTES {
+            let largest = (self.outputs.iter())
+                .max_by_key(|(_, value)| value.len())
+                .map(|(key, value)| format!(" (the largest, {key}, is {} bytes)", value.len()))
+                .unwrap_or_default();
+            return Err(format!(
+                "the step's outputs take {} bytes{largest}, more than the {MAX_OUTPUTS_BYTES} \
+                 bytes of a termination message: pass large values as an artifact \
+                 (outputs.artifacts)",
+                message.len()
+            ));
+        }
+        Ok(message)
+    }
+
+    /// Reads a termination message the agent wrote; `None` when it is not one (a plain step's
+    /// `key=value` lines, whose first key cannot start with `{`).
+    pub fn from_message(message: &str) -> Option<Result<Report, String>> {
+        let message = message.trim_start();
+        message.starts_with('{').then(|| {
+            serde_json::from_str(message)
+                .map_err(|e| format!("its agent's report is not JSON: {e}"))
+        })
+    }
+}
+
+/// Whether `step` runs under the agent: it has a `source`, output parameters or artifacts,
+/// input artifacts, or another step reads its `result` (`result_read`).
+pub fn needs_agent(step: &Step, result_read: bool) -> bool {
+    let outputs = step
+        .outputs
+        .as_deref()
+        .is_some_and(|o| !o.parameters.is_empty() || !o.artifacts.is_empty());
+    let inputs = step
+        .inputs
+        .as_deref()
+        .is_some_and(|i| !i.artifacts.is_empty());
+    result_read || step.source.is_some() || outputs || inputs
+}
+
+/// The agent's task for `step`.
+pub fn task_of(step: &Step, result_read: bool) -> Task {
+    let parameters = (step.outputs.as_deref())
+        .map(|o| {
+            (o.parameters.iter())
+                .map(|p| ParameterTask {
+                    name: p.name.clone(),
+                    path: p.value_from.path.clone(),
+                    default: p.default.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Task {
+        source: step.source.as_deref().cloned(),
+        result: result_read,
+        parameters,
+    }
+}
+
+/// The command of a step's container under the agent: the agent, `--`, then the step's
+/// command (`[sh]` for a script without one) and, for a script, the script's path; the
+/// step's `args` follow as the container's args.
+pub fn wrap_command(command: Option<Vec<String>>, has_source: bool) -> Vec<String> {
+    let command = match command {
+        Some(command) => command,
+        None if has_source => vec!["sh".to_string()],
+        None => Vec::new(),
+    };
+    let script = has_source.then(|| SCRIPT_PATH.to_string());
+    [AGENT_PATH.to_string(), "run".to_string(), "--".to_string()]
+        .into_iter()
+        .chain(command)
+        .chain(script)
+        .collect()
+}
+
+/// The outputs named by [`Report`], merged in order: `lines` (the command's `key=value`
+/// lines), then `parameters`, then the `result`.
+pub fn merge_outputs(
+    lines: Outputs,
+    parameters: BTreeMap<String, String>,
+    result: Option<String>,
+) -> Outputs {
+    let mut outputs = lines;
+    outputs.extend(parameters);
+    if let Some(result) = result {
+        outputs.insert(RESULT.to_string(), result);
+    }
+    outputs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{OutputParameter, StepOutputs, ValueFrom};
+    use crate::testing::step;
+
+    #[test]
+    fn only_a_step_that_asks_for_it_gets_the_agent() {
+        let plain = step("a", &[]);
+        assert!(!needs_agent(&plain, false));
+        assert!(needs_agent(&plain, true), "its result is read");
+        let mut script = plain.clone();
+        script.source = Some(Box::new("echo hi".into()));
+        assert!(needs_agent(&script, false));
+        let mut declared = plain.clone();
+        declared.outputs = Some(Box::new(StepOutputs {
+            parameters: vec![OutputParameter {
+                name: "sha".into(),
+                value_from: ValueFrom {
+                    path: "/tmp/sha".into(),
+                },
+                default: Some(String::new()),
+            }],
+            artifacts: Vec::new(),
+        }));
+        assert!(needs_agent(&declared, false));
+        let task = task_of(&declared, false);
+        assert_eq!(task.parameters[0].path, "/tmp/sha");
+        assert_eq!(task.parameters[0].default.as_deref(), Some(""));
+        assert!(!task.result);
+    }
+
+    #[test]
+    fn a_script_runs_by_its_command_or_sh_with_its_path_last() {
+        assert_eq!(
+            wrap_command(None, true),
+            [AGENT_PATH, "run", "--", "sh", SCRIPT_PATH]
+        );
+        assert_eq!(
+            wrap_command(Some(vec!["python3".into(), "-u".into()]), true),
+            [AGENT_PATH, "run", "--", "python3", "-u", SCRIPT_PATH]
+        );
+        assert_eq!(
+            wrap_command(Some(vec!["echo".into()]), false),
+            [AGENT_PATH, "run", "--", "echo"]
+        );
+    }
+
+    #[test]
+    fn a_report_is_json_a_plain_message_is_not_one() {
+        let report = Report {
+            outputs: merge_outputs(
+                Outputs::from([("k".into(), "line".into())]),
+                BTreeMap::from([("sha".into(), "abc".into())]),
+                Some("two\nlines".into()),
+            ),
+        };
+        let message = report.to_message().unwrap();
+        assert_eq!(Report::from_message(&message), Some(Ok(report)));
+        assert_eq!(Report::from_message("k=v\n"), None);
+        assert!(matches!(Report::from_message("{oops"), Some(Err(_))));
+    }
+
+    #[test]
+    fn a_report_too_large_for_a_termination_message_names_its_largest_output() {
+        let report = Report {
+            outputs: merge_outputs(Outputs::new(), BTreeMap::new(), Some("x".repeat(5000))),
+        };
+        let error = report.to_message().unwrap_err();
+        assert!(
+            error.contains("the largest, result, is 5000 bytes"),
+            "{error}"
+        );
+        assert!(error.contains("artifact"), "{error}");
+    }
+}

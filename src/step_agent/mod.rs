@@ -1,0 +1,54 @@
+//! The step agent's program (`workflow-agent`, the binary `src/bin/workflow-agent.rs`): it
+//! runs inside a step's pod, copied there by an init container ([`install`]), and runs the
+//! step's command ([`run`]): it writes the step's script first, keeps the standard output as
+//! `result`, and afterwards reads the output parameters and writes everything as one report
+//! where the operator reads outputs. What it is told and what it answers are the core's
+//! `workflow_operator_core::agent` types.
+
+mod collect;
+mod run;
+
+pub use run::run;
+
+use std::path::Path;
+
+/// `workflow-agent install DEST`: copies this program to `DEST` (a hard link when it can,
+/// which costs nothing on the embedded control plane, else a copy), executable.
+///
+/// # Errors
+/// When `DEST` cannot be written.
+pub fn install(dest: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let me = std::env::current_exe()?;
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let _ = std::fs::remove_file(dest);
+    if std::fs::hard_link(&me, dest).is_err() {
+        std::fs::copy(&me, dest)?;
+    }
+    std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755))
+}
+
+/// The agent's command line: `install DEST` or `run -- COMMAND...`; returns the exit code.
+pub fn main_with(args: &[String]) -> i32 {
+    match args {
+        [install_, dest] if install_ == "install" => match install(Path::new(dest)) {
+            Ok(()) => 0,
+            Err(error) => {
+                eprintln!("workflow-agent: installing into {dest}: {error}");
+                1
+            }
+        },
+        [run_, dash, command @ ..] if run_ == "run" && dash == "--" && !command.is_empty() => {
+            run(command)
+        }
+        _ => {
+            eprintln!(
+                "usage: workflow-agent install DEST | workflow-agent run -- COMMAND [ARG...]\n\
+                 (the operator starts it in a step's pod; it is not meant to be run by hand)"
+            );
+            2
+        }
+    }
+}

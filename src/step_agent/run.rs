@@ -1,0 +1,146 @@
+//! `workflow-agent run -- COMMAND...`: the step's command, with the agent before and after it.
+
+use std::process::{ExitStatus, Stdio};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::signal::unix::{SignalKind, signal};
+
+use workflow_operator_core::agent::{self, COLLECT_FAILED_EXIT, TASK_ENV, Task};
+use workflow_operator_core::outputs::{MAX_OUTPUTS_BYTES, OUTPUTS_ENV, OUTPUTS_PATH};
+
+use super::collect;
+
+/// The exit code when the command cannot be started, as a shell's.
+const CANNOT_RUN_EXIT: i32 = 127;
+
+/// Runs `command` as the step, and returns the step's exit code: the command's, or
+/// [`COLLECT_FAILED_EXIT`] when it succeeded but its outputs cannot be collected. Whatever
+/// fails says why in the termination message (the step's failure message) and on stderr.
+pub fn run(command: &[String]) -> i32 {
+    let report_path = std::env::var(OUTPUTS_ENV).unwrap_or_else(|_| OUTPUTS_PATH.to_string());
+    let fail = |code: i32, message: String| {
+        eprintln!("workflow-agent: {message}");
+        let _ = std::fs::write(&report_path, &message);
+        code
+    };
+    let task: Task = match std::env::var(TASK_ENV).map(|t| serde_json::from_str(&t)) {
+        Ok(Ok(task)) => task,
+        Ok(Err(error)) => {
+            return fail(CANNOT_RUN_EXIT, format!("${TASK_ENV} is not JSON: {error}"));
+        }
+        Err(_) => return fail(CANNOT_RUN_EXIT, format!("${TASK_ENV} is not set")),
+    };
+    if let Err(message) = prepare(&task) {
+        return fail(CANNOT_RUN_EXIT, message);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime");
+    let ran = runtime.block_on(run_command(command, task.result));
+    let (status, stdout) = match ran {
+        Ok(ran) => ran,
+        Err(error) => {
+            return fail(
+                CANNOT_RUN_EXIT,
+                format!("cannot run {:?}: {error}", command[0]),
+            );
+        }
+    };
+    if !status.success() {
+        return exit_code(status);
+    }
+    match collect::report(&task, stdout).and_then(|r| r.to_message()) {
+        Ok(message) => match std::fs::write(&report_path, message) {
+            Ok(()) => 0,
+            Err(error) => fail(
+                COLLECT_FAILED_EXIT,
+                format!("writing the outputs to {report_path}: {error}"),
+            ),
+        },
+        Err(message) => fail(COLLECT_FAILED_EXIT, message),
+    }
+}
+
+/// Before the command: the script, and an empty outputs file for `$WORKFLOW_OUTPUTS`.
+fn prepare(task: &Task) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let write = |path: &str, text: &str| {
+        std::fs::write(path, text).map_err(|e| format!("writing {path}: {e}"))
+    };
+    write(agent::OUTPUTS_FILE, "")?;
+    if let Some(source) = &task.source {
+        write(agent::SCRIPT_PATH, source)?;
+        std::fs::set_permissions(agent::SCRIPT_PATH, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("making {} executable: {e}", agent::SCRIPT_PATH))?;
+    }
+    Ok(())
+}
+
+/// Runs the command to its end, its `$WORKFLOW_OUTPUTS` the agent's file; SIGTERM and SIGINT
+/// are passed on to it (the agent is the container's first process). With `keep_stdout`, its
+/// standard output is copied through and kept (up to one byte past what a termination message
+/// holds: more is refused anyway).
+async fn run_command(
+    command: &[String],
+    keep_stdout: bool,
+) -> std::io::Result<(ExitStatus, Option<Vec<u8>>)> {
+    let mut child = Command::new(&command[0])
+        .args(&command[1..])
+        .env(OUTPUTS_ENV, agent::OUTPUTS_FILE)
+        .stdout(if keep_stdout {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        })
+        .spawn()?;
+    let stdout = child.stdout.take();
+    let copy = tokio::spawn(async move {
+        let mut stdout = stdout?;
+        Some(copy_and_keep(&mut stdout).await)
+    });
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status?,
+            _ = term.recv() => pass_on(&child, nix::sys::signal::Signal::SIGTERM),
+            _ = int.recv() => pass_on(&child, nix::sys::signal::Signal::SIGINT),
+        }
+    };
+    let kept = copy.await.ok().flatten();
+    Ok((status, kept))
+}
+
+/// Copies `stdout` to the agent's own (the step's log) and keeps its first bytes.
+async fn copy_and_keep(stdout: &mut tokio::process::ChildStdout) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut out = tokio::io::stdout();
+    let mut buffer = vec![0u8; 64 * 1024];
+    while let Ok(n) = stdout.read(&mut buffer).await {
+        if n == 0 {
+            break;
+        }
+        let _ = out.write_all(&buffer[..n]).await;
+        let room = (MAX_OUTPUTS_BYTES + 1).saturating_sub(kept.len());
+        kept.extend_from_slice(&buffer[..n.min(room)]);
+    }
+    let _ = out.flush().await;
+    kept
+}
+
+fn pass_on(child: &tokio::process::Child, signal: nix::sys::signal::Signal) {
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
+    }
+}
+
+/// The exit code a shell reports for `status`: the code, or 128 + the signal.
+fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
