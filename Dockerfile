@@ -7,10 +7,12 @@ COPY src ./src
 COPY benches ./benches
 COPY crates ./crates
 # Without the default `dev` feature: no embedded control plane (`dev`, `bench`) in the image.
-RUN cargo build --release --locked --no-default-features --bin workflow-operator
+RUN cargo build --release --locked --no-default-features --bin workflow-operator --bin workflow-agent
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/workflow-operator /usr/local/bin/workflow-operator
+# The step agent, copied from this image into the pods of steps that need it (`--agent-image`).
+COPY --from=build /src/target/release/workflow-agent /usr/local/bin/workflow-agent
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/workflow-operator"]
 CMD ["run"]

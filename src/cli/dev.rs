@@ -203,6 +203,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
             max_running_steps: args.max_running_steps.map(|n| n as usize),
             mirror,
             agent: operator::default_agent(operator::DEFAULT_AGENT_IMAGE),
+            artifact_repository: None,
         };
         let (client, stop) = (client.clone(), shutdown.clone());
         Some(tokio::spawn(async move {

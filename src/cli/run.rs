@@ -17,6 +17,7 @@ use crate::telemetry::metrics::{Metrics, QueueSample};
 use crate::web;
 use kube_kopf::Monitor;
 use workflow_operator_core::agent::AgentSource;
+use workflow_operator_core::crd::ArtifactRepository;
 
 /// Run the operator. Credentials come from `KUBECONFIG` / `~/.kube/config`, or from the pod's
 /// service account when running in a cluster. The WorkFlow CRD must be installed
@@ -51,6 +52,12 @@ pub struct RunArgs {
     /// The step agent's path in `--agent-image`; default: `workflow-agent` beside this program.
     #[arg(long, value_name = "PATH")]
     agent_path: Option<String>,
+    /// A YAML file naming the artifact repository of workflows that set no
+    /// `spec.artifactRepository` and whose namespace has no ConfigMap
+    /// `workflow-artifact-repository`, e.g. `s3: {endpoint: https://..., bucket: wf,
+    /// credentialsSecret: {name: s3-creds}}` (the Secret is read in each workflow's namespace).
+    #[arg(long, value_name = "FILE")]
+    artifact_repository: Option<std::path::PathBuf>,
     /// Serve `/healthz`, `/readyz` and `/metrics` (Prometheus) on this address, e.g.
     /// `0.0.0.0:8080`. Off when not given. `/readyz` answers 200 once the operator's caches of
     /// workflows and Jobs are synced; with `--leader-election`, a standby answers 200 once it
@@ -171,6 +178,10 @@ async fn run_operator(args: RunArgs) -> Result<ExitCode> {
         default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
         max_running_steps: args.max_running_steps.map(|n| n as usize),
         agent: agent_source(&args.agent_image, args.agent_path.as_deref()),
+        artifact_repository: match &args.artifact_repository {
+            Some(file) => Some(read_repository(file)?),
+            None => None,
+        },
     };
     // A replica running the operator is ready only once its caches hold the initial listings:
     // before that it has not seen the workflows it is responsible for.
@@ -233,4 +244,19 @@ fn agent_source(image: &str, path: Option<&str>) -> Option<AgentSource> {
         }),
         None => operator::default_agent(image),
     }
+}
+
+/// The artifact repository in `file` (`--artifact-repository`).
+fn read_repository(file: &std::path::Path) -> Result<ArtifactRepository> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("reading --artifact-repository {}", file.display()))?;
+    let repository: ArtifactRepository = serde_yaml::from_str(&text)
+        .with_context(|| format!("--artifact-repository {}", file.display()))?;
+    if repository.s3.is_none() == repository.oci.is_none() {
+        anyhow::bail!(
+            "--artifact-repository {}: name exactly one of s3 and oci",
+            file.display()
+        );
+    }
+    Ok(repository)
 }

@@ -101,6 +101,7 @@ fn validate_accepts_every_valid_example() {
         "examples/continue-on.yaml",
         "examples/retry-strategy.yaml",
         "examples/locks.yaml",
+        "examples/scripts-and-results.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);
@@ -774,6 +775,79 @@ fn validate_names_each_bad_run_policy() {
         ("both", "sets both retries and retryStrategy"),
         ("age", "cache.maxAge \"soon\" is not a duration"),
         ("semaphore", "limit"),
+    ] {
+        assert!(
+            said.lines()
+                .any(|l| l.contains(&format!("workflow {workflow}:")) && l.contains(problem)),
+            "{workflow}: {problem}\n{said}"
+        );
+    }
+}
+
+/// `validate` names each bad script, output or artifact: a step under the step agent without
+/// a command, an input artifact from a step not upstream or not declaring it, an output
+/// parameter named `result`, a repository without a bucket or with both kinds.
+#[test]
+fn validate_names_each_bad_artifact_or_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("artifacts.yaml");
+    let workflow = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: {name}}}\nspec:\n{spec}"
+        )
+    };
+    let made = "  - {stepName: make, image: busybox, command: [sh], outputs: {artifacts: [{name: app, path: /out/app}]}}\n";
+    let documents = [
+        workflow(
+            "entrypoint",
+            "  containers:\n  - {stepName: a, image: busybox}\n  - {stepName: b, image: busybox, dependsOn: [a], command: [echo, '{{steps.a.outputs.result}}']}\n",
+        ),
+        workflow(
+            "sideways",
+            &format!(
+                "  containers:\n{made}  - {{stepName: side, image: busybox, command: [sh]}}\n  - {{stepName: use, image: busybox, dependsOn: [side], command: [sh], inputs: {{artifacts: [{{name: app, path: /in/app, from: '{{{{steps.make.outputs.artifacts.app}}}}'}}]}}}}\n"
+            ),
+        ),
+        workflow(
+            "undeclared",
+            &format!(
+                "  containers:\n{made}  - {{stepName: use, image: busybox, dependsOn: [make], command: [sh], inputs: {{artifacts: [{{name: lib, path: /in/lib, from: '{{{{steps.make.outputs.artifacts.lib}}}}'}}]}}}}\n"
+            ),
+        ),
+        workflow(
+            "named-result",
+            "  containers:\n  - {stepName: a, image: busybox, command: [sh], outputs: {parameters: [{name: result, valueFrom: {path: /tmp/r}}]}}\n",
+        ),
+        workflow(
+            "bucketless",
+            &format!(
+                "  artifactRepository: {{s3: {{endpoint: 'http://s3:9000', credentialsSecret: {{name: c}}}}}}\n  containers:\n{made}"
+            ),
+        ),
+        workflow(
+            "both-kinds",
+            &format!(
+                "  artifactRepository: {{s3: {{endpoint: 'http://s3:9000', bucket: b, credentialsSecret: {{name: c}}}}, oci: {{registry: r, repository: x}}}}\n  containers:\n{made}"
+            ),
+        ),
+    ];
+    std::fs::write(&file, documents.join("---\n")).unwrap();
+    let output = run(&["validate", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let said = stderr(&output);
+    for (workflow, problem) in [
+        (
+            "entrypoint",
+            "runs under the step agent (its result is read), which needs a command or a source",
+        ),
+        (
+            "sideways",
+            r#"names step "make", which does not run before it"#,
+        ),
+        ("undeclared", r#"which declares no output artifact "lib""#),
+        ("named-result", "result is the step's standard output"),
+        ("bucketless", "bucket"),
+        ("both-kinds", "name exactly one of s3 and oci"),
     ] {
         assert!(
             said.lines()

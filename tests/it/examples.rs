@@ -49,6 +49,7 @@ const EXAMPLES: &[&str] = &[
     "retries",
     "retry-strategy",
     "run-control",
+    "scripts-and-results",
     "secrets-and-volumes",
     "simple",
     "start-timeout",
@@ -94,6 +95,7 @@ fn every_example_has_a_case() {
 #[case::retries("retries")]
 #[case::retry_strategy("retry-strategy")]
 #[case::run_control("run-control")]
+#[case::scripts_and_results("scripts-and-results")]
 #[case::secrets_and_volumes("secrets-and-volumes")]
 #[case::simple("simple")]
 #[case::start_timeout("start-timeout")]
@@ -273,6 +275,29 @@ async fn example_runs_to_the_outcome_its_comments_promise(
             assert_eq!(
                 steps_of(&ns.jobs_of("outputs").await),
                 ["check", "deploy", "report"]
+            );
+        }),
+        "scripts-and-results" => Box::pin(async {
+            let workflow = ns.expect_completed("scripts-and-results").await;
+            let side = step_status(&workflow, "flip")
+                .and_then(|s| s.outputs.get("result").cloned())
+                .expect("flip's result recorded");
+            assert!(side == "heads" || side == "tails", "{side}");
+            let (ran, skipped) = match side.as_str() {
+                "heads" => ("heads", "tails"),
+                _ => ("tails", "heads"),
+            };
+            assert_eq!(
+                log_of(ns, "scripts-and-results", ran).await,
+                format!("it was {ran}")
+            );
+            assert_eq!(
+                step_status(&workflow, skipped).map(|s| s.phase),
+                Some(StepPhase::Skipped)
+            );
+            assert_eq!(
+                log_of(ns, "scripts-and-results", "report").await,
+                format!("flip said {side}; size 11, colour none")
             );
         }),
         "parallelism" => Box::pin(async {

@@ -32,6 +32,10 @@ pub const OUTPUTS_FILE: &str = "/var/run/workflow-agent/outputs";
 /// The name of the agent's volume and of the init container that fills it.
 pub const AGENT_VOLUME: &str = "workflow-agent";
 
+/// The ConfigMap (in the workflow's namespace, key `repository`) naming the artifact
+/// repository of workflows that set none.
+pub const REPOSITORY_CONFIGMAP: &str = "workflow-artifact-repository";
+
 /// The environment variable holding the agent's [`Task`] as JSON.
 pub const TASK_ENV: &str = "WORKFLOW_AGENT";
 
@@ -65,6 +69,83 @@ pub struct Task {
     /// Output parameters to read from files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<ParameterTask>,
+    /// Artifacts to download before the command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputTask>,
+    /// Artifacts to upload after it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<OutputTask>,
+    /// Where artifacts are kept; its credentials are in [`ACCESS_KEY_ENV`] and
+    /// [`SECRET_KEY_ENV`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreTask>,
+}
+
+/// The environment variable holding the artifact store's access key (from the repository's
+/// Secret; the agent keeps it from the step's command).
+pub const ACCESS_KEY_ENV: &str = "WORKFLOW_ARTIFACT_ACCESS_KEY";
+
+/// The environment variable holding the artifact store's secret key.
+pub const SECRET_KEY_ENV: &str = "WORKFLOW_ARTIFACT_SECRET_KEY";
+
+/// An input artifact to place at `path` before the command runs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct InputTask {
+    /// Its name, for messages.
+    pub name: String,
+    /// Where it goes.
+    pub path: String,
+    /// Its key in the store; empty for an optional artifact its step did not make (an empty
+    /// directory).
+    pub key: String,
+}
+
+/// An output artifact to store once the command has succeeded.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputTask {
+    /// Its name: the output `artifacts.NAME`.
+    pub name: String,
+    /// The file or directory.
+    pub path: String,
+    /// Where it goes in the store.
+    pub key: String,
+    /// A missing path is no failure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// An S3-compatible store, without its credentials.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreTask {
+    /// The service's URL.
+    pub endpoint: String,
+    /// The bucket.
+    pub bucket: String,
+    /// The region.
+    pub region: String,
+}
+
+/// The key of output artifact `name` of the step instance whose Job is `job`, under the
+/// repository's `prefix`: one per Job (so per run, retry, item and attempt), the same for
+/// every try of that Job, so a repeated upload overwrites.
+pub fn artifact_key(prefix: &str, job: &str, name: &str) -> String {
+    let prefix = prefix.trim_matches('/');
+    if prefix.is_empty() {
+        format!("{job}/{name}.tgz")
+    } else {
+        format!("{prefix}/{job}/{name}.tgz")
+    }
+}
+
+/// The repository's key prefix for a workflow: its `keyPrefix` (default
+/// `{{workflow.namespace}}/{{workflow.name}}`) with those two filled in.
+pub fn key_prefix(template: Option<&str>, namespace: &str, workflow: &str) -> String {
+    (template.unwrap_or("{{workflow.namespace}}/{{workflow.name}}"))
+        .replace("{{workflow.namespace}}", namespace)
+        .replace("{{workflow.name}}", workflow)
 }
 
 /// An output parameter to read: the file at `path`, or `default` when it does not exist.
@@ -151,7 +232,21 @@ pub fn task_of(step: &Step, result_read: bool) -> Task {
         source: step.source.as_deref().cloned(),
         result: result_read,
         parameters,
+        ..Task::default()
     }
+}
+
+/// Whether `step` has input or output artifacts (it needs an artifact repository).
+pub fn has_artifacts(step: &Step) -> bool {
+    let outputs = step
+        .outputs
+        .as_deref()
+        .is_some_and(|o| !o.artifacts.is_empty());
+    outputs
+        || step
+            .inputs
+            .as_deref()
+            .is_some_and(|i| !i.artifacts.is_empty())
 }
 
 /// The command of a step's container under the agent: the agent, `--`, then the step's
@@ -216,6 +311,19 @@ mod tests {
         assert_eq!(task.parameters[0].path, "/tmp/sha");
         assert_eq!(task.parameters[0].default.as_deref(), Some(""));
         assert!(!task.result);
+    }
+
+    #[test]
+    fn an_artifacts_key_is_one_per_job_under_the_workflows_prefix() {
+        let prefix = key_prefix(None, "dev", "build");
+        assert_eq!(prefix, "dev/build");
+        assert_eq!(
+            artifact_key(&prefix, "build-app-1a2b", "bin"),
+            "dev/build/build-app-1a2b/bin.tgz"
+        );
+        let custom = key_prefix(Some("ci/{{workflow.name}}/"), "dev", "build");
+        assert_eq!(artifact_key(&custom, "j", "x"), "ci/build/j/x.tgz");
+        assert_eq!(artifact_key("", "j", "x"), "j/x.tgz");
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodSpec,
-    PodTemplateSpec, Volume, VolumeMount,
+    Container, EnvVar, EnvVarSource, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource,
+    PodSpec, PodTemplateSpec, SecretKeySelector, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 
 use super::agent::{self, AgentSource};
 use super::cache;
-use super::crd::{Step, WorkFlow};
+use super::crd::{ResolvedRepository, Step, WorkFlow};
 use super::fan_out::{self, Instance, Item};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
@@ -63,6 +63,9 @@ pub enum JobError {
     /// The step runs under the step agent and the operator was given none.
     #[error("step {0} runs under the step agent, and the operator has none to copy in")]
     NoAgent(String),
+    /// The step has artifacts and the workflow no S3 repository to keep them in.
+    #[error("{0}")]
+    NoRepository(String),
 }
 
 /// `Some(list)` unless it is empty: Kubernetes omits empty lists, and so do the Jobs we build.
@@ -165,6 +168,7 @@ pub struct StepJob<'a> {
     instance: Option<&'a Instance>,
     attempt: u32,
     agent: Option<&'a AgentSource>,
+    repository: Option<&'a ResolvedRepository>,
 }
 
 impl<'a> StepJob<'a> {
@@ -180,7 +184,15 @@ impl<'a> StepJob<'a> {
             instance: None,
             attempt: 0,
             agent: None,
+            repository: None,
         }
+    }
+
+    /// With the workflow's artifact repository (`status.artifactRepository`), for a step with
+    /// artifacts: their keys, the store and its credentials (from its Secret) go to the agent.
+    pub fn repository(mut self, repository: Option<&'a ResolvedRepository>) -> Self {
+        self.repository = repository;
+        self
     }
 
     /// With the step agent from `agent`, for a step that needs it (`agent::needs_agent`): an
@@ -265,15 +277,24 @@ impl<'a> StepJob<'a> {
             }
             false => None,
         };
+        let job_name = names::attempt_job_name(
+            name,
+            &self.display_name(),
+            self.run,
+            self.retry,
+            self.attempt,
+        );
+        let store = self.store(namespace, name)?;
+        let pod = PodParts {
+            name,
+            namespace,
+            job: &job_name,
+            agent,
+            store: store.as_ref(),
+        };
         Ok(Job {
             metadata: ObjectMeta {
-                name: Some(names::attempt_job_name(
-                    name,
-                    &self.display_name(),
-                    self.run,
-                    self.retry,
-                    self.attempt,
-                )),
+                name: Some(job_name.clone()),
                 namespace: Some(namespace.to_string()),
                 labels: Some(labels),
                 annotations: Some(self.annotations(name)),
@@ -296,7 +317,7 @@ impl<'a> StepJob<'a> {
                 // pkg/controller/job/job_controller.go, `syncJob`: "Resumed jobs will always
                 // reset StartTime to current time").
                 suspend: self.workflow.spec.queue_name.is_some().then_some(true),
-                template: self.pod_template(name, namespace, pod_labels, agent),
+                template: self.pod_template(&pod, pod_labels),
                 ..JobSpec::default()
             }),
             status: None,
@@ -384,13 +405,8 @@ impl<'a> StepJob<'a> {
     /// The pod template: the operator's labels and `podTemplate.metadata`'s, not the
     /// workflow's (the template is immutable, so copied workflow labels could not follow a
     /// relabel); the step's container; the pod-level fields of `spec.podTemplate`.
-    fn pod_template(
-        &self,
-        name: &str,
-        namespace: &str,
-        labels: BTreeMap<String, String>,
-        agent: Option<&AgentSource>,
-    ) -> PodTemplateSpec {
+    fn pod_template(&self, parts: &PodParts, labels: BTreeMap<String, String>) -> PodTemplateSpec {
+        let (name, agent) = (parts.name, parts.agent);
         let pod = (self.workflow.spec.pod_template.as_deref().cloned()).unwrap_or_default();
         let metadata = pod.metadata.unwrap_or_default();
         // The exact step name on the pod too, for `logs` (labels may be shortened).
@@ -413,7 +429,7 @@ impl<'a> StepJob<'a> {
             spec: Some(PodSpec {
                 restart_policy: Some("Never".to_string()),
                 init_containers: non_empty(self.init_containers(agent)),
-                containers: vec![self.container(name, namespace, agent.is_some())],
+                containers: vec![self.container(parts)],
                 service_account_name: pod.service_account_name,
                 volumes: non_empty(
                     (pod.volumes.into_iter().chain(workspace))
@@ -462,9 +478,10 @@ impl<'a> StepJob<'a> {
         install.into_iter().chain(own).chain(sidecars).collect()
     }
 
-    /// The step's container, its references to outputs and items filled in; under the agent
-    /// (`agent`), the agent runs the command.
-    fn container(&self, name: &str, namespace: &str, agent: bool) -> Container {
+    /// The step's container, its references to outputs and items filled in; under the agent,
+    /// the agent runs the command.
+    fn container(&self, parts: &PodParts) -> Container {
+        let agent = parts.agent.is_some();
         let step = self.step;
         let fill_all = |texts: &Option<Vec<String>>| {
             (texts.as_ref()).map(|texts| texts.iter().map(|t| self.fill(t)).collect())
@@ -480,10 +497,13 @@ impl<'a> StepJob<'a> {
                 ..VolumeMount::default()
             });
         let mut command = fill_all(&step.command);
-        let mut env = self.env(name, namespace, agent);
+        let mut env = self.env(parts.name, parts.namespace, agent);
         if agent {
             command = Some(agent::wrap_command(command, step.source.is_some()));
-            env.push(self.agent_task());
+            env.push(self.agent_task(parts));
+            if let Some(store) = parts.store {
+                env.extend(credentials_env(&store.secret));
+            }
         }
         Container {
             name: names::dns_label(&step.step_name),
@@ -547,14 +567,67 @@ impl<'a> StepJob<'a> {
         env
     }
 
-    /// `$WORKFLOW_AGENT`: the agent's task, its script's references filled in.
-    fn agent_task(&self) -> EnvVar {
+    /// `$WORKFLOW_AGENT`: the agent's task, its script's and inputs' references filled in,
+    /// each output artifact's key under the store's prefix.
+    fn agent_task(&self, parts: &PodParts) -> EnvVar {
         let mut task = agent::task_of(self.step, self.data.result_read);
         task.source = task.source.map(|source| self.fill(&source));
+        if let Some(store) = parts.store {
+            let inputs = self.step.inputs.iter().flat_map(|i| &i.artifacts);
+            task.inputs = (inputs.map(|input| agent::InputTask {
+                name: input.name.clone(),
+                path: input.path.clone(),
+                key: self.fill(&input.from),
+            }))
+            .collect();
+            let outputs = self.step.outputs.iter().flat_map(|o| &o.artifacts);
+            task.artifacts = (outputs.map(|output| agent::OutputTask {
+                name: output.name.clone(),
+                path: output.path.clone(),
+                key: agent::artifact_key(&store.prefix, parts.job, &output.name),
+                optional: output.optional,
+            }))
+            .collect();
+            task.store = Some(store.task.clone());
+        }
         env_var(
             agent::TASK_ENV,
             &serde_json::to_string(&task).expect("a task serializes"),
         )
+    }
+
+    /// The store of a step with artifacts: the workflow's S3 repository.
+    ///
+    /// # Errors
+    /// [`JobError::NoRepository`] when the workflow has none, or one this step cannot use.
+    fn store(&self, namespace: &str, workflow: &str) -> Result<Option<Store>, JobError> {
+        if !agent::has_artifacts(self.step) {
+            return Ok(None);
+        }
+        let Some(resolved) = self.repository else {
+            return Err(JobError::NoRepository(format!(
+                "it has artifacts and the workflow has no artifact repository: set \
+                 spec.artifactRepository, create the ConfigMap {} (key repository) in namespace \
+                 {namespace}, or run the operator with --artifact-repository",
+                agent::REPOSITORY_CONFIGMAP
+            )));
+        };
+        let Some(s3) = &resolved.repository.s3 else {
+            return Err(JobError::NoRepository(format!(
+                "its artifact repository ({}) is not an S3 bucket, and only S3-compatible \
+                 repositories are supported so far",
+                resolved.from
+            )));
+        };
+        Ok(Some(Store {
+            task: agent::StoreTask {
+                endpoint: s3.endpoint.clone(),
+                bucket: s3.bucket.clone(),
+                region: s3.region.clone().unwrap_or_else(|| "us-east-1".to_string()),
+            },
+            prefix: agent::key_prefix(s3.key_prefix.as_deref(), namespace, workflow),
+            secret: s3.credentials_secret.name.clone(),
+        }))
     }
 
     /// `text` with its `{{steps.NAME.outputs.KEY}}` and `{{item}}` references filled in. Every
@@ -570,6 +643,47 @@ impl<'a> StepJob<'a> {
             .unwrap_or_else(|_| text.to_string());
         outputs::fill_retries(&filled, self.attempt)
     }
+}
+
+/// What a step's pod is built from besides the step.
+struct PodParts<'p> {
+    /// The workflow's name and namespace.
+    name: &'p str,
+    namespace: &'p str,
+    /// The Job's name.
+    job: &'p str,
+    /// The agent, for a step that runs under it.
+    agent: Option<&'p AgentSource>,
+    /// The store, for a step with artifacts.
+    store: Option<&'p Store>,
+}
+
+/// A step's artifact store: what the agent is told, the keys' prefix, and the Secret holding
+/// its credentials.
+struct Store {
+    task: agent::StoreTask,
+    prefix: String,
+    secret: String,
+}
+
+/// The store's credentials, from `secret`'s keys `accessKey` and `secretKey`.
+fn credentials_env(secret: &str) -> [EnvVar; 2] {
+    let from = |name: &str, key: &str| EnvVar {
+        name: name.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+    };
+    [
+        from(agent::ACCESS_KEY_ENV, "accessKey"),
+        from(agent::SECRET_KEY_ENV, "secretKey"),
+    ]
 }
 
 /// An environment variable of a value.

@@ -17,7 +17,7 @@ use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::fan_out;
 use workflow_operator_core::jobs;
 use workflow_operator_core::outputs::StepData;
-use workflow_operator_core::plan::{Action, Compiled, Plan};
+use workflow_operator_core::plan::{self, Action, Compiled, Plan};
 
 use super::decide::{self, Decision, Refusal};
 use super::observe::Observed;
@@ -155,18 +155,44 @@ async fn execute(
                 outputs_read: exit.is_none() && compiled.flow.read.contains(&index),
                 result_read: exit.is_none() && compiled.flow.result_read.contains(&index),
             };
+            // Shown under the instance's name (`build[3]`, `run1/build`) when refused.
+            let shown = || {
+                fan_out::display_name(
+                    &step.step_name,
+                    instance.run_index,
+                    workflow.spec.run_count(),
+                    instance.item.as_ref().map(|item| item.index),
+                )
+            };
             let mut job = jobs::StepJob::new(workflow, step, &compiled.run);
             if let Some(agent) = &shared.agent {
                 job = job.agent(agent);
             }
-            let job = job
+            let repository = workflow
+                .status
+                .as_ref()
+                .and_then(|s| s.artifact_repository.as_deref());
+            let built = job
                 .retry(*retry)
                 .exit(exit.as_ref())
                 .data(data)
                 .instance(instance)
                 .attempt(*attempt)
-                .build()
-                .map_err(|e| HandlerError::permanent(e.to_string()))?;
+                .repository(repository)
+                .build();
+            let job = match built {
+                Ok(job) => job,
+                Err(jobs::JobError::NoRepository(message)) => {
+                    refusals.lock().expect("refusals lock").push(Refusal {
+                        step: shown(),
+                        job: job_name.clone(),
+                        reason: plan::REASON_NO_ARTIFACT_REPOSITORY,
+                        message,
+                    });
+                    return Ok(());
+                }
+                Err(e) => return Err(HandlerError::permanent(e.to_string())),
+            };
             match api
                 .create(
                     &PostParams {
@@ -194,16 +220,10 @@ async fn execute(
                     match e {
                         kube::Error::Api(e) if e.code == 422 => {
                             tracing::warn!(job = %job_name, message = %e.message, "the API server refused a step's job");
-                            // Recorded under the instance's name (`build[3]`, `run1/build`).
-                            let shown = fan_out::display_name(
-                                &step.step_name,
-                                instance.run_index,
-                                workflow.spec.run_count(),
-                                instance.item.as_ref().map(|item| item.index),
-                            );
                             refusals.lock().expect("refusals lock").push(Refusal {
-                                step: shown,
+                                step: shown(),
                                 job: job_name.clone(),
+                                reason: plan::REASON_JOB_REFUSED,
                                 message: e.message,
                             });
                             Ok(())

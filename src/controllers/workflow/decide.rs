@@ -183,7 +183,9 @@ pub(super) struct Refusal {
     /// The step instance it was for, as the status names it (`build[3]`, `run1/build`).
     pub(super) step: String,
     pub(super) job: String,
-    /// The API server's message.
+    /// Why: `JobRefused` (the API server's 422) or `NoArtifactRepository`.
+    pub(super) reason: &'static str,
+    /// The API server's message, or the operator's.
     pub(super) message: String,
 }
 
@@ -211,6 +213,7 @@ pub(super) fn replan_refused(
         status.steps.push(plan::refused_step_status(
             &refusal.step,
             &refusal.job,
+            refusal.reason,
             &refusal.message,
         ));
     }
@@ -399,6 +402,7 @@ mod tests {
         let refusals = vec![Refusal {
             step: "a".to_string(),
             job: job.clone(),
+            reason: plan::REASON_JOB_REFUSED,
             message: message.to_string(),
         }];
         let replanned = replan_refused(

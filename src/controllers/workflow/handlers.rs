@@ -37,7 +37,7 @@ use super::apply::{self, delete_job, patch_job};
 use super::decide::{self, Decision};
 use super::observe;
 use super::shared::{Shared, temporary};
-use super::{cache, gate, locks, record, resolve};
+use super::{cache, gate, locks, record, repository, resolve};
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
@@ -74,13 +74,14 @@ async fn timed(
     result
 }
 
-/// One pass: resolve -> observe -> decide -> cache, locks, gate -> apply -> record.
+/// One pass: resolve (templates, artifact repository) -> observe -> decide -> cache, locks, gate -> apply -> record.
 async fn pass(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
     changed: Vec<Arc<JobSummary>>,
 ) -> HandlerResult {
     resolve::resolve(shared, ctx).await?;
+    repository::resolve(shared, ctx).await?;
     let Some(mut seen) = observe::observe(shared, ctx, changed) else {
         return Ok(());
     };

@@ -3,7 +3,8 @@
 //!
 //! - [`operator`]: the handlers' registration and the operator's start-up.
 //! - [`handlers`]: what each event does; every reconcile is one pass of the stages below.
-//! - The pass, stage by stage: `observe`, `decide`, `gate`, `apply`, `record` (with
+//! - The pass, stage by stage: `resolve` (templates) and `repository` (the artifact
+//!   repository), `observe`, `decide`, `gate`, `apply`, `record` (with
 //!   `status_write`, the choice of how the status is written, and `step_events`); what is
 //!   remembered between passes is `memory`.
 //! - `shared`: what the handlers share, below every stage.
@@ -31,6 +32,7 @@ pub mod metrics;
 mod observe;
 pub mod operator;
 mod record;
+mod repository;
 mod resolve;
 mod shared;
 mod status_write;

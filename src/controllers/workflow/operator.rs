@@ -22,7 +22,7 @@ use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
 use workflow_operator_core::agent::AgentSource;
 use workflow_operator_core::crd::{
-    ClusterWorkFlowTemplate, CronWorkFlow, WorkFlow, WorkFlowTemplate,
+    ArtifactRepository, ClusterWorkFlowTemplate, CronWorkFlow, WorkFlow, WorkFlowTemplate,
 };
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
@@ -54,6 +54,9 @@ pub struct OperatorOptions {
     /// Where the step agent is copied from into the pods of the steps that need it
     /// ([`default_agent`] by default).
     pub agent: Option<AgentSource>,
+    /// The artifact repository of workflows that name none and whose namespace has no
+    /// ConfigMap `workflow-artifact-repository` (`--artifact-repository`).
+    pub artifact_repository: Option<ArtifactRepository>,
 }
 
 /// The image the step agent is copied from when not told (`--agent-image`): the operator's own
@@ -110,6 +113,7 @@ impl Default for OperatorOptions {
             max_running_steps: None,
             mirror: None,
             agent: default_agent(DEFAULT_AGENT_IMAGE),
+            artifact_repository: None,
         }
     }
 }
@@ -148,6 +152,7 @@ pub async fn run_monitored(
     let mut shared = Shared::new(options.step_events, options.metrics);
     shared.admission = admission.clone();
     shared.agent = options.agent.clone();
+    shared.artifact_repository = options.artifact_repository.clone();
     let locks = LockBook::new();
     shared.locks = Some(locks.clone());
     let shared = Arc::new(shared);

@@ -80,7 +80,7 @@ pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<
 }
 
 /// Whether the workflow may still run steps: not ended, or ended and asked to retry.
-fn may_run(workflow: &WorkFlow) -> bool {
+pub(super) fn may_run(workflow: &WorkFlow) -> bool {
     let Some(status) = &workflow.status else {
         return true;
     };

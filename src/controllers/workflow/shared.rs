@@ -36,6 +36,9 @@ pub struct Shared {
     pub locks: Option<Arc<super::locks::LockBook>>,
     /// Where the step agent is copied from, for the steps that run under it.
     pub agent: Option<workflow_operator_core::agent::AgentSource>,
+    /// The artifact repository of workflows that name none and whose namespace has none
+    /// (`--artifact-repository`).
+    pub artifact_repository: Option<workflow_operator_core::crd::ArtifactRepository>,
 }
 
 impl Shared {

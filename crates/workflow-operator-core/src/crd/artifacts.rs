@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// one of `s3` and `oci`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.s3) != has(self.oci)", "message": "name exactly one of s3 and oci"}]))]
 pub struct ArtifactRepository {
     /// An S3-compatible bucket (AWS S3, MinIO, GCS's interoperability endpoint, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -17,6 +18,17 @@ pub struct ArtifactRepository {
     /// An OCI registry: each artifact an OCI artifact of its own (ORAS's way).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oci: Option<OciRepository>,
+}
+
+/// The artifact repository a workflow uses, and where the operator found it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedRepository {
+    /// `spec.artifactRepository`, `configmap/workflow-artifact-repository` (with its
+    /// resourceVersion) or `--artifact-repository`.
+    pub from: String,
+    /// The repository.
+    pub repository: ArtifactRepository,
 }
 
 /// An S3-compatible bucket.

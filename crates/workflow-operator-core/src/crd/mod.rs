@@ -25,8 +25,8 @@ pub mod templates;
 
 pub use artifacts::{
     ArtifactGc, ArtifactGcStrategy, ArtifactRepository, CredentialsSecret, InputArtifact,
-    OciRepository, OutputArtifact, OutputParameter, S3Repository, StepInputs, StepOutputs,
-    ValueFrom,
+    OciRepository, OutputArtifact, OutputParameter, ResolvedRepository, S3Repository, StepInputs,
+    StepOutputs, ValueFrom,
 };
 pub use cron::{
     CatchUp, ConcurrencyPolicy, CronWorkFlow, CronWorkFlowSpec, CronWorkFlowStatus, RunMetadata,
@@ -676,6 +676,12 @@ pub struct WorkFlowStatus {
     /// counts from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
+
+    /// The artifact repository the workflow's artifacts go to, as the operator decided it
+    /// before the first step with artifacts ran: every later step, retry and restart uses it,
+    /// whatever becomes of the ConfigMap or flag it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_repository: Option<Box<ResolvedRepository>>,
 }
 
 /// Where one step stands. The names are a contract: the CLI, scripts and the web view read them.

@@ -99,8 +99,14 @@ impl Failure {
             } => format!("step {step} failed: {}", joined(&[reason, message])),
             Failure::TimedOut { why } => format!("step {step} timed out: {why}"),
             Failure::CannotStart { why } => format!("step {step} cannot start: {why}"),
+            Failure::Refused { entry } if entry.reason.as_deref() == Some(REASON_JOB_REFUSED) => {
+                format!(
+                    "step {step} failed: the API server refused its Job: {}",
+                    entry.message.as_deref().unwrap_or_default()
+                )
+            }
             Failure::Refused { entry } => format!(
-                "step {step} failed: the API server refused its Job: {}",
+                "step {step} failed: {}",
                 entry.message.as_deref().unwrap_or_default()
             ),
             Failure::Data { why, .. } => format!("step {step} failed: {why}"),

@@ -310,6 +310,8 @@ pub struct Policies {
     pub locks: bool,
     /// `cache` on any step.
     pub cache: bool,
+    /// Input or output artifacts on any step: the workflow needs an artifact repository.
+    pub artifacts: bool,
 }
 
 impl Policies {
@@ -319,6 +321,7 @@ impl Policies {
         Policies {
             locks: spec.synchronization.is_some() || steps().any(|s| s.synchronization.is_some()),
             cache: steps().any(|s| s.cache.is_some()),
+            artifacts: steps().any(crate::agent::has_artifacts),
         }
     }
 }
@@ -585,6 +588,10 @@ pub const REASON_TERMINATED: &str = "Terminated";
 /// status is the only record, as there is no Job.
 pub const REASON_JOB_REFUSED: &str = "JobRefused";
 
+/// The reason of a step with artifacts whose workflow found no artifact repository: its Job
+/// is not created.
+pub const REASON_NO_ARTIFACT_REPOSITORY: &str = "NoArtifactRepository";
+
 /// The `status.steps` reason of a step whose outputs are malformed or too large.
 pub const REASON_BAD_OUTPUTS: &str = "BadOutputs";
 
@@ -605,10 +612,10 @@ pub const REASON_BAD_ITEM: &str = "BadItem";
 
 /// The `status.steps` entry recording that the API server refused `step`'s Job named `job`,
 /// saying `message`: the planner reads it back as the step's failure (see [`plan_compiled`]).
-pub fn refused_step_status(step: &str, job: &str, message: &str) -> StepStatus {
+pub fn refused_step_status(step: &str, job: &str, reason: &str, message: &str) -> StepStatus {
     StepStatus {
         phase: StepPhase::Failed,
-        reason: Some(REASON_JOB_REFUSED.into()),
+        reason: Some(reason.into()),
         message: Some(message.to_string()),
         attempts: Some(0),
         ..running_step_status(step, job.to_string(), false)
@@ -654,6 +661,7 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     steps: Vec::new(),
     resolved_templates: Vec::new(),
     started_at: None,
+    artifact_repository: None,
 };
 
 #[cfg(test)]

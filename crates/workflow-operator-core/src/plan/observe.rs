@@ -212,7 +212,10 @@ impl<'a> Planner<'a> {
             .previous
             .steps
             .iter()
-            .filter(|s| s.reason.as_deref() == Some(REASON_JOB_REFUSED))
+            .filter(|s| {
+                let reason = s.reason.as_deref();
+                reason == Some(REASON_JOB_REFUSED) || reason == Some(REASON_NO_ARTIFACT_REPOSITORY)
+            })
             .filter_map(|s| Some((s.job.as_deref()?, s)))
             .collect();
         if refused.is_empty() {

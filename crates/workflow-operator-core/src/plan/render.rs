@@ -511,6 +511,7 @@ impl<'a> Planner<'a> {
                 retry: (self.workflow.spec.retry != 0).then_some(self.workflow.spec.retry),
                 resolved_templates: previous.resolved_templates.clone(),
                 started_at: self.started_at.map(Time),
+                artifact_repository: previous.artifact_repository.clone(),
             },
             // Terminal: keep everything but the bookkeeping.
             None => WorkFlowStatus {

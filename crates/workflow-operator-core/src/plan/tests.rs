@@ -1413,9 +1413,12 @@ fn a_job_the_api_server_refused_fails_its_step_as_the_status_records_it() {
     let mut recorded = wf.clone();
     let stored = recorded.status.as_mut().unwrap();
     stored.steps.retain(|s| s.name != "a");
-    stored
-        .steps
-        .push(refused_step_status("a", &job_name(&wf, "a"), message));
+    stored.steps.push(refused_step_status(
+        "a",
+        &job_name(&wf, "a"),
+        REASON_JOB_REFUSED,
+        message,
+    ));
     let jobs = Jobs::of(&wf).active("x", at(0)).build();
     let plan = plan(&recorded, &jobs, at(1));
     assert!(
@@ -1445,8 +1448,12 @@ fn a_job_the_api_server_refused_fails_its_step_as_the_status_records_it() {
     assert_eq!(status(&failed).message.as_deref(), Some(want.as_str()));
     // A refusal recorded for another run (another Job name) is forgotten.
     let mut other_run = wf.clone();
-    other_run.status.as_mut().unwrap().steps =
-        vec![refused_step_status("a", "diamond-a-old", message)];
+    other_run.status.as_mut().unwrap().steps = vec![refused_step_status(
+        "a",
+        "diamond-a-old",
+        REASON_JOB_REFUSED,
+        message,
+    )];
     assert!(
         super::plan(&other_run, &[], at(1))
             .status

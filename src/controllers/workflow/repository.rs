@@ -1,0 +1,118 @@
+//! Deciding a workflow's artifact repository, once: before the first pass that may start a
+//! step with artifacts, the operator takes `spec.artifactRepository`, else the namespace's
+//! ConfigMap `workflow-artifact-repository` (key `repository`, the same fields), else its own
+//! `--artifact-repository`, and records the choice in `status.artifactRepository`. Every later
+//! step, retry and restart uses that record: an edited or deleted ConfigMap does not move a
+//! running workflow's artifacts.
+//!
+//! None found records nothing: each step with artifacts then fails saying where a repository
+//! is looked for (reason `NoArtifactRepository`). A SIGKILL between the read and the record
+//! costs a second read: no step with artifacts ran yet.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube_kopf::{Context, HandlerError};
+use workflow_operator_core::agent::REPOSITORY_CONFIGMAP;
+use workflow_operator_core::crd::{ArtifactRepository, ResolvedRepository, WorkFlow};
+
+use super::shared::{Shared, temporary};
+
+/// Where [`resolve`] found a repository given by the operator's flag.
+pub const FROM_FLAG: &str = "--artifact-repository";
+
+/// Records the artifact repository of `ctx`'s workflow when it has artifacts and no record
+/// yet; does nothing (no read, no write) otherwise.
+pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), HandlerError> {
+    let workflow = shared.status.latest(&ctx.object);
+    let prepared = shared.memory.compiled(&workflow);
+    let recorded = (workflow.status.as_ref()).is_some_and(|s| s.artifact_repository.is_some());
+    if !prepared.compiled.policies.artifacts || recorded || !super::resolve::may_run(&workflow) {
+        return Ok(());
+    }
+    let view = prepared.view(workflow.clone());
+    let namespace = workflow.namespace().unwrap_or_default();
+    let Some(resolved) = find(shared, ctx, &view.spec.artifact_repository, &namespace).await?
+    else {
+        return Ok(());
+    };
+    shared
+        .status
+        .settle(&workflow)
+        .await
+        .map_err(|e| temporary("writing the status", e))?;
+    let workflow = shared.status.latest(&ctx.object);
+    let mut status = workflow.status.clone().unwrap_or_default();
+    let from = resolved.from.clone();
+    status.artifact_repository = Some(Box::new(resolved));
+    shared
+        .status
+        .write(&ctx.client, &workflow, &status)
+        .await
+        .map_err(|e| {
+            shared.metrics.api_error("patch");
+            temporary("recording the artifact repository", e)
+        })?;
+    let note = format!("artifacts go to the repository of {from}, whatever becomes of it");
+    if let Err(error) = ctx
+        .publish(
+            kube::runtime::events::EventType::Normal,
+            "ArtifactRepositoryResolved",
+            &note,
+        )
+        .await
+    {
+        tracing::warn!(%error, "posting the ArtifactRepositoryResolved event");
+    }
+    Ok(())
+}
+
+/// The repository: the spec's, the namespace's ConfigMap's, or the operator's; `None` when
+/// there is none (or the ConfigMap's is not a repository, which an Event says).
+async fn find(
+    shared: &Shared,
+    ctx: &Context<WorkFlow>,
+    own: &Option<Box<ArtifactRepository>>,
+    namespace: &str,
+) -> Result<Option<ResolvedRepository>, HandlerError> {
+    if let Some(own) = own {
+        return Ok(Some(ResolvedRepository {
+            from: "spec.artifactRepository".to_string(),
+            repository: (**own).clone(),
+        }));
+    }
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let map = (api.get_opt(REPOSITORY_CONFIGMAP).await)
+        .map_err(|e| temporary(&format!("reading configmap {REPOSITORY_CONFIGMAP}"), e))?;
+    if let Some(map) = map {
+        let text = map.data.as_ref().and_then(|d| d.get("repository"));
+        let parsed = text.map(|t| serde_yaml::from_str::<ArtifactRepository>(t));
+        match parsed {
+            Some(Ok(repository)) => {
+                let version = map.resource_version().unwrap_or_default();
+                return Ok(Some(ResolvedRepository {
+                    from: format!("configmap/{REPOSITORY_CONFIGMAP} at resourceVersion {version}"),
+                    repository,
+                }));
+            }
+            problem => {
+                let why = match problem {
+                    Some(Err(e)) => format!("its key repository is not a repository: {e}"),
+                    _ => "it has no key repository".to_string(),
+                };
+                let note = format!("configmap/{REPOSITORY_CONFIGMAP} is not used: {why}");
+                let warning = kube::runtime::events::EventType::Warning;
+                if let Err(error) = ctx.publish(warning, "BadArtifactRepository", &note).await {
+                    tracing::warn!(%error, "posting the BadArtifactRepository event");
+                }
+            }
+        }
+    }
+    Ok(shared
+        .artifact_repository
+        .clone()
+        .map(|repository| ResolvedRepository {
+            from: FROM_FLAG.to_string(),
+            repository,
+        }))
+}
