@@ -1,6 +1,7 @@
-//! The kubelet: runs every pod's first container as a local process and writes the pod's status
-//! as the real kubelet does. Started by [`crate::controllers::spawn_controllers`]; the API server
-//! reads pod logs through [`Shared`] (as [`PodLogs`]).
+//! The kubelet: runs every pod's init containers and its first container as local processes and
+//! writes the pod's status as the real kubelet does ([`status`]). Started by
+//! [`crate::controllers::spawn_controllers`]; the API server reads pod logs through [`Shared`]
+//! (as [`PodLogs`]). Each pod is run by a [`runner::Runner`] of its own.
 //!
 //! A container's `command` + `args` run without a shell (unless the command is one), after
 //! `$(VAR)` expansion, with the container's environment ([`crate::kubelet::pod_env`]: `envFrom`,
@@ -22,45 +23,63 @@
 //! real one does, trying again every
 //! [`CONFIG_RETRY`]: a claim that does not exist leaves it unscheduled (`PodScheduled` False,
 //! reason `Unschedulable`, and the scheduler's `FailedScheduling` Event); a missing ConfigMap or
-//! Secret leaves its container `ContainerCreating` with the kubelet's `FailedMount` Event. A
+//! Secret leaves its containers `ContainerCreating` (`PodInitializing` behind init containers)
+//! with the kubelet's `FailedMount` Event. A
 //! volume kind the devcluster cannot make, or a machine without user namespaces for a container
 //! that needs a sandbox, fails the container's start saying so (reason `StartError`). A
 //! container without `command` runs its image's known defaults ([`crate::kubelet::entrypoints`]) or
 //! fails saying why. A command that
 //! cannot be executed fails like a container that cannot start (`terminated`, reason
-//! `StartError`, exit code 128, phase `Failed`). Output (stdout and stderr interleaved, the last
-//! [`LOG_LIMIT`](pod_logs::LOG_LIMIT) bytes, each line with its time) is kept as the pod's log
-//! ([`crate::kubelet::pod_logs`]) until the pod is deleted. `restartPolicy` `OnFailure` and
+//! `StartError`, exit code 128). Output (stdout and stderr interleaved, the last
+//! [`LOG_LIMIT`](pod_logs::LOG_LIMIT) bytes, each line with its time) is kept as the container's
+//! log ([`crate::kubelet::pod_logs`]) until the pod is deleted. `restartPolicy` `OnFailure` and
 //! `Always` restart the container (after 100 ms, doubling, at most 1 s), counting `restartCount`; each run has a log of its own
-//! and the run before is kept as the previous log (`kubectl logs --previous`). Other containers, init
-//! containers, probes and resources are ignored.
+//! and the run before is kept as the previous log (`kubectl logs --previous`). Regular containers
+//! after the first, probes and resources are ignored, and no Events are written of containers
+//! created, started or killed.
 //!
-//! A deleted pod is stopped gracefully ([`crate::storage::pod_deletion`]): its main process gets
-//! SIGTERM, and SIGKILL (the whole group) once `deletionGracePeriodSeconds` are over; as soon as it has
-//! stopped the kubelet writes its final status and deletes the pod for good (grace period 0).
+//! Init containers ([`init_containers`]) run before the main container, in order, each as the
+//! main container runs (its own command, environment, sandbox, termination message and log)
+//! and seeing the same volumes (an emptyDir is one directory for all of them). A regular init
+//! container runs to completion before the next one starts; when it fails the pod fails under
+//! `restartPolicy: Never` (the main container never starts: it waits `PodInitializing`), and it
+//! is restarted otherwise. An init container with `restartPolicy: Always` is a sidecar: the next
+//! container starts once it runs, it is restarted whenever it exits, and once the main
+//! container is done the sidecars are stopped ([`sidecars`]: the last one first, SIGTERM, then
+//! SIGKILL of its group after the pod's `terminationGracePeriodSeconds`); the pod's phase is
+//! then its main container's alone. Until the init containers are done the pod is `Pending`,
+//! with `Initialized` False (`ContainersNotInitialized`) and every init container in
+//! `initContainerStatuses`, so `kubectl get pod` shows `Init:N/M`.
+//!
+//! A deleted pod is stopped gracefully ([`crate::storage::pod_deletion`]): the running container's
+//! main process gets SIGTERM (its sidecars' after it has stopped), and SIGKILL (the whole group)
+//! once `deletionGracePeriodSeconds` are over; as soon as its containers have stopped the
+//! kubelet writes its final status and deletes the pod for good (grace period 0).
 //!
 //! No process outlives its pod or the control plane:
-//! - each container runs in its own process group, and the whole group is killed (SIGKILL, as
-//!   with a grace period of 0) when its main process exits, when the pod is deleted, and when
-//!   the controllers stop or are dropped;
+//! - each container runs in its own process group (a pod's sidecars each in theirs, beside the
+//!   running container's), and the whole group is killed (SIGKILL, as with a grace period of 0)
+//!   when its main process exits, when the pod is deleted, and when the controllers stop or
+//!   are dropped;
 //! - when the control plane process dies without running any of that (SIGKILL, abort), a small
-//!   `sh` "reaper" started alongside the first container kills every group still registered with
-//!   it: it reads group ids from a pipe and acts when the pipe closes, which the kernel does when
-//!   the control plane dies. (`PR_SET_PDEATHSIG` would need `pre_exec`, which is unsafe code,
-//!   and would reach only the direct child, not what it started.) A process that leaves its
+//!   `sh` "reaper", started before the first container's process, kills every group still
+//!   registered with it: it reads group ids from a pipe and acts when the pipe closes, which
+//!   the kernel does when the control plane dies. (`PR_SET_PDEATHSIG` would need `pre_exec`,
+//!   which is unsafe code, and would reach only the direct child, not what it started.) A
+//!   group is registered as soon as its process is spawned, so a control plane killed in that
+//!   instant can still leave it behind. A process that leaves its
 //!   group on purpose (`setsid`) escapes both, as it would escape a container's cgroup only
 //!   by breaking out of the container.
 
 use std::collections::HashMap;
 use std::io::Write as _;
-use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::resources::{GroupResource, Registry, ResourceInfo, builtin};
@@ -69,15 +88,20 @@ use crate::runtime::{Queue, Reconciler, is_deleting};
 use crate::storage::store::{
     DeleteOptions, EventType, Store, StoredObject, Target, WatchEvent, now_rfc3339,
 };
+use init_containers::Slot;
 use pod_logs::{LogOptions, LogStream, PodLogs};
 use runner::Runner;
+use status::Records;
 use volumes::VolumeHost;
 
 pub mod entrypoints;
+pub(crate) mod init_containers;
 pub mod pod_env;
 pub mod pod_logs;
 mod process;
 mod runner;
+mod sidecars;
+mod status;
 pub mod termination_message;
 pub(crate) mod volumes;
 
@@ -155,21 +179,42 @@ pub fn expand(text: &str, vars: &HashMap<String, String>) -> String {
 
 type Log = Arc<crate::kubelet::pod_logs::Log>;
 
-/// A pod's logs: its container's current run, and the run before when it was restarted (what
-/// `previous=true` reads, as the kubelet keeps the last terminated container's log).
+/// A pod's logs, a [`ContainerLog`] for each container that has run.
 struct PodLog {
     uid: String,
+    /// The main container's name: whose log a request without a container reads.
+    main: String,
+    containers: Vec<ContainerLog>,
+}
+
+/// A container's log: its current run, and the run before when it was restarted (what
+/// `previous=true` reads, as the kubelet keeps the last terminated container's log).
+struct ContainerLog {
+    name: String,
     current: Log,
     previous: Option<Log>,
 }
 
-/// A container the kubelet is running (or about to).
+impl PodLog {
+    fn container(&self, name: Option<&str>) -> Option<&ContainerLog> {
+        let name = name.unwrap_or(&self.main);
+        self.containers.iter().find(|c| c.name == name)
+    }
+
+    fn close(&self) {
+        for container in &self.containers {
+            container.current.close();
+        }
+    }
+}
+
+/// A pod the kubelet is running (or about to).
 struct Running {
     cancel: CancellationToken,
     /// Set when the pod is deleted: SIGTERM now, SIGKILL at that time.
     terminate: tokio::sync::watch::Sender<KillAt>,
-    /// The process group, once the process exists.
-    group: Option<i32>,
+    /// The process groups of its containers running now (a sidecar's beside another's).
+    groups: Vec<i32>,
 }
 
 #[derive(Default)]
@@ -210,18 +255,28 @@ impl Shared {
         self.running.lock().expect("kubelet lock poisoned")
     }
 
+    /// The main container's current log, as text.
     pub fn pod_logs(&self, namespace: &str, pod: &str) -> Option<String> {
-        Some(self.log(namespace, pod)?.text())
+        Some(self.log_of(namespace, pod, None, false)?.text())
     }
 
-    fn log(&self, namespace: &str, pod: &str) -> Option<Log> {
-        self.log_of(namespace, pod, false)
+    fn logs(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), PodLog>> {
+        self.logs.lock().expect("kubelet lock poisoned")
     }
 
-    /// The pod's current log, or with `previous` its container's run before.
-    fn log_of(&self, namespace: &str, pod: &str, previous: bool) -> Option<Log> {
-        let logs = self.logs.lock().expect("kubelet lock poisoned");
-        let log = logs.get(&(namespace.to_string(), pod.to_string()))?;
+    /// A container's current log (the main container's without a name), or with `previous`
+    /// its run before.
+    fn log_of(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: Option<&str>,
+        previous: bool,
+    ) -> Option<Log> {
+        let logs = self.logs();
+        let log = logs
+            .get(&(namespace.to_string(), pod.to_string()))?
+            .container(container)?;
         if previous {
             log.previous.clone()
         } else {
@@ -237,44 +292,75 @@ impl Shared {
         self.running()
             .pods
             .values()
-            .filter_map(|r| r.group.and_then(|g| u32::try_from(g).ok()))
+            .flat_map(|r| r.groups.iter().filter_map(|g| u32::try_from(*g).ok()))
             .collect()
     }
 
-    /// A fresh log for a pod (replacing any of an older pod of the same name).
-    fn new_log(&self, namespace: &str, pod: &str, uid: &str) -> Log {
-        let log = Log::default();
-        self.logs.lock().expect("kubelet lock poisoned").insert(
+    /// The logs of a pod whose containers are about to run, none yet (replacing those of an
+    /// older pod of the same name); `main` is its main container's name.
+    fn new_pod_log(&self, namespace: &str, pod: &str, uid: &str, main: &str) {
+        self.logs().insert(
             (namespace.to_string(), pod.to_string()),
             PodLog {
                 uid: uid.to_string(),
-                current: log.clone(),
-                previous: None,
+                main: main.to_string(),
+                containers: Vec::new(),
             },
         );
+    }
+
+    /// The pod's entry, unless it was forgotten or replaced by another pod's.
+    fn pod_log<'a>(
+        logs: &'a mut HashMap<(String, String), PodLog>,
+        namespace: &str,
+        pod: &str,
+        uid: &str,
+    ) -> Option<&'a mut PodLog> {
+        logs.get_mut(&(namespace.to_string(), pod.to_string()))
+            .filter(|entry| entry.uid == uid)
+    }
+
+    /// A fresh log for a container's first run.
+    fn container_log(&self, namespace: &str, pod: &str, uid: &str, container: &str) -> Log {
+        let log = Log::default();
+        if let Some(entry) = Self::pod_log(&mut self.logs(), namespace, pod, uid) {
+            entry.containers.retain(|c| c.name != container);
+            entry.containers.push(ContainerLog {
+                name: container.to_string(),
+                current: log.clone(),
+                previous: None,
+            });
+        }
         log
     }
 
     /// A fresh log for a restarted container; the one before becomes the previous log.
-    fn restart_log(&self, namespace: &str, pod: &str, uid: &str) -> Log {
+    fn restart_log(&self, namespace: &str, pod: &str, uid: &str, container: &str) -> Log {
         let log = Log::default();
-        let mut logs = self.logs.lock().expect("kubelet lock poisoned");
-        if let Some(entry) = logs.get_mut(&(namespace.to_string(), pod.to_string()))
-            && entry.uid == uid
-        {
+        let mut logs = self.logs();
+        let entry = Self::pod_log(&mut logs, namespace, pod, uid)
+            .and_then(|entry| entry.containers.iter_mut().find(|c| c.name == container));
+        if let Some(entry) = entry {
             entry.previous = Some(std::mem::replace(&mut entry.current, log.clone()));
         }
         log
     }
 
+    /// The pod's containers have stopped: followers of their logs get the rest and stop.
+    fn close_logs(&self, namespace: &str, pod: &str, uid: &str) {
+        if let Some(entry) = Self::pod_log(&mut self.logs(), namespace, pod, uid) {
+            entry.close();
+        }
+    }
+
     fn forget_log(&self, namespace: &str, pod: &str, uid: &str) {
-        let mut logs = self.logs.lock().expect("kubelet lock poisoned");
+        let mut logs = self.logs();
         let key = (namespace.to_string(), pod.to_string());
         if logs.get(&key).is_some_and(|log| log.uid == uid)
             && let Some(log) = logs.remove(&key)
         {
             // Followers of a deleted pod's log stop.
-            log.current.close();
+            log.close();
         }
     }
 
@@ -294,7 +380,7 @@ impl Shared {
             Running {
                 cancel: cancel.clone(),
                 terminate,
-                group: None,
+                groups: Vec::new(),
             },
         );
         Some((cancel, terminating))
@@ -328,7 +414,7 @@ impl Shared {
         let closed = running.closed;
         match running.pods.get_mut(uid) {
             Some(entry) if !closed && !entry.cancel.is_cancelled() => {
-                entry.group = Some(group);
+                entry.groups.push(group);
                 drop(running);
                 self.with_reaper(|reaper| reaper.register(group));
                 true
@@ -342,17 +428,17 @@ impl Shared {
 
     fn clear_group(&self, uid: &str, group: i32) {
         if let Some(entry) = self.running().pods.get_mut(uid) {
-            entry.group = None;
+            entry.groups.retain(|g| *g != group);
         }
         self.with_reaper(|reaper| reaper.unregister(group));
     }
 
-    /// Stops a pod's container (if running); its runner writes what follows.
+    /// Stops a pod's containers (if running); its runner writes what follows.
     fn stop(&self, uid: &str) {
         let running = self.running();
         if let Some(entry) = running.pods.get(uid) {
             entry.cancel.cancel();
-            if let Some(group) = entry.group {
+            for &group in &entry.groups {
                 kill_group(group);
             }
         }
@@ -368,17 +454,23 @@ impl Shared {
         running.closed = true;
         for entry in running.pods.values() {
             entry.cancel.cancel();
-            if let Some(group) = entry.group {
+            for &group in &entry.groups {
                 kill_group(group);
             }
         }
         drop(running);
-        for log in self.logs.lock().expect("kubelet lock poisoned").values() {
-            log.current.close();
+        for log in self.logs().values() {
+            log.close();
         }
         // Closing the reaper's pipe lets it exit (killing again whatever is still registered).
         let reaper = self.reaper.lock().expect("kubelet lock poisoned").take();
         drop(reaper);
+    }
+
+    /// Starts the reaper if it is not running: done before a container's process is spawned,
+    /// so that registering its group is all that is left once it runs.
+    fn ensure_reaper(&self) {
+        self.with_reaper(|_| {});
     }
 
     fn with_reaper(&self, f: impl FnOnce(&mut Reaper)) {
@@ -399,8 +491,15 @@ impl Shared {
 }
 
 impl PodLogs for Shared {
-    fn pod_log(&self, namespace: &str, pod: &str, options: &LogOptions) -> Option<LogStream> {
-        Some(self.log_of(namespace, pod, options.previous)?.read(options))
+    fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        options: &LogOptions,
+    ) -> Option<LogStream> {
+        let log = self.log_of(namespace, pod, Some(container), options.previous)?;
+        Some(log.read(options))
     }
 }
 
@@ -526,32 +625,25 @@ impl Kubelet {
         let Some((cancel, terminating)) = self.shared.claim(pod.uid()) else {
             return;
         };
-        let runner = Runner {
-            store: self.store.clone(),
-            info: self.pods_info.clone(),
-            sources: self.sources.clone(),
-            shared: self.shared.clone(),
-            events: self.events.clone(),
-            pod,
-            cancel: cancel.clone(),
-            terminating,
-        };
-        let stop = self.stop.clone();
+        let runner = Arc::new(Runner::new(self, pod, cancel, terminating));
+        let (shared, store, info, stop) = (
+            self.shared.clone(),
+            self.store.clone(),
+            self.pods_info.clone(),
+            self.stop.clone(),
+        );
         tokio::spawn(async move {
-            let uid = runner.pod.uid().to_string();
-            let shared = runner.shared.clone();
+            let pod = runner.pod.clone();
             tokio::select! {
-                _ = runner.run() => {}
-                // The runner kills its group on cancel; the controllers' stop cancels it too.
-                _ = stop.cancelled() => shared.stop(&uid),
+                () = runner.run() => {}
+                // The runner kills its groups on cancel; the controllers' stop cancels it too.
+                _ = stop.cancelled() => shared.stop(pod.uid()),
             }
-            if let Some(log) = shared.log(runner.pod.namespace(), runner.pod.name()) {
-                log.close();
-            }
-            shared.finished(&uid);
+            shared.close_logs(pod.namespace(), pod.name(), pod.uid());
+            shared.finished(pod.uid());
             if runner.terminating.borrow().is_some() && !stop.is_cancelled() {
                 // Stopped because the pod was deleted: now it goes for good.
-                delete_now(&runner.store, &runner.info, &runner.pod);
+                delete_now(&store, &info, &pod);
             }
         });
     }
@@ -619,212 +711,19 @@ impl Reconciler for Kubelet {
             return;
         }
         if self.shared.mode == PodMode::Simulated(Duration::ZERO) {
-            // One write per pod: straight to Succeeded.
+            // One write per pod: straight to Succeeded, its init containers done.
             let now = now_rfc3339();
-            let state = State::Terminated {
-                exit_code: 0,
-                reason: "Completed".into(),
-                message: None,
-                started_at: now.clone(),
-                finished_at: now,
-            };
-            write_status(&self.store, &self.pods_info, &pod, &state, None, 0);
+            let mut records = Records::new(init_containers::init_containers(&pod.value).len());
+            records.complete_init(&now);
+            let done = status::completed(now.clone(), now);
+            records.update(Slot::Main, |r| r.state = done);
+            write_pod_status(&self.store, &self.pods_info, &pod, |old| {
+                status::pod_status(old, old.get("status"), &records, true)
+            });
             return;
         }
         self.start(pod);
     }
-}
-
-/// A container's state, as `containerStatuses[0].state` says it.
-#[derive(Debug, Clone, PartialEq)]
-enum State {
-    Waiting {
-        reason: String,
-        message: String,
-    },
-    Running {
-        started_at: String,
-    },
-    Terminated {
-        exit_code: i32,
-        reason: String,
-        message: Option<String>,
-        started_at: String,
-        finished_at: String,
-    },
-}
-
-impl State {
-    fn to_json(&self, container_id: &str) -> Value {
-        match self {
-            State::Waiting { reason, message } if message.is_empty() => {
-                json!({"waiting": {"reason": reason}})
-            }
-            State::Waiting { reason, message } => {
-                json!({"waiting": {"reason": reason, "message": message}})
-            }
-            State::Running { started_at } => json!({"running": {"startedAt": started_at}}),
-            State::Terminated {
-                exit_code,
-                reason,
-                message,
-                started_at,
-                finished_at,
-            } => {
-                let mut terminated = json!({
-                    "exitCode": exit_code,
-                    "reason": reason,
-                    "startedAt": started_at,
-                    "finishedAt": finished_at,
-                });
-                if let Some(message) = message {
-                    terminated["message"] = json!(message);
-                }
-                if !container_id.is_empty() {
-                    terminated["containerID"] = json!(container_id);
-                }
-                json!({"terminated": terminated})
-            }
-        }
-    }
-}
-
-/// The pod status the real kubelet writes for a single-container pod whose container is in
-/// `state`: phase, conditions, `containerStatuses[0]`; `startTime` is kept once set.
-fn pod_status(
-    pod: &Value,
-    old_status: Option<&Value>,
-    state: &State,
-    last_state: Option<&State>,
-    restarts: u32,
-    container_id: &str,
-) -> Value {
-    let now = now_rfc3339();
-    let container = pod.pointer("/spec/containers/0");
-    let name = container
-        .and_then(|c| c.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("main");
-    let image = container
-        .and_then(|c| c.get("image"))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let phase = match state {
-        State::Terminated { exit_code: 0, .. } => "Succeeded",
-        State::Terminated { .. } => "Failed",
-        // Waiting before the container ever ran (CreateContainerConfigError) is still Pending.
-        State::Waiting { .. } if restarts == 0 && last_state.is_none() => "Pending",
-        State::Running { .. } | State::Waiting { .. } => "Running",
-    };
-    let running = matches!(state, State::Running { .. });
-    let cond = |type_: &str, status: bool, reason: Option<&str>, message: Option<String>| {
-        let mut c = json!({
-            "type": type_,
-            "status": if status { "True" } else { "False" },
-            "lastProbeTime": null,
-            "lastTransitionTime": now,
-        });
-        if let Some(reason) = reason {
-            c["reason"] = json!(reason);
-        }
-        if let Some(message) = message {
-            c["message"] = json!(message);
-        }
-        c
-    };
-    let finished = matches!(state, State::Terminated { .. });
-    let (ready_reason, ready_message) = if finished {
-        (Some("PodCompleted"), None)
-    } else if running {
-        (None, None)
-    } else {
-        (
-            Some("ContainersNotReady"),
-            Some(format!("containers with unready status: [{name}]")),
-        )
-    };
-    let conditions = json!([
-        cond("PodReadyToStartContainers", !finished, None, None),
-        cond(
-            "Initialized",
-            true,
-            finished.then_some("PodCompleted"),
-            None
-        ),
-        cond("Ready", running, ready_reason, ready_message.clone()),
-        cond("ContainersReady", running, ready_reason, ready_message),
-        cond("PodScheduled", true, None, None),
-    ]);
-    let start_time = old_status
-        .and_then(|s| s.get("startTime"))
-        .cloned()
-        .unwrap_or_else(|| json!(now));
-    let mut container_status = json!({
-        "name": name,
-        "image": image,
-        "imageID": "",
-        "ready": running,
-        "started": running,
-        "restartCount": restarts,
-        "state": state.to_json(container_id),
-        "lastState": last_state.map_or(json!({}), |s| s.to_json(container_id)),
-    });
-    if !container_id.is_empty() {
-        container_status["containerID"] = json!(container_id);
-    }
-    json!({
-        "phase": phase,
-        "conditions": conditions,
-        "hostIP": "127.0.0.1",
-        "hostIPs": [{"ip": "127.0.0.1"}],
-        "podIP": "127.0.0.1",
-        "podIPs": [{"ip": "127.0.0.1"}],
-        "startTime": start_time,
-        "qosClass": "BestEffort",
-        "containerStatuses": [container_status],
-    })
-}
-
-/// Writes a pod's status; false when the pod is gone (or replaced by another of the same name).
-fn write_status(
-    store: &Store,
-    info: &ResourceInfo,
-    pod: &StoredObject,
-    state: &State,
-    last_state: Option<&State>,
-    restarts: u32,
-) -> bool {
-    let container_id = match state {
-        State::Running { .. } | State::Terminated { .. } => format!("devcluster://{}", pod.uid()),
-        State::Waiting { .. } => String::new(),
-    };
-    write_pod_status(store, info, pod, |old| {
-        pod_status(
-            old,
-            old.get("status"),
-            state,
-            last_state,
-            restarts,
-            &container_id,
-        )
-    })
-}
-
-/// The status of a pod the scheduler cannot place: `PodScheduled` False, reason
-/// `Unschedulable`, with the scheduler's message, and nothing else.
-fn unscheduled_status(message: &str) -> Value {
-    json!({
-        "phase": "Pending",
-        "conditions": [{
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastProbeTime": null,
-            "lastTransitionTime": now_rfc3339(),
-        }],
-        "qosClass": "BestEffort",
-    })
 }
 
 /// Replaces a pod's status with `status(stored pod)`; false when the pod is gone (or replaced
@@ -959,18 +858,6 @@ impl volumes::Sources for InNamespace<'_> {
     }
 }
 
-/// The state of a container that could not start: `terminated`, reason `StartError`, exit code
-/// 128, as a container runtime reports a failed start.
-fn cannot_start(message: String) -> State {
-    State::Terminated {
-        exit_code: 128,
-        reason: "StartError".into(),
-        message: Some(message),
-        started_at: "1970-01-01T00:00:00Z".into(),
-        finished_at: now_rfc3339(),
-    }
-}
-
 /// The value of a `fieldRef` env source: the pod's name, namespace, uid, a label or annotation,
 /// its service account, node or IPs.
 fn field_ref(pod: &Value, path: &str) -> String {
@@ -1004,36 +891,10 @@ fn field_ref(pod: &Value, path: &str) -> String {
     }
 }
 
-/// How a container that started at `started_at` ended, from its process's `exit`: its exit
-/// code (128 + the signal that killed it), or the error of waiting for it.
-fn terminated(exit: std::io::Result<std::process::ExitStatus>, started_at: String) -> State {
-    let finished_at = now_rfc3339();
-    match exit {
-        Ok(status) => {
-            let exit_code = status
-                .code()
-                .or_else(|| status.signal().map(|s| 128 + s))
-                .unwrap_or(1);
-            State::Terminated {
-                exit_code,
-                reason: if exit_code == 0 { "Completed" } else { "Error" }.into(),
-                message: None,
-                started_at,
-                finished_at,
-            }
-        }
-        Err(error) => State::Terminated {
-            exit_code: 128,
-            reason: "Error".into(),
-            message: Some(error.to_string()),
-            started_at,
-            finished_at,
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+    use std::os::unix::process::ExitStatusExt as _;
 
     use super::*;
 
@@ -1096,54 +957,6 @@ mod tests {
         ];
         for (path, expected) in table {
             assert_eq!(field_ref(&pod, path), expected, "{path}");
-        }
-    }
-
-    #[test]
-    fn status_of_each_container_state() {
-        let pod = json!({"spec": {"containers": [{"name": "c", "image": "busybox"}]}});
-        let running = State::Running {
-            started_at: "t0".into(),
-        };
-        let status = pod_status(&pod, None, &running, None, 0, "devcluster://u");
-        assert_eq!(status["phase"], "Running");
-        assert_eq!(
-            status["containerStatuses"][0]["state"]["running"]["startedAt"],
-            "t0"
-        );
-        assert_eq!(status["containerStatuses"][0]["ready"], true);
-        let ready = status["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["type"] == "Ready")
-            .unwrap();
-        assert_eq!(ready["status"], "True");
-
-        let old = json!({"startTime": "t-start"});
-        for (exit_code, reason, phase) in [(0, "Completed", "Succeeded"), (3, "Error", "Failed")] {
-            let done = State::Terminated {
-                exit_code,
-                reason: reason.into(),
-                message: None,
-                started_at: "t0".into(),
-                finished_at: "t1".into(),
-            };
-            let status = pod_status(&pod, Some(&old), &done, None, 0, "devcluster://u");
-            assert_eq!(status["phase"], phase);
-            assert_eq!(status["startTime"], "t-start");
-            let terminated = &status["containerStatuses"][0]["state"]["terminated"];
-            assert_eq!(terminated["exitCode"], exit_code);
-            assert_eq!(terminated["reason"], reason);
-            assert_eq!(terminated["finishedAt"], "t1");
-            let ready = status["conditions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["type"] == "Ready")
-                .unwrap();
-            assert_eq!(ready["status"], "False");
-            assert_eq!(ready["reason"], "PodCompleted");
         }
     }
 

@@ -313,3 +313,15 @@ pub async fn read_pids(file: &Path, count: usize) -> Vec<u32> {
     })
     .await
 }
+
+/// Waits until none of `pids` is alive.
+pub async fn all_gone(pids: &[u32]) {
+    for &pid in pids {
+        eventually(
+            &format!("process {pid} to die"),
+            Duration::from_secs(10),
+            || std::future::ready((!alive(pid)).then_some(())),
+        )
+        .await;
+    }
+}
