@@ -1127,18 +1127,14 @@ impl Request<'_> {
             p.previous.as_deref(),
         )?;
         let container = crate::kubelet::pod_logs::container_of(&pod.value, p.container.as_deref())?;
-        let runs = pod
-            .value
-            .pointer("/spec/containers/0/name")
-            .and_then(Value::as_str);
-        if runs != Some(container.as_str()) {
+        if !crate::kubelet::pod_logs::is_run(&pod.value, &container) {
             return Err(crate::kubelet::pod_logs::not_available(&container, name));
         }
         let stream = self
             .state
             .logs
             .as_ref()
-            .and_then(|l| l.pod_log(pod.namespace(), pod.name(), &options));
+            .and_then(|l| l.pod_log(pod.namespace(), pod.name(), &container, &options));
         if stream.is_none() && options.previous {
             return Err(crate::kubelet::pod_logs::no_previous(&container, name));
         }

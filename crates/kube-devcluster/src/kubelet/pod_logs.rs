@@ -21,9 +21,15 @@ use crate::api::error::{ApiError, Result};
 
 /// Where the API server reads pod logs from: the kubelet ([`crate::kubelet::Shared`]).
 pub trait PodLogs: Send + Sync {
-    /// A pod's log as `options` ask for it; `None` when the kubelet never ran the pod (with
-    /// `previous`: never restarted its container).
-    fn pod_log(&self, namespace: &str, pod: &str, options: &LogOptions) -> Option<LogStream>;
+    /// The log of a pod's container as `options` ask for it; `None` when the kubelet never ran
+    /// that container (with `previous`: never restarted it).
+    fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        options: &LogOptions,
+    ) -> Option<LogStream>;
 }
 
 /// How much of a pod's output is kept (the end of it).
@@ -95,9 +101,19 @@ pub fn container_of(pod: &Value, asked: Option<&str>) -> Result<String> {
     }
 }
 
+/// Whether the embedded kubelet runs `container` of `pod`: the pod's first container and every
+/// init container (sidecars among them); the other regular containers never run here.
+pub fn is_run(pod: &Value, container: &str) -> bool {
+    let named = |c: &Value| c.get("name").and_then(Value::as_str) == Some(container);
+    pod.pointer("/spec/containers/0").is_some_and(named)
+        || crate::kubelet::init_containers::init_containers(pod)
+            .iter()
+            .any(named)
+}
+
 /// The kubelet's answer for a container it has no status of (pkg/kubelet/kubelet_pods.go,
 /// `validateContainerLogStatus`; its server answers such errors 400, `getContainerLogs`): here
-/// every container but a pod's first, which the embedded kubelet does not run.
+/// a regular container but a pod's first, which the embedded kubelet does not run.
 pub fn not_available(container: &str, pod: &str) -> ApiError {
     ApiError::bad_request(format!(
         "container {container:?} in pod {pod:?} is not available"

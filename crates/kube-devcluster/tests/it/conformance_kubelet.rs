@@ -9,30 +9,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use crate::support::{Kubectl, setup};
+use crate::support::{Kubectl, get, setup, wait_phase};
 use kube_devcluster::testing::eventually;
 use serde_json::{Value, json};
-
-/// `kubectl get KIND NAME -o json`, parsed; `None` when it is not found.
-async fn get(kubectl: &Kubectl, kind: &str, name: &str) -> Option<Value> {
-    let out = kubectl.run(&["get", kind, name, "-o", "json"]).await;
-    out.success
-        .then(|| serde_json::from_str(&out.stdout).expect("json"))
-}
-
-/// Waits until the pod's phase is one of `phases`; the pod.
-async fn wait_phase(kubectl: &Kubectl, pod: &str, phases: &[&str]) -> Value {
-    eventually(
-        &format!("pod {pod} in {phases:?}"),
-        Duration::from_secs(30),
-        || async {
-            let pod = get(kubectl, "pod", pod).await?;
-            let phase = pod["status"]["phase"].as_str()?.to_string();
-            phases.contains(&phase.as_str()).then_some(pod)
-        },
-    )
-    .await
-}
 
 fn b64(text: &str) -> String {
     use base64::Engine as _;

@@ -21,6 +21,8 @@ use rstest::{fixture, rstest};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::{alive, read_pids};
+
 /// How long any one wait may take.
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -246,30 +248,6 @@ fn condition_types(job: &Job) -> Vec<String> {
         .and_then(|s| s.conditions.as_ref())
         .map(|c| c.iter().map(|c| c.type_.clone()).collect())
         .unwrap_or_default()
-}
-
-/// Whether a process exists and is not a zombie (a killed orphan whose reaping is up to init).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
-            Some(state != 'Z')
-        })
-        .unwrap_or(false)
-}
-
-/// The pids a pod command wrote to `file`, once it wrote `count` of them.
-async fn read_pids(file: &Path, count: usize) -> Vec<u32> {
-    eventually("the pod to write its pids", WAIT, || {
-        let pids: Vec<u32> = std::fs::read_to_string(file)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
-        std::future::ready((pids.len() >= count).then_some(pids))
-    })
-    .await
 }
 
 /// `sh` that records its own pid and a child's in `$PIDS`, then waits on the child forever.

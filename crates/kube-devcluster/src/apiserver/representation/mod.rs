@@ -15,6 +15,7 @@ use crate::api::resources::ResourceInfo;
 use crate::storage::store::StoredObject;
 use table::IncludeObject;
 
+mod pod_row;
 pub mod table;
 
 /// The rendering a request asked for.

@@ -15,6 +15,7 @@ use crate::storage::selector::LabelSelector;
 use crate::storage::store::StoredObject;
 
 use super::partial_metadata;
+use super::pod_row::pod_row;
 
 /// What each row carries besides its cells (`?includeObject=`): nothing, the object's metadata
 /// as a `PartialObjectMetadata` (the default), or the whole object.
@@ -325,74 +326,25 @@ fn deleting(obj: &Value) -> bool {
 }
 
 fn pod_ready(pod: &Value, _: DateTime<Utc>) -> Value {
-    let total = pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
-    let ready = pod
-        .pointer("/status/containerStatuses")
-        .and_then(Value::as_array)
-        .map_or(0, |s| s.iter().filter(|c| c["ready"] == true).count());
-    json!(format!("{ready}/{total}"))
+    json!(pod_row(pod).ready)
 }
 
-/// The STATUS column of `kubectl get pods`: the phase, or the reason a container is waiting or
-/// terminated, or `Terminating`.
+/// The STATUS column of `kubectl get pods` ([`pod_row`]).
 fn pod_status(pod: &Value, _: DateTime<Utc>) -> Value {
-    let mut reason = match text(pod, "/status/reason") {
-        "" => text(pod, "/status/phase"),
-        reason => reason,
-    }
-    .to_string();
-    if let Some(statuses) = pod
-        .pointer("/status/containerStatuses")
-        .and_then(Value::as_array)
-    {
-        for status in statuses.iter().rev() {
-            if let Some(waiting) = status
-                .pointer("/state/waiting/reason")
-                .and_then(Value::as_str)
-            {
-                reason = waiting.to_string();
-            } else if let Some(terminated) = status.pointer("/state/terminated") {
-                reason = match terminated.get("reason").and_then(Value::as_str) {
-                    Some(r) => r.to_string(),
-                    None => format!("ExitCode:{}", int(terminated, "/exitCode")),
-                };
-            }
-        }
-    }
-    if deleting(pod) {
-        reason = "Terminating".into();
-    }
-    if reason.is_empty() {
-        reason = "Pending".into();
-    }
-    json!(reason)
+    json!(pod_row(pod).status)
 }
 
-/// The restarts of the pod's containers, with how long ago the last one ended when there were
-/// any (`printPod`: `"%d (%s ago)"` from the newest `lastState.terminated.finishedAt`).
+/// The restarts of the pod's containers ([`pod_row`]), with how long ago the last one ended
+/// when there were any (`printPod`: `"%d (%s ago)"`).
 fn pod_restarts(pod: &Value, now: DateTime<Utc>) -> Value {
-    let statuses = pod
-        .pointer("/status/containerStatuses")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let restarts: i64 = statuses.iter().map(|c| int(c, "/restartCount")).sum();
-    let last = statuses
-        .iter()
-        .filter_map(|c| {
-            let finished = text(c, "/lastState/terminated/finishedAt");
-            DateTime::parse_from_rfc3339(finished).ok()
-        })
-        .max();
-    match last {
-        Some(at) if restarts != 0 => json!(format!(
-            "{restarts} ({} ago)",
-            human_duration((now - at.with_timezone(&Utc)).num_seconds())
+    let restarts = pod_row(pod).restarts;
+    match restarts.last {
+        Some(at) if restarts.count != 0 => json!(format!(
+            "{} ({} ago)",
+            restarts.count,
+            human_duration((now - at).num_seconds())
         )),
-        _ => json!(restarts.to_string()),
+        _ => json!(restarts.count.to_string()),
     }
 }
 

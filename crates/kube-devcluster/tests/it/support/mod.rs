@@ -1,11 +1,14 @@
 //! Shared fixtures of the devcluster API tests: a started cluster, a small test CRD (`Widget`,
-//! with a status subresource, printer columns, defaults and validation) and raw HTTP requests;
+//! with a status subresource, printer columns, defaults and validation), raw HTTP requests,
+//! pods read through kubectl, and the processes pods leave (or must not leave) on the machine;
 //! what every crate's tests share comes from [`kube_devcluster::testing`].
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use kube_devcluster::testing::eventually;
 use kube_devcluster::{DevCluster, testing};
 use serde_json::{Value, json};
 
@@ -264,4 +267,61 @@ pub async fn python(cluster: &DevCluster, script: &str) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// `kubectl get KIND NAME -o json`, parsed; `None` when it is not found.
+pub async fn get(kubectl: &Kubectl, kind: &str, name: &str) -> Option<Value> {
+    let out = kubectl.run(&["get", kind, name, "-o", "json"]).await;
+    out.success
+        .then(|| serde_json::from_str(&out.stdout).expect("json"))
+}
+
+/// Waits until the pod's phase is one of `phases`; the pod.
+pub async fn wait_phase(kubectl: &Kubectl, pod: &str, phases: &[&str]) -> Value {
+    eventually(
+        &format!("pod {pod} in {phases:?}"),
+        Duration::from_secs(30),
+        || async {
+            let pod = get(kubectl, "pod", pod).await?;
+            let phase = pod["status"]["phase"].as_str()?.to_string();
+            phases.contains(&phase.as_str()).then_some(pod)
+        },
+    )
+    .await
+}
+
+/// Whether a process exists and is not a zombie (a killed orphan whose reaping is up to init).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+            Some(state != 'Z')
+        })
+        .unwrap_or(false)
+}
+
+/// The pids a pod command wrote to `file`, one a line, once it wrote `count` of them.
+pub async fn read_pids(file: &Path, count: usize) -> Vec<u32> {
+    eventually("the pod to write its pids", Duration::from_secs(10), || {
+        let pids: Vec<u32> = std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        std::future::ready((pids.len() >= count).then_some(pids))
+    })
+    .await
+}
+
+/// Waits until none of `pids` is alive.
+pub async fn all_gone(pids: &[u32]) {
+    for &pid in pids {
+        eventually(
+            &format!("process {pid} to die"),
+            Duration::from_secs(10),
+            || std::future::ready((!alive(pid)).then_some(())),
+        )
+        .await;
+    }
 }
