@@ -114,6 +114,7 @@ impl DevCluster {
         ));
         let mut state = ApiState::new(store.clone(), registry.clone(), shutdown.clone());
         state.logs = Some(controllers.logs());
+        state.exec = Some(controllers.exec());
         state.on_create = Some(crate::registry::create_hook());
         if let Some(interval) = options.bookmark_interval {
             state.bookmark_interval = interval;

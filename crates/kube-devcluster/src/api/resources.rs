@@ -151,6 +151,9 @@ impl ResourceInfo {
         if self.strategy.log_subresource {
             subresources.push(json!({"subresource": "log", "responseKind": {"group": "", "version": "v1", "kind": "Pod"}, "verbs": ["get"]}));
         }
+        if self.strategy.exec_subresource {
+            subresources.push(json!({"subresource": "exec", "responseKind": {"group": "", "version": "v1", "kind": "PodExecOptions"}, "verbs": ["create", "get"]}));
+        }
         if !subresources.is_empty() {
             entry["subresources"] = json!(subresources);
         }
@@ -254,6 +257,9 @@ impl Registry {
             }
             if info.strategy.log_subresource {
                 resources.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
+            }
+            if info.strategy.exec_subresource {
+                resources.push(json!({"name": "pods/exec", "singularName": "", "namespaced": true, "kind": "PodExecOptions", "verbs": ["create", "get"]}));
             }
         }
         let group_version = if group.is_empty() {

@@ -30,6 +30,8 @@ pub struct Strategy {
     pub categories: &'static [&'static str],
     /// Whether `/log` is a subresource.
     pub log_subresource: bool,
+    /// Whether `/exec` is a subresource.
+    pub exec_subresource: bool,
     /// How a name is checked (`ValidateObjectMeta`'s name function).
     pub name_rule: NameRule,
     /// The field labels a field selector may use, when the kind registers its own conversion;
@@ -90,6 +92,7 @@ impl Strategy {
         orphans_by_default: false,
         categories: &[],
         log_subresource: false,
+        exec_subresource: false,
         name_rule: NameRule::Subdomain,
         field_labels: None,
         decode: unchanged,

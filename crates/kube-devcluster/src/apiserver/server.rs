@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -25,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::error::{ApiError, FieldError, Result};
 use crate::api::resources::{GroupResource, Registry, ResourceInfo};
 use crate::apiserver::admission;
+use crate::apiserver::exec;
 use crate::apiserver::faults::{Faults, Verb};
 use crate::apiserver::list_options::{self, ListOptions};
 use crate::apiserver::managed_fields;
@@ -38,6 +41,7 @@ use crate::apiserver::protobuf;
 use crate::apiserver::representation::{self, Representation};
 use crate::apiserver::typed_decode;
 use crate::apiserver::watch::{self, WatchHub, WatchRequest};
+use crate::kubelet::exec::PodExec;
 use crate::kubelet::pod_logs::PodLogs;
 use crate::registry::CreateHook;
 use crate::registry::services;
@@ -61,6 +65,8 @@ pub struct ApiState {
     pub store: Store,
     pub registry: Registry,
     pub logs: Option<Arc<dyn PodLogs>>,
+    /// Runs `pods/exec` commands (the kubelet); without it no container runs.
+    pub exec: Option<Arc<dyn PodExec>>,
     pub on_create: Option<CreateHook>,
     pub service_allocator: Arc<services::Allocator>,
     pub faults: Arc<Faults>,
@@ -77,6 +83,7 @@ impl ApiState {
             store,
             registry,
             logs: None,
+            exec: None,
             on_create: None,
             service_allocator: Arc::default(),
             faults: Arc::default(),
@@ -126,6 +133,13 @@ struct Params {
     limit_bytes: Option<i64>,
     container: Option<String>,
     previous: Option<String>,
+    // Exec options (`.../pods/NAME/exec`, see `exec`); `command` repeats, one per argument.
+    stdin: Option<String>,
+    stdout: Option<String>,
+    stderr: Option<String>,
+    tty: Option<String>,
+    #[serde(skip)]
+    command: Vec<String>,
 }
 
 /// The query as the API server reads it: of a repeated parameter the options take the first value
@@ -155,11 +169,14 @@ fn parse_params(uri: &Uri) -> Result<Params> {
     let mut params: Params = Query::<Params>::try_from_uri(&firsts)
         .map(|q| q.0)
         .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {e}")))?;
-    params.dry_run = pairs
-        .into_iter()
-        .filter(|(key, _)| key == "dryRun")
-        .map(|(_, value)| value)
-        .collect();
+    let all = |name: &str| -> Vec<String> {
+        (pairs.iter())
+            .filter(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+            .collect()
+    };
+    params.dry_run = all("dryRun");
+    params.command = all("command");
     Ok(params)
 }
 
@@ -168,9 +185,11 @@ async fn handle(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
     body: Body,
 ) -> Response {
-    let response = match route(&state, &method, &uri, &headers, body).await {
+    let request = (&method, &uri, &headers, upgrade.ok());
+    let response = match route(&state, request, body).await {
         Ok(response) => response,
         Err(error) => error.into_response(),
     };
@@ -200,11 +219,12 @@ struct Counted {
 const AGGREGATED_DISCOVERY: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
+/// A request as the router reads it: its method, URI, headers and WebSocket upgrade, if any.
+type Incoming<'a> = (&'a Method, &'a Uri, &'a HeaderMap, Option<WebSocketUpgrade>);
+
 async fn route(
     state: &ApiState,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
+    (method, uri, headers, upgrade): Incoming<'_>,
     body: Body,
 ) -> Result<Response> {
     let path = uri.path();
@@ -248,7 +268,7 @@ async fn route(
         }
         ApiPath::Resource(rp) => {
             let call = (method, &rp, &params, headers, accept);
-            serve_resource(state, call, body).await
+            serve_resource(state, call, upgrade, body).await
         }
     }
 }
@@ -295,6 +315,7 @@ fn aggregated_discovery(state: &ApiState, core: bool, accept: &str) -> Response 
 async fn serve_resource(
     state: &ApiState,
     (method, rp, params, headers, accept): (&Method, &ResourcePath, &Params, &HeaderMap, &str),
+    upgrade: Option<WebSocketUpgrade>,
     body: Body,
 ) -> Result<Response> {
     let not_found = ApiError::no_route;
@@ -329,6 +350,9 @@ async fn serve_resource(
                 rp.name.as_deref().unwrap_or_default(),
             )
             .await?;
+        if request.is_exec() {
+            return request.exec(method, upgrade).await;
+        }
         let body = read_body(body).await?;
         request.dispatch(method, body).await
     }
@@ -403,8 +427,9 @@ impl Request<'_> {
         match self.path.subresource.as_deref() {
             None => Ok(Target::Main),
             Some("status") => Ok(Target::Status),
-            // exec, attach, portforward, eviction, binding, token, scale: not served here, and a
-            // path nothing serves is go-restful's 404, not a missing object.
+            // attach, portforward, eviction, binding, token, scale: not served here (exec is
+            // served before this), and a path nothing serves is go-restful's 404, not a missing
+            // object.
             Some(_) => Err(ApiError::no_route()),
         }
     }
@@ -1106,6 +1131,37 @@ impl Request<'_> {
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from_stream(ReceiverStream::new(rx)))
             .expect("valid response"))
+    }
+
+    fn is_exec(&self) -> bool {
+        self.info.strategy.exec_subresource && self.path.subresource.as_deref() == Some("exec")
+    }
+
+    /// `GET` or `POST .../pods/NAME/exec` ([`crate::apiserver::exec`]).
+    async fn exec(&self, method: &Method, upgrade: Option<WebSocketUpgrade>) -> Result<Response> {
+        let Some(name) = self.path.name.as_deref() else {
+            return Err(ApiError::no_route());
+        };
+        if method != Method::GET && method != Method::POST {
+            return Err(ApiError::method_not_served());
+        }
+        let p = self.params;
+        let target = exec::Target {
+            store: &self.state.store,
+            pods: self.info,
+            namespace: self.namespace(),
+            name,
+        };
+        let query = exec::ExecQuery {
+            command: p.command.clone(),
+            container: p.container.as_deref(),
+            stdin: p.stdin.as_deref(),
+            stdout: p.stdout.as_deref(),
+            stderr: p.stderr.as_deref(),
+            tty: p.tty.as_deref(),
+        };
+        let runner = self.state.exec.clone();
+        exec::serve(target, query, runner, self.headers, upgrade).await
     }
 
     fn logs(&self, name: &str) -> Result<Response> {

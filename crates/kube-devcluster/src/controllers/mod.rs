@@ -45,6 +45,12 @@ impl Controllers {
         self.kubelet.clone()
     }
 
+    /// The kubelet as the API server's exec handler runs commands in containers
+    /// (`.../pods/NAME/exec`). Holding this does not keep the controllers running.
+    pub fn exec(&self) -> Arc<dyn crate::kubelet::exec::PodExec> {
+        self.kubelet.clone()
+    }
+
     /// Images' entrypoints the kubelet runs for containers without `command`, on top of its
     /// built-in ones ([`crate::kubelet::entrypoints`]): image (or repository) -> ENTRYPOINT.
     pub fn set_entrypoints(&self, entrypoints: std::collections::HashMap<String, Vec<String>>) {

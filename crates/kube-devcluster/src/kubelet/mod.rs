@@ -95,10 +95,12 @@ use status::Records;
 use volumes::VolumeHost;
 
 pub mod entrypoints;
+pub mod exec;
 pub(crate) mod init_containers;
 pub mod pod_env;
 pub mod pod_logs;
 mod process;
+pub mod pty;
 mod runner;
 mod sidecars;
 mod status;
@@ -237,6 +239,8 @@ pub(crate) struct Shared {
     reaper: Mutex<Option<Reaper>>,
     /// Where pods' volumes and claims' storage are kept.
     volumes: Arc<VolumeHost>,
+    /// The containers running now, for `exec`.
+    exec_targets: exec::Targets,
 }
 
 impl Shared {
@@ -248,6 +252,7 @@ impl Shared {
             logs: Mutex::default(),
             running: Mutex::default(),
             reaper: Mutex::default(),
+            exec_targets: exec::Targets::default(),
         })
     }
 

@@ -8,7 +8,7 @@ use super::volumes::Sandbox;
 /// The executable `name` stands for on `path` (the container's `PATH`, else the usual
 /// default), as exec would find it, with `locate` giving where a container path is on the
 /// host; a name with a `/` is taken as it is.
-fn resolve_program(
+pub(super) fn resolve_program(
     name: &str,
     path: Option<&str>,
     locate: impl Fn(&str) -> std::path::PathBuf,

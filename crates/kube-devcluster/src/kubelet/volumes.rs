@@ -501,6 +501,11 @@ impl Sandbox {
         ("unshare".into(), args)
     }
 
+    /// Where the container's process starts, in the sandbox.
+    pub fn working_dir(&self) -> &str {
+        &self.working_dir
+    }
+
     /// The reason the setup failed, if it did (read once).
     pub fn start_error(&self) -> Option<String> {
         let text = std::fs::read_to_string(&self.error_file).ok()?;

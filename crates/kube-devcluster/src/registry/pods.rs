@@ -29,6 +29,7 @@ pub static STRATEGY: Strategy = Strategy {
     delete_returns_object: true,
     categories: &["all"],
     log_subresource: true,
+    exec_subresource: true,
     field_labels: Some(FieldLabels {
         labels: &[
             "metadata.name",

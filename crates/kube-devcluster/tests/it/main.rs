@@ -16,6 +16,7 @@ mod conformance_requests;
 mod conformance_schemas;
 mod conformance_services;
 mod conformance_termination;
+mod exec;
 mod faults;
 mod jobs;
 mod kubectl;

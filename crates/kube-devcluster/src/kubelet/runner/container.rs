@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use super::Runner;
 use super::prepare::Prepared;
+use crate::kubelet::exec;
 use crate::kubelet::init_containers::{self, Kind, Slot};
 use crate::kubelet::process::{command_for, spawn_error};
 use crate::kubelet::status::{State, cannot_start, terminated};
@@ -274,6 +275,7 @@ impl Runner {
             return Outcome::Stopped;
         }
         let readers = read_output(&mut child, output);
+        let registered = self.register_exec(run, group, sandbox.as_ref(), scratch.path());
         let running = State::Running {
             started_at: started_at.clone(),
         };
@@ -288,6 +290,7 @@ impl Runner {
         } else {
             None
         };
+        drop(registered);
         // Whatever the main process left behind dies with it, as in a container.
         kill_group(group);
         let exit = match exit {
@@ -310,6 +313,33 @@ impl Runner {
             ));
         }
         Outcome::Exited(terminated(exit, started_at))
+    }
+
+    /// Makes the running container one `exec` can reach: its process, its environment as it
+    /// started with it, and its working directory.
+    fn register_exec(
+        &self,
+        run: &ContainerRun<'_>,
+        group: i32,
+        sandbox: Option<&Sandbox>,
+        scratch: &std::path::Path,
+    ) -> exec::Registration {
+        let prepared = run.prepared;
+        let mut env = prepared.env.clone();
+        env.insert("HOME".into(), scratch.to_string_lossy().into_owned());
+        let working_dir = sandbox.map_or_else(
+            || scratch.to_string_lossy().into_owned(),
+            |s| s.working_dir().to_string(),
+        );
+        let pod = &self.pod;
+        let target = exec::ExecTarget::new(pod.uid(), group, env, working_dir, sandbox.is_some());
+        exec::register(
+            &self.shared,
+            pod.namespace(),
+            pod.name(),
+            &prepared.name,
+            target,
+        )
     }
 
     /// Waits for the container's main process to exit; `None` when it is to be killed instead
