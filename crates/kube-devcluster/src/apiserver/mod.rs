@@ -3,7 +3,8 @@
 //! parameters, list options, admission and validation, the patch types with managed fields,
 //! dry run, request bodies in JSON, YAML and protobuf, representations (as stored, metadata
 //! only, tables), watches, discovery and OpenAPI, fault injection and request counters. Reads
-//! pod logs from the [`kubelet`](crate::kubelet); applies the per-kind rules of
+//! pod logs from the [`kubelet`](crate::kubelet) and runs `pods/exec` sessions through it
+//! ([`exec`]: WebSocket remote command protocols); applies the per-kind rules of
 //! [`crate::registry`]; stores through [`crate::storage`].
 
 pub mod admission;

@@ -1,6 +1,6 @@
 //! The HTTP API server: routes Kubernetes API requests (discovery, aggregated discovery, OpenAPI
 //! v3, get, list, watch, create, update, patch, delete, deletecollection, `/status`, `pods/log`)
-//! to the store, with what the real server does on the way: CRD schema pruning, defaulting and
+//! to the store, and `pods/exec` WebSocket upgrades to [`crate::apiserver::exec`], with what the real server does on the way: CRD schema pruning, defaulting and
 //! validation, metadata validation, size limits, `Table` output for kubectl, warnings, fault
 //! injection and request counting.
 //!

@@ -1,7 +1,9 @@
 //! The kubelet: runs every pod's init containers and its first container as local processes and
 //! writes the pod's status as the real kubelet does ([`status`]). Started by
 //! [`crate::controllers::spawn_controllers`]; the API server reads pod logs through [`Shared`]
-//! (as [`PodLogs`]). Each pod is run by a [`runner::Runner`] of its own.
+//! (as [`PodLogs`]) and runs `kubectl exec` commands in running containers through it (as
+//! [`exec::PodExec`]: in the container's environment, working directory and sandbox, with a
+//! pseudo-terminal from [`pty`] when asked). Each pod is run by a [`runner::Runner`] of its own.
 //!
 //! A container's `command` + `args` run without a shell (unless the command is one), after
 //! `$(VAR)` expansion, with the container's environment ([`crate::kubelet::pod_env`]: `envFrom`,
@@ -58,7 +60,7 @@
 //!
 //! No process outlives its pod or the control plane:
 //! - each container runs in its own process group (a pod's sidecars each in theirs, beside the
-//!   running container's), and the whole group is killed (SIGKILL, as with a grace period of 0)
+//!   running container's, and each exec'd command in its own too), and the whole group is killed (SIGKILL, as with a grace period of 0)
 //!   when its main process exits, when the pod is deleted, and when the controllers stop or
 //!   are dropped;
 //! - when the control plane process dies without running any of that (SIGKILL, abort), a small

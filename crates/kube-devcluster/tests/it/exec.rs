@@ -222,6 +222,17 @@ async fn exec_is_refused_as_the_real_server_refuses_it() {
     );
 
     running(&kubectl, "p", false).await;
+    // kubectl's SPDY, which the devcluster does not serve, is told so in words.
+    let spdy = kubectl
+        .command(&["exec", "p", "--", "true"])
+        .env("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", "false")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&spdy.stderr);
+    assert!(!spdy.status.success());
+    assert!(stderr.contains("not SPDY"), "{stderr}");
+
     let bad = kubectl
         .run(&["exec", "p", "-c", "other", "--", "true"])
         .await;

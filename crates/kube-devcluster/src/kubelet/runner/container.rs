@@ -3,6 +3,7 @@
 //! message read when it ends, and the container started again as its kind and the pod's
 //! `restartPolicy` say ([`crate::kubelet::init_containers::restarts`]), after the kubelet's
 //! back-off ([`crate::kubelet::retry_delay`]), each run with a log and message file of its own.
+//! While its process runs, the container is registered for `exec` ([`crate::kubelet::exec`]).
 
 use std::process::Stdio;
 use std::time::Duration;
