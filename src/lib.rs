@@ -8,6 +8,8 @@
 //! - [`step_agent`]: the step agent's program (`workflow-agent`), run inside a step's pod.
 //! - [`telemetry`]: metrics and health endpoints.
 //! - [`web`]: the web view of the workflows (`--web-addr`), read from the operator's mirror.
+//! - [`artifacts`]: files and directories passed between steps through an S3-compatible
+//!   bucket (the step agent's and the operator's library), and the store `dev` runs.
 //! - [`bench`](mod@bench): the end-to-end benchmark (`workflow-operator bench`): the control plane plus the
 //!   operator as a separate process, measured (the `dev` feature).
 //!
@@ -17,6 +19,7 @@
 //! `kube-devcluster`, the embedded Kubernetes control plane. The last two know no workflows.
 #![forbid(unsafe_code)]
 
+pub mod artifacts;
 #[cfg(feature = "dev")]
 pub mod bench;
 pub mod cli;

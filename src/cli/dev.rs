@@ -1,6 +1,7 @@
 //! `workflow-operator dev`: the embedded control plane, the WorkFlow CRD and (unless
 //! `--no-operator`) the operator, in one process, with manifests applied from files and a line
-//! printed whenever a workflow's status changes. `make demo` runs this.
+//! printed whenever a workflow's status changes. `make demo` runs this. Beside them, an
+//! S3-compatible artifact store, announced to the cluster as the default artifact repository.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::Value;
 
+use crate::artifacts::embedded::{self, EmbeddedStore};
 use crate::controllers::workflow::operator::{self, OperatorOptions};
 use crate::web;
 use kube_devcluster::entrypoints;
@@ -39,6 +41,10 @@ pub struct DevArgs {
     /// Where to write a kubeconfig for kubectl (default: a temporary file, printed at start).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Where the artifact store keeps its bucket (kept after exit; default: a temporary
+    /// directory, removed at exit).
+    #[arg(long, value_name = "DIR")]
+    artifact_dir: Option<PathBuf>,
     /// Only the control plane and the CRD; run the operator yourself (`workflow-operator run`).
     #[arg(long)]
     no_operator: bool,
@@ -187,6 +193,10 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         }
         (None, _) => None,
     };
+    // Signals are caught from here on, not only once the workflows are followed: SIGTERM while
+    // starting up still ends in the clean-up below (the store's temporary directory).
+    let signalled = tokio::spawn(crate::cli::shutdown_signal());
+    let store = start_artifact_store(args.artifact_dir.clone(), &client).await?;
     operator::install_crd(&client)
         .await
         .context("installing the WorkFlow CRD")?;
@@ -232,10 +242,11 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
     };
     let outcome = tokio::select! {
         outcome = follow_workflows(client.clone(), args.until_done.then_some(&submitted)) => outcome,
-        _ = crate::cli::shutdown_signal() => Ok(ExitCode::SUCCESS),
+        _ = signalled => Ok(ExitCode::SUCCESS),
         () = force_gone => unreachable!("the fault ticker never ends"),
     };
     shutdown.cancel();
+    store.shutdown().await;
     if let Some(task) = operator_task {
         match task.await {
             Ok(Err(error)) => eprintln!("operator stopped with an error: {error:#}"),
@@ -244,6 +255,24 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         }
     }
     outcome
+}
+
+/// Starts the artifact store, writes the default repository's Secret and ConfigMap into the
+/// namespace `default`, and prints the store's endpoint.
+async fn start_artifact_store(
+    dir: Option<PathBuf>,
+    client: &kube::Client,
+) -> Result<EmbeddedStore> {
+    let store = EmbeddedStore::start(dir).await?;
+    embedded::install_default_repository(client.clone(), "default", &store).await?;
+    println!(
+        "artifact store at {} (S3, bucket {} in {}, plain HTTP; ConfigMap default/{} names it)",
+        store.endpoint(),
+        embedded::BUCKET,
+        store.dir().display(),
+        embedded::REPOSITORY_CONFIGMAP,
+    );
+    Ok(store)
 }
 
 /// Submits every document of a manifest file; returns the (namespace, name) of each WorkFlow.

@@ -13,6 +13,7 @@ mod support;
 #[path = "../../crates/kube-kopf/tests/common/mod.rs"]
 mod kopf_common;
 
+mod artifact_store;
 mod bench_cli;
 mod cache;
 mod cli;

@@ -1,0 +1,273 @@
+//! The artifact store of `workflow-operator dev` and of the tests: an S3-compatible server on
+//! 127.0.0.1 (a free port) over a directory (`s3s-fs`: a bucket is a directory, a key a file),
+//! with one bucket, [`BUCKET`], and a generated access key and secret key. Plain HTTP on
+//! loopback, like the embedded control plane: for trying and testing, never for production.
+//!
+//! [`install_default_repository`] tells the cluster about it: a Secret with the keys and a
+//! ConfigMap with the `ArtifactRepository` that names it, in the form an installation would
+//! write them for a real store.
+//!
+//! # Caveats
+//! `s3s-fs` lists at most 1,000 keys per call and gives no continuation token, so a listing
+//! (and `delete_prefix`) of more keys sees the first 1,000.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use rand::distr::{Alphanumeric, SampleString};
+use s3s::auth::SimpleAuth;
+use s3s::service::{S3Service, S3ServiceBuilder};
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use workflow_operator_core::crd::artifacts::{ArtifactRepository, CredentialsSecret, S3Repository};
+
+use super::target::{DEFAULT_REGION, S3Target};
+
+/// The one bucket of the embedded store.
+pub const BUCKET: &str = "workflows";
+/// The Secret [`install_default_repository`] writes: `accessKey` and `secretKey`.
+pub const CREDENTIALS_SECRET: &str = "workflow-artifact-credentials";
+/// The ConfigMap [`install_default_repository`] writes: its key [`REPOSITORY_KEY`] holds the
+/// `ArtifactRepository` as YAML.
+pub const REPOSITORY_CONFIGMAP: &str = "workflow-artifact-repository";
+/// The data key of [`REPOSITORY_CONFIGMAP`].
+pub const REPOSITORY_KEY: &str = "repository";
+
+/// Why the embedded store did not start, or could not be announced to the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The directory to keep artifacts in could not be made.
+    #[error("cannot use {} for the artifact store", path.display())]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No port on 127.0.0.1.
+    #[error("cannot listen on 127.0.0.1 for the artifact store")]
+    Listen(#[source] std::io::Error),
+    /// Writing the Secret or the ConfigMap failed.
+    #[error("cannot write {kind} {namespace}/{name}")]
+    Install {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// An embedded store, serving until [`EmbeddedStore::shutdown`] or drop.
+pub struct EmbeddedStore {
+    target: S3Target,
+    dir: PathBuf,
+    /// The temporary directory when none was given: removed on drop.
+    _temporary: Option<TempDir>,
+    stop: CancellationToken,
+    server: Option<JoinHandle<()>>,
+}
+
+impl EmbeddedStore {
+    /// Serves a store over `dir` (created if missing; kept afterwards), or over a temporary
+    /// directory removed when the store is dropped.
+    ///
+    /// # Errors
+    /// The directory cannot be made or read; no port is free.
+    pub async fn start(dir: Option<PathBuf>) -> Result<EmbeddedStore, Error> {
+        let (dir, temporary) = match dir {
+            Some(dir) => (dir, None),
+            None => {
+                let temporary = tempfile::Builder::new()
+                    .prefix("workflow-artifacts-")
+                    .tempdir()
+                    .map_err(|source| Error::Dir {
+                        path: std::env::temp_dir(),
+                        source,
+                    })?;
+                (temporary.path().to_path_buf(), Some(temporary))
+            }
+        };
+        let dir_error = |source| Error::Dir {
+            path: dir.clone(),
+            source,
+        };
+        // s3s-fs keeps a bucket as a directory of its root: making it is creating the bucket.
+        std::fs::create_dir_all(dir.join(BUCKET)).map_err(dir_error)?;
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(Error::Listen)?;
+        let address = listener.local_addr().map_err(Error::Listen)?;
+        let target = generated_target(address);
+        let service = service(&dir, &target).map_err(dir_error)?;
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(listener, service, stop.clone()));
+        Ok(EmbeddedStore {
+            target,
+            dir,
+            _temporary: temporary,
+            stop,
+            server: Some(server),
+        })
+    }
+
+    /// Its URL, `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.target.endpoint
+    }
+
+    /// Its bucket with the credentials, for `put_path` and the rest.
+    pub fn target(&self) -> &S3Target {
+        &self.target
+    }
+
+    /// The directory it keeps the bucket in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The repository naming it, its credentials in the Secret [`CREDENTIALS_SECRET`].
+    pub fn repository(&self) -> ArtifactRepository {
+        ArtifactRepository {
+            s3: Some(S3Repository {
+                endpoint: self.target.endpoint.clone(),
+                bucket: BUCKET.to_string(),
+                credentials_secret: CredentialsSecret {
+                    name: CREDENTIALS_SECRET.to_string(),
+                },
+                ..S3Repository::default()
+            }),
+            oci: None,
+        }
+    }
+
+    /// Stops serving, waiting for the server to close its listener.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+}
+
+impl Drop for EmbeddedStore {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// 127.0.0.1 at `address`, with fresh keys.
+fn generated_target(address: SocketAddr) -> S3Target {
+    let mut random = rand::rng();
+    S3Target {
+        endpoint: format!("http://{address}"),
+        bucket: BUCKET.to_string(),
+        region: DEFAULT_REGION.to_string(),
+        access_key: Alphanumeric.sample_string(&mut random, 20),
+        secret_key: Alphanumeric.sample_string(&mut random, 40),
+    }
+}
+
+/// S3 over `dir`, accepting only `target`'s keys; path-style requests only.
+fn service(dir: &Path, target: &S3Target) -> std::io::Result<S3Service> {
+    let fs = s3s_fs::FileSystem::new(dir)
+        .map_err(|error| std::io::Error::other(format!("{error:?}")))?;
+    let mut builder = S3ServiceBuilder::new(fs);
+    builder.set_auth(SimpleAuth::from_single(
+        target.access_key.as_str(),
+        target.secret_key.as_str(),
+    ));
+    Ok(builder.build())
+}
+
+/// Accepts connections until `stop`, each served over HTTP/1.1 on a task of its own.
+async fn serve(listener: TcpListener, service: S3Service, stop: CancellationToken) {
+    loop {
+        let socket = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((socket, _)) => socket,
+                Err(error) => {
+                    tracing::warn!(%error, "artifact store: accepting a connection");
+                    // Out of file descriptors, say: give connections time to close.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = stop.cancelled() => return,
+        };
+        let connection = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(socket), service.clone());
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                served = connection => if let Err(error) = served {
+                    tracing::debug!(%error, "artifact store: connection");
+                },
+                () = stop.cancelled() => {}
+            }
+        });
+    }
+}
+
+/// Writes, in `namespace`, the Secret [`CREDENTIALS_SECRET`] (`accessKey`, `secretKey`) and
+/// the ConfigMap [`REPOSITORY_CONFIGMAP`] whose [`REPOSITORY_KEY`] is `store`'s repository as
+/// YAML; replaces them if they exist (a restarted `dev` has new keys and a new port).
+///
+/// # Errors
+/// The API server refused a write.
+pub async fn install_default_repository(
+    client: kube::Client,
+    namespace: &str,
+    store: &EmbeddedStore,
+) -> Result<(), Error> {
+    let params = PatchParams::apply("workflow-operator-dev").force();
+    let metadata = |name: &str| ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(namespace.to_string()),
+        ..ObjectMeta::default()
+    };
+    let secret = Secret {
+        metadata: metadata(CREDENTIALS_SECRET),
+        data: Some(BTreeMap::from([
+            ("accessKey".to_string(), bytes(&store.target.access_key)),
+            ("secretKey".to_string(), bytes(&store.target.secret_key)),
+        ])),
+        ..Secret::default()
+    };
+    let repository =
+        serde_yaml::to_string(&store.repository()).expect("a repository serialises to YAML");
+    let config_map = ConfigMap {
+        metadata: metadata(REPOSITORY_CONFIGMAP),
+        data: Some(BTreeMap::from([(REPOSITORY_KEY.to_string(), repository)])),
+        ..ConfigMap::default()
+    };
+    let failed = |kind, name: &str| {
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        move |source| Error::Install {
+            kind,
+            namespace,
+            name,
+            source,
+        }
+    };
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .patch(CREDENTIALS_SECRET, &params, &Patch::Apply(&secret))
+        .await
+        .map_err(failed("Secret", CREDENTIALS_SECRET))?;
+    Api::<ConfigMap>::namespaced(client, namespace)
+        .patch(REPOSITORY_CONFIGMAP, &params, &Patch::Apply(&config_map))
+        .await
+        .map_err(failed("ConfigMap", REPOSITORY_CONFIGMAP))?;
+    Ok(())
+}
+
+fn bytes(text: &str) -> ByteString {
+    ByteString(text.as_bytes().to_vec())
+}

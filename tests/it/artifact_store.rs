@@ -1,0 +1,449 @@
+//! Artifacts through the embedded S3 store (`artifacts::embedded`), as the step agent moves
+//! them: files and directories put and got back, keys replaced, listed and deleted, and the
+//! errors a user sees for a missing key, a missing bucket, a missing path and a wrong secret
+//! key. Then the store as `dev` runs it: its endpoint printed, the default repository's
+//! ConfigMap and Secret in the cluster, enough to reach it.
+//!
+//! `throughput_of_a_100_mib_file_against_cp` is `#[ignore]`d: a measurement, run with
+//! `cargo test --release --test it artifact_store::throughput -- --ignored --nocapture`.
+
+use crate::support::{Namespace, namespace};
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Api;
+use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
+use rstest::rstest;
+use workflow_operator::artifacts::embedded::{self, EmbeddedStore};
+use workflow_operator::artifacts::{self, Error, S3Target};
+use workflow_operator_core::crd::artifacts::ArtifactRepository;
+
+async fn store() -> EmbeddedStore {
+    EmbeddedStore::start(None).await.expect("the store starts")
+}
+
+/// `len` bytes that gzip cannot shrink, the same for the same seed.
+fn random_file(path: &Path, len: usize, seed: u64) {
+    let mut random = StdRng::seed_from_u64(seed);
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut block = vec![0; 1 << 20];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(block.len());
+        random.fill_bytes(&mut block[..n]);
+        file.write_all(&block[..n]).unwrap();
+        left -= n;
+    }
+    file.flush().unwrap();
+}
+
+/// The error and each of its causes, as `{:#}` of anyhow shows them.
+fn whole(error: &Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(error) = cause {
+        text.push_str(&format!(": {error}"));
+        cause = error.source();
+    }
+    text
+}
+
+#[tokio::test]
+async fn a_file_put_is_got_back_at_the_destination_path_even_in_many_parts() {
+    let store = store().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("model.bin");
+    // Larger than three parts of 8 MiB: a multipart upload with parts in flight together.
+    random_file(&source, 30 << 20, 1);
+
+    let stored = artifacts::put_path(store.target(), "ns/wf/run-1/train/model.tgz", &source)
+        .await
+        .unwrap();
+    assert_eq!(stored.key, "ns/wf/run-1/train/model.tgz");
+    let listed = artifacts::list(store.target(), "ns/wf").await.unwrap();
+    assert_eq!(
+        listed,
+        std::slice::from_ref(&stored),
+        "the size put is the size stored"
+    );
+    assert!(stored.size > 30 << 20, "{stored:?}");
+
+    let dest = dir.path().join("inputs/deep/model.bin");
+    artifacts::get_path(store.target(), &stored.key, &dest)
+        .await
+        .unwrap();
+    assert!(
+        std::fs::read(&source).unwrap() == std::fs::read(&dest).unwrap(),
+        "the file came back changed"
+    );
+}
+
+#[tokio::test]
+async fn a_directory_put_is_recreated_with_nested_and_empty_subdirectories() {
+    let store = store().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("out");
+    std::fs::create_dir_all(source.join("reports/2024/q1")).unwrap();
+    std::fs::create_dir_all(source.join("cache/empty")).unwrap();
+    std::fs::write(source.join("summary.txt"), "3 passed").unwrap();
+    std::fs::write(source.join("reports/2024/q1/a.csv"), "x,y\n1,2\n").unwrap();
+
+    let stored = artifacts::put_path(store.target(), "k/out.tgz", &source)
+        .await
+        .unwrap();
+    let dest = dir.path().join("in/out");
+    artifacts::get_path(store.target(), &stored.key, &dest)
+        .await
+        .unwrap();
+
+    let read = |path: &str| std::fs::read_to_string(dest.join(path)).unwrap();
+    assert_eq!(read("summary.txt"), "3 passed");
+    assert_eq!(read("reports/2024/q1/a.csv"), "x,y\n1,2\n");
+    assert!(dest.join("cache/empty").is_dir(), "the empty directory");
+    assert_eq!(
+        std::fs::read_dir(dest.join("cache/empty")).unwrap().count(),
+        0
+    );
+    let mut top: Vec<_> = std::fs::read_dir(&dest)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["cache", "reports", "summary.txt"], "no extra level");
+}
+
+#[tokio::test]
+async fn a_second_put_to_a_key_replaces_the_first() {
+    let store = store().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    std::fs::write(&first, "first attempt, longer than the second").unwrap();
+    std::fs::write(&second, "retried").unwrap();
+    let key = "ns/wf/run-1/step/out.tgz";
+
+    artifacts::put_path(store.target(), key, &first)
+        .await
+        .unwrap();
+    let stored = artifacts::put_path(store.target(), key, &second)
+        .await
+        .unwrap();
+
+    let listed = artifacts::list(store.target(), "ns").await.unwrap();
+    assert_eq!(listed, [stored], "one object, of the second put");
+    let dest = dir.path().join("got");
+    artifacts::get_path(store.target(), key, &dest)
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(dest).unwrap(), "retried");
+}
+
+#[tokio::test]
+async fn a_missing_key_is_named_with_its_bucket() {
+    let store = store().await;
+    let dest = tempfile::tempdir().unwrap().path().join("x");
+    let error = artifacts::get_path(store.target(), "ns/wf/run-1/a/out.tgz", &dest)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "artifact ns/wf/run-1/a/out.tgz not found in bucket workflows"
+    );
+    assert!(!dest.exists());
+}
+
+#[tokio::test]
+async fn a_missing_bucket_and_a_missing_path_are_named() {
+    let store = store().await;
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("never-written");
+    let error = artifacts::put_path(store.target(), "k.tgz", &missing)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("output artifact path {} does not exist", missing.display())
+    );
+
+    // s3s-fs makes a bucket for a put, so only a listing shows it missing.
+    let elsewhere = S3Target {
+        bucket: "no-such-bucket".into(),
+        ..store.target().clone()
+    };
+    let error = artifacts::list(&elsewhere, "ns").await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "bucket no-such-bucket does not exist at {}",
+            store.endpoint()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_secret_key_is_refused_naming_the_endpoint_and_never_shown() {
+    let store = store().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let wrong_secret = "WRONGsecretKEYwrongSECRETkeyWRONGsecret0";
+    let wrong = S3Target {
+        secret_key: wrong_secret.into(),
+        ..store.target().clone()
+    };
+
+    let put = artifacts::put_path(&wrong, "k.tgz", &file)
+        .await
+        .unwrap_err();
+    let get = artifacts::get_path(&wrong, "k.tgz", &dir.path().join("got"))
+        .await
+        .unwrap_err();
+    let list = artifacts::list(&wrong, "").await.unwrap_err();
+    for error in [put, get, list] {
+        assert!(matches!(error, Error::Refused { .. }), "{error:?}");
+        let text = whole(&error);
+        assert!(
+            text.starts_with(&format!(
+                "the store at {} refused the credentials",
+                store.endpoint()
+            )),
+            "{text}"
+        );
+        for secret in [wrong_secret, &store.target().secret_key] {
+            assert!(!text.contains(secret), "the secret key shown: {text}");
+            assert!(!format!("{error:?}").contains(secret), "{error:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn delete_prefix_deletes_the_keys_under_it_and_no_others() {
+    let store = store().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let keys = [
+        "ns/wf/run-1/a/out.tgz",
+        "ns/wf/run-1/b/item-0/out.tgz",
+        "ns/wf/run-10/a/out.tgz",
+        "ns/other/run-1/a/out.tgz",
+    ];
+    for key in keys {
+        artifacts::put_path(store.target(), key, &file)
+            .await
+            .unwrap();
+    }
+
+    let deleted = artifacts::delete_prefix(store.target(), "ns/wf/run-1")
+        .await
+        .unwrap();
+    assert_eq!(deleted, 2);
+    let mut left: Vec<String> = artifacts::list(store.target(), "ns")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|stored| stored.key)
+        .collect();
+    left.sort();
+    assert_eq!(left, ["ns/other/run-1/a/out.tgz", "ns/wf/run-10/a/out.tgz"]);
+    let error = artifacts::delete_prefix(store.target(), "/")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::EmptyPrefix { .. }), "{error:?}");
+}
+
+/// What a step agent does: read the repository from the ConfigMap, the keys from the Secret,
+/// and put and get through them.
+async fn round_trip_through_the_default_repository(client: kube::Client, namespace: &str) {
+    let config_map = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get(embedded::REPOSITORY_CONFIGMAP)
+        .await
+        .expect("the repository's ConfigMap");
+    let yaml = &config_map.data.unwrap()[embedded::REPOSITORY_KEY];
+    let repository: ArtifactRepository = serde_yaml::from_str(yaml).expect(yaml);
+    let s3 = repository.s3.expect("an s3 repository");
+    assert_eq!(s3.bucket, "workflows", "{yaml}");
+    let secret = Api::<Secret>::namespaced(client, namespace)
+        .get(&s3.credentials_secret.name)
+        .await
+        .expect("the credentials Secret");
+    let data = secret.data.unwrap();
+    let key = |name: &str| String::from_utf8(data[name].0.clone()).unwrap();
+    let target = S3Target::from_repository(&s3, &key("accessKey"), &key("secretKey"));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("file"), "through the cluster").unwrap();
+    artifacts::put_path(&target, "ns/wf/f.tgz", &dir.path().join("file"))
+        .await
+        .unwrap();
+    artifacts::get_path(&target, "ns/wf/f.tgz", &dir.path().join("got"))
+        .await
+        .unwrap();
+    let got = std::fs::read_to_string(dir.path().join("got")).unwrap();
+    assert_eq!(got, "through the cluster");
+}
+
+#[rstest]
+#[tokio::test]
+async fn the_default_repository_written_into_a_cluster_reaches_the_store(
+    #[future(awt)] namespace: Namespace,
+) {
+    let store = store().await;
+    embedded::install_default_repository(namespace.client(), &namespace.name, &store)
+        .await
+        .unwrap();
+    // A second install (a restarted `dev`) replaces both objects.
+    embedded::install_default_repository(namespace.client(), &namespace.name, &store)
+        .await
+        .unwrap();
+    round_trip_through_the_default_repository(namespace.client(), &namespace.name).await;
+}
+
+/// A `dev` process and the lines it printed up to the artifact store's.
+struct Dev {
+    child: Child,
+    kubeconfig: PathBuf,
+    store_line: String,
+}
+
+fn start_dev(extra: &[&str]) -> Dev {
+    let child = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["dev", "--no-operator", "--web-addr", "off"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("dev starts");
+    let mut dev = Dev {
+        child,
+        kubeconfig: PathBuf::new(),
+        store_line: String::new(),
+    };
+    let stdout = dev.child.stdout.take().expect("piped");
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if let Some(path) = line.strip_prefix("export KUBECONFIG=") {
+            dev.kubeconfig = PathBuf::from(path);
+        }
+        if line.starts_with("artifact store at ") {
+            assert!(
+                !dev.kubeconfig.as_os_str().is_empty(),
+                "the kubeconfig line comes first"
+            );
+            dev.store_line = line;
+            return dev;
+        }
+    }
+    panic!("dev exited without printing the artifact store's line");
+}
+
+impl Dev {
+    async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let options = kube::config::KubeConfigOptions::default();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// The directory the printed line says the bucket is in.
+    fn store_dir(&self) -> PathBuf {
+        let (_, rest) = self.store_line.split_once(" in ").expect(&self.store_line);
+        PathBuf::from(rest.split_once(", ").expect(&self.store_line).0)
+    }
+
+    /// SIGTERM, then the exit.
+    fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "dev exited with {status}");
+    }
+}
+
+impl Drop for Dev {
+    /// A test that failed half-way leaves no `dev` running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn dev_prints_the_artifact_store_and_writes_the_default_repository_into_the_cluster() {
+    let kept = tempfile::tempdir().unwrap();
+    let dev = start_dev(&["--artifact-dir", kept.path().to_str().unwrap()]);
+    assert!(
+        dev.store_line
+            .starts_with("artifact store at http://127.0.0.1:"),
+        "{}",
+        dev.store_line
+    );
+    assert_eq!(dev.store_dir(), kept.path(), "{}", dev.store_line);
+    round_trip_through_the_default_repository(dev.client().await, "default").await;
+    dev.stop();
+    assert!(
+        kept.path().join("workflows/ns/wf/f.tgz").is_file(),
+        "--artifact-dir keeps the bucket after exit"
+    );
+
+    let dev = start_dev(&[]);
+    let temporary = dev.store_dir();
+    assert!(temporary.join("workflows").is_dir(), "{}", dev.store_line);
+    dev.stop();
+    assert!(
+        !temporary.exists(),
+        "the temporary directory is removed at exit"
+    );
+}
+
+/// Medians of 5 rounds (each: `cp`, then put, then get) of a 100 MiB file of random bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run with --release --ignored --nocapture"]
+async fn throughput_of_a_100_mib_file_against_cp() {
+    const SIZE: usize = 100 << 20;
+    let store = store().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source.bin");
+    random_file(&source, SIZE, 7);
+    let (mut cp, mut put, mut get) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..5 {
+        let copy = dir.path().join(format!("copy-{round}"));
+        let started = Instant::now();
+        let status = Command::new("cp").arg(&source).arg(&copy).status().unwrap();
+        assert!(status.success());
+        cp.push(started.elapsed());
+
+        let key = format!("bench/{round}.tgz");
+        let started = Instant::now();
+        artifacts::put_path(store.target(), &key, &source)
+            .await
+            .unwrap();
+        put.push(started.elapsed());
+
+        let got = dir.path().join(format!("got-{round}"));
+        let started = Instant::now();
+        artifacts::get_path(store.target(), &key, &got)
+            .await
+            .unwrap();
+        get.push(started.elapsed());
+        assert_eq!(std::fs::metadata(&got).unwrap().len(), SIZE as u64);
+        for path in [copy, got] {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    for (what, times) in [("cp", cp), ("put_path", put), ("get_path", get)] {
+        let median = median(times);
+        let rate = SIZE as f64 / (1 << 20) as f64 / median.as_secs_f64();
+        println!("{what:>8}: median {median:>10.3?}  {rate:7.1} MiB/s");
+    }
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
