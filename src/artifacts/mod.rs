@@ -6,6 +6,7 @@
 //!
 //! - [`key`]: the keys, pure.
 //! - [`target`]: the bucket, its credentials and the client.
+//! - [`credentials`]: a repository's credentials, read from its Secret.
 //! - [`transfer`]: put, get, list, delete.
 //! - [`error`]: what failed, in the user's words.
 //! - `archive` and `bridge`: the `.tar.gz` layout, and the blocking I/O it runs on.
@@ -13,6 +14,7 @@
 
 mod archive;
 mod bridge;
+pub mod credentials;
 #[cfg(feature = "dev")]
 pub mod embedded;
 pub mod error;

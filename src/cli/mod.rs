@@ -1,6 +1,7 @@
 //! The command line: one clap subcommand per job, each in its own module. `main.rs` only calls
 //! [`main`].
 
+mod artifacts;
 #[cfg(feature = "dev")]
 mod bench;
 mod cache;
@@ -130,6 +131,12 @@ enum Command {
         workflow-operator cache list\n  \
         workflow-operator cache clear --older-than 24h")]
     Cache(cache::CacheArgs),
+    /// List a workflow's artifacts, or download one (`outputs.artifacts` of its steps, kept in
+    /// its artifact repository).
+    #[command(after_help = "Examples:\n  \
+        workflow-operator artifacts list build\n  \
+        workflow-operator artifacts get build compile app -o ./app")]
+    Artifacts(artifacts::ArtifactsArgs),
     /// List the locks between workflows (`synchronization`): who holds each mutex and
     /// semaphore, and who waits for it, first in line first.
     #[command(after_help = "Examples:\n  \
@@ -176,6 +183,7 @@ pub fn main() -> ExitCode {
         Command::Cron(args) => block_on(cron::cron(args)),
         Command::Locks(args) => block_on(locks::locks(args)),
         Command::Cache(args) => block_on(cache::cache(args)),
+        Command::Artifacts(args) => block_on(artifacts::artifacts(args)),
         Command::Run(args) => block_on(run::run(args)),
         #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),

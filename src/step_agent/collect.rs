@@ -6,12 +6,13 @@ use workflow_operator_core::agent::{self, Report, Task};
 use workflow_operator_core::outputs;
 
 /// The report of a command that succeeded: its `key=value` lines, its output parameters and,
-/// when kept, its standard output (`stdout`).
+/// when kept, its standard output (`stdout`, or why it cannot be).
 ///
 /// # Errors
 /// What cannot be read, naming it: a parameter's missing file (without a `default`), lines
 /// that are not `key=value`, a standard output that is not text.
-pub fn report(task: &Task, stdout: Option<Vec<u8>>) -> Result<Report, String> {
+pub fn report(task: &Task, stdout: Result<Option<Vec<u8>>, String>) -> Result<Report, String> {
+    let stdout = stdout?;
     let lines = std::fs::read_to_string(agent::OUTPUTS_FILE).unwrap_or_default();
     let lines = outputs::parse(&lines).map_err(|e| format!("the step's {e}"))?;
     let mut parameters = BTreeMap::new();

@@ -1,10 +1,12 @@
 //! The step agent's program (`workflow-agent`, the binary `src/bin/workflow-agent.rs`): it
 //! runs inside a step's pod, copied there by an init container ([`install`]), and runs the
-//! step's command ([`run`]): it writes the step's script first, keeps the standard output as
-//! `result`, and afterwards reads the output parameters and writes everything as one report
-//! where the operator reads outputs. What it is told and what it answers are the core's
+//! step's command ([`run`]): it writes the step's script and downloads its input artifacts
+//! first, keeps the standard output as `result`, and afterwards reads the output parameters,
+//! uploads the output artifacts and writes everything as one report where the operator reads
+//! outputs. What it is told and what it answers are the core's
 //! `workflow_operator_core::agent` types.
 
+mod artifacts;
 mod collect;
 mod run;
 

@@ -6,43 +6,62 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 
-use workflow_operator_core::agent::{self, COLLECT_FAILED_EXIT, TASK_ENV, Task};
+use workflow_operator_core::agent::{self, COLLECT_FAILED_EXIT, Report, TASK_ENV, Task};
 use workflow_operator_core::outputs::{MAX_OUTPUTS_BYTES, OUTPUTS_ENV, OUTPUTS_PATH};
 
-use super::collect;
+use super::{artifacts, collect};
 
 /// The exit code when the command cannot be started, as a shell's.
 const CANNOT_RUN_EXIT: i32 = 127;
 
 /// Runs `command` as the step, and returns the step's exit code: the command's, or
-/// [`COLLECT_FAILED_EXIT`] when it succeeded but its outputs cannot be collected. Whatever
+/// [`COLLECT_FAILED_EXIT`] when its inputs cannot be had or its outputs collected. Whatever
 /// fails says why in the termination message (the step's failure message) and on stderr.
 pub fn run(command: &[String]) -> i32 {
     let report_path = std::env::var(OUTPUTS_ENV).unwrap_or_else(|_| OUTPUTS_PATH.to_string());
-    let fail = |code: i32, message: String| {
-        eprintln!("workflow-agent: {message}");
-        let _ = std::fs::write(&report_path, &message);
-        code
+    let fail = Failing {
+        report_path: &report_path,
     };
     let task: Task = match std::env::var(TASK_ENV).map(|t| serde_json::from_str(&t)) {
         Ok(Ok(task)) => task,
         Ok(Err(error)) => {
-            return fail(CANNOT_RUN_EXIT, format!("${TASK_ENV} is not JSON: {error}"));
+            return fail.with(CANNOT_RUN_EXIT, format!("${TASK_ENV} is not JSON: {error}"));
         }
-        Err(_) => return fail(CANNOT_RUN_EXIT, format!("${TASK_ENV} is not set")),
+        Err(_) => return fail.with(CANNOT_RUN_EXIT, format!("${TASK_ENV} is not set")),
     };
-    if let Err(message) = prepare(&task) {
-        return fail(CANNOT_RUN_EXIT, message);
-    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a current-thread runtime");
-    let ran = runtime.block_on(run_command(command, task.result));
-    let (status, stdout) = match ran {
+    runtime.block_on(run_task(&task, command, &fail))
+}
+
+/// Where a failure is written: the termination message, as the step's failure message.
+struct Failing<'a> {
+    report_path: &'a str,
+}
+
+impl Failing<'_> {
+    /// Says `message` (on stderr and in the termination message); `code`, to exit with.
+    fn with(&self, code: i32, message: String) -> i32 {
+        eprintln!("workflow-agent: {message}");
+        let _ = std::fs::write(self.report_path, &message);
+        code
+    }
+}
+
+/// The step: inputs, the command, then its outputs.
+async fn run_task(task: &Task, command: &[String], fail: &Failing<'_>) -> i32 {
+    if let Err(message) = prepare(task) {
+        return fail.with(CANNOT_RUN_EXIT, message);
+    }
+    if let Err(message) = artifacts::download(task).await {
+        return fail.with(COLLECT_FAILED_EXIT, message);
+    }
+    let (status, stdout) = match run_command(command, task.result).await {
         Ok(ran) => ran,
         Err(error) => {
-            return fail(
+            return fail.with(
                 CANNOT_RUN_EXIT,
                 format!("cannot run {:?}: {error}", command[0]),
             );
@@ -51,15 +70,26 @@ pub fn run(command: &[String]) -> i32 {
     if !status.success() {
         return exit_code(status);
     }
-    match collect::report(&task, stdout).and_then(|r| r.to_message()) {
-        Ok(message) => match std::fs::write(&report_path, message) {
+    let report = match collect::report(task, stdout.map(|s| s.result()).transpose()) {
+        Ok(report) => report,
+        Err(message) => return fail.with(COLLECT_FAILED_EXIT, message),
+    };
+    let stored = match artifacts::upload(task).await {
+        Ok(stored) => stored,
+        Err(message) => return fail.with(COLLECT_FAILED_EXIT, message),
+    };
+    let report = Report {
+        outputs: report.outputs.into_iter().chain(stored).collect(),
+    };
+    match report.to_message() {
+        Ok(message) => match std::fs::write(fail.report_path, message) {
             Ok(()) => 0,
-            Err(error) => fail(
+            Err(error) => fail.with(
                 COLLECT_FAILED_EXIT,
-                format!("writing the outputs to {report_path}: {error}"),
+                format!("writing the outputs to {}: {error}", fail.report_path),
             ),
         },
-        Err(message) => fail(COLLECT_FAILED_EXIT, message),
+        Err(message) => fail.with(COLLECT_FAILED_EXIT, message),
     }
 }
 
@@ -85,10 +115,13 @@ fn prepare(task: &Task) -> Result<(), String> {
 async fn run_command(
     command: &[String],
     keep_stdout: bool,
-) -> std::io::Result<(ExitStatus, Option<Vec<u8>>)> {
+) -> std::io::Result<(ExitStatus, Option<Stdout>)> {
+    // The store's credentials are the agent's, not the command's.
     let mut child = Command::new(&command[0])
         .args(&command[1..])
         .env(OUTPUTS_ENV, agent::OUTPUTS_FILE)
+        .env_remove(agent::ACCESS_KEY_ENV)
+        .env_remove(agent::SECRET_KEY_ENV)
         .stdout(if keep_stdout {
             Stdio::piped()
         } else {
@@ -114,8 +147,9 @@ async fn run_command(
 }
 
 /// Copies `stdout` to the agent's own (the step's log) and keeps its first bytes.
-async fn copy_and_keep(stdout: &mut tokio::process::ChildStdout) -> Vec<u8> {
+async fn copy_and_keep(stdout: &mut tokio::process::ChildStdout) -> Stdout {
     let mut kept = Vec::new();
+    let mut total = 0;
     let mut out = tokio::io::stdout();
     let mut buffer = vec![0u8; 64 * 1024];
     while let Ok(n) = stdout.read(&mut buffer).await {
@@ -125,9 +159,34 @@ async fn copy_and_keep(stdout: &mut tokio::process::ChildStdout) -> Vec<u8> {
         let _ = out.write_all(&buffer[..n]).await;
         let room = (MAX_OUTPUTS_BYTES + 1).saturating_sub(kept.len());
         kept.extend_from_slice(&buffer[..n.min(room)]);
+        total += n;
     }
     let _ = out.flush().await;
-    kept
+    Stdout { kept, total }
+}
+
+/// A command's standard output as kept: its first bytes, and how many it wrote.
+struct Stdout {
+    kept: Vec<u8>,
+    total: usize,
+}
+
+impl Stdout {
+    /// The bytes, when all were kept.
+    ///
+    /// # Errors
+    /// Its size, when it is too large for a termination message.
+    fn result(self) -> Result<Vec<u8>, String> {
+        if self.total > MAX_OUTPUTS_BYTES {
+            return Err(format!(
+                "the standard output (result) is {} bytes, more than the {MAX_OUTPUTS_BYTES} \
+                 bytes of a termination message: pass large values as an artifact \
+                 (outputs.artifacts)",
+                self.total
+            ));
+        }
+        Ok(self.kept)
+    }
 }
 
 fn pass_on(child: &tokio::process::Child, signal: nix::sys::signal::Signal) {

@@ -14,6 +14,7 @@ mod support;
 mod kopf_common;
 
 mod artifact_store;
+mod artifacts;
 mod bench_cli;
 mod cache;
 mod cli;

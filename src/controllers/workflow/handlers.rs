@@ -37,7 +37,7 @@ use super::apply::{self, delete_job, patch_job};
 use super::decide::{self, Decision};
 use super::observe;
 use super::shared::{Shared, temporary};
-use super::{cache, gate, locks, record, repository, resolve};
+use super::{artifact_gc, cache, gate, locks, record, repository, resolve};
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
@@ -99,7 +99,7 @@ async fn pass(
     apply::apply(shared, ctx, &seen, &mut decision, &mut record).await?;
     record::after_actions(shared, ctx, &seen, &mut record, &decision.plan).await?;
     record::remember(shared, &seen, &record, decision);
-    Ok(())
+    artifact_gc::on_completion(shared, ctx).await
 }
 
 /// How many times a pass looks up cache hits: each round's hits may let the next cached steps
@@ -240,6 +240,7 @@ async fn cleanup_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult 
     for job in owned_jobs(&api, workflow).await? {
         delete_job(&api, &job.name_any()).await?;
     }
+    artifact_gc::on_deletion(&ctx).await?;
     shared.forget(workflow);
     Ok(())
 }

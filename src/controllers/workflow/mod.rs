@@ -19,6 +19,7 @@
 
 pub mod admission;
 mod apply;
+mod artifact_gc;
 mod cache;
 pub mod cleanup;
 mod decide;

@@ -673,15 +673,33 @@ pub struct WorkFlowStatus {
     pub resolved_templates: Vec<ResolvedTemplate>,
 
     /// When the workflow's steps (of its latest retry) started: `activeDeadlineSeconds`
-    /// counts from it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// counts from it. Read also as `started_at`, as earlier operators wrote it.
+    #[serde(
+        rename = "startedAt",
+        alias = "started_at",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub started_at: Option<Time>,
 
     /// The artifact repository the workflow's artifacts go to, as the operator decided it
     /// before the first step with artifacts ran: every later step, retry and restart uses it,
     /// whatever becomes of the ConfigMap or flag it came from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "artifactRepository",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub artifact_repository: Option<Box<ResolvedRepository>>,
+
+    /// When the operator deleted the workflow's artifacts (`artifactGC:
+    /// OnWorkflowCompletion`), once it ended.
+    #[serde(
+        rename = "artifactsDeletedAt",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub artifacts_deleted_at: Option<Time>,
 }
 
 /// Where one step stands. The names are a contract: the CLI, scripts and the web view read them.
@@ -1147,6 +1165,22 @@ spec:
     }
 
     #[test]
+    fn status_fields_are_camel_case_and_the_old_started_at_is_still_read() {
+        let status: WorkFlowStatus = serde_json::from_value(serde_json::json!({
+            "started_at": "2026-11-27T10:00:00Z",
+            "artifactRepository": {"from": "spec.artifactRepository", "repository": {}},
+            "artifactsDeletedAt": "2026-11-27T11:00:00Z",
+        }))
+        .unwrap();
+        assert!(status.started_at.is_some() && status.artifacts_deleted_at.is_some());
+        let written = serde_json::to_value(&status).unwrap();
+        for key in ["startedAt", "artifactRepository", "artifactsDeletedAt"] {
+            assert!(written.get(key).is_some(), "{key}: {written}");
+        }
+        assert!(written.get("started_at").is_none());
+    }
+
+    #[test]
     fn step_timeout_overrides_max_step_timeout() {
         let yaml = "{maxStepTimeout: 10, containers: [{stepName: a, image: x, timeout: -1}, \
                     {stepName: b, image: x}]}";
@@ -1305,15 +1339,20 @@ spec:
                 stem.starts_with("invalid-"),
                 "{stem}.yaml: {dag:?}"
             );
-            // The embedded control plane runs commands as local processes.
+            // The embedded control plane runs commands as local processes (a script by `sh`
+            // unless it names its interpreter).
             for step in wf.spec.containers.iter().chain(&wf.spec.on_exit) {
                 let program = step
                     .command
                     .as_ref()
                     .and_then(|c| c.first())
-                    .map(String::as_str);
+                    .map(String::as_str)
+                    .or(step.source.is_some().then_some("sh"));
                 assert!(
-                    matches!(program, Some("sh" | "echo" | "sleep" | "true" | "false")),
+                    matches!(
+                        program,
+                        Some("sh" | "echo" | "sleep" | "true" | "false" | "python3")
+                    ),
                     "{stem}.yaml step {} runs {program:?}",
                     step.step_name
                 );

@@ -662,6 +662,7 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     resolved_templates: Vec::new(),
     started_at: None,
     artifact_repository: None,
+    artifacts_deleted_at: None,
 };
 
 #[cfg(test)]

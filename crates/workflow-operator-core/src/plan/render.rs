@@ -512,6 +512,7 @@ impl<'a> Planner<'a> {
                 resolved_templates: previous.resolved_templates.clone(),
                 started_at: self.started_at.map(Time),
                 artifact_repository: previous.artifact_repository.clone(),
+                artifacts_deleted_at: previous.artifacts_deleted_at.clone(),
             },
             // Terminal: keep everything but the bookkeeping.
             None => WorkFlowStatus {

@@ -1,0 +1,79 @@
+//! Artifacts around a step's command: its inputs downloaded before it runs, its outputs
+//! uploaded once it succeeded, through the store the operator named (its credentials from the
+//! environment, which the command does not get).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use workflow_operator_core::agent::{ACCESS_KEY_ENV, SECRET_KEY_ENV, StoreTask, Task};
+use workflow_operator_core::outputs::ARTIFACT_PREFIX;
+
+use crate::artifacts::{self, S3Target};
+
+/// Places each input artifact at its path (an optional one its step did not make: an empty
+/// directory).
+///
+/// # Errors
+/// Which input could not be had, and why.
+pub async fn download(task: &Task) -> Result<(), String> {
+    if task.inputs.is_empty() {
+        return Ok(());
+    }
+    let target = target(task.store.as_ref())?;
+    for input in &task.inputs {
+        let path = Path::new(&input.path);
+        if input.key.is_empty() {
+            std::fs::create_dir_all(path).map_err(|e| {
+                format!("input artifact {}: making {}: {e}", input.name, input.path)
+            })?;
+            continue;
+        }
+        artifacts::get_path(&target, &input.key, path)
+            .await
+            .map_err(|e| format!("input artifact {}: {e}", input.name))?;
+    }
+    Ok(())
+}
+
+/// Stores each output artifact; the outputs naming them (`artifacts.NAME`: the key, or empty
+/// for an optional one that does not exist).
+///
+/// # Errors
+/// Which output could not be stored, and why.
+pub async fn upload(task: &Task) -> Result<BTreeMap<String, String>, String> {
+    let mut outputs = BTreeMap::new();
+    if task.artifacts.is_empty() {
+        return Ok(outputs);
+    }
+    let target = target(task.store.as_ref())?;
+    for output in &task.artifacts {
+        let path = Path::new(&output.path);
+        let key = if output.optional && !path.exists() {
+            String::new()
+        } else {
+            artifacts::put_path(&target, &output.key, path)
+                .await
+                .map_err(|e| format!("output artifact {}: {e}", output.name))?
+                .key
+        };
+        outputs.insert(format!("{ARTIFACT_PREFIX}{}", output.name), key);
+    }
+    Ok(outputs)
+}
+
+/// The store, with the credentials from the agent's environment.
+fn target(store: Option<&StoreTask>) -> Result<S3Target, String> {
+    let store = store.ok_or("the step has artifacts and the operator named no store")?;
+    let credential = |name: &str| {
+        std::env::var(name).map_err(|_| {
+            format!("${name} is not set: the repository's credentials Secret was not given")
+        })
+    };
+    Ok(S3Target {
+        endpoint: store.endpoint.clone(),
+        bucket: store.bucket.clone(),
+        region: store.region.clone(),
+        access_key: credential(ACCESS_KEY_ENV)?,
+        secret_key: credential(SECRET_KEY_ENV)?,
+    })
+}

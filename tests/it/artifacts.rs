@@ -1,0 +1,372 @@
+//! Artifacts end to end on the embedded control plane with its embedded S3 store, through
+//! kubectl and the `workflow-operator` CLI: a file and a directory passed between steps, an
+//! init container and a sidecar around a step, artifact GC by each strategy, and what fails
+//! (a missing output path, bad credentials) saying what it is.
+
+use crate::support;
+
+use std::time::Duration;
+
+use kube::api::PostParams;
+use rstest::rstest;
+use support::session::Session;
+use support::{Operator, operator_process};
+use workflow_operator::artifacts::{self, embedded::EmbeddedStore};
+use workflow_operator_core::WorkFlow;
+
+/// The session with the embedded store as the `default` namespace's repository.
+async fn with_store(test: &str) -> Option<(Session, EmbeddedStore)> {
+    let session = Session::start(test).await?;
+    let store = EmbeddedStore::start(None)
+        .await
+        .expect("the embedded store");
+    artifacts::embedded::install_default_repository(session.cluster.client(), "default", &store)
+        .await
+        .expect("the default repository installed");
+    Some((session, store))
+}
+
+/// The keys under `prefix` in the store.
+async fn keys(store: &EmbeddedStore, prefix: &str) -> Vec<String> {
+    let listed = artifacts::list(store.target(), prefix)
+        .await
+        .expect("listing the store");
+    listed.into_iter().map(|s| s.key).collect()
+}
+
+/// A file and a directory (nested, with an empty subdirectory) made by one step are placed
+/// at the paths of the next; `artifacts get` downloads one; the status records each key.
+#[tokio::test]
+async fn a_file_and_a_directory_pass_between_steps() {
+    let Some((session, store)) = with_store("artifacts").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: passing}
+spec:
+  containers:
+    - stepName: make
+      image: alpine:3.20
+      source: |
+        mkdir -p /tmp/out/site/css /tmp/out/site/empty
+        echo 'hello' > /tmp/out/site/index.html
+        echo 'body{}' > /tmp/out/site/css/main.css
+        echo 'v1.2' > /tmp/out/version
+      outputs:
+        artifacts:
+          - {name: site, path: /tmp/out/site}
+          - {name: version, path: /tmp/out/version}
+    - stepName: use
+      image: alpine:3.20
+      dependsOn: [make]
+      source: |
+        cat /tmp/in/version /tmp/in/site/index.html /tmp/in/site/css/main.css
+        test -d /tmp/in/site/empty && echo 'empty kept'
+      inputs:
+        artifacts:
+          - {name: site, path: /tmp/in/site, from: "{{steps.make.outputs.artifacts.site}}"}
+          - {name: version, path: /tmp/in/version, from: "{{steps.make.outputs.artifacts.version}}"}
+"#;
+    session.create(manifest).await;
+    session.wait_finished("passing").await;
+    let message = session.jsonpath("passing", "{.status.message}").await;
+    assert_eq!(
+        session
+            .jsonpath("passing", "{.status.workflow-status}")
+            .await,
+        "Completed",
+        "{message}"
+    );
+    let logs = session.cli(&["logs", "passing", "--step", "use"]).await;
+    for line in ["v1.2", "hello", "body{}", "empty kept"] {
+        assert!(logs.contains(line), "{line}: {logs}");
+    }
+    let stored = keys(&store, "default/passing/").await;
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    assert!(
+        stored
+            .iter()
+            .all(|k| k.ends_with("/site.tgz") || k.ends_with("/version.tgz"))
+    );
+    let listed = session.cli(&["artifacts", "list", "passing"]).await;
+    assert!(
+        listed.contains("make") && listed.contains("site"),
+        "{listed}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("version");
+    session
+        .cli(&[
+            "artifacts",
+            "get",
+            "passing",
+            "make",
+            "version",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .await;
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "v1.2\n");
+    let from = session
+        .jsonpath("passing", "{.status.artifactRepository.from}")
+        .await;
+    assert!(
+        from.starts_with("configmap/workflow-artifact-repository"),
+        "{from}"
+    );
+    session.stop().await;
+    store.shutdown().await;
+}
+
+/// `OnWorkflowCompletion` deletes the artifacts once the workflow ended; `OnWorkflowDeletion`
+/// keeps them until it is deleted; `Never` keeps them.
+#[tokio::test]
+async fn artifact_gc_deletes_by_each_strategy() {
+    let Some((session, store)) = with_store("artifact-gc").await else {
+        return;
+    };
+    let workflow = |name: &str, strategy: &str| {
+        format!(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: {name}}}\nspec:\n  \
+             artifactGC: {{strategy: {strategy}}}\n  containers:\n    - stepName: make\n      \
+             image: alpine:3.20\n      command: [sh, -c, 'echo x > /tmp/x']\n      outputs: {{artifacts: [{{name: x, path: /tmp/x}}]}}\n"
+        )
+    };
+    let manifest = [
+        workflow("on-completion", "OnWorkflowCompletion"),
+        workflow("on-deletion", "OnWorkflowDeletion"),
+        workflow("never", "Never"),
+    ]
+    .join("---\n");
+    session.create(&manifest).await;
+    for name in ["on-completion", "on-deletion", "never"] {
+        session.wait_finished(name).await;
+        let phase = session.jsonpath(name, "{.status.workflow-status}").await;
+        assert_eq!(phase, "Completed", "{name}");
+    }
+    kube_devcluster::testing::eventually(
+        "OnWorkflowCompletion deletes the artifacts once the workflow ended",
+        Duration::from_secs(30),
+        || async {
+            keys(&store, "default/on-completion/")
+                .await
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+    let deleted_at = session
+        .jsonpath("on-completion", "{.status.artifactsDeletedAt}")
+        .await;
+    assert!(!deleted_at.is_empty(), "recorded");
+    assert_eq!(keys(&store, "default/on-deletion/").await.len(), 1);
+    session
+        .k(&["delete", "wf", "on-deletion", "--wait=true"])
+        .await;
+    assert!(keys(&store, "default/on-deletion/").await.is_empty());
+    session.k(&["delete", "wf", "never", "--wait=true"]).await;
+    assert_eq!(keys(&store, "default/never/").await.len(), 1);
+    session.stop().await;
+    store.shutdown().await;
+}
+
+/// A missing output path fails its step naming the path; wrong credentials fail the step
+/// saying the store refused them, without the secret in the message.
+#[tokio::test]
+async fn a_missing_output_and_bad_credentials_fail_the_step_saying_why() {
+    let Some((session, store)) = with_store("artifact-failures").await else {
+        return;
+    };
+    session
+        .k(&[
+            "create",
+            "secret",
+            "generic",
+            "wrong",
+            "--from-literal=accessKey=nobody",
+            "--from-literal=secretKey=not-the-secret",
+        ])
+        .await;
+    let manifest = format!(
+        r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {{name: missing}}
+spec:
+  containers:
+    - stepName: make
+      image: alpine:3.20
+      command: [sh, -c, 'echo made']
+      outputs: {{artifacts: [{{name: app, path: /tmp/app}}]}}
+---
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {{name: refused}}
+spec:
+  artifactRepository:
+    s3: {{endpoint: "{endpoint}", bucket: workflows, credentialsSecret: {{name: wrong}}}}
+  containers:
+    - stepName: make
+      image: alpine:3.20
+      command: [sh, -c, 'echo x > /tmp/x']
+      outputs: {{artifacts: [{{name: x, path: /tmp/x}}]}}
+"#,
+        endpoint = store.endpoint()
+    );
+    session.create(&manifest).await;
+    session.wait_finished("missing").await;
+    session.wait_finished("refused").await;
+    let missing = session.jsonpath("missing", "{.status.message}").await;
+    assert!(
+        missing.contains("output artifact app") && missing.contains("/tmp/app"),
+        "{missing}"
+    );
+    let refused = session.jsonpath("refused", "{.status.message}").await;
+    assert!(refused.contains("output artifact x"), "{refused}");
+    assert!(refused.contains("credentials"), "{refused}");
+    assert!(!refused.contains("not-the-secret"), "{refused}");
+    session.stop().await;
+    store.shutdown().await;
+}
+
+/// A step's init container and sidecar run around it, sharing the pod's emptyDir: the init
+/// container writes before the step, the sidecar writes while it runs, and the step (with
+/// its result read by the next) sees both.
+#[tokio::test]
+async fn an_init_container_and_a_sidecar_run_around_a_step() {
+    let Some(session) = Session::start("init-and-sidecar").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: around}
+spec:
+  podTemplate:
+    volumes: [{name: shared, emptyDir: {}}]
+  containers:
+    - stepName: main
+      image: alpine:3.20
+      volumeMounts: [{name: shared, mountPath: /shared}]
+      initContainers:
+        - {name: setup, image: alpine:3.20, command: [sh, -c, 'echo configured > /shared/config'], volumeMounts: [{name: shared, mountPath: /shared}]}
+      sidecars:
+        - {name: ticker, image: alpine:3.20, command: [sh, -c, 'while true; do echo tick > /shared/tick; sleep 0.1; done'], volumeMounts: [{name: shared, mountPath: /shared}]}
+      command: [sh, -c, 'cat /shared/config; for i in $(seq 50); do test -f /shared/tick && break; sleep 0.1; done; cat /shared/tick']
+    - stepName: after
+      image: alpine:3.20
+      dependsOn: [main]
+      command: [echo, "main said {{steps.main.outputs.result}}"]
+"#;
+    session.create(manifest).await;
+    session.wait_finished("around").await;
+    let message = session.jsonpath("around", "{.status.message}").await;
+    assert_eq!(
+        session
+            .jsonpath("around", "{.status.workflow-status}")
+            .await,
+        "Completed",
+        "{message}"
+    );
+    let logs = session.cli(&["logs", "around", "--step", "after"]).await;
+    assert!(logs.contains("main said configured"), "{logs}");
+    assert!(
+        logs.contains("tick"),
+        "the sidecar ran beside the step: {logs}"
+    );
+    session.stop().await;
+}
+
+/// The operator SIGKILLed every 1.1 s, 8 times, while four workflows upload and download
+/// artifacts (each 1 MiB) and then collect them (`OnWorkflowCompletion`), and a fifth, with
+/// `OnWorkflowDeletion`, is deleted: every workflow completes having read what it wrote, and
+/// no artifact is left that GC should have deleted.
+#[rstest]
+#[tokio::test]
+async fn killed_while_artifacts_upload_and_are_collected_nothing_is_lost_or_left(
+    #[future(awt)] operator_process: Operator,
+) {
+    skip_on_real_cluster!("kills the operator's process");
+    Box::pin(kill_around_artifacts(operator_process)).await;
+}
+
+fn passing_workflow(name: &str, strategy: &str) -> WorkFlow {
+    let yaml = format!(
+        r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {{name: {name}}}
+spec:
+  artifactGC: {{strategy: {strategy}}}
+  containers:
+    - stepName: make
+      image: alpine:3.20
+      command: [sh, -c, 'head -c 1048576 /dev/urandom > /tmp/blob; sha256sum /tmp/blob | cut -c1-64 > /tmp/sum; sleep 0.5']
+      outputs:
+        parameters: [{{name: sum, valueFrom: {{path: /tmp/sum}}}}]
+        artifacts: [{{name: blob, path: /tmp/blob}}]
+    - stepName: check
+      image: alpine:3.20
+      dependsOn: [make]
+      command: [sh, -c, 'test "$(sha256sum /tmp/in | cut -c1-64)" = "{{{{steps.make.outputs.sum}}}}"']
+      inputs:
+        artifacts: [{{name: blob, path: /tmp/in, from: "{{{{steps.make.outputs.artifacts.blob}}}}"}}]
+"#
+    );
+    serde_yaml::from_str(&yaml).expect("a workflow")
+}
+
+async fn kill_around_artifacts(mut operator: Operator) {
+    let ns = &operator.ns;
+    let store = EmbeddedStore::start(None)
+        .await
+        .expect("the embedded store");
+    artifacts::embedded::install_default_repository(ns.client(), &ns.name, &store)
+        .await
+        .expect("the namespace's repository");
+    let params = PostParams::default();
+    let mut names: Vec<String> = (0..4).map(|i| format!("a-{i}")).collect();
+    for name in &names {
+        let workflow = passing_workflow(name, "OnWorkflowCompletion");
+        ns.workflows()
+            .create(&params, &workflow)
+            .await
+            .expect("created");
+    }
+    let deleted = passing_workflow("deleted", "OnWorkflowDeletion");
+    ns.workflows()
+        .create(&params, &deleted)
+        .await
+        .expect("created");
+    for kill in 0..8 {
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        operator.kill().await;
+        operator.start();
+        if kill == 4 {
+            operator
+                .ns
+                .workflows()
+                .delete("deleted", &Default::default())
+                .await
+                .expect("deleting");
+        }
+    }
+    let ns = &operator.ns;
+    for name in &names {
+        ns.expect_completed(name).await;
+    }
+    support::wait_for(&ns.workflows(), "deleted", "deleted", |wf| wf.is_none()).await;
+    names.push("deleted".into());
+    for name in &names {
+        let prefix = format!("{}/{name}/", ns.name);
+        kube_devcluster::testing::eventually(
+            &format!("{name}'s artifacts collected ({} kills)", operator.kills),
+            Duration::from_secs(30),
+            || async { keys(&store, &prefix).await.is_empty().then_some(()) },
+        )
+        .await;
+    }
+    store.shutdown().await;
+}
