@@ -73,7 +73,8 @@ async fn a_file_put_is_got_back_at_the_destination_path_even_in_many_parts() {
     );
     assert!(stored.size > 30 << 20, "{stored:?}");
 
-    let dest = dir.path().join("inputs/deep/model.bin");
+    // Another name than the source's: the file lands at the path, not under its own name.
+    let dest = dir.path().join("inputs/deep/weights.bin");
     artifacts::get_path(store.target(), &stored.key, &dest)
         .await
         .unwrap();
