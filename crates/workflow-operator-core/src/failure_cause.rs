@@ -16,9 +16,28 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, Event, Pod};
 pub const JOB_NAME_LABEL: &str = "job-name";
 
 /// The cause of a failed attempt: the last container to terminate with a failure, among
-/// `pods`.
+/// `pods`; else the last init container to (a pod whose init container failed never ran its
+/// step), its message naming it.
 pub fn describe(pods: &[Pod]) -> Option<Cause> {
-    last_failure(pods).map(cause)
+    if let Some(failed) = last_failure(pods) {
+        return Some(cause(failed));
+    }
+    let init = pods.iter().flat_map(|pod| {
+        let statuses = pod
+            .status
+            .iter()
+            .flat_map(|s| s.init_container_statuses.iter().flatten());
+        statuses.filter_map(|status| {
+            let terminated = status.state.as_ref()?.terminated.as_ref()?;
+            (terminated.exit_code != 0).then_some((&status.name, terminated))
+        })
+    });
+    let (name, terminated) = init.max_by_key(|(_, t)| t.finished_at.as_ref().map(|t| t.0))?;
+    let mut found = cause(terminated);
+    found.message = format!("init container {name}: {}", found.message)
+        .trim_end_matches([' ', ':'])
+        .to_string();
+    Some(found)
 }
 
 /// Why a container failed, as the planner reports it (`step X failed: exit code 2`).
@@ -144,6 +163,33 @@ mod tests {
             }]},
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_failed_init_container_speaks_naming_itself() {
+        let pods: [Pod; 1] = [serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "status": {
+                "initContainerStatuses": [{
+                    "name": "workflow-agent", "image": "x", "imageID": "", "ready": false,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": "disk full"}},
+                }],
+                "containerStatuses": [{
+                    "name": "c", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": "PodInitializing"}},
+                }],
+            },
+        }))
+        .unwrap()];
+        assert_eq!(
+            describe(&pods),
+            Some(Cause {
+                exit_code: 1,
+                reason: "Error".into(),
+                message: "init container workflow-agent: disk full".into()
+            })
+        );
     }
 
     #[test]

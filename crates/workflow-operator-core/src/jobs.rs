@@ -459,6 +459,8 @@ impl<'a> StepJob<'a> {
                 agent::AGENT_PATH.to_string(),
             ]),
             volume_mounts: Some(vec![agent_mount()]),
+            // What went wrong is on its stderr: the step's failure message says it.
+            termination_message_policy: Some("FallbackToLogsOnError".to_string()),
             ..Container::default()
         });
         let own = self
@@ -1101,6 +1103,10 @@ mod tests {
         assert_eq!(
             init[0].command.as_deref().unwrap(),
             ["/bin/workflow-agent", "install", agent::AGENT_PATH]
+        );
+        assert_eq!(
+            init[0].termination_message_policy.as_deref(),
+            Some("FallbackToLogsOnError")
         );
         assert_eq!(init[1].name, "db");
         assert_eq!(init[1].restart_policy.as_deref(), Some("Always"));
