@@ -17,7 +17,7 @@ use workflow_operator_core::crd::{ArtifactGcStrategy, WorkFlow};
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
 use workflow_operator_core::names;
 
-use super::shared::{Shared, temporary};
+use super::shared::{Shared, note, temporary};
 use crate::artifacts::{self, credentials};
 
 /// After a pass: the artifacts of an ended workflow with `OnWorkflowCompletion`, once.
@@ -63,11 +63,14 @@ fn strategy(workflow: &WorkFlow) -> ArtifactGcStrategy {
 }
 
 async fn publish(ctx: &Context<WorkFlow>, deleted: usize) {
-    let note = format!("deleted the workflow's {deleted} artifacts (artifactGC)");
-    let normal = kube::runtime::events::EventType::Normal;
-    if let Err(error) = ctx.publish(normal, "ArtifactsDeleted", &note).await {
-        tracing::warn!(%error, "posting the ArtifactsDeleted event");
-    }
+    let said = format!("deleted the workflow's {deleted} artifacts (artifactGC)");
+    note(
+        ctx,
+        kube::runtime::events::EventType::Normal,
+        "ArtifactsDeleted",
+        &said,
+    )
+    .await;
 }
 
 /// Deletes every artifact under `workflow`'s prefix; how many. None without a recorded S3

@@ -16,7 +16,9 @@ use kube_kopf::{Context, HandlerError};
 use workflow_operator_core::agent::REPOSITORY_CONFIGMAP;
 use workflow_operator_core::crd::{ArtifactRepository, ResolvedRepository, WorkFlow};
 
-use super::shared::{Shared, temporary};
+use kube::runtime::events::EventType;
+
+use super::shared::{Shared, note, temporary};
 
 /// Where [`resolve`] found a repository given by the operator's flag.
 pub const FROM_FLAG: &str = "--artifact-repository";
@@ -53,17 +55,8 @@ pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<
             shared.metrics.api_error("patch");
             temporary("recording the artifact repository", e)
         })?;
-    let note = format!("artifacts go to the repository of {from}, whatever becomes of it");
-    if let Err(error) = ctx
-        .publish(
-            kube::runtime::events::EventType::Normal,
-            "ArtifactRepositoryResolved",
-            &note,
-        )
-        .await
-    {
-        tracing::warn!(%error, "posting the ArtifactRepositoryResolved event");
-    }
+    let said = format!("artifacts go to the repository of {from}, whatever becomes of it");
+    note(ctx, EventType::Normal, "ArtifactRepositoryResolved", &said).await;
     Ok(())
 }
 
@@ -100,11 +93,8 @@ async fn find(
                     Some(Err(e)) => format!("its key repository is not a repository: {e}"),
                     _ => "it has no key repository".to_string(),
                 };
-                let note = format!("configmap/{REPOSITORY_CONFIGMAP} is not used: {why}");
-                let warning = kube::runtime::events::EventType::Warning;
-                if let Err(error) = ctx.publish(warning, "BadArtifactRepository", &note).await {
-                    tracing::warn!(%error, "posting the BadArtifactRepository event");
-                }
+                let said = format!("configmap/{REPOSITORY_CONFIGMAP} is not used: {why}");
+                note(ctx, EventType::Warning, "BadArtifactRepository", &said).await;
             }
         }
     }

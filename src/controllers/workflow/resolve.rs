@@ -17,7 +17,9 @@ use workflow_operator_core::template::{
     self, CLUSTER_KIND, ClusterWorkFlowTemplate, ResolvedTemplate, Source, WorkFlowTemplate,
 };
 
-use super::shared::{Shared, temporary};
+use kube::runtime::events::EventType;
+
+use super::shared::{Shared, note, temporary};
 
 /// Reads and records the shared templates `ctx`'s workflow names that its status does not
 /// hold yet; does nothing (no read, no write) for a workflow that names none, or that ended
@@ -63,19 +65,11 @@ pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<
             )
         })
         .collect();
-    if let Err(error) = ctx
-        .publish(
-            kube::runtime::events::EventType::Normal,
-            "TemplatesResolved",
-            &format!(
-                "read {}; the workflow runs these, whatever becomes of them",
-                read.join(", ")
-            ),
-        )
-        .await
-    {
-        tracing::warn!(%error, "posting the TemplatesResolved event");
-    }
+    let said = format!(
+        "read {}; the workflow runs these, whatever becomes of them",
+        read.join(", ")
+    );
+    note(ctx, EventType::Normal, "TemplatesResolved", &said).await;
     Ok(())
 }
 

@@ -85,3 +85,16 @@ impl Shared {
         self.cache_written.forget(&uid);
     }
 }
+
+/// Posts an Event about `ctx`'s workflow; one that cannot be posted is logged, not an error
+/// (the work it tells of is done).
+pub(super) async fn note(
+    ctx: &kube_kopf::Context<WorkFlow>,
+    type_: kube::runtime::events::EventType,
+    reason: &str,
+    note: &str,
+) {
+    if let Err(error) = ctx.publish(type_, reason, note).await {
+        tracing::warn!(%error, reason, "posting an event");
+    }
+}
