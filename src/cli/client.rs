@@ -36,6 +36,14 @@ impl ClusterArgs {
         Ok((client, namespace))
     }
 
+    /// The flags that point kubectl at the same cluster (`--kubeconfig`, `--context`).
+    pub fn kubectl_flags(&self) -> Vec<String> {
+        let kubeconfig = (self.kubeconfig.iter())
+            .flat_map(|path| ["--kubeconfig".to_string(), path.display().to_string()]);
+        let context = (self.context.iter()).flat_map(|c| ["--context".to_string(), c.clone()]);
+        kubeconfig.chain(context).collect()
+    }
+
     async fn config(&self) -> Result<Config> {
         let options = KubeConfigOptions {
             context: self.context.clone(),

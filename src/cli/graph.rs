@@ -339,10 +339,11 @@ impl<'a> Live<'a> {
 }
 
 /// Every phase, in the order classes are written.
-const PHASES: [StepPhase; 7] = [
+const PHASES: [StepPhase; 8] = [
     StepPhase::Waiting,
     StepPhase::Queued,
     StepPhase::Running,
+    StepPhase::Interactive,
     StepPhase::Succeeded,
     StepPhase::Failed,
     StepPhase::TimedOut,
@@ -354,6 +355,7 @@ fn colours(phase: StepPhase) -> (&'static str, &'static str) {
     match phase {
         StepPhase::Succeeded => ("#c8e6c9", "#2e7d32"),
         StepPhase::Running => ("#bbdefb", "#1565c0"),
+        StepPhase::Interactive => ("#fff9c4", "#f57f17"),
         StepPhase::Failed => ("#ffcdd2", "#c62828"),
         StepPhase::TimedOut => ("#ffe0b2", "#e65100"),
         StepPhase::Queued => ("#e1bee7", "#6a1b9a"),

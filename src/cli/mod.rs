@@ -13,6 +13,7 @@ mod dev;
 mod get;
 mod graph;
 pub(crate) mod inspect;
+mod interactive;
 mod locks;
 pub(crate) mod logs;
 mod run;
@@ -103,6 +104,13 @@ enum Command {
     /// Retry a failed or stopped workflow: the steps that did not succeed run again in new Jobs;
     /// succeeded steps keep theirs (raises `spec.retry`, clears `spec.shutdown`).
     Retry(control::ControlArgs),
+    /// Open a shell in an interactive step's pod (`interactive: true`), which waits instead
+    /// of running the step's command, as `kubectl exec -it` (it runs kubectl); the command is
+    /// there as a script to run.
+    Exec(interactive::ExecArgs),
+    /// End an interactive step: with the exit code of its command's last run in its pod, or
+    /// `--exit-code N`; 0 succeeds, as any step.
+    Continue(interactive::ContinueArgs),
     /// Submit a workflow from a manifest, or one that runs a shared template whole, with its
     /// parameters given (`-p NAME=VALUE`), as `argo submit`; `--wait` waits until it finished.
     ///
@@ -178,6 +186,8 @@ pub fn main() -> ExitCode {
         Command::Stop(args) => block_on(control::control(control::Verb::Stop, args)),
         Command::Terminate(args) => block_on(control::control(control::Verb::Terminate, args)),
         Command::Retry(args) => block_on(control::control(control::Verb::Retry, args)),
+        Command::Exec(args) => block_on(interactive::exec(args)),
+        Command::Continue(args) => block_on(interactive::continue_step(args)),
         Command::Submit(args) => block_on(submit::submit(args)),
         Command::Template(args) => block_on(template::template(args)),
         Command::Cron(args) => block_on(cron::cron(args)),

@@ -3,13 +3,16 @@
 //! step's command ([`run`]): it writes the step's script and downloads its input artifacts
 //! first, keeps the standard output as `result`, and afterwards reads the output parameters,
 //! uploads the output artifacts and writes everything as one report where the operator reads
-//! outputs. What it is told and what it answers are the core's
+//! outputs; for an interactive step it waits for `continue` instead of running the command.
+//! What it is told and what it answers are the core's
 //! `workflow_operator_core::agent` types.
 
 mod artifacts;
 mod collect;
+mod interactive;
 mod run;
 
+pub use interactive::continue_step;
 pub use run::run;
 
 use std::path::Path;
@@ -32,7 +35,8 @@ pub fn install(dest: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755))
 }
 
-/// The agent's command line: `install DEST` or `run -- COMMAND...`; returns the exit code.
+/// The agent's command line: `install DEST`, `run -- COMMAND...` or `continue [--exit-code N]`
+/// (an interactive step); returns the exit code.
 pub fn main_with(args: &[String]) -> i32 {
     match args {
         [install_, dest] if install_ == "install" => match install(Path::new(dest)) {
@@ -45,9 +49,20 @@ pub fn main_with(args: &[String]) -> i32 {
         [run_, dash, command @ ..] if run_ == "run" && dash == "--" && !command.is_empty() => {
             run(command)
         }
+        [continue_] if continue_ == "continue" => continue_step(None),
+        [continue_, flag, code] if continue_ == "continue" && flag == "--exit-code" => {
+            match code.parse() {
+                Ok(code) => continue_step(Some(code)),
+                Err(_) => {
+                    eprintln!("workflow-agent: --exit-code {code:?} is not a number");
+                    2
+                }
+            }
+        }
         _ => {
             eprintln!(
-                "usage: workflow-agent install DEST | workflow-agent run -- COMMAND [ARG...]\n\
+                "usage: workflow-agent install DEST | workflow-agent run -- COMMAND [ARG...] | \
+                 workflow-agent continue [--exit-code N]\n\
                  (the operator starts it in a step's pod; it is not meant to be run by hand)"
             );
             2

@@ -9,6 +9,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use workflow_operator_core::agent::{self, COLLECT_FAILED_EXIT, Report, TASK_ENV, Task};
 use workflow_operator_core::outputs::{MAX_OUTPUTS_BYTES, OUTPUTS_ENV, OUTPUTS_PATH};
 
+use super::interactive::{self, Ended};
 use super::{artifacts, collect};
 
 /// The exit code when the command cannot be started, as a shell's.
@@ -58,18 +59,24 @@ async fn run_task(task: &Task, command: &[String], fail: &Failing<'_>) -> i32 {
     if let Err(message) = artifacts::download(task).await {
         return fail.with(COLLECT_FAILED_EXIT, message);
     }
-    let (status, stdout) = match run_command(command, task.result).await {
-        Ok(ran) => ran,
-        Err(error) => {
-            return fail.with(
-                CANNOT_RUN_EXIT,
-                format!("cannot run {:?}: {error}", command[0]),
-            );
+    let stdout = if task.interactive {
+        match interactive::wait(task, command).await {
+            Ok(Ended::Succeeded(stdout)) => stdout,
+            Ok(Ended::Failed(code, message)) => return fail.with(code, message),
+            Err(message) => return fail.with(CANNOT_RUN_EXIT, message),
+        }
+    } else {
+        match run_command(command, task.result).await {
+            Ok((status, _)) if !status.success() => return exit_code(status),
+            Ok((_, stdout)) => stdout,
+            Err(error) => {
+                return fail.with(
+                    CANNOT_RUN_EXIT,
+                    format!("cannot run {:?}: {error}", command[0]),
+                );
+            }
         }
     };
-    if !status.success() {
-        return exit_code(status);
-    }
     let report = match collect::report(task, stdout.map(|s| s.result()).transpose()) {
         Ok(report) => report,
         Err(message) => return fail.with(COLLECT_FAILED_EXIT, message),
@@ -166,9 +173,9 @@ async fn copy_and_keep(stdout: &mut tokio::process::ChildStdout) -> Stdout {
 }
 
 /// A command's standard output as kept: its first bytes, and how many it wrote.
-struct Stdout {
-    kept: Vec<u8>,
-    total: usize,
+pub(super) struct Stdout {
+    pub(super) kept: Vec<u8>,
+    pub(super) total: usize,
 }
 
 impl Stdout {
@@ -196,7 +203,7 @@ fn pass_on(child: &tokio::process::Child, signal: nix::sys::signal::Signal) {
 }
 
 /// The exit code a shell reports for `status`: the code, or 128 + the signal.
-fn exit_code(status: ExitStatus) -> i32 {
+pub(super) fn exit_code(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     status
         .code()

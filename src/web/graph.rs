@@ -20,9 +20,10 @@ pub const MAX_NODES: usize = 400;
 pub const MAX_BANDS: usize = 200;
 
 /// The phases in the order a summary counts them.
-pub const PHASES: [StepPhase; 7] = [
+pub const PHASES: [StepPhase; 8] = [
     StepPhase::Succeeded,
     StepPhase::Running,
+    StepPhase::Interactive,
     StepPhase::Queued,
     StepPhase::Failed,
     StepPhase::TimedOut,
@@ -60,6 +61,7 @@ impl Node {
                 [
                     StepPhase::Failed,
                     StepPhase::TimedOut,
+                    StepPhase::Interactive,
                     StepPhase::Running,
                     StepPhase::Queued,
                 ]

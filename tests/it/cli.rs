@@ -102,6 +102,7 @@ fn validate_accepts_every_valid_example() {
         "examples/retry-strategy.yaml",
         "examples/locks.yaml",
         "examples/scripts-and-results.yaml",
+        "examples/interactive.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);
@@ -788,7 +789,7 @@ fn validate_names_each_bad_run_policy() {
 /// a command, an input artifact from a step not upstream or not declaring it, an output
 /// parameter named `result`, a repository without a bucket or with both kinds.
 #[test]
-fn validate_names_each_bad_artifact_or_output() {
+fn validate_names_each_bad_artifact_output_or_interactive_step() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("artifacts.yaml");
     let workflow = |name: &str, spec: &str| {
@@ -825,6 +826,10 @@ fn validate_names_each_bad_artifact_or_output() {
             ),
         ),
         workflow(
+            "entrypoint-interactive",
+            "  interactive: true\n  containers:\n  - {stepName: a, image: busybox}\n",
+        ),
+        workflow(
             "both-kinds",
             &format!(
                 "  artifactRepository: {{s3: {{endpoint: 'http://s3:9000', bucket: b, credentialsSecret: {{name: c}}}}, oci: {{registry: r, repository: x}}}}\n  containers:\n{made}"
@@ -846,6 +851,10 @@ fn validate_names_each_bad_artifact_or_output() {
         ),
         ("undeclared", r#"which declares no output artifact "lib""#),
         ("named-result", "result is the step's standard output"),
+        (
+            "entrypoint-interactive",
+            "runs under the step agent (it is interactive), which needs a command or a source",
+        ),
         ("bucketless", "bucket"),
         ("both-kinds", "name exactly one of s3 and oci"),
     ] {

@@ -40,6 +40,7 @@ const EXAMPLES: &[&str] = &[
     "fail-fast-false",
     "failing",
     "fan-out",
+    "interactive",
     "invalid-cycle",
     "locks",
     "outputs",
@@ -86,6 +87,7 @@ fn every_example_has_a_case() {
 #[case::fail_fast_false("fail-fast-false")]
 #[case::failing("failing")]
 #[case::fan_out("fan-out")]
+#[case::interactive("interactive")]
 #[case::invalid_cycle("invalid-cycle")]
 #[case::locks("locks")]
 #[case::outputs("outputs")]
@@ -347,6 +349,20 @@ async fn example_runs_to_the_outcome_its_comments_promise(
                 "{}",
                 support::describe_status(&workflow)
             );
+        }),
+        "interactive" => Box::pin(async {
+            let waiting = ns
+                .wait_workflow("interactive", "simulate waiting for you", |wf| {
+                    step_status(wf, "simulate").map(|s| s.phase) == Some(StepPhase::Interactive)
+                })
+                .await;
+            let job = step_status(&waiting, "simulate").and_then(|s| s.job.clone());
+            let job = job.expect("an interactive step names its Job");
+            ns.wait_pods_ready(&job).await;
+            ns.cli(&["continue", "interactive", "simulate", "--exit-code", "0"])
+                .await;
+            ns.expect_completed("interactive").await;
+            assert_eq!(log_of(ns, "interactive", "report").await, "reported");
         }),
         "run-control" => Box::pin(run_control(&operator)),
         "secrets-and-volumes" => Box::pin(async {

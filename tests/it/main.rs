@@ -24,6 +24,7 @@ mod data_between_steps;
 mod deploy_rbac;
 mod examples;
 mod graph_cli;
+mod interactive;
 mod kubectl_workflow;
 mod locks;
 mod operator_bugs;

@@ -39,6 +39,25 @@ pub const REPOSITORY_CONFIGMAP: &str = "workflow-artifact-repository";
 /// The environment variable holding the agent's [`Task`] as JSON.
 pub const TASK_ENV: &str = "WORKFLOW_AGENT";
 
+/// An interactive step's command, as a shell would read it (each argument quoted as needed),
+/// in its container's environment: what a person in its pod runs.
+pub const COMMAND_ENV: &str = "WORKFLOW_COMMAND";
+
+/// Where the agent of an interactive step writes a script running the step's command, which
+/// records its exit code in [`LAST_EXIT_FILE`] (and, when the result is read, its standard
+/// output in [`STDOUT_FILE`]).
+pub const COMMAND_SCRIPT: &str = "/var/run/workflow-agent/command";
+
+/// The exit code of the last run of [`COMMAND_SCRIPT`].
+pub const LAST_EXIT_FILE: &str = "/var/run/workflow-agent/last-exit";
+
+/// The standard output of the last run of [`COMMAND_SCRIPT`], when the step's result is read.
+pub const STDOUT_FILE: &str = "/var/run/workflow-agent/stdout";
+
+/// Written by `workflow-agent continue` (through `workflow-operator continue`): the exit code
+/// an interactive step ends with.
+pub const CONTINUE_FILE: &str = "/var/run/workflow-agent/continue";
+
 /// The output key of the standard output: `{{steps.NAME.outputs.result}}`.
 pub const RESULT: &str = "result";
 
@@ -79,6 +98,9 @@ pub struct Task {
     /// [`SECRET_KEY_ENV`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreTask>,
+    /// Wait for [`CONTINUE_FILE`] instead of running the command (an interactive step).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
 }
 
 /// The environment variable holding the artifact store's access key (from the repository's
@@ -201,9 +223,10 @@ impl Report {
     }
 }
 
-/// Whether `step` runs under the agent: it has a `source`, output parameters or artifacts,
-/// input artifacts, or another step reads its `result` (`result_read`).
-pub fn needs_agent(step: &Step, result_read: bool) -> bool {
+/// Whether `step` runs under the agent: it is `interactive`, has a `source`, output
+/// parameters or artifacts, input artifacts, or another step reads its `result`
+/// (`result_read`).
+pub fn needs_agent(step: &Step, result_read: bool, interactive: bool) -> bool {
     let outputs = step
         .outputs
         .as_deref()
@@ -212,11 +235,11 @@ pub fn needs_agent(step: &Step, result_read: bool) -> bool {
         .inputs
         .as_deref()
         .is_some_and(|i| !i.artifacts.is_empty());
-    result_read || step.source.is_some() || outputs || inputs
+    interactive || result_read || step.source.is_some() || outputs || inputs
 }
 
 /// The agent's task for `step`.
-pub fn task_of(step: &Step, result_read: bool) -> Task {
+pub fn task_of(step: &Step, result_read: bool, interactive: bool) -> Task {
     let parameters = (step.outputs.as_deref())
         .map(|o| {
             (o.parameters.iter())
@@ -232,6 +255,7 @@ pub fn task_of(step: &Step, result_read: bool) -> Task {
         source: step.source.as_deref().cloned(),
         result: result_read,
         parameters,
+        interactive,
         ..Task::default()
     }
 }
@@ -266,6 +290,21 @@ pub fn wrap_command(command: Option<Vec<String>>, has_source: bool) -> Vec<Strin
         .collect()
 }
 
+/// `words` as one line a POSIX shell reads back as the same words: each quoted in `'...'`
+/// unless it holds only characters no shell treats specially.
+pub fn shell_line(words: &[String]) -> String {
+    let quote = |word: &String| {
+        let plain = !word.is_empty()
+            && (word.chars()).all(|c| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c));
+        if plain {
+            word.clone()
+        } else {
+            format!("'{}'", word.replace('\'', r"'\''"))
+        }
+    };
+    words.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
 /// The outputs named by [`Report`], merged in order: `lines` (the command's `key=value`
 /// lines), then `parameters`, then the `result`.
 pub fn merge_outputs(
@@ -290,11 +329,12 @@ mod tests {
     #[test]
     fn only_a_step_that_asks_for_it_gets_the_agent() {
         let plain = step("a", &[]);
-        assert!(!needs_agent(&plain, false));
-        assert!(needs_agent(&plain, true), "its result is read");
+        assert!(!needs_agent(&plain, false, false));
+        assert!(needs_agent(&plain, true, false), "its result is read");
+        assert!(needs_agent(&plain, false, true), "it is interactive");
         let mut script = plain.clone();
         script.source = Some(Box::new("echo hi".into()));
-        assert!(needs_agent(&script, false));
+        assert!(needs_agent(&script, false, false));
         let mut declared = plain.clone();
         declared.outputs = Some(Box::new(StepOutputs {
             parameters: vec![OutputParameter {
@@ -306,11 +346,21 @@ mod tests {
             }],
             artifacts: Vec::new(),
         }));
-        assert!(needs_agent(&declared, false));
-        let task = task_of(&declared, false);
+        assert!(needs_agent(&declared, false, false));
+        let task = task_of(&declared, false, false);
         assert_eq!(task.parameters[0].path, "/tmp/sha");
         assert_eq!(task.parameters[0].default.as_deref(), Some(""));
         assert!(!task.result);
+    }
+
+    #[test]
+    fn a_shell_line_reads_back_as_the_same_words() {
+        let words = |w: &[&str]| w.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        assert_eq!(shell_line(&words(&["echo", "a/b.c"])), "echo a/b.c");
+        assert_eq!(
+            shell_line(&words(&["sh", "-c", "echo it's $HOME", ""])),
+            r"sh -c 'echo it'\''s $HOME' ''"
+        );
     }
 
     #[test]

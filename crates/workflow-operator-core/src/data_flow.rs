@@ -114,7 +114,11 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
         }
     }
     for (i, step) in spec.containers.iter().enumerate() {
-        check_agent(step, flow.result_read.contains(&i))?;
+        check_agent(
+            step,
+            flow.result_read.contains(&i),
+            spec.is_interactive(step),
+        )?;
     }
     if exit.is_some() {
         let runs = spec.runs.unwrap_or(1);
@@ -152,7 +156,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
                 flow.exit_retry.insert(i, strategy);
             }
             check_cache(step, false, true)?;
-            check_agent(step, false)?;
+            check_agent(step, false, spec.is_interactive(step))?;
         }
     }
     Ok(flow)
@@ -275,16 +279,18 @@ fn declares_outputs(step: &Step) -> bool {
 /// Checks what a step under the step agent needs: a command or a script (the agent runs the
 /// command; an image's own entrypoint is not known without reading the image), and outputs
 /// named as keys, none of them `result`.
-fn check_agent(step: &Step, result_read: bool) -> Result<(), DagError> {
+fn check_agent(step: &Step, result_read: bool, interactive: bool) -> Result<(), DagError> {
     let refused = |problem: String| DagError::Reference {
         step: step.step_name.clone(),
         problem,
     };
-    if !agent::needs_agent(step, result_read) {
+    if !agent::needs_agent(step, result_read, interactive) {
         return Ok(());
     }
     if step.command.is_none() && step.source.is_none() {
-        let why = if result_read {
+        let why = if interactive {
+            "it is interactive"
+        } else if result_read {
             "its result is read"
         } else {
             "it has a source, outputs or input artifacts"

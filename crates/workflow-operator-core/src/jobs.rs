@@ -35,7 +35,7 @@ pub use super::labels::{
 };
 
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
-pub const OWN_ENV: [&str; 9] = [
+pub const OWN_ENV: [&str; 10] = [
     "WORKFLOW_NAME",
     "WORKFLOW_NAMESPACE",
     "STEP_NAME",
@@ -45,6 +45,7 @@ pub const OWN_ENV: [&str; 9] = [
     WORKSPACE_ENV,
     fan_out::RUN_INDEX_ENV,
     fan_out::ITEM_ENV,
+    agent::COMMAND_ENV,
 ];
 
 /// The environment variable that holds the workspace's path (`spec.workspace.mountPath`).
@@ -271,7 +272,8 @@ impl<'a> StepJob<'a> {
         owner.block_owner_deletion = Some(true);
         let (labels, pod_labels) = self.labels(name);
         let timeout = self.workflow.spec.effective_timeout(self.step);
-        let agent = match agent::needs_agent(self.step, self.data.result_read) {
+        let interactive = self.workflow.spec.is_interactive(self.step);
+        let agent = match agent::needs_agent(self.step, self.data.result_read, interactive) {
             true => {
                 Some((self.agent).ok_or_else(|| JobError::NoAgent(self.step.step_name.clone()))?)
             }
@@ -501,6 +503,9 @@ impl<'a> StepJob<'a> {
         let mut command = fill_all(&step.command);
         let mut env = self.env(parts.name, parts.namespace, agent);
         if agent {
+            if self.workflow.spec.is_interactive(step) {
+                env.push(self.command_env(command.clone()));
+            }
             command = Some(agent::wrap_command(command, step.source.is_some()));
             env.push(self.agent_task(parts));
             if let Some(store) = parts.store {
@@ -569,10 +574,22 @@ impl<'a> StepJob<'a> {
         env
     }
 
+    /// `$WORKFLOW_COMMAND` of an interactive step: its command (`command`, filled in; a
+    /// script's is `[sh]` and the script's path) and args, as one shell line.
+    fn command_env(&self, command: Option<Vec<String>>) -> EnvVar {
+        let has_source = self.step.source.is_some();
+        let wrapped = agent::wrap_command(command, has_source);
+        let args = (self.step.args.iter().flatten()).map(|a| self.fill(a));
+        // The words after the agent's `run --`.
+        let words: Vec<String> = wrapped.into_iter().skip(3).chain(args).collect();
+        env_var(agent::COMMAND_ENV, &agent::shell_line(&words))
+    }
+
     /// `$WORKFLOW_AGENT`: the agent's task, its script's and inputs' references filled in,
     /// each output artifact's key under the store's prefix.
     fn agent_task(&self, parts: &PodParts) -> EnvVar {
-        let mut task = agent::task_of(self.step, self.data.result_read);
+        let interactive = self.workflow.spec.is_interactive(self.step);
+        let mut task = agent::task_of(self.step, self.data.result_read, interactive);
         task.source = task.source.map(|source| self.fill(&source));
         if let Some(store) = parts.store {
             let inputs = self.step.inputs.iter().flat_map(|i| &i.artifacts);

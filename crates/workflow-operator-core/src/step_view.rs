@@ -348,7 +348,7 @@ fn fanned_view(
     };
     let ended = !matches!(
         phase,
-        StepPhase::Running | StepPhase::Queued | StepPhase::Waiting
+        StepPhase::Running | StepPhase::Interactive | StepPhase::Queued | StepPhase::Waiting
     );
     let succeeded = items
         .iter()
@@ -386,7 +386,10 @@ fn fanned_view(
 /// (a running step's start, a stopped step's end).
 fn with_entry(from_job: Option<StepView>, entry: &StepStatus) -> StepView {
     let job = from_job.unwrap_or_else(|| StepView::empty(&entry.name, entry.phase));
-    let ended = !matches!(entry.phase, StepPhase::Running | StepPhase::Queued);
+    let ended = !matches!(
+        entry.phase,
+        StepPhase::Running | StepPhase::Interactive | StepPhase::Queued
+    );
     StepView {
         name: entry.name.clone(),
         phase: entry.phase,

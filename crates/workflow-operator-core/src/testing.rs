@@ -64,6 +64,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         inputs: None,
         init_containers: None,
         sidecars: None,
+        interactive: None,
     }
 }
 
@@ -106,6 +107,7 @@ impl WorkFlow {
             workflow_template_ref: None,
             artifact_repository: None,
             artifact_gc: None,
+            interactive: false,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {
@@ -206,6 +208,12 @@ impl WorkFlowBuilder {
     /// The last step's failure does not fail the workflow (`continueOn.failed`).
     pub fn continue_on_failed(mut self) -> Self {
         self.last().continue_on = Some(crate::crd::ContinueOn { failed: true });
+        self
+    }
+
+    /// The last step is interactive: it waits for `workflow-operator continue`.
+    pub fn interactive(mut self) -> Self {
+        self.last().interactive = Some(true);
         self
     }
 

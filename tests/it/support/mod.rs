@@ -381,6 +381,20 @@ impl Namespace {
         )
         .await;
     }
+
+    /// Waits until a pod of Job `job` runs.
+    pub async fn wait_pods_ready(&self, job: &str) {
+        let running =
+            |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        wait_list(
+            &self.pods(),
+            watcher::Config::default().labels(&format!("job-name={job}")),
+            "a running pod",
+            DEADLINE,
+            |pods| pods.iter().any(|p| running(p)),
+        )
+        .await;
+    }
 }
 
 impl Namespace {
@@ -407,6 +421,11 @@ impl Namespace {
         command.args(args).args(["-n", &self.name]);
         if let Some(dev) = self.cluster.dev() {
             command.env("KUBECONFIG", dev.kubeconfig_path());
+        }
+        // `exec` and `continue` run kubectl: the test tools' one, where installed.
+        let kubectl = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/kubectl");
+        if kubectl.exists() {
+            command.env("KUBECTL", kubectl);
         }
         let output = command
             .kill_on_drop(true)

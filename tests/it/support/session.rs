@@ -121,11 +121,14 @@ impl Session {
         expect(command, false).await
     }
 
-    fn cli_command(&self, args: &[&str]) -> tokio::process::Command {
+    /// `workflow-operator ARGS` with the cluster's kubeconfig, and kubectl (which `exec` and
+    /// `continue` run) as `KUBECTL`.
+    pub fn cli_command(&self, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"));
         command
             .args(args)
-            .env("KUBECONFIG", self.cluster.kubeconfig_path());
+            .env("KUBECONFIG", self.cluster.kubeconfig_path())
+            .env("KUBECTL", self.kubectl);
         command
     }
 

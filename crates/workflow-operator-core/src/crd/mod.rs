@@ -127,6 +127,10 @@ pub struct WorkFlowSpec {
     #[schemars(range(min = 1))]
     pub parallelism: Option<i32>,
 
+    /// Every step is interactive (a step's own `interactive` overrides it): see the step's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
+
     /// On a failed step: true stops the running steps and fails at once; false lets steps that do
     /// not depend on the failed one finish, then fails.
     #[serde(default = "default_true")]
@@ -552,6 +556,14 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "list_of_kubernetes_objects")]
     pub sidecars: Option<Box<Vec<Container>>>,
+
+    /// Start the step's pod with its environment, volumes and inputs but wait instead of
+    /// running its command: the step is `Interactive` until `workflow-operator continue`
+    /// ends it (its exit code that of the last run of the command inside, by default), after
+    /// `workflow-operator exec` opened a shell in it. Its `timeout` does not run while it
+    /// waits. Overrides the workflow's `interactive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<bool>,
 }
 
 /// `withItems`: the items a step runs once per, as written (strings, numbers or objects).
@@ -711,6 +723,8 @@ pub enum StepPhase {
     Queued,
     /// Its Job exists (or is being created) and has not finished.
     Running,
+    /// An interactive step's Job runs: its pod waits for `workflow-operator continue`.
+    Interactive,
     /// Its Job completed.
     Succeeded,
     /// Its Job failed, or its pod could not start.
@@ -727,6 +741,7 @@ impl StepPhase {
             StepPhase::Waiting => "Waiting",
             StepPhase::Queued => "Queued",
             StepPhase::Running => "Running",
+            StepPhase::Interactive => "Interactive",
             StepPhase::Succeeded => "Succeeded",
             StepPhase::Failed => "Failed",
             StepPhase::TimedOut => "TimedOut",
@@ -743,7 +758,7 @@ pub struct StepStatus {
     /// The step's name.
     pub name: String,
 
-    /// Running, Queued, Failed, TimedOut, Skipped or Succeeded.
+    /// Running, Interactive, Queued, Failed, TimedOut, Skipped or Succeeded.
     pub phase: StepPhase,
 
     /// When its Job started (failed and timed-out steps; a running step's is its Job's).
@@ -809,7 +824,16 @@ fn is_zero_u32(n: &u32) -> bool {
 impl WorkFlowSpec {
     /// The timeout that applies to `step`, in seconds; [`UNLIMITED`] (-1) means none.
     pub fn effective_timeout(&self, step: &Step) -> i64 {
+        if self.is_interactive(step) {
+            // It waits for a person; `startTimeout` still bounds its pod's start.
+            return UNLIMITED;
+        }
         step.timeout.unwrap_or(self.max_step_timeout)
+    }
+
+    /// Whether `step` waits for `workflow-operator continue` instead of running its command.
+    pub fn is_interactive(&self, step: &Step) -> bool {
+        step.interactive.unwrap_or(self.interactive)
     }
 
     /// How many times the DAG runs (`runs`, at least 1).

@@ -312,6 +312,8 @@ pub struct Policies {
     pub cache: bool,
     /// Input or output artifacts on any step: the workflow needs an artifact repository.
     pub artifacts: bool,
+    /// An interactive step (its own `interactive`, or the workflow's).
+    pub interactive: bool,
 }
 
 impl Policies {
@@ -322,6 +324,7 @@ impl Policies {
             locks: spec.synchronization.is_some() || steps().any(|s| s.synchronization.is_some()),
             cache: steps().any(|s| s.cache.is_some()),
             artifacts: steps().any(crate::agent::has_artifacts),
+            interactive: steps().any(|s| spec.is_interactive(s)),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The planner with run policies: failures a workflow survives (`continueOn`), what a `when`
 //! reads of failed steps and of the workflow's end, and the workflow's deadline
-//! (`activeDeadlineSeconds`).
+//! (`activeDeadlineSeconds`); interactive steps.
 
 use super::data_tests::{at, entry, running, written};
 use super::*;
@@ -396,4 +396,35 @@ fn a_bad_retry_strategy_or_retries_beside_it_makes_the_workflow_invalid() {
         message.contains("{{retries}} is the attempt of a step with a retryStrategy"),
         "{message}"
     );
+}
+
+#[test]
+fn an_interactive_step_says_so_from_its_create_and_never_times_out() {
+    let wf = running(
+        WorkFlow::test("w")
+            .step("sim", &[])
+            .interactive()
+            .timeout(1)
+            .step("after", &["sim"])
+            .build(),
+    );
+    let sim = entry_of(&wf, "sim");
+    assert_eq!(sim.phase, StepPhase::Interactive);
+    let message = sim.message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("workflow-operator continue -n default w sim"),
+        "{message}"
+    );
+    // Its Job running for an hour, past its timeout, changes nothing: no write, no action.
+    let jobs = Jobs::of(&wf).active("sim", at(0)).build();
+    let later = plan(&wf, &jobs, at(3600));
+    assert_eq!(later.status, None);
+    assert!(later.actions.is_empty(), "{:?}", later.actions);
+    assert_eq!(next_timeout_at(&wf, &jobs), None);
+}
+
+fn entry_of<'w>(workflow: &'w WorkFlow, step: &str) -> &'w StepStatus {
+    (workflow.status.iter().flat_map(|s| &s.steps))
+        .find(|s| s.name == step)
+        .unwrap_or_else(|| panic!("no entry for {step}"))
 }

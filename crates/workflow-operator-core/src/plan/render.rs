@@ -3,6 +3,8 @@
 
 use super::*;
 
+use kube::ResourceExt;
+
 use crate::crd::DEFAULT_MAX_STEP_TIMEOUT;
 
 /// The entry of a step its `when` (`expression`) skipped.
@@ -346,7 +348,8 @@ impl<'a> Planner<'a> {
                         lists.executed.push(name.clone());
                     }
                     JobState::Active { .. } if !terminal => {
-                        let mut entry = running_step_status(&name, job.name.clone(), job.suspended);
+                        let entry = running_step_status(&name, job.name.clone(), job.suspended);
+                        let mut entry = self.interactive(entry, &view.steps[i]);
                         if let Some(queue) = self.workflow.spec.queue_name.as_deref()
                             && job.suspended
                         {
@@ -381,11 +384,34 @@ impl<'a> Planner<'a> {
             if created_here > 0 {
                 let attempt = view.next_attempt.get(&Unit::step(i)).copied();
                 let job = self.attempt_job_name(&name, attempt.unwrap_or(0));
-                lists.steps.push(running_step_status(&name, job, false));
+                let entry = running_step_status(&name, job, false);
+                lists.steps.push(self.interactive(entry, &view.steps[i]));
                 lists.started.push(name);
             } else if held_here > 0 {
                 lists.steps.push(self.queued_entry(&name));
             }
+        }
+    }
+
+    /// `entry`, a running step's, as an interactive step's when `step` is one: phase
+    /// `Interactive`, and a message saying what to do. Known when its Job is created, so its
+    /// Job starting changes nothing in the status.
+    fn interactive(&self, entry: StepStatus, step: &Step) -> StepStatus {
+        if entry.phase != StepPhase::Running || !self.workflow.spec.is_interactive(step) {
+            return entry;
+        }
+        let workflow = self.workflow.name_any();
+        let namespace = self.workflow.namespace().unwrap_or_default();
+        let name = &entry.name;
+        let message = format!(
+            "waiting for you: `workflow-operator exec -n {namespace} {workflow} {name}` opens a \
+             shell in its pod ($WORKFLOW_COMMAND runs the step's command), \
+             `workflow-operator continue -n {namespace} {workflow} {name}` ends it"
+        );
+        StepStatus {
+            phase: StepPhase::Interactive,
+            message: Some(message),
+            ..entry
         }
     }
 

@@ -40,6 +40,7 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         inputs,
         init_containers,
         sidecars,
+        interactive,
     } = call;
     Step {
         step_name,
@@ -78,6 +79,7 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         inputs: inputs.or(template.inputs),
         init_containers: init_containers.or(template.init_containers),
         sidecars: sidecars.or(template.sidecars),
+        interactive: interactive.or(template.interactive),
     }
 }
 
@@ -125,6 +127,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         queue_timeout,
         artifact_repository,
         artifact_gc,
+        interactive,
     } = own.clone();
     WorkFlowSpec {
         max_step_timeout: if max_step_timeout == DEFAULT_MAX_STEP_TIMEOUT {
@@ -157,6 +160,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         queue_timeout: queue_timeout.or(template.queue_timeout),
         artifact_repository: artifact_repository.or(template.artifact_repository),
         artifact_gc: artifact_gc.or(template.artifact_gc),
+        interactive: interactive || template.interactive,
         suspend,
         shutdown,
         retry,
