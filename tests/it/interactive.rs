@@ -6,11 +6,15 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use rstest::rstest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::StepPhase;
 
 use crate::support;
 
 use support::session::Session;
+use support::{Operator, operator_process, step_of};
 
 /// A workflow named `name` whose step `sim` is interactive (with a one-second `timeout`, which
 /// must not run while it waits) and whose step `after` follows it.
@@ -130,6 +134,51 @@ async fn continue_with_an_exit_code_fails_the_step_with_it() {
     );
     assert!(message.contains("exit code 3"), "{message}");
     session.stop().await;
+}
+
+/// The state of an interactive step is in its pod: the operator SIGKILLed while the step
+/// waits, the step continued while no operator runs, and the operator started again finds it
+/// done, with one Job for the step.
+#[rstest]
+#[tokio::test]
+async fn an_operator_killed_while_a_step_waits_finds_it_continued(
+    #[future(awt)] operator_process: Operator,
+) {
+    skip_on_real_cluster!("kills the operator's process");
+    let mut operator = operator_process;
+    operator
+        .ns
+        .create(
+            WorkFlow::test("waits")
+                .step("sim", &[])
+                .command(&["sh", "-c", "echo simulated"])
+                .interactive()
+                .step("after", &["sim"]),
+        )
+        .await;
+    let waiting = operator
+        .ns
+        .wait_workflow("waits", "sim waiting for you", |wf| {
+            let steps = wf.status.iter().flat_map(|s| &s.steps);
+            steps
+                .clone()
+                .any(|s| s.name == "sim" && s.phase == StepPhase::Interactive)
+        })
+        .await;
+    let job = (waiting.status.iter().flat_map(|s| &s.steps))
+        .find_map(|s| s.job.clone())
+        .expect("sim names its Job");
+    operator.ns.wait_pods_ready(&job).await;
+    operator.kill().await;
+    operator
+        .ns
+        .cli(&["continue", "waits", "sim", "--exit-code", "0"])
+        .await;
+    operator.start();
+    operator.ns.expect_completed("waits").await;
+    let jobs = operator.ns.jobs_of("waits").await;
+    let sims = jobs.iter().filter(|j| step_of(j) == Some("sim")).count();
+    assert_eq!(sims, 1, "one Job for sim: {:?}", support::jobs_named(&jobs));
 }
 
 /// Runs `workflow-operator exec WORKFLOW STEP` under a pseudo-terminal (`script`), types
