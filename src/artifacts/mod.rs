@@ -1,10 +1,10 @@
 //! Artifacts: files and directories a step hands to later steps through an S3-compatible
-//! bucket, each kept as a `.tar.gz` under a key that names the step's attempt. The step agent
+//! bucket, each kept as a `.tar.gz` under a key that names the step's Job (the core's
+//! `agent::artifact_key`). The step agent
 //! calls [`put_path`] after a step's command and [`get_path`] before it; the operator calls
 //! [`delete_prefix`] to collect a workflow's artifacts. Needs no `dev` feature, except
 //! [`embedded`].
 //!
-//! - [`key`]: the keys, pure.
 //! - [`target`]: the bucket, its credentials and the client.
 //! - [`credentials`]: a repository's credentials, read from its Secret.
 //! - [`transfer`]: put, get, list, delete.
@@ -18,11 +18,9 @@ pub mod credentials;
 #[cfg(feature = "dev")]
 pub mod embedded;
 pub mod error;
-pub mod key;
 pub mod target;
 pub mod transfer;
 
 pub use error::{Error, Result};
-pub use key::{ArtifactOwner, artifact_key, workflow_prefix};
 pub use target::S3Target;
 pub use transfer::{Stored, delete_prefix, get_path, list, put_path};
