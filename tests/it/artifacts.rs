@@ -1,16 +1,17 @@
 //! Artifacts end to end on the embedded control plane with its embedded S3 store, through
 //! kubectl and the `workflow-operator` CLI: a file and a directory passed between steps, an
 //! init container and a sidecar around a step, artifact GC by each strategy, and what fails
-//! (a missing output path, bad credentials) saying what it is.
+//! (a missing output path, bad credentials, a missing input) saying what it is.
 
 use crate::support;
 
 use std::time::Duration;
 
 use kube::api::PostParams;
+use kube_devcluster::testing::eventually;
 use rstest::rstest;
 use support::session::Session;
-use support::{Operator, operator_process};
+use support::{Namespace, Operator, namespace, operator_process};
 use workflow_operator::artifacts::{self, embedded::EmbeddedStore};
 use workflow_operator_core::WorkFlow;
 
@@ -231,6 +232,61 @@ spec:
     store.shutdown().await;
 }
 
+/// An input artifact gone from the store by the time its step runs (deleted between the step
+/// that made it and the one that reads it) fails the reading step, naming the input and the
+/// key it looked for.
+#[tokio::test]
+async fn a_missing_input_artifact_fails_the_step_naming_it() {
+    let Some((session, store)) = with_store("missing-input").await else {
+        return;
+    };
+    let gate = support::Gate::new();
+    let hold = serde_json::to_string(&gate.wait_command("held")).unwrap();
+    let manifest = format!(
+        r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {{name: missing}}
+spec:
+  containers:
+    - stepName: make
+      image: alpine:3.20
+      source: echo made > /tmp/made
+      outputs: {{artifacts: [{{name: made, path: /tmp/made}}]}}
+    - {{stepName: hold, image: alpine:3.20, dependsOn: [make], command: {hold}}}
+    - stepName: use
+      image: alpine:3.20
+      dependsOn: [hold]
+      source: cat /tmp/in/made
+      inputs: {{artifacts: [{{name: made, path: /tmp/in/made, from: "{{{{steps.make.outputs.artifacts.made}}}}"}}]}}
+"#
+    );
+    session.create(&manifest).await;
+    let made = eventually("the artifact stored", Duration::from_secs(60), || async {
+        keys(&store, "default/missing/").await.into_iter().next()
+    })
+    .await;
+    let deleted = artifacts::delete_prefix(store.target(), "default/missing/")
+        .await
+        .expect("deleting the artifact");
+    assert_eq!(deleted, 1);
+    gate.open();
+    session.wait_finished("missing").await;
+    let message = session.jsonpath("missing", "{.status.message}").await;
+    assert_eq!(
+        session
+            .jsonpath("missing", "{.status.workflow-status}")
+            .await,
+        "Failed",
+        "{message}"
+    );
+    assert!(message.contains("step use failed"), "{message}");
+    assert!(message.contains("input artifact made"), "{message}");
+    assert!(message.contains(&made), "names the key {made}: {message}");
+    session.stop().await;
+    store.shutdown().await;
+}
+
 /// A step's init container and sidecar run around it, sharing the pod's emptyDir: the init
 /// container writes before the step, the sidecar writes while it runs, and the step (with
 /// its result read by the next) sees both.
@@ -290,6 +346,49 @@ async fn killed_while_artifacts_upload_and_are_collected_nothing_is_lost_or_left
 ) {
     skip_on_real_cluster!("kills the operator's process");
     Box::pin(kill_around_artifacts(operator_process)).await;
+}
+
+/// `run --artifact-repository FILE` serves a namespace without a repository of its own: its
+/// workflow's artifacts pass through the file's store, and the status says where it came from.
+#[rstest]
+#[tokio::test]
+async fn the_operators_own_repository_serves_a_namespace_without_one(
+    #[future(awt)] namespace: Namespace,
+) {
+    skip_on_real_cluster!("runs its own operator process with its own flags");
+    let store = EmbeddedStore::start(None)
+        .await
+        .expect("the embedded store");
+    // The store's credentials Secret, but no repository ConfigMap.
+    artifacts::embedded::install_default_repository(namespace.client(), &namespace.name, &store)
+        .await
+        .expect("the credentials");
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(namespace.client(), &namespace.name);
+    (config_maps.delete(
+        workflow_operator_core::agent::REPOSITORY_CONFIGMAP,
+        &Default::default(),
+    ))
+    .await
+    .expect("the namespace's own repository deleted");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("repository.yaml");
+    std::fs::write(&file, serde_yaml::to_string(&store.repository()).unwrap()).unwrap();
+    let operator = Operator::process_with_args(
+        namespace,
+        &["--artifact-repository", file.to_str().unwrap()],
+    );
+    let ns = &operator.ns;
+    let workflow = passing_workflow("from-flag", "Never");
+    (ns.workflows().create(&PostParams::default(), &workflow))
+        .await
+        .expect("created");
+    let done = ns.expect_completed("from-flag").await;
+    let from = (done.status.as_ref()).and_then(|s| s.artifact_repository.as_ref());
+    assert_eq!(from.map(|r| r.from.as_str()), Some("--artifact-repository"));
+    let stored = keys(&store, &format!("{}/from-flag/", ns.name)).await;
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    store.shutdown().await;
 }
 
 fn passing_workflow(name: &str, strategy: &str) -> WorkFlow {
