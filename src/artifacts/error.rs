@@ -8,7 +8,14 @@ use std::path::PathBuf;
 
 use object_store::client::{HttpError, HttpErrorKind};
 
-use super::target::S3Target;
+/// Where a request went, as an error names it: the store, the bucket and the access key (never
+/// the secret key).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Addressed<'a> {
+    pub(crate) endpoint: &'a str,
+    pub(crate) bucket: &'a str,
+    pub(crate) access_key: &'a str,
+}
 
 /// An artifact operation that failed.
 #[derive(Debug, thiserror::Error)]
@@ -84,11 +91,11 @@ impl Error {
     /// Sorts the store's answer to `action` on `key` into what the user can act on.
     pub(crate) fn from_store(
         source: object_store::Error,
-        target: &S3Target,
+        target: Addressed<'_>,
         action: &'static str,
         key: &str,
     ) -> Error {
-        let (endpoint, bucket) = (target.endpoint.clone(), target.bucket.clone());
+        let (endpoint, bucket) = (target.endpoint.to_string(), target.bucket.to_string());
         // `object_store` gives 403 its own variant for some requests (a get, a put) and not for
         // others (a list): the S3 error code in the answer says it for all.
         let answer = causes(&source);
@@ -101,7 +108,7 @@ impl Error {
         if s3_code("NoSuchBucket") {
             Error::NoSuchBucket { bucket, endpoint }
         } else if refused {
-            let access_key = target.access_key.clone();
+            let access_key = target.access_key.to_string();
             Error::Refused {
                 endpoint,
                 bucket,
@@ -164,18 +171,16 @@ fn failed_to_connect(error: &object_store::Error) -> bool {
 mod tests {
     use super::*;
 
-    fn target() -> S3Target {
-        S3Target {
-            endpoint: "http://127.0.0.1:9".into(),
-            bucket: "workflows".into(),
-            region: "us-east-1".into(),
-            access_key: "AKID".into(),
-            secret_key: "s3cr3t".into(),
+    fn target() -> Addressed<'static> {
+        Addressed {
+            endpoint: "http://127.0.0.1:9",
+            bucket: "workflows",
+            access_key: "AKID",
         }
     }
 
     fn sorted(source: object_store::Error) -> Error {
-        Error::from_store(source, &target(), "getting", "a/b.tgz")
+        Error::from_store(source, target(), "getting", "a/b.tgz")
     }
 
     fn not_found(body: &str) -> object_store::Error {

@@ -6,7 +6,7 @@ use std::fmt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use workflow_operator_core::crd::artifacts::S3Repository;
 
-use super::error::{Error, Result};
+use super::error::{Addressed, Error, Result};
 
 /// The region when the repository names none (MinIO and most S3-compatible stores ignore it,
 /// but it is part of what is signed).
@@ -28,6 +28,15 @@ pub struct S3Target {
 }
 
 impl S3Target {
+    /// The store, bucket and access key, as errors name them.
+    pub(crate) fn address(&self) -> Addressed<'_> {
+        Addressed {
+            endpoint: &self.endpoint,
+            bucket: &self.bucket,
+            access_key: &self.access_key,
+        }
+    }
+
     /// The bucket of a workflow's `spec.artifactRepository.s3`, with the credentials read from
     /// its `credentialsSecret`.
     pub fn from_repository(repository: &S3Repository, access_key: &str, secret_key: &str) -> Self {

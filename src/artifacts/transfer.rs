@@ -71,7 +71,7 @@ pub async fn put_path(target: &S3Target, key: &str, local_path: &Path) -> Result
     })
     .await
     .expect("packing does not panic");
-    let store = |fault| Error::from_store(fault, target, "putting", location.as_ref());
+    let store = |fault| Error::from_store(fault, target.address(), "putting", location.as_ref());
     let size = upload.written;
     let fault = upload.fault.take();
     let mut writer = upload.into_writer();
@@ -101,7 +101,7 @@ pub async fn put_path(target: &S3Target, key: &str, local_path: &Path) -> Result
 pub async fn get_path(target: &S3Target, key: &str, dest_path: &Path) -> Result<()> {
     let client = target.client()?;
     let location = Key::from(key);
-    let fail = |source| Error::from_store(source, target, "getting", location.as_ref());
+    let fail = |source| Error::from_store(source, target.address(), "getting", location.as_ref());
     let result = client.get(&location).await.map_err(fail)?;
     if let Some(parent) = dest_path.parent() {
         tokio::fs::create_dir_all(parent)
@@ -158,7 +158,7 @@ pub async fn list(target: &S3Target, prefix: &str) -> Result<Vec<Stored>> {
         })
         .try_collect()
         .await
-        .map_err(|source| Error::from_store(source, target, "listing", prefix))
+        .map_err(|source| Error::from_store(source, target.address(), "listing", prefix))
 }
 
 /// Deletes every object under `prefix` (as [`list`] reads it); returns how many.
@@ -179,5 +179,5 @@ pub async fn delete_prefix(target: &S3Target, prefix: &str) -> Result<usize> {
     deleted
         .try_fold(0, |count, _| async move { Ok(count + 1) })
         .await
-        .map_err(|source| Error::from_store(source, target, "deleting under", prefix))
+        .map_err(|source| Error::from_store(source, target.address(), "deleting under", prefix))
 }

@@ -12,7 +12,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use workflow_operator_core::agent::{self, Task};
 use workflow_operator_core::outputs::{MAX_OUTPUTS_BYTES, OUTPUTS_ENV};
 
-use super::run::Stdout;
+use super::stdout::Stdout;
 
 /// How an interactive step ended.
 pub(super) enum Ended {

@@ -11,6 +11,7 @@ mod artifacts;
 mod collect;
 mod interactive;
 mod run;
+mod stdout;
 
 pub use interactive::continue_step;
 pub use run::run;

@@ -10,6 +10,7 @@ use workflow_operator_core::agent::{self, COLLECT_FAILED_EXIT, Report, TASK_ENV,
 use workflow_operator_core::outputs::{MAX_OUTPUTS_BYTES, OUTPUTS_ENV, OUTPUTS_PATH};
 
 use super::interactive::{self, Ended};
+use super::stdout::Stdout;
 use super::{artifacts, collect};
 
 /// The exit code when the command cannot be started, as a shell's.
@@ -170,30 +171,6 @@ async fn copy_and_keep(stdout: &mut tokio::process::ChildStdout) -> Stdout {
     }
     let _ = out.flush().await;
     Stdout { kept, total }
-}
-
-/// A command's standard output as kept: its first bytes, and how many it wrote.
-pub(super) struct Stdout {
-    pub(super) kept: Vec<u8>,
-    pub(super) total: usize,
-}
-
-impl Stdout {
-    /// The bytes, when all were kept.
-    ///
-    /// # Errors
-    /// Its size, when it is too large for a termination message.
-    fn result(self) -> Result<Vec<u8>, String> {
-        if self.total > MAX_OUTPUTS_BYTES {
-            return Err(format!(
-                "the standard output (result) is {} bytes, more than the {MAX_OUTPUTS_BYTES} \
-                 bytes of a termination message: pass large values as an artifact \
-                 (outputs.artifacts)",
-                self.total
-            ));
-        }
-        Ok(self.kept)
-    }
 }
 
 fn pass_on(child: &tokio::process::Child, signal: nix::sys::signal::Signal) {

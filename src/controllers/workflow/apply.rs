@@ -136,100 +136,20 @@ async fn execute(
 ) -> HandlerResult {
     let uid = workflow.uid().unwrap_or_default();
     match action {
-        Action::CreateJob {
-            step,
-            job_name,
-            retry,
-            exit,
-            inputs,
-            instance,
-            attempt,
-        } => {
-            let (index, step) =
-                (compiled.step(&workflow.spec, step, exit.is_some())).ok_or_else(|| {
-                    HandlerError::permanent(format!("planned step {step} is not in the spec"))
-                })?;
-            let data = StepData {
-                inputs: Some(inputs),
-                // Exit steps' outputs are never read.
-                outputs_read: exit.is_none() && compiled.flow.read.contains(&index),
-                result_read: exit.is_none() && compiled.flow.result_read.contains(&index),
+        Action::CreateJob { job_name, .. } => {
+            let refuse = |reason, message| {
+                refusals.lock().expect("refusals lock").push(Refusal {
+                    step: shown_name(workflow, action),
+                    job: job_name.clone(),
+                    reason,
+                    message,
+                });
             };
-            // Shown under the instance's name (`build[3]`, `run1/build`) when refused.
-            let shown = || {
-                fan_out::display_name(
-                    &step.step_name,
-                    instance.run_index,
-                    workflow.spec.run_count(),
-                    instance.item.as_ref().map(|item| item.index),
-                )
-            };
-            let mut job = jobs::StepJob::new(workflow, step, &compiled.run);
-            if let Some(agent) = &shared.agent {
-                job = job.agent(agent);
-            }
-            let repository = workflow
-                .status
-                .as_ref()
-                .and_then(|s| s.artifact_repository.as_deref());
-            let built = job
-                .retry(*retry)
-                .exit(exit.as_ref())
-                .data(data)
-                .instance(instance)
-                .attempt(*attempt)
-                .repository(repository)
-                .build();
-            let job = match built {
-                Ok(job) => job,
-                Err(jobs::JobError::NoRepository(message)) => {
-                    refusals.lock().expect("refusals lock").push(Refusal {
-                        step: shown(),
-                        job: job_name.clone(),
-                        reason: plan::REASON_NO_ARTIFACT_REPOSITORY,
-                        message,
-                    });
-                    return Ok(());
-                }
-                Err(e) => return Err(HandlerError::permanent(e.to_string())),
-            };
-            match api
-                .create(
-                    &PostParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..Default::default()
-                    },
-                    &job,
-                )
-                .await
-            {
-                Ok(created) => {
-                    if let Some(observed) = jobs::observe_job(&created.into(), Timestamp::now()) {
-                        shared.memory.created(&uid, observed);
-                    }
+            match build_job(shared, workflow, compiled, action)? {
+                Ok(job) => create_job(shared, api, workflow, &job, refuse).await,
+                Err(message) => {
+                    refuse(plan::REASON_NO_ARTIFACT_REPOSITORY, message);
                     Ok(())
-                }
-                // The name is deterministic: an existing Job is this step's Job of this run.
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-                Err(e) => {
-                    // A slot of `--max-running-steps` taken for a Job not created is free again.
-                    if let Some(admission) = &shared.admission {
-                        let namespace = workflow.namespace().unwrap_or_default();
-                        admission.release(&(namespace, job_name.clone()));
-                    }
-                    match e {
-                        kube::Error::Api(e) if e.code == 422 => {
-                            tracing::warn!(job = %job_name, message = %e.message, "the API server refused a step's job");
-                            refusals.lock().expect("refusals lock").push(Refusal {
-                                step: shown(),
-                                job: job_name.clone(),
-                                reason: plan::REASON_JOB_REFUSED,
-                                message: e.message,
-                            });
-                            Ok(())
-                        }
-                        e => Err(temporary(&format!("creating job {job_name}"), e)),
-                    }
                 }
             }
         }
@@ -252,6 +172,112 @@ async fn execute(
         Action::FailStart { job_name, why } => {
             let patch = jobs::cannot_start_patch(why);
             patch_job(api, job_name, patch, "stopping the not started").await
+        }
+    }
+}
+
+/// The Job of a `CreateJob` action; `Err` inside with why its step cannot run without an
+/// artifact repository.
+///
+/// # Errors
+/// A step the spec does not hold, or a workflow without the metadata a Job needs (permanent).
+fn build_job(
+    shared: &Shared,
+    workflow: &WorkFlow,
+    compiled: &Compiled,
+    action: &Action,
+) -> Result<Result<Job, String>, HandlerError> {
+    let Action::CreateJob {
+        step,
+        retry,
+        exit,
+        inputs,
+        instance,
+        attempt,
+        ..
+    } = action
+    else {
+        unreachable!("build_job is only called for CreateJob");
+    };
+    let (index, step) = (compiled.step(&workflow.spec, step, exit.is_some())).ok_or_else(|| {
+        HandlerError::permanent(format!("planned step {step} is not in the spec"))
+    })?;
+    let data = StepData {
+        inputs: Some(inputs),
+        // Exit steps' outputs are never read.
+        outputs_read: exit.is_none() && compiled.flow.read.contains(&index),
+        result_read: exit.is_none() && compiled.flow.result_read.contains(&index),
+    };
+    let mut job = jobs::StepJob::new(workflow, step, &compiled.run);
+    if let Some(agent) = &shared.agent {
+        job = job.agent(agent);
+    }
+    let repository = (workflow.status.as_ref()).and_then(|s| s.artifact_repository.as_deref());
+    let built = job
+        .retry(*retry)
+        .exit(exit.as_ref())
+        .data(data)
+        .instance(instance)
+        .attempt(*attempt)
+        .repository(repository)
+        .build();
+    match built {
+        Ok(job) => Ok(Ok(job)),
+        Err(jobs::JobError::NoRepository(message)) => Ok(Err(message)),
+        Err(e) => Err(HandlerError::permanent(e.to_string())),
+    }
+}
+
+/// The name a refused Job's step is shown under: its instance's (`build[3]`, `run1/build`).
+fn shown_name(workflow: &WorkFlow, action: &Action) -> String {
+    let Action::CreateJob { step, instance, .. } = action else {
+        unreachable!("only a created Job is refused");
+    };
+    fan_out::display_name(
+        step,
+        instance.run_index,
+        workflow.spec.run_count(),
+        instance.item.as_ref().map(|item| item.index),
+    )
+}
+
+/// Creates `job`; one that exists already is this step's (its name is deterministic). A
+/// refusal (422) goes to `refuse`.
+async fn create_job(
+    shared: &Shared,
+    api: &Api<Job>,
+    workflow: &WorkFlow,
+    job: &Job,
+    refuse: impl Fn(&'static str, String),
+) -> HandlerResult {
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let job_name = job.name_any();
+    match api.create(&params, job).await {
+        Ok(created) => {
+            if let Some(observed) = jobs::observe_job(&created.into(), Timestamp::now()) {
+                let uid = workflow.uid().unwrap_or_default();
+                shared.memory.created(&uid, observed);
+            }
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => {
+            // A slot of `--max-running-steps` taken for a Job not created is free again.
+            if let Some(admission) = &shared.admission {
+                let namespace = workflow.namespace().unwrap_or_default();
+                admission.release(&(namespace, job_name.clone()));
+            }
+            match e {
+                kube::Error::Api(e) if e.code == 422 => {
+                    tracing::warn!(job = %job_name, message = %e.message, "the API server refused a step's job");
+                    refuse(plan::REASON_JOB_REFUSED, e.message);
+                    Ok(())
+                }
+                e => Err(temporary(&format!("creating job {job_name}"), e)),
+            }
         }
     }
 }

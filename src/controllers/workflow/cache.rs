@@ -24,7 +24,7 @@ use workflow_operator_core::fan_out;
 use workflow_operator_core::plan::{Action, Compiled, JobState, ObservedJob, Plan};
 use workflow_operator_core::retry::parse_duration;
 
-use super::shared::{FIELD_MANAGER, temporary};
+use crate::controllers::{FIELD_MANAGER, temporary};
 
 /// The Jobs whose entries this process wrote, by workflow uid.
 #[derive(Default)]

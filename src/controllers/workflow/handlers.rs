@@ -129,7 +129,7 @@ async fn gates(
     }
     let planned = (&decision.plan, observed.as_deref());
     let spec = (seen.workflow.as_ref(), seen.compiled.as_ref());
-    if let Some(locks) = locks::hold(shared, &ctx.client, spec, planned).await? {
+    if let Some(locks) = locks::hold(shared.locks.as_deref(), &ctx.client, spec, planned).await? {
         let with_locks = gate.take().map_or(locks.clone(), |g| g.and(locks));
         replan(shared, ctx, seen, (decision, observed), &with_locks).await?;
         gate = Some(with_locks);

@@ -37,7 +37,7 @@ use workflow_operator_core::names;
 use workflow_operator_core::plan::{self, Action, Compiled, JobState, ObservedJob, Plan};
 
 use super::admission::{RESERVATION_TTL, Rank};
-use super::shared::{FIELD_MANAGER, Shared, temporary};
+use crate::controllers::{FIELD_MANAGER, temporary};
 
 /// Annotation of a lock's Lease: its slot.
 const ANNOTATION_SLOT: &str = "workflow.crd.com/lock-slot";
@@ -320,12 +320,12 @@ fn read(lease: &Lease) -> Option<(LockKey, Held)> {
 /// # Errors
 /// A Lease that could not be created or deleted (temporary).
 pub(super) async fn hold(
-    shared: &Shared,
+    book: Option<&LockBook>,
     client: &Client,
     (workflow, compiled): (&WorkFlow, &Compiled),
     (plan, observed): (&Plan, Option<&[ObservedJob]>),
 ) -> Result<Option<plan::Gate>, HandlerError> {
-    let Some(book) = shared.locks.as_ref() else {
+    let Some(book) = book else {
         return Ok(None);
     };
     let uid = workflow.uid().unwrap_or_default();
