@@ -24,8 +24,10 @@ test: tools ## run the whole test suite
 test-slow: tools ## the slow reliability tests: 20 operator kills during 50 workflows; a 5,000-step workflow
 	$(CARGO) test --test it -- --ignored --nocapture reliability_crash:: reliability_awkward_input::
 
-lint: ## rustfmt, clippy and rustdoc, warnings are errors
+lint: ## rustfmt, clippy and rustdoc, warnings are errors; no module import circle, no function over 120 lines
 	$(CARGO) fmt --all -- --check
+	$(PYTHON) scripts/module-cycles.py --all --no-tests
+	$(PYTHON) scripts/long-functions.py
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
