@@ -4,10 +4,9 @@
 //! of the command's last run there unless told another.
 //!
 //! Both run `kubectl exec` (`$KUBECTL`, else `kubectl` on the `PATH`) with this command's
-//! cluster flags: kubectl's terminal handling (raw mode, resizes, its WebSocket and SPDY
-//! transports) is what a person at a terminal expects, and kube's own exec client (its `ws`
-//! feature) cannot be built beside the embedded artifact store: its WebSocket crate needs
-//! `sha1` 0.11, and the S3 server pins a 0.11 pre-release.
+//! cluster flags: kubectl's terminal handling (raw mode, resizes, its WebSocket transport and
+//! the SPDY fallback older API servers need) is what a person at a terminal expects, and every
+//! Kubernetes user has it.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
