@@ -176,6 +176,24 @@ fn summary(out: &mut String, wf: &WorkFlow, now: Timestamp) {
             Escaped(message)
         );
     }
+    // The parallelism the workflow's rules set, and what each firing said.
+    if let Some(parallelism) = status.and_then(|s| s.parallelism) {
+        let _ = write!(
+            out,
+            "<dt>Parallelism</dt><dd class=\"parallelism\">{parallelism} (set by rules)</dd>"
+        );
+    }
+    let firings = status
+        .into_iter()
+        .flat_map(|s| &s.rules)
+        .flat_map(|r| &r.firings);
+    for fired in firings {
+        let _ = write!(
+            out,
+            "<dt>Rule fired</dt><dd class=\"rule\">{}</dd>",
+            Escaped(fired)
+        );
+    }
     out.push_str("</dl></section>");
 }
 

@@ -206,8 +206,9 @@ impl RunState {
         // of these costs an O(steps) plan per Job event, only to the workflows that use it.
         let spec = &workflow.spec;
         // So is Kueue (`queueName`): its steps wait suspended, and their clocks start at admission.
-        // So are the workflow's deadline, which the full planner's timer enforces, and locks,
-        // which are given back by what the Jobs observed in full say.
+        // So are the workflow's deadline, which the full planner's timer enforces, locks,
+        // which are given back by what the Jobs observed in full say, and rules, which read
+        // every step's Jobs.
         if spec.suspend
             || spec.shutdown.is_some()
             || spec.retry != 0
@@ -215,9 +216,10 @@ impl RunState {
             || spec.queue_name.is_some()
             || spec.active_deadline_seconds.is_some()
             || compiled.policies.locks
+            || !compiled.rules.is_empty()
         {
             return Err(Fallback::NotFollowed(
-                "run control, exit steps or a workflow deadline",
+                "run control, exit steps, a workflow deadline or rules",
             ));
         }
         // So are outputs, `when`s, fan-outs and repeated runs: a step's outputs are read from
@@ -623,6 +625,7 @@ impl RunState {
             status: decision.status_changed.then(|| self.render()),
             events: Vec::new(),
             next_timeout_at: decision.next_timeout_at,
+            fired: Vec::new(),
         })
     }
 }

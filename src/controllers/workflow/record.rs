@@ -63,6 +63,7 @@ pub(super) fn prepare(shared: &Shared, seen: &Observed, decision: &mut Decision)
             .status_written_at
             .is_some_and(|at| at.elapsed() < STATUS_MIN_INTERVAL),
         state_kept: decision.state.is_some(),
+        fired: !decision.plan.fired.is_empty(),
     });
     Record {
         status,
@@ -146,6 +147,7 @@ pub(super) async fn after_actions(
         }
     }
     publish_lifecycle_events(ctx, workflow, plan).await;
+    publish_rule_events(ctx, workflow, plan).await;
     Ok(())
 }
 
@@ -195,6 +197,23 @@ async fn publish_lifecycle_events(ctx: &Context<WorkFlow>, workflow: &WorkFlow, 
         }
     }
 }
+
+/// One Event `RuleFired` per rule that fired (`spec.rules`), and the same in the log.
+async fn publish_rule_events(ctx: &Context<WorkFlow>, workflow: &WorkFlow, plan: &Plan) {
+    for fired in &plan.fired {
+        tracing::info!(workflow = %workflow.name_any(), reason = REASON_RULE_FIRED, "{fired}");
+        if let Err(error) = ctx
+            .publish(EventType::Normal, REASON_RULE_FIRED, fired)
+            .await
+        {
+            // As a lifecycle Event: the status holds the firing; its Event is not worth a pass.
+            tracing::warn!(%error, workflow = %workflow.name_any(), "posting a rule's event");
+        }
+    }
+}
+
+/// The reason of the Event a rule's firing posts.
+const REASON_RULE_FIRED: &str = "RuleFired";
 
 /// Replaces the workflow's status with `status` (if any) in one write, after any write of it in
 /// flight ([`StatusWriter::write`](super::status_writer::StatusWriter::write)); whether a write

@@ -32,11 +32,13 @@ mod failure;
 mod observe;
 mod planner;
 mod render;
+mod rules_pass;
 mod run_control;
 mod schedule;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -52,6 +54,7 @@ use super::fan_out::{self, FanOut, Instance, ItemList};
 use super::lifecycle::{Phase, Transition, Trigger};
 use super::names;
 use super::outputs::{self, Inputs, Outputs, Source};
+use super::rules::{self as rule_stage, Rules};
 use super::template;
 use super::when::Upstream;
 
@@ -284,6 +287,9 @@ pub struct Plan {
     pub events: Vec<LifecycleEvent>,
     /// When the next running step times out, if one can; `None` for a terminal workflow.
     pub next_timeout_at: Option<Timestamp>,
+    /// The rules that fired (`spec.rules`), one message each, for an Event `RuleFired`; the
+    /// status records them, and must be written before the actions they change.
+    pub fired: Vec<String>,
 }
 
 /// The parts of a plan that depend only on the spec: the run id and the validated DAGs. Cache
@@ -300,6 +306,8 @@ pub struct Compiled {
     pub flow: DataFlow,
     /// Which policies needing the operator's I/O the spec uses.
     pub policies: Policies,
+    /// The compiled `spec.rules` (empty unless all is valid).
+    pub rules: Arc<Rules>,
 }
 
 /// Which run policies that need the operator's I/O a spec uses, found once per spec so that a
@@ -345,12 +353,23 @@ impl Compiled {
             Some(Ok(flow)) => (dag, flow),
             None => (dag, DataFlow::default()),
         };
+        let (dag, rules) = match dag {
+            Ok(dag) if !spec.rules.is_empty() => {
+                let steps: Vec<&str> = (0..dag.len()).map(|i| dag.name(i)).collect();
+                match Rules::compile(spec, &steps) {
+                    Ok(rules) => (Ok(dag), rules),
+                    Err(problems) => (Err(DagError::Rules(problems)), Rules::default()),
+                }
+            }
+            dag => (dag, Rules::default()),
+        };
         Compiled {
             run: names::run_id(spec),
             dag,
             exit,
             flow,
             policies: Policies::of(spec),
+            rules: Arc::new(rules),
         }
     }
 
@@ -381,6 +400,7 @@ impl Compiled {
             exit: None,
             flow: DataFlow::default(),
             policies: Policies::of(spec),
+            rules: Arc::default(),
         }
     }
 }
@@ -546,7 +566,7 @@ pub fn plan_gated(
     now: Timestamp,
     gate: &Gate,
 ) -> Plan {
-    let mut planner = Planner::new(workflow, &compiled.run, &compiled.flow, now, gate);
+    let mut planner = Planner::new(workflow, compiled, now, gate);
     planner.delete_other_runs(jobs);
     let current: Vec<&ObservedJob> = jobs.iter().filter(|j| j.run == compiled.run).collect();
     planner.retry_if_asked();
@@ -663,6 +683,9 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     started_at: None,
     artifact_repository: None,
     artifacts_deleted_at: None,
+    rules: Vec::new(),
+    parallelism: None,
+    metrics: BTreeMap::new(),
 };
 
 #[cfg(test)]
@@ -673,6 +696,9 @@ mod fan_out_tests;
 
 #[cfg(test)]
 mod policy_tests;
+
+#[cfg(test)]
+mod rules_tests;
 
 #[cfg(test)]
 mod tests;

@@ -125,6 +125,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         queue_timeout,
         artifact_repository,
         artifact_gc,
+        rules,
     } = own.clone();
     WorkFlowSpec {
         max_step_timeout: if max_step_timeout == DEFAULT_MAX_STEP_TIMEOUT {
@@ -157,6 +158,12 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         queue_timeout: queue_timeout.or(template.queue_timeout),
         artifact_repository: artifact_repository.or(template.artifact_repository),
         artifact_gc: artifact_gc.or(template.artifact_gc),
+        // The workflow's rules replace the template's: they are one policy.
+        rules: if rules.is_empty() {
+            template.rules
+        } else {
+            rules
+        },
         suspend,
         shutdown,
         retry,
