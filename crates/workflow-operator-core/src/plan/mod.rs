@@ -22,7 +22,8 @@
 //! # Stages
 //! A plan is made in stages, each a module: `run_control` first (other runs, `spec.retry`,
 //! a terminal or invalid workflow), then `observe` (what each Job says of its step),
-//! `schedule` (which ready steps start, then the exit steps), `deadlines` (the Jobs'
+//! `rules_pass` (the rules on the run's metrics, `spec.rules`: what fires, the parallelism and
+//! runs in force), `schedule` (which ready steps start, then the exit steps), `deadlines` (the Jobs'
 //! deadlines and the next timer), and `render` (the status and the finished [`Plan`]). The
 //! `planner` module holds the state they share; `failure` how a failed step reads.
 
