@@ -16,8 +16,7 @@ pub fn measure<'j>(
         .iter()
         .map(|s| (s.clone(), StepMetrics::default()))
         .collect();
-    // Per measured step: the sum of its run times, how many, and the last to finish's.
-    let mut times: Vec<(f64, u32, Option<(Timestamp, f64)>)> = vec![(0.0, 0, None); steps.len()];
+    let mut times = vec![RunTimes::default(); steps.len()];
     let mut completions = 0u64;
     for job in jobs {
         let finished = !matches!(job.state, JobState::Active { .. });
@@ -46,19 +45,30 @@ pub fn measure<'j>(
         });
         d.min = d.min.min(seconds);
         d.max = d.max.max(seconds);
-        let (sum, count, last) = &mut times[i];
-        *sum += seconds;
-        *count += 1;
-        if last.is_none_or(|(at, _)| end >= at) {
-            *last = Some((end, seconds));
+        let times = &mut times[i];
+        times.sum += seconds;
+        times.count += 1;
+        if times.last.is_none_or(|(at, _)| end >= at) {
+            times.last = Some((end, seconds));
         }
     }
-    for (step, (sum, count, last)) in steps.iter().zip(times) {
+    for (step, times) in steps.iter().zip(times) {
         if let Some(d) = metrics.get_mut(step).and_then(|m| m.duration.as_mut()) {
             // Kept to the millisecond: the status holds it, and Jobs' times are whole seconds.
-            d.mean = (sum / f64::from(count) * 1000.0).round() / 1000.0;
-            d.last = last.map_or(d.last, |(_, s)| s);
+            d.mean = (times.sum / f64::from(times.count) * 1000.0).round() / 1000.0;
+            d.last = times.last.map_or(d.last, |(_, s)| s);
         }
     }
     (metrics, completions)
+}
+
+/// The run times of one measured step's finished Jobs.
+#[derive(Debug, Clone, Copy, Default)]
+struct RunTimes {
+    /// Their sum, in seconds.
+    sum: f64,
+    /// How many.
+    count: u32,
+    /// When the last to finish did, and its run time.
+    last: Option<(Timestamp, f64)>,
 }
