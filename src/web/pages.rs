@@ -429,6 +429,31 @@ mod tests {
     }
 
     #[test]
+    fn the_page_shows_the_parallelism_rules_set_and_each_firing() {
+        let mut wf = WorkFlow::test("x").parallelism(1).step("a", &[]).build();
+        let status = wf.status.get_or_insert_default();
+        status.parallelism = Some(2);
+        status.rules = vec![workflow_operator_core::crd::RuleStatus {
+            name: "slow".into(),
+            fired: 1,
+            last_fired_at_completions: Some(1),
+            firings: vec!["slow: steps.a.duration.mean = 2 >= 1: parallelism 1 -> 2".into()],
+        }];
+        let mut html = String::new();
+        summary(&mut html, &wf, Timestamp::now());
+        assert!(
+            html.contains(r#"<dd class="parallelism">2 (set by rules)</dd>"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                r#"<dt>Rule fired</dt><dd class="rule">slow: steps.a.duration.mean = 2 &gt;= 1: parallelism 1 -&gt; 2</dd>"#
+            ),
+            "{html}"
+        );
+    }
+
+    #[test]
     fn a_message_with_markup_is_text_in_the_list_and_the_page() {
         let mut wf = WorkFlow::test("x").step("a", &[]).build();
         wf.status.get_or_insert_default().message = Some("<script>alert(1)</script>".into());

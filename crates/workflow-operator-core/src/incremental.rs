@@ -10,7 +10,8 @@
 //!
 //! # What is followed, and what falls back
 //! The state follows a workflow of the current run in phase `Started` with no failed step and no
-//! live Job of another run. A change is handled incrementally when a step's Job appears, runs,
+//! live Job of another run, and without run control, exit steps, a deadline, locks, outputs,
+//! fan-outs, repeated runs or rules (`spec.rules` read every step's Jobs). A change is handled incrementally when a step's Job appears, runs,
 //! succeeds or disappears. Everything else returns a [`Fallback`] and the caller re-plans in
 //! full: a Job of another run that is not being deleted, a failed step (with or without
 //! failFast, or whose pod could not start), a running step past its timeout or a step whose Job
