@@ -244,7 +244,8 @@ impl<'a> Planner<'a> {
     ) -> Planner<'a> {
         let previous = workflow.status.as_ref().unwrap_or(&NO_STATUS);
         let run = compiled.run.as_str();
-        // What the rules did belongs to the run they did it in: a new run starts from the spec.
+        // What the rules did belongs to the run they did it in: a new run (or a spec without
+        // rules) starts from the spec.
         let same_run = previous.run.as_deref() == Some(run);
         let stored_rules: &[crate::crd::RuleStatus] = if same_run { &previous.rules } else { &[] };
         let added_runs = crate::crd::rules::added_runs(&workflow.spec.rules, stored_rules);
@@ -256,7 +257,7 @@ impl<'a> Planner<'a> {
             rules: &compiled.rules,
             parallelism: previous
                 .parallelism
-                .filter(|_| same_run)
+                .filter(|_| same_run && !compiled.rules.is_empty())
                 .or(workflow.spec.parallelism),
             runs: workflow.spec.run_count() + added_runs,
             ruled: None,
