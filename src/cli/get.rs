@@ -17,10 +17,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::ItemCounts;
 use workflow_operator_core::jobs;
 use workflow_operator_core::step_view::{AttemptView, Deadline, StepView, step_views};
+use workflow_operator_core::{WorkFlow, WorkFlowStatus};
 
 /// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code and
 /// message, then the steps' outputs (like `argo get`).
@@ -158,6 +158,9 @@ impl Rows {
             ]);
             rows.push((step.name.clone(), line));
         }
+        for (i, fired) in firings(&status).enumerate() {
+            rows.push((format!("\0rule {i}"), row(&[&name, "RuleFired", fired])));
+        }
         if shown.finished() {
             rows.rotate_left(1);
         }
@@ -213,6 +216,8 @@ impl Shown {
             "phase": status.workflow_status.map(|p| p.as_str()),
             "message": status.message,
             "progress": status.progress,
+            "parallelism": status.parallelism.or(self.workflow.spec.parallelism),
+            "rulesFired": firings(&status).collect::<Vec<_>>(),
             "steps": self.steps,
         })
     }
@@ -257,6 +262,14 @@ impl Shown {
             "Retry",
             &status.retry.map(|r| r.to_string()).unwrap_or_default(),
         );
+        if let Some(parallelism) = status.parallelism {
+            let from = spec
+                .parallelism
+                .map(|p| format!(", spec {p}"))
+                .unwrap_or_default();
+            let set = format!("{parallelism} at once (parallelism set by rules{from})");
+            field("Steps", &set);
+        }
         out.push('\n');
         let rows: Vec<[String; 6]> = self
             .steps
@@ -318,8 +331,24 @@ impl Shown {
             out.push('\n');
             out.push_str(&table(["STEP", "OUTPUT", "VALUE"], &outputs));
         }
+        let fired: Vec<&str> = firings(&status).collect();
+        if !fired.is_empty() {
+            out.push_str("\nRULES FIRED\n");
+            for line in fired {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
         out
     }
+}
+
+/// Each firing of the workflow's rules (`spec.rules`), rule by rule, each rule's in order.
+fn firings(status: &WorkFlowStatus) -> impl Iterator<Item = &str> {
+    status
+        .rules
+        .iter()
+        .flat_map(|rule| rule.firings.iter().map(String::as_str))
 }
 
 /// A row of the attempts table: an attempt of `step` before its latest.
@@ -526,6 +555,39 @@ mod tests {
             row.ends_with("times out in 45s (spec.maxStepTimeout: 60s)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn get_and_watch_show_each_rule_firing_as_a_line_and_the_parallelism_rules_set() {
+        let mut shown = shown("Started", "3/20", "", &[("sim", StepPhase::Running)]);
+        let status = shown.workflow.status.as_mut().unwrap();
+        let fired = [
+            "slow: steps.sim.duration.mean = 2 >= 1: parallelism 1 -> 2",
+            "slow: steps.sim.duration.mean = 2 >= 1: parallelism 2 -> 3",
+        ];
+        status.parallelism = Some(3);
+        status.rules = vec![workflow_operator_core::crd::RuleStatus {
+            name: "slow".into(),
+            fired: 2,
+            last_fired_at_completions: Some(2),
+            firings: fired.map(String::from).to_vec(),
+        }];
+        shown.workflow.spec.parallelism = Some(1);
+        let text = shown.render(Timestamp::UNIX_EPOCH);
+        assert!(
+            text.contains("Steps:     3 at once (parallelism set by rules, spec 1)"),
+            "{text}"
+        );
+        let section = text.split("RULES FIRED\n").nth(1).unwrap_or_default();
+        assert_eq!(section.lines().collect::<Vec<_>>(), fired, "{text}");
+        let mut seen = Rows::default();
+        let lines = seen.changed(&shown);
+        assert_eq!(
+            lines[2..],
+            fired.map(|f| format!("w   RuleFired   {f}")),
+            "{lines:?}"
+        );
+        assert!(seen.changed(&shown).is_empty(), "a firing is printed once");
     }
 
     #[test]

@@ -176,6 +176,24 @@ fn summary(out: &mut String, wf: &WorkFlow, now: Timestamp) {
             Escaped(message)
         );
     }
+    // The parallelism the workflow's rules set, and what each firing said.
+    if let Some(parallelism) = status.and_then(|s| s.parallelism) {
+        let _ = write!(
+            out,
+            "<dt>Parallelism</dt><dd class=\"parallelism\">{parallelism} (set by rules)</dd>"
+        );
+    }
+    let firings = status
+        .into_iter()
+        .flat_map(|s| &s.rules)
+        .flat_map(|r| &r.firings);
+    for fired in firings {
+        let _ = write!(
+            out,
+            "<dt>Rule fired</dt><dd class=\"rule\">{}</dd>",
+            Escaped(fired)
+        );
+    }
     out.push_str("</dl></section>");
 }
 
@@ -408,6 +426,31 @@ mod tests {
         assert_eq!(short(185), "3m5s");
         assert_eq!(short(7800), "2h10m");
         assert_eq!(short(3 * 86_400 + 4 * 3600), "3d4h");
+    }
+
+    #[test]
+    fn the_page_shows_the_parallelism_rules_set_and_each_firing() {
+        let mut wf = WorkFlow::test("x").parallelism(1).step("a", &[]).build();
+        let status = wf.status.get_or_insert_default();
+        status.parallelism = Some(2);
+        status.rules = vec![workflow_operator_core::crd::RuleStatus {
+            name: "slow".into(),
+            fired: 1,
+            last_fired_at_completions: Some(1),
+            firings: vec!["slow: steps.a.duration.mean = 2 >= 1: parallelism 1 -> 2".into()],
+        }];
+        let mut html = String::new();
+        summary(&mut html, &wf, Timestamp::now());
+        assert!(
+            html.contains(r#"<dd class="parallelism">2 (set by rules)</dd>"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                r#"<dt>Rule fired</dt><dd class="rule">slow: steps.a.duration.mean = 2 &gt;= 1: parallelism 1 -&gt; 2</dd>"#
+            ),
+            "{html}"
+        );
     }
 
     #[test]

@@ -133,7 +133,7 @@ pub async fn step_detail(
 /// `run1/build` and an item's `build[3]`.
 fn step_of_row<'a>(workflow: &'a WorkFlow, row: &str) -> Option<&'a str> {
     let spec = &workflow.spec;
-    let runs = spec.run_count();
+    let runs = workflow.runs_in_force();
     let named = |wanted: &str| {
         spec.containers
             .iter()

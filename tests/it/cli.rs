@@ -785,6 +785,70 @@ fn validate_names_each_bad_run_policy() {
     }
 }
 
+/// `validate` names each bad rule on the run's metrics (`spec.rules`): an expression that
+/// does not compile, an unknown step, an unknown metric, a `grow` without `parallelism`
+/// (the CRD's CEL rule), a name used twice.
+#[test]
+fn validate_names_each_bad_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rules.yaml");
+    let workflow = |name: &str, rules: &str| {
+        format!(
+            "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: {name}}}\nspec:\n  \
+             runs: 3\n  parallelism: 2\n  containers:\n  - {{stepName: sim, image: busybox}}\n  \
+             rules: {rules}\n"
+        )
+    };
+    let rule = |name: &str, when: &str| format!("{{name: {name}, when: '{when}', action: grow}}");
+    let documents = [
+        workflow(
+            "syntax",
+            &format!("[{}]", rule("r", "steps.sim.duration.mean >=")),
+        ),
+        workflow(
+            "step",
+            &format!("[{}]", rule("r", "steps.sum.succeeded > 1")),
+        ),
+        workflow(
+            "metric",
+            &format!("[{}]", rule("r", "steps.sim.duration.median > 1")),
+        ),
+        workflow(
+            "twice",
+            &format!("[{0}, {0}]", rule("r", "steps.sim.failed > 1")),
+        ),
+        workflow(
+            "good",
+            &format!("[{}]", rule("r", "steps.sim.duration.mean >= 360")),
+        ),
+        "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: start}\nspec:\n  \
+         containers:\n  - {stepName: sim, image: busybox}\n  \
+         rules: [{name: r, when: 'steps.sim.failed > 1', action: shrink}]\n"
+            .to_string(),
+    ];
+    std::fs::write(&file, documents.join("---\n")).unwrap();
+    let output = run(&["validate", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let said = stderr(&output);
+    for (workflow, problem) in [
+        (
+            "syntax",
+            r#"rule "r": when "steps.sim.duration.mean >=" does not compile"#,
+        ),
+        ("step", r#"names step "sum", which is not a step"#),
+        ("metric", r#"names "steps.sim.duration.median", no metric"#),
+        ("twice", "rule names must be unique"),
+        ("start", "a grow or shrink rule needs spec.parallelism"),
+    ] {
+        assert!(
+            said.lines()
+                .any(|l| l.contains(&format!("workflow {workflow}:")) && l.contains(problem)),
+            "{workflow}: {problem}\n{said}"
+        );
+    }
+    assert!(!said.contains("workflow good:"), "{said}");
+}
+
 /// `validate` names each bad script, output or artifact: a step under the step agent without
 /// a command, an input artifact from a step not upstream or not declaring it, an output
 /// parameter named `result`, a repository without a bucket or with both kinds.

@@ -49,6 +49,7 @@ const EXAMPLES: &[&str] = &[
     "resources",
     "retries",
     "retry-strategy",
+    "rules",
     "run-control",
     "scripts-and-results",
     "secrets-and-volumes",
@@ -96,6 +97,7 @@ fn every_example_has_a_case() {
 #[case::resources("resources")]
 #[case::retries("retries")]
 #[case::retry_strategy("retry-strategy")]
+#[case::rules("rules")]
 #[case::run_control("run-control")]
 #[case::scripts_and_results("scripts-and-results")]
 #[case::secrets_and_volumes("secrets-and-volumes")]
@@ -315,6 +317,17 @@ async fn example_runs_to_the_outcome_its_comments_promise(
                 .unwrap_or_default();
             assert!(most <= 2, "at most two steps run at once, saw {most}");
             assert_eq!(support::executed(&ns.get("parallelism").await).len(), 6);
+        }),
+        "rules" => Box::pin(async {
+            let workflow = ns.expect_completed("rules").await;
+            let status = workflow.status.as_ref().unwrap();
+            assert_eq!(status.parallelism, Some(3), "grown twice from 1");
+            let fired: Vec<(&str, u32)> = (status.rules.iter())
+                .map(|r| (r.name.as_str(), r.fired))
+                .collect();
+            assert_eq!(fired, [("slow-sims", 2), ("give-up", 0)]);
+            let shown = ns.cli(&["get", "rules"]).await;
+            assert!(shown.contains("RULES FIRED\nslow-sims: "), "{shown}");
         }),
         "queued" => Box::pin(async {
             let workflow = ns.expect_completed("queued").await;

@@ -85,6 +85,10 @@ pub enum DagError {
         /// The normal step it names.
         dependency: String,
     },
+    /// The rules on the run's metrics (`spec.rules`) cannot run: every problem, each naming
+    /// its rule (see `rules`).
+    #[error("spec.rules: {}", .0.join("; "))]
+    Rules(Vec<String>),
     /// An exit step has the name of a normal step (their Jobs and status entries would clash).
     #[error("exit step name {name:?} is also the name of a step")]
     ExitNameTaken {

@@ -10,7 +10,8 @@
 //!
 //! # What is followed, and what falls back
 //! The state follows a workflow of the current run in phase `Started` with no failed step and no
-//! live Job of another run. A change is handled incrementally when a step's Job appears, runs,
+//! live Job of another run, and without run control, exit steps, a deadline, locks, outputs,
+//! fan-outs, repeated runs or rules (`spec.rules` read every step's Jobs). A change is handled incrementally when a step's Job appears, runs,
 //! succeeds or disappears. Everything else returns a [`Fallback`] and the caller re-plans in
 //! full: a Job of another run that is not being deleted, a failed step (with or without
 //! failFast, or whose pod could not start), a running step past its timeout or a step whose Job
@@ -207,8 +208,8 @@ impl RunState {
         let spec = &workflow.spec;
         // So is Kueue (`queueName`): its steps wait suspended, and their clocks start at admission.
         // So are the workflow's deadline, which the full planner's timer enforces, locks,
-        // which are given back by what the Jobs observed in full say, and interactive steps,
-        // whose entries the full planner marks.
+        // which are given back by what the Jobs observed in full say, interactive steps, whose
+        // entries the full planner marks, and rules, which read every step's Jobs.
         if spec.suspend
             || spec.shutdown.is_some()
             || spec.retry != 0
@@ -217,9 +218,10 @@ impl RunState {
             || spec.active_deadline_seconds.is_some()
             || compiled.policies.locks
             || compiled.policies.interactive
+            || !compiled.rules.is_empty()
         {
             return Err(Fallback::NotFollowed(
-                "run control, exit steps, a workflow deadline, locks or interactive steps",
+                "run control, exit steps, a workflow deadline, locks, interactive steps or rules",
             ));
         }
         // So are outputs, `when`s, fan-outs and repeated runs: a step's outputs are read from
@@ -625,6 +627,7 @@ impl RunState {
             status: decision.status_changed.then(|| self.render()),
             events: Vec::new(),
             next_timeout_at: decision.next_timeout_at,
+            fired: Vec::new(),
         })
     }
 }

@@ -16,6 +16,7 @@
 //! - [`outputs`]: a step's outputs (its termination message) and `{{steps.X.outputs.K}}`.
 //! - [`when`]: a step's `when` condition, a CEL expression over its upstream outputs.
 //! - [`template`]: templates and parameters, expanded into plain steps before planning.
+//! - [`rules`]: rules on a run's metrics (`spec.rules`), decided on each pass of the planner.
 //! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
 //! - [`incremental`]: the planner updated by one Job change in O(degree), for Job events.
 //! - [`jobs`]: building a step's Job; reading Jobs back as plain data; relabel patches.
@@ -45,6 +46,7 @@ pub mod object_instance;
 pub mod outputs;
 pub mod plan;
 pub mod retry;
+pub mod rules;
 pub mod step_view;
 pub mod template;
 #[cfg(any(test, feature = "testing"))]

@@ -97,6 +97,8 @@ pub enum Trigger {
     ExitStepsStarted,
     /// The workflow ran past `spec.activeDeadlineSeconds`: its running steps were stopped.
     DeadlineExceeded,
+    /// A rule with `action: fail` fired (`spec.rules`): its running steps were stopped.
+    RuleFailed,
 }
 
 impl Trigger {
@@ -116,6 +118,7 @@ impl Trigger {
             Trigger::Retried => "Retried",
             Trigger::ExitStepsStarted => "ExitStepsStarted",
             Trigger::DeadlineExceeded => "DeadlineExceeded",
+            Trigger::RuleFailed => "RuleFailed",
         }
     }
 }
@@ -269,6 +272,16 @@ pub const TRANSITIONS: &[Transition] = &[
     Transition {
         from: Phase::Suspended,
         trigger: Trigger::DeadlineExceeded,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::RuleFailed,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Suspended,
+        trigger: Trigger::RuleFailed,
         to: Phase::Failed,
     },
     // The exit steps run in `Started`: the workflow has not ended until they did.

@@ -168,7 +168,7 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
             .find(|entry| entry.name == name)
     };
     let executed = |name: &str| status.is_some_and(|s| s.executed.iter().any(|e| e == name));
-    let runs = workflow.spec.run_count();
+    let runs = workflow.runs_in_force();
     let mut views = Vec::new();
     let show = |steps: &[Step], runs: u32, views: &mut Vec<StepView>| {
         for run_index in 0..runs {

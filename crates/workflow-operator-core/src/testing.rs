@@ -12,7 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::api::core::v1::EnvVar;
 
 use super::crd::{
-    DEFAULT_MAX_STEP_TIMEOUT, PodCleanup, Shutdown, Step, WorkFlow, WorkFlowSpec, WorkFlowStatus,
+    DEFAULT_MAX_STEP_TIMEOUT, PodCleanup, Rule, RuleAction, Shutdown, Step, WorkFlow, WorkFlowSpec,
+    WorkFlowStatus,
 };
 use super::names;
 use super::plan::{Action, JobState, ObservedJob, Plan};
@@ -108,6 +109,7 @@ impl WorkFlow {
             artifact_repository: None,
             artifact_gc: None,
             interactive: false,
+            rules: Vec::new(),
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {
@@ -327,6 +329,34 @@ impl WorkFlowBuilder {
     /// Sets `runs`.
     pub fn runs(mut self, runs: i32) -> Self {
         self.workflow.spec.runs = Some(runs);
+        self
+    }
+
+    /// Adds a rule on the run's metrics (`spec.rules`) firing `action` when `when` holds;
+    /// [`WorkFlowBuilder::rule_with`] changes its other fields.
+    pub fn rule(self, name: &str, when: &str, action: RuleAction) -> Self {
+        self.rule_with(name, when, action, |_| {})
+    }
+
+    /// [`WorkFlowBuilder::rule`], with the rule's other fields set by `set`.
+    pub fn rule_with(
+        mut self,
+        name: &str,
+        when: &str,
+        action: RuleAction,
+        set: impl FnOnce(&mut Rule),
+    ) -> Self {
+        let mut rule = Rule {
+            name: name.to_string(),
+            when: when.to_string(),
+            action,
+            repetitions: None,
+            backoff: None,
+            min_parallelism: None,
+            max_parallelism: None,
+        };
+        set(&mut rule);
+        self.workflow.spec.rules.push(rule);
         self
     }
 

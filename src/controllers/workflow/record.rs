@@ -32,6 +32,8 @@ pub(super) struct Record {
     replanned: bool,
     /// When this process last wrote the workflow's status.
     written_at: Option<Instant>,
+    /// The rules' firings the status records, each posted as an Event once it is written.
+    fired: Vec<String>,
 }
 
 /// Takes the status to write out of the decided plan (or, for the timer's pass, the one
@@ -63,6 +65,7 @@ pub(super) fn prepare(shared: &Shared, seen: &Observed, decision: &mut Decision)
             .status_written_at
             .is_some_and(|at| at.elapsed() < STATUS_MIN_INTERVAL),
         state_kept: decision.state.is_some(),
+        fired: !decision.plan.fired.is_empty(),
     });
     Record {
         status,
@@ -70,10 +73,12 @@ pub(super) fn prepare(shared: &Shared, seen: &Observed, decision: &mut Decision)
         counted,
         replanned: false,
         written_at: seen.status_written_at,
+        fired: decision.plan.fired.clone(),
     }
 }
 
-/// Writes a terminal status before the actions.
+/// Writes a terminal status, or one recording a rule's firing, before the actions; then
+/// posts the firings' Events, before the Jobs they let start.
 pub(super) async fn before_actions(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
@@ -84,6 +89,7 @@ pub(super) async fn before_actions(
         && write_now(shared, ctx, &seen.workflow, record.status.as_ref()).await?
     {
         record.written_at = Some(Instant::now());
+        publish_rule_events(ctx, &seen.workflow, &record.fired).await;
     }
     Ok(())
 }
@@ -195,6 +201,22 @@ async fn publish_lifecycle_events(ctx: &Context<WorkFlow>, workflow: &WorkFlow, 
         }
     }
 }
+
+/// One Event `RuleFired` per rule that fired (`spec.rules`), each its own (the same reason
+/// folded into one series would keep only the first firing's note), and the same in the log.
+async fn publish_rule_events(ctx: &Context<WorkFlow>, workflow: &WorkFlow, fired: &[String]) {
+    for note in fired {
+        tracing::info!(workflow = %workflow.name_any(), reason = REASON_RULE_FIRED, "{note}");
+        let posted = step_events::post(ctx, workflow, REASON_RULE_FIRED, note.clone(), None);
+        if let Err(error) = posted.await {
+            // As a lifecycle Event: the status holds the firing; its Event is not worth a pass.
+            tracing::warn!(%error, workflow = %workflow.name_any(), "posting a rule's event");
+        }
+    }
+}
+
+/// The reason of the Event a rule's firing posts.
+const REASON_RULE_FIRED: &str = "RuleFired";
 
 /// Replaces the workflow's status with `status` (if any) in one write, after any write of it in
 /// flight ([`StatusWriter::write`](super::status_writer::StatusWriter::write)); whether a write

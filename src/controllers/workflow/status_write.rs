@@ -6,6 +6,8 @@
 //! - a terminal outcome is written at once, **before** the actions (which then only stop or
 //!   delete Jobs): once the status is terminal, whatever becomes of those writes, a restarted
 //!   operator only deletes what is left running;
+//! - so is a status recording a rule's firing (`spec.rules`): the firing is stored before the
+//!   Jobs it lets start exist, so a restarted operator neither loses it nor makes it again;
 //! - otherwise Jobs come first, so the status never lists a step as started before its Job
 //!   exists, and a timed-out step's Job carries the record of its timeout before the status
 //!   reports it;
@@ -40,6 +42,8 @@ pub(super) struct Pass {
     pub(super) written_recently: bool,
     /// The incremental planner's state is kept for the next pass.
     pub(super) state_kept: bool,
+    /// The status records a rule's firing.
+    pub(super) fired: bool,
 }
 
 /// How the status is written.
@@ -61,7 +65,7 @@ pub(super) enum StatusWrite {
 pub(super) fn choose(pass: Pass) -> StatusWrite {
     if !pass.has_status {
         StatusWrite::Nothing
-    } else if pass.terminal {
+    } else if pass.terminal || pass.fired {
         StatusWrite::BeforeActions
     } else if pass.incremental && !pass.flush && !pass.phase_changed && pass.written_recently {
         StatusWrite::Deferred
@@ -90,7 +94,7 @@ mod tests {
 
     #[test]
     fn the_status_write_follows_the_table() {
-        let cases: [(&str, Pass, StatusWrite); 9] = [
+        let cases: [(&str, Pass, StatusWrite); 10] = [
             ("no status", Pass::default(), Nothing),
             (
                 "no status, even when recent",
@@ -145,6 +149,17 @@ mod tests {
                     ..progress()
                 },
                 Behind,
+            ),
+            (
+                "a rule's firing goes first, never deferred",
+                Pass {
+                    fired: true,
+                    written_recently: true,
+                    state_kept: false,
+                    incremental: false,
+                    ..progress()
+                },
+                BeforeActions,
             ),
             (
                 "no state kept: written at once after the Jobs",

@@ -141,17 +141,34 @@ pub(super) async fn publish(
     };
     let name = workflow.name_any();
     let namespace = workflow.namespace().unwrap_or_default();
-    let api: Api<events::v1::Event> = Api::namespaced(ctx.client.clone(), &namespace);
-    let instance =
-        std::env::var("POD_NAME").unwrap_or_else(|_| super::shared::OPERATOR_NAME.to_string());
-    let now = Timestamp::now();
     let related = single.map(|step| ObjectReference {
         api_version: Some("batch/v1".into()),
         kind: Some("Job".into()),
         name: Some(names::job_name(&name, step, run)),
-        namespace: Some(namespace.clone()),
+        namespace: Some(namespace),
         ..Default::default()
     });
+    if let Err(error) = post(ctx, workflow, reason, note, related).await {
+        tracing::warn!(%error, workflow = %name, "posting a step event");
+    }
+}
+
+/// Creates a Normal Event about `workflow` saying `note`, with `reason` (and `related`): a
+/// new Event each time, never folded into an earlier one's series, for Events each of whose
+/// notes matters (the steps a status write reports, a rule's firing).
+pub(super) async fn post(
+    ctx: &Context<WorkFlow>,
+    workflow: &WorkFlow,
+    reason: &str,
+    note: String,
+    related: Option<ObjectReference>,
+) -> Result<(), kube::Error> {
+    let name = workflow.name_any();
+    let namespace = workflow.namespace().unwrap_or_default();
+    let api: Api<events::v1::Event> = Api::namespaced(ctx.client.clone(), &namespace);
+    let instance =
+        std::env::var("POD_NAME").unwrap_or_else(|_| super::shared::OPERATOR_NAME.to_string());
+    let now = Timestamp::now();
     // Named as kube's recorder names Events (`<object>.<nanoseconds in hex>`): unique without
     // `generateName`, whose 5 random characters (27^5 names) are more likely than not to collide
     // within 4,500 Events of one prefix.
@@ -159,7 +176,7 @@ pub(super) async fn publish(
     let event = events::v1::Event {
         metadata: ObjectMeta {
             name: Some(event_name),
-            namespace: Some(namespace.clone()),
+            namespace: Some(namespace),
             ..Default::default()
         },
         event_time: Some(MicroTime(now)),
@@ -173,9 +190,7 @@ pub(super) async fn publish(
         type_: Some("Normal".into()),
         ..Default::default()
     };
-    if let Err(error) = api.create(&PostParams::default(), &event).await {
-        tracing::warn!(%error, workflow = %name, "posting a step event");
-    }
+    api.create(&PostParams::default(), &event).await.map(|_| ())
 }
 
 #[cfg(test)]

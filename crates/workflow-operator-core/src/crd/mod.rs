@@ -21,6 +21,7 @@ use super::lifecycle::Phase;
 pub mod artifacts;
 pub mod cron;
 pub mod policies;
+pub mod rules;
 pub mod templates;
 
 pub use artifacts::{
@@ -39,6 +40,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 pub use policies::{
     Backoff, Cache, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
 };
+pub use rules::{Durations, Metrics, Rule, RuleAction, RuleStatus, StepMetrics};
 pub use templates::{
     Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, NAMESPACED_KIND,
     Parameter, ResolvedTemplate, Source, Template, TemplateRef, WorkFlowTemplate,
@@ -254,6 +256,14 @@ pub struct WorkFlowSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub artifact_gc: Option<ArtifactGc>,
+
+    /// Rules on the run's metrics: when a rule's CEL expression over the steps' metrics holds,
+    /// it grows or shrinks the parallelism, finishes or fails the workflow, or adds a run.
+    /// `grow` and `shrink` need `parallelism` (their starting point), `repeat` needs `runs` of
+    /// at least 2. Each firing is recorded in the status and posted as an Event `RuleFired`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = rules::MAX_RULES))]
+    pub rules: Vec<Rule>,
 }
 
 /// A valid label value (apimachinery's `IsValidLabelValue`, less the empty value): what
@@ -712,6 +722,19 @@ pub struct WorkFlowStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub artifacts_deleted_at: Option<Time>,
+
+    /// What each rule of `spec.rules` did in the current run (absent without rules).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleStatus>,
+
+    /// The parallelism the rules set (`grow`, `shrink`); `spec.parallelism` was the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<i32>,
+
+    /// The metrics of the steps the rules name, across runs, items and attempts, as the rules
+    /// last read them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: Metrics,
 }
 
 /// Where one step stands. The names are a contract: the CLI, scripts and the web view read them.
@@ -840,6 +863,15 @@ impl WorkFlowSpec {
     pub fn run_count(&self) -> u32 {
         self.runs
             .map_or(1, |runs| u32::try_from(runs.max(1)).unwrap_or(1))
+    }
+}
+
+impl WorkFlow {
+    /// How many times the DAG runs now: `spec.runs` and the runs its `repeat` rules added, as
+    /// the status records them.
+    pub fn runs_in_force(&self) -> u32 {
+        let recorded = self.status.as_ref().map_or(&[][..], |s| &s.rules);
+        self.spec.run_count() + rules::added_runs(&self.spec.rules, recorded)
     }
 }
 
@@ -975,7 +1007,35 @@ pub fn workflow_crd() -> CustomResourceDefinition {
         reason: Some("FieldValueRequired".into()),
         ..ValidationRule::default()
     }]);
+    spec.x_kubernetes_validations
+        .get_or_insert_default()
+        .extend(rules_validations());
     crd
+}
+
+/// The rules on `spec.rules` that need the rest of the spec: a name used once, a starting
+/// parallelism to grow or shrink, and runs named by index before one is added.
+fn rules_validations() -> [ValidationRule; 3] {
+    let rule = |rule: &str, message: &str| ValidationRule {
+        rule: rule.into(),
+        message: Some(message.into()),
+        field_path: Some(".rules".into()),
+        ..ValidationRule::default()
+    };
+    [
+        rule(
+            "!has(self.rules) || self.rules.all(r, self.rules.exists_one(s, s.name == r.name))",
+            "rule names must be unique",
+        ),
+        rule(
+            "!has(self.rules) || has(self.parallelism) || !self.rules.exists(r, r.action == 'grow' || r.action == 'shrink')",
+            "a grow or shrink rule needs spec.parallelism, its starting point",
+        ),
+        rule(
+            "!has(self.rules) || (has(self.runs) && self.runs >= 2) || !self.rules.exists(r, r.action == 'repeat')",
+            "a repeat rule needs spec.runs of at least 2 (the runs' Jobs are named by index only then)",
+        ),
+    ]
 }
 
 /// The CRDs as YAML documents, as stored in `crd/workflow.yaml` and printed by the `crd`
@@ -1231,8 +1291,8 @@ spec:
         // (`priority`, `queueName`, `priorityClassName`, `queueTimeout`) 56; templates and
         // parameters 40 (`templates` a Vec, `arguments` and `workflowTemplateRef` a box each);
         // `activeDeadlineSeconds` 16, `synchronization` 8 (a box); `artifactRepository` 8 (a
-        // box), `artifactGC` 8 (one byte, padded).
-        assert!(spec <= 256, "a WorkFlowSpec is {spec} bytes");
+        // box), `artifactGC` 8 (one byte, padded); `rules` 24 (a Vec, one per workflow).
+        assert!(spec <= 280, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

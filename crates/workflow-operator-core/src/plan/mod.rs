@@ -22,7 +22,8 @@
 //! # Stages
 //! A plan is made in stages, each a module: `run_control` first (other runs, `spec.retry`,
 //! a terminal or invalid workflow), then `observe` (what each Job says of its step),
-//! `schedule` (which ready steps start, then the exit steps), `deadlines` (the Jobs'
+//! `rules_pass` (the rules on the run's metrics, `spec.rules`: what fires, the parallelism and
+//! runs in force), `schedule` (which ready steps start, then the exit steps), `deadlines` (the Jobs'
 //! deadlines and the next timer), and `render` (the status and the finished [`Plan`]). The
 //! `planner` module holds the state they share; `failure` how a failed step reads.
 
@@ -32,11 +33,13 @@ mod failure;
 mod observe;
 mod planner;
 mod render;
+mod rules_pass;
 mod run_control;
 mod schedule;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -52,6 +55,7 @@ use super::fan_out::{self, FanOut, Instance, ItemList};
 use super::lifecycle::{Phase, Transition, Trigger};
 use super::names;
 use super::outputs::{self, Inputs, Outputs, Source};
+use super::rules::{self as rule_stage, Rules};
 use super::template;
 use super::when::Upstream;
 
@@ -284,6 +288,9 @@ pub struct Plan {
     pub events: Vec<LifecycleEvent>,
     /// When the next running step times out, if one can; `None` for a terminal workflow.
     pub next_timeout_at: Option<Timestamp>,
+    /// The rules that fired (`spec.rules`), one message each, for an Event `RuleFired`; the
+    /// status records them, and must be written before the actions they change.
+    pub fired: Vec<String>,
 }
 
 /// The parts of a plan that depend only on the spec: the run id and the validated DAGs. Cache
@@ -300,6 +307,8 @@ pub struct Compiled {
     pub flow: DataFlow,
     /// Which policies needing the operator's I/O the spec uses.
     pub policies: Policies,
+    /// The compiled `spec.rules` (empty unless all is valid).
+    pub rules: Arc<Rules>,
 }
 
 /// Which run policies that need the operator's I/O a spec uses, found once per spec so that a
@@ -348,12 +357,23 @@ impl Compiled {
             Some(Ok(flow)) => (dag, flow),
             None => (dag, DataFlow::default()),
         };
+        let (dag, rules) = match dag {
+            Ok(dag) if !spec.rules.is_empty() => {
+                let steps: Vec<&str> = (0..dag.len()).map(|i| dag.name(i)).collect();
+                match Rules::compile(spec, &steps) {
+                    Ok(rules) => (Ok(dag), rules),
+                    Err(problems) => (Err(DagError::Rules(problems)), Rules::default()),
+                }
+            }
+            dag => (dag, Rules::default()),
+        };
         Compiled {
             run: names::run_id(spec),
             dag,
             exit,
             flow,
             policies: Policies::of(spec),
+            rules: Arc::new(rules),
         }
     }
 
@@ -384,6 +404,7 @@ impl Compiled {
             exit: None,
             flow: DataFlow::default(),
             policies: Policies::of(spec),
+            rules: Arc::default(),
         }
     }
 }
@@ -549,7 +570,7 @@ pub fn plan_gated(
     now: Timestamp,
     gate: &Gate,
 ) -> Plan {
-    let mut planner = Planner::new(workflow, &compiled.run, &compiled.flow, now, gate);
+    let mut planner = Planner::new(workflow, compiled, now, gate);
     planner.delete_other_runs(jobs);
     let current: Vec<&ObservedJob> = jobs.iter().filter(|j| j.run == compiled.run).collect();
     planner.retry_if_asked();
@@ -666,6 +687,9 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     started_at: None,
     artifact_repository: None,
     artifacts_deleted_at: None,
+    rules: Vec::new(),
+    parallelism: None,
+    metrics: BTreeMap::new(),
 };
 
 #[cfg(test)]
@@ -676,6 +700,9 @@ mod fan_out_tests;
 
 #[cfg(test)]
 mod policy_tests;
+
+#[cfg(test)]
+mod rules_tests;
 
 #[cfg(test)]
 mod tests;

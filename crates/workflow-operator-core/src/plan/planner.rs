@@ -31,6 +31,15 @@ pub(super) struct Planner<'a> {
     pub(super) gate: &'a Gate,
     /// When the steps (of the latest retry) started, for `activeDeadlineSeconds`.
     pub(super) started_at: Option<Timestamp>,
+    /// The compiled `spec.rules`.
+    pub(super) rules: &'a Rules,
+    /// The most steps running at once: the rules' (`status.parallelism`), else the spec's.
+    pub(super) parallelism: Option<i32>,
+    /// The runs of the DAG: `spec.runs` and those the rules added.
+    pub(super) runs: u32,
+    /// What the rules decided on this pass, with the metrics they read; `None` when they did
+    /// not run (no rules, or a terminal or invalid workflow), which keeps the stored record.
+    pub(super) ruled: Option<(rule_stage::Decision, crate::crd::Metrics)>,
 }
 
 /// One instance of a step of a [`View`]: the step (its index in the view's DAG) and, for a
@@ -229,17 +238,29 @@ pub(super) struct Outcome {
 impl<'a> Planner<'a> {
     pub(super) fn new(
         workflow: &'a WorkFlow,
-        run: &'a str,
-        flow: &'a DataFlow,
+        compiled: &'a Compiled,
         now: Timestamp,
         gate: &'a Gate,
     ) -> Planner<'a> {
         let previous = workflow.status.as_ref().unwrap_or(&NO_STATUS);
+        let run = compiled.run.as_str();
+        // What the rules did belongs to the run they did it in: a new run (or a spec without
+        // rules) starts from the spec.
+        let same_run = previous.run.as_deref() == Some(run);
+        let stored_rules: &[crate::crd::RuleStatus] = if same_run { &previous.rules } else { &[] };
+        let added_runs = crate::crd::rules::added_runs(&workflow.spec.rules, stored_rules);
         let mut planner = Planner {
             workflow,
             previous,
             run,
-            flow,
+            flow: &compiled.flow,
+            rules: &compiled.rules,
+            parallelism: previous
+                .parallelism
+                .filter(|_| same_run && !compiled.rules.is_empty())
+                .or(workflow.spec.parallelism),
+            runs: workflow.spec.run_count() + added_runs,
+            ruled: None,
             now,
             phase: previous.workflow_status.unwrap_or(Phase::Created),
             outcome: None,

@@ -238,7 +238,7 @@ impl<'a> Planner<'a> {
             let skipped = |view: &View<'_>| view.skipped.iter().filter(|s| **s).count();
             let tally = Tally {
                 steps: mains.first().map_or(0, |v| v.dag.len()),
-                runs: self.workflow.spec.run_count(),
+                runs: self.runs,
                 skipped: mains.iter().map(skipped).sum(),
                 exit_succeeded: lists.executed.len() - main_succeeded,
                 exit_skipped: exits.view.as_ref().map_or(0, skipped),
@@ -514,6 +514,8 @@ impl<'a> Planner<'a> {
             Some(at) if !phase_changed => at.clone(),
             _ => format!("{:.0}", self.now),
         };
+        let (rules, parallelism, metrics) = self.rules_status();
+        let fired = self.ruled.map(|(d, _)| d.fired).unwrap_or_default();
         let status = match self.outcome {
             Some(outcome) => WorkFlowStatus {
                 progress: Some(format!("{}/{}", outcome.executed.len(), outcome.total)),
@@ -539,6 +541,9 @@ impl<'a> Planner<'a> {
                 started_at: self.started_at.map(Time),
                 artifact_repository: previous.artifact_repository.clone(),
                 artifacts_deleted_at: previous.artifacts_deleted_at.clone(),
+                rules,
+                parallelism,
+                metrics,
             },
             // Terminal: keep everything but the bookkeeping.
             None => WorkFlowStatus {
@@ -563,6 +568,7 @@ impl<'a> Planner<'a> {
             status,
             events: self.events,
             next_timeout_at: self.next_timeout_at,
+            fired,
         }
     }
 }

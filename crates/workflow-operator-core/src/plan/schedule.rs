@@ -140,21 +140,26 @@ impl<'a> Planner<'a> {
         let (main_jobs, exit_jobs): (Vec<&ObservedJob>, Vec<&ObservedJob>) = current
             .iter()
             .partition(|j| exit_dag.is_none() || dag.index_of(&j.step).is_some());
-        let mut mains = self.assess_runs(dag, &main_jobs);
-        if spec.shutdown.is_some() {
+        let mut mains = self.assess_runs(dag, &main_jobs, 0);
+        self.apply_rules(dag, &main_jobs, &mut mains);
+        if spec.shutdown.is_some() || self.finishing().is_some() {
             // Stopping or terminating: nothing new starts.
             for view in &mut mains {
                 view.ready.clear();
             }
         }
         let mut main_end = self.main_end(&mains);
+        let halt = (self
+            .past_deadline()
+            .map(|why| (Trigger::DeadlineExceeded, why)))
+        .or_else(|| self.failed_by_rule().map(|why| (Trigger::RuleFailed, why)));
         if main_end.is_none()
-            && let Some(why) = self.past_deadline()
+            && let Some(halt) = halt
         {
             for view in &mut mains {
                 view.ready.clear();
             }
-            main_end = Some((Trigger::DeadlineExceeded, why));
+            main_end = Some(halt);
         }
         if let Some((trigger, _)) = &main_end
             && *trigger != Trigger::AllStepsSucceeded
@@ -199,7 +204,7 @@ impl<'a> Planner<'a> {
             }
             self.waiting_message(&mains, exits.message.clone())
         };
-        let total = dag.len() * spec.run_count() as usize + exit_dag.map_or(0, Dag::len);
+        let total = dag.len() * mains.len() + exit_dag.map_or(0, Dag::len);
         self.render_outcome(
             (&mains, &created, &held),
             &exits,
@@ -208,22 +213,29 @@ impl<'a> Planner<'a> {
         );
     }
 
-    /// One view per run of `spec.runs`, each of its own Jobs (the run index is in the run
-    /// id's Job names and labels).
-    fn assess_runs(&mut self, dag: &'a Dag, main_jobs: &[&'a ObservedJob]) -> Vec<View<'a>> {
+    /// One view per run from `from` on (of `spec.runs` and those the rules added), each of
+    /// its own Jobs (the run index is in the run id's Job names and labels).
+    pub(super) fn assess_runs(
+        &mut self,
+        dag: &'a Dag,
+        main_jobs: &[&'a ObservedJob],
+        from: u32,
+    ) -> Vec<View<'a>> {
         let spec = &self.workflow.spec;
-        let runs = spec.run_count();
-        let mut by_run: Vec<Vec<&ObservedJob>> = vec![Vec::new(); runs as usize];
+        let runs = self.runs;
+        let count = runs.saturating_sub(from) as usize;
+        let mut by_run: Vec<Vec<&ObservedJob>> = vec![Vec::new(); count];
         for &job in main_jobs {
-            if let Some(jobs) = by_run.get_mut(job.run_index as usize) {
+            let slot = job.run_index.checked_sub(from).map(|r| r as usize);
+            if let Some(jobs) = slot.and_then(|r| by_run.get_mut(r)) {
                 jobs.push(job);
             }
         }
         by_run
             .iter()
-            .enumerate()
-            .map(|(r, jobs)| {
-                let scope = Scope::run(dag, &spec.containers, r as u32, runs);
+            .zip(from..)
+            .map(|(jobs, r)| {
+                let scope = Scope::run(dag, &spec.containers, r, runs);
                 self.assess(scope, jobs, None)
             })
             .collect()
@@ -233,7 +245,8 @@ impl<'a> Planner<'a> {
     /// failed (at once with `failFast`, else once nothing runs or may start), or stopped.
     fn main_end(&self, mains: &[View<'a>]) -> Option<(Trigger, String)> {
         let spec = &self.workflow.spec;
-        let runs = spec.run_count();
+        let runs = self.runs;
+        let stopping = spec.shutdown == Some(Shutdown::Stop) || self.finishing().is_some();
         let n = mains.first().map_or(0, |v| v.dag.len());
         let running: usize = mains.iter().map(|v| v.running).sum();
         let no_ready = mains.iter().all(|v| v.ready.is_empty());
@@ -267,13 +280,17 @@ impl<'a> Planner<'a> {
                 message.push_str(&format!(" (and {} more failed steps)", failed_steps - 1));
             }
             Some((failure.trigger(), message))
-        } else if spec.shutdown == Some(Shutdown::Stop) && running == 0 {
+        } else if stopping && running == 0 {
             let never_ran = (n * runs as usize)
                 - mains.iter().map(|v| v.progress.done_count()).sum::<usize>()
                 - failed_steps;
+            let why = match self.finishing() {
+                Some(fired) => format!("finished by rule {fired}"),
+                None => "stopped (spec.shutdown: Stop)".to_string(),
+            };
             Some((
                 Trigger::Stopped,
-                format!("stopped (spec.shutdown: Stop): {never_ran} steps never ran"),
+                format!("{why}: {never_ran} steps never ran"),
             ))
         } else {
             None
@@ -466,6 +483,11 @@ impl<'a> Planner<'a> {
         exit_message
             .or(failure)
             .or_else(|| {
+                self.finishing().map(|fired| {
+                    format!("finishing (rule {fired}): waiting for running steps to finish")
+                })
+            })
+            .or_else(|| {
                 (spec.shutdown == Some(Shutdown::Stop)).then(|| {
                     "stopping (spec.shutdown: Stop): waiting for running steps to finish"
                         .to_string()
@@ -477,9 +499,10 @@ impl<'a> Planner<'a> {
             })
     }
 
-    /// How many more steps may start with `running` running: `parallelism` minus those.
+    /// How many more steps may start with `running` running: `parallelism` (the rules', else
+    /// the spec's) minus those.
     pub(super) fn slots(&self, running: usize) -> usize {
-        match self.workflow.spec.parallelism {
+        match self.parallelism {
             Some(p) => usize::try_from(p.max(1))
                 .unwrap_or(1)
                 .saturating_sub(running),

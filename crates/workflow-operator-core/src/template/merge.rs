@@ -128,6 +128,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         artifact_repository,
         artifact_gc,
         interactive,
+        rules,
     } = own.clone();
     WorkFlowSpec {
         max_step_timeout: if max_step_timeout == DEFAULT_MAX_STEP_TIMEOUT {
@@ -161,6 +162,12 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         artifact_repository: artifact_repository.or(template.artifact_repository),
         artifact_gc: artifact_gc.or(template.artifact_gc),
         interactive: interactive || template.interactive,
+        // The workflow's rules replace the template's: they are one policy.
+        rules: if rules.is_empty() {
+            template.rules
+        } else {
+            rules
+        },
         suspend,
         shutdown,
         retry,
