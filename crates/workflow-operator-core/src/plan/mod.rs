@@ -33,6 +33,7 @@ mod failure;
 mod observe;
 mod planner;
 mod render;
+mod rules_metrics;
 mod rules_pass;
 mod run_control;
 mod schedule;

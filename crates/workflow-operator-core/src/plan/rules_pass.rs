@@ -18,7 +18,7 @@ impl<'a> Planner<'a> {
             return;
         }
         let (metrics, completions) =
-            rule_stage::metrics::measure(self.rules.steps(), main_jobs.iter().copied());
+            super::rules_metrics::measure(self.rules.steps(), main_jobs.iter().copied());
         let elapsed = self
             .started_at
             .map_or(0, |at| self.now.duration_since(at).as_secs().max(0));

@@ -1,7 +1,7 @@
 //! Rules on a run's metrics (`spec.rules`): a pure stage of the planner. [`Rules::compile`]
 //! checks the expressions once per spec (what `validate` and the API server's users see);
 //! on each pass the planner measures the steps the rules name from the Jobs that exist
-//! ([`metrics::measure`]) and [`decide`]s which rules fire, from those metrics and what the
+//! (`plan`'s `rules_metrics::measure`) and [`decide`]s which rules fire, from those metrics and what the
 //! stored status says the rules already did.
 //!
 //! # Guarantees
@@ -17,8 +17,6 @@
 //! # Caveats
 //! A metric without a value yet (the durations, before a Job of the step finished) makes
 //! its rule's expression fail to evaluate, and the rule does not fire.
-
-pub mod metrics;
 
 use std::collections::HashMap;
 use std::sync::LazyLock;

@@ -1,8 +1,6 @@
 use super::*;
 
 use crate::crd::{Durations, WorkFlow};
-use crate::plan::{JobState, ObservedJob};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 fn spec_with(rule: (&str, &str, RuleAction)) -> WorkFlowSpec {
     WorkFlow::test("w")
@@ -357,60 +355,4 @@ fn a_metric_without_a_value_yet_keeps_its_rule_from_firing() {
     );
     assert!(decision.fired.is_empty());
     assert_eq!(decision.statuses[0].fired, 0);
-}
-
-fn at(seconds: i64) -> Timestamp {
-    "2026-01-01T00:00:00Z".parse::<Timestamp>().unwrap() + SignedDuration::from_secs(seconds)
-}
-
-fn job(step: &str, state: JobState, ran: Option<(i64, i64)>, attempts: i32) -> ObservedJob {
-    let workflow = WorkFlow::test("w").step(step, &[]).build();
-    let mut job = crate::testing::Jobs::of(&workflow)
-        .succeeded(step)
-        .build()
-        .remove(0);
-    job.state = state;
-    job.start_time = ran.map(|(start, _)| at(start));
-    job.finished_at = ran.map(|(_, end)| at(end));
-    job.attempts = attempts;
-    job
-}
-
-#[test]
-fn metrics_are_measured_from_the_jobs_across_runs_and_items() {
-    let failed = JobState::Failed {
-        reason: "BackoffLimitExceeded".into(),
-        message: String::new(),
-        exit_code: Some(1),
-    };
-    let jobs = [
-        job("lammps", JobState::Succeeded, Some((0, 10)), 1),
-        job("lammps", JobState::Succeeded, Some((5, 35)), 1),
-        job("lammps", failed, Some((40, 60)), 3),
-        job(
-            "lammps",
-            JobState::Active { since: at(50) },
-            Some((50, 0)),
-            1,
-        ),
-        job("post", JobState::Succeeded, Some((0, 1)), 1),
-    ];
-    let (metrics, completions) = metrics::measure(&["lammps".to_string()], &jobs);
-    assert_eq!(completions, 4);
-    assert_eq!(
-        metrics["lammps"],
-        StepMetrics {
-            succeeded: 2,
-            failed: 1,
-            running: 1,
-            attempts: 6,
-            duration: Some(Durations {
-                mean: 20.0,
-                min: 10.0,
-                max: 30.0,
-                last: 20.0,
-            }),
-        }
-    );
-    assert!(!metrics.contains_key("post"));
 }

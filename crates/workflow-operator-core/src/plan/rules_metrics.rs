@@ -4,7 +4,8 @@
 use k8s_openapi::jiff::Timestamp;
 
 use crate::crd::{Durations, Metrics, StepMetrics};
-use crate::plan::{JobState, ObservedJob};
+
+use super::{JobState, ObservedJob};
 
 /// The metrics of `steps` and the step completions (finished Jobs of every step), from
 /// `jobs`: the Jobs of the workflow's steps in the current run id.
@@ -71,4 +72,67 @@ struct RunTimes {
     count: u32,
     /// When the last to finish did, and its run time.
     last: Option<(Timestamp, f64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::WorkFlow;
+    use k8s_openapi::jiff::SignedDuration;
+
+    fn at(seconds: i64) -> Timestamp {
+        "2026-01-01T00:00:00Z".parse::<Timestamp>().unwrap() + SignedDuration::from_secs(seconds)
+    }
+
+    fn job(step: &str, state: JobState, ran: Option<(i64, i64)>, attempts: i32) -> ObservedJob {
+        let workflow = WorkFlow::test("w").step(step, &[]).build();
+        let mut job = crate::testing::Jobs::of(&workflow)
+            .succeeded(step)
+            .build()
+            .remove(0);
+        job.state = state;
+        job.start_time = ran.map(|(start, _)| at(start));
+        job.finished_at = ran.map(|(_, end)| at(end));
+        job.attempts = attempts;
+        job
+    }
+
+    #[test]
+    fn metrics_are_measured_from_the_jobs_across_runs_and_items() {
+        let failed = JobState::Failed {
+            reason: "BackoffLimitExceeded".into(),
+            message: String::new(),
+            exit_code: Some(1),
+        };
+        let jobs = [
+            job("lammps", JobState::Succeeded, Some((0, 10)), 1),
+            job("lammps", JobState::Succeeded, Some((5, 35)), 1),
+            job("lammps", failed, Some((40, 60)), 3),
+            job(
+                "lammps",
+                JobState::Active { since: at(50) },
+                Some((50, 0)),
+                1,
+            ),
+            job("post", JobState::Succeeded, Some((0, 1)), 1),
+        ];
+        let (metrics, completions) = measure(&["lammps".to_string()], &jobs);
+        assert_eq!(completions, 4);
+        assert_eq!(
+            metrics["lammps"],
+            StepMetrics {
+                succeeded: 2,
+                failed: 1,
+                running: 1,
+                attempts: 6,
+                duration: Some(Durations {
+                    mean: 20.0,
+                    min: 10.0,
+                    max: 30.0,
+                    last: 20.0,
+                }),
+            }
+        );
+        assert!(!metrics.contains_key("post"));
+    }
 }
