@@ -31,6 +31,7 @@ mod controllers;
 mod kubelet;
 mod registry;
 mod runtime;
+mod scheduler;
 mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;

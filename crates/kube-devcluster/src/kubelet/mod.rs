@@ -99,6 +99,7 @@ use volumes::VolumeHost;
 pub mod entrypoints;
 pub mod exec;
 pub(crate) mod init_containers;
+pub(crate) mod node;
 pub mod pod_env;
 pub mod pod_logs;
 mod process;
@@ -582,9 +583,12 @@ impl Drop for Reaper {
 /// (namespace, name) of a pod.
 type PodKey = (String, String);
 
-/// The kubelet's reconciler: starts a runner for every pending pod, stops it when the pod goes.
+/// The kubelet's reconciler: starts a runner for every pending pod bound to its Node, stops it
+/// when the pod goes.
 pub(crate) struct Kubelet {
     store: Store,
+    /// Its Node's name: it runs the pods bound there (`spec.nodeName`), and only those.
+    node: String,
     pods_info: Arc<ResourceInfo>,
     sources: Arc<StoreSources>,
     pods_gr: GroupResource,
@@ -604,6 +608,7 @@ impl Kubelet {
         store: Store,
         registry: Registry,
         shared: Arc<Shared>,
+        node: String,
         stop: CancellationToken,
     ) -> Self {
         let pods_info = builtin(&registry, "", "pods");
@@ -620,6 +625,7 @@ impl Kubelet {
         Self {
             sources,
             events,
+            node,
             store,
             pods_gr: pods_info.group_resource(),
             pods_info,
@@ -714,7 +720,8 @@ impl Reconciler for Kubelet {
             pod.value.pointer("/status/phase").and_then(Value::as_str),
             None | Some("Pending")
         );
-        if !pending || self.shared.is_running(pod.uid()) {
+        let bound_here = crate::scheduler::node_name(&pod.value) == self.node;
+        if !pending || !bound_here || self.shared.is_running(pod.uid()) {
             return;
         }
         if self.shared.mode == PodMode::Simulated(Duration::ZERO) {
