@@ -23,8 +23,9 @@
 //! speaks for it, sandboxed or not). A container not told of the path runs as a plain local
 //! process, as starting a sandbox costs more. Until volumes can be made, the pod waits as a
 //! real one does, trying again every
-//! [`CONFIG_RETRY`]: a claim that does not exist leaves it unscheduled (`PodScheduled` False,
-//! reason `Unschedulable`, and the scheduler's `FailedScheduling` Event); a missing ConfigMap or
+//! [`CONFIG_RETRY`]: a claim gone since the scheduler bound the pod ([`crate::scheduler`] binds
+//! none whose claim is missing) leaves it unscheduled (`PodScheduled` False, reason
+//! `Unschedulable`, and the scheduler's `FailedScheduling` Event); a missing ConfigMap or
 //! Secret leaves its containers `ContainerCreating` (`PodInitializing` behind init containers)
 //! with the kubelet's `FailedMount` Event. A
 //! volume kind the devcluster cannot make, or a machine without user namespaces for a container
@@ -859,15 +860,7 @@ impl volumes::Sources for InNamespace<'_> {
     /// deleted (pkg/scheduler/framework/plugins/volumebinding, `PreFilter`, with the lister's
     /// `persistentvolumeclaim "x" not found`) and waits for one not bound yet.
     fn claim(&self, name: &str) -> Result<std::path::PathBuf, String> {
-        let Ok(claim) = self.0.store.get(&self.0.claims, self.1, name) else {
-            return Err(format!("persistentvolumeclaim \"{name}\" not found"));
-        };
-        if is_deleting(&claim.value) {
-            return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
-        }
-        if claim.value.pointer("/status/phase").and_then(Value::as_str) != Some("Bound") {
-            return Err("pod has unbound immediate PersistentVolumeClaims".into());
-        }
+        let claim = crate::scheduler::bound_claim(&self.0.store, &self.0.claims, self.1, name)?;
         self.2.claim_dir(claim.uid())
     }
 }

@@ -3,22 +3,22 @@
 //! saying why.
 //!
 //! A pod that names no node, asks for `default-scheduler` (or no scheduler) and has no
-//! scheduling gates goes through the Filter plugins that can reject a Node here
-//! ([`filters`]: NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit against what
-//! the pods already bound to the Node request). When the Node takes it, the pod is bound: one
+//! scheduling gates goes through VolumeBinding's PreFilter (every claim it mounts exists, is not
+//! being deleted and is bound: [`bound_claim`]) and the Filter plugins that can reject a Node
+//! here ([`filters`]: NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit against
+//! what the pods already bound to the Node request). When the Node takes it, the pod is bound: one
 //! write sets `spec.nodeName` and the `PodScheduled` condition, as the binding subresource does
 //! (no `Scheduled` Event is written, to keep a pod's start at one write). When it does not, the
 //! pod gets `PodScheduled` False, reason `Unschedulable`, with the scheduler's message
 //! (pkg/scheduler/schedule_one.go, `handleSchedulingFailure`) and a `FailedScheduling` Warning
 //! from `default-scheduler`; it is tried again whenever the Node changes (a label added, a taint
-//! removed, uncordoned) or a pod bound to it finishes or goes, as the scheduling queue moves
-//! unschedulable pods back on those cluster events. A try that fails as the last one did
+//! removed, uncordoned), a claim changes, or a pod bound to it finishes or goes, as the
+//! scheduling queue moves unschedulable pods back on those cluster events. A try that fails as the last one did
 //! writes nothing.
 //!
 //! Not done here: host ports (NodePorts), volume limits and zones, pod (anti-)affinity and
 //! topology spread constraints (one Node satisfies or defeats them trivially), priority and
-//! preemption (no pod is ever evicted to make room). A pod whose claim is missing is still
-//! left unscheduled by the kubelet ([`crate::kubelet`]).
+//! preemption (no pod is ever evicted to make room).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -47,6 +47,7 @@ pub(crate) struct Scheduler {
     store: Store,
     pods: Arc<ResourceInfo>,
     nodes: Arc<ResourceInfo>,
+    claims: Arc<ResourceInfo>,
     node_name: String,
     events: Recorder,
     /// The requests of each pod bound to the Node and not finished, by uid.
@@ -60,6 +61,7 @@ impl Scheduler {
         Self {
             pods: builtin(&registry, "", "pods"),
             nodes: builtin(&registry, "", "nodes"),
+            claims: builtin(&registry, "", "persistentvolumeclaims"),
             events: Recorder::new(store.clone(), registry, SCHEDULER_NAME),
             store,
             node_name,
@@ -180,6 +182,10 @@ impl Reconciler for Scheduler {
             }
             return;
         }
+        if event.gr == self.claims.group_resource() {
+            self.retry_waiting(queue);
+            return;
+        }
         if event.gr != self.pods.group_resource() {
             return;
         }
@@ -218,8 +224,13 @@ impl Reconciler for Scheduler {
         let outcome = match self.store.get(&self.nodes, "", &self.node_name) {
             // pkg/scheduler/schedule_one.go, `ErrNoNodesAvailable`.
             Err(_) => Err("no nodes available to schedule pods".to_string()),
-            Ok(node) => filters::filter(&pod.value, &node.value, &self.used())
-                .map_err(|rejection: Rejection| filters::fit_error(&rejection)),
+            Ok(node) => self
+                .claims_bound(&pod)
+                .map_err(|why| filters::pre_filter_error(&why))
+                .and_then(|()| {
+                    filters::filter(&pod.value, &node.value, &self.used())
+                        .map_err(|rejection: Rejection| filters::fit_error(&rejection))
+                }),
         };
         match outcome {
             Ok(()) => {
@@ -232,6 +243,48 @@ impl Reconciler for Scheduler {
             }
         }
     }
+}
+
+impl Scheduler {
+    /// VolumeBinding's PreFilter: every claim the pod mounts is bound.
+    fn claims_bound(&self, pod: &StoredObject) -> Result<(), String> {
+        let volumes = pod
+            .value
+            .pointer("/spec/volumes")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for volume in volumes {
+            if let Some(claim) = volume
+                .pointer("/persistentVolumeClaim/claimName")
+                .and_then(Value::as_str)
+            {
+                bound_claim(&self.store, &self.claims, pod.namespace(), claim)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A claim a pod mounts, when it is bound; else the VolumeBinding plugin's reason
+/// (pkg/scheduler/framework/plugins/volumebinding/volume_binding.go, `PreFilter`, and
+/// binder.go, `GetPodVolumeClaims`: a missing claim, one being deleted, an unbound one).
+pub(crate) fn bound_claim(
+    store: &Store,
+    claims: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+) -> Result<Arc<StoredObject>, String> {
+    let Ok(claim) = store.get(claims, namespace, name) else {
+        return Err(format!("persistentvolumeclaim \"{name}\" not found"));
+    };
+    if is_deleting(&claim.value) {
+        return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
+    }
+    if claim.value.pointer("/status/phase").and_then(Value::as_str) != Some("Bound") {
+        return Err("pod has unbound immediate PersistentVolumeClaims".into());
+    }
+    Ok(claim)
 }
 
 /// Whether the pod is this scheduler's to place now.
