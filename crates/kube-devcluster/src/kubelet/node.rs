@@ -196,6 +196,34 @@ mod tests {
     }
 
     #[test]
+    fn registering_again_keeps_what_users_set_and_refreshes_the_status() {
+        let (store, registry) = (Store::new(Default::default()), Registry::with_builtins());
+        let nodes = builtin(&registry, "", "nodes");
+        let name = register(&store, &registry);
+        store
+            .modify(&nodes, "", &name, Target::Main, |old, _| {
+                let mut new = old.clone();
+                new["metadata"]["labels"]["disk"] = json!("ssd");
+                new["spec"]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
+                new["status"] = json!({});
+                Ok(new)
+            })
+            .unwrap();
+        assert_eq!(register(&store, &registry), name);
+        let (all, _) = store.list(&nodes.group_resource(), None);
+        assert_eq!(all.len(), 1);
+        let node = &all[0].value;
+        assert_eq!(node["metadata"]["labels"]["disk"], "ssd");
+        assert_eq!(
+            node["metadata"]["labels"]["kubernetes.io/hostname"],
+            name.as_str()
+        );
+        assert_eq!(node["spec"]["taints"][0]["key"], "k");
+        assert_eq!(node["status"]["allocatable"]["pods"], "110");
+        assert_eq!(node["status"]["conditions"][3]["type"], "Ready");
+    }
+
+    #[test]
     fn capacity_is_the_machines() {
         let capacity = capacity();
         assert!(capacity["cpu"].as_str().unwrap().parse::<u32>().unwrap() >= 1);
