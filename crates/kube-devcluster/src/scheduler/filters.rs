@@ -377,7 +377,10 @@ mod tests {
 
     #[test]
     fn requests_must_fit_what_is_left() {
-        let asks = |cpu: &str| json!({"spec": {"containers": [{"resources": {"requests": {"cpu": cpu, "nvidia.com/gpu": "1"}}}]}});
+        let asks = |cpu: &str| {
+            let requests = json!({"cpu": cpu, "nvidia.com/gpu": "1"});
+            json!({"spec": {"containers": [{"resources": {"requests": requests}}]}})
+        };
         let used = Used {
             requests: [("cpu".to_string(), 1500)].into(),
             pods: 1,

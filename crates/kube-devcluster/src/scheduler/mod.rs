@@ -8,13 +8,14 @@
 //! here ([`filters`]: NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit against
 //! what the pods already bound to the Node request). When the Node takes it, the pod is bound: one
 //! write sets `spec.nodeName` and the `PodScheduled` condition, as the binding subresource does
-//! (no `Scheduled` Event is written, to keep a pod's start at one write). When it does not, the
+//! (no `Scheduled` Event is written, so that the binding is the only write a pod's placing
+//! costs). When it does not, the
 //! pod gets `PodScheduled` False, reason `Unschedulable`, with the scheduler's message
 //! (pkg/scheduler/schedule_one.go, `handleSchedulingFailure`) and a `FailedScheduling` Warning
 //! from `default-scheduler`; it is tried again whenever the Node changes (a label added, a taint
 //! removed, uncordoned), a claim changes, or a pod bound to it finishes or goes, as the
-//! scheduling queue moves unschedulable pods back on those cluster events. A try that fails as the last one did
-//! writes nothing.
+//! scheduling queue moves unschedulable pods back on those cluster events. A try that fails as
+//! the last one did writes nothing.
 //!
 //! Not done here: host ports (NodePorts), volume limits and zones, pod (anti-)affinity and
 //! topology spread constraints (one Node satisfies or defeats them trivially), priority and
@@ -74,6 +75,25 @@ impl Scheduler {
         for key in &self.waiting {
             queue.add(key.clone());
         }
+    }
+
+    /// VolumeBinding's PreFilter: every claim the pod mounts is bound.
+    fn claims_bound(&self, pod: &StoredObject) -> Result<(), String> {
+        let volumes = pod
+            .value
+            .pointer("/spec/volumes")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for volume in volumes {
+            if let Some(claim) = volume
+                .pointer("/persistentVolumeClaim/claimName")
+                .and_then(Value::as_str)
+            {
+                bound_claim(&self.store, &self.claims, pod.namespace(), claim)?;
+            }
+        }
+        Ok(())
     }
 
     /// Records a pod's change; true when it freed room on the Node.
@@ -242,27 +262,6 @@ impl Reconciler for Scheduler {
                 self.reject(&pod, &message);
             }
         }
-    }
-}
-
-impl Scheduler {
-    /// VolumeBinding's PreFilter: every claim the pod mounts is bound.
-    fn claims_bound(&self, pod: &StoredObject) -> Result<(), String> {
-        let volumes = pod
-            .value
-            .pointer("/spec/volumes")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        for volume in volumes {
-            if let Some(claim) = volume
-                .pointer("/persistentVolumeClaim/claimName")
-                .and_then(Value::as_str)
-            {
-                bound_claim(&self.store, &self.claims, pod.namespace(), claim)?;
-            }
-        }
-        Ok(())
     }
 }
 
