@@ -259,3 +259,42 @@ async fn a_pod_asking_more_cpu_than_the_machine_has_is_insufficient_cpu() {
     assert!(described.contains("default-scheduler"), "{described}");
     assert_eq!(failed_scheduling(&kubectl, "greedy").await.len(), 1);
 }
+
+#[tokio::test]
+async fn a_pod_waiting_for_cpu_runs_once_the_pod_holding_it_finishes() {
+    let Some((_cluster, kubectl)) = setup("scheduling_room_freed").await else {
+        return;
+    };
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let asking = |name: &str, cpu: &str, command: &str| {
+        kubectl.manifest(
+            &format!("{name}.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec: {{restartPolicy: \
+                 Never, containers: [{{name: c, image: busybox, command: [sh, -c, \"{command}\"], \
+                 resources: {{requests: {{cpu: \"{cpu}\"}}}}}}]}}\n"
+            ),
+        )
+    };
+    // The holder runs until the test lets it go, by making a file.
+    let gate = tempfile::tempdir().unwrap();
+    let go = gate.path().join("go");
+    let hold = format!("while [ ! -e {} ]; do sleep 0.05; done", go.display());
+    let holder = asking("holder", &cores.to_string(), &hold);
+    kubectl.ok(&["create", "-f", &holder]).await;
+    wait_phase(&kubectl, "holder", &["Running"]).await;
+    let waiter = asking("waiter", "100m", "true");
+    kubectl.ok(&["create", "-f", &waiter]).await;
+    let condition = unschedulable(&kubectl, "waiter").await;
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("0/1 nodes are available: 1 Insufficient cpu."),
+        "{condition}"
+    );
+    // No Node change: the holder's end alone frees the room.
+    std::fs::write(&go, "").unwrap();
+    wait_phase(&kubectl, "holder", &["Succeeded"]).await;
+    wait_phase(&kubectl, "waiter", &["Succeeded"]).await;
+}
