@@ -7,8 +7,10 @@
 //! pressure, at `127.0.0.1`.
 //!
 //! Registering again (another control plane start over the same store) keeps what users set
-//! (labels added, taints, `unschedulable`) and refreshes the status. The status is written once:
-//! there is no heartbeat, as nothing here marks a silent Node `NotReady`.
+//! (labels added, taints, `unschedulable`) and refreshes the status. The status and the Node's
+//! Lease in `kube-node-lease` (pkg/kubelet/nodelease, owned by the Node, as `kubectl describe
+//! node` shows it) are written once: there is no heartbeat, as nothing here marks a silent Node
+//! `NotReady`.
 
 use std::path::Path;
 
@@ -46,7 +48,39 @@ pub(crate) fn register(store: &Store, registry: &Registry) -> String {
     if let Err(error) = written {
         tracing::warn!(%error, "cannot write the Node's status");
     }
+    if let Err(error) = write_lease(store, registry, &name) {
+        tracing::warn!(%error, "cannot write the Node's Lease");
+    }
     name
+}
+
+/// The namespace of the Nodes' Leases (k8s.io/api/core/v1, `NamespaceNodeLease`).
+const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// The Node's Lease, renewed now (k8s.io/component-helpers/apimachinery/lease/controller.go,
+/// `newLease`: named after the Node, held by it, 40 s long, owned by the Node).
+fn write_lease(store: &Store, registry: &Registry, name: &str) -> crate::api::error::Result<()> {
+    let namespaces = builtin(registry, "", "namespaces");
+    if store.get(&namespaces, "", LEASE_NAMESPACE).is_err() {
+        store.create(
+            &namespaces,
+            "",
+            json!({"metadata": {"name": LEASE_NAMESPACE}}),
+        )?;
+    }
+    let node = store.get(&builtin(registry, "", "nodes"), "", name)?;
+    let leases = builtin(registry, "coordination.k8s.io", "leases");
+    let renewed = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let lease = json!({
+        "metadata": {"name": name, "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node.uid()},
+        ]},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": renewed},
+    });
+    store
+        .update(&leases, LEASE_NAMESPACE, name, lease.clone(), Target::Main)
+        .or_else(|_| store.create(&leases, LEASE_NAMESPACE, lease))?;
+    Ok(())
 }
 
 /// The machine's host name, lowercased, as the kubelet names its Node
@@ -221,6 +255,13 @@ mod tests {
         assert_eq!(node["spec"]["taints"][0]["key"], "k");
         assert_eq!(node["status"]["allocatable"]["pods"], "110");
         assert_eq!(node["status"]["conditions"][3]["type"], "Ready");
+        let leases = builtin(&registry, "coordination.k8s.io", "leases");
+        let lease = store.get(&leases, LEASE_NAMESPACE, &name).unwrap();
+        assert_eq!(lease.value["spec"]["holderIdentity"], name.as_str());
+        assert_eq!(
+            lease.value["metadata"]["ownerReferences"][0]["uid"],
+            node["metadata"]["uid"]
+        );
     }
 
     #[test]

@@ -86,6 +86,7 @@ async fn kubectl_and_python_see_one_ready_node_named_after_the_machine() {
         "Taints:             <none>".to_string(),
         "Unschedulable:      false".to_string(),
         "KubeletReady".to_string(),
+        format!("HolderIdentity:  {name}"),
         "InternalIP:  127.0.0.1".to_string(),
         "Capacity:".to_string(),
         "Allocatable:".to_string(),
