@@ -17,9 +17,10 @@
 //!
 //! The writes of the whole system (`systemWrites`) are every create, update and delete the
 //! store committed while the operator's requests were counted, whoever made them: the
-//! operator's through the API, and the in-process Job controller's, kubelet's and garbage
-//! collector's, less the benchmark's own. On a real cluster each of those is an API request
-//! (of kube-controller-manager's Job controller and GC, and of the kubelet), which is what
+//! operator's through the API, and the in-process Job controller's, scheduler's, kubelet's and
+//! garbage collector's, less the benchmark's own. On a real cluster each of those is an API
+//! request (of kube-controller-manager's Job controller and GC, of kube-scheduler and of the
+//! kubelet), which is what
 //! bounds a step rate there (docs/performance.md).
 
 pub mod ceiling;
@@ -629,7 +630,7 @@ fn api_figures(
     steps: usize,
 ) -> ApiFigures {
     let mut figures = ApiFigures {
-        counted: "requests of every API client but the benchmark (user agent workflow-operator-bench): the operator's; the control plane's controllers are in-process and not API clients. systemWrites: every write the store committed meanwhile (operator, Job controller, kubelet, garbage collector), less the benchmark's",
+        counted: "requests of every API client but the benchmark (user agent workflow-operator-bench): the operator's; the control plane's controllers are in-process and not API clients. systemWrites: every write the store committed meanwhile (operator, Job controller, scheduler, kubelet, garbage collector), less the benchmark's",
         ..Default::default()
     };
     let writes: Vec<&str> = Verb::ALL

@@ -1,8 +1,9 @@
 //! Real workloads end to end on the embedded control plane, through kubectl and the
 //! `workflow-operator` CLI: a step reads a Secret and a
 //! ConfigMap from its environment and from a mounted volume under its own service account; a
-//! step that cannot start, because its service account or its claim does not exist, or whose
-//! command does not exist, fails its workflow naming the step and the cause.
+//! step that cannot start, because its service account or its claim does not exist, no Node can
+//! take its pod, or its command does not exist, fails its workflow naming the step and the
+//! cause.
 
 use crate::support;
 
@@ -146,6 +147,37 @@ spec:
         manifest,
         "no-claim",
         "Unschedulable: 0/1 nodes are available: persistentvolumeclaim \"data\" not found.",
+    )
+    .await;
+    session.stop().await;
+}
+
+/// A step whose pod no Node can take (a `nodeSelector` no label matches) stays `Pending` under
+/// the embedded control plane's scheduler, as on a real cluster, and fails at its
+/// `startTimeout` with the scheduler's message.
+#[tokio::test]
+async fn a_step_no_node_can_take_fails_at_its_start_timeout_with_the_schedulers_message() {
+    let Some(session) = Session::start("pod_no_node_matches").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: no-node}
+spec:
+  startTimeout: 2
+  podTemplate:
+    nodeSelector: {disk: ssd}
+  containers:
+    - {stepName: only, image: busybox:1.36, command: ["true"]}
+"#;
+    fails_naming_the_cause(
+        &session,
+        manifest,
+        "no-node",
+        "Unschedulable: 0/1 nodes are available: 1 node(s) didn't match Pod's node \
+         affinity/selector. no new claims to deallocate, preemption: 0/1 nodes are available: 1 \
+         Preemption is not helpful for scheduling.",
     )
     .await;
     session.stop().await;

@@ -1,7 +1,8 @@
-//! The embedded Kubernetes control plane: an API server, a job controller, a kubelet that runs
-//! each pod's command as a local process, and a garbage collector, all in one process. It knows
-//! nothing of workflows: it serves whatever CRDs are installed. `make demo`, the integration
-//! tests and the benchmarks run on it (DESIGN section 5).
+//! The embedded Kubernetes control plane: an API server, a job controller, a scheduler placing
+//! pods on its one Node, a kubelet that runs each pod's command as a local process, and a
+//! garbage collector, all in one process. It knows nothing of workflows: it serves whatever CRDs
+//! are installed. `make demo`, the integration tests and the benchmarks run on it (DESIGN
+//! section 5).
 //!
 //! ```no_run
 //! # async fn example() -> anyhow::Result<()> {
@@ -18,10 +19,10 @@
 //! Its modules mirror Kubernetes' components, each importing only the ones listed before it:
 //! `api` (errors and the registry of served resources, as apimachinery), `storage` (the object
 //! store, selectors), `registry` (per-kind rules both the API server and the controllers apply),
-//! `runtime` (the reconcile loop and event recorder the controllers share), `kubelet`,
-//! `controllers` (Jobs, garbage collection, claims, service accounts; they also start the
-//! kubelet), `apiserver`, and `cluster`, which starts them together. `scripts/module-cycles.py`
-//! checks that no module imports one that imports it back.
+//! `runtime` (the reconcile loop and event recorder the controllers share), `scheduler`,
+//! `kubelet` (and its Node), `controllers` (Jobs, garbage collection, claims, service accounts;
+//! they also start the scheduler and the kubelet), `apiserver`, and `cluster`, which starts them
+//! together. `scripts/module-cycles.py` checks that no module imports one that imports it back.
 #![forbid(unsafe_code)]
 
 mod api;
@@ -31,6 +32,7 @@ mod controllers;
 mod kubelet;
 mod registry;
 mod runtime;
+mod scheduler;
 mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;

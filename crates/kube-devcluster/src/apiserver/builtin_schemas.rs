@@ -44,6 +44,7 @@ impl BuiltinSchemas {
         let k = &mut kinds;
         add::<core::v1::Namespace>(g, k, ("", "v1", "Namespace"));
         add::<core::v1::Pod>(g, k, ("", "v1", "Pod"));
+        add::<core::v1::Node>(g, k, ("", "v1", "Node"));
         add::<core::v1::Event>(g, k, ("", "v1", "Event"));
         add::<core::v1::ConfigMap>(g, k, ("", "v1", "ConfigMap"));
         add::<core::v1::Secret>(g, k, ("", "v1", "Secret"));

@@ -1401,7 +1401,7 @@ fn version() -> Value {
     json!({
         "major": "1",
         "minor": "34",
-        "gitVersion": "v1.34.0-workflow-devcluster",
+        "gitVersion": crate::api::GIT_VERSION,
         "gitCommit": "devcluster",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",

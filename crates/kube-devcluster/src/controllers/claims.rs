@@ -5,8 +5,8 @@
 //! real cluster's dynamic provisioning (pkg/controller/volume/persistentvolume/pv_controller.go
 //! binds a claim to the volume its provisioner made; here no PersistentVolume object is made).
 //!
-//! A pod whose claim does not exist is left unscheduled by the kubelet ([`crate::kubelet`]), as
-//! the scheduler's volume binding plugin leaves it.
+//! A pod whose claim does not exist (or is not bound yet) is left unscheduled by the scheduler's
+//! volume binding ([`crate::scheduler`]), and placed once the claim is bound.
 
 use std::sync::Arc;
 

@@ -1,7 +1,9 @@
 //! The in-process controllers that make the store a cluster, as kube-controller-manager's are:
 //! the job controller ([`jobs`]), the claim binder ([`claims`]), the ServiceAccount controller
-//! ([`service_accounts`]) and the garbage and namespace collector ([`gc`]); and the node's
-//! [`kubelet`](crate::kubelet), which [`spawn_controllers`] starts with them.
+//! ([`service_accounts`]) and the garbage and namespace collector ([`gc`]); and the
+//! [`scheduler`](crate::scheduler) and the node's [`kubelet`](crate::kubelet), which
+//! [`spawn_controllers`] starts with them once the kubelet has registered its Node
+//! ([`crate::kubelet::node`]).
 //! `DevCluster::start` calls [`spawn_controllers`] and keeps the returned [`Controllers`]; the API
 //! server reads pod logs through [`Controllers::logs`].
 //!
@@ -17,6 +19,7 @@ use crate::api::resources::Registry;
 use crate::kubelet::pod_logs::PodLogs;
 use crate::kubelet::{self, PodMode, volumes};
 use crate::runtime::run;
+use crate::scheduler;
 use crate::storage::store::Store;
 
 pub mod claims;
@@ -103,6 +106,12 @@ pub fn spawn_controllers(
     let volumes = Arc::new(volumes::VolumeHost::default());
     let kubelet = kubelet::Shared::new(pods, volumes.clone());
     let job_backoff = jobs::SharedBackoff::default();
+    let node = kubelet::node::register(&store, &registry);
+    run(
+        scheduler::Scheduler::new(store.clone(), registry.clone(), node.clone()),
+        store.subscribe(),
+        stop.clone(),
+    );
     run(
         jobs::JobController::new(store.clone(), registry.clone(), job_backoff.clone()),
         store.subscribe(),
@@ -113,6 +122,7 @@ pub fn spawn_controllers(
             store.clone(),
             registry.clone(),
             kubelet.clone(),
+            node,
             stop.clone(),
         ),
         store.subscribe(),

@@ -23,8 +23,9 @@
 //! speaks for it, sandboxed or not). A container not told of the path runs as a plain local
 //! process, as starting a sandbox costs more. Until volumes can be made, the pod waits as a
 //! real one does, trying again every
-//! [`CONFIG_RETRY`]: a claim that does not exist leaves it unscheduled (`PodScheduled` False,
-//! reason `Unschedulable`, and the scheduler's `FailedScheduling` Event); a missing ConfigMap or
+//! [`CONFIG_RETRY`]: a claim gone since the scheduler bound the pod ([`crate::scheduler`] binds
+//! none whose claim is missing) leaves it unscheduled (`PodScheduled` False, reason
+//! `Unschedulable`, and the scheduler's `FailedScheduling` Event); a missing ConfigMap or
 //! Secret leaves its containers `ContainerCreating` (`PodInitializing` behind init containers)
 //! with the kubelet's `FailedMount` Event. A
 //! volume kind the devcluster cannot make, or a machine without user namespaces for a container
@@ -99,6 +100,7 @@ use volumes::VolumeHost;
 pub mod entrypoints;
 pub mod exec;
 pub(crate) mod init_containers;
+pub(crate) mod node;
 pub mod pod_env;
 pub mod pod_logs;
 mod process;
@@ -582,9 +584,12 @@ impl Drop for Reaper {
 /// (namespace, name) of a pod.
 type PodKey = (String, String);
 
-/// The kubelet's reconciler: starts a runner for every pending pod, stops it when the pod goes.
+/// The kubelet's reconciler: starts a runner for every pending pod bound to its Node, stops it
+/// when the pod goes.
 pub(crate) struct Kubelet {
     store: Store,
+    /// Its Node's name: it runs the pods bound there (`spec.nodeName`), and only those.
+    node: String,
     pods_info: Arc<ResourceInfo>,
     sources: Arc<StoreSources>,
     pods_gr: GroupResource,
@@ -604,6 +609,7 @@ impl Kubelet {
         store: Store,
         registry: Registry,
         shared: Arc<Shared>,
+        node: String,
         stop: CancellationToken,
     ) -> Self {
         let pods_info = builtin(&registry, "", "pods");
@@ -620,6 +626,7 @@ impl Kubelet {
         Self {
             sources,
             events,
+            node,
             store,
             pods_gr: pods_info.group_resource(),
             pods_info,
@@ -714,7 +721,8 @@ impl Reconciler for Kubelet {
             pod.value.pointer("/status/phase").and_then(Value::as_str),
             None | Some("Pending")
         );
-        if !pending || self.shared.is_running(pod.uid()) {
+        let bound_here = crate::scheduler::node_name(&pod.value) == self.node;
+        if !pending || !bound_here || self.shared.is_running(pod.uid()) {
             return;
         }
         if self.shared.mode == PodMode::Simulated(Duration::ZERO) {
@@ -852,15 +860,7 @@ impl volumes::Sources for InNamespace<'_> {
     /// deleted (pkg/scheduler/framework/plugins/volumebinding, `PreFilter`, with the lister's
     /// `persistentvolumeclaim "x" not found`) and waits for one not bound yet.
     fn claim(&self, name: &str) -> Result<std::path::PathBuf, String> {
-        let Ok(claim) = self.0.store.get(&self.0.claims, self.1, name) else {
-            return Err(format!("persistentvolumeclaim \"{name}\" not found"));
-        };
-        if is_deleting(&claim.value) {
-            return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
-        }
-        if claim.value.pointer("/status/phase").and_then(Value::as_str) != Some("Bound") {
-            return Err("pod has unbound immediate PersistentVolumeClaims".into());
-        }
+        let claim = crate::scheduler::bound_claim(&self.0.store, &self.0.claims, self.1, name)?;
         self.2.claim_dir(claim.uid())
     }
 }

@@ -21,6 +21,12 @@ pub static NAMESPACES: Strategy = Strategy {
     ..Strategy::DEFAULT
 };
 
+/// A Node's rules: its field labels are pkg/apis/core/v1/conversion.go's.
+pub static NODES: Strategy = Strategy {
+    field_labels: Some(FieldLabels::of(&["metadata.name", "spec.unschedulable"])),
+    ..Strategy::DEFAULT
+};
+
 /// A ServiceAccount's rules: a delete answers the account
 /// (pkg/registry/core/serviceaccount/storage/storage.go `ReturnDeletedObject`).
 pub static SERVICE_ACCOUNTS: Strategy = Strategy {
@@ -124,6 +130,7 @@ const BUILTINS: &[Builtin] = &[
         &["po"],
         &pods::STRATEGY,
     ),
+    ("", "v1", "nodes", "Node", false, true, &["no"], &NODES),
     (
         "",
         "v1",

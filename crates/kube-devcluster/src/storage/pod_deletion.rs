@@ -16,9 +16,7 @@ pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
 ///
 /// pkg/registry/core/pod/strategy.go (`CheckGracefulDelete`): `DeleteOptions.gracePeriodSeconds`
 /// when given, else the pod's `terminationGracePeriodSeconds`; 0 for a pod that has finished
-/// (phase `Succeeded` or `Failed`) or was never scheduled to a node. A pod here is "on a node"
-/// once the kubelet has written a container status for it (this control plane has no scheduler
-/// and leaves `spec.nodeName` as the user wrote it).
+/// (phase `Succeeded` or `Failed`) or was never scheduled to a node (no `spec.nodeName`).
 pub fn grace_period(info: &ResourceInfo, obj: &Value, requested: Option<i64>) -> i64 {
     if !info.group.is_empty() || info.resource != "pods" {
         return 0;
@@ -30,11 +28,7 @@ pub fn grace_period(info: &ResourceInfo, obj: &Value, requested: Option<i64>) ->
     let on_node = obj
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty())
-        || obj
-            .pointer("/status/containerStatuses")
-            .and_then(Value::as_array)
-            .is_some_and(|s| !s.is_empty());
+        .is_some_and(|n| !n.is_empty());
     if !on_node {
         return 0;
     }
@@ -58,7 +52,7 @@ mod tests {
         let registry = Registry::with_builtins();
         let pods = registry.get(&GroupResource::new("", "pods")).unwrap();
         let cms = registry.get(&GroupResource::new("", "configmaps")).unwrap();
-        let running = json!({"spec": {}, "status": {"phase": "Running",
+        let running = json!({"spec": {"nodeName": "box"}, "status": {"phase": "Running",
                              "containerStatuses": [{"name": "c"}]}});
         assert_eq!(grace_period(&pods, &running, None), 30);
         assert_eq!(grace_period(&pods, &running, Some(0)), 0);

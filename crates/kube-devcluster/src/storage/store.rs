@@ -107,6 +107,11 @@ pub type WatchStart = (Vec<Arc<WatchEvent>>, broadcast::Receiver<Arc<WatchEvent>
 pub enum Target {
     Main,
     Status,
+    /// A pod's binding to a node: `spec.nodeName` and the `PodScheduled` condition in one
+    /// write, as the binding subresource's storage writes them (pkg/registry/core/pod/storage
+    /// storage.go, `assignPod`: a guaranteed update of the whole pod, outside the update
+    /// strategy, so `metadata.generation` stays).
+    Binding,
 }
 
 /// `propagationPolicy` of a delete.
@@ -442,7 +447,7 @@ impl Store {
         if is_namespaces(info) {
             namespace_name_label(&mut new);
         }
-        if info.strategy.tracks_generation {
+        if info.strategy.tracks_generation && target != Target::Binding {
             let old_generation = old
                 .value
                 .pointer("/metadata/generation")
@@ -856,7 +861,7 @@ pub fn merge_for_target(info: &ResourceInfo, old: &Value, new: &mut Value, targe
                 }
             }
         }
-        (false, Target::Main) => {}
+        (false, Target::Main) | (_, Target::Binding) => {}
     }
 }
 

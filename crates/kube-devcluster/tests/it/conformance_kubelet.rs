@@ -1028,9 +1028,12 @@ spec:
     let (pod, condition) = unscheduled;
     assert_eq!(pod["status"]["phase"], "Pending", "{pod}");
     assert!(pod["status"].get("containerStatuses").is_none(), "{pod}");
+    // The scheduler holds it: it is bound to no node.
+    assert!(pod["spec"].get("nodeName").is_none(), "{pod}");
     assert_eq!(condition["reason"], "Unschedulable");
-    let want = "0/1 nodes are available: persistentvolumeclaim \"later\" not found. preemption: \
-                0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+    let want = "0/1 nodes are available: persistentvolumeclaim \"later\" not found. no new claims \
+                to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful \
+                for scheduling.";
     assert_eq!(condition["message"], want);
     let events = events_of(&kubectl, "claims").await;
     assert_eq!(

@@ -21,4 +21,5 @@ mod faults;
 mod jobs;
 mod kubectl;
 mod python;
+mod scheduling;
 mod smoke;

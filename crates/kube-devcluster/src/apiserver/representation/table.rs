@@ -394,6 +394,89 @@ fn pod_node(pod: &Value, _: DateTime<Utc>) -> Value {
 }
 
 /// The STATUS column of `kubectl get jobs` (Kubernetes 1.31 and later).
+/// pkg/printers/internalversion/printers.go, `printNode`: `Ready` or `NotReady` from the Ready
+/// condition (`Unknown` without one), then `SchedulingDisabled` when cordoned.
+fn node_status(node: &Value, _: DateTime<Utc>) -> Value {
+    let ready = node
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| text(c, "/type") == "Ready"))
+        .map(|c| text(c, "/status"));
+    let mut status = vec![match ready {
+        Some("True") => "Ready",
+        Some(_) => "NotReady",
+        None => "Unknown",
+    }];
+    if node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        status.push("SchedulingDisabled");
+    }
+    json!(status.join(","))
+}
+
+/// `findNodeRoles`: the `node-role.kubernetes.io/ROLE` labels and `kubernetes.io/role`.
+fn node_roles(node: &Value, _: DateTime<Utc>) -> Value {
+    let mut roles: Vec<&str> = node
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(
+                    |(key, value)| match key.strip_prefix("node-role.kubernetes.io/") {
+                        Some(role) => Some(role),
+                        None if key == "kubernetes.io/role" => value.as_str(),
+                        None => None,
+                    },
+                )
+                .filter(|role| !role.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort_unstable();
+    roles.dedup();
+    match roles.is_empty() {
+        true => json!("<none>"),
+        false => json!(roles.join(",")),
+    }
+}
+
+fn node_address(node: &Value, type_: &str) -> Value {
+    let found = node
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().find(|a| text(a, "/type") == type_))
+        .map(|a| text(a, "/address"));
+    json!(found.unwrap_or("<none>"))
+}
+
+fn node_internal_ip(node: &Value, _: DateTime<Utc>) -> Value {
+    node_address(node, "InternalIP")
+}
+
+fn node_external_ip(node: &Value, _: DateTime<Utc>) -> Value {
+    node_address(node, "ExternalIP")
+}
+
+fn node_info(node: &Value, field: &str) -> Value {
+    json!(text(node, &format!("/status/nodeInfo/{field}")))
+}
+
+fn node_version(node: &Value, _: DateTime<Utc>) -> Value {
+    node_info(node, "kubeletVersion")
+}
+
+fn node_os_image(node: &Value, _: DateTime<Utc>) -> Value {
+    node_info(node, "osImage")
+}
+
+fn node_kernel(node: &Value, _: DateTime<Utc>) -> Value {
+    node_info(node, "kernelVersion")
+}
+
+fn node_runtime(node: &Value, _: DateTime<Utc>) -> Value {
+    node_info(node, "containerRuntimeVersion")
+}
+
 fn job_status(job: &Value, _: DateTime<Utc>) -> Value {
     let status = if has_condition(job, "Complete") {
         "Complete"
@@ -809,6 +892,19 @@ fn builtin_columns(info: &ResourceInfo) -> Vec<Column> {
             column("Selector", selector, 1),
         ],
         ("", "namespaces") => vec![name_col, column("Status", phase, 0), age_col],
+        // pkg/printers/internalversion/printers.go, `nodeColumnDefinitions`.
+        ("", "nodes") => vec![
+            name_col,
+            column("Status", node_status, 0),
+            column("Roles", node_roles, 0),
+            age_col,
+            column("Version", node_version, 0),
+            column("Internal-IP", node_internal_ip, 1),
+            column("External-IP", node_external_ip, 1),
+            column("OS-Image", node_os_image, 1),
+            column("Kernel-Version", node_kernel, 1),
+            column("Container-Runtime", node_runtime, 1),
+        ],
         ("", "services") => vec![
             name_col,
             column("Type", service_type, 0),

@@ -15,6 +15,7 @@ use crate::kubelet::status::{State, cannot_start, unscheduled_status};
 use crate::kubelet::termination_message;
 use crate::kubelet::volumes::{self, Blocked, PodVolumes};
 use crate::kubelet::{CONFIG_RETRY, InNamespace, expand, field_ref, write_pod_status};
+use crate::scheduler::filters::pre_filter_error;
 
 /// A container ready to run ([`Runner::prepare`]).
 pub(super) struct Prepared {
@@ -101,12 +102,8 @@ impl Runner {
                     Ok(made) => return Ok(Some(made)),
                     Err(Blocked::Unsupported(why)) => return Err(Some(why)),
                     Err(Blocked::Unschedulable(why)) => {
-                        // pkg/scheduler/framework/types.go, `FitError.Error`: the nodes' count,
-                        // the PreFilter plugin's message, then the preemption plugin's.
-                        let message = format!(
-                            "0/1 nodes are available: {why}. preemption: 0/1 nodes are available: \
-                         1 Preemption is not helpful for scheduling."
-                        );
+                        // The VolumeBinding PreFilter plugin's message, in the scheduler's words.
+                        let message = pre_filter_error(&why);
                         self.events
                             .scheduler
                             .warn(&self.pod, "FailedScheduling", &message);
