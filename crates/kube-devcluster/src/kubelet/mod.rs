@@ -53,6 +53,10 @@
 //! with `Initialized` False (`ContainersNotInitialized`) and every init container in
 //! `initContainerStatuses`, so `kubectl get pod` shows `Init:N/M`.
 //!
+//! A pod with `activeDeadlineSeconds` is stopped once that long has passed since its
+//! `startTime` ([`active_deadline`]): its containers as a deleted pod's (below), then it is
+//! `Failed`, reason `DeadlineExceeded`, and kept with its logs.
+//!
 //! A deleted pod is stopped gracefully ([`crate::storage::pod_deletion`]): the running container's
 //! main process gets SIGTERM (its sidecars' after it has stopped), and SIGKILL (the whole group)
 //! once `deletionGracePeriodSeconds` are over; as soon as its containers have stopped the
@@ -96,6 +100,7 @@ use runner::Runner;
 use status::Records;
 use volumes::VolumeHost;
 
+mod active_deadline;
 pub mod entrypoints;
 pub mod exec;
 pub(crate) mod init_containers;
@@ -648,8 +653,12 @@ impl Kubelet {
             }
             shared.close_logs(pod.namespace(), pod.name(), pod.uid());
             shared.finished(pod.uid());
-            if runner.terminating.borrow().is_some() && !stop.is_cancelled() {
-                // Stopped because the pod was deleted: now it goes for good.
+            // Stopped because the pod was deleted (not only past its deadline, which keeps
+            // it): now it goes for good.
+            if runner.terminating.borrow().is_some()
+                && !stop.is_cancelled()
+                && is_being_deleted(&store, &info, &pod)
+            {
                 delete_now(&store, &info, &pod);
             }
         });
@@ -764,6 +773,13 @@ fn write_pod_status(
             false
         }
     }
+}
+
+/// Whether the stored pod (this very one, not another of the same name) is being deleted.
+fn is_being_deleted(store: &Store, info: &ResourceInfo, pod: &StoredObject) -> bool {
+    store
+        .get(info, pod.namespace(), pod.name())
+        .is_ok_and(|stored| stored.uid() == pod.uid() && is_deleting(&stored.value))
 }
 
 /// Deletes a pod whose container has stopped for good (grace period 0), as the kubelet's status
