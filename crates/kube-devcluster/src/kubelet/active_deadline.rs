@@ -7,8 +7,9 @@
 //! `calculateEffectiveGracePeriod`). The pod is kept, with its logs: only its deletion removes
 //! it. Pure; the pod's runner ([`super::runner`]) waits for the deadline and stops the pod.
 //!
-//! The deadline is read when the pod starts: a later change to it (the field may be lowered on
-//! a running pod) is not seen.
+//! The deadline counts on the monotonic clock from when the runner started the pod (the wall
+//! clock may jump), and follows the pod's spec: it may be set, or lowered, while the pod runs
+//! (pkg/apis/core/validation `ValidatePodUpdate`), and the kubelet reads it at each sync.
 
 use std::time::Duration;
 
@@ -21,18 +22,21 @@ pub const REASON: &str = "DeadlineExceeded";
 /// The pod's message, and its Event's, once past its deadline (`message` there).
 pub const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
 
-/// How long until `pod` (started at `start_time`, RFC 3339) is past its
-/// `activeDeadlineSeconds`: zero when it is already; `None` without a deadline, or with a start
-/// time that does not parse.
-pub fn remaining(pod: &Value, start_time: &str, now: DateTime<Utc>) -> Option<Duration> {
+/// The pod's `activeDeadlineSeconds`, if it has one.
+pub fn limit(pod: &Value) -> Option<Duration> {
     let seconds = pod
         .pointer("/spec/activeDeadlineSeconds")
         .and_then(Value::as_i64)?;
-    let start = DateTime::parse_from_rfc3339(start_time)
-        .ok()?
-        .with_timezone(&Utc);
-    let deadline = start + chrono::Duration::seconds(seconds);
-    Some((deadline - now).to_std().unwrap_or(Duration::ZERO))
+    Some(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
+}
+
+/// How long ago, at `now`, a pod started at `start_time` (RFC 3339): zero for a start time in
+/// the future or one that does not parse.
+pub fn since(start_time: &str, now: DateTime<Utc>) -> Duration {
+    DateTime::parse_from_rfc3339(start_time)
+        .ok()
+        .and_then(|start| (now - start.with_timezone(&Utc)).to_std().ok())
+        .unwrap_or(Duration::ZERO)
 }
 
 /// The grace period the containers of a pod past its deadline get between SIGTERM and SIGKILL:
@@ -65,24 +69,20 @@ mod tests {
 
     #[test]
     fn the_deadline_counts_from_the_start_time() {
-        let pod = json!({"spec": {"activeDeadlineSeconds": 5}});
         let start = "2026-11-28T10:00:00Z";
         let table = [
-            ("2026-11-28T10:00:00Z", Some(5)),
-            ("2026-11-28T10:00:03Z", Some(2)),
-            ("2026-11-28T10:00:05Z", Some(0)),
-            ("2026-11-28T10:01:00Z", Some(0)),
+            ("2026-11-28T09:59:00Z", 0),
+            ("2026-11-28T10:00:00Z", 0),
+            ("2026-11-28T10:00:03Z", 3),
+            ("2026-11-28T10:01:00Z", 60),
         ];
-        for (now, left) in table {
-            assert_eq!(
-                remaining(&pod, start, at(now)),
-                left.map(Duration::from_secs),
-                "{now}"
-            );
+        for (now, seconds) in table {
+            assert_eq!(since(start, at(now)), Duration::from_secs(seconds), "{now}");
         }
-        let unlimited = json!({"spec": {}});
-        assert_eq!(remaining(&unlimited, start, at(start)), None);
-        assert_eq!(remaining(&pod, "not a time", at(start)), None);
+        assert_eq!(since("not a time", at(start)), Duration::ZERO);
+        let pod = json!({"spec": {"activeDeadlineSeconds": 5}});
+        assert_eq!(limit(&pod), Some(Duration::from_secs(5)));
+        assert_eq!(limit(&json!({"spec": {}})), None);
     }
 
     #[test]

@@ -224,7 +224,20 @@ struct Running {
     terminate: tokio::sync::watch::Sender<KillAt>,
     /// The process groups of its containers running now (a sidecar's beside another's).
     groups: Vec<i32>,
+    /// Its `activeDeadlineSeconds` now: it may be set or lowered while the pod runs.
+    deadline: tokio::sync::watch::Sender<Deadline>,
 }
+
+/// A pod's `activeDeadlineSeconds`, if it has one ([`active_deadline::limit`]).
+type Deadline = Option<Duration>;
+
+/// What a runner is given when the kubelet claims its pod: its cancellation, when it is to be
+/// killed once deleted, and its deadline as it changes.
+type Claim = (
+    CancellationToken,
+    tokio::sync::watch::Receiver<KillAt>,
+    tokio::sync::watch::Receiver<Deadline>,
+);
 
 #[derive(Default)]
 struct RunningSet {
@@ -377,25 +390,35 @@ impl Shared {
     }
 
     /// Claims a pod for running; `None` when it runs already or the kubelet stopped.
-    fn claim(
-        &self,
-        uid: &str,
-    ) -> Option<(CancellationToken, tokio::sync::watch::Receiver<KillAt>)> {
+    fn claim(&self, uid: &str, deadline: Deadline) -> Option<Claim> {
         let mut running = self.running();
         if running.closed || running.pods.contains_key(uid) {
             return None;
         }
         let cancel = CancellationToken::new();
         let (terminate, terminating) = tokio::sync::watch::channel(None);
+        let (deadline, deadline_changes) = tokio::sync::watch::channel(deadline);
         running.pods.insert(
             uid.to_string(),
             Running {
                 cancel: cancel.clone(),
                 terminate,
                 groups: Vec::new(),
+                deadline,
             },
         );
-        Some((cancel, terminating))
+        Some((cancel, terminating, deadline_changes))
+    }
+
+    /// Tells a running pod's runner its `activeDeadlineSeconds` now.
+    fn set_deadline(&self, uid: &str, deadline: Deadline) {
+        if let Some(entry) = self.running().pods.get(uid) {
+            entry.deadline.send_if_modified(|current| {
+                let changed = *current != deadline;
+                *current = deadline;
+                changed
+            });
+        }
     }
 
     /// Starts stopping a pod's container gracefully, to be killed at `kill_at` (an earlier time
@@ -634,10 +657,11 @@ impl Kubelet {
     }
 
     fn start(&self, pod: Arc<StoredObject>) {
-        let Some((cancel, terminating)) = self.shared.claim(pod.uid()) else {
+        let deadline = active_deadline::limit(&pod.value);
+        let Some(claim) = self.shared.claim(pod.uid(), deadline) else {
             return;
         };
-        let runner = Arc::new(Runner::new(self, pod, cancel, terminating));
+        let runner = Arc::new(Runner::new(self, pod, claim));
         let (shared, store, info, stop) = (
             self.shared.clone(),
             self.store.clone(),
@@ -719,6 +743,8 @@ impl Reconciler for Kubelet {
             }
             return;
         }
+        // Its deadline may have been set or lowered since it started.
+        (self.shared).set_deadline(pod.uid(), active_deadline::limit(&pod.value));
         let pending = matches!(
             pod.value.pointer("/status/phase").and_then(Value::as_str),
             None | Some("Pending")

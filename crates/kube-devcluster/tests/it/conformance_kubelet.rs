@@ -654,6 +654,37 @@ print(json.dumps({"reason": pod.status.reason,
     assert_eq!(read["reason"], "DeadlineExceeded", "{read}");
     assert_eq!(read["log"], "before\ngot TERM\n", "{read}");
 
+    // Set on a running pod (a pod's deadline may be set or lowered): enforced from its start.
+    let open_ended = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: open-ended}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: busybox, command: ["sh", "-c", "echo running; sleep 60"]}
+"#;
+    kubectl
+        .ok(&[
+            "apply",
+            "-f",
+            &kubectl.manifest("open-ended.yaml", open_ended),
+        ])
+        .await;
+    wait_phase(&kubectl, "open-ended", &["Running"]).await;
+    kubectl
+        .ok(&[
+            "patch",
+            "pod",
+            "open-ended",
+            "-p",
+            r#"{"spec":{"activeDeadlineSeconds":1}}"#,
+        ])
+        .await;
+    let pod = wait_phase(&kubectl, "open-ended", &["Failed"]).await;
+    assert_eq!(pod["status"]["reason"], "DeadlineExceeded", "{pod}");
+    assert_eq!(kubectl.ok(&["logs", "open-ended"]).await, "running\n");
+
     let job = r#"
 apiVersion: batch/v1
 kind: Job

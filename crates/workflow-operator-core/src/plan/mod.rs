@@ -57,7 +57,9 @@ use super::when::Upstream;
 
 use attempts::{AfterFailure, BackingOff};
 use deadlines::deadline;
-pub use deadlines::{job_deadline_seconds, next_timeout_at};
+pub use deadlines::{
+    POD_DEADLINE_SLACK_SECONDS, backstop_deadline_seconds, job_deadline_seconds, next_timeout_at,
+};
 use failure::Failure;
 use planner::*;
 use render::*;

@@ -30,7 +30,9 @@ use super::active_deadline;
 use super::init_containers::{Kind, Slot, init_containers};
 use super::sidecars::{Handle, Sidecars, Start};
 use super::status::{self, Record, Records, State};
-use super::{KillAt, Kubelet, PodEvents, PodMode, Shared, StoreSources, write_pod_status};
+use super::{
+    Claim, Deadline, KillAt, Kubelet, PodEvents, PodMode, Shared, StoreSources, write_pod_status,
+};
 use crate::api::resources::ResourceInfo;
 use crate::storage::store::{Store, StoredObject, now_rfc3339};
 use container::{ContainerRun, Ended};
@@ -59,25 +61,30 @@ pub(super) struct Runner {
     records: Mutex<Records>,
     /// The pod's `status.startTime`: kept if it has one, else when the runner started it.
     start_time: String,
+    /// The same on the monotonic clock: its `activeDeadlineSeconds` counts from it.
+    started: tokio::time::Instant,
+    /// Its `activeDeadlineSeconds` as it changes.
+    deadline: watch::Receiver<Deadline>,
     /// The pod ran past its `activeDeadlineSeconds` and is being (or was) stopped for it.
     past_deadline: AtomicBool,
 }
 
 impl Runner {
-    pub fn new(
-        kubelet: &Kubelet,
-        pod: Arc<StoredObject>,
-        cancel: CancellationToken,
-        terminating: watch::Receiver<KillAt>,
-    ) -> Self {
+    pub fn new(kubelet: &Kubelet, pod: Arc<StoredObject>, claim: Claim) -> Self {
+        let (cancel, terminating, deadline) = claim;
         let records = Mutex::new(Records::new(init_containers(&pod.value).len()));
-        let start_time = (pod
+        let stored = pod
             .value
             .pointer("/status/startTime")
-            .and_then(Value::as_str))
-        .map_or_else(now_rfc3339, str::to_string);
+            .and_then(Value::as_str);
+        let start_time = stored.map_or_else(now_rfc3339, str::to_string);
+        let ago = stored.map_or(Duration::ZERO, |at| {
+            active_deadline::since(at, chrono::Utc::now())
+        });
+        let now = tokio::time::Instant::now();
         Self {
             start_time,
+            started: now.checked_sub(ago).unwrap_or(now),
             past_deadline: AtomicBool::new(false),
             store: kubelet.store.clone(),
             info: kubelet.pods_info.clone(),
@@ -87,6 +94,7 @@ impl Runner {
             pod,
             cancel,
             terminating,
+            deadline,
             records,
         }
     }
@@ -137,11 +145,27 @@ impl Runner {
         }
     }
 
-    /// Resolves once the pod is past its `activeDeadlineSeconds`; never without one.
+    /// Resolves once the pod is past its `activeDeadlineSeconds` (as it is now: it may be set
+    /// or lowered while the pod runs); never without one.
     async fn active_deadline(&self) {
-        match active_deadline::remaining(&self.pod.value, &self.start_time, chrono::Utc::now()) {
-            Some(left) => tokio::time::sleep(left).await,
-            None => std::future::pending().await,
+        let mut deadline = self.deadline.clone();
+        loop {
+            let limit = *deadline.borrow_and_update();
+            let past = async {
+                match limit {
+                    Some(limit) => tokio::time::sleep_until(self.started + limit).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = past => return,
+                changed = deadline.changed() => {
+                    if changed.is_err() {
+                        // The pod is no longer the kubelet's to run: nothing changes it now.
+                        std::future::pending::<()>().await;
+                    }
+                }
+            }
         }
     }
 
