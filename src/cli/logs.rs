@@ -215,7 +215,7 @@ async fn follow(
 fn gone(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<(String, String)> {
     let with_pods: HashSet<String> = pods
         .iter()
-        .filter(|pod| in_run(*pod, workflow))
+        .filter(|pod| in_run(pod, workflow))
         .filter_map(|pod| Some(instance_of(pod, workflow)?.row))
         .collect();
     step_views(workflow, jobs, &[])
