@@ -2,6 +2,12 @@
 //! each line prefixed with its step (like `argo logs`): an item of a step that fans out as
 //! `build[3]`, a run of `spec.runs` as `run1/build`. With `-f`, the logs of steps still to
 //! come are followed as their pods start, until the workflow finishes.
+//!
+//! A step that ran but whose pods are gone has no log to print: a line on stderr says so and
+//! why ([`gone`]: `spec.podCleanup` deleted them, its Job was deleted with them when the
+//! workflow was terminated or failed, or the Job controller deleted them at the Job's
+//! deadline). Asked for that one step (`--step`), `logs` then exits 1, as `kubectl logs` of a
+//! pod that is not found does; the logs of a whole workflow print what is left and exit 0.
 
 use std::collections::HashSet;
 use std::process::ExitCode;
@@ -10,6 +16,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::JobCondition;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, LogParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -17,9 +24,13 @@ use kube::{Client, ResourceExt};
 use tokio::task::JoinSet;
 
 use workflow_operator_core::WorkFlow;
-use workflow_operator_core::jobs::{self, ANNOTATION_PODS_DELETED};
+use workflow_operator_core::crd::StepPhase;
+use workflow_operator_core::jobs::{
+    self, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_TIMED_OUT,
+};
 use workflow_operator_core::object_instance::{ObjectInstance, in_run, instance_of};
-use workflow_operator_core::step_view::step_views;
+use workflow_operator_core::plan::DEADLINE_EXCEEDED;
+use workflow_operator_core::step_view::{StepView, step_views};
 
 /// Print the logs of a workflow's steps, in DAG order, each line prefixed with its step.
 #[derive(Debug, Args)]
@@ -38,7 +49,7 @@ pub struct LogsArgs {
 }
 
 pub async fn logs(args: LogsArgs) -> ExitCode {
-    super::report(async {
+    super::report_with(async {
         let (client, namespace) = args.cluster.connect().await?;
         let api = Api::<WorkFlow>::namespaced(client.clone(), &namespace);
         let workflow = super::read_expanded(&api, &namespace, &args.name).await?;
@@ -53,33 +64,46 @@ pub async fn logs(args: LogsArgs) -> ExitCode {
         }
         let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
         let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
-        for step in cleaned_steps(&jobs, &workflow).await? {
-            if args.step.as_ref().is_none_or(|only| *only == step) {
-                // The variants are named as the spec spells them.
-                let policy = workflow.spec.pod_cleanup.map(|p| format!("{p:?}"));
-                eprintln!(
-                    "{step}: no logs: its pods were deleted once it finished (spec.podCleanup: {})",
-                    policy.unwrap_or_default()
-                );
+        let selector = ListParams::default().labels(&jobs::selector(&workflow.name_any()));
+        let listed_jobs = jobs
+            .list(&selector)
+            .await
+            .context("listing the workflow's jobs")?
+            .items;
+        let listed_pods = pods
+            .list(&selector)
+            .await
+            .context("listing the workflow's pods")?
+            .items;
+        let mut asked_for_is_gone = false;
+        for (step, why) in gone(&workflow, &listed_jobs, &listed_pods) {
+            // A step's row is its name, or `run1/NAME` in a run of `spec.runs`.
+            let of = |only: &String| step == *only || step.ends_with(&format!("/{only}"));
+            if args.step.as_ref().is_none_or(of) {
+                eprintln!("{step}: no logs: {why}");
+                asked_for_is_gone |= args.step.is_some();
             }
         }
         if args.follow {
-            follow(&client, &pods, &workflow, args.step.as_deref()).await
+            follow(&client, &pods, &workflow, args.step.as_deref()).await?;
         } else {
-            print_all(&pods, &workflow, args.step.as_deref()).await
+            print_all(&pods, &listed_pods, &workflow, args.step.as_deref()).await?;
         }
+        Ok(match asked_for_is_gone {
+            true => ExitCode::FAILURE,
+            false => ExitCode::SUCCESS,
+        })
     })
     .await
 }
 
 /// Every step's pods (attempts in order), steps in DAG order, each log printed whole.
-async fn print_all(pods: &Api<Pod>, workflow: &WorkFlow, only: Option<&str>) -> Result<()> {
-    let name = workflow.name_any();
-    let listed = pods
-        .list(&ListParams::default().labels(&jobs::selector(&name)))
-        .await
-        .context("listing the workflow's pods")?
-        .items;
+async fn print_all(
+    pods: &Api<Pod>,
+    listed: &[Pod],
+    workflow: &WorkFlow,
+    only: Option<&str>,
+) -> Result<()> {
     let ours: Vec<(ObjectInstance, &Pod)> = listed
         .iter()
         .filter(|pod| in_run(pod, workflow))
@@ -184,30 +208,76 @@ async fn follow(
     Ok(())
 }
 
-/// The steps of the workflow's current run whose pods `spec.podCleanup` deleted (their Job
-/// carries the operator's mark): their logs are gone. No request without `podCleanup`.
-async fn cleaned_steps(jobs: &Api<Job>, workflow: &WorkFlow) -> Result<Vec<String>> {
-    if workflow.spec.pod_cleanup.is_none() {
-        return Ok(Vec::new());
-    }
-    let listed = jobs
-        .list(&ListParams::default().labels(&jobs::selector(&workflow.name_any())))
-        .await
-        .context("listing the workflow's jobs")?;
-    let run = workflow.status.as_ref().and_then(|s| s.run.as_deref());
-    let cleaned: HashSet<String> = listed
-        .items
+/// The steps of the workflow's current run that ran but whose pods are all gone, in DAG order,
+/// each with why: its Job's marks and conditions say who deleted them, and a step whose Job is
+/// gone too says how the workflow stopped it. Steps that fan out are left out (their items'
+/// pods are listed as they are found).
+fn gone(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<(String, String)> {
+    let with_pods: HashSet<String> = pods
         .iter()
-        .filter(|job| job.annotations().contains_key(ANNOTATION_PODS_DELETED))
-        .filter(|job| run.is_none() || job.labels().get(jobs::LABEL_RUN).map(String::as_str) == run)
-        .filter_map(|job| Some(instance_of(job, workflow)?.row))
+        .filter(|pod| in_run(pod, workflow))
+        .filter_map(|pod| Some(instance_of(pod, workflow)?.row))
         .collect();
-    // In DAG order, as the logs are printed.
-    Ok(step_views(workflow, &[], &[])
+    step_views(workflow, jobs, &[])
         .into_iter()
-        .map(|view| view.name)
-        .filter(|name| cleaned.contains(name))
-        .collect())
+        .filter(|view| view.items.is_none() && !view.name.ends_with(']'))
+        .filter(|view| !with_pods.contains(&view.name))
+        .filter_map(|view| {
+            let why = why_gone(&view, jobs, workflow)?;
+            Some((view.name, why))
+        })
+        .collect()
+}
+
+/// Why a step's pods are gone, or `None` when it has none to show: it has not run a pod (not
+/// yet, or a cached or refused step never does), or it runs and its pod may be yet to come.
+fn why_gone(view: &StepView, jobs: &[Job], workflow: &WorkFlow) -> Option<String> {
+    let finished = matches!(
+        view.phase,
+        StepPhase::Succeeded | StepPhase::Failed | StepPhase::TimedOut
+    );
+    let job_name = view
+        .job
+        .as_deref()
+        .filter(|_| finished && view.attempts > 0)?;
+    let Some(job) = jobs.iter().find(|job| job.name_any() == job_name) else {
+        let said = [view.reason.as_deref(), view.message.as_deref()];
+        let said: Vec<&str> = said.into_iter().flatten().collect();
+        return Some(format!(
+            "its Job {job_name} was deleted, and its pods with it ({})",
+            said.join(": ")
+        ));
+    };
+    let annotations = job.annotations();
+    if annotations.contains_key(ANNOTATION_PODS_DELETED) {
+        // The variants are named as the spec spells them.
+        let policy = workflow.spec.pod_cleanup.map(|p| format!("{p:?}"));
+        return Some(format!(
+            "its pods were deleted once it finished (spec.podCleanup: {})",
+            policy.unwrap_or_default()
+        ));
+    }
+    if let Some(why) = annotations.get(ANNOTATION_CANNOT_START) {
+        return Some(format!("its pod never started ({why})"));
+    }
+    if let Some(why) = annotations.get(ANNOTATION_TIMED_OUT) {
+        return Some(format!(
+            "the operator stopped its Job {job_name} at its timeout ({why}), and the Job \
+             controller deleted its pods"
+        ));
+    }
+    let failed = |c: &&JobCondition| c.type_ == "Failed" && c.status == "True";
+    let condition = (job.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(failed));
+    if condition.is_some_and(|c| c.reason.as_deref() == Some(DEADLINE_EXCEEDED)) {
+        return Some(format!(
+            "the Job controller deleted its pods at its Job {job_name}'s activeDeadlineSeconds"
+        ));
+    }
+    Some(format!(
+        "its pods were deleted (its Job {job_name} is kept)"
+    ))
 }
 
 /// Whether the pod's container started (or ended), so that its log can be read.

@@ -458,3 +458,48 @@ spec:
     assert!(!stored.contains("never"), "{stored}");
     session.stop().await;
 }
+
+/// What a step sees does not depend on what other steps read: `produce`, whose outputs
+/// `consume` names (its pod is sandboxed, to have a termination message file), and `plain`,
+/// whose outputs nobody names (a plain local process), both read a file the test put under the
+/// host's `/tmp`, as tools installed there (a checkout's `.venv`) are. (The sandbox had a
+/// private `/tmp`: `produce` failed with `cat: ...: No such file or directory`.)
+#[tokio::test]
+async fn steps_see_the_same_tmp_whether_or_not_their_outputs_are_read() {
+    let Some(session) = Session::start("same_tmp").await else {
+        return;
+    };
+    let marker = tempfile::Builder::new()
+        .prefix("workflow-step-sees-")
+        .tempfile_in("/tmp")
+        .unwrap();
+    std::fs::write(marker.path(), "seen\n").unwrap();
+    let path = marker.path().display();
+    let manifest = format!(
+        r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {{name: same-tmp}}
+spec:
+  containers:
+    - {{stepName: produce, image: busybox:1.36, command: [sh, -c, 'cat {path} && echo k=v >> "$WORKFLOW_OUTPUTS"']}}
+    - {{stepName: consume, image: busybox:1.36, dependsOn: [produce], command: [sh, -c, 'echo "{{{{steps.produce.outputs.k}}}}"']}}
+    - {{stepName: plain, image: busybox:1.36, command: [sh, -c, 'cat {path}']}}
+"#
+    );
+    session.create(&manifest).await;
+    session.wait_finished("same-tmp").await;
+    let message = session.jsonpath("same-tmp", "{.status.message}").await;
+    assert_eq!(
+        session
+            .jsonpath("same-tmp", "{.status.workflow-status}")
+            .await,
+        "Completed",
+        "{message}"
+    );
+    for (step, line) in [("produce", "seen"), ("plain", "seen"), ("consume", "v")] {
+        let logs = session.cli(&["logs", "same-tmp", "--step", step]).await;
+        assert_eq!(logs.trim(), format!("{step}: {line}"), "{step}");
+    }
+    session.stop().await;
+}

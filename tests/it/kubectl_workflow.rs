@@ -485,3 +485,115 @@ async fn watch_into_a_pipe_prints_one_line_per_change() {
     }
     session.stop().await;
 }
+
+/// A step past its timeout (`examples/timeout.yaml`: `slow` sleeps past its 2 s) is stopped by
+/// the kubelet at its pod's `activeDeadlineSeconds`, which keeps the pod: `workflow-operator
+/// logs` prints what it printed before, and so does `kubectl logs` of its pod, whose reason is
+/// `DeadlineExceeded`; the workflow fails with the timeout as before. (The timeout was the Job's
+/// deadline, whose Job controller deleted the pod: `logs` printed nothing and exited 0.)
+#[tokio::test]
+async fn a_timed_out_steps_log_stays_readable_by_logs_and_kubectl() {
+    let Some(session) = Session::start("a_timed_out_steps_log_stays_readable").await else {
+        return;
+    };
+    session.k(&["create", "-f", "examples/timeout.yaml"]).await;
+    session.wait_finished("timeout").await;
+    let message = session.jsonpath("timeout", "{.status.message}").await;
+    assert!(message.contains("step slow timed out"), "{message}");
+    assert_eq!(
+        session
+            .jsonpath("timeout", "{.status.workflow-status}")
+            .await,
+        "Failed"
+    );
+
+    let logs = session.cli(&["logs", "timeout", "--step", "slow"]).await;
+    assert_eq!(logs.trim(), "slow: sleeping");
+    let pods = session
+        .k(&[
+            "get",
+            "pods",
+            "-l",
+            "workflow.crd.com/workflow=timeout",
+            "-o",
+            "name",
+        ])
+        .await;
+    let pods: Vec<&str> = pods.lines().collect();
+    assert_eq!(pods.len(), 1, "the timed-out step's pod is kept: {pods:?}");
+    assert_eq!(session.k(&["logs", pods[0]]).await.trim(), "sleeping");
+    let reason = session
+        .k(&["get", pods[0], "-o", "jsonpath={.status.reason}"])
+        .await;
+    assert_eq!(reason, "DeadlineExceeded");
+    session.stop().await;
+}
+
+/// `workflow-operator terminate` deletes the running steps' Jobs with their pods: `logs` says
+/// on stderr that the terminated step's log is gone and why, exits 1 when asked for that step
+/// alone (as `kubectl logs` of a pod not found does), and 0 for the whole workflow, printing
+/// the logs that are left. (It printed nothing and exited 0.)
+#[tokio::test]
+async fn a_terminated_steps_logs_say_they_are_gone_and_why() {
+    let Some(session) = Session::start("a_terminated_steps_logs_say_why").await else {
+        return;
+    };
+    session
+        .create(
+            r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: ended}
+spec:
+  containers:
+    - {stepName: quick, image: busybox, command: [sh, -c, "echo quick done"]}
+    - stepName: long
+      image: busybox
+      command: [sh, -c, "echo long started; sleep 60"]
+      dependsOn: [quick]
+"#,
+        )
+        .await;
+    kube_devcluster::testing::eventually(
+        "the long step's log has its first line",
+        support::DEADLINE,
+        || async {
+            let logs = session.cli(&["logs", "ended", "--step", "long"]).await;
+            logs.contains("long started").then_some(())
+        },
+    )
+    .await;
+    session.cli(&["terminate", "ended"]).await;
+    session.wait_finished("ended").await;
+    kube_devcluster::testing::eventually(
+        "the long step's pod is gone",
+        support::DEADLINE,
+        || async {
+            let pods = session
+                .k(&[
+                    "get",
+                    "pods",
+                    "-l",
+                    "workflow.crd.com/step=long",
+                    "-o",
+                    "name",
+                ])
+                .await;
+            pods.trim().is_empty().then_some(())
+        },
+    )
+    .await;
+
+    let said = session
+        .cli_refused(&["logs", "ended", "--step", "long"])
+        .await;
+    assert!(
+        said.starts_with("long: no logs: its Job ") && said.contains(
+            "was deleted, and its pods with it (Terminated: its pod was killed (spec.shutdown: Terminate))"
+        ),
+        "{said}"
+    );
+    let all = session.cli(&["logs", "ended"]).await;
+    assert_eq!(all.trim(), "quick: quick done");
+    session.stop().await;
+}

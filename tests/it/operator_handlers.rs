@@ -21,6 +21,7 @@ use support::{
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::jobs::{LABEL_RUN, LABEL_STEP, LABEL_WORKFLOW};
 use workflow_operator_core::lifecycle::Phase;
+use workflow_operator_core::plan::POD_DEADLINE_SLACK_SECONDS;
 use workflow_operator_core::testing::WorkFlowBuilder;
 
 fn set(items: &[&str]) -> BTreeSet<String> {
@@ -247,7 +248,12 @@ async fn spec_update_of_limits_only_applies_to_the_running_job_in_place(
     let job = ns
         .wait_step_job("limits", "a", "running", |j| job_outcome(j).is_none())
         .await;
-    assert_eq!(job.spec.as_ref().unwrap().active_deadline_seconds, Some(60));
+    // The Job's deadline is a backstop behind the operator's own stop at the timeout.
+    let deadline = |seconds| Some(seconds + POD_DEADLINE_SLACK_SECONDS);
+    assert_eq!(
+        job.spec.as_ref().unwrap().active_deadline_seconds,
+        deadline(60)
+    );
 
     ns.workflows()
         .patch(
@@ -258,7 +264,7 @@ async fn spec_update_of_limits_only_applies_to_the_running_job_in_place(
         .await
         .expect("the limit change is accepted");
     let updated = wait_for(&ns.jobs(), &job.name_any(), "the new deadline", |j| {
-        j.and_then(|j| j.spec.as_ref()?.active_deadline_seconds) == Some(30)
+        j.and_then(|j| j.spec.as_ref()?.active_deadline_seconds) == deadline(30)
     })
     .await
     .expect("present");

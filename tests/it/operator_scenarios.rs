@@ -153,7 +153,8 @@ async fn a_slow_step_times_out_fails_the_workflow_and_its_dependents_never_start
 /// A planner bug: a step the operator's timer found past its timeout had its Job deleted, and
 /// the Job was the only record of the timeout; with `failFast: false` the workflow goes on, so
 /// the next plan found the step without a Job and started it again. The Job is now stopped
-/// (Kubernetes fails it by its deadline, killing its pod) and kept.
+/// (the kubelet fails its pod at the pod's deadline, and the pod's failure the Job) and kept,
+/// and so is its pod.
 #[rstest]
 #[tokio::test]
 async fn with_fail_fast_false_a_timed_out_step_is_not_started_again(
@@ -183,23 +184,27 @@ async fn with_fail_fast_false_a_timed_out_step_is_not_started_again(
         .expect("a Failed condition");
     assert_eq!(failed.reason, "StepTimedOut");
 
-    // The timed-out step's Job is kept, failed by its deadline, its pod stopped.
+    // The timed-out step's Job is kept, failed by its pod's deadline, its pod stopped and kept.
     let job = ns
         .wait_step_job("patient", "slow", "failed", |j| {
             job_outcome(j) == Some(false)
         })
         .await;
-    let reason = job
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Failed"))
-        .and_then(|c| c.reason.clone());
-    assert_eq!(reason.as_deref(), Some("DeadlineExceeded"));
     ns.wait_no_pods("the slow step's pod stopped", |p| {
         p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
     })
     .await;
+    let pods: Vec<Pod> = ns.pods().list(&ListParams::default()).await.unwrap().items;
+    let slow_pod = pods
+        .iter()
+        .find(|p| {
+            p.owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == job.uid().as_ref())
+        })
+        .expect("the timed-out step's pod is kept");
+    let reason = slow_pod.status.as_ref().and_then(|s| s.reason.as_deref());
+    assert_eq!(reason, Some("DeadlineExceeded"));
     recorder.catch_up(ns).await;
     let slow = recorder.jobs_of("patient", "slow");
     assert_eq!(slow.len(), 1, "the timed-out step ran once: {slow:?}");

@@ -11,14 +11,20 @@
 
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Event, Pod};
 
+use crate::plan::DEADLINE_EXCEEDED;
+
 /// The label the Job controller puts on its pods (`job-name`, kept by every Kubernetes version
 /// next to the newer `batch.kubernetes.io/job-name`).
 pub const JOB_NAME_LABEL: &str = "job-name";
 
-/// The cause of a failed attempt: the last container to terminate with a failure, among
-/// `pods`; else the last init container to (a pod whose init container failed never ran its
-/// step), its message naming it.
+/// The cause of a failed attempt: a pod the kubelet stopped at its `activeDeadlineSeconds`
+/// (reason `DeadlineExceeded`, whatever its container did); else the last container to
+/// terminate with a failure, among `pods`; else the last init container to (a pod whose init
+/// container failed never ran its step), its message naming it.
 pub fn describe(pods: &[Pod]) -> Option<Cause> {
+    if let Some(cause) = past_deadline(pods) {
+        return Some(cause);
+    }
     if let Some(failed) = last_failure(pods) {
         return Some(cause(failed));
     }
@@ -48,6 +54,24 @@ pub struct Cause {
     pub reason: String,
     /// The termination message, or the runtime's error; may be empty.
     pub message: String,
+}
+
+/// A pod the kubelet failed for running past its `activeDeadlineSeconds` (pod reason
+/// `DeadlineExceeded`, k8s.io/kubernetes pkg/kubelet/active_deadline.go): the pod's reason and
+/// message, and its container's exit code (137, killed, if it has none).
+fn past_deadline(pods: &[Pod]) -> Option<Cause> {
+    let status = pods
+        .iter()
+        .filter_map(|pod| pod.status.as_ref())
+        .find(|status| status.reason.as_deref() == Some(DEADLINE_EXCEEDED))?;
+    let exit_code = (status.container_statuses.iter().flatten())
+        .find_map(|c| c.state.as_ref()?.terminated.as_ref())
+        .map_or(137, |terminated| terminated.exit_code);
+    Some(Cause {
+        exit_code,
+        reason: DEADLINE_EXCEEDED.to_string(),
+        message: status.message.clone().unwrap_or_default(),
+    })
 }
 
 /// The state of the last container among `pods` to terminate with a non-zero exit code.
@@ -163,6 +187,24 @@ mod tests {
             }]},
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_pod_past_its_deadline_speaks_for_its_killed_container() {
+        let mut stopped = pod(json!({"exitCode": 143, "reason": "Error"}));
+        let status = stopped.status.as_mut().unwrap();
+        status.phase = Some("Failed".into());
+        status.reason = Some("DeadlineExceeded".into());
+        status.message =
+            Some("Pod was active on the node longer than the specified deadline".into());
+        assert_eq!(
+            describe(&[stopped]),
+            Some(Cause {
+                exit_code: 143,
+                reason: "DeadlineExceeded".into(),
+                message: "Pod was active on the node longer than the specified deadline".into()
+            })
+        );
     }
 
     #[test]

@@ -117,6 +117,8 @@ struct StepJob {
     active_since: Option<Timestamp>,
     deleting: bool,
     active_deadline_seconds: Option<i64>,
+    /// The `activeDeadlineSeconds` it should have (`plan::backstop_deadline_seconds`).
+    wanted_deadline_seconds: Option<i64>,
 }
 
 impl StepJob {
@@ -169,7 +171,7 @@ pub struct RunState {
     /// Start deadlines of running steps whose pod has not started (`ObservedJob::start_deadline`).
     start_deadlines: BTreeSet<(Timestamp, usize)>,
     start_deadline_of: Vec<Option<Timestamp>>,
-    /// Running steps whose Job's `activeDeadlineSeconds` is not the step's timeout.
+    /// Running steps whose Job's `activeDeadlineSeconds` is not what the step's timeout asks.
     mismatched: BTreeSet<usize>,
 }
 
@@ -381,6 +383,7 @@ impl RunState {
             active_since,
             deleting: job.deleting,
             active_deadline_seconds: job.active_deadline_seconds,
+            wanted_deadline_seconds: plan::backstop_deadline_seconds(self.timeouts[i]),
         };
         self.pending.remove(&i);
         let newly_done = match active_since {
@@ -388,7 +391,7 @@ impl RunState {
                 self.running += 1;
                 if !new.deleting {
                     let timeout = self.timeouts[i];
-                    if new.active_deadline_seconds != plan::job_deadline_seconds(timeout) {
+                    if new.active_deadline_seconds != new.wanted_deadline_seconds {
                         self.mismatched.insert(i);
                     }
                     if timeout != UNLIMITED
@@ -520,7 +523,7 @@ impl RunState {
                 .expect("mismatched steps have a job");
             actions.push(Action::SetJobDeadline {
                 job_name: job.name.clone(),
-                active_deadline_seconds: plan::job_deadline_seconds(self.timeouts[i]),
+                active_deadline_seconds: job.wanted_deadline_seconds,
             });
         }
         let next_timeout_at = [self.deadlines.first(), self.start_deadlines.first()]

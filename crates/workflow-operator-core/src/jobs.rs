@@ -24,7 +24,7 @@ use super::fan_out::{self, Instance, Item};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
 use super::outputs::{self, StepData};
-use super::plan::{ExitEnv, JobState, ObservedJob, job_deadline_seconds};
+use super::plan::{ExitEnv, JobState, ObservedJob, backstop_deadline_seconds};
 
 /// The labels and annotations of step Jobs, where Jobs are built.
 pub use super::labels::{
@@ -126,11 +126,29 @@ pub fn relabel_patch(
 /// (or, for a Job the Job controller has not started yet, exceeded a second after it does).
 const TIMED_OUT_DEADLINE_SECONDS: i64 = 1;
 
-/// A JSON merge patch that stops the Job of a step past its timeout and records why: the
+/// A JSON merge patch that records why a step's Job timed out: the annotation
+/// [`ANNOTATION_TIMED_OUT`], which makes the Job the record of the timeout; its running pod is
+/// stopped with [`stop_pod_patch`], which keeps the pod and its log.
+pub fn time_out_mark(why: &str) -> serde_json::Value {
+    serde_json::json!({"metadata": {"annotations": {ANNOTATION_TIMED_OUT: why}}})
+}
+
+/// A JSON merge patch giving a running pod an `activeDeadlineSeconds` already past (a pod's may
+/// be set, or lowered, while it runs): the kubelet stops its containers and fails it with
+/// reason `DeadlineExceeded`, keeping the pod (k8s.io/kubernetes pkg/kubelet/active_deadline.go),
+/// and its failure fails a Job with no retries left (pkg/controller/job/job_controller.go counts
+/// it against `backoffLimit`). It runs at least 1 s from its start, as a step does anyway.
+pub fn stop_pod_patch() -> serde_json::Value {
+    serde_json::json!({"spec": {"activeDeadlineSeconds": TIMED_OUT_DEADLINE_SECONDS}})
+}
+
+/// A JSON merge patch that stops the Job of a step past its timeout and records why, when its
+/// pod cannot be stopped alone ([`stop_pod_patch`]: it has none running, or retries left): the
 /// annotation [`ANNOTATION_TIMED_OUT`], and an `activeDeadlineSeconds` already exceeded, so the
-/// Job controller kills the Job's pods and fails it with reason `DeadlineExceeded`. The Job is
-/// kept, as the record that the step timed out (a suspended Job has no pods and its deadline does
-/// not count, so there the annotation alone records it). Applying it twice changes nothing.
+/// Job controller deletes the Job's pods (their logs with them) and fails it with reason
+/// `DeadlineExceeded`. The Job is kept, as the record that the step timed out (a suspended Job
+/// has no pods and its deadline does not count, so there the annotation alone records it).
+/// Applying it twice changes nothing.
 pub fn time_out_patch(why: &str) -> serde_json::Value {
     serde_json::json!({
         "metadata": {"annotations": {ANNOTATION_TIMED_OUT: why}},
@@ -250,8 +268,9 @@ impl<'a> StepJob<'a> {
     /// The Job. Name from `names::retry_job_name`; labels from [`job_labels`]; annotations
     /// with the exact workflow and step names; a controller owner reference to the workflow (so
     /// the garbage collector deletes it with the workflow); `restartPolicy: Never`;
-    /// `backoffLimit` = the step's `retries`; `activeDeadlineSeconds` from its effective
-    /// timeout (none when unlimited); one container named after the step with the step's
+    /// `backoffLimit` = the step's `retries`; `activeDeadlineSeconds` 60 s past its effective
+    /// timeout (none when unlimited), a backstop behind the operator's own stop at the timeout
+    /// (`plan::backstop_deadline_seconds`); one container named after the step with the step's
     /// container fields and env (plus `WORKFLOW_NAME`, `WORKFLOW_NAMESPACE` and `STEP_NAME`);
     /// the pod-level fields of `spec.podTemplate`. No `ttlSecondsAfterFinished`: the planner
     /// derives progress from finished Jobs, so they must stay while the workflow exists.
@@ -309,7 +328,9 @@ impl<'a> StepJob<'a> {
                     Some(_) => 0,
                     None => self.step.retries.unwrap_or(0),
                 }),
-                active_deadline_seconds: job_deadline_seconds(timeout),
+                // A backstop: the operator stops the step at its timeout
+                // (`plan::backstop_deadline_seconds`).
+                active_deadline_seconds: backstop_deadline_seconds(timeout),
                 // A Job for Kueue is created suspended: Kueue admits it by unsuspending it, and
                 // injects the admitted flavor's node selectors into its pod template first,
                 // which is why the operator never rewrites a Job's template after create nor
@@ -850,7 +871,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use crate::outputs::Inputs;
-    use crate::plan::DEADLINE_EXCEEDED;
+    use crate::plan::{DEADLINE_EXCEEDED, POD_DEADLINE_SLACK_SECONDS};
 
     fn container(job: &Job) -> &Container {
         &job.spec
@@ -933,7 +954,10 @@ mod tests {
         assert_eq!(annotations[ANNOTATION_WORKFLOW], "wf");
         let spec = job.spec.as_ref().unwrap();
         assert_eq!(spec.backoff_limit, Some(2));
-        assert_eq!(spec.active_deadline_seconds, Some(30));
+        assert_eq!(
+            spec.active_deadline_seconds,
+            Some(30 + POD_DEADLINE_SLACK_SECONDS)
+        );
         assert_eq!(
             spec.template
                 .spec
@@ -1307,7 +1331,8 @@ spec:
             let seen = observe_job(&job.into(), now).unwrap();
             assert_eq!(seen.state, want);
             assert_eq!((seen.step.as_str(), seen.run.as_str()), ("a", "r1"));
-            assert_eq!(seen.active_deadline_seconds, Some(60));
+            // The step's timeout (60 s), and the slack of the backstop.
+            assert_eq!(seen.active_deadline_seconds, Some(120));
             assert!(!seen.deleting);
         }
         let mut foreign = finished("Complete", None);

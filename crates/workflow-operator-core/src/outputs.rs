@@ -32,8 +32,8 @@ pub type Inputs = BTreeMap<(String, String), String>;
 
 /// Where `$WORKFLOW_OUTPUTS` points in a step whose outputs no step names: nothing reads them,
 /// so nothing keeps them. (On the embedded control plane a process told of its termination
-/// message path runs in a sandbox, which costs time and hides the host's `/tmp`; a step whose
-/// outputs are not read has no need of either.)
+/// message path runs in a sandbox, which costs time; a step whose outputs are not read has no
+/// need of it.)
 pub const UNREAD_OUTPUTS_PATH: &str = "/dev/null";
 
 /// What a step's Job is built with of the data between steps.

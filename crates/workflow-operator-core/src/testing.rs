@@ -492,7 +492,7 @@ impl<'a> Jobs<'a> {
             cache_key: None,
             state,
             deleting: false,
-            active_deadline_seconds: super::plan::job_deadline_seconds(timeout),
+            active_deadline_seconds: super::plan::backstop_deadline_seconds(timeout),
             created: since,
             start_time: Some(since),
             finished_at: None,

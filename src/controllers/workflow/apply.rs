@@ -7,13 +7,14 @@ use std::sync::Mutex;
 
 use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube_kopf::{Context, HandlerError, HandlerResult};
 use serde_json::json;
 use workflow_operator_core::crd::WorkFlow;
+use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
 use workflow_operator_core::fan_out;
 use workflow_operator_core::jobs;
 use workflow_operator_core::outputs::StepData;
@@ -165,10 +166,7 @@ async fn execute(
             let patch = json!({"spec": {"activeDeadlineSeconds": active_deadline_seconds}});
             patch_job(api, job_name, patch, "updating the deadline of").await
         }
-        Action::TimeOutJob { job_name, why } => {
-            let patch = jobs::time_out_patch(why);
-            patch_job(api, job_name, patch, "stopping the timed-out").await
-        }
+        Action::TimeOutJob { job_name, why } => time_out(api, job_name, why).await,
         Action::FailStart { job_name, why } => {
             let patch = jobs::cannot_start_patch(why);
             patch_job(api, job_name, patch, "stopping the not started").await
@@ -280,6 +278,64 @@ async fn create_job(
             }
         }
     }
+}
+
+/// Stops the Job of a step past its timeout, keeping its pod and its log where it can: the Job
+/// is marked timed out (the record), then its running pods are given a deadline already past
+/// ([`jobs::stop_pod_patch`]), which the kubelet enforces by stopping them and keeping them; the
+/// failed pod fails the Job. A Job with retries left would start another pod, and one without a
+/// running pod has none to stop: those are stopped by their own deadline
+/// ([`jobs::time_out_patch`]), the Job controller deleting their pods.
+async fn time_out(api: &Api<Job>, job_name: &str, why: &str) -> HandlerResult {
+    let what = "stopping the timed-out";
+    let job = match api.get_opt(job_name).await {
+        Ok(Some(job)) => job,
+        Ok(None) => return Ok(()),
+        Err(e) => return Err(temporary(&format!("{what} job {job_name}"), e)),
+    };
+    let failed = job.status.as_ref().and_then(|s| s.failed).unwrap_or(0);
+    // The Job controller's default `backoffLimit` is 6.
+    let last_pod = job.spec.as_ref().and_then(|s| s.backoff_limit).unwrap_or(6) <= failed;
+    let pods: Api<Pod> = Api::namespaced(
+        api.clone().into_client(),
+        &job.namespace().unwrap_or_default(),
+    );
+    let running = match last_pod {
+        true => running_pods(&pods, job_name).await?,
+        false => Vec::new(),
+    };
+    if running.is_empty() {
+        return patch_job(api, job_name, jobs::time_out_patch(why), what).await;
+    }
+    patch_job(api, job_name, jobs::time_out_mark(why), what).await?;
+    for pod in running {
+        let patch = Patch::Merge(jobs::stop_pod_patch());
+        match pods.patch(&pod, &PatchParams::default(), &patch).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(temporary(&format!("{what} pod {pod}"), e)),
+        }
+    }
+    Ok(())
+}
+
+/// The names of the Job's pods that have not finished and are not being deleted.
+async fn running_pods(pods: &Api<Pod>, job_name: &str) -> Result<Vec<String>, HandlerError> {
+    let selector = format!("{JOB_NAME_LABEL}={job_name}");
+    let listed = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| temporary(&format!("listing the pods of job {job_name}"), e))?;
+    let finished = |pod: &Pod| {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        matches!(phase, Some("Succeeded" | "Failed")) || pod.metadata.deletion_timestamp.is_some()
+    };
+    Ok(listed
+        .items
+        .iter()
+        .filter(|pod| !finished(pod))
+        .map(ResourceExt::name_any)
+        .collect())
 }
 
 /// Merge-patches a Job. A Job already gone is success: the next plan goes by the Jobs that

@@ -54,6 +54,10 @@
 //! with `Initialized` False (`ContainersNotInitialized`) and every init container in
 //! `initContainerStatuses`, so `kubectl get pod` shows `Init:N/M`.
 //!
+//! A pod with `activeDeadlineSeconds` is stopped once that long has passed since its
+//! `startTime` ([`active_deadline`]): its containers as a deleted pod's (below), then it is
+//! `Failed`, reason `DeadlineExceeded`, and kept with its logs.
+//!
 //! A deleted pod is stopped gracefully ([`crate::storage::pod_deletion`]): the running container's
 //! main process gets SIGTERM (its sidecars' after it has stopped), and SIGKILL (the whole group)
 //! once `deletionGracePeriodSeconds` are over; as soon as its containers have stopped the
@@ -97,6 +101,7 @@ use runner::Runner;
 use status::Records;
 use volumes::VolumeHost;
 
+mod active_deadline;
 pub mod entrypoints;
 pub mod exec;
 pub(crate) mod init_containers;
@@ -221,7 +226,20 @@ struct Running {
     terminate: tokio::sync::watch::Sender<KillAt>,
     /// The process groups of its containers running now (a sidecar's beside another's).
     groups: Vec<i32>,
+    /// Its `activeDeadlineSeconds` now: it may be set or lowered while the pod runs.
+    deadline: tokio::sync::watch::Sender<Deadline>,
 }
+
+/// A pod's `activeDeadlineSeconds`, if it has one ([`active_deadline::limit`]).
+type Deadline = Option<Duration>;
+
+/// What a runner is given when the kubelet claims its pod: its cancellation, when it is to be
+/// killed once deleted, and its deadline as it changes.
+type Claim = (
+    CancellationToken,
+    tokio::sync::watch::Receiver<KillAt>,
+    tokio::sync::watch::Receiver<Deadline>,
+);
 
 #[derive(Default)]
 struct RunningSet {
@@ -374,25 +392,35 @@ impl Shared {
     }
 
     /// Claims a pod for running; `None` when it runs already or the kubelet stopped.
-    fn claim(
-        &self,
-        uid: &str,
-    ) -> Option<(CancellationToken, tokio::sync::watch::Receiver<KillAt>)> {
+    fn claim(&self, uid: &str, deadline: Deadline) -> Option<Claim> {
         let mut running = self.running();
         if running.closed || running.pods.contains_key(uid) {
             return None;
         }
         let cancel = CancellationToken::new();
         let (terminate, terminating) = tokio::sync::watch::channel(None);
+        let (deadline, deadline_changes) = tokio::sync::watch::channel(deadline);
         running.pods.insert(
             uid.to_string(),
             Running {
                 cancel: cancel.clone(),
                 terminate,
                 groups: Vec::new(),
+                deadline,
             },
         );
-        Some((cancel, terminating))
+        Some((cancel, terminating, deadline_changes))
+    }
+
+    /// Tells a running pod's runner its `activeDeadlineSeconds` now.
+    fn set_deadline(&self, uid: &str, deadline: Deadline) {
+        if let Some(entry) = self.running().pods.get(uid) {
+            entry.deadline.send_if_modified(|current| {
+                let changed = *current != deadline;
+                *current = deadline;
+                changed
+            });
+        }
     }
 
     /// Starts stopping a pod's container gracefully, to be killed at `kill_at` (an earlier time
@@ -636,10 +664,11 @@ impl Kubelet {
     }
 
     fn start(&self, pod: Arc<StoredObject>) {
-        let Some((cancel, terminating)) = self.shared.claim(pod.uid()) else {
+        let deadline = active_deadline::limit(&pod.value);
+        let Some(claim) = self.shared.claim(pod.uid(), deadline) else {
             return;
         };
-        let runner = Arc::new(Runner::new(self, pod, cancel, terminating));
+        let runner = Arc::new(Runner::new(self, pod, claim));
         let (shared, store, info, stop) = (
             self.shared.clone(),
             self.store.clone(),
@@ -655,8 +684,12 @@ impl Kubelet {
             }
             shared.close_logs(pod.namespace(), pod.name(), pod.uid());
             shared.finished(pod.uid());
-            if runner.terminating.borrow().is_some() && !stop.is_cancelled() {
-                // Stopped because the pod was deleted: now it goes for good.
+            // Stopped because the pod was deleted (not only past its deadline, which keeps
+            // it): now it goes for good.
+            if runner.terminating.borrow().is_some()
+                && !stop.is_cancelled()
+                && is_being_deleted(&store, &info, &pod)
+            {
                 delete_now(&store, &info, &pod);
             }
         });
@@ -717,6 +750,8 @@ impl Reconciler for Kubelet {
             }
             return;
         }
+        // Its deadline may have been set or lowered since it started.
+        (self.shared).set_deadline(pod.uid(), active_deadline::limit(&pod.value));
         let pending = matches!(
             pod.value.pointer("/status/phase").and_then(Value::as_str),
             None | Some("Pending")
@@ -772,6 +807,13 @@ fn write_pod_status(
             false
         }
     }
+}
+
+/// Whether the stored pod (this very one, not another of the same name) is being deleted.
+fn is_being_deleted(store: &Store, info: &ResourceInfo, pod: &StoredObject) -> bool {
+    store
+        .get(info, pod.namespace(), pod.name())
+        .is_ok_and(|stored| stored.uid() == pod.uid() && is_deleting(&stored.value))
 }
 
 /// Deletes a pod whose container has stopped for good (grace period 0), as the kubelet's status

@@ -17,7 +17,9 @@
 //! builds the container's root: a bind mount of the host's `/`, read-only (the mounts below it,
 //! as `/proc`, `/sys` and `/dev`, as they are), or, when a mount point is to be made at the top
 //! (`/workspace`), a tmpfs holding a read-only bind mount of each of the host's entries instead;
-//! a fresh tmpfs at `/tmp`, the pod's scratch
+//! at `/tmp` an overlay of the pod's over the host's `/tmp` (it reads what is there, as a
+//! container that is not sandboxed does, so what a container sees does not depend on whether it
+//! is sandboxed; what it writes there is its own, as in a container), the pod's scratch
 //! directory (its `HOME`) at its own path, each volume bind-mounted at its `mountPath`
 //! (read-only when `readOnly`, the `subPath` of the volume when given), and last the
 //! container's termination message file at its `terminationMessagePath`
@@ -712,13 +714,18 @@ fn setup_script(
         // The host's whole root, read-only (the mounts below it as they are): four mounts.
         line("run mount --rbind / \"$R\"".into());
         line("run mount -o remount,bind,ro \"$R\"".into());
-        line("run mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"".into());
     }
     // A name to make at the top: the root is a tmpfs holding each of the host's entries.
     for entry in entries.iter().filter(|_| new_at_top) {
         entry_lines(entry, &mut line);
     }
     let mut places = Places::new(entries);
+    if names.contains(&"tmp") {
+        places.overlay("/tmp", &mut line);
+    } else {
+        line("run mkdir \"$R/tmp\"".into());
+        places.private.push("/tmp".into());
+    }
     if let Some(template) = dev_template {
         line(own_dev(template, &root));
         places.private.push("/dev".into());
@@ -757,7 +764,8 @@ fn setup_script(
 }
 
 /// The script's lines that put the host's top-level `entry` into the container's root: a link
-/// as it is, a file or directory bound read-only (the kernel's as they are), `/tmp` its own.
+/// as it is, a file or directory bound read-only (the kernel's as they are, and `/tmp`, which
+/// the pod's overlay covers).
 fn entry_lines(entry: &Entry, line: &mut impl FnMut(String)) {
     match entry {
         Entry::Link(name, target) => {
@@ -777,7 +785,7 @@ fn entry_lines(entry: &Entry, line: &mut impl FnMut(String)) {
         }
         Entry::Dir(name) if name == "tmp" => {
             line("run mkdir \"$R/tmp\"".into());
-            line("run mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"".into());
+            line("run mount --rbind /tmp \"$R/tmp\"".into());
         }
         Entry::Dir(name) => {
             line(format!("run mkdir \"$R\"/{}", quote(name)));
@@ -794,8 +802,8 @@ fn entry_lines(entry: &Entry, line: &mut impl FnMut(String)) {
 
 /// Where in the container's root new directories may be made without touching the host.
 struct Places {
-    /// Paths whose contents are the pod's own: `/tmp`, names the root's tmpfs holds that the
-    /// host's `/` has not, volumes, overlays.
+    /// Paths whose contents are the pod's own: `/tmp` (an overlay), names the root's tmpfs
+    /// holds that the host's `/` has not, volumes, overlays.
     private: Vec<String>,
     /// Top-level names bound from the host.
     host: Vec<String>,
@@ -809,10 +817,9 @@ impl Places {
             .map(|e| match e {
                 Entry::Dir(n) | Entry::Link(n, _) | Entry::File(n) => n.clone(),
             })
-            .filter(|n| n != "tmp")
             .collect();
         Self {
-            private: vec!["/tmp".into()],
+            private: Vec::new(),
             host,
             overlays: 0,
         }
@@ -850,14 +857,7 @@ impl Places {
             }
             let real = ancestor.to_string_lossy().into_owned();
             if !self.is_private(&real) {
-                self.overlays += 1;
-                let n = self.overlays;
-                line(format!("run mkdir \"$N/upper/{n}\" \"$N/work/{n}\""));
-                line(format!(
-                    "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"{0},upperdir=\"$N/upper/{n}\",workdir=\"$N/work/{n}\" \"$R\"{0} 2>/dev/null || shadow {0}",
-                    quote(&real)
-                ));
-                self.private.push(real.clone());
+                self.overlay(&real, line);
             }
             self.make(path, dir, line);
             return path.to_string();
@@ -868,6 +868,19 @@ impl Places {
         }
         self.make(path, dir, line);
         path.to_string()
+    }
+
+    /// Puts an overlay of the pod's over the host's directory `real` in the root: the host's
+    /// files show through, what is made or written there is the pod's.
+    fn overlay(&mut self, real: &str, line: &mut impl FnMut(String)) {
+        self.overlays += 1;
+        let n = self.overlays;
+        line(format!("run mkdir \"$N/upper/{n}\" \"$N/work/{n}\""));
+        line(format!(
+            "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"{0},upperdir=\"$N/upper/{n}\",workdir=\"$N/work/{n}\" \"$R\"{0} 2>/dev/null || shadow {0}",
+            quote(real)
+        ));
+        self.private.push(real.to_string());
     }
 
     fn make(&self, path: &str, dir: bool, line: &mut impl FnMut(String)) {
@@ -1127,6 +1140,8 @@ mod tests {
 
     #[test]
     fn the_script_never_creates_on_the_host_what_it_mounts() {
+        // The pod's scratch directory exists on the host, under its /tmp, as the kubelet's does.
+        let scratch = tempfile::tempdir().unwrap();
         let entries = vec![
             Entry::Dir("etc".into()),
             Entry::Dir("proc".into()),
@@ -1153,7 +1168,7 @@ mod tests {
         let script = setup_script(
             &mounts,
             "/workspace/src",
-            Path::new("/tmp/scratch"),
+            scratch.path(),
             Path::new("/data/pod/root"),
             Path::new("/data/pod/start-error"),
             &entries,
@@ -1161,7 +1176,8 @@ mod tests {
         );
         let lines: Vec<&str> = script.lines().collect();
         let has = |want: &str| assert!(lines.contains(&want), "{want:?} not in\n{script}");
-        // The host's root, read-only (the kernel's filesystems as they are), a private /tmp.
+        // The host's root, read-only (the kernel's filesystems as they are), its /tmp under an
+        // overlay of the pod's: the host's files show, what the pod writes is its own.
         has("run mount --rbind /'etc' \"$R\"/'etc'");
         has("run mount -o remount,bind,ro \"$R\"/'etc'");
         has("run mount --rbind /'proc' \"$R\"/'proc'");
@@ -1169,11 +1185,14 @@ mod tests {
             !script.contains("remount,bind,ro \"$R\"/'proc'"),
             "{script}"
         );
-        has("run mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"");
+        has("run mount --rbind /tmp \"$R/tmp\"");
+        has(
+            "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"'/tmp',upperdir=\"$N/upper/1\",workdir=\"$N/work/1\" \"$R\"'/tmp' 2>/dev/null || shadow '/tmp'",
+        );
         has("run ln -s 'usr/bin' \"$R\"/'bin'");
         // Missing under /etc: an overlay over /etc takes the new directory.
         has(
-            "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"'/etc',upperdir=\"$N/upper/1\",workdir=\"$N/work/1\" \"$R\"'/etc' 2>/dev/null || shadow '/etc'",
+            "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"'/etc',upperdir=\"$N/upper/2\",workdir=\"$N/work/2\" \"$R\"'/etc' 2>/dev/null || shadow '/etc'",
         );
         has(
             "[ -d \"$R\"'/etc/devcluster-test-missing/settings' ] || run mkdir -p \"$R\"'/etc/devcluster-test-missing/settings'",
@@ -1186,7 +1205,8 @@ mod tests {
             work.display()
         ));
         has("[ -d \"$R\"'/workspace/src' ] || run mkdir -p \"$R\"'/workspace/src'");
-        assert_eq!(script.matches("overlay -o").count(), 1, "{script}");
+        // Over /tmp and /etc only.
+        assert_eq!(script.matches("overlay -o").count(), 2, "{script}");
         assert_eq!(
             lines.last(),
             Some(&"exec unshare --root \"$R\" --wd '/workspace/src' -- \"$@\"")
@@ -1195,26 +1215,23 @@ mod tests {
 
     #[test]
     fn a_message_file_in_dev_gets_the_container_a_dev_of_its_own() {
+        // The pod's scratch directory exists on the host, under its /tmp, as the kubelet's does.
+        let scratch = tempfile::tempdir().unwrap();
         let host = VolumeHost::default();
         let made = PodVolumes::new(&host, "pod").unwrap();
         let file = made.dir().join("termination-x");
         std::fs::write(&file, "").unwrap();
         let container = json!({"image": "x"});
         let sandbox = |path: &str| {
-            Sandbox::of(
-                Some(&made),
-                &container,
-                Path::new("/tmp/scratch"),
-                Some((&file, path)),
-            )
-            .unwrap()
-            .expect("a message file needs a sandbox")
+            Sandbox::of(Some(&made), &container, scratch.path(), Some((&file, path)))
+                .unwrap()
+                .expect("a message file needs a sandbox")
         };
         let script = |sandbox: &Sandbox| {
             setup_script(
                 &sandbox.mounts,
                 &sandbox.working_dir,
-                Path::new("/tmp/scratch"),
+                scratch.path(),
                 Path::new("/data/pod/root"),
                 Path::new("/data/pod/start-error"),
                 &[Entry::Dir("dev".into()), Entry::Dir("tmp".into())],
@@ -1260,7 +1277,7 @@ mod tests {
             file.display()
         ));
         // Neither an overlay over the host's /dev nor a copy of it.
-        assert!(!text.contains("overlay -o"), "{text}");
+        assert!(!text.contains("lowerdir=\"$R\"'/dev'"), "{text}");
         assert!(!text.contains("shadow '/dev'"), "{text}");
 
         // A path the host has, or one outside /dev, leaves /dev as it is.
@@ -1273,6 +1290,8 @@ mod tests {
 
     #[test]
     fn without_a_new_top_level_name_the_root_is_the_hosts_whole() {
+        // The pod's scratch directory exists on the host, under its /tmp, as the kubelet's does.
+        let scratch = tempfile::tempdir().unwrap();
         let entries = vec![Entry::Dir("etc".into()), Entry::Dir("tmp".into())];
         let data = tempfile::tempdir().unwrap();
         let mounts = vec![Mount {
@@ -1283,7 +1302,7 @@ mod tests {
         let script = setup_script(
             &mounts,
             "/tmp/scratch",
-            Path::new("/tmp/scratch"),
+            scratch.path(),
             Path::new("/data/pod/root"),
             Path::new("/data/pod/start-error"),
             &entries,
@@ -1293,7 +1312,7 @@ mod tests {
         for want in [
             "run mount --rbind / \"$R\"",
             "run mount -o remount,bind,ro \"$R\"",
-            "run mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"",
+            "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"'/tmp',upperdir=\"$N/upper/1\",workdir=\"$N/work/1\" \"$R\"'/tmp' 2>/dev/null || shadow '/tmp'",
         ] {
             assert!(lines.contains(&want), "{want:?} not in\n{script}");
         }

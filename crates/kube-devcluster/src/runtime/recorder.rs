@@ -47,7 +47,15 @@ impl Recorder {
     /// Records a `Warning` Event: `reason` happened to `object` (a stored object of any
     /// namespaced kind). Failures are logged: an Event is a record for people, never a decision.
     pub fn warn(&self, object: &StoredObject, reason: &str, message: &str) {
-        let type_ = "Warning";
+        self.record(object, "Warning", reason, message);
+    }
+
+    /// Records a `Normal` Event, as [`Recorder::warn`] does a `Warning`.
+    pub fn normal(&self, object: &StoredObject, reason: &str, message: &str) {
+        self.record(object, "Normal", reason, message);
+    }
+
+    fn record(&self, object: &StoredObject, type_: &str, reason: &str, message: &str) {
         let key = (
             object.uid().to_string(),
             reason.to_string(),

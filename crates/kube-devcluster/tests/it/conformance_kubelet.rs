@@ -588,6 +588,135 @@ spec:
     assert!(get(&kubectl, "pod", "done").await.is_none());
 }
 
+/// A pod's `activeDeadlineSeconds` (k8s.io/kubernetes pkg/kubelet/active_deadline.go): once
+/// that long since its `startTime`, the kubelet stops its containers (SIGTERM, which a trap
+/// sees) and the pod is `Failed`, reason `DeadlineExceeded`, with a `Normal` Event saying so;
+/// the pod is kept, and so is its log, for kubectl and the Python client alike. A Job's pod
+/// past its own deadline fails the Job by its `backoffLimit` (pkg/controller/job/
+/// job_controller.go counts a failed pod against it), and is kept too.
+#[tokio::test]
+async fn a_pod_past_its_active_deadline_fails_and_keeps_its_log() {
+    let Some((cluster, kubectl)) = setup("pod_active_deadline").await else {
+        return;
+    };
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: bounded}
+spec:
+  restartPolicy: Never
+  activeDeadlineSeconds: 2
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap 'echo got TERM; exit 3' TERM; echo before; while true; do sleep 0.1; done"]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("bounded.yaml", pod)])
+        .await;
+    let pod = wait_phase(&kubectl, "bounded", &["Failed"]).await;
+    assert_eq!(pod["status"]["reason"], "DeadlineExceeded", "{pod}");
+    assert_eq!(
+        pod["status"]["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    let started = pod["status"]["startTime"].as_str().expect("a startTime");
+    let finished = pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
+        .as_str()
+        .expect("the container terminated");
+    let ran = chrono::DateTime::parse_from_rfc3339(finished).unwrap()
+        - chrono::DateTime::parse_from_rfc3339(started).unwrap();
+    assert!(ran.num_seconds() >= 2, "stopped after {ran} only: {pod}");
+    let log = kubectl.ok(&["logs", "bounded"]).await;
+    assert_eq!(log, "before\ngot TERM\n");
+    let events = events_of(&kubectl, "bounded").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, message, source)| reason == "DeadlineExceeded"
+                && message.contains("longer than the specified deadline")
+                && source == "kubelet"),
+        "{events:?}"
+    );
+    let read = support::python(
+        &cluster,
+        r#"
+import json, sys
+from kubernetes import client, config
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+pod = v1.read_namespaced_pod("bounded", "default")
+print(json.dumps({"reason": pod.status.reason,
+                  "log": v1.read_namespaced_pod_log("bounded", "default")}))
+"#,
+    )
+    .await;
+    assert_eq!(read["reason"], "DeadlineExceeded", "{read}");
+    assert_eq!(read["log"], "before\ngot TERM\n", "{read}");
+
+    // Set on a running pod (a pod's deadline may be set or lowered): enforced from its start.
+    let open_ended = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: open-ended}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: busybox, command: ["sh", "-c", "echo running; sleep 60"]}
+"#;
+    kubectl
+        .ok(&[
+            "apply",
+            "-f",
+            &kubectl.manifest("open-ended.yaml", open_ended),
+        ])
+        .await;
+    wait_phase(&kubectl, "open-ended", &["Running"]).await;
+    kubectl
+        .ok(&[
+            "patch",
+            "pod",
+            "open-ended",
+            "-p",
+            r#"{"spec":{"activeDeadlineSeconds":1}}"#,
+        ])
+        .await;
+    let pod = wait_phase(&kubectl, "open-ended", &["Failed"]).await;
+    assert_eq!(pod["status"]["reason"], "DeadlineExceeded", "{pod}");
+    assert_eq!(kubectl.ok(&["logs", "open-ended"]).await, "running\n");
+
+    let job = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: bounded-job}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      activeDeadlineSeconds: 1
+      containers:
+      - {name: main, image: busybox, command: ["sh", "-c", "echo job before; sleep 60"]}
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("bounded-job.yaml", job)])
+        .await;
+    let failed =
+        wait_job_condition(&kubectl, "bounded-job", "Failed", Duration::from_secs(30)).await;
+    let condition = failed["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Failed")
+        .unwrap();
+    assert_eq!(condition["reason"], "BackoffLimitExceeded", "{failed}");
+    let pods = job_pods(&kubectl, "bounded-job").await;
+    assert_eq!(pods.len(), 1, "{pods:?}");
+    assert_eq!(pods[0]["status"]["reason"], "DeadlineExceeded");
+    let name = pods[0]["metadata"]["name"].as_str().unwrap();
+    assert_eq!(kubectl.ok(&["logs", name]).await, "job before\n");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. Containers without a command
 

@@ -180,8 +180,8 @@ spec:
 }
 
 /// A container whose command, args and env do not mention its message path runs as a plain
-/// local process, as before (it sees the host's /tmp, where a sandbox has its own), and its
-/// terminated state has no `message` at all; the API server's defaults are on its spec.
+/// local process, as before (it sees the host's /tmp, as a sandbox does through its overlay),
+/// and its terminated state has no `message` at all; the API server's defaults are on its spec.
 #[tokio::test]
 async fn a_container_not_told_of_the_path_runs_unsandboxed_without_a_message() {
     let Some((cluster, kubectl)) = setup("termination_message_unsandboxed").await else {

@@ -1,5 +1,15 @@
-//! Deadlines: each running Job's `activeDeadlineSeconds` kept equal to its step's timeout, the
+//! Deadlines: each running Job's `activeDeadlineSeconds` kept as its step's timeout asks, the
 //! workflow's own `activeDeadlineSeconds`, and when the next timeout falls, for the timer.
+//!
+//! The operator stops a step at its timeout (counted from its Job's `startTime`) by giving its
+//! running pod an `activeDeadlineSeconds` already past ([`Action::TimeOutJob`]): the kubelet
+//! stops the pod and keeps it, so the step's log stays readable
+//! (k8s.io/kubernetes pkg/kubelet/active_deadline.go). The Job's own deadline is only a backstop
+//! ([`backstop_deadline_seconds`]), for when the operator is not there to stop the step: at it
+//! the Job controller deletes the Job's running pods, and their logs with them
+//! (pkg/controller/job/job_controller.go, `deleteActivePods` once `pastActiveDeadline`). The
+//! timeout is not put on the pod template: a pod's deadline may be lowered but never raised or
+//! removed, and a raised `maxStepTimeout` reaches running steps.
 
 use super::*;
 
@@ -60,10 +70,21 @@ pub(super) fn deadline(since: Timestamp, timeout: i64) -> Option<Timestamp> {
     since.checked_add(SignedDuration::from_secs(timeout)).ok()
 }
 
-/// The Job's `activeDeadlineSeconds` for a timeout: none for unlimited, at least 1 (Kubernetes
+/// The `activeDeadlineSeconds` for a timeout: none for unlimited, at least 1 (Kubernetes
 /// rejects 0).
 pub fn job_deadline_seconds(timeout: i64) -> Option<i64> {
     (timeout != UNLIMITED).then_some(timeout.max(1))
+}
+
+/// How much longer than its step's timeout a Job runs before its own deadline, the backstop,
+/// stops it (deleting its pods): room for the operator to stop the step at its timeout and for
+/// the kubelet's stop of the pod (its `terminationGracePeriodSeconds`, 30 by default).
+pub const POD_DEADLINE_SLACK_SECONDS: i64 = 60;
+
+/// The Job `activeDeadlineSeconds` for a step's `timeout`: [`POD_DEADLINE_SLACK_SECONDS`] past
+/// it, none for unlimited.
+pub fn backstop_deadline_seconds(timeout: i64) -> Option<i64> {
+    Some(job_deadline_seconds(timeout)? + POD_DEADLINE_SLACK_SECONDS)
 }
 
 impl<'a> Planner<'a> {
@@ -121,7 +142,7 @@ impl<'a> Planner<'a> {
                 self.next_timeout_at = Some(self.next_timeout_at.map_or(at, |t| t.min(at)));
             }
             let timeout = spec.effective_timeout(&steps[i]);
-            let want = job_deadline_seconds(timeout);
+            let want = backstop_deadline_seconds(timeout);
             if job.active_deadline_seconds != want {
                 changes.push(Action::SetJobDeadline {
                     job_name: job.name.clone(),

@@ -62,7 +62,9 @@ use super::when::Upstream;
 
 use attempts::{AfterFailure, BackingOff};
 use deadlines::deadline;
-pub use deadlines::{job_deadline_seconds, next_timeout_at};
+pub use deadlines::{
+    POD_DEADLINE_SLACK_SECONDS, backstop_deadline_seconds, job_deadline_seconds, next_timeout_at,
+};
 use failure::Failure;
 use planner::*;
 use render::*;
@@ -236,8 +238,10 @@ pub enum Action {
         /// Why.
         reason: DeleteReason,
     },
-    /// Patch a running Job's `spec.activeDeadlineSeconds` (`None`: remove it) because the step's
-    /// effective timeout changed; otherwise the Job would still be killed at the old deadline.
+    /// Patch a running Job's `spec.activeDeadlineSeconds` (`None`: remove it) to the backstop
+    /// for its step's effective timeout (`backstop_deadline_seconds`), because the timeout
+    /// changed (or an older operator gave the Job the timeout itself); otherwise the Job would
+    /// still be killed at the old deadline.
     SetJobDeadline {
         /// The Job's name.
         job_name: String,
@@ -245,8 +249,11 @@ pub enum Action {
         active_deadline_seconds: Option<i64>,
     },
     /// Stop the running Job of a step that ran past its timeout, and keep it as the record that
-    /// the step timed out (`jobs::time_out_patch`: an annotation saying `why`, and a deadline
-    /// already exceeded, so Kubernetes kills the pods and fails the Job). Not a delete: the state
+    /// the step timed out: an annotation saying `why` (`jobs::time_out_mark`), and its running
+    /// pod given a deadline already past (`jobs::stop_pod_patch`: the kubelet stops the pod and
+    /// keeps it, with its log, and the pod's failure fails the Job), or, for a Job with retries
+    /// left or no running pod, a Job deadline already past (`jobs::time_out_patch`: the Job
+    /// controller deletes its pods and fails it). Not a delete: the state
     /// comes from the Jobs that exist, so a deleted Job would leave the step without a Job and
     /// the next plan (with failFast false) would start it again. Observed afterwards as
     /// [`JobState::TimedOut`].

@@ -253,9 +253,19 @@ impl<'a> Planner<'a> {
             JobState::CannotStart { why } => {
                 Seen::Failed(Failure::CannotStart { why: why.clone() })
             }
-            JobState::Failed { reason, .. } if reason == DEADLINE_EXCEEDED => {
-                let timeout = job.active_deadline_seconds.unwrap_or(timeout);
-                let why = format!("its Job exceeded its deadline of {timeout}s");
+            // Its pod ran past a deadline (the kubelet stopped it, and the pod, read by
+            // `failure_cause::explain`, says so), or the Job ran past its own (the backstop, or a
+            // Job an older operator gave the step's timeout).
+            JobState::Failed {
+                reason, exit_code, ..
+            } if reason == DEADLINE_EXCEEDED => {
+                let why = match exit_code {
+                    Some(_) => format!("its pod ran past its timeout of {timeout}s"),
+                    None => format!(
+                        "its Job exceeded its deadline of {}s",
+                        job.active_deadline_seconds.unwrap_or(timeout)
+                    ),
+                };
                 Seen::Failed(Failure::TimedOut { why })
             }
             JobState::Failed {

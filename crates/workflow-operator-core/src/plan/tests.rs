@@ -450,7 +450,7 @@ fn planner_rules() {
             started: &[],
             progress: "0/1",
             message: Some(
-                "step a timed out: its Job exceeded its deadline of 2s (spec.maxStepTimeout, default 60; -1 for none)",
+                "step a timed out: its Job exceeded its deadline of 62s (spec.maxStepTimeout, default 60; -1 for none)",
             ),
             reasons: &["StepTimedOut"],
         },
@@ -629,7 +629,10 @@ fn bug2_max_step_timeout_minus_one_never_times_out() {
             .build(),
     );
     let jobs = Jobs::of(&before).active("a", at(0)).build();
-    assert_eq!(jobs[0].active_deadline_seconds, Some(5));
+    assert_eq!(
+        jobs[0].active_deadline_seconds,
+        Some(5 + POD_DEADLINE_SLACK_SECONDS)
+    );
     // The user sets maxStepTimeout to -1 while `a` runs: same run, new generation.
     let mut after = before.clone();
     after.spec.max_step_timeout = UNLIMITED;
@@ -668,10 +671,80 @@ fn raising_max_step_timeout_applies_to_running_steps() {
         plan.actions,
         [Action::SetJobDeadline {
             job_name: jobs[0].name.clone(),
-            active_deadline_seconds: Some(50)
+            active_deadline_seconds: Some(50 + POD_DEADLINE_SLACK_SECONDS)
         }]
     );
     assert_eq!(plan.next_timeout_at, Some(at(50)));
+}
+
+/// The operator stops a step at its timeout (by its pod's deadline, which keeps the pod and its
+/// log); the Job's own deadline is a backstop 60 s later. A pod the kubelet failed past its
+/// deadline, as its pod says, is the step's timeout.
+#[test]
+fn a_step_is_stopped_at_its_timeout_and_its_job_deadline_is_a_backstop() {
+    let wf = running(
+        WorkFlow::test("w")
+            .max_step_timeout(2)
+            .step("a", &[])
+            .build(),
+    );
+    let jobs = Jobs::of(&wf).active("a", at(0)).build();
+    assert_eq!(
+        jobs[0].active_deadline_seconds,
+        Some(2 + POD_DEADLINE_SLACK_SECONDS)
+    );
+    let running = plan(&wf, &jobs, at(1));
+    assert!(running.actions.is_empty(), "{:?}", running.actions);
+    assert_eq!(running.next_timeout_at, Some(at(2)));
+    let stopped = plan(&wf, &jobs, at(2));
+    assert_eq!(status(&stopped).workflow_status, Some(Phase::Failed));
+    assert!(
+        (stopped.actions.iter()).any(|a| matches!(a, Action::TimeOutJob { .. })),
+        "{:?}",
+        stopped.actions
+    );
+
+    let failed = Jobs::of(&wf)
+        .exited(
+            "a",
+            143,
+            DEADLINE_EXCEEDED,
+            "Pod was active on the node longer than the specified deadline",
+        )
+        .build();
+    let plan = plan(&wf, &failed, at(3));
+    let status = status(&plan);
+    assert_eq!(status.workflow_status, Some(Phase::Failed));
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "step a timed out: its pod ran past its timeout of 2s (spec.maxStepTimeout, default 60; -1 for none)"
+        )
+    );
+    assert_eq!(status.steps[0].phase, StepPhase::TimedOut);
+}
+
+/// A Job an older operator built has the step's timeout as its deadline: it gets the backstop,
+/// and the step still times out at its timeout.
+#[test]
+fn a_job_built_with_the_timeout_as_its_deadline_gets_the_backstop() {
+    let wf = running(
+        WorkFlow::test("w")
+            .max_step_timeout(5)
+            .step("a", &[])
+            .build(),
+    );
+    let mut jobs = Jobs::of(&wf).active("a", at(0)).build();
+    jobs[0].active_deadline_seconds = Some(5);
+    let plan = plan(&wf, &jobs, at(1));
+    assert_eq!(
+        plan.actions,
+        [Action::SetJobDeadline {
+            job_name: jobs[0].name.clone(),
+            active_deadline_seconds: Some(5 + POD_DEADLINE_SLACK_SECONDS)
+        }]
+    );
+    assert_eq!(plan.next_timeout_at, Some(at(5)));
 }
 
 #[test]

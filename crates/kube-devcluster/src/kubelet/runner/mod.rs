@@ -10,10 +10,15 @@
 //! the pod's status is made from all of them while they are locked, so writes from the runner
 //! and its sidecars' tasks never undo one another. A pod without init containers is written as
 //! often as before they ran: once its container runs, once when it ends (and at each restart).
+//!
+//! A pod with `activeDeadlineSeconds` is stopped once past it ([`super::active_deadline`]): its
+//! containers are stopped as a deleted pod's are, and its final status says `DeadlineExceeded`;
+//! the pod is kept.
 
 mod container;
 mod prepare;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,10 +26,13 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::active_deadline;
 use super::init_containers::{Kind, Slot, init_containers};
 use super::sidecars::{Handle, Sidecars, Start};
 use super::status::{self, Record, Records, State};
-use super::{KillAt, Kubelet, PodEvents, PodMode, Shared, StoreSources, write_pod_status};
+use super::{
+    Claim, Deadline, KillAt, Kubelet, PodEvents, PodMode, Shared, StoreSources, write_pod_status,
+};
 use crate::api::resources::ResourceInfo;
 use crate::storage::store::{Store, StoredObject, now_rfc3339};
 use container::{ContainerRun, Ended};
@@ -51,17 +59,33 @@ pub(super) struct Runner {
     pub terminating: watch::Receiver<KillAt>,
     /// What is known of each container, written as the pod's status.
     records: Mutex<Records>,
+    /// The pod's `status.startTime`: kept if it has one, else when the runner started it.
+    start_time: String,
+    /// The same on the monotonic clock: its `activeDeadlineSeconds` counts from it.
+    started: tokio::time::Instant,
+    /// Its `activeDeadlineSeconds` as it changes.
+    deadline: watch::Receiver<Deadline>,
+    /// The pod ran past its `activeDeadlineSeconds` and is being (or was) stopped for it.
+    past_deadline: AtomicBool,
 }
 
 impl Runner {
-    pub fn new(
-        kubelet: &Kubelet,
-        pod: Arc<StoredObject>,
-        cancel: CancellationToken,
-        terminating: watch::Receiver<KillAt>,
-    ) -> Self {
+    pub fn new(kubelet: &Kubelet, pod: Arc<StoredObject>, claim: Claim) -> Self {
+        let (cancel, terminating, deadline) = claim;
         let records = Mutex::new(Records::new(init_containers(&pod.value).len()));
+        let stored = pod
+            .value
+            .pointer("/status/startTime")
+            .and_then(Value::as_str);
+        let start_time = stored.map_or_else(now_rfc3339, str::to_string);
+        let ago = stored.map_or(Duration::ZERO, |at| {
+            active_deadline::since(at, chrono::Utc::now())
+        });
+        let now = tokio::time::Instant::now();
         Self {
+            start_time,
+            started: now.checked_sub(ago).unwrap_or(now),
+            past_deadline: AtomicBool::new(false),
             store: kubelet.store.clone(),
             info: kubelet.pods_info.clone(),
             sources: kubelet.sources.clone(),
@@ -70,6 +94,7 @@ impl Runner {
             pod,
             cancel,
             terminating,
+            deadline,
             records,
         }
     }
@@ -84,7 +109,7 @@ impl Runner {
         let pod = &self.pod;
         (self.shared).new_pod_log(pod.namespace(), pod.name(), pod.uid(), main_name);
         let mut sidecars = Sidecars::default();
-        let ending = self.run_containers(&main, &mut sidecars).await;
+        let ending = self.run_until_deadline(&main, &mut sidecars).await;
         if !sidecars.is_empty() {
             if ending == Ending::Finished {
                 // How the main container ended, while its sidecars stop.
@@ -97,6 +122,65 @@ impl Runner {
         if ending == Ending::Finished {
             self.publish(true);
         }
+    }
+
+    /// [`Runner::run_containers`], the pod stopped once past its `activeDeadlineSeconds`.
+    async fn run_until_deadline(self: &Arc<Self>, main: &Value, sidecars: &mut Sidecars) -> Ending {
+        let containers = self.run_containers(main, sidecars);
+        tokio::pin!(containers);
+        let ending = tokio::select! {
+            ending = &mut containers => ending,
+            () = self.active_deadline() => {
+                self.exceed_deadline();
+                containers.await
+            }
+        };
+        match ending {
+            // Stopped at its deadline before its containers ran (waiting for its volumes): it
+            // ends all the same, unless the kubelet stopped.
+            Ending::Gone if self.is_past_deadline() && !self.cancel.is_cancelled() => {
+                Ending::Finished
+            }
+            ending => ending,
+        }
+    }
+
+    /// Resolves once the pod is past its `activeDeadlineSeconds` (as it is now: it may be set
+    /// or lowered while the pod runs); never without one.
+    async fn active_deadline(&self) {
+        let mut deadline = self.deadline.clone();
+        loop {
+            let limit = *deadline.borrow_and_update();
+            let past = async {
+                match limit {
+                    Some(limit) => tokio::time::sleep_until(self.started + limit).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = past => return,
+                changed = deadline.changed() => {
+                    if changed.is_err() {
+                        // The pod is no longer the kubelet's to run: nothing changes it now.
+                        std::future::pending::<()>().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The pod is past its deadline: its containers are stopped (SIGTERM now, SIGKILL after
+    /// its grace period), as a deleted pod's are, and its final status will say so.
+    fn exceed_deadline(&self) {
+        self.past_deadline.store(true, Ordering::Relaxed);
+        let pod = &self.pod;
+        (self.events.kubelet).normal(pod, active_deadline::REASON, active_deadline::MESSAGE);
+        let kill_at = tokio::time::Instant::now() + active_deadline::grace_period(&pod.value);
+        self.shared.terminate(pod.uid(), kill_at);
+    }
+
+    fn is_past_deadline(&self) -> bool {
+        self.past_deadline.load(Ordering::Relaxed)
     }
 
     fn main_container(&self) -> Value {
@@ -220,8 +304,16 @@ impl Runner {
     fn publish(&self, terminal: bool) -> bool {
         // Locked while written, so the last write has the latest of every container.
         let records = self.records.lock().expect("records lock poisoned");
+        let past_deadline = terminal && self.is_past_deadline();
         write_pod_status(&self.store, &self.info, &self.pod, |old| {
-            status::pod_status(old, old.get("status"), &records, terminal)
+            let mut status = status::pod_status(old, old.get("status"), &records, terminal);
+            if old.pointer("/status/startTime").is_none() {
+                status["startTime"] = json!(self.start_time);
+            }
+            if past_deadline {
+                active_deadline::mark(&mut status);
+            }
+            status
         })
     }
 
