@@ -7,7 +7,8 @@
 //!
 //! [`crate::cli`] parses the options and prints the report; the parts are
 //! [`shape`] (what is submitted), [`timeline`] (what happens when, from the store's change
-//! stream), [`ceiling`], [`procfs`] and [`process`].
+//! stream), [`ceiling`], [`procfs`] and [`process`]; [`cron`] is the schedule shape
+//! (`--crons`), CronWorkFlows firing instead of workflows submitted.
 //!
 //! # What is counted
 //! API requests are those of every client except the benchmark itself, which identifies its own
@@ -24,6 +25,7 @@
 //! bounds a step rate there (docs/performance.md).
 
 pub mod ceiling;
+pub mod cron;
 pub mod process;
 pub mod procfs;
 pub mod shape;

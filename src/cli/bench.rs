@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::bench::cron::CronOptions;
 use crate::bench::{self, Idle, OperatorUnderTest, Options, Shape, process::Spawn};
 
 /// Options of `bench` (its help text is on `Command::Bench`).
@@ -85,13 +86,25 @@ pub struct BenchArgs {
     /// operator sitting on them for --idle-secs.
     #[arg(long, value_name = "N")]
     keep_finished: Option<usize>,
-    /// Seconds of the idle measurement of --keep-finished.
+    /// Seconds of the idle measurement of --keep-finished and --crons.
     #[arg(long, default_value_t = 10)]
     idle_secs: u64,
     /// With --keep-finished: restart the operator before the idle measurement, so it starts on
     /// the finished workflows.
     #[arg(long, requires = "keep_finished")]
     restart_before_idle: bool,
+    /// The schedule shape: create N CronWorkFlows of `@every --cron-period-secs`, spread over
+    /// one period, each run one step; report each run's lateness after its scheduled time, runs
+    /// per second, and the operator's CPU and memory, idle ones (the CronWorkFlows suspended,
+    /// for --idle-secs) included. The workflow options above do not apply.
+    #[arg(long, value_name = "N", conflicts_with_all = ["keep_finished", "semaphore", "submit_rate"])]
+    crons: Option<usize>,
+    /// With --crons: the period of every CronWorkFlow, in seconds.
+    #[arg(long, default_value_t = 60, requires = "crons")]
+    cron_period_secs: u64,
+    /// With --crons: how long to measure, in seconds from the first creation.
+    #[arg(long, default_value_t = 180, requires = "crons")]
+    cron_duration_secs: u64,
     /// Print the JSON indented.
     #[arg(long)]
     pretty: bool,
@@ -104,6 +117,9 @@ fn parse_shape(text: &str) -> Result<Shape, String> {
 /// Runs the benchmark and prints its report; exits 1 when a workflow failed or the run timed
 /// out (the report is printed all the same).
 pub async fn bench(args: BenchArgs) -> ExitCode {
+    if let Some(crons) = args.crons {
+        return schedule(&args, crons).await;
+    }
     let options = match options(&args) {
         Ok(options) => options,
         Err(error) => {
@@ -118,12 +134,7 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let json = if args.pretty {
-        serde_json::to_string_pretty(&report)
-    } else {
-        serde_json::to_string(&report)
-    };
-    println!("{}", json.expect("reports serialize"));
+    print(&report, args.pretty);
     if report.timed_out || report.workflows_failed > 0 {
         ExitCode::FAILURE
     } else {
@@ -131,11 +142,87 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
     }
 }
 
+/// The schedule shape (`--crons`): exits 1 when a scheduled time in the window had no run, or
+/// more than one, or one before its time (the report is printed all the same).
+async fn schedule(args: &BenchArgs, crons: usize) -> ExitCode {
+    if args.cron_period_secs == 0 {
+        eprintln!("error: --cron-period-secs must be at least 1");
+        return ExitCode::FAILURE;
+    }
+    let operator = match operator(args) {
+        Ok(operator) => operator,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let options = CronOptions {
+        crons,
+        period: Duration::from_secs(args.cron_period_secs),
+        duration: Duration::from_secs(args.cron_duration_secs),
+        idle: Duration::from_secs(args.idle_secs),
+        pod_millis: args.pod_millis,
+        operator,
+        port: args.port,
+        kubeconfig: args.kubeconfig.clone(),
+        namespace: args.namespace.clone(),
+        submit_concurrency: args.submit_concurrency,
+    };
+    let report = match bench::cron::run(options).await {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    print(&report, args.pretty);
+    if report.runs_missing > 0 || report.runs_duplicated > 0 || report.runs_early > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn print(report: &impl serde::Serialize, pretty: bool) {
+    let json = if pretty {
+        serde_json::to_string_pretty(report)
+    } else {
+        serde_json::to_string(report)
+    };
+    println!("{}", json.expect("reports serialize"));
+}
+
 fn options(args: &BenchArgs) -> Result<Options, String> {
     if args.steps == 0 {
         return Err("--steps must be at least 1".into());
     }
-    let operator = if args.external {
+    let operator = operator(args)?;
+    Ok(Options {
+        workflows: args.keep_finished.unwrap_or(args.workflows),
+        steps: args.steps,
+        shape: args.shape,
+        seed: args.seed,
+        pod_millis: args.pod_millis,
+        operator,
+        port: args.port,
+        kubeconfig: args.kubeconfig.clone(),
+        namespace: args.namespace.clone(),
+        ceiling: (args.ceiling_secs > 0.0).then(|| Duration::from_secs_f64(args.ceiling_secs)),
+        ceiling_workers: args.ceiling_workers,
+        submit_concurrency: args.submit_concurrency,
+        submit_rate: args.submit_rate.filter(|rate| *rate > 0.0),
+        semaphore: args.semaphore,
+        timeout: Duration::from_secs(args.timeout_secs),
+        idle: args.keep_finished.map(|_| Idle {
+            duration: Duration::from_secs(args.idle_secs),
+            restart: args.restart_before_idle,
+        }),
+    })
+}
+
+/// The operator measured: ours, started from this same binary, or `--external`.
+fn operator(args: &BenchArgs) -> Result<OperatorUnderTest, String> {
+    Ok(if args.external {
         OperatorUnderTest::External {
             pid: args.external_pid,
             wait: Duration::from_secs(args.external_wait_secs),
@@ -162,26 +249,5 @@ fn options(args: &BenchArgs) -> Result<Options, String> {
                 .chain(args.operator_args.iter().cloned())
                 .collect(),
         })
-    };
-    Ok(Options {
-        workflows: args.keep_finished.unwrap_or(args.workflows),
-        steps: args.steps,
-        shape: args.shape,
-        seed: args.seed,
-        pod_millis: args.pod_millis,
-        operator,
-        port: args.port,
-        kubeconfig: args.kubeconfig.clone(),
-        namespace: args.namespace.clone(),
-        ceiling: (args.ceiling_secs > 0.0).then(|| Duration::from_secs_f64(args.ceiling_secs)),
-        ceiling_workers: args.ceiling_workers,
-        submit_concurrency: args.submit_concurrency,
-        submit_rate: args.submit_rate.filter(|rate| *rate > 0.0),
-        semaphore: args.semaphore,
-        timeout: Duration::from_secs(args.timeout_secs),
-        idle: args.keep_finished.map(|_| Idle {
-            duration: Duration::from_secs(args.idle_secs),
-            restart: args.restart_before_idle,
-        }),
     })
 }

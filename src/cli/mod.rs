@@ -159,7 +159,9 @@ enum Command {
     ///
     /// Starts the embedded control plane in this process with simulated pods and the operator as
     /// a separate process (`run`), submits the workflows, and waits for all of them to finish.
-    /// `--external` measures another operator serving the same CRD instead.
+    /// `--external` measures another operator serving the same CRD instead. `--crons N` measures
+    /// N CronWorkFlows firing instead (each run's lateness after its scheduled time, runs per
+    /// second, the operator's CPU and memory).
     #[cfg(feature = "dev")]
     Bench(bench::BenchArgs),
 }

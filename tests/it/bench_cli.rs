@@ -1,5 +1,5 @@
 //! `workflow-operator bench` end to end, at a tiny size: the report's figures add up to what was
-//! submitted (the speed figures themselves are for `make bench`, not for tests).
+//! submitted or scheduled (the speed figures themselves are for `make bench`, not for tests).
 
 use std::process::{Command, Output};
 
@@ -128,4 +128,59 @@ fn external_mode_fails_when_no_operator_shows_up() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("KUBECONFIG="), "{stderr}");
     assert!(stderr.contains("no operator watched workflows"), "{stderr}");
+}
+
+#[test]
+fn schedule_shape_reports_one_run_per_scheduled_time_with_its_lateness() {
+    // 200 CronWorkFlows of `@every 10s` created over 10 s: every one fires twice or three
+    // times in 30 s.
+    let output = bench(&[
+        "--crons",
+        "200",
+        "--cron-period-secs",
+        "10",
+        "--cron-duration-secs",
+        "30",
+        "--idle-secs",
+        "2",
+    ]);
+    let report = report(&output);
+    let expected = report["runsExpected"].as_u64().unwrap();
+    assert!((400..=600).contains(&expected), "{report:#}");
+    assert_eq!(report["runsCreated"], expected, "{report:#}");
+    assert_eq!(report["runsMissing"], 0);
+    assert_eq!(report["runsDuplicated"], 0);
+    assert_eq!(report["runsEarly"], 0);
+    assert_eq!(report["lostEvents"], 0);
+
+    let lateness = &report["latenessMs"];
+    assert_eq!(lateness["count"], expected, "{lateness:#}");
+    let (p50, p99, max) = (
+        lateness["p50"].as_f64().unwrap(),
+        lateness["p99"].as_f64().unwrap(),
+        lateness["max"].as_f64().unwrap(),
+    );
+    assert!(0.0 <= p50 && p50 <= p99 && p99 <= max, "{lateness:#}");
+    // Generous for a debug build on a shared machine; a timer that ticks on its own phase
+    // rather than on the second would make most runs hundreds of milliseconds late.
+    assert!(p50 < 500.0, "{lateness:#}");
+
+    // 400 to 600 runs from the first time (10 s after the first creation) to the end (30 s).
+    let per_second = report["runsPerSecond"].as_f64().unwrap();
+    assert!((10.0..=40.0).contains(&per_second), "{report:#}");
+    assert!(report["peakRunsPerSecond"].as_u64().unwrap() >= 1);
+    assert!(report["operator"]["peakRssMib"].as_f64().unwrap() > 0.0);
+    let creates = report["requestsByVerbAndResource"]["create workflows.workflow.crd.com"]
+        .as_u64()
+        .unwrap();
+    assert!(creates >= expected, "{report:#}");
+
+    let idle = &report["idle"];
+    assert_eq!(idle["suspended"], 200, "{idle:#}");
+    assert_eq!(idle["seconds"], 2.0);
+    assert!(idle["operatorCpuSeconds"].as_f64().unwrap() >= 0.0);
+    assert!(
+        idle["operatorCpuPercent"].as_f64().unwrap() < 50.0,
+        "{idle:#}"
+    );
 }

@@ -2,21 +2,26 @@
 //! schedules of a few seconds: runs start on time under names made of the time, finished runs
 //! beyond the history limit are deleted, `Forbid` skips a time while a run is active, and a
 //! resumed schedule fires at most once; under repeated SIGKILLs, of the one operator or of the
-//! leader of two replicas, every scheduled time gets exactly one run; after downtime `catchUp` starts what it says; a `workflowSpec` no run can
-//! run is named on the `Ready` condition and starts nothing until it is fixed.
+//! leader of two replicas, or of the one operator in the middle of a `Replace`, every scheduled
+//! time gets exactly one run (and a replaced run does not stay active); after downtime `catchUp`
+//! starts what it says; a `workflowSpec` no run can run is named on the `Ready` condition and
+//! starts nothing until it is fixed.
 
 use crate::support;
 
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube_devcluster::store::{EventType, StoredObject, WatchEvent};
 use kube_devcluster::testing::eventually;
 use rstest::rstest;
 use support::session::Session;
 use support::{Operator, namespace, operator_process};
+use tokio::sync::broadcast::error::RecvError;
 use workflow_operator_core::crd::CronWorkFlow;
 use workflow_operator_core::cron::ON_TIME;
 
@@ -277,7 +282,15 @@ async fn kill_around_fires(mut operator: Operator) {
         operator.kill().await;
         operator.start();
     }
-    exactly_one_run_per_time(&api, &operator.ns, start, start + 18, operator.kills).await;
+    exactly_one_run_per_time(
+        &api,
+        &operator.ns,
+        (("beat", 1), &[]),
+        start,
+        start + 18,
+        operator.kills,
+    )
+    .await;
 }
 
 /// Two operator replicas under leader election (a 2 s lease) while a CronWorkFlow fires every
@@ -322,7 +335,233 @@ async fn kill_leaders(ns: support::Namespace) {
         replicas[i].start();
     }
     let kills = replicas.iter().map(|r| r.kills).sum();
-    exactly_one_run_per_time(&api, &replicas[0].ns, start, killed_at + 2, kills).await;
+    exactly_one_run_per_time(
+        &api,
+        &replicas[0].ns,
+        (("beat", 1), &[]),
+        start,
+        killed_at + 2,
+        kills,
+    )
+    .await;
+}
+
+/// A `Replace` CronWorkFlow every 3 s whose runs sleep 30 s, so that each time replaces the run
+/// before it: eight times the operator is SIGKILLed just after the store committed the first
+/// write of a replace (the request to terminate the active run, or the new run's create: 0 to
+/// 40 ms after, so the kill falls before, between or after the other and the status write), then
+/// started again; as each next replace begins, every run older than the previous one's is
+/// finished or asked to terminate. Once more, the operator is then down across two times: the
+/// later starts, the earlier has no run and is named in a `RunsMissed` Event. Every other time
+/// has exactly one run, and once the schedule is suspended every run but the newest has
+/// finished: no replaced run is left active.
+#[rstest]
+#[tokio::test]
+async fn killed_during_replace_every_time_has_one_run_and_only_the_newest_stays_active(
+    #[future(awt)] operator_process: Operator,
+) {
+    skip_on_real_cluster!("kills the operator's process");
+    Box::pin(kill_during_replace(operator_process)).await;
+}
+
+async fn kill_during_replace(mut operator: Operator) {
+    let namespace = operator.ns.name.clone();
+    let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &namespace);
+    let cluster = operator.ns.cluster.clone();
+    let mut changes = dev(&cluster).store().subscribe();
+    let extra = serde_json::json!({
+        "concurrencyPolicy": "Replace",
+        "catchUp": "All",
+        "successfulRunsHistoryLimit": 1000,
+        "failedRunsHistoryLimit": 1000,
+        "workflowSpec": {"containers": [{"stepName": "a", "image": "busybox", "command": ["sleep", "30"]}]},
+    });
+    let created = api
+        .create(&PostParams::default(), &every("swap", &namespace, 3, extra))
+        .await
+        .unwrap();
+    let start = created.metadata.creation_timestamp.unwrap().0.as_second();
+    // The first run replaces nothing.
+    let mut last = start + 3;
+    for delay in [0, 0, 2, 5, 10, 20, 40, 0] {
+        let replaced = last;
+        replace_began(&mut changes, &namespace, 3, &mut last).await;
+        replaced_runs_settled(dev(&cluster), &namespace, replaced);
+        // Where in the replace the kill falls, not a wait for a condition.
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        operator.kill().await;
+        operator.start();
+    }
+    // Once more, and down across two more times: both are due at once when it is back, and
+    // `Replace` starts the later only, naming the earlier missed.
+    replace_began(&mut changes, &namespace, 3, &mut last).await;
+    operator.kill().await;
+    let back = Timestamp::from_second(last + 2 * 3).unwrap() + SignedDuration::from_millis(500);
+    tokio::time::sleep(back.duration_since(Timestamp::now()).unsigned_abs()).await;
+    operator.start();
+    eventually(
+        "the run after the downtime",
+        Duration::from_secs(30),
+        || async {
+            let times = run_times(&operator.ns, "swap").await;
+            times.contains(&(last + 2 * 3)).then_some(())
+        },
+    )
+    .await;
+    // Suspended, so that no later time replaces the newest run while the others settle.
+    let suspend = serde_json::json!({"spec": {"suspend": true}});
+    api.patch("swap", &PatchParams::default(), &Patch::Merge(&suspend))
+        .await
+        .unwrap();
+    eventually("suspended", Duration::from_secs(30), || async {
+        api.get("swap").await.ok()?.status?.suspended_at.map(drop)
+    })
+    .await;
+    let end = last_scheduled(&api, "swap").await.expect("a time handled");
+    let kills = operator.kills;
+    let missed = missed_times(&operator.ns).await;
+    assert!(
+        missed.contains(&(last + 3)),
+        "the RunsMissed Events name {missed:?}, not {}, a time passed while the operator was down",
+        last + 3
+    );
+    let times = (("swap", 3), missed.as_slice());
+    exactly_one_run_per_time(&api, &operator.ns, times, start, end, kills).await;
+    let selector = "workflow.crd.com/cron=swap";
+    support::wait_list(
+        &operator.ns.workflows(),
+        kube::runtime::watcher::Config::default().labels(selector),
+        "every run but the newest finished (at most one active)",
+        Duration::from_secs(60),
+        |runs| {
+            let newest = runs.iter().map(|r| r.name_any()).max();
+            runs.iter()
+                .filter(|r| Some(r.name_any()) != newest)
+                .all(|r| support::is_terminal(r))
+        },
+    )
+    .await;
+}
+
+/// Waits until the store commits the first write of the next replace of the runs of
+/// `namespace` (a cron of period `period`), whichever the operator makes first: the request to
+/// terminate the active run (its `spec.shutdown` becoming `Terminate`) or the create of the next
+/// run. `last` is the scheduled time of the run the previous replace started; it becomes this
+/// one's.
+async fn replace_began(
+    changes: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<WatchEvent>>,
+    namespace: &str,
+    period: i64,
+    last: &mut i64,
+) {
+    let terminating = |object: Option<&std::sync::Arc<StoredObject>>| {
+        object
+            .and_then(|o| o.value.pointer("/spec/shutdown"))
+            .and_then(serde_json::Value::as_str)
+            == Some("Terminate")
+    };
+    let scheduled = |object: &StoredObject| -> Option<i64> {
+        object
+            .value
+            .pointer("/metadata/labels/workflow.crd.com~1scheduled-time")?
+            .as_str()?
+            .parse()
+            .ok()
+    };
+    let began = async {
+        loop {
+            let change = match changes.recv().await {
+                Ok(change) => change,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => panic!("the store closed"),
+            };
+            if change.gr.resource != "workflows" || change.object.namespace() != namespace {
+                continue;
+            }
+            let Some(time) = scheduled(&change.object) else {
+                continue;
+            };
+            let replacing = match change.event_type {
+                EventType::Added => (time > *last).then_some(time),
+                EventType::Modified
+                    if terminating(Some(&change.object)) && !terminating(change.prev.as_ref()) =>
+                {
+                    (time >= *last).then_some(time + period)
+                }
+                _ => None,
+            };
+            if let Some(time) = replacing {
+                *last = time;
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), began)
+        .await
+        .expect("a replace within 30 s");
+}
+
+/// The scheduled times (unix seconds) named by the `RunsMissed` Events of `ns`.
+async fn missed_times(ns: &support::Namespace) -> Vec<i64> {
+    let events: Api<Event> = Api::namespaced(ns.client(), &ns.name);
+    let listed = events.list(&Default::default()).await.unwrap();
+    let mut times: Vec<i64> = listed
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("RunsMissed"))
+        .flat_map(|e| {
+            let note = e.note.clone().unwrap_or_default();
+            note.split([' ', ','])
+                .filter_map(|word| word.parse::<Timestamp>().ok())
+                .map(|t| t.as_second())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    times
+}
+
+fn dev(cluster: &support::Cluster) -> &kube_devcluster::DevCluster {
+    cluster.dev().expect("the embedded control plane")
+}
+
+/// Asserts that every run of `namespace` for a time before `replaced` (the run started by the
+/// previous replace) is asked to terminate or finished, listing each run's time and state: read
+/// from the store as the next replace begins, a period after the previous one.
+fn replaced_runs_settled(dev: &kube_devcluster::DevCluster, namespace: &str, replaced: i64) {
+    let (runs, _) = dev.store().list(
+        &kube_devcluster::resources::GroupResource::new("workflow.crd.com", "workflows"),
+        Some(namespace),
+    );
+    let state = |run: &StoredObject| {
+        let text = |path: &str| {
+            run.value
+                .pointer(path)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let time: i64 = text("/metadata/labels/workflow.crd.com~1scheduled-time")
+            .parse()
+            .unwrap_or(0);
+        let phase = text("/status/workflow-status");
+        let settled = matches!(phase.as_str(), "Completed" | "Failed")
+            || text("/spec/shutdown") == "Terminate";
+        (time, phase, text("/spec/shutdown"), settled)
+    };
+    let states: Vec<_> = runs.iter().map(|r| state(r)).collect();
+    let active_old: Vec<_> = states
+        .iter()
+        .filter(|(time, _, _, settled)| *time < replaced && !settled)
+        .collect();
+    assert!(
+        active_old.is_empty(),
+        "runs older than {replaced} still active, neither finished nor asked to terminate: \
+         {active_old:?}; every run (time, phase, shutdown, settled): {states:?}"
+    );
 }
 
 /// Creates the CronWorkFlow `beat`, every second, every missed time caught up (`catchUp: All`,
@@ -336,40 +575,42 @@ async fn beat(api: &Api<CronWorkFlow>, namespace: &str) -> i64 {
     created.metadata.creation_timestamp.unwrap().0.as_second()
 }
 
-/// Waits until `beat` has handled `until`, then asserts that every scheduled time from its
-/// creation `start` to the last handled has exactly one run, listing those that do not.
+/// Waits until `cron` (whose period is `period` seconds) has handled `until`, then asserts that
+/// every scheduled time from its creation `start` to the last handled has exactly one run, but
+/// the `missed` ones, which have none, listing those that do not; returns the last time handled.
 async fn exactly_one_run_per_time(
     api: &Api<CronWorkFlow>,
     ns: &support::Namespace,
+    ((cron, period), missed): ((&str, i64), &[i64]),
     start: i64,
     until: i64,
     kills: usize,
-) {
+) -> i64 {
     let end = eventually(
         "the schedule caught up",
         Duration::from_secs(30),
         || async {
-            let last = last_scheduled(api, "beat").await?;
+            let last = last_scheduled(api, cron).await?;
             (last >= until).then_some(last)
         },
     )
     .await;
     let mut counts = std::collections::BTreeMap::<i64, usize>::new();
-    for t in run_times(ns, "beat")
-        .await
-        .into_iter()
-        .filter(|t| *t <= end)
-    {
+    for t in run_times(ns, cron).await.into_iter().filter(|t| *t <= end) {
         *counts.entry(t).or_default() += 1;
     }
-    let wrong: Vec<(i64, usize)> = (start + 1..=end)
+    let wrong: Vec<(i64, usize)> = (1..)
+        .map(|k| start + k * period)
+        .take_while(|t| *t <= end)
         .map(|t| (t, counts.get(&t).copied().unwrap_or(0)))
-        .filter(|(_, n)| *n != 1)
+        .filter(|(t, n)| *n != usize::from(!missed.contains(t)))
         .collect();
     assert!(
         wrong.is_empty(),
-        "times without exactly one run (time, runs): {wrong:?}; {kills} kills"
+        "times without exactly one run, or with one though named missed {missed:?} (time, runs): \
+         {wrong:?}; runs per time: {counts:?}; {kills} kills"
     );
+    end
 }
 
 /// The operator stopped across three scheduled times, then started: `Latest` starts the latest

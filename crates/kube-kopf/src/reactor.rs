@@ -301,12 +301,17 @@ async fn start_when_listed<K: Watched>(ctl: Arc<Ctl<K>>, tx: mpsc::UnboundedSend
     ctl.ready.cancel();
     ctl.env.monitor.listed();
     for (index, handler) in ctl.registry.handlers.iter().enumerate() {
-        if let Trigger::Timer { every } = handler.trigger {
-            tasks.spawn(tick(ctl.clone(), tx.clone(), every, Some(index)));
+        if let Trigger::Timer { every, aligned } = handler.trigger {
+            let ticks = Ticks { every, aligned };
+            tasks.spawn(tick(ctl.clone(), tx.clone(), ticks, Some(index)));
         }
     }
     if let Some(every) = ctl.env.config.resync {
-        tasks.spawn(tick(ctl.clone(), tx.clone(), every, None));
+        let ticks = Ticks {
+            every,
+            aligned: false,
+        };
+        tasks.spawn(tick(ctl.clone(), tx.clone(), ticks, None));
     }
     tasks.join_all().await;
 }
@@ -360,17 +365,47 @@ async fn serve<K: Watched>(
     queues
 }
 
+/// When a timer ticks: every `every` from its start, or just after each wall-clock multiple of
+/// `every` when `aligned`.
+#[derive(Debug, Clone, Copy)]
+struct Ticks {
+    every: Duration,
+    aligned: bool,
+}
+
+/// How far past a wall-clock multiple an aligned tick falls, so that a clock read by the handler
+/// at the tick is surely past it.
+const ALIGNED_MARGIN: Duration = Duration::from_millis(1);
+
+/// How long from `now` (a wall-clock time as a duration since the Unix epoch) to the aligned
+/// tick after it: the next multiple of `every`, plus [`ALIGNED_MARGIN`].
+fn to_aligned_tick(now: Duration, every: Duration) -> Duration {
+    let every = every.as_nanos().max(1);
+    let left = every - now.as_nanos() % every;
+    Duration::from_nanos(u64::try_from(left).unwrap_or(u64::MAX)) + ALIGNED_MARGIN
+}
+
 /// Queues the objects a timer (or, with `None`, the resync) is due for, at every tick.
 async fn tick<K: Watched>(
     ctl: Arc<Ctl<K>>,
     tx: mpsc::UnboundedSender<Msg<K>>,
-    every: Duration,
+    ticks: Ticks,
     timer: Option<usize>,
 ) {
+    let every = ticks.every;
     let mut interval = tokio::time::interval_at(Instant::now() + every, every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        interval.tick().await;
+        if ticks.aligned {
+            // Read the wall clock at each tick: the monotonic clock the sleep counts in may
+            // drift from it, and a tick that took long moves to the next multiple.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            tokio::time::sleep(to_aligned_tick(now, every)).await;
+        } else {
+            interval.tick().await;
+        }
         for object in ctl.reader.state() {
             let msg = match timer {
                 Some(index) => {
@@ -1589,6 +1624,28 @@ mod tests {
             },
             when: None,
             run: Arc::new(|_| async { Ok(()) }.boxed()),
+        }
+    }
+
+    #[test]
+    fn aligned_ticks_fall_just_after_the_next_wall_clock_multiple() {
+        let ms = Duration::from_millis;
+        let second = Duration::from_secs(1);
+        // (now, every, wait)
+        let table = [
+            (ms(10_250), second, ms(751)),
+            (ms(10_999), second, ms(2)),
+            // On the multiple itself: the next one, a whole period on.
+            (ms(10_000), second, ms(1_001)),
+            (ms(7_000), Duration::from_secs(5), ms(3_001)),
+            (
+                Duration::from_nanos(1_500_000_001),
+                second,
+                Duration::from_nanos(500_999_999),
+            ),
+        ];
+        for (now, every, want) in table {
+            assert_eq!(to_aligned_tick(now, every), want, "{now:?} every {every:?}");
         }
     }
 

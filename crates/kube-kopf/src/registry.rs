@@ -245,6 +245,8 @@ pub(crate) enum Trigger {
     Resume,
     Timer {
         every: Duration,
+        /// Ticks fall on wall-clock multiples of `every` ([`Registry::aligned`]).
+        aligned: bool,
     },
     /// One call per changed child of child kind `index`.
     Child {
@@ -374,7 +376,27 @@ impl<K: Watched> Registry<K> {
         F: Fn(Context<K>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
-        self.push(name, Trigger::Timer { every }, handler)
+        let trigger = Trigger::Timer {
+            every,
+            aligned: false,
+        };
+        self.push(name, trigger, handler)
+    }
+
+    /// Makes the timer registered last tick just after each wall-clock multiple of its period (a
+    /// 1 s timer just after each whole second) rather than at its period counted from the
+    /// operator's start: a handler waiting for a time on the second, as a schedule's, then runs
+    /// milliseconds after it, not anywhere up to a period later.
+    ///
+    /// # Panics
+    /// When the handler registered last is not a timer.
+    #[must_use]
+    pub fn aligned(mut self) -> Self {
+        match &mut self.last().trigger {
+            Trigger::Timer { aligned, .. } => *aligned = true,
+            other => panic!("aligned() follows a timer, not {other:?}"),
+        }
+        self
     }
 
     /// Runs `handler` with the parent and the child whenever a child object of kind `C` is

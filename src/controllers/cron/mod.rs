@@ -6,7 +6,9 @@
 //! name is the time's), delete beyond the history limits, the Events, and the status last. A
 //! SIGKILL between any two writes leaves nothing a later tick does twice: the runs that exist
 //! are the record of what started. Ticks come from a 1 s timer whose `when` looks only at
-//! `status.nextScheduleTime` in memory, and from any change of the spec.
+//! `status.nextScheduleTime` in memory, and from any change of the spec. The timer ticks just
+//! after each whole second of the wall clock, where scheduled times fall, so a run is created
+//! milliseconds after its time rather than anywhere up to a second later.
 
 mod tick;
 
@@ -29,6 +31,7 @@ pub fn table(registry: Registry<CronWorkFlow>) -> Registry<CronWorkFlow> {
         .on_update_field("spec", "reschedule", tick::tick)
         .on_resume("resume", tick::tick)
         .timer("fire", TICK, tick::tick)
+        .aligned()
         .when(|cron| is_due(cron, Timestamp::now()))
 }
 

@@ -43,7 +43,8 @@ pub struct CronWorkFlowSpec {
     pub timezone: Option<String>,
 
     /// What a scheduled time does while a run is active: `Allow` (default) starts another,
-    /// `Forbid` skips the time, `Replace` terminates the active runs and starts the new one.
+    /// `Forbid` skips the time, `Replace` terminates the active runs and starts the new one (of
+    /// times due at once, after downtime, only the latest; the others are named missed).
     #[serde(default)]
     pub concurrency_policy: ConcurrencyPolicy,
 

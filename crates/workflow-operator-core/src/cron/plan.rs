@@ -86,10 +86,12 @@ pub fn tick(cron: &CronWorkFlow, runs: &[Run], now: Timestamp) -> Tick {
         let due = due_now(cron, &schedule, since, now, &mut status);
         // Times pass as missed while no run can run: fixing the spec fires nothing by itself.
         if problems.is_empty() {
-            start(cron, runs, &due.start, &mut tick);
-            if !due.missed.is_empty() {
-                tick.events
-                    .push(("RunsMissed", missed_message(&due.missed)));
+            let replaced = start(cron, runs, &due.start, &mut tick);
+            let mut missed = due.missed;
+            missed.extend(replaced);
+            missed.sort();
+            if !missed.is_empty() {
+                tick.events.push(("RunsMissed", missed_message(&missed)));
             }
         }
     }
@@ -174,42 +176,66 @@ fn readiness(problems: &[String], now: Timestamp, old: &CronWorkFlowStatus) -> C
 
 /// Decides, per due time, whether a run starts (`Allow`), is skipped (`Forbid`, a run active) or
 /// replaces the active ones (`Replace`); a time whose run exists already counts as started.
-fn start(cron: &CronWorkFlow, runs: &[Run], times: &[Timestamp], tick: &mut Tick) {
-    let mut active: Vec<&Run> = runs.iter().filter(|r| r.is_active()).collect();
-    for time in times {
-        let scheduled = time.as_second();
-        if runs.iter().any(|r| r.scheduled == scheduled) {
-            continue;
-        }
-        let others: Vec<&str> = active.iter().map(|r| r.name.as_str()).collect();
-        let created_now = !tick.create.is_empty();
-        match cron.spec.concurrency_policy {
-            ConcurrencyPolicy::Forbid if !others.is_empty() || created_now => {
-                let by = if others.is_empty() {
+/// Returns the times `Replace` does not start because a later one due in the same tick would
+/// replace their runs at once.
+fn start(
+    cron: &CronWorkFlow,
+    runs: &[Run],
+    times: &[Timestamp],
+    tick: &mut Tick,
+) -> Vec<Timestamp> {
+    let new: Vec<Timestamp> = times
+        .iter()
+        .copied()
+        .filter(|time| runs.iter().all(|r| r.scheduled != time.as_second()))
+        .collect();
+    let active: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.is_active())
+        .map(|r| r.name.as_str())
+        .collect();
+    match cron.spec.concurrency_policy {
+        ConcurrencyPolicy::Replace => return replace(runs, &new, tick),
+        ConcurrencyPolicy::Forbid => {
+            for time in &new {
+                if active.is_empty() && tick.create.is_empty() {
+                    tick.create.push(time.as_second());
+                    continue;
+                }
+                let by = if active.is_empty() {
                     "a run started in this same tick".to_string()
                 } else {
-                    others.join(", ")
+                    active.join(", ")
                 };
                 tick.events.push((
                     "RunSkipped",
                     format!("{time}: skipped, {by} still running (concurrencyPolicy Forbid)"),
                 ));
-                continue;
             }
-            ConcurrencyPolicy::Replace => {
-                for run in active.iter().filter(|r| !r.terminating) {
-                    if !tick.terminate.contains(&run.name) {
-                        tick.terminate.push(run.name.clone());
-                        tick.events.push(("RunReplaced", format!("{}: terminated, replaced by the run of {time} (concurrencyPolicy Replace)", run.name)));
-                    }
-                }
-                active.clear();
-                tick.create.clear();
-            }
-            _ => {}
         }
-        tick.create.push(scheduled);
+        ConcurrencyPolicy::Allow => tick.create.extend(new.iter().map(|t| t.as_second())),
     }
+    Vec::new()
+}
+
+/// `Replace`: the active runs are asked to terminate and the latest of the `new` times starts.
+/// Each earlier one is returned, not started: its run would be replaced at once.
+fn replace(runs: &[Run], new: &[Timestamp], tick: &mut Tick) -> Vec<Timestamp> {
+    let Some((&latest, earlier)) = new.split_last() else {
+        return Vec::new();
+    };
+    for run in runs.iter().filter(|r| r.is_active() && !r.terminating) {
+        tick.terminate.push(run.name.clone());
+        tick.events.push((
+            "RunReplaced",
+            format!(
+                "{}: terminated, replaced by the run of {latest} (concurrencyPolicy Replace)",
+                run.name
+            ),
+        ));
+    }
+    tick.create.push(latest.as_second());
+    earlier.to_vec()
 }
 
 /// The Event message of times passed that no run started for.
@@ -222,7 +248,7 @@ fn missed_message(missed: &[Timestamp]) -> String {
         String::new()
     };
     format!(
-        "{} scheduled time(s) passed without a run (late past startingDeadlineSeconds, not caught up per catchUp, or suspended): {}{tail}",
+        "{} scheduled time(s) passed without a run (late past startingDeadlineSeconds, not caught up per catchUp, suspended, or due with a later time that would replace its run at once under concurrencyPolicy Replace): {}{tail}",
         missed.len(),
         shown.join(", ")
     )

@@ -312,6 +312,33 @@ mod ticks {
     }
 
     #[test]
+    fn replace_catching_up_starts_the_latest_time_and_names_the_ones_it_replaced_at_once() {
+        // Handled 10:00:30, then the operator was down until 10:03:00.5: 10:01, 10:02 and
+        // 10:03 are due at once with `catchUp: All`, the run of 10:00 still active.
+        let (_, cron) = ticks(
+            cron("concurrencyPolicy: Replace, catchUp: All"),
+            &[],
+            &["2026-05-01T10:00:30Z"],
+        );
+        let active = [run("2026-05-01T10:00:00Z", Some(Phase::Started))];
+        let tick = tick(&cron, &active, at("2026-05-01T10:03:00.5Z"));
+        assert_eq!(tick.create, [at("2026-05-01T10:03:00Z").as_second()]);
+        assert_eq!(tick.terminate, ["nightly-1777629600"]);
+        // Each of the earlier ones would be replaced at once: not started, and named missed.
+        let missed: Vec<&String> = tick
+            .events
+            .iter()
+            .filter(|(reason, _)| *reason == "RunsMissed")
+            .map(|(_, message)| message)
+            .collect();
+        assert_eq!(missed.len(), 1, "{:?}", tick.events);
+        for time in ["2026-05-01T10:01:00Z", "2026-05-01T10:02:00Z"] {
+            assert!(missed[0].contains(time), "{time}: {missed:?}");
+        }
+        assert!(!missed[0].contains("10:03:00Z"), "{missed:?}");
+    }
+
+    #[test]
     fn an_edit_fires_nothing_and_the_new_schedule_counts_from_it() {
         let (_, mut cron) = ticks(cron(""), &[], &["2026-05-01T10:00:30Z"]);
         cron.spec.schedules = vec!["*/5 * * * *".into()];
