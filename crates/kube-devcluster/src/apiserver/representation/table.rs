@@ -925,6 +925,13 @@ fn builtin_columns(info: &ResourceInfo) -> Vec<Column> {
             age_col,
             column("VolumeMode", claim_volume_mode, 1),
         ],
+        _ => more_builtin_columns(info, name_col, age_col),
+    }
+}
+
+/// [`builtin_columns`] of the configuration, RBAC, apps, events, leases and CRD kinds.
+fn more_builtin_columns(info: &ResourceInfo, name_col: Column, age_col: Column) -> Vec<Column> {
+    match (info.group.as_str(), info.resource.as_str()) {
         ("", "configmaps") => vec![name_col, column("Data", data_count, 0), age_col],
         ("", "secrets") => vec![
             name_col,
