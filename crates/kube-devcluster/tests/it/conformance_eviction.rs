@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use kube::api::{Api, EvictParams, ListParams, WatchEvent, WatchParams};
 use kube_devcluster::testing::eventually;
 use serde_json::Value;
 
@@ -222,4 +222,21 @@ async fn bad_evictions_answer_as_the_real_server_and_a_dry_run_changes_nothing()
                                 "verbs": ["create"]})
         )
     );
+}
+
+/// kube-rs' `Api::<Pod>::evict` (a body with neither `kind` nor `apiVersion`, as the real
+/// server's decoder defaults them) evicts the pod as the Python client's request does.
+#[tokio::test]
+async fn kube_rs_evicts_a_pod() {
+    let Some((cluster, kubectl)) = setup("kube_rs_evicts_a_pod").await else {
+        return;
+    };
+    kubectl.create_sleeping_job("j").await;
+    let pod = running_pod(&cluster, "j").await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let name = pod.metadata.name.unwrap();
+    let status = pods.evict(&name, &EvictParams::default()).await;
+    assert!(status.is_ok(), "{status:?}");
+    let evicted = pods.get(&name).await.unwrap();
+    assert!(disruption_target(&evicted).is_some(), "{evicted:?}");
 }
