@@ -53,7 +53,8 @@ pub fn check(eviction: &Value, namespace: &str, name: &str) -> Result<()> {
 
 /// Evicts pod `(namespace, name)`: adds the `DisruptionTarget` condition (unless `dry_run`),
 /// then deletes it with `options`. Answers the `Success` Status the real server answers, with
-/// the code the create handler fills in (201).
+/// the code the create handler fills in (k8s.io/apiserver/pkg/endpoints/handlers/create.go: a
+/// `Status` result without a code gets 201).
 ///
 /// The `options` preconditions are checked against the pod before the condition is added, as
 /// `getLatestPod` does, and a resourceVersion precondition then names the version the condition
