@@ -4,6 +4,10 @@
 //! `exit code 128: StartError: ... executable file not found in $PATH`) is in the pod's container
 //! state, as `kubectl describe pod` shows it.
 //!
+//! An evicted or otherwise disrupted pod is told apart from a program's failure (reason
+//! `Evicted`, whatever its container's exit), and a failed Job whose pods are gone is
+//! `PodDeleted`: `retryPolicy` reads both as the pod's failure.
+//!
 //! Why a step's pod did not start (image pull error, missing Secret or ConfigMap,
 //! unschedulable, or no pod at all because the Job controller cannot create it) is read the
 //! same way: [`start_cause`]. Both are pure; the operator reads the pods and Events they take,
@@ -16,7 +20,7 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, Event, Pod};
 pub const JOB_NAME_LABEL: &str = "job-name";
 
 /// The reason of a failure whose pod was evicted, whatever its container's exit: the kubelet's
-/// own for a pod it evicted under node pressure (pkg/kubelet/eviction/eviction_manager.go,
+/// own for a pod it evicted under node pressure (pkg/kubelet/eviction/helpers.go,
 /// `Reason = "Evicted"`), given here as well to a pod another component disrupted.
 pub const REASON_EVICTED: &str = "Evicted";
 
