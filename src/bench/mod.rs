@@ -7,8 +7,9 @@
 //!
 //! [`crate::cli`] parses the options and prints the report; the parts are
 //! [`shape`] (what is submitted), [`timeline`] (what happens when, from the store's change
-//! stream), [`ceiling`], [`procfs`] and [`process`]; [`cron`] is the schedule shape
-//! (`--crons`), CronWorkFlows firing instead of workflows submitted.
+//! stream), [`wait_order`] (with a semaphore, how fair it was), [`ceiling`], [`procfs`] and
+//! [`process`]; [`cron`] is the schedule shape (`--crons`), CronWorkFlows firing instead of
+//! workflows submitted.
 //!
 //! # What is counted
 //! API requests are those of every client except the benchmark itself, which identifies its own
@@ -30,6 +31,7 @@ pub mod process;
 pub mod procfs;
 pub mod shape;
 pub mod timeline;
+pub mod wait_order;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -134,6 +136,9 @@ pub struct Options {
     pub idle: Option<Idle>,
     /// Every workflow holds one semaphore of this limit for its whole run.
     pub semaphore: Option<u32>,
+    /// Every step is cached (`cache.key`) under this key, `{i}` replaced by the workflow's
+    /// index: one key for all makes every workflow after the first hit the cache.
+    pub cache_key: Option<String>,
 }
 
 /// The one JSON object a benchmark prints.
@@ -160,6 +165,9 @@ pub struct Report {
     pub control_plane: ControlPlane,
     pub largest_workflow: Option<ObjectSize>,
     pub idle: Option<IdleFigures>,
+    /// With a semaphore: how far the order the workflows took it in is from their
+    /// priority-then-age order ([`wait_order`]).
+    pub wait_order: Option<wait_order::WaitOrder>,
 }
 
 #[derive(Debug, Serialize)]
@@ -173,6 +181,8 @@ pub struct Config {
     pub submit_rate: Option<f64>,
     /// The limit of the semaphore every workflow holds; absent: none.
     pub semaphore: Option<u32>,
+    /// The cache key of every step; absent: not cached.
+    pub cache_key: Option<String>,
     /// `spawned` (ours, `run --concurrency N`) or `external`.
     pub operator: String,
     pub concurrency: Option<usize>,
@@ -373,6 +383,7 @@ pub async fn run(options: Options) -> Result<Report> {
         },
         largest_workflow,
         idle,
+        wait_order: timeline.wait_order(),
     })
 }
 
@@ -413,6 +424,7 @@ impl Config {
             pod_millis: options.pod_millis,
             submit_rate: options.submit_rate,
             semaphore: options.semaphore,
+            cache_key: options.cache_key.clone(),
             operator: operator.into(),
             concurrency,
         }
@@ -546,6 +558,10 @@ async fn submit(
     futures::stream::iter(0..options.workflows)
         .map(|i| {
             let name = format!("w{i:0width$}");
+            let mut spec = spec.clone();
+            if let Some(key) = &options.cache_key {
+                shape::cache(&mut spec, &key.replace("{i}", &i.to_string()));
+            }
             let manifest = shape::manifest(&name, &options.namespace, &spec);
             let api = api.clone();
             let due = options

@@ -15,7 +15,8 @@
 //! step that fans out (label `workflow.crd.com/item`) is bench step `N + K`
 //! ([`super::shape::Shape::Items`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -28,17 +29,38 @@ use tokio_util::sync::CancellationToken;
 
 use kube_devcluster::store::{EventType, WatchEvent};
 
+use super::wait_order::{self, Rank, WaitOrder};
+
 const WORKFLOW_GROUP: &str = "workflow.crd.com";
 const STEP_KEY: &str = "workflow.crd.com/step";
 const WORKFLOW_KEY: &str = "workflow.crd.com/workflow";
 const ITEM_KEY: &str = "workflow.crd.com/item";
+const LOCK_KEY: &str = "workflow.crd.com/lock";
 
 /// One change the benchmark cares about. Workflows are `namespace/name`; steps are indices.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observation {
-    JobCreated { workflow: String, step: usize },
-    JobCompleted { workflow: String, step: usize },
-    WorkflowTerminal { workflow: String, completed: bool },
+    JobCreated {
+        workflow: String,
+        step: usize,
+    },
+    JobCompleted {
+        workflow: String,
+        step: usize,
+    },
+    WorkflowTerminal {
+        workflow: String,
+        completed: bool,
+    },
+    /// A workflow was created: its place in a lock's line ([`super::wait_order::Rank`]).
+    WorkflowCreated {
+        workflow: String,
+        rank: Rank,
+    },
+    /// A workflow's lock Lease was created: it took a lock.
+    LockTaken {
+        workflow: String,
+    },
 }
 
 /// What a change to an object means for the benchmark, if anything. `group`/`resource` name
@@ -59,6 +81,31 @@ pub fn classify(
                 }
                 _ => None,
             }
+        }
+        (WORKFLOW_GROUP, "workflows") if event == EventType::Added => {
+            let name = object.pointer("/metadata/name")?.as_str()?;
+            let priority = object.pointer("/spec/priority").and_then(Value::as_i64);
+            let created = object.pointer("/metadata/creationTimestamp")?.as_str()?;
+            let workflow = key(object, name);
+            Some(Observation::WorkflowCreated {
+                rank: (
+                    Reverse(priority.unwrap_or(0)),
+                    created.to_string(),
+                    workflow.clone(),
+                ),
+                workflow,
+            })
+        }
+        ("coordination.k8s.io", "leases") if event == EventType::Added => {
+            object.pointer("/metadata/labels")?.get(LOCK_KEY)?;
+            let owner = (object
+                .pointer("/metadata/ownerReferences")?
+                .as_array()?
+                .iter())
+            .find(|o| o.get("kind").and_then(Value::as_str) == Some("WorkFlow"))?;
+            Some(Observation::LockTaken {
+                workflow: key(object, owner.get("name")?.as_str()?),
+            })
         }
         (WORKFLOW_GROUP, "workflows") if event != EventType::Deleted => {
             let status = object.get("status")?;
@@ -145,6 +192,11 @@ pub struct Timeline {
     /// `workflows.workflow.crd.com`, ...): every create, update and delete, by any client or
     /// in-process controller.
     writes: HashMap<String, Vec<Instant>>,
+    /// Each workflow's rank in a lock's line.
+    ranks: HashMap<String, Rank>,
+    /// The workflows in the order they first took a lock.
+    taken: Vec<String>,
+    taken_set: HashSet<String>,
 }
 
 /// Dispatch latencies: for each step with dependencies, from the moment its last dependency's
@@ -196,7 +248,21 @@ impl Timeline {
             } => {
                 self.terminal.entry(workflow).or_insert((at, completed));
             }
+            Observation::WorkflowCreated { workflow, rank } => {
+                self.ranks.insert(workflow, rank);
+            }
+            Observation::LockTaken { workflow } => {
+                if self.taken_set.insert(workflow.clone()) {
+                    self.taken.push(workflow);
+                }
+            }
         }
+    }
+
+    /// How far the order in which workflows took their first lock is from their ranks; `None`
+    /// when no workflow took one.
+    pub fn wait_order(&self) -> Option<WaitOrder> {
+        (!self.taken.is_empty()).then(|| wait_order::measure(&self.taken, &self.ranks))
     }
 
     pub fn steps_completed(&self) -> usize {
@@ -337,7 +403,11 @@ impl Observer {
                             &change.object.value,
                         );
                         if let Some(observation) = observation {
-                            let counts = !matches!(observation, Observation::JobCreated { .. });
+                            let counts = matches!(
+                                observation,
+                                Observation::JobCompleted { .. }
+                                    | Observation::WorkflowTerminal { .. }
+                            );
                             timeline.record(observation, change.committed_at);
                             if counts {
                                 let (completed, failed) = timeline.outcomes();
@@ -488,6 +558,36 @@ mod tests {
                 ("batch", "jobs"),
                 EventType::Added,
                 job("wf-build", owned_by("wf"), running),
+                None,
+            ),
+            Case::new(
+                "a workflow created: its priority and age",
+                ("workflow.crd.com", "workflows"),
+                EventType::Added,
+                json!({"metadata": {"name": "wf", "namespace": "ns",
+                                    "creationTimestamp": "2026-01-01T00:00:00Z"},
+                       "spec": {"priority": 3}}),
+                Some(Observation::WorkflowCreated {
+                    workflow: "ns/wf".into(),
+                    rank: (Reverse(3), "2026-01-01T00:00:00Z".into(), "ns/wf".into()),
+                }),
+            ),
+            Case::new(
+                "a lock's Lease created: its workflow took the lock",
+                ("coordination.k8s.io", "leases"),
+                EventType::Added,
+                json!({"metadata": {"name": "l", "namespace": "ns",
+                                    "labels": {LOCK_KEY: "semaphore-bench"},
+                                    "ownerReferences": [{"kind": "WorkFlow", "name": "wf"}]}}),
+                Some(Observation::LockTaken {
+                    workflow: "ns/wf".into(),
+                }),
+            ),
+            Case::new(
+                "a Lease that is no lock",
+                ("coordination.k8s.io", "leases"),
+                EventType::Added,
+                json!({"metadata": {"name": "leader", "namespace": "ns", "labels": {}}}),
                 None,
             ),
             Case::new(

@@ -52,6 +52,10 @@ pub struct BenchArgs {
     /// (`spec.synchronization`): at most N workflows run at once.
     #[arg(long, value_name = "LIMIT")]
     semaphore: Option<u32>,
+    /// Every step is cached under this key (`cache.key`), `{i}` replaced by the workflow's
+    /// index: `--cache-key k` makes every workflow after the first hit the cache, `k{i}` none.
+    #[arg(long, value_name = "KEY")]
+    cache_key: Option<String>,
     /// Our operator's `run --max-running-steps` (the built-in queue): at most N steps at once.
     #[arg(long, value_name = "N")]
     max_running_steps: Option<u32>,
@@ -212,6 +216,7 @@ fn options(args: &BenchArgs) -> Result<Options, String> {
         submit_concurrency: args.submit_concurrency,
         submit_rate: args.submit_rate.filter(|rate| *rate > 0.0),
         semaphore: args.semaphore,
+        cache_key: args.cache_key.clone(),
         timeout: Duration::from_secs(args.timeout_secs),
         idle: args.keep_finished.map(|_| Idle {
             duration: Duration::from_secs(args.idle_secs),

@@ -88,6 +88,39 @@ fn bench_report_accounts_for_every_submitted_step() {
     let largest = &report["largestWorkflow"];
     assert!(largest["bytes"].as_u64().unwrap() > largest["specBytes"].as_u64().unwrap());
     assert!(report["idle"].is_null());
+    assert!(report["waitOrder"].is_null(), "no semaphore, no wait order");
+}
+
+#[test]
+fn with_a_semaphore_the_report_says_how_far_the_wait_order_is_from_priority_then_age() {
+    let output = bench(&[
+        "--workflows",
+        "6",
+        "--steps",
+        "2",
+        "--semaphore",
+        "2",
+        "--ceiling-secs",
+        "0",
+        "--timeout-secs",
+        "120",
+    ]);
+    let report = report(&output);
+    assert_eq!(report["workflowsCompleted"], 6, "{report:#}");
+    assert_eq!(report["config"]["semaphore"], 2);
+    let order = &report["waitOrder"];
+    assert_eq!(
+        order["acquired"], 6,
+        "every workflow took the semaphore: {order:#}"
+    );
+    let inversions = order["inversions"].as_u64().unwrap();
+    assert!(inversions <= 15, "at most all 15 pairs: {order:#}");
+    let fraction = order["inversionFraction"].as_f64().unwrap();
+    assert!(
+        (fraction - inversions as f64 / 15.0).abs() < 0.001,
+        "{order:#}"
+    );
+    assert!(order["maxDisplacement"].as_u64().unwrap() < 6, "{order:#}");
 }
 
 #[test]

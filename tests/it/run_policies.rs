@@ -1,10 +1,13 @@
 //! Run policies end to end on the embedded control plane: a step allowed to fail
 //! (`continueOn`), `when`s reading failed steps and the workflow's end, the workflow's
-//! deadline (`activeDeadlineSeconds`), and retries (`retryStrategy`).
+//! deadline (`activeDeadlineSeconds`), and retries (`retryStrategy`), of a program's failure
+//! and of an evicted pod.
 
 use crate::support;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
+use kube::api::EvictParams;
 use kube::{Api, ResourceExt};
 use rstest::rstest;
 use support::{Gate, Operator, operator, phase, step_of};
@@ -226,4 +229,71 @@ async fn on_error_does_not_retry_an_exit_code_nor_on_failure_a_timeout(
     for workflow in ["exits", "slow"] {
         assert_eq!(ns.jobs_of(workflow).await.len(), 1, "{workflow} ran once");
     }
+}
+
+/// Waits until a pod of `workflow` runs and evicts it through the Eviction API.
+async fn evict_running_pod(ns: &support::Namespace, workflow: &str) {
+    let pods: Api<Pod> = Api::namespaced(ns.client(), &ns.name);
+    let selector = workflow_operator_core::jobs::selector(workflow);
+    let running = support::wait_list(
+        &pods,
+        kube::runtime::watcher::Config::default().labels(&selector),
+        "a running pod",
+        support::DEADLINE,
+        |pods| {
+            pods.iter()
+                .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        },
+    )
+    .await;
+    let pod = running
+        .iter()
+        .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .expect("a running pod");
+    pods.evict(&pod.name_any(), &EvictParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("evicting {} of {}: {e}", pod.name_any(), ns.name));
+}
+
+/// An evicted pod is not the program's failure: `OnFailure` does not try it again (one Job,
+/// the step failed saying its pod was evicted or deleted), `OnError` does (the second attempt
+/// succeeds).
+#[rstest]
+#[tokio::test]
+async fn on_failure_does_not_retry_an_evicted_pod_and_on_error_does(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    // The first attempt runs until evicted; the next one succeeds at once.
+    let script = r#"if [ "{{retries}}" = 0 ]; then exec sleep 300; fi"#;
+    for (name, policy) in [("on-failure", "OnFailure"), ("on-error", "OnError")] {
+        ns.create(
+            WorkFlow::test(name)
+                .step("work", &[])
+                .command(&["sh", "-c", script])
+                .timeout(-1)
+                .retry_strategy(&format!("{{limit: 2, retryPolicy: {policy}}}")),
+        )
+        .await;
+        evict_running_pod(ns, name).await;
+    }
+    let failed = ns
+        .expect_failed(
+            "on-failure",
+            &[
+                "step work failed",
+                "evict",
+                "not retried: retryPolicy OnFailure retries only a program that exited non-zero",
+            ],
+        )
+        .await;
+    assert_eq!(step_phase(&failed, "work"), Some(StepPhase::Failed));
+    assert_eq!(ns.jobs_of("on-failure").await.len(), 1, "one attempt");
+    ns.expect_completed("on-error").await;
+    let attempts: Vec<u32> = attempt_logs(ns, "on-error", "work")
+        .await
+        .into_iter()
+        .map(|(attempt, _)| attempt)
+        .collect();
+    assert_eq!(attempts, [0, 1]);
 }

@@ -4,6 +4,10 @@
 //! `exit code 128: StartError: ... executable file not found in $PATH`) is in the pod's container
 //! state, as `kubectl describe pod` shows it.
 //!
+//! An evicted or otherwise disrupted pod is told apart from a program's failure (reason
+//! `Evicted`, whatever its container's exit), and a failed Job whose pods are gone is
+//! `PodDeleted`: `retryPolicy` reads both as the pod's failure.
+//!
 //! Why a step's pod did not start (image pull error, missing Secret or ConfigMap,
 //! unschedulable, or no pod at all because the Job controller cannot create it) is read the
 //! same way: [`start_cause`]. Both are pure; the operator reads the pods and Events they take,
@@ -17,16 +21,58 @@ use crate::plan::DEADLINE_EXCEEDED;
 /// next to the newer `batch.kubernetes.io/job-name`).
 pub const JOB_NAME_LABEL: &str = "job-name";
 
+/// The reason of a failure whose pod was evicted, whatever its container's exit: the kubelet's
+/// own for a pod it evicted under node pressure (pkg/kubelet/eviction/helpers.go,
+/// `Reason = "Evicted"`), given here as well to a pod another component disrupted.
+pub const REASON_EVICTED: &str = "Evicted";
+
+/// The reason of a failed Job whose pods are gone: deleted before they finished (an eviction,
+/// a preemption, a drain, a user), their failure then counted by the Job controller and the
+/// pods removed (pkg/controller/job/job_controller.go counts a deleted pod as failed and removes
+/// its `batch.kubernetes.io/job-tracking` finalizer).
+pub const REASON_POD_DELETED: &str = "PodDeleted";
+
+/// What a failed Job without pods says: see [`REASON_POD_DELETED`].
+pub fn pod_deleted() -> Cause {
+    Cause {
+        exit_code: None,
+        reason: REASON_POD_DELETED.into(),
+        message: "its pod was deleted before it finished (evicted, preempted or deleted)".into(),
+    }
+}
+
 /// The cause of a failed attempt: a pod the kubelet stopped at its `activeDeadlineSeconds`
 /// (reason `DeadlineExceeded`, whatever its container did); else the last container to
 /// terminate with a failure, among `pods`; else the last init container to (a pod whose init
-/// container failed never ran its step), its message naming it.
+/// container failed never ran its step), its message naming it. A pod that was evicted or
+/// otherwise disrupted ([`disruption`]) speaks for itself instead: its container's exit (143
+/// after the SIGTERM of its deletion) is not the program's failure.
 pub fn describe(pods: &[Pod]) -> Option<Cause> {
     if let Some(cause) = past_deadline(pods) {
         return Some(cause);
     }
     if let Some(failed) = last_failure(pods) {
-        return Some(cause(failed));
+        let pod = pods.iter().find(|pod| {
+            containers(pod).any(|s| {
+                let terminated = s.state.as_ref().and_then(|s| s.terminated.as_ref());
+                terminated.is_some_and(|t| std::ptr::eq(t, failed))
+            })
+        });
+        return Some(match pod.and_then(disruption) {
+            Some(why) => Cause {
+                exit_code: Some(failed.exit_code),
+                reason: REASON_EVICTED.into(),
+                message: why,
+            },
+            None => cause(failed),
+        });
+    }
+    if let Some(why) = pods.iter().find_map(disruption) {
+        return Some(Cause {
+            exit_code: None,
+            reason: REASON_EVICTED.into(),
+            message: why,
+        });
     }
     let init = pods.iter().flat_map(|pod| {
         let statuses = pod
@@ -46,10 +92,49 @@ pub fn describe(pods: &[Pod]) -> Option<Cause> {
     Some(found)
 }
 
+/// How `pod` was disrupted, if it was: the kubelet evicted it (phase `Failed`, reason
+/// `Evicted`, its message), or a `DisruptionTarget` condition says who is removing it
+/// (pkg/apis/core/types.go `DisruptionTarget`; reasons `EvictionByEvictionAPI`,
+/// `PreemptionByScheduler`, `DeletionByTaintManager`, `TerminationByKubelet`, ...), as
+/// `REASON: message`.
+pub fn disruption(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    if status.reason.as_deref() == Some(REASON_EVICTED) {
+        return Some(
+            status
+                .message
+                .clone()
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        );
+    }
+    let condition = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")?;
+    let parts: Vec<&str> = [condition.reason.as_deref(), condition.message.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    Some(parts.join(": "))
+}
+
+/// The statuses of `pod`'s (regular) containers.
+fn containers(pod: &Pod) -> impl Iterator<Item = &k8s_openapi::api::core::v1::ContainerStatus> {
+    pod.status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten())
+}
+
 /// Why a container failed, as the planner reports it (`step X failed: exit code 2`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cause {
-    pub exit_code: i32,
+    /// The container's exit code; none for a disrupted pod whose container never ended.
+    pub exit_code: Option<i32>,
     /// The container's reason: `Error` for a plain non-zero exit, `StartError`, `OOMKilled`...
     pub reason: String,
     /// The termination message, or the runtime's error; may be empty.
@@ -68,7 +153,7 @@ fn past_deadline(pods: &[Pod]) -> Option<Cause> {
         .find_map(|c| c.state.as_ref()?.terminated.as_ref())
         .map_or(137, |terminated| terminated.exit_code);
     Some(Cause {
-        exit_code,
+        exit_code: Some(exit_code),
         reason: DEADLINE_EXCEEDED.to_string(),
         message: status.message.clone().unwrap_or_default(),
     })
@@ -77,11 +162,7 @@ fn past_deadline(pods: &[Pod]) -> Option<Cause> {
 /// The state of the last container among `pods` to terminate with a non-zero exit code.
 pub fn last_failure(pods: &[Pod]) -> Option<&ContainerStateTerminated> {
     pods.iter()
-        .flat_map(|pod| {
-            pod.status
-                .iter()
-                .flat_map(|s| s.container_statuses.iter().flatten())
-        })
+        .flat_map(containers)
         .filter_map(|status| status.state.as_ref()?.terminated.as_ref())
         .filter(|terminated| terminated.exit_code != 0)
         .max_by_key(|terminated| terminated.finished_at.as_ref().map(|t| t.0))
@@ -89,7 +170,7 @@ pub fn last_failure(pods: &[Pod]) -> Option<&ContainerStateTerminated> {
 
 fn cause(terminated: &ContainerStateTerminated) -> Cause {
     Cause {
-        exit_code: terminated.exit_code,
+        exit_code: Some(terminated.exit_code),
         reason: terminated.reason.clone().unwrap_or_else(|| "Error".into()),
         message: terminated
             .message
@@ -200,7 +281,7 @@ mod tests {
         assert_eq!(
             describe(&[stopped]),
             Some(Cause {
-                exit_code: 143,
+                exit_code: Some(143),
                 reason: "DeadlineExceeded".into(),
                 message: "Pod was active on the node longer than the specified deadline".into()
             })
@@ -227,7 +308,7 @@ mod tests {
         assert_eq!(
             describe(&pods),
             Some(Cause {
-                exit_code: 1,
+                exit_code: Some(1),
                 reason: "Error".into(),
                 message: "init container workflow-agent: disk full".into()
             })
@@ -240,7 +321,7 @@ mod tests {
         assert_eq!(
             describe(&pods),
             Some(Cause {
-                exit_code: 2,
+                exit_code: Some(2),
                 reason: "Error".into(),
                 message: String::new()
             })
@@ -256,7 +337,7 @@ mod tests {
         assert_eq!(
             describe(&pods),
             Some(Cause {
-                exit_code: 128,
+                exit_code: Some(128),
                 reason: "StartError".into(),
                 message: "exec: \"nosuch\": executable file not found in $PATH".into()
             })
@@ -278,11 +359,51 @@ mod tests {
         assert_eq!(
             describe(&pods),
             Some(Cause {
-                exit_code: 3,
+                exit_code: Some(3),
                 reason: "Error".into(),
                 message: "disk full".into()
             })
         );
+    }
+
+    #[test]
+    fn an_evicted_or_disrupted_pod_is_evicted_whatever_its_exit() {
+        let by_api: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "status": {
+                "phase": "Failed",
+                "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                "reason": "EvictionByEvictionAPI",
+                                "message": "Eviction API: evicting"}],
+                "containerStatuses": [{
+                    "name": "c", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 143, "reason": "Error"}},
+                }],
+            },
+        }))
+        .unwrap();
+        let by_kubelet = pod_with(json!({
+            "phase": "Failed", "reason": "Evicted",
+            "message": "The node was low on resource: memory. ",
+        }));
+        let cases = [
+            (
+                by_api,
+                Some(143),
+                "EvictionByEvictionAPI: Eviction API: evicting",
+            ),
+            (by_kubelet, None, "The node was low on resource: memory."),
+        ];
+        for (pod, exit_code, message) in cases {
+            assert_eq!(
+                describe(&[pod]),
+                Some(Cause {
+                    exit_code,
+                    reason: REASON_EVICTED.into(),
+                    message: message.into()
+                })
+            );
+        }
     }
 
     #[test]

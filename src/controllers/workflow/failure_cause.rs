@@ -13,12 +13,16 @@ use kube::Api;
 use kube::api::ListParams;
 use workflow_operator_core::crd::{UNLIMITED, WorkFlowSpec};
 use workflow_operator_core::dag::Dag;
-use workflow_operator_core::failure_cause::{JOB_NAME_LABEL, StartCause, describe, start_cause};
+use workflow_operator_core::failure_cause::{
+    JOB_NAME_LABEL, StartCause, describe, pod_deleted, start_cause,
+};
 use workflow_operator_core::plan::{DEADLINE_EXCEEDED, JobState, ObservedJob};
 
 /// Replaces the Job condition's reason and message of each failed (not timed-out) Job in
-/// `observed` with the cause read from its pods. A Job whose pods are gone, or that cannot be
-/// listed, keeps what its condition says: the cause is an explanation, not a decision.
+/// `observed` with the cause read from its pods: an evicted pod's `Evicted`, a failed
+/// container's exit, or for a Job whose pods are all gone `PodDeleted` (a pod deleted before it
+/// finished, as an evicted one is once its Job counted it). A Job whose pods cannot be listed
+/// keeps what its condition says.
 pub async fn explain(pods: &Api<Pod>, observed: &mut [ObservedJob]) {
     for job in observed.iter_mut() {
         let JobState::Failed {
@@ -35,8 +39,12 @@ pub async fn explain(pods: &Api<Pod>, observed: &mut [ObservedJob]) {
         let selector = format!("{JOB_NAME_LABEL}={}", job.name);
         match pods.list(&ListParams::default().labels(&selector)).await {
             Ok(list) => {
-                if let Some(cause) = describe(&list.items) {
-                    *exit_code = Some(cause.exit_code);
+                let found = match describe(&list.items) {
+                    None if list.items.is_empty() => Some(pod_deleted()),
+                    found => found,
+                };
+                if let Some(cause) = found {
+                    *exit_code = cause.exit_code;
                     *reason = cause.reason;
                     *message = cause.message;
                 }

@@ -154,6 +154,9 @@ impl ResourceInfo {
         if self.strategy.exec_subresource {
             subresources.push(json!({"subresource": "exec", "responseKind": {"group": "", "version": "v1", "kind": "PodExecOptions"}, "verbs": ["create", "get"]}));
         }
+        if self.strategy.eviction_subresource {
+            subresources.push(json!({"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}, "verbs": ["create"]}));
+        }
         if !subresources.is_empty() {
             entry["subresources"] = json!(subresources);
         }
@@ -260,6 +263,9 @@ impl Registry {
             }
             if info.strategy.exec_subresource {
                 resources.push(json!({"name": "pods/exec", "singularName": "", "namespaced": true, "kind": "PodExecOptions", "verbs": ["create", "get"]}));
+            }
+            if info.strategy.eviction_subresource {
+                resources.push(json!({"name": "pods/eviction", "singularName": "", "namespaced": true, "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
             }
         }
         let group_version = if group.is_empty() {

@@ -32,6 +32,8 @@ pub struct Strategy {
     pub log_subresource: bool,
     /// Whether `/exec` is a subresource.
     pub exec_subresource: bool,
+    /// Whether `/eviction` is a subresource ([`crate::apiserver::eviction`]).
+    pub eviction_subresource: bool,
     /// How a name is checked (`ValidateObjectMeta`'s name function).
     pub name_rule: NameRule,
     /// The field labels a field selector may use, when the kind registers its own conversion;
@@ -93,6 +95,7 @@ impl Strategy {
         categories: &[],
         log_subresource: false,
         exec_subresource: false,
+        eviction_subresource: false,
         name_rule: NameRule::Subdomain,
         field_labels: None,
         decode: unchanged,

@@ -12,6 +12,7 @@ pub mod auth_reviews;
 pub mod builtin_schemas;
 pub mod custom_resources;
 pub mod dry_run;
+pub mod eviction;
 pub mod exec;
 pub mod faults;
 pub mod field_labels;

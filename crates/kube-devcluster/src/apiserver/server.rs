@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::error::{ApiError, FieldError, Result};
 use crate::api::resources::{GroupResource, Registry, ResourceInfo};
 use crate::apiserver::admission;
+use crate::apiserver::eviction;
 use crate::apiserver::exec;
 use crate::apiserver::faults::{Faults, Verb};
 use crate::apiserver::list_options::{self, ListOptions};
@@ -427,8 +428,8 @@ impl Request<'_> {
         match self.path.subresource.as_deref() {
             None => Ok(Target::Main),
             Some("status") => Ok(Target::Status),
-            // attach, portforward, eviction, binding, token, scale: not served here (exec is
-            // served before this), and a path nothing serves is go-restful's 404, not a missing
+            // attach, portforward, binding, token, scale: not served here (exec and eviction
+            // are served before this), and a path nothing serves is go-restful's 404, not a missing
             // object.
             Some(_) => Err(ApiError::no_route()),
         }
@@ -472,6 +473,8 @@ impl Request<'_> {
                 }
                 self.list()
             }
+            ("POST", Some(name)) if self.is_eviction() => self.evict(name, body),
+            (_, Some(_)) if self.is_eviction() => Err(ApiError::method_not_served()),
             ("GET", Some(name)) if self.path.subresource.as_deref() == Some("log") => {
                 self.logs(name)
             }
@@ -865,6 +868,12 @@ impl Request<'_> {
         } else {
             parse_body(body)?
         };
+        self.delete_options_of(&options)
+    }
+
+    /// The store's [`DeleteOptions`] of a `DeleteOptions` object, the query filling what it
+    /// leaves out.
+    fn delete_options_of(&self, options: &Value) -> Result<DeleteOptions> {
         let policy = options
             .get("propagationPolicy")
             .and_then(Value::as_str)
@@ -1131,6 +1140,32 @@ impl Request<'_> {
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from_stream(ReceiverStream::new(rx)))
             .expect("valid response"))
+    }
+
+    fn is_eviction(&self) -> bool {
+        self.info.strategy.eviction_subresource
+            && self.path.subresource.as_deref() == Some("eviction")
+    }
+
+    /// `POST .../pods/NAME/eviction` ([`crate::apiserver::eviction`]).
+    fn evict(&self, name: &str, body: Bytes) -> Result<Response> {
+        let eviction = parse_body(&body)?;
+        eviction::check(&eviction, self.namespace(), name)?;
+        let options = eviction.get("deleteOptions").cloned().unwrap_or(json!({}));
+        let dry_run = self.dry_run(
+            "CreateOptions",
+            &crate::apiserver::dry_run::in_delete_options(&options),
+        )?;
+        let delete = self.delete_options_of(&options)?;
+        let store = crate::apiserver::dry_run::store(&self.state.store, dry_run);
+        let status = eviction::evict(
+            &store,
+            self.info,
+            (self.namespace(), name),
+            &delete,
+            dry_run,
+        )?;
+        Ok(json_response(StatusCode::CREATED, &status))
     }
 
     fn is_exec(&self) -> bool {

@@ -14,7 +14,8 @@
 //!   has succeeded and every sidecar started (or a regular container started), else False with
 //!   reason `ContainersNotInitialized`; `ContainersReady` and `Ready` when the main container
 //!   and every sidecar are ready, with reason `PodCompleted` or `PodFailed` once the pod has
-//!   ended.
+//!   ended; the conditions others own (`DisruptionTarget`, which an eviction adds) are kept
+//!   ([`others_conditions`]).
 //!
 //! Only the first of a pod's `containers` runs here, so the others have no status and do not
 //! count (a real kubelet would report them).
@@ -488,13 +489,14 @@ pub(crate) fn pod_status(
         phase => phase,
     };
     let ready = containers_ready(&entries, phase);
-    let conditions = json!([
+    let mut conditions = vec![
         condition("PodReadyToStartContainers", (!terminal, None, None), &now),
         condition("Initialized", initialized(&entries, phase), &now),
         condition("Ready", ready.clone(), &now),
         condition("ContainersReady", ready, &now),
         condition("PodScheduled", (true, None, None), &now),
-    ]);
+    ];
+    conditions.extend(others_conditions(old_status));
     let start_time = old_status
         .and_then(|s| s.get("startTime"))
         .cloned()
@@ -515,6 +517,31 @@ pub(crate) fn pod_status(
         status["initContainerStatuses"] = init.iter().map(|e| e.to_json(uid)).collect();
     }
     status
+}
+
+/// The conditions the kubelet does not own (pkg/kubelet/types/pod_status.go,
+/// `PodConditionByKubelet`), kept from `old_status` as the status manager's `mergePodStatus`
+/// keeps them (pkg/kubelet/status/status_manager.go): an eviction's `DisruptionTarget` stays on
+/// the pod it stopped.
+fn others_conditions(old_status: Option<&Value>) -> Vec<Value> {
+    const BY_KUBELET: [&str; 5] = [
+        "PodScheduled",
+        "Ready",
+        "Initialized",
+        "ContainersReady",
+        "PodReadyToStartContainers",
+    ];
+    old_status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            let type_ = c.get("type").and_then(Value::as_str).unwrap_or_default();
+            !BY_KUBELET.contains(&type_)
+        })
+        .cloned()
+        .collect()
 }
 
 /// The status of a pod the scheduler cannot place: `PodScheduled` False, reason
@@ -781,5 +808,22 @@ mod tests {
                 "False"
             );
         }
+    }
+
+    #[test]
+    fn conditions_the_kubelet_does_not_own_are_kept() {
+        let pod = pod_with_init("Never");
+        let disruption = json!({"type": "DisruptionTarget", "status": "True",
+                                "reason": "EvictionByEvictionAPI"});
+        let old = json!({"conditions": [
+            {"type": "Ready", "status": "True"},
+            disruption.clone(),
+        ]});
+        let mut records = Records::new(2);
+        records.update(Slot::Main, |r| *r = Record::new(exited(143)));
+        let status = pod_status(&pod, Some(&old), &records, true);
+        assert_eq!(condition(&status, "DisruptionTarget"), &disruption);
+        let readies = status["conditions"].as_array().unwrap().iter();
+        assert_eq!(readies.filter(|c| c["type"] == "Ready").count(), 1);
     }
 }

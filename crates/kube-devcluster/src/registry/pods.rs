@@ -21,7 +21,7 @@ use crate::storage::store::Store;
 /// A Pod's rules: it keeps `metadata.generation` (pkg/registry/core/pod/strategy.go
 /// `PrepareForCreate`), a delete answers the deleted pod and `kubectl get all` lists it
 /// (pkg/registry/core/pod/storage/storage.go `ReturnDeletedObject`, `Categories`), it has a
-/// `/log`, its field labels are pkg/apis/core/v1/conversion.go's (`spec.host` the old name of
+/// `/log`, an `/exec` and an `/eviction`, its field labels are pkg/apis/core/v1/conversion.go's (`spec.host` the old name of
 /// `spec.nodeName`), every write gets the pod defaults ([`super::pod_defaults`]) and a new pod
 /// [`pod_defaults_on_create`].
 pub static STRATEGY: Strategy = Strategy {
@@ -30,6 +30,7 @@ pub static STRATEGY: Strategy = Strategy {
     categories: &["all"],
     log_subresource: true,
     exec_subresource: true,
+    eviction_subresource: true,
     field_labels: Some(FieldLabels {
         labels: &[
             "metadata.name",

@@ -1016,7 +1016,7 @@ print(json.dumps({{
 }
 
 /// Paths nothing serves answer go-restful's 404 (not a missing object's), and a served path
-/// asked with a method it does not take its 405: here exec, eviction and scale are not served.
+/// asked with a method it does not take its 405: here attach and scale are not served.
 /// Namespaces have no deletecollection (their REST has none), so discovery does not list it.
 #[tokio::test]
 async fn unserved_paths_and_methods_answer_as_the_api_server_routes_do() {
@@ -1036,23 +1036,22 @@ async fn unserved_paths_and_methods_answer_as_the_api_server_routes_do() {
     let script = format!(
         r#"{PY_CALL}
 v1.create_namespaced_pod("default", {{"metadata": {{"name": "p"}}, "spec": {{"containers": [{{"name": "c", "image": "busybox", "command": ["sleep", "30"]}}]}}}})
-eviction = {{"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {{"name": "p", "namespace": "default"}}}}
 def raw(method, path):
     r = v1.api_client.call_api(method, v1.api_client.configuration.host + path,
                                header_params={{"Content-Type": "application/json"}}, body={{}})
     r.read()
     return {{"status": r.status, "body": json.loads(r.data)}}
 print(json.dumps({{
-    "eviction": call(lambda: v1.create_namespaced_pod_eviction("p", "default", eviction)),
+    "attach": raw("POST", "/api/v1/namespaces/default/pods/p/attach"),
     "post to a pod": raw("POST", "/api/v1/namespaces/default/pods/p"),
     "delete namespaces": raw("DELETE", "/api/v1/namespaces"),
 }}))
 "#
     );
     let out = support::python(&cluster, &script).await;
-    assert_eq!(out["eviction"]["status"], 404, "{out}");
+    assert_eq!(out["attach"]["status"], 404, "{out}");
     assert_eq!(
-        out["eviction"]["body"]["message"], "the server could not find the requested resource",
+        out["attach"]["body"]["message"], "the server could not find the requested resource",
         "{out}"
     );
     for case in ["post to a pod", "delete namespaces"] {
@@ -1204,7 +1203,6 @@ const REAL_SUBRESOURCES: &[(&str, &str)] = &[
     ("/api/v1", "pods/attach"),
     ("/api/v1", "pods/binding"),
     ("/api/v1", "pods/ephemeralcontainers"),
-    ("/api/v1", "pods/eviction"),
     ("/api/v1", "pods/exec"),
     ("/api/v1", "pods/log"),
     ("/api/v1", "pods/portforward"),

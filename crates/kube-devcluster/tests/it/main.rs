@@ -8,6 +8,7 @@ mod support;
 mod conformance;
 mod conformance_errors;
 mod conformance_events;
+mod conformance_eviction;
 mod conformance_init_containers;
 mod conformance_kubelet;
 mod conformance_patch;

@@ -50,7 +50,7 @@ pub(super) enum AfterFailure {
 /// exit code may come with them.
 const POD_REASONS: [&str; 5] = [
     "OOMKilled",
-    "Evicted",
+    crate::failure_cause::REASON_EVICTED,
     "StartError",
     "ContainerCannotRun",
     DEADLINE_EXCEEDED,

@@ -428,3 +428,38 @@ fn entry_of<'w>(workflow: &'w WorkFlow, step: &str) -> &'w StepStatus {
         .find(|s| s.name == step)
         .unwrap_or_else(|| panic!("no entry for {step}"))
 }
+
+#[test]
+fn an_evicted_or_deleted_pod_is_retried_by_on_error_and_not_by_on_failure() {
+    let evicted = |wf: &WorkFlow| {
+        Jobs::of(wf)
+            .exited("fetch", 143, crate::failure_cause::REASON_EVICTED, "")
+            .ran(at(0), at(1))
+            .build()
+    };
+    let deleted = |wf: &WorkFlow| {
+        let mut jobs = Jobs::of(wf)
+            .exited("fetch", 1, "Error", "")
+            .ran(at(0), at(1))
+            .build();
+        let gone = crate::failure_cause::pod_deleted();
+        jobs[0].state = JobState::Failed {
+            reason: gone.reason,
+            message: gone.message,
+            exit_code: gone.exit_code,
+        };
+        jobs
+    };
+    for (policy, retried) in [("OnError", true), ("Always", true), ("OnFailure", false)] {
+        let wf = fetch(&format!("{{limit: 3, retryPolicy: {policy}}}"));
+        for (how, jobs) in [("evicted", evicted(&wf)), ("deleted", deleted(&wf))] {
+            let plan = plan(&wf, &jobs, at(2));
+            assert_eq!(
+                created_jobs(&plan).len(),
+                usize::from(retried),
+                "{policy}, {how}: {:?}",
+                status(&plan).message
+            );
+        }
+    }
+}
