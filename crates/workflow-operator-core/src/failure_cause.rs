@@ -15,7 +15,8 @@
 
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Event, Pod};
 
-use crate::plan::DEADLINE_EXCEEDED;
+/// The reason Kubernetes gives a Job, or a pod (the kubelet), past its `activeDeadlineSeconds`.
+pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 
 /// The label the Job controller puts on its pods (`job-name`, kept by every Kubernetes version
 /// next to the newer `batch.kubernetes.io/job-name`).

@@ -71,8 +71,7 @@ use render::*;
 use run_control::*;
 use schedule::*;
 
-/// The Job reason Kubernetes gives when `activeDeadlineSeconds` was exceeded.
-pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+pub use crate::failure_cause::DEADLINE_EXCEEDED;
 
 /// What a step's Job is doing.
 #[derive(Debug, Clone, PartialEq, Eq)]
