@@ -28,18 +28,17 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
+use kube_devcluster::DevCluster;
 use kube_devcluster::resources::GroupResource;
 use kube_devcluster::store::{EventType, WatchEvent};
-use kube_devcluster::{DevCluster, DevClusterOptions, PodMode};
 use workflow_operator_core::crd::CronWorkFlow;
 use workflow_operator_core::labels::{LABEL_CRON, LABEL_SCHEDULED};
 
 use super::timeline::Summary;
 use super::{
-    Error, Machine, OperatorUnderTest, ProcessFigures, Result, Shape, api_figures, bench_client,
-    machine, operator_under_test, round, sample, settle, shape, wait_for_watches,
+    Error, Machine, OperatorUnderTest, ProcessFigures, Result, Shape, api_figures, machine,
+    operator_under_test, round, sample, settle, shape, start_cluster, wait_for_watches,
 };
-use crate::controllers::workflow::operator::install_crd;
 
 const CRONS: (&str, &str) = ("workflow.crd.com", "cronworkflows");
 
@@ -128,16 +127,8 @@ pub struct IdleCron {
 /// CronWorkFlow cannot be created or suspended. Runs missing are reported, not errors.
 pub async fn run(options: CronOptions) -> Result<CronReport> {
     let machine = machine();
-    let cluster = DevCluster::start(DevClusterOptions {
-        port: options.port,
-        kubeconfig: options.kubeconfig.clone(),
-        pods: PodMode::Simulated(Duration::from_millis(options.pod_millis)),
-        job_backoff: kube_devcluster::jobs::JobBackoff::FAST,
-        ..Default::default()
-    })
-    .await?;
-    let client = bench_client(cluster.base_url())?;
-    install_crd(&client).await.map_err(Error::Crd)?;
+    let (cluster, client) =
+        start_cluster(options.port, options.kubeconfig.clone(), options.pod_millis).await?;
     let runs = RunObserver::start(cluster.store().subscribe());
     let (mut operator, pid) = operator_under_test(&cluster, &options.operator).await?;
     wait_for_watches(&cluster, &[CRONS], Duration::from_secs(60), None).await?;

@@ -281,16 +281,8 @@ pub struct IdleFigures {
 /// `timed_out` set, not as an error.
 pub async fn run(options: Options) -> Result<Report> {
     let machine = machine();
-    let cluster = DevCluster::start(DevClusterOptions {
-        port: options.port,
-        kubeconfig: options.kubeconfig.clone(),
-        pods: PodMode::Simulated(Duration::from_millis(options.pod_millis)),
-        job_backoff: kube_devcluster::jobs::JobBackoff::FAST,
-        ..Default::default()
-    })
-    .await?;
-    let client = bench_client(cluster.base_url())?;
-    install_crd(&client).await.map_err(Error::Crd)?;
+    let (cluster, client) =
+        start_cluster(options.port, options.kubeconfig.clone(), options.pod_millis).await?;
     let ceiling = match options.ceiling {
         Some(duration) => Some(
             ceiling::measure(
@@ -448,6 +440,26 @@ impl ProcessFigures {
             log,
         }
     }
+}
+
+/// The control plane a benchmark runs on (its pods simulated, lasting `pod_millis`), with the
+/// CRDs installed, and a [`bench_client`] of it.
+async fn start_cluster(
+    port: u16,
+    kubeconfig: Option<PathBuf>,
+    pod_millis: u64,
+) -> Result<(DevCluster, kube::Client)> {
+    let cluster = DevCluster::start(DevClusterOptions {
+        port,
+        kubeconfig,
+        pods: PodMode::Simulated(Duration::from_millis(pod_millis)),
+        job_backoff: kube_devcluster::jobs::JobBackoff::FAST,
+        ..Default::default()
+    })
+    .await?;
+    let client = bench_client(cluster.base_url())?;
+    install_crd(&client).await.map_err(Error::Crd)?;
+    Ok((cluster, client))
 }
 
 /// A client for the control plane whose requests carry [`BENCH_AGENT`].
