@@ -25,8 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::broadcast::{self, error::RecvError};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::broadcast;
 
 use kube_devcluster::DevCluster;
 use kube_devcluster::resources::GroupResource;
@@ -34,6 +33,7 @@ use kube_devcluster::store::{EventType, WatchEvent};
 use workflow_operator_core::crd::CronWorkFlow;
 use workflow_operator_core::labels::{LABEL_CRON, LABEL_SCHEDULED};
 
+use super::changes::ChangeReader;
 use super::timeline::Summary;
 use super::{
     Error, Machine, OperatorUnderTest, ProcessFigures, Result, Shape, api_figures, machine,
@@ -377,55 +377,29 @@ fn suspended_count(cluster: &DevCluster, namespace: &str) -> usize {
 type Seen = HashMap<(String, i64), Vec<(String, Instant)>>;
 
 /// The run observer: records the creation of every run from the store's change stream, on a
-/// thread of its own (as [`super::timeline::Observer`]).
+/// thread of its own ([`ChangeReader`]); what it saw so far can be read while it runs.
 struct RunObserver {
     seen: Arc<Mutex<Seen>>,
-    thread: std::thread::JoinHandle<u64>,
-    stop: CancellationToken,
+    reader: ChangeReader<()>,
 }
 
 impl RunObserver {
-    fn start(mut changes: broadcast::Receiver<Arc<WatchEvent>>) -> Self {
+    fn start(changes: broadcast::Receiver<Arc<WatchEvent>>) -> Self {
         let seen = Arc::new(Mutex::new(Seen::new()));
-        let stop = CancellationToken::new();
-        let (log, token) = (seen.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("bench-cron-observer".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a runtime for the observer");
-                runtime.block_on(async move {
-                    let mut lost = 0;
-                    loop {
-                        let change = tokio::select! {
-                            biased;
-                            change = changes.recv() => change,
-                            () = token.cancelled() => break,
-                        };
-                        match change {
-                            Ok(change) => {
-                                if let Some((key, uid)) = run_created(&change) {
-                                    let mut log = log.lock().expect("the run log");
-                                    log.entry(key).or_default().push((uid, change.committed_at));
-                                }
-                            }
-                            Err(RecvError::Lagged(n)) => lost += n,
-                            Err(RecvError::Closed) => break,
-                        }
-                    }
-                    lost
-                })
-            })
-            .expect("starting the observer thread");
-        RunObserver { seen, thread, stop }
+        let log = seen.clone();
+        let record = move |(): &mut (), change: &WatchEvent| {
+            if let Some((key, uid)) = run_created(change) {
+                let mut log = log.lock().expect("the run log");
+                log.entry(key).or_default().push((uid, change.committed_at));
+            }
+        };
+        let reader = ChangeReader::start("bench-cron-observer", changes, (), record);
+        RunObserver { seen, reader }
     }
 
     /// Stops observing; returns the runs seen and the changes missed.
     fn finish(self) -> (Seen, u64) {
-        self.stop.cancel();
-        let lost = self.thread.join().unwrap_or_default();
+        let ((), lost) = self.reader.finish();
         let seen = std::mem::take(&mut *self.seen.lock().expect("the run log"));
         (seen, lost)
     }

@@ -26,6 +26,7 @@
 //! bounds a step rate there (docs/performance.md).
 
 pub mod ceiling;
+pub mod changes;
 pub mod cron;
 pub mod process;
 pub mod procfs;

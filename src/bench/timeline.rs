@@ -18,17 +18,16 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::broadcast;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use kube_devcluster::store::{EventType, WatchEvent};
 
+use super::changes::ChangeReader;
 use super::wait_order::{self, Rank, WaitOrder};
 
 const WORKFLOW_GROUP: &str = "workflow.crd.com";
@@ -351,83 +350,43 @@ pub struct Progress {
 
 /// The observer thread: records a [`Timeline`] from the store's change stream until stopped.
 pub struct Observer {
-    thread: std::thread::JoinHandle<Timeline>,
-    stop: CancellationToken,
+    reader: ChangeReader<Timeline>,
     progress: watch::Receiver<Progress>,
-    lost: Arc<AtomicU64>,
 }
 
 impl Observer {
     /// Starts observing `changes` (a fresh [`kube_devcluster::store::Store::subscribe`]) on a
-    /// thread of its own, so that it is never queued behind the API server's tasks.
+    /// thread of its own ([`ChangeReader`]).
     ///
     /// # Panics
     /// When the thread or its runtime cannot be started.
-    pub fn start(mut changes: broadcast::Receiver<Arc<WatchEvent>>) -> Self {
-        let stop = CancellationToken::new();
+    pub fn start(changes: broadcast::Receiver<Arc<WatchEvent>>) -> Self {
         let (progress_tx, progress) = watch::channel(Progress::default());
-        let lost = Arc::new(AtomicU64::new(0));
-        let (token, lost_count) = (stop.clone(), lost.clone());
-        let thread = std::thread::Builder::new()
-            .name("bench-observer".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a runtime for the observer");
-                runtime.block_on(async move {
-                    let mut timeline = Timeline::default();
-                    loop {
-                        let change = tokio::select! {
-                            biased;
-                            change = changes.recv() => change,
-                            () = token.cancelled() => break,
-                        };
-                        let change = match change {
-                            Ok(change) => change,
-                            Err(RecvError::Lagged(n)) => {
-                                lost_count.fetch_add(n, Ordering::Relaxed);
-                                continue;
-                            }
-                            Err(RecvError::Closed) => break,
-                        };
-                        timeline.count_write(
-                            &change.gr.group,
-                            &change.gr.resource,
-                            change.committed_at,
-                        );
-                        let observation = classify(
-                            &change.gr.group,
-                            &change.gr.resource,
-                            change.event_type,
-                            &change.object.value,
-                        );
-                        if let Some(observation) = observation {
-                            let counts = matches!(
-                                observation,
-                                Observation::JobCompleted { .. }
-                                    | Observation::WorkflowTerminal { .. }
-                            );
-                            timeline.record(observation, change.committed_at);
-                            if counts {
-                                let (completed, failed) = timeline.outcomes();
-                                progress_tx.send_replace(Progress {
-                                    terminal: completed + failed,
-                                    steps_completed: timeline.steps_completed(),
-                                });
-                            }
-                        }
-                    }
-                    timeline
-                })
-            })
-            .expect("starting the observer thread");
-        Self {
-            thread,
-            stop,
-            progress,
-            lost,
-        }
+        let record = move |timeline: &mut Timeline, change: &WatchEvent| {
+            timeline.count_write(&change.gr.group, &change.gr.resource, change.committed_at);
+            let observation = classify(
+                &change.gr.group,
+                &change.gr.resource,
+                change.event_type,
+                &change.object.value,
+            );
+            if let Some(observation) = observation {
+                let counts = matches!(
+                    observation,
+                    Observation::JobCompleted { .. } | Observation::WorkflowTerminal { .. }
+                );
+                timeline.record(observation, change.committed_at);
+                if counts {
+                    let (completed, failed) = timeline.outcomes();
+                    progress_tx.send_replace(Progress {
+                        terminal: completed + failed,
+                        steps_completed: timeline.steps_completed(),
+                    });
+                }
+            }
+        };
+        let reader = ChangeReader::start("bench-observer", changes, Timeline::default(), record);
+        Self { reader, progress }
     }
 
     /// Watches progress (workflows terminal, steps completed).
@@ -438,9 +397,7 @@ impl Observer {
     /// Stops observing; returns what was seen and how many changes were missed because the
     /// observer fell more than the channel's capacity behind.
     pub fn finish(self) -> (Timeline, u64) {
-        self.stop.cancel();
-        let timeline = self.thread.join().unwrap_or_default();
-        (timeline, self.lost.load(Ordering::Relaxed))
+        self.reader.finish()
     }
 }
 
