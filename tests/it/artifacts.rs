@@ -71,15 +71,7 @@ spec:
           - {name: version, path: /tmp/in/version, from: "{{steps.make.outputs.artifacts.version}}"}
 "#;
     session.create(manifest).await;
-    session.wait_finished("passing").await;
-    let message = session.jsonpath("passing", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("passing", "{.status.workflow-status}")
-            .await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("passing", "Completed").await;
     let logs = session.cli(&["logs", "passing", "--step", "use"]).await;
     for line in ["v1.2", "hello", "body{}", "empty kept"] {
         assert!(logs.contains(line), "{line}: {logs}");
@@ -271,15 +263,7 @@ spec:
         .expect("deleting the artifact");
     assert_eq!(deleted, 1);
     gate.open();
-    session.wait_finished("missing").await;
-    let message = session.jsonpath("missing", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("missing", "{.status.workflow-status}")
-            .await,
-        "Failed",
-        "{message}"
-    );
+    let message = session.finished_as("missing", "Failed").await;
     assert!(message.contains("step use failed"), "{message}");
     assert!(message.contains("input artifact made"), "{message}");
     assert!(message.contains(&made), "names the key {made}: {message}");
@@ -317,15 +301,7 @@ spec:
       command: [echo, "main said {{steps.main.outputs.result}}"]
 "#;
     session.create(manifest).await;
-    session.wait_finished("around").await;
-    let message = session.jsonpath("around", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("around", "{.status.workflow-status}")
-            .await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("around", "Completed").await;
     let logs = session.cli(&["logs", "around", "--step", "after"]).await;
     assert!(logs.contains("main said configured"), "{logs}");
     assert!(

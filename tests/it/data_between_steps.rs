@@ -32,15 +32,7 @@ spec:
     - {stepName: read, image: busybox:1.36, dependsOn: [write], command: [sh, -c, 'cat /work/note']}
 "#;
     session.create(manifest).await;
-    session.wait_finished("shared").await;
-    let message = session.jsonpath("shared", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("shared", "{.status.workflow-status}")
-            .await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("shared", "Completed").await;
     let logs = session.cli(&["logs", "shared", "--step", "read"]).await;
     assert!(logs.contains("made by write"), "{logs}");
     let claims = session
@@ -88,15 +80,7 @@ async fn an_output_is_substituted_and_a_when_runs_one_branch_and_skips_the_other
         return;
     };
     session.k(&["apply", "-f", "examples/outputs.yaml"]).await;
-    session.wait_finished("outputs").await;
-    let message = session.jsonpath("outputs", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("outputs", "{.status.workflow-status}")
-            .await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("outputs", "Completed").await;
     let deploy = session.cli(&["logs", "outputs", "--step", "deploy"]).await;
     assert!(deploy.contains("deploying 1.4.2"), "{deploy}");
     assert_eq!(
@@ -240,15 +224,7 @@ async fn a_step_fans_out_over_items_a_sequence_and_a_param_with_a_fan_in_in_each
         return;
     };
     session.k(&["create", "-f", "examples/fan-out.yaml"]).await;
-    session.wait_finished("fan-out").await;
-    let message = session.jsonpath("fan-out", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("fan-out", "{.status.workflow-status}")
-            .await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("fan-out", "Completed").await;
 
     // One Job per (run, step, item), none twice: 1 + 3 + 3 + 3 per run.
     let listed = session
@@ -341,15 +317,7 @@ spec:
     - {stepName: join, image: busybox:1.36, dependsOn: [each], command: [sh, -c, 'ls "$WORKFLOW_WORKSPACE"']}
 "#;
     session.create(manifest).await;
-    session.wait_finished("fan-in").await;
-    let message = session.jsonpath("fan-in", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("fan-in", "{.status.workflow-status}")
-            .await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("fan-in", "Completed").await;
     let logs = session.cli(&["logs", "fan-in", "--step", "join"]).await;
     assert_eq!(
         logs, "join: done-0.1\njoin: done-0.8\njoin: done-1.5\n",
@@ -377,15 +345,7 @@ spec:
     - {stepName: b, image: busybox:1.36, dependsOn: [a], command: [sh, -c, 'echo "b of run $WORKFLOW_RUN_INDEX"']}
 "#;
     session.create(manifest).await;
-    session.wait_finished("thrice").await;
-    let message = session.jsonpath("thrice", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("thrice", "{.status.workflow-status}")
-            .await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("thrice", "Completed").await;
     let logs = session.cli(&["logs", "thrice"]).await;
     let mut lines: Vec<&str> = logs.lines().collect();
     lines.sort_unstable();
@@ -488,15 +448,7 @@ spec:
 "#
     );
     session.create(&manifest).await;
-    session.wait_finished("same-tmp").await;
-    let message = session.jsonpath("same-tmp", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("same-tmp", "{.status.workflow-status}")
-            .await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("same-tmp", "Completed").await;
     for (step, line) in [("produce", "seen"), ("plain", "seen"), ("consume", "v")] {
         let logs = session.cli(&["logs", "same-tmp", "--step", step]).await;
         assert_eq!(logs.trim(), format!("{step}: {line}"), "{step}");

@@ -96,13 +96,7 @@ async fn an_interactive_step_waits_for_a_shell_and_continue_ends_it() {
 
     let said = session.cli(&["continue", "debug", "sim"]).await;
     assert!(said.contains("exit code 0"), "{said}");
-    session.wait_finished("debug").await;
-    let message = session.jsonpath("debug", "{.status.message}").await;
-    assert_eq!(
-        session.jsonpath("debug", "{.status.workflow-status}").await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("debug", "Completed").await;
     session.stop().await;
 }
 
@@ -123,15 +117,7 @@ async fn continue_with_an_exit_code_fails_the_step_with_it() {
     session
         .cli(&["continue", "debug-exit", "sim", "--exit-code", "3"])
         .await;
-    session.wait_finished("debug-exit").await;
-    let message = session.jsonpath("debug-exit", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("debug-exit", "{.status.workflow-status}")
-            .await,
-        "Failed",
-        "{message}"
-    );
+    let message = session.finished_as("debug-exit", "Failed").await;
     assert!(message.contains("exit code 3"), "{message}");
     session.stop().await;
 }

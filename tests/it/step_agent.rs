@@ -48,15 +48,7 @@ spec:
       command: [echo, "sha={{steps.shout.outputs.parameters.sha}} flavour={{steps.shout.outputs.flavour}} said={{steps.shout.outputs.result}}"]
 "#;
     session.create(manifest).await;
-    session.wait_finished("scripts").await;
-    let message = session.jsonpath("scripts", "{.status.message}").await;
-    assert_eq!(
-        session
-            .jsonpath("scripts", "{.status.workflow-status}")
-            .await,
-        "Completed",
-        "{message}"
-    );
+    session.finished_as("scripts", "Completed").await;
     let result = session
         .jsonpath(
             "scripts",

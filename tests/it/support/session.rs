@@ -165,6 +165,19 @@ impl Session {
         .await;
     }
 
+    /// Waits until `workflow` finished (as [`Session::wait_finished`]) and asserts it ended
+    /// `phase`; its `status.message`.
+    pub async fn finished_as(&self, workflow: &str, phase: &str) -> String {
+        self.wait_finished(workflow).await;
+        let message = self.jsonpath(workflow, "{.status.message}").await;
+        assert_eq!(
+            self.jsonpath(workflow, "{.status.workflow-status}").await,
+            phase,
+            "{message}"
+        );
+        message
+    }
+
     /// `kubectl get wf NAME -o jsonpath=PATH`.
     pub async fn jsonpath(&self, workflow: &str, path: &str) -> String {
         self.k(&["get", "wf", workflow, "-o", &format!("jsonpath={path}")])
