@@ -273,20 +273,24 @@ pub fn has_artifacts(step: &Step) -> bool {
             .is_some_and(|i| !i.artifacts.is_empty())
 }
 
-/// The command of a step's container under the agent: the agent, `--`, then the step's
-/// command (`[sh]` for a script without one) and, for a script, the script's path; the
-/// step's `args` follow as the container's args.
-pub fn wrap_command(command: Option<Vec<String>>, has_source: bool) -> Vec<String> {
+/// What the agent runs for a step: its command (`[sh]` for a script without one) and, for a
+/// script, the script's path; the step's `args` follow.
+pub fn step_command(command: Option<Vec<String>>, has_source: bool) -> Vec<String> {
     let command = match command {
         Some(command) => command,
         None if has_source => vec!["sh".to_string()],
         None => Vec::new(),
     };
     let script = has_source.then(|| SCRIPT_PATH.to_string());
+    command.into_iter().chain(script).collect()
+}
+
+/// The command of a step's container under the agent: the agent, `--`, then
+/// [`step_command`]; the step's `args` follow as the container's args.
+pub fn wrap_command(command: Option<Vec<String>>, has_source: bool) -> Vec<String> {
     [AGENT_PATH.to_string(), "run".to_string(), "--".to_string()]
         .into_iter()
-        .chain(command)
-        .chain(script)
+        .chain(step_command(command, has_source))
         .collect()
 }
 

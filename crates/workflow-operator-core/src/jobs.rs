@@ -598,11 +598,11 @@ impl<'a> StepJob<'a> {
     /// `$WORKFLOW_COMMAND` of an interactive step: its command (`command`, filled in; a
     /// script's is `[sh]` and the script's path) and args, as one shell line.
     fn command_env(&self, command: Option<Vec<String>>) -> EnvVar {
-        let has_source = self.step.source.is_some();
-        let wrapped = agent::wrap_command(command, has_source);
         let args = (self.step.args.iter().flatten()).map(|a| self.fill(a));
-        // The words after the agent's `run --`.
-        let words: Vec<String> = wrapped.into_iter().skip(3).chain(args).collect();
+        let words: Vec<String> = agent::step_command(command, self.step.source.is_some())
+            .into_iter()
+            .chain(args)
+            .collect();
         env_var(agent::COMMAND_ENV, &agent::shell_line(&words))
     }
 
