@@ -15,10 +15,10 @@ use kube_kopf::{Context, HandlerError, HandlerResult};
 use serde_json::json;
 use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
-use workflow_operator_core::fan_out;
+use workflow_operator_core::fan_out::{self, Instance};
 use workflow_operator_core::jobs;
-use workflow_operator_core::outputs::StepData;
-use workflow_operator_core::plan::{self, Action, Compiled, Plan};
+use workflow_operator_core::outputs::{Inputs, StepData};
+use workflow_operator_core::plan::{self, Action, Compiled, ExitEnv, Plan};
 
 use super::decide::{self, Decision, Refusal};
 use super::observe::Observed;
@@ -137,16 +137,32 @@ async fn execute(
 ) -> HandlerResult {
     let uid = workflow.uid().unwrap_or_default();
     match action {
-        Action::CreateJob { job_name, .. } => {
+        Action::CreateJob {
+            step,
+            job_name,
+            retry,
+            exit,
+            inputs,
+            instance,
+            attempt,
+        } => {
+            let create = Create {
+                step,
+                retry: *retry,
+                exit: exit.as_ref(),
+                inputs,
+                instance,
+                attempt: *attempt,
+            };
             let refuse = |reason, message| {
                 refusals.lock().expect("refusals lock").push(Refusal {
-                    step: shown_name(workflow, action),
+                    step: shown_name(workflow, &create),
                     job: job_name.clone(),
                     reason,
                     message,
                 });
             };
-            match build_job(shared, workflow, compiled, action)? {
+            match build_job(shared, workflow, compiled, &create)? {
                 Ok(job) => create_job(shared, api, workflow, &job, refuse).await,
                 Err(message) => {
                     refuse(plan::REASON_NO_ARTIFACT_REPOSITORY, message);
@@ -174,6 +190,16 @@ async fn execute(
     }
 }
 
+/// What a `CreateJob` action builds its Job from.
+struct Create<'a> {
+    step: &'a str,
+    retry: i32,
+    exit: Option<&'a ExitEnv>,
+    inputs: &'a Inputs,
+    instance: &'a Instance,
+    attempt: u32,
+}
+
 /// The Job of a `CreateJob` action; `Err` inside with why its step cannot run without an
 /// artifact repository.
 ///
@@ -183,20 +209,16 @@ fn build_job(
     shared: &Shared,
     workflow: &WorkFlow,
     compiled: &Compiled,
-    action: &Action,
+    create: &Create<'_>,
 ) -> Result<Result<Job, String>, HandlerError> {
-    let Action::CreateJob {
+    let Create {
         step,
         retry,
         exit,
         inputs,
         instance,
         attempt,
-        ..
-    } = action
-    else {
-        unreachable!("build_job is only called for CreateJob");
-    };
+    } = *create;
     let (index, step) = (compiled.step(&workflow.spec, step, exit.is_some())).ok_or_else(|| {
         HandlerError::permanent(format!("planned step {step} is not in the spec"))
     })?;
@@ -212,11 +234,11 @@ fn build_job(
     }
     let repository = (workflow.status.as_ref()).and_then(|s| s.artifact_repository.as_deref());
     let built = job
-        .retry(*retry)
-        .exit(exit.as_ref())
+        .retry(retry)
+        .exit(exit)
         .data(data)
         .instance(instance)
-        .attempt(*attempt)
+        .attempt(attempt)
         .repository(repository)
         .build();
     match built {
@@ -227,15 +249,12 @@ fn build_job(
 }
 
 /// The name a refused Job's step is shown under: its instance's (`build[3]`, `run1/build`).
-fn shown_name(workflow: &WorkFlow, action: &Action) -> String {
-    let Action::CreateJob { step, instance, .. } = action else {
-        unreachable!("only a created Job is refused");
-    };
+fn shown_name(workflow: &WorkFlow, create: &Create<'_>) -> String {
     fan_out::display_name(
-        step,
-        instance.run_index,
+        create.step,
+        create.instance.run_index,
         workflow.spec.run_count(),
-        instance.item.as_ref().map(|item| item.index),
+        create.instance.item.as_ref().map(|item| item.index),
     )
 }
 
