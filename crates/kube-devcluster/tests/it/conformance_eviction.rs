@@ -225,7 +225,9 @@ async fn bad_evictions_answer_as_the_real_server_and_a_dry_run_changes_nothing()
 }
 
 /// kube-rs' `Api::<Pod>::evict` (a body with neither `kind` nor `apiVersion`, as the real
-/// server's decoder defaults them) evicts the pod as the Python client's request does.
+/// server's decoder defaults them) evicts the pod as the Python client's request does. The
+/// pod is watched from before the eviction: once marked it is deleted, and may be gone by the
+/// time a read would ask for it.
 #[tokio::test]
 async fn kube_rs_evicts_a_pod() {
     let Some((cluster, kubectl)) = setup("kube_rs_evicts_a_pod").await else {
@@ -234,9 +236,22 @@ async fn kube_rs_evicts_a_pod() {
     kubectl.create_sleeping_job("j").await;
     let pod = running_pod(&cluster, "j").await;
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
-    let name = pod.metadata.name.unwrap();
+    let name = pod.metadata.name.clone().unwrap();
+    let version = pod.metadata.resource_version.clone().unwrap();
+    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut changes = pods.watch(&params, &version).await.unwrap().boxed();
     let status = pods.evict(&name, &EvictParams::default()).await;
     assert!(status.is_ok(), "{status:?}");
-    let evicted = pods.get(&name).await.unwrap();
-    assert!(disruption_target(&evicted).is_some(), "{evicted:?}");
+    let marked = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(change) = changes.try_next().await.unwrap() {
+            if let WatchEvent::Modified(pod) | WatchEvent::Deleted(pod) = change
+                && disruption_target(&pod).is_some()
+            {
+                return pod;
+            }
+        }
+        panic!("the watch of {name} ended before the pod was marked");
+    })
+    .await;
+    assert!(marked.is_ok(), "no DisruptionTarget on {name} within 30 s");
 }
