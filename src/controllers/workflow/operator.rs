@@ -73,54 +73,10 @@ pub fn default_agent(image: &str) -> Option<AgentSource> {
         .flatten()
         .map(|d| d.join("workflow-agent"))
         .find(|p| p.is_file())?;
-    let path = outside_tmp(&path).unwrap_or(path);
     Some(AgentSource {
         image: image.to_string(),
         path: path.to_string_lossy().into_owned(),
     })
-}
-
-/// A copy of `agent` outside `/tmp` when it is under it (a checkout in `/tmp`): the embedded
-/// kubelet gives a sandboxed container a `/tmp` of its own, which would hide the agent from the
-/// init container that copies it. The copy is kept in `~/.cache/workflow-operator` (else
-/// `/var/tmp/workflow-operator`), named by the agent's size and time, so each build is copied
-/// once. `None`: no copy needed, or none could be made.
-fn outside_tmp(agent: &std::path::Path) -> Option<std::path::PathBuf> {
-    if !agent.starts_with("/tmp") {
-        return None;
-    }
-    let meta = std::fs::metadata(agent).ok()?;
-    let modified = meta
-        .modified()
-        .ok()?
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?;
-    let name = format!("workflow-agent-{}-{}", meta.len(), modified.as_nanos());
-    let home = std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache"));
-    let dirs = home
-        .into_iter()
-        .chain([std::path::PathBuf::from("/var/tmp")]);
-    dirs.map(|d| d.join("workflow-operator"))
-        .find_map(|dir| copy_into(agent, &dir, &name))
-}
-
-/// `agent` copied to `dir/name` unless it is there; `None` when it cannot be.
-fn copy_into(
-    agent: &std::path::Path,
-    dir: &std::path::Path,
-    name: &str,
-) -> Option<std::path::PathBuf> {
-    let copy = dir.join(name);
-    if copy.is_file() {
-        return Some(copy);
-    }
-    std::fs::create_dir_all(dir).ok()?;
-    // Copied under a name of its own, then renamed into place: other operators (or the
-    // sessions of one test process) may be copying it at the same time.
-    let partial = tempfile::NamedTempFile::new_in(dir).ok()?;
-    std::fs::copy(agent, partial.path()).ok()?;
-    partial.persist(&copy).ok()?;
-    Some(copy)
 }
 
 /// The operator's in-memory copies of the objects it watches, to share.
