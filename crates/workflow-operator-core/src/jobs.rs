@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 
 use super::agent::{self, AgentSource};
 use super::cache;
-use super::crd::{ResolvedRepository, Step, WorkFlow};
+use super::crd::{InputArtifact, OutputArtifact, ResolvedRepository, Step, WorkFlow};
 use super::fan_out::{self, Instance, Item};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
@@ -614,12 +614,7 @@ impl<'a> StepJob<'a> {
         task.source = task.source.map(|source| self.fill(&source));
         if let Some(store) = parts.store {
             let inputs = self.step.inputs.iter().flat_map(|i| &i.artifacts);
-            task.inputs = (inputs.map(|input| agent::InputTask {
-                name: input.name.clone(),
-                path: input.path.clone(),
-                key: self.fill(&input.from),
-            }))
-            .collect();
+            task.inputs = (inputs.map(|input| self.input_task(input, &store.prefix))).collect();
             let outputs = self.step.outputs.iter().flat_map(|o| &o.artifacts);
             task.artifacts = (outputs.map(|output| agent::OutputTask {
                 name: output.name.clone(),
@@ -634,6 +629,50 @@ impl<'a> StepJob<'a> {
             agent::TASK_ENV,
             &serde_json::to_string(&task).expect("a task serializes"),
         )
+    }
+
+    /// What the agent places of `input`: the key its step reported, or, taken from a step
+    /// that fans out, the key of each item's artifact under the store's `prefix`, made from the
+    /// name of the item's Job the planner gave as the reference's value (as the item's agent
+    /// made it).
+    fn input_task(&self, input: &InputArtifact, prefix: &str) -> agent::InputTask {
+        let filled = self.fill(&input.from);
+        let mut task = agent::InputTask {
+            name: input.name.clone(),
+            path: input.path.clone(),
+            ..agent::InputTask::default()
+        };
+        let Some(artifact) = self.fanned_output(&input.from) else {
+            task.key = filled;
+            return task;
+        };
+        // Every reference was resolved by the planner, to a JSON list of names.
+        let jobs: Vec<String> = serde_json::from_str(&filled).unwrap_or_default();
+        let key = |job: &String| {
+            (!job.is_empty())
+                .then(|| agent::artifact_key(prefix, job, &artifact.name))
+                .unwrap_or_default()
+        };
+        task.items = Some(jobs.iter().map(key).collect());
+        task.optional = artifact.optional;
+        task
+    }
+
+    /// The output artifact `from` names, when its step fans out.
+    fn fanned_output(&self, from: &str) -> Option<&OutputArtifact> {
+        let references = outputs::references(from.trim()).ok()?;
+        let [reference] = references.as_slice() else {
+            return None;
+        };
+        let outputs::Source::Output { step, key } = reference.source else {
+            return None;
+        };
+        let name = key.strip_prefix(outputs::ARTIFACT_PREFIX)?;
+        let source = (self.workflow.spec.containers.iter()).find(|s| s.step_name == step)?;
+        let artifact = (source.outputs.iter())
+            .flat_map(|o| &o.artifacts)
+            .find(|a| a.name == name)?;
+        fan_out::fans_out(source).then_some(artifact)
     }
 
     /// The store of a step with artifacts: the workflow's S3 repository.
