@@ -649,9 +649,11 @@ impl<'a> StepJob<'a> {
         // Every reference was resolved by the planner, to a JSON list of names.
         let jobs: Vec<String> = serde_json::from_str(&filled).unwrap_or_default();
         let key = |job: &String| {
-            (!job.is_empty())
-                .then(|| agent::artifact_key(prefix, job, &artifact.name))
-                .unwrap_or_default()
+            if job.is_empty() {
+                String::new()
+            } else {
+                agent::artifact_key(prefix, job, &artifact.name)
+            }
         };
         task.items = Some(jobs.iter().map(key).collect());
         task.optional = artifact.optional;
@@ -1471,5 +1473,63 @@ spec:
             None,
             "a started pod has no start deadline"
         );
+    }
+
+    #[test]
+    fn a_step_taking_the_artifact_of_a_step_that_fans_out_gets_each_items_key() {
+        let wf: WorkFlow = serde_yaml::from_str(
+            r#"
+metadata: {name: wf, namespace: ns, uid: u1}
+spec:
+  containers:
+    - stepName: build
+      image: alpine
+      withItems: [a, b, c]
+      command: [make]
+      outputs: {artifacts: [{name: app, path: /out/app, optional: true}]}
+    - stepName: join
+      image: alpine
+      dependsOn: [build]
+      command: [ls]
+      inputs:
+        artifacts: [{name: app, path: /in/app, from: "{{steps.build.outputs.artifacts.app}}"}]
+"#,
+        )
+        .unwrap();
+        let repository: ResolvedRepository = serde_yaml::from_str(
+            "{from: spec, repository: {s3: {endpoint: 'http://s3', bucket: b, \
+             credentialsSecret: {name: creds}}}}",
+        )
+        .unwrap();
+        let source = AgentSource {
+            image: "operator:1".into(),
+            path: "/bin/workflow-agent".into(),
+        };
+        // What the planner gives: each item's succeeded Job, none for item 1.
+        let inputs: Inputs = [(
+            ("build".to_string(), "artifacts.app".to_string()),
+            r#"["wf-build-0","","wf-build-2"]"#.to_string(),
+        )]
+        .into();
+        let job = StepJob::new(&wf, &wf.spec.containers[1], "r1")
+            .agent(&source)
+            .repository(Some(&repository))
+            .data(StepData {
+                inputs: Some(&inputs),
+                ..StepData::default()
+            })
+            .build()
+            .unwrap();
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let env = pod.containers[0].env.iter().flatten();
+        let task = env.into_iter().find(|e| e.name == agent::TASK_ENV).unwrap();
+        let task: agent::Task = serde_json::from_str(task.value.as_deref().unwrap()).unwrap();
+        let input = &task.inputs[0];
+        assert_eq!((input.path.as_str(), input.key.as_str()), ("/in/app", ""));
+        assert_eq!(
+            input.items.as_deref().unwrap(),
+            ["ns/wf/wf-build-0/app.tgz", "", "ns/wf/wf-build-2/app.tgz"]
+        );
+        assert!(input.optional);
     }
 }
