@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use workflow_operator_core::agent::{ACCESS_KEY_ENV, SECRET_KEY_ENV, StoreTask, Task};
+use workflow_operator_core::agent::{ACCESS_KEY_ENV, InputTask, SECRET_KEY_ENV, StoreTask, Task};
 use workflow_operator_core::outputs::ARTIFACT_PREFIX;
 
 use crate::artifacts::{self, S3Target};
@@ -22,6 +22,10 @@ pub async fn download(task: &Task) -> Result<(), String> {
     let target = target(task.store.as_ref())?;
     for input in &task.inputs {
         let path = Path::new(&input.path);
+        if let Some(items) = &input.items {
+            download_items(&target, input, items).await?;
+            continue;
+        }
         if input.key.is_empty() {
             std::fs::create_dir_all(path).map_err(|e| {
                 format!("input artifact {}: making {}: {e}", input.name, input.path)
@@ -31,6 +35,31 @@ pub async fn download(task: &Task) -> Result<(), String> {
         artifacts::get_path(&target, &input.key, path)
             .await
             .map_err(|e| format!("input artifact {}: {e}", input.name))?;
+    }
+    Ok(())
+}
+
+/// Places the artifact of each item of a step that fans out at `PATH/<index>`, `PATH` a
+/// directory made even when no item has one: an item that did not succeed (an empty key),
+/// or did not make an optional artifact (its key not in the store), has no entry.
+async fn download_items(
+    target: &S3Target,
+    input: &InputTask,
+    items: &[String],
+) -> Result<(), String> {
+    let path = Path::new(&input.path);
+    std::fs::create_dir_all(path)
+        .map_err(|e| format!("input artifact {}: making {}: {e}", input.name, input.path))?;
+    for (index, key) in items.iter().enumerate() {
+        if key.is_empty() {
+            continue;
+        }
+        match artifacts::get_path(target, key, &path.join(index.to_string())).await {
+            Err(artifacts::Error::NotFound { .. }) if input.optional => {}
+            result => {
+                result.map_err(|e| format!("input artifact {}, item {index}: {e}", input.name))?
+            }
+        }
     }
     Ok(())
 }

@@ -445,3 +445,107 @@ async fn kill_around_artifacts(mut operator: Operator) {
     }
     store.shutdown().await;
 }
+
+/// `build` fans out over three items, each writing its item to the artifact `app` (once
+/// `before` has run); `join` fails unless `/tmp/in/app/0`, `/1` and `/2` hold the three, in
+/// item order, and nothing else.
+fn fan_in_manifest(name: &str, before: &str) -> String {
+    format!(
+        r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {{name: {name}}}
+spec:
+  containers:
+    - stepName: build
+      image: alpine:3.20
+      withItems: [red, green, blue]
+      source: |
+        {before}
+        echo "built {{{{item}}}}" > /tmp/app
+      outputs:
+        artifacts:
+          - {{name: app, path: /tmp/app}}
+    - stepName: join
+      image: alpine:3.20
+      dependsOn: [build]
+      source: |
+        set -e
+        test "$(cat /tmp/in/app/0)" = "built red"
+        test "$(cat /tmp/in/app/1)" = "built green"
+        test "$(cat /tmp/in/app/2)" = "built blue"
+        test "$(ls /tmp/in/app | wc -l)" = 3
+        echo 'all three joined'
+      inputs:
+        artifacts:
+          - {{name: app, path: /tmp/in/app, from: "{{{{steps.build.outputs.artifacts.app}}}}"}}
+"#
+    )
+}
+
+/// A step after one that fans out over three items takes the artifact of every item, each at
+/// `PATH/<index>`.
+#[tokio::test]
+async fn a_step_takes_the_artifact_of_every_item_of_a_step_that_fans_out() {
+    let Some((session, store)) = with_store("artifact-fan-in").await else {
+        return;
+    };
+    session.create(&fan_in_manifest("fan-in", "true")).await;
+    session.finished_as("fan-in", "Completed").await;
+    let logs = session.cli(&["logs", "fan-in", "--step", "join"]).await;
+    assert!(logs.contains("all three joined"), "{logs}");
+    let stored = keys(&store, "default/fan-in/").await;
+    assert_eq!(stored.len(), 3, "one artifact per item: {stored:?}");
+    session.stop().await;
+    store.shutdown().await;
+}
+
+/// The operator SIGKILLed while the items of a step that fans out run, the items ending while
+/// it is down: the operator started again creates the fan-in step's Job from the items' Jobs
+/// alone, and the step gets every item's artifact.
+#[rstest]
+#[tokio::test]
+async fn killed_between_the_items_end_and_the_fan_in_the_fan_in_gets_every_item(
+    #[future(awt)] operator_process: Operator,
+) {
+    skip_on_real_cluster!("kills the operator's process; the items wait for a local file");
+    let mut operator = operator_process;
+    let ns = &operator.ns;
+    let store = EmbeddedStore::start(None)
+        .await
+        .expect("the embedded store");
+    artifacts::embedded::install_default_repository(ns.client(), &ns.name, &store)
+        .await
+        .expect("the namespace's repository");
+    let gate = support::Gate::new();
+    let wait = gate.wait_command("go").pop().expect("a script");
+    let workflow: WorkFlow =
+        serde_yaml::from_str(&fan_in_manifest("killed-fan-in", &wait)).expect("a workflow");
+    (ns.workflows().create(&PostParams::default(), &workflow))
+        .await
+        .expect("created");
+    let builds = |jobs: &[std::sync::Arc<k8s_openapi::api::batch::v1::Job>], done: bool| {
+        let items = jobs.iter().filter(|j| support::step_of(j) == Some("build"));
+        items
+            .filter(|j| !done || support::job_outcome(j) == Some(true))
+            .count()
+            == 3
+    };
+    ns.wait_jobs("killed-fan-in", "the three items' Jobs", |jobs| {
+        builds(jobs, false)
+    })
+    .await;
+    operator.kill().await;
+    gate.open();
+    let ns = &operator.ns;
+    let jobs = ns
+        .wait_jobs("killed-fan-in", "the three items succeeded", |jobs| {
+            builds(jobs, true)
+        })
+        .await;
+    let join = jobs.iter().filter(|j| support::step_of(j) == Some("join"));
+    assert_eq!(join.count(), 0, "no fan-in Job while the operator is down");
+    operator.start();
+    operator.ns.expect_completed("killed-fan-in").await;
+    store.shutdown().await;
+}

@@ -119,8 +119,16 @@ pub struct InputTask {
     /// Where it goes.
     pub path: String,
     /// Its key in the store; empty for an optional artifact its step did not make (an empty
-    /// directory).
+    /// directory), and for one taken from a step that fans out.
     pub key: String,
+    /// Taken from a step that fans out: the key of each item's artifact, in item order, each
+    /// placed at `path/<index>` (an empty key: the item did not succeed, and has no entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<String>>,
+    /// The output artifact is optional: an item's key missing from the store is an item that
+    /// did not make it, and has no entry.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 /// An output artifact to store once the command has succeeded.

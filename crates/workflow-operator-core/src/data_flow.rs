@@ -2,7 +2,8 @@
 //! `{{steps.NAME.outputs.KEY}}` in a step's `command`, `args` and `env` values, and every step a
 //! `when` names, must be a step that runs before it (upstream, through `dependsOn`); an exit
 //! step may name any step, since all have ended when it runs. `{{item}}` is only for a step
-//! that fans out, and no step may name the outputs of one that does (whose item's?); a
+//! that fans out, and no step may name the parameters or result of one that does (whose
+//! item's?); an input artifact may take its output artifacts, one per item (a fan-in); a
 //! `withParam` names an upstream step's output like any reference. The result, [`DataFlow`],
 //! says whose outputs must be read (only those: reading them costs a pod list per step) and
 //! holds the compiled `when`s and fan-outs.
@@ -37,6 +38,9 @@ pub struct DataFlow {
     /// The steps (by index in the steps' DAG) whose standard output some step reads
     /// (`{{steps.NAME.outputs.result}}`): they run under the step agent, which keeps it.
     pub result_read: HashSet<usize>,
+    /// The steps (by index in the steps' DAG) that fan out and whose output artifacts some
+    /// step takes as an input artifact, every item's.
+    pub fanned_in: HashSet<usize>,
 }
 
 impl DataFlow {
@@ -54,13 +58,22 @@ impl DataFlow {
 /// The texts of `step` that may hold references: its image, command, args, env values, script
 /// (`source`) and input artifacts' `from`.
 pub fn texts(step: &Step) -> impl Iterator<Item = &str> {
+    own_texts(step).chain(input_froms(step))
+}
+
+/// The texts of `step` that may hold references but for its input artifacts' `from`.
+fn own_texts(step: &Step) -> impl Iterator<Item = &str> {
     let command = step.command.iter().flatten();
     let args = step.args.iter().flatten();
     let env = step.env.iter().filter_map(|e| e.value.as_ref());
     let source = step.source.as_deref();
-    let from = (step.inputs.iter()).flat_map(|i| i.artifacts.iter().map(|a| &a.from));
     std::iter::once(step.image.as_str())
-        .chain((command.chain(args).chain(env).chain(source).chain(from)).map(String::as_str))
+        .chain((command.chain(args).chain(env).chain(source)).map(String::as_str))
+}
+
+/// The `from` of each input artifact of `step`.
+fn input_froms(step: &Step) -> impl Iterator<Item = &str> {
+    (step.inputs.iter()).flat_map(|i| i.artifacts.iter().map(|a| a.from.as_str()))
 }
 
 /// Checks the references, `when`s and fan-outs of `spec` against its DAGs.
@@ -91,7 +104,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
         let when = compile_when(step, &parameters, Place::Step)?;
         check_step(
             step,
-            dag,
+            (dag, Place::Step),
             &upstream,
             fan_out.as_ref(),
             when.as_deref(),
@@ -136,7 +149,14 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
             let read_before = flow.read.len();
             let any = |name: &str| dag.index_of(name);
             let when = compile_when(step, &parameters, Place::Exit)?;
-            check_step(step, dag, &any, None, when.as_deref(), &mut flow)?;
+            check_step(
+                step,
+                (dag, Place::Exit),
+                &any,
+                None,
+                when.as_deref(),
+                &mut flow,
+            )?;
             check_input_artifacts(step, dag, &spec.containers)?;
             if runs > 1 && (step.when.is_some() || flow.read.len() > read_before) {
                 return Err(refused(
@@ -192,9 +212,11 @@ fn check_item_names(spec: &WorkFlowSpec, flow: &DataFlow) -> Result<(), DagError
     Ok(())
 }
 
+/// Checks the references of `step` (a step or an exit step, `place`) to the steps of `dag`,
+/// recording in `flow` whose outputs are read.
 fn check_step(
     step: &Step,
-    dag: &Dag,
+    (dag, place): (&Dag, Place),
     upstream: &dyn Fn(&str) -> Option<usize>,
     fan_out: Option<&FanOut>,
     when: Option<&When>,
@@ -205,14 +227,18 @@ fn check_step(
         step: name.clone(),
         problem,
     };
-    // What is named, where, and whether it is the standard output.
-    let mut named: Vec<(String, &str, bool)> = Vec::new();
-    for text in texts(step) {
+    // What is named, where, whether it is the standard output, and whether it is an output
+    // artifact an input artifact takes (the one thing of a step that fans out a step may take).
+    let mut named: Vec<(String, &str, bool, bool)> = Vec::new();
+    let texts = (own_texts(step).map(|t| (t, false))).chain(input_froms(step).map(|t| (t, true)));
+    for (text, from) in texts {
         let found = outputs::references(text).map_err(|e| refused(e.to_string()))?;
         for reference in found {
             match reference.source {
                 Source::Output { step: source, key } => {
-                    named.push((reference.text.to_string(), source, key == agent::RESULT));
+                    let artifact = from && key.starts_with(outputs::ARTIFACT_PREFIX);
+                    let result = key == agent::RESULT;
+                    named.push((reference.text.to_string(), source, result, artifact));
                 }
                 Source::Retries if step.retry_strategy.is_none() => {
                     return Err(refused(format!(
@@ -232,7 +258,12 @@ fn check_step(
         if let Ok([reference]) = outputs::references(text).as_deref()
             && let Source::Output { step: source, key } = reference.source
         {
-            named.push((format!("withParam {text}"), source, key == agent::RESULT));
+            named.push((
+                format!("withParam {text}"),
+                source,
+                key == agent::RESULT,
+                false,
+            ));
         }
     }
     if let Some(when) = when {
@@ -242,10 +273,10 @@ fn check_step(
             // The CEL names `steps.NAME.outputs.result` (or `["result"]`); read by its text.
             let result = text.contains(&format!("{source}.outputs.result"))
                 || text.contains(&format!("{source}.outputs[\"result\"]"));
-            named.push((shown.clone(), source.as_str(), result));
+            named.push((shown.clone(), source.as_str(), result, false));
         }
     }
-    for (text, source, result) in named {
+    for (text, source, result, artifact) in named {
         let Some(index) = upstream(source) else {
             let problem = if dag.index_of(source).is_none() {
                 format!("{text} names step {source:?}, which does not exist")
@@ -258,15 +289,33 @@ fn check_step(
             return Err(refused(problem));
         };
         if flow.fan_out.contains_key(&index) {
-            return Err(refused(format!(
-                "{text} names step {source:?}, which fans out: the outputs of its items cannot \
-                 be named"
-            )));
+            check_fan_in(&text, source, artifact, place).map_err(&refused)?;
+            flow.fanned_in.insert(index);
         }
         flow.read.insert(index);
         if result {
             flow.result_read.insert(index);
         }
+    }
+    Ok(())
+}
+
+/// Checks `text`, a reference to `source`, a step that fans out: only an input artifact of a
+/// step (not an exit step) may take its output artifacts (a directory of one per item); its
+/// parameters and result are one per item, and nothing says whose to take.
+fn check_fan_in(text: &str, source: &str, artifact: bool, place: Place) -> Result<(), String> {
+    if !artifact {
+        return Err(format!(
+            "{text} names step {source:?}, which fans out: the parameters and result of its \
+             items cannot be named (an input artifact may take its output artifacts, every \
+             item's)"
+        ));
+    }
+    if place == Place::Exit {
+        return Err(format!(
+            "{text} names step {source:?}, which fans out: an exit step cannot take the \
+             artifacts of its items (a step can)"
+        ));
     }
     Ok(())
 }
@@ -711,6 +760,69 @@ mod tests {
         ] {
             let error = build(from, path).unwrap_err();
             assert!(error.contains(words), "{from} {path}: {error}");
+        }
+    }
+
+    /// `a` fans out over two items, each declaring the artifact `app` and the parameter `v`;
+    /// `b` after it takes `from` as an input artifact (and runs `command`), or an exit step
+    /// does.
+    fn fan_in(from: &str, command: &[&str], exit: bool) -> Result<DataFlow, String> {
+        let mut wf = with_outputs(
+            WorkFlow::test("wf")
+                .step("a", &[])
+                .with_items(&[serde_json::json!(1), serde_json::json!(2)]),
+            "{artifacts: [{name: app, path: /out/app}], parameters: [{name: v, valueFrom: {path: /out/v}}]}",
+        );
+        let mut step = crate::testing::step("b", &["a"]);
+        step.command = Some(command.iter().map(|s| s.to_string()).collect());
+        step.inputs = Some(Box::new(
+            serde_yaml::from_str(&format!(
+                "artifacts: [{{name: app, path: /in/app, from: '{from}'}}]"
+            ))
+            .unwrap(),
+        ));
+        if exit {
+            step.depends_on = Vec::new();
+            wf.spec.on_exit.push(step);
+        } else {
+            wf.spec.containers.push(step);
+        }
+        flow_of(&wf)
+    }
+
+    #[test]
+    fn an_input_artifact_may_take_the_artifacts_of_a_step_that_fans_out() {
+        let taken = fan_in("{{steps.a.outputs.artifacts.app}}", &["ls"], false).unwrap();
+        assert_eq!(taken.fanned_in, HashSet::from([0]));
+        assert!(taken.read.contains(&0));
+        for (from, command, exit, words) in [
+            (
+                "{{steps.a.outputs.artifacts.lib}}",
+                "ls",
+                false,
+                r#"which declares no output artifact "lib""#,
+            ),
+            (
+                "{{steps.a.outputs.artifacts.app}}",
+                "{{steps.a.outputs.parameters.v}}",
+                false,
+                "the parameters and result of its items cannot be named",
+            ),
+            (
+                "{{steps.a.outputs.artifacts.app}}",
+                "{{steps.a.outputs.artifacts.app}}",
+                false,
+                "the parameters and result of its items cannot be named",
+            ),
+            (
+                "{{steps.a.outputs.artifacts.app}}",
+                "ls",
+                true,
+                "an exit step cannot take the artifacts of its items",
+            ),
+        ] {
+            let error = fan_in(from, &[command], exit).unwrap_err();
+            assert!(error.contains(words), "{from} {command}: {error}");
         }
     }
 }

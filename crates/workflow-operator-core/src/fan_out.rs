@@ -265,6 +265,11 @@ pub struct Instance {
     pub item: Option<Item>,
 }
 
+/// Whether `step` fans out (`withItems`, `withParam` or `withSequence`).
+pub fn fans_out(step: &Step) -> bool {
+    step.with_items.is_some() || step.with_param.is_some() || step.with_sequence.is_some()
+}
+
 /// The name an instance shows in the status, in `get` and in its Job's name: `step`, with
 /// `[i]` for item `i`, after `runR/` when the workflow has more than one run. A workflow with
 /// neither keeps its step names (and so its Job names).

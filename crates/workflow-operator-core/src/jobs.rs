@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 
 use super::agent::{self, AgentSource};
 use super::cache;
-use super::crd::{ResolvedRepository, Step, WorkFlow};
+use super::crd::{InputArtifact, OutputArtifact, ResolvedRepository, Step, WorkFlow};
 use super::fan_out::{self, Instance, Item};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
@@ -614,12 +614,7 @@ impl<'a> StepJob<'a> {
         task.source = task.source.map(|source| self.fill(&source));
         if let Some(store) = parts.store {
             let inputs = self.step.inputs.iter().flat_map(|i| &i.artifacts);
-            task.inputs = (inputs.map(|input| agent::InputTask {
-                name: input.name.clone(),
-                path: input.path.clone(),
-                key: self.fill(&input.from),
-            }))
-            .collect();
+            task.inputs = (inputs.map(|input| self.input_task(input, &store.prefix))).collect();
             let outputs = self.step.outputs.iter().flat_map(|o| &o.artifacts);
             task.artifacts = (outputs.map(|output| agent::OutputTask {
                 name: output.name.clone(),
@@ -634,6 +629,52 @@ impl<'a> StepJob<'a> {
             agent::TASK_ENV,
             &serde_json::to_string(&task).expect("a task serializes"),
         )
+    }
+
+    /// What the agent places of `input`: the key its step reported, or, taken from a step
+    /// that fans out, the key of each item's artifact under the store's `prefix`, made from the
+    /// name of the item's Job the planner gave as the reference's value (as the item's agent
+    /// made it).
+    fn input_task(&self, input: &InputArtifact, prefix: &str) -> agent::InputTask {
+        let filled = self.fill(&input.from);
+        let mut task = agent::InputTask {
+            name: input.name.clone(),
+            path: input.path.clone(),
+            ..agent::InputTask::default()
+        };
+        let Some(artifact) = self.fanned_output(&input.from) else {
+            task.key = filled;
+            return task;
+        };
+        // Every reference was resolved by the planner, to a JSON list of names.
+        let jobs: Vec<String> = serde_json::from_str(&filled).unwrap_or_default();
+        let key = |job: &String| {
+            if job.is_empty() {
+                String::new()
+            } else {
+                agent::artifact_key(prefix, job, &artifact.name)
+            }
+        };
+        task.items = Some(jobs.iter().map(key).collect());
+        task.optional = artifact.optional;
+        task
+    }
+
+    /// The output artifact `from` names, when its step fans out.
+    fn fanned_output(&self, from: &str) -> Option<&OutputArtifact> {
+        let references = outputs::references(from.trim()).ok()?;
+        let [reference] = references.as_slice() else {
+            return None;
+        };
+        let outputs::Source::Output { step, key } = reference.source else {
+            return None;
+        };
+        let name = key.strip_prefix(outputs::ARTIFACT_PREFIX)?;
+        let source = (self.workflow.spec.containers.iter()).find(|s| s.step_name == step)?;
+        let artifact = (source.outputs.iter())
+            .flat_map(|o| &o.artifacts)
+            .find(|a| a.name == name)?;
+        fan_out::fans_out(source).then_some(artifact)
     }
 
     /// The store of a step with artifacts: the workflow's S3 repository.
@@ -1432,5 +1473,63 @@ spec:
             None,
             "a started pod has no start deadline"
         );
+    }
+
+    #[test]
+    fn a_step_taking_the_artifact_of_a_step_that_fans_out_gets_each_items_key() {
+        let wf: WorkFlow = serde_yaml::from_str(
+            r#"
+metadata: {name: wf, namespace: ns, uid: u1}
+spec:
+  containers:
+    - stepName: build
+      image: alpine
+      withItems: [a, b, c]
+      command: [make]
+      outputs: {artifacts: [{name: app, path: /out/app, optional: true}]}
+    - stepName: join
+      image: alpine
+      dependsOn: [build]
+      command: [ls]
+      inputs:
+        artifacts: [{name: app, path: /in/app, from: "{{steps.build.outputs.artifacts.app}}"}]
+"#,
+        )
+        .unwrap();
+        let repository: ResolvedRepository = serde_yaml::from_str(
+            "{from: spec, repository: {s3: {endpoint: 'http://s3', bucket: b, \
+             credentialsSecret: {name: creds}}}}",
+        )
+        .unwrap();
+        let source = AgentSource {
+            image: "operator:1".into(),
+            path: "/bin/workflow-agent".into(),
+        };
+        // What the planner gives: each item's succeeded Job, none for item 1.
+        let inputs: Inputs = [(
+            ("build".to_string(), "artifacts.app".to_string()),
+            r#"["wf-build-0","","wf-build-2"]"#.to_string(),
+        )]
+        .into();
+        let job = StepJob::new(&wf, &wf.spec.containers[1], "r1")
+            .agent(&source)
+            .repository(Some(&repository))
+            .data(StepData {
+                inputs: Some(&inputs),
+                ..StepData::default()
+            })
+            .build()
+            .unwrap();
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let env = pod.containers[0].env.iter().flatten();
+        let task = env.into_iter().find(|e| e.name == agent::TASK_ENV).unwrap();
+        let task: agent::Task = serde_json::from_str(task.value.as_deref().unwrap()).unwrap();
+        let input = &task.inputs[0];
+        assert_eq!((input.path.as_str(), input.key.as_str()), ("/in/app", ""));
+        assert_eq!(
+            input.items.as_deref().unwrap(),
+            ["ns/wf/wf-build-0/app.tgz", "", "ns/wf/wf-build-2/app.tgz"]
+        );
+        assert!(input.optional);
     }
 }

@@ -175,7 +175,7 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
             for i in in_order(steps) {
                 let step = &steps[i];
                 let name = fan_out::display_name(&step.step_name, run_index, runs, None);
-                if fans_out(step) {
+                if fan_out::fans_out(step) {
                     let items: Vec<(u32, &Job)> = ours
                         .iter()
                         .filter(|job| {
@@ -314,10 +314,6 @@ fn deadline(spec: &WorkFlowSpec, step: &Step, started: Option<Timestamp>) -> Opt
         "spec.maxStepTimeout"
     };
     Some(Deadline { at, seconds, from })
-}
-
-fn fans_out(step: &Step) -> bool {
-    step.with_items.is_some() || step.with_param.is_some() || step.with_sequence.is_some()
 }
 
 /// The row of a step that fans out (`name`), from its status entry (`recorded`), whether it

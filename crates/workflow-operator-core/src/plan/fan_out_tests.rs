@@ -436,3 +436,83 @@ fn a_fan_out_the_operator_cannot_run_is_refused_at_create_naming_it() {
         .build();
     assert!(refused(exit_reads_runs).contains("cannot tell which run's"));
 }
+
+/// `colours` with `build` making the artifact `app` (`retryStrategy` and `continueOn.failed`
+/// as asked), and `join` taking it.
+fn fan_in(retries: bool, tolerated: bool) -> WorkFlow {
+    let mut builder = WorkFlow::test("fan")
+        .step("build", &[])
+        .with_items(&[json!("red"), json!("green"), json!("blue")])
+        .command(&["make"]);
+    if retries {
+        builder = builder.retry_strategy("{limit: 1}");
+    }
+    if tolerated {
+        builder = builder.continue_on_failed();
+    }
+    let mut wf = builder.step("join", &["build"]).command(&["ls"]).build();
+    wf.spec.containers[0].outputs =
+        Some(serde_yaml::from_str("artifacts: [{name: app, path: /out/app}]").unwrap());
+    wf.spec.containers[1].inputs = Some(
+        serde_yaml::from_str(
+            "artifacts: [{name: app, path: /in/app, from: '{{steps.build.outputs.artifacts.app}}'}]",
+        )
+        .unwrap(),
+    );
+    running(wf)
+}
+
+/// The inputs of the Job of `step` the plan creates.
+fn inputs_of<'p>(plan: &'p Plan, step: &str) -> &'p Inputs {
+    plan.actions
+        .iter()
+        .find_map(|a| match a {
+            Action::CreateJob {
+                step: created,
+                inputs,
+                ..
+            } if created == step => Some(inputs),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no Job of {step} created: {:?}", plan.actions))
+}
+
+#[test]
+fn a_step_taking_the_artifact_of_a_step_that_fans_out_gets_each_items_succeeded_job() {
+    // Item 1 failed once and succeeded on its second attempt: that attempt's Job is its.
+    let wf = fan_in(true, false);
+    let jobs = Jobs::of(&wf)
+        .succeeded("build")
+        .item(0)
+        .exited("build", 1, "Error", "")
+        .item(1)
+        .succeeded("build")
+        .item(1)
+        .attempt(1)
+        .succeeded("build")
+        .item(2)
+        .build();
+    let joined = plan(&wf, &jobs, at(2));
+    let names = [&jobs[0].name, &jobs[2].name, &jobs[3].name];
+    let key = ("build".to_string(), "artifacts.app".to_string());
+    assert_eq!(inputs_of(&joined, "join")[&key], json!(names).to_string());
+    // The same Jobs give the same names at every pass (a restarted operator's first included).
+    assert_eq!(
+        inputs_of(&plan(&wf, &jobs, at(3)), "join")[&key],
+        json!(names).to_string()
+    );
+
+    // An item whose failure is tolerated has no Job to take from: an empty name.
+    let wf = fan_in(false, true);
+    let jobs = Jobs::of(&wf)
+        .succeeded("build")
+        .item(0)
+        .exited("build", 1, "Error", "")
+        .item(1)
+        .succeeded("build")
+        .item(2)
+        .build();
+    let joined = plan(&wf, &jobs, at(2));
+    let names = [jobs[0].name.as_str(), "", jobs[2].name.as_str()];
+    assert_eq!(inputs_of(&joined, "join")[&key], json!(names).to_string());
+}

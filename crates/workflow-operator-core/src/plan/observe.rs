@@ -629,7 +629,10 @@ impl<'a> Assessment<'a> {
                     .then_some(true);
             }
         }
-        match step_inputs(step, source_dag, source_outputs) {
+        // The exit steps cannot take the artifacts of a step that fans out.
+        let no_fans = HashMap::new();
+        let fans = if main.is_some() { &no_fans } else { &self.fans };
+        match step_inputs(step, source_dag, source_outputs, (fans, seen)) {
             Ok(Some(values)) => {
                 self.inputs.insert(i, values);
             }

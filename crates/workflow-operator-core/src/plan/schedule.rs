@@ -48,7 +48,9 @@ impl<'a> Facts<'_, 'a> {
 }
 
 /// The values of the outputs `step` names, from the known `outputs` of the steps of `dag`;
-/// `None` when it names none.
+/// `None` when it names none. An output artifact of a step that fans out (`fans`, done; the
+/// only output of one a step may name) is its items' Jobs, see [`fan_in_jobs`], unless the
+/// step was `skipped`.
 ///
 /// # Errors
 /// The first output named that is not there (its step was skipped, or did not write it; the
@@ -57,6 +59,7 @@ pub(super) fn step_inputs(
     step: &Step,
     dag: &Dag,
     outputs: &HashMap<usize, &Outputs>,
+    (fans, skipped): (&HashMap<usize, Fan<'_>>, &[bool]),
 ) -> Result<Option<Inputs>, outputs::MissingOutput> {
     let mut inputs = Inputs::new();
     for text in data_flow::texts(step) {
@@ -67,10 +70,11 @@ pub(super) fn step_inputs(
             let Source::Output { step, key } = reference.source else {
                 continue;
             };
-            let value = dag
-                .index_of(step)
-                .and_then(|i| outputs.get(&i))
-                .and_then(|o| o.get(key));
+            let index = dag.index_of(step);
+            let fan_in = (index.filter(|&i| !skipped.get(i).copied().unwrap_or(false)))
+                .and_then(|i| fans.get(&i))
+                .and_then(fan_in_jobs);
+            let value = fan_in.or_else(|| index.and_then(|i| outputs.get(&i))?.get(key).cloned());
             let Some(value) = value else {
                 return Err(outputs::MissingOutput {
                     text: reference.text.to_string(),
@@ -79,10 +83,28 @@ pub(super) fn step_inputs(
                     skipped: false,
                 });
             };
-            inputs.insert((step.to_string(), key.to_string()), value.clone());
+            inputs.insert((step.to_string(), key.to_string()), value);
         }
     }
     Ok((!inputs.is_empty()).then_some(inputs))
+}
+
+/// What a step taking an output artifact of `fan` (a step that fans out, done) is given: the
+/// name of each item's succeeded Job (the attempt that succeeded), in item order, empty for
+/// an item that has none (failed, its failure tolerated), as a JSON list. The Job builder
+/// makes each the artifact's key in the store ([`crate::agent::artifact_key`]), as the item's
+/// agent did: the keys follow from the Jobs alone, so every pass finds the same.
+/// `None` when its items are not known.
+pub(super) fn fan_in_jobs(fan: &Fan<'_>) -> Option<String> {
+    let items = fan.items.as_ref()?;
+    let jobs: Vec<&str> = (0..items.len() as u32)
+        .map(|item| {
+            (fan.jobs.get(&item))
+                .filter(|job| job.state == JobState::Succeeded)
+                .map_or("", |job| job.name.as_str())
+        })
+        .collect();
+    Some(serde_json::to_string(&jobs).expect("names serialize"))
 }
 
 /// The items of the step fanning out as `fan_out` (`step` of `dag`), given the known
