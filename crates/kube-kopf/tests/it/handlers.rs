@@ -851,8 +851,9 @@ async fn kept_children_are_listed_before_the_first_handler_and_kept_current_with
     create_child(&client, "c0", &owner).await;
 
     // The children each handler call saw, by the handler's name.
-    let seen: Arc<Mutex<Vec<(String, Vec<String>)>>> = Arc::default();
-    let recorder = |seen: Arc<Mutex<Vec<(String, Vec<String>)>>>| {
+    type Seen = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+    let seen: Seen = Arc::default();
+    let recorder = |seen: Seen| {
         move |ctx: Context<Widget>| {
             let seen = seen.clone();
             async move {
