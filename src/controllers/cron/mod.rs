@@ -2,7 +2,8 @@
 //!
 //! A tick reads the CronWorkFlow and its runs (the WorkFlows labelled with its name, mirrored
 //! from a watch; read from the API instead when the mirror does not show the controller's own
-//! last writes to them yet, see `unseen.rs`), lets the pure planner (`workflow_operator_core::cron::plan`) decide, then carries
+//! last writes to them yet, see `unseen.rs`), lets the pure planner
+//! (`workflow_operator_core::cron::plan`) decide, then carries
 //! the decision out: terminate (`Replace`), create (a 409 for a run that exists is success: the
 //! name is the time's), delete beyond the history limits, the Events, and the status last. A
 //! SIGKILL between any two writes leaves nothing a later tick does twice: the runs that exist
