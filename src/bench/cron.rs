@@ -53,8 +53,9 @@ pub struct CronOptions {
     pub period: Duration,
     /// The window measured, from the first creation.
     pub duration: Duration,
-    /// How long to measure the operator sitting on the suspended CronWorkFlows.
-    pub idle: Duration,
+    /// How long to measure the operator sitting on the suspended CronWorkFlows; `None` skips
+    /// the suspension and the measurement.
+    pub idle: Option<Duration>,
     pub pod_millis: u64,
     pub operator: OperatorUnderTest,
     pub port: u16,
@@ -90,7 +91,8 @@ pub struct CronReport {
     pub operator: Option<ProcessFigures>,
     /// The operator's requests over the window: `verb resource` -> requests.
     pub requests_by_verb_and_resource: BTreeMap<String, u64>,
-    pub idle: IdleCron,
+    /// `null` when skipped (`--idle-secs 0`).
+    pub idle: Option<IdleCron>,
     /// CPU of this process (control plane, simulated pods, the benchmark) over the window.
     pub control_plane_cpu_seconds: f64,
     /// Changes the observer missed by falling behind (should be 0).
@@ -147,7 +149,10 @@ pub async fn run(options: CronOptions) -> Result<CronReport> {
     let self_end = super::procfs::sample("self").ok();
     let requests = api_figures(&cluster.requests(), BTreeMap::new(), 0).by_verb_and_resource;
 
-    let idle = measure_idle(&cluster, &api, &anchors, pid, &options).await?;
+    let idle = match options.idle {
+        Some(idle) => Some(measure_idle(&cluster, &api, &anchors, pid, &options, idle).await?),
+        None => None,
+    };
     if let Some(process) = operator.take() {
         process.stop(Duration::from_secs(10)).await;
     }
@@ -306,13 +311,14 @@ async fn wait_for_runs(runs: &RunObserver, expected: &[(String, i64)]) {
 }
 
 /// Suspends every CronWorkFlow, waits until the operator has recorded each suspension and then
-/// made no request for 2 s, and measures it for `options.idle`.
+/// made no request for 2 s, and measures it for `idle`.
 async fn measure_idle(
     cluster: &DevCluster,
     api: &Api<CronWorkFlow>,
     anchors: &[(String, i64)],
     pid: Option<u32>,
     options: &CronOptions,
+    idle: Duration,
 ) -> Result<IdleCron> {
     let suspend = json!({"spec": {"suspend": true}});
     futures::stream::iter(anchors)
@@ -344,19 +350,17 @@ async fn measure_idle(
     cluster.reset_requests();
     let start = pid.and_then(sample);
     // The measurement itself: a fixed interval in which nothing is due.
-    tokio::time::sleep(options.idle).await;
+    tokio::time::sleep(idle).await;
     let end = pid.and_then(sample);
     let cpu = start
         .zip(end)
         .map(|(s, e)| e.cpu.saturating_sub(s.cpu).as_secs_f64());
-    let seconds = options.idle.as_secs_f64();
+    let seconds = idle.as_secs_f64();
     Ok(IdleCron {
         seconds,
         suspended,
         operator_cpu_seconds: cpu.map(|c| round(c, 2)),
-        operator_cpu_percent: cpu
-            .filter(|_| seconds > 0.0)
-            .map(|c| round(c / seconds * 100.0, 2)),
+        operator_cpu_percent: cpu.map(|c| round(c / seconds * 100.0, 2)),
         requests_by_verb: api_figures(&cluster.requests(), BTreeMap::new(), 0).by_verb,
     })
 }

@@ -90,7 +90,8 @@ pub struct BenchArgs {
     /// operator sitting on them for --idle-secs.
     #[arg(long, value_name = "N")]
     keep_finished: Option<usize>,
-    /// Seconds of the idle measurement of --keep-finished and --crons.
+    /// Seconds of the idle measurement of --keep-finished and --crons (0 with --crons: no
+    /// idle measurement, the CronWorkFlows are not suspended).
     #[arg(long, default_value_t = 10)]
     idle_secs: u64,
     /// With --keep-finished: restart the operator before the idle measurement, so it starts on
@@ -164,7 +165,7 @@ async fn schedule(args: &BenchArgs, crons: usize) -> ExitCode {
         crons,
         period: Duration::from_secs(args.cron_period_secs),
         duration: Duration::from_secs(args.cron_duration_secs),
-        idle: Duration::from_secs(args.idle_secs),
+        idle: (args.idle_secs > 0).then(|| Duration::from_secs(args.idle_secs)),
         pod_millis: args.pod_millis,
         operator,
         port: args.port,

@@ -207,6 +207,9 @@ fn schedule_shape_reports_one_run_per_scheduled_time_with_its_lateness() {
         .as_u64()
         .unwrap();
     assert!(creates >= expected, "{report:#}");
+    // A tick reads the runs from the operator's watch of them, not with a list per fire.
+    let lists = &report["requestsByVerbAndResource"]["list workflows.workflow.crd.com"];
+    assert!(lists.as_u64().unwrap_or(0) * 10 < expected, "{report:#}");
 
     let idle = &report["idle"];
     assert_eq!(idle["suspended"], 200, "{idle:#}");
@@ -216,4 +219,23 @@ fn schedule_shape_reports_one_run_per_scheduled_time_with_its_lateness() {
         idle["operatorCpuPercent"].as_f64().unwrap() < 50.0,
         "{idle:#}"
     );
+}
+
+#[test]
+fn schedule_shape_without_idle_seconds_skips_the_idle_measurement() {
+    let output = bench(&[
+        "--crons",
+        "20",
+        "--cron-period-secs",
+        "5",
+        "--cron-duration-secs",
+        "12",
+        "--idle-secs",
+        "0",
+    ]);
+    let report = report(&output);
+    // Each of the 20, created in the first 5 s, fires at least once by 12 s.
+    assert!(report["runsExpected"].as_u64().unwrap() >= 20, "{report:#}");
+    assert_eq!(report["runsMissing"], 0, "{report:#}");
+    assert!(report["idle"].is_null(), "{report:#}");
 }

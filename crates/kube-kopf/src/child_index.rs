@@ -94,10 +94,12 @@ fn key<C: Resource>(child: &C) -> (Option<&str>, Option<&str>) {
     (meta.namespace.as_deref(), meta.name.as_deref())
 }
 
-/// Builds the watch of child kind `C` for parents of kind `K`, and its index.
+/// Builds the watch of child kind `C` for parents of kind `K`, and its index. Changes are sent
+/// to the parents' queues only if `notify`.
 pub(crate) fn child_watch<K: Watched, C: Watched>(
     index: usize,
     children: Children<C>,
+    notify: bool,
 ) -> (ChildWatch, Arc<dyn Any + Send + Sync>) {
     let parent_of = children
         .parent
@@ -149,10 +151,13 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
                         Ok(Event::InitApply(child)) => {
                             let Some(p) = parent(&child) else { continue };
                             let child = Arc::new(child);
-                            let k = event_key(&child);
                             if let Some(buffer) = relisted.as_mut() {
                                 buffer.insert(&p, child.clone());
                             }
+                            if !notify {
+                                continue;
+                            }
+                            let k = event_key(&child);
                             let object: Arc<dyn Any + Send + Sync> = child;
                             let _ = sink.send((
                                 p,
@@ -174,12 +179,15 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
                         Ok(Event::Apply(child)) => {
                             let Some(p) = parent(&child) else { continue };
                             let child = Arc::new(child);
-                            let k = event_key(&child);
                             mirror
                                 .groups
                                 .write()
                                 .expect("child index lock")
                                 .insert(&p, child.clone());
+                            if !notify {
+                                continue;
+                            }
+                            let k = event_key(&child);
                             let object: Arc<dyn Any + Send + Sync> = child;
                             let _ = sink.send((
                                 p,

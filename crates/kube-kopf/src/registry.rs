@@ -196,8 +196,8 @@ where
     K::Scope: Scope,
 {
     /// The object's children of kind `C`, from the in-memory mirror of a child kind registered
-    /// with [`Registry::on_child`] or [`Registry::on_children`] (empty if `C` is not
-    /// registered). No API call.
+    /// with [`Registry::on_child`], [`Registry::on_children`] or [`Registry::keep_children`]
+    /// (empty if `C` is not registered). No API call.
     pub fn children<C: Send + Sync + 'static>(&self) -> Vec<Arc<C>> {
         let parent = Parent {
             namespace: if K::Scope::namespaced() {
@@ -460,10 +460,26 @@ impl<K: Watched> Registry<K> {
         self.push(name, Trigger::Children { index }, run)
     }
 
+    /// Mirrors child kind `C` for [`Context::children`] with no handler: a child's change
+    /// queues no work for its parent. For handlers that read the children when they run for
+    /// another reason (a timer), and need not run because a child changed. Like every
+    /// mirror, it is listed before any handler runs.
+    #[must_use]
+    pub fn keep_children<C: Watched>(mut self, children: Children<C>) -> Self {
+        self.mirror_children(children, false);
+        self
+    }
+
     /// Starts mirroring child kind `C`; returns its index.
     fn watch_children<C: Watched>(&mut self, children: Children<C>) -> usize {
+        self.mirror_children(children, true)
+    }
+
+    /// Starts mirroring child kind `C`, sending its changes to the parent's queue if `notify`;
+    /// returns its index.
+    fn mirror_children<C: Watched>(&mut self, children: Children<C>, notify: bool) -> usize {
         let index = self.children.len();
-        let (watch, mirror) = super::child_index::child_watch::<K, C>(index, children);
+        let (watch, mirror) = super::child_index::child_watch::<K, C>(index, children, notify);
         self.children.push(watch);
         self.child_indexes.push(mirror);
         index

@@ -1,7 +1,9 @@
 //! The CronWorkFlow controller: at each scheduled time, a WorkFlow named for the time.
 //!
-//! A tick reads the CronWorkFlow and its runs (the WorkFlows labelled with its name, listed from
-//! the API), lets the pure planner (`workflow_operator_core::cron::plan`) decide, then carries
+//! A tick reads the CronWorkFlow and its runs (the WorkFlows labelled with its name, mirrored
+//! from a watch; read from the API instead when the mirror does not show the controller's own
+//! last writes to them yet, see `unseen.rs`), lets the pure planner
+//! (`workflow_operator_core::cron::plan`) decide, then carries
 //! the decision out: terminate (`Replace`), create (a 409 for a run that exists is success: the
 //! name is the time's), delete beyond the history limits, the Events, and the status last. A
 //! SIGKILL between any two writes leaves nothing a later tick does twice: the runs that exist
@@ -11,12 +13,15 @@
 //! milliseconds after its time rather than anywhere up to a second later.
 
 mod tick;
+mod unseen;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube_kopf::Registry;
+use kube_kopf::{Children, Registry};
 use workflow_operator_core::crd::CronWorkFlow;
+use workflow_operator_core::cron::run_summary::RunSummary;
 
 /// How often the timer looks for CronWorkFlows that are due (in memory; nothing is read or
 /// written for one that is not).
@@ -26,11 +31,16 @@ pub use workflow_operator_core::labels::{LABEL_CRON, LABEL_SCHEDULED};
 
 /// The CronWorkFlow handlers.
 pub fn table(registry: Registry<CronWorkFlow>) -> Registry<CronWorkFlow> {
+    let unseen = Arc::new(unseen::Unseen::default());
+    let tick = move |ctx| tick::tick(unseen.clone(), ctx);
+    // The runs are mirrored for the ticks to read; a run's change needs no tick of its own.
+    let runs = Children::<RunSummary>::owned().labels(LABEL_CRON);
     registry
-        .on_create("schedule", tick::tick)
-        .on_update_field("spec", "reschedule", tick::tick)
-        .on_resume("resume", tick::tick)
-        .timer("fire", TICK, tick::tick)
+        .keep_children(runs)
+        .on_create("schedule", tick.clone())
+        .on_update_field("spec", "reschedule", tick.clone())
+        .on_resume("resume", tick.clone())
+        .timer("fire", TICK, tick)
         .aligned()
         .when(|cron| is_due(cron, Timestamp::now()))
 }

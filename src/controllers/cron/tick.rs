@@ -1,5 +1,7 @@
 //! One tick of a CronWorkFlow: read its runs, plan (pure), then write.
 
+use std::sync::Arc;
+
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -8,21 +10,24 @@ use kube_kopf::{Context, HandlerError, HandlerResult};
 use serde_json::json;
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::{CronWorkFlow, Shutdown};
+use workflow_operator_core::cron::run_summary::RunSummary;
 use workflow_operator_core::cron::{
     self,
     plan::{self, Run},
 };
 use workflow_operator_core::names;
 
-use super::{LABEL_CRON, LABEL_SCHEDULED};
+use super::LABEL_CRON;
+use super::unseen::{Unseen, Wrote};
 use crate::controllers::{FIELD_MANAGER, temporary};
 
 /// Plans and carries out one tick of `ctx`'s CronWorkFlow.
-pub async fn tick(ctx: Context<CronWorkFlow>) -> HandlerResult {
+pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerResult {
     let cron = ctx.object.clone();
+    let cron_uid = cron.uid().unwrap_or_default();
     let namespace = cron.namespace().unwrap_or_default();
     let workflows: Api<WorkFlow> = Api::namespaced(ctx.client.clone(), &namespace);
-    let runs = runs_of(&workflows, &cron).await?;
+    let runs = runs_of(&ctx, &unseen).await?;
     let decided = plan::tick(&cron, &runs, Timestamp::now());
     for name in &decided.terminate {
         let patch = json!({"spec": {"shutdown": Shutdown::Terminate.as_str()}});
@@ -30,9 +35,10 @@ pub async fn tick(ctx: Context<CronWorkFlow>) -> HandlerResult {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| temporary(&format!("terminating run {name}"), e))?;
+        unseen.note(&cron_uid, name, Wrote::Terminated);
     }
     for &scheduled in &decided.create {
-        create_run(&ctx, &workflows, &cron, scheduled).await?;
+        create_run(&ctx, &workflows, &unseen, scheduled).await?;
     }
     for name in &decided.delete {
         match workflows.delete(name, &DeleteParams::background()).await {
@@ -40,6 +46,7 @@ pub async fn tick(ctx: Context<CronWorkFlow>) -> HandlerResult {
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => return Err(temporary(&format!("deleting run {name}"), e)),
         }
+        unseen.note(&cron_uid, name, Wrote::Deleted);
     }
     for (reason, message) in &decided.events {
         let type_ = if *reason == "RunStarted" {
@@ -67,33 +74,40 @@ pub async fn tick(ctx: Context<CronWorkFlow>) -> HandlerResult {
     Ok(())
 }
 
-/// The CronWorkFlow's runs: the WorkFlows with its label that it owns (by uid).
-async fn runs_of(workflows: &Api<WorkFlow>, cron: &CronWorkFlow) -> Result<Vec<Run>, HandlerError> {
+/// The CronWorkFlow's runs: from the watch's mirror when it shows this operator's writes to
+/// them ([`Unseen`]), else read from the API.
+async fn runs_of(ctx: &Context<CronWorkFlow>, unseen: &Unseen) -> Result<Vec<Run>, HandlerError> {
+    let cron = &ctx.object;
+    let cron_uid = cron.uid().unwrap_or_default();
+    let mirrored = owned_runs(cron, ctx.children::<RunSummary>().iter().map(|r| &**r));
+    if unseen.all_shown(&cron_uid, &mirrored) {
+        return Ok(mirrored);
+    }
+    let api: Api<RunSummary> = Api::namespaced(
+        ctx.client.clone(),
+        &ctx.object.namespace().unwrap_or_default(),
+    );
     let selector = format!("{LABEL_CRON}={}", names::label_value(&cron.name_any()));
-    let listed = workflows
+    let listed = api
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(|e| temporary("listing the runs", e))?;
+    let listed = owned_runs(cron, listed.items.iter());
+    unseen.settle(&cron_uid, &mirrored, &listed);
+    Ok(listed)
+}
+
+/// The runs among `workflows` that `cron` owns (by uid: not those of an earlier CronWorkFlow
+/// of the same name).
+fn owned_runs<'a>(
+    cron: &CronWorkFlow,
+    workflows: impl Iterator<Item = &'a RunSummary>,
+) -> Vec<Run> {
     let uid = cron.uid().unwrap_or_default();
-    Ok(listed
-        .items
-        .into_iter()
+    workflows
         .filter(|w| w.owner_references().iter().any(|o| o.uid == uid))
-        .filter_map(|w| {
-            let scheduled = w.labels().get(LABEL_SCHEDULED)?.parse().ok()?;
-            let status = w.status.as_ref();
-            Some(Run {
-                name: w.name_any(),
-                uid: w.uid(),
-                scheduled,
-                phase: status.and_then(|s| s.workflow_status),
-                finished_at: status
-                    .and_then(|s| s.status_changed.as_deref())
-                    .and_then(|t| t.parse().ok()),
-                terminating: w.spec.shutdown == Some(Shutdown::Terminate),
-            })
-        })
-        .collect())
+        .filter_map(RunSummary::run)
+        .collect()
 }
 
 /// Creates the run of `scheduled`; one that exists already (a repeated tick, another replica)
@@ -101,9 +115,10 @@ async fn runs_of(workflows: &Api<WorkFlow>, cron: &CronWorkFlow) -> Result<Vec<R
 async fn create_run(
     ctx: &Context<CronWorkFlow>,
     workflows: &Api<WorkFlow>,
-    cron: &CronWorkFlow,
+    unseen: &Unseen,
     scheduled: i64,
 ) -> HandlerResult {
+    let cron = &ctx.object;
     let workflow = cron::run_of(cron, scheduled).map_err(HandlerError::permanent)?;
     let name = workflow.name_any();
     match workflows
@@ -116,7 +131,9 @@ async fn create_run(
         )
         .await
     {
-        Ok(_) => {
+        Ok(created) => {
+            let cron_uid = cron.uid().unwrap_or_default();
+            unseen.note(&cron_uid, &name, Wrote::Created { uid: created.uid() });
             let at = Timestamp::from_second(scheduled)
                 .map(|t| t.to_string())
                 .unwrap_or_default();

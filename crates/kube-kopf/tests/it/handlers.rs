@@ -838,3 +838,89 @@ async fn a_timer_whose_when_takes_a_flag_runs_once_per_flag() {
     running.stop().await;
     assert_eq!(probe.count("woken", "w"), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_children_are_listed_before_the_first_handler_and_kept_current_without_a_child_handler()
+ {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let owner = api
+        .create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    create_child(&client, "c0", &owner).await;
+
+    // The children each handler call saw, by the handler's name.
+    type Seen = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+    let seen: Seen = Arc::default();
+    let recorder = |seen: Seen| {
+        move |ctx: Context<Widget>| {
+            let seen = seen.clone();
+            async move {
+                let mut names: Vec<String> = ctx
+                    .children::<ConfigMap>()
+                    .iter()
+                    .map(|c| c.name_any())
+                    .collect();
+                names.sort();
+                seen.lock().unwrap().push((ctx.handler.to_string(), names));
+                Ok(())
+            }
+        }
+    };
+    let running = start(
+        Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+            r.keep_children(Children::<ConfigMap>::owned())
+                .on_create("create", recorder(seen.clone()))
+                .on_update_field("spec", "update", recorder(seen.clone()))
+        }),
+    );
+    wait_created(&api, "w").await;
+    create_child(&client, "c1", &owner).await;
+    // Each spec change runs the update handler once; another is made once it has run, until
+    // one sees the new child.
+    let want = (
+        "update".to_string(),
+        vec!["c0".to_string(), "c1".to_string()],
+    );
+    let mut patches = 0;
+    eventually(
+        "an update handler to see the child added after the start",
+        Duration::from_secs(20),
+        || {
+            let updates = seen
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(h, _)| h == "update")
+                .count();
+            let found = seen.lock().unwrap().contains(&want);
+            let patch = (!found && updates == patches).then(|| {
+                patches += 1;
+                json!({"spec": {"size": patches + 1}})
+            });
+            let api = api.clone();
+            async move {
+                if let Some(patch) = patch {
+                    api.patch("w", &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .expect("patch");
+                }
+                found.then_some(())
+            }
+        },
+    )
+    .await;
+    running.stop().await;
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen[0],
+        ("create".to_string(), vec!["c0".to_string()]),
+        "the first call saw the child that existed: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|(_, names)| names.contains(&"c0".to_string())),
+        "every call saw the first child: {seen:?}"
+    );
+}

@@ -10,6 +10,7 @@
 
 pub mod plan;
 mod run;
+pub mod run_summary;
 #[cfg(test)]
 mod tests;
 

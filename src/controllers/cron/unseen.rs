@@ -1,0 +1,146 @@
+//! The ticks' own writes to runs that the watch of the runs has not shown yet.
+//!
+//! A tick plans from the runs mirrored by a watch, not from a LIST per tick: with thousands of
+//! CronWorkFlows a LIST per firing is most of the API server's work. A watch lags its writer
+//! by a moment, though, and a tick must never plan without its own last writes: a run it
+//! created and the mirror does not show yet would let `Forbid` start a second run beside it,
+//! and a deleted one still shown counts against the history limits. So each tick notes what
+//! it wrote; the next tick of that CronWorkFlow plans from the mirror only when the mirror
+//! shows all of it, and otherwise reads the runs from the API, as current as any read.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use workflow_operator_core::cron::plan::Run;
+
+/// What a tick did to a run, as the mirror will show it once the watch delivers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wrote {
+    /// Created: the run is there with this uid.
+    Created { uid: Option<String> },
+    /// Asked to terminate: the run is marked so, or gone.
+    Terminated,
+    /// Deleted: the run is gone.
+    Deleted,
+}
+
+impl Wrote {
+    /// Whether `runs` show this write to run `name`.
+    fn shown_in(&self, name: &str, runs: &[Run]) -> bool {
+        let run = runs.iter().find(|r| r.name == name);
+        match self {
+            Wrote::Created { uid } => run.is_some_and(|r| &r.uid == uid),
+            Wrote::Terminated => run.is_none_or(|r| r.terminating),
+            Wrote::Deleted => run.is_none(),
+        }
+    }
+}
+
+/// The writes not yet shown by the mirror, per CronWorkFlow (by uid: a CronWorkFlow made
+/// again under the same name starts with none). A CronWorkFlow's ticks never overlap (the
+/// framework runs one handler per object at a time); the lock is for different CronWorkFlows.
+#[derive(Debug, Default)]
+pub struct Unseen {
+    by_cron: Mutex<HashMap<String, Vec<(String, Wrote)>>>,
+}
+
+impl Unseen {
+    /// Notes that a tick of CronWorkFlow `cron` (its uid) did `wrote` to run `name`.
+    pub fn note(&self, cron: &str, name: &str, wrote: Wrote) {
+        let mut by_cron = self.by_cron.lock().expect("unseen writes lock");
+        by_cron
+            .entry(cron.to_string())
+            .or_default()
+            .push((name.to_string(), wrote));
+    }
+
+    /// Forgets the writes of `cron` that `mirrored` shows; true when none is left, i.e. the
+    /// mirror is at least as new as this operator's writes to the runs.
+    pub fn all_shown(&self, cron: &str, mirrored: &[Run]) -> bool {
+        self.keep(cron, |name, wrote| !wrote.shown_in(name, mirrored))
+    }
+
+    /// After `cron`'s runs were read from the API (`listed`): forgets the writes `mirrored`
+    /// shows, and those `listed` does not (someone changed the run since, which the watch
+    /// will bring like any change).
+    pub fn settle(&self, cron: &str, mirrored: &[Run], listed: &[Run]) {
+        self.keep(cron, |name, wrote| {
+            wrote.shown_in(name, listed) && !wrote.shown_in(name, mirrored)
+        });
+    }
+
+    /// Keeps the writes of `cron` for which `unshown` holds; true when none is left.
+    fn keep(&self, cron: &str, unshown: impl Fn(&str, &Wrote) -> bool) -> bool {
+        let mut by_cron = self.by_cron.lock().expect("unseen writes lock");
+        let Some(writes) = by_cron.get_mut(cron) else {
+            return true;
+        };
+        writes.retain(|(name, wrote)| unshown(name, wrote));
+        if writes.is_empty() {
+            by_cron.remove(cron);
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(name: &str, uid: &str, terminating: bool) -> Run {
+        Run {
+            name: name.into(),
+            uid: Some(uid.into()),
+            scheduled: 0,
+            phase: None,
+            finished_at: None,
+            terminating,
+        }
+    }
+
+    fn created(uid: &str) -> Wrote {
+        Wrote::Created {
+            uid: Some(uid.into()),
+        }
+    }
+
+    #[test]
+    fn the_mirror_is_used_once_it_shows_every_write_of_the_cron() {
+        let unseen = Unseen::default();
+        assert!(unseen.all_shown("c", &[]), "nothing written yet");
+        unseen.note("c", "r1", created("u1"));
+        unseen.note("c", "r0", Wrote::Deleted);
+        unseen.note("c", "r2", Wrote::Terminated);
+        unseen.note("other", "x", created("ux"));
+        let before = [run("r0", "u0", false), run("r2", "u2", false)];
+        assert!(!unseen.all_shown("c", &before));
+        // A run of the same name but another uid is not the one created.
+        assert!(!unseen.all_shown("c", &[run("r1", "old", false)]));
+        let after = [run("r1", "u1", false), run("r2", "u2", true)];
+        assert!(unseen.all_shown("c", &after));
+        assert!(
+            !unseen.by_cron.lock().unwrap().contains_key("c"),
+            "a CronWorkFlow whose writes were all shown is forgotten"
+        );
+        assert!(
+            unseen.all_shown("c", &[]),
+            "shown writes are not asked for again"
+        );
+        assert!(!unseen.all_shown("other", &after), "per CronWorkFlow");
+    }
+
+    #[test]
+    fn a_read_of_the_runs_forgets_writes_someone_undid_and_keeps_those_still_coming() {
+        let unseen = Unseen::default();
+        unseen.note("c", "gone", created("u1"));
+        unseen.note("c", "coming", created("u2"));
+        unseen.note("c", "mirrored", created("u3"));
+        let mirrored = [run("mirrored", "u3", false)];
+        let listed = [run("coming", "u2", false), run("mirrored", "u3", false)];
+        unseen.settle("c", &mirrored, &listed);
+        let left = unseen.by_cron.lock().unwrap()["c"].clone();
+        assert_eq!(left, [("coming".to_string(), created("u2"))]);
+        assert!(unseen.all_shown("c", &listed));
+    }
+}
