@@ -94,6 +94,18 @@ fn key<C: Resource>(child: &C) -> (Option<&str>, Option<&str>) {
     (meta.namespace.as_deref(), meta.name.as_deref())
 }
 
+/// Sends `child`'s change to the queue of its parent `parent`; later changes of the same child
+/// (by namespace/name) replace a queued one.
+fn forward<C: Watched>(sink: &ChildSink, index: usize, parent: Parent, child: Arc<C>) {
+    let key = format!(
+        "{}/{}",
+        child.namespace().unwrap_or_default(),
+        child.name_any()
+    );
+    let object: Arc<dyn Any + Send + Sync> = child;
+    let _ = sink.send((parent, ChildEvent { index, key, object }));
+}
+
 /// Builds the watch of child kind `C` for parents of kind `K`, and its index. Changes are sent
 /// to the parents' queues only if `notify`.
 pub(crate) fn child_watch<K: Watched, C: Watched>(
@@ -131,13 +143,6 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
                         parent
                     })
                 };
-                let event_key = |child: &C| {
-                    format!(
-                        "{}/{}",
-                        child.namespace().unwrap_or_default(),
-                        child.name_any()
-                    )
-                };
                 let mut relisted: Option<Groups<C>> = None;
                 let events = watcher(api, config)
                     // Handlers never read managedFields; the real API server can make them
@@ -154,19 +159,9 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
                             if let Some(buffer) = relisted.as_mut() {
                                 buffer.insert(&p, child.clone());
                             }
-                            if !notify {
-                                continue;
+                            if notify {
+                                forward(&sink, index, p, child);
                             }
-                            let k = event_key(&child);
-                            let object: Arc<dyn Any + Send + Sync> = child;
-                            let _ = sink.send((
-                                p,
-                                ChildEvent {
-                                    index,
-                                    key: k,
-                                    object,
-                                },
-                            ));
                         }
                         Ok(Event::InitDone) => {
                             if let Some(buffer) = relisted.take() {
@@ -184,19 +179,9 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
                                 .write()
                                 .expect("child index lock")
                                 .insert(&p, child.clone());
-                            if !notify {
-                                continue;
+                            if notify {
+                                forward(&sink, index, p, child);
                             }
-                            let k = event_key(&child);
-                            let object: Arc<dyn Any + Send + Sync> = child;
-                            let _ = sink.send((
-                                p,
-                                ChildEvent {
-                                    index,
-                                    key: k,
-                                    object,
-                                },
-                            ));
                         }
                         Ok(Event::Delete(child)) => {
                             let Some(p) = parent(&child) else { continue };
