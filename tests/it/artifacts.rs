@@ -27,6 +27,18 @@ async fn with_store(test: &str) -> Option<(Session, EmbeddedStore)> {
     Some((session, store))
 }
 
+/// The embedded store, started and installed as `ns`'s repository (its ConfigMap and its
+/// credentials Secret).
+async fn store_of(ns: &Namespace) -> EmbeddedStore {
+    let store = EmbeddedStore::start(None)
+        .await
+        .expect("the embedded store");
+    artifacts::embedded::install_default_repository(ns.client(), &ns.name, &store)
+        .await
+        .expect("the namespace's repository");
+    store
+}
+
 /// The keys under `prefix` in the store.
 async fn keys(store: &EmbeddedStore, prefix: &str) -> Vec<String> {
     let listed = artifacts::list(store.target(), prefix)
@@ -332,13 +344,8 @@ async fn the_operators_own_repository_serves_a_namespace_without_one(
     #[future(awt)] namespace: Namespace,
 ) {
     skip_on_real_cluster!("runs its own operator process with its own flags");
-    let store = EmbeddedStore::start(None)
-        .await
-        .expect("the embedded store");
-    // The store's credentials Secret, but no repository ConfigMap.
-    artifacts::embedded::install_default_repository(namespace.client(), &namespace.name, &store)
-        .await
-        .expect("the credentials");
+    // The store's credentials Secret, but no repository ConfigMap (deleted below).
+    let store = store_of(&namespace).await;
     let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(namespace.client(), &namespace.name);
     (config_maps.delete(
@@ -395,12 +402,7 @@ spec:
 
 async fn kill_around_artifacts(mut operator: Operator) {
     let ns = &operator.ns;
-    let store = EmbeddedStore::start(None)
-        .await
-        .expect("the embedded store");
-    artifacts::embedded::install_default_repository(ns.client(), &ns.name, &store)
-        .await
-        .expect("the namespace's repository");
+    let store = store_of(ns).await;
     let params = PostParams::default();
     let mut names: Vec<String> = (0..4).map(|i| format!("a-{i}")).collect();
     for name in &names {
@@ -511,12 +513,7 @@ async fn killed_between_the_items_end_and_the_fan_in_the_fan_in_gets_every_item(
     skip_on_real_cluster!("kills the operator's process; the items wait for a local file");
     let mut operator = operator_process;
     let ns = &operator.ns;
-    let store = EmbeddedStore::start(None)
-        .await
-        .expect("the embedded store");
-    artifacts::embedded::install_default_repository(ns.client(), &ns.name, &store)
-        .await
-        .expect("the namespace's repository");
+    let store = store_of(ns).await;
     let gate = support::Gate::new();
     let wait = gate.wait_command("go").pop().expect("a script");
     let workflow: WorkFlow =
