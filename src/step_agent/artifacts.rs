@@ -27,9 +27,7 @@ pub async fn download(task: &Task) -> Result<(), String> {
             continue;
         }
         if input.key.is_empty() {
-            std::fs::create_dir_all(path).map_err(|e| {
-                format!("input artifact {}: making {}: {e}", input.name, input.path)
-            })?;
+            make_dir(input)?;
             continue;
         }
         artifacts::get_path(&target, &input.key, path)
@@ -48,8 +46,7 @@ async fn download_items(
     items: &[String],
 ) -> Result<(), String> {
     let path = Path::new(&input.path);
-    std::fs::create_dir_all(path)
-        .map_err(|e| format!("input artifact {}: making {}: {e}", input.name, input.path))?;
+    make_dir(input)?;
     for (index, key) in items.iter().enumerate() {
         if key.is_empty() {
             continue;
@@ -62,6 +59,12 @@ async fn download_items(
         }
     }
     Ok(())
+}
+
+/// Makes `input`'s path a directory (with no entry, or one per item to come).
+fn make_dir(input: &InputTask) -> Result<(), String> {
+    std::fs::create_dir_all(&input.path)
+        .map_err(|e| format!("input artifact {}: making {}: {e}", input.name, input.path))
 }
 
 /// Stores each output artifact; the outputs naming them (`artifacts.NAME`: the key, or empty
