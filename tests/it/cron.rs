@@ -4,8 +4,9 @@
 //! resumed schedule fires at most once; under repeated SIGKILLs, of the one operator or of the
 //! leader of two replicas, or of the one operator in the middle of a `Replace`, every scheduled
 //! time gets exactly one run (and a replaced run does not stay active); after downtime `catchUp`
-//! starts what it says; a `workflowSpec` no run can run is named on the `Ready` condition and
-//! starts nothing until it is fixed.
+//! starts what it says, and a time named missed stays so while the operator's watch of the
+//! CronWorkFlows lags its own status write; a `workflowSpec` no run can run is named on the
+//! `Ready` condition and starts nothing until it is fixed.
 
 use crate::support;
 
@@ -16,6 +17,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube_devcluster::faults::Verb;
 use kube_devcluster::store::{EventType, StoredObject, WatchEvent};
 use kube_devcluster::testing::eventually;
 use rstest::rstest;
@@ -678,6 +680,66 @@ async fn downtime(mut operator: Operator, catch_up: &str, period: i64, started: 
         started,
         "{catch_up}: runs for the missed times {missed:?}"
     );
+}
+
+/// A `Replace` CronWorkFlow (`catchUp: All`) whose operator was down across two times starts the
+/// later only, naming the earlier missed, and a tick after does not start the earlier while the
+/// operator's watch of the CronWorkFlows still shows the status from before its own write: the
+/// watch is held from the restart until the time after, so each tick in between sees the old
+/// `lastScheduleTime` in the cache.
+#[rstest]
+#[tokio::test]
+async fn a_time_named_missed_stays_missed_while_the_watch_of_the_schedule_lags(
+    #[future(awt)] operator_process: Operator,
+) {
+    skip_on_real_cluster!("stops the operator's process and holds its watch");
+    Box::pin(lagging_watch(operator_process)).await;
+}
+
+async fn lagging_watch(mut operator: Operator) {
+    let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
+    let extra = serde_json::json!({
+        "concurrencyPolicy": "Replace",
+        "catchUp": "All",
+        "successfulRunsHistoryLimit": 1000,
+        "failedRunsHistoryLimit": 1000,
+    });
+    let cron = every("lag", &operator.ns.name, 3, extra);
+    api.create(&PostParams::default(), &cron).await.unwrap();
+    eventually("a first run", Duration::from_secs(30), || async {
+        last_scheduled(&api, "lag").await
+    })
+    .await;
+    operator.stop().await;
+    let before = last_scheduled(&api, "lag").await.expect("a time handled");
+    let (missed, started, next) = (before + 3, before + 6, before + 9);
+    let held = dev(&operator.ns.cluster)
+        .faults()
+        .hold(Verb::Watch, "cronworkflows.workflow.crd.com");
+    let restart = Timestamp::from_second(started).unwrap() + SignedDuration::from_millis(500);
+    tokio::time::sleep(restart.duration_since(Timestamp::now()).unsigned_abs()).await;
+    operator.start();
+    eventually(
+        "the run of the time after the restart's",
+        Duration::from_secs(30),
+        || async {
+            let times = run_times(&operator.ns, "lag").await;
+            times.contains(&next).then_some(())
+        },
+    )
+    .await;
+    drop(held);
+    let times: Vec<i64> = run_times(&operator.ns, "lag")
+        .await
+        .into_iter()
+        .filter(|t| *t > before && *t <= next)
+        .collect();
+    assert_eq!(
+        times,
+        [started, next],
+        "runs after {before}: {missed} was named missed and must have none"
+    );
+    assert!(missed_times(&operator.ns).await.contains(&missed));
 }
 
 #[tokio::test]

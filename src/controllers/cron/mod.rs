@@ -1,8 +1,8 @@
 //! The CronWorkFlow controller: at each scheduled time, a WorkFlow named for the time.
 //!
-//! A tick reads the CronWorkFlow and its runs (the WorkFlows labelled with its name, mirrored
-//! from a watch; read from the API instead when the mirror does not show the controller's own
-//! last writes to them yet, see `unseen.rs`), lets the pure planner
+//! A tick reads the CronWorkFlow and its runs (the WorkFlows labelled with its name), both from
+//! the watches' caches, each read from the API instead when its cache does not show the
+//! controller's own last writes yet (see `unseen.rs`), lets the pure planner
 //! (`workflow_operator_core::cron::plan`) decide, then carries
 //! the decision out: terminate (`Replace`), create (a 409 for a run that exists is success: the
 //! name is the time's), delete beyond the history limits, the Events, and the status last. A

@@ -23,11 +23,11 @@ use crate::controllers::{FIELD_MANAGER, temporary};
 
 /// Plans and carries out one tick of `ctx`'s CronWorkFlow.
 pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerResult {
-    let cron = ctx.object.clone();
+    let cron = current(&ctx, &unseen).await?;
     let cron_uid = cron.uid().unwrap_or_default();
     let namespace = cron.namespace().unwrap_or_default();
     let workflows: Api<WorkFlow> = Api::namespaced(ctx.client.clone(), &namespace);
-    let runs = runs_of(&ctx, &unseen).await?;
+    let runs = runs_of(&ctx, &cron, &unseen).await?;
     let decided = plan::tick(&cron, &runs, Timestamp::now());
     for name in &decided.terminate {
         let patch = json!({"spec": {"shutdown": Shutdown::Terminate.as_str()}});
@@ -38,7 +38,7 @@ pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerRes
         unseen.note(&cron_uid, name, Wrote::Terminated);
     }
     for &scheduled in &decided.create {
-        create_run(&ctx, &workflows, &unseen, scheduled).await?;
+        create_run(&ctx, &cron, &workflows, &unseen, scheduled).await?;
     }
     for name in &decided.delete {
         match workflows.delete(name, &DeleteParams::background()).await {
@@ -60,6 +60,7 @@ pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerRes
     }
     if let Some(status) = decided.status {
         let api: Api<CronWorkFlow> = Api::namespaced(ctx.client.clone(), &namespace);
+        let status = json!(status);
         // `add /status` replaces the whole status: a field the new one lacks is removed.
         let patch = json!([{"op": "add", "path": "/status", "value": status}]);
         let patch: json_patch::Patch = serde_json::from_value(patch).expect("a JSON patch");
@@ -70,23 +71,46 @@ pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerRes
         )
         .await
         .map_err(|e| temporary("writing the status", e))?;
+        unseen.note_status(&cron_uid, status);
     }
     Ok(())
 }
 
+/// `ctx`'s CronWorkFlow: as cached when the cache shows the status the last tick wrote, else
+/// read from the API ([`Unseen`]).
+async fn current(
+    ctx: &Context<CronWorkFlow>,
+    unseen: &Unseen,
+) -> Result<CronWorkFlow, HandlerError> {
+    let cached = &ctx.object;
+    let cron_uid = cached.uid().unwrap_or_default();
+    if unseen.status_shown(&cron_uid, &json!(cached.status)) {
+        return Ok((**cached).clone());
+    }
+    let api: Api<CronWorkFlow> =
+        Api::namespaced(ctx.client.clone(), &cached.namespace().unwrap_or_default());
+    let read = api
+        .get(&cached.name_any())
+        .await
+        .map_err(|e| temporary("reading the CronWorkFlow", e))?;
+    unseen.settle_status(&cron_uid, &json!(read.status));
+    Ok(read)
+}
+
 /// The CronWorkFlow's runs: from the watch's mirror when it shows this operator's writes to
 /// them ([`Unseen`]), else read from the API.
-async fn runs_of(ctx: &Context<CronWorkFlow>, unseen: &Unseen) -> Result<Vec<Run>, HandlerError> {
-    let cron = &ctx.object;
+async fn runs_of(
+    ctx: &Context<CronWorkFlow>,
+    cron: &CronWorkFlow,
+    unseen: &Unseen,
+) -> Result<Vec<Run>, HandlerError> {
     let cron_uid = cron.uid().unwrap_or_default();
     let mirrored = owned_runs(cron, ctx.children::<RunSummary>().iter().map(|r| &**r));
     if unseen.all_shown(&cron_uid, &mirrored) {
         return Ok(mirrored);
     }
-    let api: Api<RunSummary> = Api::namespaced(
-        ctx.client.clone(),
-        &ctx.object.namespace().unwrap_or_default(),
-    );
+    let api: Api<RunSummary> =
+        Api::namespaced(ctx.client.clone(), &cron.namespace().unwrap_or_default());
     let selector = format!("{LABEL_CRON}={}", names::label_value(&cron.name_any()));
     let listed = api
         .list(&ListParams::default().labels(&selector))
@@ -114,11 +138,11 @@ fn owned_runs<'a>(
 /// is success.
 async fn create_run(
     ctx: &Context<CronWorkFlow>,
+    cron: &CronWorkFlow,
     workflows: &Api<WorkFlow>,
     unseen: &Unseen,
     scheduled: i64,
 ) -> HandlerResult {
-    let cron = &ctx.object;
     let workflow = cron::run_of(cron, scheduled).map_err(HandlerError::permanent)?;
     let name = workflow.name_any();
     match workflows

@@ -7,6 +7,12 @@
 //! and a deleted one still shown counts against the history limits. So each tick notes what
 //! it wrote; the next tick of that CronWorkFlow plans from the mirror only when the mirror
 //! shows all of it, and otherwise reads the runs from the API, as current as any read.
+//!
+//! The same holds for the CronWorkFlow itself: its `status.lastScheduleTime` is the record of
+//! which times were handled, and a tick planning from a cached object older than the last
+//! status write would decide those times again (start one named missed a tick before). So the
+//! status each tick writes is noted too, and a tick whose cached object does not show it reads
+//! the CronWorkFlow from the API.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -42,6 +48,8 @@ impl Wrote {
 #[derive(Debug, Default)]
 pub struct Unseen {
     by_cron: Mutex<HashMap<String, Vec<(String, Wrote)>>>,
+    /// The status each CronWorkFlow's last tick wrote, as sent, until a read shows it.
+    statuses: Mutex<HashMap<String, serde_json::Value>>,
 }
 
 impl Unseen {
@@ -67,6 +75,37 @@ impl Unseen {
         self.keep(cron, |name, wrote| {
             wrote.shown_in(name, listed) && !wrote.shown_in(name, mirrored)
         });
+    }
+
+    /// Notes that a tick of CronWorkFlow `cron` (its uid) wrote `status`, as sent.
+    pub fn note_status(&self, cron: &str, status: serde_json::Value) {
+        let mut statuses = self.statuses.lock().expect("unseen statuses lock");
+        statuses.insert(cron.to_string(), status);
+    }
+
+    /// Whether `status`, as cached, shows the last status `cron`'s ticks wrote; forgets that
+    /// write once it does. A cached status that differs is taken as older than the write and
+    /// read again ([`Unseen::settle_status`] then tells a change by someone else).
+    pub fn status_shown(&self, cron: &str, status: &serde_json::Value) -> bool {
+        let mut statuses = self.statuses.lock().expect("unseen statuses lock");
+        match statuses.get(cron) {
+            Some(written) if written != status => false,
+            Some(_) => {
+                statuses.remove(cron);
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// After `cron` was read from the API with `status`: forgets the written status when the
+    /// read shows another (someone changed it since; the watch will bring that), and keeps it
+    /// when the read shows it, for the cache still to catch up with.
+    pub fn settle_status(&self, cron: &str, status: &serde_json::Value) {
+        let mut statuses = self.statuses.lock().expect("unseen statuses lock");
+        if statuses.get(cron).is_some_and(|written| written != status) {
+            statuses.remove(cron);
+        }
     }
 
     /// Keeps the writes of `cron` for which `unshown` holds; true when none is left.
@@ -142,5 +181,41 @@ mod tests {
         let left = unseen.by_cron.lock().unwrap()["c"].clone();
         assert_eq!(left, [("coming".to_string(), created("u2"))]);
         assert!(unseen.all_shown("c", &listed));
+    }
+
+    #[test]
+    fn a_cached_status_is_used_once_it_shows_the_last_status_written() {
+        let unseen = Unseen::default();
+        let old = serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:00Z"});
+        let new = serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:03Z"});
+        assert!(unseen.status_shown("c", &old), "nothing written yet");
+        unseen.note_status("c", new.clone());
+        assert!(!unseen.status_shown("c", &old), "the cache lags the write");
+        assert!(
+            !unseen.status_shown("c", &old),
+            "and is read again until it shows it"
+        );
+        assert!(unseen.status_shown("other", &old), "per CronWorkFlow");
+        assert!(unseen.status_shown("c", &new));
+        assert!(unseen.status_shown("c", &old), "a shown write is forgotten");
+    }
+
+    #[test]
+    fn a_read_showing_another_status_than_the_one_written_forgets_the_write() {
+        let unseen = Unseen::default();
+        let old = serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:00Z"});
+        let written = serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:03Z"});
+        let theirs = serde_json::json!({"lastScheduleTime": "2026-11-28T09:00:00Z"});
+        unseen.note_status("c", written.clone());
+        unseen.settle_status("c", &written);
+        assert!(
+            !unseen.status_shown("c", &old),
+            "read as written: the cache may still lag"
+        );
+        unseen.settle_status("c", &theirs);
+        assert!(
+            unseen.status_shown("c", &old),
+            "changed by someone else since: forgotten"
+        );
     }
 }
