@@ -302,6 +302,14 @@ pub async fn delete_prefix(target: &OciTarget, prefix: &str) -> Result<usize> {
     Ok(tags.len())
 }
 
+/// Every tag of the repository starting with `start` (a [`tag_prefix`], or `""` for all).
+///
+/// # Errors
+/// The registry's answers.
+pub async fn tags(target: &OciTarget, start: &str) -> Result<Vec<String>> {
+    all_tags(target, &target.client(), start).await
+}
+
 /// Every tag of the repository starting with `start` (all pages of the tag list).
 async fn all_tags(target: &OciTarget, client: &Client, start: &str) -> Result<Vec<String>> {
     const PAGE: usize = 1000;
