@@ -1,7 +1,8 @@
 //! Artifacts in an OCI registry end to end: Debian's `docker-registry` (the CNCF distribution
 //! server, installed by `scripts/install-test-tools.sh`) started on a free port over a
-//! temporary directory; a file and a directory passed between steps through it, GC deleting
-//! their tags, and a registry that cannot be reached failing the step naming it.
+//! temporary directory, with basic authentication; a file and a directory passed between steps
+//! through it, GC deleting their tags, and wrong credentials or a registry that cannot be
+//! reached failing the step naming the registry.
 
 use crate::support;
 
@@ -15,6 +16,14 @@ use workflow_operator::artifacts::oci::{self, OciTarget};
 /// The registry's repository the tests push to.
 const REPOSITORY: &str = "wf/artifacts";
 
+/// The registry's one user.
+const USER: &str = "bot";
+
+/// Its password, and its bcrypt hash for the registry's htpasswd file (a test vector of
+/// OpenBSD's bcrypt, as no tool here makes one).
+const PASSWORD: &str = "U*U";
+const PASSWORD_HASH: &str = "$2a$05$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW";
+
 /// A `docker-registry serve` of the test, stopped when dropped.
 struct Registry {
     child: Child,
@@ -23,15 +32,20 @@ struct Registry {
 }
 
 impl Registry {
-    /// Starts the registry (deletion allowed) on a free port and waits until it answers.
+    /// Starts the registry (deletion allowed, [`USER`] its one user) on a free port and waits
+    /// until it answers.
     async fn start() -> Registry {
         let dir = tempfile::tempdir().unwrap();
         let address = free_address();
         let config = dir.path().join("config.yml");
+        let htpasswd = dir.path().join("htpasswd");
+        std::fs::write(&htpasswd, format!("{USER}:{PASSWORD_HASH}\n")).unwrap();
         let config_text = format!(
             "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  \
-             delete: {{enabled: true}}\nhttp: {{addr: \"{address}\"}}\n",
-            dir.path().join("data").display()
+             delete: {{enabled: true}}\nhttp: {{addr: \"{address}\", secret: test}}\nauth:\n  \
+             htpasswd: {{realm: test, path: {}}}\n",
+            dir.path().join("data").display(),
+            htpasswd.display()
         );
         std::fs::write(&config, config_text).unwrap();
         let child = Command::new("docker-registry")
@@ -63,7 +77,7 @@ impl Registry {
             registry: self.address.clone(),
             repository: REPOSITORY.into(),
             insecure: true,
-            credentials: None,
+            credentials: Some((USER.into(), PASSWORD.into())),
         };
         oci::tags(&target, start).await.expect("listing the tags")
     }
@@ -142,16 +156,7 @@ async fn a_file_and_a_directory_pass_through_an_oci_registry_and_gc_deletes_thei
         return;
     };
     let registry = Registry::start().await;
-    session
-        .k(&[
-            "create",
-            "secret",
-            "generic",
-            "reg",
-            "--from-literal=username=bot",
-            "--from-literal=password=any",
-        ])
-        .await;
+    secret(&session, USER, PASSWORD).await;
     session.create(&passing("passing", &registry.address)).await;
     session.finished_as("passing", "Completed").await;
     let logs = session.cli(&["logs", "passing", "--step", "use"]).await;
@@ -175,6 +180,35 @@ async fn a_file_and_a_directory_pass_through_an_oci_registry_and_gc_deletes_thei
     session.stop().await;
 }
 
+/// Wrong credentials fail the step saying the registry refused them, naming it and the user,
+/// not the password.
+#[tokio::test]
+async fn wrong_credentials_fail_the_step_naming_the_registry() {
+    let Some(session) = Session::start("oci-refused").await else {
+        return;
+    };
+    let registry = Registry::start().await;
+    secret(&session, USER, "not-the-password").await;
+    session.create(&passing("refused", &registry.address)).await;
+    let message = session.finished_as("refused", "Failed").await;
+    assert!(message.contains("output artifact"), "{message}");
+    assert!(
+        message.contains(&registry.address),
+        "names the registry: {message}"
+    );
+    assert!(message.contains("refused the credentials"), "{message}");
+    assert!(message.contains(USER), "{message}");
+    assert!(!message.contains("not-the-password"), "{message}");
+    session.stop().await;
+}
+
+/// Creates the Secret `reg` holding `username` and `password`.
+async fn secret(session: &Session, username: &str, password: &str) {
+    let username = format!("--from-literal=username={username}");
+    let password = format!("--from-literal=password={password}");
+    (session.k(&["create", "secret", "generic", "reg", &username, &password])).await;
+}
+
 /// A registry nothing listens at fails the step that pushes to it, naming the registry.
 #[tokio::test]
 async fn an_unreachable_registry_fails_the_step_naming_it() {
@@ -182,16 +216,7 @@ async fn an_unreachable_registry_fails_the_step_naming_it() {
         return;
     };
     let nowhere = free_address();
-    session
-        .k(&[
-            "create",
-            "secret",
-            "generic",
-            "reg",
-            "--from-literal=username=bot",
-            "--from-literal=password=not-the-password",
-        ])
-        .await;
+    secret(&session, USER, "not-the-password").await;
     session.create(&passing("nowhere", &nowhere)).await;
     let message = session.finished_as("nowhere", "Failed").await;
     assert!(message.contains("output artifact"), "{message}");
