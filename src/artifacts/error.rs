@@ -76,9 +76,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// `delete_prefix` of an empty prefix: the whole bucket, never meant.
-    #[error("refusing to delete every object of bucket {bucket}: the prefix is empty")]
-    EmptyPrefix { bucket: String },
+    /// `delete_prefix` of an empty prefix: the whole bucket (or repository), never meant.
+    #[error("refusing to delete every artifact in {place}: the prefix is empty")]
+    EmptyPrefix {
+        /// `bucket NAME` or `repository NAME`.
+        place: String,
+    },
     /// The artifact's tag is not in the OCI repository.
     #[error("artifact {key} not found in repository {repository} of registry {registry}")]
     NotInRegistry {

@@ -284,7 +284,7 @@ pub async fn get_path(target: &OciTarget, key: &str, dest_path: &Path) -> Result
 pub async fn delete_prefix(target: &OciTarget, prefix: &str) -> Result<usize> {
     if prefix.trim_matches('/').is_empty() {
         return Err(Error::EmptyPrefix {
-            bucket: target.repository.clone(),
+            place: format!("repository {}", target.repository),
         });
     }
     let start = tag_prefix(prefix);

@@ -169,7 +169,7 @@ pub async fn list(target: &S3Target, prefix: &str) -> Result<Vec<Stored>> {
 pub async fn delete_prefix(target: &S3Target, prefix: &str) -> Result<usize> {
     if prefix.trim_matches('/').is_empty() {
         return Err(Error::EmptyPrefix {
-            bucket: target.bucket.clone(),
+            place: format!("bucket {}", target.bucket),
         });
     }
     let client = target.client()?;
