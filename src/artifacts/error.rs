@@ -76,9 +76,42 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// `delete_prefix` of an empty prefix: the whole bucket, never meant.
-    #[error("refusing to delete every object of bucket {bucket}: the prefix is empty")]
-    EmptyPrefix { bucket: String },
+    /// `delete_prefix` of an empty prefix: the whole bucket (or repository), never meant.
+    #[error("refusing to delete every artifact in {place}: the prefix is empty")]
+    EmptyPrefix {
+        /// `bucket NAME` or `repository NAME`.
+        place: String,
+    },
+    /// The artifact's tag is not in the OCI repository.
+    #[error("artifact {key} not found in repository {repository} of registry {registry}")]
+    NotInRegistry {
+        key: String,
+        registry: String,
+        repository: String,
+    },
+    /// The OCI registry answered 401 or 403.
+    #[error(
+        "the registry {registry} refused the credentials (user {user:?}) for repository \
+         {repository}: check the username and password of the repository's credentials Secret"
+    )]
+    RegistryRefused {
+        registry: String,
+        repository: String,
+        user: String,
+    },
+    /// No connection could be made to the OCI registry.
+    #[error("the registry {registry} cannot be reached")]
+    RegistryUnreachable { registry: String },
+    /// Any other answer of the OCI registry.
+    #[error("{action} {key} in repository {repository} of registry {registry} failed: {source}")]
+    Registry {
+        action: &'static str,
+        key: String,
+        registry: String,
+        repository: String,
+        #[source]
+        source: Box<oci_client::errors::OciDistributionError>,
+    },
     /// What was downloaded is not an artifact as `put_path` stores them.
     #[error("artifact {key} is not a .tar.gz of a file or a directory: {reason}")]
     NotAnArtifact { key: String, reason: String },
@@ -88,6 +121,11 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether the artifact does not exist (in a bucket or a registry).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound { .. } | Error::NotInRegistry { .. })
+    }
+
     /// Sorts the store's answer to `action` on `key` into what the user can act on.
     pub(crate) fn from_store(
         source: object_store::Error,

@@ -129,12 +129,12 @@ pub async fn get_path(target: &S3Target, key: &str, dest_path: &Path) -> Result<
 
 /// Whether unpacking failed on the archive itself (not gzip, not tar, not our layout) rather
 /// than on the files written.
-fn is_format_error(error: &std::io::Error) -> bool {
+pub(super) fn is_format_error(error: &std::io::Error) -> bool {
     use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
     matches!(error.kind(), InvalidData | InvalidInput | UnexpectedEof)
 }
 
-fn local(action: &'static str, path: &Path, source: std::io::Error) -> Error {
+pub(super) fn local(action: &'static str, path: &Path, source: std::io::Error) -> Error {
     Error::Local {
         action,
         path: PathBuf::from(path),
@@ -169,7 +169,7 @@ pub async fn list(target: &S3Target, prefix: &str) -> Result<Vec<Stored>> {
 pub async fn delete_prefix(target: &S3Target, prefix: &str) -> Result<usize> {
     if prefix.trim_matches('/').is_empty() {
         return Err(Error::EmptyPrefix {
-            bucket: target.bucket.clone(),
+            place: format!("bucket {}", target.bucket),
         });
     }
     let client = target.client()?;

@@ -14,7 +14,7 @@ use workflow_operator_core::outputs::ARTIFACT_PREFIX;
 
 use super::client::ClusterArgs;
 use super::get::table;
-use crate::artifacts::{self, credentials};
+use crate::artifacts::credentials;
 
 #[derive(Debug, Args)]
 pub struct ArtifactsArgs {
@@ -130,15 +130,16 @@ async fn get(args: GetArgs) -> Result<()> {
         .status
         .as_ref()
         .and_then(|s| s.artifact_repository.as_deref());
-    let Some(s3) = resolved.and_then(|r| r.repository.s3.as_ref()) else {
-        bail!(
-            "workflow {} records no S3 artifact repository",
-            args.workflow
-        );
+    let repository = resolved.map(|r| &r.repository);
+    let target = match repository {
+        Some(repository) => credentials::target_of(&client, &namespace, repository).await?,
+        None => None,
     };
-    let target = credentials::target_of(&client, &namespace, s3).await?;
+    let Some(target) = target else {
+        bail!("workflow {} records no artifact repository", args.workflow);
+    };
     let output = args.output.unwrap_or_else(|| PathBuf::from(&args.name));
-    artifacts::get_path(&target, key, &output)
+    (target.get_path(key, &output))
         .await
         .with_context(|| format!("downloading {key}"))?;
     println!("{}", output.display());

@@ -8,7 +8,8 @@ use std::path::Path;
 use workflow_operator_core::agent::{ACCESS_KEY_ENV, InputTask, SECRET_KEY_ENV, StoreTask, Task};
 use workflow_operator_core::outputs::ARTIFACT_PREFIX;
 
-use crate::artifacts::{self, S3Target};
+use crate::artifacts::oci::OciTarget;
+use crate::artifacts::{S3Target, Target};
 
 /// Places each input artifact at its path (an optional one its step did not make: an empty
 /// directory).
@@ -30,7 +31,7 @@ pub async fn download(task: &Task) -> Result<(), String> {
             make_dir(input)?;
             continue;
         }
-        artifacts::get_path(&target, &input.key, path)
+        (target.get_path(&input.key, path))
             .await
             .map_err(|e| format!("input artifact {}: {e}", input.name))?;
     }
@@ -41,7 +42,7 @@ pub async fn download(task: &Task) -> Result<(), String> {
 /// directory made even when no item has one: an item that did not succeed (an empty key),
 /// or did not make an optional artifact (its key not in the store), has no entry.
 async fn download_items(
-    target: &S3Target,
+    target: &Target,
     input: &InputTask,
     items: &[String],
 ) -> Result<(), String> {
@@ -51,8 +52,8 @@ async fn download_items(
         if key.is_empty() {
             continue;
         }
-        match artifacts::get_path(target, key, &path.join(index.to_string())).await {
-            Err(artifacts::Error::NotFound { .. }) if input.optional => {}
+        match target.get_path(key, &path.join(index.to_string())).await {
+            Err(error) if error.is_not_found() && input.optional => {}
             result => {
                 result.map_err(|e| format!("input artifact {}, item {index}: {e}", input.name))?
             }
@@ -83,7 +84,7 @@ pub async fn upload(task: &Task) -> Result<BTreeMap<String, String>, String> {
         let key = if output.optional && !path.exists() {
             String::new()
         } else {
-            artifacts::put_path(&target, &output.key, path)
+            (target.put_path(&output.key, path))
                 .await
                 .map_err(|e| format!("output artifact {}: {e}", output.name))?
                 .key
@@ -93,19 +94,30 @@ pub async fn upload(task: &Task) -> Result<BTreeMap<String, String>, String> {
     Ok(outputs)
 }
 
-/// The store, with the credentials from the agent's environment.
-fn target(store: Option<&StoreTask>) -> Result<S3Target, String> {
+/// The store, with the credentials from the agent's environment (an OCI registry without
+/// them: anonymous).
+fn target(store: Option<&StoreTask>) -> Result<Target, String> {
     let store = store.ok_or("the step has artifacts and the operator named no store")?;
     let credential = |name: &str| {
         std::env::var(name).map_err(|_| {
             format!("${name} is not set: the repository's credentials Secret was not given")
         })
     };
-    Ok(S3Target {
-        endpoint: store.endpoint.clone(),
-        bucket: store.bucket.clone(),
-        region: store.region.clone(),
-        access_key: credential(ACCESS_KEY_ENV)?,
-        secret_key: credential(SECRET_KEY_ENV)?,
+    Ok(match store {
+        StoreTask::S3(s3) => Target::S3(S3Target {
+            endpoint: s3.endpoint.clone(),
+            bucket: s3.bucket.clone(),
+            region: s3.region.clone(),
+            access_key: credential(ACCESS_KEY_ENV)?,
+            secret_key: credential(SECRET_KEY_ENV)?,
+        }),
+        StoreTask::Oci(oci) => Target::Oci(OciTarget {
+            registry: oci.registry.clone(),
+            repository: oci.repository.clone(),
+            insecure: oci.insecure,
+            credentials: credential(ACCESS_KEY_ENV)
+                .ok()
+                .zip(credential(SECRET_KEY_ENV).ok()),
+        }),
     })
 }

@@ -929,3 +929,36 @@ fn validate_names_each_bad_artifact_output_or_interactive_step() {
         );
     }
 }
+
+#[test]
+fn validate_refuses_a_repository_without_its_registry_or_bucket_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for (repository, field) in [
+        (
+            "oci: {repository: wf}",
+            "spec.artifactRepository.oci.registry",
+        ),
+        (
+            "s3: {endpoint: 'http://s3', credentialsSecret: {name: s}}",
+            "spec.artifactRepository.s3.bucket",
+        ),
+    ] {
+        let file = dir.path().join("repository.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {{name: r}}\nspec:\n  \
+                 artifactRepository: {{{repository}}}\n  containers:\n  - {{stepName: a, image: \
+                 busybox}}\n"
+            ),
+        )
+        .unwrap();
+        let output = run(&["validate", file.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+        assert!(
+            stderr(&output).contains(&format!("{field}: Required value")),
+            "{}",
+            stderr(&output)
+        );
+    }
+}

@@ -27,6 +27,7 @@ mod graph_cli;
 mod interactive;
 mod kubectl_workflow;
 mod locks;
+mod oci_artifacts;
 mod operator_bugs;
 mod operator_handlers;
 mod operator_production;

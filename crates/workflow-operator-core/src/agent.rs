@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::crd::Step;
+use crate::crd::artifacts::ArtifactRepository;
 use crate::outputs::{MAX_OUTPUTS_BYTES, Outputs};
 
 /// The `emptyDir` the agent is copied into, and where it keeps the script and outputs file.
@@ -103,11 +104,12 @@ pub struct Task {
     pub interactive: bool,
 }
 
-/// The environment variable holding the artifact store's access key (from the repository's
-/// Secret; the agent keeps it from the step's command).
+/// The environment variable holding the artifact store's access key, or an OCI registry's user
+/// name (from the repository's Secret; the agent keeps it from the step's command).
 pub const ACCESS_KEY_ENV: &str = "WORKFLOW_ARTIFACT_ACCESS_KEY";
 
-/// The environment variable holding the artifact store's secret key.
+/// The environment variable holding the artifact store's secret key, or an OCI registry's
+/// password.
 pub const SECRET_KEY_ENV: &str = "WORKFLOW_ARTIFACT_SECRET_KEY";
 
 /// An input artifact to place at `path` before the command runs.
@@ -146,10 +148,33 @@ pub struct OutputTask {
     pub optional: bool,
 }
 
+/// The store artifacts go to, without its credentials.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum StoreTask {
+    /// An S3-compatible bucket.
+    S3(S3StoreTask),
+    /// An OCI registry's repository; anonymous when the credentials' variables are unset.
+    Oci(OciStoreTask),
+}
+
+/// An OCI registry's repository, without its credentials.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OciStoreTask {
+    /// The registry's host and port.
+    pub registry: String,
+    /// The repository.
+    pub repository: String,
+    /// Plain HTTP.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
+}
+
 /// An S3-compatible store, without its credentials.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct StoreTask {
+pub struct S3StoreTask {
     /// The service's URL.
     pub endpoint: String,
     /// The bucket.
@@ -176,6 +201,20 @@ pub fn key_prefix(template: Option<&str>, namespace: &str, workflow: &str) -> St
     (template.unwrap_or("{{workflow.namespace}}/{{workflow.name}}"))
         .replace("{{workflow.namespace}}", namespace)
         .replace("{{workflow.name}}", workflow)
+}
+
+/// The key prefix of a workflow's artifacts in `repository`: an S3 bucket's
+/// [`key_prefix`], `NAMESPACE/WORKFLOW` in an OCI registry (whose tags are derived from keys).
+pub fn repository_prefix(
+    repository: &ArtifactRepository,
+    namespace: &str,
+    workflow: &str,
+) -> String {
+    let template = repository
+        .s3
+        .as_ref()
+        .and_then(|s3| s3.key_prefix.as_deref());
+    key_prefix(template, namespace, workflow)
 }
 
 /// An output parameter to read: the file at `path`, or `default` when it does not exist.

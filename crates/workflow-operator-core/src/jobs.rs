@@ -529,8 +529,8 @@ impl<'a> StepJob<'a> {
             }
             command = Some(agent::wrap_command(command, step.source.is_some()));
             env.push(self.agent_task(parts));
-            if let Some(store) = parts.store {
-                env.extend(credentials_env(&store.secret));
+            if let Some(secret) = parts.store.and_then(|store| store.secret.as_ref()) {
+                env.extend(credentials_env(secret));
             }
         }
         Container {
@@ -677,7 +677,7 @@ impl<'a> StepJob<'a> {
         fan_out::fans_out(source).then_some(artifact)
     }
 
-    /// The store of a step with artifacts: the workflow's S3 repository.
+    /// The store of a step with artifacts: the workflow's repository.
     ///
     /// # Errors
     /// [`JobError::NoRepository`] when the workflow has none, or one this step cannot use.
@@ -693,22 +693,38 @@ impl<'a> StepJob<'a> {
                 agent::REPOSITORY_CONFIGMAP
             )));
         };
-        let Some(s3) = &resolved.repository.s3 else {
-            return Err(JobError::NoRepository(format!(
-                "its artifact repository ({}) is not an S3 bucket, and only S3-compatible \
-                 repositories are supported so far",
-                resolved.from
-            )));
-        };
-        Ok(Some(Store {
-            task: agent::StoreTask {
-                endpoint: s3.endpoint.clone(),
-                bucket: s3.bucket.clone(),
-                region: s3.region.clone().unwrap_or_else(|| "us-east-1".to_string()),
+        let prefix = agent::repository_prefix(&resolved.repository, namespace, workflow);
+        let store = match (&resolved.repository.s3, &resolved.repository.oci) {
+            (Some(s3), _) => Store {
+                task: agent::StoreTask::S3(agent::S3StoreTask {
+                    endpoint: s3.endpoint.clone(),
+                    bucket: s3.bucket.clone(),
+                    region: s3.region.clone().unwrap_or_else(|| "us-east-1".to_string()),
+                }),
+                prefix,
+                secret: Some((
+                    s3.credentials_secret.name.clone(),
+                    ["accessKey", "secretKey"],
+                )),
             },
-            prefix: agent::key_prefix(s3.key_prefix.as_deref(), namespace, workflow),
-            secret: s3.credentials_secret.name.clone(),
-        }))
+            (None, Some(oci)) => Store {
+                task: agent::StoreTask::Oci(agent::OciStoreTask {
+                    registry: oci.registry.clone(),
+                    repository: oci.repository.clone(),
+                    insecure: oci.insecure,
+                }),
+                prefix,
+                secret: (oci.credentials_secret.as_ref())
+                    .map(|secret| (secret.name.clone(), ["username", "password"])),
+            },
+            (None, None) => {
+                return Err(JobError::NoRepository(format!(
+                    "its artifact repository ({}) names neither s3 nor oci",
+                    resolved.from
+                )));
+            }
+        };
+        Ok(Some(store))
     }
 
     /// `text` with its `{{steps.NAME.outputs.KEY}}` and `{{item}}` references filled in. Every
@@ -740,15 +756,16 @@ struct PodParts<'p> {
 }
 
 /// A step's artifact store: what the agent is told, the keys' prefix, and the Secret holding
-/// its credentials.
+/// its credentials with the keys of the two (none: anonymous).
 struct Store {
     task: agent::StoreTask,
     prefix: String,
-    secret: String,
+    secret: Option<(String, [&'static str; 2])>,
 }
 
-/// The store's credentials, from `secret`'s keys `accessKey` and `secretKey`.
-fn credentials_env(secret: &str) -> [EnvVar; 2] {
+/// The store's credentials, from `secret`'s `keys` (`accessKey` and `secretKey` of a bucket,
+/// `username` and `password` of a registry).
+fn credentials_env((secret, keys): &(String, [&'static str; 2])) -> [EnvVar; 2] {
     let from = |name: &str, key: &str| EnvVar {
         name: name.to_string(),
         value: None,
@@ -762,8 +779,8 @@ fn credentials_env(secret: &str) -> [EnvVar; 2] {
         }),
     };
     [
-        from(agent::ACCESS_KEY_ENV, "accessKey"),
-        from(agent::SECRET_KEY_ENV, "secretKey"),
+        from(agent::ACCESS_KEY_ENV, keys[0]),
+        from(agent::SECRET_KEY_ENV, keys[1]),
     ]
 }
 

@@ -18,7 +18,7 @@ use workflow_operator_core::jobs::LABEL_WORKFLOW;
 use workflow_operator_core::names;
 
 use super::shared::{Shared, note, temporary};
-use crate::artifacts::{self, credentials};
+use crate::artifacts::credentials;
 
 /// After a pass: the artifacts of an ended workflow with `OnWorkflowCompletion`, once.
 pub(super) async fn on_completion(shared: &Shared, ctx: &Context<WorkFlow>) -> HandlerResult {
@@ -73,14 +73,14 @@ async fn publish(ctx: &Context<WorkFlow>, deleted: usize) {
     .await;
 }
 
-/// Deletes every artifact under `workflow`'s prefix; how many. None without a recorded S3
+/// Deletes every artifact under `workflow`'s prefix; how many. None without a recorded
 /// repository (no step with artifacts ran).
 async fn delete_all(client: &Client, workflow: &WorkFlow) -> Result<usize, HandlerError> {
     let resolved = workflow
         .status
         .as_ref()
         .and_then(|s| s.artifact_repository.as_deref());
-    let Some(s3) = resolved.and_then(|r| r.repository.s3.as_ref()) else {
+    let Some(repository) = resolved.map(|r| &r.repository) else {
         return Ok(0);
     };
     let namespace = workflow.namespace().unwrap_or_default();
@@ -90,16 +90,20 @@ async fn delete_all(client: &Client, workflow: &WorkFlow) -> Result<usize, Handl
             "deleting the artifacts once the workflow's step pods have ended",
         ));
     }
-    let target = (credentials::target_of(client, &namespace, s3).await).map_err(|e| {
+    let target = (credentials::target_of(client, &namespace, repository).await).map_err(|e| {
         let message = format!("deleting the artifacts: {e}");
         match e.is_temporary() {
             true => HandlerError::temporary(message),
             false => HandlerError::permanent(message),
         }
     })?;
-    let prefix = agent::key_prefix(s3.key_prefix.as_deref(), &namespace, &workflow.name_any());
-    artifacts::delete_prefix(&target, &format!("{}/", prefix.trim_end_matches('/')))
-        .await
+    let Some(target) = target else {
+        return Ok(0);
+    };
+    let prefix = agent::repository_prefix(repository, &namespace, &workflow.name_any());
+    (target
+        .delete_prefix(&format!("{}/", prefix.trim_end_matches('/')))
+        .await)
         .map_err(|e| HandlerError::temporary(format!("deleting the artifacts: {e}")))
 }
 
