@@ -168,10 +168,12 @@ async fn a_failed_step_is_tried_again_after_each_back_off_in_a_job_of_its_own(
         })
         .collect();
     assert_eq!(times.len(), 3, "{attempts:?}");
-    // The back-off counts from the failed Job's end as Kubernetes records it, to the second.
+    // The back-off counts from the failed Job's end as Kubernetes records it, to the second: an
+    // attempt's line may come up to a second before the back-off's end measured from the line
+    // before; a loaded machine starts a pod late (up to 3 s is allowed), never early.
     for (gap, want) in times.windows(2).map(|w| w[1] - w[0]).zip([5.0, 10.0]) {
         assert!(
-            (gap - want).abs() <= want * 0.2,
+            (want - 1.0..=want + 3.0).contains(&gap),
             "a gap of {gap:.2}s where the strategy says {want}s: {times:?}"
         );
     }
