@@ -147,7 +147,7 @@ async fn a_second_put_to_a_key_replaces_the_first() {
 /// end and a suffix give exactly those bytes, and a GET's ETag and length are HEAD's.
 #[tokio::test]
 async fn ranges_of_an_object_larger_than_one_read_are_its_bytes_with_heads_etag() {
-    use object_store::{GetOptions, GetRange, ObjectStore as _, PutPayload};
+    use object_store::{GetOptions, GetRange, ObjectStore as _, ObjectStoreExt as _, PutPayload};
     const SIZE: usize = 3 << 20;
     let store = store().await;
     let target = store.target();
@@ -175,7 +175,10 @@ async fn ranges_of_an_object_larger_than_one_read_are_its_bytes_with_heads_etag(
     assert_eq!(whole.bytes().await.unwrap(), bytes);
     let from = (1 << 20) - 7;
     for (range, want) in [
-        (GetRange::Bounded(from..from + (1 << 20) + 11), &bytes[from as usize..][..(1 << 20) + 11]),
+        (
+            GetRange::Bounded(from..from + (1 << 20) + 11),
+            &bytes[from as usize..][..(1 << 20) + 11],
+        ),
         (GetRange::Offset(from), &bytes[from as usize..]),
         (GetRange::Suffix(5000), &bytes[SIZE - 5000..]),
     ] {

@@ -122,7 +122,7 @@ pub(crate) fn enter(
     working_dir: &str,
     error_file: &Path,
 ) -> Result<(), String> {
-    let mut setup = Prepared::new(steps, root, working_dir, error_file)?;
+    let setup = Prepared::new(steps, root, working_dir, error_file)?;
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
     // work is sound: `Prepared::run` makes system calls on C strings made before the fork and
     // on stack buffers, and allocates nothing (no formatting, no `CString`, no `Vec`).
@@ -197,7 +197,7 @@ impl Prepared {
     }
 
     /// In the child: the namespace, the steps, the root. Allocates nothing.
-    fn run(&mut self) -> std::io::Result<()> {
+    fn run(&self) -> std::io::Result<()> {
         let result = self.namespace().and_then(|()| {
             for (op, what) in &self.ops {
                 run_op(op).map_err(|errno| (what.as_c_str(), errno))?;
@@ -415,13 +415,7 @@ impl Joined {
 /// it (a directory with the mounts below it) or a copy of its link, so new entries go to the
 /// tmpfs.
 fn shadow(host: &CStr, at: &CStr) -> Outcome {
-    rustix::mount::mount(
-        c"tmpfs",
-        at,
-        c"tmpfs",
-        MountFlags::empty(),
-        c"mode=0755",
-    )?;
+    rustix::mount::mount(c"tmpfs", at, c"tmpfs", MountFlags::empty(), c"mode=0755")?;
     let dir = rustix::fs::open(
         host,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -469,4 +463,42 @@ fn shadow(host: &CStr, at: &CStr) -> Outcome {
 fn write_file(path: &CStr, bytes: &[u8]) -> Outcome {
     let file = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
     rustix::io::write(&file, bytes).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_step_fails_the_spawn_and_names_the_step_and_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, error_file) = (dir.path().join("root"), dir.path().join("start-error"));
+        std::fs::create_dir(&root).unwrap();
+        let missing = dir.path().join("missing");
+        let steps = [
+            Step::MkdirAll(root.join("made")),
+            Step::Bind {
+                source: missing.clone(),
+                target: root.join("made"),
+                recursive: false,
+            },
+        ];
+        let mut command = tokio::process::Command::new("true");
+        enter(&mut command, &steps, &root, "/", &error_file).unwrap();
+
+        let error = command
+            .spawn()
+            .expect_err("the bind mount of a missing directory fails");
+        assert_eq!(error.kind(), std::io::ErrorKind::NotFound, "{error}");
+        assert_eq!(
+            std::fs::read_to_string(&error_file).unwrap(),
+            format!(
+                "mount --bind {} {}: No such file or directory",
+                missing.display(),
+                root.join("made").display()
+            )
+        );
+        // The steps before it ran, in the child's own mount namespace.
+        assert!(root.join("made").is_dir());
+    }
 }

@@ -1167,7 +1167,12 @@ mod tests {
             None,
         );
         let lines = rendered(&steps);
-        let has = |want: &str| assert!(lines.iter().any(|l| l == want), "{want:?} not in {lines:#?}");
+        let has = |want: &str| {
+            assert!(
+                lines.iter().any(|l| l == want),
+                "{want:?} not in {lines:#?}"
+            )
+        };
         // The host's root, read-only (the kernel's filesystems as they are), its /tmp under an
         // overlay of the pod's: the host's files show, what the pod writes is its own.
         has("mount --rbind /etc /data/pod/root/root/etc");
@@ -1302,7 +1307,10 @@ mod tests {
             "mount -o remount,bind,ro /data/pod/root/root",
             "mount -t overlay -o userxattr,lowerdir=/data/pod/root/root/tmp,upperdir=/data/pod/root/upper/1,workdir=/data/pod/root/work/1 overlay /data/pod/root/root/tmp (else a copy of /tmp)",
         ] {
-            assert!(lines.iter().any(|l| l == want), "{want:?} not in {lines:#?}");
+            assert!(
+                lines.iter().any(|l| l == want),
+                "{want:?} not in {lines:#?}"
+            );
         }
         assert!(
             !lines.iter().any(|l| l.contains("--rbind /etc")),
