@@ -37,6 +37,11 @@
 //! container's command. Where a step fails, it leaves its reason in a file the kubelet reads
 //! ([`Sandbox::start_error`]), and the container fails to start with it.
 //!
+//! A file the host makes in its `/tmp` after the container looked for it and found nothing
+//! stays unseen there (overlayfs keeps the failed lookup; the host's changes under an overlay's
+//! lower layer are not promised to show): what the host adds later is seen through its other
+//! directories, bound as they are.
+//!
 //! Whether the machine allows unprivileged user namespaces is checked once ([`available`]);
 //! where it does not, a pod that needs a sandbox fails to start, saying so.
 
