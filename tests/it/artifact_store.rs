@@ -143,6 +143,55 @@ async fn a_second_put_to_a_key_replaces_the_first() {
     assert_eq!(std::fs::read_to_string(dest).unwrap(), "retried");
 }
 
+/// The store answers a GET itself in large reads: a range from inside an object, one to its
+/// end and a suffix give exactly those bytes, and a GET's ETag and length are HEAD's.
+#[tokio::test]
+async fn ranges_of_an_object_larger_than_one_read_are_its_bytes_with_heads_etag() {
+    use object_store::{GetOptions, GetRange, ObjectStore as _, ObjectStoreExt as _, PutPayload};
+    const SIZE: usize = 3 << 20;
+    let store = store().await;
+    let target = store.target();
+    let client = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&target.endpoint)
+        .with_bucket_name(&target.bucket)
+        .with_region(&target.region)
+        .with_access_key_id(&target.access_key)
+        .with_secret_access_key(&target.secret_key)
+        .with_allow_http(true)
+        .build()
+        .unwrap();
+    let mut bytes = vec![0; SIZE];
+    StdRng::seed_from_u64(3).fill_bytes(&mut bytes);
+    let path = object_store::path::Path::from("ns/ranges.bin");
+    client
+        .put(&path, PutPayload::from(bytes.clone()))
+        .await
+        .unwrap();
+
+    let head = client.head(&path).await.unwrap();
+    let whole = client.get(&path).await.unwrap();
+    assert_eq!(whole.meta.e_tag, head.e_tag);
+    assert_eq!(whole.meta.size, SIZE as u64);
+    assert_eq!(whole.bytes().await.unwrap(), bytes);
+    let from = (1 << 20) - 7;
+    for (range, want) in [
+        (
+            GetRange::Bounded(from..from + (1 << 20) + 11),
+            &bytes[from as usize..][..(1 << 20) + 11],
+        ),
+        (GetRange::Offset(from), &bytes[from as usize..]),
+        (GetRange::Suffix(5000), &bytes[SIZE - 5000..]),
+    ] {
+        let options = GetOptions {
+            range: Some(range.clone()),
+            ..GetOptions::default()
+        };
+        let got = client.get_opts(&path, options).await.unwrap();
+        assert_eq!(got.meta.e_tag, head.e_tag, "{range:?}");
+        assert_eq!(got.bytes().await.unwrap(), want, "{range:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_missing_key_is_named_with_its_bucket() {
     let store = store().await;

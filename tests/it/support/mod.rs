@@ -475,7 +475,11 @@ pub struct Gate {
 impl Gate {
     /// A closed gate.
     pub fn new() -> Gate {
-        let path = std::env::temp_dir().join(format!(
+        // Not in /tmp: a sandboxed step sees the host's /tmp through an overlay, which keeps a
+        // name it looked up and did not find as missing (overlayfs caches the failed lookup),
+        // so a gate opened after the step first looked would never be seen. The target's
+        // temporary directory is bound from the host, where a new file shows at once.
+        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
             "workflow-operator-gate-{}",
             uuid::Uuid::new_v4().simple()
         ));

@@ -111,6 +111,7 @@ pub mod pod_logs;
 mod process;
 pub mod pty;
 mod runner;
+mod sandbox_setup;
 mod sidecars;
 mod status;
 pub mod termination_message;

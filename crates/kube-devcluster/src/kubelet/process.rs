@@ -66,9 +66,10 @@ pub(super) fn command_for(
             argv[0]
         ));
     }
-    let (program, args) = sandbox.command(argv, scratch);
+    // The name is looked for on the container's PATH by exec, in the container's root.
     let mut command = tokio::process::Command::new(program);
-    command.args(args);
+    command.args(&argv[1..]);
+    sandbox.enter(&mut command, scratch)?;
     Ok(command)
 }
 

@@ -12,10 +12,12 @@
 //! `persistentVolumeClaim` (the claim's own directory, see [`crate::controllers::claims`]). Other
 //! kinds (`hostPath` would expose the host's files) fail the pod saying so.
 //!
-//! The process runs in a user and mount namespace of its own (`unshare --user --map-root-user
-//! --mount`, util-linux), whose mount changes no other process sees. A small `sh` script there
-//! builds the container's root: a bind mount of the host's `/`, read-only (the mounts below it,
-//! as `/proc`, `/sys` and `/dev`, as they are), or, when a mount point is to be made at the top
+//! The process runs in a user and mount namespace of its own, whose mount changes no other
+//! process sees, and builds the container's root there itself before it execs the container's
+//! command ([`crate::kubelet::sandbox_setup`]: system calls in the forked child, no helper
+//! process), following the [`Step`]s planned here: a bind mount of the host's `/`, read-only
+//! (the mounts below it, as `/proc`, `/sys` and `/dev`, as they are), or, when a mount point is
+//! to be made at the top
 //! (`/workspace`), a tmpfs holding a read-only bind mount of each of the host's entries instead;
 //! at `/tmp` an overlay of the pod's over the host's `/tmp` (it reads what is there, as a
 //! container that is not sandboxed does, so what a container sees does not depend on whether it
@@ -31,9 +33,14 @@
 //! lower layer, a tmpfs of the pod's as the upper) put over its nearest existing ancestor, or,
 //! where the kernel refuses that overlay (mounts below the directory), a tmpfs over the
 //! ancestor holding read-only bind mounts of its entries. The
-//! script then enters that root and the working directory (`unshare --root --wd`) and execs
-//! the container's command. Where the script fails, it leaves its reason in a file the kubelet
-//! reads ([`Sandbox::start_error`]), and the container fails to start with it.
+//! process then enters that root and the working directory (`chroot`, `chdir`) and execs the
+//! container's command. Where a step fails, it leaves its reason in a file the kubelet reads
+//! ([`Sandbox::start_error`]), and the container fails to start with it.
+//!
+//! A file the host makes in its `/tmp` after the container looked for it and found nothing
+//! stays unseen there (overlayfs keeps the failed lookup; the host's changes under an overlay's
+//! lower layer are not promised to show): what the host adds later is seen through its other
+//! directories, bound as they are.
 //!
 //! Whether the machine allows unprivileged user namespaces is checked once ([`available`]);
 //! where it does not, a pod that needs a sandbox fails to start, saying so.
@@ -43,7 +50,10 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
 
+use rustix::mount::MountFlags;
 use serde_json::Value;
+
+use super::sandbox_setup::{self, Step};
 
 /// The file mode of a ConfigMap's or Secret's files unless the volume says otherwise
 /// (`SecretVolumeSourceDefaultMode`, `ConfigMapVolumeSourceDefaultMode`: 0644).
@@ -472,35 +482,32 @@ impl Sandbox {
             .map_or_else(|| PathBuf::from(path), |(_, host)| host)
     }
 
-    /// The program and arguments that run `argv` in the sandbox, with `scratch` (the pod's
-    /// `HOME`) visible at its own path.
-    pub fn command(&self, argv: &[String], scratch: &Path) -> (String, Vec<String>) {
-        let script = setup_script(
+    /// Gives `command` (the container's program and arguments) the sandbox, with `scratch`
+    /// (the pod's `HOME`) visible at its own path: the process sets it up itself before it
+    /// execs ([`sandbox_setup::enter`]).
+    ///
+    /// # Errors
+    /// A path no system call takes (a NUL byte in it).
+    pub fn enter(
+        &self,
+        command: &mut tokio::process::Command,
+        scratch: &Path,
+    ) -> Result<(), String> {
+        let steps = setup_steps(
             &self.mounts,
             &self.working_dir,
             scratch,
             &self.root_mount,
-            &self.error_file,
             &host_entries(),
             self.dev_template.as_deref(),
         );
-        let mut args: Vec<String> = [
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "sh",
-            "-c",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect();
-        args.push(script);
-        args.push("devcluster-pod".into());
-        args.extend(argv.iter().cloned());
-        ("unshare".into(), args)
+        sandbox_setup::enter(
+            command,
+            &steps,
+            &self.root_mount.join("root"),
+            &self.working_dir,
+            &self.error_file,
+        )
     }
 
     /// Where the container's process starts, in the sandbox.
@@ -568,26 +575,6 @@ fn host_entries() -> Vec<Entry> {
     entries
 }
 
-/// `text` quoted for `sh`.
-fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
-/// A shell function for a directory an overlay cannot cover (the kernel refuses one over a
-/// directory with mounts below it, as `/mnt` or `/dev` may have): a tmpfs over it in the root,
-/// holding a read-only bind mount of each of the host's entries (a copy of each link), so new
-/// entries go to the tmpfs.
-const SHADOW: &str = r#"shadow() {
-  run mount -t tmpfs -o mode=0755 tmpfs "$R$1"
-  for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
-    [ -e "$e" ] || [ -L "$e" ] || continue
-    t="$R$1/${e##*/}"
-    if [ -L "$e" ]; then run ln -s "$(readlink "$e")" "$t"; continue; fi
-    if [ -d "$e" ]; then run mkdir "$t"; run mount --rbind "$e" "$t"; else run touch "$t"; run mount --bind "$e" "$t"; fi
-    run mount -o remount,bind,ro "$t"
-  done
-}"#;
-
 /// The devices of a container's own `/dev` (opencontainers/runtime-spec config-linux.md,
 /// "Default Devices"), bound from the host's: a user namespace may not make device nodes.
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
@@ -615,87 +602,88 @@ fn dev_template_at(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The script lines that give the container its own `/dev`, as a container runtime makes one:
-/// an overlay whose lower layer is `template` (see [`dev_template_at`]) and whose upper layer
-/// is the pod's tmpfs (`dev-upper` and `dev-work`, made with the root), the host's devices
-/// bound on their files, a `devpts` instance of its own and a `shm` tmpfs. All are mounted by
-/// one `mount --all` of a fstab the script writes (a mount command each would cost a process
-/// each); their sources are names of their own, as `mount --all` skips an entry whose source
-/// is mounted at its target already, which the host's `devpts` and `shm` are in the root's
-/// copy of the host's mounts.
-fn own_dev(template: &Path, root_mount: &str) -> String {
-    let escape = |path: &str| {
-        // fstab(5): spaces and the like in octal.
-        path.replace('\\', "\\134")
-            .replace(' ', "\\040")
-            .replace('\t', "\\011")
-            .replace('\n', "\\012")
-    };
-    let dev = format!("{root_mount}/root/dev");
-    let mut entries = vec![format!(
-        "devcluster-dev {} overlay userxattr,lowerdir={},upperdir={},workdir={} 0 0",
-        escape(&dev),
-        escape(&template.to_string_lossy()),
-        escape(&format!("{root_mount}/dev-upper")),
-        escape(&format!("{root_mount}/dev-work")),
-    )];
-    entries.extend(
+/// `path` (absolute, in the container) where it is while the root is built: under `root`.
+fn in_root(root: &Path, path: &str) -> PathBuf {
+    let mut joined = root.as_os_str().to_owned();
+    joined.push(path);
+    PathBuf::from(joined)
+}
+
+/// The steps that give the container its own `/dev`, as a container runtime makes one: an
+/// overlay whose lower layer is `template` (see [`dev_template_at`]) and whose upper layer is
+/// the pod's tmpfs (`dev-upper` and `dev-work`, made with the root), the host's devices bound
+/// on their files, a `devpts` instance of its own and a `shm` tmpfs.
+fn own_dev(template: &Path, root_mount: &Path, steps: &mut Vec<Step>) {
+    let dev = root_mount.join("root/dev");
+    steps.push(Step::Mount {
+        fstype: "overlay",
+        source: "devcluster-dev",
+        target: dev.clone(),
+        data: format!(
+            "userxattr,lowerdir={},upperdir={},workdir={}",
+            template.display(),
+            root_mount.join("dev-upper").display(),
+            root_mount.join("dev-work").display(),
+        ),
+        flags: MountFlags::empty(),
+    });
+    steps.extend(
         DEVICES
             .iter()
             .filter(|d| template.join(d).exists())
-            .map(|d| format!("/dev/{d} {}/{d} none bind 0 0", escape(&dev))),
+            .map(|d| Step::Bind {
+                source: Path::new("/dev").join(d),
+                target: dev.join(d),
+                recursive: false,
+            }),
     );
-    entries.push(format!(
-        "devcluster-devpts {}/pts devpts newinstance,ptmxmode=0666,mode=0620 0 0",
-        escape(&dev)
-    ));
-    entries.push(format!(
-        "devcluster-shm {}/shm tmpfs mode=1777,nosuid,nodev 0 0",
-        escape(&dev)
-    ));
-    let quoted: Vec<String> = entries.iter().map(|e| quote(e)).collect();
-    format!(
-        "printf '%s\\n' {} > \"$N/dev.fstab\" || fail \"cannot write the fstab of /dev\"\n\
-         run mount --all --fstab \"$N/dev.fstab\"",
-        quoted.join(" ")
-    )
+    steps.push(Step::Mount {
+        fstype: "devpts",
+        source: "devcluster-devpts",
+        target: dev.join("pts"),
+        data: "newinstance,ptmxmode=0666,mode=0620".into(),
+        flags: MountFlags::empty(),
+    });
+    steps.push(Step::Mount {
+        fstype: "tmpfs",
+        source: "devcluster-shm",
+        target: dev.join("shm"),
+        data: "mode=1777".into(),
+        flags: MountFlags::NOSUID | MountFlags::NODEV,
+    });
 }
 
 /// The host directories whose kernel-backed contents stay as they are (not read-only).
 const KERNEL_DIRS: [&str; 3] = ["proc", "sys", "dev"];
 
-/// The setup script (see the module's documentation). `entries` are the host's `/`.
-fn setup_script(
+/// The steps that build the container's root under `root_mount` (see the module's
+/// documentation). `entries` are the host's `/`.
+fn setup_steps(
     mounts: &[Mount],
     working_dir: &str,
     scratch: &Path,
     root_mount: &Path,
-    error_file: &Path,
     entries: &[Entry],
     dev_template: Option<&Path>,
-) -> String {
-    let root = root_mount.to_string_lossy();
-    let mut s = String::new();
-    let mut line = |text: String| {
-        s.push_str(&text);
-        s.push('\n');
-    };
-    line(format!("E={}", quote(&error_file.to_string_lossy())));
-    line(format!("N={}", quote(&root)));
-    line("R=\"$N/root\"".into());
-    line(r#"fail() { printf '%s' "$1" > "$E"; exit 128; }"#.into());
-    line(r#"run() { o=$("$@" 2>&1) || fail "$*: $o"; }"#.into());
-    line(SHADOW.into());
-    line("run mkdir -p \"$N\"".into());
-    line("run mount -t tmpfs -o mode=0755 devcluster \"$N\"".into());
-    line(format!(
-        "run mkdir \"$R\" \"$N/upper\" \"$N/work\"{}",
-        if dev_template.is_some() {
-            " \"$N/dev-upper\" \"$N/dev-work\""
-        } else {
-            ""
-        }
-    ));
+) -> Vec<Step> {
+    let root = root_mount.join("root");
+    let mut steps = vec![
+        Step::MkdirAll(root_mount.into()),
+        Step::Mount {
+            fstype: "tmpfs",
+            source: "devcluster",
+            target: root_mount.into(),
+            data: "mode=0755".into(),
+            flags: MountFlags::empty(),
+        },
+        Step::MkdirAll(root.clone()),
+        Step::MkdirAll(root_mount.join("upper")),
+        Step::MkdirAll(root_mount.join("work")),
+    ];
+    if dev_template.is_some() {
+        steps.push(Step::MkdirAll(root_mount.join("dev-upper")));
+        steps.push(Step::MkdirAll(root_mount.join("dev-work")));
+    }
     let names: Vec<&str> = entries
         .iter()
         .map(|e| match e {
@@ -710,91 +698,87 @@ fn setup_script(
             let top = path.split('/').nth(1).unwrap_or_default();
             !names.contains(&top)
         });
-    if !new_at_top {
-        // The host's whole root, read-only (the mounts below it as they are): four mounts.
-        line("run mount --rbind / \"$R\"".into());
-        line("run mount -o remount,bind,ro \"$R\"".into());
-    }
-    // A name to make at the top: the root is a tmpfs holding each of the host's entries.
-    for entry in entries.iter().filter(|_| new_at_top) {
-        entry_lines(entry, &mut line);
-    }
-    let mut places = Places::new(entries);
-    if names.contains(&"tmp") {
-        places.overlay("/tmp", &mut line);
+    if new_at_top {
+        // A name to make at the top: the root is a tmpfs holding each of the host's entries.
+        for entry in entries {
+            entry_steps(entry, &root, &mut steps);
+        }
     } else {
-        line("run mkdir \"$R/tmp\"".into());
+        // The host's whole root, read-only (the mounts below it as they are).
+        steps.push(Step::Bind {
+            source: "/".into(),
+            target: root.clone(),
+            recursive: true,
+        });
+        steps.push(Step::ReadOnly(root.clone()));
+    }
+    let mut places = Places::new(entries, root_mount);
+    if names.contains(&"tmp") {
+        places.overlay("/tmp", &mut steps);
+    } else {
+        steps.push(Step::MkdirAll(root.join("tmp")));
         places.private.push("/tmp".into());
     }
     if let Some(template) = dev_template {
-        line(own_dev(template, &root));
+        own_dev(template, root_mount, &mut steps);
         places.private.push("/dev".into());
     }
-    let at = places.ensure(&scratch, true, &mut line);
-    line(format!(
-        "run mount --bind {} \"$R\"{}",
-        quote(&scratch),
-        quote(&at)
-    ));
+    let at = places.ensure(&scratch, true, &mut steps);
+    steps.push(Step::Bind {
+        source: scratch.into(),
+        target: in_root(&root, &at),
+        recursive: false,
+    });
     // Shallow targets first, so a volume inside another's mount point lands in it.
     let mut ordered: Vec<&Mount> = mounts.iter().collect();
     ordered.sort_by_key(|m| m.target.matches('/').count());
     let mut read_only = Vec::new();
     for mount in &ordered {
-        let at = places.ensure(&mount.target, mount.source.is_dir(), &mut line);
-        line(format!(
-            "run mount --bind {} \"$R\"{}",
-            quote(&mount.source.to_string_lossy()),
-            quote(&at)
-        ));
+        let at = places.ensure(&mount.target, mount.source.is_dir(), &mut steps);
+        steps.push(Step::Bind {
+            source: mount.source.clone(),
+            target: in_root(&root, &at),
+            recursive: false,
+        });
         if mount.read_only {
-            read_only.push(at.clone());
+            read_only.push(in_root(&root, &at));
         }
         places.private.push(at);
     }
-    for at in read_only {
-        line(format!("run mount -o remount,bind,ro \"$R\"{}", quote(&at)));
-    }
-    places.ensure(working_dir, true, &mut line);
-    line(format!(
-        "exec unshare --root \"$R\" --wd {} -- \"$@\"",
-        quote(working_dir)
-    ));
-    s
+    steps.extend(read_only.into_iter().map(Step::ReadOnly));
+    places.ensure(working_dir, true, &mut steps);
+    steps
 }
 
-/// The script's lines that put the host's top-level `entry` into the container's root: a link
-/// as it is, a file or directory bound read-only (the kernel's as they are, and `/tmp`, which
-/// the pod's overlay covers).
-fn entry_lines(entry: &Entry, line: &mut impl FnMut(String)) {
+/// The steps that put the host's top-level `entry` into the container's root: a link as it
+/// is, a file or directory bound read-only (the kernel's as they are, and `/tmp`, which the
+/// pod's overlay covers).
+fn entry_steps(entry: &Entry, root: &Path, steps: &mut Vec<Step>) {
     match entry {
-        Entry::Link(name, target) => {
-            line(format!(
-                "run ln -s {} \"$R\"/{}",
-                quote(target),
-                quote(name)
-            ));
-        }
-        Entry::File(name) => {
-            line(format!("run touch \"$R\"/{}", quote(name)));
-            line(format!("run mount --bind /{0} \"$R\"/{0}", quote(name)));
-            line(format!(
-                "run mount -o remount,bind,ro \"$R\"/{}",
-                quote(name)
-            ));
-        }
-        Entry::Dir(name) if name == "tmp" => {
-            line("run mkdir \"$R/tmp\"".into());
-            line("run mount --rbind /tmp \"$R/tmp\"".into());
-        }
+        Entry::Link(name, target) => steps.push(Step::Symlink {
+            target: target.into(),
+            at: root.join(name),
+        }),
+        Entry::File(name) => steps.extend([
+            Step::Touch(root.join(name)),
+            Step::Bind {
+                source: Path::new("/").join(name),
+                target: root.join(name),
+                recursive: false,
+            },
+            Step::ReadOnly(root.join(name)),
+        ]),
         Entry::Dir(name) => {
-            line(format!("run mkdir \"$R\"/{}", quote(name)));
-            line(format!("run mount --rbind /{0} \"$R\"/{0}", quote(name)));
-            if !KERNEL_DIRS.contains(&name.as_str()) {
-                line(format!(
-                    "run mount -o remount,bind,ro \"$R\"/{}",
-                    quote(name)
-                ));
+            steps.extend([
+                Step::MkdirAll(root.join(name)),
+                Step::Bind {
+                    source: Path::new("/").join(name),
+                    target: root.join(name),
+                    recursive: true,
+                },
+            ]);
+            if name != "tmp" && !KERNEL_DIRS.contains(&name.as_str()) {
+                steps.push(Step::ReadOnly(root.join(name)));
             }
         }
     }
@@ -808,10 +792,12 @@ struct Places {
     /// Top-level names bound from the host.
     host: Vec<String>,
     overlays: usize,
+    /// Where the root is built, its overlays' layers beside it.
+    root_mount: PathBuf,
 }
 
 impl Places {
-    fn new(entries: &[Entry]) -> Self {
+    fn new(entries: &[Entry], root_mount: &Path) -> Self {
         let host = entries
             .iter()
             .map(|e| match e {
@@ -822,7 +808,12 @@ impl Places {
             private: Vec::new(),
             host,
             overlays: 0,
+            root_mount: root_mount.into(),
         }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.root_mount.join("root")
     }
 
     fn is_private(&self, path: &str) -> bool {
@@ -831,9 +822,9 @@ impl Places {
 
     /// Makes sure `path` exists in the root (a directory, or an empty file when `!dir`),
     /// creating it (and its parents) where nothing is shared with the host; the path to mount
-    /// on, with the host's symbolic links resolved (the script runs outside the root, where an
+    /// on, with the host's symbolic links resolved (the setup runs outside the root, where an
     /// absolute link such as `/var/run -> /run` would lead to the host's own directory).
-    fn ensure(&mut self, path: &str, dir: bool, line: &mut impl FnMut(String)) -> String {
+    fn ensure(&mut self, path: &str, dir: bool, steps: &mut Vec<Step>) -> String {
         let resolved;
         let path = if self.is_private(path) {
             path
@@ -857,51 +848,53 @@ impl Places {
             }
             let real = ancestor.to_string_lossy().into_owned();
             if !self.is_private(&real) {
-                self.overlay(&real, line);
+                self.overlay(&real, steps);
             }
-            self.make(path, dir, line);
+            self.make(path, dir, steps);
             return path.to_string();
         }
         if !self.is_private(path) {
             // A top-level name the host's `/` lacks: made in the root's own tmpfs.
             self.private.push(format!("/{top}"));
         }
-        self.make(path, dir, line);
+        self.make(path, dir, steps);
         path.to_string()
     }
 
     /// Puts an overlay of the pod's over the host's directory `real` in the root: the host's
     /// files show through, what is made or written there is the pod's.
-    fn overlay(&mut self, real: &str, line: &mut impl FnMut(String)) {
+    fn overlay(&mut self, real: &str, steps: &mut Vec<Step>) {
         self.overlays += 1;
         let n = self.overlays;
-        line(format!("run mkdir \"$N/upper/{n}\" \"$N/work/{n}\""));
-        line(format!(
-            "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"{0},upperdir=\"$N/upper/{n}\",workdir=\"$N/work/{n}\" \"$R\"{0} 2>/dev/null || shadow {0}",
-            quote(real)
-        ));
+        let (upper, work) = (
+            self.root_mount.join(format!("upper/{n}")),
+            self.root_mount.join(format!("work/{n}")),
+        );
+        let at = in_root(&self.root(), real);
+        steps.push(Step::MkdirAll(upper.clone()));
+        steps.push(Step::MkdirAll(work.clone()));
+        steps.push(Step::OverlayOrShadow {
+            host: real.into(),
+            data: format!(
+                "userxattr,lowerdir={},upperdir={},workdir={}",
+                at.display(),
+                upper.display(),
+                work.display()
+            ),
+            at,
+        });
         self.private.push(real.to_string());
     }
 
-    fn make(&self, path: &str, dir: bool, line: &mut impl FnMut(String)) {
+    fn make(&self, path: &str, dir: bool, steps: &mut Vec<Step>) {
+        let at = in_root(&self.root(), path);
         if dir {
-            line(format!(
-                "[ -d \"$R\"{0} ] || run mkdir -p \"$R\"{0}",
-                quote(path)
-            ));
+            steps.push(Step::MkdirAll(at));
         } else {
-            let parent = Path::new(path)
-                .parent()
-                .map_or_else(|| "/".into(), |p| p.to_string_lossy().into_owned());
-            line(format!(
-                "[ -d \"$R\"{0} ] || run mkdir -p \"$R\"{0}",
-                quote(&parent)
-            ));
-            // The shell's own `>` makes the file without a process; `touch` says why it cannot.
-            line(format!(
-                "[ -e \"$R\"{0} ] || {{ : > \"$R\"{0}; }} 2>/dev/null || run touch \"$R\"{0}",
-                quote(path)
-            ));
+            if let Some(parent) = at.parent() {
+                steps.push(Step::MkdirAll(parent.into()));
+            }
+            steps.push(Step::Touch(at));
         }
     }
 }
@@ -1138,8 +1131,13 @@ mod tests {
         }
     }
 
+    /// The steps as the commands that would do them, one a line.
+    fn rendered(steps: &[Step]) -> Vec<String> {
+        steps.iter().map(ToString::to_string).collect()
+    }
+
     #[test]
-    fn the_script_never_creates_on_the_host_what_it_mounts() {
+    fn the_setup_never_creates_on_the_host_what_it_mounts() {
         // The pod's scratch directory exists on the host, under its /tmp, as the kubelet's does.
         let scratch = tempfile::tempdir().unwrap();
         let entries = vec![
@@ -1165,51 +1163,58 @@ mod tests {
                 read_only: false,
             },
         ];
-        let script = setup_script(
+        let steps = setup_steps(
             &mounts,
             "/workspace/src",
             scratch.path(),
             Path::new("/data/pod/root"),
-            Path::new("/data/pod/start-error"),
             &entries,
             None,
         );
-        let lines: Vec<&str> = script.lines().collect();
-        let has = |want: &str| assert!(lines.contains(&want), "{want:?} not in\n{script}");
+        let lines = rendered(&steps);
+        let has = |want: &str| {
+            assert!(
+                lines.iter().any(|l| l == want),
+                "{want:?} not in {lines:#?}"
+            )
+        };
         // The host's root, read-only (the kernel's filesystems as they are), its /tmp under an
         // overlay of the pod's: the host's files show, what the pod writes is its own.
-        has("run mount --rbind /'etc' \"$R\"/'etc'");
-        has("run mount -o remount,bind,ro \"$R\"/'etc'");
-        has("run mount --rbind /'proc' \"$R\"/'proc'");
+        has("mount --rbind /etc /data/pod/root/root/etc");
+        has("mount -o remount,bind,ro /data/pod/root/root/etc");
+        has("mount --rbind /proc /data/pod/root/root/proc");
         assert!(
-            !script.contains("remount,bind,ro \"$R\"/'proc'"),
-            "{script}"
+            !lines.contains(&"mount -o remount,bind,ro /data/pod/root/root/proc".to_string()),
+            "{lines:#?}"
         );
-        has("run mount --rbind /tmp \"$R/tmp\"");
+        has("mount --rbind /tmp /data/pod/root/root/tmp");
         has(
-            "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"'/tmp',upperdir=\"$N/upper/1\",workdir=\"$N/work/1\" \"$R\"'/tmp' 2>/dev/null || shadow '/tmp'",
+            "mount -t overlay -o userxattr,lowerdir=/data/pod/root/root/tmp,upperdir=/data/pod/root/upper/1,workdir=/data/pod/root/work/1 overlay /data/pod/root/root/tmp (else a copy of /tmp)",
         );
-        has("run ln -s 'usr/bin' \"$R\"/'bin'");
+        has("ln -s usr/bin /data/pod/root/root/bin");
+        has("touch /data/pod/root/root/marker");
+        has("mount -o remount,bind,ro /data/pod/root/root/marker");
         // Missing under /etc: an overlay over /etc takes the new directory.
         has(
-            "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"'/etc',upperdir=\"$N/upper/2\",workdir=\"$N/work/2\" \"$R\"'/etc' 2>/dev/null || shadow '/etc'",
+            "mount -t overlay -o userxattr,lowerdir=/data/pod/root/root/etc,upperdir=/data/pod/root/upper/2,workdir=/data/pod/root/work/2 overlay /data/pod/root/root/etc (else a copy of /etc)",
         );
-        has(
-            "[ -d \"$R\"'/etc/devcluster-test-missing/settings' ] || run mkdir -p \"$R\"'/etc/devcluster-test-missing/settings'",
-        );
-        has("run mount -o remount,bind,ro \"$R\"'/etc/devcluster-test-missing/settings'");
+        has("mkdir -p /data/pod/root/root/etc/devcluster-test-missing/settings");
+        has("mount -o remount,bind,ro /data/pod/root/root/etc/devcluster-test-missing/settings");
         // Missing at the top: made in the root's own tmpfs; the working directory in the volume.
-        has("[ -d \"$R\"'/workspace' ] || run mkdir -p \"$R\"'/workspace'");
+        has("mkdir -p /data/pod/root/root/workspace");
         has(&format!(
-            "run mount --bind '{}' \"$R\"'/workspace'",
+            "mount --bind {} /data/pod/root/root/workspace",
             work.display()
         ));
-        has("[ -d \"$R\"'/workspace/src' ] || run mkdir -p \"$R\"'/workspace/src'");
         // Over /tmp and /etc only.
-        assert_eq!(script.matches("overlay -o").count(), 2, "{script}");
+        let overlays = steps
+            .iter()
+            .filter(|s| matches!(s, Step::OverlayOrShadow { .. }))
+            .count();
+        assert_eq!(overlays, 2, "{lines:#?}");
         assert_eq!(
-            lines.last(),
-            Some(&"exec unshare --root \"$R\" --wd '/workspace/src' -- \"$@\"")
+            lines.last().map(String::as_str),
+            Some("mkdir -p /data/pod/root/root/workspace/src")
         );
     }
 
@@ -1227,16 +1232,15 @@ mod tests {
                 .unwrap()
                 .expect("a message file needs a sandbox")
         };
-        let script = |sandbox: &Sandbox| {
-            setup_script(
+        let lines = |sandbox: &Sandbox| {
+            rendered(&setup_steps(
                 &sandbox.mounts,
                 &sandbox.working_dir,
                 scratch.path(),
                 Path::new("/data/pod/root"),
-                Path::new("/data/pod/start-error"),
                 &[Entry::Dir("dev".into()), Entry::Dir("tmp".into())],
                 sandbox.dev_template.as_deref(),
-            )
+            ))
         };
         let in_dev = sandbox("/dev/termination-log");
         assert_eq!(in_dev.host_path("/dev/termination-log"), file);
@@ -1247,44 +1251,40 @@ mod tests {
             std::fs::read_link(template.join("stdout")).unwrap(),
             Path::new("/proc/self/fd/1")
         );
-        let text = script(&in_dev);
-        let lines: Vec<&str> = text.lines().collect();
-        let has = |want: &str| assert!(lines.contains(&want), "{want:?} not in\n{text}");
-        has("run mkdir \"$R\" \"$N/upper\" \"$N/work\" \"$N/dev-upper\" \"$N/dev-work\"");
-        has("run mount --all --fstab \"$N/dev.fstab\"");
-        let fstab = lines
-            .iter()
-            .find(|l| l.starts_with("printf '%s\\n' "))
-            .unwrap_or_else(|| panic!("no fstab in\n{text}"));
-        for entry in [
-            format!(
-                "'devcluster-dev /data/pod/root/root/dev overlay userxattr,lowerdir={},upperdir=/data/pod/root/dev-upper,workdir=/data/pod/root/dev-work 0 0'",
-                template.display()
-            ),
-            "'/dev/null /data/pod/root/root/dev/null none bind 0 0'".into(),
-            "'devcluster-devpts /data/pod/root/root/dev/pts devpts newinstance,ptmxmode=0666,mode=0620 0 0'".into(),
-            "'devcluster-shm /data/pod/root/root/dev/shm tmpfs mode=1777,nosuid,nodev 0 0'".into(),
-        ] {
-            assert!(fstab.contains(&entry), "{entry} not in {fstab}");
-        }
-        // The file is made in that /dev (no process for it) and the message file bound on it.
-        has("[ -d \"$R\"'/dev' ] || run mkdir -p \"$R\"'/dev'");
-        has(
-            "[ -e \"$R\"'/dev/termination-log' ] || { : > \"$R\"'/dev/termination-log'; } 2>/dev/null || run touch \"$R\"'/dev/termination-log'",
-        );
+        let text = lines(&in_dev);
+        let has = |want: &str| assert!(text.iter().any(|l| l == want), "{want:?} not in {text:#?}");
+        has("mkdir -p /data/pod/root/dev-upper");
+        has("mkdir -p /data/pod/root/dev-work");
         has(&format!(
-            "run mount --bind '{}' \"$R\"'/dev/termination-log'",
+            "mount -t overlay -o userxattr,lowerdir={},upperdir=/data/pod/root/dev-upper,workdir=/data/pod/root/dev-work devcluster-dev /data/pod/root/root/dev",
+            template.display()
+        ));
+        has("mount --bind /dev/null /data/pod/root/root/dev/null");
+        has(
+            "mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devcluster-devpts /data/pod/root/root/dev/pts",
+        );
+        has("mount -t tmpfs -o mode=1777,nosuid,nodev devcluster-shm /data/pod/root/root/dev/shm");
+        // The file is made in that /dev and the message file bound on it.
+        has("mkdir -p /data/pod/root/root/dev");
+        has("touch /data/pod/root/root/dev/termination-log");
+        has(&format!(
+            "mount --bind {} /data/pod/root/root/dev/termination-log",
             file.display()
         ));
         // Neither an overlay over the host's /dev nor a copy of it.
-        assert!(!text.contains("lowerdir=\"$R\"'/dev'"), "{text}");
-        assert!(!text.contains("shadow '/dev'"), "{text}");
+        assert!(
+            !text.iter().any(|l| l.contains("(else a copy of /dev)")),
+            "{text:#?}"
+        );
 
         // A path the host has, or one outside /dev, leaves /dev as it is.
         for path in ["/dev/null", "/tmp/out"] {
             let other = sandbox(path);
             assert_eq!(other.dev_template, None, "{path}");
-            assert!(!script(&other).contains("devcluster-dev"), "{path}");
+            assert!(
+                !lines(&other).iter().any(|l| l.contains("devcluster-dev")),
+                "{path}"
+            );
         }
     }
 
@@ -1299,28 +1299,27 @@ mod tests {
             target: "/etc/devcluster-test-missing".into(),
             read_only: false,
         }];
-        let script = setup_script(
+        let lines = rendered(&setup_steps(
             &mounts,
             "/tmp/scratch",
             scratch.path(),
             Path::new("/data/pod/root"),
-            Path::new("/data/pod/start-error"),
             &entries,
             None,
-        );
-        let lines: Vec<&str> = script.lines().collect();
+        ));
         for want in [
-            "run mount --rbind / \"$R\"",
-            "run mount -o remount,bind,ro \"$R\"",
-            "mount -t overlay overlay -o userxattr,lowerdir=\"$R\"'/tmp',upperdir=\"$N/upper/1\",workdir=\"$N/work/1\" \"$R\"'/tmp' 2>/dev/null || shadow '/tmp'",
+            "mount --rbind / /data/pod/root/root",
+            "mount -o remount,bind,ro /data/pod/root/root",
+            "mount -t overlay -o userxattr,lowerdir=/data/pod/root/root/tmp,upperdir=/data/pod/root/upper/1,workdir=/data/pod/root/work/1 overlay /data/pod/root/root/tmp (else a copy of /tmp)",
         ] {
-            assert!(lines.contains(&want), "{want:?} not in\n{script}");
+            assert!(
+                lines.iter().any(|l| l == want),
+                "{want:?} not in {lines:#?}"
+            );
         }
-        assert!(!script.contains("--rbind /'etc'"), "{script}");
-    }
-
-    #[test]
-    fn quoting_survives_any_path() {
-        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert!(
+            !lines.iter().any(|l| l.contains("--rbind /etc")),
+            "{lines:#?}"
+        );
     }
 }

@@ -266,7 +266,14 @@ impl Runner {
         self.shared.ensure_reaper();
         let mut child = match command.spawn() {
             Ok(child) => child,
-            Err(error) => return not_started(spawn_error(&argv[0], &error)),
+            Err(error) => {
+                return not_started(match sandbox.as_ref().and_then(Sandbox::start_error) {
+                    Some(why) => format!(
+                        "failed to start container process: setting up the pod's mounts: {why}"
+                    ),
+                    None => spawn_error(&argv[0], &error),
+                });
+            }
         };
         let Some(group) = child.id().and_then(|id| i32::try_from(id).ok()) else {
             return Outcome::Stopped;
@@ -308,11 +315,6 @@ impl Runner {
             tokio::time::timeout(Duration::from_secs(1), futures::future::join_all(readers)).await;
         output.log.close();
         drop(scratch);
-        if let Some(why) = sandbox.as_ref().and_then(Sandbox::start_error) {
-            return not_started(format!(
-                "failed to start container process: setting up the pod's mounts: {why}"
-            ));
-        }
         Outcome::Exited(terminated(exit, started_at))
     }
 
