@@ -464,7 +464,7 @@ impl Namespace {
     }
 }
 
-/// A file a step waits for (`gate.wait_command()`), created by the test (`gate.open()`), so that
+/// A file a step waits for (`gate.wait_command()`), filled by the test (`gate.open()`), so that
 /// a test decides when a step finishes instead of guessing how long it takes. The embedded
 /// control plane runs steps as local processes, which see the file; tests that use a gate skip
 /// themselves on a real cluster.
@@ -473,23 +473,24 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// A closed gate.
+    /// A closed gate: an empty file, which opening fills.
     pub fn new() -> Gate {
-        // Not in /tmp: a sandboxed step sees the host's /tmp through an overlay, which keeps a
-        // name it looked up and did not find as missing (overlayfs caches the failed lookup),
-        // so a gate opened after the step first looked would never be seen. The target's
-        // temporary directory is bound from the host, where a new file shows at once.
+        // The file is there from the start and opening writes to it rather than creating it: a
+        // sandboxed step sees the host's /tmp (where a clone may live) through an overlay,
+        // which keeps a name it looked up and did not find as missing (overlayfs caches the
+        // failed lookup), but reads an existing file's size and bytes from the host's file.
         let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
             "workflow-operator-gate-{}",
             uuid::Uuid::new_v4().simple()
         ));
+        std::fs::write(&path, b"").expect("making the gate");
         Gate { path }
     }
 
     /// A command that waits until the gate opens, then prints `then` and exits 0.
     pub fn wait_command(&self, then: &str) -> Vec<String> {
         let script = format!(
-            "until [ -e {} ]; do sleep 0.05; done; echo {then}",
+            "until [ -s {} ]; do sleep 0.05; done; echo {then}",
             self.path.display()
         );
         vec!["sh".into(), "-c".into(), script]
@@ -500,7 +501,7 @@ impl Gate {
         vec![
             "sh".into(),
             "-c".into(),
-            format!("[ -e {} ]", self.path.display()),
+            format!("[ -s {} ]", self.path.display()),
         ]
     }
 
