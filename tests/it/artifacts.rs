@@ -47,30 +47,29 @@ async fn keys(store: &EmbeddedStore, prefix: &str) -> Vec<String> {
     listed.into_iter().map(|s| s.key).collect()
 }
 
-/// A file and a directory (nested, with an empty subdirectory) made by one step are placed
-/// at the paths of the next; `artifacts get` downloads one; the status records each key.
-#[tokio::test]
-async fn a_file_and_a_directory_pass_between_steps() {
-    let Some((session, store)) = with_store("artifacts").await else {
-        return;
-    };
-    let manifest = r#"
+/// The workflow `name` whose step `make` writes a file and a directory (nested, with an empty
+/// subdirectory) as artifacts and whose step `use` prints them from its inputs; `spec` is
+/// more of its spec (YAML lines indented two spaces), e.g. a repository.
+pub fn passing_manifest(name: &str, spec: &str) -> String {
+    format!(
+        r#"
 apiVersion: workflow.crd.com/v1
 kind: WorkFlow
-metadata: {name: passing}
+metadata: {{name: {name}}}
 spec:
+{spec}
   containers:
     - stepName: make
       image: alpine:3.20
       source: |
         mkdir -p /tmp/out/site/css /tmp/out/site/empty
         echo 'hello' > /tmp/out/site/index.html
-        echo 'body{}' > /tmp/out/site/css/main.css
+        echo 'body{{}}' > /tmp/out/site/css/main.css
         echo 'v1.2' > /tmp/out/version
       outputs:
         artifacts:
-          - {name: site, path: /tmp/out/site}
-          - {name: version, path: /tmp/out/version}
+          - {{name: site, path: /tmp/out/site}}
+          - {{name: version, path: /tmp/out/version}}
     - stepName: use
       image: alpine:3.20
       dependsOn: [make]
@@ -79,10 +78,20 @@ spec:
         test -d /tmp/in/site/empty && echo 'empty kept'
       inputs:
         artifacts:
-          - {name: site, path: /tmp/in/site, from: "{{steps.make.outputs.artifacts.site}}"}
-          - {name: version, path: /tmp/in/version, from: "{{steps.make.outputs.artifacts.version}}"}
-"#;
-    session.create(manifest).await;
+          - {{name: site, path: /tmp/in/site, from: "{{{{steps.make.outputs.artifacts.site}}}}"}}
+          - {{name: version, path: /tmp/in/version, from: "{{{{steps.make.outputs.artifacts.version}}}}"}}
+"#
+    )
+}
+
+/// A file and a directory (nested, with an empty subdirectory) made by one step are placed
+/// at the paths of the next; `artifacts get` downloads one; the status records each key.
+#[tokio::test]
+async fn a_file_and_a_directory_pass_between_steps() {
+    let Some((session, store)) = with_store("artifacts").await else {
+        return;
+    };
+    session.create(&passing_manifest("passing", "")).await;
     session.finished_as("passing", "Completed").await;
     let logs = session.cli(&["logs", "passing", "--step", "use"]).await;
     for line in ["v1.2", "hello", "body{}", "empty kept"] {

@@ -41,7 +41,7 @@ impl Registry {
         let htpasswd = dir.path().join("htpasswd");
         std::fs::write(&htpasswd, format!("{USER}:{PASSWORD_HASH}\n")).unwrap();
         let config_text = format!(
-            "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  \
+            "version: 0.1\nlog: {{level: error}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  \
              delete: {{enabled: true}}\nhttp: {{addr: \"{address}\", secret: test}}\nauth:\n  \
              htpasswd: {{realm: test, path: {}}}\n",
             dir.path().join("data").display(),
@@ -113,39 +113,10 @@ fn answers(url: &str) -> bool {
 /// The workflow passing a file and a directory from `make` to `use` through the registry at
 /// `address`, its credentials in the Secret `reg`.
 fn passing(name: &str, address: &str) -> String {
-    format!(
-        r#"
-apiVersion: workflow.crd.com/v1
-kind: WorkFlow
-metadata: {{name: {name}}}
-spec:
-  artifactRepository:
-    oci: {{registry: "{address}", repository: {REPOSITORY}, insecure: true, credentialsSecret: {{name: reg}}}}
-  artifactGC: {{strategy: OnWorkflowDeletion}}
-  containers:
-    - stepName: make
-      image: alpine:3.20
-      source: |
-        mkdir -p /tmp/out/site/css /tmp/out/site/empty
-        echo 'hello' > /tmp/out/site/index.html
-        echo 'body{{}}' > /tmp/out/site/css/main.css
-        echo 'v1.2' > /tmp/out/version
-      outputs:
-        artifacts:
-          - {{name: site, path: /tmp/out/site}}
-          - {{name: version, path: /tmp/out/version}}
-    - stepName: use
-      image: alpine:3.20
-      dependsOn: [make]
-      source: |
-        cat /tmp/in/version /tmp/in/site/index.html /tmp/in/site/css/main.css
-        test -d /tmp/in/site/empty && echo 'empty kept'
-      inputs:
-        artifacts:
-          - {{name: site, path: /tmp/in/site, from: "{{{{steps.make.outputs.artifacts.site}}}}"}}
-          - {{name: version, path: /tmp/in/version, from: "{{{{steps.make.outputs.artifacts.version}}}}"}}
-"#
-    )
+    let spec = format!(
+        "  artifactRepository:\n    oci: {{registry: \"{address}\", repository: {REPOSITORY}, insecure: true, credentialsSecret: {{name: reg}}}}\n  artifactGC: {{strategy: OnWorkflowDeletion}}"
+    );
+    crate::artifacts::passing_manifest(name, &spec)
 }
 
 /// A file and a directory pass between steps through the registry, one tag each under the
