@@ -6,6 +6,7 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::Api;
+use workflow_operator_core::agent;
 use workflow_operator_core::crd::ArtifactRepository;
 
 use super::oci::OciTarget;
@@ -51,7 +52,7 @@ pub async fn target_of(
             client,
             namespace,
             &s3.credentials_secret.name,
-            ["accessKey", "secretKey"],
+            agent::S3_SECRET_KEYS,
         )
         .await?;
         return Ok(Some(Target::S3(S3Target::from_repository(
@@ -64,7 +65,7 @@ pub async fn target_of(
     let credentials = match &oci.credentials_secret {
         Some(secret) => {
             let [user, password] =
-                secret_keys(client, namespace, &secret.name, ["username", "password"]).await?;
+                secret_keys(client, namespace, &secret.name, agent::OCI_SECRET_KEYS).await?;
             Some((user, password))
         }
         None => None,

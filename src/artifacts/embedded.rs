@@ -39,6 +39,7 @@ use tempfile::TempDir;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use workflow_operator_core::agent::S3_SECRET_KEYS;
 use workflow_operator_core::crd::artifacts::{ArtifactRepository, CredentialsSecret, S3Repository};
 
 use super::target::{DEFAULT_REGION, S3Target};
@@ -450,8 +451,14 @@ pub async fn install_default_repository(
     let secret = Secret {
         metadata: metadata(CREDENTIALS_SECRET),
         data: Some(BTreeMap::from([
-            ("accessKey".to_string(), bytes(&store.target.access_key)),
-            ("secretKey".to_string(), bytes(&store.target.secret_key)),
+            (
+                S3_SECRET_KEYS[0].to_string(),
+                bytes(&store.target.access_key),
+            ),
+            (
+                S3_SECRET_KEYS[1].to_string(),
+                bytes(&store.target.secret_key),
+            ),
         ])),
         ..Secret::default()
     };

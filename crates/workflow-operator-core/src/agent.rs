@@ -112,6 +112,12 @@ pub const ACCESS_KEY_ENV: &str = "WORKFLOW_ARTIFACT_ACCESS_KEY";
 /// password.
 pub const SECRET_KEY_ENV: &str = "WORKFLOW_ARTIFACT_SECRET_KEY";
 
+/// The keys of an S3 repository's `credentialsSecret`: the access key, then the secret key.
+pub const S3_SECRET_KEYS: [&str; 2] = ["accessKey", "secretKey"];
+
+/// The keys of an OCI registry's `credentialsSecret`: the user name, then the password.
+pub const OCI_SECRET_KEYS: [&str; 2] = ["username", "password"];
+
 /// An input artifact to place at `path` before the command runs.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

@@ -702,10 +702,7 @@ impl<'a> StepJob<'a> {
                     region: s3.region.clone().unwrap_or_else(|| "us-east-1".to_string()),
                 }),
                 prefix,
-                secret: Some((
-                    s3.credentials_secret.name.clone(),
-                    ["accessKey", "secretKey"],
-                )),
+                secret: Some((s3.credentials_secret.name.clone(), agent::S3_SECRET_KEYS)),
             },
             (None, Some(oci)) => Store {
                 task: agent::StoreTask::Oci(agent::OciStoreTask {
@@ -715,7 +712,7 @@ impl<'a> StepJob<'a> {
                 }),
                 prefix,
                 secret: (oci.credentials_secret.as_ref())
-                    .map(|secret| (secret.name.clone(), ["username", "password"])),
+                    .map(|secret| (secret.name.clone(), agent::OCI_SECRET_KEYS)),
             },
             (None, None) => {
                 return Err(JobError::NoRepository(format!(
