@@ -615,25 +615,45 @@ async fn exactly_one_run_per_time(
     end
 }
 
-/// The operator stopped across three scheduled times, then started: `Latest` starts the latest
-/// missed time only, `All` every one, `None` none (it is started when the latest is more than
-/// `ON_TIME` late, so its period is longer); with each the next time has its run.
+/// The operator stopped across scheduled times, then started: `Latest` starts the latest of
+/// three missed times only, `All` every one, `None` none (it is started when the missed time is
+/// more than `ON_TIME` late, so its period is longer, and one missed time tells it from
+/// `Latest`); with each the next time has its run.
 #[rstest]
-#[case::latest("Latest", 3, 1)]
-#[case::all("All", 3, 3)]
-#[case::none("None", 12, 0)]
+#[case::latest("Latest", 3, 3, 1)]
+#[case::all("All", 3, 3, 3)]
+#[case::none("None", 12, 1, 0)]
 #[tokio::test]
 async fn after_downtime_catch_up_starts_what_it_says(
     #[future(awt)] operator_process: Operator,
     #[case] catch_up: &str,
     #[case] period: i64,
+    #[case] missed: i64,
     #[case] started: usize,
 ) {
     skip_on_real_cluster!("stops the operator's process");
-    Box::pin(downtime(operator_process, catch_up, period, started)).await;
+    let times = Missed {
+        period,
+        missed,
+        started,
+    };
+    Box::pin(downtime(operator_process, catch_up, times)).await;
 }
 
-async fn downtime(mut operator: Operator, catch_up: &str, period: i64, started: usize) {
+/// A schedule's period, how many of its times the operator misses, and how many of those it
+/// should start.
+struct Missed {
+    period: i64,
+    missed: i64,
+    started: usize,
+}
+
+async fn downtime(mut operator: Operator, catch_up: &str, times: Missed) {
+    let Missed {
+        period,
+        missed,
+        started,
+    } = times;
     let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
     let extra = serde_json::json!({"catchUp": catch_up, "successfulRunsHistoryLimit": 1000});
     api.create(
@@ -647,9 +667,9 @@ async fn downtime(mut operator: Operator, catch_up: &str, period: i64, started: 
     })
     .await;
     operator.stop().await;
-    // Read once stopped: the last time the operator handled; three times pass after it.
+    // Read once stopped: the last time the operator handled; `missed` times pass after it.
     let before = last_scheduled(&api, "down").await.expect("a time handled");
-    let last_missed = before + 3 * period;
+    let last_missed = before + missed * period;
     let late = if catch_up == "None" {
         ON_TIME + SignedDuration::from_millis(1_500)
     } else {
@@ -670,15 +690,15 @@ async fn downtime(mut operator: Operator, catch_up: &str, period: i64, started: 
         },
     )
     .await;
-    let missed: Vec<i64> = run_times(&operator.ns, "down")
+    let runs_of_missed: Vec<i64> = run_times(&operator.ns, "down")
         .await
         .into_iter()
         .filter(|t| *t > before && *t <= last_missed)
         .collect();
     assert_eq!(
-        missed.len(),
+        runs_of_missed.len(),
         started,
-        "{catch_up}: runs for the missed times {missed:?}"
+        "{catch_up}: runs for the missed times {runs_of_missed:?}"
     );
 }
 

@@ -117,7 +117,13 @@ async fn example_runs_to_the_outcome_its_comments_promise(
         "{example} is listed in EXAMPLES"
     );
     let ns = &operator.ns;
-    create_example(ns, example).await;
+    // `run-control.yaml`'s `build` sleeps a minute, time for a user to type the commands its
+    // comments walk through; here it waits for this gate, which the case opens once it has.
+    let build_done = support::Gate::new();
+    create_example(ns, example, |text| {
+        text.replace("sleep 60", &build_done.wait_script())
+    })
+    .await;
     // Each case a future of its own on the heap: together they overflow a test thread's stack.
     let case: Pin<Box<dyn Future<Output = ()> + '_>> = match example {
         "args" => Box::pin(async {
@@ -377,7 +383,7 @@ async fn example_runs_to_the_outcome_its_comments_promise(
             ns.expect_completed("interactive").await;
             assert_eq!(log_of(ns, "interactive", "report").await, "reported");
         }),
-        "run-control" => Box::pin(run_control(&operator)),
+        "run-control" => Box::pin(run_control(&operator, &build_done)),
         "secrets-and-volumes" => Box::pin(async {
             ns.expect_completed("secrets-and-volumes").await;
             assert_eq!(
@@ -481,7 +487,7 @@ async fn example_runs_to_the_outcome_its_comments_promise(
 
 /// `run-control.yaml`'s walk-through: suspend (build goes on, test does not start), resume, stop
 /// (build finishes, report runs, Failed), retry (test and publish run, build keeps its Job).
-async fn run_control(operator: &Operator) {
+async fn run_control(operator: &Operator, build_done: &support::Gate) {
     let ns = &operator.ns;
     ns.wait_step_job("run-control", "build", "created", |_| true)
         .await;
@@ -496,10 +502,9 @@ async fn run_control(operator: &Operator) {
     })
     .await;
     ns.cli(&["stop", "run-control"]).await;
-    // `build` sleeps a minute (time to type the commands above).
-    let stopped = ns
-        .wait_terminal_within("run-control", Duration::from_secs(150))
-        .await;
+    // Stopping lets `build` finish; it does once the gate opens.
+    build_done.open();
+    let stopped = ns.wait_terminal("run-control").await;
     assert_eq!(
         phase(&stopped),
         Some(Phase::Failed),
@@ -552,9 +557,10 @@ async fn run_control(operator: &Operator) {
 
 /// Creates every object of `examples/NAME.yaml` in the test's namespace, as `kubectl create -f`
 /// would (the examples hold WorkFlows and, for `secrets-and-volumes`, what its step reads).
-async fn create_example(ns: &Namespace, name: &str) {
+/// Creates the objects of `examples/NAME.yaml`, its text first passed through `edit`.
+async fn create_example(ns: &Namespace, name: &str, edit: impl Fn(String) -> String) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.yaml"));
-    let text = std::fs::read_to_string(&path).expect("the example reads");
+    let text = edit(std::fs::read_to_string(&path).expect("the example reads"));
     let post = PostParams::default();
     for document in serde_yaml::Deserializer::from_str(&text) {
         let object = Value::deserialize(document).expect("the example is YAML");

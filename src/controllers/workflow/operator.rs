@@ -246,7 +246,13 @@ impl Drop for AbortOnDrop {
 /// Installs (or updates) the operator's CRDs (`WorkFlow` and the shared templates) and waits
 /// until the API serves them.
 pub async fn install_crd(client: &Client) -> Result<()> {
-    for crd in workflow_operator_core::crd::crds() {
+    install_crds(client, &workflow_operator_core::crd::crds()).await
+}
+
+/// Installs (or updates) `crds` and waits until the API serves them: for a caller that
+/// generated them once for many control planes (the tests start one per test).
+pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) -> Result<()> {
+    for crd in crds {
         install_one(client, crd).await?;
     }
     Ok(())
@@ -255,11 +261,11 @@ pub async fn install_crd(client: &Client) -> Result<()> {
 // CRDs are written and read as untyped JSON: `JSONSchemaProps` deserialises one Rust frame
 // set per level of the schema, and the templates' schema is deep enough to overflow a 2 MiB
 // test thread's stack in a debug build (a real cluster's client never needs the typed form).
-async fn install_one(client: &Client, crd: CustomResourceDefinition) -> Result<()> {
+async fn install_one(client: &Client, crd: &CustomResourceDefinition) -> Result<()> {
     let api = crd_api(client);
     let name = crd.metadata.name.clone().unwrap_or_default();
     let object: DynamicObject =
-        serde_json::from_value(serde_json::to_value(&crd).context("a CRD is JSON")?)
+        serde_json::from_value(serde_json::to_value(crd).context("a CRD is JSON")?)
             .context("a CRD is an object")?;
     api.patch(
         &name,

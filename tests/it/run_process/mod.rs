@@ -19,7 +19,7 @@ pub async fn cluster_with_crd() -> DevCluster {
     let cluster = DevCluster::start(DevClusterOptions::default())
         .await
         .expect("control plane starts");
-    operator::install_crd(&cluster.client())
+    operator::install_crds(&cluster.client(), &crate::support::CRDS)
         .await
         .expect("the WorkFlow CRD installs");
     cluster

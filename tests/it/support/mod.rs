@@ -29,12 +29,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::future::Future;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace as CoreNamespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -58,6 +59,11 @@ use workflow_operator_core::testing::WorkFlowBuilder;
 /// How long a wait may take unless a test says otherwise: generous, because the 2-core build
 /// machine runs several tests (each with its processes) at once.
 pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The operator's CRDs, generated once for the many control planes a test binary starts (in a
+/// debug build generating them takes about 80 ms of CPU, the same again for every test).
+pub static CRDS: LazyLock<Vec<CustomResourceDefinition>> =
+    LazyLock::new(workflow_operator_core::crd::crds);
 
 /// The environment variable that selects a real cluster (`kube`) instead of the embedded one.
 pub const CLUSTER_ENV: &str = "WORKFLOW_TEST_CLUSTER";
@@ -121,7 +127,7 @@ pub async fn cluster() -> Arc<Cluster> {
     .await
     .expect("the embedded control plane starts");
     let client = dev.client();
-    workflow_operator_mod::install_crd(&client)
+    workflow_operator_mod::install_crds(&client, &CRDS)
         .await
         .expect("the WorkFlow CRD installs");
     Arc::new(Cluster {
@@ -489,11 +495,13 @@ impl Gate {
 
     /// A command that waits until the gate opens, then prints `then` and exits 0.
     pub fn wait_command(&self, then: &str) -> Vec<String> {
-        let script = format!(
-            "until [ -s {} ]; do sleep 0.05; done; echo {then}",
-            self.path.display()
-        );
+        let script = format!("{}; echo {then}", self.wait_script());
         vec!["sh".into(), "-c".into(), script]
+    }
+
+    /// A shell command line that returns once the gate opens.
+    pub fn wait_script(&self) -> String {
+        format!("until [ -s {} ]; do sleep 0.05; done", self.path.display())
     }
 
     /// A command that exits 0 when the gate is open, and fails with exit code 1 otherwise.
