@@ -27,7 +27,8 @@ fn kubectl_command(
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig_path())
         .args(args)
-        .env("HOME", home);
+        .env("HOME", home)
+        .envs(kube_devcluster::testing::KUBECTL_ENV);
     command
 }
 

@@ -184,6 +184,7 @@ impl Kubectl {
             .arg(self.dir.path().join("cache"))
             .args(args)
             .env("HOME", self.dir.path())
+            .envs(testing::KUBECTL_ENV)
             .kill_on_drop(true);
         command
     }
