@@ -165,21 +165,21 @@ fn external_mode_fails_when_no_operator_shows_up() {
 
 #[test]
 fn schedule_shape_reports_one_run_per_scheduled_time_with_its_lateness() {
-    // 200 CronWorkFlows of `@every 10s` created over 10 s: every one fires twice or three
-    // times in 30 s.
+    // 100 CronWorkFlows of `@every 5s` created over 5 s: every one fires twice or three times
+    // in 15 s.
     let output = bench(&[
         "--crons",
-        "200",
+        "100",
         "--cron-period-secs",
-        "10",
+        "5",
         "--cron-duration-secs",
-        "30",
+        "15",
         "--idle-secs",
         "2",
     ]);
     let report = report(&output);
     let expected = report["runsExpected"].as_u64().unwrap();
-    assert!((400..=600).contains(&expected), "{report:#}");
+    assert!((200..=300).contains(&expected), "{report:#}");
     assert_eq!(report["runsCreated"], expected, "{report:#}");
     assert_eq!(report["runsMissing"], 0);
     assert_eq!(report["runsDuplicated"], 0);
@@ -198,7 +198,7 @@ fn schedule_shape_reports_one_run_per_scheduled_time_with_its_lateness() {
     // rather than on the second would make most runs hundreds of milliseconds late.
     assert!(p50 < 500.0, "{lateness:#}");
 
-    // 400 to 600 runs from the first time (10 s after the first creation) to the end (30 s).
+    // 200 to 300 runs from the first time (5 s after the first creation) to the end (15 s).
     let per_second = report["runsPerSecond"].as_f64().unwrap();
     assert!((10.0..=40.0).contains(&per_second), "{report:#}");
     assert!(report["peakRunsPerSecond"].as_u64().unwrap() >= 1);
@@ -212,7 +212,7 @@ fn schedule_shape_reports_one_run_per_scheduled_time_with_its_lateness() {
     assert!(lists.as_u64().unwrap_or(0) * 10 < expected, "{report:#}");
 
     let idle = &report["idle"];
-    assert_eq!(idle["suspended"], 200, "{idle:#}");
+    assert_eq!(idle["suspended"], 100, "{idle:#}");
     assert_eq!(idle["seconds"], 2.0);
     assert!(idle["operatorCpuSeconds"].as_f64().unwrap() >= 0.0);
     assert!(
