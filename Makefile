@@ -19,7 +19,7 @@ help: ## list the targets
 demo: ## run examples/diamond.yaml to Completed on the embedded control plane
 	$(CARGO) run --quiet -- dev --apply examples/diamond.yaml --until-done
 
-tools: ## install the test tools (kubectl, Python kubernetes client) into .venv/
+tools: ## install the test tools: kubectl and the Python client into .venv/; chromium and docker-registry with apt-get
 	./scripts/install-test-tools.sh
 
 test: tools ## run the whole test suite

@@ -556,8 +556,8 @@ async fn run_control(operator: &Operator, build_done: &support::Gate) {
 }
 
 /// Creates every object of `examples/NAME.yaml` in the test's namespace, as `kubectl create -f`
-/// would (the examples hold WorkFlows and, for `secrets-and-volumes`, what its step reads).
-/// Creates the objects of `examples/NAME.yaml`, its text first passed through `edit`.
+/// would (the examples hold WorkFlows and, for `secrets-and-volumes`, what its step reads), its
+/// text first passed through `edit`.
 async fn create_example(ns: &Namespace, name: &str, edit: impl Fn(String) -> String) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.yaml"));
     let text = edit(std::fs::read_to_string(&path).expect("the example reads"));

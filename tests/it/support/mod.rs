@@ -60,8 +60,8 @@ use workflow_operator_core::testing::WorkFlowBuilder;
 /// machine runs several tests (each with its processes) at once.
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
-/// The operator's CRDs, generated once for the many control planes a test binary starts (in a
-/// debug build generating them takes about 80 ms of CPU, the same again for every test).
+/// The operator's CRDs, generated once for the many control planes a test binary starts: in a
+/// debug build, generating them took tens of milliseconds of CPU in every test's fixture.
 pub static CRDS: LazyLock<Vec<CustomResourceDefinition>> =
     LazyLock::new(workflow_operator_core::crd::crds);
 
