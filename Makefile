@@ -49,7 +49,11 @@ lint-docs: ## clippy on the production build (no embedded control plane) and rus
 # `cargo clippy` would pass it, which lints and compiles each crate in one pass. `cargo clippy`
 # would check every crate again, without code: CI would compile each dependency twice.
 ifeq ($(LINT_BUILD),1)
-test test-slow: export RUSTC_WORKSPACE_WRAPPER := $(shell rustup which clippy-driver)
+CLIPPY_DRIVER := $(shell rustup which clippy-driver 2>/dev/null)
+ifeq ($(CLIPPY_DRIVER),)
+$(error LINT_BUILD=1 needs clippy-driver: rustup component add clippy)
+endif
+test test-slow: export RUSTC_WORKSPACE_WRAPPER := $(CLIPPY_DRIVER)
 test test-slow: export CLIPPY_ARGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 endif
 
