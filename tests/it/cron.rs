@@ -632,43 +632,45 @@ async fn after_downtime_catch_up_starts_what_it_says(
     #[case] started: usize,
 ) {
     skip_on_real_cluster!("stops the operator's process");
-    let times = Missed {
+    Box::pin(downtime(
+        operator_process,
+        catch_up,
         period,
         missed,
         started,
-    };
-    Box::pin(downtime(operator_process, catch_up, times)).await;
+    ))
+    .await;
 }
 
-/// A schedule's period, how many of its times the operator misses, and how many of those it
-/// should start.
-struct Missed {
-    period: i64,
-    missed: i64,
-    started: usize,
-}
-
-async fn downtime(mut operator: Operator, catch_up: &str, times: Missed) {
-    let Missed {
-        period,
-        missed,
-        started,
-    } = times;
-    let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
-    let extra = serde_json::json!({"catchUp": catch_up, "successfulRunsHistoryLimit": 1000});
-    api.create(
-        &PostParams::default(),
-        &every("down", &operator.ns.name, period as u32, extra),
-    )
-    .await
-    .unwrap();
+/// Creates `cron`, waits until the operator handled a first time of it, stops the operator, and
+/// returns the last time it handled (read once stopped).
+async fn first_time_then_stop(
+    operator: &mut Operator,
+    api: &Api<CronWorkFlow>,
+    cron: &CronWorkFlow,
+) -> i64 {
+    let name = cron.name_any();
+    api.create(&PostParams::default(), cron).await.unwrap();
     eventually("a first run", Duration::from_secs(30), || async {
-        last_scheduled(&api, "down").await
+        last_scheduled(api, &name).await
     })
     .await;
     operator.stop().await;
-    // Read once stopped: the last time the operator handled; `missed` times pass after it.
-    let before = last_scheduled(&api, "down").await.expect("a time handled");
+    last_scheduled(api, &name).await.expect("a time handled")
+}
+
+async fn downtime(
+    mut operator: Operator,
+    catch_up: &str,
+    period: i64,
+    missed: i64,
+    started: usize,
+) {
+    let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
+    let extra = serde_json::json!({"catchUp": catch_up, "successfulRunsHistoryLimit": 1000});
+    let cron = every("down", &operator.ns.name, period as u32, extra);
+    // `missed` times pass after the last one the operator handled.
+    let before = first_time_then_stop(&mut operator, &api, &cron).await;
     let last_missed = before + missed * period;
     let late = if catch_up == "None" {
         ON_TIME + SignedDuration::from_millis(1_500)
@@ -725,13 +727,7 @@ async fn lagging_watch(mut operator: Operator) {
         "failedRunsHistoryLimit": 1000,
     });
     let cron = every("lag", &operator.ns.name, 3, extra);
-    api.create(&PostParams::default(), &cron).await.unwrap();
-    eventually("a first run", Duration::from_secs(30), || async {
-        last_scheduled(&api, "lag").await
-    })
-    .await;
-    operator.stop().await;
-    let before = last_scheduled(&api, "lag").await.expect("a time handled");
+    let before = first_time_then_stop(&mut operator, &api, &cron).await;
     let (missed, started, next) = (before + 3, before + 6, before + 9);
     let held = dev(&operator.ns.cluster)
         .faults()
