@@ -9,60 +9,36 @@
 # chromium on PATH.
 set -euo pipefail
 
-install_chromium() {
-    if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
-        return 0
-    fi
-    local apt=()
+# Installs the Debian package $1 with apt-get, as root or with password-less sudo; where that
+# cannot be done, says so, and that $2 (what goes without it). The package lists of a fresh
+# machine may be empty: they are updated only when the install needs it.
+apt_install() {
+    local package=$1 without=$2 apt=()
     if [[ "$(id -u)" == 0 ]]; then
         apt=(apt-get)
     elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
         apt=(sudo -n apt-get)
     fi
     if [[ ${#apt[@]} == 0 ]] || ! command -v apt-get >/dev/null; then
-        echo "install-test-tools: cannot install chromium here (needs apt-get as root or with sudo); the browser tests of the web view will be skipped" >&2
-        return 0
+        echo "install-test-tools: cannot install $package here (needs apt-get as root or with sudo); $without" >&2
+        return 1
     fi
-    # The package lists of a fresh machine may be empty: update them only when needed.
-    if ! DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends chromium >/dev/null 2>&1 &&
+    if ! DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "$package" >/dev/null 2>&1 &&
         ! { "${apt[@]}" update -qq &&
-            DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends chromium >/dev/null; }; then
-        echo "install-test-tools: installing chromium with apt-get failed; the browser tests of the web view will be skipped" >&2
-        return 0
+            DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "$package" >/dev/null; }; then
+        echo "install-test-tools: installing $package with apt-get failed; $without" >&2
+        return 1
     fi
+}
+
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null &&
+    apt_install chromium "the browser tests of the web view will be skipped"; then
     chromium --version
-}
-install_chromium
-
-# The apt-get to install with: as root, or with password-less sudo; none otherwise.
-apt_command() {
-    if [[ "$(id -u)" == 0 ]]; then
-        echo apt-get
-    elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-        echo "sudo -n apt-get"
-    fi
-}
-
-install_registry() {
-    if command -v docker-registry >/dev/null; then
-        return 0
-    fi
-    local apt
-    apt="$(apt_command)"
-    if [[ -z "$apt" ]] || ! command -v apt-get >/dev/null; then
-        echo "install-test-tools: cannot install docker-registry here (needs apt-get as root or with sudo); the OCI artifact tests will fail" >&2
-        return 0
-    fi
-    # As for chromium: update the package lists only when the install needs it.
-    if ! DEBIAN_FRONTEND=noninteractive $apt install -y --no-install-recommends docker-registry >/dev/null 2>&1 &&
-        ! { $apt update -qq &&
-            DEBIAN_FRONTEND=noninteractive $apt install -y -qq --no-install-recommends docker-registry >/dev/null; }; then
-        echo "install-test-tools: installing docker-registry with apt-get failed; the OCI artifact tests will fail" >&2
-        return 0
-    fi
+fi
+if ! command -v docker-registry >/dev/null &&
+    apt_install docker-registry "the OCI artifact tests will fail"; then
     command -v docker-registry
-}
-install_registry
+fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
