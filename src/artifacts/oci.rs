@@ -290,6 +290,8 @@ pub async fn delete_prefix(target: &OciTarget, prefix: &str) -> Result<usize> {
     let start = tag_prefix(prefix);
     let client = target.client();
     let tags = all_tags(target, &client, &start).await?;
+    // One HTTP client for every DELETE: building one loads the system's root certificates.
+    let http = reqwest::Client::new();
     for tag in &tags {
         let reference = target.reference(tag.clone());
         let fail = |error| target.error(error, "deleting", tag);
@@ -297,7 +299,7 @@ pub async fn delete_prefix(target: &OciTarget, prefix: &str) -> Result<usize> {
             .fetch_manifest_digest(&reference, &target.auth())
             .await)
             .map_err(fail)?;
-        delete_manifest(target, &client, &reference, &digest).await?;
+        delete_manifest(target, &client, &http, &reference, &digest).await?;
     }
     Ok(tags.len())
 }
@@ -334,11 +336,13 @@ async fn all_tags(target: &OciTarget, client: &Client, start: &str) -> Result<Ve
     }
 }
 
-/// `DELETE /v2/REPOSITORY/manifests/DIGEST`, which `oci-client` does not offer: with the
-/// bearer token the registry gave for pushing, else the basic credentials.
+/// `DELETE /v2/REPOSITORY/manifests/DIGEST`, which `oci-client` does not offer, sent with
+/// `http`: with the bearer token the registry gave `client` for pushing, else the basic
+/// credentials.
 async fn delete_manifest(
     target: &OciTarget,
     client: &Client,
+    http: &reqwest::Client,
     reference: &Reference,
     digest: &str,
 ) -> Result<()> {
@@ -352,7 +356,7 @@ async fn delete_manifest(
         "{scheme}://{}/v2/{}/manifests/{digest}",
         target.registry, target.repository
     );
-    let mut request = reqwest::Client::new().delete(&url);
+    let mut request = http.delete(&url);
     request = match (token, &target.credentials) {
         (Some(token), _) => request.bearer_auth(token),
         (None, Some((user, password))) => request.basic_auth(user, Some(password)),
