@@ -10,8 +10,11 @@
 //!
 //! # What is followed, and what falls back
 //! The state follows a workflow of the current run in phase `Started` with no failed step and no
-//! live Job of another run, and without run control, exit steps, a deadline, locks, outputs,
-//! fan-outs, repeated runs or rules (`spec.rules` read every step's Jobs). A change is handled incrementally when a step's Job appears, runs,
+//! live Job of another run, that sets no field [`crate::fields`] marks [`Follow::InFull`](crate::fields::Follow::InFull) (run
+//! control, exit steps, a deadline, locks, conditions, fan-outs, outputs, repeated runs, rules,
+//! ...: the list is made by the compiler, one decision per field) and whose steps name no other
+//! step's outputs. The property test below generates every field marked
+//! [`Follow::Followed`](crate::fields::Follow::Followed). A change is handled incrementally when a step's Job appears, runs,
 //! succeeds or disappears. Everything else returns a [`Fallback`] and the caller re-plans in
 //! full: a Job of another run that is not being deleted, a failed step (with or without
 //! failFast, or whose pod could not start), a running step past its timeout or a step whose Job
@@ -43,6 +46,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::crd::{UNLIMITED, WorkFlow, WorkFlowStatus};
 use super::dag::Dag;
+use super::fields;
 use super::lifecycle::Phase;
 use super::names;
 use super::plan::{self, Action, Compiled, JobState, ObservedJob, Plan};
@@ -68,6 +72,9 @@ pub enum Fallback {
     /// The workflow is not in a state the incremental planner follows.
     #[error("the workflow is not followed incrementally: {0}")]
     NotFollowed(&'static str),
+    /// The workflow sets a field the incremental planner does not follow (`fields::Follow`).
+    #[error("the workflow sets {0}, which is planned in full")]
+    Unfollowed(&'static str),
     /// A Job of another run that is not being deleted (the full planner deletes it).
     #[error("job {0} belongs to another run")]
     OtherRun(String),
@@ -204,36 +211,15 @@ impl RunState {
         if status.workflow_status != Some(Phase::Started) || status.message.is_some() {
             return Err(Fallback::NotFollowed("not started, or a step failed"));
         }
-        // Run control is left to the full planner: a suspended or stopping workflow starts
-        // nothing, a retried one names its Jobs by retry, exit steps change how it ends. Each
-        // of these costs an O(steps) plan per Job event, only to the workflows that use it.
+        // What the state does not model is left to the full planner: a workflow that sets a
+        // field `fields` does not mark followed, or whose steps name each other's outputs (read
+        // from their pods before a full plan).
         let spec = &workflow.spec;
-        // So is Kueue (`queueName`): its steps wait suspended, and their clocks start at admission.
-        // So are the workflow's deadline, which the full planner's timer enforces, locks,
-        // which are given back by what the Jobs observed in full say, interactive steps, whose
-        // entries the full planner marks, and rules, which read every step's Jobs.
-        if spec.suspend
-            || spec.shutdown.is_some()
-            || spec.retry != 0
-            || !spec.on_exit.is_empty()
-            || spec.queue_name.is_some()
-            || spec.active_deadline_seconds.is_some()
-            || compiled.policies.locks
-            || compiled.policies.interactive
-            || !compiled.rules.is_empty()
-        {
-            return Err(Fallback::NotFollowed(
-                "run control, exit steps, a workflow deadline, locks, interactive steps or rules",
-            ));
+        if let Some(field) = fields::unfollowed(spec) {
+            return Err(Fallback::Unfollowed(field));
         }
-        // So are outputs, `when`s, fan-outs and repeated runs: a step's outputs are read from
-        // its pods before a full plan, and a `when` or a `withParam` is decided with them; a
-        // step that fans out has a Job per item, and a run of `spec.runs` a Job per step, where
-        // the state follows one Job per step.
-        if !compiled.flow.is_empty() || spec.run_count() > 1 {
-            return Err(Fallback::NotFollowed(
-                "outputs, conditions or fan-outs between steps, or repeated runs",
-            ));
+        if !compiled.flow.is_empty() {
+            return Err(Fallback::NotFollowed("outputs read between steps"));
         }
         if plan
             .actions
@@ -445,12 +431,7 @@ impl RunState {
     }
 
     fn slots(&self) -> usize {
-        match self.parallelism {
-            Some(p) => usize::try_from(p.max(1))
-                .unwrap_or(1)
-                .saturating_sub(self.running),
-            None => usize::MAX,
-        }
+        plan::free_slots(self.parallelism, self.running)
     }
 
     /// Decides what the full planner would for the Jobs after `change`, at `now`, in
@@ -794,6 +775,50 @@ mod tests {
         assert_eq!(state.job_count(), 1);
     }
 
+    /// `workflow` with some of the fields the incremental planner follows set
+    /// (`fields::tests::followed_patches`): spec patch `i` when bit `i` of `spec_bits` is, step
+    /// patch `i` on step `s` when bit `(i + s) % 64` of `step_bits` is.
+    fn with_followed_fields(workflow: WorkFlow, step_bits: u64, spec_bits: u64) -> WorkFlow {
+        let (step_patches, spec_patches) = crate::fields::tests::followed_patches();
+        let bit = |bits: u64, i: usize| bits >> (i % 64) & 1 == 1;
+        let mut value = serde_json::to_value(&workflow).unwrap();
+        for (i, (_, patch)) in spec_patches.iter().enumerate() {
+            if bit(spec_bits, i) {
+                json_patch::merge(&mut value["spec"], patch);
+            }
+        }
+        let steps = value["spec"]["containers"].as_array_mut().unwrap();
+        for (s, step) in steps.iter_mut().enumerate() {
+            for (i, (_, patch)) in step_patches.iter().enumerate() {
+                if bit(step_bits, i + s) {
+                    json_patch::merge(step, patch);
+                }
+            }
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn the_property_test_can_set_every_followed_field_it_is_given() {
+        let (step_patches, spec_patches) = crate::fields::tests::followed_patches();
+        assert!(
+            step_patches.len() <= 64 && spec_patches.len() <= 64,
+            "one bit each"
+        );
+        let all = with_followed_fields(WorkFlow::test("p").step("a", &[]).build(), !0, !0);
+        let compiled = Arc::new(Compiled::new(&all.spec));
+        let (_, state) = RunState::build(&all, compiled, &[], at(0));
+        assert!(state.is_ok(), "followed: {state:?}");
+        let step = serde_json::to_value(&all.spec.containers[0]).unwrap();
+        for (name, _) in &step_patches {
+            assert!(step.get(*name).is_some(), "{name} is generated");
+        }
+        let spec = serde_json::to_value(&all.spec).unwrap();
+        for (name, _) in &spec_patches {
+            assert!(spec.get(*name).is_some(), "{name} is generated");
+        }
+    }
+
     proptest! {
         /// The incremental state's plan equals the full planner's after every batch of Job
         /// events (of one to four, as the framework delivers them); on a fallback the state is
@@ -807,6 +832,8 @@ mod tests {
             fail_fast in any::<bool>(),
             start_timeout in 2i64..30,
             events in proptest::collection::vec((0u8..12, any::<prop::sample::Index>()), 1..120),
+            step_fields in any::<u64>(),
+            spec_fields in any::<u64>(),
         ) {
             let mut builder = WorkFlow::test("p").fail_fast(fail_fast).start_timeout(start_timeout);
             for (i, ds) in deps.iter().enumerate() {
@@ -820,7 +847,7 @@ mod tests {
             if let Some(p) = parallelism {
                 builder = builder.parallelism(p);
             }
-            let mut wf = builder.build();
+            let mut wf = with_followed_fields(builder.build(), step_fields, spec_fields);
             let compiled = Arc::new(Compiled::new(&wf.spec));
             let mut jobs: Vec<ObservedJob> = Vec::new();
             let (mut last, mut state) = RunState::build(&wf, compiled.clone(), &jobs, at(0));

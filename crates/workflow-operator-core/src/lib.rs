@@ -7,6 +7,8 @@
 //! - [`crd`]: the `WorkFlow` custom resource (spec, status) and the generated CRD YAML.
 //! - [`cron`]: CronWorkFlow schedules (time zones, DST, `@every`) and what a tick starts.
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
+//! - [`fields`]: what each API field means to a running workflow (part of the run or not,
+//!   followed by the incremental planner or not), decided once per type.
 //! - [`names`]: deterministic Job names, label values and run ids.
 //! - [`labels`]: the labels and annotations of step Jobs.
 //! - [`dag`]: step graph validation, topological order, ready set, incremental progress.
@@ -35,6 +37,7 @@ pub mod dag;
 pub mod data_flow;
 pub mod failure_cause;
 pub mod fan_out;
+pub mod fields;
 pub mod incremental;
 pub mod job_summary;
 pub mod jobs;

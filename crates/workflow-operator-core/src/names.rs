@@ -8,11 +8,8 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use k8s_openapi::api::core::v1::{
-    EnvFromSource, EnvVar, ResourceRequirements, SecurityContext, VolumeMount,
-};
-
-use super::crd::{Items, Param, PodTemplate, Sequence, Step, WorkFlowSpec, Workspace};
+use super::crd::{Step, WorkFlowSpec};
+use super::fields::{self, Change, Field};
 
 /// Longest DNS-1123 label (Job names, container names) and label value.
 pub const MAX_LABEL: usize = 63;
@@ -207,103 +204,78 @@ pub fn attempt_job_name(workflow: &str, step: &str, run: &str, retry: i32, attem
     }
 }
 
-/// What runs, as hashed by [`run_id`]: steps in name order, dependencies as a set; no limits.
-#[derive(Serialize)]
-struct RunKey<'a> {
-    steps: Vec<StepKey<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pod_template: &'a Option<Box<PodTemplate>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    on_exit: Vec<StepKey<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    workspace: &'a Option<Box<Workspace>>,
-    /// `spec.runs` other than 1 (absent and 1 run the same).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    runs: Option<i32>,
-}
-
-#[derive(Serialize)]
-struct StepKey<'a> {
-    name: &'a str,
-    image: &'a str,
-    command: &'a Option<Vec<String>>,
-    args: &'a Option<Vec<String>>,
-    env: &'a [EnvVar],
-    depends_on: Vec<&'a str>,
-    resources: &'a Option<Box<ResourceRequirements>>,
-    // Fields added since the first release: left out when unset, so a workflow that does not use
-    // them keeps its run id across the upgrade (a new id would start it again).
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    env_from: &'a [EnvFromSource],
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    volume_mounts: &'a [VolumeMount],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    working_dir: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    image_pull_policy: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    security_context: &'a Option<Box<SecurityContext>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    when: &'a Option<Box<str>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    with_items: &'a Option<Box<Items>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    with_param: &'a Option<Box<Param>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    with_sequence: &'a Option<Box<Sequence>>,
-}
-
-/// A short stable id of what runs: the set of steps (and of exit steps) with their images,
-/// commands, args, env, resources, mounts, working directories, pull policies, security contexts,
-/// `when`s, fan-outs (`withItems`, `withParam`, `withSequence`) and dependencies, the pod
-/// template, the workspace and `runs`.
-///
-/// Limits are left out on purpose, so changing them applies to the running workflow instead of
-/// starting a new run: `maxStepTimeout`, a step's `timeout`, `parallelism`, `failFast` and a step's
-/// `retries` (how often to try is a limit on the same work, not different work); nor is run
-/// control: `suspend`, `shutdown`, `retry`, `ttlSecondsAfterFinished`, `podCleanup`. The order of
+/// A short stable id of what runs: the fields [`fields`] names part of the run ([`Change::Run`]
+/// always, [`Change::RunWhenSet`] when set) of the workflow, its steps and exit steps. Limits
+/// and run control are left out, so changing them applies to the running workflow instead of
+/// starting a new run. Steps are hashed in name order and dependencies as a set: the order of
 /// `containers` and of each `dependsOn`, and a dependency listed twice, do not matter.
 pub fn run_id(spec: &WorkFlowSpec) -> String {
     short_hash(&[&run_key_json(spec)], RUN_ID_LEN)
 }
 
-/// What [`run_id`] hashes.
+/// What [`run_id`] hashes: a JSON object of the hashed fields, in the order [`fields`] visits
+/// them.
 fn run_key_json(spec: &WorkFlowSpec) -> String {
-    let mut steps: Vec<StepKey<'_>> = spec.containers.iter().map(step_key).collect();
-    steps.sort_by(|a, b| a.name.cmp(b.name));
-    let mut on_exit: Vec<StepKey<'_>> = spec.on_exit.iter().map(step_key).collect();
-    on_exit.sort_by(|a, b| a.name.cmp(b.name));
-    let key = RunKey {
-        steps,
-        pod_template: &spec.pod_template,
-        on_exit,
-        workspace: &spec.workspace,
-        runs: spec.runs.filter(|&runs| runs != 1),
-    };
-    serde_json::to_string(&key).expect("plain data serialises to JSON")
+    let mut key = RunKey::default();
+    fields::visit_spec(spec, &mut key);
+    key.finish()
 }
 
-fn step_key(step: &Step) -> StepKey<'_> {
-    let mut depends_on: Vec<&str> = step.depends_on.iter().map(String::as_str).collect();
-    depends_on.sort_unstable();
-    depends_on.dedup();
-    StepKey {
-        name: &step.step_name,
-        image: &step.image,
-        command: &step.command,
-        args: &step.args,
-        env: &step.env,
-        depends_on,
-        resources: &step.resources,
-        env_from: &step.env_from,
-        volume_mounts: &step.volume_mounts,
-        working_dir: &step.working_dir,
-        image_pull_policy: &step.image_pull_policy,
-        security_context: &step.security_context,
-        when: &step.when,
-        with_items: &step.with_items,
-        with_param: &step.with_param,
-        with_sequence: &step.with_sequence,
+/// Writes the hashed fields of a value as a JSON object.
+#[derive(Default)]
+struct RunKey {
+    json: String,
+}
+
+impl RunKey {
+    fn finish(mut self) -> String {
+        if self.json.is_empty() {
+            self.json.push('{');
+        }
+        self.json.push('}');
+        self.json
+    }
+
+    fn member(&mut self, key: &str, value: &str) {
+        self.json.push(if self.json.is_empty() { '{' } else { ',' });
+        self.json.push('"');
+        self.json.push_str(key);
+        self.json.push_str("\":");
+        self.json.push_str(value);
+    }
+
+    fn hashed(field: &Field, set: bool) -> bool {
+        match field.change {
+            Change::Run => true,
+            Change::RunWhenSet => set,
+            Change::Expanded | Change::InPlace => false,
+        }
+    }
+}
+
+impl fields::Visitor for RunKey {
+    fn field<T: Serialize + ?Sized>(&mut self, field: &Field, value: &T, set: bool) {
+        if Self::hashed(field, set) {
+            let value = serde_json::to_string(value).expect("plain data serialises to JSON");
+            self.member(field.key, &value);
+        }
+    }
+
+    fn steps(&mut self, field: &Field, steps: &[Step]) {
+        if !Self::hashed(field, !steps.is_empty()) {
+            return;
+        }
+        let mut keyed: Vec<(&str, String)> = steps
+            .iter()
+            .map(|step| {
+                let mut key = RunKey::default();
+                fields::visit_step(step, &mut key);
+                (step.step_name.as_str(), key.finish())
+            })
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(b.0));
+        let list: Vec<String> = keyed.into_iter().map(|(_, json)| json).collect();
+        self.member(field.key, &format!("[{}]", list.join(",")));
     }
 }
 
@@ -458,66 +430,6 @@ mod tests {
             run_key_json(&wf.spec),
             r#"{"steps":[{"name":"a","image":"busybox:1.36","command":["sh","-c","echo a"],"args":null,"env":[],"depends_on":[],"resources":null}]}"#
         );
-    }
-
-    #[test]
-    fn run_id_changes_with_what_runs() {
-        let base = || WorkFlow::test("wf").step("a", &[]).step("b", &["a"]);
-        let id = run_id(&base().build().spec);
-        let variants = [
-            ("step added", base().step("c", &[]).build()),
-            (
-                "dependency removed",
-                WorkFlow::test("wf").step("a", &[]).step("b", &[]).build(),
-            ),
-            ("image", base().image("other:1").build()),
-            ("command", base().command(&["sh", "-c", "exit 0"]).build()),
-            ("args", base().args(&["x"]).build()),
-            ("env", base().env("K", "V").build()),
-            ("working dir", {
-                let mut wf = base().build();
-                wf.spec.containers[0].working_dir = Some("/tmp".into());
-                wf
-            }),
-            ("items", {
-                let mut wf = base().build();
-                wf.spec.containers[1].with_items =
-                    Some(Box::new(crate::crd::Items(vec!["x".into()])));
-                wf
-            }),
-            ("sequence", {
-                let mut wf = base().build();
-                wf.spec.containers[1].with_sequence = Some(Box::new(crate::crd::Sequence {
-                    count: Some(2),
-                    start: None,
-                    end: None,
-                }));
-                wf
-            }),
-            ("param", {
-                let mut wf = base().build();
-                wf.spec.containers[1].with_param = Some(Box::new(crate::crd::Param(
-                    "{{steps.a.outputs.list}}".into(),
-                )));
-                wf
-            }),
-            ("runs", {
-                let mut wf = base().build();
-                wf.spec.runs = Some(3);
-                wf
-            }),
-            ("service account", {
-                let mut wf = base().build();
-                wf.spec.pod_template = Some(Box::new(crate::crd::PodTemplate {
-                    service_account_name: Some("runner".into()),
-                    ..Default::default()
-                }));
-                wf
-            }),
-        ];
-        for (what, wf) in variants {
-            assert_ne!(run_id(&wf.spec), id, "{what}");
-        }
     }
 
     proptest! {

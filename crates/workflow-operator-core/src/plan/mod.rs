@@ -72,6 +72,7 @@ use run_control::*;
 use schedule::*;
 
 pub use crate::failure_cause::DEADLINE_EXCEEDED;
+pub use schedule::free_slots;
 
 /// What a step's Job is doing.
 #[derive(Debug, Clone, PartialEq, Eq)]

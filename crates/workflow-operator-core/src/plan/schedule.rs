@@ -524,12 +524,18 @@ impl<'a> Planner<'a> {
     /// How many more steps may start with `running` running: `parallelism` (the rules', else
     /// the spec's) minus those.
     pub(super) fn slots(&self, running: usize) -> usize {
-        match self.parallelism {
-            Some(p) => usize::try_from(p.max(1))
-                .unwrap_or(1)
-                .saturating_sub(running),
-            None => usize::MAX,
-        }
+        free_slots(self.parallelism, running)
+    }
+}
+
+/// How many more steps may start under `parallelism` with `running` running: the one rule of
+/// parallelism, which the incremental planner applies too.
+pub fn free_slots(parallelism: Option<i32>, running: usize) -> usize {
+    match parallelism {
+        Some(p) => usize::try_from(p.max(1))
+            .unwrap_or(1)
+            .saturating_sub(running),
+        None => usize::MAX,
     }
 }
 

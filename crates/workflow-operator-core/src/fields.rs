@@ -1,0 +1,390 @@
+//! What each field of the workflow API means to a workflow that runs, decided once per type by
+//! destructuring it whole: a field added to [`WorkFlowSpec`], [`Step`] or [`Template`] does not
+//! compile until it is given a [`Field`] here, which says
+//! - whether changing it starts a new run ([`Change`]): the run id (`names::run_id`) hashes
+//!   exactly the fields that are part of what runs, so a limit or run control applies in place;
+//! - whether the incremental planner follows a workflow that sets it ([`Follow`]): `incremental`
+//!   plans in full any workflow that sets a field it does not follow, and its property test
+//!   generates every field it does.
+//!
+//! docs/api.md's "What a change does" lists the same decision, and a test holds the two
+//! together. A template is expanded into steps before the run is hashed, so its fields are part
+//! of the run through the steps they become ([`Change::Expanded`]).
+
+use serde::Serialize;
+
+use crate::crd::{DEFAULT_MAX_STEP_TIMEOUT, DEFAULT_START_TIMEOUT, Step, Template, WorkFlowSpec};
+
+/// What changing a field does to a workflow that runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Part of what runs, hashed into the run id even when unset: the first release's fields,
+    /// whose place in the hash is fixed.
+    Run,
+    /// Part of what runs, hashed only when set: a workflow that leaves it unset keeps the run id
+    /// it had before the field existed, so an upgrade does not start it again.
+    RunWhenSet,
+    /// Part of what runs through the steps it expands to (templates, parameters), which are
+    /// hashed once expanded.
+    Expanded,
+    /// A limit on the same work, run control or clean-up: applies to the running workflow.
+    InPlace,
+}
+
+impl Change {
+    /// Whether a change of the field starts a new run.
+    pub fn starts_new_run(self) -> bool {
+        !matches!(self, Change::InPlace)
+    }
+}
+
+/// Whether the incremental planner follows a workflow that sets a field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Follow {
+    /// It plans such a workflow exactly as the full planner does (its property test generates
+    /// the field).
+    Followed,
+    /// A workflow that sets the field is planned in full at every pass.
+    InFull,
+}
+
+/// One field of the API and what it means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// As written in a manifest.
+    pub name: &'static str,
+    /// Its name in the run key: the first release's keep the snake_case they were hashed with.
+    pub key: &'static str,
+    /// What changing it does.
+    pub change: Change,
+    /// Whether the incremental planner follows it.
+    pub follow: Follow,
+}
+
+use Change::{Expanded, InPlace, Run, RunWhenSet};
+use Follow::{Followed, InFull};
+
+const fn field(name: &'static str, change: Change, follow: Follow) -> Field {
+    Field {
+        name,
+        key: name,
+        change,
+        follow,
+    }
+}
+
+/// A field of the first release, hashed under its old key.
+const fn seed(name: &'static str, key: &'static str) -> Field {
+    Field {
+        name,
+        key,
+        change: Run,
+        follow: Followed,
+    }
+}
+
+/// Reads the fields of a value, each with what it means, its value and whether it is set
+/// (differs from its default).
+pub trait Visitor {
+    /// One field that is not a list of steps.
+    fn field<T: Serialize + ?Sized>(&mut self, field: &Field, value: &T, set: bool);
+    /// A list of steps (`containers`, `onExit`).
+    fn steps(&mut self, field: &Field, steps: &[Step]);
+}
+
+/// Whether a value differs from its type's default (absent, empty, false, zero).
+pub trait IsSet {
+    /// True when it does.
+    fn is_set(&self) -> bool;
+}
+
+impl<T> IsSet for Option<T> {
+    fn is_set(&self) -> bool {
+        self.is_some()
+    }
+}
+
+impl<T> IsSet for Vec<T> {
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl IsSet for String {
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl IsSet for bool {
+    fn is_set(&self) -> bool {
+        *self
+    }
+}
+
+impl IsSet for i32 {
+    fn is_set(&self) -> bool {
+        *self != 0
+    }
+}
+
+/// Visits `value` as `field`, set when it differs from its default.
+fn visit<V: Visitor, T: Serialize + IsSet>(v: &mut V, field: &Field, value: &T) {
+    v.field(field, value, value.is_set());
+}
+
+/// The fields of a step, in the order the run key has always written the first release's.
+pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
+    let Step {
+        step_name,
+        image,
+        command,
+        depends_on,
+        args,
+        env,
+        env_from,
+        volume_mounts,
+        working_dir,
+        image_pull_policy,
+        security_context,
+        resources,
+        timeout,
+        retries,
+        continue_on,
+        retry_strategy,
+        synchronization,
+        cache,
+        when,
+        with_items,
+        with_param,
+        with_sequence,
+        template,
+        template_ref,
+        arguments,
+        source,
+        outputs,
+        inputs,
+        init_containers,
+        sidecars,
+        interactive,
+    } = step;
+    // Dependencies as a set: their order, and a name listed twice, do not change what runs.
+    let mut dependencies: Vec<&str> = depends_on.iter().map(String::as_str).collect();
+    dependencies.sort_unstable();
+    dependencies.dedup();
+    visit(v, &seed("stepName", "name"), step_name);
+    visit(v, &seed("image", "image"), image);
+    visit(v, &seed("command", "command"), command);
+    visit(v, &seed("args", "args"), args);
+    visit(v, &seed("env", "env"), env);
+    visit(v, &seed("dependsOn", "depends_on"), &dependencies);
+    visit(v, &seed("resources", "resources"), resources);
+    let since = |name, key| Field {
+        key,
+        ..field(name, RunWhenSet, Followed)
+    };
+    visit(v, &since("envFrom", "env_from"), env_from);
+    visit(v, &since("volumeMounts", "volume_mounts"), volume_mounts);
+    visit(v, &since("workingDir", "working_dir"), working_dir);
+    visit(
+        v,
+        &since("imagePullPolicy", "image_pull_policy"),
+        image_pull_policy,
+    );
+    visit(
+        v,
+        &since("securityContext", "security_context"),
+        security_context,
+    );
+    // A `when` and a fan-out are decided with upstream outputs, which the full planner reads.
+    let decided = |name, key| Field {
+        key,
+        ..field(name, RunWhenSet, InFull)
+    };
+    visit(v, &decided("when", "when"), when);
+    visit(v, &decided("withItems", "with_items"), with_items);
+    visit(v, &decided("withParam", "with_param"), with_param);
+    visit(v, &decided("withSequence", "with_sequence"), with_sequence);
+    // What the step's pod runs besides its container.
+    visit(v, &field("source", RunWhenSet, Followed), source);
+    visit(
+        v,
+        &field("initContainers", RunWhenSet, Followed),
+        init_containers,
+    );
+    visit(v, &field("sidecars", RunWhenSet, Followed), sidecars);
+    // Artifacts and outputs run the step under the agent, and are read by the full planner; an
+    // interactive step's entry is the full planner's; a cache hit is decided behind a gate.
+    visit(v, &field("inputs", RunWhenSet, InFull), inputs);
+    visit(v, &field("outputs", RunWhenSet, InFull), outputs);
+    visit(v, &field("interactive", RunWhenSet, InFull), interactive);
+    visit(v, &field("cache", RunWhenSet, InFull), cache);
+    // Gone once the templates are expanded: the step is then what they made of it.
+    visit(v, &field("template", Expanded, Followed), template);
+    visit(v, &field("templateRef", Expanded, Followed), template_ref);
+    visit(v, &field("arguments", Expanded, Followed), arguments);
+    // Limits on the same work.
+    visit(v, &field("timeout", InPlace, Followed), timeout);
+    visit(v, &field("retries", InPlace, Followed), retries);
+    visit(v, &field("continueOn", InPlace, Followed), continue_on);
+    visit(v, &field("retryStrategy", InPlace, InFull), retry_strategy);
+    visit(
+        v,
+        &field("synchronization", InPlace, InFull),
+        synchronization,
+    );
+}
+
+/// The fields of a workflow's spec; the run key's in the order it has always written them.
+pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
+    let WorkFlowSpec {
+        max_step_timeout,
+        containers,
+        arguments,
+        templates,
+        workflow_template_ref,
+        parallelism,
+        fail_fast,
+        active_deadline_seconds,
+        synchronization,
+        pod_template,
+        start_timeout,
+        suspend,
+        shutdown,
+        retry,
+        ttl_seconds_after_finished,
+        pod_cleanup,
+        on_exit,
+        workspace,
+        runs,
+        priority,
+        queue_name,
+        priority_class_name,
+        queue_timeout,
+        artifact_repository,
+        artifact_gc,
+        interactive,
+        rules,
+    } = spec;
+    v.steps(&seed("containers", "steps"), containers);
+    let pod = Field {
+        key: "pod_template",
+        ..field("podTemplate", RunWhenSet, Followed)
+    };
+    visit(v, &pod, pod_template);
+    let exit = Field {
+        key: "on_exit",
+        ..field("onExit", RunWhenSet, InFull)
+    };
+    v.steps(&exit, on_exit);
+    visit(v, &field("workspace", RunWhenSet, Followed), workspace);
+    // One run, said or not, is the same run; repeated runs have a Job per step and run.
+    visit(
+        v,
+        &field("runs", RunWhenSet, InFull),
+        &runs.filter(|&n| n != 1),
+    );
+    visit(v, &field("interactive", RunWhenSet, InFull), interactive);
+    visit(v, &field("arguments", Expanded, Followed), arguments);
+    visit(v, &field("templates", Expanded, Followed), templates);
+    let whole = field("workflowTemplateRef", Expanded, Followed);
+    visit(v, &whole, workflow_template_ref);
+    let most = field("maxStepTimeout", InPlace, Followed);
+    v.field(
+        &most,
+        max_step_timeout,
+        *max_step_timeout != DEFAULT_MAX_STEP_TIMEOUT,
+    );
+    let start = field("startTimeout", InPlace, Followed);
+    v.field(
+        &start,
+        start_timeout,
+        *start_timeout != DEFAULT_START_TIMEOUT,
+    );
+    visit(v, &field("parallelism", InPlace, Followed), parallelism);
+    v.field(&field("failFast", InPlace, Followed), fail_fast, !fail_fast);
+    // The workflow's deadline is the full planner's timer; its locks and rules read every Job.
+    let deadline = field("activeDeadlineSeconds", InPlace, InFull);
+    visit(v, &deadline, active_deadline_seconds);
+    visit(
+        v,
+        &field("synchronization", InPlace, InFull),
+        synchronization,
+    );
+    visit(v, &field("rules", InPlace, InFull), rules);
+    // Run control: the full planner decides what a suspended, stopping or retried run does.
+    visit(v, &field("suspend", InPlace, InFull), suspend);
+    visit(v, &field("shutdown", InPlace, InFull), shutdown);
+    visit(v, &field("retry", InPlace, InFull), retry);
+    // Clean-up, after the run.
+    let ttl = field("ttlSecondsAfterFinished", InPlace, Followed);
+    visit(v, &ttl, ttl_seconds_after_finished);
+    visit(v, &field("podCleanup", InPlace, Followed), pod_cleanup);
+    visit(v, &field("artifactGC", InPlace, Followed), artifact_gc);
+    // Where artifacts go: read once, when the first step needing it is planned, and recorded.
+    let repository = field("artifactRepository", InPlace, Followed);
+    visit(v, &repository, artifact_repository);
+    // Queueing: when steps start, not what they are.
+    visit(v, &field("priority", InPlace, Followed), priority);
+    visit(v, &field("queueName", InPlace, InFull), queue_name);
+    let class = field("priorityClassName", InPlace, Followed);
+    visit(v, &class, priority_class_name);
+    visit(v, &field("queueTimeout", InPlace, Followed), queue_timeout);
+}
+
+/// The fields of a template of `spec.templates`: all expanded into the steps calling it.
+pub fn visit_template<V: Visitor>(template: &Template, v: &mut V) {
+    let Template {
+        name,
+        inputs,
+        dag,
+        container,
+    } = template;
+    visit(v, &field("name", Expanded, Followed), name);
+    visit(v, &field("inputs", Expanded, Followed), inputs);
+    visit(v, &field("dag", Expanded, Followed), dag);
+    // A container template's fields are a step's (but `stepName` and `dependsOn`), read as one
+    // when called: each means what it means in a step.
+    v.field(
+        &field("(a step's fields)", Expanded, Followed),
+        container,
+        !container.is_empty(),
+    );
+}
+
+/// The first field of `spec` (or of one of its steps) that the incremental planner does not
+/// follow and that is set: the workflow is then planned in full.
+pub fn unfollowed(spec: &WorkFlowSpec) -> Option<&'static str> {
+    let mut found = Unfollowed(None);
+    visit_spec(spec, &mut found);
+    found.0
+}
+
+struct Unfollowed(Option<&'static str>);
+
+impl Visitor for Unfollowed {
+    fn field<T: Serialize + ?Sized>(&mut self, field: &Field, _: &T, set: bool) {
+        if self.0.is_none() && set && field.follow == InFull {
+            self.0 = Some(field.name);
+        }
+    }
+
+    fn steps(&mut self, field: &Field, steps: &[Step]) {
+        if self.0.is_some() {
+            return;
+        }
+        if field.follow == InFull && !steps.is_empty() {
+            self.0 = Some(field.name);
+            return;
+        }
+        for step in steps {
+            visit_step(step, self);
+            if self.0.is_some() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
