@@ -42,6 +42,7 @@ mod reliability_faults;
 mod rules;
 mod run_control;
 mod run_control_cleanup;
+mod run_identity;
 mod run_policies;
 mod step_agent;
 mod submit;
