@@ -1,7 +1,10 @@
 //! `workflow-operator logs NAME [--step S] [-f]`: the logs of a workflow's steps in DAG order,
 //! each line prefixed with its step (like `argo logs`): an item of a step that fans out as
-//! `build[3]`, a run of `spec.runs` as `run1/build`. With `-f`, the logs of steps still to
-//! come are followed as their pods start, until the workflow finishes.
+//! `build[3]`, a run of `spec.runs` as `run1/build`. A step tried more than once (its
+//! `retryStrategy` or `retries`) has its attempts in attempt order, each under a line
+//! `--- attempt 2 of build (pod NAME) ---`. With `-f`, the logs of steps still to come are
+//! followed as their pods start, until the workflow finishes; what is left to print once it
+//! has finished (all of it, for a workflow finished already) is printed as without `-f`.
 //!
 //! A step that ran but whose pods are gone has no log to print: a line on stderr says so and
 //! why ([`gone`]: `spec.podCleanup` deleted them, its Job was deleted with them when the
@@ -24,9 +27,10 @@ use kube::{Client, ResourceExt};
 use tokio::task::JoinSet;
 
 use workflow_operator_core::WorkFlow;
-use workflow_operator_core::crd::StepPhase;
+use workflow_operator_core::crd::{Step, StepPhase};
 use workflow_operator_core::jobs::{
-    self, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_TIMED_OUT,
+    self, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_TIMED_OUT, LABEL_ATTEMPT,
+    LABEL_RETRY,
 };
 use workflow_operator_core::object_instance::{ObjectInstance, in_run, instance_of};
 use workflow_operator_core::plan::DEADLINE_EXCEEDED;
@@ -84,7 +88,7 @@ pub async fn logs(args: LogsArgs) -> ExitCode {
                 asked_for_is_gone |= args.step.is_some();
             }
         }
-        if args.follow {
+        if args.follow && !is_finished(&workflow) {
             follow(&client, &pods, &workflow, args.step.as_deref()).await?;
         } else {
             print_all(&pods, &listed_pods, &workflow, args.step.as_deref()).await?;
@@ -111,13 +115,35 @@ async fn print_all(
         .filter(|(instance, _)| only.is_none_or(|s| s == instance.step))
         .collect();
     for view in step_views(workflow, &[], &[]) {
-        // A step's pods (each item's of one that fans out, in item order), attempts in order.
+        // A step's pods (each item's of one that fans out, in item order), attempts in order:
+        // a workflow's retry, then a step's attempt (`retryStrategy`: a Job each), then the
+        // pods of one Job (`retries`) as they were made.
         let mut attempts: Vec<&(ObjectInstance, &Pod)> =
             ours.iter().filter(|(i, _)| i.row == view.name).collect();
         attempts.sort_by_key(|(instance, pod)| {
-            (instance.item, pod.metadata.creation_timestamp.clone())
+            let label = |key| label(pod, key);
+            let made = pod.metadata.creation_timestamp.clone();
+            (
+                instance.item,
+                label(LABEL_RETRY),
+                label(LABEL_ATTEMPT),
+                made,
+            )
         });
-        for (instance, pod) in attempts {
+        let pods_of = |item| attempts.iter().filter(|(i, _)| i.item == item).count();
+        let mut position = 0;
+        for (at, (instance, pod)) in attempts.iter().enumerate() {
+            let first = at == 0 || attempts[at - 1].0.item != instance.item;
+            position = if first { 1 } else { position + 1 };
+            let step = step_spec(workflow, &instance.step);
+            // A Job per attempt is labelled with it; the pods of one Job are counted.
+            let number = match step.is_some_and(|s| s.retry_strategy.is_some()) {
+                true => label(pod, LABEL_ATTEMPT) + 1,
+                false => position,
+            };
+            if step.is_some_and(is_retried) || pods_of(instance.item) > 1 {
+                println!("{}", marker(number, instance, pod));
+            }
             let text = pods
                 .logs(&pod.name_any(), &LogParams::default())
                 .await
@@ -130,8 +156,47 @@ async fn print_all(
     Ok(())
 }
 
+/// Whether the workflow has finished: it runs no pod any more.
+fn is_finished(workflow: &WorkFlow) -> bool {
+    (workflow.status.as_ref())
+        .and_then(|s| s.workflow_status)
+        .is_some_and(|p| p.is_terminal())
+}
+
+/// The step or exit step of the workflow named `step`.
+fn step_spec<'w>(workflow: &'w WorkFlow, step: &str) -> Option<&'w Step> {
+    (workflow.spec.containers.iter())
+        .chain(&workflow.spec.on_exit)
+        .find(|s| s.step_name == step)
+}
+
+/// Whether `step` may be tried more than once: it has a `retryStrategy` (a Job per attempt)
+/// or `retries` (pods of one Job).
+fn is_retried(step: &Step) -> bool {
+    step.retry_strategy.is_some() || step.retries.is_some_and(|r| r > 0)
+}
+
+/// The number label `key` of `pod` holds; absent is 0.
+fn label(pod: &Pod, key: &str) -> u32 {
+    (pod.labels().get(key)).map_or(0, |v| v.parse().unwrap_or(0))
+}
+
+/// The line before the log of attempt `number` (from 1) of `instance`, run by `pod`.
+fn marker(number: u32, instance: &ObjectInstance, pod: &Pod) -> String {
+    let retry = match label(pod, LABEL_RETRY) {
+        0 => String::new(),
+        n => format!(", workflow retry {n}"),
+    };
+    format!(
+        "--- attempt {number} of {}{retry} (pod {}) ---",
+        instance.shown,
+        pod.name_any()
+    )
+}
+
 /// Follows the log of every pod of the workflow's current run as it appears, until the workflow
-/// has finished and every followed log has ended.
+/// has finished and every followed log has ended; then prints the logs of the pods it had not
+/// followed yet as [`print_all`] does.
 async fn follow(
     client: &Client,
     pods: &Api<Pod>,
@@ -177,8 +242,18 @@ async fn follow(
             return;
         }
         let pods = pods.clone();
-        streams.spawn(async move { stream_log(&pods, &pod.name_any(), &instance.shown).await });
+        // Only a Job per attempt says which attempt a pod is as it starts.
+        let marker = (step_spec(workflow, &instance.step))
+            .is_some_and(|s| s.retry_strategy.is_some())
+            .then(|| marker(label(&pod, LABEL_ATTEMPT) + 1, &instance, &pod));
+        streams.spawn(async move {
+            if let Some(marker) = marker {
+                println!("{marker}");
+            }
+            stream_log(&pods, &pod.name_any(), &instance.shown).await
+        });
     };
+    let mut left = Vec::new();
     loop {
         tokio::select! {
             pod = appearing.next() => {
@@ -189,23 +264,22 @@ async fn follow(
                 if let Some(Err(error)) = done {
                     return Err(error).context("watching the workflow");
                 }
-                // Finished: every pod it ran exists now; follow those the watch has not shown
-                // yet, then wait for the logs to end.
+                // Finished: every pod it ran exists now and has ended; those the watch has not
+                // shown yet are printed once the followed logs have ended, in order.
                 let listed = pods
                     .list(&ListParams::default().labels(&jobs::selector(&name)))
                     .await
                     .context("listing the workflow's pods")?;
-                for pod in listed.items {
-                    follow_pod(pod, &mut streams);
-                }
+                left = listed.items;
                 break;
             }
         }
     }
+    left.retain(|pod| !followed.contains(&pod.name_any()));
     while let Some(ended) = streams.join_next().await {
         ended.context("a log stream")??;
     }
-    Ok(())
+    print_all(pods, &left, workflow, only).await
 }
 
 /// The steps of the workflow's current run that ran but whose pods are all gone, in DAG order,

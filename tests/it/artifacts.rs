@@ -134,6 +134,48 @@ async fn a_file_and_a_directory_pass_between_steps() {
     store.shutdown().await;
 }
 
+/// A script of a step with artifacts reaches its file byte for byte, as a plain script does
+/// (`step_agent::a_script_reaches_the_shell_byte_for_byte`): Kubernetes' `$(VAR)` expansion
+/// does not touch it, and the artifact it writes to a path made of `$$` is the one stored.
+#[tokio::test]
+async fn a_script_with_artifacts_reaches_the_shell_byte_for_byte() {
+    let Some((session, store)) = with_store("artifacts-literal").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: literal-artifacts}
+spec:
+  containers:
+    - stepName: make
+      image: alpine:3.20
+      source: |
+        printf '%s\n' 'kept: $(STEP_NAME) $$ $$(STEP_NAME)'
+        mkdir -p /tmp/out
+        echo "pid $$" > /tmp/out/m-$$.txt
+      outputs:
+        artifacts: [{name: out, path: /tmp/out}]
+    - stepName: use
+      image: alpine:3.20
+      dependsOn: [make]
+      source: |
+        cat /tmp/in/m-*.txt
+      inputs:
+        artifacts: [{name: out, path: /tmp/in, from: "{{steps.make.outputs.artifacts.out}}"}]
+"#;
+    session.create(manifest).await;
+    session.finished_as("literal-artifacts", "Completed").await;
+    let logs = session.cli(&["logs", "literal-artifacts"]).await;
+    let lines: Vec<&str> = logs.lines().collect();
+    assert_eq!(lines.len(), 2, "{logs}");
+    assert_eq!(lines[0], "make: kept: $(STEP_NAME) $$ $$(STEP_NAME)");
+    let pid = lines[1].strip_prefix("use: pid ").expect(&logs);
+    assert!(pid.parse::<u32>().is_ok(), "{logs}");
+    session.stop().await;
+    store.shutdown().await;
+}
+
 /// `OnWorkflowCompletion` deletes the artifacts once the workflow ended; `OnWorkflowDeletion`
 /// keeps them until it is deleted; `Never` keeps them.
 #[tokio::test]

@@ -201,6 +201,15 @@ fn validate_names_each_problem() {
             "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], when: 'steps.a.outputs.k =='}]",
             r#"step "b": when "steps.a.outputs.k ==" does not compile"#,
         ),
+        (
+            "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], when: 'steps[\"a\"].output.k == \"x\"'}]",
+            r#"names steps["a"].output.k, which a step does not have"#,
+        ),
+        (
+            // A read result runs its step under the agent, which needs a command.
+            "containers: [{stepName: a, image: x}, {stepName: b, image: x, dependsOn: [a], when: 'steps[\"a\"].outputs.result == \"x\"'}]",
+            r#"step "a": runs under the step agent (its result is read), which needs a command"#,
+        ),
         // Fan-out and repeated runs.
         (
             "runs: 0\n  containers: [{stepName: a, image: x}]",

@@ -100,6 +100,44 @@ async fn an_interactive_step_waits_for_a_shell_and_continue_ends_it() {
     session.stop().await;
 }
 
+/// The script of an interactive step reaches the shell byte for byte, as any script does
+/// (`step_agent::a_script_reaches_the_shell_byte_for_byte`): run from the step's shell, it
+/// prints its `$(NAME)` and `$$` as the shell reads them.
+#[tokio::test]
+async fn an_interactive_scripts_dollars_reach_the_shell_unchanged() {
+    let Some(session) = Session::start("interactive-literal").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: literal}
+spec:
+  containers:
+    - stepName: sim
+      image: alpine:3.20
+      interactive: true
+      source: |
+        printf '%s\n' 'kept: $(STEP_NAME) $$ $$(STEP_NAME)'
+"#;
+    session.create(manifest).await;
+    wait_interactive(&session, "literal").await;
+    let seen = shell(
+        &session,
+        "literal",
+        "sim",
+        &["/var/run/workflow-agent/command", "exit"],
+    )
+    .await;
+    assert!(
+        seen.contains("kept: $(STEP_NAME) $$ $$(STEP_NAME)"),
+        "{seen:?}"
+    );
+    session.cli(&["continue", "literal", "sim"]).await;
+    session.finished_as("literal", "Completed").await;
+    session.stop().await;
+}
+
 #[tokio::test]
 async fn continue_with_an_exit_code_fails_the_step_with_it() {
     let Some(session) = Session::start("interactive-exit").await else {

@@ -299,3 +299,56 @@ async fn on_failure_does_not_retry_an_evicted_pod_and_on_error_does(
         .collect();
     assert_eq!(attempts, [0, 1]);
 }
+
+/// `logs` prints a retried step's attempts in attempt order, each under a line naming the
+/// attempt and its pod (four attempts a moment apart are created within the same second, so the
+/// pods' creation times cannot order them); `logs -f` of a finished workflow prints what `logs`
+/// does, steps in DAG order, not in the order its log streams happen to end.
+#[rstest]
+#[tokio::test]
+async fn logs_print_attempts_in_order_and_follow_a_finished_workflow_in_dag_order(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let mut workflow = WorkFlow::test("attempts")
+        .step("flaky", &[])
+        .command(&[
+            "sh",
+            "-c",
+            "echo retries {{retries}}; [ {{retries}} -ge 3 ]",
+        ])
+        .retry_strategy("{limit: 3}");
+    for (step, after) in [
+        ("e", &["flaky"][..]),
+        ("d", &[]),
+        ("c", &["d"]),
+        ("b", &[]),
+        ("a", &["b", "e"]),
+    ] {
+        workflow = workflow.step(step, after);
+    }
+    ns.create(workflow).await;
+    ns.expect_completed("attempts").await;
+    let logs = ns.cli(&["logs", "attempts"]).await;
+    let lines: Vec<&str> = logs.lines().collect();
+    assert_eq!(lines.len(), 13, "{logs}");
+    for (attempt, pair) in lines[..8].chunks(2).enumerate() {
+        let marker = pair[0];
+        assert!(
+            marker.starts_with(&format!(
+                "--- attempt {} of flaky (pod attempts-",
+                attempt + 1
+            )) && marker.ends_with(") ---"),
+            "{logs}"
+        );
+        assert_eq!(pair[1], format!("flaky: retries {attempt}"), "{logs}");
+    }
+    // DAG order: the roots in declaration order, then each step once its dependencies were.
+    assert_eq!(
+        lines[8..],
+        ["d: d", "b: b", "e: e", "c: c", "a: a"],
+        "{logs}"
+    );
+    let followed = ns.cli(&["logs", "attempts", "-f"]).await;
+    assert_eq!(followed, logs);
+}

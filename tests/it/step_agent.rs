@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use support::session::Session;
+use support::session::{Session, row};
 
 /// A python3 script prints a JSON list; a `withParam` fans out over it and a shell script reads
 /// it; output parameters come from files, a missing one from its default; Argo's
@@ -122,5 +122,92 @@ spec:
             "Failed"
         );
     }
+    session.stop().await;
+}
+
+/// Argo's coinflip in the bracket form a step name with a `-` needs: `flip-coin`'s result
+/// decides which branch runs (here always heads, so that the test knows which).
+#[tokio::test]
+async fn a_when_reads_a_result_named_in_the_bracket_form() {
+    let Some(session) = Session::start("step-agent-coinflip").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: coinflip}
+spec:
+  containers:
+    - stepName: flip-coin
+      image: alpine:3.20
+      source: |
+        echo heads
+    - stepName: heads
+      image: alpine:3.20
+      dependsOn: [flip-coin]
+      when: 'steps["flip-coin"].outputs.result == "heads"'
+      command: [echo, "it was heads"]
+    - stepName: tails
+      image: alpine:3.20
+      dependsOn: [flip-coin]
+      when: "steps['flip-coin'].outputs[\"result\"] == 'tails'"
+      command: [echo, "it was tails"]
+"#;
+    session.create(manifest).await;
+    session.finished_as("coinflip", "Completed").await;
+    let get = session.cli(&["get", "coinflip"]).await;
+    for (step, phase) in [
+        ("flip-coin", "Succeeded"),
+        ("heads", "Succeeded"),
+        ("tails", "Skipped"),
+    ] {
+        assert_eq!(row(&get, step)[1], phase, "{get}");
+    }
+    let logs = session.cli(&["logs", "coinflip", "--step", "heads"]).await;
+    assert_eq!(logs, "heads: it was heads\n");
+    session.stop().await;
+}
+
+/// A script is a file: Kubernetes' `$(VAR)` expansion (of a container's command, args and env
+/// values) does not touch it, so `$$` is the shell's pid and `$(NAME)` is left to the shell;
+/// only `{{...}}` is filled in.
+#[tokio::test]
+async fn a_script_reaches_the_shell_byte_for_byte() {
+    let Some(session) = Session::start("step-agent-literal").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: literal}
+spec:
+  containers:
+    - stepName: script
+      image: alpine:3.20
+      source: |
+        printf '%s\n' 'kept: $(STEP_NAME) $$ $(NOT_SET) $$(STEP_NAME)'
+        echo "pid: $$"
+        echo x > /tmp/m-$$.yaml
+        ls /tmp/m-*.yaml
+        echo 'k=$(STEP_NAME)' >> "$WORKFLOW_OUTPUTS"
+    - stepName: after
+      image: alpine:3.20
+      dependsOn: [script]
+      source: |
+        printf '%s\n' 'got {{steps.script.outputs.k}} $$'
+"#;
+    session.create(manifest).await;
+    session.finished_as("literal", "Completed").await;
+    let logs = session.cli(&["logs", "literal"]).await;
+    let lines: Vec<&str> = logs.lines().collect();
+    assert_eq!(lines.len(), 4, "{logs}");
+    assert_eq!(
+        lines[0],
+        "script: kept: $(STEP_NAME) $$ $(NOT_SET) $$(STEP_NAME)"
+    );
+    let pid = lines[1].strip_prefix("script: pid: ").expect(&logs);
+    assert!(pid.parse::<u32>().is_ok(), "{logs}");
+    assert_eq!(lines[2], format!("script: /tmp/m-{pid}.yaml"));
+    assert_eq!(lines[3], "after: got $(STEP_NAME) $$");
     session.stop().await;
 }

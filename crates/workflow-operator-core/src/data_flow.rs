@@ -112,6 +112,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
         )?;
         check_input_artifacts(step, dag, &spec.containers)?;
         if let Some(when) = when {
+            check_when_artifacts(step, &when, dag, &spec.containers)?;
             flow.when.insert(i, when);
         }
         if let Some(strategy) = compile_retry(step)? {
@@ -165,6 +166,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
                 ));
             }
             if let Some(when) = when {
+                check_when_artifacts(step, &when, dag, &spec.containers)?;
                 // A when that iterates over the steps sees each one's outputs.
                 if when.every_step() {
                     flow.read
@@ -270,10 +272,12 @@ fn check_step(
         let text = step.when.as_deref().unwrap_or("");
         let shown = format!("when {text:?}");
         for source in when.steps() {
-            // The CEL names `steps.NAME.outputs.result` (or `["result"]`); read by its text.
-            let result = text.contains(&format!("{source}.outputs.result"))
-                || text.contains(&format!("{source}.outputs[\"result\"]"));
-            named.push((shown.clone(), source.as_str(), result, false));
+            named.push((
+                shown.clone(),
+                source.as_str(),
+                when.reads_result(source),
+                false,
+            ));
         }
     }
     for (text, source, result, artifact) in named {
@@ -429,6 +433,36 @@ fn check_input_artifacts(step: &Step, dag: &Dag, steps: &[Step]) -> Result<(), D
                  {artifact:?} (outputs.artifacts)",
                 input.name
             )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks each output artifact the `when` of `step` names (`steps.NAME.outputs.artifacts.A`,
+/// of a step [`check_step`] found) is one its step declares: only those are in its outputs
+/// (`steps`: by DAG index).
+fn check_when_artifacts(
+    step: &Step,
+    when: &When,
+    dag: &Dag,
+    steps: &[Step],
+) -> Result<(), DagError> {
+    for read in when.reads() {
+        let (Some(artifact), Some(source)) = (read.artifact(), dag.index_of(&read.step)) else {
+            continue;
+        };
+        let outputs = steps[source].outputs.as_deref();
+        if !outputs.is_some_and(|o| o.artifacts.iter().any(|a| a.name == artifact)) {
+            return Err(DagError::Reference {
+                step: step.step_name.clone(),
+                problem: format!(
+                    "when {:?} names {}: step {:?} declares no output artifact {artifact:?} \
+                     (outputs.artifacts)",
+                    step.when.as_deref().unwrap_or(""),
+                    read.shown,
+                    read.step
+                ),
+            });
         }
     }
     Ok(())
@@ -686,6 +720,40 @@ mod tests {
         );
         wf.spec.containers[0].source = Some(Box::new("echo hi".into()));
         assert!(flow_of(&wf).is_ok(), "a script runs by sh");
+    }
+
+    #[test]
+    fn a_when_reads_the_result_in_either_form_and_only_declared_artifacts() {
+        for expression in [
+            r#"steps["a"].outputs.result == "heads""#,
+            r#"steps['a'].outputs["result"] == "heads""#,
+            r#"steps.a["outputs"].result == "heads""#,
+            r#"steps.a.outputs.result == "heads""#,
+        ] {
+            let mut wf = chain().build();
+            wf.spec.containers[2].when = Some(expression.into());
+            let flow = flow_of(&wf).unwrap();
+            assert_eq!(flow.result_read, HashSet::from([0]), "{expression}");
+        }
+        let mut wf = chain().build();
+        wf.spec.containers[2].when = Some(r#"steps["a"].outputs.k == "heads""#.into());
+        assert!(flow_of(&wf).unwrap().result_read.is_empty());
+        let declares_log = with_outputs(
+            WorkFlow::test("wf").step("a", &[]),
+            "artifacts: [{name: log, path: /tmp/log}]",
+        );
+        let when_after = |expression: &str| {
+            let mut wf = declares_log.clone();
+            let mut step = crate::testing::step("c", &["a"]);
+            step.when = Some(expression.into());
+            wf.spec.containers.push(step);
+            flow_of(&wf)
+        };
+        assert!(when_after(r#"steps["a"].outputs.artifacts.log != """#).is_ok());
+        assert_eq!(
+            when_after(r#"steps["a"].outputs.artifacts.lg != """#).unwrap_err(),
+            r#"step "c": when "steps[\"a\"].outputs.artifacts.lg != \"\"" names steps["a"].outputs.artifacts.lg: step "a" declares no output artifact "lg" (outputs.artifacts)"#
+        );
     }
 
     #[test]

@@ -625,7 +625,7 @@ impl<'a> StepJob<'a> {
             .collect();
             task.store = Some(store.task.clone());
         }
-        env_var(
+        literal_env_var(
             agent::TASK_ENV,
             &serde_json::to_string(&task).expect("a task serializes"),
         )
@@ -782,6 +782,16 @@ fn credentials_env((secret, keys): &(String, [&'static str; 2])) -> [EnvVar; 2] 
 }
 
 /// An environment variable of a value.
+/// An env var whose value reaches the container byte for byte: Kubernetes expands `$(VAR)` in
+/// an env value (as in a command and args) and reduces `$$` to `$` (core/v1 `EnvVar.value`:
+/// "Double $$ are reduced to a single $, which allows for escaping the $(VAR_NAME) syntax";
+/// the kubelet's `third_party/forked/golang/expansion`), and leaves a `$` before anything else
+/// as it is, so doubling every `$` gives back the value. The agent's task holds the step's
+/// script, which is a file: only its `{{...}}` are filled in.
+fn literal_env_var(name: &str, value: &str) -> EnvVar {
+    env_var(name, &value.replace('$', "$$"))
+}
+
 fn env_var(name: &str, value: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),

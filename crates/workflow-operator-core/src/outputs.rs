@@ -4,11 +4,11 @@
 //! bytes; the kubelet keeps the last 4096, `kubecontainer.MaxContainerTerminationMessageLength`
 //! in pkg/kubelet/container/runtime.go) with no extra permission for the step.
 //!
-//! A later step names an output as `{{steps.NAME.outputs.KEY}}` in its `command`, `args` or
-//! `env` values, and a step that fans out names its item as `{{item}}` or `{{item.FIELD}}`;
-//! the operator substitutes them when it creates the step's Job. This module is the pure part:
-//! reading a message into outputs ([`parse`]), finding references ([`references`]) and
-//! substituting them ([`substitute`]).
+//! A later step names an output as `{{steps.NAME.outputs.KEY}}` (or `steps["NAME"]`) in its
+//! `command`, `args` or `env` values, and a step that fans out names its item as `{{item}}` or
+//! `{{item.FIELD}}`; the operator substitutes them when it creates the step's Job. This module
+//! is the pure part: reading a message into outputs ([`parse`]), finding references
+//! ([`references`]) and substituting them ([`substitute`]).
 
 use std::collections::BTreeMap;
 
@@ -193,12 +193,7 @@ pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
         };
         let whole = &text[offset + start..offset + start + 2 + end + 2];
         let inner = after[..end].trim();
-        let output = inner
-            .strip_prefix("steps.")
-            .and_then(|s| s.rsplit_once(".outputs."))
-            .and_then(|(step, key)| Some((step, output_key(key)?)))
-            .filter(|(step, _)| !step.is_empty())
-            .map(|(step, key)| Source::Output { step, key });
+        let output = output_reference(inner).map(|(step, key)| Source::Output { step, key });
         let item = match inner.strip_prefix("item") {
             Some("") => Some(Source::Item { field: None }),
             Some(field) => field
@@ -222,6 +217,21 @@ pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
         rest = &rest[consumed..];
     }
     Ok(found)
+}
+
+/// The step and output `inner` (a reference without its braces) names:
+/// `steps.NAME.outputs.KEY`, or `steps["NAME"].outputs.KEY` (or single quotes), the form a
+/// `when` needs for a name that is not a CEL identifier.
+fn output_reference(inner: &str) -> Option<(&str, &str)> {
+    let (step, key) = match inner.strip_prefix("steps[") {
+        Some(bracket) => {
+            let quote = bracket.chars().next().filter(|c| matches!(c, '"' | '\''))?;
+            let (step, rest) = bracket[1..].split_once(quote)?;
+            (step, rest.strip_prefix("].outputs.")?)
+        }
+        None => inner.strip_prefix("steps.")?.rsplit_once(".outputs.")?,
+    };
+    Some((step, output_key(key)?)).filter(|(step, _)| !step.is_empty())
 }
 
 /// A reference whose value is not there.
@@ -430,6 +440,31 @@ mod tests {
             "{{items}}",
             "{{item.}}",
             "{{item.a.b}}",
+        ] {
+            let error = references(bad).unwrap_err();
+            assert!(bad.contains(&error.text), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_step_is_named_in_the_bracket_form_too() {
+        let text = r#"{{steps["flip-coin"].outputs.result}} {{ steps['a'].outputs.parameters.k }}"#;
+        assert_eq!(
+            references(text).unwrap(),
+            vec![
+                output(
+                    r#"{{steps["flip-coin"].outputs.result}}"#,
+                    "flip-coin",
+                    "result"
+                ),
+                output("{{ steps['a'].outputs.parameters.k }}", "a", "k"),
+            ]
+        );
+        for bad in [
+            r#"{{steps[""].outputs.x}}"#,
+            r#"{{steps["a'].outputs.x}}"#,
+            r#"{{steps["a"]outputs.x}}"#,
+            r#"{{steps["a"].outputs.}}"#,
         ] {
             let error = references(bad).unwrap_err();
             assert!(bad.contains(&error.text), "{bad}: {error}");

@@ -1,18 +1,21 @@
 //! A step's `when`: a CEL expression (the expression language of Kubernetes itself,
 //! run on the `cel` crate with kube-rs' Kubernetes CEL libraries, `kube-cel`) over the steps
-//! upstream of it, `steps.NAME.outputs.KEY` (strings) and `steps.NAME.phase` (`Succeeded`,
-//! `Skipped` for a step a `when` skipped, `Failed` or `TimedOut` for a step that failed and
-//! whose failure the workflow survives, `continueOn`). A step whose name is not a CEL
-//! identifier is `steps["my-step"]`. True: the step runs; false: it is skipped, and a skipped
-//! step counts as done for its dependents. CEL's macros (`all`, `exists`, `exists_one`, `map`,
-//! `filter`) work as in Kubernetes' validation rules.
+//! upstream of it, `steps.NAME.outputs.KEY` (strings; Argo's `.outputs.parameters.KEY` is the
+//! same value, `.outputs.result` the standard output, `.outputs.artifacts.NAME` an artifact's
+//! key) and `steps.NAME.phase` (`Succeeded`, `Skipped` for a step a `when` skipped, `Failed` or
+//! `TimedOut` for a step that failed and whose failure the workflow survives, `continueOn`). A
+//! step whose name is not a CEL identifier is `steps["my-step"]`, and any field may be written
+//! `["field"]`. True: the step runs; false: it is skipped, and a skipped step counts as done for
+//! its dependents. CEL's macros (`all`, `exists`, `exists_one`, `map`, `filter`) work as in
+//! Kubernetes' validation rules.
 //!
 //! An exit step's `when` may also read `workflow.status` (`Completed` or `Failed`) and every
 //! step (a step that did not finish reads `Omitted`), and may iterate over them
 //! (`steps.exists(s, steps[s].phase == "Failed")`).
 //!
 //! [`When::compile`] is the check at create (it parses, names only `steps` and `workflow`, and
-//! only steps that exist); [`When::evaluate`] runs it once the step is ready.
+//! of a step only the fields it has; [`When::reads`] says which, for the checks against the
+//! spec); [`When::evaluate`] runs it once the step is ready.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
@@ -22,7 +25,8 @@ use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{Context, Program, Value};
 use regex::Regex;
 
-use super::outputs::Outputs;
+use super::agent::RESULT;
+use super::outputs::{ARTIFACT_PREFIX, Outputs};
 
 /// A compiled `when`.
 #[derive(Debug)]
@@ -30,10 +34,110 @@ pub struct When {
     program: Program,
     /// The steps it names, in the order first named.
     steps: Vec<String>,
+    /// What it reads of them, in the order written.
+    reads: Vec<StepRead>,
     /// `workflow.parameters`, when it names `workflow`.
     workflow: Option<HashMap<Key, Value>>,
     /// It iterates over `steps` (an exit step's only): it sees every step.
     every_step: bool,
+}
+
+/// What a `when` reads of a step it names: the fields written after `steps.NAME` (or
+/// `steps["NAME"]`) as names or quoted keys, up to the first that is neither or is a method
+/// call (`["outputs", "result"]` for `steps["flip"].outputs.result.startsWith("h")`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepRead {
+    /// The step.
+    pub step: String,
+    /// The fields, outermost first.
+    pub fields: Vec<String>,
+    /// As written, normalized for messages: `steps["flip"].outputs.result`.
+    pub shown: String,
+}
+
+impl StepRead {
+    /// Whether it reads the step's standard output (`.outputs.result`).
+    pub fn is_result(&self) -> bool {
+        matches!(self.fields.as_slice(), [outputs, result, ..] if outputs == "outputs" && result == RESULT)
+    }
+
+    /// The output artifact it names (`.outputs.artifacts.NAME`).
+    pub fn artifact(&self) -> Option<&str> {
+        match self.fields.as_slice() {
+            [outputs, artifacts, name] if outputs == "outputs" && artifacts == "artifacts" => {
+                Some(name)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a step has these fields: `phase` and `outputs`, an output (a string), and the
+    /// maps `outputs.parameters` and `outputs.artifacts` of strings.
+    fn is_known(&self) -> bool {
+        let fields: Vec<&str> = self.fields.iter().map(String::as_str).collect();
+        matches!(
+            fields.as_slice(),
+            [] | ["phase"]
+                | ["outputs"]
+                | ["outputs", _]
+                | ["outputs", "parameters" | "artifacts", _]
+        )
+    }
+}
+
+/// The fields written at the start of `rest` (the text after a step), as [`StepRead::fields`].
+fn fields_after(mut rest: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    loop {
+        let text = rest.trim_start();
+        if let Some(after) = text.strip_prefix('.') {
+            let after = after.trim_start();
+            let end = (after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+                .unwrap_or(after.len());
+            let name = &after[..end];
+            let called = after[end..].trim_start().starts_with('(');
+            if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) || called {
+                return fields;
+            }
+            fields.push(name.to_string());
+            rest = &after[end..];
+        } else if let Some(after) = text.strip_prefix('[') {
+            let after = after.trim_start();
+            let Some(quote) = after.chars().next().filter(|c| matches!(c, '"' | '\'')) else {
+                return fields;
+            };
+            let Some(end) = after[1..].find(quote) else {
+                return fields;
+            };
+            let Some(next) = after[1 + end + 1..].trim_start().strip_prefix(']') else {
+                return fields;
+            };
+            fields.push(after[1..1 + end].to_string());
+            rest = next;
+        } else {
+            return fields;
+        }
+    }
+}
+
+/// `steps.NAME` or `steps["NAME"]` (as written: a name that is not an identifier cannot be
+/// written otherwise) and `fields`, each `.NAME` or `["KEY"]`.
+fn shown(step: &str, bracket: bool, fields: &[String]) -> String {
+    let is_name = |s: &str| {
+        s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let mut text = match bracket {
+        false => format!("steps.{step}"),
+        true => format!("steps[{step:?}]"),
+    };
+    for field in fields {
+        match is_name(field) {
+            true => text.push_str(&format!(".{field}")),
+            false => text.push_str(&format!("[{field:?}]")),
+        }
+    }
+    text
 }
 
 /// What an upstream step tells a `when`.
@@ -135,25 +239,11 @@ impl When {
             .contains(&"workflow")
             .then(|| workflow_variable(expression, parameters, place))
             .transpose()?;
-        let mut steps: Vec<String> = Vec::new();
-        let mut every_step = false;
-        for found in STEP_NAMES.captures_iter(expression) {
-            match named_step(&found) {
-                Some(name) if !steps.iter().any(|s| s == name) => steps.push(name.to_string()),
-                Some(_) => {}
-                None if place == Place::Exit => every_step = true,
-                None => {
-                    return Err(
-                        "iterates over steps: only an exit step's when may (it runs once every \
-                         step ended); name the steps instead"
-                            .to_string(),
-                    );
-                }
-            }
-        }
+        let (steps, reads, every_step) = step_reads(expression, place)?;
         Ok(When {
             program,
             steps,
+            reads,
             workflow,
             every_step,
         })
@@ -162,6 +252,16 @@ impl When {
     /// The steps the expression names.
     pub fn steps(&self) -> &[String] {
         &self.steps
+    }
+
+    /// What it reads of the steps it names, in the order written.
+    pub fn reads(&self) -> &[StepRead] {
+        &self.reads
+    }
+
+    /// Whether it reads the standard output of `step` (`.outputs.result`).
+    pub fn reads_result(&self, step: &str) -> bool {
+        (self.reads.iter()).any(|read| read.step == step && read.is_result())
     }
 
     /// Whether it iterates over `steps` (an exit step's): it must see every step.
@@ -193,15 +293,9 @@ impl When {
         let steps: HashMap<Key, Value> = upstream
             .iter()
             .map(|(name, step)| {
-                let outputs: HashMap<Key, Value> = step
-                    .outputs
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| (Key::from(k.as_str()), Value::from(v.as_str())))
-                    .collect();
                 let fields: HashMap<Key, Value> = [
                     (Key::from("phase"), Value::from(step.phase)),
-                    (Key::from("outputs"), Value::Map(Map::from(outputs))),
+                    (Key::from("outputs"), outputs_value(step.outputs)),
                 ]
                 .into();
                 (Key::from(*name), Value::Map(Map::from(fields)))
@@ -224,6 +318,72 @@ impl When {
             }
         })
     }
+}
+
+/// The steps `expression` (a `when` at `place`) names, what it reads of them, and whether it
+/// iterates over `steps`.
+fn step_reads(
+    expression: &str,
+    place: Place,
+) -> Result<(Vec<String>, Vec<StepRead>, bool), String> {
+    let mut steps: Vec<String> = Vec::new();
+    let mut reads = Vec::new();
+    let mut every_step = false;
+    for found in STEP_NAMES.captures_iter(expression) {
+        let Some(name) = named_step(&found) else {
+            if place == Place::Step {
+                return Err(
+                    "iterates over steps: only an exit step's when may (it runs once \
+                     every step ended); name the steps instead"
+                        .to_string(),
+                );
+            }
+            every_step = true;
+            continue;
+        };
+        let fields = fields_after(&expression[found.get(0).map_or(0, |m| m.end())..]);
+        let read = StepRead {
+            shown: shown(name, found.get(1).is_none(), &fields),
+            step: name.to_string(),
+            fields,
+        };
+        if !read.is_known() {
+            return Err(format!(
+                "names {}, which a step does not have: a when reads steps.NAME.phase and \
+                 steps.NAME.outputs.KEY (or .outputs.parameters.KEY, .outputs.result, \
+                 .outputs.artifacts.NAME), each a string",
+                read.shown
+            ));
+        }
+        if !steps.iter().any(|s| s == name) {
+            steps.push(name.to_string());
+        }
+        reads.push(read);
+    }
+    Ok((steps, reads, every_step))
+}
+
+/// A step's `outputs` as a `when` sees them: each key (an artifact's as `artifacts.NAME`), and
+/// Argo's maps `parameters` (every key but the result and artifacts) and `artifacts` (by
+/// name), unless the step wrote a key of that name.
+fn outputs_value(outputs: Option<&Outputs>) -> Value {
+    let value = |v: &String| Value::from(v.as_str());
+    let mut map: HashMap<Key, Value> = (outputs.into_iter().flatten())
+        .map(|(k, v)| (Key::from(k.as_str()), value(v)))
+        .collect();
+    let mut parameters = HashMap::new();
+    let mut artifacts = HashMap::new();
+    for (k, v) in outputs.into_iter().flatten() {
+        match k.strip_prefix(ARTIFACT_PREFIX) {
+            Some(name) => artifacts.insert(Key::from(name), value(v)),
+            None if k != RESULT => parameters.insert(Key::from(k.as_str()), value(v)),
+            None => None,
+        };
+    }
+    for (field, values) in [("parameters", parameters), ("artifacts", artifacts)] {
+        (map.entry(Key::from(field))).or_insert_with(|| Value::Map(Map::from(values)));
+    }
+    Value::Map(Map::from(map))
 }
 
 /// `workflow.NAME` as an expression may name it: `workflow.parameters.NAME`.
@@ -338,6 +498,64 @@ mod tests {
             When::compile(r#"steps.check.outputs.ok == "true" && steps['my-step'].phase != """#)
                 .unwrap();
         assert_eq!(when.steps(), ["check", "my-step"]);
+    }
+
+    #[test]
+    fn every_output_kind_is_read_in_the_dot_and_the_bracket_forms() {
+        let flip = outputs(&[
+            ("result", "heads"),
+            ("k", "v"),
+            ("artifacts.log", "wf/flip/log"),
+        ]);
+        let upstream: HashMap<&str, Upstream<'_>> = [(
+            "flip-coin",
+            Upstream {
+                phase: "Succeeded",
+                outputs: Some(&flip),
+            },
+        )]
+        .into();
+        for expression in [
+            r#"steps["flip-coin"].outputs.result == "heads""#,
+            r#"steps['flip-coin'].outputs["result"] == "heads""#,
+            r#"steps["flip-coin"].outputs.k == "v""#,
+            r#"steps["flip-coin"].outputs.parameters.k == "v""#,
+            r#"steps["flip-coin"]["outputs"]["parameters"]["k"] == "v""#,
+            r#"steps["flip-coin"].outputs.artifacts.log == "wf/flip/log""#,
+            r#"steps["flip-coin"].outputs["artifacts.log"] == "wf/flip/log""#,
+            r#"steps["flip-coin"].phase == "Succeeded""#,
+            r#"!has(steps["flip-coin"].outputs.parameters.result)"#,
+            r#"steps["flip-coin"].outputs.exists(k, k == "k")"#,
+        ] {
+            let when = When::compile(expression).unwrap();
+            assert_eq!(when.evaluate(&upstream), Ok(true), "{expression}");
+        }
+    }
+
+    #[test]
+    fn a_field_a_step_does_not_have_is_refused_naming_it() {
+        for (expression, named) in [
+            (r#"steps.a.status == "x""#, "steps.a.status"),
+            (
+                r#"steps["a"].output.result == "x""#,
+                r#"steps["a"].output.result"#,
+            ),
+            (r#"steps["a"].phase.x == "x""#, r#"steps["a"].phase.x"#),
+            (
+                r#"steps['a'].outputs.result.x == "x""#,
+                r#"steps["a"].outputs.result.x"#,
+            ),
+            (
+                r#"steps.a.outputs.parameters.k.v == "x""#,
+                "steps.a.outputs.parameters.k.v",
+            ),
+        ] {
+            let error = When::compile(expression).unwrap_err();
+            assert!(
+                error.starts_with(&format!("names {named}, which a step does not have: ")),
+                "{expression}: {error}"
+            );
+        }
     }
 
     #[test]
