@@ -17,6 +17,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use crate::web;
 use workflow_operator_core::crd::ItemCounts;
 use workflow_operator_core::jobs;
 use workflow_operator_core::step_view::{AttemptView, Deadline, StepView, step_views};
@@ -179,6 +180,8 @@ impl Rows {
 pub(super) struct Shown {
     pub(super) workflow: WorkFlow,
     pub(super) steps: Vec<StepView>,
+    /// What started the current run, when it is not the first.
+    pub(super) new_run: Option<String>,
 }
 
 impl Shown {
@@ -197,7 +200,18 @@ impl Shown {
             .context("listing the workflow's pods")?
             .items;
         let steps = step_views(&workflow, &jobs, &pods);
-        Ok(Shown { workflow, steps })
+        // What started a run after the first: its Event names the fields that changed.
+        let new_run = match workflow.status.as_ref().and_then(|s| s.run_number) {
+            Some(_) => {
+                web::reads::new_run(&workflow, &web::reads::events(client, &workflow).await?)
+            }
+            None => None,
+        };
+        Ok(Shown {
+            workflow,
+            steps,
+            new_run,
+        })
     }
 
     fn finished(&self) -> bool {
@@ -256,6 +270,7 @@ impl Shown {
         );
         field("Duration", &duration.map(human).unwrap_or_default());
         field("Progress", status.progress.as_deref().unwrap_or_default());
+        field("Run", self.new_run.as_deref().unwrap_or_default());
         let spec = &self.workflow.spec;
         field("Shutdown", spec.shutdown.map_or("", |s| s.as_str()));
         field(
@@ -474,7 +489,11 @@ mod tests {
                 ..StepView::empty(name, *phase)
             })
             .collect();
-        Shown { workflow, steps }
+        Shown {
+            workflow,
+            steps,
+            new_run: None,
+        }
     }
 
     #[test]

@@ -128,7 +128,8 @@ pub struct WorkflowExtras {
 /// A workflow's page body: summary, DAG, step panel, Events.
 pub fn workflow_page(wf: &WorkFlow, extras: &WorkflowExtras, now: Timestamp) -> String {
     let mut out = String::new();
-    summary(&mut out, wf, now);
+    let new_run = reads::new_run(wf, extras.events.as_deref().unwrap_or_default());
+    summary(&mut out, wf, new_run.as_deref(), now);
     let drawing = graph::drawing(wf);
     dag(&mut out, wf, &drawing);
     if let Some((name, detail)) = &extras.step {
@@ -153,7 +154,9 @@ pub fn workflow_title(wf: &WorkFlow) -> String {
     .to_string()
 }
 
-fn summary(out: &mut String, wf: &WorkFlow, now: Timestamp) {
+/// The workflow's phase, progress, times and message, what started its run when it is not
+/// its first (`new_run`), and what its rules did.
+fn summary(out: &mut String, wf: &WorkFlow, new_run: Option<&str>, now: Timestamp) {
     let status = wf.status.as_ref();
     let phase = status
         .and_then(|s| s.workflow_status)
@@ -175,6 +178,9 @@ fn summary(out: &mut String, wf: &WorkFlow, now: Timestamp) {
             "<dt>Message</dt><dd class=\"message\">{}</dd>",
             Escaped(message)
         );
+    }
+    if let Some(story) = new_run {
+        let _ = write!(out, "<dt>Run</dt><dd class=\"run\">{}</dd>", Escaped(story));
     }
     // The parallelism the workflow's rules set, and what each firing said.
     if let Some(parallelism) = status.and_then(|s| s.parallelism) {
@@ -440,7 +446,7 @@ mod tests {
             firings: vec!["slow: steps.a.duration.mean = 2 >= 1: parallelism 1 -> 2".into()],
         }];
         let mut html = String::new();
-        summary(&mut html, &wf, Timestamp::now());
+        summary(&mut html, &wf, None, Timestamp::now());
         assert!(
             html.contains(r#"<dd class="parallelism">2 (set by rules)</dd>"#),
             "{html}"

@@ -12,6 +12,7 @@ use kube::{Client, ResourceExt};
 
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::fan_out::display_name;
+use workflow_operator_core::lifecycle::Trigger;
 use workflow_operator_core::object_instance::{in_run, instance_of};
 use workflow_operator_core::step_view::{StepView, step_views};
 use workflow_operator_core::{jobs, names};
@@ -174,6 +175,33 @@ pub async fn events(client: &Client, workflow: &WorkFlow) -> Result<Vec<Event>> 
     listed.sort_by_key(event_time);
     let skip = listed.len().saturating_sub(MAX_EVENTS);
     Ok(listed.into_iter().skip(skip).collect())
+}
+
+/// What started the workflow's current run when it is not its first: the newest `SpecChanged`
+/// Event's story of it (`new run 3 at ...: what runs changed (...); the spec changed:
+/// steps.c.command`, the fields named when the operator knew them), else the status's record.
+pub fn new_run(workflow: &WorkFlow, events: &[Event]) -> Option<String> {
+    let status = workflow.status.as_ref()?;
+    let number = status.run_number?;
+    let heading = format!("new run {number} ");
+    let told = events
+        .iter()
+        .rev()
+        .filter(|e| e.reason.as_deref() == Some(Trigger::SpecChanged.reason()))
+        .filter_map(|e| e.note.as_deref()?.split_once(": new run "))
+        .map(|(_, story)| format!("new run {story}"))
+        .find(|story| story.starts_with(&heading));
+    told.or_else(|| {
+        let at = status
+            .run_changed_at
+            .as_ref()
+            .map(|t| format!("at {:.0}", t.0));
+        Some(
+            format!("{heading}{}", at.unwrap_or_default())
+                .trim_end()
+                .to_string(),
+        )
+    })
 }
 
 /// When the Event last happened: its series' last, else its time, else when it was stored.

@@ -35,6 +35,8 @@ fn merged(mut base: Value, patch: Value) -> Value {
 struct Variant {
     fields: fn(step: &str, version: &str) -> Value,
     log_of: Option<&'static str>,
+    /// The fields the new run's Event and `get` name as changed.
+    changed: &'static str,
 }
 
 /// The script of every variant but `script`'s: the same in both versions.
@@ -66,13 +68,19 @@ fn output_path(step: &str, version: &str) -> Value {
     }
 }
 
-/// Both steps edited while `a` runs: a new run (a new `status.run`), `a` started again, and
-/// the completed run's logs show the second version only; the first run's Jobs are gone.
+/// Both steps edited while `a` runs: a new run (a new `status.run`) that `get` names with the
+/// fields that changed, `a` started again, and the completed run's logs show the second version
+/// only; the first run's Jobs are gone.
 #[rstest]
-#[case::script("script", Variant { fields: script, log_of: None })]
-#[case::init_container("init", Variant { fields: init_container, log_of: Some("init") })]
-#[case::sidecar("sidecar", Variant { fields: sidecar, log_of: Some("side") })]
-#[case::output_path("output", Variant { fields: output_path, log_of: None })]
+#[case::script("script", Variant {
+    fields: script, log_of: None, changed: "steps.a.source, steps.b.source" })]
+#[case::init_container("init", Variant {
+    fields: init_container, log_of: Some("init"),
+    changed: "steps.a.initContainers, steps.b.initContainers" })]
+#[case::sidecar("sidecar", Variant {
+    fields: sidecar, log_of: Some("side"), changed: "steps.a.sidecars, steps.b.sidecars" })]
+#[case::output_path("output", Variant {
+    fields: output_path, log_of: None, changed: "steps.a.outputs" })]
 #[tokio::test]
 async fn an_edit_while_a_step_runs_starts_a_new_run_of_the_new_version(
     #[future(awt)] operator: Operator,
@@ -106,6 +114,17 @@ async fn an_edit_while_a_step_runs_starts_a_new_run_of_the_new_version(
     gate.open();
     let done = ns.expect_completed(name).await;
     assert_ne!(done.status.unwrap().run.unwrap(), first_run);
+    // The new run says so: `get`'s header names it, when, and what changed.
+    let shown = ns.cli(&["get", name]).await;
+    let run_line = shown
+        .lines()
+        .find(|l| l.starts_with("Run:"))
+        .unwrap_or_default();
+    assert!(run_line.contains("new run 2 at "), "{shown}");
+    assert!(
+        run_line.ends_with(&format!("the spec changed: {}", variant.changed)),
+        "{shown}"
+    );
 
     let jobs = ns.jobs_of(name).await;
     assert_eq!(

@@ -386,5 +386,65 @@ impl Visitor for Unfollowed {
     }
 }
 
+/// The fields part of the run that differ between `old` and `new`, named as a user finds them:
+/// `image` for the workflow's, `steps.NAME.FIELD` and `onExit.NAME.FIELD` for a step's,
+/// `steps.NAME` for a step added or removed. In visit order, steps by name.
+pub fn changed(old: &WorkFlowSpec, new: &WorkFlowSpec) -> Vec<String> {
+    let (mut before, mut after) = (Values::default(), Values::default());
+    visit_spec(old, &mut before);
+    visit_spec(new, &mut after);
+    let mut changed: Vec<String> = Vec::new();
+    for (path, value) in &after.0 {
+        match before.0.iter().find(|(p, _)| p == path) {
+            Some((_, old)) if old == value => {}
+            _ => changed.push(path.clone()),
+        }
+    }
+    for (path, _) in &before.0 {
+        if !after.0.iter().any(|(p, _)| p == path) {
+            changed.push(path.clone());
+        }
+    }
+    // A step added or removed is named once, not by each of its fields.
+    let whole: Vec<String> = changed
+        .iter()
+        .filter(|p| p.ends_with(".stepName"))
+        .map(|p| p.trim_end_matches(".stepName").to_string())
+        .collect();
+    changed.retain(|p| !whole.iter().any(|w| p.starts_with(&format!("{w}."))));
+    changed.extend(whole);
+    changed
+}
+
+/// The JSON of each field part of the run, by path (steps by name).
+#[derive(Default)]
+struct Values(Vec<(String, String)>, Option<String>);
+
+impl Visitor for Values {
+    fn field<T: Serialize + ?Sized>(&mut self, field: &Field, value: &T, set: bool) {
+        if field.change.starts_new_run() && (set || field.change == Run) {
+            let path = match &self.1 {
+                Some(step) => format!("{step}.{}", field.name),
+                None => field.name.to_string(),
+            };
+            let json = serde_json::to_string(value).expect("plain data serialises to JSON");
+            self.0.push((path, json));
+        }
+    }
+
+    fn steps(&mut self, field: &Field, steps: &[Step]) {
+        let list = if field.name == "containers" {
+            "steps"
+        } else {
+            field.name
+        };
+        for step in steps {
+            self.1 = Some(format!("{list}.{}", step.step_name));
+            visit_step(step, self);
+        }
+        self.1 = None;
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

@@ -36,6 +36,7 @@ mod record;
 mod repository;
 mod resolve;
 mod shared;
+mod spec_change;
 mod status_write;
 pub mod status_writer;
 mod step_events;

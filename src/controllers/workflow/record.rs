@@ -8,13 +8,14 @@ use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use kube_kopf::{Context, HandlerError, HandlerResult};
 use workflow_operator_core::crd::{WorkFlow, WorkFlowStatus};
-use workflow_operator_core::lifecycle::Phase;
+use workflow_operator_core::lifecycle::{Phase, Trigger};
 use workflow_operator_core::plan::Plan;
 
 use super::decide::{self, Decision};
 use super::memory::CachedRun;
 use super::observe::Observed;
 use super::shared::{Shared, temporary};
+use super::spec_change;
 use super::status_write::{self, Pass, STATUS_MIN_INTERVAL, StatusWrite};
 use super::step_events::{self, StepChanges};
 
@@ -187,18 +188,33 @@ async fn publish_lifecycle_events(ctx: &Context<WorkFlow>, workflow: &WorkFlow, 
     );
     for event in &plan.events {
         let reason = event.transition.reason();
+        let message = match event.transition.trigger() {
+            Trigger::SpecChanged => with_changed_fields(ctx, &event.message),
+            _ => event.message.clone(),
+        };
         let failed = event.transition.to() == Phase::Failed;
         let type_ = if failed {
-            tracing::warn!(workflow = %key, reason, "{}", event.message);
+            tracing::warn!(workflow = %key, reason, "{message}");
             EventType::Warning
         } else {
-            tracing::info!(workflow = %key, reason, "{}", event.message);
+            tracing::info!(workflow = %key, reason, "{message}");
             EventType::Normal
         };
-        if let Err(error) = ctx.publish(type_, reason, &event.message).await {
+        if let Err(error) = ctx.publish(type_, reason, &message).await {
             // An Event that cannot be posted is not worth redoing the whole pass for.
             tracing::warn!(%error, workflow = %key, "posting a lifecycle event");
         }
+    }
+}
+
+/// A new run's message, with the fields of the run the spec update changed when the update
+/// handler's diff tells them: `...: the spec changed: steps.c.command`.
+fn with_changed_fields(ctx: &Context<WorkFlow>, message: &str) -> String {
+    match spec_change::changed_fields(&ctx.object, &ctx.diff) {
+        Some(fields) if !fields.is_empty() => {
+            format!("{message}; the spec changed: {}", fields.join(", "))
+        }
+        _ => message.to_string(),
     }
 }
 

@@ -704,6 +704,19 @@ pub struct WorkFlowStatus {
     )]
     pub started_at: Option<Time>,
 
+    /// Which run of the workflow this is: 2 and up once a change of what runs (see
+    /// `status.run`) started it again; absent for the first run.
+    #[serde(rename = "runNumber", default, skip_serializing_if = "Option::is_none")]
+    pub run_number: Option<i32>,
+
+    /// When the operator saw the change that started this run; absent for the first run.
+    #[serde(
+        rename = "runChangedAt",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub run_changed_at: Option<Time>,
+
     /// The artifact repository the workflow's artifacts go to, as the operator decided it
     /// before the first step with artifacts ran: every later step, retry and restart uses it,
     /// whatever becomes of the ConfigMap or flag it came from.

@@ -501,3 +501,24 @@ fn a_workflow_setting_a_field_planned_in_full_names_it() {
         "one run, said, is no repeated run"
     );
 }
+
+#[test]
+fn changed_names_the_fields_of_the_run_that_differ() {
+    let old = WorkFlow::test("w")
+        .step("a", &[])
+        .step("b", &["a"])
+        .step("c", &[])
+        .build()
+        .spec;
+    let mut new = old.clone();
+    new.containers[1].source = Some(Box::new("echo v2".into()));
+    new.containers[1].timeout = Some(5);
+    new.containers[2].step_name = "d".into();
+    new.parallelism = Some(1);
+    new.runs = Some(2);
+    assert_eq!(
+        changed(&old, &new),
+        ["steps.b.source", "runs", "steps.d", "steps.c"]
+    );
+    assert!(changed(&old, &old).is_empty());
+}

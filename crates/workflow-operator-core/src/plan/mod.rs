@@ -693,6 +693,8 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     steps: Vec::new(),
     resolved_templates: Vec::new(),
     started_at: None,
+    run_number: None,
+    run_changed_at: None,
     artifact_repository: None,
     artifacts_deleted_at: None,
     rules: Vec::new(),

@@ -31,6 +31,10 @@ pub(super) struct Planner<'a> {
     pub(super) gate: &'a Gate,
     /// When the steps (of the latest retry) started, for `activeDeadlineSeconds`.
     pub(super) started_at: Option<Timestamp>,
+    /// Which run this is, and when the change that started it was seen (`status.runNumber`,
+    /// `status.runChangedAt`).
+    pub(super) run_number: Option<i32>,
+    pub(super) run_changed_at: Option<Timestamp>,
     /// The compiled `spec.rules`.
     pub(super) rules: &'a Rules,
     /// The most steps running at once: the rules' (`status.parallelism`), else the spec's.
@@ -270,6 +274,8 @@ impl<'a> Planner<'a> {
             next_timeout_at: None,
             gate,
             started_at: previous.started_at.as_ref().map(|t| t.0),
+            run_number: previous.run_number,
+            run_changed_at: previous.run_changed_at.as_ref().map(|t| t.0),
         };
         // A status without a run id is adopted as is (a new workflow, or one another operator
         // ran); a different run id means what runs changed. In Created nothing ran yet, so
@@ -277,9 +283,12 @@ impl<'a> Planner<'a> {
         if let Some(old) = previous.run.as_deref().filter(|old| *old != run)
             && planner.phase != Phase::Created
         {
+            let number = previous.run_number.unwrap_or(1) + 1;
+            planner.run_number = Some(number);
+            planner.run_changed_at = Some(now);
             planner.go(
                 Trigger::SpecChanged,
-                format!("what runs changed (run {old} -> {run})"),
+                format!("new run {number} at {now:.0}: what runs changed (run {old} -> {run})"),
             );
         }
         planner

@@ -539,6 +539,8 @@ impl<'a> Planner<'a> {
                 retry: (self.workflow.spec.retry != 0).then_some(self.workflow.spec.retry),
                 resolved_templates: previous.resolved_templates.clone(),
                 started_at: self.started_at.map(Time),
+                run_number: self.run_number,
+                run_changed_at: self.run_changed_at.map(Time),
                 artifact_repository: previous.artifact_repository.clone(),
                 artifacts_deleted_at: previous.artifacts_deleted_at.clone(),
                 rules,
