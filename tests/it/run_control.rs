@@ -271,6 +271,45 @@ async fn exit_steps_run_after_success_with_the_status_in_their_environment(
 
 #[rstest]
 #[tokio::test]
+async fn retry_of_a_workflow_suspended_then_terminated_runs_it(#[future(awt)] operator: Operator) {
+    skip_on_real_cluster!("steps wait for a file the test creates");
+    let ns = &operator.ns;
+    let gate = Gate::new();
+    let long = gate.wait_command("long done");
+    let long: Vec<&str> = long.iter().map(String::as_str).collect();
+    ns.create(
+        WorkFlow::test("paused")
+            .step("long", &[])
+            .command(&long)
+            .timeout(-1)
+            .step("after", &["long"]),
+    )
+    .await;
+    ns.wait_step_job("paused", "long", "running", |j| {
+        j.status.as_ref().and_then(|s| s.active) == Some(1)
+    })
+    .await;
+    ns.cli(&["suspend", "paused"]).await;
+    ns.wait_workflow("paused", "Suspended", |wf| {
+        phase(wf) == Some(Phase::Suspended)
+    })
+    .await;
+    ns.cli(&["terminate", "paused"]).await;
+    ns.expect_failed("paused", &["terminated (spec.shutdown: Terminate)"])
+        .await;
+    gate.open();
+    let said = ns.cli(&["retry", "paused"]).await;
+    let done = ns.expect_completed("paused").await;
+    assert_eq!(support::executed(&done).len(), 2, "long and after ran");
+    assert!(!done.spec.suspend, "the retry lifted the suspension");
+    assert_eq!(
+        said.trim(),
+        "workflow paused retried: the steps that did not succeed run again (no longer suspended)"
+    );
+}
+
+#[rstest]
+#[tokio::test]
 async fn a_failing_exit_step_fails_a_workflow_whose_steps_succeeded(
     #[future(awt)] operator: Operator,
 ) {
