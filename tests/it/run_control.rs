@@ -9,10 +9,13 @@ use crate::support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
+use kube::api::ListParams;
+use kube_devcluster::testing::eventually;
 use rstest::rstest;
 use serde_json::json;
-use support::{Gate, Operator, holds_for, jobs_named, operator, phase, step_of};
+use support::{DEADLINE, Gate, Operator, holds_for, jobs_named, operator, phase, step_of};
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::jobs::LABEL_RETRY;
 use workflow_operator_core::lifecycle::Phase;
@@ -121,7 +124,7 @@ async fn stop_lets_the_running_step_finish_starts_nothing_new_and_runs_the_exit_
 
 #[rstest]
 #[tokio::test]
-async fn terminate_kills_the_running_pods_at_once_and_runs_no_exit_step(
+async fn terminate_stops_the_running_pods_at_once_keeps_them_and_runs_no_exit_step(
     #[future(awt)] operator: Operator,
 ) {
     skip_on_real_cluster!("steps wait for a file the test creates");
@@ -147,8 +150,19 @@ async fn terminate_kills_the_running_pods_at_once_and_runs_no_exit_step(
         .await;
     ns.expect_failed("ended", &["terminated (spec.shutdown: Terminate)"])
         .await;
-    ns.wait_no_pods("the terminated step's pod", |pod| {
-        pod.owner_references().iter().any(|o| o.uid == uid)
+    // Stopped, not deleted: the pod stays, Failed, and so does its Job.
+    let selector = format!("job-name={}", job.name_any());
+    let stopped = |pod: &Pod| {
+        let status = pod.status.as_ref();
+        status.and_then(|s| s.phase.as_deref()) == Some("Failed")
+            && status.and_then(|s| s.reason.as_deref()) == Some("DeadlineExceeded")
+    };
+    eventually("the terminated step's pod stopped", DEADLINE, || async {
+        let pods = ns
+            .pods()
+            .list(&ListParams::default().labels(&selector))
+            .await;
+        pods.ok()?.items.iter().any(stopped).then_some(())
     })
     .await;
     holds_for(&ns.workflows(), "ended", "still Failed", QUIET, |wf| {
@@ -159,6 +173,10 @@ async fn terminate_kills_the_running_pods_at_once_and_runs_no_exit_step(
     assert!(
         !jobs_named(&jobs).contains(&"report".to_string()),
         "no exit step runs after a terminate"
+    );
+    assert!(
+        jobs.iter().any(|j| j.uid().as_ref() == Some(&uid)),
+        "the terminated step's Job is kept"
     );
 }
 
@@ -247,30 +265,6 @@ async fn retry_reruns_only_the_steps_that_did_not_succeed(#[future(awt)] operato
 
 #[rstest]
 #[tokio::test]
-async fn exit_steps_run_after_success_with_the_status_in_their_environment(
-    #[future(awt)] operator: Operator,
-) {
-    let ns = &operator.ns;
-    ns.create(
-        WorkFlow::test("notify")
-            .step("work", &[])
-            .exit_step("report", &[])
-            .command(&["sh", "-c", "echo status=$WORKFLOW_STATUS"])
-            .exit_step("after-report", &["report"]),
-    )
-    .await;
-    let done = ns.expect_completed("notify").await;
-    assert_eq!(
-        done.status.as_ref().and_then(|s| s.progress.as_deref()),
-        Some("3/3")
-    );
-    let jobs = ns.jobs_of("notify").await;
-    let report = jobs.iter().find(|j| step_of(j) == Some("report")).unwrap();
-    assert_eq!(ns.job_log(report).await.trim(), "status=Completed");
-}
-
-#[rstest]
-#[tokio::test]
 async fn retry_of_a_workflow_suspended_then_terminated_runs_it(#[future(awt)] operator: Operator) {
     skip_on_real_cluster!("steps wait for a file the test creates");
     let ns = &operator.ns;
@@ -306,6 +300,30 @@ async fn retry_of_a_workflow_suspended_then_terminated_runs_it(#[future(awt)] op
         said.trim(),
         "workflow paused retried: the steps that did not succeed run again (no longer suspended)"
     );
+}
+
+#[rstest]
+#[tokio::test]
+async fn exit_steps_run_after_success_with_the_status_in_their_environment(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    ns.create(
+        WorkFlow::test("notify")
+            .step("work", &[])
+            .exit_step("report", &[])
+            .command(&["sh", "-c", "echo status=$WORKFLOW_STATUS"])
+            .exit_step("after-report", &["report"]),
+    )
+    .await;
+    let done = ns.expect_completed("notify").await;
+    assert_eq!(
+        done.status.as_ref().and_then(|s| s.progress.as_deref()),
+        Some("3/3")
+    );
+    let jobs = ns.jobs_of("notify").await;
+    let report = jobs.iter().find(|j| step_of(j) == Some("report")).unwrap();
+    assert_eq!(ns.job_log(report).await.trim(), "status=Completed");
 }
 
 #[rstest]
