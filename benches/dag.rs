@@ -137,6 +137,7 @@ fn bench(c: &mut Criterion) {
             cache_key: None,
             state,
             deleting: false,
+            stopped: false,
             active_deadline_seconds: Some(60),
             created: now,
             start_time: Some(now),

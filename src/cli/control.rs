@@ -1,6 +1,7 @@
 //! `workflow-operator suspend|resume|stop|terminate|retry NAME`: run control, as `argo suspend`
 //! and its siblings. Each command checks the workflow's phase, then sets one spec field
-//! (`suspend`, `shutdown`, `retry`) with a merge patch that carries the resourceVersion it
+//! (`suspend`, `shutdown`, `retry`; a retry also clears `shutdown` and `suspend`) with a merge
+//! patch that carries the resourceVersion it
 //! checked: if the workflow changed in between (it finished, someone else retried it), the API
 //! server answers 409 and the command checks again, so a check and its write are one step.
 //! Running a command twice is harmless: the second one says there is nothing left to do.
@@ -116,8 +117,10 @@ fn decide(verb: Verb, workflow: &WorkFlow) -> Decision {
                 )),
                 Some(Phase::Failed) => Decision::Patch(json!({"spec": {
                     "retry": spec.retry.max(retried) + 1,
-                    // A retried workflow runs again: what stopped it no longer applies.
+                    // A retried workflow runs again: what stopped it no longer applies, nor
+                    // does a suspension (as `argo retry`), which would hold every step.
                     "shutdown": null,
+                    "suspend": null,
                 }})),
                 Some(Phase::Completed) => Decision::Refused(format!(
                     "workflow {name} completed: every step succeeded, there is nothing to retry"
@@ -129,6 +132,14 @@ fn decide(verb: Verb, workflow: &WorkFlow) -> Decision {
             }
         }
     }
+}
+
+/// What the command prints once `verb` is applied to `workflow` (as it was read), after
+/// `workflow NAME`.
+fn done(verb: Verb, workflow: &WorkFlow) -> String {
+    let lifted = verb == Verb::Retry && workflow.spec.suspend;
+    let note = if lifted { " (no longer suspended)" } else { "" };
+    format!("{}{note}", verb.done())
 }
 
 /// Runs `verb` on the workflow named in `args`.
@@ -158,7 +169,7 @@ async fn apply(verb: Verb, api: &Api<WorkFlow>, namespace: &str, name: &str) -> 
             ..PatchParams::default()
         };
         match api.patch(name, &params, &Patch::Merge(&patch)).await {
-            Ok(_) => return Ok(format!("workflow {name} {}", verb.done())),
+            Ok(_) => return Ok(format!("workflow {name} {}", done(verb, &workflow))),
             Err(kube::Error::Api(response)) if response.code == 409 => continue,
             Err(error) => return Err(error.into()),
         }
@@ -255,7 +266,7 @@ mod tests {
     }
 
     #[test]
-    fn retry_raises_the_retry_once_and_clears_the_shutdown() {
+    fn retry_raises_the_retry_once_and_clears_the_shutdown_and_suspension() {
         let stopped = workflow(Phase::Failed, |w| {
             w.spec.shutdown = Some(Shutdown::Stop);
             w.spec.retry = 1;
@@ -263,7 +274,7 @@ mod tests {
         });
         assert_eq!(
             patch(decide(Verb::Retry, &stopped)),
-            json!({"spec": {"retry": 2, "shutdown": null}})
+            json!({"spec": {"retry": 2, "shutdown": null, "suspend": null}})
         );
         // Asked again before the operator picked it up: nothing more.
         let pending = workflow(Phase::Failed, |w| w.spec.retry = 2);
@@ -271,6 +282,22 @@ mod tests {
             decide(Verb::Retry, &pending),
             Decision::AlreadyDone(_)
         ));
+    }
+
+    #[test]
+    fn retry_of_a_workflow_suspended_then_terminated_lifts_the_suspension() {
+        let ended = workflow(Phase::Failed, |w| {
+            w.spec.suspend = true;
+            w.spec.shutdown = Some(Shutdown::Terminate);
+        });
+        assert_eq!(
+            patch(decide(Verb::Retry, &ended)),
+            json!({"spec": {"retry": 1, "shutdown": null, "suspend": null}})
+        );
+        assert_eq!(
+            done(Verb::Retry, &ended),
+            "retried: the steps that did not succeed run again (no longer suspended)"
+        );
     }
 
     #[test]

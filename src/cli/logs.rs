@@ -7,9 +7,8 @@
 //! has finished (all of it, for a workflow finished already) is printed as without `-f`.
 //!
 //! A step that ran but whose pods are gone has no log to print: a line on stderr says so and
-//! why ([`gone`]: `spec.podCleanup` deleted them, its Job was deleted with them when the
-//! workflow was terminated or failed, or the Job controller deleted them at the Job's
-//! deadline). Asked for that one step (`--step`), `logs` then exits 1, as `kubectl logs` of a
+//! why ([`gone`]: `spec.podCleanup` deleted them, the Job controller deleted them when the
+//! operator stopped its Job or at the Job's deadline, or its Job was deleted with them). Asked for that one step (`--step`), `logs` then exits 1, as `kubectl logs` of a
 //! pod that is not found does; the logs of a whole workflow print what is left and exit 0.
 
 use std::collections::HashSet;
@@ -19,7 +18,6 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::batch::v1::JobCondition;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, LogParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -27,14 +25,11 @@ use kube::{Client, ResourceExt};
 use tokio::task::JoinSet;
 
 use workflow_operator_core::WorkFlow;
-use workflow_operator_core::crd::{Step, StepPhase};
-use workflow_operator_core::jobs::{
-    self, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_TIMED_OUT, LABEL_ATTEMPT,
-    LABEL_RETRY,
-};
+use workflow_operator_core::crd::Step;
+use workflow_operator_core::jobs::{self, LABEL_ATTEMPT, LABEL_RETRY};
 use workflow_operator_core::object_instance::{ObjectInstance, in_run, instance_of};
-use workflow_operator_core::plan::DEADLINE_EXCEEDED;
-use workflow_operator_core::step_view::{StepView, step_views};
+use workflow_operator_core::pods_gone::why_pods_gone;
+use workflow_operator_core::step_view::step_views;
 
 /// Print the logs of a workflow's steps, in DAG order, each line prefixed with its step.
 #[derive(Debug, Args)]
@@ -297,61 +292,10 @@ fn gone(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<(String, String)
         .filter(|view| view.items.is_none() && !view.name.ends_with(']'))
         .filter(|view| !with_pods.contains(&view.name))
         .filter_map(|view| {
-            let why = why_gone(&view, jobs, workflow)?;
+            let why = why_pods_gone(&view, jobs, workflow)?;
             Some((view.name, why))
         })
         .collect()
-}
-
-/// Why a step's pods are gone, or `None` when it has none to show: it has not run a pod (not
-/// yet, or a cached or refused step never does), or it runs and its pod may be yet to come.
-fn why_gone(view: &StepView, jobs: &[Job], workflow: &WorkFlow) -> Option<String> {
-    let finished = matches!(
-        view.phase,
-        StepPhase::Succeeded | StepPhase::Failed | StepPhase::TimedOut
-    );
-    let job_name = view
-        .job
-        .as_deref()
-        .filter(|_| finished && view.attempts > 0)?;
-    let Some(job) = jobs.iter().find(|job| job.name_any() == job_name) else {
-        let said = [view.reason.as_deref(), view.message.as_deref()];
-        let said: Vec<&str> = said.into_iter().flatten().collect();
-        return Some(format!(
-            "its Job {job_name} was deleted, and its pods with it ({})",
-            said.join(": ")
-        ));
-    };
-    let annotations = job.annotations();
-    if annotations.contains_key(ANNOTATION_PODS_DELETED) {
-        // The variants are named as the spec spells them.
-        let policy = workflow.spec.pod_cleanup.map(|p| format!("{p:?}"));
-        return Some(format!(
-            "its pods were deleted once it finished (spec.podCleanup: {})",
-            policy.unwrap_or_default()
-        ));
-    }
-    if let Some(why) = annotations.get(ANNOTATION_CANNOT_START) {
-        return Some(format!("its pod never started ({why})"));
-    }
-    if let Some(why) = annotations.get(ANNOTATION_TIMED_OUT) {
-        return Some(format!(
-            "the operator stopped its Job {job_name} at its timeout ({why}), and the Job \
-             controller deleted its pods"
-        ));
-    }
-    let failed = |c: &&JobCondition| c.type_ == "Failed" && c.status == "True";
-    let condition = (job.status.as_ref())
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|conditions| conditions.iter().find(failed));
-    if condition.is_some_and(|c| c.reason.as_deref() == Some(DEADLINE_EXCEEDED)) {
-        return Some(format!(
-            "the Job controller deleted its pods at its Job {job_name}'s activeDeadlineSeconds"
-        ));
-    }
-    Some(format!(
-        "its pods were deleted (its Job {job_name} is kept)"
-    ))
 }
 
 /// Whether the pod's container started (or ended), so that its log can be read.

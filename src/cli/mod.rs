@@ -98,11 +98,12 @@ enum Command {
     /// Stop a workflow: no new step starts, running steps finish, the exit steps run, and it
     /// ends Failed (sets `spec.shutdown: Stop`).
     Stop(control::ControlArgs),
-    /// Terminate a workflow: its running steps' pods are killed at once, no exit step runs, and
-    /// it ends Failed (sets `spec.shutdown: Terminate`).
+    /// Terminate a workflow: its running steps' pods are stopped at once (and kept, with their
+    /// logs), no exit step runs, and it ends Failed (sets `spec.shutdown: Terminate`).
     Terminate(control::ControlArgs),
     /// Retry a failed or stopped workflow: the steps that did not succeed run again in new Jobs;
-    /// succeeded steps keep theirs (raises `spec.retry`, clears `spec.shutdown`).
+    /// succeeded steps keep theirs (raises `spec.retry`, clears `spec.shutdown` and
+    /// `spec.suspend`).
     Retry(control::ControlArgs),
     /// Open a shell in an interactive step's pod (`interactive: true`), which waits instead
     /// of running the step's command, as `kubectl exec -it` (it runs kubectl); the command is

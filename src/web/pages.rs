@@ -297,8 +297,14 @@ fn step_panel(
                 }
             }
             out.push_str("<h3>Logs</h3>");
-            if detail.logs.is_empty() {
-                out.push_str(r#"<p class="empty">No pod has run for this step (yet).</p>"#);
+            match &detail.gone {
+                Some(why) => {
+                    let _ = write!(out, r#"<p class="empty">No log: {}.</p>"#, Escaped(why));
+                }
+                None if detail.logs.is_empty() => {
+                    out.push_str(r#"<p class="empty">No pod has run for this step (yet).</p>"#);
+                }
+                None => {}
             }
             for log in &detail.logs {
                 let _ = write!(out, "<h4>{}</h4>", Escaped(&log.title));

@@ -1,7 +1,7 @@
 //! What the workflow page reads through the API when it is requested, beyond the operator's
 //! mirror: the selected step's Jobs and pods (its times, attempts, exit code) and their logs,
-//! found as `workflow-operator logs` finds them, and the workflow's Events. Reads only: lists
-//! of Jobs, pods and Events and pod logs. Secrets are never read.
+//! found as `workflow-operator logs` finds them (or why its pods are gone), and the workflow's
+//! Events. Reads only: lists of Jobs, pods and Events and pod logs. Secrets are never read.
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::batch::v1::Job;
@@ -14,6 +14,7 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::fan_out::display_name;
 use workflow_operator_core::lifecycle::Trigger;
 use workflow_operator_core::object_instance::{in_run, instance_of};
+use workflow_operator_core::pods_gone::why_pods_gone;
 use workflow_operator_core::step_view::{StepView, step_views};
 use workflow_operator_core::{jobs, names};
 
@@ -36,6 +37,8 @@ pub struct StepDetail {
     /// Outputs the status records for the step.
     pub outputs: Vec<(String, String)>,
     pub logs: Vec<PodLog>,
+    /// Why a step that ran has no pod left to show, as `workflow-operator logs` says it.
+    pub gone: Option<String>,
     /// Pods of the step whose logs are not shown ([`MAX_LOGS`]).
     pub more_pods: usize,
 }
@@ -121,11 +124,15 @@ pub async fn step_detail(
             text,
         });
     }
+    let gone = (logs.is_empty())
+        .then(|| why_pods_gone(&view, &found, workflow))
+        .flatten();
     Ok(Some(StepDetail {
         view,
         failed_items,
         outputs,
         logs,
+        gone,
         more_pods,
     }))
 }

@@ -18,7 +18,7 @@ use support::{
     started, wait_for, wait_for_history,
 };
 use workflow_operator_core::WorkFlow;
-use workflow_operator_core::jobs::{LABEL_RUN, LABEL_STEP, LABEL_WORKFLOW};
+use workflow_operator_core::jobs::{ANNOTATION_STOPPED, LABEL_RUN, LABEL_STEP, LABEL_WORKFLOW};
 use workflow_operator_core::lifecycle::Phase;
 use workflow_operator_core::names;
 
@@ -409,9 +409,9 @@ async fn bug9_a_failed_workflow_stops_its_running_jobs(#[future(awt)] operator: 
     )
     .await;
     ns.expect_failed("stops", &["step bad failed"]).await;
-    ns.wait_jobs("stops", "the running job deleted", |jobs| {
-        jobs.iter()
-            .all(|j| support::step_of(j) != Some("long") || j.metadata.deletion_timestamp.is_some())
+    // Stopped, and kept: marked so, failed by its stopped pod.
+    ns.wait_step_job("stops", "long", "stopped and failed", |j| {
+        j.annotations().contains_key(ANNOTATION_STOPPED) && support::job_outcome(j) == Some(false)
     })
     .await;
     ns.wait_no_pods("no pod left running", |p| {

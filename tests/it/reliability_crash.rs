@@ -121,7 +121,7 @@ enum Verb {
     SuspendResume,
     /// Stopped half-way: it ends Failed as stopped, or Completed if it finished first.
     Stop,
-    /// Terminated while a step runs: Failed, its pods gone, no exit step.
+    /// Terminated while a step runs: Failed, its running pod stopped (and kept), no exit step.
     Terminate,
     /// A step fails until its gate opens; then the workflow is retried and completes.
     Retry,

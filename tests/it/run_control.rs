@@ -9,10 +9,13 @@ use crate::support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
+use kube::api::ListParams;
+use kube_devcluster::testing::eventually;
 use rstest::rstest;
 use serde_json::json;
-use support::{Gate, Operator, holds_for, jobs_named, operator, phase, step_of};
+use support::{DEADLINE, Gate, Operator, holds_for, jobs_named, operator, phase, step_of};
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::jobs::LABEL_RETRY;
 use workflow_operator_core::lifecycle::Phase;
@@ -121,7 +124,7 @@ async fn stop_lets_the_running_step_finish_starts_nothing_new_and_runs_the_exit_
 
 #[rstest]
 #[tokio::test]
-async fn terminate_kills_the_running_pods_at_once_and_runs_no_exit_step(
+async fn terminate_stops_the_running_pods_at_once_keeps_them_and_runs_no_exit_step(
     #[future(awt)] operator: Operator,
 ) {
     skip_on_real_cluster!("steps wait for a file the test creates");
@@ -147,8 +150,19 @@ async fn terminate_kills_the_running_pods_at_once_and_runs_no_exit_step(
         .await;
     ns.expect_failed("ended", &["terminated (spec.shutdown: Terminate)"])
         .await;
-    ns.wait_no_pods("the terminated step's pod", |pod| {
-        pod.owner_references().iter().any(|o| o.uid == uid)
+    // Stopped, not deleted: the pod stays, Failed, and so does its Job.
+    let selector = format!("job-name={}", job.name_any());
+    let stopped = |pod: &Pod| {
+        let status = pod.status.as_ref();
+        status.and_then(|s| s.phase.as_deref()) == Some("Failed")
+            && status.and_then(|s| s.reason.as_deref()) == Some("DeadlineExceeded")
+    };
+    eventually("the terminated step's pod stopped", DEADLINE, || async {
+        let pods = ns
+            .pods()
+            .list(&ListParams::default().labels(&selector))
+            .await;
+        pods.ok()?.items.iter().any(stopped).then_some(())
     })
     .await;
     holds_for(&ns.workflows(), "ended", "still Failed", QUIET, |wf| {
@@ -159,6 +173,10 @@ async fn terminate_kills_the_running_pods_at_once_and_runs_no_exit_step(
     assert!(
         !jobs_named(&jobs).contains(&"report".to_string()),
         "no exit step runs after a terminate"
+    );
+    assert!(
+        jobs.iter().any(|j| j.uid().as_ref() == Some(&uid)),
+        "the terminated step's Job is kept"
     );
 }
 
@@ -242,6 +260,45 @@ async fn retry_reruns_only_the_steps_that_did_not_succeed(#[future(awt)] operato
         ns.job_log(&retried("report")).await.trim(),
         "status=Completed failed=",
         "the exit step runs again after the retry, told it completed"
+    );
+}
+
+#[rstest]
+#[tokio::test]
+async fn retry_of_a_workflow_suspended_then_terminated_runs_it(#[future(awt)] operator: Operator) {
+    skip_on_real_cluster!("steps wait for a file the test creates");
+    let ns = &operator.ns;
+    let gate = Gate::new();
+    let long = gate.wait_command("long done");
+    let long: Vec<&str> = long.iter().map(String::as_str).collect();
+    ns.create(
+        WorkFlow::test("paused")
+            .step("long", &[])
+            .command(&long)
+            .timeout(-1)
+            .step("after", &["long"]),
+    )
+    .await;
+    ns.wait_step_job("paused", "long", "running", |j| {
+        j.status.as_ref().and_then(|s| s.active) == Some(1)
+    })
+    .await;
+    ns.cli(&["suspend", "paused"]).await;
+    ns.wait_workflow("paused", "Suspended", |wf| {
+        phase(wf) == Some(Phase::Suspended)
+    })
+    .await;
+    ns.cli(&["terminate", "paused"]).await;
+    ns.expect_failed("paused", &["terminated (spec.shutdown: Terminate)"])
+        .await;
+    gate.open();
+    let said = ns.cli(&["retry", "paused"]).await;
+    let done = ns.expect_completed("paused").await;
+    assert_eq!(support::executed(&done).len(), 2, "long and after ran");
+    assert!(!done.spec.suspend, "the retry lifted the suspension");
+    assert_eq!(
+        said.trim(),
+        "workflow paused retried: the steps that did not succeed run again (no longer suspended)"
     );
 }
 

@@ -24,7 +24,7 @@ use kube_devcluster::testing::eventually;
 use rstest::rstest;
 use serde_json::json;
 use support::{
-    DEADLINE, Namespace, Operator, describe_status, holds_for, namespace, operator,
+    DEADLINE, Gate, Namespace, Operator, describe_status, holds_for, namespace, operator,
     operator_process, phase, retrying, step_of, wait_for,
 };
 use workflow_operator::controllers::workflow::cleanup::TTL_EXPIRED;
@@ -412,6 +412,89 @@ async fn on_completion_keeps_a_failed_steps_pods_until_the_workflow_ends(
     })
     .await;
     assert_eq!(support::message(&ns.get("runs-on").await), message);
+}
+
+/// A step that failFast stops when another fails: `long` prints, then waits; `bad` fails once
+/// `gate` opens.
+fn one_stops_another(name: &str, gate: &Gate) -> WorkFlowBuilder {
+    let bad = format!("{}; exit 3", gate.wait_script());
+    WorkFlow::test(name)
+        .step("long", &[])
+        .command(&["sh", "-c", "echo long started; sleep 60"])
+        .timeout(-1)
+        .step("bad", &[])
+        .command(&["sh", "-c", &bad])
+}
+
+/// The phases of the pods of step `step` of workflow `name`.
+async fn step_pod_phases(ns: &Namespace, name: &str, step: &str) -> Vec<String> {
+    let of_step = |p: &Pod| {
+        p.annotations()
+            .get("workflow.crd.com/step")
+            .map(String::as_str)
+            == Some(step)
+    };
+    let pods = pods_of(ns, name).await;
+    pods.iter()
+        .filter(|p| of_step(p))
+        .filter_map(|p| p.status.as_ref()?.phase.clone())
+        .collect()
+}
+
+/// A running step stopped because another failed (failFast) keeps its pod, stopped, with its
+/// log; `podCleanup` decides when it goes, as for any step that ended.
+#[rstest]
+#[tokio::test]
+async fn a_stopped_steps_pod_stays_until_pod_cleanup_deletes_it(#[future(awt)] operator: Operator) {
+    skip_on_real_cluster!("a step waits for a file the test creates");
+    let ns = &operator.ns;
+    let gate = Gate::new();
+    submit(ns, one_stops_another("kept", &gate), |_| {}).await;
+    submit(ns, one_stops_another("cleaned", &gate), |wf| {
+        wf.spec.pod_cleanup = Some(PodCleanup::OnWorkflowCompletion)
+    })
+    .await;
+    for name in ["kept", "cleaned"] {
+        let job = ns
+            .wait_step_job(name, "long", "running", |j| {
+                j.status.as_ref().and_then(|s| s.active) == Some(1)
+            })
+            .await;
+        eventually("long's first line", DEADLINE, || async {
+            ns.job_log(&job)
+                .await
+                .contains("long started")
+                .then_some(())
+        })
+        .await;
+    }
+    gate.open();
+    for name in ["kept", "cleaned"] {
+        ns.expect_failed(name, &["step bad failed: exit code 3"])
+            .await;
+    }
+    eventually("kept's stopped pod", DEADLINE, || async {
+        let phases = step_pod_phases(ns, "kept", "long").await;
+        (phases == ["Failed"]).then_some(())
+    })
+    .await;
+    let kept = ns
+        .wait_step_job("kept", "long", "failed", |j| {
+            support::job_outcome(j) == Some(false)
+        })
+        .await;
+    assert_eq!(ns.job_log(&kept).await.trim(), "long started");
+    ns.wait_step_job("cleaned", "long", "its pods cleaned up", |job| {
+        job.annotations().contains_key(ANNOTATION_PODS_DELETED)
+    })
+    .await;
+    eventually("cleaned's pods gone", DEADLINE, || async {
+        step_pod_phases(ns, "cleaned", "long")
+            .await
+            .is_empty()
+            .then_some(())
+    })
+    .await;
 }
 
 #[rstest]

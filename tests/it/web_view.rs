@@ -558,6 +558,70 @@ async fn names_messages_and_logs_are_escaped_over_http(#[future(awt)] namespace:
     );
 }
 
+/// A step that prints, then waits for `gate`, with no timeout: terminated while it runs.
+fn long_step(name: &str, gate: &Gate) -> workflow_operator_core::testing::WorkFlowBuilder {
+    let script = format!("echo long started; {}", gate.wait_script());
+    WorkFlow::test(name)
+        .step("long", &[])
+        .command(&["sh", "-c", &script])
+        .timeout(-1)
+}
+
+/// A terminated step's panel says when it stopped (its duration does not grow) and shows its
+/// pod's log, the pod kept; once `podCleanup` deleted the pod, it says so and why, rather than
+/// that no pod has run.
+#[rstest]
+#[tokio::test]
+async fn a_terminated_steps_panel_shows_when_it_stopped_and_its_pod_or_why_it_is_gone(
+    #[future(awt)] namespace: Namespace,
+) {
+    let Some(view) = View::start(namespace).await else {
+        return;
+    };
+    let gate = Gate::new();
+    view.ns.create(long_step("kept", &gate)).await;
+    let mut cleaned = view.ns.manifest(long_step("cleaned", &gate));
+    cleaned.spec.pod_cleanup = Some(workflow_operator_core::crd::PodCleanup::OnWorkflowCompletion);
+    view.ns
+        .workflows()
+        .create(&Default::default(), &cleaned)
+        .await
+        .expect("creating workflow cleaned");
+    for name in ["kept", "cleaned"] {
+        let job = view
+            .ns
+            .wait_step_job(name, "long", "running", |j| {
+                j.status.as_ref().and_then(|s| s.active) == Some(1)
+            })
+            .await;
+        eventually("long's first line", DEADLINE, || async {
+            (view.ns.job_log(&job).await)
+                .contains("long started")
+                .then_some(())
+        })
+        .await;
+        view.ns
+            .patch_spec(name, json!({"shutdown": "Terminate"}))
+            .await;
+        view.ns.expect_failed(name, &["terminated"]).await;
+    }
+    let kept = format!("{}?step=long", view.workflow_path("kept"));
+    // The Event `step long started` is on the page too: the log is what is waited for.
+    let html = view
+        .wait_page(&kept, &[r#"<pre class="log">long started"#])
+        .await;
+    assert!(html.contains("<dt>Finished</dt>"), "{html}");
+    let cleaned = format!("{}?step=long", view.workflow_path("cleaned"));
+    let html = view
+        .wait_page(
+            &cleaned,
+            &["its pods were deleted once it finished (spec.podCleanup: OnWorkflowCompletion)"],
+        )
+        .await;
+    assert!(html.contains("<dt>Finished</dt>"), "{html}");
+    assert!(!html.contains("No pod has run"), "{html}");
+}
+
 #[rstest]
 #[tokio::test]
 async fn a_change_of_a_workflow_is_sent_to_its_live_stream(#[future(awt)] namespace: Namespace) {

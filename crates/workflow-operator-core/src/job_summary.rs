@@ -11,7 +11,7 @@
 //! `Job` to kube: `Api<JobSummary>` lists and watches `jobs`.
 //!
 //! Kept: name, namespace, uid, resourceVersion, creation and deletion timestamps, owner
-//! references; the step, timed-out and cannot-start annotations and the run, retry, run-index
+//! references; the step, timed-out, cannot-start and stopped annotations and the run, retry, run-index
 //! and item labels as plain fields, and whether the pods-deleted annotation is there; `activeDeadlineSeconds` and `suspend`; of the status, `startTime`, `completionTime`,
 //! the pod counts (`active`, `ready`, `succeeded`, `failed`) and the condition that ended the
 //! Job, if one holds ([`JobEnd`]: `Complete`, or `Failed` with its reason, message and time). Whoever needs anything else (e.g. relabelling, which compares all
@@ -28,7 +28,8 @@ use serde::{Deserialize, Serialize};
 
 use super::labels::{
     ANNOTATION_CACHE_KEY, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP,
-    ANNOTATION_TIMED_OUT, LABEL_ATTEMPT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
+    ANNOTATION_STOPPED, ANNOTATION_TIMED_OUT, LABEL_ATTEMPT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN,
+    LABEL_RUN_INDEX,
 };
 
 /// A Job as the planner reads it; see the module documentation for what is kept.
@@ -54,6 +55,8 @@ pub struct JobSummary {
     /// Why the operator failed the Job's step for a pod that could not start (annotation
     /// `workflow.crd.com/cannot-start`).
     pub cannot_start: Option<String>,
+    /// Why the workflow stopped the Job's running step (annotation `workflow.crd.com/stopped`).
+    pub stopped: Option<String>,
     /// Whether `spec.podCleanup` had the Job's pods deleted (annotation
     /// `workflow.crd.com/pods-deleted`; its time is not kept).
     pub pods_deleted: bool,
@@ -382,6 +385,7 @@ impl From<JobOnTheWire> for JobSummary {
         let step = annotations.remove(ANNOTATION_STEP);
         let timed_out = annotations.remove(ANNOTATION_TIMED_OUT);
         let cannot_start = annotations.remove(ANNOTATION_CANNOT_START);
+        let stopped = annotations.remove(ANNOTATION_STOPPED);
         let pods_deleted = annotations.contains_key(ANNOTATION_PODS_DELETED);
         let cache_key = annotations.remove(ANNOTATION_CACHE_KEY);
         let mut labels = metadata.labels.unwrap_or_default();
@@ -423,6 +427,7 @@ impl From<JobOnTheWire> for JobSummary {
             attempt,
             timed_out,
             cannot_start,
+            stopped,
             pods_deleted,
             cache_key,
             spec,
@@ -438,6 +443,7 @@ impl From<JobSummary> for JobOnTheWire {
             (ANNOTATION_STEP, summary.step),
             (ANNOTATION_TIMED_OUT, summary.timed_out),
             (ANNOTATION_CANNOT_START, summary.cannot_start),
+            (ANNOTATION_STOPPED, summary.stopped),
             (
                 ANNOTATION_PODS_DELETED,
                 summary.pods_deleted.then(|| "true".to_string()),

@@ -29,9 +29,9 @@ use super::plan::{ExitEnv, JobState, ObservedJob, backstop_deadline_seconds};
 /// The labels and annotations of step Jobs, where Jobs are built.
 pub use super::labels::{
     ANNOTATION_CACHE_KEY, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP,
-    ANNOTATION_TIMED_OUT, ANNOTATION_WORKFLOW, LABEL_ATTEMPT, LABEL_ITEM, LABEL_PRIORITY_CLASS,
-    LABEL_QUEUE_NAME, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX, LABEL_STEP, LABEL_WORKFLOW,
-    OWN_LABELS,
+    ANNOTATION_STOPPED, ANNOTATION_TIMED_OUT, ANNOTATION_WORKFLOW, LABEL_ATTEMPT, LABEL_ITEM,
+    LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX, LABEL_STEP,
+    LABEL_WORKFLOW, OWN_LABELS,
 };
 
 /// Environment variables the operator sets in every step; a step's `env` cannot override them.
@@ -152,6 +152,24 @@ pub fn stop_pod_patch() -> serde_json::Value {
 pub fn time_out_patch(why: &str) -> serde_json::Value {
     serde_json::json!({
         "metadata": {"annotations": {ANNOTATION_TIMED_OUT: why}},
+        "spec": {"activeDeadlineSeconds": TIMED_OUT_DEADLINE_SECONDS},
+    })
+}
+
+/// A JSON merge patch that records that the workflow stopped a running step's Job, saying why
+/// ([`ANNOTATION_STOPPED`]): the record [`observe_job`] reads back. Its running pod is then
+/// stopped with [`stop_pod_patch`], which keeps the pod and its log, as a timed-out step's is.
+pub fn stop_mark(why: &str) -> serde_json::Value {
+    serde_json::json!({"metadata": {"annotations": {ANNOTATION_STOPPED: why}}})
+}
+
+/// [`stop_mark`] with an `activeDeadlineSeconds` already exceeded, for a Job whose pod cannot be
+/// stopped alone ([`stop_pod_patch`]: it has none running, or retries left), as
+/// [`time_out_patch`] does: the Job controller deletes its pods and fails it. Applying it twice
+/// changes nothing.
+pub fn stop_patch(why: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"annotations": {ANNOTATION_STOPPED: why}},
         "spec": {"activeDeadlineSeconds": TIMED_OUT_DEADLINE_SECONDS},
     })
 }
@@ -915,6 +933,7 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         cache_key: job.cache_key.clone(),
         state,
         deleting: job.metadata.deletion_timestamp.is_some(),
+        stopped: job.stopped.is_some(),
         active_deadline_seconds: spec.and_then(|s| s.active_deadline_seconds),
         created,
         start_time,
@@ -1442,6 +1461,39 @@ spec:
             assert_eq!(seen.state, want, "{:?}", job.status);
             assert_eq!(seen.step, "a");
         }
+    }
+
+    #[test]
+    fn a_job_the_workflow_stopped_reads_as_stopped_whatever_it_does_next() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let why = "spec.shutdown: Terminate";
+        let wf = WorkFlow::test("wf").step("a", &[]).build();
+        let running = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        assert!(!observe_job(&running.clone().into(), now).unwrap().stopped);
+        for patch in [stop_mark(why), stop_patch(why)] {
+            let stopped = patched(&running, &patch);
+            assert_eq!(patched(&stopped, &patch), stopped, "idempotent");
+            for job in [
+                running.clone(),
+                finished("Failed", Some("BackoffLimitExceeded")),
+                finished("Failed", Some(DEADLINE_EXCEEDED)),
+            ] {
+                let seen = observe_job(&patched(&job, &patch).into(), now).unwrap();
+                assert!(seen.stopped, "{:?}", job.status);
+            }
+        }
+        let deadline = |patch| {
+            patched(&running, &patch)
+                .spec
+                .unwrap()
+                .active_deadline_seconds
+        };
+        assert_eq!(deadline(stop_patch(why)), Some(1));
+        assert_eq!(
+            deadline(stop_mark(why)),
+            running.spec.as_ref().unwrap().active_deadline_seconds,
+            "the mark alone leaves the Job's deadline: its pod is stopped instead"
+        );
     }
 
     #[test]

@@ -21,6 +21,11 @@ pub const ANNOTATION_TIMED_OUT: &str = "workflow.crd.com/timed-out";
 /// found`). Like [`ANNOTATION_TIMED_OUT`], it makes the Job the record of the failure:
 /// [`crate::jobs::observe_job`] reads such a Job as `JobState::CannotStart`.
 pub const ANNOTATION_CANNOT_START: &str = "workflow.crd.com/cannot-start";
+/// Annotation: put by the operator on the Job of a running step it stopped because the
+/// workflow stopped its steps (a failure with failFast, `spec.shutdown: Terminate`, its deadline,
+/// a rule), saying why. The Job and its stopped pod are kept; [`crate::jobs::observe_job`] reads
+/// such a Job as stopped (`ObservedJob::stopped`) whatever its conditions.
+pub const ANNOTATION_STOPPED: &str = "workflow.crd.com/stopped";
 /// Annotation: put by the operator on a finished Job once `spec.podCleanup` had its pods
 /// deleted (the time, RFC 3339), so the clean-up is neither repeated nor missed after a restart
 /// (see `cleanup`).

@@ -26,6 +26,7 @@
 //! - [`object_instance`]: which step instance a Job or pod runs, read back from its labels.
 //! - [`failure_cause`]: why a step failed or did not start, from its pods and Events.
 //! - [`step_view`]: where each step stands (phase, times, attempts, exit code), for `get`.
+//! - [`pods_gone`]: why a step that ran has no pod left to read the log of.
 //! - `testing` (feature `testing`): fixture builders for unit and integration tests.
 #![forbid(unsafe_code)]
 
@@ -48,6 +49,7 @@ pub mod names;
 pub mod object_instance;
 pub mod outputs;
 pub mod plan;
+pub mod pods_gone;
 pub mod retry;
 pub mod rules;
 pub mod step_view;

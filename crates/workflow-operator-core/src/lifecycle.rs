@@ -89,7 +89,7 @@ pub enum Trigger {
     Resumed,
     /// `spec.shutdown: Stop`: nothing was left running and the exit steps ran.
     Stopped,
-    /// `spec.shutdown: Terminate`: the running steps' Jobs were deleted.
+    /// `spec.shutdown: Terminate`: the running steps were stopped (their Jobs and pods kept).
     Terminated,
     /// `spec.retry` was raised on a failed workflow: the steps that did not succeed run again.
     Retried,

@@ -368,9 +368,12 @@ fn fanned_view(
             failed: 0,
         })
     });
+    // A step the workflow stopped records when; its items' Jobs do not (a failed Job has no
+    // completion time).
+    let recorded_end = recorded.and_then(|e| e.finished_at.as_ref()).map(|t| t.0);
     StepView {
         started_at: started.into_iter().min(),
-        finished_at: finished.into_iter().max().filter(|_| ended),
+        finished_at: recorded_end.or(finished.into_iter().max().filter(|_| ended)),
         reason: recorded.and_then(|e| e.reason.clone()),
         message: recorded.and_then(|e| e.message.clone()),
         items: counts,

@@ -492,6 +492,7 @@ impl<'a> Jobs<'a> {
             cache_key: None,
             state,
             deleting: false,
+            stopped: false,
             active_deadline_seconds: super::plan::backstop_deadline_seconds(timeout),
             created: since,
             start_time: Some(since),
@@ -610,6 +611,12 @@ impl<'a> Jobs<'a> {
         let job = self.jobs.last_mut().expect("add a job first");
         let shown = super::fan_out::display_name(&job.step, job.run_index, runs, job.item);
         job.name = names::attempt_job_name(&workflow, &shown, &self.run, self.retry, job.attempt);
+        self
+    }
+
+    /// Marks the last Job added as stopped by its workflow (`jobs::stop_mark`).
+    pub fn stopped(mut self) -> Self {
+        self.jobs.last_mut().expect("add a job first").stopped = true;
         self
     }
 

@@ -170,6 +170,18 @@ async fn execute(
                 }
             }
         }
+        Action::DeleteJob { job_name, reason } if reason.keeps_job() => {
+            let stopping = Stopping {
+                mark: jobs::stop_mark(reason.why()),
+                whole: jobs::stop_patch(reason.why()),
+                what: "stopping the",
+                queued: Queued::Delete,
+            };
+            if stop(api, job_name, stopping).await? == Stopped::Deleted {
+                shared.memory.deleted(&uid, job_name);
+            }
+            Ok(())
+        }
         Action::DeleteJob { job_name, .. } => {
             delete_job(api, job_name).await?;
             shared.memory.deleted(&uid, job_name);
@@ -299,19 +311,71 @@ async fn create_job(
     }
 }
 
-/// Stops the Job of a step past its timeout, keeping its pod and its log where it can: the Job
-/// is marked timed out (the record), then its running pods are given a deadline already past
-/// ([`jobs::stop_pod_patch`]), which the kubelet enforces by stopping them and keeping them; the
-/// failed pod fails the Job. A Job with retries left would start another pod, and one without a
-/// running pod has none to stop: those are stopped by their own deadline
-/// ([`jobs::time_out_patch`]), the Job controller deleting their pods.
+/// Stops the Job of a step past its timeout, keeping its pod and its log where it can (see
+/// [`stop`]); a queued (suspended) Job is kept too, marked: it is the record of the timeout.
 async fn time_out(api: &Api<Job>, job_name: &str, why: &str) -> HandlerResult {
-    let what = "stopping the timed-out";
+    let stopping = Stopping {
+        mark: jobs::time_out_mark(why),
+        whole: jobs::time_out_patch(why),
+        what: "stopping the timed-out",
+        queued: Queued::Keep,
+    };
+    stop(api, job_name, stopping).await.map(|_| ())
+}
+
+/// How [`stop`] stops a running Job, and records why.
+struct Stopping {
+    /// The patch marking the Job with why it was stopped: the record the planner reads back.
+    mark: serde_json::Value,
+    /// The mark with a Job deadline already past, for a Job whose pod cannot be stopped alone.
+    whole: serde_json::Value,
+    /// What the errors say is being done, e.g. `stopping the timed-out`.
+    what: &'static str,
+    /// What becomes of a suspended Job, queued for Kueue: it has no pod, and its deadline does
+    /// not count while it is suspended.
+    queued: Queued,
+}
+
+/// What [`stop`] does to a suspended Job.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Queued {
+    /// Mark it ([`Stopping::whole`]): the record of why its step failed.
+    Keep,
+    /// Delete it: it never ran a pod, so nothing of it is worth keeping, and Kueue would
+    /// otherwise still admit it.
+    Delete,
+}
+
+/// What [`stop`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Stopped {
+    /// Stopped and kept (or gone already).
+    Kept,
+    /// A queued Job, deleted.
+    Deleted,
+}
+
+/// Stops a running Job, keeping its pod and its log where it can: its running pods are given
+/// a deadline already past ([`jobs::stop_pod_patch`]), which the kubelet enforces by stopping
+/// them and keeping them (k8s.io/kubernetes pkg/kubelet/active_deadline.go); the failed pod
+/// fails the Job, whose controller deletes only the pods still active when it fails
+/// (pkg/controller/job/job_controller.go, `syncJob`: `exceedsBackoffLimit := jobCtx.failed >
+/// *job.Spec.BackoffLimit`, then `deleteActivePods`); then the Job is marked (the record). A Job
+/// with retries left would start another pod, and one without a running pod has none to stop:
+/// those are stopped by their own deadline ([`Stopping::whole`]), the Job controller deleting
+/// their pods.
+async fn stop(api: &Api<Job>, job_name: &str, stopping: Stopping) -> Result<Stopped, HandlerError> {
+    let what = stopping.what;
     let job = match api.get_opt(job_name).await {
         Ok(Some(job)) => job,
-        Ok(None) => return Ok(()),
+        Ok(None) => return Ok(Stopped::Kept),
         Err(e) => return Err(temporary(&format!("{what} job {job_name}"), e)),
     };
+    let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+    if suspended && stopping.queued == Queued::Delete {
+        delete_job(api, job_name).await?;
+        return Ok(Stopped::Deleted);
+    }
     let failed = job.status.as_ref().and_then(|s| s.failed).unwrap_or(0);
     // The Job controller's default `backoffLimit` is 6.
     let last_pod = job.spec.as_ref().and_then(|s| s.backoff_limit).unwrap_or(6) <= failed;
@@ -319,14 +383,16 @@ async fn time_out(api: &Api<Job>, job_name: &str, why: &str) -> HandlerResult {
         api.clone().into_client(),
         &job.namespace().unwrap_or_default(),
     );
-    let running = match last_pod {
+    let running = match last_pod && !suspended {
         true => running_pods(&pods, job_name).await?,
         false => Vec::new(),
     };
     if running.is_empty() {
-        return patch_job(api, job_name, jobs::time_out_patch(why), what).await;
+        patch_job(api, job_name, stopping.whole, what).await?;
+        return Ok(Stopped::Kept);
     }
-    patch_job(api, job_name, jobs::time_out_mark(why), what).await?;
+    // The pods first: once the mark is there the planner asks nothing more of the Job, so a
+    // pod left running by a failed request would run on.
     for pod in running {
         let patch = Patch::Merge(jobs::stop_pod_patch());
         match pods.patch(&pod, &PatchParams::default(), &patch).await {
@@ -335,24 +401,30 @@ async fn time_out(api: &Api<Job>, job_name: &str, why: &str) -> HandlerResult {
             Err(e) => return Err(temporary(&format!("{what} pod {pod}"), e)),
         }
     }
-    Ok(())
+    patch_job(api, job_name, stopping.mark, what).await?;
+    Ok(Stopped::Kept)
 }
 
-/// The names of the Job's pods that have not finished and are not being deleted.
+/// The names of the Job's pods that have not finished and are not being deleted, and that a
+/// kubelet runs (bound to a node): only a kubelet enforces a pod's deadline, so one still
+/// waiting for a node is stopped with its Job instead.
 async fn running_pods(pods: &Api<Pod>, job_name: &str) -> Result<Vec<String>, HandlerError> {
     let selector = format!("{JOB_NAME_LABEL}={job_name}");
     let listed = pods
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(|e| temporary(&format!("listing the pods of job {job_name}"), e))?;
-    let finished = |pod: &Pod| {
+    let not_running = |pod: &Pod| {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-        matches!(phase, Some("Succeeded" | "Failed")) || pod.metadata.deletion_timestamp.is_some()
+        let unbound = pod.spec.as_ref().is_none_or(|s| s.node_name.is_none());
+        matches!(phase, Some("Succeeded" | "Failed"))
+            || pod.metadata.deletion_timestamp.is_some()
+            || unbound
     };
     Ok(listed
         .items
         .iter()
-        .filter(|pod| !finished(pod))
+        .filter(|pod| !not_running(pod))
         .map(ResourceExt::name_any)
         .collect())
 }

@@ -18,13 +18,14 @@ use workflow_operator_core::failure_cause::{
 };
 use workflow_operator_core::plan::{DEADLINE_EXCEEDED, JobState, ObservedJob};
 
-/// Replaces the Job condition's reason and message of each failed (not timed-out) Job in
-/// `observed` with the cause read from its pods: an evicted pod's `Evicted`, a failed
+/// Replaces the Job condition's reason and message of each failed Job in `observed` (not timed
+/// out, nor stopped by its workflow: the planner does not read those from the Job) with the
+/// cause read from its pods: an evicted pod's `Evicted`, a failed
 /// container's exit, or for a Job whose pods are all gone `PodDeleted` (a pod deleted before it
 /// finished, as an evicted one is once its Job counted it). A Job whose pods cannot be listed
 /// keeps what its condition says.
 pub async fn explain(pods: &Api<Pod>, observed: &mut [ObservedJob]) {
-    for job in observed.iter_mut() {
+    for job in observed.iter_mut().filter(|job| !job.stopped) {
         let JobState::Failed {
             reason,
             message,

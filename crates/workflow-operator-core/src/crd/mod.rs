@@ -170,14 +170,16 @@ pub struct WorkFlowSpec {
 
     /// Ends the workflow short of its steps: `Stop` lets running steps finish, starts nothing
     /// new and runs the exit steps; `Terminate` stops running steps at once (their pods are
-    /// killed) and runs no exit step. Either way the workflow ends `Failed`, unless every step
-    /// had succeeded. `workflow-operator stop|terminate` set it.
+    /// killed and kept, with their logs, until `podCleanup` deletes them) and runs no exit
+    /// step. Either way the workflow ends `Failed`, unless every step had succeeded.
+    /// `workflow-operator stop|terminate` set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shutdown: Option<Shutdown>,
 
-    /// How many times the workflow was retried: raising it (what `workflow-operator retry` does)
-    /// makes a failed or stopped workflow run again the steps that did not succeed, in new Jobs;
-    /// the steps that succeeded keep their Jobs. Default 0.
+    /// How many times the workflow was retried: raising it (what `workflow-operator retry` does,
+    /// clearing `shutdown` and `suspend` too) makes a failed or stopped workflow run again the
+    /// steps that did not succeed, in new Jobs; the steps that succeeded keep their Jobs.
+    /// Default 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     #[schemars(range(min = 0))]
     pub retry: i32,
@@ -304,7 +306,8 @@ fn default_workspace_path() -> String {
 pub enum Shutdown {
     /// No new step starts; running steps finish; exit steps run; then the workflow ends.
     Stop,
-    /// Running steps' Jobs are deleted at once (their pods killed); no exit step runs.
+    /// Running steps are stopped at once (their pods killed, kept with their Jobs); no exit
+    /// step runs.
     Terminate,
 }
 

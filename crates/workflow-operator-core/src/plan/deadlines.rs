@@ -124,7 +124,8 @@ impl<'a> Planner<'a> {
             let JobState::Active { since } = job.state else {
                 continue;
             };
-            if job.deleting || self.settled.contains(job.name.as_str()) {
+            // A Job stopped by the workflow keeps the deadline that stops it, and no timer.
+            if job.deleting || job.stopped || self.settled.contains(job.name.as_str()) {
                 continue;
             }
             if self.queued_for_kueue(job) {

@@ -150,6 +150,12 @@ pub struct ObservedJob {
     /// A pod of the Job got as far as running its container (one is ready or finished), as
     /// the Job's status says, or as its pods said when they were read at the start deadline.
     pub pod_started: bool,
+    /// The operator stopped the Job because its workflow stopped its running steps (a failure
+    /// with failFast, `spec.shutdown: Terminate`, its deadline, a rule): annotation
+    /// `workflow.crd.com/stopped`. Whatever its conditions say since (still stopping, or failed by
+    /// the stop), its step is as the status recorded it when it was stopped, and a retry runs it
+    /// again.
+    pub stopped: bool,
     /// The Job is suspended (`spec.suspend`).
     pub suspended: bool,
     /// When it was last suspended (its `Suspended=True` condition's time), if it is.
@@ -186,15 +192,34 @@ impl ObservedJob {
     }
 }
 
-/// Why a Job is to be deleted.
+/// Why a Job is taken out of the run: deleted ([`DeleteReason::OldRun`]), or stopped and kept
+/// (the others, see [`DeleteReason::keeps_job`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteReason {
-    /// The Job belongs to an earlier run (what runs changed).
+    /// The Job belongs to an earlier run (what runs changed): deleted with its pods.
     OldRun,
-    /// The workflow failed (failFast) and this Job is still running.
+    /// The workflow failed (failFast, its deadline, a rule) and this Job is still running.
     WorkflowFailed,
     /// `spec.shutdown: Terminate`: running steps are stopped at once.
     Terminated,
+}
+
+impl DeleteReason {
+    /// Whether the Job is stopped and kept rather than deleted: a step the workflow stops keeps
+    /// its Job and pod, so `logs` shows what it did and `spec.podCleanup` decides when the pod
+    /// goes, as for any step that ended. A Job of an old run is deleted: its run is gone.
+    pub fn keeps_job(self) -> bool {
+        self != DeleteReason::OldRun
+    }
+
+    /// What the stop annotation of a kept Job says (`jobs::stop_mark`).
+    pub fn why(self) -> &'static str {
+        match self {
+            DeleteReason::OldRun => "what runs changed",
+            DeleteReason::WorkflowFailed => "the workflow failed while it ran",
+            DeleteReason::Terminated => "spec.shutdown: Terminate",
+        }
+    }
 }
 
 /// What an exit step's Job is told of how the workflow ended.
@@ -230,8 +255,14 @@ pub enum Action {
         /// The step's attempt (`retryStrategy`): 0 for the first.
         attempt: u32,
     },
-    /// Delete a Job together with its pods (propagation policy `Background` or `Foreground`,
-    /// never `Orphan`).
+    /// Take a Job out of the run, as its `reason` says ([`DeleteReason::keeps_job`]). A Job of
+    /// an old run is deleted together with its pods (propagation policy `Background` or
+    /// `Foreground`, never `Orphan`). A running Job the workflow stops is stopped and kept, as
+    /// [`Action::TimeOutJob`] stops one: marked stopped (`jobs::stop_mark`, read back as
+    /// [`ObservedJob::stopped`]), its running pod given a deadline already past, which the
+    /// kubelet enforces by stopping it and keeping it with its log (or, with retries left or no
+    /// pod running, a Job deadline already past, the Job controller deleting its pods); a
+    /// suspended Job, which has no pod, is deleted.
     DeleteJob {
         /// The Job's name.
         job_name: String,
@@ -546,7 +577,7 @@ pub fn plan(workflow: &WorkFlow, jobs: &[ObservedJob], now: Timestamp) -> Plan {
 /// - Jobs of another run are deleted and otherwise ignored.
 /// - A terminal workflow of the current run is never timed out, never restarted and its phase,
 ///   message and lists never change; only `observedGeneration` follows the object, and Jobs it
-///   left running are deleted.
+///   left running are stopped (and kept).
 /// - A step is started only if no Job of the current run exists for it and all its dependencies
 ///   succeeded; at most `parallelism` steps run at once.
 /// - A running step past its timeout has its Job stopped, never deleted ([`Action::TimeOutJob`]):

@@ -104,6 +104,7 @@ impl<'a> Planner<'a> {
                 }
                 Seen::Succeeded => seen.progress.complete(i, &mut released),
                 Seen::Running => seen.running += 1,
+                Seen::Stopped => {}
                 Seen::Failed(failure) => {
                     let unit = Unit::step(i);
                     match self.attempt_failed(seen, unit, job, failure, jobs) {
@@ -145,6 +146,7 @@ impl<'a> Planner<'a> {
                 jobs,
                 succeeded: 0,
                 running: 0,
+                stopped: 0,
                 tolerated: 0,
             };
             let timeout = spec.effective_timeout(&steps[i]);
@@ -152,6 +154,7 @@ impl<'a> Planner<'a> {
                 match self.see(job, timeout) {
                     Seen::Succeeded => fan.succeeded += 1,
                     Seen::Running => fan.running += 1,
+                    Seen::Stopped => fan.stopped += 1,
                     Seen::Failed(failure) => {
                         let unit = Unit {
                             node: i,
@@ -247,6 +250,9 @@ impl<'a> Planner<'a> {
     /// by its deadline).
     pub(super) fn see(&mut self, job: &'a ObservedJob, timeout: i64) -> Seen {
         let spec = &self.workflow.spec;
+        if job.stopped {
+            return Seen::Stopped;
+        }
         match &job.state {
             JobState::Succeeded => Seen::Succeeded,
             JobState::TimedOut { why } => Seen::Failed(Failure::TimedOut { why: why.clone() }),
@@ -414,8 +420,12 @@ fn speaking_jobs<'a>(
     (job_of, item_jobs)
 }
 
-/// How a Job ranks among its step's: success, then running, then failed.
+/// How a Job ranks among its step's: success, then running, then failed (or stopped by the
+/// workflow, even while it stops: a retry runs its step again at once).
 fn rank(job: &ObservedJob) -> u8 {
+    if job.stopped {
+        return 2;
+    }
     match job.state {
         JobState::Succeeded => 0,
         JobState::Active { .. } => 1,

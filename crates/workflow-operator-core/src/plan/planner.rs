@@ -8,6 +8,9 @@ pub(super) enum Seen {
     Succeeded,
     Running,
     Failed(Failure),
+    /// Stopped by the workflow ([`ObservedJob::stopped`]): neither running nor done, and no
+    /// failure of its own; the status shows it as it was when it was stopped.
+    Stopped,
 }
 
 /// The state of one plan being made.
@@ -25,6 +28,12 @@ pub(super) struct Planner<'a> {
     pub(super) actions: Vec<Action>,
     /// Jobs this plan already deletes or stops, so none is acted on twice.
     pub(super) settled: HashSet<&'a str>,
+    /// Running Jobs this plan stops because the workflow stops its steps (kept, see
+    /// [`DeleteReason::keeps_job`]): their steps read as stopped from now on.
+    pub(super) stopping: HashSet<&'a str>,
+    /// What ended the steps when the workflow stops the running ones, for how a stopped step
+    /// reads while the exit steps run (the outcome's trigger once the workflow ended).
+    pub(super) halted_by: Option<Trigger>,
     pub(super) events: Vec<LifecycleEvent>,
     pub(super) next_timeout_at: Option<Timestamp>,
     /// Which Jobs may be created now.
@@ -156,7 +165,7 @@ pub(super) struct View<'a> {
     pub(super) cached: HashMap<usize, &'a StepStatus>,
     /// Failed instances waiting their back-off before their next attempt; counted running.
     pub(super) backing_off: BTreeMap<Unit, BackingOff>,
-    /// Jobs that run (not stopped by this plan).
+    /// Jobs that run (not stopped by this plan, nor by an earlier one).
     pub(super) running: usize,
     /// Instances that may start: dependencies succeeded, no Job, not refused, `when` true,
     /// the outputs they name known, their items known; in spec order (items in order).
@@ -206,6 +215,8 @@ pub(super) struct Fan<'a> {
     pub(super) jobs: BTreeMap<u32, &'a ObservedJob>,
     pub(super) succeeded: u32,
     pub(super) running: u32,
+    /// Items whose Jobs the workflow stopped ([`ObservedJob::stopped`]).
+    pub(super) stopped: u32,
     /// Items that failed, and whose failure is tolerated (`continueOn.failed`).
     pub(super) tolerated: u32,
 }
@@ -270,6 +281,8 @@ impl<'a> Planner<'a> {
             outcome: None,
             actions: Vec::new(),
             settled: HashSet::new(),
+            stopping: HashSet::new(),
+            halted_by: None,
             events: Vec::new(),
             next_timeout_at: None,
             gate,

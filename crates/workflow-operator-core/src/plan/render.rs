@@ -213,7 +213,7 @@ impl<'a> Planner<'a> {
         total: usize,
     ) {
         let terminal = self.phase.is_terminal();
-        let halted = match failed_by {
+        let halted = match failed_by.or(self.halted_by) {
             Some(Trigger::Terminated) => (
                 REASON_TERMINATED,
                 "its pod was killed (spec.shutdown: Terminate)",
@@ -328,6 +328,10 @@ impl<'a> Planner<'a> {
                     }
                     lists.steps.push(entry);
                 }
+                // Stopped with the workflow (failFast, Terminate, its deadline, a rule).
+                (Some(job), None) if self.halts(job, terminal) => {
+                    lists.steps.push(self.halted_entry(&name, job, halted));
+                }
                 (Some(_), None) if view.backing_off.contains_key(&Unit::step(i)) => {
                     let waiting = &view.backing_off[&Unit::step(i)];
                     lists.steps.push(waiting.entry(&name));
@@ -360,15 +364,6 @@ impl<'a> Planner<'a> {
                         lists.steps.push(entry);
                         lists.started.push(name.clone());
                     }
-                    // Stopped with the workflow (failFast, Terminate).
-                    JobState::Active { .. } => lists.steps.push(StepStatus {
-                        phase: StepPhase::Failed,
-                        started_at: job.start_time.map(Time),
-                        attempts: Some(job.attempts),
-                        reason: Some(halted.0.into()),
-                        message: Some(halted.1.into()),
-                        ..running_step_status(&name, job.name.clone(), false)
-                    }),
                     _ => {}
                 },
                 (None, None) if view.cached.contains_key(&i) => {
@@ -390,6 +385,35 @@ impl<'a> Planner<'a> {
             } else if held_here > 0 {
                 lists.steps.push(self.queued_entry(&name));
             }
+        }
+    }
+
+    /// Whether `job` is of a step the workflow stopped: marked stopped, being stopped by this
+    /// plan, or still running in a `terminal` workflow.
+    fn halts(&self, job: &ObservedJob, terminal: bool) -> bool {
+        let running = matches!(job.state, JobState::Active { .. });
+        self.is_stopped(job) || terminal && running
+    }
+
+    /// The entry of step `name` whose Job the workflow stopped, saying `halted` (reason and
+    /// message): `Failed`, ended when it was stopped, so that its duration stops there. That
+    /// is now for a Job this plan stops, else when the status recorded it stopped (the entry is
+    /// rendered again while the exit steps run).
+    fn halted_entry(&self, name: &str, job: &ObservedJob, halted: (&str, &str)) -> StepStatus {
+        let recorded = || {
+            (self.previous.steps.iter())
+                .filter(|s| s.phase == StepPhase::Failed && s.job.as_ref() == Some(&job.name))
+                .find_map(|s| s.finished_at.clone())
+        };
+        let stopped_at = job.stopped.then(recorded).flatten();
+        StepStatus {
+            phase: StepPhase::Failed,
+            started_at: job.start_time.map(Time),
+            finished_at: Some(stopped_at.unwrap_or(Time(self.now))),
+            attempts: Some(job.attempts),
+            reason: Some(halted.0.into()),
+            message: Some(halted.1.into()),
+            ..running_step_status(name, job.name.clone(), false)
         }
     }
 
@@ -446,7 +470,9 @@ impl<'a> Planner<'a> {
         }
         let running = fan.running as usize + created;
         let item_failures = failures.iter().filter(|(u, _)| u.item.is_some()).count();
-        if running == 0 && item_failures == 0 && held == 0 {
+        let stopped = fan.stopped > 0
+            || !self.stopping.is_empty() && fan.jobs.values().any(|j| self.is_stopped(j));
+        if running == 0 && item_failures == 0 && held == 0 && !stopped {
             // Not started, or failed as a whole (its `withParam`, its `when`).
             for (_, failure) in failures {
                 lists.steps.extend(failure.entry_without_job(&name));
@@ -456,13 +482,18 @@ impl<'a> Planner<'a> {
         let counts = ItemCounts {
             total: fan.items.as_ref().map_or(0, ItemList::len) as u32,
             succeeded: fan.succeeded,
-            running: if terminal { 0 } else { running as u32 },
+            running: if terminal || stopped {
+                0
+            } else {
+                running as u32
+            },
             failed: item_failures as u32,
         };
+        let halting = (terminal || stopped) && item_failures == 0;
         let (phase, reason, message) = if item_failures > 0 {
             let message = format!("{item_failures} of {} items failed", counts.total);
             (StepPhase::Failed, None, Some(message))
-        } else if terminal {
+        } else if halting {
             (
                 StepPhase::Failed,
                 Some(halted.0.to_string()),
@@ -479,9 +510,10 @@ impl<'a> Planner<'a> {
             message,
             job: None,
             items: Some(counts),
+            finished_at: halting.then(|| self.fan_stopped_at(&name)),
             ..running_step_status(&name, String::new(), false)
         });
-        if running > 0 && !terminal {
+        if running > 0 && !terminal && !stopped {
             lists.started.push(name);
         }
         for (unit, failure) in failures {
@@ -493,6 +525,15 @@ impl<'a> Planner<'a> {
             };
             lists.steps.extend(entry);
         }
+    }
+
+    /// When the workflow stopped the items of step `name` that fans out: when its status entry
+    /// says so, else now.
+    fn fan_stopped_at(&self, name: &str) -> Time {
+        (self.previous.steps.iter())
+            .filter(|s| s.name == name && s.phase == StepPhase::Failed && s.items.is_some())
+            .find_map(|s| s.finished_at.clone())
+            .unwrap_or(Time(self.now))
     }
 
     /// The entry of step (or item) `name` whose Job the gate holds back: `Queued`, no Job,

@@ -1,5 +1,5 @@
-//! Run control: deleting Jobs of other runs, stopping a failed workflow's running steps,
-//! `spec.retry`, an invalid workflow, and how exit steps change a workflow's end.
+//! Run control: deleting Jobs of other runs, stopping (and keeping) a failed workflow's running
+//! steps, `spec.retry`, an invalid workflow, and how exit steps change a workflow's end.
 
 use super::*;
 
@@ -20,13 +20,24 @@ pub(super) fn exit_end(main_end: (Trigger, String), exits: &View<'_>) -> (Trigge
 }
 
 impl<'a> Planner<'a> {
+    /// Deletes `job`, or stops it and keeps it when `reason` keeps Jobs (see
+    /// [`Action::DeleteJob`]); a Job stopped already, or on its way out, is left alone.
     pub(super) fn delete(&mut self, job: &'a ObservedJob, reason: DeleteReason) {
-        if !job.deleting && self.settled.insert(&job.name) {
-            self.actions.push(Action::DeleteJob {
-                job_name: job.name.clone(),
-                reason,
-            });
+        if job.deleting || job.stopped || !self.settled.insert(&job.name) {
+            return;
         }
+        if reason.keeps_job() {
+            self.stopping.insert(&job.name);
+        }
+        self.actions.push(Action::DeleteJob {
+            job_name: job.name.clone(),
+            reason,
+        });
+    }
+
+    /// Whether `job` is stopped by the workflow: marked so, or being stopped by this plan.
+    pub(super) fn is_stopped(&self, job: &ObservedJob) -> bool {
+        job.stopped || self.stopping.contains(job.name.as_str())
     }
 
     /// Stops the Job of a step past its timeout and keeps it (see [`Action::TimeOutJob`]); a
@@ -58,8 +69,9 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Deletes the current run's Jobs that still run (a failed workflow stops its steps). A
-    /// timed-out step's Job is not one of them: it is stopping already, and it is the record.
+    /// Stops the current run's Jobs that still run, keeping them (a failed workflow stops its
+    /// steps). A timed-out step's Job is not one of them: it is stopping already, and it is
+    /// the record.
     pub(super) fn delete_running(&mut self, current: &[&'a ObservedJob], reason: DeleteReason) {
         for &job in current {
             if matches!(job.state, JobState::Active { .. }) {

@@ -191,7 +191,13 @@ impl<'a> Planner<'a> {
             } else {
                 DeleteReason::WorkflowFailed
             };
+            self.halted_by = Some(*trigger);
             self.delete_running(&main_jobs, reason);
+            // The steps ended: none starts (again) while the exit steps run, not even one whose
+            // Job the workflow stopped and is gone.
+            for view in &mut mains {
+                view.ready.clear();
+            }
         }
         // Resumed before anything starts (exit steps included) or ends.
         if !spec.suspend && self.phase == Phase::Suspended {

@@ -1768,10 +1768,148 @@ fn terminate_deletes_the_running_jobs_at_once_and_runs_no_exit_step() {
             ("c", Some(REASON_TERMINATED), killed)
         ]
     );
-    // Nothing more happens once the Jobs are gone.
+    // Nothing more happens once the Jobs are stopped, and kept.
     let wf = written(wf, &plan1);
-    let plan2 = plan(&wf, &Jobs::of(&wf).succeeded("a").build(), at(3));
+    let stopped = Jobs::of(&wf)
+        .succeeded("a")
+        .active("b", at(1))
+        .stopped()
+        .failed("c", "BackoffLimitExceeded", "")
+        .stopped()
+        .build();
+    let plan2 = plan(&wf, &stopped, at(3));
     assert!(plan2.actions.is_empty() && plan2.events.is_empty());
+    assert_eq!(plan2.status, None, "the status stays as it was");
+}
+
+/// The start and end the status records for `step`.
+fn times(plan: &Plan, step: &str) -> (Option<Time>, Option<Time>) {
+    let entry = status(plan).steps.iter().find(|s| s.name == step);
+    let entry = entry.unwrap_or_else(|| panic!("an entry for {step}"));
+    (entry.started_at.clone(), entry.finished_at.clone())
+}
+
+#[test]
+fn a_step_the_workflow_stops_records_when_it_was_stopped() {
+    // By a terminate.
+    let wf = running(diamond().build());
+    let wf = WorkFlow {
+        spec: diamond().shutdown(Shutdown::Terminate).build().spec,
+        ..wf
+    };
+    let jobs = Jobs::of(&wf).succeeded("a").active("b", at(1)).build();
+    let terminated = plan(&wf, &jobs, at(7));
+    assert_eq!(
+        times(&terminated, "b"),
+        (Some(Time(at(1))), Some(Time(at(7))))
+    );
+    // By a failure (failFast).
+    let wf = running(diamond().build());
+    let jobs = Jobs::of(&wf)
+        .succeeded("a")
+        .exited("b", 2, "Error", "")
+        .active("c", at(1))
+        .build();
+    let failed = plan(&wf, &jobs, at(5));
+    assert_eq!(times(&failed, "c"), (Some(Time(at(1))), Some(Time(at(5)))));
+}
+
+#[test]
+fn a_stopped_steps_kept_job_keeps_it_stopped_and_a_retry_runs_it_again() {
+    let spec = || diamond().exit_step("notify", &[]);
+    let wf = running(spec().build());
+    let jobs = Jobs::of(&wf)
+        .succeeded("a")
+        .exited("b", 2, "Error", "")
+        .active("c", at(1))
+        .build();
+    let first = plan(&wf, &jobs, at(2));
+    assert_eq!(
+        deletes(&first),
+        [(job_name(&wf, "c").as_str(), DeleteReason::WorkflowFailed)]
+    );
+    assert!(DeleteReason::WorkflowFailed.keeps_job());
+    let stopped_c = (
+        "c",
+        StepPhase::Failed,
+        Some(REASON_STOPPED),
+        Some("the workflow failed while it ran"),
+        None,
+    );
+    assert_eq!(step_entries(&first)[1], stopped_c);
+    assert_eq!(times(&first, "c").1, Some(Time(at(2))));
+    let wf = written(wf, &first);
+    // c's Job still stopping, by the deadline it was given: left alone.
+    let mut stopping = Jobs::of(&wf)
+        .succeeded("a")
+        .exited("b", 2, "Error", "")
+        .active("c", at(1))
+        .stopped()
+        .active("notify", at(2))
+        .build();
+    stopping[2].active_deadline_seconds = Some(1);
+    let meanwhile = plan(&wf, &stopping, at(3));
+    assert!(meanwhile.actions.is_empty(), "{:?}", meanwhile.actions);
+    assert_eq!(meanwhile.status, None);
+    // c's Job is kept, stopped (its pod killed: the Job failed), while notify runs.
+    let jobs = Jobs::of(&wf)
+        .succeeded("a")
+        .exited("b", 2, "Error", "")
+        .failed("c", "BackoffLimitExceeded", "")
+        .ran(at(1), at(4))
+        .stopped()
+        .active("notify", at(2))
+        .build();
+    let second = plan(&wf, &jobs, at(9));
+    assert!(second.actions.is_empty(), "{:?}", second.actions);
+    assert_eq!(second.status, None, "c reads as it did when it was stopped");
+    // notify ends: the workflow fails for b alone, c as stopped then.
+    let wf = written(wf, &second);
+    let mut jobs = jobs;
+    jobs.last_mut().unwrap().state = JobState::Succeeded;
+    let ended = plan(&wf, &jobs, at(10));
+    assert_eq!(phase(&ended), Some(Phase::Failed));
+    assert_eq!(
+        status(&ended).message.as_deref(),
+        Some("step b failed: exit code 2")
+    );
+    assert_eq!(step_entries(&ended)[1], stopped_c);
+    assert_eq!(times(&ended, "c").1, Some(Time(at(2))));
+    // A retry runs b and c again at once, c's old pod still stopping.
+    let wf = written(wf, &ended);
+    let wf = WorkFlow {
+        spec: spec().retry(1).build().spec,
+        ..wf
+    };
+    jobs[2].state = JobState::Active { since: at(1) };
+    let retried = plan(&wf, &jobs, at(11));
+    assert_eq!(creates(&retried), ["b", "c"]);
+}
+
+#[test]
+fn a_step_stopped_by_a_failure_stays_stopped_while_the_exit_steps_run() {
+    let spec = || diamond().exit_step("notify", &[]);
+    let wf = running(spec().build());
+    let jobs = Jobs::of(&wf)
+        .succeeded("a")
+        .exited("b", 2, "Error", "")
+        .active("c", at(1))
+        .build();
+    let first = plan(&wf, &jobs, at(2));
+    assert_eq!(exit_creates(&first).len(), 1, "notify starts");
+    let wf = written(wf, &first);
+    // c's Job is gone (a queued Job has no pod to keep) while notify runs.
+    let jobs = Jobs::of(&wf)
+        .succeeded("a")
+        .exited("b", 2, "Error", "")
+        .active("notify", at(2))
+        .build();
+    let second = plan(&wf, &jobs, at(3));
+    assert!(
+        creates(&second).is_empty(),
+        "nothing starts again once the steps ended: {:?}",
+        creates(&second)
+    );
 }
 
 #[test]
