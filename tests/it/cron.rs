@@ -1,12 +1,13 @@
 //! CronWorkFlows end to end on the embedded control plane, through kubectl, with `@every`
-//! schedules of a few seconds: runs start on time under names made of the time, finished runs
-//! beyond the history limit are deleted, `Forbid` skips a time while a run is active, and a
-//! resumed schedule fires at most once; under repeated SIGKILLs, of the one operator or of the
-//! leader of two replicas, or of the one operator in the middle of a `Replace`, every scheduled
-//! time gets exactly one run (and a replaced run does not stay active); after downtime `catchUp`
-//! starts what it says, and a time named missed stays so while the operator's watch of the
-//! CronWorkFlows lags its own status write; a `workflowSpec` no run can run is named on the
-//! `Ready` condition and starts nothing until it is fixed.
+//! schedules of a few seconds: runs start on time under names made of the time (with
+//! `startingDeadlineSeconds: 0` too), finished runs beyond the history limit are deleted,
+//! `Forbid` skips a time while a run is active, and a resumed schedule fires at most once;
+//! under repeated SIGKILLs, of the one operator or of the leader of two replicas, or of the one
+//! operator in the middle of a `Replace`, every scheduled time gets exactly one run (and a
+//! replaced run does not stay active); after downtime `catchUp` starts what it says, and a time
+//! named missed stays so while the operator's watch of the CronWorkFlows lags its own status
+//! write; a `workflowSpec` no run can run is named on the `Ready` condition and starts nothing
+//! until it is fixed.
 
 use crate::support;
 
@@ -22,7 +23,7 @@ use kube_devcluster::store::{EventType, StoredObject, WatchEvent};
 use kube_devcluster::testing::eventually;
 use rstest::rstest;
 use support::session::Session;
-use support::{Operator, namespace, operator_process};
+use support::{Operator, namespace, operator, operator_process};
 use tokio::sync::broadcast::error::RecvError;
 use workflow_operator_core::crd::CronWorkFlow;
 use workflow_operator_core::cron::ON_TIME;
@@ -833,4 +834,29 @@ spec:
     })
     .await;
     session.stop().await;
+}
+
+/// `startingDeadlineSeconds: 0`, as Argo's own example has it: a deadline limits late runs only,
+/// so the runs due on time start (none is late here).
+#[rstest]
+#[tokio::test]
+async fn a_deadline_of_zero_starts_the_runs_due_on_time(#[future(awt)] operator: Operator) {
+    let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
+    let extra = serde_json::json!({"startingDeadlineSeconds": 0});
+    let cron = every("prompt", &operator.ns.name, 2, extra);
+    api.create(&PostParams::default(), &cron).await.unwrap();
+    let started = eventually(
+        "two runs started on time",
+        Duration::from_secs(30),
+        || async {
+            let times = run_times(&operator.ns, "prompt").await;
+            (times.len() >= 2).then_some(times)
+        },
+    )
+    .await;
+    let missed = missed_times(&operator.ns).await;
+    assert!(
+        started.iter().all(|t| !missed.contains(t)),
+        "started {started:?}, named missed {missed:?}"
+    );
 }

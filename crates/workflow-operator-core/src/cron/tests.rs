@@ -146,6 +146,44 @@ fn after_downtime_catch_up_and_the_deadline_decide(
     assert_eq!(after.last, Some(at("2026-05-01T10:05:00Z")));
 }
 
+/// `startingDeadlineSeconds` limits late runs only: a tick within the scheduled second is on
+/// time and starts its run whatever the deadline, 0 included; lateness counts in whole seconds
+/// past it, as the schedule does.
+#[rstest]
+#[case::on_time_deadline_zero(Some(0), "10:01:00.300", true)]
+#[case::late_deadline_zero(Some(0), "10:01:01.200", false)]
+#[case::within_the_deadline(Some(10), "10:01:10.900", true)]
+#[case::past_the_deadline(Some(10), "10:01:11", false)]
+#[case::no_deadline(None, "10:01:40", true)]
+fn the_deadline_applies_to_late_runs_only(
+    #[case] deadline: Option<i64>,
+    #[case] now: &str,
+    #[case] starts: bool,
+) {
+    for catch_up in [CatchUp::Latest, CatchUp::All] {
+        let tick = due(
+            &every_minute(),
+            at("2026-05-01T10:00:00Z"),
+            at(&format!("2026-05-01T{now}Z")),
+            deadline,
+            catch_up,
+            false,
+        );
+        let time = at("2026-05-01T10:01:00Z");
+        let (start, missed) = if starts {
+            (vec![time], vec![])
+        } else {
+            (vec![], vec![time])
+        };
+        assert_eq!(
+            (tick.start, tick.missed),
+            (start, missed),
+            "{catch_up:?} at {now}"
+        );
+        assert_eq!(tick.last, Some(time));
+    }
+}
+
 /// Two days down with a schedule every minute (2,880 times passed, more than are listed):
 /// `Latest` starts the time just passed, not the oldest listed, and `All` the newest ones.
 #[rstest]
