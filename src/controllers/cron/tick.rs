@@ -38,16 +38,37 @@ pub async fn runs_changed(
     ctx: Context<CronWorkFlow>,
     changed: Vec<Arc<RunSummary>>,
 ) -> HandlerResult {
-    let cron = current(&ctx, &unseen).await?;
-    let changed = owned_runs(&cron, changed.iter().map(|r| &**r));
-    let mirrored = || owned_runs(&cron, ctx.children::<RunSummary>().iter().map(|r| &**r));
+    let known = as_written(&ctx.object, &unseen);
+    let changed = owned_runs(&known, changed.iter().map(|r| &**r));
+    let mirrored = || owned_runs(&known, ctx.children::<RunSummary>().iter().map(|r| &**r));
     if !changed
         .iter()
-        .any(|run| plan::follows_run(&cron, run, mirrored))
+        .any(|run| plan::follows_run(&known, run, mirrored))
     {
         return Ok(());
     }
+    let cron = current(&ctx, &unseen).await?;
     carry_out(&unseen, &ctx, &cron).await
+}
+
+/// `cached` with the status this operator's ticks wrote last where the cache does not show it
+/// yet. A run's events follow the tick that created it closely, before the watch of the
+/// CronWorkFlows shows that tick's status: deciding on the status as written, rather than
+/// reading the CronWorkFlow from the API ([`current`]) for each event, costs no request. A
+/// tick, when one is needed, reads it as ever.
+fn as_written(cached: &Arc<CronWorkFlow>, unseen: &Unseen) -> Arc<CronWorkFlow> {
+    let uid = cached.uid().unwrap_or_default();
+    let written = unseen
+        .written_status(&uid, &json!(cached.status))
+        .and_then(|status| serde_json::from_value(status).ok());
+    match written {
+        Some(status) => {
+            let mut cron = (**cached).clone();
+            cron.status = Some(status);
+            Arc::new(cron)
+        }
+        None => cached.clone(),
+    }
 }
 
 /// Plans one tick of `cron` (as [`current`] read it) from its runs, and carries it out.
