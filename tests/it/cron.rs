@@ -1,12 +1,13 @@
 //! CronWorkFlows end to end on the embedded control plane, through kubectl, with `@every`
-//! schedules of a few seconds: runs start on time under names made of the time, finished runs
-//! beyond the history limit are deleted, `Forbid` skips a time while a run is active, and a
-//! resumed schedule fires at most once; under repeated SIGKILLs, of the one operator or of the
-//! leader of two replicas, or of the one operator in the middle of a `Replace`, every scheduled
-//! time gets exactly one run (and a replaced run does not stay active); after downtime `catchUp`
-//! starts what it says, and a time named missed stays so while the operator's watch of the
-//! CronWorkFlows lags its own status write; a `workflowSpec` no run can run is named on the
-//! `Ready` condition and starts nothing until it is fixed.
+//! schedules of a few seconds: runs start on time under names made of the time (with
+//! `startingDeadlineSeconds: 0` too), finished runs beyond the history limit are deleted, a
+//! run's end shows on its cron's status within moments (suspended or not), `Forbid` skips a
+//! time while a run is active, and a resumed schedule fires at most once; under repeated
+//! SIGKILLs, of the one operator or of the leader of two replicas, or of the one operator in the
+//! middle of a `Replace`, every scheduled time gets exactly one run (and a replaced run does not
+//! stay active); after downtime `catchUp` starts what it says, and a time named missed stays so
+//! while the operator's watch of the CronWorkFlows lags its own status write; a `workflowSpec`
+//! no run can run is named on the `Ready` condition and starts nothing until it is fixed.
 
 use crate::support;
 
@@ -22,7 +23,7 @@ use kube_devcluster::store::{EventType, StoredObject, WatchEvent};
 use kube_devcluster::testing::eventually;
 use rstest::rstest;
 use support::session::Session;
-use support::{Operator, namespace, operator_process};
+use support::{Operator, namespace, operator, operator_process};
 use tokio::sync::broadcast::error::RecvError;
 use workflow_operator_core::crd::CronWorkFlow;
 use workflow_operator_core::cron::ON_TIME;
@@ -833,4 +834,149 @@ spec:
     })
     .await;
     session.stop().await;
+}
+
+/// `startingDeadlineSeconds: 0`, as Argo's own example has it: a deadline limits late runs only,
+/// so the runs due on time start (none is late here).
+#[rstest]
+#[tokio::test]
+async fn a_deadline_of_zero_starts_the_runs_due_on_time(#[future(awt)] operator: Operator) {
+    let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
+    let extra = serde_json::json!({"startingDeadlineSeconds": 0});
+    let cron = every("prompt", &operator.ns.name, 2, extra);
+    api.create(&PostParams::default(), &cron).await.unwrap();
+    let started = eventually(
+        "two runs started on time",
+        Duration::from_secs(30),
+        || async {
+            let times = run_times(&operator.ns, "prompt").await;
+            (times.len() >= 2).then_some(times)
+        },
+    )
+    .await;
+    let missed = missed_times(&operator.ns).await;
+    assert!(
+        started.iter().all(|t| !missed.contains(t)),
+        "started {started:?}, named missed {missed:?}"
+    );
+}
+
+/// A run's end shows on its CronWorkFlow within seconds, suspended or not, rather than at the
+/// next scheduled time: the run of the first time (of a 20 s period) and two started by hand
+/// (as `cron trigger` does) sleep 3 s; once they end, the cron lists none active, keeps one run
+/// (`successfulRunsHistoryLimit: 1`) and has a `lastSuccessfulTime` no earlier than its end, all
+/// before the second time is due (`lastScheduleTime` still the first).
+#[rstest]
+#[case::scheduled(false)]
+#[case::suspended(true)]
+#[tokio::test]
+async fn a_run_ending_shows_on_its_cron_at_once_not_at_the_next_time(
+    #[future(awt)] operator: Operator,
+    #[case] suspend: bool,
+) {
+    let ns = &operator.ns;
+    let api: Api<CronWorkFlow> = Api::namespaced(ns.client(), &ns.name);
+    let extra = serde_json::json!({
+        "successfulRunsHistoryLimit": 1,
+        "workflowSpec": {"containers": [{"stepName": "a", "image": "busybox", "command": ["sleep", "3"]}]},
+    });
+    let cron = api
+        .create(&PostParams::default(), &every("daily", &ns.name, 20, extra))
+        .await
+        .unwrap();
+    let first = cron
+        .metadata
+        .creation_timestamp
+        .clone()
+        .unwrap()
+        .0
+        .as_second()
+        + 20;
+    eventually(
+        "the first time's run active",
+        Duration::from_secs(40),
+        || async {
+            let status = api.get("daily").await.ok()?.status?;
+            let name = workflow_operator_core::names::cron_run_name("daily", first);
+            status.active.iter().any(|r| r.name == name).then_some(())
+        },
+    )
+    .await;
+    if suspend {
+        let patch = serde_json::json!({"spec": {"suspend": true}});
+        api.patch("daily", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    // Named for seconds after the first time, no scheduled time's: the newest are these.
+    for by_hand in [first + 1, first + 2] {
+        let run = workflow_operator_core::cron::run_of(&cron, by_hand).unwrap();
+        ns.workflows()
+            .create(&PostParams::default(), &run)
+            .await
+            .unwrap();
+    }
+    let deadline = Timestamp::from_second(first + 19).unwrap();
+    let mut seen = String::new();
+    while Timestamp::now() < deadline {
+        match ended_and_shown(&api, ns, "daily").await {
+            Ok(()) => break,
+            Err(state) => seen = state,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        ended_and_shown(&api, ns, "daily").await.is_ok(),
+        "the runs' end not shown before the next time (suspended: {suspend}): {seen}"
+    );
+    assert_eq!(
+        last_scheduled(&api, "daily").await,
+        Some(first),
+        "shown by the runs' end, not by a tick of a later time"
+    );
+}
+
+/// Whether `cron`'s runs have all ended and its status shows it: none active, one run kept (its
+/// history limit), and a `lastSuccessfulTime` no earlier than that run's end; else what is seen
+/// instead.
+async fn ended_and_shown(
+    api: &Api<CronWorkFlow>,
+    ns: &support::Namespace,
+    cron: &str,
+) -> Result<(), String> {
+    let status = api
+        .get(cron)
+        .await
+        .map_err(|e| e.to_string())?
+        .status
+        .unwrap_or_default();
+    let selector = format!("workflow.crd.com/cron={cron}");
+    let runs = ns
+        .workflows()
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| e.to_string())?
+        .items;
+    let ended: Vec<(String, Option<String>)> = runs
+        .iter()
+        .map(|r| {
+            let changed = r.status.as_ref().and_then(|s| s.status_changed.clone());
+            (r.name_any(), changed.filter(|_| support::is_terminal(r)))
+        })
+        .collect();
+    let kept = match &ended[..] {
+        [(_, Some(end))] => end.parse::<Timestamp>().ok(),
+        _ => None,
+    };
+    let shown = status.active.is_empty()
+        && kept.is_some()
+        && status.last_successful_time.as_ref().map(|t| t.0) >= kept;
+    if shown {
+        return Ok(());
+    }
+    let active: Vec<&str> = status.active.iter().map(|r| r.name.as_str()).collect();
+    Err(format!(
+        "active {active:?}, lastSuccessfulTime {:?}, runs (name, end) {ended:?}",
+        status.last_successful_time.map(|t| t.0.to_string())
+    ))
 }

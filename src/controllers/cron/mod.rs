@@ -8,7 +8,9 @@
 //! name is the time's), delete beyond the history limits, the Events, and the status last. A
 //! SIGKILL between any two writes leaves nothing a later tick does twice: the runs that exist
 //! are the record of what started. Ticks come from a 1 s timer whose `when` looks only at
-//! `status.nextScheduleTime` in memory, and from any change of the spec. The timer ticks just
+//! `status.nextScheduleTime` in memory, from any change of the spec, and from a change of a run
+//! that the status must follow (a run's start or end: `active`, `lastSuccessfulTime` and the
+//! history limits follow it within moments, suspended or not). The timer ticks just
 //! after each whole second of the wall clock, where scheduled times fall, so a run is created
 //! milliseconds after its time rather than anywhere up to a second later.
 
@@ -32,11 +34,14 @@ pub use workflow_operator_core::labels::{LABEL_CRON, LABEL_SCHEDULED};
 /// The CronWorkFlow handlers.
 pub fn table(registry: Registry<CronWorkFlow>) -> Registry<CronWorkFlow> {
     let unseen = Arc::new(unseen::Unseen::default());
+    let followed = unseen.clone();
+    let runs_changed = move |ctx, changed| tick::runs_changed(followed.clone(), ctx, changed);
     let tick = move |ctx| tick::tick(unseen.clone(), ctx);
-    // The runs are mirrored for the ticks to read; a run's change needs no tick of its own.
+    // The runs are mirrored for the ticks to read, and a run's change that the status must
+    // follow (its start or end) ticks its CronWorkFlow, and only it.
     let runs = Children::<RunSummary>::owned().labels(LABEL_CRON);
     registry
-        .keep_children(runs)
+        .on_children("follow-runs", runs, runs_changed)
         .on_create("schedule", tick.clone())
         .on_update_field("spec", "reschedule", tick.clone())
         .on_resume("resume", tick.clone())

@@ -24,11 +24,64 @@ use crate::controllers::{FIELD_MANAGER, temporary};
 /// Plans and carries out one tick of `ctx`'s CronWorkFlow.
 pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerResult {
     let cron = current(&ctx, &unseen).await?;
+    carry_out(&unseen, &ctx, &cron).await
+}
+
+/// Ticks `ctx`'s CronWorkFlow when a change among `changed` (its runs, as the watch brings
+/// them) is one its status must follow at once ([`plan::follows_run`]): a run's end leaves
+/// `active`, moves `lastSuccessfulTime` and the history limits apply within moments of it,
+/// suspended or not, rather than at the next scheduled time. Only this CronWorkFlow and its
+/// runs are read, from the caches; a run's progress between its start and its end costs a
+/// look at the status.
+pub async fn runs_changed(
+    unseen: Arc<Unseen>,
+    ctx: Context<CronWorkFlow>,
+    changed: Vec<Arc<RunSummary>>,
+) -> HandlerResult {
+    let known = as_written(&ctx.object, &unseen);
+    let changed = owned_runs(&known, changed.iter().map(|r| &**r));
+    let mirrored = || owned_runs(&known, ctx.children::<RunSummary>().iter().map(|r| &**r));
+    if !changed
+        .iter()
+        .any(|run| plan::follows_run(&known, run, mirrored))
+    {
+        return Ok(());
+    }
+    let cron = current(&ctx, &unseen).await?;
+    carry_out(&unseen, &ctx, &cron).await
+}
+
+/// `cached` with the status this operator's ticks wrote last where the cache does not show it
+/// yet. A run's events follow the tick that created it closely, before the watch of the
+/// CronWorkFlows shows that tick's status: deciding on the status as written, rather than
+/// reading the CronWorkFlow from the API ([`current`]) for each event, costs no request. A
+/// tick, when one is needed, reads it as ever.
+fn as_written(cached: &Arc<CronWorkFlow>, unseen: &Unseen) -> Arc<CronWorkFlow> {
+    let uid = cached.uid().unwrap_or_default();
+    let written = unseen
+        .written_status(&uid, &json!(cached.status))
+        .and_then(|status| serde_json::from_value(status).ok());
+    match written {
+        Some(status) => {
+            let mut cron = (**cached).clone();
+            cron.status = Some(status);
+            Arc::new(cron)
+        }
+        None => cached.clone(),
+    }
+}
+
+/// Plans one tick of `cron` (as [`current`] read it) from its runs, and carries it out.
+async fn carry_out(
+    unseen: &Unseen,
+    ctx: &Context<CronWorkFlow>,
+    cron: &CronWorkFlow,
+) -> HandlerResult {
     let cron_uid = cron.uid().unwrap_or_default();
     let namespace = cron.namespace().unwrap_or_default();
     let workflows: Api<WorkFlow> = Api::namespaced(ctx.client.clone(), &namespace);
-    let runs = runs_of(&ctx, &cron, &unseen).await?;
-    let decided = plan::tick(&cron, &runs, Timestamp::now());
+    let runs = runs_of(ctx, cron, unseen).await?;
+    let decided = plan::tick(cron, &runs, Timestamp::now());
     for name in &decided.terminate {
         let patch = json!({"spec": {"shutdown": Shutdown::Terminate.as_str()}});
         workflows
@@ -38,7 +91,7 @@ pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerRes
         unseen.note(&cron_uid, name, Wrote::Terminated);
     }
     for &scheduled in &decided.create {
-        create_run(&ctx, &cron, &workflows, &unseen, scheduled).await?;
+        create_run(ctx, cron, &workflows, unseen, scheduled).await?;
     }
     for name in &decided.delete {
         match workflows.delete(name, &DeleteParams::background()).await {
@@ -81,11 +134,11 @@ pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerRes
 async fn current(
     ctx: &Context<CronWorkFlow>,
     unseen: &Unseen,
-) -> Result<CronWorkFlow, HandlerError> {
+) -> Result<Arc<CronWorkFlow>, HandlerError> {
     let cached = &ctx.object;
     let cron_uid = cached.uid().unwrap_or_default();
     if unseen.status_shown(&cron_uid, &json!(cached.status)) {
-        return Ok((**cached).clone());
+        return Ok(cached.clone());
     }
     let api: Api<CronWorkFlow> =
         Api::namespaced(ctx.client.clone(), &cached.namespace().unwrap_or_default());
@@ -94,7 +147,7 @@ async fn current(
         .await
         .map_err(|e| temporary("reading the CronWorkFlow", e))?;
     unseen.settle_status(&cron_uid, &json!(read.status));
-    Ok(read)
+    Ok(Arc::new(read))
 }
 
 /// The CronWorkFlow's runs: from the watch's mirror when it shows this operator's writes to

@@ -98,6 +98,20 @@ impl Unseen {
         }
     }
 
+    /// The status `cron`'s ticks last wrote, when `status` (as cached) does not show it;
+    /// forgets nothing: a look, for deciding whether a tick is needed at all.
+    pub fn written_status(
+        &self,
+        cron: &str,
+        status: &serde_json::Value,
+    ) -> Option<serde_json::Value> {
+        let statuses = self.statuses.lock().expect("unseen statuses lock");
+        statuses
+            .get(cron)
+            .filter(|written| *written != status)
+            .cloned()
+    }
+
     /// After `cron` was read from the API with `status`: forgets the written status when the
     /// read shows another (someone changed it since; the watch will bring that), and keeps it
     /// when the read shows it, for the cache still to catch up with.
@@ -198,6 +212,18 @@ mod tests {
         assert!(unseen.status_shown("other", &old), "per CronWorkFlow");
         assert!(unseen.status_shown("c", &new));
         assert!(unseen.status_shown("c", &old), "a shown write is forgotten");
+    }
+
+    #[test]
+    fn the_status_written_is_shown_where_the_cache_lags_it_without_forgetting_it() {
+        let unseen = Unseen::default();
+        let old = serde_json::json!({"active": [{"name": "r0"}]});
+        let new = serde_json::json!({"active": [{"name": "r1"}]});
+        assert_eq!(unseen.written_status("c", &old), None, "nothing written");
+        unseen.note_status("c", new.clone());
+        assert_eq!(unseen.written_status("c", &old), Some(new.clone()));
+        assert_eq!(unseen.written_status("c", &new), None, "the cache shows it");
+        assert!(!unseen.status_shown("c", &old), "still noted for the ticks");
     }
 
     #[test]

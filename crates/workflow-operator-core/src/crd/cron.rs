@@ -48,8 +48,10 @@ pub struct CronWorkFlowSpec {
     #[serde(default)]
     pub concurrency_policy: ConcurrencyPolicy,
 
-    /// A run missed by more than this many seconds (the operator was down, the CronWorkFlow
-    /// suspended) is not started late; absent means no limit.
+    /// How many whole seconds late a run may still start (the operator was down, the
+    /// CronWorkFlow suspended); absent means no limit. It limits late runs only: a run handled
+    /// within its scheduled second is on time and starts, so 0 starts on-time runs and no late
+    /// one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub starting_deadline_seconds: Option<i64>,

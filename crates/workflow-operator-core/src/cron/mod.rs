@@ -232,6 +232,11 @@ pub struct Due {
     pub last: Option<Timestamp>,
 }
 
+/// How many whole seconds past `scheduled` `now` is: 0 within the scheduled second.
+fn seconds_late(scheduled: Timestamp, now: Timestamp) -> i64 {
+    now.duration_since(scheduled).as_secs()
+}
+
 /// What is due at `now` for `schedule`, whose last handled time is `since` (the
 /// `lastScheduleTime`, or when the schedule took effect): the times in `(since, now]` are each
 /// started or missed, once. `resumed` (the first tick after a suspend) starts at most the
@@ -254,9 +259,14 @@ pub fn due(
     let Some(&latest) = passed.last() else {
         return Due::default();
     };
-    let in_time = |t: &Timestamp| {
-        deadline.is_none_or(|d| now.duration_since(*t) <= SignedDuration::from_secs(d))
-    };
+    // The deadline limits late runs only, as the CronJob controller's `syncCronJob` does
+    // (kubernetes pkg/controller/cronjob/cronjob_controllerv2.go: `tooLate` is
+    // `scheduledTime + startingDeadlineSeconds` before now) and Argo's
+    // (argo-workflows workflow/cron/operator.go: `shouldOutstandingWorkflowsBeRun` checks it
+    // for missed executions only; on-time ones fire from its scheduler unchecked). On time is
+    // the scheduled second itself, where the aligned timer ticks milliseconds after the time:
+    // lateness counts in whole seconds past it, so `0` starts on-time runs and no late one.
+    let in_time = |t: &Timestamp| deadline.is_none_or(|d| seconds_late(*t, now) <= d);
     let start: Vec<Timestamp> = match (catch_up, resumed) {
         (CatchUp::None, _) => passed
             .iter()

@@ -27,7 +27,8 @@ pub struct Run {
 }
 
 impl Run {
-    fn is_active(&self) -> bool {
+    /// Not finished (not `Completed` or `Failed`).
+    pub fn is_active(&self) -> bool {
         !self.phase.is_some_and(Phase::is_terminal)
     }
 }
@@ -116,6 +117,26 @@ pub fn tick(cron: &CronWorkFlow, runs: &[Run], now: Timestamp) -> Tick {
     }
     tick.status = (status != old).then_some(status);
     tick
+}
+
+/// Whether a change of `run` is one `cron`'s status must follow at once rather than at the next
+/// scheduled time: an active run the status does not list (started by hand, or restarted), one
+/// that ended while listed, one that succeeded after `lastSuccessfulTime`, or one that ended
+/// with `runs` (all of them) beyond the history limits. A running run's progress is none of
+/// these, and costs a look at `status.active`; `runs` is read for an ended run only.
+pub fn follows_run(cron: &CronWorkFlow, run: &Run, runs: impl FnOnce() -> Vec<Run>) -> bool {
+    let status = cron.status.as_ref();
+    let listed = status.is_some_and(|s| s.active.iter().any(|r| r.name == run.name));
+    if run.is_active() {
+        // One asked to terminate is on its way out; the tick that asked left it unlisted.
+        return !listed && !run.terminating;
+    }
+    let last_success = status.and_then(|s| s.last_successful_time.as_ref());
+    let succeeded_since = run.phase == Some(Phase::Completed)
+        && run
+            .finished_at
+            .is_some_and(|at| last_success.is_none_or(|last| at > last.0));
+    listed || succeeded_since || !beyond_history(cron, &runs()).is_empty()
 }
 
 /// Where the times due count from: `status.lastScheduleTime`, or the creation; `now` after an

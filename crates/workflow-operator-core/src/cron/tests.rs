@@ -146,6 +146,44 @@ fn after_downtime_catch_up_and_the_deadline_decide(
     assert_eq!(after.last, Some(at("2026-05-01T10:05:00Z")));
 }
 
+/// `startingDeadlineSeconds` limits late runs only: a tick within the scheduled second is on
+/// time and starts its run whatever the deadline, 0 included; lateness counts in whole seconds
+/// past it, as the schedule does.
+#[rstest]
+#[case::on_time_deadline_zero(Some(0), "10:01:00.300", true)]
+#[case::late_deadline_zero(Some(0), "10:01:01.200", false)]
+#[case::within_the_deadline(Some(10), "10:01:10.900", true)]
+#[case::past_the_deadline(Some(10), "10:01:11", false)]
+#[case::no_deadline(None, "10:01:40", true)]
+fn the_deadline_applies_to_late_runs_only(
+    #[case] deadline: Option<i64>,
+    #[case] now: &str,
+    #[case] starts: bool,
+) {
+    for catch_up in [CatchUp::Latest, CatchUp::All] {
+        let tick = due(
+            &every_minute(),
+            at("2026-05-01T10:00:00Z"),
+            at(&format!("2026-05-01T{now}Z")),
+            deadline,
+            catch_up,
+            false,
+        );
+        let time = at("2026-05-01T10:01:00Z");
+        let (start, missed) = if starts {
+            (vec![time], vec![])
+        } else {
+            (vec![], vec![time])
+        };
+        assert_eq!(
+            (tick.start, tick.missed),
+            (start, missed),
+            "{catch_up:?} at {now}"
+        );
+        assert_eq!(tick.last, Some(time));
+    }
+}
+
 /// Two days down with a schedule every minute (2,880 times passed, more than are listed):
 /// `Latest` starts the time just passed, not the oldest listed, and `All` the newest ones.
 #[rstest]
@@ -212,7 +250,7 @@ fn run_names_are_the_cron_and_the_time_and_stay_labels() {
 mod ticks {
     use super::*;
     use crate::crd::{CronWorkFlow, CronWorkFlowStatus};
-    use crate::cron::plan::{Run, tick};
+    use crate::cron::plan::{Run, follows_run, tick};
     use crate::lifecycle::Phase;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -369,6 +407,73 @@ mod ticks {
         cron.spec.suspend = false;
         let (created, _) = ticks(cron, &[], &["2026-05-01T10:05:30Z", "2026-05-01T10:05:31Z"]);
         assert_eq!(created, [at("2026-05-01T10:05:00Z").as_second()]);
+    }
+
+    /// What a run's change wakes its cron for: a start or an end the status does not show yet,
+    /// a newer success, an end beyond the history limits; not a listed run's progress.
+    #[test]
+    fn a_run_starting_or_ending_unlike_the_status_says_is_followed_at_once() {
+        let (_, mut cron) = ticks(
+            cron("successfulRunsHistoryLimit: 1"),
+            &[],
+            &["2026-05-01T10:00:30Z", "2026-05-01T10:01:00.2Z"],
+        );
+        let unread = || -> Vec<Run> { panic!("the runs are read for an ended run only") };
+        let started = run("2026-05-01T10:01:00Z", Some(Phase::Started));
+        assert!(
+            !follows_run(&cron, &started, unread),
+            "a listed run's progress"
+        );
+        let by_hand = run("2026-05-01T10:01:30Z", None);
+        assert!(
+            follows_run(&cron, &by_hand, unread),
+            "an active run not listed"
+        );
+        let leaving = Run {
+            terminating: true,
+            ..by_hand.clone()
+        };
+        assert!(!follows_run(&cron, &leaving, unread), "asked to terminate");
+
+        let ended = Run {
+            phase: Some(Phase::Completed),
+            finished_at: Some(at("2026-05-01T10:01:04Z")),
+            ..started.clone()
+        };
+        assert!(follows_run(&cron, &ended, || vec![ended.clone()]));
+        // Suspended meanwhile: the tick it wakes shows the end all the same.
+        cron.spec.suspend = true;
+        let followed = tick(
+            &cron,
+            std::slice::from_ref(&ended),
+            at("2026-05-01T10:01:04.1Z"),
+        );
+        let status = followed.status.expect("a new status");
+        assert_eq!(status.active, []);
+        assert_eq!(
+            status.last_successful_time,
+            Some(Time(at("2026-05-01T10:01:04Z")))
+        );
+        cron.status = Some(status);
+        assert!(!follows_run(&cron, &ended, || vec![ended.clone()]), "shown");
+
+        let older = Run {
+            finished_at: Some(at("2026-05-01T10:00:50Z")),
+            ..run("2026-05-01T10:00:00Z", Some(Phase::Completed))
+        };
+        let both = || vec![older.clone(), ended.clone()];
+        assert!(follows_run(&cron, &older, both), "beyond the history limit");
+        let followed = tick(&cron, &both(), at("2026-05-01T10:01:05Z"));
+        assert_eq!(followed.delete, std::slice::from_ref(&older.name));
+        let failed = Run {
+            phase: Some(Phase::Failed),
+            ..older.clone()
+        };
+        let kept = || vec![failed.clone(), ended.clone()];
+        assert!(
+            !follows_run(&cron, &failed, kept),
+            "within the limits, shown"
+        );
     }
 
     #[test]
