@@ -242,7 +242,10 @@ fn refused(error: clap::Error) -> ExitCode {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     if error.kind() == ErrorKind::InvalidSubcommand
         && let Some(ContextValue::String(verb)) = error.get(ContextKind::InvalidSubcommand)
-        && let Some(command) = kubectl_command(verb, std::env::args())
+        && let Some(command) = kubectl_command(
+            verb,
+            std::env::args_os().map(|a| a.to_string_lossy().into_owned()),
+        )
     {
         eprintln!("error: workflow-operator has no {verb:?} command: use {command}");
         return ExitCode::from(2);
