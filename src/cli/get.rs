@@ -43,6 +43,10 @@ pub struct GetArgs {
 pub struct WatchArgs {
     /// The workflow's name.
     name: String,
+    /// When it finishes, exit 0 if it completed and 1 if it failed (as `wait`); without it,
+    /// watching ends with 0 either way.
+    #[arg(long)]
+    exit_code: bool,
     #[command(flatten)]
     cluster: super::client::ClusterArgs,
 }
@@ -67,7 +71,7 @@ pub async fn get(args: GetArgs) -> ExitCode {
 }
 
 pub async fn watch(args: WatchArgs) -> ExitCode {
-    super::report(async {
+    super::report_with(async {
         let (client, namespace) = args.cluster.connect().await?;
         let workflows: Api<WorkFlow> = Api::namespaced(client.clone(), &namespace);
         let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
@@ -101,10 +105,15 @@ pub async fn watch(args: WatchArgs) -> ExitCode {
                 }
             }
             if shown.finished() {
-                return Ok(());
+                let failed = args.exit_code && !super::wait::completed(&shown.workflow);
+                return Ok(if failed {
+                    ExitCode::FAILURE
+                } else {
+                    ExitCode::SUCCESS
+                });
             }
             tokio::select! {
-                change = changes.next() => if change.is_none() { return Ok(()) },
+                change = changes.next() => if change.is_none() { return Ok(ExitCode::SUCCESS) },
                 _ = tick.tick() => {}
             }
         }

@@ -1,6 +1,18 @@
 //! The command line: one clap subcommand per job, each in its own module. `main.rs` only calls
 //! [`main`].
 
+// `print!` and `println!` of every command below: these shadow std's in the modules declared
+// after them, so every write to standard output goes through [`write_stdout`].
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::cli::write_stdout(format_args!($($arg)*)) };
+}
+macro_rules! println {
+    () => { $crate::cli::write_stdout(format_args!("\n")) };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod artifacts;
 #[cfg(feature = "dev")]
 mod bench;
@@ -19,6 +31,7 @@ pub(crate) mod logs;
 mod run;
 mod submit;
 mod template;
+mod wait;
 
 use std::process::ExitCode;
 
@@ -43,6 +56,11 @@ pub struct Cli {
     /// line) for log collectors.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// `-n`, `--kubeconfig` and `--context`, taken before the subcommand too; each command
+    /// reads them from its own arguments, which clap fills from these (`run`, which has no
+    /// `--kubeconfig` or `--context` of its own, from here).
+    #[command(flatten)]
+    cluster: client::ClusterArgs,
 }
 
 /// The format of the log lines.
@@ -86,8 +104,15 @@ enum Command {
     /// Show a workflow and each of its steps in DAG order: phase, duration, attempts, exit code,
     /// message (like `argo get`; `-o json` for scripts).
     Get(get::GetArgs),
-    /// Show a workflow as `get` does, refreshed as it changes, until it finishes.
+    /// Show a workflow as `get` does, refreshed as it changes, until it finishes
+    /// (`--exit-code`: then exit 0 if it completed, 1 if it failed).
     Watch(get::WatchArgs),
+    /// Wait until each workflow finished, printing how each ended, as `argo wait`: exit 0 when
+    /// all completed, 1 when any failed, 124 when `--timeout` passed first.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator wait build test --timeout 10m\n  \
+        workflow-operator submit release.yaml && workflow-operator wait release")]
+    Wait(wait::WaitArgs),
     /// Print the logs of a workflow's steps in DAG order, each line prefixed with its step
     /// (`--step` for one, `-f` to follow).
     Logs(logs::LogsArgs),
@@ -169,11 +194,15 @@ enum Command {
 
 /// Parses the command line and runs the chosen command.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return refused(error),
+    };
     let filter = cli.log.as_deref().unwrap_or(match cli.command {
         #[cfg(feature = "dev")]
         Command::Dev(_) => "warn",
-        _ => DEFAULT_LOG,
+        Command::Run(_) => DEFAULT_LOG,
+        _ => CLIENT_LOG,
     });
     init_tracing(filter, cli.log_format);
     match cli.command {
@@ -183,6 +212,7 @@ pub fn main() -> ExitCode {
         Command::Lifecycle(args) => inspect::lifecycle(&args),
         Command::Get(args) => block_on(get::get(args)),
         Command::Watch(args) => block_on(get::watch(args)),
+        Command::Wait(args) => block_on(wait::wait(args)),
         Command::Logs(args) => block_on(logs::logs(args)),
         Command::Suspend(args) => block_on(control::control(control::Verb::Suspend, args)),
         Command::Resume(args) => block_on(control::control(control::Verb::Resume, args)),
@@ -197,12 +227,51 @@ pub fn main() -> ExitCode {
         Command::Locks(args) => block_on(locks::locks(args)),
         Command::Cache(args) => block_on(cache::cache(args)),
         Command::Artifacts(args) => block_on(artifacts::artifacts(args)),
-        Command::Run(args) => block_on(run::run(args)),
+        Command::Run(args) => block_on(run::run(args, cli.cluster)),
         #[cfg(feature = "dev")]
         Command::Dev(args) => block_on(dev::dev(args)),
         #[cfg(feature = "dev")]
         Command::Bench(args) => block_on(bench::bench(args)),
     }
+}
+
+/// A command line clap refused, said as clap says it; but a verb that is kubectl's (`list`,
+/// `delete`, `describe`, ...) names the kubectl command that does it, where clap would offer
+/// the nearest subcommand (`a similar subcommand exists: 'validate'`).
+fn refused(error: clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() == ErrorKind::InvalidSubcommand
+        && let Some(ContextValue::String(verb)) = error.get(ContextKind::InvalidSubcommand)
+        && let Some(command) = kubectl_command(
+            verb,
+            std::env::args_os().map(|a| a.to_string_lossy().into_owned()),
+        )
+    {
+        eprintln!("error: workflow-operator has no {verb:?} command: use {command}");
+        return ExitCode::from(2);
+    }
+    error.exit()
+}
+
+/// The kubectl command for `verb`, of the kind the command line is about (`cron delete x`:
+/// CronWorkFlows): `None` when kubectl has no such verb.
+fn kubectl_command(verb: &str, args: impl Iterator<Item = String>) -> Option<String> {
+    let args: Vec<String> = args.collect();
+    let kind = if args.iter().any(|a| a == "cron") {
+        "cwf"
+    } else if args.iter().any(|a| a == "template") {
+        "wftmpl"
+    } else {
+        "wf"
+    };
+    Some(match verb {
+        "list" | "ls" => format!("kubectl get {kind}"),
+        "delete" | "rm" => format!("kubectl delete {kind} NAME"),
+        "describe" => format!("kubectl describe {kind} NAME"),
+        "edit" => format!("kubectl edit {kind} NAME"),
+        "create" | "apply" => "kubectl create -f FILE, or workflow-operator submit FILE".into(),
+        _ => return None,
+    })
 }
 
 /// The workflow `name` in `namespace`, or an error saying it does not exist there.
@@ -240,15 +309,18 @@ async fn report(body: impl std::future::Future<Output = anyhow::Result<()>>) -> 
     report_with(async { body.await.map(|()| ExitCode::SUCCESS) }).await
 }
 
-/// Runs a command's body that chooses its exit code; an error is printed (with its causes)
-/// and exits 1.
+/// Runs a command's body that chooses its exit code; an error is printed (with its causes,
+/// or as one line when the API server could not be reached) and exits 1.
 async fn report_with(
     body: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
 ) -> ExitCode {
     match body.await {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            match client::unreachable(&error) {
+                Some(message) => eprintln!("error: {message}"),
+                None => eprintln!("error: {error:#}"),
+            }
             ExitCode::FAILURE
         }
     }
@@ -267,8 +339,31 @@ fn block_on(future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
     }
 }
 
-/// The log filter of every command but `dev`.
+/// The exit status of a command whose standard output was closed by its reader: what a shell
+/// shows for a program killed by SIGPIPE (128 + 13), as kubectl ends in `kubectl logs | head`.
+const CLOSED_PIPE_STATUS: i32 = 141;
+
+/// Writes to standard output. When its reader has gone (`logs x | head`), the command has
+/// nothing more to do: it ends quietly ([`CLOSED_PIPE_STATUS`]), where std's `println!` panics.
+pub(crate) fn write_stdout(text: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let Err(error) = std::io::stdout().lock().write_fmt(text) else {
+        return;
+    };
+    if error.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(CLOSED_PIPE_STATUS);
+    }
+    eprintln!("error: writing to standard output: {error}");
+    std::process::exit(1);
+}
+
+/// The log filter of `run`.
 const DEFAULT_LOG: &str = "warn,workflow_operator=info,kube_kopf=info";
+
+/// The log filter of the commands that make requests and end: without the client's own line
+/// for a request that failed, as the command says why it failed (once).
+const CLIENT_LOG: &str =
+    "warn,workflow_operator=info,kube_kopf=info,kube_client::client::builder=off";
 
 fn init_tracing(filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)

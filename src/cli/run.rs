@@ -19,9 +19,9 @@ use kube_kopf::Monitor;
 use workflow_operator_core::agent::AgentSource;
 use workflow_operator_core::crd::ArtifactRepository;
 
-/// Run the operator. Credentials come from `KUBECONFIG` / `~/.kube/config`, or from the pod's
-/// service account when running in a cluster. The WorkFlow CRD must be installed
-/// (`kubectl apply -f crd/workflow.yaml`).
+/// Run the operator. Credentials come from `--kubeconfig` (and `--context`), else `KUBECONFIG` /
+/// `~/.kube/config`, or from the pod's service account when running in a cluster. The WorkFlow
+/// CRD must be installed (`kubectl apply -f crd/workflow.yaml`).
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Watch only this namespace (default: all namespaces).
@@ -91,8 +91,8 @@ pub struct RunArgs {
 /// The User-Agent of the operator's API requests.
 pub const USER_AGENT: &str = concat!("workflow-operator/", env!("CARGO_PKG_VERSION"));
 
-pub async fn run(args: RunArgs) -> ExitCode {
-    match run_operator(args).await {
+pub async fn run(args: RunArgs, cluster: super::client::ClusterArgs) -> ExitCode {
+    match run_operator(args, cluster).await {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
@@ -121,10 +121,8 @@ async fn serve_web(
     Ok(mirror)
 }
 
-async fn run_operator(args: RunArgs) -> Result<ExitCode> {
-    let mut config = kube::Config::infer()
-        .await
-        .context("no Kubernetes configuration found; set KUBECONFIG or run in a cluster")?;
+async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Result<ExitCode> {
+    let mut config = cluster.config().await?;
     // Named requests show up as ours in audit logs (and in the devcluster's request counters).
     config.headers.push((
         ::http::header::USER_AGENT,

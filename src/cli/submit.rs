@@ -110,7 +110,7 @@ pub async fn submit(args: SubmitArgs) -> ExitCode {
         let created = api
             .create(&params, &workflow)
             .await
-            .context("creating the workflow")?;
+            .map_err(|e| create_error(e, &workflow))?;
         let name = created.name_any();
         if !args.wait {
             print(args.output, &created)?;
@@ -256,6 +256,18 @@ fn set_parameters(workflow: &mut WorkFlow, given: &[(String, String)]) -> Result
     Ok(())
 }
 
+/// Why the API server refused to create `workflow`: one that exists already is named with what
+/// to do, as a person reads it, not as the API's `Status` object.
+fn create_error(error: kube::Error, workflow: &WorkFlow) -> anyhow::Error {
+    match &error {
+        kube::Error::Api(status) if status.is_already_exists() => anyhow!(
+            "workflow {:?} already exists: delete it, or use --generate-name",
+            workflow_name(workflow)
+        ),
+        _ => anyhow::Error::new(error).context("creating the workflow"),
+    }
+}
+
 /// The workflow's name, or its `generateName` with `*` for what the server adds.
 fn workflow_name(workflow: &WorkFlow) -> String {
     match (&workflow.metadata.name, &workflow.metadata.generate_name) {
@@ -288,11 +300,7 @@ fn is_finished(workflow: Option<&WorkFlow>) -> bool {
 /// standard error): exit 0 if it completed, 1 otherwise.
 fn outcome(output: Option<Output>, workflow: &WorkFlow) -> Result<ExitCode> {
     let status = workflow.status.clone().unwrap_or_default();
-    let phase = status.workflow_status.map_or("Pending", |p| p.as_str());
-    let mut line = format!("workflow {} {phase}", workflow.name_any());
-    if let Some(message) = status.message.filter(|m| !m.is_empty()) {
-        line.push_str(&format!(": {message}"));
-    }
+    let line = super::wait::outcome_line(workflow);
     if output == Some(Output::Json) {
         print(output, workflow)?;
         eprintln!("{line}");

@@ -971,3 +971,74 @@ fn validate_refuses_a_repository_without_its_registry_or_bucket_naming_the_field
         );
     }
 }
+
+/// A verb kubectl has and the CLI leaves to it names the kubectl command, of the kind the
+/// command line is about; never clap's nearest subcommand.
+#[test]
+fn a_verb_of_kubectls_names_the_kubectl_command() {
+    for (args, expected) in [
+        (vec!["list"], "use kubectl get wf\n"),
+        (
+            vec!["-n", "ci", "delete", "build"],
+            "use kubectl delete wf NAME\n",
+        ),
+        (vec!["describe", "build"], "use kubectl describe wf NAME\n"),
+        (
+            vec!["cron", "delete", "nightly"],
+            "use kubectl delete cwf NAME\n",
+        ),
+    ] {
+        let output = run(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        let said = stderr(&output);
+        assert!(said.ends_with(expected), "{args:?}: {said}");
+        assert!(!said.contains("similar"), "{args:?}: {said}");
+    }
+}
+
+/// With no API server where the kubeconfig points, one line says so and what to check.
+#[test]
+fn no_api_server_is_said_once_with_what_to_check() {
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kubeconfig = manifest(&format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:{port}'}}\n\
+         users:\n- name: u\n  user: {{}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\n\
+         current-context: x\n"
+    ));
+    let path = kubeconfig.path().to_str().unwrap();
+    for args in [["get", "x"], ["wait", "x"]] {
+        let output = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+            .args(args)
+            .env("KUBECONFIG", path)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        assert_eq!(
+            stderr(&output),
+            format!(
+                "error: cannot reach the API server at http://127.0.0.1:{port}: connection refused \
+                 (is workflow-operator dev running? is KUBECONFIG set?)\n"
+            )
+        );
+    }
+}
+
+/// Output to a pipe its reader closed ends quietly, with the status a shell shows for a program
+/// killed by SIGPIPE (as kubectl's), not a panic.
+#[test]
+fn output_to_a_closed_pipe_ends_quietly_without_a_cluster() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .arg("crd")
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(141), "{output:?}");
+    assert_eq!(stderr(&output), "");
+}

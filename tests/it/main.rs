@@ -18,6 +18,7 @@ mod artifacts;
 mod bench_cli;
 mod cache;
 mod cli;
+mod cli_habits;
 mod cron;
 mod cron_cli;
 mod data_between_steps;

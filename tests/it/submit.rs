@@ -423,7 +423,7 @@ async fn every_cluster_command_takes_kubeconfig_context_and_namespace() {
     let out = run(nowhere, &["get", "simple", "--kubeconfig", &contexts]).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("reading workflow default/simple"),
+        text(&out.stderr).contains("cannot reach the API server at http://127.0.0.1:9: "),
         "{out:?}"
     );
     // --context alone reads KUBECONFIG.

@@ -420,11 +420,11 @@ impl Namespace {
         .await
     }
 
-    /// Runs `workflow-operator ARGS -n NAMESPACE` against the cluster, as a user would; it must
-    /// succeed. Its standard output.
-    pub async fn cli(&self, args: &[&str]) -> String {
+    /// `workflow-operator ARGS` against the cluster (its kubeconfig as `KUBECONFIG`), with no
+    /// namespace added: a test gives `-n` where it wants it.
+    pub fn cli_command(&self, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"));
-        command.args(args).args(["-n", &self.name]);
+        command.args(args).kill_on_drop(true);
         if let Some(dev) = self.cluster.dev() {
             command.env("KUBECONFIG", dev.kubeconfig_path());
         }
@@ -433,8 +433,15 @@ impl Namespace {
         if kubectl.exists() {
             command.env("KUBECTL", kubectl);
         }
-        let output = command
-            .kill_on_drop(true)
+        command
+    }
+
+    /// Runs `workflow-operator ARGS -n NAMESPACE` against the cluster, as a user would; it must
+    /// succeed. Its standard output.
+    pub async fn cli(&self, args: &[&str]) -> String {
+        let output = self
+            .cli_command(args)
+            .args(["-n", &self.name])
             .output()
             .await
             .expect("workflow-operator runs");
