@@ -1,5 +1,5 @@
-//! The WorkFlow handlers: what the operator does for each event of DESIGN section 3, on top of
-//! the [`kube_kopf`] framework. [`super::operator`] registers them.
+//! The WorkFlow handlers: what the operator does for each event (docs/architecture.md, "The
+//! handlers"), on top of the [`kube_kopf`] framework. [`super::operator`] registers them.
 //!
 //! Creation, spec updates, Job changes, resumes and timer ticks all end in one pass of
 //! [`reconcile`], a pipeline of stages, each a module:

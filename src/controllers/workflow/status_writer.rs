@@ -289,8 +289,7 @@ async fn drain(
 }
 
 /// JSON patch `add /status` replaces the whole status in one write: the lists are recomputed
-/// from the Jobs, never appended to, so concurrent completions cannot erase each other
-/// (DESIGN section 6).
+/// from the Jobs, never appended to, so concurrent completions cannot erase each other.
 async fn patch_status(
     api: &Api<WorkFlow>,
     name: &str,

@@ -3,7 +3,7 @@
 //!
 //! Every handler (create, job status, spec update, resume, timer) ends in [`plan`]: state is
 //! derived from the Jobs that exist, never from the status lists, so a lost, duplicate or late
-//! event cannot lose a completion or start a step twice (DESIGN sections 3 and 6). The handlers
+//! event cannot lose a completion or start a step twice. The handlers
 //! in `handlers.rs` turn the observed Jobs into [`ObservedJob`]s (`jobs::observe_job`), call
 //! [`plan`] (or [`plan_compiled`] with a cached [`Compiled`]), then execute the [`Action`]s, write
 //! the status when there is one, post one Event per [`LifecycleEvent`], and schedule a timer at
