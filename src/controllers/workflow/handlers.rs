@@ -13,7 +13,7 @@
 //! | locks | `locks`: the locks (`synchronization`) taken and given back; what waits is held back | Leases |
 //! | gate | `gate`: `--max-running-steps` holds back Job creates | none (waits for the queue's watch) |
 //! | apply | `apply`: create, stop and delete Jobs | yes |
-//! | record | `record`: the status write (`status_write` chooses how), Events, metrics, memory | yes |
+//! | record | `record`: the status write (`status_policy` chooses how), Events, metrics, memory | yes |
 //!
 //! State is read from the Jobs that exist, never from the status lists or memory alone
 //! (`memory` is a cache, checked before use). Job events come in batches
