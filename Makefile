@@ -30,12 +30,13 @@ test: tools ## run the whole test suite
 test-slow: tools ## the slow reliability tests: 20 operator kills during 50 workflows; a 5,000-step workflow
 	$(CARGO) test --test it -- --ignored --nocapture reliability_crash:: reliability_awkward_input::
 
-lint: lint-source clippy lint-docs ## rustfmt, clippy and rustdoc, warnings are errors; no module import circle, no function over 120 lines
+lint: lint-source clippy lint-docs ## rustfmt, clippy and rustdoc, warnings are errors; no module import circle, no function over 120 lines, no stale pointer
 
-lint-source: ## the checks that compile nothing: rustfmt, no module import circle, no function over 120 lines
+lint-source: ## the checks that compile nothing: rustfmt, no module import circle, no function over 120 lines, no stale pointer
 	$(CARGO) fmt --all -- --check
 	$(PYTHON) scripts/module-cycles.py --all --no-tests
 	$(PYTHON) scripts/long-functions.py
+	$(PYTHON) scripts/stale-pointers.py
 
 clippy: ## clippy on every target of the workspace, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

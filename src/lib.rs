@@ -1,6 +1,6 @@
 //! workflow-operator: runs DAG workflows of container steps on Kubernetes.
 //!
-//! Layers, each importing only the ones below it (see `DESIGN.md` section 4):
+//! Layers, each importing only the ones below it:
 //! - [`cli`]: the clap commands (`run`, `dev`, `crd`, `validate`, `graph`, `lifecycle`, `bench`).
 //! - [`controllers`]: the operator's controllers (today the workflow controller): what each
 //!   event does, as a pipeline of stages over the pure core.

@@ -1,9 +1,9 @@
-//! The end-to-end benchmark behind `workflow-operator bench` and `make bench` (DESIGN
-//! section 8): the embedded control plane in this process with simulated pods, the operator as a
-//! separate OS process, `W` workflows of `S` steps submitted at once, and one JSON [`Report`]
-//! with makespan, throughput, dispatch latency, API requests, the operator's CPU and memory, and
-//! the control plane's own ceiling. With an idle period it also measures the operator sitting on
-//! the finished workflows (target 4).
+//! The end-to-end benchmark behind `workflow-operator bench` and `make bench` (its figures are in
+//! docs/performance.md): the embedded control plane in this process with simulated pods, the
+//! operator as a separate OS process, `W` workflows of `S` steps submitted at once, and one JSON
+//! [`Report`] with makespan, throughput, dispatch latency, API requests, the operator's CPU and
+//! memory, and the control plane's own ceiling. With an idle period it also measures the operator
+//! sitting on the finished workflows (its memory should stay flat as they pile up).
 //!
 //! [`crate::cli`] parses the options and prints the report; the parts are
 //! [`shape`] (what is submitted), [`timeline`] (what happens when, from the store's change

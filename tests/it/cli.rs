@@ -482,7 +482,7 @@ fn dev_help_says_the_server_is_plain_http_on_loopback() {
     }
 }
 
-/// The issue's example with every kind of problem a template or parameter can have.
+/// A workflow with every kind of problem a template or parameter can have.
 const MANY_PROBLEMS: &str = r#"apiVersion: workflow.crd.com/v1
 kind: WorkFlow
 metadata: {name: many}

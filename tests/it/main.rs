@@ -1,6 +1,6 @@
-//! The operator's integration tests, one binary (each file of `tests/` was a binary of its own,
-//! each linking the whole control plane): a module per area. Run one area with a name filter,
-//! e.g. `cargo test --test it queueing::`.
+//! The operator's integration tests, one binary (so the control plane is linked once, not once per
+//! file): a module per area. Run one area with a name filter, e.g.
+//! `cargo test --test it queueing::`.
 //!
 //! The slow reliability tests are `#[ignore]`d here and run by `make test-slow`.
 

@@ -1,7 +1,7 @@
-//! Regression tests of the Kopf operator's bugs (DESIGN section 6), each
-//! named after the bug it pins, through the Kubernetes API.
+//! Regression tests of the Kopf operator's bugs (docs/api.md, "Compatibility with the Kopf
+//! operator", lists them), each named after the bug it pins, through the Kubernetes API.
 //!
-//! Run: `cargo test --test operator_bugs`.
+//! Run: `cargo test --test it operator_bugs::`.
 
 use crate::support;
 

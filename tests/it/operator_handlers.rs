@@ -1,9 +1,10 @@
-//! The operator's handlers through the Kubernetes API, one test (or table) per event of DESIGN
-//! section 3, plus the seed's manifests accepted unchanged. Each test
-//! gets a fresh namespace and its own operator (see `support`); waits watch with a deadline.
+//! The operator's handlers through the Kubernetes API, one test (or table) per event of the
+//! handlers' table in docs/architecture.md, plus the Kopf operator's manifests accepted unchanged.
+//! Each test gets a fresh namespace and its own operator (see `support`); waits watch with a
+//! deadline.
 //!
-//! Run: `cargo test --test operator_handlers`; on a real cluster with the operator installed:
-//! `WORKFLOW_TEST_CLUSTER=kube cargo test --test operator_handlers`.
+//! Run: `cargo test --test it operator_handlers::`; on a real cluster with the operator
+//! installed: `WORKFLOW_TEST_CLUSTER=kube cargo test --test it operator_handlers::`.
 
 use crate::support;
 

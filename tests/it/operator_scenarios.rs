@@ -1,11 +1,11 @@
 //! Scenario tests: what a user sees, end to end, through the Kubernetes API. Other
-//! scenarios of the issue live with the handler they exercise (`operator_handlers.rs`):
+//! scenarios live with the handler they exercise (`operator_handlers.rs`):
 //! `deleting_a_workflow_deletes_its_jobs_and_pods`,
 //! `job_failure_fails_the_workflow_naming_the_step_and_reason`,
 //! `relabelling_copies_the_labels_to_the_jobs_but_never_over_the_operators` and
 //! `spec_update_of_what_runs_deletes_old_jobs_and_pods_and_runs_from_the_roots`.
 //!
-//! Run: `cargo test --test operator_scenarios`.
+//! Run: `cargo test --test it operator_scenarios::`.
 
 use crate::support;
 

@@ -49,7 +49,7 @@ fn queued_by_the_limit(workflow: &WorkFlow) -> usize {
         .count()
 }
 
-/// Acceptance 1: 20 workflows of 5 parallel steps under `--max-running-steps 4`. A watch of
+/// 20 workflows of 5 parallel steps under `--max-running-steps 4`. A watch of
 /// the Jobs never sees more than 4 running, through two SIGKILLs of the operator (one while 4
 /// steps hold every slot: the restarted operator must count them from the Jobs); the workflow
 /// of higher priority submitted last starts before every earlier one still waiting; all
@@ -170,7 +170,7 @@ fn suspended(job: &Job) -> bool {
     job.spec.as_ref().and_then(|s| s.suspend) == Some(true)
 }
 
-/// Acceptance 2, admission and preemption: with `queueName` (and `priorityClassName`) every
+/// Kueue's admission and preemption: with `queueName` (and `priorityClassName`) every
 /// Job is created suspended with Kueue's labels, and its step is `Queued` until Kueue admits
 /// it; admitted, it runs; preempted (suspended again), it is `Queued` again with no attempt
 /// counted (its pod removed, not failed), and completes once admitted again.
@@ -268,7 +268,7 @@ async fn kueue_admits_preempts_and_readmits_a_step(#[future(awt)] operator: Oper
     );
 }
 
-/// Acceptance 2, time: a step waiting for Kueue longer than its own timeout is not timed out
+/// Kueue and time: a step waiting for Kueue longer than its own timeout is not timed out
 /// (its timeout counts from admission), and `queueTimeout` fails a step that waits too long,
 /// saying so.
 #[rstest]

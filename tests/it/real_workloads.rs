@@ -9,7 +9,7 @@ use crate::support;
 
 use support::session::{Session, row};
 
-/// Acceptance 1: `examples/secrets-and-volumes.yaml` (a Secret through `valueFrom`, a ConfigMap
+/// `examples/secrets-and-volumes.yaml` (a Secret through `valueFrom`, a ConfigMap
 /// through `envFrom` and mounted as a volume, under `serviceAccountName`) completes, and its log
 /// shows the values read.
 #[tokio::test]
@@ -75,7 +75,7 @@ async fn fails_naming_the_cause(session: &Session, manifest: &str, name: &str, c
     assert_eq!(row(&text, "only")[1], "Failed", "{text}");
 }
 
-/// Acceptance 2, a missing service account: the API server refuses the step's pod, so no pod
+/// A missing service account: the API server refuses the step's pod, so no pod
 /// exists; the cause comes from the Job controller's `FailedCreate` Event.
 #[tokio::test]
 async fn a_step_under_a_missing_service_account_fails_naming_it() {
@@ -121,7 +121,7 @@ spec:
     session.stop().await;
 }
 
-/// Acceptance 2, a pod that never starts: its claim does not exist, so it is never scheduled;
+/// A pod that never starts: its claim does not exist, so it is never scheduled;
 /// the cause is the scheduler's.
 #[tokio::test]
 async fn a_step_whose_pod_is_never_scheduled_fails_naming_why() {
@@ -183,7 +183,7 @@ spec:
     session.stop().await;
 }
 
-/// Acceptance 2, a command not found: the container cannot start (`StartError`, exit code 128,
+/// A command not found: the container cannot start (`StartError`, exit code 128,
 /// as containerd reports an `exec` that fails), so the step fails at once with that cause, and
 /// `kubectl wait`, `kubectl get` and `workflow-operator get` say so.
 #[tokio::test]

@@ -1,8 +1,8 @@
 //! Awkward but valid input runs correctly: upper-case, `_` and 63-character step
 //! names, a 200-character workflow name, a dependency listed twice, unicode in env values, and
-//! (slow, `cargo test --test reliability_awkward_input -- --ignored`) a 5,000-step workflow.
+//! (slow, `cargo test --test it reliability_awkward_input:: -- --ignored`) a 5,000-step workflow.
 //!
-//! Run: `cargo test --test reliability_awkward_input -- --nocapture`.
+//! Run: `cargo test --test it reliability_awkward_input:: -- --nocapture`.
 
 use crate::support;
 

@@ -3,7 +3,7 @@
 //! running beside them completes; the operator (a separate process) never restarts or panics;
 //! an object over the real server's size limit is refused as a real server refuses it.
 //!
-//! Run: `cargo test --test reliability_bad_input -- --nocapture` (prints each case's answer).
+//! Run: `cargo test --test it reliability_bad_input:: -- --nocapture` (prints each case's answer).
 
 use crate::support;
 

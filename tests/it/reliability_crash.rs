@@ -3,7 +3,7 @@
 //! Afterwards every workflow is in its correct terminal state and no step ran twice (at most one
 //! Job per step per run, one pod per Job), from a watch the test keeps of every Job and pod.
 //!
-//! Slow (about a minute): `cargo test --test reliability_crash -- --ignored --nocapture`
+//! Slow (about a minute): `cargo test --test it reliability_crash:: -- --ignored --nocapture`
 //! (`make test-slow`). Prints the kills and the Jobs checked. Needs the embedded control plane
 //! (it kills the operator's process); skipped on a real cluster.
 

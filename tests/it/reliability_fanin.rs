@@ -1,7 +1,7 @@
 //! Reliability under a fan-in: 100 steps that finish at the same moment before a join.
 //! Every completion is recorded (none erased by another's status write) and the join runs once.
 //!
-//! Run: `cargo test --test reliability_fanin -- --nocapture` (prints its figures).
+//! Run: `cargo test --test it reliability_fanin:: -- --nocapture` (prints its figures).
 
 use crate::support;
 

@@ -4,7 +4,7 @@
 //! with no step run twice. Needs the embedded control plane (fault injection); skipped on a
 //! real cluster.
 //!
-//! Run: `cargo test --test reliability_faults -- --nocapture` (prints the faults injected).
+//! Run: `cargo test --test it reliability_faults:: -- --nocapture` (prints the faults injected).
 
 use crate::support;
 

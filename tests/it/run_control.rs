@@ -2,7 +2,7 @@
 //! and resume, stop, terminate, retry and exit steps. Steps that must still be running when a
 //! verb lands wait for a [`Gate`] the test opens, so no test depends on how long a step takes.
 //!
-//! Run: `cargo test --test run_control`. Gates are files the steps' local processes read, so
+//! Run: `cargo test --test it run_control::`. Gates are files the steps' local processes read, so
 //! these tests skip themselves on a real cluster.
 
 use crate::support;

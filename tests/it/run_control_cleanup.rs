@@ -5,7 +5,7 @@
 //! exactly the pods it should while the workflow, its Jobs and its status stay. Bad values are
 //! refused by the API server.
 //!
-//! Run: `cargo test --test run_control_cleanup`.
+//! Run: `cargo test --test it run_control_cleanup::`.
 
 use crate::support;
 

@@ -458,7 +458,8 @@ async fn every_cluster_command_takes_kubeconfig_context_and_namespace() {
     session.stop().await;
 }
 
-/// The issue's example: a container template, a `dag` template called twice, parameters.
+/// A release workflow using every part of templates: a container template, a `dag` template
+/// called twice, parameters.
 const RELEASE: &str = r#"apiVersion: workflow.crd.com/v1
 kind: WorkFlow
 metadata: {name: release}

@@ -10,7 +10,7 @@
 //!   escaping of names and logs, and the server-sent events of a change.
 //! - `dev` prints the view's URL next to the kubeconfig line (what `make demo` shows).
 //!
-//! Run: `cargo test --test web_view`.
+//! Run: `cargo test --test it web_view::`.
 
 use crate::support;
 

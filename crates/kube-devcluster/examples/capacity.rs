@@ -1,7 +1,6 @@
-//! Capacity of the embedded control plane (issue 2, acceptance 5): stores N objects over HTTP,
-//! holds M open watches that receive every change, and measures request throughput (creates/s
-//! and patches/s with C concurrent clients) and memory (RSS from /proc/self/status). Prints one
-//! JSON object.
+//! Capacity of the embedded control plane: stores N objects over HTTP, holds M open watches that
+//! receive every change, and measures request throughput (creates/s and patches/s with C
+//! concurrent clients) and memory (RSS from /proc/self/status). Prints one JSON object.
 //!
 //! ```sh
 //! cargo run --release -p kube-devcluster --example capacity -- --objects 10000 --watches 1000

@@ -1,8 +1,8 @@
 //! The embedded Kubernetes control plane: an API server, a job controller, a scheduler placing
 //! pods on its one Node, a kubelet that runs each pod's command as a local process, and a
 //! garbage collector, all in one process. It knows nothing of workflows: it serves whatever CRDs
-//! are installed. `make demo`, the integration tests and the benchmarks run on it (DESIGN
-//! section 5).
+//! are installed. `make demo`, the integration tests and the benchmarks run on it
+//! (docs/architecture.md, "kube-devcluster: the embedded control plane").
 //!
 //! ```no_run
 //! # async fn example() -> anyhow::Result<()> {

@@ -1,4 +1,4 @@
-//! The workflow lifecycle as one explicit transition table (DESIGN section 2).
+//! The workflow lifecycle as one explicit transition table.
 //!
 //! `Created -> Started -> Completed | Failed`, `Created -> Failed` for an invalid spec,
 //! `any -> Created` when what runs changes, and the moves of run control: `Suspended` and back

@@ -295,9 +295,9 @@ async fn create_job(
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => {
             // A slot of `--max-running-steps` taken for a Job not created is free again.
-            if let Some(admission) = &shared.admission {
+            if let Some(queue) = &shared.step_queue {
                 let namespace = workflow.namespace().unwrap_or_default();
-                admission.release(&(namespace, job_name.clone()));
+                queue.release(&(namespace, job_name.clone()));
             }
             match e {
                 kube::Error::Api(e) if e.code == 422 => {

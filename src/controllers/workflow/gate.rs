@@ -1,5 +1,5 @@
 //! Gating: under `--max-running-steps`, the built-in queue
-//! ([`Admission`](super::admission::Admission)) decides which of the Jobs a plan would create
+//! ([`StepQueue`](super::step_queue::StepQueue)) decides which of the Jobs a plan would create
 //! may be created now. When it holds some back, the pass plans again with the queue's answer
 //! as the planner's input ([`plan::Gate`]): the held steps are `Queued` in the status, and the
 //! plan is never edited after it was made. Workflows left to Kueue (`spec.queueName`) and
@@ -10,8 +10,8 @@ use kube::ResourceExt;
 use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::plan::{self, Plan};
 
-use super::admission::{self, Admission};
 use super::shared::Shared;
+use super::step_queue::{self, StepQueue};
 
 /// What the queue admits of the Jobs `plan` creates, as a gate to plan again with; `None`
 /// when it admits them all (or does not govern the workflow).
@@ -21,12 +21,12 @@ pub(super) async fn admit(
     uid: &str,
     plan: &Plan,
 ) -> Option<plan::Gate> {
-    let queue = shared.admission.as_ref()?;
-    if !Admission::governs(workflow) {
+    let queue = shared.step_queue.as_ref()?;
+    if !StepQueue::governs(workflow) {
         return None;
     }
     let namespace = workflow.namespace().unwrap_or_default();
-    let wanted = admission::creates(plan, &namespace);
+    let wanted = step_queue::creates(plan, &namespace);
     let admitted = queue.admit(workflow, uid, &wanted).await;
     if admitted.held == 0 {
         return None;
@@ -44,11 +44,11 @@ pub(super) fn release_unplanned(
     gate: &plan::Gate,
     plan: &Plan,
 ) {
-    let (Some(queue), Some(admitted)) = (shared.admission.as_ref(), gate.admitted.as_ref()) else {
+    let (Some(queue), Some(admitted)) = (shared.step_queue.as_ref(), gate.admitted.as_ref()) else {
         return;
     };
     let namespace = workflow.namespace().unwrap_or_default();
-    let planned = admission::creates(plan, &namespace);
+    let planned = step_queue::creates(plan, &namespace);
     for name in admitted {
         let key = (namespace.clone(), name.clone());
         if !planned.contains(&key) {

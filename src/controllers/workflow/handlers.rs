@@ -1,5 +1,5 @@
-//! The WorkFlow handlers: what the operator does for each event of DESIGN section 3, on top of
-//! the [`kube_kopf`] framework. [`super::operator`] registers them.
+//! The WorkFlow handlers: what the operator does for each event (docs/architecture.md, "The
+//! handlers"), on top of the [`kube_kopf`] framework. [`super::operator`] registers them.
 //!
 //! Creation, spec updates, Job changes, resumes and timer ticks all end in one pass of
 //! [`reconcile`], a pipeline of stages, each a module:
@@ -13,7 +13,7 @@
 //! | locks | `locks`: the locks (`synchronization`) taken and given back; what waits is held back | Leases |
 //! | gate | `gate`: `--max-running-steps` holds back Job creates | none (waits for the queue's watch) |
 //! | apply | `apply`: create, stop and delete Jobs | yes |
-//! | record | `record`: the status write (`status_write` chooses how), Events, metrics, memory | yes |
+//! | record | `record`: the status write (`status_policy` chooses how), Events, metrics, memory | yes |
 //!
 //! State is read from the Jobs that exist, never from the status lists or memory alone
 //! (`memory` is a cache, checked before use). Job events come in batches

@@ -36,7 +36,7 @@ use workflow_operator_core::locks::{
 use workflow_operator_core::names;
 use workflow_operator_core::plan::{self, Action, Compiled, JobState, ObservedJob, Plan};
 
-use super::admission::{RESERVATION_TTL, Rank};
+use super::step_queue::{RESERVATION_TTL, Rank};
 use crate::controllers::{FIELD_MANAGER, temporary};
 
 /// Annotation of a lock's Lease: its slot.

@@ -5,19 +5,19 @@
 //! - [`handlers`]: what each event does; every reconcile is one pass of the stages below.
 //! - The pass, stage by stage: `resolve` (templates) and `repository` (the artifact
 //!   repository), `observe`, `decide`, `gate`, `apply`, `record` (with
-//!   `status_write`, the choice of how the status is written, and `step_events`); what is
+//!   `status_policy`, the choice of how the status is written, and `step_events`); what is
 //!   remembered between passes is `memory`.
 //! - `shared`: what the handlers share, below every stage.
 //! - [`status_writer`]: statuses written in order, some behind the passes.
-//! - [`admission`]: the built-in queue (`--max-running-steps`), fed by a watch of the step Jobs.
+//! - [`step_queue`]: the built-in step queue (`--max-running-steps`), fed by a watch of the step
+//!   Jobs.
 //! - [`locks`]: locks between workflows (`synchronization`), held in Leases, fed by a watch of them.
-//! - [`kueue_queue`]: the Kueue path's queue metrics, from a watch of the Jobs Kueue queues.
+//! - [`kueue_metrics`]: the Kueue path's queue metrics, from a watch of the Jobs Kueue queues.
 //! - [`failure_cause`]: reading a failed or unstarted step's pods and Events.
 //! - [`step_outputs`]: reading a step's outputs from its pod.
 //! - [`cleanup`]: the clean-up of finished work (TTL, `podCleanup`).
 //! - [`metrics`]: the operator's workflow metrics.
 
-pub mod admission;
 mod apply;
 mod artifact_gc;
 mod cache;
@@ -26,7 +26,7 @@ mod decide;
 pub mod failure_cause;
 mod gate;
 pub mod handlers;
-pub mod kueue_queue;
+pub mod kueue_metrics;
 pub mod locks;
 mod memory;
 pub mod metrics;
@@ -37,7 +37,8 @@ mod repository;
 mod resolve;
 mod shared;
 mod spec_change;
-mod status_write;
+mod status_policy;
 pub mod status_writer;
 mod step_events;
 pub mod step_outputs;
+pub mod step_queue;

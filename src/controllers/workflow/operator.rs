@@ -12,12 +12,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Client, CustomResourceExt};
 
-use super::admission::{Admission, WAKE_CHECK};
 use super::cleanup;
 use super::handlers;
-use super::kueue_queue::KueueQueues;
+use super::kueue_metrics::KueueQueueMetrics;
 use super::locks::LockBook;
 use super::shared::{FIELD_MANAGER, OPERATOR_NAME, Shared};
+use super::step_queue::{StepQueue, WAKE_CHECK};
 use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
 use workflow_operator_core::agent::AgentSource;
@@ -141,16 +141,17 @@ pub async fn run_monitored(
     monitor: Monitor,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    let admission = options
+    let step_queue = options
         .max_running_steps
-        .map(|limit| Admission::new(limit, options.metrics.clone()));
+        .map(|limit| StepQueue::new(limit, options.metrics.clone()));
     // Kueue's queues, for the metrics only (the operator leaves admission to Kueue).
     let _kueue_watch = options.metrics.clone().map(|metrics| {
-        let watch = KueueQueues::new(metrics).watch(client.clone(), options.namespace.clone());
+        let watch =
+            KueueQueueMetrics::new(metrics).watch(client.clone(), options.namespace.clone());
         AbortOnDrop(tokio::spawn(watch))
     });
     let mut shared = Shared::new(options.step_events, options.metrics);
-    shared.admission = admission.clone();
+    shared.step_queue = step_queue.clone();
     shared.agent = options.agent.clone();
     shared.artifact_repository = options.artifact_repository.clone();
     let locks = LockBook::new();
@@ -163,8 +164,8 @@ pub async fn run_monitored(
             .watch(client.clone(), options.namespace.clone()),
     ));
     // The gate counts the Jobs that exist from a watch of its own; it stops with the operator.
-    let _gate_watch = admission.as_ref().map(|admission| {
-        let watch = admission
+    let _gate_watch = step_queue.as_ref().map(|queue| {
+        let watch = queue
             .clone()
             .watch(client.clone(), options.namespace.clone());
         AbortOnDrop(tokio::spawn(watch))
@@ -211,11 +212,11 @@ pub async fn run_monitored(
                 // Workflows waiting for a lock that was given back are planned again now.
                 .timer("locks", WAKE_CHECK, reconcile(shared.clone()))
                 .when(move |wf| locks.take_wake(wf));
-            match admission {
+            match step_queue {
                 // Workflows the gate woke, as room freed for them, are planned again now.
-                Some(admission) => r
+                Some(queue) => r
                     .timer("admitted", WAKE_CHECK, reconcile(shared.clone()))
-                    .when(move |wf| admission.take_wake(wf)),
+                    .when(move |wf| queue.take_wake(wf)),
                 None => r,
             }
         })

@@ -1,4 +1,4 @@
-//! Recording: the status a pass planned, written as [`status_write::choose`] says (client);
+//! Recording: the status a pass planned, written as [`status_policy::choose`] says (client);
 //! the steps it reports counted in the metrics and announced in one Event; one Event per
 //! lifecycle transition; and what the controller remembers for the next pass.
 
@@ -16,7 +16,7 @@ use super::memory::CachedRun;
 use super::observe::Observed;
 use super::shared::{Shared, temporary};
 use super::spec_change;
-use super::status_write::{self, Pass, STATUS_MIN_INTERVAL, StatusWrite};
+use super::status_policy::{self, Pass, STATUS_MIN_INTERVAL, StatusWrite};
 use super::step_events::{self, StepChanges};
 
 /// The status of one pass on its way to being recorded.
@@ -56,7 +56,7 @@ pub(super) fn prepare(shared: &Shared, seen: &Observed, decision: &mut Decision)
         (status, counted, before.and_then(|s| s.workflow_status))
     });
     let phase = status.as_ref().and_then(|s| s.workflow_status);
-    let write = status_write::choose(Pass {
+    let write = status_policy::choose(Pass {
         has_status: status.is_some(),
         terminal: phase.is_some_and(Phase::is_terminal),
         phase_changed: phase != phase_before,

@@ -29,7 +29,7 @@ pub struct Shared {
     /// What is remembered of each workflow between passes.
     pub(super) memory: Memory,
     /// The built-in queue (`--max-running-steps`), when the operator has one.
-    pub admission: Option<Arc<super::admission::Admission>>,
+    pub step_queue: Option<Arc<super::step_queue::StepQueue>>,
     /// The cache entries this process wrote (`cache`).
     pub(super) cache_written: super::cache::Written,
     /// The locks between workflows (`synchronization`).
@@ -64,8 +64,8 @@ impl Shared {
     pub(super) fn finished(&self, uid: &str) {
         self.memory.finished(uid);
         self.status.forget(uid);
-        if let Some(admission) = &self.admission {
-            admission.forget(uid);
+        if let Some(queue) = &self.step_queue {
+            queue.forget(uid);
         }
     }
 
@@ -76,8 +76,8 @@ impl Shared {
         self.memory.forget(&uid);
         self.status.forget(&uid);
         self.status.forget_written(&uid);
-        if let Some(admission) = &self.admission {
-            admission.forget(&uid);
+        if let Some(queue) = &self.step_queue {
+            queue.forget(&uid);
         }
         if let Some(locks) = &self.locks {
             locks.forget(&uid);

@@ -1,11 +1,12 @@
-//! Writes of workflow statuses, in order, some of them without the handler waiting.
+//! Writes of workflow statuses, in order, some of them without the handler waiting: this module
+//! writes; `status_policy` chooses, for each pass, which way.
 //!
 //! A status write costs the API server the whole object: for a 10,000-step workflow 765 KB,
-//! 90 to 200 ms on the build machine. The workflow's next pass (its next Job creates) waited
-//! for each one, so every status write held up about a hundred dispatches by 100 ms or more.
-//! While a workflow runs, a status that only adds progress is now written *behind*: handed to a
-//! task that writes it while the next passes go on. Everything else (a phase change, a plan in
-//! full, a terminal outcome) is written at once, and the handler waits.
+//! 90 to 200 ms on the build machine. A pass that waited for each one would hold up its next Job
+//! creates (about a hundred dispatches) by 100 ms or more. So while a workflow runs, a status
+//! that only adds progress is written *behind*: handed to a task that writes it while the next
+//! passes go on. Everything else (a phase change, a plan in full, a terminal outcome) is written
+//! at once, and the handler waits.
 //!
 //! Writes of one workflow never overlap and never go back: each holds the workflow's write
 //! lock, the task always writes the newest status handed to it (older ones it skips), and a
@@ -289,8 +290,7 @@ async fn drain(
 }
 
 /// JSON patch `add /status` replaces the whole status in one write: the lists are recomputed
-/// from the Jobs, never appended to, so concurrent completions cannot erase each other
-/// (DESIGN section 6).
+/// from the Jobs, never appended to, so concurrent completions cannot erase each other.
 async fn patch_status(
     api: &Api<WorkFlow>,
     name: &str,

@@ -1,5 +1,5 @@
 //! Conformance of the embedded API server with the real one, through kube-rs and raw HTTP, at
-//! each point where a naive in-memory map would let an operator bug through (DESIGN section 5):
+//! each point where a naive in-memory map would let an operator bug through:
 //! optimistic concurrency, 410 Gone, generation, status isolation, schema defaulting and
 //! validation, finalizers, name and label validation, selectors, pagination, watch bookmarks,
 //! timeouts and selector transitions, the four patch types, immutable Job templates,

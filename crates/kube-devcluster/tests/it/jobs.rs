@@ -1,7 +1,7 @@
 //! The embedded control plane's controllers, through the Kubernetes API (kube-rs): the job
-//! controller, the kubelet that runs pods as local processes, and the garbage collector
-//! (issue 2, acceptance 4). Each test gets a fresh control plane and namespace; waits are watches
-//! or short polls with a deadline, never fixed sleeps. Process checks read `/proc`.
+//! controller, the kubelet that runs pods as local processes, and the garbage collector.
+//! Each test gets a fresh control plane and namespace; waits are watches or short polls with a
+//! deadline, never fixed sleeps. Process checks read `/proc`.
 
 use std::collections::BTreeMap;
 use std::path::Path;

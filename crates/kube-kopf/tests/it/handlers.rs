@@ -1,5 +1,5 @@
 //! The handler framework on the embedded control plane: serialization per object, retries,
-//! permanent errors, finalizers (issue 3, acceptance 2).
+//! permanent errors, finalizers.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,5 @@
 //! The handler framework across operator restarts: resume, crash between a handler and the
-//! store of its progress, and objects over the 256 KiB annotation limit (issue 3, acceptance
-//! 2 and 3).
+//! store of its progress, and objects over the 256 KiB annotation limit.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The handler framework with many objects at once (issue 3, acceptance 4).
+//! The handler framework with many objects at once.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,9 +1,9 @@
 //! The `WorkFlow` custom resource (`workflow.crd.com/v1`): spec, status and the generated CRD.
 //!
-//! The spec accepts every manifest of the Kopf operator (`seeds/004_…`) unchanged; the fields
-//! added since are optional and absent means the seed's behaviour. The CRD YAML in `crd/` is
+//! The spec accepts every manifest of the Kopf operator this one replaces unchanged; the fields
+//! added since are optional and absent means that operator's behaviour. The CRD YAML in `crd/` is
 //! rendered by [`crd_yaml`] (the `crd` CLI command), never written by hand. Used by every other
-//! part of `workflow/`.
+//! part of the crate.
 
 use std::collections::BTreeMap;
 
@@ -47,7 +47,7 @@ pub use templates::{
     WorkFlowTemplateSpec, WorkflowTemplateRef,
 };
 
-/// The seed's default for `maxStepTimeout`, in seconds.
+/// The Kopf operator's default for `maxStepTimeout`, in seconds.
 pub const DEFAULT_MAX_STEP_TIMEOUT: i64 = 60;
 
 /// A timeout value meaning "no limit".
@@ -210,10 +210,9 @@ pub struct WorkFlowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Box<Workspace>>,
 
-    /// How many times the whole DAG runs (the state-machine seed's `completed`): each run's
-    /// steps are Jobs of their own, with the run's index (from 0) in `$WORKFLOW_RUN_INDEX`;
-    /// at most `parallelism` steps run at once across all runs, and the workflow completes
-    /// when every run did. Default 1.
+    /// How many times the whole DAG runs: each run's steps are Jobs of their own, with the
+    /// run's index (from 0) in `$WORKFLOW_RUN_INDEX`; at most `parallelism` steps run at once
+    /// across all runs, and the workflow completes when every run did. Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10000))]
     pub runs: Option<i32>,

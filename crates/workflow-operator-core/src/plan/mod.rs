@@ -1,13 +1,17 @@
 //! The planner: the pure decision function of the operator, `(workflow, observed Jobs, now) ->
 //! actions + status + lifecycle events`. No client, no clock, no I/O.
 //!
-//! Every handler (create, job status, spec update, resume, timer) ends in [`plan`]: state is
-//! derived from the Jobs that exist, never from the status lists, so a lost, duplicate or late
-//! event cannot lose a completion or start a step twice (DESIGN sections 3 and 6). The handlers
-//! in `handlers.rs` turn the observed Jobs into [`ObservedJob`]s (`jobs::observe_job`), call
-//! [`plan`] (or [`plan_compiled`] with a cached [`Compiled`]), then execute the [`Action`]s, write
-//! the status when there is one, post one Event per [`LifecycleEvent`], and schedule a timer at
-//! [`Plan::next_timeout_at`].
+//! Every pass of the operator's workflow controller (a create, a Job's change, a spec update, a
+//! resume, a timer) plans here or in [`crate::incremental`], which follows the same rules: state
+//! is derived from the Jobs that exist, never from the status lists, so a lost, duplicate or late
+//! event cannot lose a completion or start a step twice. In the controller
+//! (`src/controllers/workflow/` of the root crate, where `handlers.rs` runs a pass stage by
+//! stage), `memory.rs` prepares the spec once per generation ([`prepare_spec`], a cached
+//! [`Compiled`]); `decide.rs` turns the mirror's Jobs into [`ObservedJob`]s (`jobs::observe_job`)
+//! and plans incrementally while the kept run state holds, else in full ([`plan_compiled`];
+//! [`plan_gated`] behind a [`Gate`], for steps the step queue or a lock holds back or the cache
+//! answers); `apply.rs` carries out the [`Action`]s; `record.rs` writes the status when there is
+//! one and posts one Event per [`LifecycleEvent`].
 //!
 //! # Cost
 //! One call is O(steps + dependencies + jobs): it rebuilds the step states from the Jobs and

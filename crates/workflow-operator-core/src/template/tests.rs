@@ -49,7 +49,8 @@ fn names_and_deps(spec: &WorkFlowSpec) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// The issue's example: parameters, a container template and a `dag` template called twice.
+/// A release workflow using every part of templates: parameters, a container template and a
+/// `dag` template called twice.
 const RELEASE: &str = r#"
 arguments:
   parameters:

@@ -1,13 +1,13 @@
 //! The queue metrics of the Kueue path: `queued_steps{queue}` and
-//! `queue_wait{queue}` for workflows with `spec.queueName`, as [`super::admission`] reports them
+//! `queue_wait{queue}` for workflows with `spec.queueName`, as [`super::step_queue`] reports them
 //! for the built-in queue (`queue="builtin"`).
 //!
 //! Kueue admits a Job by unsuspending it and preempts it by suspending it again
 //! (<https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>,
 //! <https://kueue.sigs.k8s.io/docs/concepts/preemption/>), so a step Job labelled
 //! `kueue.x-k8s.io/queue-name` is queued while it is suspended and not finished. The counts come
-//! from a watch of those Jobs ([`KueueQueues::watch`]; a relisting replaces them, so they hold
-//! across restarts). A step's wait is observed when the watch sees its Job go from queued to
+//! from a watch of those Jobs ([`KueueQueueMetrics::watch`]; a relisting replaces them, so they
+//! hold across restarts). A step's wait is observed when the watch sees its Job go from queued to
 //! admitted: from the moment it was queued (the Job's creation, or its `Suspended` condition
 //! turning true on a preemption) to that event; a wait that began before this process saw the
 //! Job queued is not observed (a histogram counts what its own process saw).
@@ -36,7 +36,7 @@ struct Seen {
 }
 
 /// The Kueue step Jobs by namespace and name, and the metrics they feed.
-pub struct KueueQueues {
+pub struct KueueQueueMetrics {
     metrics: Metrics,
     state: Mutex<State>,
 }
@@ -50,9 +50,9 @@ struct State {
     queues: Vec<String>,
 }
 
-impl KueueQueues {
+impl KueueQueueMetrics {
     pub fn new(metrics: Metrics) -> Arc<Self> {
-        Arc::new(KueueQueues {
+        Arc::new(KueueQueueMetrics {
             metrics,
             state: Mutex::new(State::default()),
         })
@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn a_suspended_job_is_queued_until_admitted_and_its_wait_is_observed_then() {
         let metrics = Metrics::new();
-        let queues = KueueQueues::new(metrics.clone());
+        let queues = KueueQueueMetrics::new(metrics.clone());
         queues.observe(Event::Init, at(0));
         queues.observe(Event::InitApply(job("a", true, json!([]))), at(0));
         queues.observe(Event::InitDone, at(0));

@@ -1,5 +1,6 @@
 //! How a pass writes the status it planned: at once before its actions, at once after them,
-//! behind them, or not yet. Pure: [`choose`] decides from what the pass knows.
+//! behind them, or not yet. Pure: [`choose`] decides from what the pass knows; the writes
+//! themselves are [`StatusWriter`](super::status_writer::StatusWriter)'s.
 //!
 //! A status write costs the API server the whole object (700 KB for 10,000 steps), and the
 //! workflow's next pass waits for a write made at once. So:

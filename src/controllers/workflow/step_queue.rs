@@ -1,21 +1,21 @@
-//! The built-in queue, `--max-running-steps N`: at most N step Jobs run at once across every
+//! The built-in step queue, `--max-running-steps N`: at most N step Jobs run at once across every
 //! workflow the operator watches (every namespace), the waiting steps started in `spec.priority`
 //! order (higher first, then the older workflow: creationTimestamp, then namespace and name).
 //!
-//! The count comes from the Jobs that exist, never from memory alone: [`Admission::watch`] keeps
+//! The count comes from the Jobs that exist, never from memory alone: [`StepQueue::watch`] keeps
 //! a watch of the operator's step Jobs (label `workflow.crd.com/workflow`) and counts those that
 //! run (not finished, not suspended). A Job admitted but not yet shown by that watch is
 //! *reserved* (by namespace and name) until the watch shows it, for at most
-//! [`RESERVATION_TTL`]. Counting and reserving happen under one lock ([`Admission::admit`]), so
+//! [`RESERVATION_TTL`]. Counting and reserving happen under one lock ([`StepQueue::admit`]), so
 //! two workflows' passes racing for the last slot cannot both take it; the Job creates
-//! themselves run outside the lock, in parallel, as before. After a restart or a leader change
+//! themselves run outside the lock, in parallel. After a restart or a leader change
 //! nothing is admitted before the watch's first listing is in, so Jobs created by the previous
 //! process count.
 //!
 //! A workflow whose steps must wait registers as a waiter with its rank and how many steps it
 //! wants; a pass is granted only the room that the waiters ranked ahead of it do not want. When
 //! room frees (a Job finishes or goes), the waiters at the head are marked to be woken, and the
-//! operator's `admitted` timer re-plans exactly those ([`Admission::take_wake`]). The waiters'
+//! operator's `admitted` timer re-plans exactly those ([`StepQueue::take_wake`]). The waiters'
 //! wants are refreshed at every pass of their workflow (at least every second, by the timeout
 //! timer), so one that no longer waits stops holding the others back.
 //!
@@ -83,7 +83,7 @@ pub struct Admitted {
 }
 
 /// The gate. One per operator process; shared by every handler.
-pub struct Admission {
+pub struct StepQueue {
     limit: usize,
     state: Mutex<State>,
     synced: watch::Receiver<bool>,
@@ -149,14 +149,14 @@ impl State {
     }
 }
 
-impl Admission {
+impl StepQueue {
     /// A gate of `limit` running steps (at least 1). Nothing is admitted before [`watch`] has
     /// listed the Jobs.
     ///
-    /// [`watch`]: Admission::watch
+    /// [`watch`]: StepQueue::watch
     pub fn new(limit: usize, metrics: Option<crate::telemetry::metrics::Metrics>) -> Arc<Self> {
         let (set_synced, synced) = watch::channel(false);
-        Arc::new(Admission {
+        Arc::new(StepQueue {
             limit: limit.max(1),
             state: Mutex::default(),
             synced,
@@ -186,7 +186,7 @@ impl Admission {
         // `self`, so this returns.
         let _ = synced.wait_for(|synced| *synced).await;
         let rank = Rank::of(workflow);
-        let mut state = self.state.lock().expect("admission lock");
+        let mut state = self.state.lock().expect("step queue lock");
         state.expire_reservations();
         state.woken.remove(uid);
         if let Some(old) = state.rank_of.remove(uid) {
@@ -232,10 +232,10 @@ impl Admission {
         admitted
     }
 
-    /// A Job admitted by [`admit`](Admission::admit) that was not created (its create failed):
+    /// A Job admitted by [`admit`](StepQueue::admit) that was not created (its create failed):
     /// its slot is free again.
     pub fn release(&self, key: &JobKey) {
-        let mut state = self.state.lock().expect("admission lock");
+        let mut state = self.state.lock().expect("step queue lock");
         if state.reserved.remove(key).is_some() {
             state.wake(self.limit);
         }
@@ -243,7 +243,7 @@ impl Admission {
 
     /// Takes `workflow` out of line (deleted or finished), and what it waited for.
     pub fn forget(&self, uid: &str) {
-        let mut state = self.state.lock().expect("admission lock");
+        let mut state = self.state.lock().expect("step queue lock");
         state.woken.remove(uid);
         if let Some(rank) = state.rank_of.remove(uid) {
             state.waiting.remove(&rank);
@@ -256,7 +256,7 @@ impl Admission {
     /// timer's predicate, so each wake plans the workflow once.
     pub fn take_wake(&self, workflow: &WorkFlow) -> bool {
         let uid = workflow.metadata.uid.as_deref().unwrap_or_default();
-        let mut state = self.state.lock().expect("admission lock");
+        let mut state = self.state.lock().expect("step queue lock");
         !state.woken.is_empty() && state.woken.remove(uid)
     }
 
@@ -288,14 +288,14 @@ impl Admission {
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => self.observe(event),
-                Err(error) => tracing::warn!(%error, "admission: job watch failed; retrying"),
+                Err(error) => tracing::warn!(%error, "step queue: job watch failed; retrying"),
             }
         }
     }
 
     fn observe(&self, event: Event<JobSummary>) {
         let key = |job: &JobSummary| (job.namespace().unwrap_or_default(), job.name_any());
-        let mut state = self.state.lock().expect("admission lock");
+        let mut state = self.state.lock().expect("step queue lock");
         let freed_before = state.occupied();
         match event {
             Event::Init => state.relisting = Some(HashMap::new()),
@@ -369,8 +369,8 @@ mod tests {
         wf
     }
 
-    fn synced(limit: usize) -> Arc<Admission> {
-        let gate = Admission::new(limit, None);
+    fn synced(limit: usize) -> Arc<StepQueue> {
+        let gate = StepQueue::new(limit, None);
         gate.observe(Event::Init);
         gate.observe(Event::InitDone);
         gate
