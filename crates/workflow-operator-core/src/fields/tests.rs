@@ -518,7 +518,7 @@ fn changed_names_the_fields_of_the_run_that_differ() {
     new.runs = Some(2);
     assert_eq!(
         changed(&old, &new),
-        ["steps.b.source", "runs", "steps.d", "steps.c"]
+        ["steps.b.source", "runs", "steps.c", "steps.d"]
     );
     assert!(changed(&old, &old).is_empty());
 }
