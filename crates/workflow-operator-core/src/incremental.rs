@@ -224,7 +224,7 @@ impl RunState {
         if plan
             .actions
             .iter()
-            .any(|a| matches!(a, Action::DeleteJob { .. }))
+            .any(|a| matches!(a, Action::DeleteJob { .. } | Action::StopJob { .. }))
         {
             return Err(Fallback::NotFollowed("jobs are being deleted"));
         }
@@ -932,7 +932,7 @@ mod tests {
                 // the status is written.
                 for action in &full.actions {
                     match action {
-                        Action::DeleteJob { job_name, .. } => {
+                        Action::DeleteJob { job_name } | Action::StopJob { job_name, .. } => {
                             jobs.retain(|j| j.name != *job_name);
                             state = Err(Fallback::NotFollowed("jobs deleted"));
                         }

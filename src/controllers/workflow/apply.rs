@@ -170,7 +170,7 @@ async fn execute(
                 }
             }
         }
-        Action::DeleteJob { job_name, reason } if reason.keeps_job() => {
+        Action::StopJob { job_name, reason } => {
             let stopping = Stopping {
                 mark: jobs::stop_mark(reason.why()),
                 whole: jobs::stop_patch(reason.why()),
@@ -182,7 +182,7 @@ async fn execute(
             }
             Ok(())
         }
-        Action::DeleteJob { job_name, .. } => {
+        Action::DeleteJob { job_name } => {
             delete_job(api, job_name).await?;
             shared.memory.deleted(&uid, job_name);
             Ok(())

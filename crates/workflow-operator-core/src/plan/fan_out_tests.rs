@@ -181,9 +181,9 @@ fn an_item_failing_fails_its_step_naming_the_item_and_starts_no_more_items() {
     assert_eq!(build.items.map(|c| c.failed), Some(1));
     assert!(created(&failed, 1).is_empty());
     // failFast: the item still running is stopped.
-    assert!(failed.actions.contains(&Action::DeleteJob {
+    assert!(failed.actions.contains(&Action::StopJob {
         job_name: jobs[1].name.clone(),
-        reason: DeleteReason::WorkflowFailed,
+        reason: StopReason::WorkflowFailed,
     }));
 
     // failFast false: the running item goes on, no other starts, and then the step fails.

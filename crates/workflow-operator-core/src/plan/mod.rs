@@ -196,32 +196,21 @@ impl ObservedJob {
     }
 }
 
-/// Why a Job is taken out of the run: deleted ([`DeleteReason::OldRun`]), or stopped and kept
-/// (the others, see [`DeleteReason::keeps_job`]).
+/// Why the workflow stops a step's running Job ([`Action::StopJob`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeleteReason {
-    /// The Job belongs to an earlier run (what runs changed): deleted with its pods.
-    OldRun,
-    /// The workflow failed (failFast, its deadline, a rule) and this Job is still running.
+pub enum StopReason {
+    /// The workflow failed (failFast, its deadline, a rule, an invalid spec) while it ran.
     WorkflowFailed,
     /// `spec.shutdown: Terminate`: running steps are stopped at once.
     Terminated,
 }
 
-impl DeleteReason {
-    /// Whether the Job is stopped and kept rather than deleted: a step the workflow stops keeps
-    /// its Job and pod, so `logs` shows what it did and `spec.podCleanup` decides when the pod
-    /// goes, as for any step that ended. A Job of an old run is deleted: its run is gone.
-    pub fn keeps_job(self) -> bool {
-        self != DeleteReason::OldRun
-    }
-
-    /// What the stop annotation of a kept Job says (`jobs::stop_mark`).
+impl StopReason {
+    /// What the stop annotation of the kept Job says (`jobs::stop_mark`).
     pub fn why(self) -> &'static str {
         match self {
-            DeleteReason::OldRun => "what runs changed",
-            DeleteReason::WorkflowFailed => "the workflow failed while it ran",
-            DeleteReason::Terminated => "spec.shutdown: Terminate",
+            StopReason::WorkflowFailed => "the workflow failed while it ran",
+            StopReason::Terminated => "spec.shutdown: Terminate",
         }
     }
 }
@@ -259,19 +248,24 @@ pub enum Action {
         /// The step's attempt (`retryStrategy`): 0 for the first.
         attempt: u32,
     },
-    /// Take a Job out of the run, as its `reason` says ([`DeleteReason::keeps_job`]). A Job of
-    /// an old run is deleted together with its pods (propagation policy `Background` or
-    /// `Foreground`, never `Orphan`). A running Job the workflow stops is stopped and kept, as
-    /// [`Action::TimeOutJob`] stops one: marked stopped (`jobs::stop_mark`, read back as
-    /// [`ObservedJob::stopped`]), its running pod given a deadline already past, which the
-    /// kubelet enforces by stopping it and keeping it with its log (or, with retries left or no
-    /// pod running, a Job deadline already past, the Job controller deleting its pods); a
-    /// suspended Job, which has no pod, is deleted.
+    /// Delete a Job of an earlier run (what runs changed) together with its pods (propagation
+    /// policy `Background` or `Foreground`, never `Orphan`): its run is gone.
     DeleteJob {
         /// The Job's name.
         job_name: String,
+    },
+    /// Stop a running Job of this run and keep it, as [`Action::TimeOutJob`] stops one, because
+    /// the workflow stops its steps: marked stopped (`jobs::stop_mark`, read back as
+    /// [`ObservedJob::stopped`]), its running pod given a deadline already past, which the
+    /// kubelet enforces by stopping it and keeping it with its log (or, with retries left or no
+    /// pod running, a Job deadline already past, the Job controller deleting its pods); a
+    /// suspended Job, which has no pod, is deleted. `logs` shows what it did, and
+    /// `spec.podCleanup` decides when its pod goes, as for any step that ended.
+    StopJob {
+        /// The Job's name.
+        job_name: String,
         /// Why.
-        reason: DeleteReason,
+        reason: StopReason,
     },
     /// Patch a running Job's `spec.activeDeadlineSeconds` (`None`: remove it) to the backstop
     /// for its step's effective timeout (`backstop_deadline_seconds`), because the timeout

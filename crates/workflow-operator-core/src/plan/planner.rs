@@ -29,7 +29,7 @@ pub(super) struct Planner<'a> {
     /// Jobs this plan already deletes or stops, so none is acted on twice.
     pub(super) settled: HashSet<&'a str>,
     /// Running Jobs this plan stops because the workflow stops its steps (kept, see
-    /// [`DeleteReason::keeps_job`]): their steps read as stopped from now on.
+    /// [`Action::StopJob`]): their steps read as stopped from now on.
     pub(super) stopping: HashSet<&'a str>,
     /// What ended the steps when the workflow stops the running ones, for how a stopped step
     /// reads while the exit steps run (the outcome's trigger once the workflow ended).

@@ -206,7 +206,7 @@ fn past_its_deadline_a_workflow_stops_its_steps_runs_its_exit_steps_and_fails() 
     let plan = plan(&wf, &jobs, at(10));
     let deleted: Vec<&str> = (plan.actions.iter())
         .filter_map(|a| match a {
-            Action::DeleteJob { job_name, .. } => Some(job_name.as_str()),
+            Action::StopJob { job_name, .. } => Some(job_name.as_str()),
             _ => None,
         })
         .collect();

@@ -169,8 +169,8 @@ fn a_fail_rule_fails_the_workflow_and_stops_its_running_steps() {
     );
     assert!(plan.actions.iter().any(|a| matches!(
         a,
-        Action::DeleteJob {
-            reason: DeleteReason::WorkflowFailed,
+        Action::StopJob {
+            reason: StopReason::WorkflowFailed,
             ..
         }
     )));

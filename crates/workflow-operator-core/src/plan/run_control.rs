@@ -20,19 +20,27 @@ pub(super) fn exit_end(main_end: (Trigger, String), exits: &View<'_>) -> (Trigge
 }
 
 impl<'a> Planner<'a> {
-    /// Deletes `job`, or stops it and keeps it when `reason` keeps Jobs (see
-    /// [`Action::DeleteJob`]); a Job stopped already, or on its way out, is left alone.
-    pub(super) fn delete(&mut self, job: &'a ObservedJob, reason: DeleteReason) {
-        if job.deleting || job.stopped || !self.settled.insert(&job.name) {
-            return;
+    /// Whether `job` may be acted on by this plan: not on its way out, not stopped already,
+    /// not acted on yet. Marks it acted on.
+    fn settle(&mut self, job: &'a ObservedJob) -> bool {
+        !job.deleting && !job.stopped && self.settled.insert(&job.name)
+    }
+
+    /// Deletes `job` of an earlier run (see [`Action::DeleteJob`]).
+    fn delete_old(&mut self, job: &'a ObservedJob) {
+        if self.settle(job) {
+            let job_name = job.name.clone();
+            self.actions.push(Action::DeleteJob { job_name });
         }
-        if reason.keeps_job() {
+    }
+
+    /// Stops `job` and keeps it (see [`Action::StopJob`]).
+    fn stop(&mut self, job: &'a ObservedJob, reason: StopReason) {
+        if self.settle(job) {
             self.stopping.insert(&job.name);
+            let job_name = job.name.clone();
+            self.actions.push(Action::StopJob { job_name, reason });
         }
-        self.actions.push(Action::DeleteJob {
-            job_name: job.name.clone(),
-            reason,
-        });
     }
 
     /// Whether `job` is stopped by the workflow: marked so, or being stopped by this plan.
@@ -65,24 +73,24 @@ impl<'a> Planner<'a> {
     pub(super) fn delete_other_runs(&mut self, jobs: &'a [ObservedJob]) {
         let run = self.run;
         for job in jobs.iter().filter(|j| j.run != run) {
-            self.delete(job, DeleteReason::OldRun);
+            self.delete_old(job);
         }
     }
 
     /// Stops the current run's Jobs that still run, keeping them (a failed workflow stops its
     /// steps). A timed-out step's Job is not one of them: it is stopping already, and it is
     /// the record.
-    pub(super) fn delete_running(&mut self, current: &[&'a ObservedJob], reason: DeleteReason) {
+    pub(super) fn stop_running(&mut self, current: &[&'a ObservedJob], reason: StopReason) {
         for &job in current {
             if matches!(job.state, JobState::Active { .. }) {
-                self.delete(job, reason);
+                self.stop(job, reason);
             }
         }
     }
 
     pub(super) fn keep_terminal(&mut self, current: &[&'a ObservedJob]) {
         if self.phase == Phase::Failed {
-            self.delete_running(current, DeleteReason::WorkflowFailed);
+            self.stop_running(current, StopReason::WorkflowFailed);
         }
     }
 
@@ -105,7 +113,7 @@ impl<'a> Planner<'a> {
     pub(super) fn fail_invalid(&mut self, error: &DagError, current: &[&'a ObservedJob]) {
         let message = format!("invalid workflow: {error}");
         self.go(Trigger::InvalidSpec, message.clone());
-        self.delete_running(current, DeleteReason::WorkflowFailed);
+        self.stop_running(current, StopReason::WorkflowFailed);
         self.outcome = Some(Outcome {
             message: Some(message),
             executed: Vec::new(),

@@ -187,12 +187,12 @@ impl<'a> Planner<'a> {
             && *trigger != Trigger::AllStepsSucceeded
         {
             let reason = if spec.shutdown == Some(Shutdown::Terminate) {
-                DeleteReason::Terminated
+                StopReason::Terminated
             } else {
-                DeleteReason::WorkflowFailed
+                StopReason::WorkflowFailed
             };
             self.halted_by = Some(*trigger);
-            self.delete_running(&main_jobs, reason);
+            self.stop_running(&main_jobs, reason);
             // The steps ended: none starts (again) while the exit steps run, not even one whose
             // Job the workflow stopped and is gone.
             for view in &mut mains {

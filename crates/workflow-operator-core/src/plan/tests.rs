@@ -32,11 +32,26 @@ fn diamond() -> crate::testing::WorkFlowBuilder {
         .step("d", &["b", "c"])
 }
 
-fn deletes(plan: &Plan) -> Vec<(&str, DeleteReason)> {
+/// How a plan takes a Job out of the run: deleted (an old run's), or stopped and kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Out {
+    OldRun,
+    WorkflowFailed,
+    Terminated,
+}
+
+fn deletes(plan: &Plan) -> Vec<(&str, Out)> {
     plan.actions
         .iter()
         .filter_map(|a| match a {
-            Action::DeleteJob { job_name, reason } => Some((job_name.as_str(), *reason)),
+            Action::DeleteJob { job_name } => Some((job_name.as_str(), Out::OldRun)),
+            Action::StopJob { job_name, reason } => Some((
+                job_name.as_str(),
+                match reason {
+                    StopReason::WorkflowFailed => Out::WorkflowFailed,
+                    StopReason::Terminated => Out::Terminated,
+                },
+            )),
             _ => None,
         })
         .collect()
@@ -88,7 +103,7 @@ struct Case {
     now: i64,
     phase: Phase,
     creates: &'static [&'static str],
-    deletes: &'static [DeleteReason],
+    deletes: &'static [Out],
     /// Steps whose Jobs are stopped at their timeout (and kept).
     stops: &'static [&'static str],
     executed: &'static [&'static str],
@@ -100,7 +115,7 @@ struct Case {
 
 #[test]
 fn planner_rules() {
-    use DeleteReason::*;
+    use Out::*;
     let cases = [
         Case {
             name: "a new workflow starts its roots",
@@ -860,7 +875,7 @@ fn with_fail_fast_a_timed_out_job_is_stopped_and_kept_and_the_others_deleted() {
     );
     assert_eq!(
         deletes(&first),
-        [(jobs[1].name.as_str(), DeleteReason::WorkflowFailed)]
+        [(jobs[1].name.as_str(), Out::WorkflowFailed)]
     );
     assert_eq!(phase(&first), Some(Phase::Failed));
     apply(&mut jobs, &wf, &first, at(6));
@@ -927,10 +942,7 @@ fn bug5_spec_update_before_any_step_finished_restarts() {
     new.metadata.generation = Some(2);
     let plan = plan(&new, &old_jobs, at(5));
     assert_eq!(reasons(&plan), ["SpecChanged", "StepsStarted"]);
-    assert_eq!(
-        deletes(&plan),
-        [(old_jobs[0].name.as_str(), DeleteReason::OldRun)]
-    );
+    assert_eq!(deletes(&plan), [(old_jobs[0].name.as_str(), Out::OldRun)]);
     assert_eq!(creates(&plan), ["a"]);
     let new_name = job_name(&new, "a");
     assert_ne!(new_name, old_jobs[0].name);
@@ -1030,14 +1042,14 @@ fn bug9_failed_workflow_deletes_its_running_jobs() {
     let first = plan(&wf, &jobs, at(1));
     assert_eq!(
         deletes(&first),
-        [(jobs[1].name.as_str(), DeleteReason::WorkflowFailed)]
+        [(jobs[1].name.as_str(), Out::WorkflowFailed)]
     );
     // If that delete was lost, the failed workflow deletes the Job again, once.
     let failed = written(wf, &first);
     let again = plan(&failed, &jobs, at(2));
     assert_eq!(
         deletes(&again),
-        [(jobs[1].name.as_str(), DeleteReason::WorkflowFailed)]
+        [(jobs[1].name.as_str(), Out::WorkflowFailed)]
     );
     assert_eq!(again.status, None);
     let mut gone = jobs.clone();
@@ -1571,7 +1583,9 @@ fn apply(jobs: &mut Vec<ObservedJob>, wf: &WorkFlow, plan: &Plan, now: Timestamp
                 assert_eq!(new[0].name, *job_name);
                 jobs.append(&mut new);
             }
-            Action::DeleteJob { job_name, .. } => jobs.retain(|j| j.name != *job_name),
+            Action::DeleteJob { job_name } | Action::StopJob { job_name, .. } => {
+                jobs.retain(|j| j.name != *job_name)
+            }
             Action::TimeOutJob { job_name, why } => {
                 let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
                 job.state = JobState::TimedOut { why: why.clone() };
@@ -1742,8 +1756,8 @@ fn terminate_deletes_the_running_jobs_at_once_and_runs_no_exit_step() {
     assert_eq!(
         deletes(&plan1),
         [
-            (job_name(&wf, "b").as_str(), DeleteReason::Terminated),
-            (job_name(&wf, "c").as_str(), DeleteReason::Terminated)
+            (job_name(&wf, "b").as_str(), Out::Terminated),
+            (job_name(&wf, "c").as_str(), Out::Terminated)
         ]
     );
     assert!(creates(&plan1).is_empty());
@@ -1826,9 +1840,8 @@ fn a_stopped_steps_kept_job_keeps_it_stopped_and_a_retry_runs_it_again() {
     let first = plan(&wf, &jobs, at(2));
     assert_eq!(
         deletes(&first),
-        [(job_name(&wf, "c").as_str(), DeleteReason::WorkflowFailed)]
+        [(job_name(&wf, "c").as_str(), Out::WorkflowFailed)]
     );
-    assert!(DeleteReason::WorkflowFailed.keeps_job());
     let stopped_c = (
         "c",
         StepPhase::Failed,
@@ -2044,7 +2057,7 @@ fn exit_steps_run_after_success_and_after_failure_told_how_it_ended() {
     assert_eq!(exit_creates(&plan1), [("notify", &failed)]);
     assert_eq!(
         deletes(&plan1),
-        [(job_name(&bad, "b").as_str(), DeleteReason::WorkflowFailed)]
+        [(job_name(&bad, "b").as_str(), Out::WorkflowFailed)]
     );
     let bad = written(bad, &plan1);
     let jobs = Jobs::of(&bad)
