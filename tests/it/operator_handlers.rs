@@ -17,8 +17,14 @@ use kube::{Resource, ResourceExt};
 use rstest::rstest;
 use serde_json::json;
 use support::{
-    JobRecorder, Operator, executed, job_outcome, operator, phase, started, step_of, wait_for,
+    JobRecorder, Namespace, Operator, executed, job_outcome, namespace, operator, phase, started,
+    step_of, wait_for,
 };
+use tokio_util::sync::CancellationToken;
+use workflow_operator::controllers::workflow::operator::{
+    self as workflow_operator_mod, OperatorOptions,
+};
+use workflow_operator::telemetry::Metrics;
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::jobs::{LABEL_RUN, LABEL_STEP, LABEL_WORKFLOW};
 use workflow_operator_core::lifecycle::Phase;
@@ -441,6 +447,73 @@ async fn timer_fails_a_step_whose_pod_never_runs_at_its_timeout(#[future(awt)] o
     .await;
     recorder.catch_up(ns).await;
     assert!(recorder.jobs_of("stuck", "after").is_empty());
+}
+
+/// Passes of the `timeouts` timer the operator's metrics counted so far, whatever their outcome.
+fn timer_passes(metrics: &Metrics) -> f64 {
+    metrics
+        .encode()
+        .lines()
+        .filter(|line| line.starts_with("workflow_operator_handler_outcomes_total{"))
+        .filter(|line| line.contains(r#"handler="timeouts""#))
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// A running workflow with nothing due (one step sleeping, its timeout far off) is looked at
+/// by the `timeouts` timer at its next deadline or the 10 s full-reconcile safety net, not at
+/// every 1 s tick: over 6 s, at most two timer passes (a deferred status write and the safety
+/// net), where a pass per tick would be six.
+#[rstest]
+#[tokio::test]
+async fn the_timer_looks_at_a_running_workflow_when_due_not_every_tick(
+    #[future(awt)] namespace: Namespace,
+) {
+    if support::Cluster::is_real() {
+        return; // The operator is the cluster's, without these metrics.
+    }
+    let ns = &namespace;
+    let metrics = Metrics::new();
+    let options = OperatorOptions {
+        namespace: Some(ns.name.clone()),
+        metrics: Some(metrics.clone()),
+        ..OperatorOptions::default()
+    };
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(workflow_operator_mod::run(
+        ns.client(),
+        options,
+        stop.clone().cancelled_owned(),
+    ));
+    ns.create(
+        WorkFlow::test("sleeper")
+            .step("nap", &[])
+            .command(&["sleep", "300"])
+            .timeout(600),
+    )
+    .await;
+    let job = ns
+        .wait_step_job("sleeper", "nap", "created", |_| true)
+        .await;
+    ns.wait_pods_ready(&job.name_any()).await;
+    ns.wait_workflow("sleeper", "the step reported started", |wf| {
+        started(wf).contains("nap")
+    })
+    .await;
+    // A measurement over a fixed window, not a wait for a condition: the window is the point.
+    let window = std::time::Duration::from_secs(6);
+    let before = timer_passes(&metrics);
+    tokio::time::sleep(window).await;
+    let passes = timer_passes(&metrics) - before;
+    stop.cancel();
+    running
+        .await
+        .expect("the operator task")
+        .expect("the operator stops cleanly");
+    assert!(
+        passes <= 2.0,
+        "{passes} timer passes of a workflow with nothing due in {window:?}: it is woken every tick"
+    );
 }
 
 /// The seed's manifests (and this project's versions of its examples), submitted unchanged as

@@ -14,7 +14,7 @@ use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs;
 use workflow_operator_core::plan::{self, Compiled, LifecycleEvent, ObservedJob, Plan};
 
-use super::memory::CachedRun;
+use super::memory::{CachedRun, Wake};
 
 /// How long the timer's passes may plan from the cached run state (checking deadlines and
 /// writing a deferred status) before a pass rebuilds it from the mirror with the full planner.
@@ -22,6 +22,25 @@ use super::memory::CachedRun;
 /// net; a full pass of a 10,000-step workflow takes about 120 ms, during which its completions
 /// wait, and every second that was an eighth of the workflow's time.
 pub(super) const FULL_RECONCILE_EVERY: Duration = Duration::from_secs(10);
+
+/// When the timer's pass must next look at a workflow `decision` planned (the plan carried
+/// out): at the plan's next deadline, and by the full-reconcile safety net
+/// ([`FULL_RECONCILE_EVERY`] after the run state was built; as long from `now` when no state is
+/// kept), or at the next tick when `at_once` (the pass deferred its status, the workflow's
+/// rules read the clock, or a gate holds steps back and their wants go stale).
+pub(super) fn next_wake(decision: &Decision, at_once: bool, now: Instant) -> Wake {
+    let by = if at_once {
+        now
+    } else if decision.state.is_some() {
+        decision.built_at + FULL_RECONCILE_EVERY
+    } else {
+        now + FULL_RECONCILE_EVERY
+    };
+    Wake {
+        deadline: decision.plan.next_timeout_at,
+        by,
+    }
+}
 
 /// What one pass decided: the plan, the run state to keep for the next pass (if any), when
 /// that state was built in full, and whether the plan was made incrementally.
@@ -447,5 +466,63 @@ mod tests {
             Timestamp::now(),
         );
         assert!(planned.is_none());
+    }
+
+    /// A workflow whose step `a` (timeout 30 s) runs since `since`, planned in full at `now`.
+    fn running_with_timeout(since: Timestamp, now: Timestamp) -> Decision {
+        let wf = WorkFlow::test("w").step("a", &[]).timeout(30).build();
+        let compiled = Arc::new(Compiled::new(&wf.spec));
+        let (first, _) = RunState::build(&wf, compiled.clone(), &[], since);
+        let wf = WorkFlow {
+            status: first.status,
+            ..wf
+        };
+        let jobs = Jobs::of(&wf).active("a", since).build();
+        plan_in_full(&wf, compiled, &jobs, now)
+    }
+
+    #[test]
+    fn the_timer_wakes_at_the_next_deadline_or_the_safety_net_whichever_first() {
+        let since = Timestamp::now();
+        let decision = running_with_timeout(since, since);
+        assert!(
+            decision.state.is_some(),
+            "a running plain workflow is followed"
+        );
+        let timeout_at = since + k8s_openapi::jiff::SignedDuration::from_secs(30);
+        assert_eq!(decision.plan.next_timeout_at, Some(timeout_at));
+        let now = Instant::now();
+        let wake = next_wake(&decision, false, now);
+        assert_eq!(wake.deadline, Some(timeout_at));
+        assert_eq!(wake.by, decision.built_at + FULL_RECONCILE_EVERY);
+        let (second, a_second_before) = (
+            std::time::Duration::from_secs(1),
+            k8s_openapi::jiff::SignedDuration::from_secs(1),
+        );
+        // Nothing due between the pass and the first of the two.
+        assert!(!wake.is_due(now, since));
+        assert!(!wake.is_due(wake.by - second, timeout_at - a_second_before));
+        // The deadline is due on the wall clock, the safety net on the monotonic one.
+        assert!(wake.is_due(now, timeout_at));
+        assert!(wake.is_due(wake.by, since));
+    }
+
+    #[test]
+    fn a_deferred_status_wakes_the_timer_at_its_next_tick() {
+        let since = Timestamp::now();
+        let now = Instant::now();
+        let wake = next_wake(&running_with_timeout(since, since), true, now);
+        assert_eq!(wake.by, now);
+        assert!(wake.is_due(now, since));
+    }
+
+    #[test]
+    fn without_a_kept_state_the_safety_net_counts_from_the_pass() {
+        let since = Timestamp::now();
+        let mut decision = running_with_timeout(since, since);
+        decision.state = None;
+        let now = Instant::now() + std::time::Duration::from_secs(3);
+        let wake = next_wake(&decision, false, now);
+        assert_eq!(wake.by, now + FULL_RECONCILE_EVERY);
     }
 }

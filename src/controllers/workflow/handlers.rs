@@ -67,6 +67,13 @@ async fn timed(
     // `spec.podCleanup` deletes pods after the pass, by what the pass left stored.
     let pod_cleanup = super::cleanup::PodCleanup::after(&ctx, &changed);
     let mut result = pass(&shared, &ctx, changed).await;
+    if result.is_err() {
+        // What the failed pass planned may not have been carried out: look at every tick
+        // until a pass succeeds.
+        shared
+            .memory
+            .wake_now(&ctx.object.uid().unwrap_or_default());
+    }
     if let (Ok(()), Some(pod_cleanup)) = (&result, pod_cleanup) {
         result = pod_cleanup.run(&shared).await;
     }
@@ -98,7 +105,8 @@ async fn pass(
     record::before_actions(shared, ctx, &seen, &mut record).await?;
     apply::apply(shared, ctx, &seen, &mut decision, &mut record).await?;
     record::after_actions(shared, ctx, &seen, &mut record, &decision.plan).await?;
-    record::remember(shared, &seen, &record, decision);
+    let held = gated.as_ref().is_some_and(|gate| gate.admitted.is_some());
+    record::remember(shared, &seen, &record, decision, held);
     artifact_gc::on_completion(shared, ctx).await
 }
 
@@ -245,10 +253,16 @@ async fn cleanup_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult 
     Ok(())
 }
 
-/// Whether the timer needs to look at a workflow: only a non-terminal one can time out. A
-/// terminal status written for an older generation does not count (the spec changed since).
-/// Cheap on purpose: it runs for every mirrored workflow at every tick.
-pub fn may_time_out(workflow: &WorkFlow) -> bool {
+/// Whether the `timeouts` timer's pass is due for a workflow: one that may time out whose wake,
+/// set by its last pass, has come ([`Memory::is_due`](super::memory::Memory::is_due)). Cheap
+/// on purpose: it runs for every mirrored workflow at every tick.
+pub fn timer_due(shared: &Shared, workflow: &WorkFlow) -> bool {
+    may_time_out(workflow) && shared.memory.is_due(&workflow.uid().unwrap_or_default())
+}
+
+/// Whether a workflow may time out at all: only a non-terminal one. A terminal status written
+/// for an older generation does not count (the spec changed since).
+fn may_time_out(workflow: &WorkFlow) -> bool {
     let Some(status) = &workflow.status else {
         return true;
     };

@@ -1,6 +1,6 @@
 //! What the workflow controller remembers of each workflow between passes, in one place: the
-//! compiled spec, the incremental planner's state, and the Jobs it created that the mirror may
-//! not show yet. No client.
+//! compiled spec, the incremental planner's state, the Jobs it created that the mirror may
+//! not show yet, and when the timer must look at it again. No client.
 //!
 //! Nothing here is a source of truth: every entry is a cache of what the API already told us,
 //! checked against it before use (the generation, the run id, the stored status, the mirror's
@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use workflow_operator_core::crd::{WorkFlow, WorkFlowSpec};
 use workflow_operator_core::incremental::RunState;
@@ -32,6 +33,26 @@ pub(super) struct CachedRun {
     pub(super) status_written_at: Option<Instant>,
     /// When the full planner last built the state from the mirror.
     pub(super) built_at: Instant,
+}
+
+/// When the timer's pass must look at a workflow again, as its last pass planned: whichever
+/// of the two comes first. Only decides when to look: what the pass then does is read from the
+/// API as always.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Wake {
+    /// The plan's next deadline (a step's timeout or start deadline, a retry's back-off, the
+    /// workflow's `activeDeadlineSeconds`), on the wall clock the planner counts them on.
+    pub(super) deadline: Option<Timestamp>,
+    /// The latest the timer looks again, on the monotonic clock (so a wall clock set back
+    /// cannot put it off): the full-reconcile safety net, or at once.
+    pub(super) by: Instant,
+}
+
+impl Wake {
+    /// Whether the wake has come at `now` (monotonic) and `wall` (the wall clock).
+    pub(super) fn is_due(&self, now: Instant, wall: Timestamp) -> bool {
+        now >= self.by || self.deadline.is_some_and(|at| wall >= at)
+    }
 }
 
 /// A workflow's spec as planned: compiled, and expanded when it uses templates.
@@ -93,11 +114,17 @@ struct Remembered {
     /// watch catches up does not create them again (each such create is a wasted write
     /// answered 409: half of the Job creates of `make bench` without it).
     unmirrored: Vec<(ObservedJob, Instant)>,
+    /// When the timer must look again; `None` (no pass finished since the operator started,
+    /// or the last one failed): at its next tick.
+    wake: Option<Wake>,
 }
 
 impl Remembered {
     fn is_empty(&self) -> bool {
-        self.compiled.is_none() && self.run.is_none() && self.unmirrored.is_empty()
+        self.compiled.is_none()
+            && self.run.is_none()
+            && self.unmirrored.is_empty()
+            && self.wake.is_none()
     }
 }
 
@@ -154,7 +181,28 @@ impl Memory {
         self.with(uid, |remembered| {
             remembered.compiled = None;
             remembered.run = None;
+            remembered.wake = None;
         });
+    }
+
+    /// Sets when the timer must look at workflow `uid` again.
+    pub(super) fn wake_at(&self, uid: &str, wake: Wake) {
+        self.with(uid, |remembered| remembered.wake = Some(wake));
+    }
+
+    /// Has the timer look at workflow `uid` at its next tick (its last pass failed).
+    pub(super) fn wake_now(&self, uid: &str) {
+        self.with(uid, |remembered| remembered.wake = None);
+    }
+
+    /// Whether the timer's pass is due for workflow `uid`: its wake has come, or it has none.
+    /// A lookup under the lock: the timer asks this of every workflow at every tick.
+    pub(super) fn is_due(&self, uid: &str) -> bool {
+        let (now, wall) = (Instant::now(), Timestamp::now());
+        let all = self.workflows.lock().expect("workflow memory lock");
+        all.get(uid)
+            .and_then(|remembered| remembered.wake)
+            .is_none_or(|wake| wake.is_due(now, wall))
     }
 
     /// Forgets everything of a deleted workflow.

@@ -27,8 +27,10 @@ use workflow_operator_core::crd::{
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
 
-/// How often running workflows are checked for steps past their timeout. Job deadlines kill
-/// most timed-out steps; this catches steps whose pod never started.
+/// How often the `timeouts` timer asks which running workflows are due (an in-memory lookup
+/// each): a workflow's pass runs at the first tick at or after the wake its last pass set, from
+/// the plan's next deadline, a deferred status write and the full-reconcile safety net
+/// ([`handlers::timer_due`]). So a deadline is acted on within this of passing.
 pub const TIMEOUT_CHECK: Duration = Duration::from_secs(1);
 
 /// How the operator runs.
@@ -203,7 +205,10 @@ pub async fn run_monitored(
                 .on_delete("cleanup", cleanup)
                 .on_resume("rebuild", reconcile(shared.clone()))
                 .timer("timeouts", TIMEOUT_CHECK, reconcile(shared.clone()))
-                .when(handlers::may_time_out)
+                .when({
+                    let shared = shared.clone();
+                    move |wf| handlers::timer_due(&shared, wf)
+                })
                 .timer("ttl", cleanup::TTL_CHECK, move |ctx| {
                     cleanup::expire(ctx, default_ttl)
                 })

@@ -156,10 +156,18 @@ pub(super) async fn after_actions(
     Ok(())
 }
 
-/// Keeps the run state for the next pass, or, for a workflow that has finished, forgets what
-/// planning it used: it has no more Jobs to start, and its state would only hold memory (the
-/// operator may keep thousands of finished workflows). A late event plans in full.
-pub(super) fn remember(shared: &Shared, seen: &Observed, record: &Record, decision: Decision) {
+/// Keeps the run state for the next pass and when the timer must look again
+/// ([`decide::next_wake`]; `held`: a gate holds steps back), or, for a workflow that has
+/// finished, forgets what planning it used: it has no more Jobs to start, and its state would
+/// only hold memory (the operator may keep thousands of finished workflows). A late event plans
+/// in full.
+pub(super) fn remember(
+    shared: &Shared,
+    seen: &Observed,
+    record: &Record,
+    decision: Decision,
+    held: bool,
+) {
     let finished = record
         .status
         .as_ref()
@@ -168,7 +176,15 @@ pub(super) fn remember(shared: &Shared, seen: &Observed, record: &Record, decisi
         .is_some_and(Phase::is_terminal);
     if finished {
         shared.finished(&seen.uid);
-    } else if let Some(state) = decision.state {
+        return;
+    }
+    // The rules may read `workflow.elapsed` and running steps' durations: no deadline says
+    // when those cross a rule's threshold, so such a workflow is looked at every tick.
+    let at_once =
+        record.write == StatusWrite::Deferred || held || !seen.workflow.spec.rules.is_empty();
+    let wake = decide::next_wake(&decision, at_once, Instant::now());
+    shared.memory.wake_at(&seen.uid, wake);
+    if let Some(state) = decision.state {
         let run = CachedRun {
             generation: seen.workflow.metadata.generation.unwrap_or_default(),
             state,

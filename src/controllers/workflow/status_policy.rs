@@ -13,7 +13,8 @@
 //!   exists, and a timed-out step's Job carries the record of its timeout before the status
 //!   reports it;
 //! - progress within the same phase, planned incrementally while Job events come quickly, is
-//!   **deferred** for at most [`STATUS_MIN_INTERVAL`] (the timer's pass writes it);
+//!   **deferred** for at most [`STATUS_MIN_INTERVAL`] (the timer's pass at its next tick writes
+//!   it);
 //! - while the incremental planner's state is kept for the next pass, the status is written
 //!   **behind** ([`StatusWriter`](super::status_writer::StatusWriter)): that state does not
 //!   read the stored status, and a pass in full waits for the write to land.
@@ -21,9 +22,10 @@
 use std::time::Duration;
 
 /// While a workflow runs, a status that only lists more steps started or executed is written at
-/// most this often when Job events come quickly; the timer's pass (every
-/// [`TIMEOUT_CHECK`](super::operator::TIMEOUT_CHECK)) writes whatever is left. A phase change is
-/// always written at once.
+/// most this often when Job events come quickly; a pass that defers its status has the timer
+/// look at the workflow at its next tick (every
+/// [`TIMEOUT_CHECK`](super::operator::TIMEOUT_CHECK)), and that pass writes whatever is left. A
+/// phase change is always written at once.
 pub(super) const STATUS_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What a pass knows when it chooses how to write its status.

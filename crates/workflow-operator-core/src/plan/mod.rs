@@ -11,7 +11,10 @@
 //! and plans incrementally while the kept run state holds, else in full ([`plan_compiled`];
 //! [`plan_gated`] behind a [`Gate`], for steps the step queue or a lock holds back or the cache
 //! answers); `apply.rs` carries out the [`Action`]s; `record.rs` writes the status when there is
-//! one and posts one Event per [`LifecycleEvent`].
+//! one, posts one Event per [`LifecycleEvent`], and keeps [`Plan::next_timeout_at`] in
+//! `memory.rs` as the workflow's next wake: the `timeouts` timer (ticking every second) plans
+//! a running workflow again only once that deadline, a deferred status write or the 10 s
+//! full-reconcile safety net has come.
 //!
 //! # Cost
 //! One call is O(steps + dependencies + jobs): it rebuilds the step states from the Jobs and
@@ -323,7 +326,10 @@ pub struct Plan {
     pub status: Option<WorkFlowStatus>,
     /// The lifecycle transitions, in order (e.g. `Started -> Created`, `Created -> Started`).
     pub events: Vec<LifecycleEvent>,
-    /// When the next running step times out, if one can; `None` for a terminal workflow.
+    /// When the plan must next be made again for time alone: the first of a running step's
+    /// timeout or start deadline, a queued Job's queue timeout, a retry's back-off and the
+    /// workflow's `activeDeadlineSeconds`; `None` when none can come (a terminal workflow). The
+    /// operator's timer wakes the workflow then.
     pub next_timeout_at: Option<Timestamp>,
     /// The rules that fired (`spec.rules`), one message each, for an Event `RuleFired`; the
     /// status records them, and must be written before the actions they change.
