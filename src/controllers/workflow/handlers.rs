@@ -254,8 +254,8 @@ async fn cleanup_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult 
 }
 
 /// Whether the `timeouts` timer's pass is due for a workflow: one that may time out whose wake,
-/// set by its last pass, has come (`Memory::is_due`). Cheap
-/// on purpose: it runs for every mirrored workflow at every tick.
+/// set by its last pass, has come (`Memory::is_due`). Cheap on purpose: it runs for every
+/// mirrored workflow at every tick.
 pub fn timer_due(shared: &Shared, workflow: &WorkFlow) -> bool {
     may_time_out(workflow) && shared.memory.is_due(&workflow.uid().unwrap_or_default())
 }
