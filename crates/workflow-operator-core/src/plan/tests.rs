@@ -1828,15 +1828,24 @@ fn a_step_the_workflow_stops_records_when_it_was_stopped() {
     assert_eq!(times(&failed, "c"), (Some(Time(at(1))), Some(Time(at(5)))));
 }
 
-#[test]
-fn a_stopped_steps_kept_job_keeps_it_stopped_and_a_retry_runs_it_again() {
-    let spec = || diamond().exit_step("notify", &[]);
-    let wf = running(spec().build());
+/// `workflow` (a diamond) running, its `a` succeeded, `b` failed with exit code 2 and `c`
+/// running since 1 s.
+fn b_failed_while_c_runs(
+    workflow: crate::testing::WorkFlowBuilder,
+) -> (WorkFlow, Vec<ObservedJob>) {
+    let wf = running(workflow.build());
     let jobs = Jobs::of(&wf)
         .succeeded("a")
         .exited("b", 2, "Error", "")
         .active("c", at(1))
         .build();
+    (wf, jobs)
+}
+
+#[test]
+fn a_stopped_steps_kept_job_keeps_it_stopped_and_a_retry_runs_it_again() {
+    let spec = || diamond().exit_step("notify", &[]);
+    let (wf, jobs) = b_failed_while_c_runs(spec());
     let first = plan(&wf, &jobs, at(2));
     assert_eq!(
         deletes(&first),
@@ -1902,12 +1911,7 @@ fn a_stopped_steps_kept_job_keeps_it_stopped_and_a_retry_runs_it_again() {
 #[test]
 fn a_step_stopped_by_a_failure_stays_stopped_while_the_exit_steps_run() {
     let spec = || diamond().exit_step("notify", &[]);
-    let wf = running(spec().build());
-    let jobs = Jobs::of(&wf)
-        .succeeded("a")
-        .exited("b", 2, "Error", "")
-        .active("c", at(1))
-        .build();
+    let (wf, jobs) = b_failed_while_c_runs(spec());
     let first = plan(&wf, &jobs, at(2));
     assert_eq!(exit_creates(&first).len(), 1, "notify starts");
     let wf = written(wf, &first);
