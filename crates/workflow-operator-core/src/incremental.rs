@@ -10,12 +10,13 @@
 //!
 //! # What is followed, and what falls back
 //! The state follows a workflow of the current run in phase `Started` with no failed step and no
-//! live Job of another run, that sets no field [`crate::fields`] marks [`Follow::InFull`](crate::fields::Follow::InFull) (run
-//! control, exit steps, a deadline, locks, conditions, fan-outs, outputs, repeated runs, rules,
-//! ...: the list is made by the compiler, one decision per field) and whose steps name no other
-//! step's outputs. The property test below generates every field marked
-//! [`Follow::Followed`](crate::fields::Follow::Followed). A change is handled incrementally when a step's Job appears, runs,
-//! succeeds or disappears. Everything else returns a [`Fallback`] and the caller re-plans in
+//! live Job of another run, that sets no field [`crate::fields`] marks
+//! [`Follow::InFull`](crate::fields::Follow::InFull) (run control, exit steps, a deadline, locks,
+//! conditions, fan-outs, outputs, repeated runs, rules, ...: one decision per field, found once
+//! per spec as [`Compiled::unfollowed`]) and whose steps name no other step's outputs. The
+//! property test below generates every field marked
+//! [`Follow::Followed`](crate::fields::Follow::Followed). A change is handled incrementally when
+//! a step's Job appears, runs, succeeds or disappears. Everything else returns a [`Fallback`] and the caller re-plans in
 //! full: a Job of another run that is not being deleted, a failed step (with or without
 //! failFast, or whose pod could not start), a running step past its timeout or a step whose Job
 //! the operator stopped at its timeout (`JobState::TimedOut`), a step whose pod has not started
@@ -46,7 +47,6 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::crd::{UNLIMITED, WorkFlow, WorkFlowStatus};
 use super::dag::Dag;
-use super::fields;
 use super::lifecycle::Phase;
 use super::names;
 use super::plan::{self, Action, Compiled, JobState, ObservedJob, Plan};
@@ -215,7 +215,7 @@ impl RunState {
         // field `fields` does not mark followed, or whose steps name each other's outputs (read
         // from their pods before a full plan).
         let spec = &workflow.spec;
-        if let Some(field) = fields::unfollowed(spec) {
+        if let Some(field) = compiled.unfollowed {
             return Err(Fallback::Unfollowed(field));
         }
         if !compiled.flow.is_empty() {

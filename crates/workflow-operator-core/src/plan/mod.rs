@@ -350,6 +350,9 @@ pub struct Compiled {
     pub flow: DataFlow,
     /// Which policies needing the operator's I/O the spec uses.
     pub policies: Policies,
+    /// The first field the spec sets that the incremental planner does not follow
+    /// (`fields::unfollowed`): such a workflow is planned in full at every pass.
+    pub unfollowed: Option<&'static str>,
     /// The compiled `spec.rules` (empty unless all is valid).
     pub rules: Arc<Rules>,
 }
@@ -416,6 +419,7 @@ impl Compiled {
             exit,
             flow,
             policies: Policies::of(spec),
+            unfollowed: crate::fields::unfollowed(spec),
             rules: Arc::new(rules),
         }
     }
@@ -447,6 +451,7 @@ impl Compiled {
             exit: None,
             flow: DataFlow::default(),
             policies: Policies::of(spec),
+            unfollowed: crate::fields::unfollowed(spec),
             rules: Arc::default(),
         }
     }
