@@ -19,7 +19,7 @@ use workflow_operator_core::names;
 
 use super::LABEL_CRON;
 use super::unseen::{Unseen, Wrote};
-use crate::controllers::{FIELD_MANAGER, temporary};
+use crate::controllers::{FIELD_MANAGER, RequestFailed};
 
 /// Plans and carries out one tick of `ctx`'s CronWorkFlow.
 pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerResult {
@@ -87,7 +87,7 @@ async fn carry_out(
         workflows
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(|e| temporary(&format!("terminating run {name}"), e))?;
+            .map_err(|e| RequestFailed::new(format!("terminating run {name}"), e))?;
         unseen.note(&cron_uid, name, Wrote::Terminated);
     }
     for &scheduled in &decided.create {
@@ -97,7 +97,7 @@ async fn carry_out(
         match workflows.delete(name, &DeleteParams::background()).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(temporary(&format!("deleting run {name}"), e)),
+            Err(e) => return Err(RequestFailed::new(format!("deleting run {name}"), e).into()),
         }
         unseen.note(&cron_uid, name, Wrote::Deleted);
     }
@@ -123,7 +123,7 @@ async fn carry_out(
             &Patch::<()>::Json(patch),
         )
         .await
-        .map_err(|e| temporary("writing the status", e))?;
+        .map_err(|e| RequestFailed::new("writing the status", e))?;
         unseen.note_status(&cron_uid, status);
     }
     Ok(())
@@ -145,7 +145,7 @@ async fn current(
     let read = api
         .get(&cached.name_any())
         .await
-        .map_err(|e| temporary("reading the CronWorkFlow", e))?;
+        .map_err(|e| RequestFailed::new("reading the CronWorkFlow", e))?;
     unseen.settle_status(&cron_uid, &json!(read.status));
     Ok(Arc::new(read))
 }
@@ -168,7 +168,7 @@ async fn runs_of(
     let listed = api
         .list(&ListParams::default().labels(&selector))
         .await
-        .map_err(|e| temporary("listing the runs", e))?;
+        .map_err(|e| RequestFailed::new("listing the runs", e))?;
     let listed = owned_runs(cron, listed.items.iter());
     unseen.settle(&cron_uid, &mirrored, &listed);
     Ok(listed)
@@ -221,6 +221,6 @@ async fn create_run(
             Ok(())
         }
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(temporary(&format!("creating run {name}"), e)),
+        Err(e) => Err(RequestFailed::new(format!("creating run {name}"), e).into()),
     }
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
-use kube_kopf::{Context, HandlerError, HandlerResult};
+use kube_kopf::Context;
 use serde_json::json;
 use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
@@ -20,10 +20,10 @@ use workflow_operator_core::jobs;
 use workflow_operator_core::outputs::{Inputs, StepData};
 use workflow_operator_core::plan::{self, Action, Compiled, ExitEnv, Plan};
 
-use super::decide::{self, Decision, Refusal};
+use super::decide::Refusal;
+use super::error::PassError;
 use super::observe::Observed;
-use super::record::{self, Record};
-use super::shared::{FIELD_MANAGER, Shared, temporary};
+use super::shared::{FIELD_MANAGER, RequestFailed, Shared};
 
 /// Actions (Job creates, patches, deletes) of one plan carried out at once. They touch
 /// different Jobs and each is idempotent, so their order does not matter; one at a time, the
@@ -31,60 +31,29 @@ use super::shared::{FIELD_MANAGER, Shared, temporary};
 /// steps took 150 ms to start).
 const ACTIONS_IN_FLIGHT: usize = 16;
 
-/// Carries out the decided plan. Retrying a Job the API server refused cannot help: its steps
-/// fail with the server's message, recorded in the status (the only record: no Job exists)
-/// and written at once, before anything else, so that a restarted operator reads the same
-/// verdict; the actions of the plan made again are carried out in turn (they only stop Jobs,
-/// or start exit steps).
+/// Carries out the plan's actions, [`ACTIONS_IN_FLIGHT`] at a time; the Jobs the API server
+/// refused with 422 (a bad value inside the parts of the spec the CRD keeps whole, such as a
+/// malformed volume), which no retry can create: the pass fails their steps and carries out
+/// the plan made again with those failures.
 pub(super) async fn apply(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
     seen: &Observed,
-    decision: &mut Decision,
-    record: &mut Record,
-) -> HandlerResult {
-    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &seen.namespace());
-    let (workflow, compiled) = (&seen.workflow, &seen.compiled);
-    let mut refusals = carry_out(shared, &api, workflow, compiled, &decision.plan).await?;
-    while !refusals.is_empty() {
-        let mut observed = decide::observed_jobs(&seen.children, workflow, seen.now);
-        observed.extend(shared.memory.unmirrored(&seen.uid, &seen.children));
-        decision.plan = decide::replan_refused(
-            workflow,
-            compiled,
-            &observed,
-            (record.status.as_ref(), &decision.plan.events),
-            &refusals,
-            seen.now,
-        );
-        decision.state = None;
-        record::refused(shared, ctx, seen, record, decision.plan.status.take()).await?;
-        refusals = carry_out(shared, &api, workflow, compiled, &decision.plan).await?;
-    }
-    Ok(())
-}
-
-/// Carries out the plan's actions, [`ACTIONS_IN_FLIGHT`] at a time; the Jobs the API server
-/// refused with 422 (a bad value inside the parts of the spec the CRD keeps whole, such as a
-/// malformed volume), which no retry can create.
-async fn carry_out(
-    shared: &Shared,
-    api: &Api<Job>,
-    workflow: &WorkFlow,
-    compiled: &Compiled,
     plan: &Plan,
-) -> Result<Vec<Refusal>, HandlerError> {
+) -> Result<Vec<Refusal>, PassError> {
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &seen.namespace());
+    let (workflow, compiled) = (seen.workflow.as_ref(), seen.compiled.as_ref());
     let refusals = Mutex::new(Vec::new());
     if plan
         .actions
         .iter()
         .any(|a| matches!(a, Action::CreateJob { .. }))
     {
-        ensure_workspace(shared, api, workflow, compiled).await?;
+        ensure_workspace(shared, &api, workflow, compiled).await?;
     }
     futures::stream::iter(plan.actions.iter().map(Ok))
         .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
-            execute(shared, api, workflow, compiled, action, &refusals)
+            execute(shared, &api, workflow, compiled, action, &refusals)
         })
         .await?;
     Ok(refusals.into_inner().expect("refusals lock"))
@@ -98,9 +67,9 @@ async fn ensure_workspace(
     jobs_api: &Api<Job>,
     workflow: &WorkFlow,
     compiled: &Compiled,
-) -> HandlerResult {
+) -> Result<(), PassError> {
     let claim = jobs::build_workspace_claim(workflow, &compiled.run)
-        .map_err(|e| HandlerError::permanent(e.to_string()))?;
+        .map_err(|e| PassError::Unbuildable(e.to_string()))?;
     let Some(claim) = claim else {
         return Ok(());
     };
@@ -114,12 +83,13 @@ async fn ensure_workspace(
     match api.create(&params, &claim).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 => Err(HandlerError::permanent(
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 => Err(PassError::Unbuildable(
             format!("the API server refused the workspace claim: {}", e.message),
         )),
         Err(e) => {
             shared.metrics.api_error("create");
-            Err(temporary("creating the workspace claim", e))
+            let failed = RequestFailed::new("creating the workspace claim", e);
+            Err(PassError::Apply(failed))
         }
     }
 }
@@ -134,7 +104,7 @@ async fn execute(
     compiled: &Compiled,
     action: &Action,
     refusals: &Mutex<Vec<Refusal>>,
-) -> HandlerResult {
+) -> Result<(), PassError> {
     let uid = workflow.uid().unwrap_or_default();
     match action {
         Action::CreateJob {
@@ -163,7 +133,9 @@ async fn execute(
                 });
             };
             match build_job(shared, workflow, compiled, &create)? {
-                Ok(job) => create_job(shared, api, workflow, &job, refuse).await,
+                Ok(job) => create_job(shared, api, workflow, &job, refuse)
+                    .await
+                    .map_err(PassError::Apply),
                 Err(message) => {
                     refuse(plan::REASON_NO_ARTIFACT_REPOSITORY, message);
                     Ok(())
@@ -177,13 +149,13 @@ async fn execute(
                 what: "stopping the",
                 queued: Queued::Delete,
             };
-            if stop(api, job_name, stopping).await? == Stopped::Deleted {
+            if stop(api, job_name, stopping).await.map_err(PassError::Apply)? == Stopped::Deleted {
                 shared.memory.deleted(&uid, job_name);
             }
             Ok(())
         }
         Action::DeleteJob { job_name } => {
-            delete_job(api, job_name).await?;
+            delete_job(api, job_name).await.map_err(PassError::Apply)?;
             shared.memory.deleted(&uid, job_name);
             Ok(())
         }
@@ -192,12 +164,16 @@ async fn execute(
             active_deadline_seconds,
         } => {
             let patch = json!({"spec": {"activeDeadlineSeconds": active_deadline_seconds}});
-            patch_job(api, job_name, patch, "updating the deadline of").await
+            let patched = patch_job(api, job_name, patch, "updating the deadline of").await;
+            patched.map_err(PassError::Apply)
         }
-        Action::TimeOutJob { job_name, why } => time_out(api, job_name, why).await,
+        Action::TimeOutJob { job_name, why } => {
+            time_out(api, job_name, why).await.map_err(PassError::Apply)
+        }
         Action::FailStart { job_name, why } => {
             let patch = jobs::cannot_start_patch(why);
-            patch_job(api, job_name, patch, "stopping the not started").await
+            let patched = patch_job(api, job_name, patch, "stopping the not started").await;
+            patched.map_err(PassError::Apply)
         }
     }
 }
@@ -222,7 +198,7 @@ fn build_job(
     workflow: &WorkFlow,
     compiled: &Compiled,
     create: &Create<'_>,
-) -> Result<Result<Job, String>, HandlerError> {
+) -> Result<Result<Job, String>, PassError> {
     let Create {
         step,
         retry,
@@ -232,7 +208,7 @@ fn build_job(
         attempt,
     } = *create;
     let (index, step) = (compiled.step(&workflow.spec, step, exit.is_some())).ok_or_else(|| {
-        HandlerError::permanent(format!("planned step {step} is not in the spec"))
+        PassError::Unbuildable(format!("planned step {step} is not in the spec"))
     })?;
     let data = StepData {
         inputs: Some(inputs),
@@ -256,7 +232,7 @@ fn build_job(
     match built {
         Ok(job) => Ok(Ok(job)),
         Err(jobs::JobError::NoRepository(message)) => Ok(Err(message)),
-        Err(e) => Err(HandlerError::permanent(e.to_string())),
+        Err(e) => Err(PassError::Unbuildable(e.to_string())),
     }
 }
 
@@ -278,7 +254,7 @@ async fn create_job(
     workflow: &WorkFlow,
     job: &Job,
     refuse: impl Fn(&'static str, String),
-) -> HandlerResult {
+) -> Result<(), RequestFailed> {
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -305,7 +281,7 @@ async fn create_job(
                     refuse(plan::REASON_JOB_REFUSED, e.message);
                     Ok(())
                 }
-                e => Err(temporary(&format!("creating job {job_name}"), e)),
+                e => Err(RequestFailed::new(format!("creating job {job_name}"), e)),
             }
         }
     }
@@ -313,7 +289,7 @@ async fn create_job(
 
 /// Stops the Job of a step past its timeout, keeping its pod and its log where it can (see
 /// [`stop`]); a queued (suspended) Job is kept too, marked: it is the record of the timeout.
-async fn time_out(api: &Api<Job>, job_name: &str, why: &str) -> HandlerResult {
+async fn time_out(api: &Api<Job>, job_name: &str, why: &str) -> Result<(), RequestFailed> {
     let stopping = Stopping {
         mark: jobs::time_out_mark(why),
         whole: jobs::time_out_patch(why),
@@ -364,12 +340,16 @@ enum Stopped {
 /// with retries left would start another pod, and one without a running pod has none to stop:
 /// those are stopped by their own deadline ([`Stopping::whole`]), the Job controller deleting
 /// their pods.
-async fn stop(api: &Api<Job>, job_name: &str, stopping: Stopping) -> Result<Stopped, HandlerError> {
+async fn stop(
+    api: &Api<Job>,
+    job_name: &str,
+    stopping: Stopping,
+) -> Result<Stopped, RequestFailed> {
     let what = stopping.what;
     let job = match api.get_opt(job_name).await {
         Ok(Some(job)) => job,
         Ok(None) => return Ok(Stopped::Kept),
-        Err(e) => return Err(temporary(&format!("{what} job {job_name}"), e)),
+        Err(e) => return Err(RequestFailed::new(format!("{what} job {job_name}"), e)),
     };
     let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
     if suspended && stopping.queued == Queued::Delete {
@@ -398,7 +378,7 @@ async fn stop(api: &Api<Job>, job_name: &str, stopping: Stopping) -> Result<Stop
         match pods.patch(&pod, &PatchParams::default(), &patch).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(temporary(&format!("{what} pod {pod}"), e)),
+            Err(e) => return Err(RequestFailed::new(format!("{what} pod {pod}"), e)),
         }
     }
     patch_job(api, job_name, stopping.mark, what).await?;
@@ -408,12 +388,12 @@ async fn stop(api: &Api<Job>, job_name: &str, stopping: Stopping) -> Result<Stop
 /// The names of the Job's pods that have not finished and are not being deleted, and that a
 /// kubelet runs (bound to a node): only a kubelet enforces a pod's deadline, so one still
 /// waiting for a node is stopped with its Job instead.
-async fn running_pods(pods: &Api<Pod>, job_name: &str) -> Result<Vec<String>, HandlerError> {
+async fn running_pods(pods: &Api<Pod>, job_name: &str) -> Result<Vec<String>, RequestFailed> {
     let selector = format!("{JOB_NAME_LABEL}={job_name}");
     let listed = pods
         .list(&ListParams::default().labels(&selector))
         .await
-        .map_err(|e| temporary(&format!("listing the pods of job {job_name}"), e))?;
+        .map_err(|e| RequestFailed::new(format!("listing the pods of job {job_name}"), e))?;
     let not_running = |pod: &Pod| {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         let unbound = pod.spec.as_ref().is_none_or(|s| s.node_name.is_none());
@@ -436,20 +416,20 @@ pub(super) async fn patch_job(
     name: &str,
     patch: serde_json::Value,
     what: &str,
-) -> HandlerResult {
+) -> Result<(), RequestFailed> {
     match api
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(temporary(&format!("{what} job {name}"), e)),
+        Err(e) => Err(RequestFailed::new(format!("{what} job {name}"), e)),
     }
 }
 
 /// Deletes a Job with its pods (background propagation: the API's default for Jobs orphans the
 /// pods, which would leave them running). A Job already gone is success.
-pub(super) async fn delete_job(api: &Api<Job>, name: &str) -> HandlerResult {
+pub(super) async fn delete_job(api: &Api<Job>, name: &str) -> Result<(), RequestFailed> {
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         ..Default::default()
@@ -457,6 +437,6 @@ pub(super) async fn delete_job(api: &Api<Job>, name: &str) -> HandlerResult {
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(temporary(&format!("deleting job {name}"), e)),
+        Err(e) => Err(RequestFailed::new(format!("deleting job {name}"), e)),
     }
 }

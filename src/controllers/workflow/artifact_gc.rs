@@ -11,17 +11,45 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
-use kube_kopf::{Context, HandlerError, HandlerResult};
+use kube_kopf::{Context, HandlerError};
 use workflow_operator_core::agent;
 use workflow_operator_core::crd::{ArtifactGcStrategy, WorkFlow};
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
 use workflow_operator_core::names;
 
-use super::shared::{Shared, note, temporary};
-use crate::artifacts::credentials;
+use super::shared::{RequestFailed, Shared, note};
+use crate::artifacts::credentials::{self, CredentialsError};
+use crate::artifacts;
+
+/// Why the artifacts were not deleted.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum GcError {
+    /// Listing the pods, or recording the deletion.
+    #[error(transparent)]
+    Request(#[from] RequestFailed),
+    /// A step's pod is pending or running: it may yet upload.
+    #[error("deleting the artifacts once the workflow's step pods have ended")]
+    StepsRunning,
+    /// The repository's credentials cannot be read (a Secret missing or without its key is
+    /// not worth retrying).
+    #[error("deleting the artifacts: {0}")]
+    Credentials(#[source] CredentialsError),
+    /// The store refused.
+    #[error("deleting the artifacts: {0}")]
+    Store(#[source] artifacts::Error),
+}
+
+impl From<GcError> for HandlerError {
+    fn from(error: GcError) -> Self {
+        match &error {
+            GcError::Credentials(e) if !e.is_temporary() => HandlerError::permanent(error.to_string()),
+            _ => HandlerError::temporary(error.to_string()),
+        }
+    }
+}
 
 /// After a pass: the artifacts of an ended workflow with `OnWorkflowCompletion`, once.
-pub(super) async fn on_completion(shared: &Shared, ctx: &Context<WorkFlow>) -> HandlerResult {
+pub(super) async fn on_completion(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), GcError> {
     let workflow = shared.status.latest(&ctx.object);
     let Some(status) = &workflow.status else {
         return Ok(());
@@ -39,13 +67,13 @@ pub(super) async fn on_completion(shared: &Shared, ctx: &Context<WorkFlow>) -> H
         .status
         .write(&ctx.client, &workflow, &status)
         .await
-        .map_err(|e| temporary("recording the artifacts deleted", e))?;
+        .map_err(|e| RequestFailed::new("recording the artifacts deleted", e))?;
     publish(ctx, deleted).await;
     Ok(())
 }
 
 /// When the workflow is deleted: its artifacts, with `OnWorkflowDeletion`.
-pub(super) async fn on_deletion(ctx: &Context<WorkFlow>) -> HandlerResult {
+pub(super) async fn on_deletion(ctx: &Context<WorkFlow>) -> Result<(), GcError> {
     if strategy(&ctx.object) != ArtifactGcStrategy::OnWorkflowDeletion {
         return Ok(());
     }
@@ -75,7 +103,7 @@ async fn publish(ctx: &Context<WorkFlow>, deleted: usize) {
 
 /// Deletes every artifact under `workflow`'s prefix; how many. None without a recorded
 /// repository (no step with artifacts ran).
-async fn delete_all(client: &Client, workflow: &WorkFlow) -> Result<usize, HandlerError> {
+async fn delete_all(client: &Client, workflow: &WorkFlow) -> Result<usize, GcError> {
     let resolved = workflow
         .status
         .as_ref()
@@ -86,17 +114,10 @@ async fn delete_all(client: &Client, workflow: &WorkFlow) -> Result<usize, Handl
     let namespace = workflow.namespace().unwrap_or_default();
     if still_running(client, &namespace, &workflow.name_any()).await? {
         // A step still running may yet upload: deleting now could leave its artifact behind.
-        return Err(HandlerError::temporary(
-            "deleting the artifacts once the workflow's step pods have ended",
-        ));
+        return Err(GcError::StepsRunning);
     }
-    let target = (credentials::target_of(client, &namespace, repository).await).map_err(|e| {
-        let message = format!("deleting the artifacts: {e}");
-        match e.is_temporary() {
-            true => HandlerError::temporary(message),
-            false => HandlerError::permanent(message),
-        }
-    })?;
+    let target = (credentials::target_of(client, &namespace, repository).await)
+        .map_err(GcError::Credentials)?;
     let Some(target) = target else {
         return Ok(0);
     };
@@ -104,7 +125,7 @@ async fn delete_all(client: &Client, workflow: &WorkFlow) -> Result<usize, Handl
     (target
         .delete_prefix(&format!("{}/", prefix.trim_end_matches('/')))
         .await)
-        .map_err(|e| HandlerError::temporary(format!("deleting the artifacts: {e}")))
+        .map_err(GcError::Store)
 }
 
 /// Whether a pod of `workflow` is pending or running.
@@ -112,11 +133,11 @@ async fn still_running(
     client: &Client,
     namespace: &str,
     workflow: &str,
-) -> Result<bool, HandlerError> {
+) -> Result<bool, RequestFailed> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let selector = format!("{LABEL_WORKFLOW}={}", names::label_value(workflow));
     let list = (pods.list(&ListParams::default().labels(&selector)).await)
-        .map_err(|e| temporary("listing the workflow's pods", e))?;
+        .map_err(|e| RequestFailed::new("listing the workflow's pods", e))?;
     Ok(list.items.iter().any(|pod| {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         matches!(phase, None | Some("Pending") | Some("Running"))

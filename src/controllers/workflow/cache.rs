@@ -16,7 +16,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Client, ResourceExt};
-use kube_kopf::{Context, HandlerError};
+use kube_kopf::Context;
 
 use workflow_operator_core::cache::{Entry, Key, LABEL_CACHE, key_of};
 use workflow_operator_core::crd::{Step, StepStatus, WorkFlow};
@@ -24,7 +24,7 @@ use workflow_operator_core::fan_out;
 use workflow_operator_core::plan::{Action, Compiled, JobState, ObservedJob, Plan};
 use workflow_operator_core::retry::parse_duration;
 
-use crate::controllers::{FIELD_MANAGER, temporary};
+use crate::controllers::{FIELD_MANAGER, RequestFailed};
 
 /// The Jobs whose entries this process wrote, by workflow uid.
 #[derive(Default)]
@@ -61,7 +61,7 @@ pub(super) async fn look_up(
     ctx: &Context<WorkFlow>,
     (workflow, compiled): (&WorkFlow, &Compiled),
     plan: &Plan,
-) -> Result<Vec<StepStatus>, HandlerError> {
+) -> Result<Vec<StepStatus>, RequestFailed> {
     if !compiled.policies.cache {
         return Ok(Vec::new());
     }
@@ -121,11 +121,11 @@ fn max_age(step: &Step) -> Option<SignedDuration> {
     parse_duration(age).ok()
 }
 
-async fn read(api: &Api<ConfigMap>, key: &Key) -> Result<Option<Entry>, HandlerError> {
+async fn read(api: &Api<ConfigMap>, key: &Key) -> Result<Option<Entry>, RequestFailed> {
     let found = api
         .get_opt(&key.entry_name())
         .await
-        .map_err(|e| temporary("reading a cache entry", e))?;
+        .map_err(|e| RequestFailed::new("reading a cache entry", e))?;
     Ok(found.and_then(|map| Entry::from_data(map.data.as_ref()?)))
 }
 
@@ -139,7 +139,7 @@ pub(super) async fn write(
     client: &Client,
     workflow: &WorkFlow,
     (plan, observed): (&Plan, &[ObservedJob]),
-) -> Result<(), HandlerError> {
+) -> Result<(), RequestFailed> {
     let uid = workflow.uid().unwrap_or_default();
     let namespace = workflow.namespace().unwrap_or_default();
     let status = plan.status.as_ref().or(workflow.status.as_ref());
@@ -183,7 +183,7 @@ async fn put(
     key: &Key,
     entry: &Entry,
     max_age: Option<SignedDuration>,
-) -> Result<(), HandlerError> {
+) -> Result<(), RequestFailed> {
     let map = ConfigMap {
         metadata: ObjectMeta {
             name: Some(key.entry_name()),
@@ -207,8 +207,8 @@ async fn put(
             api.replace(&key.entry_name(), &params, &map)
                 .await
                 .map(|_| ())
-                .map_err(|e| temporary("replacing a cache entry too old", e))
+                .map_err(|e| RequestFailed::new("replacing a cache entry too old", e))
         }
-        Err(e) => Err(temporary("writing a cache entry", e)),
+        Err(e) => Err(RequestFailed::new("writing a cache entry", e)),
     }
 }

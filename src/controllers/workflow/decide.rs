@@ -15,6 +15,7 @@ use workflow_operator_core::jobs;
 use workflow_operator_core::plan::{self, Compiled, LifecycleEvent, ObservedJob, Plan};
 
 use super::memory::{CachedRun, Wake};
+use super::observe::Observed;
 
 /// How long the timer's passes may plan from the cached run state (checking deadlines and
 /// writing a deferred status) before a pass rebuilds it from the mirror with the full planner.
@@ -49,6 +50,40 @@ pub(super) struct Decision {
     pub(super) state: Option<RunState>,
     pub(super) built_at: Instant,
     pub(super) incremental: bool,
+}
+
+impl Decision {
+    /// A plan made incrementally, from `run` (the remembered state, moved on by the plan).
+    pub(super) fn incremental(plan: Plan, run: CachedRun) -> Decision {
+        Decision {
+            plan,
+            state: Some(run.state),
+            built_at: run.built_at,
+            incremental: true,
+        }
+    }
+
+    /// A plan made in full that keeps no run state: the next pass plans in full too.
+    pub(super) fn without_state(plan: Plan) -> Decision {
+        Decision {
+            plan,
+            state: None,
+            built_at: Instant::now(),
+            incremental: false,
+        }
+    }
+}
+
+/// What the decide stage hands on: what was observed, what was decided from it, and the
+/// Jobs observed in full when the plan was made in full.
+pub(super) struct Decided {
+    pub(super) seen: Observed,
+    pub(super) decision: Decision,
+    /// The Jobs, explained, when the plan was made in full; `None` when incrementally.
+    pub(super) jobs: Option<Vec<ObservedJob>>,
+    /// What the plan was made behind (cached steps' hits, locks, the queue), once the gates
+    /// planned again.
+    pub(super) gate: Option<plan::Gate>,
 }
 
 /// The plan for the changed Jobs from the cached run state, in O(degree) of their steps, or
@@ -148,25 +183,7 @@ pub(super) fn plan_gated(
     now: Timestamp,
     gate: &plan::Gate,
 ) -> Decision {
-    Decision {
-        plan: plan::plan_gated(workflow, compiled, observed, now, gate),
-        state: None,
-        built_at: Instant::now(),
-        incremental: false,
-    }
-}
-
-/// Whether a cached state still plans for the workflow: it follows the stored status, or the
-/// status this process handed over that may not be stored yet (`in_flight`).
-pub(super) fn still_follows(
-    state: &RunState,
-    stored: Option<&WorkFlowStatus>,
-    in_flight: Option<&WorkFlowStatus>,
-) -> bool {
-    stored
-        .into_iter()
-        .chain(in_flight)
-        .any(|status| state.follows(status))
+    Decision::without_state(plan::plan_gated(workflow, compiled, observed, now, gate))
 }
 
 /// The status a pass without changed Jobs (the timer's) writes from the cached state: what
@@ -178,22 +195,6 @@ pub(super) fn deferred_status(
 ) -> Option<WorkFlowStatus> {
     let rendered = state.render();
     (before != Some(&rendered)).then_some(rendered)
-}
-
-/// The workflow's Jobs, from the mirror, as the planner sees them. Only Jobs owned by this very
-/// object (by uid) count: a workflow deleted and recreated under the same name must not inherit
-/// the old one's Jobs.
-pub(super) fn observed_jobs(
-    children: &[Arc<JobSummary>],
-    workflow: &WorkFlow,
-    now: Timestamp,
-) -> Vec<ObservedJob> {
-    let uid = workflow.uid().unwrap_or_default();
-    children
-        .iter()
-        .filter(|job| job.owner_references().iter().any(|o| o.uid == uid))
-        .filter_map(|job| jobs::observe_job(job, now))
-        .collect()
 }
 
 /// A Job the API server refused (422): no retry can create it.
@@ -245,6 +246,7 @@ pub(super) fn replan_refused(
 
 #[cfg(test)]
 mod tests {
+    use super::super::observe::still_follows;
     use super::*;
     use workflow_operator_core::job_summary::{JobEnd, JobSummaryStatus};
     use workflow_operator_core::names;

@@ -1,19 +1,8 @@
 //! The WorkFlow handlers: what the operator does for each event (docs/architecture.md, "The
 //! handlers"), on top of the [`kube_kopf`] framework. [`super::operator`] registers them.
 //!
-//! Creation, spec updates, Job changes, resumes and timer ticks all end in one pass of
-//! [`reconcile`], a pipeline of stages, each a module:
-//!
-//! | stage | module | client |
-//! |---|---|---|
-//! | resolve | `resolve`: the shared templates named, read once and recorded | only until recorded |
-//! | observe | `observe`: the workflow and its Jobs from the mirror | the mirror; pods and Events for a plan in full |
-//! | decide | `decide`: the plan, incrementally or in full | none |
-//! | cache | `cache`: cached steps' entries looked up before their Jobs, written after | ConfigMaps |
-//! | locks | `locks`: the locks (`synchronization`) taken and given back; what waits is held back | Leases |
-//! | gate | `gate`: `--max-running-steps` holds back Job creates | none (waits for the queue's watch) |
-//! | apply | `apply`: create, stop and delete Jobs | yes |
-//! | record | `record`: the status write (`status_policy` chooses how), Events, metrics, memory | yes |
+//! Creation, spec updates, Job changes, resumes and timer ticks all end in one [`pass`] of the
+//! stages ([`super::pass`] lists them, with what each asks of the API server).
 //!
 //! State is read from the Jobs that exist, never from the status lists or memory alone
 //! (`memory` is a cache, checked before use). Job events come in batches
@@ -31,13 +20,10 @@ use kube_kopf::{Context, HandlerError, HandlerResult};
 use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs;
-use workflow_operator_core::plan::{self, ObservedJob};
 
-use super::apply::{self, delete_job, patch_job};
-use super::decide::{self, Decision};
-use super::observe;
-use super::shared::{Shared, temporary};
-use super::{artifact_gc, cache, gate, locks, record, repository, resolve};
+use super::apply::{delete_job, patch_job};
+use super::shared::{RequestFailed, Shared};
+use super::{artifact_gc, pass};
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
 pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
@@ -66,7 +52,9 @@ async fn timed(
     let handler = ctx.handler.clone();
     // `spec.podCleanup` deletes pods after the pass, by what the pass left stored.
     let pod_cleanup = super::cleanup::PodCleanup::after(&ctx, &changed);
-    let mut result = pass(&shared, &ctx, changed).await;
+    let mut result = pass::pass(&shared, &ctx, changed)
+        .await
+        .map_err(HandlerError::from);
     if result.is_err() {
         // What the failed pass planned may not have been carried out: look at every tick
         // until a pass succeeds.
@@ -79,122 +67,6 @@ async fn timed(
     }
     shared.metrics.handler(&handler, &result, started.elapsed());
     result
-}
-
-/// One pass: resolve (templates, artifact repository) -> observe -> decide -> cache, locks, gate -> apply -> record.
-async fn pass(
-    shared: &Shared,
-    ctx: &Context<WorkFlow>,
-    changed: Vec<Arc<JobSummary>>,
-) -> HandlerResult {
-    resolve::resolve(shared, ctx).await?;
-    repository::resolve(shared, ctx).await?;
-    let Some(mut seen) = observe::observe(shared, ctx, changed) else {
-        return Ok(());
-    };
-    let (mut decision, mut observed) = decide(shared, ctx, &mut seen).await?;
-    let gated = gates(shared, ctx, &mut seen, &mut decision, &mut observed).await?;
-    if let Some(gate) = &gated {
-        gate::release_unplanned(shared, &seen.workflow, gate, &decision.plan);
-    }
-    if let Some(jobs) = &observed {
-        let planned = (&decision.plan, jobs.as_slice());
-        cache::write(&shared.cache_written, &ctx.client, &seen.workflow, planned).await?;
-    }
-    let mut record = record::prepare(shared, &seen, &mut decision);
-    record::before_actions(shared, ctx, &seen, &mut record).await?;
-    apply::apply(shared, ctx, &seen, &mut decision, &mut record).await?;
-    record::after_actions(shared, ctx, &seen, &mut record, &decision.plan).await?;
-    let held = gated.as_ref().is_some_and(|gate| gate.admitted.is_some());
-    record::remember(shared, &seen, &record, decision, held);
-    artifact_gc::on_completion(shared, ctx).await
-}
-
-/// How many times a pass looks up cache hits: each round's hits may let the next cached steps
-/// start, which are looked up in the next.
-const CACHE_ROUNDS: usize = 10;
-
-/// What the planner takes from outside the Jobs, each planning again when it changes the plan:
-/// cache hits, then locks, then the built-in queue. The gate planned with last, if any.
-async fn gates(
-    shared: &Shared,
-    ctx: &Context<WorkFlow>,
-    seen: &mut observe::Observed,
-    decision: &mut Decision,
-    observed: &mut Option<Vec<ObservedJob>>,
-) -> Result<Option<plan::Gate>, HandlerError> {
-    let mut gate: Option<plan::Gate> = None;
-    for _ in 0..CACHE_ROUNDS {
-        let spec = (seen.workflow.as_ref(), seen.compiled.as_ref());
-        let hits = cache::look_up(ctx, spec, &decision.plan).await?;
-        if hits.is_empty() {
-            break;
-        }
-        let mut with_hits = gate.take().unwrap_or_default();
-        with_hits.cached.extend(hits);
-        replan(shared, ctx, seen, (decision, observed), &with_hits).await?;
-        gate = Some(with_hits);
-    }
-    let planned = (&decision.plan, observed.as_deref());
-    let spec = (seen.workflow.as_ref(), seen.compiled.as_ref());
-    if let Some(locks) = locks::hold(shared.locks.as_deref(), &ctx.client, spec, planned).await? {
-        let with_locks = gate.take().map_or(locks.clone(), |g| g.and(locks));
-        replan(shared, ctx, seen, (decision, observed), &with_locks).await?;
-        gate = Some(with_locks);
-    }
-    if let Some(queue) = gate::admit(shared, &seen.workflow, &seen.uid, &decision.plan).await {
-        let with_queue = gate.take().map_or(queue.clone(), |g| g.and(queue));
-        replan(shared, ctx, seen, (decision, observed), &with_queue).await?;
-        gate = Some(with_queue);
-    }
-    Ok(gate)
-}
-
-/// Plans `seen` again in full behind `gate`, observing its Jobs in full first if the pass has
-/// not yet.
-async fn replan(
-    shared: &Shared,
-    ctx: &Context<WorkFlow>,
-    seen: &mut observe::Observed,
-    (decision, observed): (&mut Decision, &mut Option<Vec<ObservedJob>>),
-    gate: &plan::Gate,
-) -> Result<(), HandlerError> {
-    if observed.is_none() {
-        *observed = Some(observe::jobs_in_full(shared, ctx, seen).await?);
-    }
-    let jobs = observed.as_deref().unwrap_or_default();
-    *decision = decide::plan_gated(&seen.workflow, &seen.compiled, jobs, seen.now, gate);
-    Ok(())
-}
-
-/// The pass's plan: from the remembered run state when it holds, else in full (with the Jobs
-/// observed for it, which a gate that holds Jobs back plans from again).
-async fn decide(
-    shared: &Shared,
-    ctx: &Context<WorkFlow>,
-    seen: &mut observe::Observed,
-) -> Result<(Decision, Option<Vec<ObservedJob>>), HandlerError> {
-    let incremental = decide::plan_incrementally(
-        &seen.children,
-        &seen.unmirrored,
-        &seen.workflow,
-        &seen.compiled,
-        seen.cached.take(),
-        std::mem::take(&mut seen.changed),
-        seen.now,
-    );
-    if let Some((plan, run)) = incremental {
-        let decision = Decision {
-            plan,
-            state: Some(run.state),
-            built_at: run.built_at,
-            incremental: true,
-        };
-        return Ok((decision, None));
-    }
-    let observed = observe::jobs_in_full(shared, ctx, seen).await?;
-    let decision = decide::plan_in_full(&seen.workflow, seen.compiled.clone(), &observed, seen.now);
-    Ok((decision, Some(observed)))
 }
 
 /// Copies the workflow's labels onto its Jobs (never over the operator's own labels). The Jobs
@@ -220,7 +92,7 @@ async fn owned_jobs(api: &Api<Job>, workflow: &WorkFlow) -> Result<Vec<Job>, Han
     let listed = api
         .list(&ListParams::default().labels(&jobs::selector(&workflow.name_any())))
         .await
-        .map_err(|e| temporary("listing jobs", e))?;
+        .map_err(|e| RequestFailed::new("listing jobs", e))?;
     Ok(listed
         .items
         .into_iter()

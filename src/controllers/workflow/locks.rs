@@ -25,7 +25,6 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, Resource, ResourceExt};
-use kube_kopf::HandlerError;
 use tokio::sync::watch;
 
 use workflow_operator_core::crd::WorkFlow;
@@ -37,7 +36,7 @@ use workflow_operator_core::names;
 use workflow_operator_core::plan::{self, Action, Compiled, JobState, ObservedJob, Plan};
 
 use super::step_queue::{RESERVATION_TTL, Rank};
-use crate::controllers::{FIELD_MANAGER, temporary};
+use crate::controllers::{FIELD_MANAGER, RequestFailed};
 
 /// Annotation of a lock's Lease: its slot.
 const ANNOTATION_SLOT: &str = "workflow.crd.com/lock-slot";
@@ -324,7 +323,7 @@ pub(super) async fn hold(
     client: &Client,
     (workflow, compiled): (&WorkFlow, &Compiled),
     (plan, observed): (&Plan, Option<&[ObservedJob]>),
-) -> Result<Option<plan::Gate>, HandlerError> {
+) -> Result<Option<plan::Gate>, RequestFailed> {
     let Some(book) = book else {
         return Ok(None);
     };
@@ -416,7 +415,7 @@ async fn give_back(
     workflow: &WorkFlow,
     (plan, observed): (&Plan, Option<&[ObservedJob]>),
     ended: bool,
-) -> Result<(), HandlerError> {
+) -> Result<(), RequestFailed> {
     let uid = workflow.uid().unwrap_or_default();
     let namespace = workflow.namespace().unwrap_or_default();
     let held = book.held_by(&namespace, &uid);
@@ -455,7 +454,7 @@ async fn acquire(
     lock: &Lock,
     (holder, by): (&str, &str),
     rank: &Rank,
-) -> Result<Option<String>, HandlerError> {
+) -> Result<Option<String>, RequestFailed> {
     let uid = workflow.uid().unwrap_or_default();
     let namespace = workflow.namespace().unwrap_or_default();
     let held = match book.claim(&namespace, lock, holder, by, (rank, &uid)) {
@@ -479,14 +478,14 @@ async fn acquire(
         }
         Err(e) => {
             book.unreserve(&namespace, lock, &held.lease);
-            Err(temporary("taking a lock (creating its Lease)", e))
+            Err(RequestFailed::new("taking a lock (creating its Lease)", e))
         }
     }
 }
 
 /// Gives `held` back: deletes its Lease, only that very Lease (by uid, when known), so a newer
 /// holder's Lease of the same name is never deleted.
-async fn release(api: &Api<Lease>, held: &Held) -> Result<(), HandlerError> {
+async fn release(api: &Api<Lease>, held: &Held) -> Result<(), RequestFailed> {
     let params = DeleteParams {
         preconditions: (!held.uid.is_empty()).then(|| Preconditions {
             uid: Some(held.uid.clone()),
@@ -500,7 +499,7 @@ async fn release(api: &Api<Lease>, held: &Held) -> Result<(), HandlerError> {
             Ok(())
         }
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-        Err(e) => Err(temporary("giving back a lock (deleting its Lease)", e)),
+        Err(e) => Err(RequestFailed::new("giving back a lock (deleting its Lease)", e)),
     }
 }
 

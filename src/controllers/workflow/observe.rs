@@ -10,15 +10,16 @@ use std::time::Instant;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
-use kube_kopf::{Context, HandlerError};
-use workflow_operator_core::crd::WorkFlow;
+use kube_kopf::Context;
+use workflow_operator_core::crd::{WorkFlow, WorkFlowStatus};
+use workflow_operator_core::incremental::RunState;
+use workflow_operator_core::jobs;
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::plan::{Compiled, ObservedJob};
 
-use super::decide;
 use super::failure_cause;
 use super::memory::{CachedRun, Prepared};
-use super::shared::{Shared, temporary};
+use super::shared::{RequestFailed, Shared};
 use super::step_outputs;
 
 /// What one pass observed.
@@ -67,7 +68,7 @@ pub(super) fn observe(
     let workflow = prepared.view(stored);
     let cached = shared.memory.take_run(&uid).filter(|run| {
         shared.status.with_newest(&uid, |newest, in_flight| {
-            decide::still_follows(
+            still_follows(
                 &run.state,
                 workflow.status.as_ref(),
                 newest.filter(|_| in_flight),
@@ -92,37 +93,77 @@ pub(super) fn observe(
 }
 
 /// The workflow's Jobs as the full planner sees them, once the status handed over to be written
-/// has landed (the full planner reads the stored status; `seen.workflow` is refreshed). A
-/// failure about to decide the outcome is explained from its pods, and so is a step whose pod
-/// has not started by its deadline; the outputs its dependents read are read from its pods. A
-/// finished workflow's message is written already: it reads nothing more.
+/// has landed (the full planner reads the stored status; the workflow `seen` holds is read
+/// again). A failure about to decide the outcome is explained from its pods, and so is a step
+/// whose pod has not started by its deadline; the outputs its dependents read are read from its
+/// pods. A finished workflow's message is written already: it reads nothing more.
 pub(super) async fn jobs_in_full(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
-    seen: &mut Observed,
-) -> Result<Vec<ObservedJob>, HandlerError> {
+    mut seen: Observed,
+) -> Result<(Observed, Vec<ObservedJob>), RequestFailed> {
     shared.status.settle(&seen.workflow).await.map_err(|e| {
         shared.metrics.api_error("patch");
-        temporary("writing the status", e)
+        RequestFailed::new("writing the status", e)
     })?;
     seen.workflow = seen.prepared.view(shared.status.latest(&ctx.object));
-    let workflow = &seen.workflow;
-    let mut observed = decide::observed_jobs(&seen.children, workflow, seen.now);
-    observed.extend(seen.unmirrored.iter().cloned());
-    let terminal = workflow
-        .status
-        .as_ref()
+    let mut observed = jobs_known(shared, &seen);
+    let terminal = (seen.workflow.status.as_ref())
         .and_then(|s| s.workflow_status)
         .is_some_and(|p| p.is_terminal());
     if !terminal {
-        let namespace = seen.namespace();
-        let pods = Api::namespaced(ctx.client.clone(), &namespace);
-        failure_cause::explain(&pods, &mut observed).await;
-        step_outputs::read(&pods, workflow, &seen.compiled, &mut observed).await;
-        let events = Api::namespaced(ctx.client.clone(), &namespace);
-        let dag = seen.compiled.dag.as_ref().ok();
-        failure_cause::explain_start(&pods, &events, &workflow.spec, dag, &mut observed, seen.now)
-            .await;
+        explain(ctx, &seen, &mut observed).await;
     }
-    Ok(observed)
+    Ok((seen, observed))
 }
+
+/// The Jobs `seen` knows without a request: the mirror's, and those we created that it does not
+/// show yet.
+pub(super) fn jobs_known(shared: &Shared, seen: &Observed) -> Vec<ObservedJob> {
+    let mut observed = observed_jobs(&seen.children, &seen.workflow, seen.now);
+    observed.extend(shared.memory.unmirrored(&seen.uid, &seen.children));
+    observed
+}
+
+/// Reads what the Jobs alone do not tell from the steps' pods and Events: why a step failed or
+/// has not started, and the outputs its dependents read.
+async fn explain(ctx: &Context<WorkFlow>, seen: &Observed, observed: &mut [ObservedJob]) {
+    let namespace = seen.namespace();
+    let workflow = &seen.workflow;
+    let pods = Api::namespaced(ctx.client.clone(), &namespace);
+    failure_cause::explain(&pods, observed).await;
+    step_outputs::read(&pods, workflow, &seen.compiled, observed).await;
+    let events = Api::namespaced(ctx.client.clone(), &namespace);
+    let dag = seen.compiled.dag.as_ref().ok();
+    failure_cause::explain_start(&pods, &events, &workflow.spec, dag, observed, seen.now).await;
+}
+
+/// Whether a cached state still plans for the workflow: it follows the stored status, or the
+/// status this process handed over that may not be stored yet (`in_flight`).
+pub(super) fn still_follows(
+    state: &RunState,
+    stored: Option<&WorkFlowStatus>,
+    in_flight: Option<&WorkFlowStatus>,
+) -> bool {
+    stored
+        .into_iter()
+        .chain(in_flight)
+        .any(|status| state.follows(status))
+}
+
+/// The workflow's Jobs, from the mirror, as the planner sees them. Only Jobs owned by this very
+/// object (by uid) count: a workflow deleted and recreated under the same name must not inherit
+/// the old one's Jobs.
+pub(super) fn observed_jobs(
+    children: &[Arc<JobSummary>],
+    workflow: &WorkFlow,
+    now: Timestamp,
+) -> Vec<ObservedJob> {
+    let uid = workflow.uid().unwrap_or_default();
+    children
+        .iter()
+        .filter(|job| job.owner_references().iter().any(|o| o.uid == uid))
+        .filter_map(|job| jobs::observe_job(job, now))
+        .collect()
+}
+

@@ -6,21 +6,22 @@ use std::time::Instant;
 
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
-use kube_kopf::{Context, HandlerError, HandlerResult};
+use kube_kopf::Context;
 use workflow_operator_core::crd::{WorkFlow, WorkFlowStatus};
 use workflow_operator_core::lifecycle::{Phase, Trigger};
 use workflow_operator_core::plan::Plan;
 
-use super::decide::{self, Decision};
+use super::decide::{self, Decided, Decision};
 use super::memory::CachedRun;
-use super::observe::Observed;
-use super::shared::{Shared, temporary};
+use super::shared::{RequestFailed, Shared};
 use super::spec_change;
 use super::status_policy::{self, Pass, STATUS_MIN_INTERVAL, StatusWrite};
 use super::step_events::{self, StepChanges};
 
-/// The status of one pass on its way to being recorded.
+/// The status of one pass on its way to being recorded, with what the pass decided.
 pub(super) struct Record {
+    /// What the pass observed and decided; its plan's status is [`Record::status`].
+    pub(super) decided: Decided,
     /// The status to write: the plan's, or for the timer's pass the one passes before it
     /// deferred.
     pub(super) status: Option<WorkFlowStatus>,
@@ -39,7 +40,8 @@ pub(super) struct Record {
 
 /// Takes the status to write out of the decided plan (or, for the timer's pass, the one
 /// deferred), counts its step changes, and chooses how to write it.
-pub(super) fn prepare(shared: &Shared, seen: &Observed, decision: &mut Decision) -> Record {
+pub(super) fn prepare(shared: &Shared, mut decided: Decided) -> Record {
+    let (seen, decision) = (&decided.seen, &mut decided.decision);
     let planned = decision.plan.status.take();
     let (status, counted, phase_before) = shared.status.with_newest(&seen.uid, |newest, _| {
         let before = newest.or(seen.workflow.status.as_ref());
@@ -75,6 +77,7 @@ pub(super) fn prepare(shared: &Shared, seen: &Observed, decision: &mut Decision)
         replanned: false,
         written_at: seen.status_written_at,
         fired: decision.plan.fired.clone(),
+        decided,
     }
 }
 
@@ -83,43 +86,45 @@ pub(super) fn prepare(shared: &Shared, seen: &Observed, decision: &mut Decision)
 pub(super) async fn before_actions(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
-    seen: &Observed,
-    record: &mut Record,
-) -> HandlerResult {
+    mut record: Record,
+) -> Result<Record, RequestFailed> {
+    let workflow = &record.decided.seen.workflow;
     if record.write == StatusWrite::BeforeActions
-        && write_now(shared, ctx, &seen.workflow, record.status.as_ref()).await?
+        && write_now(shared, ctx, workflow, record.status.as_ref()).await?
     {
         record.written_at = Some(Instant::now());
-        publish_rule_events(ctx, &seen.workflow, &record.fired).await;
+        publish_rule_events(ctx, workflow, &record.fired).await;
     }
-    Ok(())
+    Ok(record)
 }
 
-/// Writes at once the status of a plan made again for Jobs the API server refused.
+/// Writes at once the status of a plan made again for Jobs the API server refused
+/// (`decision`, whose plan's status it takes), and hands on that plan.
 pub(super) async fn refused(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
-    seen: &Observed,
-    record: &mut Record,
-    status: Option<WorkFlowStatus>,
-) -> HandlerResult {
-    record.status = status;
-    write_now(shared, ctx, &seen.workflow, record.status.as_ref()).await?;
+    mut record: Record,
+    mut decision: Decision,
+) -> Result<Record, RequestFailed> {
+    record.status = decision.plan.status.take();
+    record.decided.decision = decision;
+    let workflow = &record.decided.seen.workflow;
+    write_now(shared, ctx, workflow, record.status.as_ref()).await?;
     record.written_at = Some(Instant::now());
     record.counted = Some(StepChanges::default());
     record.replanned = true;
-    Ok(())
+    Ok(record)
 }
 
 /// After the actions: the status written at once or behind, the steps it reports counted and
-/// announced, and one Event per lifecycle transition of `plan`.
+/// announced, one Event per lifecycle transition of the plan, and what is remembered for the
+/// next pass ([`remember`]).
 pub(super) async fn after_actions(
     shared: &Shared,
     ctx: &Context<WorkFlow>,
-    seen: &Observed,
-    record: &mut Record,
-    plan: &Plan,
-) -> HandlerResult {
+    mut record: Record,
+) -> Result<(), RequestFailed> {
+    let (seen, plan) = (&record.decided.seen, &record.decided.decision.plan);
     let workflow = &seen.workflow;
     if !record.replanned {
         match (record.write, &record.status) {
@@ -153,21 +158,23 @@ pub(super) async fn after_actions(
         }
     }
     publish_lifecycle_events(ctx, workflow, plan).await;
+    remember(shared, record);
     Ok(())
 }
 
 /// Keeps the run state for the next pass and when the timer must look again
-/// ([`decide::next_wake`]; `held`: a gate holds steps back), or, for a workflow that has
-/// finished, forgets what planning it used: it has no more Jobs to start, and its state would
-/// only hold memory (the operator may keep thousands of finished workflows). A late event plans
-/// in full.
-pub(super) fn remember(
-    shared: &Shared,
-    seen: &Observed,
-    record: &Record,
-    decision: Decision,
-    held: bool,
-) {
+/// ([`decide::next_wake`]), or, for a workflow that has finished, forgets what planning it
+/// used: it has no more Jobs to start, and its state would only hold memory (the operator may
+/// keep thousands of finished workflows). A late event plans in full.
+fn remember(shared: &Shared, record: Record) {
+    let Decided {
+        seen,
+        decision,
+        gate,
+        ..
+    } = record.decided;
+    // Steps a gate holds back want to be looked at again soon: their wants go stale.
+    let held = gate.is_some_and(|gate| gate.admitted.is_some());
     let finished = record
         .status
         .as_ref()
@@ -258,7 +265,7 @@ async fn write_now(
     ctx: &Context<WorkFlow>,
     workflow: &WorkFlow,
     status: Option<&WorkFlowStatus>,
-) -> Result<bool, HandlerError> {
+) -> Result<bool, RequestFailed> {
     let Some(status) = status else {
         return Ok(false);
     };
@@ -268,7 +275,7 @@ async fn write_now(
         .await
         .map_err(|e| {
             shared.metrics.api_error("patch");
-            temporary("writing the status", e)
+            RequestFailed::new("writing the status", e)
         })?;
     Ok(true)
 }

@@ -12,20 +12,20 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube_kopf::{Context, HandlerError};
+use kube_kopf::Context;
 use workflow_operator_core::agent::REPOSITORY_CONFIGMAP;
 use workflow_operator_core::crd::{ArtifactRepository, ResolvedRepository, WorkFlow};
 
 use kube::runtime::events::EventType;
 
-use super::shared::{Shared, note, temporary};
+use super::shared::{RequestFailed, Shared, note};
 
 /// Where [`resolve`] found a repository given by the operator's flag.
 pub const FROM_FLAG: &str = "--artifact-repository";
 
 /// Records the artifact repository of `ctx`'s workflow when it has artifacts and no record
 /// yet; does nothing (no read, no write) otherwise.
-pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), HandlerError> {
+pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), RequestFailed> {
     let workflow = shared.status.latest(&ctx.object);
     let prepared = shared.memory.compiled(&workflow);
     let recorded = (workflow.status.as_ref()).is_some_and(|s| s.artifact_repository.is_some());
@@ -42,7 +42,7 @@ pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<
         .status
         .settle(&workflow)
         .await
-        .map_err(|e| temporary("writing the status", e))?;
+        .map_err(|e| RequestFailed::new("writing the status", e))?;
     let workflow = shared.status.latest(&ctx.object);
     let mut status = workflow.status.clone().unwrap_or_default();
     let from = resolved.from.clone();
@@ -53,7 +53,7 @@ pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<
         .await
         .map_err(|e| {
             shared.metrics.api_error("patch");
-            temporary("recording the artifact repository", e)
+            RequestFailed::new("recording the artifact repository", e)
         })?;
     let said = format!("artifacts go to the repository of {from}, whatever becomes of it");
     note(ctx, EventType::Normal, "ArtifactRepositoryResolved", &said).await;
@@ -67,7 +67,7 @@ async fn find(
     ctx: &Context<WorkFlow>,
     own: &Option<Box<ArtifactRepository>>,
     namespace: &str,
-) -> Result<Option<ResolvedRepository>, HandlerError> {
+) -> Result<Option<ResolvedRepository>, RequestFailed> {
     if let Some(own) = own {
         return Ok(Some(ResolvedRepository {
             from: "spec.artifactRepository".to_string(),
@@ -76,7 +76,7 @@ async fn find(
     }
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let map = (api.get_opt(REPOSITORY_CONFIGMAP).await)
-        .map_err(|e| temporary(&format!("reading configmap {REPOSITORY_CONFIGMAP}"), e))?;
+        .map_err(|e| RequestFailed::new(format!("reading configmap {REPOSITORY_CONFIGMAP}"), e))?;
     if let Some(map) = map {
         let text = map.data.as_ref().and_then(|d| d.get("repository"));
         let parsed = text.map(|t| serde_yaml::from_str::<ArtifactRepository>(t));

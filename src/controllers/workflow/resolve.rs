@@ -11,7 +11,7 @@
 
 use kube::api::Api;
 use kube::{Client, ResourceExt};
-use kube_kopf::{Context, HandlerError};
+use kube_kopf::Context;
 use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::template::{
     self, CLUSTER_KIND, ClusterWorkFlowTemplate, ResolvedTemplate, Source, WorkFlowTemplate,
@@ -19,12 +19,12 @@ use workflow_operator_core::template::{
 
 use kube::runtime::events::EventType;
 
-use super::shared::{Shared, note, temporary};
+use super::shared::{RequestFailed, Shared, note};
 
 /// Reads and records the shared templates `ctx`'s workflow names that its status does not
 /// hold yet; does nothing (no read, no write) for a workflow that names none, or that ended
 /// and is not being retried.
-pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), HandlerError> {
+pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), RequestFailed> {
     let workflow = shared.status.latest(&ctx.object);
     if !shared.memory.compiled(&workflow).unresolved || !may_run(&workflow) {
         return Ok(());
@@ -33,7 +33,7 @@ pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<
         .status
         .settle(&workflow)
         .await
-        .map_err(|e| temporary("writing the status", e))?;
+        .map_err(|e| RequestFailed::new("writing the status", e))?;
     let workflow = shared.status.latest(&ctx.object);
     let namespace = workflow.namespace().unwrap_or_default();
     let before = workflow
@@ -52,7 +52,7 @@ pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<
         .await
         .map_err(|e| {
             shared.metrics.api_error("patch");
-            temporary("recording the templates read", e)
+            RequestFailed::new("recording the templates read", e)
         })?;
     let read: Vec<String> = status.resolved_templates[before..]
         .iter()
@@ -87,8 +87,8 @@ async fn read(
     client: &Client,
     namespace: &str,
     source: Source,
-) -> Result<Option<ResolvedTemplate>, HandlerError> {
-    let reading = |e| temporary(&format!("reading {}", source.describe()), e);
+) -> Result<Option<ResolvedTemplate>, RequestFailed> {
+    let reading = |e| RequestFailed::new(format!("reading {}", source.describe()), e);
     let (meta, spec) = if source.kind == CLUSTER_KIND {
         let api: Api<ClusterWorkFlowTemplate> = Api::all(client.clone());
         match api.get_opt(&source.name).await.map_err(reading)? {

@@ -25,7 +25,7 @@ use std::time::Duration;
 /// most this often when Job events come quickly; a pass that defers its status has the timer
 /// look at the workflow at its next tick (every
 /// [`TIMEOUT_CHECK`](super::operator::TIMEOUT_CHECK)), and that pass writes whatever is left. A
-/// phase change is always written at once.
+/// phase change is never deferred (it is written at once, or behind while a run state is kept).
 pub(super) const STATUS_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What a pass knows when it chooses how to write its status.
