@@ -32,11 +32,12 @@ test-slow: tools ## the slow reliability tests: 20 operator kills during 50 work
 
 lint: lint-source clippy lint-docs ## rustfmt, clippy and rustdoc, warnings are errors; no module import circle, no function over 120 lines, no stale pointer
 
-lint-source: ## the checks that compile nothing: rustfmt, no module import circle, no function over 120 lines, no stale pointer
+lint-source: ## the checks that compile nothing: rustfmt, no module import circle, no function over 120 lines, no stale pointer, no pass stage importing a later one
 	$(CARGO) fmt --all -- --check
 	$(PYTHON) scripts/module-cycles.py --all --no-tests
 	$(PYTHON) scripts/long-functions.py
 	$(PYTHON) scripts/stale-pointers.py
+	$(PYTHON) scripts/stage-order.py
 
 clippy: ## clippy on every target of the workspace, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -149,7 +149,11 @@ async fn execute(
                 what: "stopping the",
                 queued: Queued::Delete,
             };
-            if stop(api, job_name, stopping).await.map_err(PassError::Apply)? == Stopped::Deleted {
+            if stop(api, job_name, stopping)
+                .await
+                .map_err(PassError::Apply)?
+                == Stopped::Deleted
+            {
                 shared.memory.deleted(&uid, job_name);
             }
             Ok(())
@@ -207,9 +211,8 @@ fn build_job(
         instance,
         attempt,
     } = *create;
-    let (index, step) = (compiled.step(&workflow.spec, step, exit.is_some())).ok_or_else(|| {
-        PassError::Unbuildable(format!("planned step {step} is not in the spec"))
-    })?;
+    let (index, step) = (compiled.step(&workflow.spec, step, exit.is_some()))
+        .ok_or_else(|| PassError::Unbuildable(format!("planned step {step} is not in the spec")))?;
     let data = StepData {
         inputs: Some(inputs),
         // Exit steps' outputs are never read.

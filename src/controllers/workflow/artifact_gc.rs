@@ -18,8 +18,8 @@ use workflow_operator_core::jobs::LABEL_WORKFLOW;
 use workflow_operator_core::names;
 
 use super::shared::{RequestFailed, Shared, note};
-use crate::artifacts::credentials::{self, CredentialsError};
 use crate::artifacts;
+use crate::artifacts::credentials::{self, CredentialsError};
 
 /// Why the artifacts were not deleted.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +42,9 @@ pub(super) enum GcError {
 impl From<GcError> for HandlerError {
     fn from(error: GcError) -> Self {
         match &error {
-            GcError::Credentials(e) if !e.is_temporary() => HandlerError::permanent(error.to_string()),
+            GcError::Credentials(e) if !e.is_temporary() => {
+                HandlerError::permanent(error.to_string())
+            }
             _ => HandlerError::temporary(error.to_string()),
         }
     }

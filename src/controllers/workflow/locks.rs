@@ -499,7 +499,10 @@ async fn release(api: &Api<Lease>, held: &Held) -> Result<(), RequestFailed> {
             Ok(())
         }
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-        Err(e) => Err(RequestFailed::new("giving back a lock (deleting its Lease)", e)),
+        Err(e) => Err(RequestFailed::new(
+            "giving back a lock (deleting its Lease)",
+            e,
+        )),
     }
 }
 

@@ -13,8 +13,8 @@ use kube::{Resource, ResourceExt};
 use kube_kopf::Context;
 use workflow_operator_core::crd::{WorkFlow, WorkFlowStatus};
 use workflow_operator_core::incremental::RunState;
-use workflow_operator_core::jobs;
 use workflow_operator_core::job_summary::JobSummary;
+use workflow_operator_core::jobs;
 use workflow_operator_core::plan::{Compiled, ObservedJob};
 
 use super::failure_cause;
@@ -166,4 +166,3 @@ pub(super) fn observed_jobs(
         .filter_map(|job| jobs::observe_job(job, now))
         .collect()
 }
-

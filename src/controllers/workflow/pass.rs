@@ -106,7 +106,10 @@ async fn gates(
     mut decided: Decided,
 ) -> Result<Decided, PassError> {
     for _ in 0..CACHE_ROUNDS {
-        let spec = (decided.seen.workflow.as_ref(), decided.seen.compiled.as_ref());
+        let spec = (
+            decided.seen.workflow.as_ref(),
+            decided.seen.compiled.as_ref(),
+        );
         let hits = cache::look_up(ctx, spec, &decided.decision.plan).await;
         let hits = hits.map_err(PassError::Cache)?;
         if hits.is_empty() {
@@ -116,7 +119,10 @@ async fn gates(
         with_hits.cached.extend(hits);
         decided = replan(shared, ctx, decided, with_hits).await?;
     }
-    let spec = (decided.seen.workflow.as_ref(), decided.seen.compiled.as_ref());
+    let spec = (
+        decided.seen.workflow.as_ref(),
+        decided.seen.compiled.as_ref(),
+    );
     let planned = (&decided.decision.plan, decided.jobs.as_deref());
     let held = locks::hold(shared.locks.as_deref(), &ctx.client, spec, planned).await;
     if let Some(locks) = held.map_err(PassError::Locks)? {
@@ -124,7 +130,8 @@ async fn gates(
         decided = replan(shared, ctx, decided, with_locks).await?;
     }
     let seen = &decided.seen;
-    if let Some(queue) = gate::admit(shared, &seen.workflow, &seen.uid, &decided.decision.plan).await
+    if let Some(queue) =
+        gate::admit(shared, &seen.workflow, &seen.uid, &decided.decision.plan).await
     {
         let with_queue = decided.gate.take().map_or(queue.clone(), |g| g.and(queue));
         decided = replan(shared, ctx, decided, with_queue).await?;
