@@ -163,7 +163,7 @@ pub enum Ended<T> {
 
 /// What a contender does with the lease it read. Pure: see [`decide`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Decision {
+enum LeaseMove {
     /// Free (no holder) or expired: take it.
     Acquire,
     /// This identity already holds it: renew it.
@@ -179,22 +179,22 @@ fn decide(
     identity: &str,
     unchanged_for: Duration,
     default_duration: Duration,
-) -> Decision {
+) -> LeaseMove {
     let holder = spec.holder_identity.as_deref().unwrap_or_default();
     if holder.is_empty() {
-        return Decision::Acquire;
+        return LeaseMove::Acquire;
     }
     if holder == identity {
-        return Decision::Renew;
+        return LeaseMove::Renew;
     }
     let duration = spec
         .lease_duration_seconds
         .and_then(|s| u64::try_from(s).ok())
         .map_or(default_duration, Duration::from_secs);
     if unchanged_for >= duration {
-        Decision::Acquire
+        LeaseMove::Acquire
     } else {
-        Decision::Wait {
+        LeaseMove::Wait {
             holder: holder.to_owned(),
         }
     }
@@ -548,8 +548,8 @@ impl LeaderElection {
             now - observed.since,
             self.timing.lease_duration,
         ) {
-            Decision::Wait { holder } => Ok(Attempt::HeldBy(holder)),
-            Decision::Acquire | Decision::Renew => self
+            LeaseMove::Wait { holder } => Ok(Attempt::HeldBy(holder)),
+            LeaseMove::Acquire | LeaseMove::Renew => self
                 .write_claim(lease, observed)
                 .await
                 .map(|lease| Attempt::Leading(Box::new(lease))),
@@ -687,8 +687,8 @@ mod tests {
         }
     }
 
-    fn wait() -> Decision {
-        Decision::Wait {
+    fn wait() -> LeaseMove {
+        LeaseMove::Wait {
             holder: OTHER.to_owned(),
         }
     }
@@ -701,25 +701,25 @@ mod tests {
                 "no holder",
                 held_by(None, Some(15)),
                 secs(0),
-                Decision::Acquire,
+                LeaseMove::Acquire,
             ),
             (
                 "released (empty holder)",
                 held_by(Some(""), Some(1)),
                 secs(0),
-                Decision::Acquire,
+                LeaseMove::Acquire,
             ),
             (
                 "held by me",
                 held_by(Some(ME), Some(15)),
                 secs(0),
-                Decision::Renew,
+                LeaseMove::Renew,
             ),
             (
                 "held by me, stale",
                 held_by(Some(ME), Some(15)),
                 secs(99),
-                Decision::Renew,
+                LeaseMove::Renew,
             ),
             (
                 "held by other, fresh",
@@ -731,13 +731,13 @@ mod tests {
                 "held by other, expired",
                 held_by(Some(OTHER), Some(15)),
                 secs(15),
-                Decision::Acquire,
+                LeaseMove::Acquire,
             ),
             (
                 "other's own shorter duration",
                 held_by(Some(OTHER), Some(2)),
                 secs(2),
-                Decision::Acquire,
+                LeaseMove::Acquire,
             ),
             (
                 "no duration: default 10 s, fresh",
@@ -749,7 +749,7 @@ mod tests {
                 "no duration: default 10 s, expired",
                 held_by(Some(OTHER), None),
                 secs(10),
-                Decision::Acquire,
+                LeaseMove::Acquire,
             ),
             (
                 "negative duration: default",
@@ -823,7 +823,7 @@ mod tests {
         assert_eq!(spec.lease_transitions, previous.lease_transitions);
         assert_eq!(
             decide(&spec, OTHER, Duration::ZERO, Duration::from_secs(15)),
-            Decision::Acquire
+            LeaseMove::Acquire
         );
     }
 

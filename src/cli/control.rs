@@ -54,7 +54,7 @@ impl Verb {
 
 /// What a verb does to a workflow in its current state.
 #[derive(Debug, PartialEq)]
-enum Decision {
+enum VerbOutcome {
     /// Write this merge patch of the spec.
     Patch(Value),
     /// Nothing to do, and that is fine (the verb's effect is there already).
@@ -64,13 +64,13 @@ enum Decision {
 }
 
 /// Decides what `verb` does to `workflow`. Pure: the commands and the tests use it alike.
-fn decide(verb: Verb, workflow: &WorkFlow) -> Decision {
+fn decide(verb: Verb, workflow: &WorkFlow) -> VerbOutcome {
     let name = workflow.metadata.name.as_deref().unwrap_or_default();
     let status = workflow.status.as_ref();
     let phase = status.and_then(|s| s.workflow_status);
     let spec = &workflow.spec;
     let finished = |what: &str| {
-        Decision::Refused(format!(
+        VerbOutcome::Refused(format!(
             "workflow {name} has finished ({}); there is nothing to {what}{}",
             phase.map_or("", |p| p.as_str()),
             if phase == Some(Phase::Failed) {
@@ -84,48 +84,48 @@ fn decide(verb: Verb, workflow: &WorkFlow) -> Decision {
     match verb {
         Verb::Suspend if terminal => finished("suspend"),
         Verb::Suspend if spec.suspend => {
-            Decision::AlreadyDone(format!("workflow {name} is already suspended"))
+            VerbOutcome::AlreadyDone(format!("workflow {name} is already suspended"))
         }
-        Verb::Suspend => Decision::Patch(json!({"spec": {"suspend": true}})),
+        Verb::Suspend => VerbOutcome::Patch(json!({"spec": {"suspend": true}})),
         Verb::Resume if terminal => finished("resume"),
         Verb::Resume if !spec.suspend => {
-            Decision::AlreadyDone(format!("workflow {name} is not suspended"))
+            VerbOutcome::AlreadyDone(format!("workflow {name} is not suspended"))
         }
-        Verb::Resume => Decision::Patch(json!({"spec": {"suspend": null}})),
+        Verb::Resume => VerbOutcome::Patch(json!({"spec": {"suspend": null}})),
         Verb::Stop | Verb::Terminate if terminal => finished("stop"),
         Verb::Stop => match spec.shutdown {
             Some(Shutdown::Stop) => {
-                Decision::AlreadyDone(format!("workflow {name} is already stopping"))
+                VerbOutcome::AlreadyDone(format!("workflow {name} is already stopping"))
             }
-            Some(Shutdown::Terminate) => Decision::Refused(format!(
+            Some(Shutdown::Terminate) => VerbOutcome::Refused(format!(
                 "workflow {name} is being terminated already, which stops more than stop does"
             )),
-            None => Decision::Patch(json!({"spec": {"shutdown": "Stop"}})),
+            None => VerbOutcome::Patch(json!({"spec": {"shutdown": "Stop"}})),
         },
         Verb::Terminate => match spec.shutdown {
             Some(Shutdown::Terminate) => {
-                Decision::AlreadyDone(format!("workflow {name} is already being terminated"))
+                VerbOutcome::AlreadyDone(format!("workflow {name} is already being terminated"))
             }
-            _ => Decision::Patch(json!({"spec": {"shutdown": "Terminate"}})),
+            _ => VerbOutcome::Patch(json!({"spec": {"shutdown": "Terminate"}})),
         },
         Verb::Retry => {
             let retried = status.and_then(|s| s.retry).unwrap_or(0);
             match phase {
-                Some(Phase::Failed) if spec.retry > retried => Decision::AlreadyDone(format!(
+                Some(Phase::Failed) if spec.retry > retried => VerbOutcome::AlreadyDone(format!(
                     "workflow {name} has a retry requested already (spec.retry {})",
                     spec.retry
                 )),
-                Some(Phase::Failed) => Decision::Patch(json!({"spec": {
+                Some(Phase::Failed) => VerbOutcome::Patch(json!({"spec": {
                     "retry": spec.retry.max(retried) + 1,
                     // A retried workflow runs again: what stopped it no longer applies, nor
                     // does a suspension (as `argo retry`), which would hold every step.
                     "shutdown": null,
                     "suspend": null,
                 }})),
-                Some(Phase::Completed) => Decision::Refused(format!(
+                Some(Phase::Completed) => VerbOutcome::Refused(format!(
                     "workflow {name} completed: every step succeeded, there is nothing to retry"
                 )),
-                other => Decision::Refused(format!(
+                other => VerbOutcome::Refused(format!(
                     "workflow {name} is still running ({}); only a failed or stopped workflow can be retried (stop or terminate it first, or wait for it to end)",
                     other.map_or("not started yet", |p| p.as_str())
                 )),
@@ -158,9 +158,9 @@ async fn apply(verb: Verb, api: &Api<WorkFlow>, namespace: &str, name: &str) -> 
     for _ in 0..ATTEMPTS {
         let workflow = super::read_workflow(api, namespace, name).await?;
         let mut patch = match decide(verb, &workflow) {
-            Decision::AlreadyDone(message) => return Ok(message),
-            Decision::Refused(message) => bail!(message),
-            Decision::Patch(patch) => patch,
+            VerbOutcome::AlreadyDone(message) => return Ok(message),
+            VerbOutcome::Refused(message) => bail!(message),
+            VerbOutcome::Patch(patch) => patch,
         };
         // The resourceVersion makes the patch conditional on what was checked.
         patch["metadata"] = json!({"resourceVersion": workflow.metadata.resource_version});
@@ -194,9 +194,9 @@ mod tests {
         wf
     }
 
-    fn patch(decision: Decision) -> Value {
+    fn patch(decision: VerbOutcome) -> Value {
         match decision {
-            Decision::Patch(patch) => patch,
+            VerbOutcome::Patch(patch) => patch,
             other => panic!("{other:?}"),
         }
     }
@@ -219,7 +219,7 @@ mod tests {
         let running = workflow(Phase::Started, |_| {});
         assert_eq!(
             decide(Verb::Resume, &running),
-            Decision::AlreadyDone("workflow w is not suspended".into())
+            VerbOutcome::AlreadyDone("workflow w is not suspended".into())
         );
     }
 
@@ -261,7 +261,7 @@ mod tests {
     ) {
         assert_eq!(
             decide(verb, &workflow(phase, |_| {})),
-            Decision::Refused(why.into())
+            VerbOutcome::Refused(why.into())
         );
     }
 
@@ -280,7 +280,7 @@ mod tests {
         let pending = workflow(Phase::Failed, |w| w.spec.retry = 2);
         assert!(matches!(
             decide(Verb::Retry, &pending),
-            Decision::AlreadyDone(_)
+            VerbOutcome::AlreadyDone(_)
         ));
     }
 
@@ -307,7 +307,7 @@ mod tests {
         });
         assert!(matches!(
             decide(Verb::Stop, &terminating),
-            Decision::Refused(_)
+            VerbOutcome::Refused(_)
         ));
         let stopping = workflow(Phase::Started, |w| w.spec.shutdown = Some(Shutdown::Stop));
         assert_eq!(

@@ -23,7 +23,7 @@ use workflow_operator_core::plan::{self, Action, Compiled, ExitEnv, Plan};
 use super::decide::Refusal;
 use super::error::PassError;
 use super::observe::Observed;
-use super::shared::{FIELD_MANAGER, RequestFailed, Shared};
+use super::shared::{ControllerState, FIELD_MANAGER, RequestFailed};
 
 /// Actions (Job creates, patches, deletes) of one plan carried out at once. They touch
 /// different Jobs and each is idempotent, so their order does not matter; one at a time, the
@@ -36,7 +36,7 @@ const ACTIONS_IN_FLIGHT: usize = 16;
 /// malformed volume), which no retry can create: the pass fails their steps and carries out
 /// the plan made again with those failures.
 pub(super) async fn apply(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     seen: &Observed,
     plan: &Plan,
@@ -63,7 +63,7 @@ pub(super) async fn apply(
 /// mount it: at each pass that creates Jobs, as 409 says it exists already (one request, no
 /// memory to trust after a restart), and only for workflows with a workspace.
 async fn ensure_workspace(
-    shared: &Shared,
+    shared: &ControllerState,
     jobs_api: &Api<Job>,
     workflow: &WorkFlow,
     compiled: &Compiled,
@@ -98,7 +98,7 @@ async fn ensure_workspace(
 /// create O(1) in the number of steps (no re-hash of the spec, no scan of the steps). A Job
 /// create the API server refuses with 422 goes to `refusals`.
 async fn execute(
-    shared: &Shared,
+    shared: &ControllerState,
     api: &Api<Job>,
     workflow: &WorkFlow,
     compiled: &Compiled,
@@ -198,7 +198,7 @@ struct Create<'a> {
 /// # Errors
 /// A step the spec does not hold, or a workflow without the metadata a Job needs (permanent).
 fn build_job(
-    shared: &Shared,
+    shared: &ControllerState,
     workflow: &WorkFlow,
     compiled: &Compiled,
     create: &Create<'_>,
@@ -252,7 +252,7 @@ fn shown_name(workflow: &WorkFlow, create: &Create<'_>) -> String {
 /// Creates `job`; one that exists already is this step's (its name is deterministic). A
 /// refusal (422) goes to `refuse`.
 async fn create_job(
-    shared: &Shared,
+    shared: &ControllerState,
     api: &Api<Job>,
     workflow: &WorkFlow,
     job: &Job,

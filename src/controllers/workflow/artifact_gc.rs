@@ -17,7 +17,7 @@ use workflow_operator_core::crd::{ArtifactGcStrategy, WorkFlow};
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
 use workflow_operator_core::names;
 
-use super::shared::{RequestFailed, Shared, note};
+use super::shared::{ControllerState, RequestFailed, note};
 use crate::artifacts;
 use crate::artifacts::credentials::{self, CredentialsError};
 
@@ -51,7 +51,10 @@ impl From<GcError> for HandlerError {
 }
 
 /// After a pass: the artifacts of an ended workflow with `OnWorkflowCompletion`, once.
-pub(super) async fn on_completion(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), GcError> {
+pub(super) async fn on_completion(
+    shared: &ControllerState,
+    ctx: &Context<WorkFlow>,
+) -> Result<(), GcError> {
     let workflow = shared.status.latest(&ctx.object);
     let Some(status) = &workflow.status else {
         return Ok(());

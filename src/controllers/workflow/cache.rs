@@ -7,8 +7,7 @@
 //! for the step), once per Job per process; a restarted operator writes again and is answered
 //! 409. A failed step writes nothing.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -21,47 +20,27 @@ use kube_kopf::Context;
 use workflow_operator_core::cache::{Entry, Key, LABEL_CACHE, key_of};
 use workflow_operator_core::crd::{Step, StepStatus, WorkFlow};
 use workflow_operator_core::fan_out;
-use workflow_operator_core::plan::{Action, Compiled, JobState, ObservedJob, Plan};
+use workflow_operator_core::plan::{Action, Compiled, JobState, Plan};
 use workflow_operator_core::retry::parse_duration;
 
+use super::decide::Decided;
+use super::memory::CacheWrites;
 use crate::controllers::{FIELD_MANAGER, RequestFailed};
 
-/// The Jobs whose entries this process wrote, by workflow uid.
-#[derive(Default)]
-pub struct Written(Mutex<BTreeMap<String, HashSet<String>>>);
-
-impl Written {
-    /// Forgets a workflow's (deleted).
-    pub fn forget(&self, uid: &str) {
-        self.0.lock().expect("cache writes").remove(uid);
-    }
-
-    /// Whether `job` of `uid` is newly marked written.
-    fn mark(&self, uid: &str, job: &str) -> bool {
-        let mut written = self.0.lock().expect("cache writes");
-        written
-            .entry(uid.to_string())
-            .or_default()
-            .insert(job.to_string())
-    }
-
-    fn unmark(&self, uid: &str, job: &str) {
-        if let Some(jobs) = self.0.lock().expect("cache writes").get_mut(uid) {
-            jobs.remove(job);
-        }
-    }
-}
-
-/// The cache hits of the cached steps `plan` (of `workflow`, templates expanded) would start:
-/// each step's status entry as the planner is to record it. Posts an Event per hit.
+/// The cache hits of the cached steps the decided plan would start: each step's status entry
+/// as the planner is to record it. Posts an Event per hit.
 ///
 /// # Errors
 /// An entry that could not be read (temporary).
 pub(super) async fn look_up(
     ctx: &Context<WorkFlow>,
-    (workflow, compiled): (&WorkFlow, &Compiled),
-    plan: &Plan,
+    decided: &Decided,
 ) -> Result<Vec<StepStatus>, RequestFailed> {
+    let (workflow, compiled) = (
+        decided.seen.workflow.as_ref(),
+        decided.seen.compiled.as_ref(),
+    );
+    let plan = &decided.decision.plan;
     if !compiled.policies.cache {
         return Ok(Vec::new());
     }
@@ -129,17 +108,22 @@ async fn read(api: &Api<ConfigMap>, key: &Key) -> Result<Option<Entry>, RequestF
     Ok(found.and_then(|map| Entry::from_data(map.data.as_ref()?)))
 }
 
-/// Writes the entry of each cached step of `workflow` whose Job (among `observed`) succeeded
-/// and whose outputs the status (`plan`'s, else the workflow's) records.
+/// Writes the entry of each cached step whose Job succeeded and whose outputs the status (the
+/// plan's, else the workflow's) records. Only a pass that observed the Jobs in full has any: a
+/// workflow with cached steps is always planned in full (`cache` is `InFull` in the core's
+/// `fields`).
 ///
 /// # Errors
 /// An entry that could not be written (temporary).
 pub(super) async fn write(
-    written: &Written,
+    written: &CacheWrites,
     client: &Client,
-    workflow: &WorkFlow,
-    (plan, observed): (&Plan, &[ObservedJob]),
+    decided: &Decided,
 ) -> Result<(), RequestFailed> {
+    let Some(observed) = &decided.jobs else {
+        return Ok(());
+    };
+    let (workflow, plan) = (&decided.seen.workflow, &decided.decision.plan);
     let uid = workflow.uid().unwrap_or_default();
     let namespace = workflow.namespace().unwrap_or_default();
     let status = plan.status.as_ref().or(workflow.status.as_ref());

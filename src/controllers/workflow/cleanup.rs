@@ -48,7 +48,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::shared::{FIELD_MANAGER, Shared};
+use super::shared::{ControllerState, FIELD_MANAGER};
 use kube_kopf::{Context, HandlerError, HandlerResult};
 use workflow_operator_core::crd::{
     CONDITION_FINISHED, PodCleanup as Policy, StepPhase, WorkFlow, WorkFlowStatus,
@@ -291,7 +291,7 @@ impl PodCleanup {
     ///
     /// # Errors
     /// A temporary error when a delete or a patch fails: the framework retries the pass.
-    pub async fn run(self, shared: &Shared) -> HandlerResult {
+    pub async fn run(self, shared: &ControllerState) -> HandlerResult {
         // The stored status (or our last write of it): the workflow has finished once it says so.
         let workflow = shared.status.latest(&self.ctx.object);
         if workflow.meta().deletion_timestamp.is_some() {

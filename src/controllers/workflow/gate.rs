@@ -7,20 +7,17 @@
 //! watch of the step Jobs to have listed them once.
 
 use kube::ResourceExt;
-use workflow_operator_core::crd::WorkFlow;
-use workflow_operator_core::plan::{self, Plan};
+use workflow_operator_core::plan;
 
-use super::shared::Shared;
+use super::decide::Decided;
+use super::shared::ControllerState;
 use super::step_queue::{self, StepQueue};
 
-/// What the queue admits of the Jobs `plan` creates, as a gate to plan again with; `None`
-/// when it admits them all (or does not govern the workflow).
-pub(super) async fn admit(
-    shared: &Shared,
-    workflow: &WorkFlow,
-    uid: &str,
-    plan: &Plan,
-) -> Option<plan::Gate> {
+/// What the queue admits of the Jobs the decided plan creates, as a gate to plan again with;
+/// `None` when it admits them all (or does not govern the workflow).
+pub(super) async fn admit(shared: &ControllerState, decided: &Decided) -> Option<plan::Gate> {
+    let (workflow, uid) = (decided.seen.workflow.as_ref(), decided.seen.uid.as_str());
+    let plan = &decided.decision.plan;
     let queue = shared.step_queue.as_ref()?;
     if !StepQueue::governs(workflow) {
         return None;
@@ -36,17 +33,17 @@ pub(super) async fn admit(
     Some(plan::Gate::admitting(names, message))
 }
 
-/// Gives back the slots of Jobs `gate` admitted that `plan` (made behind the gate) does not
-/// create after all.
-pub(super) fn release_unplanned(
-    shared: &Shared,
-    workflow: &WorkFlow,
-    gate: &plan::Gate,
-    plan: &Plan,
-) {
-    let (Some(queue), Some(admitted)) = (shared.step_queue.as_ref(), gate.admitted.as_ref()) else {
+/// Gives back the slots of Jobs the gate the plan was made behind admitted that the plan does
+/// not create after all.
+pub(super) fn release_unplanned(shared: &ControllerState, decided: &Decided) {
+    let admitted = decided
+        .gate
+        .as_ref()
+        .and_then(|gate| gate.admitted.as_ref());
+    let (Some(queue), Some(admitted)) = (shared.step_queue.as_ref(), admitted) else {
         return;
     };
+    let (workflow, plan) = (&decided.seen.workflow, &decided.decision.plan);
     let namespace = workflow.namespace().unwrap_or_default();
     let planned = step_queue::creates(plan, &namespace);
     for name in admitted {

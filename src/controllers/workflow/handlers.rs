@@ -22,11 +22,11 @@ use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs;
 
 use super::apply::{delete_job, patch_job};
-use super::shared::{RequestFailed, Shared};
+use super::shared::{ControllerState, RequestFailed};
 use super::{artifact_gc, pass};
 
 /// Brings the workflow's Jobs and status in line with its spec: the planner decides, this does.
-pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+pub async fn reconcile(shared: Arc<ControllerState>, ctx: Context<WorkFlow>) -> HandlerResult {
     timed(shared, ctx, Vec::new()).await
 }
 
@@ -35,7 +35,7 @@ pub async fn reconcile(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerRe
 /// allows it, in full otherwise; either way one pass of creates and at most one status write
 /// for all of them.
 pub async fn reconcile_jobs(
-    shared: Arc<Shared>,
+    shared: Arc<ControllerState>,
     ctx: Context<WorkFlow>,
     jobs: Vec<Arc<JobSummary>>,
 ) -> HandlerResult {
@@ -44,7 +44,7 @@ pub async fn reconcile_jobs(
 
 /// Runs one pass and records its latency and outcome.
 async fn timed(
-    shared: Arc<Shared>,
+    shared: Arc<ControllerState>,
     ctx: Context<WorkFlow>,
     changed: Vec<Arc<JobSummary>>,
 ) -> HandlerResult {
@@ -103,7 +103,7 @@ async fn owned_jobs(api: &Api<Job>, workflow: &WorkFlow) -> Result<Vec<Job>, Han
 /// Deletes the workflow's Jobs and their pods. Owner references would let the garbage collector
 /// do it too; doing it here means it happens even where GC is slow or the references were
 /// stripped, and the Jobs are listed from the API, not the mirror, so none is missed.
-pub async fn cleanup(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResult {
+pub async fn cleanup(shared: Arc<ControllerState>, ctx: Context<WorkFlow>) -> HandlerResult {
     let started = std::time::Instant::now();
     let handler = ctx.handler.clone();
     let result = cleanup_once(&shared, ctx).await;
@@ -111,7 +111,7 @@ pub async fn cleanup(shared: Arc<Shared>, ctx: Context<WorkFlow>) -> HandlerResu
     result
 }
 
-async fn cleanup_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult {
+async fn cleanup_once(shared: &ControllerState, ctx: Context<WorkFlow>) -> HandlerResult {
     let workflow = &ctx.object;
     let api: Api<Job> = Api::namespaced(
         ctx.client.clone(),
@@ -128,7 +128,7 @@ async fn cleanup_once(shared: &Shared, ctx: Context<WorkFlow>) -> HandlerResult 
 /// Whether the `timeouts` timer's pass is due for a workflow: one that may time out whose wake,
 /// set by its last pass, has come (`Memory::is_due`). Cheap on purpose: it runs for every
 /// mirrored workflow at every tick.
-pub fn timer_due(shared: &Shared, workflow: &WorkFlow) -> bool {
+pub fn timer_due(shared: &ControllerState, workflow: &WorkFlow) -> bool {
     may_time_out(workflow) && shared.memory.is_due(&workflow.uid().unwrap_or_default())
 }
 

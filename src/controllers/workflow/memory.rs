@@ -7,7 +7,7 @@
 //! Jobs), and losing it costs only recomputation. One map keyed by workflow uid, so what is
 //! forgotten of a workflow is forgotten together.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -248,5 +248,32 @@ impl Memory {
             all.remove(uid);
         }
         pending
+    }
+}
+
+/// The cached steps' Jobs whose entries this process wrote (the `cache` stage), by workflow
+/// uid: each entry is written once.
+#[derive(Default)]
+pub struct CacheWrites(Mutex<BTreeMap<String, HashSet<String>>>);
+
+impl CacheWrites {
+    /// Forgets a workflow's (deleted).
+    pub fn forget(&self, uid: &str) {
+        self.0.lock().expect("cache writes").remove(uid);
+    }
+
+    /// Whether `job` of `uid` is newly marked written.
+    pub(super) fn mark(&self, uid: &str, job: &str) -> bool {
+        let mut written = self.0.lock().expect("cache writes");
+        written
+            .entry(uid.to_string())
+            .or_default()
+            .insert(job.to_string())
+    }
+
+    pub(super) fn unmark(&self, uid: &str, job: &str) {
+        if let Some(jobs) = self.0.lock().expect("cache writes").get_mut(uid) {
+            jobs.remove(job);
+        }
     }
 }

@@ -11,7 +11,8 @@
 //! - [`status_writer`]: statuses written in order, some behind the passes.
 //! - [`step_queue`]: the built-in step queue (`--max-running-steps`), fed by a watch of the step
 //!   Jobs.
-//! - [`locks`]: locks between workflows (`synchronization`), held in Leases, fed by a watch of them.
+//! - [`lock_book`]: locks between workflows (`synchronization`), held in Leases, fed by a watch
+//!   of them; the `locks` stage takes and gives them back.
 //! - [`kueue_metrics`]: the Kueue path's queue metrics, from a watch of the Jobs Kueue queues.
 //! - [`failure_cause`]: reading a failed or unstarted step's pods and Events.
 //! - [`step_outputs`]: reading a step's outputs from its pod.
@@ -28,7 +29,8 @@ pub mod failure_cause;
 mod gate;
 pub mod handlers;
 pub mod kueue_metrics;
-pub mod locks;
+pub mod lock_book;
+mod locks;
 mod memory;
 pub mod metrics;
 mod observe;

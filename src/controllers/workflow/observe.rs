@@ -19,7 +19,7 @@ use workflow_operator_core::plan::{Compiled, ObservedJob};
 
 use super::failure_cause;
 use super::memory::{CachedRun, Prepared};
-use super::shared::{RequestFailed, Shared};
+use super::shared::{ControllerState, RequestFailed};
 use super::step_outputs;
 
 /// What one pass observed.
@@ -55,7 +55,7 @@ impl Observed {
 /// What the pass for `ctx` (with the `changed` Jobs) plans from; `None` for a workflow being
 /// deleted, which the delete handler cleans up.
 pub(super) fn observe(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     changed: Vec<Arc<JobSummary>>,
 ) -> Option<Observed> {
@@ -98,7 +98,7 @@ pub(super) fn observe(
 /// whose pod has not started by its deadline; the outputs its dependents read are read from its
 /// pods. A finished workflow's message is written already: it reads nothing more.
 pub(super) async fn jobs_in_full(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     mut seen: Observed,
 ) -> Result<(Observed, Vec<ObservedJob>), RequestFailed> {
@@ -119,7 +119,7 @@ pub(super) async fn jobs_in_full(
 
 /// The Jobs `seen` knows without a request: the mirror's, and those we created that it does not
 /// show yet.
-pub(super) fn jobs_known(shared: &Shared, seen: &Observed) -> Vec<ObservedJob> {
+pub(super) fn jobs_known(shared: &ControllerState, seen: &Observed) -> Vec<ObservedJob> {
     let mut observed = observed_jobs(&seen.children, &seen.workflow, seen.now);
     observed.extend(shared.memory.unmirrored(&seen.uid, &seen.children));
     observed

@@ -15,8 +15,8 @@ use kube::{Client, CustomResourceExt};
 use super::cleanup;
 use super::handlers;
 use super::kueue_metrics::KueueQueueMetrics;
-use super::locks::LockBook;
-use super::shared::{FIELD_MANAGER, OPERATOR_NAME, Shared};
+use super::lock_book::LockBook;
+use super::shared::{ControllerState, FIELD_MANAGER, OPERATOR_NAME};
 use super::step_queue::{StepQueue, WAKE_CHECK};
 use crate::telemetry::metrics::Metrics;
 use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
@@ -152,7 +152,7 @@ pub async fn run_monitored(
             KueueQueueMetrics::new(metrics).watch(client.clone(), options.namespace.clone());
         AbortOnDrop(tokio::spawn(watch))
     });
-    let mut shared = Shared::new(options.step_events, options.metrics);
+    let mut shared = ControllerState::new(options.step_events, options.metrics);
     shared.step_queue = step_queue.clone();
     shared.agent = options.agent.clone();
     shared.artifact_repository = options.artifact_repository.clone();
@@ -173,7 +173,8 @@ pub async fn run_monitored(
         AbortOnDrop(tokio::spawn(watch))
     });
     let default_ttl = options.default_ttl_seconds_after_finished;
-    let reconcile = move |shared: Arc<Shared>| move |ctx| handlers::reconcile(shared.clone(), ctx);
+    let reconcile =
+        move |shared: Arc<ControllerState>| move |ctx| handlers::reconcile(shared.clone(), ctx);
     let cleanup = {
         let shared = shared.clone();
         move |ctx| handlers::cleanup(shared.clone(), ctx)

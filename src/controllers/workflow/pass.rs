@@ -28,25 +28,26 @@ use super::decide::{self, Decided, Decision, Refusal};
 use super::error::PassError;
 use super::observe::{self, Observed};
 use super::record::{self, Record};
-use super::shared::Shared;
+use super::shared::ControllerState;
 use super::{apply, artifact_gc, cache, gate, locks, repository, resolve};
 
 /// One pass: the stages in order, each line marked with what it asks of the API server.
 pub(super) async fn pass(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     changed: Vec<Arc<JobSummary>>,
 ) -> Result<(), PassError> {
-    let resolved = resolve::resolve(shared, ctx).await; // shared templates, until recorded
+    let resolved = resolve::shared_templates(shared, ctx).await; // shared templates, until recorded
     resolved.map_err(PassError::Resolve)?;
-    let found = repository::resolve(shared, ctx).await; // artifact repository, until recorded
+    let found = repository::artifact_repository(shared, ctx).await; // artifact repository, until recorded
     found.map_err(PassError::Repository)?;
     let Some(seen) = observe::observe(shared, ctx, changed) else {
         return Ok(()); // being deleted: the delete handler's
     };
-    let decided = decide(shared, ctx, seen).await?; // a plan in full: pods, Events
+    let decided = make_plan(shared, ctx, seen).await?; // a plan in full: pods, Events
     let decided = gates(shared, ctx, decided).await?; // cache entries, Leases
-    write_cache_entries(shared, ctx, &decided).await?; // cache entries
+    let written = cache::write(&shared.cache_written, &ctx.client, &decided).await; // cache entries
+    written.map_err(PassError::Cache)?;
     let record = record::prepare(shared, decided);
     let record = record::before_actions(shared, ctx, record).await; // a terminal status
     let mut record = record.map_err(PassError::Record)?;
@@ -62,8 +63,8 @@ pub(super) async fn pass(
 
 /// The pass's plan: from the remembered run state when it holds, else in full, from the Jobs
 /// observed in full for it.
-async fn decide(
-    shared: &Shared,
+async fn make_plan(
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     mut seen: Observed,
 ) -> Result<Decided, PassError> {
@@ -101,16 +102,12 @@ const CACHE_ROUNDS: usize = 10;
 /// cache hits, then locks, then the built-in queue. The queue's slots the final plan does not
 /// use are given back.
 async fn gates(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     mut decided: Decided,
 ) -> Result<Decided, PassError> {
     for _ in 0..CACHE_ROUNDS {
-        let spec = (
-            decided.seen.workflow.as_ref(),
-            decided.seen.compiled.as_ref(),
-        );
-        let hits = cache::look_up(ctx, spec, &decided.decision.plan).await;
+        let hits = cache::look_up(ctx, &decided).await;
         let hits = hits.map_err(PassError::Cache)?;
         if hits.is_empty() {
             break;
@@ -119,33 +116,23 @@ async fn gates(
         with_hits.cached.extend(hits);
         decided = replan(shared, ctx, decided, with_hits).await?;
     }
-    let spec = (
-        decided.seen.workflow.as_ref(),
-        decided.seen.compiled.as_ref(),
-    );
-    let planned = (&decided.decision.plan, decided.jobs.as_deref());
-    let held = locks::hold(shared.locks.as_deref(), &ctx.client, spec, planned).await;
+    let held = locks::hold(shared.locks.as_deref(), &ctx.client, &decided).await;
     if let Some(locks) = held.map_err(PassError::Locks)? {
         let with_locks = decided.gate.take().map_or(locks.clone(), |g| g.and(locks));
         decided = replan(shared, ctx, decided, with_locks).await?;
     }
-    let seen = &decided.seen;
-    if let Some(queue) =
-        gate::admit(shared, &seen.workflow, &seen.uid, &decided.decision.plan).await
-    {
+    if let Some(queue) = gate::admit(shared, &decided).await {
         let with_queue = decided.gate.take().map_or(queue.clone(), |g| g.and(queue));
         decided = replan(shared, ctx, decided, with_queue).await?;
     }
-    if let Some(gate) = &decided.gate {
-        gate::release_unplanned(shared, &decided.seen.workflow, gate, &decided.decision.plan);
-    }
+    gate::release_unplanned(shared, &decided);
     Ok(decided)
 }
 
 /// Plans `decided` again in full behind `gate`, observing its Jobs in full first if the pass
 /// has not yet.
 async fn replan(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     decided: Decided,
     gate: plan::Gate,
@@ -164,26 +151,9 @@ async fn replan(
     })
 }
 
-/// Writes the entries of cached steps whose Jobs succeeded. Only a pass that observed the Jobs
-/// in full has any: a workflow with cached steps is always planned in full (`cache` is
-/// `InFull` in the core's `fields`).
-async fn write_cache_entries(
-    shared: &Shared,
-    ctx: &Context<WorkFlow>,
-    decided: &Decided,
-) -> Result<(), PassError> {
-    let Some(jobs) = &decided.jobs else {
-        return Ok(());
-    };
-    let planned = (&decided.decision.plan, jobs.as_slice());
-    let workflow = &decided.seen.workflow;
-    let written = cache::write(&shared.cache_written, &ctx.client, workflow, planned).await;
-    written.map_err(PassError::Cache)
-}
-
 /// Carries out the recorded plan; the Jobs the API server refused.
 async fn apply_plan(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     record: &Record,
 ) -> Result<Vec<Refusal>, PassError> {
@@ -195,7 +165,7 @@ async fn apply_plan(
 /// failures is written at once (the status is their only record: no Job exists, and a
 /// restarted operator must read the same verdict), and handed on to be carried out.
 async fn fail_refused(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     record: Record,
     refused: &[Refusal],

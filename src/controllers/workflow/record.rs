@@ -13,9 +13,9 @@ use workflow_operator_core::plan::Plan;
 
 use super::decide::{self, Decided, Decision};
 use super::memory::CachedRun;
-use super::shared::{RequestFailed, Shared};
+use super::shared::{ControllerState, RequestFailed};
 use super::spec_change;
-use super::status_policy::{self, Pass, STATUS_MIN_INTERVAL, StatusWrite};
+use super::status_policy::{self, Facts, STATUS_MIN_INTERVAL, StatusWrite};
 use super::step_events::{self, StepChanges};
 
 /// The status of one pass on its way to being recorded, with what the pass decided.
@@ -40,7 +40,7 @@ pub(super) struct Record {
 
 /// Takes the status to write out of the decided plan (or, for the timer's pass, the one
 /// deferred), counts its step changes, and chooses how to write it.
-pub(super) fn prepare(shared: &Shared, mut decided: Decided) -> Record {
+pub(super) fn prepare(shared: &ControllerState, mut decided: Decided) -> Record {
     let (seen, decision) = (&decided.seen, &mut decided.decision);
     let planned = decision.plan.status.take();
     let (status, counted, phase_before) = shared.status.with_newest(&seen.uid, |newest, _| {
@@ -58,7 +58,7 @@ pub(super) fn prepare(shared: &Shared, mut decided: Decided) -> Record {
         (status, counted, before.and_then(|s| s.workflow_status))
     });
     let phase = status.as_ref().and_then(|s| s.workflow_status);
-    let write = status_policy::choose(Pass {
+    let write = status_policy::choose(Facts {
         has_status: status.is_some(),
         terminal: phase.is_some_and(Phase::is_terminal),
         phase_changed: phase != phase_before,
@@ -84,7 +84,7 @@ pub(super) fn prepare(shared: &Shared, mut decided: Decided) -> Record {
 /// Writes a terminal status, or one recording a rule's firing, before the actions; then
 /// posts the firings' Events, before the Jobs they let start.
 pub(super) async fn before_actions(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     mut record: Record,
 ) -> Result<Record, RequestFailed> {
@@ -101,7 +101,7 @@ pub(super) async fn before_actions(
 /// Writes at once the status of a plan made again for Jobs the API server refused
 /// (`decision`, whose plan's status it takes), and hands on that plan.
 pub(super) async fn refused(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     mut record: Record,
     mut decision: Decision,
@@ -120,7 +120,7 @@ pub(super) async fn refused(
 /// announced, one Event per lifecycle transition of the plan, and what is remembered for the
 /// next pass ([`remember`]).
 pub(super) async fn after_actions(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     mut record: Record,
 ) -> Result<(), RequestFailed> {
@@ -166,7 +166,7 @@ pub(super) async fn after_actions(
 /// ([`decide::next_wake`]), or, for a workflow that has finished, forgets what planning it
 /// used: it has no more Jobs to start, and its state would only hold memory (the operator may
 /// keep thousands of finished workflows). A late event plans in full.
-fn remember(shared: &Shared, record: Record) {
+fn remember(shared: &ControllerState, record: Record) {
     let Decided {
         seen,
         decision,
@@ -261,7 +261,7 @@ const REASON_RULE_FIRED: &str = "RuleFired";
 /// flight ([`StatusWriter::write`](super::status_writer::StatusWriter::write)); whether a write
 /// was made.
 async fn write_now(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     workflow: &WorkFlow,
     status: Option<&WorkFlowStatus>,

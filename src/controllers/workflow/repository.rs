@@ -18,14 +18,17 @@ use workflow_operator_core::crd::{ArtifactRepository, ResolvedRepository, WorkFl
 
 use kube::runtime::events::EventType;
 
-use super::shared::{RequestFailed, Shared, note};
+use super::shared::{ControllerState, RequestFailed, note};
 
-/// Where [`resolve`] found a repository given by the operator's flag.
+/// Where [`artifact_repository`] found a repository given by the operator's flag.
 pub const FROM_FLAG: &str = "--artifact-repository";
 
 /// Records the artifact repository of `ctx`'s workflow when it has artifacts and no record
 /// yet; does nothing (no read, no write) otherwise.
-pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), RequestFailed> {
+pub(super) async fn artifact_repository(
+    shared: &ControllerState,
+    ctx: &Context<WorkFlow>,
+) -> Result<(), RequestFailed> {
     let workflow = shared.status.latest(&ctx.object);
     let prepared = shared.memory.compiled(&workflow);
     let recorded = (workflow.status.as_ref()).is_some_and(|s| s.artifact_repository.is_some());
@@ -63,7 +66,7 @@ pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<
 /// The repository: the spec's, the namespace's ConfigMap's, or the operator's; `None` when
 /// there is none (or the ConfigMap's is not a repository, which an Event says).
 async fn find(
-    shared: &Shared,
+    shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     own: &Option<Box<ArtifactRepository>>,
     namespace: &str,

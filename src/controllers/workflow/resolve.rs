@@ -19,12 +19,15 @@ use workflow_operator_core::template::{
 
 use kube::runtime::events::EventType;
 
-use super::shared::{RequestFailed, Shared, note};
+use super::shared::{ControllerState, RequestFailed, note};
 
 /// Reads and records the shared templates `ctx`'s workflow names that its status does not
 /// hold yet; does nothing (no read, no write) for a workflow that names none, or that ended
 /// and is not being retried.
-pub(super) async fn resolve(shared: &Shared, ctx: &Context<WorkFlow>) -> Result<(), RequestFailed> {
+pub(super) async fn shared_templates(
+    shared: &ControllerState,
+    ctx: &Context<WorkFlow>,
+) -> Result<(), RequestFailed> {
     let workflow = shared.status.latest(&ctx.object);
     if !shared.memory.compiled(&workflow).unresolved || !may_run(&workflow) {
         return Ok(());

@@ -1,4 +1,4 @@
-//! What the workflow controller's handlers share across calls ([`Shared`]: the status writer,
+//! What the workflow controller's handlers share across calls ([`ControllerState`]: the status writer,
 //! the memory of each workflow, the queue, metrics) and the names it writes as. Below every
 //! stage of a pass: it imports none of them.
 
@@ -19,7 +19,7 @@ pub(super) use crate::controllers::RequestFailed;
 /// What the handlers share across calls. Nothing here is a source of truth: losing it costs only
 /// recomputation.
 #[derive(Default)]
-pub struct Shared {
+pub struct ControllerState {
     /// Post an Event per step started and succeeded (each one an API write).
     pub step_events: bool,
     /// Prometheus metric updates.
@@ -31,9 +31,9 @@ pub struct Shared {
     /// The built-in queue (`--max-running-steps`), when the operator has one.
     pub step_queue: Option<Arc<super::step_queue::StepQueue>>,
     /// The cache entries this process wrote (`cache`).
-    pub(super) cache_written: super::cache::Written,
+    pub(super) cache_written: super::memory::CacheWrites,
     /// The locks between workflows (`synchronization`).
-    pub locks: Option<Arc<super::locks::LockBook>>,
+    pub locks: Option<Arc<super::lock_book::LockBook>>,
     /// Where the step agent is copied from, for the steps that run under it.
     pub agent: Option<workflow_operator_core::agent::AgentSource>,
     /// The artifact repository of workflows that name none and whose namespace has none
@@ -41,7 +41,7 @@ pub struct Shared {
     pub artifact_repository: Option<workflow_operator_core::crd::ArtifactRepository>,
 }
 
-impl Shared {
+impl ControllerState {
     pub fn new(step_events: bool, metrics: Option<crate::telemetry::metrics::Metrics>) -> Self {
         // A status written behind that the API refuses counts as an API error, as one written
         // at once does.

@@ -30,7 +30,7 @@ pub(super) const STATUS_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What a pass knows when it chooses how to write its status.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Pass {
+pub(super) struct Facts {
     /// The plan has a status to write (it differs from the one stored or handed over).
     pub(super) has_status: bool,
     /// That status is terminal (Completed or Failed).
@@ -64,15 +64,15 @@ pub(super) enum StatusWrite {
     Deferred,
 }
 
-/// How the status of `pass` is written.
-pub(super) fn choose(pass: Pass) -> StatusWrite {
-    if !pass.has_status {
+/// How the status of a pass that knows `facts` is written.
+pub(super) fn choose(facts: Facts) -> StatusWrite {
+    if !facts.has_status {
         StatusWrite::Nothing
-    } else if pass.terminal || pass.fired {
+    } else if facts.terminal || facts.fired {
         StatusWrite::BeforeActions
-    } else if pass.incremental && !pass.flush && !pass.phase_changed && pass.written_recently {
+    } else if facts.incremental && !facts.flush && !facts.phase_changed && facts.written_recently {
         StatusWrite::Deferred
-    } else if pass.state_kept {
+    } else if facts.state_kept {
         StatusWrite::Behind
     } else {
         StatusWrite::AfterActions
@@ -86,31 +86,31 @@ mod tests {
     use StatusWrite::*;
 
     /// A running workflow's incremental pass for changed Jobs, state kept, written long ago.
-    fn progress() -> Pass {
-        Pass {
+    fn progress() -> Facts {
+        Facts {
             has_status: true,
             incremental: true,
             state_kept: true,
-            ..Pass::default()
+            ..Facts::default()
         }
     }
 
     #[test]
     fn the_status_write_follows_the_table() {
-        let cases: [(&str, Pass, StatusWrite); 10] = [
-            ("no status", Pass::default(), Nothing),
+        let cases: [(&str, Facts, StatusWrite); 10] = [
+            ("no status", Facts::default(), Nothing),
             (
                 "no status, even when recent",
-                Pass {
+                Facts {
                     written_recently: true,
-                    ..Pass::default()
+                    ..Facts::default()
                 },
                 Nothing,
             ),
             ("progress, written long ago", progress(), Behind),
             (
                 "progress, written recently",
-                Pass {
+                Facts {
                     written_recently: true,
                     ..progress()
                 },
@@ -118,7 +118,7 @@ mod tests {
             ),
             (
                 "the timer's pass writes what was deferred",
-                Pass {
+                Facts {
                     written_recently: true,
                     flush: true,
                     ..progress()
@@ -127,7 +127,7 @@ mod tests {
             ),
             (
                 "a phase change is never deferred",
-                Pass {
+                Facts {
                     written_recently: true,
                     phase_changed: true,
                     ..progress()
@@ -136,7 +136,7 @@ mod tests {
             ),
             (
                 "a terminal outcome goes first",
-                Pass {
+                Facts {
                     terminal: true,
                     written_recently: true,
                     phase_changed: true,
@@ -146,7 +146,7 @@ mod tests {
             ),
             (
                 "a plan in full is never deferred",
-                Pass {
+                Facts {
                     incremental: false,
                     written_recently: true,
                     ..progress()
@@ -155,7 +155,7 @@ mod tests {
             ),
             (
                 "a rule's firing goes first, never deferred",
-                Pass {
+                Facts {
                     fired: true,
                     written_recently: true,
                     state_kept: false,
@@ -166,7 +166,7 @@ mod tests {
             ),
             (
                 "no state kept: written at once after the Jobs",
-                Pass {
+                Facts {
                     state_kept: false,
                     ..progress()
                 },
