@@ -32,9 +32,13 @@
 //! `rules_pass` (the rules on the run's metrics, `spec.rules`: what fires, the parallelism and
 //! runs in force), `schedule` (which ready steps start, then the exit steps), `deadlines` (the Jobs'
 //! deadlines and the next timer), and `render` (the status and the finished [`Plan`]). The
-//! `planner` module holds the state they share; `failure` how a failed step reads.
+//! `planner` module holds the state they share; `failure` how a failed step reads, `attempts`
+//! what becomes of a failed attempt (`retryStrategy`), and `data` what a step reads of the
+//! steps before it (`observe` decides with it which steps may start). Each imports by name what
+//! it uses, so that an import circle between stages is one `scripts/module-cycles.py` refuses.
 
 mod attempts;
+mod data;
 mod deadlines;
 mod failure;
 mod observe;
@@ -46,39 +50,28 @@ mod run_control;
 mod schedule;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 
-use super::cache::REASON_CACHED;
-use super::crd::{
-    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, ItemCounts, Shutdown, Step,
-    StepPhase, StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
-};
-use super::dag::{Dag, DagError, Progress};
-use super::data_flow::{self, DataFlow};
-use super::fan_out::{self, FanOut, Instance, ItemList};
-use super::lifecycle::{Phase, Transition, Trigger};
-use super::names;
-use super::outputs::{self, Inputs, Outputs, Source};
-use super::rules::{self as rule_stage, Rules};
-use super::template;
-use super::when::Upstream;
+use crate::crd::{Step, StepPhase, StepStatus, WorkFlow, WorkFlowSpec, WorkFlowStatus};
+use crate::dag::{Dag, DagError};
+use crate::data_flow::{self, DataFlow};
+use crate::fan_out::Instance;
+use crate::lifecycle::{Phase, Transition};
+use crate::names;
+use crate::outputs::{Inputs, Outputs};
+use crate::rules::Rules;
+use crate::template;
 
-use attempts::{AfterFailure, BackingOff};
 use deadlines::deadline;
+use planner::Planner;
+
+pub use crate::failure_cause::DEADLINE_EXCEEDED;
 pub use deadlines::{
     POD_DEADLINE_SLACK_SECONDS, backstop_deadline_seconds, job_deadline_seconds, next_timeout_at,
 };
-use failure::Failure;
-use planner::*;
-use render::*;
-use run_control::*;
-use schedule::*;
-
-pub use crate::failure_cause::DEADLINE_EXCEEDED;
 pub use schedule::free_slots;
 
 /// What a step's Job is doing.

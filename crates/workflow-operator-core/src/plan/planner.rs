@@ -1,17 +1,22 @@
 //! The state of one plan being made ([`Planner`]) and what one pass sees of a set of steps
 //! ([`View`]): the types the planner's stages share, and its moves along the lifecycle table.
 
-use super::*;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// What one Job says of its step (or item), as [`Planner::assess`] sees it.
-pub(super) enum Seen {
-    Succeeded,
-    Running,
-    Failed(Failure),
-    /// Stopped by the workflow ([`ObservedJob::stopped`]): neither running nor done, and no
-    /// failure of its own; the status shows it as it was when it was stopped.
-    Stopped,
-}
+use k8s_openapi::jiff::Timestamp;
+
+use crate::crd::{Step, StepStatus, WorkFlow, WorkFlowStatus};
+use crate::dag::{Dag, Progress};
+use crate::data_flow::DataFlow;
+use crate::fan_out::{self, ItemList};
+use crate::lifecycle::{Phase, Transition, Trigger};
+use crate::names;
+use crate::outputs::{Inputs, Outputs};
+use crate::rules::{self as rule_stage, Rules};
+
+use super::attempts::BackingOff;
+use super::failure::Failure;
+use super::{Action, Compiled, Gate, LifecycleEvent, NO_STATUS, ObservedJob};
 
 /// The state of one plan being made.
 pub(super) struct Planner<'a> {
@@ -230,14 +235,6 @@ pub(super) struct Known<'a> {
     /// The phase of each step that failed (`Failed`, `TimedOut`), or of a step that fans
     /// out and is done (`Succeeded`): what a `when` reads of a step without outputs.
     pub(super) phases: HashMap<usize, &'static str>,
-}
-
-/// The status lists being rendered.
-#[derive(Default)]
-pub(super) struct Lists {
-    pub(super) executed: Vec<String>,
-    pub(super) started: Vec<String>,
-    pub(super) steps: Vec<StepStatus>,
 }
 
 pub(super) struct Outcome {

@@ -1,11 +1,24 @@
 //! Rendering: the status lists, the step entries, the message, the conditions and the
 //! finished [`Plan`].
 
-use super::*;
-
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::crd::DEFAULT_MAX_STEP_TIMEOUT;
+use crate::crd::{
+    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, DEFAULT_MAX_STEP_TIMEOUT,
+    ItemCounts, Step, StepPhase, StepStatus, WorkFlowStatus,
+};
+use crate::failure_cause::DEADLINE_EXCEEDED;
+use crate::fan_out::ItemList;
+use crate::lifecycle::{Phase, Trigger};
+
+use super::failure::Failure;
+use super::planner::{Exits, Fan, Outcome, Planner, Unit, View};
+use super::{
+    JobState, ObservedJob, Plan, QUEUE_TIMEOUT_WHY, REASON_STOPPED, REASON_TERMINATED,
+    REASON_WHEN_FALSE, running_step_status,
+};
 
 /// The entry of a step its `when` (`expression`) skipped.
 pub(super) fn skipped_entry(name: &str, expression: Option<&str>) -> StepStatus {
@@ -107,6 +120,35 @@ impl Tally {
         }
         message
     }
+}
+
+/// `message` of a workflow whose steps all ended, naming the first failure it survived
+/// (`continueOn.failed`) among `views`, and how many more there were.
+pub(super) fn with_tolerated<'v, 'a: 'v>(
+    message: String,
+    views: impl Iterator<Item = &'v View<'a>>,
+) -> String {
+    let mut tolerated = views.flat_map(|v| v.tolerated.iter().map(move |(unit, f)| (v, unit, f)));
+    let Some((view, unit, failure)) = tolerated.next() else {
+        return message;
+    };
+    let more = tolerated.count();
+    let mut said = format!(
+        "{message}; {} (continueOn.failed: the workflow went on)",
+        failure.describe(&view.display(*unit))
+    );
+    if more > 0 {
+        said.push_str(&format!(" and {more} more tolerated failures"));
+    }
+    said
+}
+
+/// The status lists being rendered.
+#[derive(Default)]
+struct Lists {
+    executed: Vec<String>,
+    started: Vec<String>,
+    steps: Vec<StepStatus>,
 }
 
 /// The most a summary (`status.summary`, the MESSAGE column) holds, in characters.
@@ -280,7 +322,7 @@ impl<'a> Planner<'a> {
     /// still running are `halted` (reason and message). A step that fans out is one name in
     /// `executed` and `started` and one entry in `steps` (its items counted), plus an entry per
     /// failed item.
-    pub(super) fn render(
+    fn render(
         &self,
         view: &View<'a>,
         (created, held): (&[Unit], &[Unit]),
@@ -446,7 +488,7 @@ impl<'a> Planner<'a> {
     /// and running items have none, so a step of 10,000 items costs the status a few entries.
     /// It is `Queued` while the gate holds back its items and none runs.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn render_fan(
+    fn render_fan(
         &self,
         view: &View<'a>,
         i: usize,
