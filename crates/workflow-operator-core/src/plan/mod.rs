@@ -55,7 +55,9 @@ use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::crd::{Step, StepPhase, StepStatus, WorkFlow, WorkFlowSpec, WorkFlowStatus};
+use crate::crd::{
+    Kinds, Step, StepKind, StepPhase, StepStatus, WorkFlow, WorkFlowSpec, WorkFlowStatus,
+};
 use crate::dag::{Dag, DagError};
 use crate::data_flow::{self, DataFlow};
 use crate::fan_out::Instance;
@@ -348,6 +350,8 @@ pub struct Compiled {
     pub unfollowed: Option<&'static str>,
     /// The compiled `spec.rules` (empty unless all is valid).
     pub rules: Arc<Rules>,
+    /// The kind of each step and exit step ([`StepKind::of`]), by index in its DAG.
+    pub kinds: Kinds,
 }
 
 /// Which run policies that need the operator's I/O a spec uses, found once per spec so that a
@@ -365,14 +369,14 @@ pub struct Policies {
 }
 
 impl Policies {
-    /// The policies `spec` uses.
-    pub fn of(spec: &WorkFlowSpec) -> Policies {
+    /// The policies `spec`, whose steps are of `kinds`, uses.
+    pub fn of(spec: &WorkFlowSpec, kinds: &Kinds) -> Policies {
         let steps = || spec.containers.iter().chain(&spec.on_exit);
         Policies {
             locks: spec.synchronization.is_some() || steps().any(|s| s.synchronization.is_some()),
             cache: steps().any(|s| s.cache.is_some()),
             artifacts: steps().any(crate::agent::has_artifacts),
-            interactive: steps().any(|s| spec.is_interactive(s)),
+            interactive: kinds.any_interactive(),
         }
     }
 }
@@ -380,6 +384,7 @@ impl Policies {
 impl Compiled {
     /// Hashes and validates `spec`.
     pub fn new(spec: &WorkFlowSpec) -> Compiled {
+        let kinds = Kinds::of(spec);
         let exit = (!spec.on_exit.is_empty())
             .then(|| Dag::build_exit(&spec.on_exit, &spec.containers))
             .transpose();
@@ -390,7 +395,7 @@ impl Compiled {
         let flow = dag
             .as_ref()
             .ok()
-            .map(|dag| data_flow::check(spec, dag, exit.as_ref()));
+            .map(|dag| data_flow::check(spec, &kinds, dag, exit.as_ref()));
         let (dag, flow) = match flow {
             Some(Err(error)) => (Err(error), DataFlow::default()),
             Some(Ok(flow)) => (dag, flow),
@@ -411,9 +416,10 @@ impl Compiled {
             dag,
             exit,
             flow,
-            policies: Policies::of(spec),
+            policies: Policies::of(spec, &kinds),
             unfollowed: crate::fields::unfollowed(spec),
             rules: Arc::new(rules),
+            kinds,
         }
     }
 
@@ -435,17 +441,28 @@ impl Compiled {
         Some((index, steps.get(index)?))
     }
 
+    /// The kind of the step at `index` (of the exit steps when `exit`), as [`Compiled::step`]
+    /// found it.
+    ///
+    /// # Panics
+    /// When there is no such step: `index` must come from [`Compiled::step`].
+    pub fn kind(&self, index: usize, exit: bool) -> StepKind {
+        self.kinds.of_steps(exit)[index]
+    }
+
     /// A spec refused before its DAG was built (its templates do not expand): `problem` fails
     /// the workflow.
     pub fn refused(spec: &WorkFlowSpec, problem: String) -> Compiled {
+        let kinds = Kinds::of(spec);
         Compiled {
             run: names::run_id(spec),
             dag: Err(DagError::Template(problem)),
             exit: None,
             flow: DataFlow::default(),
-            policies: Policies::of(spec),
+            policies: Policies::of(spec, &kinds),
             unfollowed: crate::fields::unfollowed(spec),
             rules: Arc::default(),
+            kinds,
         }
     }
 }

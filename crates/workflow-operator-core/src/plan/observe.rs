@@ -100,7 +100,7 @@ impl<'a> Planner<'a> {
             .iter()
             .zip(from..)
             .map(|(jobs, r)| {
-                let scope = Scope::run(dag, &spec.containers, r, runs);
+                let scope = Scope::run(dag, (&spec.containers, &self.kinds.steps), r, runs);
                 self.assess(scope, jobs, None)
             })
             .collect()
@@ -791,6 +791,7 @@ impl<'a> Assessment<'a> {
         View {
             dag: self.scope.dag,
             steps: self.scope.steps,
+            kinds: self.scope.kinds,
             run_index: self.scope.run_index,
             runs: self.scope.runs,
             job_of: self.job_of,

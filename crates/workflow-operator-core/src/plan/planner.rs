@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::crd::{Step, StepStatus, WorkFlow, WorkFlowStatus};
+use crate::crd::{Kinds, Step, StepKind, StepStatus, WorkFlow, WorkFlowStatus};
 use crate::dag::{Dag, Progress};
 use crate::data_flow::DataFlow;
 use crate::fan_out::{self, ItemList};
@@ -51,6 +51,8 @@ pub(super) struct Planner<'a> {
     pub(super) run_changed_at: Option<Timestamp>,
     /// The compiled `spec.rules`.
     pub(super) rules: &'a Rules,
+    /// The kind of each step and exit step.
+    pub(super) kinds: &'a Kinds,
     /// The most steps running at once: the rules' (`status.parallelism`), else the spec's.
     pub(super) parallelism: Option<i32>,
     /// The runs of the DAG: `spec.runs` and those the rules added.
@@ -80,6 +82,8 @@ impl Unit {
 pub(super) struct Scope<'a> {
     pub(super) dag: &'a Dag,
     pub(super) steps: &'a [Step],
+    /// The kind of each of `steps`.
+    pub(super) kinds: &'a [StepKind],
     /// The run it is (0 for the exit steps).
     pub(super) run_index: u32,
     /// The runs its names tell apart (`spec.runs` for the steps, 1 for the exit steps).
@@ -92,11 +96,17 @@ pub(super) struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
-    /// The steps of run `run_index` of `runs`.
-    pub(super) fn run(dag: &'a Dag, steps: &'a [Step], run_index: u32, runs: u32) -> Self {
+    /// The steps (of `kinds`) of run `run_index` of `runs`.
+    pub(super) fn run(
+        dag: &'a Dag,
+        (steps, kinds): (&'a [Step], &'a [StepKind]),
+        run_index: u32,
+        runs: u32,
+    ) -> Self {
         Scope {
             dag,
             steps,
+            kinds,
             run_index,
             runs,
             whole_retry: false,
@@ -105,10 +115,15 @@ impl<'a> Scope<'a> {
     }
 
     /// The exit steps of a workflow that ended `status` (`Completed` or `Failed`).
-    pub(super) fn exit(dag: &'a Dag, steps: &'a [Step], status: Phase) -> Self {
+    pub(super) fn exit(
+        dag: &'a Dag,
+        (steps, kinds): (&'a [Step], &'a [StepKind]),
+        status: Phase,
+    ) -> Self {
         Scope {
             dag,
             steps,
+            kinds,
             run_index: 0,
             runs: 1,
             whole_retry: true,
@@ -149,6 +164,8 @@ impl Exits<'_> {
 pub(super) struct View<'a> {
     pub(super) dag: &'a Dag,
     pub(super) steps: &'a [Step],
+    /// The kind of each of `steps`.
+    pub(super) kinds: &'a [StepKind],
     /// The run it is (0 for the exit steps).
     pub(super) run_index: u32,
     /// The runs its names tell apart (`spec.runs` for the steps, 1 for the exit steps).
@@ -267,6 +284,7 @@ impl<'a> Planner<'a> {
             run,
             flow: &compiled.flow,
             rules: &compiled.rules,
+            kinds: &compiled.kinds,
             parallelism: previous
                 .parallelism
                 .filter(|_| same_run && !compiled.rules.is_empty())

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 
 use crate::crd::{
     CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, DEFAULT_MAX_STEP_TIMEOUT,
-    ItemCounts, Step, StepPhase, StepStatus, WorkFlowStatus,
+    ItemCounts, StepKind, StepPhase, StepStatus, WorkFlowStatus,
 };
 use crate::failure_cause::DEADLINE_EXCEEDED;
 use crate::fan_out::ItemList;
@@ -395,7 +395,7 @@ impl<'a> Planner<'a> {
                     }
                     JobState::Active { .. } if !terminal => {
                         let entry = running_step_status(&name, job.name.clone(), job.suspended);
-                        let mut entry = self.interactive(entry, &view.steps[i]);
+                        let mut entry = self.interactive(entry, view.kinds[i]);
                         if let Some(queue) = self.workflow.spec.queue_name.as_deref()
                             && job.suspended
                         {
@@ -422,7 +422,7 @@ impl<'a> Planner<'a> {
                 let attempt = view.next_attempt.get(&Unit::step(i)).copied();
                 let job = self.attempt_job_name(&name, attempt.unwrap_or(0));
                 let entry = running_step_status(&name, job, false);
-                lists.steps.push(self.interactive(entry, &view.steps[i]));
+                lists.steps.push(self.interactive(entry, view.kinds[i]));
                 lists.started.push(name);
             } else if held_here > 0 {
                 lists.steps.push(self.queued_entry(&name));
@@ -459,11 +459,15 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// `entry`, a running step's, as an interactive step's when `step` is one: phase
+    /// `entry`, a running step's, as an interactive step's when `kind` is one: phase
     /// `Interactive`, and a message saying what to do. Known when its Job is created, so its
     /// Job starting changes nothing in the status.
-    fn interactive(&self, entry: StepStatus, step: &Step) -> StepStatus {
-        if entry.phase != StepPhase::Running || !self.workflow.spec.is_interactive(step) {
+    fn interactive(&self, entry: StepStatus, kind: StepKind) -> StepStatus {
+        match kind {
+            StepKind::Interactive | StepKind::InteractiveScript => {}
+            StepKind::Container | StepKind::Script => return entry,
+        }
+        if entry.phase != StepPhase::Running {
             return entry;
         }
         let workflow = self.workflow.name_any();

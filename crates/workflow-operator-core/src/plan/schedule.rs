@@ -180,7 +180,7 @@ impl<'a> Planner<'a> {
             Phase::Failed
         };
         let view = self.assess(
-            Scope::exit(exit_dag, &spec.on_exit, status),
+            Scope::exit(exit_dag, (&spec.on_exit, &self.kinds.exit), status),
             exit_jobs,
             Some((dag, known)),
         );
