@@ -1274,6 +1274,65 @@ mod tests {
     }
 
     #[test]
+    fn each_kind_of_step_runs_its_command_as_its_kind_says() {
+        let source = AgentSource {
+            image: "operator:1".into(),
+            path: "/bin/workflow-agent".into(),
+        };
+        let mut wf = WorkFlow::test("wf")
+            .step("container", &[])
+            .step("script", &[])
+            .step("shell", &[])
+            .interactive()
+            .step("notebook", &[])
+            .interactive()
+            .build();
+        for step in &mut wf.spec.containers {
+            step.command = Some(vec!["python3".into()]);
+        }
+        wf.spec.containers[1].source = Some(Box::new("print(1)".into()));
+        wf.spec.containers[3].source = Some(Box::new("print(1)".into()));
+        // The main container's command, `$WORKFLOW_COMMAND` and `$WORKFLOW_AGENT`.
+        let built = |i: usize| {
+            let job = step_job(&wf, &wf.spec.containers[i]).agent(&source).build();
+            let main = job.unwrap().spec.unwrap().template.spec.unwrap().containers[0].clone();
+            let env = |name: &str| {
+                let found = main.env.iter().flatten().find(|e| e.name == name);
+                found.and_then(|e| e.value.clone())
+            };
+            let command = main.command.clone().unwrap();
+            (command, env(agent::COMMAND_ENV), env(agent::TASK_ENV))
+        };
+        let words = |w: &[&str]| w.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let agent_runs = |w: &[&str]| words(&[&[agent::AGENT_PATH, "run", "--"], w].concat());
+        assert_eq!(built(0), (words(&["python3"]), None, None), "no agent");
+        assert_eq!(
+            built(1),
+            (
+                agent_runs(&["python3", agent::SCRIPT_PATH]),
+                None,
+                Some(r#"{"source":"print(1)"}"#.into())
+            )
+        );
+        assert_eq!(
+            built(2),
+            (
+                agent_runs(&["python3"]),
+                Some("python3".into()),
+                Some(r#"{"interactive":true}"#.into())
+            )
+        );
+        assert_eq!(
+            built(3),
+            (
+                agent_runs(&["python3", agent::SCRIPT_PATH]),
+                Some(format!("python3 {}", agent::SCRIPT_PATH)),
+                Some(r#"{"source":"print(1)","interactive":true}"#.into())
+            )
+        );
+    }
+
+    #[test]
     fn job_carries_the_steps_container_fields_and_the_pod_template() {
         let manifest = r#"
 apiVersion: workflow.crd.com/v1
