@@ -24,7 +24,7 @@ use super::{Action, JobState, ObservedJob};
 
 /// When the next running step of `workflow` times out, for a timer; `None` when nothing can
 /// time out (no running step with a limit, or a terminal workflow of the current run). The
-/// same as [`Plan::next_timeout_at`] when nothing else changes.
+/// same as [`Plan::next_timeout_at`](super::Plan::next_timeout_at) when nothing else changes.
 pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Timestamp> {
     let run = names::run_id(&workflow.spec);
     let status = workflow.status.as_ref();
