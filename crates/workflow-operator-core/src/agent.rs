@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::crd::Step;
 use crate::crd::artifacts::ArtifactRepository;
+use crate::crd::{Step, StepKind};
 use crate::outputs::{MAX_OUTPUTS_BYTES, Outputs};
 
 /// The `emptyDir` the agent is copied into, and where it keeps the script and outputs file.
@@ -276,10 +276,15 @@ impl Report {
     }
 }
 
-/// Whether `step` runs under the agent: it is `interactive`, has a `source`, output
-/// parameters or artifacts, input artifacts, or another step reads its `result`
+/// Whether `step`, of kind `kind`, runs under the agent: it is a script or interactive, has
+/// output parameters or artifacts, input artifacts, or another step reads its `result`
 /// (`result_read`).
-pub fn needs_agent(step: &Step, result_read: bool, interactive: bool) -> bool {
+pub fn needs_agent(step: &Step, kind: StepKind, result_read: bool) -> bool {
+    let by_kind = match kind {
+        StepKind::Container => false,
+        // The agent writes the script and runs it; it waits for the person.
+        StepKind::Script | StepKind::Interactive | StepKind::InteractiveScript => true,
+    };
     let outputs = step
         .outputs
         .as_deref()
@@ -288,11 +293,18 @@ pub fn needs_agent(step: &Step, result_read: bool, interactive: bool) -> bool {
         .inputs
         .as_deref()
         .is_some_and(|i| !i.artifacts.is_empty());
-    interactive || result_read || step.source.is_some() || outputs || inputs
+    by_kind || result_read || outputs || inputs
 }
 
-/// The agent's task for `step`.
-pub fn task_of(step: &Step, result_read: bool, interactive: bool) -> Task {
+/// The agent's task for `step`, of kind `kind`.
+pub fn task_of(step: &Step, kind: StepKind, result_read: bool) -> Task {
+    let script = || step.source.as_deref().cloned();
+    let (source, interactive) = match kind {
+        StepKind::Container => (None, false),
+        StepKind::Script => (script(), false),
+        StepKind::Interactive => (None, true),
+        StepKind::InteractiveScript => (script(), true),
+    };
     let parameters = (step.outputs.as_deref())
         .map(|o| {
             (o.parameters.iter())
@@ -305,7 +317,7 @@ pub fn task_of(step: &Step, result_read: bool, interactive: bool) -> Task {
         })
         .unwrap_or_default();
     Task {
-        source: step.source.as_deref().cloned(),
+        source,
         result: result_read,
         parameters,
         interactive,
@@ -326,24 +338,28 @@ pub fn has_artifacts(step: &Step) -> bool {
             .is_some_and(|i| !i.artifacts.is_empty())
 }
 
-/// What the agent runs for a step: its command (`[sh]` for a script without one) and, for a
-/// script, the script's path; the step's `args` follow.
-pub fn step_command(command: Option<Vec<String>>, has_source: bool) -> Vec<String> {
+/// What the agent runs for a step of kind `kind`: its command (`[sh]` for a script without
+/// one) and, for a script, the script's path; the step's `args` follow.
+pub fn step_command(command: Option<Vec<String>>, kind: StepKind) -> Vec<String> {
+    let script = match kind {
+        StepKind::Script | StepKind::InteractiveScript => true,
+        StepKind::Container | StepKind::Interactive => false,
+    };
     let command = match command {
         Some(command) => command,
-        None if has_source => vec!["sh".to_string()],
+        None if script => vec!["sh".to_string()],
         None => Vec::new(),
     };
-    let script = has_source.then(|| SCRIPT_PATH.to_string());
-    command.into_iter().chain(script).collect()
+    let path = script.then(|| SCRIPT_PATH.to_string());
+    command.into_iter().chain(path).collect()
 }
 
 /// The command of a step's container under the agent: the agent, `--`, then
 /// [`step_command`]; the step's `args` follow as the container's args.
-pub fn wrap_command(command: Option<Vec<String>>, has_source: bool) -> Vec<String> {
+pub fn wrap_command(command: Option<Vec<String>>, kind: StepKind) -> Vec<String> {
     [AGENT_PATH.to_string(), "run".to_string(), "--".to_string()]
         .into_iter()
-        .chain(step_command(command, has_source))
+        .chain(step_command(command, kind))
         .collect()
 }
 
@@ -386,12 +402,16 @@ mod tests {
     #[test]
     fn only_a_step_that_asks_for_it_gets_the_agent() {
         let plain = step("a", &[]);
-        assert!(!needs_agent(&plain, false, false));
-        assert!(needs_agent(&plain, true, false), "its result is read");
-        assert!(needs_agent(&plain, false, true), "it is interactive");
+        assert!(!needs_agent(&plain, StepKind::Container, false));
+        assert!(
+            needs_agent(&plain, StepKind::Container, true),
+            "its result is read"
+        );
+        let interactive = StepKind::Interactive;
+        assert!(needs_agent(&plain, interactive, false), "it is interactive");
         let mut script = plain.clone();
         script.source = Some(Box::new("echo hi".into()));
-        assert!(needs_agent(&script, false, false));
+        assert!(needs_agent(&script, StepKind::Script, false));
         let mut declared = plain.clone();
         declared.outputs = Some(Box::new(StepOutputs {
             parameters: vec![OutputParameter {
@@ -403,8 +423,8 @@ mod tests {
             }],
             artifacts: Vec::new(),
         }));
-        assert!(needs_agent(&declared, false, false));
-        let task = task_of(&declared, false, false);
+        assert!(needs_agent(&declared, StepKind::Container, false));
+        let task = task_of(&declared, StepKind::Container, false);
         assert_eq!(task.parameters[0].path, "/tmp/sha");
         assert_eq!(task.parameters[0].default.as_deref(), Some(""));
         assert!(!task.result);
@@ -436,15 +456,15 @@ mod tests {
     #[test]
     fn a_script_runs_by_its_command_or_sh_with_its_path_last() {
         assert_eq!(
-            wrap_command(None, true),
+            wrap_command(None, StepKind::Script),
             [AGENT_PATH, "run", "--", "sh", SCRIPT_PATH]
         );
         assert_eq!(
-            wrap_command(Some(vec!["python3".into(), "-u".into()]), true),
+            wrap_command(Some(vec!["python3".into(), "-u".into()]), StepKind::Script),
             [AGENT_PATH, "run", "--", "python3", "-u", SCRIPT_PATH]
         );
         assert_eq!(
-            wrap_command(Some(vec!["echo".into()]), false),
+            wrap_command(Some(vec!["echo".into()]), StepKind::Container),
             [AGENT_PATH, "run", "--", "echo"]
         );
     }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::agent;
-use super::crd::{Step, WorkFlowSpec};
+use super::crd::{Kinds, Step, StepKind, WorkFlowSpec};
 use super::dag::{Dag, DagError};
 use super::fan_out::{FanOut, ItemList};
 use super::outputs::{self, Source};
@@ -76,11 +76,17 @@ fn input_froms(step: &Step) -> impl Iterator<Item = &str> {
     (step.inputs.iter()).flat_map(|i| i.artifacts.iter().map(|a| a.from.as_str()))
 }
 
-/// Checks the references, `when`s and fan-outs of `spec` against its DAGs.
+/// Checks the references, `when`s and fan-outs of `spec` against its DAGs, and what the step
+/// agent needs of the steps of `kinds` that run under it.
 ///
 /// # Errors
 /// The first bad one, naming the step and the reference.
-pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataFlow, DagError> {
+pub fn check(
+    spec: &WorkFlowSpec,
+    kinds: &Kinds,
+    dag: &Dag,
+    exit: Option<&Dag>,
+) -> Result<DataFlow, DagError> {
     let mut flow = DataFlow::default();
     let parameters: BTreeMap<String, String> = spec
         .arguments
@@ -127,12 +133,8 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
             flow.read.insert(i);
         }
     }
-    for (i, step) in spec.containers.iter().enumerate() {
-        check_agent(
-            step,
-            flow.result_read.contains(&i),
-            spec.is_interactive(step),
-        )?;
+    for (i, (step, &kind)) in spec.containers.iter().zip(&kinds.steps).enumerate() {
+        check_agent(step, kind, flow.result_read.contains(&i))?;
     }
     if exit.is_some() {
         let runs = spec.runs.unwrap_or(1);
@@ -178,7 +180,7 @@ pub fn check(spec: &WorkFlowSpec, dag: &Dag, exit: Option<&Dag>) -> Result<DataF
                 flow.exit_retry.insert(i, strategy);
             }
             check_cache(step, false, true)?;
-            check_agent(step, false, spec.is_interactive(step))?;
+            check_agent(step, kinds.exit[i], false)?;
         }
     }
     Ok(flow)
@@ -332,15 +334,21 @@ fn declares_outputs(step: &Step) -> bool {
 /// Checks what a step under the step agent needs: a command or a script (the agent runs the
 /// command; an image's own entrypoint is not known without reading the image), and outputs
 /// named as keys, none of them `result`.
-fn check_agent(step: &Step, result_read: bool, interactive: bool) -> Result<(), DagError> {
+fn check_agent(step: &Step, kind: StepKind, result_read: bool) -> Result<(), DagError> {
     let refused = |problem: String| DagError::Reference {
         step: step.step_name.clone(),
         problem,
     };
-    if !agent::needs_agent(step, result_read, interactive) {
+    if !agent::needs_agent(step, kind, result_read) {
         return Ok(());
     }
-    if step.command.is_none() && step.source.is_none() {
+    let (runs_something, interactive) = match kind {
+        StepKind::Container => (step.command.is_some(), false),
+        StepKind::Script => (true, false),
+        StepKind::Interactive => (step.command.is_some(), true),
+        StepKind::InteractiveScript => (true, true),
+    };
+    if !runs_something {
         let why = if interactive {
             "it is interactive"
         } else if result_read {

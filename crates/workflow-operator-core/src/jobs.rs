@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 
 use super::agent::{self, AgentSource};
 use super::cache;
-use super::crd::{InputArtifact, OutputArtifact, ResolvedRepository, Step, WorkFlow};
+use super::crd::{InputArtifact, OutputArtifact, ResolvedRepository, Step, StepKind, WorkFlow};
 use super::fan_out::{self, Instance, Item};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
@@ -184,12 +184,13 @@ pub fn cannot_start_patch(why: &str) -> serde_json::Value {
     })
 }
 
-/// The Job that runs `step` of `workflow` in run `run`: [`StepJob::new`] as it is.
+/// The Job that runs `step` of `workflow` in run `run`: [`StepJob::new`] as it is, with the
+/// step's kind read from the spec ([`StepKind::of`]).
 ///
 /// # Errors
 /// As [`StepJob::build`].
 pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, JobError> {
-    StepJob::new(workflow, step, run).build()
+    StepJob::new(workflow, step, StepKind::of(&workflow.spec, step), run).build()
 }
 
 /// The Job that runs one instance of a step: [`StepJob::new`] for the first attempt of a plain
@@ -198,6 +199,7 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
 pub struct StepJob<'a> {
     workflow: &'a WorkFlow,
     step: &'a Step,
+    kind: StepKind,
     run: &'a str,
     retry: i32,
     exit: Option<&'a ExitEnv>,
@@ -209,11 +211,13 @@ pub struct StepJob<'a> {
 }
 
 impl<'a> StepJob<'a> {
-    /// The Job of `step` of `workflow` in run `run`.
-    pub fn new(workflow: &'a WorkFlow, step: &'a Step, run: &'a str) -> Self {
+    /// The Job of `step` of `workflow`, of kind `kind` (as compiled: `Compiled::kinds`), in
+    /// run `run`.
+    pub fn new(workflow: &'a WorkFlow, step: &'a Step, kind: StepKind, run: &'a str) -> Self {
         Self {
             workflow,
             step,
+            kind,
             run,
             retry: 0,
             exit: None,
@@ -309,8 +313,7 @@ impl<'a> StepJob<'a> {
         owner.block_owner_deletion = Some(true);
         let (labels, pod_labels) = self.labels(name);
         let timeout = self.workflow.spec.effective_timeout(self.step);
-        let interactive = self.workflow.spec.is_interactive(self.step);
-        let agent = match agent::needs_agent(self.step, self.data.result_read, interactive) {
+        let agent = match agent::needs_agent(self.step, self.kind, self.data.result_read) {
             true => {
                 Some((self.agent).ok_or_else(|| JobError::NoAgent(self.step.step_name.clone()))?)
             }
@@ -542,10 +545,14 @@ impl<'a> StepJob<'a> {
         let mut command = fill_all(&step.command);
         let mut env = self.env(parts.name, parts.namespace, agent);
         if agent {
-            if self.workflow.spec.is_interactive(step) {
-                env.push(self.command_env(command.clone()));
+            match self.kind {
+                // The person runs the command: it is shown to them.
+                StepKind::Interactive | StepKind::InteractiveScript => {
+                    env.push(self.command_env(command.clone()));
+                }
+                StepKind::Container | StepKind::Script => {}
             }
-            command = Some(agent::wrap_command(command, step.source.is_some()));
+            command = Some(agent::wrap_command(command, self.kind));
             env.push(self.agent_task(parts));
             if let Some(secret) = parts.store.and_then(|store| store.secret.as_ref()) {
                 env.extend(credentials_env(secret));
@@ -617,7 +624,7 @@ impl<'a> StepJob<'a> {
     /// script's is `[sh]` and the script's path) and args, as one shell line.
     fn command_env(&self, command: Option<Vec<String>>) -> EnvVar {
         let args = (self.step.args.iter().flatten()).map(|a| self.fill(a));
-        let words: Vec<String> = agent::step_command(command, self.step.source.is_some())
+        let words: Vec<String> = agent::step_command(command, self.kind)
             .into_iter()
             .chain(args)
             .collect();
@@ -627,8 +634,7 @@ impl<'a> StepJob<'a> {
     /// `$WORKFLOW_AGENT`: the agent's task, its script's and inputs' references filled in,
     /// each output artifact's key under the store's prefix.
     fn agent_task(&self, parts: &PodParts) -> EnvVar {
-        let interactive = self.workflow.spec.is_interactive(self.step);
-        let mut task = agent::task_of(self.step, self.data.result_read, interactive);
+        let mut task = agent::task_of(self.step, self.kind, self.data.result_read);
         task.source = task.source.map(|source| self.fill(&source));
         if let Some(store) = parts.store {
             let inputs = self.step.inputs.iter().flat_map(|i| &i.artifacts);
@@ -977,6 +983,11 @@ mod tests {
             .collect()
     }
 
+    /// The Job builder of `step` of `wf` in run `r1`, of the kind its fields make it.
+    fn step_job<'a>(wf: &'a WorkFlow, step: &'a Step) -> StepJob<'a> {
+        StepJob::new(wf, step, StepKind::of(&wf.spec, step), "r1")
+    }
+
     #[test]
     fn bug7_workflow_without_labels_builds_jobs() {
         let wf = WorkFlow::test("nolabels").step("a", &[]).build();
@@ -1169,7 +1180,7 @@ mod tests {
             inputs: Some(&inputs),
             ..StepData::default()
         };
-        let job = StepJob::new(&wf, &wf.spec.containers[1], "r1")
+        let job = step_job(&wf, &wf.spec.containers[1])
             .data(data)
             .build()
             .unwrap();
@@ -1188,7 +1199,7 @@ mod tests {
             outputs_read: true,
             ..StepData::default()
         };
-        let a = StepJob::new(&wf, &wf.spec.containers[0], "r1")
+        let a = step_job(&wf, &wf.spec.containers[0])
             .data(read)
             .build()
             .unwrap();
@@ -1211,17 +1222,14 @@ mod tests {
         }]));
         let step = &wf.spec.containers[0];
         assert_eq!(
-            StepJob::new(&wf, step, "r1").build(),
+            step_job(&wf, step).build(),
             Err(JobError::NoAgent("a".into()))
         );
         let source = AgentSource {
             image: "operator:1".into(),
             path: "/bin/workflow-agent".into(),
         };
-        let job = StepJob::new(&wf, step, "r1")
-            .agent(&source)
-            .build()
-            .unwrap();
+        let job = step_job(&wf, step).agent(&source).build().unwrap();
         let pod = job.spec.unwrap().template.spec.unwrap();
         let init = pod.init_containers.unwrap();
         assert_eq!(init[0].image.as_deref(), Some("operator:1"));
@@ -1256,13 +1264,72 @@ mod tests {
         assert!(pod.volumes.iter().flatten().any(|v| v.empty_dir.is_some()));
         // A plain step is not wrapped, agent or not.
         let plain = WorkFlow::test("wf").step("a", &[]).build();
-        let job = StepJob::new(&plain, &plain.spec.containers[0], "r1")
+        let job = step_job(&plain, &plain.spec.containers[0])
             .agent(&source)
             .build()
             .unwrap();
         let pod = job.spec.unwrap().template.spec.unwrap();
         assert_eq!(pod.init_containers, None);
         assert_eq!(pod.containers[0].command.as_deref().unwrap()[0], "sh");
+    }
+
+    #[test]
+    fn each_kind_of_step_runs_its_command_as_its_kind_says() {
+        let source = AgentSource {
+            image: "operator:1".into(),
+            path: "/bin/workflow-agent".into(),
+        };
+        let mut wf = WorkFlow::test("wf")
+            .step("container", &[])
+            .step("script", &[])
+            .step("shell", &[])
+            .interactive()
+            .step("notebook", &[])
+            .interactive()
+            .build();
+        for step in &mut wf.spec.containers {
+            step.command = Some(vec!["python3".into()]);
+        }
+        wf.spec.containers[1].source = Some(Box::new("print(1)".into()));
+        wf.spec.containers[3].source = Some(Box::new("print(1)".into()));
+        // The main container's command, `$WORKFLOW_COMMAND` and `$WORKFLOW_AGENT`.
+        let built = |i: usize| {
+            let job = step_job(&wf, &wf.spec.containers[i]).agent(&source).build();
+            let main = job.unwrap().spec.unwrap().template.spec.unwrap().containers[0].clone();
+            let env = |name: &str| {
+                let found = main.env.iter().flatten().find(|e| e.name == name);
+                found.and_then(|e| e.value.clone())
+            };
+            let command = main.command.clone().unwrap();
+            (command, env(agent::COMMAND_ENV), env(agent::TASK_ENV))
+        };
+        let words = |w: &[&str]| w.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let agent_runs = |w: &[&str]| words(&[&[agent::AGENT_PATH, "run", "--"], w].concat());
+        assert_eq!(built(0), (words(&["python3"]), None, None), "no agent");
+        assert_eq!(
+            built(1),
+            (
+                agent_runs(&["python3", agent::SCRIPT_PATH]),
+                None,
+                Some(r#"{"source":"print(1)"}"#.into())
+            )
+        );
+        assert_eq!(
+            built(2),
+            (
+                agent_runs(&["python3"]),
+                Some("python3".into()),
+                Some(r#"{"interactive":true}"#.into())
+            )
+        );
+        assert_eq!(
+            built(3),
+            (
+                agent_runs(&["python3", agent::SCRIPT_PATH]),
+                Some(format!("python3 {}", agent::SCRIPT_PATH)),
+                Some(r#"{"source":"print(1)","interactive":true}"#.into())
+            )
+        );
     }
 
     #[test]
@@ -1587,7 +1654,7 @@ spec:
             r#"["wf-build-0","","wf-build-2"]"#.to_string(),
         )]
         .into();
-        let job = StepJob::new(&wf, &wf.spec.containers[1], "r1")
+        let job = step_job(&wf, &wf.spec.containers[1])
             .agent(&source)
             .repository(Some(&repository))
             .data(StepData {

@@ -741,7 +741,7 @@ mod tests {
                 value: json!(index),
             }),
         };
-        crate::jobs::StepJob::new(wf, spec, "r1")
+        crate::jobs::StepJob::new(wf, spec, crate::crd::StepKind::of(&wf.spec, spec), "r1")
             .instance(&instance)
             .build()
             .unwrap()

@@ -219,7 +219,8 @@ fn build_job(
         outputs_read: exit.is_none() && compiled.flow.read.contains(&index),
         result_read: exit.is_none() && compiled.flow.result_read.contains(&index),
     };
-    let mut job = jobs::StepJob::new(workflow, step, &compiled.run);
+    let kind = compiled.kind(index, exit.is_some());
+    let mut job = jobs::StepJob::new(workflow, step, kind, &compiled.run);
     if let Some(agent) = &shared.agent {
         job = job.agent(agent);
     }

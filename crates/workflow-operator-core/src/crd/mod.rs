@@ -20,6 +20,7 @@ use super::lifecycle::Phase;
 
 pub mod artifacts;
 pub mod cron;
+pub mod kind;
 pub mod policies;
 pub mod rules;
 pub mod templates;
@@ -37,6 +38,7 @@ pub use cron::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
+pub use kind::{Kinds, StepKind};
 pub use policies::{
     Backoff, Cache, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
 };
@@ -862,16 +864,11 @@ fn is_zero_u32(n: &u32) -> bool {
 impl WorkFlowSpec {
     /// The timeout that applies to `step`, in seconds; [`UNLIMITED`] (-1) means none.
     pub fn effective_timeout(&self, step: &Step) -> i64 {
-        if self.is_interactive(step) {
+        match StepKind::of(self, step) {
+            StepKind::Container | StepKind::Script => step.timeout.unwrap_or(self.max_step_timeout),
             // It waits for a person; `startTimeout` still bounds its pod's start.
-            return UNLIMITED;
+            StepKind::Interactive | StepKind::InteractiveScript => UNLIMITED,
         }
-        step.timeout.unwrap_or(self.max_step_timeout)
-    }
-
-    /// Whether `step` waits for `workflow-operator continue` instead of running its command.
-    pub fn is_interactive(&self, step: &Step) -> bool {
-        step.interactive.unwrap_or(self.interactive)
     }
 
     /// How many times the DAG runs (`runs`, at least 1).

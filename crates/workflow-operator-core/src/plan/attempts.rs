@@ -2,7 +2,15 @@
 //! again, at once or after its back-off (the step still counts as running), or the step fails,
 //! its failure saying why it was not tried again.
 
-use super::*;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::crd::StepStatus;
+use crate::failure_cause::{DEADLINE_EXCEEDED, REASON_EVICTED};
+
+use super::failure::Failure;
+use super::{
+    ObservedJob, REASON_BACKING_OFF, REASON_CANNOT_START, REASON_JOB_REFUSED, running_step_status,
+};
 use crate::retry::{Cause, LastRetry, Strategy, Verdict};
 
 /// A failed instance waiting for its next attempt.
@@ -50,7 +58,7 @@ pub(super) enum AfterFailure {
 /// exit code may come with them.
 const POD_REASONS: [&str; 5] = [
     "OOMKilled",
-    crate::failure_cause::REASON_EVICTED,
+    REASON_EVICTED,
     "StartError",
     "ContainerCannotRun",
     DEADLINE_EXCEEDED,
@@ -93,48 +101,46 @@ fn last_retry<'f>(failure: &'f Failure, job: &ObservedJob, ended: Timestamp) -> 
     }
 }
 
-impl Planner<'_> {
-    /// Decides what becomes of `failure` of `job`, the latest attempt of `unit` (named `name`
-    /// in the status) under `strategy`; `jobs` are the scope's Jobs, where its first attempt
-    /// is.
-    pub(super) fn after_failure(
-        &self,
-        strategy: &Strategy,
-        (unit_name, job): (&str, &ObservedJob),
-        failure: Failure,
-        jobs: &[&ObservedJob],
-    ) -> AfterFailure {
-        let Some(ended) = job.finished_at else {
-            // Still being stopped (past its timeout, or not started in time): decided once it
-            // ended, by the pass its end brings.
-            return match cause(&failure) {
-                Cause::Final => AfterFailure::Fail(failure),
-                _ => AfterFailure::BackOff(BackingOff {
-                    job: job.name.clone(),
-                    attempt: job.attempt + 1,
-                    at: None,
-                    wait: SignedDuration::ZERO,
-                    failure: failure.describe(unit_name),
-                }),
-            };
-        };
-        let first_started = jobs
-            .iter()
-            .filter(|j| j.step == job.step && j.item == job.item && j.retry == job.retry)
-            .map(|j| j.created)
-            .min()
-            .unwrap_or(job.created);
-        let last = last_retry(&failure, job, ended);
-        match strategy.decide(job.attempt, cause(&failure), &last, (ended, first_started)) {
-            Verdict::Retry { attempt, at, .. } if at <= self.now => AfterFailure::Retry(attempt),
-            Verdict::Retry { attempt, at, wait } => AfterFailure::BackOff(BackingOff {
+/// Decides what becomes of `failure` of `job`, the latest attempt of `unit` (named `name` in
+/// the status) under `strategy`, at `now`; `jobs` are the scope's Jobs, where its first
+/// attempt is.
+pub(super) fn after_failure(
+    strategy: &Strategy,
+    (unit_name, job): (&str, &ObservedJob),
+    failure: Failure,
+    jobs: &[&ObservedJob],
+    now: Timestamp,
+) -> AfterFailure {
+    let Some(ended) = job.finished_at else {
+        // Still being stopped (past its timeout, or not started in time): decided once it
+        // ended, by the pass its end brings.
+        return match cause(&failure) {
+            Cause::Final => AfterFailure::Fail(failure),
+            _ => AfterFailure::BackOff(BackingOff {
                 job: job.name.clone(),
-                attempt,
-                at: Some(at),
-                wait,
+                attempt: job.attempt + 1,
+                at: None,
+                wait: SignedDuration::ZERO,
                 failure: failure.describe(unit_name),
             }),
-            Verdict::GiveUp(why) => AfterFailure::Fail(failure.noted(&why)),
-        }
+        };
+    };
+    let first_started = jobs
+        .iter()
+        .filter(|j| j.step == job.step && j.item == job.item && j.retry == job.retry)
+        .map(|j| j.created)
+        .min()
+        .unwrap_or(job.created);
+    let last = last_retry(&failure, job, ended);
+    match strategy.decide(job.attempt, cause(&failure), &last, (ended, first_started)) {
+        Verdict::Retry { attempt, at, .. } if at <= now => AfterFailure::Retry(attempt),
+        Verdict::Retry { attempt, at, wait } => AfterFailure::BackOff(BackingOff {
+            job: job.name.clone(),
+            attempt,
+            at: Some(at),
+            wait,
+            failure: failure.describe(unit_name),
+        }),
+        Verdict::GiveUp(why) => AfterFailure::Fail(failure.noted(&why)),
     }
 }

@@ -3,7 +3,9 @@
 //! helpers serve `plan_fan_out_tests.rs` too.
 
 use super::*;
+
 use crate::testing::Jobs;
+use k8s_openapi::jiff::SignedDuration;
 
 pub(super) fn at(seconds: i64) -> Timestamp {
     "2026-01-01T00:00:00Z".parse::<Timestamp>().unwrap() + SignedDuration::from_secs(seconds)

@@ -11,11 +11,20 @@
 //! timeout is not put on the pod template: a pod's deadline may be lowered but never raised or
 //! removed, and a raised `maxStepTimeout` reaches running steps.
 
-use super::*;
+use std::collections::HashMap;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::crd::{Step, UNLIMITED, WorkFlow};
+use crate::lifecycle::Phase;
+use crate::names;
+
+use super::planner::{Planner, View};
+use super::{Action, JobState, ObservedJob};
 
 /// When the next running step of `workflow` times out, for a timer; `None` when nothing can
 /// time out (no running step with a limit, or a terminal workflow of the current run). The
-/// same as [`Plan::next_timeout_at`] when nothing else changes.
+/// same as [`Plan::next_timeout_at`](super::Plan::next_timeout_at) when nothing else changes.
 pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Timestamp> {
     let run = names::run_id(&workflow.spec);
     let status = workflow.status.as_ref();

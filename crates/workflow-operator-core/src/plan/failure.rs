@@ -1,7 +1,17 @@
 //! Why a step failed, and how that reads in the status: its message, its `status.steps`
 //! entry and the lifecycle trigger it fails the workflow with.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::crd::{StepPhase, StepStatus};
+use crate::lifecycle::Trigger;
+
+use super::{
+    ObservedJob, QUEUE_TIMEOUT_WHY, REASON_CANNOT_START, REASON_JOB_REFUSED, REASON_QUEUE_TIMEOUT,
+    REASON_TIMED_OUT,
+};
 
 /// Why a step failed.
 #[derive(Clone)]

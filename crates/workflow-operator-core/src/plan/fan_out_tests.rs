@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 
 use super::data_tests::{at, entry, running, written};
 use super::*;
+use crate::crd::ItemCounts;
+use crate::fan_out;
 use crate::testing::Jobs;
 
 /// A Job the plan creates: the step, the instance's display name, the item's value.

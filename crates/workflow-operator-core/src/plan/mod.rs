@@ -32,9 +32,13 @@
 //! `rules_pass` (the rules on the run's metrics, `spec.rules`: what fires, the parallelism and
 //! runs in force), `schedule` (which ready steps start, then the exit steps), `deadlines` (the Jobs'
 //! deadlines and the next timer), and `render` (the status and the finished [`Plan`]). The
-//! `planner` module holds the state they share; `failure` how a failed step reads.
+//! `planner` module holds the state they share; `failure` how a failed step reads, `attempts`
+//! what becomes of a failed attempt (`retryStrategy`), and `data` what a step reads of the
+//! steps before it (`observe` decides with it which steps may start). Each imports by name what
+//! it uses, so that an import circle between stages is one `scripts/module-cycles.py` refuses.
 
 mod attempts;
+mod data;
 mod deadlines;
 mod failure;
 mod observe;
@@ -46,39 +50,30 @@ mod run_control;
 mod schedule;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 
-use super::cache::REASON_CACHED;
-use super::crd::{
-    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, ItemCounts, Shutdown, Step,
-    StepPhase, StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
+use crate::crd::{
+    Kinds, Step, StepKind, StepPhase, StepStatus, WorkFlow, WorkFlowSpec, WorkFlowStatus,
 };
-use super::dag::{Dag, DagError, Progress};
-use super::data_flow::{self, DataFlow};
-use super::fan_out::{self, FanOut, Instance, ItemList};
-use super::lifecycle::{Phase, Transition, Trigger};
-use super::names;
-use super::outputs::{self, Inputs, Outputs, Source};
-use super::rules::{self as rule_stage, Rules};
-use super::template;
-use super::when::Upstream;
+use crate::dag::{Dag, DagError};
+use crate::data_flow::{self, DataFlow};
+use crate::fan_out::Instance;
+use crate::lifecycle::{Phase, Transition};
+use crate::names;
+use crate::outputs::{Inputs, Outputs};
+use crate::rules::Rules;
+use crate::template;
 
-use attempts::{AfterFailure, BackingOff};
 use deadlines::deadline;
+use planner::Planner;
+
+pub use crate::failure_cause::DEADLINE_EXCEEDED;
 pub use deadlines::{
     POD_DEADLINE_SLACK_SECONDS, backstop_deadline_seconds, job_deadline_seconds, next_timeout_at,
 };
-use failure::Failure;
-use planner::*;
-use render::*;
-use run_control::*;
-use schedule::*;
-
-pub use crate::failure_cause::DEADLINE_EXCEEDED;
 pub use schedule::free_slots;
 
 /// What a step's Job is doing.
@@ -355,6 +350,8 @@ pub struct Compiled {
     pub unfollowed: Option<&'static str>,
     /// The compiled `spec.rules` (empty unless all is valid).
     pub rules: Arc<Rules>,
+    /// The kind of each step and exit step ([`StepKind::of`]), by index in its DAG.
+    pub kinds: Kinds,
 }
 
 /// Which run policies that need the operator's I/O a spec uses, found once per spec so that a
@@ -372,14 +369,14 @@ pub struct Policies {
 }
 
 impl Policies {
-    /// The policies `spec` uses.
-    pub fn of(spec: &WorkFlowSpec) -> Policies {
+    /// The policies `spec`, whose steps are of `kinds`, uses.
+    pub fn of(spec: &WorkFlowSpec, kinds: &Kinds) -> Policies {
         let steps = || spec.containers.iter().chain(&spec.on_exit);
         Policies {
             locks: spec.synchronization.is_some() || steps().any(|s| s.synchronization.is_some()),
             cache: steps().any(|s| s.cache.is_some()),
             artifacts: steps().any(crate::agent::has_artifacts),
-            interactive: steps().any(|s| spec.is_interactive(s)),
+            interactive: kinds.any_interactive(),
         }
     }
 }
@@ -387,6 +384,7 @@ impl Policies {
 impl Compiled {
     /// Hashes and validates `spec`.
     pub fn new(spec: &WorkFlowSpec) -> Compiled {
+        let kinds = Kinds::of(spec);
         let exit = (!spec.on_exit.is_empty())
             .then(|| Dag::build_exit(&spec.on_exit, &spec.containers))
             .transpose();
@@ -397,7 +395,7 @@ impl Compiled {
         let flow = dag
             .as_ref()
             .ok()
-            .map(|dag| data_flow::check(spec, dag, exit.as_ref()));
+            .map(|dag| data_flow::check(spec, &kinds, dag, exit.as_ref()));
         let (dag, flow) = match flow {
             Some(Err(error)) => (Err(error), DataFlow::default()),
             Some(Ok(flow)) => (dag, flow),
@@ -418,9 +416,10 @@ impl Compiled {
             dag,
             exit,
             flow,
-            policies: Policies::of(spec),
+            policies: Policies::of(spec, &kinds),
             unfollowed: crate::fields::unfollowed(spec),
             rules: Arc::new(rules),
+            kinds,
         }
     }
 
@@ -442,17 +441,28 @@ impl Compiled {
         Some((index, steps.get(index)?))
     }
 
+    /// The kind of the step at `index` (of the exit steps when `exit`), as [`Compiled::step`]
+    /// found it.
+    ///
+    /// # Panics
+    /// When there is no such step: `index` must come from [`Compiled::step`].
+    pub fn kind(&self, index: usize, exit: bool) -> StepKind {
+        self.kinds.of_steps(exit)[index]
+    }
+
     /// A spec refused before its DAG was built (its templates do not expand): `problem` fails
     /// the workflow.
     pub fn refused(spec: &WorkFlowSpec, problem: String) -> Compiled {
+        let kinds = Kinds::of(spec);
         Compiled {
             run: names::run_id(spec),
             dag: Err(DagError::Template(problem)),
             exit: None,
             flow: DataFlow::default(),
-            policies: Policies::of(spec),
+            policies: Policies::of(spec, &kinds),
             unfollowed: crate::fields::unfollowed(spec),
             rules: Arc::default(),
+            kinds,
         }
     }
 }

@@ -1,11 +1,30 @@
 //! Observing: which Job speaks for each step (and each item of a step that fans out), and
 //! what it says: succeeded, running, failed, past its timeout or start deadline.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
 
-use super::*;
+use k8s_openapi::jiff::SignedDuration;
+
+use crate::cache::REASON_CACHED;
+use crate::crd::{StepPhase, StepStatus, UNLIMITED, WorkFlowStatus};
+use crate::dag::{Dag, Progress};
+use crate::data_flow::DataFlow;
+use crate::failure_cause::DEADLINE_EXCEEDED;
+use crate::fan_out::{self, FanOut, ItemList};
+use crate::outputs::{Inputs, Outputs};
 use crate::retry::Strategy;
 use crate::when::When;
+
+use super::attempts::{AfterFailure, BackingOff, after_failure};
+use super::data::{Facts, item_unresolved, items_of, step_inputs};
+use super::failure::Failure;
+use super::planner::{Fan, Known, Planner, Scope, Unit, View};
+use super::{
+    Gate, JobState, ObservedJob, QUEUE_TIMEOUT_WHY, REASON_BAD_ITEM, REASON_BAD_OUTPUTS,
+    REASON_BAD_PARAM, REASON_JOB_REFUSED, REASON_MISSING_OUTPUT, REASON_NO_ARTIFACT_REPOSITORY,
+    REASON_WHEN_FAILED,
+};
 
 impl<'a> Planner<'a> {
     /// Sees the Jobs of the steps of `scope`: which Job speaks for each step (each item of a
@@ -57,6 +76,34 @@ impl<'a> Planner<'a> {
         }
         let ready = seen.ready();
         seen.into_view(ready)
+    }
+
+    /// One view per run from `from` on (of `spec.runs` and those the rules added), each of
+    /// its own Jobs (the run index is in the run id's Job names and labels).
+    pub(super) fn assess_runs(
+        &mut self,
+        dag: &'a Dag,
+        main_jobs: &[&'a ObservedJob],
+        from: u32,
+    ) -> Vec<View<'a>> {
+        let spec = &self.workflow.spec;
+        let runs = self.runs;
+        let count = runs.saturating_sub(from) as usize;
+        let mut by_run: Vec<Vec<&ObservedJob>> = vec![Vec::new(); count];
+        for &job in main_jobs {
+            let slot = job.run_index.checked_sub(from).map(|r| r as usize);
+            if let Some(jobs) = slot.and_then(|r| by_run.get_mut(r)) {
+                jobs.push(job);
+            }
+        }
+        by_run
+            .iter()
+            .zip(from..)
+            .map(|(jobs, r)| {
+                let scope = Scope::run(dag, (&spec.containers, &self.kinds.steps), r, runs);
+                self.assess(scope, jobs, None)
+            })
+            .collect()
     }
 
     /// Sees the Jobs of the steps that do not fan out; `reads` when the outputs steps name are
@@ -248,7 +295,7 @@ impl<'a> Planner<'a> {
     /// What `job` (of a step whose timeout is `timeout`) says of its step: succeeded, still
     /// running, or failed (stopping it when it ran past its timeout, or its pod did not start
     /// by its deadline).
-    pub(super) fn see(&mut self, job: &'a ObservedJob, timeout: i64) -> Seen {
+    fn see(&mut self, job: &'a ObservedJob, timeout: i64) -> Seen {
         let spec = &self.workflow.spec;
         if job.stopped {
             return Seen::Stopped;
@@ -352,7 +399,7 @@ impl<'a> Planner<'a> {
             return Some(failure);
         };
         let name = seen.display(unit);
-        match self.after_failure(strategy, (&name, job), failure, jobs) {
+        match after_failure(strategy, (&name, job), failure, jobs, self.now) {
             AfterFailure::Fail(failure) => Some(failure),
             AfterFailure::Retry(attempt) => {
                 seen.next_attempt.insert(unit, attempt);
@@ -372,6 +419,16 @@ impl<'a> Planner<'a> {
     pub(super) fn queued_for_kueue(&self, job: &ObservedJob) -> bool {
         self.workflow.spec.queue_name.is_some() && (job.suspended || job.start_time.is_none())
     }
+}
+
+/// What one Job says of its step (or item), as [`Planner::assess`] sees it.
+enum Seen {
+    Succeeded,
+    Running,
+    Failed(Failure),
+    /// Stopped by the workflow ([`ObservedJob::stopped`]): neither running nor done, and no
+    /// failure of its own; the status shows it as it was when it was stopped.
+    Stopped,
 }
 
 /// The fan-outs of a scope without any.
@@ -734,6 +791,7 @@ impl<'a> Assessment<'a> {
         View {
             dag: self.scope.dag,
             steps: self.scope.steps,
+            kinds: self.scope.kinds,
             run_index: self.scope.run_index,
             runs: self.scope.runs,
             job_of: self.job_of,

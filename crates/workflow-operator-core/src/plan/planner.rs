@@ -1,17 +1,22 @@
 //! The state of one plan being made ([`Planner`]) and what one pass sees of a set of steps
 //! ([`View`]): the types the planner's stages share, and its moves along the lifecycle table.
 
-use super::*;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// What one Job says of its step (or item), as [`Planner::assess`] sees it.
-pub(super) enum Seen {
-    Succeeded,
-    Running,
-    Failed(Failure),
-    /// Stopped by the workflow ([`ObservedJob::stopped`]): neither running nor done, and no
-    /// failure of its own; the status shows it as it was when it was stopped.
-    Stopped,
-}
+use k8s_openapi::jiff::Timestamp;
+
+use crate::crd::{Kinds, Step, StepKind, StepStatus, WorkFlow, WorkFlowStatus};
+use crate::dag::{Dag, Progress};
+use crate::data_flow::DataFlow;
+use crate::fan_out::{self, ItemList};
+use crate::lifecycle::{Phase, Transition, Trigger};
+use crate::names;
+use crate::outputs::{Inputs, Outputs};
+use crate::rules::{self as rule_stage, Rules};
+
+use super::attempts::BackingOff;
+use super::failure::Failure;
+use super::{Action, Compiled, Gate, LifecycleEvent, NO_STATUS, ObservedJob};
 
 /// The state of one plan being made.
 pub(super) struct Planner<'a> {
@@ -46,6 +51,8 @@ pub(super) struct Planner<'a> {
     pub(super) run_changed_at: Option<Timestamp>,
     /// The compiled `spec.rules`.
     pub(super) rules: &'a Rules,
+    /// The kind of each step and exit step.
+    pub(super) kinds: &'a Kinds,
     /// The most steps running at once: the rules' (`status.parallelism`), else the spec's.
     pub(super) parallelism: Option<i32>,
     /// The runs of the DAG: `spec.runs` and those the rules added.
@@ -75,6 +82,8 @@ impl Unit {
 pub(super) struct Scope<'a> {
     pub(super) dag: &'a Dag,
     pub(super) steps: &'a [Step],
+    /// The kind of each of `steps`.
+    pub(super) kinds: &'a [StepKind],
     /// The run it is (0 for the exit steps).
     pub(super) run_index: u32,
     /// The runs its names tell apart (`spec.runs` for the steps, 1 for the exit steps).
@@ -87,11 +96,17 @@ pub(super) struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
-    /// The steps of run `run_index` of `runs`.
-    pub(super) fn run(dag: &'a Dag, steps: &'a [Step], run_index: u32, runs: u32) -> Self {
+    /// The steps (of `kinds`) of run `run_index` of `runs`.
+    pub(super) fn run(
+        dag: &'a Dag,
+        (steps, kinds): (&'a [Step], &'a [StepKind]),
+        run_index: u32,
+        runs: u32,
+    ) -> Self {
         Scope {
             dag,
             steps,
+            kinds,
             run_index,
             runs,
             whole_retry: false,
@@ -100,10 +115,15 @@ impl<'a> Scope<'a> {
     }
 
     /// The exit steps of a workflow that ended `status` (`Completed` or `Failed`).
-    pub(super) fn exit(dag: &'a Dag, steps: &'a [Step], status: Phase) -> Self {
+    pub(super) fn exit(
+        dag: &'a Dag,
+        (steps, kinds): (&'a [Step], &'a [StepKind]),
+        status: Phase,
+    ) -> Self {
         Scope {
             dag,
             steps,
+            kinds,
             run_index: 0,
             runs: 1,
             whole_retry: true,
@@ -144,6 +164,8 @@ impl Exits<'_> {
 pub(super) struct View<'a> {
     pub(super) dag: &'a Dag,
     pub(super) steps: &'a [Step],
+    /// The kind of each of `steps`.
+    pub(super) kinds: &'a [StepKind],
     /// The run it is (0 for the exit steps).
     pub(super) run_index: u32,
     /// The runs its names tell apart (`spec.runs` for the steps, 1 for the exit steps).
@@ -232,14 +254,6 @@ pub(super) struct Known<'a> {
     pub(super) phases: HashMap<usize, &'static str>,
 }
 
-/// The status lists being rendered.
-#[derive(Default)]
-pub(super) struct Lists {
-    pub(super) executed: Vec<String>,
-    pub(super) started: Vec<String>,
-    pub(super) steps: Vec<StepStatus>,
-}
-
 pub(super) struct Outcome {
     pub(super) message: Option<String>,
     pub(super) executed: Vec<String>,
@@ -270,6 +284,7 @@ impl<'a> Planner<'a> {
             run,
             flow: &compiled.flow,
             rules: &compiled.rules,
+            kinds: &compiled.kinds,
             parallelism: previous
                 .parallelism
                 .filter(|_| same_run && !compiled.rules.is_empty())

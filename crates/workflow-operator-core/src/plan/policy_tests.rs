@@ -4,6 +4,7 @@
 
 use super::data_tests::{at, entry, running, written};
 use super::*;
+use crate::crd::CONDITION_FAILED;
 use crate::testing::{Jobs, creates};
 
 fn status(plan: &Plan) -> &WorkFlowStatus {

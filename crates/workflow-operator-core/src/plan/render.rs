@@ -1,11 +1,24 @@
 //! Rendering: the status lists, the step entries, the message, the conditions and the
 //! finished [`Plan`].
 
-use super::*;
-
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::crd::DEFAULT_MAX_STEP_TIMEOUT;
+use crate::crd::{
+    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, DEFAULT_MAX_STEP_TIMEOUT,
+    ItemCounts, StepKind, StepPhase, StepStatus, WorkFlowStatus,
+};
+use crate::failure_cause::DEADLINE_EXCEEDED;
+use crate::fan_out::ItemList;
+use crate::lifecycle::{Phase, Trigger};
+
+use super::failure::Failure;
+use super::planner::{Exits, Fan, Outcome, Planner, Unit, View};
+use super::{
+    JobState, ObservedJob, Plan, QUEUE_TIMEOUT_WHY, REASON_STOPPED, REASON_TERMINATED,
+    REASON_WHEN_FALSE, running_step_status,
+};
 
 /// The entry of a step its `when` (`expression`) skipped.
 pub(super) fn skipped_entry(name: &str, expression: Option<&str>) -> StepStatus {
@@ -107,6 +120,35 @@ impl Tally {
         }
         message
     }
+}
+
+/// `message` of a workflow whose steps all ended, naming the first failure it survived
+/// (`continueOn.failed`) among `views`, and how many more there were.
+pub(super) fn with_tolerated<'v, 'a: 'v>(
+    message: String,
+    views: impl Iterator<Item = &'v View<'a>>,
+) -> String {
+    let mut tolerated = views.flat_map(|v| v.tolerated.iter().map(move |(unit, f)| (v, unit, f)));
+    let Some((view, unit, failure)) = tolerated.next() else {
+        return message;
+    };
+    let more = tolerated.count();
+    let mut said = format!(
+        "{message}; {} (continueOn.failed: the workflow went on)",
+        failure.describe(&view.display(*unit))
+    );
+    if more > 0 {
+        said.push_str(&format!(" and {more} more tolerated failures"));
+    }
+    said
+}
+
+/// The status lists being rendered.
+#[derive(Default)]
+struct Lists {
+    executed: Vec<String>,
+    started: Vec<String>,
+    steps: Vec<StepStatus>,
 }
 
 /// The most a summary (`status.summary`, the MESSAGE column) holds, in characters.
@@ -280,7 +322,7 @@ impl<'a> Planner<'a> {
     /// still running are `halted` (reason and message). A step that fans out is one name in
     /// `executed` and `started` and one entry in `steps` (its items counted), plus an entry per
     /// failed item.
-    pub(super) fn render(
+    fn render(
         &self,
         view: &View<'a>,
         (created, held): (&[Unit], &[Unit]),
@@ -353,7 +395,7 @@ impl<'a> Planner<'a> {
                     }
                     JobState::Active { .. } if !terminal => {
                         let entry = running_step_status(&name, job.name.clone(), job.suspended);
-                        let mut entry = self.interactive(entry, &view.steps[i]);
+                        let mut entry = self.interactive(entry, view.kinds[i]);
                         if let Some(queue) = self.workflow.spec.queue_name.as_deref()
                             && job.suspended
                         {
@@ -380,7 +422,7 @@ impl<'a> Planner<'a> {
                 let attempt = view.next_attempt.get(&Unit::step(i)).copied();
                 let job = self.attempt_job_name(&name, attempt.unwrap_or(0));
                 let entry = running_step_status(&name, job, false);
-                lists.steps.push(self.interactive(entry, &view.steps[i]));
+                lists.steps.push(self.interactive(entry, view.kinds[i]));
                 lists.started.push(name);
             } else if held_here > 0 {
                 lists.steps.push(self.queued_entry(&name));
@@ -417,11 +459,15 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// `entry`, a running step's, as an interactive step's when `step` is one: phase
+    /// `entry`, a running step's, as an interactive step's when `kind` is one: phase
     /// `Interactive`, and a message saying what to do. Known when its Job is created, so its
     /// Job starting changes nothing in the status.
-    fn interactive(&self, entry: StepStatus, step: &Step) -> StepStatus {
-        if entry.phase != StepPhase::Running || !self.workflow.spec.is_interactive(step) {
+    fn interactive(&self, entry: StepStatus, kind: StepKind) -> StepStatus {
+        match kind {
+            StepKind::Interactive | StepKind::InteractiveScript => {}
+            StepKind::Container | StepKind::Script => return entry,
+        }
+        if entry.phase != StepPhase::Running {
             return entry;
         }
         let workflow = self.workflow.name_any();
@@ -446,7 +492,7 @@ impl<'a> Planner<'a> {
     /// and running items have none, so a step of 10,000 items costs the status a few entries.
     /// It is `Queued` while the gate holds back its items and none runs.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn render_fan(
+    fn render_fan(
         &self,
         view: &View<'a>,
         i: usize,

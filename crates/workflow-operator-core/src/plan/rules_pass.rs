@@ -3,7 +3,11 @@
 //! parallelism and the runs in force follow, and a `finish` or `fail` ends the workflow as a
 //! stop or a failure does. Skipped without rules.
 
-use super::*;
+use crate::dag::Dag;
+use crate::rules as rule_stage;
+
+use super::ObservedJob;
+use super::planner::{Planner, View};
 
 impl<'a> Planner<'a> {
     /// Decides the rules on the runs `mains` (seen from `main_jobs`), adding the view of any

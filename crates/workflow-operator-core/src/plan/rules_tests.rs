@@ -4,7 +4,7 @@
 
 use super::data_tests::{at, running, written};
 use super::*;
-use crate::crd::RuleAction;
+use crate::crd::{CONDITION_FAILED, RuleAction};
 use crate::testing::{Jobs, creates};
 
 fn status(plan: &Plan) -> &WorkFlowStatus {

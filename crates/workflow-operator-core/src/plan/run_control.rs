@@ -1,23 +1,11 @@
 //! Run control: deleting Jobs of other runs, stopping (and keeping) a failed workflow's running
 //! steps, `spec.retry`, an invalid workflow, and how exit steps change a workflow's end.
 
-use super::*;
+use crate::dag::DagError;
+use crate::lifecycle::{Phase, Trigger};
 
-/// How a workflow whose steps ended with `main_end` ends once its exit steps (`exits`) ended:
-/// as the steps did, with a failed exit step added to the message; a failed exit step fails a
-/// workflow whose steps all succeeded, but no exit step makes a failed one succeed.
-pub(super) fn exit_end(main_end: (Trigger, String), exits: &View<'_>) -> (Trigger, String) {
-    let (trigger, message) = main_end;
-    let Some((unit, failure)) = exits.failures.first() else {
-        return (trigger, message);
-    };
-    let exit_failure = format!("exit {}", failure.describe(&exits.display(*unit)));
-    if trigger == Trigger::AllStepsSucceeded {
-        (failure.trigger(), exit_failure)
-    } else {
-        (trigger, format!("{message}; {exit_failure}"))
-    }
-}
+use super::planner::{Outcome, Planner};
+use super::{Action, JobState, ObservedJob, StopReason};
 
 impl<'a> Planner<'a> {
     /// Whether `job` may be acted on by this plan: not on its way out, not stopped already,

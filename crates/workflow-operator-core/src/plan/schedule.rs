@@ -1,152 +1,15 @@
 //! Scheduling: which ready steps start now (dependencies succeeded, `when` true, outputs and
 //! items known, within `parallelism`), and how the run moves on to its exit steps and its end.
 
-use super::*;
+use crate::crd::Shutdown;
+use crate::dag::Dag;
+use crate::fan_out::{self, Instance};
+use crate::lifecycle::{Phase, Trigger};
 
-/// What the `when`s of one set of steps may read of the steps before them.
-pub(super) struct Facts<'k, 'a> {
-    /// The outputs read of the steps that succeeded, by index.
-    pub(super) outputs: &'k HashMap<usize, &'a Outputs>,
-    /// The steps a `when` skipped.
-    pub(super) skipped: &'k [bool],
-    /// The phase of the steps that failed, and of those that fan out and are done.
-    pub(super) phases: &'k HashMap<usize, &'static str>,
-    /// The `when`s are the exit steps': every step has ended, and one that did not finish
-    /// reads `Omitted`.
-    pub(super) exit: bool,
-}
-
-/// How a step that did not finish reads in an exit step's `when`.
-const OMITTED: &str = "Omitted";
-
-impl<'a> Facts<'_, 'a> {
-    /// What a `when` naming `names` (steps of `dag`) sees of them: each that is skipped,
-    /// failed, done, or succeeded with outputs (and, in an exit step, every one).
-    pub(super) fn upstream<'n>(
-        &self,
-        dag: &Dag,
-        names: impl Iterator<Item = &'n str>,
-    ) -> HashMap<&'n str, Upstream<'a>> {
-        names
-            .filter_map(|name| {
-                let i = dag.index_of(name)?;
-                let (phase, outputs) = if self.skipped.get(i).copied().unwrap_or(false) {
-                    (StepPhase::Skipped.as_str(), None)
-                } else if let Some(phase) = self.phases.get(&i) {
-                    (*phase, None)
-                } else if let Some(outputs) = self.outputs.get(&i) {
-                    (StepPhase::Succeeded.as_str(), Some(*outputs))
-                } else if self.exit {
-                    (OMITTED, None)
-                } else {
-                    return None;
-                };
-                Some((name, Upstream { phase, outputs }))
-            })
-            .collect()
-    }
-}
-
-/// The values of the outputs `step` names, from the known `outputs` of the steps of `dag`;
-/// `None` when it names none. An output artifact of a step that fans out (`fans`, done; the
-/// only output of one a step may name) is its items' Jobs, see [`fan_in_jobs`], unless the
-/// step was `skipped`.
-///
-/// # Errors
-/// The first output named that is not there (its step was skipped, or did not write it; the
-/// caller, which knows the skipped steps, says which).
-pub(super) fn step_inputs(
-    step: &Step,
-    dag: &Dag,
-    outputs: &HashMap<usize, &Outputs>,
-    (fans, skipped): (&HashMap<usize, Fan<'_>>, &[bool]),
-) -> Result<Option<Inputs>, outputs::MissingOutput> {
-    let mut inputs = Inputs::new();
-    for text in data_flow::texts(step) {
-        let Ok(found) = outputs::references(text) else {
-            continue;
-        };
-        for reference in found {
-            let Source::Output { step, key } = reference.source else {
-                continue;
-            };
-            let index = dag.index_of(step);
-            let fan_in = (index.filter(|&i| !skipped.get(i).copied().unwrap_or(false)))
-                .and_then(|i| fans.get(&i))
-                .and_then(fan_in_jobs);
-            let value = fan_in.or_else(|| index.and_then(|i| outputs.get(&i))?.get(key).cloned());
-            let Some(value) = value else {
-                return Err(outputs::MissingOutput {
-                    text: reference.text.to_string(),
-                    step: step.to_string(),
-                    key: key.to_string(),
-                    skipped: false,
-                });
-            };
-            inputs.insert((step.to_string(), key.to_string()), value);
-        }
-    }
-    Ok((!inputs.is_empty()).then_some(inputs))
-}
-
-/// What a step taking an output artifact of `fan` (a step that fans out, done) is given: the
-/// name of each item's succeeded Job (the attempt that succeeded), in item order, empty for
-/// an item that has none (failed, its failure tolerated), as a JSON list. The Job builder
-/// makes each the artifact's key in the store ([`crate::agent::artifact_key`]), as the item's
-/// agent did: the keys follow from the Jobs alone, so every pass finds the same.
-/// `None` when its items are not known.
-pub(super) fn fan_in_jobs(fan: &Fan<'_>) -> Option<String> {
-    let items = fan.items.as_ref()?;
-    let jobs: Vec<&str> = (0..items.len() as u32)
-        .map(|item| {
-            (fan.jobs.get(&item))
-                .filter(|job| job.state == JobState::Succeeded)
-                .map_or("", |job| job.name.as_str())
-        })
-        .collect();
-    Some(serde_json::to_string(&jobs).expect("names serialize"))
-}
-
-/// The items of the step fanning out as `fan_out` (`step` of `dag`), given the known
-/// `outputs`: `None` while a `withParam`'s step has not told them.
-///
-/// # Errors
-/// Why a `withParam`'s value is not its items, for the step's failure.
-pub(super) fn items_of<'a>(
-    step: &'a Step,
-    fan_out: &FanOut,
-    dag: &Dag,
-    outputs: &HashMap<usize, &Outputs>,
-) -> Result<Option<ItemList<'a>>, String> {
-    if let Some(items) = ItemList::of_spec(step, fan_out) {
-        return Ok(Some(items));
-    }
-    let FanOut::Param { step: source, key } = fan_out else {
-        return Ok(None);
-    };
-    let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
-    let Some(outputs) = outputs.get(source) else {
-        return Ok(None);
-    };
-    let Some(text) = outputs.get(key) else {
-        return Err(format!(
-            "withParam {param}: step {:?} wrote no output {key:?}",
-            dag.name(*source)
-        ));
-    };
-    fan_out::parse_param(text)
-        .map(|items| Some(ItemList::Param(items)))
-        .map_err(|why| format!("withParam {param} {why}"))
-}
-
-/// The first `{{item.FIELD}}` of `step` that `item` cannot fill, as the item's failure.
-pub(super) fn item_unresolved(step: &Step, item: &serde_json::Value) -> Option<String> {
-    data_flow::texts(step).find_map(|text| {
-        outputs::substitute(text, |_, _| Some(""), Some(item))
-            .err()
-            .map(|e| e.to_string())
-    })
-}
+use super::failure::Failure;
+use super::planner::{Exits, Planner, Scope, Unit, View};
+use super::render::{Tally, list_names, with_tolerated};
+use super::{Action, ExitEnv, ObservedJob, StopReason};
 
 impl<'a> Planner<'a> {
     /// Moves a running workflow on: sees each run's Jobs, decides how its steps ended (if
@@ -241,34 +104,6 @@ impl<'a> Planner<'a> {
         );
     }
 
-    /// One view per run from `from` on (of `spec.runs` and those the rules added), each of
-    /// its own Jobs (the run index is in the run id's Job names and labels).
-    pub(super) fn assess_runs(
-        &mut self,
-        dag: &'a Dag,
-        main_jobs: &[&'a ObservedJob],
-        from: u32,
-    ) -> Vec<View<'a>> {
-        let spec = &self.workflow.spec;
-        let runs = self.runs;
-        let count = runs.saturating_sub(from) as usize;
-        let mut by_run: Vec<Vec<&ObservedJob>> = vec![Vec::new(); count];
-        for &job in main_jobs {
-            let slot = job.run_index.checked_sub(from).map(|r| r as usize);
-            if let Some(jobs) = slot.and_then(|r| by_run.get_mut(r)) {
-                jobs.push(job);
-            }
-        }
-        by_run
-            .iter()
-            .zip(from..)
-            .map(|(jobs, r)| {
-                let scope = Scope::run(dag, &spec.containers, r, runs);
-                self.assess(scope, jobs, None)
-            })
-            .collect()
-    }
-
     /// How the steps (not the exit steps) ended, once they did: all succeeded, terminated,
     /// failed (at once with `failFast`, else once nothing runs or may start), or stopped.
     fn main_end(&self, mains: &[View<'a>]) -> Option<(Trigger, String)> {
@@ -345,7 +180,7 @@ impl<'a> Planner<'a> {
             Phase::Failed
         };
         let view = self.assess(
-            Scope::exit(exit_dag, &spec.on_exit, status),
+            Scope::exit(exit_dag, (&spec.on_exit, &self.kinds.exit), status),
             exit_jobs,
             Some((dag, known)),
         );
@@ -545,25 +380,20 @@ pub fn free_slots(parallelism: Option<i32>, running: usize) -> usize {
     }
 }
 
-/// `message` of a workflow whose steps all ended, naming the first failure it survived
-/// (`continueOn.failed`) among `views`, and how many more there were.
-pub(super) fn with_tolerated<'v, 'a: 'v>(
-    message: String,
-    views: impl Iterator<Item = &'v View<'a>>,
-) -> String {
-    let mut tolerated = views.flat_map(|v| v.tolerated.iter().map(move |(unit, f)| (v, unit, f)));
-    let Some((view, unit, failure)) = tolerated.next() else {
-        return message;
+/// How a workflow whose steps ended with `main_end` ends once its exit steps (`exits`) ended:
+/// as the steps did, with a failed exit step added to the message; a failed exit step fails a
+/// workflow whose steps all succeeded, but no exit step makes a failed one succeed.
+fn exit_end(main_end: (Trigger, String), exits: &View<'_>) -> (Trigger, String) {
+    let (trigger, message) = main_end;
+    let Some((unit, failure)) = exits.failures.first() else {
+        return (trigger, message);
     };
-    let more = tolerated.count();
-    let mut said = format!(
-        "{message}; {} (continueOn.failed: the workflow went on)",
-        failure.describe(&view.display(*unit))
-    );
-    if more > 0 {
-        said.push_str(&format!(" and {more} more tolerated failures"));
+    let exit_failure = format!("exit {}", failure.describe(&exits.display(*unit)));
+    if trigger == Trigger::AllStepsSucceeded {
+        (failure.trigger(), exit_failure)
+    } else {
+        (trigger, format!("{message}; {exit_failure}"))
     }
-    said
 }
 
 /// The first failed instance of the steps, in run order, with its name in the status.

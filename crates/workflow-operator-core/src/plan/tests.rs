@@ -1,6 +1,12 @@
 //! The planner's rules, table-driven, and the seed operator's bugs it must not have.
 
+use super::render::{SUMMARY_CHARS, summary};
 use super::*;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::SignedDuration;
+
+use crate::crd::{CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, Shutdown, UNLIMITED};
 
 use proptest::prelude::*;
 

@@ -1,0 +1,114 @@
+//! A step's kind: what its Job runs and how, decided once from the fields the step sets
+//! ([`StepKind::of`]) and matched wherever the kind changes what happens (the Job's command,
+//! the step agent and its task, the timeout, the status entry, what the spec must hold). Not
+//! part of the API: a step says its kind by the fields it sets, as an Argo template does.
+//!
+//! Adding a kind: see the core crate's README, "How to add a kind of step".
+
+use super::{Step, WorkFlowSpec};
+
+/// What a step runs, and how. Every place that decides by it matches it whole (no `_` arm),
+/// so a new kind is a compile error at each place that must decide what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepKind {
+    /// Its image's entrypoint, or `command`, with `args`.
+    Container,
+    /// A script (`source`): written to a file in the container by the step agent and run by
+    /// `command` (default `[sh]`) with the file's path before `args`.
+    Script,
+    /// A container step whose pod waits for a person (`interactive`): the step agent runs
+    /// its command only when told to, and `workflow-operator continue` ends the step.
+    Interactive,
+    /// A script step whose pod waits for a person, as [`StepKind::Interactive`].
+    InteractiveScript,
+}
+
+impl StepKind {
+    /// The kind of `step` of `spec`: the one place that reads which fields it sets.
+    pub fn of(spec: &WorkFlowSpec, step: &Step) -> StepKind {
+        let interactive = step.interactive.unwrap_or(spec.interactive);
+        match (step.source.is_some(), interactive) {
+            (false, false) => StepKind::Container,
+            (true, false) => StepKind::Script,
+            (false, true) => StepKind::Interactive,
+            (true, true) => StepKind::InteractiveScript,
+        }
+    }
+
+    /// Whether the step waits for a person ([`StepKind::Interactive`] and
+    /// [`StepKind::InteractiveScript`]): its timeout does not run, and its status says how to
+    /// reach it.
+    pub fn is_interactive(self) -> bool {
+        match self {
+            StepKind::Interactive | StepKind::InteractiveScript => true,
+            StepKind::Container | StepKind::Script => false,
+        }
+    }
+}
+
+/// The kind of each step and each exit step of a spec, by index (the index of its DAG).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Kinds {
+    /// Of `spec.containers`.
+    pub steps: Vec<StepKind>,
+    /// Of `spec.onExit`.
+    pub exit: Vec<StepKind>,
+}
+
+impl Kinds {
+    /// The kinds of the steps and exit steps of `spec`.
+    pub fn of(spec: &WorkFlowSpec) -> Kinds {
+        let kinds = |steps: &[Step]| steps.iter().map(|s| StepKind::of(spec, s)).collect();
+        Kinds {
+            steps: kinds(&spec.containers),
+            exit: kinds(&spec.on_exit),
+        }
+    }
+
+    /// The kinds of the exit steps when `exit`, else of the steps.
+    pub fn of_steps(&self, exit: bool) -> &[StepKind] {
+        if exit { &self.exit } else { &self.steps }
+    }
+
+    /// Whether any step or exit step is of a kind that waits for a person.
+    pub fn any_interactive(&self) -> bool {
+        self.steps
+            .iter()
+            .chain(&self.exit)
+            .any(|k| k.is_interactive())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WorkFlow;
+
+    #[test]
+    fn a_step_s_kind_follows_its_source_and_its_own_or_the_workflow_s_interactive() {
+        let mut wf = WorkFlow::test("wf")
+            .step("plain", &[])
+            .step("script", &[])
+            .step("shell", &[])
+            .interactive()
+            .step("notebook", &[])
+            .interactive()
+            .build();
+        let steps = &mut wf.spec.containers;
+        steps[1].source = Some(Box::new("echo hi".into()));
+        steps[3].source = Some(Box::new("echo hi".into()));
+        use StepKind::*;
+        assert_eq!(
+            Kinds::of(&wf.spec).steps,
+            [Container, Script, Interactive, InteractiveScript]
+        );
+        // The workflow's `interactive` makes every step interactive, but one that says not.
+        wf.spec.interactive = true;
+        wf.spec.containers[1].interactive = Some(false);
+        assert_eq!(
+            Kinds::of(&wf.spec).steps,
+            [Interactive, Script, Interactive, InteractiveScript]
+        );
+        assert!(Kinds::of(&wf.spec).any_interactive());
+    }
+}

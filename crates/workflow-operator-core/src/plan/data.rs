@@ -1,0 +1,161 @@
+//! The data between steps, as a pass reads it for the steps that may start: what a `when` sees
+//! of the steps before it ([`Facts`]), the values of the outputs a step names
+//! ([`step_inputs`]), the items of a step that fans out ([`items_of`]). The `observe` stage
+//! decides with them which steps start, are skipped or fail for their data.
+
+use std::collections::HashMap;
+
+use crate::crd::{Step, StepPhase};
+use crate::dag::Dag;
+use crate::data_flow;
+use crate::fan_out::{self, FanOut, ItemList};
+use crate::outputs::{self, Inputs, Outputs, Source};
+use crate::when::Upstream;
+
+use super::JobState;
+use super::planner::Fan;
+
+/// What the `when`s of one set of steps may read of the steps before them.
+pub(super) struct Facts<'k, 'a> {
+    /// The outputs read of the steps that succeeded, by index.
+    pub(super) outputs: &'k HashMap<usize, &'a Outputs>,
+    /// The steps a `when` skipped.
+    pub(super) skipped: &'k [bool],
+    /// The phase of the steps that failed, and of those that fan out and are done.
+    pub(super) phases: &'k HashMap<usize, &'static str>,
+    /// The `when`s are the exit steps': every step has ended, and one that did not finish
+    /// reads `Omitted`.
+    pub(super) exit: bool,
+}
+
+/// How a step that did not finish reads in an exit step's `when`.
+const OMITTED: &str = "Omitted";
+
+impl<'a> Facts<'_, 'a> {
+    /// What a `when` naming `names` (steps of `dag`) sees of them: each that is skipped,
+    /// failed, done, or succeeded with outputs (and, in an exit step, every one).
+    pub(super) fn upstream<'n>(
+        &self,
+        dag: &Dag,
+        names: impl Iterator<Item = &'n str>,
+    ) -> HashMap<&'n str, Upstream<'a>> {
+        names
+            .filter_map(|name| {
+                let i = dag.index_of(name)?;
+                let (phase, outputs) = if self.skipped.get(i).copied().unwrap_or(false) {
+                    (StepPhase::Skipped.as_str(), None)
+                } else if let Some(phase) = self.phases.get(&i) {
+                    (*phase, None)
+                } else if let Some(outputs) = self.outputs.get(&i) {
+                    (StepPhase::Succeeded.as_str(), Some(*outputs))
+                } else if self.exit {
+                    (OMITTED, None)
+                } else {
+                    return None;
+                };
+                Some((name, Upstream { phase, outputs }))
+            })
+            .collect()
+    }
+}
+
+/// The values of the outputs `step` names, from the known `outputs` of the steps of `dag`;
+/// `None` when it names none. An output artifact of a step that fans out (`fans`, done; the
+/// only output of one a step may name) is its items' Jobs, see [`fan_in_jobs`], unless the
+/// step was `skipped`.
+///
+/// # Errors
+/// The first output named that is not there (its step was skipped, or did not write it; the
+/// caller, which knows the skipped steps, says which).
+pub(super) fn step_inputs(
+    step: &Step,
+    dag: &Dag,
+    outputs: &HashMap<usize, &Outputs>,
+    (fans, skipped): (&HashMap<usize, Fan<'_>>, &[bool]),
+) -> Result<Option<Inputs>, outputs::MissingOutput> {
+    let mut inputs = Inputs::new();
+    for text in data_flow::texts(step) {
+        let Ok(found) = outputs::references(text) else {
+            continue;
+        };
+        for reference in found {
+            let Source::Output { step, key } = reference.source else {
+                continue;
+            };
+            let index = dag.index_of(step);
+            let fan_in = (index.filter(|&i| !skipped.get(i).copied().unwrap_or(false)))
+                .and_then(|i| fans.get(&i))
+                .and_then(fan_in_jobs);
+            let value = fan_in.or_else(|| index.and_then(|i| outputs.get(&i))?.get(key).cloned());
+            let Some(value) = value else {
+                return Err(outputs::MissingOutput {
+                    text: reference.text.to_string(),
+                    step: step.to_string(),
+                    key: key.to_string(),
+                    skipped: false,
+                });
+            };
+            inputs.insert((step.to_string(), key.to_string()), value);
+        }
+    }
+    Ok((!inputs.is_empty()).then_some(inputs))
+}
+
+/// What a step taking an output artifact of `fan` (a step that fans out, done) is given: the
+/// name of each item's succeeded Job (the attempt that succeeded), in item order, empty for
+/// an item that has none (failed, its failure tolerated), as a JSON list. The Job builder
+/// makes each the artifact's key in the store ([`crate::agent::artifact_key`]), as the item's
+/// agent did: the keys follow from the Jobs alone, so every pass finds the same.
+/// `None` when its items are not known.
+pub(super) fn fan_in_jobs(fan: &Fan<'_>) -> Option<String> {
+    let items = fan.items.as_ref()?;
+    let jobs: Vec<&str> = (0..items.len() as u32)
+        .map(|item| {
+            (fan.jobs.get(&item))
+                .filter(|job| job.state == JobState::Succeeded)
+                .map_or("", |job| job.name.as_str())
+        })
+        .collect();
+    Some(serde_json::to_string(&jobs).expect("names serialize"))
+}
+
+/// The items of the step fanning out as `fan_out` (`step` of `dag`), given the known
+/// `outputs`: `None` while a `withParam`'s step has not told them.
+///
+/// # Errors
+/// Why a `withParam`'s value is not its items, for the step's failure.
+pub(super) fn items_of<'a>(
+    step: &'a Step,
+    fan_out: &FanOut,
+    dag: &Dag,
+    outputs: &HashMap<usize, &Outputs>,
+) -> Result<Option<ItemList<'a>>, String> {
+    if let Some(items) = ItemList::of_spec(step, fan_out) {
+        return Ok(Some(items));
+    }
+    let FanOut::Param { step: source, key } = fan_out else {
+        return Ok(None);
+    };
+    let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
+    let Some(outputs) = outputs.get(source) else {
+        return Ok(None);
+    };
+    let Some(text) = outputs.get(key) else {
+        return Err(format!(
+            "withParam {param}: step {:?} wrote no output {key:?}",
+            dag.name(*source)
+        ));
+    };
+    fan_out::parse_param(text)
+        .map(|items| Some(ItemList::Param(items)))
+        .map_err(|why| format!("withParam {param} {why}"))
+}
+
+/// The first `{{item.FIELD}}` of `step` that `item` cannot fill, as the item's failure.
+pub(super) fn item_unresolved(step: &Step, item: &serde_json::Value) -> Option<String> {
+    data_flow::texts(step).find_map(|text| {
+        outputs::substitute(text, |_, _| Some(""), Some(item))
+            .err()
+            .map(|e| e.to_string())
+    })
+}
