@@ -857,6 +857,36 @@ spec:
     assert_eq!(indexes, ["0", "1", "2"]);
 }
 
+/// Two consecutive indexes are written as a pair, not a range (`0,1`), as the real Job
+/// controller writes them (pkg/controller/job/indexed_job_utils.go, `orderedIntervals.String`).
+#[tokio::test]
+async fn an_indexed_job_of_two_writes_its_completed_indexes_as_kubernetes_does() {
+    let Some((_cluster, kubectl)) = setup("indexed_job_of_two").await else {
+        return;
+    };
+    let job = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: pair}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: ["true"]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", job)])
+        .await;
+    let done = wait_job_condition(&kubectl, "pair", "Complete", Duration::from_secs(30)).await;
+    assert_eq!(done["status"]["completedIndexes"], "0,1", "{done}");
+}
+
 #[tokio::test]
 async fn a_failed_job_pod_is_replaced_after_the_controllers_back_off() {
     let Some((_cluster, kubectl)) = setup("job_backoff").await else {
