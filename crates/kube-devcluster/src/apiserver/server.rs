@@ -984,12 +984,13 @@ impl Request<'_> {
         let fields =
             FieldSelector::parse(self.params.field_selector.as_deref().unwrap_or_default())?;
         let crd = self.custom_resource();
+        let crd = crd.as_ref().map(|c| &c.value);
         let fields = fields.transform(|label| {
-            crate::apiserver::field_labels::convert(
-                self.info,
-                crd.as_ref().map(|c| &c.value),
-                label,
-            )
+            use crate::apiserver::field_labels::{absent, convert};
+            Ok((
+                convert(self.info, crd, label)?,
+                absent(self.info, crd, label),
+            ))
         })?;
         Ok((
             LabelSelector::parse(self.params.label_selector.as_deref().unwrap_or_default())?,
