@@ -62,6 +62,10 @@ pub struct DevClusterOptions {
     /// doubling to 6 minutes by default; [`JobBackoff::FAST`](crate::jobs::JobBackoff::FAST) for
     /// tests and demos.
     pub job_backoff: crate::controllers::jobs::JobBackoff,
+    /// How long the kubelet waits before it restarts a container that ended: the kubelet's
+    /// back-off by default (at once, then 10 s doubling to 5 minutes, `CrashLoopBackOff`
+    /// meanwhile); [`RestartBackoff::FAST`](crate::RestartBackoff::FAST) for tests.
+    pub restart_backoff: crate::kubelet::RestartBackoff,
     /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`); `None` is
     /// its default, `DEFAULT_EVENT_TTL` (one hour).
     pub event_ttl: Option<Duration>,
@@ -104,6 +108,7 @@ impl DevCluster {
         );
         controllers.set_entrypoints(options.entrypoints.clone());
         controllers.set_job_backoff(options.job_backoff);
+        controllers.set_restart_backoff(options.restart_backoff);
         tokio::spawn(crate::registry::events::expire_events(
             store.clone(),
             registry.clone(),

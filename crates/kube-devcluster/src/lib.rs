@@ -42,7 +42,7 @@ pub mod testing;
 pub use api::resources;
 pub use apiserver::{faults, metrics};
 pub use cluster::{DevCluster, DevClusterOptions, Error, PodMode, client_for};
-pub use kubelet::entrypoints;
+pub use kubelet::{RestartBackoff, entrypoints};
 pub use storage::store;
 
 /// The Job controller's settings ([`DevClusterOptions::job_backoff`]).

@@ -64,6 +64,16 @@ impl ResourceInfo {
         GroupResource::new(&self.group, &self.resource)
     }
 
+    /// The order its objects' keys are written in: a custom resource's sorted, a built-in
+    /// kind's its Go struct's ([`super::go_json`]).
+    pub fn key_order(&self) -> super::go_json::KeyOrder {
+        if std::ptr::eq(self.strategy, &CUSTOM_RESOURCE) {
+            super::go_json::KeyOrder::Sorted
+        } else {
+            super::go_json::KeyOrder::Struct
+        }
+    }
+
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()

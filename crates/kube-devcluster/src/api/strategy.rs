@@ -60,6 +60,10 @@ pub struct FieldLabels {
     pub labels: &'static [&'static str],
     /// Labels that select on another path of the stored object: (label, path).
     pub paths: &'static [(&'static str, &'static str)],
+    /// What a label whose field is not a string selects on when the object lacks the field:
+    /// Go's zero value as the kind's `ToSelectableFields` prints it (`false`, `0`); (label,
+    /// value). A string field absent is the empty string.
+    pub absent: &'static [(&'static str, &'static str)],
     /// The kind a refusal names, for conversions that word it their own way
     /// (`field label "x" not supported for Job`); `None` for the common wording.
     pub refusal_names: Option<&'static str>,
@@ -71,6 +75,7 @@ impl FieldLabels {
         Self {
             labels,
             paths: &[],
+            absent: &[],
             refusal_names: None,
         }
     }

@@ -50,6 +50,18 @@ pub fn convert(info: &ResourceInfo, crd: Option<&Value>, label: &str) -> Result<
     }
 }
 
+/// What the field of `label` reads as on an object that lacks it: the kind's
+/// [`FieldLabels::absent`], else the empty string (a string field, or a custom resource's).
+pub fn absent(info: &ResourceInfo, crd: Option<&Value>, label: &str) -> &'static str {
+    let own = info
+        .strategy
+        .field_labels
+        .as_ref()
+        .filter(|_| crd.is_none());
+    own.and_then(|own| own.absent.iter().find(|(l, _)| *l == label))
+        .map_or("", |(_, value)| value)
+}
+
 fn not_supported(label: &str) -> ApiError {
     ApiError::bad_request(format!("field label not supported: {label}"))
 }
@@ -103,6 +115,21 @@ mod tests {
         );
         let error = convert(&builtin("", "configmaps"), None, "data.a").unwrap_err();
         assert_eq!(error.code, 400);
+    }
+
+    #[test]
+    fn fields_that_are_not_strings_read_as_their_zero_value_when_absent() {
+        let nodes = builtin("", "nodes");
+        assert_eq!(absent(&nodes, None, "spec.unschedulable"), "false");
+        assert_eq!(absent(&nodes, None, "metadata.name"), "");
+        assert_eq!(
+            absent(&builtin("", "pods"), None, "spec.hostNetwork"),
+            "false"
+        );
+        assert_eq!(
+            absent(&builtin("batch", "jobs"), None, "status.successful"),
+            "0"
+        );
     }
 
     #[test]

@@ -502,7 +502,7 @@ impl Request<'_> {
     fn object_response(&self, code: StatusCode, obj: &Arc<StoredObject>) -> Response {
         match representation::render_one(self.representation, self.info, obj, true) {
             None => object_response(code, obj),
-            Some(rendered) => json_response(code, &rendered),
+            Some(rendered) => encoded_response(code, &rendered),
         }
     }
 
@@ -941,7 +941,7 @@ impl Request<'_> {
         }
         match outcome {
             Deleted::Removed(obj) if !self.info.strategy.delete_returns_object => Ok(
-                json_response(StatusCode::OK, &deleted_status(self.info, &obj)),
+                encoded_response(StatusCode::OK, &deleted_status(self.info, &obj)),
             ),
             Deleted::Removed(obj) | Deleted::Pending(obj) => {
                 Ok(self.object_response(StatusCode::OK, &obj))
@@ -984,12 +984,13 @@ impl Request<'_> {
         let fields =
             FieldSelector::parse(self.params.field_selector.as_deref().unwrap_or_default())?;
         let crd = self.custom_resource();
+        let crd = crd.as_ref().map(|c| &c.value);
         let fields = fields.transform(|label| {
-            crate::apiserver::field_labels::convert(
-                self.info,
-                crd.as_ref().map(|c| &c.value),
-                label,
-            )
+            use crate::apiserver::field_labels::{absent, convert};
+            Ok((
+                convert(self.info, crd, label)?,
+                absent(self.info, crd, label),
+            ))
         })?;
         Ok((
             LabelSelector::parse(self.params.label_selector.as_deref().unwrap_or_default())?,
@@ -1106,7 +1107,7 @@ impl Request<'_> {
         };
         match representation::render_list(self.representation, self.info, &page, metadata.clone()) {
             None => Ok(list_response(self.info, &page, &metadata)),
-            Some(rendered) => Ok(json_response(StatusCode::OK, &rendered)),
+            Some(rendered) => Ok(encoded_response(StatusCode::OK, &rendered)),
         }
     }
 
@@ -1397,25 +1398,50 @@ fn json_response(code: StatusCode, value: &Value) -> Response {
         .into_response()
 }
 
-fn object_response(code: StatusCode, obj: &StoredObject) -> Response {
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        obj.json.clone(),
-    )
-        .into_response()
+/// A response object as the API server's serializer writes it: `json.Encoder.Encode`, which
+/// ends it with a newline (k8s.io/apimachinery pkg/runtime/serializer/json/json.go `Encode`).
+fn encoded_response(code: StatusCode, value: &Value) -> Response {
+    let mut body = serde_json::to_vec(value).expect("json values serialize");
+    body.push(b'\n');
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// A `...List` built from the stored bytes of each item, without re-serializing them.
+/// A stored object as the response body: its bytes (in its kind's key order) and the
+/// encoder's newline.
+fn object_response(code: StatusCode, obj: &StoredObject) -> Response {
+    let mut body = Vec::with_capacity(obj.json.len() + 1);
+    body.extend_from_slice(&obj.json);
+    body.push(b'\n');
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// A `...List` built from the stored bytes of each item, without re-serializing them, in the
+/// order of the kind's keys: a built-in list's Go struct (`kind`, `apiVersion`, `metadata`,
+/// `items`), a custom resource's `UnstructuredList` sorted; with the encoder's newline.
 fn list_response(info: &ResourceInfo, items: &[Arc<StoredObject>], metadata: &Value) -> Response {
-    let head = format!(
-        "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
-        info.kind,
-        info.api_version(),
-        metadata
-    );
-    let mut body =
-        Vec::with_capacity(head.len() + items.iter().map(|o| o.json.len() + 1).sum::<usize>() + 2);
+    use crate::api::go_json::{self, KeyOrder};
+    let kind = format!("\"{}List\"", info.kind);
+    let api_version = format!("\"{}\"", info.api_version());
+    let order = info.key_order();
+    let metadata = match metadata.as_object() {
+        Some(meta) if order == KeyOrder::Struct => go_json::list_meta(meta),
+        _ => serde_json::to_vec(metadata).expect("json values serialize"),
+    };
+    let metadata = String::from_utf8(metadata).expect("json is utf-8");
+    let (head, tail) = match order {
+        KeyOrder::Struct => (
+            format!(
+                "{{\"kind\":{kind},\"apiVersion\":{api_version},\"metadata\":{metadata},\"items\":["
+            ),
+            "]}\n".to_string(),
+        ),
+        KeyOrder::Sorted => (
+            format!("{{\"apiVersion\":{api_version},\"items\":["),
+            format!("],\"kind\":{kind},\"metadata\":{metadata}}}\n"),
+        ),
+    };
+    let size = head.len() + items.iter().map(|o| o.json.len() + 1).sum::<usize>() + tail.len();
+    let mut body = Vec::with_capacity(size);
     body.extend_from_slice(head.as_bytes());
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
@@ -1423,7 +1449,7 @@ fn list_response(info: &ResourceInfo, items: &[Arc<StoredObject>], metadata: &Va
         }
         body.extend_from_slice(&item.json);
     }
-    body.extend_from_slice(b"]}");
+    body.extend_from_slice(tail.as_bytes());
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],

@@ -1108,7 +1108,10 @@ fn with_completion_index(pod: &mut Value, job: &Value, index: i64) {
     }
 }
 
-/// Indexes as `status.completedIndexes` writes them: ranges, e.g. `0-2,5,7-8`.
+/// Indexes as `status.completedIndexes` writes them, e.g. `0,2,3,5,7-9`: a run of three or
+/// more consecutive indexes as a range, a run of two as the pair (pkg/controller/job/
+/// indexed_job_utils.go, `orderedIntervals.String` writes `First,Last` when
+/// `Last == First+1`).
 fn interval_list(indexes: &std::collections::BTreeSet<i64>) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut iter = indexes.iter().copied().peekable();
@@ -1118,10 +1121,10 @@ fn interval_list(indexes: &std::collections::BTreeSet<i64>) -> String {
             last += 1;
             iter.next();
         }
-        parts.push(if first == last {
-            first.to_string()
-        } else {
-            format!("{first}-{last}")
+        parts.push(match last - first {
+            0 => first.to_string(),
+            1 => format!("{first},{last}"),
+            _ => format!("{first}-{last}"),
         });
     }
     parts.join(",")
@@ -1249,7 +1252,10 @@ mod tests {
                 .collect::<std::collections::BTreeSet<i64>>()
         };
         assert_eq!(interval_list(&set(&[0, 1, 2])), "0-2");
-        assert_eq!(interval_list(&set(&[0, 2, 3, 5])), "0,2-3,5");
+        // Two consecutive indexes are a pair, not a range, as Kubernetes writes them.
+        assert_eq!(interval_list(&set(&[0, 1])), "0,1");
+        assert_eq!(interval_list(&set(&[0, 2, 3, 5, 7, 8, 9])), "0,2,3,5,7-9");
+        assert_eq!(interval_list(&set(&[4])), "4");
         assert_eq!(interval_list(&set(&[])), "");
     }
 

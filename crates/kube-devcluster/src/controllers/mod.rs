@@ -60,6 +60,12 @@ impl Controllers {
         self.kubelet.set_entrypoints(entrypoints);
     }
 
+    /// How long the kubelet waits before it restarts a container (default: the kubelet's, at
+    /// once, then 10 s doubling to 5 minutes; [`kubelet::RestartBackoff::FAST`] for tests).
+    pub fn set_restart_backoff(&self, backoff: kubelet::RestartBackoff) {
+        self.kubelet.set_restart_backoff(backoff);
+    }
+
     /// How long the Job controller waits before replacing a failed pod (default: Kubernetes'
     /// 10 s doubling to 6 minutes; [`jobs::JobBackoff::FAST`] for tests).
     pub fn set_job_backoff(&self, backoff: jobs::JobBackoff) {

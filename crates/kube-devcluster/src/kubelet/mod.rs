@@ -36,7 +36,8 @@
 //! `StartError`, exit code 128). Output (stdout and stderr interleaved, the last
 //! [`LOG_LIMIT`](pod_logs::LOG_LIMIT) bytes, each line with its time) is kept as the container's
 //! log ([`crate::kubelet::pod_logs`]) until the pod is deleted. `restartPolicy` `OnFailure` and
-//! `Always` restart the container (after 100 ms, doubling, at most 1 s), counting `restartCount`; each run has a log of its own
+//! `Always` restart the container after the kubelet's back-off ([`RestartBackoff`]: at once, then
+//! 10 s doubling to 5 minutes, `CrashLoopBackOff` meanwhile), counting `restartCount`; each run has a log of its own
 //! and the run before is kept as the previous log (`kubectl logs --previous`). Regular containers
 //! after the first, probes and resources are ignored, and no Events are written of containers
 //! created, started or killed.
@@ -144,16 +145,51 @@ pub enum Error {
     Reaper(#[source] std::io::Error),
 }
 
-/// The kubelet's restart back-off and the retry of a failed pod creation: 100 ms, doubling, at
-/// most 1 s (the real kubelet's CrashLoopBackOff is 10 s doubling to 5 minutes).
-pub fn retry_delay(failures: usize) -> Duration {
-    const BASE: Duration = Duration::from_millis(100);
-    const MAX: Duration = Duration::from_secs(1);
-    if failures == 0 {
-        return Duration::ZERO;
+/// The kubelet's back-off before it starts again a container that ended and is to run again
+/// (`restartPolicy: Always`, `OnFailure` after a failure, a sidecar): the first restart at once,
+/// then `base` doubling up to `max`, the container `CrashLoopBackOff` meanwhile. The real
+/// kubelet's is `flowcontrol.NewBackOff(backOffPeriod, MaxContainerBackOff)`, 10 s and 300 s
+/// (pkg/kubelet/kubelet.go); pkg/kubelet/kuberuntime/kuberuntime_manager.go `doBackOff` starts
+/// a container with no back-off entry yet at once and enters it at 10 s, and an entry not
+/// moved for twice `max` starts over (flowcontrol's `hasExpired`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartBackoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for RestartBackoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(10),
+            max: Duration::from_secs(300),
+        }
     }
-    let doublings = u32::try_from(failures - 1).unwrap_or(u32::MAX).min(10);
-    (BASE * 2u32.pow(doublings)).min(MAX)
+}
+
+impl RestartBackoff {
+    /// 100 ms doubling up to 1 s: for tests whose containers restart several times.
+    pub const FAST: RestartBackoff = RestartBackoff {
+        base: Duration::from_millis(100),
+        max: Duration::from_secs(1),
+    };
+
+    /// The wait before the `step`th restart since the back-off last started over (1: the
+    /// first, at once).
+    pub fn delay(&self, step: u32) -> Duration {
+        if step <= 1 {
+            return Duration::ZERO;
+        }
+        let doublings = (step - 2).min(20);
+        self.base
+            .saturating_mul(2u32.saturating_pow(doublings))
+            .min(self.max)
+    }
+
+    /// Whether a back-off last moved `since` ago starts over (twice `max`, as flowcontrol's).
+    pub fn expired(&self, since: Duration) -> bool {
+        since > self.max.saturating_mul(2)
+    }
 }
 
 /// Kubernetes' `$(VAR)` expansion of a command, argument or env value: a defined variable is
@@ -264,6 +300,8 @@ pub(crate) struct Shared {
     volumes: Arc<VolumeHost>,
     /// The containers running now, for `exec`.
     exec_targets: exec::Targets,
+    /// The back-off before a container is restarted (`DevClusterOptions::restart_backoff`).
+    restart_backoff: Mutex<RestartBackoff>,
 }
 
 impl Shared {
@@ -276,6 +314,7 @@ impl Shared {
             running: Mutex::default(),
             reaper: Mutex::default(),
             exec_targets: exec::Targets::default(),
+            restart_backoff: Mutex::default(),
         })
     }
 
@@ -314,6 +353,14 @@ impl Shared {
 
     pub fn set_entrypoints(&self, entrypoints: HashMap<String, Vec<String>>) {
         *self.entrypoints.lock().expect("kubelet lock poisoned") = entrypoints;
+    }
+
+    pub fn set_restart_backoff(&self, backoff: RestartBackoff) {
+        *self.restart_backoff.lock().expect("kubelet lock poisoned") = backoff;
+    }
+
+    pub fn restart_backoff(&self) -> RestartBackoff {
+        *self.restart_backoff.lock().expect("kubelet lock poisoned")
     }
 
     pub fn running_pids(&self) -> Vec<u32> {
@@ -971,23 +1018,25 @@ mod tests {
     }
 
     #[test]
-    fn retry_delay_doubles_up_to_a_second() {
+    fn restarts_back_off_as_the_kubelet_does() {
+        let kubelet = RestartBackoff::default();
         let table = [
-            (0, 0),
-            (1, 100),
-            (2, 200),
-            (3, 400),
-            (4, 800),
-            (5, 1000),
-            (100, 1000),
+            (1, 0),
+            (2, 10),
+            (3, 20),
+            (4, 40),
+            (5, 80),
+            (6, 160),
+            (7, 300),
+            (100, 300),
         ];
-        for (failures, millis) in table {
-            assert_eq!(
-                retry_delay(failures),
-                Duration::from_millis(millis),
-                "{failures}"
-            );
+        for (step, seconds) in table {
+            assert_eq!(kubelet.delay(step), Duration::from_secs(seconds), "{step}");
         }
+        assert!(!kubelet.expired(Duration::from_secs(600)));
+        assert!(kubelet.expired(Duration::from_secs(601)));
+        assert_eq!(RestartBackoff::FAST.delay(2), Duration::from_millis(100));
+        assert_eq!(RestartBackoff::FAST.delay(9), Duration::from_secs(1));
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub static STRATEGY: Strategy = Strategy {
     field_labels: Some(FieldLabels {
         labels: &["metadata.name", "metadata.namespace", "status.successful"],
         paths: &[("status.successful", "status.succeeded")],
+        // pkg/registry/batch/job/strategy.go `JobToSelectableFields`:
+        // `strconv.Itoa(int(job.Status.Succeeded))`.
+        absent: &[("status.successful", "0")],
         refusal_names: Some("Job"),
     }),
     decode: super::pod_defaults::template,

@@ -21,9 +21,16 @@ pub static NAMESPACES: Strategy = Strategy {
     ..Strategy::DEFAULT
 };
 
-/// A Node's rules: its field labels are pkg/apis/core/v1/conversion.go's.
+/// A Node's rules: its field labels are pkg/apis/core/v1/conversion.go's; `spec.unschedulable`
+/// selects on `fmt.Sprint(node.Spec.Unschedulable)`, `false` when absent
+/// (pkg/registry/core/node/strategy.go, `NodeToSelectableFields`).
 pub static NODES: Strategy = Strategy {
-    field_labels: Some(FieldLabels::of(&["metadata.name", "spec.unschedulable"])),
+    field_labels: Some(FieldLabels {
+        labels: &["metadata.name", "spec.unschedulable"],
+        paths: &[],
+        absent: &[("spec.unschedulable", "false")],
+        refusal_names: None,
+    }),
     ..Strategy::DEFAULT
 };
 

@@ -47,6 +47,9 @@ pub static STRATEGY: Strategy = Strategy {
             "spec.host",
         ],
         paths: &[("spec.host", "spec.nodeName")],
+        // pkg/registry/core/pod/strategy.go `ToSelectableFields`:
+        // `strconv.FormatBool(pod.Spec.HostNetwork)`.
+        absent: &[("spec.hostNetwork", "false")],
         refusal_names: None,
     }),
     decode: super::pod_defaults::pod,

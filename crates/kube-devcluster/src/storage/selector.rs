@@ -140,7 +140,18 @@ impl LabelSelector {
 
 /// A parsed field selector: equality and inequality on dotted paths.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldSelector(Vec<(String, bool, String)>);
+pub struct FieldSelector(Vec<Term>);
+
+/// One `path=value` or `path!=value` of a field selector.
+#[derive(Debug, Clone, PartialEq)]
+struct Term {
+    path: String,
+    equal: bool,
+    value: String,
+    /// What the field reads as when the object lacks it: empty for a string, Go's zero value as
+    /// the kind prints it for another type (`false` for a Node's `spec.unschedulable`).
+    absent: &'static str,
+}
 
 impl FieldSelector {
     pub fn parse(text: &str) -> Result<Self, ApiError> {
@@ -157,34 +168,47 @@ impl FieldSelector {
                     "invalid field selector: {term:?}"
                 )));
             };
-            terms.push((path.trim().to_string(), equal, value.trim().to_string()));
+            terms.push(Term {
+                path: path.trim().to_string(),
+                equal,
+                value: value.trim().to_string(),
+                absent: "",
+            });
         }
         Ok(Self(terms))
     }
 
-    /// The selector with each field label converted to the path it selects on, or the first
-    /// refusal of `convert` (as `fields.Selector.Transform` in k8s.io/apimachinery).
+    /// The selector with each field label converted to the path it selects on and what the
+    /// field reads as when absent, or the first refusal of `convert` (as
+    /// `fields.Selector.Transform` in k8s.io/apimachinery).
     pub fn transform(
         self,
-        mut convert: impl FnMut(&str) -> Result<String, ApiError>,
+        mut convert: impl FnMut(&str) -> Result<(String, &'static str), ApiError>,
     ) -> Result<Self, ApiError> {
         let terms = self
             .0
             .into_iter()
-            .map(|(label, equal, value)| Ok((convert(&label)?, equal, value)))
+            .map(|term| {
+                let (path, absent) = convert(&term.path)?;
+                Ok(Term {
+                    path,
+                    absent,
+                    ..term
+                })
+            })
             .collect::<Result<_, ApiError>>()?;
         Ok(Self(terms))
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(path, equal, value)| {
-            let pointer = format!("/{}", path.replace('.', "/"));
+        self.0.iter().all(|term| {
+            let pointer = format!("/{}", term.path.replace('.', "/"));
             let actual = match obj.pointer(&pointer) {
                 Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
+                Some(Value::Null) | None => term.absent.to_string(),
                 Some(other) => other.to_string(),
             };
-            (actual == *value) == *equal
+            (actual == term.value) == term.equal
         })
     }
 }
@@ -307,5 +331,26 @@ mod tests {
             );
         }
         assert!(FieldSelector::parse("nonsense").is_err());
+    }
+
+    #[test]
+    fn an_absent_field_reads_as_its_zero_value() {
+        let node = json!({"metadata": {"name": "n"}, "spec": {}});
+        let select = |text: &str| {
+            FieldSelector::parse(text)
+                .unwrap()
+                .transform(|label| Ok((label.to_string(), "false")))
+                .unwrap()
+                .matches(&node)
+        };
+        assert!(select("spec.unschedulable=false"));
+        assert!(!select("spec.unschedulable=true"));
+        assert!(select("spec.unschedulable!=true"));
+        let cordoned = json!({"spec": {"unschedulable": true}});
+        let selector = FieldSelector::parse("spec.unschedulable=true")
+            .unwrap()
+            .transform(|label| Ok((label.to_string(), "false")))
+            .unwrap();
+        assert!(selector.matches(&cordoned));
     }
 }

@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
 use crate::api::error::{ApiError, Result};
+use crate::api::go_json::{self, KeyOrder};
 use crate::api::resources::{GroupResource, ResourceInfo};
 
 /// One stored version of an object.
@@ -28,8 +29,10 @@ pub struct StoredObject {
 }
 
 impl StoredObject {
-    fn new(value: Value) -> Arc<Self> {
-        let json = Bytes::from(serde_json::to_vec(&value).expect("json values serialize"));
+    /// The object with its bytes, written as the real server writes its kind
+    /// ([`ResourceInfo::key_order`]).
+    fn new(value: Value, order: KeyOrder) -> Arc<Self> {
+        let json = Bytes::from(go_json::to_vec(&value, order));
         Arc::new(Self { value, json })
     }
 
@@ -304,9 +307,9 @@ impl Store {
         if self.dry_run {
             // Nothing is stored, so no resourceVersion is given out.
             metadata_mut(&mut obj)?.remove("resourceVersion");
-            return Ok(StoredObject::new(obj));
+            return Ok(StoredObject::new(obj, info.key_order()));
         }
-        let stored = StoredObject::new(obj);
+        let stored = StoredObject::new(obj, info.key_order());
         inner
             .objects
             .entry(info.group_resource())
@@ -467,7 +470,7 @@ impl Store {
         }
         if self.dry_run {
             // The would-be object, at the resourceVersion it was computed from.
-            return Ok(Some(StoredObject::new(new)));
+            return Ok(Some(StoredObject::new(new, info.key_order())));
         }
         let being_deleted = new
             .pointer("/metadata/deletionTimestamp")
@@ -482,7 +485,7 @@ impl Store {
         }
         let rv = inner.rv + 1;
         new["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let stored = StoredObject::new(new);
+        let stored = StoredObject::new(new, info.key_order());
         let objects = inner.objects.get_mut(gr).expect("resource present");
         let event_type = if being_deleted
             && finalizers(&stored.value).is_empty()
@@ -510,6 +513,7 @@ impl Store {
     fn remove_now(
         &self,
         inner: &mut Inner,
+        info: &ResourceInfo,
         gr: GroupResource,
         key: (String, String),
         old: Arc<StoredObject>,
@@ -520,7 +524,7 @@ impl Store {
         }
         let rv = inner.rv + 1;
         new["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let stored = StoredObject::new(new);
+        let stored = StoredObject::new(new, info.key_order());
         inner
             .objects
             .get_mut(&gr)
@@ -570,7 +574,7 @@ impl Store {
             .and_then(Value::as_i64);
         if fins.is_empty() && extra.is_none() && grace == 0 && !has_namespace_finalizers(info, &new)
         {
-            return Ok(self.remove_now(&mut inner, gr, key, old, new));
+            return Ok(self.remove_now(&mut inner, info, gr, key, old, new));
         }
         if let Some(extra) = extra {
             // Orphan and foreground finalizers only make sense when there are dependents to
@@ -594,7 +598,7 @@ impl Store {
         if is_namespaces(info) {
             new["status"]["phase"] = json!("Terminating");
         }
-        let stored = StoredObject::new(new);
+        let stored = StoredObject::new(new, info.key_order());
         if self.dry_run {
             // Returned marked for deletion, as it would be stored.
             return Ok(Deleted::Pending(stored));
@@ -633,7 +637,8 @@ impl Store {
                 rv,
                 gr.clone(),
                 EventType::Deleted,
-                StoredObject::new(value),
+                // Only custom resources are dropped (their CRD deleted).
+                StoredObject::new(value, KeyOrder::Sorted),
                 Some(obj),
             );
         }

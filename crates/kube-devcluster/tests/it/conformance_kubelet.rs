@@ -319,6 +319,47 @@ print(json.dumps({"followed": "".join(chunks), "phase": phase, "tail": tail, "si
     assert_eq!(seen["since"], "one\ntwo\nthree\nfour\n", "{seen}");
 }
 
+/// A container that keeps crashing under `restartPolicy: Always` is restarted at once the first
+/// time, then waits the kubelet's back-off of 10 s (doubling to 5 minutes) in
+/// `CrashLoopBackOff`, with the kubelet's message, counting the restart it made.
+#[tokio::test]
+async fn a_crashing_container_backs_off_as_the_kubelet_does() {
+    let Some((_cluster, kubectl)) = setup("crash_loop_back_off").await else {
+        return;
+    };
+    let runs = kubectl.manifest("runs", "");
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: crasher}}\nspec:\n  restartPolicy: Always\n  \
+         containers:\n  - name: main\n    image: busybox\n    \
+         command: [sh, -c, 'echo run >> {runs}; exit 3']\n"
+    );
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("crasher.yaml", &pod)])
+        .await;
+    let status = eventually("crasher backing off", Duration::from_secs(20), || async {
+        let pod = get(&kubectl, "pod", "crasher").await?;
+        let status = pod["status"]["containerStatuses"][0].clone();
+        (status["state"]["waiting"]["reason"] == "CrashLoopBackOff").then_some((pod, status))
+    })
+    .await;
+    let (pod, status) = status;
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(
+        status["state"]["waiting"]["message"],
+        format!("back-off 10s restarting failed container=main pod=crasher_default({uid})"),
+        "{status}"
+    );
+    assert_eq!(status["restartCount"], 1, "{status}");
+    assert_eq!(status["lastState"]["terminated"]["exitCode"], 3, "{status}");
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\nrun\n");
+    let table = support::rows(&kubectl.ok(&["get", "pod", "crasher"]).await);
+    assert_eq!(
+        table[1][1..4],
+        ["0/1", "CrashLoopBackOff", "1"],
+        "{table:?}"
+    );
+}
+
 #[tokio::test]
 async fn pod_logs_of_a_named_container_and_of_the_previous_run() {
     let Some((cluster, kubectl)) = setup("pod_logs_container_previous").await else {
@@ -855,6 +896,36 @@ spec:
     }
     indexes.sort();
     assert_eq!(indexes, ["0", "1", "2"]);
+}
+
+/// Two consecutive indexes are written as a pair, not a range (`0,1`), as the real Job
+/// controller writes them (pkg/controller/job/indexed_job_utils.go, `orderedIntervals.String`).
+#[tokio::test]
+async fn an_indexed_job_of_two_writes_its_completed_indexes_as_kubernetes_does() {
+    let Some((_cluster, kubectl)) = setup("indexed_job_of_two").await else {
+        return;
+    };
+    let job = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: pair}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: ["true"]
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", job)])
+        .await;
+    let done = wait_job_condition(&kubectl, "pair", "Complete", Duration::from_secs(30)).await;
+    assert_eq!(done["status"]["completedIndexes"], "0,1", "{done}");
 }
 
 #[tokio::test]

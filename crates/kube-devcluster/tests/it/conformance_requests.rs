@@ -1408,3 +1408,71 @@ print(json.dumps([first.metadata.remaining_item_count, second.metadata.remaining
     let out = support::python(&cluster, &script).await;
     assert_eq!(out, json!([3, 1, null, true]));
 }
+
+/// Object bodies as kube-apiserver writes them: a built-in kind in its Go struct's order
+/// (`kind`, `apiVersion`, `metadata` from `name` on, then the rest), a custom resource with
+/// its keys sorted (it is a map to Go's encoder), each ended by `json.Encoder`'s newline.
+#[tokio::test]
+async fn object_bodies_are_written_in_the_api_servers_field_order_with_a_final_newline() {
+    let cluster = kube_devcluster::testing::start().await;
+    support::install_widget_crd(&cluster).await;
+    let text =
+        |response: &support::RawResponse| String::from_utf8_lossy(&response.body).into_owned();
+    let config_map = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"order","labels":{"a":"b"}},"data":{"k":"v"}}"#;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let created = raw(
+        &cluster,
+        "POST",
+        path,
+        "application/json",
+        config_map.to_vec(),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", text(&created));
+    let got = raw(&cluster, "GET", &format!("{path}/order"), "", vec![]).await;
+    for body in [text(&created), text(&got)] {
+        assert!(
+            body.starts_with(
+                r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"order","namespace":"default","uid":""#
+            ),
+            "{body}"
+        );
+        assert!(body.ends_with("}\n"), "{body:?}");
+        let resource_version = body.find(r#""resourceVersion""#).unwrap();
+        let created_at = body.find(r#""creationTimestamp""#).unwrap();
+        let labels = body.find(r#""labels""#).unwrap();
+        let managed = body.find(r#""managedFields""#).unwrap();
+        assert!(
+            resource_version < created_at && created_at < labels && labels < managed,
+            "{body}"
+        );
+    }
+    let list = text(&raw(&cluster, "GET", path, "", vec![]).await);
+    assert!(
+        list.starts_with(r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"#),
+        "{list}"
+    );
+    assert!(
+        list.contains(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"order""#),
+        "{list}"
+    );
+    assert!(list.ends_with("]}\n"), "{list:?}");
+
+    let widget = br#"{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"color":"red"}}"#;
+    let widgets = "/apis/test.example.com/v1/namespaces/default/widgets";
+    let created = raw(
+        &cluster,
+        "POST",
+        widgets,
+        "application/json",
+        widget.to_vec(),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", text(&created));
+    let body = text(&raw(&cluster, "GET", &format!("{widgets}/w"), "", vec![]).await);
+    assert!(
+        body.starts_with(r#"{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"creationTimestamp":"#),
+        "{body}"
+    );
+    assert!(body.ends_with("}\n"), "{body:?}");
+}

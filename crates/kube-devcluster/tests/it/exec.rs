@@ -294,3 +294,63 @@ async fn python_client_streams_exec() {
     assert_eq!(seen["stderr"], "oops\n", "{seen}");
     assert_eq!(seen["code"], 4, "{seen}");
 }
+
+/// The Python client offers `v5.channel.k8s.io,v4.channel.k8s.io`; the server takes the first it
+/// supports, as kube-apiserver's handshake does, so the client can close stdin with v5's close
+/// signal and `cat` ends. Other offers get their first supported protocol too.
+const PYTHON_EXEC_V5: &str = r#"
+import faulthandler, json, sys, time
+# A stream that never ends fails the test with where it hung, instead of hanging it.
+faulthandler.dump_traceback_later(40, exit=True)
+from kubernetes import client, config
+from kubernetes.stream import stream
+from kubernetes.stream.ws_client import WSClient, get_websocket_url
+config.load_kube_config(config_file=sys.argv[1])
+core = client.CoreV1Api()
+resp = stream(core.connect_get_namespaced_pod_exec, "p", "default", command=["cat"],
+              stderr=True, stdin=True, stdout=True, tty=False, _preload_content=False)
+resp.write_stdin("typed\n")
+resp.close_channel(0)
+stdout = ""
+deadline = time.monotonic() + 10
+while resp.is_open() and time.monotonic() < deadline:
+    resp.update(timeout=1)
+    if resp.peek_stdout():
+        stdout += resp.read_stdout()
+ended = not resp.is_open()
+code = resp.returncode if ended else None
+resp.close()
+configuration = client.Configuration.get_default_copy()
+url = get_websocket_url(configuration.host
+                        + "/api/v1/namespaces/default/pods/p/exec?command=true&stdout=true")
+chosen = {}
+for offer in ["v4.channel.k8s.io,channel.k8s.io", "channel.k8s.io,v5.channel.k8s.io",
+              "x.k8s.io, v4.base64.channel.k8s.io, v5.channel.k8s.io"]:
+    ws = WSClient(configuration, url, {"sec-websocket-protocol": offer}, capture_all=False)
+    chosen[offer] = ws.subprotocol
+    ws.close()
+print(json.dumps({"protocol": resp.subprotocol, "stdout": stdout, "ended": ended,
+                  "code": code, "chosen": chosen}))
+"#;
+
+#[tokio::test]
+async fn exec_takes_the_clients_first_supported_protocol_and_v5_closes_stdin() {
+    let Some((cluster, kubectl)) = setup("exec_v5").await else {
+        return;
+    };
+    running(&kubectl, "p", true).await;
+    let seen = support::python(&cluster, PYTHON_EXEC_V5).await;
+    assert_eq!(seen["protocol"], "v5.channel.k8s.io", "{seen}");
+    assert_eq!(seen["stdout"], "typed\n", "{seen}");
+    assert_eq!(seen["ended"], true, "cat ends once stdin is closed: {seen}");
+    assert_eq!(seen["code"], 0, "{seen}");
+    assert_eq!(
+        seen["chosen"],
+        serde_json::json!({
+            "v4.channel.k8s.io,channel.k8s.io": "v4.channel.k8s.io",
+            "channel.k8s.io,v5.channel.k8s.io": "channel.k8s.io",
+            "x.k8s.io, v4.base64.channel.k8s.io, v5.channel.k8s.io": "v4.base64.channel.k8s.io",
+        }),
+        "{seen}"
+    );
+}

@@ -43,6 +43,8 @@ impl TestCluster {
             spawn_controllers(store.clone(), registry.clone(), pods, shutdown.clone());
         // Retries in moments (Kubernetes' own back-off is 10 s doubling).
         controllers.set_job_backoff(kube_devcluster::jobs::JobBackoff::FAST);
+        // A container restarted in place (`OnFailure`) too: the kubelet's back-off is 10 s on.
+        controllers.set_restart_backoff(kube_devcluster::RestartBackoff::FAST);
         let mut state = ApiState::new(store, registry, shutdown.clone());
         state.logs = Some(controllers.logs());
         state.on_create = Some(create_hook());

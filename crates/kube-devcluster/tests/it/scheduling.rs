@@ -299,3 +299,36 @@ async fn a_pod_waiting_for_cpu_runs_once_the_pod_holding_it_finishes() {
     wait_phase(&kubectl, "holder", &["Succeeded"]).await;
     wait_phase(&kubectl, "waiter", &["Succeeded"]).await;
 }
+
+/// A Node without `spec.unschedulable` is selected by `spec.unschedulable=false`, as the real
+/// server selects on `fmt.Sprint(node.Spec.Unschedulable)`; cordoned, by `=true` only.
+#[tokio::test]
+async fn nodes_are_selected_on_spec_unschedulable_even_without_the_field() {
+    let Some((_cluster, kubectl)) = setup("nodes_field_selector").await else {
+        return;
+    };
+    let name = node_name(&kubectl).await;
+    let selected = |value: &'static str| {
+        let kubectl = &kubectl;
+        async move {
+            let selector = format!("spec.unschedulable={value}");
+            kubectl
+                .ok(&[
+                    "get",
+                    "nodes",
+                    "--field-selector",
+                    &selector,
+                    "-o",
+                    "jsonpath={.items[*].metadata.name}",
+                ])
+                .await
+        }
+    };
+    assert_eq!(selected("false").await, name, "an uncordoned Node");
+    assert_eq!(selected("true").await, "");
+    kubectl.ok(&["cordon", &name]).await;
+    assert_eq!(selected("true").await, name, "a cordoned Node");
+    assert_eq!(selected("false").await, "");
+    kubectl.ok(&["uncordon", &name]).await;
+    assert_eq!(selected("false").await, name, "an uncordoned Node again");
+}

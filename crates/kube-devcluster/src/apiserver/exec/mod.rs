@@ -102,12 +102,13 @@ pub async fn serve(
     let Some(mut upgrade) = upgrade else {
         return Err(not_upgraded(headers));
     };
-    let requested: Vec<String> = upgrade
-        .requested_protocols()
-        .filter_map(|p| p.to_str().ok().map(String::from))
-        .collect();
-    let protocol =
-        protocol::negotiate(requested.iter().map(String::as_str)).map_err(ApiError::bad_request)?;
+    // The offer in the client's order, from the headers: axum's `requested_protocols` yields it
+    // sorted, and the handshake takes the first protocol the client names that it supports.
+    let requested = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    let protocol = protocol::negotiate(requested).map_err(ApiError::bad_request)?;
     if !protocol.name.is_empty() {
         upgrade.set_selected_protocol(HeaderValue::from_static(protocol.name));
     }

@@ -2,7 +2,7 @@
 //! of its own (in its sandbox when it has one), its output kept as its log, its termination
 //! message read when it ends, and the container started again as its kind and the pod's
 //! `restartPolicy` say ([`crate::kubelet::init_containers::restarts`]), after the kubelet's
-//! back-off ([`crate::kubelet::retry_delay`]), each run with a log and message file of its own.
+//! back-off ([`crate::kubelet::RestartBackoff`]), each run with a log and message file of its own.
 //! While its process runs, the container is registered for `exec` ([`crate::kubelet::exec`]).
 
 use std::process::Stdio;
@@ -22,7 +22,7 @@ use crate::kubelet::process::{command_for, spawn_error};
 use crate::kubelet::status::{State, cannot_start, terminated};
 use crate::kubelet::termination_message::{self, MessageFile, OutputTail};
 use crate::kubelet::volumes::Sandbox;
-use crate::kubelet::{Error, KillAt, Log, kill_group, retry_delay};
+use crate::kubelet::{Error, KillAt, Log, kill_group};
 use crate::storage::store::now_rfc3339;
 
 /// One container as the runner runs it.
@@ -78,6 +78,38 @@ struct Output<'a> {
     message_file: Option<(&'a std::path::Path, &'a str)>,
 }
 
+/// Where a container is in the kubelet's back-off: its restarts since the back-off last
+/// started over, and when it last moved.
+#[derive(Default)]
+struct Backoff {
+    step: u32,
+    moved: Option<tokio::time::Instant>,
+}
+
+impl Backoff {
+    /// The wait before the next restart.
+    fn next(&mut self, kubelet: crate::kubelet::RestartBackoff) -> Duration {
+        if self.moved.is_some_and(|at| kubelet.expired(at.elapsed())) {
+            self.step = 0;
+        }
+        self.step += 1;
+        kubelet.delay(self.step)
+    }
+}
+
+/// A whole number of seconds as Go's `time.Duration.String` writes it (`10s`, `5m0s`), as the
+/// kubelet's back-off message has it; below a second, in milliseconds (`100ms`).
+fn go_duration(delay: Duration) -> String {
+    let seconds = delay.as_secs();
+    if seconds == 0 {
+        return format!("{}ms", delay.as_millis());
+    }
+    match (seconds / 60, seconds % 60) {
+        (0, s) => format!("{s}s"),
+        (m, s) => format!("{m}m{s}s"),
+    }
+}
+
 /// How one run of a container ended.
 enum Outcome {
     /// It ran and exited (or was killed): the terminated state.
@@ -95,6 +127,7 @@ impl Runner {
         let prepared = run.prepared;
         let mut log = (self.shared).container_log(namespace, pod, uid, &prepared.name);
         let mut restarts: u32 = 0;
+        let mut backoff = Backoff::default();
         loop {
             // A restarted container writes a log of its own; until it starts, its current log
             // is the last run's (as the kubelet reads `lastState` while the container waits).
@@ -153,29 +186,62 @@ impl Runner {
                 return Ended::Terminated(terminated);
             }
             restarts += 1;
-            let delay = retry_delay(restarts as usize);
+            if let Some(end) = self
+                .back_off(&run, &mut backoff, terminated, restarts)
+                .await
+            {
+                return end;
+            }
+        }
+    }
+
+    /// Waits the kubelet's back-off before the container's next run, `CrashLoopBackOff`
+    /// meanwhile with the kubelet's message (kuberuntime_manager.go `doBackOff`). `restarts`
+    /// counts the restart to come: `restartCount` shows it once the container runs again, as
+    /// the real count is the runs before the current one. `Some`: it is not to run again.
+    async fn back_off(
+        &self,
+        run: &ContainerRun<'_>,
+        backoff: &mut Backoff,
+        terminated: State,
+        restarts: u32,
+    ) -> Option<Ended> {
+        let delay = backoff.next(self.shared.restart_backoff());
+        if delay.is_zero() {
+            // Started again at once: nothing to publish until it runs.
+            self.note(run.slot, |r| {
+                r.state = terminated.clone();
+                r.last_state = Some(terminated);
+            });
+        } else {
             let waiting = State::Waiting {
                 reason: "CrashLoopBackOff".into(),
                 message: format!(
-                    "back-off {}ms restarting failed container",
-                    delay.as_millis()
+                    "back-off {} restarting failed container={} pod={}_{}({})",
+                    go_duration(delay),
+                    run.prepared.name,
+                    self.pod.name(),
+                    self.pod.namespace(),
+                    self.pod.uid()
                 ),
             };
             let written = self.set(run.slot, |r| {
                 r.state = waiting;
                 r.last_state = Some(terminated);
-                r.restarts = restarts;
             });
             if !written {
-                return Ended::Gone;
+                return Some(Ended::Gone);
             }
             let mut stop = run.stop.clone();
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
-                _ = self.cancel.cancelled() => return Ended::Gone,
-                _ = stop.wait_for(Option::is_some) => return Ended::Stopped,
+                _ = self.cancel.cancelled() => return Some(Ended::Gone),
+                _ = stop.wait_for(Option::is_some) => return Some(Ended::Stopped),
             }
         }
+        self.note(run.slot, |r| r.restarts = restarts);
+        backoff.moved = Some(tokio::time::Instant::now());
+        None
     }
 
     /// A terminated state with the container's termination message ([`termination_message`])
