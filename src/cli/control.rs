@@ -92,7 +92,8 @@ fn decide(verb: Verb, workflow: &WorkFlow) -> VerbOutcome {
             VerbOutcome::AlreadyDone(format!("workflow {name} is not suspended"))
         }
         Verb::Resume => VerbOutcome::Patch(json!({"spec": {"suspend": null}})),
-        Verb::Stop | Verb::Terminate if terminal => finished("stop"),
+        Verb::Stop if terminal => finished("stop"),
+        Verb::Terminate if terminal => finished("terminate"),
         Verb::Stop => match spec.shutdown {
             Some(Shutdown::Stop) => {
                 VerbOutcome::AlreadyDone(format!("workflow {name} is already stopping"))
@@ -237,7 +238,7 @@ mod tests {
     #[case(
         Verb::Terminate,
         Phase::Completed,
-        "workflow w has finished (Completed); there is nothing to stop"
+        "workflow w has finished (Completed); there is nothing to terminate"
     )]
     #[case(
         Verb::Retry,

@@ -90,6 +90,22 @@ pub async fn continue_step(args: ContinueArgs) -> ExitCode {
     .await
 }
 
+/// Why `step` of workflow `name`, in `phase`, cannot be continued or entered.
+fn not_waiting(name: &str, step: &str, phase: StepPhase) -> String {
+    let phase_name = phase.as_str();
+    match phase {
+        StepPhase::Succeeded | StepPhase::Failed | StepPhase::TimedOut | StepPhase::Skipped => {
+            format!(
+                "step {step} of workflow {name} has finished ({phase_name}); it no longer waits for you"
+            )
+        }
+        _ => format!(
+            "step {step} of workflow {name} is {phase_name}, not waiting for you (only a running \
+             step with interactive: true waits)"
+        ),
+    }
+}
+
 /// The pod and container of an interactive step that waits.
 struct Target {
     namespace: String,
@@ -113,11 +129,7 @@ async fn waiting_pod(cluster: &ClusterArgs, name: &str, step: &str) -> Result<Ta
         .find(|entry| entry.name == step);
     let job = match entry {
         Some(entry) if entry.phase == StepPhase::Interactive => entry.job.clone(),
-        Some(entry) => bail!(
-            "step {step} of workflow {name} is {}, not waiting for you (only a running step \
-             with interactive: true waits)",
-            entry.phase.as_str()
-        ),
+        Some(entry) => bail!(not_waiting(name, step, entry.phase)),
         None => bail!(
             "step {step} of workflow {name} is not waiting for you: it has not started, or the \
              workflow has no such step (workflow-operator get {name})"
@@ -171,4 +183,22 @@ async fn kubectl_exec(
         })?;
     let code = status.code().unwrap_or(1);
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finished_step_is_said_to_have_finished_a_running_one_not_to_wait() {
+        assert_eq!(
+            not_waiting("sims", "lammps", StepPhase::Succeeded),
+            "step lammps of workflow sims has finished (Succeeded); it no longer waits for you"
+        );
+        assert_eq!(
+            not_waiting("sims", "lammps", StepPhase::Running),
+            "step lammps of workflow sims is Running, not waiting for you (only a running step \
+             with interactive: true waits)"
+        );
+    }
 }

@@ -145,7 +145,8 @@ pub fn continue_step(exit_code: Option<i32>) -> i32 {
         .and_then(|()| std::fs::rename(&partial, agent::CONTINUE_FILE));
     match written {
         Ok(()) => {
-            println!("the step goes on with exit code {code}");
+            let outcome = if code == 0 { "succeeds" } else { "fails" };
+            println!("the step ended with exit code {code}: it {outcome}");
             0
         }
         Err(error) => {

@@ -152,11 +152,22 @@ async fn continue_with_an_exit_code_fails_the_step_with_it() {
         .cli_refused(&["continue", "debug-exit", "sim"])
         .await;
     assert!(refused.contains("has not run in this pod"), "{refused}");
-    session
+    let said = session
         .cli(&["continue", "debug-exit", "sim", "--exit-code", "3"])
         .await;
+    assert!(
+        said.contains("the step ended with exit code 3: it fails"),
+        "{said}"
+    );
     let message = session.finished_as("debug-exit", "Failed").await;
     assert!(message.contains("exit code 3"), "{message}");
+    let refused = session
+        .cli_refused(&["continue", "debug-exit", "sim"])
+        .await;
+    assert!(
+        refused.contains("step sim of workflow debug-exit has finished (Failed)"),
+        "{refused}"
+    );
     session.stop().await;
 }
 

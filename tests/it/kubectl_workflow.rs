@@ -304,7 +304,7 @@ async fn run_control_verbs_answer_clearly_and_refuse_what_makes_no_sense() {
         ),
         (
             "terminate",
-            "workflow simple has finished (Completed); there is nothing to stop",
+            "workflow simple has finished (Completed); there is nothing to terminate",
         ),
         (
             "retry",
