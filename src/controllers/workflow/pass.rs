@@ -41,14 +41,15 @@ pub(super) async fn pass(
     resolved.map_err(PassError::Resolve)?;
     let found = repository::artifact_repository(shared, ctx).await; // artifact repository, until recorded
     found.map_err(PassError::Repository)?;
-    let Some(seen) = observe::observe(shared, ctx, changed) else {
+    let observed = observe::observe(shared, ctx, changed); // no request: the mirror
+    let Some(seen) = observed else {
         return Ok(()); // being deleted: the delete handler's
     };
     let decided = make_plan(shared, ctx, seen).await?; // a plan in full: pods, Events
     let decided = gates(shared, ctx, decided).await?; // cache entries, Leases
     let written = cache::write(&shared.cache_written, &ctx.client, &decided).await; // cache entries
     written.map_err(PassError::Cache)?;
-    let record = record::prepare(shared, decided);
+    let record = record::prepare(shared, decided); // no request
     let record = record::before_actions(shared, ctx, record).await; // a terminal status
     let mut record = record.map_err(PassError::Record)?;
     let mut refused = apply_plan(shared, ctx, &record).await?; // Jobs
