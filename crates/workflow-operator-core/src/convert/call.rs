@@ -71,6 +71,8 @@ fn call(
                     None => Some(value.clone()),
                 },
                 "continueOn" => data::continue_on(value, path, report),
+                // The caller's: an inline template is converted as one.
+                "inline" => None,
                 _ => {
                     match value.as_str().map(super::when::to_cel) {
                         Some(Ok(cel)) => Some(cel.into()),

@@ -80,18 +80,33 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
             list.extend(shared.volumes);
         }
     }
-    let parameters = workflow_parameters(&out);
-    let entrypoint = spec.get("entrypoint").and_then(Value::as_str);
-    let on_exit = spec.get("onExit").and_then(Value::as_str);
+    let kept = steps_and_templates(spec, at, usage, templates, &mut out, report);
+    if !kept.is_empty() {
+        out.insert("templates".into(), Value::Array(kept));
+    }
+    Value::Object(out)
+}
+
+/// The entrypoint inlined as the workflow's steps and the exit handler as its exit steps, in
+/// `out`; the templates to keep.
+fn steps_and_templates(
+    spec: &Value,
+    at: &str,
+    usage: Use,
+    templates: Vec<Converted>,
+    out: &mut Map<String, Value>,
+    report: &mut Report,
+) -> Vec<Value> {
+    let parameters = workflow_parameters(out);
     let mut inlined = Vec::new();
-    if let Some(name) = entrypoint {
+    if let Some(name) = spec.get("entrypoint").and_then(Value::as_str) {
         let path = walk::join(at, "entrypoint");
         if spec.get("workflowTemplateRef").is_some() {
             report.not_converted(&path, "an entrypoint beside workflowTemplateRef is not supported: the shared template's own runs");
         } else if let Some(steps) = inline(name, &templates, &parameters, &path, report) {
             out.insert("containers".into(), Value::Array(steps));
             inlined.push(name);
-            entrypoint_policies(name, &templates, &mut out, report);
+            entrypoint_policies(name, &templates, out, report);
         }
     } else if spec.get("workflowTemplateRef").is_none() && usage == Use::Workflow {
         report.not_converted(
@@ -99,18 +114,14 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
             "a Workflow without entrypoint nor workflowTemplateRef runs nothing",
         );
     }
-    if let Some(name) = on_exit {
+    if let Some(name) = spec.get("onExit").and_then(Value::as_str) {
         let path = walk::join(at, "onExit");
         if let Some(steps) = inline(name, &templates, &parameters, &path, report) {
             out.insert("onExit".into(), Value::Array(steps));
             inlined.push(name);
         }
     }
-    let kept = kept_templates(templates, &inlined, usage);
-    if !kept.is_empty() {
-        out.insert("templates".into(), Value::Array(kept));
-    }
-    Value::Object(out)
+    kept_templates(templates, &inlined, usage)
 }
 
 /// The workflow's `arguments`: parameters only.
@@ -264,10 +275,10 @@ fn entrypoint_policies(
 ) {
     for template in templates {
         let entry = template.name == name;
-        if let Some(fail_fast) = &template.fail_fast {
-            if entry {
-                out.insert("failFast".into(), fail_fast.clone());
-            }
+        if let Some(fail_fast) = &template.fail_fast
+            && entry
+        {
+            out.insert("failFast".into(), fail_fast.clone());
         }
         if let Some((path, parallelism)) = &template.parallelism {
             if entry {

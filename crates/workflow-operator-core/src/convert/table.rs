@@ -747,8 +747,8 @@ const CALL_ROWS: &[Row] = &[
     row(
         Task,
         "inline",
-        Unsupported,
-        "inline templates are not supported yet: name a template",
+        Converted("the inline container or script template's fields on the step"),
+        "an inline dag or steps template is not supported yet",
     ),
     row(
         Step,
@@ -789,8 +789,8 @@ const CALL_ROWS: &[Row] = &[
     row(
         Step,
         "inline",
-        Unsupported,
-        "inline templates are not supported yet: name a template",
+        Converted("the inline container or script template's fields on the step"),
+        "an inline dag or steps template is not supported yet",
     ),
 ];
 

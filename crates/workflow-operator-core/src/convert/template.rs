@@ -216,7 +216,9 @@ fn dag(
                 return;
             }
             for (path, task) in walk::items(value, path, report) {
-                steps.push(call::task(task, &path, inputs, report));
+                let mut step = call::task(task, &path, inputs, report);
+                inline(task, &mut step, &path, report);
+                steps.push(step);
             }
         },
     );
@@ -229,10 +231,28 @@ fn steps(value: &Value, at: &str, inputs: &Declared, report: &mut Report) -> Vec
         .map(|(path, group)| {
             walk::items(group, &path, report)
                 .into_iter()
-                .map(|(path, entry)| call::entry(entry, &path, inputs, report))
+                .map(|(path, entry)| {
+                    let mut step = call::entry(entry, &path, inputs, report);
+                    inline(entry, &mut step, &path, report);
+                    step
+                })
                 .collect()
         })
         .collect()
+}
+
+/// A call's `inline` container or script template: its fields on the step.
+fn inline(call: &Value, step: &mut Value, at: &str, report: &mut Report) {
+    let (Some(inline), Some(step)) = (call.get("inline"), step.as_object_mut()) else {
+        return;
+    };
+    let path = walk::join(at, "inline");
+    let converted = template(inline, &path, &mut Shared::default(), report);
+    if converted.body != Body::Container {
+        report.not_converted(&path, "an inline template that is not a container or script is not supported yet: name a template");
+        return;
+    }
+    step.extend(converted.fields.into_iter().filter(|(k, _)| k != "name"));
 }
 
 /// A Go duration (`30s`, `1h30m`, `500ms`) or a number, as whole seconds (rounded up).

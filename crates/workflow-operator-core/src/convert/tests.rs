@@ -149,6 +149,30 @@ spec:
 }
 
 #[test]
+fn an_inline_container_template_is_its_steps_own_fields() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: inline}
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      dag:
+        tasks:
+          - name: a
+            inline:
+              container: {image: busybox:1.36, command: [echo, a]}
+"#;
+    let (workflow, problems) = one(text);
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(
+        workflow["spec"]["containers"],
+        json!([{"stepName": "a", "image": "busybox:1.36", "command": ["echo", "a"]}])
+    );
+}
+
+#[test]
 fn what_cannot_be_converted_is_named_with_its_path_and_why() {
     let (workflow, problems) = one(include_str!("testdata/unsupported.yaml"));
     assert_eq!(
