@@ -121,7 +121,8 @@ fn steps_and_templates(
             inlined.push(name);
         }
     }
-    kept_templates(templates, &inlined, usage)
+    let steps = Value::Object(out.clone());
+    kept_templates(templates, &inlined, &steps, usage)
 }
 
 /// The workflow's `arguments`: parameters only.
@@ -291,13 +292,20 @@ fn entrypoint_policies(
     }
 }
 
-/// The converted templates to keep: all but the inlined ones no other template calls (a
-/// shared template keeps every one, as other workflows may call it).
-fn kept_templates(templates: Vec<Converted>, inlined: &[&str], usage: Use) -> Vec<Value> {
+/// The converted templates to keep: all but the inlined ones nothing calls, neither another
+/// template nor the workflow's steps (`spec`: a recursive entrypoint calls itself); a shared
+/// template keeps every one, as other workflows may call it.
+fn kept_templates(
+    templates: Vec<Converted>,
+    inlined: &[&str],
+    spec: &Value,
+    usage: Use,
+) -> Vec<Value> {
     let called = |name: &str| {
-        templates
-            .iter()
-            .any(|t| t.name != name && calls(&Value::Object(t.fields.clone()), name))
+        calls(spec, name)
+            || templates
+                .iter()
+                .any(|t| t.name != name && calls(&Value::Object(t.fields.clone()), name))
     };
     let keep: Vec<bool> = templates
         .iter()

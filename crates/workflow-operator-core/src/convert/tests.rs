@@ -173,6 +173,34 @@ spec:
 }
 
 #[test]
+fn a_recursive_entrypoint_is_inlined_and_kept_for_its_own_call() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: again}
+spec:
+  entrypoint: flip
+  templates:
+    - name: flip
+      steps:
+        - - {name: toss, template: toss}
+        - - {name: again, template: flip, when: "{{steps.toss.outputs.result}} == tails"}
+    - name: toss
+      script: {image: alpine:3.20, source: echo heads}
+"#;
+    let (workflow, _) = one(text);
+    let spec = &workflow["spec"];
+    assert_eq!(spec["containers"][1]["template"], "flip");
+    let kept: Vec<&Value> = spec["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["name"])
+        .collect();
+    assert_eq!(kept, [&json!("flip"), &json!("toss")]);
+}
+
+#[test]
 fn what_cannot_be_converted_is_named_with_its_path_and_why() {
     let (workflow, problems) = one(include_str!("testdata/unsupported.yaml"));
     assert_eq!(

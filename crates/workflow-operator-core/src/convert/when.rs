@@ -44,7 +44,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
             let end = rest[1..].find(quote).ok_or("a quote without its end")?;
             (Token::Quoted(rest[1..=end].to_string()), end + 2)
         } else if let Some(op) = OPERATORS.iter().find(|op| rest.starts_with(**op)) {
-            (Token::Op(*op), op.len())
+            (Token::Op(op), op.len())
         } else {
             let len = rest
                 .find(|c: char| c.is_whitespace() || "=!<>&|()'\"{".contains(c))
