@@ -53,11 +53,7 @@ pub async fn logs(args: LogsArgs) -> ExitCode {
         let api = Api::<WorkFlow>::namespaced(client.clone(), &namespace);
         let workflow = super::read_expanded(&api, &namespace, &args.name).await?;
         if let Some(step) = &args.step
-            && !workflow
-                .spec
-                .containers
-                .iter()
-                .any(|s| &s.step_name == step)
+            && step_spec(&workflow, step).is_none()
         {
             bail!("workflow {} has no step {step:?}", args.name);
         }

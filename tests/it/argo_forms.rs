@@ -84,3 +84,133 @@ spec:
     assert!(done.contains("all done"), "{done}");
     session.stop().await;
 }
+
+/// The steps of `workflow`'s Jobs, one per Job (each attempt of a step is a Job).
+async fn job_steps(session: &Session, workflow: &str) -> Vec<String> {
+    let jobs = session
+        .k(&[
+            "get",
+            "jobs",
+            "-l",
+            &format!("workflow.crd.com/workflow={workflow}"),
+            "-o",
+            r#"jsonpath={range .items[*]}{.metadata.annotations.workflow\.crd\.com/step}{"\n"}{end}"#,
+        ])
+        .await;
+    jobs.lines().map(str::to_string).collect()
+}
+
+/// Numbers as Argo writes them, as text and from parameters: `withSequence.count` and `start`,
+/// and a template's `retryStrategy.limit` from its input, filled before they are checked.
+#[tokio::test]
+async fn numbers_written_as_text_and_from_parameters_are_counts_and_limits() {
+    let Some(session) = Session::start("argo_numbers").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: numbers}
+spec:
+  arguments:
+    parameters: [{name: count, value: "3"}, {name: tries, value: "2"}]
+  templates:
+    - name: flaky
+      inputs: {parameters: [{name: tries}]}
+      image: alpine:3.20
+      command: [sh, -c, 'echo attempt {{retries}}; exit 1']
+      retryStrategy: {limit: "{{inputs.parameters.tries}}"}
+    - name: main
+      steps:
+        - - name: each
+            image: alpine:3.20
+            command: [sh, -c, 'echo number {{item}}']
+            withSequence: {count: "{{workflow.parameters.count}}", start: "5"}
+        - - name: retried
+            template: flaky
+            continueOn: {failed: true}
+            arguments: {parameters: [{name: tries, value: "{{workflow.parameters.tries}}"}]}
+  containers:
+    - {stepName: run, template: main}
+"#;
+    session.create(manifest).await;
+    session.finished_as("numbers", "Completed").await;
+    expect_steps(
+        &session,
+        "numbers",
+        &[("run/each", "Succeeded"), ("run/retried", "Failed")],
+    )
+    .await;
+    let each = log_of(&session, "numbers", "run/each").await;
+    for n in ["number 5", "number 6", "number 7"] {
+        assert!(each.contains(n), "{each}");
+    }
+    assert!(!each.contains("number 8"), "{each}");
+    let jobs = job_steps(&session, "numbers").await;
+    let attempts = jobs.iter().filter(|s| *s == "run/retried").count();
+    assert_eq!(attempts, 3, "the first try and a limit of 2: {jobs:?}");
+    session.stop().await;
+}
+
+/// An exit step reads how the run went as Argo's exit handlers do: `{{workflow.status}}`,
+/// `{{workflow.duration}}` and `{{workflow.failures}}` (Argo's JSON list), and its `when`
+/// reads `steps.X.status`.
+#[tokio::test]
+async fn an_exit_step_reads_the_runs_status_duration_failures_and_a_steps_status() {
+    let Some(session) = Session::start("argo_exit_variables").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: exit-vars}
+spec:
+  templates:
+    - name: main
+      steps:
+        - - {name: ok, image: alpine:3.20, command: [sh, -c, "echo fine"]}
+          - {name: broken, image: alpine:3.20, command: [sh, -c, "echo oh no; exit 2"]}
+  containers:
+    - {stepName: run, template: main}
+  onExit:
+    - stepName: report
+      image: alpine:3.20
+      env: [{name: FAILURES, value: "{{workflow.failures}}"}]
+      command: [sh, -c, 'echo "status={{workflow.status}} duration={{workflow.duration}}"; echo "failures=$FAILURES"']
+    - {stepName: on-broken, image: alpine:3.20, when: 'steps["run/broken"].status == "Failed"', command: [echo, broken failed]}
+    - {stepName: on-ok, image: alpine:3.20, when: 'steps["run/ok"].status == "Failed"', command: [echo, never]}
+"#;
+    session.create(manifest).await;
+    session.finished_as("exit-vars", "Failed").await;
+    expect_steps(
+        &session,
+        "exit-vars",
+        &[
+            ("run/broken", "Failed"),
+            ("report", "Succeeded"),
+            ("on-broken", "Succeeded"),
+            ("on-ok", "Skipped"),
+        ],
+    )
+    .await;
+    let report = log_of(&session, "exit-vars", "report").await;
+    assert!(report.contains("status=Failed duration="), "{report}");
+    let duration = report
+        .split("duration=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|d| d.parse::<f64>().ok());
+    assert!(duration.is_some_and(|d| d > 0.0), "{report}");
+    let failures = report
+        .lines()
+        .find_map(|l| l.split("failures=").nth(1))
+        .unwrap_or_else(|| panic!("{report}"));
+    let failures: serde_json::Value = serde_json::from_str(failures).unwrap();
+    assert_eq!(failures.as_array().map(Vec::len), Some(1), "{failures}");
+    assert_eq!(failures[0]["displayName"], "run/broken", "{failures}");
+    assert_eq!(failures[0]["phase"], "Failed", "{failures}");
+    for key in ["message", "templateName", "podName", "finishedAt"] {
+        assert!(failures[0][key].is_string(), "{key}: {failures}");
+    }
+    session.stop().await;
+}
