@@ -14,6 +14,7 @@ mod support;
 mod kopf_common;
 
 mod argo_convert;
+mod argo_forms;
 mod artifact_store;
 mod artifacts;
 mod bench_cli;

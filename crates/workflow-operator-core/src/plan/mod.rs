@@ -54,8 +54,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::cache::REASON_CACHED;
 use super::crd::{
-    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, ItemCounts, Shutdown, Step,
-    StepPhase, StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
+    CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, ItemCounts, OptionNum, Shutdown,
+    Step, StepPhase, StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec, WorkFlowStatus,
 };
 use super::dag::{Dag, DagError, Progress};
 use super::data_flow::{self, DataFlow};

@@ -273,7 +273,7 @@ impl<'a> Planner<'a> {
             parallelism: previous
                 .parallelism
                 .filter(|_| same_run && !compiled.rules.is_empty())
-                .or(workflow.spec.parallelism),
+                .or(workflow.spec.parallelism.num()),
             runs: workflow.spec.run_count() + added_runs,
             ruled: None,
             now,

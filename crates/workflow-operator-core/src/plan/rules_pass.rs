@@ -73,7 +73,7 @@ impl<'a> Planner<'a> {
                 // Absent when back at the spec's: the spec's is the parallelism then.
                 decision
                     .parallelism
-                    .filter(|p| Some(*p) != self.workflow.spec.parallelism),
+                    .filter(|p| Some(*p) != self.workflow.spec.parallelism.num()),
                 metrics.clone(),
             ),
             None => (
