@@ -18,7 +18,7 @@ pub enum Parameters {
 pub fn parameters(value: &Value, at: &str, which: Parameters, report: &mut Report) -> Value {
     let converted = walk::items(value, at, report)
         .into_iter()
-        .map(|(at, parameter)| {
+        .filter_map(|(at, parameter)| {
             let mut out = walk::fields(
                 Place::Parameter,
                 parameter,
@@ -31,7 +31,9 @@ pub fn parameters(value: &Value, at: &str, which: Parameters, report: &mut Repor
             {
                 out.insert("default".into(), value);
             }
-            Value::Object(out)
+            // An output whose source is not converted (named already) has nothing to read.
+            let unread = which == Parameters::Outputs && !out.contains_key("valueFrom");
+            (!unread).then_some(Value::Object(out))
         })
         .collect();
     Value::Array(converted)
@@ -99,7 +101,18 @@ pub fn outputs(value: &Value, at: &str, report: &mut Report) -> Value {
                 _ => Value::Array(
                     artifacts(value, path, report)
                         .into_iter()
-                        .map(Value::Object)
+                        .enumerate()
+                        .filter(|(i, artifact)| {
+                            let from = artifact.contains_key("from");
+                            if from {
+                                report.not_converted(
+                                    &format!("{path}[{i}].from"),
+                                    "a template's output artifact taken from one of its steps is not supported yet",
+                                );
+                            }
+                            !from
+                        })
+                        .map(|(_, artifact)| Value::Object(artifact))
                         .collect(),
                 ),
             };

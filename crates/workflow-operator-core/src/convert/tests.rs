@@ -201,6 +201,38 @@ spec:
 }
 
 #[test]
+fn an_output_with_nothing_converted_to_read_is_left_out_and_named() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: WorkflowTemplate
+metadata: {name: outs}
+spec:
+  templates:
+    - name: pair
+      steps: [[{name: a, template: make}]]
+      outputs:
+        parameters: [{name: n, valueFrom: {parameter: "{{steps.a.outputs.parameters.n}}"}}]
+        artifacts: [{name: f, from: "{{steps.a.outputs.artifacts.f}}"}]
+    - name: make
+      container: {image: busybox:1.36, command: [touch, /f]}
+      outputs:
+        artifacts: [{name: f, path: /f}]
+"#;
+    let (template, problems) = one(text);
+    assert_eq!(
+        problems,
+        [
+            "spec.templates[0].outputs.artifacts[0].from: a template's output artifact taken from one of its steps is not supported yet",
+            "spec.templates[0].outputs.parameters[0].valueFrom.parameter: an output from another parameter is not supported yet",
+        ]
+    );
+    assert_eq!(
+        template["spec"]["templates"][0]["outputs"],
+        json!({"parameters": [], "artifacts": []})
+    );
+}
+
+#[test]
 fn what_cannot_be_converted_is_named_with_its_path_and_why() {
     let (workflow, problems) = one(include_str!("testdata/unsupported.yaml"));
     assert_eq!(
