@@ -196,7 +196,7 @@ const WORKFLOW_ROWS: &[Row] = &[
 const TEMPLATE_ROWS: &[Row] = &[
     row(Template, "name", Same, ""),
     row(Template, "inputs", Converted("`inputs`"), ""),
-    row(Template, "outputs", Converted("`outputs`"), ""),
+    row(Template, "outputs", Converted("`outputs`"), "a `dag` or `steps` template's own outputs (and its timeout, retries, cache, locks) are not supported yet"),
     row(Template, "container", Converted("the container's fields on the template"), ""),
     row(Template, "script", Converted("the container's fields and `source` on the template"), "without `command`, a script runs with `sh` here"),
     row(Template, "dag", Converted("`dag`: the tasks as steps"), ""),

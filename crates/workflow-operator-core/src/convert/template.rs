@@ -77,6 +77,9 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
         },
     );
     fields.extend(container);
+    if matches!(body, Body::Dag(_) | Body::Steps(_)) {
+        only_calls(&mut fields, at, report);
+    }
     match &body {
         Body::Dag(steps) => {
             fields.insert("dag".into(), Value::Array(steps.clone()));
@@ -103,6 +106,23 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
         body,
         fail_fast,
         parallelism,
+    }
+}
+
+/// A `dag` or `steps` template keeps its name and inputs: what a container's step has besides
+/// (its own `outputs`, `cache`, `timeout`, ...) is named and left out.
+fn only_calls(fields: &mut Map<String, Value>, at: &str, report: &mut Report) {
+    let own: Vec<String> = fields
+        .keys()
+        .filter(|k| !["name", "inputs"].contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for field in own {
+        fields.remove(&field);
+        report.not_converted(
+            &walk::join(at, &field),
+            "a dag or steps template's own outputs, timeout, retries, cache or locks are not supported yet",
+        );
     }
 }
 
