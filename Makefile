@@ -11,7 +11,7 @@ SHELL := /bin/bash
 TEST_THREADS ?= $(shell n=$$(( $$(nproc) * 8 )); echo $$(( n > 32 ? 32 : n )))
 export RUST_TEST_THREADS = $(TEST_THREADS)
 
-.PHONY: demo test test-slow lint lint-source clippy lint-docs fmt crd bench bench-dag image deploy-kind test-kind tools help
+.PHONY: demo test test-slow lint lint-source clippy lint-docs fmt crd argo-doc bench bench-dag image deploy-kind test-kind tools help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ fmt: ## format the code
 crd: ## regenerate crd/workflow.yaml (and its copy deploy/crd.yaml) from the Rust types
 	$(CARGO) run --quiet -- crd > crd/workflow.yaml
 	cp crd/workflow.yaml deploy/crd.yaml
+
+argo-doc: ## regenerate docs/argo.md (coming from Argo Workflows) from the converter's table
+	$(CARGO) run --quiet -- convert --table > docs/argo.md
 
 # e.g. `make bench BENCH_ARGS="--workflows 1 --steps 10000 --shape chain"`.
 BENCH_ARGS ?= --workflows 1000 --steps 10 --shape diamond

@@ -18,7 +18,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::web;
-use workflow_operator_core::crd::ItemCounts;
+use workflow_operator_core::crd::{ItemCounts, OptionNum};
 use workflow_operator_core::jobs;
 use workflow_operator_core::step_view::{AttemptView, Deadline, StepView, step_views};
 use workflow_operator_core::{WorkFlow, WorkFlowStatus};
@@ -239,7 +239,7 @@ impl Shown {
             "phase": status.workflow_status.map(|p| p.as_str()),
             "message": status.message,
             "progress": status.progress,
-            "parallelism": status.parallelism.or(self.workflow.spec.parallelism),
+            "parallelism": status.parallelism.or(self.workflow.spec.parallelism.num()),
             "rulesFired": firings(&status).collect::<Vec<_>>(),
             "steps": self.steps,
         })
@@ -289,6 +289,7 @@ impl Shown {
         if let Some(parallelism) = status.parallelism {
             let from = spec
                 .parallelism
+                .num()
                 .map(|p| format!(", spec {p}"))
                 .unwrap_or_default();
             let set = format!("{parallelism} at once (parallelism set by rules{from})");
@@ -600,7 +601,7 @@ mod tests {
             last_fired_at_completions: Some(2),
             firings: fired.map(String::from).to_vec(),
         }];
-        shown.workflow.spec.parallelism = Some(1);
+        shown.workflow.spec.parallelism = Some(1.into());
         let text = shown.render(Timestamp::UNIX_EPOCH);
         assert!(
             text.contains("Steps:     3 at once (parallelism set by rules, spec 1)"),

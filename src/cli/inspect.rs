@@ -12,6 +12,7 @@ use serde_json::Value;
 use k8s_openapi::jiff::Timestamp;
 use kube_schema_check::object_meta::{self, NameRule};
 use kube_schema_check::schema;
+use workflow_operator_core::convert;
 use workflow_operator_core::crd::{CronWorkFlow, WorkFlow, WorkFlowSpec, crd_yaml};
 use workflow_operator_core::cron;
 use workflow_operator_core::lifecycle;
@@ -333,18 +334,20 @@ pub(crate) const WORKFLOW_KIND: &str = "WorkFlow";
 const CRON_KIND: &str = "CronWorkFlow";
 
 /// The WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate documents of a file (`-` reads
-/// standard input).
+/// standard input). Argo's documents are converted on the way, saying so once on standard
+/// error.
 pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
-    let text = if file == Path::new("-") {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| format!("reading standard input: {e}"))?
-    } else {
-        std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
-    };
     let mut documents = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(&text) {
-        let value: Value = serde::Deserialize::deserialize(document)
-            .map_err(|e| format!("{}: not YAML: {e}", file.display()))?;
+    let (mut from_argo, mut not_converted) = (0, 0);
+    for mut value in super::convert::read(file)? {
+        if convert::is_argo(&value) {
+            let Ok(converted) = convert::convert(&value) else {
+                continue;
+            };
+            from_argo += 1;
+            not_converted += converted.problems.len();
+            value = converted.document;
+        }
         let kind = value.get("kind").and_then(Value::as_str);
         let Some(kind) = [WORKFLOW_KIND, CRON_KIND, NAMESPACED_KIND, CLUSTER_KIND]
             .into_iter()
@@ -358,6 +361,16 @@ pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
             .unwrap_or("<unnamed>")
             .to_string();
         documents.push(Document { kind, name, value });
+    }
+    if from_argo > 0 {
+        let file = file.display();
+        match not_converted {
+            0 => eprintln!("{file}: converted from Argo"),
+            n => eprintln!(
+                "{file}: converted from Argo: {n} field{} not supported, run `workflow-operator convert {file}` for details",
+                if n == 1 { "" } else { "s" }
+            ),
+        }
     }
     if documents.is_empty() {
         return Err(format!(

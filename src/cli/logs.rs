@@ -25,7 +25,7 @@ use kube::{Client, ResourceExt};
 use tokio::task::JoinSet;
 
 use workflow_operator_core::WorkFlow;
-use workflow_operator_core::crd::Step;
+use workflow_operator_core::crd::{OptionNum, Step};
 use workflow_operator_core::jobs::{self, LABEL_ATTEMPT, LABEL_RETRY};
 use workflow_operator_core::object_instance::{ObjectInstance, in_run, instance_of};
 use workflow_operator_core::pods_gone::why_pods_gone;
@@ -53,11 +53,7 @@ pub async fn logs(args: LogsArgs) -> ExitCode {
         let api = Api::<WorkFlow>::namespaced(client.clone(), &namespace);
         let workflow = super::read_expanded(&api, &namespace, &args.name).await?;
         if let Some(step) = &args.step
-            && !workflow
-                .spec
-                .containers
-                .iter()
-                .any(|s| &s.step_name == step)
+            && step_spec(&workflow, step).is_none()
         {
             bail!("workflow {} has no step {step:?}", args.name);
         }
@@ -168,7 +164,7 @@ fn step_spec<'w>(workflow: &'w WorkFlow, step: &str) -> Option<&'w Step> {
 /// Whether `step` may be tried more than once: it has a `retryStrategy` (a Job per attempt)
 /// or `retries` (pods of one Job).
 fn is_retried(step: &Step) -> bool {
-    step.retry_strategy.is_some() || step.retries.is_some_and(|r| r > 0)
+    step.retry_strategy.is_some() || step.retries.num().is_some_and(|r| r > 0)
 }
 
 /// The number label `key` of `pod` holds; absent is 0.

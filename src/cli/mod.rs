@@ -19,6 +19,7 @@ mod bench;
 mod cache;
 mod client;
 mod control;
+mod convert;
 mod cron;
 #[cfg(feature = "dev")]
 mod dev;
@@ -88,6 +89,21 @@ enum Command {
     /// exit 1 and name every problem (e.g. a cycle's path, an unknown template, a missing
     /// parameter).
     Validate(inspect::ValidateArgs),
+    /// Convert Argo Workflows' manifests (Workflow, WorkflowTemplate, ClusterWorkflowTemplate,
+    /// CronWorkflow) to ours, on standard output; name on standard error, with its path and
+    /// why, everything that could not be converted. No cluster needed.
+    ///
+    /// Argo's meaning is kept where the defaults differ (no step time limit: `maxStepTimeout:
+    /// -1`; a `retryStrategy` without `retryPolicy` is `OnFailure`); the entrypoint's tasks
+    /// become the workflow's steps, named as the tasks. `submit` and `validate` take Argo's
+    /// files as they are, converting them on the way. What each Argo field becomes:
+    /// `--table`, or docs/argo.md.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator convert argo/ci.yaml > ci.yaml\n  \
+        workflow-operator convert --strict argo/*.yaml > ours.yaml   # exit 1 if anything was not converted\n  \
+        hera-script.py | workflow-operator convert - | kubectl create -f -\n  \
+        workflow-operator convert --table > docs/argo.md")]
+    Convert(convert::ConvertArgs),
     /// Print a workflow's DAG as Graphviz DOT or Mermaid: from a manifest, or by name from the
     /// cluster with each step's phase (as `get` shows it).
     ///
@@ -208,6 +224,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Crd => inspect::crd(),
         Command::Validate(args) => inspect::validate(&args),
+        Command::Convert(args) => convert::convert(&args),
         Command::Graph(args) => graph::graph(args),
         Command::Lifecycle(args) => inspect::lifecycle(&args),
         Command::Get(args) => block_on(get::get(args)),

@@ -13,6 +13,8 @@ mod support;
 #[path = "../../crates/kube-kopf/tests/common/mod.rs"]
 mod kopf_common;
 
+mod argo_convert;
+mod argo_forms;
 mod artifact_store;
 mod artifacts;
 mod bench_cli;

@@ -87,7 +87,9 @@ impl Running {
                         && let Ok(wf) = workflows.get(&name).await
                     {
                         let rules = wf.status.as_ref().and_then(|s| s.parallelism);
-                        let parallelism = rules.or(wf.spec.parallelism).unwrap_or(i32::MAX);
+                        let parallelism = rules
+                            .or(wf.spec.parallelism.as_ref().and_then(|p| p.num()))
+                            .unwrap_or(i32::MAX);
                         seen.lock()
                             .expect("lock")
                             .push((running.len(), parallelism));

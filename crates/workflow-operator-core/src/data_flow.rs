@@ -250,7 +250,7 @@ fn check_step(
                         reference.text
                     )));
                 }
-                Source::Retries => {}
+                Source::Retries | Source::Workflow(_) => {}
                 Source::Item { field } => {
                     check_item(step, reference.text, field, fan_out).map_err(&refused)?;
                 }

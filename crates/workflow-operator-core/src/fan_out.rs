@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use super::crd::{Sequence, Step};
+use super::crd::{IntOrExpr, OptionNum, Sequence, Step};
 use super::dag::Dag;
 use super::outputs::{self, Source};
 
@@ -94,7 +94,9 @@ impl FanOut {
                     step: dag.index_of(source).unwrap_or(usize::MAX),
                     key: key.to_string(),
                 })),
-                Source::Item { .. } | Source::Retries => Err(not_a_param(text)),
+                Source::Item { .. } | Source::Retries | Source::Workflow(_) => {
+                    Err(not_a_param(text))
+                }
             },
             _ => Err(not_a_param(text)),
         }
@@ -154,8 +156,18 @@ fn within_limit(n: usize) -> Result<usize, String> {
 /// `withSequence` as Argo expands it: `count` numbers from `start`, or `start` to `end`
 /// inclusive, counting down when `end` is below `start`.
 fn sequence_of(sequence: &Sequence) -> Result<FanOut, String> {
-    let start = sequence.start.unwrap_or(0);
-    let (by, count) = match (sequence.count, sequence.end) {
+    let number = |field: &str, value: &Option<IntOrExpr<i64>>| match value {
+        Some(IntOrExpr::Expr(text)) => {
+            Err(format!("withSequence.{field}: {text:?} is not a number"))
+        }
+        other => Ok(other.num()),
+    };
+    let start = number("start", &sequence.start)?.unwrap_or(0);
+    let (count, end) = (
+        number("count", &sequence.count)?,
+        number("end", &sequence.end)?,
+    );
+    let (by, count) = match (count, end) {
         (Some(_), Some(_)) => {
             return Err("has a withSequence with both count and end: give one of them".into());
         }
@@ -314,7 +326,11 @@ mod tests {
 
     fn sequence(count: Option<i64>, start: Option<i64>, end: Option<i64>) -> Step {
         let mut step = crate::testing::step("s", &[]);
-        step.with_sequence = Some(Box::new(Sequence { count, start, end }));
+        step.with_sequence = Some(Box::new(Sequence {
+            count: count.map(Into::into),
+            start: start.map(Into::into),
+            end: end.map(Into::into),
+        }));
         step
     }
 

@@ -340,11 +340,13 @@ pub fn visit_template<V: Visitor>(template: &Template, v: &mut V) {
         name,
         inputs,
         dag,
+        steps,
         container,
     } = template;
     visit(v, &field("name", Expanded, Followed), name);
     visit(v, &field("inputs", Expanded, Followed), inputs);
     visit(v, &field("dag", Expanded, Followed), dag);
+    visit(v, &field("steps", Expanded, Followed), steps);
     // A container template's fields are a step's (but `stepName` and `dependsOn`), read as one
     // when called: each means what it means in a step.
     v.field(

@@ -45,7 +45,7 @@ use std::sync::Arc;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::crd::{UNLIMITED, WorkFlow, WorkFlowStatus};
+use super::crd::{OptionNum, UNLIMITED, WorkFlow, WorkFlowStatus};
 use super::dag::Dag;
 use super::lifecycle::Phase;
 use super::names;
@@ -240,7 +240,7 @@ impl RunState {
                 .map(|s| spec.effective_timeout(s))
                 .collect(),
             start_timeout: spec.start_timeout,
-            parallelism: spec.parallelism,
+            parallelism: spec.parallelism.num(),
             base: WorkFlowStatus {
                 executed: Vec::new(),
                 started: Vec::new(),

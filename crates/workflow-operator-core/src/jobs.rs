@@ -19,7 +19,9 @@ use kube::{Resource, ResourceExt};
 
 use super::agent::{self, AgentSource};
 use super::cache;
-use super::crd::{InputArtifact, OutputArtifact, ResolvedRepository, Step, StepKind, WorkFlow};
+use super::crd::{
+    InputArtifact, OptionNum, OutputArtifact, ResolvedRepository, Step, StepKind, WorkFlow,
+};
 use super::fan_out::{self, Instance, Item};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
@@ -347,7 +349,7 @@ impl<'a> StepJob<'a> {
                 // With a `retryStrategy` each attempt is a Job of its own.
                 backoff_limit: Some(match self.step.retry_strategy {
                     Some(_) => 0,
-                    None => self.step.retries.unwrap_or(0),
+                    None => self.step.retries.num().unwrap_or(0),
                 }),
                 // A backstop: the operator stops the step at its timeout
                 // (`plan::backstop_deadline_seconds`).
@@ -759,8 +761,60 @@ impl<'a> StepJob<'a> {
         };
         let filled = outputs::substitute(text, value, self.item().map(|item| &item.value))
             .unwrap_or_else(|_| text.to_string());
-        outputs::fill_retries(&filled, self.attempt)
+        let filled = outputs::fill_retries(&filled, self.attempt);
+        if !filled.contains("workflow.") {
+            return filled;
+        }
+        outputs::fill_workflow(&filled, |name| self.workflow_value(name))
     }
+
+    /// `{{workflow.NAME}}` as Argo gives it: `duration`, seconds since the run started;
+    /// `status`, `Succeeded` or `Failed` for an exit step (`Running` before);
+    /// `failures`, the failed steps as a JSON list (an exit step's).
+    fn workflow_value(&self, name: &str) -> String {
+        let status = self.workflow.status.as_ref();
+        match name {
+            "duration" => {
+                let started = status.and_then(|s| s.started_at.as_ref()).map(|t| t.0);
+                let seconds = started.map_or(0.0, |t| {
+                    Timestamp::now().duration_since(t).as_secs_f64().max(0.0)
+                });
+                format!("{seconds:.6}")
+            }
+            "status" => match self.exit.map(|e| e.status) {
+                Some(crate::lifecycle::Phase::Completed) => "Succeeded".into(),
+                Some(_) => "Failed".into(),
+                None => "Running".into(),
+            },
+            _ => failures_json(self.exit, status.map_or(&[][..], |s| &s.steps[..])),
+        }
+    }
+}
+
+/// Argo's `{{workflow.failures}}`: each failed step (the exit's list, with what the status
+/// holds of it) as `{"displayName", "message", "templateName", "phase", "podName",
+/// "finishedAt"}`. The status may not hold a step that ended in the pass that started the exit
+/// steps: its entry then has the name and phase only.
+fn failures_json(exit: Option<&ExitEnv>, steps: &[crate::crd::StepStatus]) -> String {
+    let failed = exit.map_or(&[][..], |e| &e.failed_steps[..]);
+    let list: Vec<serde_json::Value> = failed
+        .iter()
+        .map(|name| {
+            let entry = steps.iter().find(|s| s.name == *name);
+            let text = |f: fn(&crate::crd::StepStatus) -> Option<String>| {
+                entry.and_then(f).unwrap_or_default()
+            };
+            serde_json::json!({
+                "displayName": name,
+                "message": text(|s| s.message.clone()),
+                "templateName": name.rsplit('/').next().unwrap_or(name),
+                "phase": "Failed",
+                "podName": text(|s| s.job.clone()),
+                "finishedAt": text(|s| s.finished_at.as_ref().map(|t| t.0.to_string())),
+            })
+        })
+        .collect();
+    serde_json::Value::from(list).to_string()
 }
 
 /// What a step's pod is built from besides the step.

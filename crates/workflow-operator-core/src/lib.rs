@@ -6,6 +6,8 @@
 //! - [`agent`]: the step agent's task and report (scripts, results, outputs from files).
 //! - [`crd`]: the `WorkFlow` custom resource (spec, status), the generated CRD YAML, and what
 //!   kind of step each step is ([`crd::StepKind`]).
+//! - [`convert`]: Argo Workflows' documents as ours (`workflow-operator convert`), and the table
+//!   docs/argo.md is generated from.
 //! - [`cron`]: CronWorkFlow schedules (time zones, DST, `@every`) and what a tick starts.
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
 //! - [`fields`]: what each API field means to a running workflow (part of the run or not,
@@ -37,6 +39,7 @@
 
 pub mod agent;
 pub mod cache;
+pub mod convert;
 pub mod crd;
 pub mod cron;
 pub mod dag;

@@ -161,14 +161,22 @@ pub enum Source<'a> {
     /// `{{retries}}`: the step's attempt (`retryStrategy`), 0 for the first, filled in when
     /// its Job is built ([`fill_retries`]).
     Retries,
+    /// `{{workflow.duration}}`, `{{workflow.status}}` or `{{workflow.failures}}` (the name
+    /// without `workflow.`): known only when the step's Job is built, filled then
+    /// ([`fill_workflow`]).
+    Workflow(&'a str),
 }
+
+/// The `{{workflow.NAME}}` forms known only when a step's Job is built, as Argo names them.
+pub const WORKFLOW_AT_RUN: [&str; 3] = ["duration", "status", "failures"];
 
 /// A `{{...}}` that is not a reference this operator knows.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
     "{text} is not a reference the operator knows: outputs are named {{{{steps.NAME.outputs.KEY}}}} \
      (or .outputs.parameters.KEY, .outputs.result, .outputs.artifacts.NAME), items {{{{item}}}} or \
-     {{{{item.FIELD}}}}, the attempt {{{{retries}}}}"
+     {{{{item.FIELD}}}}, the attempt {{{{retries}}}}, the run's {{{{workflow.duration}}}}, \
+     {{{{workflow.status}}}}, {{{{workflow.failures}}}}"
 )]
 pub struct UnknownReference {
     /// The text, braces included.
@@ -203,7 +211,10 @@ pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
             None => None,
         };
         let retries = (inner == "retries").then_some(Source::Retries);
-        let Some(source) = output.or(item).or(retries) else {
+        let workflow = (inner.strip_prefix("workflow."))
+            .filter(|name| WORKFLOW_AT_RUN.contains(name))
+            .map(Source::Workflow);
+        let Some(source) = output.or(item).or(retries).or(workflow) else {
             return Err(UnknownReference {
                 text: whole.to_string(),
             });
@@ -325,8 +336,8 @@ pub fn substitute<'v>(
                     }));
                 }
             },
-            // Filled when the Job is built, by `fill_retries`.
-            Source::Retries => continue,
+            // Filled when the Job is built, by `fill_retries` and `fill_workflow`.
+            Source::Retries | Source::Workflow(_) => continue,
             Source::Item { field } => {
                 let Some(item) = item else { continue };
                 match item_value(item, field) {
@@ -359,6 +370,20 @@ pub fn fill_retries(text: &str, attempt: u32) -> String {
     let mut out = text.to_string();
     for reference in found.iter().filter(|r| r.source == Source::Retries) {
         out = out.replacen(reference.text, &attempt, 1);
+    }
+    out
+}
+
+/// `text` with each `{{workflow.NAME}}` of [`WORKFLOW_AT_RUN`] replaced by `value(NAME)`.
+pub fn fill_workflow(text: &str, value: impl Fn(&str) -> String) -> String {
+    let Ok(found) = references(text) else {
+        return text.to_string();
+    };
+    let mut out = text.to_string();
+    for reference in found {
+        if let Source::Workflow(name) = reference.source {
+            out = out.replacen(reference.text, &value(name), 1);
+        }
     }
     out
 }

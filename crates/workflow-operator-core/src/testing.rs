@@ -221,12 +221,12 @@ impl WorkFlowBuilder {
 
     /// `spec.activeDeadlineSeconds`.
     pub fn active_deadline_seconds(mut self, seconds: i64) -> Self {
-        self.workflow.spec.active_deadline_seconds = Some(seconds);
+        self.workflow.spec.active_deadline_seconds = Some(seconds.into());
         self
     }
 
     pub fn retries(mut self, retries: i32) -> Self {
-        self.last().retries = Some(retries);
+        self.last().retries = Some(retries.into());
         self
     }
 
@@ -244,7 +244,7 @@ impl WorkFlowBuilder {
 
     /// Sets `parallelism`.
     pub fn parallelism(mut self, parallelism: i32) -> Self {
-        self.workflow.spec.parallelism = Some(parallelism);
+        self.workflow.spec.parallelism = Some(parallelism.into());
         self
     }
 
@@ -313,7 +313,7 @@ impl WorkFlowBuilder {
     /// Makes the last step fan out over `count` numbers from 0 (`withSequence`).
     pub fn with_sequence(mut self, count: i64) -> Self {
         self.last().with_sequence = Some(Box::new(super::crd::Sequence {
-            count: Some(count),
+            count: Some(count.into()),
             start: None,
             end: None,
         }));

@@ -3,7 +3,8 @@
 //! upstream of it, `steps.NAME.outputs.KEY` (strings; Argo's `.outputs.parameters.KEY` is the
 //! same value, `.outputs.result` the standard output, `.outputs.artifacts.NAME` an artifact's
 //! key) and `steps.NAME.phase` (`Succeeded`, `Skipped` for a step a `when` skipped, `Failed` or
-//! `TimedOut` for a step that failed and whose failure the workflow survives, `continueOn`). A
+//! `TimedOut` for a step that failed and whose failure the workflow survives, `continueOn`;
+//! Argo's `steps.NAME.status` is the same, a timed-out step `Failed`). A
 //! step whose name is not a CEL identifier is `steps["my-step"]`, and any field may be written
 //! `["field"]`. True: the step runs; false: it is skipped, and a skipped step counts as done for
 //! its dependents. CEL's macros (`all`, `exists`, `exists_one`, `map`, `filter`) work as in
@@ -77,7 +78,7 @@ impl StepRead {
         let fields: Vec<&str> = self.fields.iter().map(String::as_str).collect();
         matches!(
             fields.as_slice(),
-            [] | ["phase"]
+            [] | ["phase" | "status"]
                 | ["outputs"]
                 | ["outputs", _]
                 | ["outputs", "parameters" | "artifacts", _]
@@ -147,6 +148,11 @@ pub struct Upstream<'a> {
     pub phase: &'a str,
     /// Its outputs (none for a skipped step).
     pub outputs: Option<&'a Outputs>,
+}
+
+/// Argo's name of a step's `phase` (`steps.NAME.status`): a timed-out step is `Failed`.
+fn argo_phase(phase: &str) -> &str {
+    if phase == "TimedOut" { "Failed" } else { phase }
 }
 
 /// `steps.NAME` and `steps["NAME"]` (or single quotes): the steps an expression names. A
@@ -295,6 +301,7 @@ impl When {
             .map(|(name, step)| {
                 let fields: HashMap<Key, Value> = [
                     (Key::from("phase"), Value::from(step.phase)),
+                    (Key::from("status"), Value::from(argo_phase(step.phase))),
                     (Key::from("outputs"), outputs_value(step.outputs)),
                 ]
                 .into();
@@ -349,7 +356,8 @@ fn step_reads(
         };
         if !read.is_known() {
             return Err(format!(
-                "names {}, which a step does not have: a when reads steps.NAME.phase and \
+                "names {}, which a step does not have: a when reads steps.NAME.phase (or Argo's \
+                 .status) and \
                  steps.NAME.outputs.KEY (or .outputs.parameters.KEY, .outputs.result, \
                  .outputs.artifacts.NAME), each a string",
                 read.shown
@@ -466,6 +474,31 @@ mod tests {
     }
 
     #[test]
+    fn argos_status_of_a_step_is_its_phase_a_timed_out_one_failed() {
+        let upstream: HashMap<&str, Upstream<'_>> = [
+            (
+                "slow",
+                Upstream {
+                    phase: "TimedOut",
+                    outputs: None,
+                },
+            ),
+            (
+                "ok",
+                Upstream {
+                    phase: "Succeeded",
+                    outputs: None,
+                },
+            ),
+        ]
+        .into();
+        let when =
+            When::compile(r#"steps.slow.status == "Failed" && steps.ok.status == "Succeeded""#)
+                .unwrap();
+        assert_eq!(when.evaluate(&upstream), Ok(true));
+    }
+
+    #[test]
     fn a_when_sees_the_outputs_and_phases_of_the_steps_it_names() {
         let check = outputs(&[("ok", "true"), ("count", "3")]);
         let upstream: HashMap<&str, Upstream<'_>> = [
@@ -535,7 +568,7 @@ mod tests {
     #[test]
     fn a_field_a_step_does_not_have_is_refused_naming_it() {
         for (expression, named) in [
-            (r#"steps.a.status == "x""#, "steps.a.status"),
+            (r#"steps.a.exitCode == 0"#, "steps.a.exitCode"),
             (
                 r#"steps["a"].output.result == "x""#,
                 r#"steps["a"].output.result"#,

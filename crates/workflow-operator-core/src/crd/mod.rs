@@ -21,6 +21,7 @@ use super::lifecycle::Phase;
 pub mod artifacts;
 pub mod cron;
 pub mod kind;
+pub mod numbers;
 pub mod policies;
 pub mod rules;
 pub mod templates;
@@ -34,6 +35,7 @@ pub use cron::{
     CatchUp, ConcurrencyPolicy, CronWorkFlow, CronWorkFlowSpec, CronWorkFlowStatus, RunMetadata,
     RunRef,
 };
+pub use numbers::{IntOrExpr, OptionNum};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
@@ -128,8 +130,8 @@ pub struct WorkFlowSpec {
 
     /// Most steps running at once; absent means no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub parallelism: Option<i32>,
+    #[schemars(schema_with = "numbers::at_least_one")]
+    pub parallelism: Option<IntOrExpr<i32>>,
 
     /// Every step is interactive (a step's own `interactive` overrides it): see the step's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -144,8 +146,8 @@ pub struct WorkFlowSpec {
     /// starts the count again): past it, the running steps are stopped and the workflow fails
     /// with reason `DeadlineExceeded`; its exit steps still run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub active_deadline_seconds: Option<i64>,
+    #[schemars(schema_with = "numbers::at_least_one")]
+    pub active_deadline_seconds: Option<IntOrExpr<i64>>,
 
     /// Locks the workflow holds for its whole run: no step starts before it holds them all,
     /// and it gives them back once it ended (or is deleted). Boxed: rarely set.
@@ -482,8 +484,8 @@ pub struct Step {
     /// Extra attempts after a failed one before the step fails (the Job's `backoffLimit`);
     /// default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub retries: Option<i32>,
+    #[schemars(schema_with = "numbers::at_least_zero")]
+    pub retries: Option<IntOrExpr<i32>>,
 
     /// How the step is tried again when it fails: each attempt a Job of its own, after a
     /// back-off, only for the failures `retryPolicy` and `expression` name. Not with
@@ -600,14 +602,16 @@ pub struct Param(pub String);
 pub struct Sequence {
     /// How many numbers (from `start`); not with `end`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub count: Option<i64>,
+    #[schemars(schema_with = "numbers::at_least_zero")]
+    pub count: Option<IntOrExpr<i64>>,
     /// The first number; default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start: Option<i64>,
+    #[schemars(schema_with = "numbers::any_number")]
+    pub start: Option<IntOrExpr<i64>>,
     /// The last number, inclusive; not with `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end: Option<i64>,
+    #[schemars(schema_with = "numbers::any_number")]
+    pub end: Option<IntOrExpr<i64>>,
 }
 
 /// `withItems`' items: any JSON value each (a string, a number, an object), kept whole.
@@ -1295,8 +1299,9 @@ spec:
         // (8 bytes), not 64 inline; the template call 32 (`template` a boxed str, the
         // reference and the arguments a box each); `continueOn` 8 (one byte, padded),
         // `retryStrategy`, `synchronization` and `cache` 8 each (a box); `source`, `outputs`,
-        // `inputs`, `initContainers` and `sidecars` 8 each (a box).
-        assert!(size <= 424, "a Step is {size} bytes");
+        // `inputs`, `initContainers` and `sidecars` 8 each (a box); `retries` 8 more as a
+        // number or text (`IntOrExpr`, its text boxed).
+        assert!(size <= 432, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing

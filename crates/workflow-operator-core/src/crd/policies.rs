@@ -5,6 +5,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::numbers::{self, IntOrExpr};
+
 /// Which failures of a step the workflow survives, as Argo's `continueOn`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -24,8 +26,8 @@ pub struct ContinueOn {
 #[serde(rename_all = "camelCase")]
 pub struct RetryStrategy {
     /// Attempts after the first; 0 tries once.
-    #[schemars(range(min = 0))]
-    pub limit: i32,
+    #[schemars(schema_with = "numbers::at_least_zero")]
+    pub limit: IntOrExpr<i32>,
 
     /// Which failures are tried again: `Always` (the default), `OnFailure` (the program
     /// exited non-zero) or `OnError` (its pod could not run: evicted, OOM-killed, its image
@@ -66,8 +68,8 @@ pub struct Backoff {
     pub duration: String,
     /// What each wait is multiplied by for the next; default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1.0))]
-    pub factor: Option<f64>,
+    #[schemars(schema_with = "numbers::fraction_at_least_one")]
+    pub factor: Option<IntOrExpr<f64>>,
     /// The longest wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cap: Option<String>,
@@ -105,8 +107,8 @@ pub struct SemaphoreRef {
     pub name: String,
     /// Holders at a time, as this workflow counts them (it may change while the semaphore is
     /// in use: nobody new takes it while as many hold it).
-    #[schemars(range(min = 1))]
-    pub limit: i32,
+    #[schemars(schema_with = "numbers::at_least_one")]
+    pub limit: IntOrExpr<i32>,
 }
 
 /// A step whose result is kept and reused (`cache`): before it runs, an entry for its key that

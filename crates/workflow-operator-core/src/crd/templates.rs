@@ -57,8 +57,8 @@ pub struct Parameter {
 }
 
 /// A step definition called by name (`spec.templates[]`): either the fields of a container
-/// step (everything a step in `containers` may have but `stepName` and `dependsOn`), or a
-/// `dag` of steps.
+/// step (everything a step in `containers` may have but `stepName` and `dependsOn`), a `dag`
+/// of steps, or Argo's `steps`: groups of steps, each group after the one before.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Template {
     /// The name steps call it by (`template: NAME`).
@@ -72,6 +72,12 @@ pub struct Template {
     /// refused, when called); a step calling it becomes these steps, named `STEP/INNER`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dag: Option<Vec<Map<String, Value>>>,
+
+    /// Argo's form of a DAG, as written: groups of steps, each entry named by `name`; the
+    /// entries of a group run side by side once every entry of the group before is done. A
+    /// step calling it becomes these steps, named `STEP/NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<Vec<Map<String, Value>>>>,
 
     /// The step fields of a container template, as written; read as a step when called.
     #[serde(flatten)]
@@ -283,11 +289,30 @@ pub(crate) fn templates_schema(generator: &mut schemars::SchemaGenerator) -> sch
                 "description": "The steps of a template that is itself a DAG; a step calling it becomes these steps, named `STEP/INNER`.",
             }),
         );
+        // Argo's groups of steps, kept as written for the same reason as `dag`.
+        properties.insert(
+            "steps".into(),
+            serde_json::json!({
+                "type": "array",
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "x-kubernetes-preserve-unknown-fields": true,
+                        "properties": {"name": {"type": "string", "minLength": 1, "description": "The step's name, unique in the template."}},
+                        "description": "A step, with the fields of a step in `containers` but `stepName` (it is `name`) and `dependsOn` (it is the group before).",
+                    },
+                    "description": "Steps run side by side, once every step of the group before is done.",
+                },
+                "description": "Argo's form of a DAG: groups of steps, each group after the one before; a step calling it becomes these steps, named `STEP/NAME`.",
+            }),
+        );
     }
     object.insert("required".into(), serde_json::json!(["name"]));
     object.insert(
         "description".into(),
-        "A step definition called by name: a container step's fields, or a `dag` of steps.".into(),
+        "A step definition called by name: a container step's fields, a `dag` of steps, or `steps` (groups of steps, each group after the one before).".into(),
     );
     object.remove("x-kubernetes-validations");
     schemars::json_schema!({"type": "array", "items": template.as_value()})

@@ -273,6 +273,14 @@ fn template_rows() -> Vec<(&'static str, Target, Value)> {
                 {"name": "d", "dag": [{"stepName": "inner", "image": "busybox:1.37"}]},
             ]}}),
         ),
+        (
+            "steps",
+            Target::Whole,
+            json!({"spec": {"templates": [
+                {"name": "t", "image": "busybox:1.36"},
+                {"name": "d", "steps": [[{"name": "inner", "image": "busybox:1.37"}]]},
+            ]}}),
+        ),
         ("(a step's fields)", t, json!({"image": "busybox:1.37"})),
     ]
 }
@@ -514,7 +522,7 @@ fn changed_names_the_fields_of_the_run_that_differ() {
     new.containers[1].source = Some(Box::new("echo v2".into()));
     new.containers[1].timeout = Some(5);
     new.containers[2].step_name = "d".into();
-    new.parallelism = Some(1);
+    new.parallelism = Some(1.into());
     new.runs = Some(2);
     assert_eq!(
         changed(&old, &new),

@@ -73,7 +73,7 @@ fn locks_are_taken_in_one_order_and_each_has_its_own_leases() {
         ],
         semaphores: vec![SemaphoreRef {
             name: "a".into(),
-            limit: 2,
+            limit: 2.into(),
         }],
     };
     let locks = locks_of(Some(&sync));

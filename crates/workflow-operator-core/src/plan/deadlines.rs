@@ -15,6 +15,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+use crate::crd::OptionNum;
 use crate::crd::{Step, UNLIMITED, WorkFlow};
 use crate::lifecycle::Phase;
 use crate::names;
@@ -66,7 +67,7 @@ pub fn next_timeout_at(workflow: &WorkFlow, jobs: &[ObservedJob]) -> Option<Time
 /// When `workflow` (whose steps started at `started`, else at its creation) passes its
 /// `activeDeadlineSeconds`, if it has one.
 fn workflow_deadline(workflow: &WorkFlow, started: Option<Timestamp>) -> Option<Timestamp> {
-    let limit = workflow.spec.active_deadline_seconds?;
+    let limit = workflow.spec.active_deadline_seconds.num()?;
     let since = started.or_else(|| Some(workflow.metadata.creation_timestamp.as_ref()?.0))?;
     deadline(since, limit)
 }
@@ -109,6 +110,7 @@ impl<'a> Planner<'a> {
             .workflow
             .spec
             .active_deadline_seconds
+            .num()
             .unwrap_or_default();
         Some(format!(
             "the workflow ran past its activeDeadlineSeconds of {limit}s (at {at:.0})"

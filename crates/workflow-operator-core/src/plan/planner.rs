@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::jiff::Timestamp;
 
+use crate::crd::OptionNum;
 use crate::crd::{Kinds, Step, StepKind, StepStatus, WorkFlow, WorkFlowStatus};
 use crate::dag::{Dag, Progress};
 use crate::data_flow::DataFlow;
@@ -288,7 +289,7 @@ impl<'a> Planner<'a> {
             parallelism: previous
                 .parallelism
                 .filter(|_| same_run && !compiled.rules.is_empty())
-                .or(workflow.spec.parallelism),
+                .or(workflow.spec.parallelism.num()),
             runs: workflow.spec.run_count() + added_runs,
             ruled: None,
             now,

@@ -3,6 +3,7 @@
 //! parallelism and the runs in force follow, and a `finish` or `fail` ends the workflow as a
 //! stop or a failure does. Skipped without rules.
 
+use crate::crd::OptionNum;
 use crate::dag::Dag;
 use crate::rules as rule_stage;
 
@@ -77,7 +78,7 @@ impl<'a> Planner<'a> {
                 // Absent when back at the spec's: the spec's is the parallelism then.
                 decision
                     .parallelism
-                    .filter(|p| Some(*p) != self.workflow.spec.parallelism),
+                    .filter(|p| Some(*p) != self.workflow.spec.parallelism.num()),
                 metrics.clone(),
             ),
             None => (

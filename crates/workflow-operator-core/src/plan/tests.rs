@@ -1016,7 +1016,7 @@ fn limits_change_of_a_terminal_workflow_changes_only_observed_generation() {
     let failed = written(wf.clone(), &plan(&wf, &jobs, at(1)));
     let mut changed = failed.clone();
     changed.spec.max_step_timeout = 600;
-    changed.spec.containers[0].retries = Some(3);
+    changed.spec.containers[0].retries = Some(3.into());
     changed.metadata.generation = Some(2);
     let plan = plan(&changed, &jobs, at(2));
     let mut want = failed.status.clone().unwrap();

@@ -13,7 +13,7 @@ use kube_cel::KubeCelExt;
 use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{Context, Program, Value};
 
-use crate::crd::{RetryPolicy, RetryStrategy};
+use crate::crd::{IntOrExpr, RetryPolicy, RetryStrategy};
 
 /// How an attempt failed, as `retryPolicy` tells failures apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,8 +76,14 @@ impl Strategy {
     /// A negative limit, a factor below 1, a duration that does not parse, an expression that
     /// does not compile or reads anything but `lastRetry`.
     pub fn compile(strategy: &RetryStrategy) -> Result<Strategy, String> {
-        let limit = u32::try_from(strategy.limit)
-            .map_err(|_| format!("retryStrategy.limit {} is negative", strategy.limit))?;
+        let Some(limit) = strategy.limit.num() else {
+            return Err(format!(
+                "retryStrategy.limit: {:?} is not a number",
+                strategy.limit
+            ));
+        };
+        let limit =
+            u32::try_from(limit).map_err(|_| format!("retryStrategy.limit {limit} is negative"))?;
         let backoff = strategy.backoff.as_ref();
         let duration = |field: &str, text: Option<&String>| {
             text.map(|t| {
@@ -85,7 +91,15 @@ impl Strategy {
             })
             .transpose()
         };
-        let factor = backoff.and_then(|b| b.factor).unwrap_or(1.0);
+        let factor = match backoff.and_then(|b| b.factor.as_ref()) {
+            None => 1.0,
+            Some(IntOrExpr::Num(factor)) => *factor,
+            Some(IntOrExpr::Expr(text)) => {
+                return Err(format!(
+                    "retryStrategy.backoff.factor: {text:?} is not a number"
+                ));
+            }
+        };
         if !(factor >= 1.0 && factor.is_finite()) {
             return Err(format!("retryStrategy.backoff.factor {factor} is below 1"));
         }

@@ -1,5 +1,5 @@
 //! Template calls made plain steps: a step calling a container template becomes that
-//! template with its own fields over it; a step calling a `dag` template becomes the
+//! template with its own fields over it; a step calling a `dag` (or `steps`) template becomes the
 //! template's steps, named `STEP/INNER` (`STEP[i]/INNER` per item when it fans out), the inner
 //! roots waiting on the step's `dependsOn` and the step's dependents on the inner leaves.
 
@@ -9,6 +9,7 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value};
 
 use super::fill::{Vars, fill_json, rename_outputs};
+use super::groups::inner_steps;
 use super::merge::step_over_template;
 use crate::crd::Step;
 use crate::crd::{Parameter, ResolvedTemplate, Source, Template};
@@ -135,10 +136,14 @@ impl<'a> Expander<'a> {
             return self.refuse(at, &name, format!("template cycle: {}", cycle.join(" -> ")));
         }
         self.stack.push(key);
-        let expanded = if let Some(dag) = &template.dag {
-            self.dag_call(step, template, dag, inner_scope, at)
-        } else {
-            self.container_call(step, template, inner_scope, at)
+        let expanded = match inner_steps(template) {
+            None => self.container_call(step, template, inner_scope, at),
+            Some(Ok(inner)) => self.dag_call(step, template, &inner, inner_scope, at),
+            Some(Err(problem)) => self.refuse(
+                at,
+                &name,
+                format!("template {:?}: {problem}", template.name),
+            ),
         };
         self.stack.pop();
         expanded
@@ -351,43 +356,30 @@ impl<'a> Expander<'a> {
         Expanded::Step(Box::new(step_over_template(call, inner)))
     }
 
-    /// A call of a `dag` template: its steps per item (once without items), renamed under the
-    /// call, roots after the call's `dependsOn`, each under the call's `when`.
+    /// A call of a `dag` (or `steps`) template: its steps per item (once without items),
+    /// renamed under the call, roots after the call's `dependsOn`, each under the call's `when`.
     fn dag_call(
         &mut self,
         call: Step,
         template: &'a Template,
-        dag: &'a [Map<String, Value>],
+        dag: &[Step],
         scope: Scope<'a>,
         at: &str,
     ) -> Expanded {
         let name = call.step_name.clone();
-        let mut steps = Vec::with_capacity(dag.len());
-        for (i, fields) in dag.iter().enumerate() {
-            match read_step(fields) {
-                Ok(step) => steps.push(step),
-                Err(problem) => {
-                    let inner = fields
-                        .get("stepName")
-                        .and_then(Value::as_str)
-                        .map_or_else(|| format!("#{i}"), str::to_string);
-                    return self.refuse(
-                        at,
-                        &name,
-                        format!("template {:?}: step {inner:?}: {problem}", template.name),
-                    );
-                }
-            }
-        }
-        let dag = &steps[..];
         if !template.container.is_empty() {
             let fields: Vec<&str> = template.container.keys().map(String::as_str).collect();
             return self.refuse(
                 at,
                 &name,
                 format!(
-                    "template {:?} has a dag and container fields ({}): it is one or the other",
+                    "template {:?} has a {} and container fields ({}): it is one or the other",
                     template.name,
+                    if template.dag.is_some() {
+                        "dag"
+                    } else {
+                        "steps"
+                    },
                     fields.join(", ")
                 ),
             );

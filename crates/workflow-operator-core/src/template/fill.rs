@@ -33,7 +33,9 @@ pub fn fill(text: &str, vars: &Vars, unfilled: &mut Unfilled) -> String {
         match vars.get(inner) {
             Some(value) => out.push_str(value),
             None => {
-                if inner.starts_with("workflow.") || inner.starts_with("inputs.") {
+                let at_run = (inner.strip_prefix("workflow."))
+                    .is_some_and(|name| outputs::WORKFLOW_AT_RUN.contains(&name));
+                if (inner.starts_with("workflow.") && !at_run) || inner.starts_with("inputs.") {
                     unfilled.push((whole.to_string(), unknown_why(inner, vars)));
                 }
                 out.push_str(whole);

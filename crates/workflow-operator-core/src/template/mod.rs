@@ -14,11 +14,17 @@
 //! - `fill`: the `{{workflow.*}}` and `{{inputs.parameters.*}}` forms.
 //! - `merge`: a call's fields over the template's.
 //! - `expand`: calls made steps, `dag` templates made named steps.
+//! - `groups`: the steps of a `dag` or Argo's `steps` template, read as steps.
+//! - `numbers`: numbers written as text (Argo's `limit: "3"`, a parameter), filled and checked.
 
 mod expand;
 mod fill;
+mod groups;
 mod merge;
+mod numbers;
 
+#[cfg(test)]
+mod steps_tests;
 #[cfg(test)]
 mod tests;
 
@@ -50,6 +56,7 @@ impl fmt::Display for Problems {
 /// a `{{workflow.` / `{{inputs.` form in a step.
 pub fn uses_templates(spec: &WorkFlowSpec) -> bool {
     spec.arguments.is_some()
+        || numbers::spec_texts(spec).next().is_some()
         || !spec.templates.is_empty()
         || spec.workflow_template_ref.is_some()
         || spec
@@ -63,6 +70,7 @@ fn step_uses_templates(step: &Step) -> bool {
     step.template.is_some()
         || step.template_ref.is_some()
         || step.arguments.is_some()
+        || numbers::step_texts(step).next().is_some()
         || step_strings(step).any(|s| {
             s.contains("{{workflow.")
                 || s.contains("{{ workflow.")
@@ -142,7 +150,7 @@ where
     }
 }
 
-/// Every `templateRef` of `spec`'s steps, its templates' steps and their `dag`s.
+/// Every `templateRef` of `spec`'s steps, its templates' steps and their `dag`s and `steps`.
 fn collect_refs(spec: &WorkFlowSpec, named: &mut BTreeSet<Source>) {
     let template_steps = spec.templates.iter().flat_map(|t| {
         let own = serde_json::from_value::<Option<TemplateRef>>(
@@ -153,6 +161,7 @@ fn collect_refs(spec: &WorkFlowSpec, named: &mut BTreeSet<Source>) {
         t.dag
             .iter()
             .flatten()
+            .chain(t.steps.iter().flatten().flatten())
             .filter_map(|s| serde_json::from_value(s.get("templateRef")?.clone()).ok())
             .chain(own)
     });
@@ -182,8 +191,13 @@ pub fn own_or_taken<T>(
     })
 }
 
-/// The `{{workflow.*}}` forms of `workflow` without its parameters.
+/// The `{{workflow.*}}` forms of `workflow` without its parameters; `workflow.scheduledTime`
+/// (RFC 3339, as Argo writes it) for a run a CronWorkFlow started, from its label.
 fn identity(workflow: &WorkFlow) -> Vars {
+    let scheduled = (workflow.labels().get(crate::labels::LABEL_SCHEDULED))
+        .and_then(|seconds| seconds.parse().ok())
+        .and_then(|seconds| k8s_openapi::jiff::Timestamp::from_second(seconds).ok())
+        .map(|t| ("workflow.scheduledTime".to_string(), t.to_string()));
     let created = workflow
         .metadata
         .creation_timestamp
@@ -201,6 +215,7 @@ fn identity(workflow: &WorkFlow) -> Vars {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
+    .chain(scheduled)
     .collect()
 }
 
@@ -227,9 +242,10 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
         .map_or(&[][..], |s| &s.resolved_templates[..]);
     let namespace = workflow.namespace().unwrap_or_default();
     let mut problems = Vec::new();
-    let spec = whole_template(&workflow.spec, resolved, &namespace, &mut problems);
+    let mut spec = whole_template(&workflow.spec, resolved, &namespace, &mut problems);
     let mut vars = identity(workflow);
     let arguments = parameters(&spec, &mut vars, &mut problems);
+    numbers::fill_spec(&mut spec.spec, &vars, &mut problems);
     let mut expander = Expander::new(resolved, &namespace, vars.clone());
     let scope = Scope {
         origin: spec.origin,
@@ -239,6 +255,7 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
     let on_exit = expander.level(&spec.spec.on_exit, scope, &vars, "");
     problems.append(&mut expander.problems);
     problems.extend(plain_problems(&containers, &on_exit));
+    problems.extend(numbers::spec_problems(&spec.spec));
     if containers.is_empty() && problems.is_empty() {
         problems.push(crate::dag::DagError::NoSteps.to_string());
     }
@@ -356,6 +373,12 @@ fn parameters(
             value.clone(),
         );
     }
+    // Argo's `workflow.parameters.json`: every parameter as `[{"name", "value"}]`.
+    let all: Vec<serde_json::Value> = (arguments.parameters.iter())
+        .map(|p| serde_json::json!({"name": p.name, "value": p.value}))
+        .collect();
+    vars.entry("workflow.parameters.json".into())
+        .or_insert_with(|| serde_json::Value::from(all).to_string());
     Some(Box::new(arguments.clone()))
 }
 
@@ -370,6 +393,7 @@ fn plain_problems(containers: &[Step], on_exit: &[Step]) -> Vec<String> {
                 step.step_name
             ));
         }
+        problems.extend(numbers::step_problems(step));
         if step_strings(step).all(|s| !s.contains("{{")) {
             continue;
         }

@@ -4,7 +4,7 @@ use super::*;
 use crate::crd::WorkFlowStatus;
 
 /// A workflow as read from the API server (namespace `dev`), its spec from YAML.
-fn workflow(spec: &str) -> WorkFlow {
+pub(super) fn workflow(spec: &str) -> WorkFlow {
     let spec: WorkFlowSpec = serde_yaml::from_str(spec).unwrap();
     let mut workflow = WorkFlow::new("release-x", spec);
     workflow.metadata.namespace = Some("dev".into());
@@ -32,17 +32,17 @@ fn with_records(mut workflow: WorkFlow, records: Vec<ResolvedTemplate>) -> WorkF
     workflow
 }
 
-fn expanded(workflow: &WorkFlow) -> WorkFlowSpec {
+pub(super) fn expanded(workflow: &WorkFlow) -> WorkFlowSpec {
     expand(workflow)
         .unwrap_or_else(|p| panic!("{p}"))
         .into_owned()
 }
 
-fn problems(workflow: &WorkFlow) -> Vec<String> {
+pub(super) fn problems(workflow: &WorkFlow) -> Vec<String> {
     expand(workflow).unwrap_err().0
 }
 
-fn names_and_deps(spec: &WorkFlowSpec) -> Vec<(String, Vec<String>)> {
+pub(super) fn names_and_deps(spec: &WorkFlowSpec) -> Vec<(String, Vec<String>)> {
     spec.containers
         .iter()
         .map(|s| (s.step_name.clone(), s.depends_on.clone()))
@@ -298,7 +298,7 @@ containers: [{stepName: checkout, image: git, command: [echo, "{{workflow.parame
     let wf = with_records(own, vec![ci]);
     assert!(missing(&wf).is_empty());
     let spec = expanded(&wf);
-    assert_eq!(spec.parallelism, Some(2));
+    assert_eq!(spec.parallelism, Some(2.into()));
     assert_eq!(spec.max_step_timeout, 30);
     assert_eq!(spec.containers[0].command.as_ref().unwrap()[1], "dev 1");
 

@@ -1,0 +1,306 @@
+//! The small objects templates, tasks and workflows share: parameters, artifacts, outputs,
+//! retry strategies, sequences, `continueOn`, locks, `memoize`, TTLs and pod clean-up.
+
+use serde_json::{Map, Value, json};
+
+use super::table::Place;
+use super::walk::{self, Report, int_or_string};
+
+/// Which list of parameters: an input's `value` is its `default` here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parameters {
+    Arguments,
+    Inputs,
+    Outputs,
+}
+
+/// A list of parameters.
+pub fn parameters(value: &Value, at: &str, which: Parameters, report: &mut Report) -> Value {
+    let converted = walk::items(value, at, report)
+        .into_iter()
+        .filter_map(|(at, parameter)| {
+            let mut out = walk::fields(
+                Place::Parameter,
+                parameter,
+                &at,
+                report,
+                |_, value, path, out, report| value_from(value, path, out, report),
+            );
+            if which == Parameters::Inputs
+                && let Some(value) = out.remove("value")
+            {
+                out.insert("default".into(), value);
+            }
+            // An output whose source is not converted (named already) has nothing to read.
+            let unread = which == Parameters::Outputs && !out.contains_key("valueFrom");
+            (!unread).then_some(Value::Object(out))
+        })
+        .collect();
+    Value::Array(converted)
+}
+
+/// `valueFrom: {path, default}`: the path kept, the default beside it.
+fn value_from(value: &Value, at: &str, out: &mut Map<String, Value>, report: &mut Report) {
+    let from = walk::fields(
+        Place::ValueFrom,
+        value,
+        at,
+        report,
+        |_, default, _, _, _| {
+            out.insert("default".into(), scalar_text(default));
+        },
+    );
+    if !from.is_empty() {
+        out.insert("valueFrom".into(), Value::Object(from));
+    }
+}
+
+/// A parameter's value as text, as Argo reads `default: 3`.
+fn scalar_text(value: &Value) -> Value {
+    match value {
+        Value::String(_) => value.clone(),
+        other => Value::String(other.to_string()),
+    }
+}
+
+/// A list of artifacts (`from` reading `{{steps.X...}}`).
+pub fn artifacts(value: &Value, at: &str, report: &mut Report) -> Vec<Map<String, Value>> {
+    walk::items(value, at, report)
+        .into_iter()
+        .map(|(at, artifact)| {
+            walk::fields(
+                Place::Artifact,
+                artifact,
+                &at,
+                report,
+                |_, from, _, out, _| {
+                    let mut from = from.clone();
+                    walk::rewrite_strings(&mut from, &tasks_as_steps);
+                    out.insert("from".into(), from);
+                },
+            )
+        })
+        .collect()
+}
+
+/// `{{tasks.X...}}` written as ours, `{{steps.X...}}`.
+pub fn tasks_as_steps(text: &str) -> String {
+    text.replace("{{tasks.", "{{steps.")
+}
+
+/// A template's `outputs`.
+pub fn outputs(value: &Value, at: &str, report: &mut Report) -> Value {
+    Value::Object(walk::fields(
+        Place::Outputs,
+        value,
+        at,
+        report,
+        |field, value, path, out, report| {
+            let converted = match field {
+                "parameters" => parameters(value, path, Parameters::Outputs, report),
+                _ => Value::Array(
+                    artifacts(value, path, report)
+                        .into_iter()
+                        .enumerate()
+                        .filter(|(i, artifact)| {
+                            let from = artifact.contains_key("from");
+                            if from {
+                                report.not_converted(
+                                    &format!("{path}[{i}].from"),
+                                    "a template's output artifact taken from one of its steps is not supported yet",
+                                );
+                            }
+                            !from
+                        })
+                        .map(|(_, artifact)| Value::Object(artifact))
+                        .collect(),
+                ),
+            };
+            out.insert(field.into(), converted);
+        },
+    ))
+}
+
+/// A `retryStrategy`, with Argo's default `retryPolicy: OnFailure` written out; `None` when it
+/// cannot be kept (no `limit`: Argo retries without end).
+pub fn retry(value: &Value, at: &str, report: &mut Report) -> Option<Value> {
+    let mut out = walk::fields(
+        Place::Retry,
+        value,
+        at,
+        report,
+        |field, value, path, out, report| match field {
+            "limit" => {
+                out.insert(field.into(), int_or_string(value));
+            }
+            "retryPolicy" if value == "OnTransientError" => {
+                report.not_converted(path, "retryPolicy OnTransientError is not supported yet")
+            }
+            "retryPolicy" => {
+                out.insert(field.into(), value.clone());
+            }
+            "backoff" => {
+                out.insert(field.into(), Value::Object(backoff(value, path, report)));
+            }
+            _ => match value.as_str().map(super::when::retry_expression) {
+                Some(Ok(cel)) => {
+                    out.insert(field.into(), cel.into());
+                }
+                Some(Err(why)) => report.not_converted(path, why),
+                None => report.not_converted(path, "expected a string"),
+            },
+        },
+    );
+    if !out.contains_key("limit") {
+        report.not_converted(
+            &walk::join(at, "limit"),
+            "a retryStrategy without limit retries without end in Argo, which is not supported: give a limit",
+        );
+        return None;
+    }
+    out.entry("retryPolicy")
+        .or_insert_with(|| "OnFailure".into());
+    Some(Value::Object(out))
+}
+
+fn backoff(value: &Value, at: &str, report: &mut Report) -> Map<String, Value> {
+    walk::fields(
+        Place::Backoff,
+        value,
+        at,
+        report,
+        |field, value, _, out, _| {
+            let converted = match (field, value) {
+                ("duration", Value::Number(n)) => Value::String(n.to_string()),
+                ("factor", Value::String(text)) => text
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
+                    .unwrap_or_else(|| value.clone()),
+                _ => value.clone(),
+            };
+            out.insert(field.into(), converted);
+        },
+    )
+}
+
+/// A `withSequence`, its numbers as numbers.
+pub fn sequence(value: &Value, at: &str, report: &mut Report) -> Value {
+    Value::Object(walk::fields(
+        Place::Sequence,
+        value,
+        at,
+        report,
+        |field, value, _, out, _| {
+            out.insert(field.into(), int_or_string(value));
+        },
+    ))
+}
+
+/// `continueOn`: either of Argo's as ours, `failed: true` (any failure of the step).
+pub fn continue_on(value: &Value, at: &str, report: &mut Report) -> Option<Value> {
+    let mut tolerated = false;
+    walk::fields(Place::ContinueOn, value, at, report, |_, value, _, _, _| {
+        tolerated |= value.as_bool().unwrap_or(false)
+    });
+    tolerated.then(|| json!({"failed": true}))
+}
+
+/// `synchronization`: mutexes by name; a semaphore's limit from a ConfigMap is named.
+pub fn synchronization(value: &Value, at: &str, report: &mut Report) -> Value {
+    let mut mutexes = Vec::new();
+    walk::fields(
+        Place::Synchronization,
+        value,
+        at,
+        report,
+        |field, value, path, _, report| {
+            match field {
+            "mutexes" => {
+                for (path, mutex) in walk::items(value, path, report) {
+                    mutexes.extend(mutex_name(mutex, &path, report));
+                }
+            }
+            "mutex" => mutexes.extend(mutex_name(value, path, report)),
+            _ => report.not_converted(
+                path,
+                "a semaphore's limit is written in the spec here: one from a ConfigMap is not supported yet",
+            ),
+        }
+        },
+    );
+    json!({"mutexes": mutexes})
+}
+
+fn mutex_name(mutex: &Value, at: &str, report: &mut Report) -> Option<Value> {
+    if mutex.get("database").and_then(Value::as_bool) == Some(true) {
+        report.not_converted(at, "mutexes of a database are not supported");
+        return None;
+    }
+    let name = mutex.get("name")?.clone();
+    Some(json!({"name": name}))
+}
+
+/// A template's `memoize` as our `cache`.
+pub fn memoize(value: &Value, at: &str, report: &mut Report) -> Value {
+    Value::Object(walk::fields(
+        Place::Memoize,
+        value,
+        at,
+        report,
+        |_, _, _, _, _| {},
+    ))
+}
+
+/// `ttlStrategy` as `ttlSecondsAfterFinished`, when one TTL covers either outcome.
+pub fn ttl(value: &Value, at: &str, report: &mut Report) -> Option<Value> {
+    let mut given = Map::new();
+    walk::fields(Place::Ttl, value, at, report, |field, value, _, _, _| {
+        given.insert(field.into(), int_or_string(value));
+    });
+    let get = |k: &str| given.get(k).cloned();
+    match (
+        get("secondsAfterCompletion"),
+        get("secondsAfterSuccess"),
+        get("secondsAfterFailure"),
+    ) {
+        (Some(ttl), None, None) => Some(ttl),
+        (None, Some(ttl), None) | (None, None, Some(ttl)) => Some(ttl),
+        (None, Some(success), Some(failure)) if success == failure => Some(success),
+        (completion, _, _) => {
+            report.not_converted(
+                at,
+                "different TTLs for success and failure are not supported yet",
+            );
+            completion
+        }
+    }
+}
+
+/// `podGC.strategy` as `podCleanup`.
+pub fn pod_gc(value: &Value, at: &str, report: &mut Report) -> Option<Value> {
+    let mut cleanup = None;
+    walk::fields(
+        Place::PodGc,
+        value,
+        at,
+        report,
+        |_, strategy, path, _, report| {
+            cleanup = match strategy.as_str() {
+                Some("OnPodSuccess") => Some("OnSuccess"),
+                Some("OnPodCompletion") => Some("OnCompletion"),
+                Some("OnWorkflowSuccess") => Some("OnWorkflowSuccess"),
+                Some("OnWorkflowCompletion") => Some("OnWorkflowCompletion"),
+                _ => {
+                    report.not_converted(
+                        path,
+                        format!("podGC strategy {strategy} is not one of Argo's"),
+                    );
+                    None
+                }
+            }
+        },
+    );
+    cleanup.map(Value::from)
+}

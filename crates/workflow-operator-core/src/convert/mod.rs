@@ -1,0 +1,110 @@
+//! `workflow-operator convert`: Argo Workflows' documents (`argoproj.io/v1alpha1` `Workflow`,
+//! `WorkflowTemplate`, `ClusterWorkflowTemplate`, `CronWorkflow`) as ours, keeping Argo's
+//! meaning where the defaults differ, and naming with its path and why every field it cannot
+//! convert. Pure: a JSON value in, a JSON value and the problems out; the CLI reads and writes
+//! the files, and `submit` and `validate` convert Argo's documents on the way.
+//!
+//! - [`table`]: every Argo field, what it becomes and where the meaning differs; the converter
+//!   walks objects by it and docs/argo.md is generated from it.
+//! - [`walk`]: fields copied, renamed, converted or named by the table.
+//! - [`spec`]: a workflow spec, its entrypoint inlined as the steps.
+//! - [`template`]: a template; [`call`]: a dag task or a steps entry; [`data`]: parameters,
+//!   artifacts, retries and the other small objects; [`when`]: govaluate to CEL; [`cron`]: a
+//!   CronWorkflow's spec.
+
+pub mod call;
+pub mod cron;
+pub mod data;
+pub mod spec;
+pub mod table;
+pub mod template;
+pub mod walk;
+pub mod when;
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::{Map, Value, json};
+
+pub use walk::Problem;
+
+/// Argo's API group.
+pub const ARGO_GROUP: &str = "argoproj.io";
+
+/// Our kind for each of Argo's.
+const KINDS: [(&str, &str); 4] = [
+    ("Workflow", "WorkFlow"),
+    ("WorkflowTemplate", "WorkFlowTemplate"),
+    ("ClusterWorkflowTemplate", "ClusterWorkFlowTemplate"),
+    ("CronWorkflow", "CronWorkFlow"),
+];
+
+/// A document converted, and what of it was not.
+#[derive(Debug)]
+pub struct Converted {
+    pub document: Value,
+    pub problems: Vec<Problem>,
+}
+
+/// Whether `document` is one of Argo's (`apiVersion: argoproj.io/...`).
+pub fn is_argo(document: &Value) -> bool {
+    document
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.split('/').next() == Some(ARGO_GROUP))
+}
+
+/// Converts an Argo document; `Err` for a kind that has no counterpart here (a
+/// `WorkflowEventBinding`, ...), saying so.
+pub fn convert(document: &Value) -> Result<Converted, String> {
+    let argo_kind = document.get("kind").and_then(Value::as_str).unwrap_or("");
+    let Some((_, kind)) = KINDS.iter().find(|(argo, _)| *argo == argo_kind) else {
+        return Err(format!(
+            "kind {argo_kind:?} of argoproj.io is not converted (only Workflow, WorkflowTemplate, ClusterWorkflowTemplate and CronWorkflow are)"
+        ));
+    };
+    let mut report = walk::Report::default();
+    let empty = json!({});
+    let argo_spec = document.get("spec").unwrap_or(&empty);
+    let spec = match *kind {
+        "CronWorkFlow" => cron::cron_spec(argo_spec, "spec", &mut report),
+        "WorkFlow" => spec::workflow_spec(argo_spec, "spec", spec::Use::Workflow, &mut report),
+        _ => spec::workflow_spec(argo_spec, "spec", spec::Use::Shared, &mut report),
+    };
+    let document = json!({
+        "apiVersion": "workflow.crd.com/v1",
+        "kind": kind,
+        "metadata": metadata(document.get("metadata")),
+        "spec": spec,
+    });
+    Ok(Converted {
+        document,
+        problems: report.problems,
+    })
+}
+
+/// The metadata a manifest sets: name, generateName, namespace, labels and annotations.
+fn metadata(metadata: Option<&Value>) -> Value {
+    let kept: Map<String, Value> = metadata
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| {
+            ["name", "generateName", "namespace", "labels", "annotations"].contains(&k.as_str())
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Value::Object(kept)
+}
+
+/// The documents of a YAML or JSON text (`---` between documents), empty ones left out.
+pub fn read(text: &str) -> Result<Vec<Value>, String> {
+    let mut documents = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let value: Value = serde::Deserialize::deserialize(document).map_err(|e| e.to_string())?;
+        if !value.is_null() {
+            documents.push(value);
+        }
+    }
+    Ok(documents)
+}

@@ -1,0 +1,469 @@
+//! The converter's table: every Argo field it knows, where it is, what it becomes here and
+//! where the meaning differs (or why it is not supported). The converter copies and renames
+//! fields by these rows ([`super::walk`]), names the unsupported ones with their row's note, and
+//! `docs/argo.md` is generated from them ([`markdown`]), so the two cannot disagree.
+
+/// Where in an Argo document a field sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// A Workflow's, WorkflowTemplate's or ClusterWorkflowTemplate's `spec`, a CronWorkflow's
+    /// `spec.workflowSpec`.
+    Workflow,
+    /// A CronWorkflow's `spec`.
+    Cron,
+    /// `spec.templates[]`.
+    Template,
+    /// A template's `container` or `script`.
+    Container,
+    /// A template's `dag`.
+    Dag,
+    /// `dag.tasks[]`.
+    Task,
+    /// `steps[][]`.
+    Step,
+    /// `arguments` of the workflow or of a task or step.
+    Arguments,
+    /// A template's `inputs`.
+    Inputs,
+    /// A template's `outputs`.
+    Outputs,
+    /// `parameters[]` of arguments, inputs and outputs.
+    Parameter,
+    /// `parameters[].valueFrom`.
+    ValueFrom,
+    /// `artifacts[]` of arguments, inputs and outputs.
+    Artifact,
+    /// `retryStrategy`.
+    Retry,
+    /// `retryStrategy.backoff`.
+    Backoff,
+    /// `withSequence`.
+    Sequence,
+    /// `continueOn`.
+    ContinueOn,
+    /// `synchronization`.
+    Synchronization,
+    /// `memoize`.
+    Memoize,
+    /// `ttlStrategy`.
+    Ttl,
+    /// `podGC`.
+    PodGc,
+}
+
+impl Place {
+    /// Every place, in the order of the generated document.
+    pub const ALL: [Place; 21] = [
+        Place::Workflow,
+        Place::Template,
+        Place::Container,
+        Place::Dag,
+        Place::Task,
+        Place::Step,
+        Place::Arguments,
+        Place::Inputs,
+        Place::Outputs,
+        Place::Parameter,
+        Place::ValueFrom,
+        Place::Artifact,
+        Place::Retry,
+        Place::Backoff,
+        Place::Sequence,
+        Place::ContinueOn,
+        Place::Synchronization,
+        Place::Memoize,
+        Place::Ttl,
+        Place::PodGc,
+        Place::Cron,
+    ];
+
+    /// How the generated document heads the place's rows.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Place::Workflow => "Workflow `spec` (and a CronWorkflow's `spec.workflowSpec`)",
+            Place::Cron => "CronWorkflow `spec`",
+            Place::Template => "`spec.templates[]`",
+            Place::Container => "`templates[].container`, `templates[].script`",
+            Place::Dag => "`templates[].dag`",
+            Place::Task => "`dag.tasks[]`",
+            Place::Step => "`steps[][]`",
+            Place::Arguments => "`arguments` (of the workflow, a task or a step)",
+            Place::Inputs => "`templates[].inputs`",
+            Place::Outputs => "`templates[].outputs`",
+            Place::Parameter => "`parameters[]` (arguments, inputs, outputs)",
+            Place::ValueFrom => "`parameters[].valueFrom`",
+            Place::Artifact => "`artifacts[]` (arguments, inputs, outputs)",
+            Place::Retry => "`retryStrategy`",
+            Place::Backoff => "`retryStrategy.backoff`",
+            Place::Sequence => "`withSequence`",
+            Place::ContinueOn => "`continueOn`",
+            Place::Synchronization => "`synchronization`",
+            Place::Memoize => "`memoize`",
+            Place::Ttl => "`ttlStrategy`",
+            Place::PodGc => "`podGC`",
+        }
+    }
+}
+
+/// What a field becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Becomes {
+    /// The same field, the same value.
+    Same,
+    /// The same value under another name (a dotted path: `podTemplate.volumes`).
+    Renamed(&'static str),
+    /// Converted by the code of its place; the text says into what.
+    Converted(&'static str),
+    /// Not converted: named on standard error with the row's note.
+    Unsupported,
+    /// Left out without a word: it changes nothing here (the note says why).
+    Dropped,
+}
+
+/// One field of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub place: Place,
+    /// The Argo field's name in its place.
+    pub field: &'static str,
+    pub becomes: Becomes,
+    /// Where the meaning differs; for an unsupported field, why (the message `convert` gives).
+    pub note: &'static str,
+}
+
+const fn row(place: Place, field: &'static str, becomes: Becomes, note: &'static str) -> Row {
+    Row {
+        place,
+        field,
+        becomes,
+        note,
+    }
+}
+
+use Becomes::{Converted, Dropped, Renamed, Same, Unsupported};
+use Place::*;
+
+/// The fields a workflow spec has in both, and the pod-level ones ours keeps in `podTemplate`.
+#[rustfmt::skip]
+const WORKFLOW_ROWS: &[Row] = &[
+    row(Workflow, "entrypoint", Converted("`containers`: a `dag` or `steps` entrypoint's tasks as the steps (a steps template's groups each depending on the whole group before), a container or script entrypoint as one step named after it calling its template"), "inlined so that `get` shows the tasks' own names; the entrypoint's `{{inputs.parameters.X}}` is `{{workflow.parameters.X}}`, as Argo fills it from the workflow's arguments"),
+    row(Workflow, "templates", Converted("`templates`"), "the entrypoint is left out of them unless a template calls it"),
+    row(Workflow, "arguments", Converted("`arguments`"), ""),
+    row(Workflow, "serviceAccountName", Renamed("podTemplate.serviceAccountName"), ""),
+    row(Workflow, "volumes", Renamed("podTemplate.volumes"), ""),
+    row(Workflow, "nodeSelector", Renamed("podTemplate.nodeSelector"), ""),
+    row(Workflow, "affinity", Renamed("podTemplate.affinity"), ""),
+    row(Workflow, "tolerations", Renamed("podTemplate.tolerations"), ""),
+    row(Workflow, "imagePullSecrets", Renamed("podTemplate.imagePullSecrets"), ""),
+    row(Workflow, "securityContext", Renamed("podTemplate.securityContext"), ""),
+    row(Workflow, "podPriorityClassName", Renamed("podTemplate.priorityClassName"), ""),
+    row(Workflow, "podMetadata", Renamed("podTemplate.metadata"), ""),
+    row(Workflow, "parallelism", Same, "counts steps (fan-out items too), Argo's counts pods of the whole workflow the same way"),
+    row(Workflow, "suspend", Same, ""),
+    row(Workflow, "activeDeadlineSeconds", Same, "counted from the first step's start; exit steps still run past it"),
+    row(Workflow, "priority", Same, "orders steps under the operator's `--max-running-steps`"),
+    row(Workflow, "shutdown", Same, ""),
+    row(Workflow, "workflowTemplateRef", Same, ""),
+    row(Workflow, "synchronization", Converted("`synchronization`"), "held for the whole run"),
+    row(Workflow, "onExit", Converted("`onExit`: the exit template's tasks as exit steps (a container or script template as one exit step named after it)"), "`{{workflow.status}}` in a `when` is `workflow.status`, and Argo's `Succeeded` is `Completed` here (`Error` is `Failed`); in a command use `$WORKFLOW_STATUS`"),
+    row(Workflow, "ttlStrategy", Converted("`ttlSecondsAfterFinished`"), "one TTL for either outcome"),
+    row(Workflow, "podGC", Converted("`podCleanup`"), ""),
+    row(Workflow, "retryStrategy", Converted("the `retryStrategy` of each template that has none"), ""),
+    row(Workflow, "artifactGC", Converted("`artifactGC.strategy`"), "only the strategy: `OnWorkflowCompletion`, `OnWorkflowDeletion`, `Never`"),
+    row(Workflow, "volumeClaimTemplates", Converted("`workspace`: the claim, mounted in every step where the steps mount it"), "one claim per run, mounted in every step; several claims, or one mounted at different paths, are not supported yet"),
+    row(Workflow, "artifactRepositoryRef", Unsupported, "artifactRepositoryRef is not supported: set `artifactRepository`, or the namespace's ConfigMap `workflow-artifact-repository`"),
+    row(Workflow, "automountServiceAccountToken", Unsupported, "automountServiceAccountToken is not supported yet"),
+    row(Workflow, "executor", Unsupported, "the executor's service account is not supported: steps run as `podTemplate.serviceAccountName`"),
+    row(Workflow, "hostNetwork", Unsupported, "hostNetwork is not supported yet"),
+    row(Workflow, "dnsPolicy", Unsupported, "dnsPolicy is not supported yet"),
+    row(Workflow, "dnsConfig", Unsupported, "dnsConfig is not supported yet"),
+    row(Workflow, "schedulerName", Unsupported, "schedulerName is not supported yet"),
+    row(Workflow, "hostAliases", Unsupported, "hostAliases is not supported yet"),
+    row(Workflow, "podSpecPatch", Unsupported, "podSpecPatch is not supported yet"),
+    row(Workflow, "podDisruptionBudget", Unsupported, "podDisruptionBudget is not supported yet"),
+    row(Workflow, "metrics", Unsupported, "custom metrics are not supported yet"),
+    row(Workflow, "hooks", Unsupported, "lifecycle hooks are not supported yet: exit steps (`onExit`) run at the end"),
+    row(Workflow, "templateDefaults", Unsupported, "templateDefaults is not supported yet"),
+    row(Workflow, "archiveLogs", Unsupported, "log archiving is not supported: logs stay with the pods (`podCleanup` decides when they go)"),
+    row(Workflow, "workflowMetadata", Unsupported, "workflowMetadata is not supported: set the workflow's own metadata"),
+    row(Workflow, "executorPlugins", Unsupported, "executor plugins are not supported"),
+    row(Workflow, "podResources", Unsupported, "podResources is not supported yet"),
+    row(Workflow, "resourceClaims", Unsupported, "resourceClaims are not supported yet"),
+    row(Workflow, "volumeClaimGC", Unsupported, "volumeClaimGC is not supported yet"),
+];
+
+#[rustfmt::skip]
+const TEMPLATE_ROWS: &[Row] = &[
+    row(Template, "name", Same, ""),
+    row(Template, "inputs", Converted("`inputs`"), ""),
+    row(Template, "outputs", Converted("`outputs`"), "a `dag` or `steps` template's own outputs (and its timeout, retries, cache, locks) are not supported yet"),
+    row(Template, "container", Converted("the container's fields on the template"), ""),
+    row(Template, "script", Converted("the container's fields and `source` on the template"), "without `command`, a script runs with `sh` here"),
+    row(Template, "dag", Converted("`dag`: the tasks as steps"), ""),
+    row(Template, "steps", Converted("`steps`: the groups as Argo writes them"), ""),
+    row(Template, "activeDeadlineSeconds", Converted("the step's `timeout` (seconds)"), "without one a step may run for ever, as in Argo: the converted spec sets `maxStepTimeout: -1`"),
+    row(Template, "timeout", Converted("the step's `timeout` (its duration in seconds)"), ""),
+    row(Template, "retryStrategy", Converted("`retryStrategy`"), ""),
+    row(Template, "initContainers", Converted("`initContainers`, Kubernetes containers"), "`mirrorVolumeMounts` is not supported yet: give the container its volumeMounts"),
+    row(Template, "sidecars", Converted("`sidecars`, Kubernetes containers"), "Kubernetes' native sidecar containers, stopped once the step ended; `mirrorVolumeMounts` is not supported yet"),
+    row(Template, "synchronization", Converted("`synchronization`"), "held while the step runs"),
+    row(Template, "memoize", Converted("`cache`"), ""),
+    row(Template, "volumes", Converted("the workflow's `podTemplate.volumes`"), "every step's pod has them (a step mounts those it names)"),
+    row(Template, "archiveLocation", Dropped, "logs are not archived: they stay with the pods"),
+    row(Template, "annotations", Dropped, "a display annotation of Argo's UI"),
+    row(Template, "failFast", Converted("the workflow's `failFast`, for the entrypoint"), ""),
+    row(Template, "parallelism", Converted("the workflow's `parallelism`, for the entrypoint"), "a template's own parallelism elsewhere is not supported yet"),
+    row(Template, "daemon", Unsupported, "daemon steps are not supported yet"),
+    row(Template, "resource", Unsupported, "resource templates are not supported yet"),
+    row(Template, "suspend", Unsupported, "suspend templates are not supported yet"),
+    row(Template, "http", Unsupported, "http templates are not supported yet"),
+    row(Template, "plugin", Unsupported, "plugin templates are not supported"),
+    row(Template, "data", Unsupported, "data templates are not supported yet"),
+    row(Template, "containerSet", Unsupported, "containerSet templates are not supported yet"),
+    row(Template, "metrics", Unsupported, "custom metrics are not supported yet"),
+    row(Template, "nodeSelector", Unsupported, "a template's own nodeSelector is not supported yet: set the workflow's (`podTemplate.nodeSelector`)"),
+    row(Template, "affinity", Unsupported, "a template's own affinity is not supported yet: set the workflow's (`podTemplate.affinity`)"),
+    row(Template, "tolerations", Unsupported, "a template's own tolerations are not supported yet: set the workflow's (`podTemplate.tolerations`)"),
+    row(Template, "metadata", Unsupported, "a template's pod metadata is not supported yet: set the workflow's (`podTemplate.metadata`)"),
+    row(Template, "serviceAccountName", Unsupported, "a template's own service account is not supported yet: set the workflow's (`podTemplate.serviceAccountName`)"),
+    row(Template, "automountServiceAccountToken", Unsupported, "automountServiceAccountToken is not supported yet"),
+    row(Template, "securityContext", Unsupported, "a template's pod securityContext is not supported yet: set the workflow's (`podTemplate.securityContext`) or the container's"),
+    row(Template, "priorityClassName", Unsupported, "a template's own priorityClassName is not supported yet: set the workflow's (`podTemplate.priorityClassName`)"),
+    row(Template, "schedulerName", Unsupported, "schedulerName is not supported yet"),
+    row(Template, "hostAliases", Unsupported, "hostAliases is not supported yet"),
+    row(Template, "podSpecPatch", Unsupported, "podSpecPatch is not supported yet"),
+    row(Template, "executor", Unsupported, "the executor's service account is not supported"),
+    row(Template, "pendingTimeout", Unsupported, "a template's pendingTimeout is not supported: the workflow's `startTimeout` bounds a pod's start"),
+    row(Template, "podResources", Unsupported, "podResources is not supported yet"),
+    row(Template, "resourceClaims", Unsupported, "resourceClaims are not supported yet"),
+];
+
+#[rustfmt::skip]
+const CONTAINER_ROWS: &[Row] = &[
+    row(Container, "image", Same, ""),
+    row(Container, "command", Same, ""),
+    row(Container, "args", Same, ""),
+    row(Container, "env", Same, ""),
+    row(Container, "envFrom", Same, ""),
+    row(Container, "volumeMounts", Same, ""),
+    row(Container, "workingDir", Same, ""),
+    row(Container, "imagePullPolicy", Same, ""),
+    row(Container, "securityContext", Same, ""),
+    row(Container, "resources", Same, ""),
+    row(Container, "source", Same, "a `script`'s; `{{...}}` in it is filled, `$(VAR)` is not expanded"),
+    row(Container, "name", Dropped, "the step's container is named by the operator"),
+    row(Container, "ports", Unsupported, "container ports are not supported yet"),
+    row(Container, "livenessProbe", Unsupported, "probes are not supported yet"),
+    row(Container, "readinessProbe", Unsupported, "probes are not supported yet"),
+    row(Container, "startupProbe", Unsupported, "probes are not supported yet"),
+    row(Container, "lifecycle", Unsupported, "container lifecycle hooks are not supported yet"),
+    row(Container, "stdin", Unsupported, "stdin is not supported"),
+    row(Container, "stdinOnce", Unsupported, "stdinOnce is not supported"),
+    row(Container, "tty", Unsupported, "tty is not supported"),
+    row(Container, "terminationMessagePath", Unsupported, "the termination message carries the step's outputs here"),
+    row(Container, "terminationMessagePolicy", Unsupported, "the termination message carries the step's outputs here"),
+    row(Container, "volumeDevices", Unsupported, "volumeDevices are not supported yet"),
+    row(Container, "resizePolicy", Unsupported, "resizePolicy is not supported yet"),
+];
+
+#[rustfmt::skip]
+const CALL_ROWS: &[Row] = &[
+    row(Dag, "tasks", Converted("the `dag`'s steps"), ""),
+    row(Dag, "failFast", Converted("the workflow's `failFast`, for the entrypoint"), "a nested dag's own failFast is not supported yet"),
+    row(Dag, "target", Unsupported, "dag targets are not supported yet"),
+    row(Task, "name", Renamed("stepName"), ""),
+    row(Task, "template", Same, ""),
+    row(Task, "templateRef", Same, ""),
+    row(Task, "arguments", Converted("`arguments` (artifacts as the step's `inputs.artifacts`)"), "a parameter the called template does not declare is left out, as Argo ignores it"),
+    row(Task, "dependencies", Renamed("dependsOn"), ""),
+    row(Task, "depends", Converted("`dependsOn`, when it is tasks joined by `&&` (each may be `.Succeeded`)"), "other `depends` expressions (`.Failed`, `||`) are not supported yet"),
+    row(Task, "withItems", Same, ""),
+    row(Task, "withParam", Converted("`withParam`; a JSON list written out is `withItems`"), "over an upstream step's output"),
+    row(Task, "withSequence", Converted("`withSequence`"), ""),
+    row(Task, "when", Converted("`when` in CEL"), "translated where it is comparisons of variables, words and numbers joined by `&&`, `||`, `!` and parentheses (`{{tasks.flip.outputs.result}} == heads` is `steps[\"flip\"].outputs.result == \"heads\"`); anything else is named"),
+    row(Task, "continueOn", Converted("`continueOn`"), ""),
+    row(Task, "onExit", Unsupported, "a task's own exit handler is not supported yet"),
+    row(Task, "hooks", Unsupported, "lifecycle hooks are not supported yet"),
+    row(Task, "inline", Converted("the inline container or script template's fields on the step"), "an inline dag or steps template is not supported yet"),
+    row(Step, "name", Same, "a step of a workflow's entrypoint becomes `stepName`"),
+    row(Step, "template", Same, ""),
+    row(Step, "templateRef", Same, ""),
+    row(Step, "arguments", Converted("`arguments` (artifacts as the step's `inputs.artifacts`)"), ""),
+    row(Step, "withItems", Same, ""),
+    row(Step, "withParam", Converted("`withParam`; a JSON list written out is `withItems`"), ""),
+    row(Step, "withSequence", Converted("`withSequence`"), ""),
+    row(Step, "when", Converted("`when` in CEL"), "as a dag task's"),
+    row(Step, "continueOn", Converted("`continueOn`"), ""),
+    row(Step, "onExit", Unsupported, "a step's own exit handler is not supported yet"),
+    row(Step, "hooks", Unsupported, "lifecycle hooks are not supported yet"),
+    row(Step, "inline", Converted("the inline container or script template's fields on the step"), "an inline dag or steps template is not supported yet"),
+];
+
+#[rustfmt::skip]
+const DATA_ROWS: &[Row] = &[
+    row(Arguments, "parameters", Converted("`parameters`"), ""),
+    row(Arguments, "artifacts", Converted("a task's or step's: its `inputs.artifacts` (`from`, at the path the template declares)"), "a workflow's input artifacts are not supported yet"),
+    row(Inputs, "parameters", Converted("`inputs.parameters`"), "an input's `value` is its `default` here"),
+    row(Inputs, "artifacts", Converted("the calling steps' `inputs.artifacts`"), "an input artifact with a source of its own (`raw`, `http`, `git`, `s3`, ...) is not supported yet"),
+    row(Outputs, "parameters", Converted("`outputs.parameters`"), ""),
+    row(Outputs, "artifacts", Converted("`outputs.artifacts`"), ""),
+    row(Outputs, "result", Dropped, "a status field"),
+    row(Outputs, "exitCode", Dropped, "a status field"),
+    row(Parameter, "name", Same, ""),
+    row(Parameter, "value", Same, ""),
+    row(Parameter, "default", Same, ""),
+    row(Parameter, "enum", Same, ""),
+    row(Parameter, "description", Same, ""),
+    row(Parameter, "valueFrom", Converted("`valueFrom.path`"), ""),
+    row(Parameter, "globalName", Unsupported, "global outputs (`globalName`) are not supported yet"),
+    row(ValueFrom, "path", Same, ""),
+    row(ValueFrom, "default", Converted("`default` beside `valueFrom`"), ""),
+    row(ValueFrom, "supplied", Unsupported, "a parameter supplied by a resume is not supported yet"),
+    row(ValueFrom, "jsonPath", Unsupported, "an output from a resource's jsonPath is not supported yet"),
+    row(ValueFrom, "jqFilter", Unsupported, "an output from a resource's jqFilter is not supported yet"),
+    row(ValueFrom, "event", Unsupported, "an output from an event is not supported"),
+    row(ValueFrom, "parameter", Unsupported, "an output from another parameter is not supported yet"),
+    row(ValueFrom, "expression", Unsupported, "an output from an expression is not supported yet"),
+    row(ValueFrom, "configMapKeyRef", Unsupported, "a parameter from a ConfigMap is not supported yet"),
+    row(Artifact, "name", Same, ""),
+    row(Artifact, "path", Same, ""),
+    row(Artifact, "from", Converted("`from`"), "`{{tasks.X...}}` is `{{steps.X...}}`"),
+    row(Artifact, "optional", Same, ""),
+    row(Artifact, "archive", Dropped, "artifacts are always stored as `.tar.gz`"),
+    row(Artifact, "mode", Unsupported, "an artifact's file mode is not supported yet"),
+    row(Artifact, "s3", Unsupported, "an artifact's own location is not supported: artifacts live in the workflow's repository"),
+    row(Artifact, "gcs", Unsupported, "an artifact's own location is not supported: artifacts live in the workflow's repository"),
+    row(Artifact, "oss", Unsupported, "an artifact's own location is not supported: artifacts live in the workflow's repository"),
+    row(Artifact, "azure", Unsupported, "an artifact's own location is not supported: artifacts live in the workflow's repository"),
+    row(Artifact, "hdfs", Unsupported, "an artifact's own location is not supported: artifacts live in the workflow's repository"),
+    row(Artifact, "artifactory", Unsupported, "an artifact's own location is not supported: artifacts live in the workflow's repository"),
+    row(Artifact, "git", Unsupported, "git input artifacts are not supported yet: clone in the step"),
+    row(Artifact, "http", Unsupported, "http artifacts are not supported yet"),
+    row(Artifact, "plugin", Unsupported, "artifact plugins are not supported"),
+    row(Artifact, "raw", Unsupported, "raw input artifacts are not supported yet: write the file in the step"),
+    row(Artifact, "subPath", Unsupported, "an artifact's subPath is not supported yet"),
+    row(Artifact, "recurseMode", Unsupported, "recurseMode is not supported"),
+    row(Artifact, "globalName", Unsupported, "global outputs (`globalName`) are not supported yet"),
+    row(Artifact, "archiveLogs", Unsupported, "log archiving is not supported"),
+    row(Artifact, "artifactGC", Unsupported, "an artifact's own artifactGC is not supported: set the workflow's"),
+    row(Artifact, "fromExpression", Unsupported, "fromExpression is not supported yet"),
+    row(Artifact, "deleted", Dropped, "a status field"),
+];
+
+#[rustfmt::skip]
+const POLICY_ROWS: &[Row] = &[
+    row(Retry, "limit", Converted("`limit` (a number)"), ""),
+    row(Retry, "retryPolicy", Converted("`retryPolicy`, written `OnFailure` when absent"), "Argo's default is `OnFailure`, ours `Always`; `OnTransientError` is not supported yet"),
+    row(Retry, "backoff", Converted("`backoff`"), ""),
+    row(Retry, "expression", Converted("`expression` in CEL"), "translated where it compares `lastRetry.exitCode` (`asInt(...)` dropped) joined by `and`/`or`/`&&`/`||`; `lastRetry.status` and the rest are named"),
+    row(Retry, "affinity", Unsupported, "retry affinity (another node for the retry) is not supported yet"),
+    row(Backoff, "duration", Converted("`duration` (a number is whole seconds)"), ""),
+    row(Backoff, "factor", Converted("`factor` (a number)"), ""),
+    row(Backoff, "cap", Same, ""),
+    row(Backoff, "maxDuration", Same, "counted from the first attempt's start"),
+    row(Sequence, "count", Converted("`count` (a number)"), ""),
+    row(Sequence, "start", Converted("`start` (a number)"), ""),
+    row(Sequence, "end", Converted("`end` (a number)"), ""),
+    row(Sequence, "format", Unsupported, "withSequence.format is not supported yet"),
+    row(ContinueOn, "failed", Converted("`failed: true`"), "any failure of the step, its program's or its pod's"),
+    row(ContinueOn, "error", Converted("`failed: true`"), "any failure of the step, its program's or its pod's"),
+    row(Synchronization, "mutexes", Converted("`mutexes`"), "mutexes of a database (`database: true`) are not supported"),
+    row(Synchronization, "semaphores", Converted("`semaphores` (`name`, `limit`)"), "a semaphore's limit is written in the spec here: one from a ConfigMap is not supported yet"),
+    row(Synchronization, "mutex", Converted("`mutexes: [it]`"), ""),
+    row(Synchronization, "semaphore", Converted("`semaphores: [it]`"), "as `semaphores`"),
+    row(Memoize, "key", Same, ""),
+    row(Memoize, "maxAge", Same, ""),
+    row(Memoize, "cache", Dropped, "each entry is a ConfigMap of its own (`wf-cache-<hash of the key>`)"),
+    row(Ttl, "secondsAfterCompletion", Converted("`ttlSecondsAfterFinished`"), ""),
+    row(Ttl, "secondsAfterSuccess", Converted("`ttlSecondsAfterFinished` when it is the only one or equals `secondsAfterFailure`"), "different TTLs for success and failure are not supported yet"),
+    row(Ttl, "secondsAfterFailure", Converted("`ttlSecondsAfterFinished` when it is the only one or equals `secondsAfterSuccess`"), "different TTLs for success and failure are not supported yet"),
+    row(PodGc, "strategy", Converted("`podCleanup`: `OnPodSuccess` is `OnSuccess`, `OnPodCompletion` `OnCompletion`, `OnWorkflowSuccess` and `OnWorkflowCompletion` the same"), ""),
+    row(PodGc, "labelSelector", Unsupported, "podGC.labelSelector is not supported yet"),
+    row(PodGc, "deleteDelayDuration", Unsupported, "podGC.deleteDelayDuration is not supported yet"),
+];
+
+#[rustfmt::skip]
+const CRON_ROWS: &[Row] = &[
+    row(Cron, "schedules", Same, ""),
+    row(Cron, "schedule", Converted("`schedules: [it]`"), ""),
+    row(Cron, "timezone", Same, ""),
+    row(Cron, "concurrencyPolicy", Same, ""),
+    row(Cron, "suspend", Same, ""),
+    row(Cron, "startingDeadlineSeconds", Same, "missed times: the latest one within the deadline runs (`catchUp: Latest`, ours by default), as Argo does"),
+    row(Cron, "successfulJobsHistoryLimit", Renamed("successfulRunsHistoryLimit"), ""),
+    row(Cron, "failedJobsHistoryLimit", Renamed("failedRunsHistoryLimit"), ""),
+    row(Cron, "workflowMetadata", Converted("`workflowMetadata` (`labels`, `annotations`)"), ""),
+    row(Cron, "workflowSpec", Converted("`workflowSpec`, converted as a Workflow's spec"), ""),
+    row(Cron, "stopStrategy", Unsupported, "stopStrategy is not supported yet"),
+    row(Cron, "when", Unsupported, "a CronWorkflow's `when` is not supported yet"),
+];
+
+/// Every row, each table in the order of [`Place::ALL`].
+pub fn rows() -> impl Iterator<Item = &'static Row> {
+    [
+        WORKFLOW_ROWS,
+        TEMPLATE_ROWS,
+        CONTAINER_ROWS,
+        CALL_ROWS,
+        DATA_ROWS,
+        POLICY_ROWS,
+        CRON_ROWS,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// The row of `field` in `place`, if the converter knows it.
+pub fn lookup(place: Place, field: &str) -> Option<&'static Row> {
+    rows().find(|r| r.place == place && r.field == field)
+}
+
+/// What the generated document says before the tables.
+const PREAMBLE: &str = "# Coming from Argo Workflows
+
+`workflow-operator convert FILE...` turns Argo's `Workflow`, `WorkflowTemplate`,
+`ClusterWorkflowTemplate` and `CronWorkflow` (`argoproj.io/v1alpha1`, YAML or JSON, several
+documents a file) into `WorkFlow`, `WorkFlowTemplate`, `ClusterWorkFlowTemplate` and
+`CronWorkFlow`, on standard output; what it cannot convert it names on standard error with its
+path and why (`--strict`: and exits 1). `submit` and `validate` take Argo's files as they are,
+converting them on the way. This page is generated from the converter's own table
+(`workflow-operator convert --table`): it is what the converter does.
+
+Where the defaults differ, the converter keeps Argo's meaning: every converted spec sets
+`maxStepTimeout: -1` (Argo puts no time limit on a step; ours is 60 s by default), and a
+`retryStrategy` without `retryPolicy` is written `retryPolicy: OnFailure` (Argo's default; ours
+is `Always`). A step's pod may take `startTimeout` (300 s by default) to start, which Argo does
+not bound.
+
+Commands: `argo submit`, `get`, `watch`, `logs`, `wait`, `retry`, `stop`, `terminate`, `suspend`,
+`resume`, `template list|get`, `cron list|get|suspend|resume` are `workflow-operator`'s of the
+same name; `argo lint` is `workflow-operator validate`; `argo list` and `delete` are `kubectl get
+wf` and `kubectl delete wf`.
+";
+
+/// docs/argo.md: the preamble, then a table per place.
+pub fn markdown() -> String {
+    let mut out = String::from(PREAMBLE);
+    for place in Place::ALL {
+        out.push_str(&format!(
+            "\n## {}\n\n| Argo | here | where it differs |\n|---|---|---|\n",
+            place.heading()
+        ));
+        for row in rows().filter(|r| r.place == place) {
+            let here = match row.becomes {
+                Same => "the same".to_string(),
+                Renamed(to) => format!("`{to}`"),
+                Converted(text) => text.to_string(),
+                Unsupported => "**not supported**".to_string(),
+                Dropped => "left out".to_string(),
+            };
+            out.push_str(&format!(
+                "| `{}` | {} | {} |\n",
+                row.field,
+                here,
+                row.note.replace('|', "\\|")
+            ));
+        }
+    }
+    out
+}

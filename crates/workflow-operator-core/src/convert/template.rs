@@ -1,0 +1,320 @@
+//! An Argo template (`spec.templates[]`) as ours: a container or script template's container
+//! fields on the template, a `dag`'s tasks as steps, a `steps` template's groups as Argo writes
+//! them; its deadline as the step's `timeout`. Kinds not supported yet are named.
+
+use serde_json::{Map, Value, json};
+
+use super::call::{self, Declared};
+use super::data::{self, Parameters};
+use super::table::Place;
+use super::walk::{self, Report, int_or_string};
+
+/// What the whole spec's templates share while they are converted.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// What each template declares as inputs, for its callers.
+    pub declared: Declared,
+    /// The templates' own volumes, which become the workflow's.
+    pub volumes: Vec<Value>,
+    /// The workflow's `retryStrategy`, for each template without one.
+    pub retry: Option<Value>,
+}
+
+/// What runs when the template is called.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    /// A container or script: the template's fields.
+    Container,
+    /// A `dag`'s steps (`stepName`, `dependsOn`).
+    Dag(Vec<Value>),
+    /// A `steps` template's groups of entries (`name`).
+    Steps(Vec<Vec<Value>>),
+    /// A kind not converted (named already).
+    Unsupported,
+}
+
+/// A converted template.
+#[derive(Debug, Clone)]
+pub struct Converted {
+    pub name: String,
+    /// Ours, as written in `spec.templates`.
+    pub fields: Map<String, Value>,
+    pub body: Body,
+    /// Its `failFast` and `parallelism` (a dag's or its own), which the entrypoint's are the
+    /// workflow's.
+    pub fail_fast: Option<Value>,
+    pub parallelism: Option<(String, Value)>,
+}
+
+/// Converts `spec.templates[i]` at path `at`.
+pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Report) -> Converted {
+    let mut body = Body::Unsupported;
+    let mut fail_fast = None;
+    let mut parallelism = None;
+    let mut container = Map::new();
+    let mut fields = walk::fields(
+        Place::Template,
+        template,
+        at,
+        report,
+        |field, value, path, out, report| match field {
+            "container" | "script" => {
+                body = Body::Container;
+                container = walk::fields(Place::Container, value, path, report, |_, _, _, _, _| {});
+            }
+            "dag" => body = Body::Dag(dag(value, path, &shared.declared, &mut fail_fast, report)),
+            "steps" => body = Body::Steps(steps(value, path, &shared.declared, report)),
+            "failFast" => fail_fast = Some(value.clone()),
+            "parallelism" => parallelism = Some((path.to_string(), value.clone())),
+            "volumes" => shared
+                .volumes
+                .extend(value.as_array().into_iter().flatten().cloned()),
+            _ => {
+                if let Some((key, converted)) = own_field(field, value, path, report) {
+                    out.insert(key.into(), converted);
+                }
+            }
+        },
+    );
+    fields.extend(container);
+    if matches!(body, Body::Dag(_) | Body::Steps(_)) {
+        only_calls(&mut fields, at, report);
+    }
+    match &body {
+        Body::Dag(steps) => {
+            fields.insert("dag".into(), Value::Array(steps.clone()));
+        }
+        Body::Steps(groups) => {
+            fields.insert("steps".into(), json!(groups));
+        }
+        Body::Container => {
+            if let Some(retry) = &shared.retry {
+                fields
+                    .entry("retryStrategy")
+                    .or_insert_with(|| retry.clone());
+            }
+        }
+        Body::Unsupported => {}
+    }
+    Converted {
+        name: fields
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        fields,
+        body,
+        fail_fast,
+        parallelism,
+    }
+}
+
+/// A `dag` or `steps` template keeps its name and inputs: what a container's step has besides
+/// (its own `outputs`, `cache`, `timeout`, ...) is named and left out.
+fn only_calls(fields: &mut Map<String, Value>, at: &str, report: &mut Report) {
+    let own: Vec<String> = fields
+        .keys()
+        .filter(|k| !["name", "inputs"].contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for field in own {
+        fields.remove(&field);
+        report.not_converted(
+            &walk::join(at, &field),
+            "a dag or steps template's own outputs, timeout, retries, cache or locks are not supported yet",
+        );
+    }
+}
+
+/// A field of the template itself: its name in ours and its value, or `None` when it is named
+/// as not converted.
+fn own_field(
+    field: &str,
+    value: &Value,
+    at: &str,
+    report: &mut Report,
+) -> Option<(&'static str, Value)> {
+    Some(match field {
+        "inputs" => ("inputs", inputs(value, at, report)),
+        "outputs" => ("outputs", data::outputs(value, at, report)),
+        "activeDeadlineSeconds" => ("timeout", int_or_string(value)),
+        "timeout" => ("timeout", seconds(value, at, report)?),
+        "retryStrategy" => ("retryStrategy", data::retry(value, at, report)?),
+        "initContainers" => ("initContainers", containers(value, at, report)),
+        "sidecars" => ("sidecars", containers(value, at, report)),
+        "synchronization" => ("synchronization", data::synchronization(value, at, report)),
+        "memoize" => ("cache", data::memoize(value, at, report)),
+        _ => unreachable!("every Converted row of a template is handled: {field}"),
+    })
+}
+
+/// A template's `inputs`: its parameters (a `value` as the `default`); its artifacts are given
+/// by its callers ([`Shared::declared`]).
+fn inputs(value: &Value, at: &str, report: &mut Report) -> Value {
+    Value::Object(walk::fields(
+        Place::Inputs,
+        value,
+        at,
+        report,
+        |field, value, path, out, report| {
+            if field == "parameters" {
+                out.insert(
+                    field.into(),
+                    data::parameters(value, path, Parameters::Inputs, report),
+                );
+            } else {
+                data::artifacts(value, path, report);
+            }
+        },
+    ))
+}
+
+/// What each template declares as inputs: its artifacts (name and path) and parameters.
+pub fn declared(templates: &[Value]) -> Declared {
+    let mut declared = Declared::default();
+    for template in templates {
+        let Some(name) = template.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let listed = |list: &str| {
+            template
+                .pointer(&format!("/inputs/{list}"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let artifacts = listed("artifacts")
+            .iter()
+            .filter_map(|a| Some((a.get("name")?.as_str()?.to_string(), a.get("path")?.clone())))
+            .collect();
+        let parameters = listed("parameters")
+            .iter()
+            .filter_map(|p| Some(p.get("name")?.as_str()?.to_string()))
+            .collect();
+        declared.artifacts.insert(name.to_string(), artifacts);
+        declared.parameters.insert(name.to_string(), parameters);
+    }
+    declared
+}
+
+/// `initContainers` or `sidecars`, without Argo's `mirrorVolumeMounts`.
+fn containers(value: &Value, at: &str, report: &mut Report) -> Value {
+    let list = walk::items(value, at, report)
+        .into_iter()
+        .map(|(path, container)| {
+            let mut container = container.clone();
+            if let Some(map) = container.as_object_mut()
+                && map.remove("mirrorVolumeMounts").is_some()
+            {
+                report.not_converted(
+                    &walk::join(&path, "mirrorVolumeMounts"),
+                    "mirrorVolumeMounts is not supported yet: give the container its volumeMounts",
+                );
+            }
+            container
+        })
+        .collect();
+    Value::Array(list)
+}
+
+fn dag(
+    value: &Value,
+    at: &str,
+    inputs: &Declared,
+    fail_fast: &mut Option<Value>,
+    report: &mut Report,
+) -> Vec<Value> {
+    let mut steps = Vec::new();
+    walk::fields(
+        Place::Dag,
+        value,
+        at,
+        report,
+        |field, value, path, _, report| {
+            if field == "failFast" {
+                *fail_fast = Some(value.clone());
+                return;
+            }
+            for (path, task) in walk::items(value, path, report) {
+                let mut step = call::task(task, &path, inputs, report);
+                inline(task, &mut step, &path, report);
+                steps.push(step);
+            }
+        },
+    );
+    steps
+}
+
+fn steps(value: &Value, at: &str, inputs: &Declared, report: &mut Report) -> Vec<Vec<Value>> {
+    walk::items(value, at, report)
+        .into_iter()
+        .map(|(path, group)| {
+            walk::items(group, &path, report)
+                .into_iter()
+                .map(|(path, entry)| {
+                    let mut step = call::entry(entry, &path, inputs, report);
+                    inline(entry, &mut step, &path, report);
+                    step
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A call's `inline` container or script template: its fields on the step.
+fn inline(call: &Value, step: &mut Value, at: &str, report: &mut Report) {
+    let (Some(inline), Some(step)) = (call.get("inline"), step.as_object_mut()) else {
+        return;
+    };
+    let path = walk::join(at, "inline");
+    let converted = template(inline, &path, &mut Shared::default(), report);
+    if converted.body != Body::Container {
+        report.not_converted(&path, "an inline template that is not a container or script is not supported yet: name a template");
+        return;
+    }
+    step.extend(converted.fields.into_iter().filter(|(k, _)| k != "name"));
+}
+
+/// A Go duration (`30s`, `1h30m`, `500ms`) or a number, as whole seconds (rounded up).
+fn seconds(value: &Value, at: &str, report: &mut Report) -> Option<Value> {
+    let text = match value {
+        Value::Number(n) => return Some(Value::Number(n.clone())),
+        // A parameter, filled in before the field is read.
+        Value::String(text) if text.contains("{{") => return Some(value.clone()),
+        Value::String(text) => text.trim(),
+        _ => "",
+    };
+    if let Ok(n) = text.parse::<i64>() {
+        return Some(n.into());
+    }
+    match go_duration(text) {
+        Some(seconds) => Some(Value::from(seconds.ceil() as i64)),
+        None => {
+            report.not_converted(at, format!("{value} is not a duration"));
+            None
+        }
+    }
+}
+
+fn go_duration(text: &str) -> Option<f64> {
+    let mut rest = text;
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            _ => return None,
+        };
+        total += number * scale;
+        rest = &rest[unit_len..];
+    }
+    (!text.is_empty()).then_some(total)
+}

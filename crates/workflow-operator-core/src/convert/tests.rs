@@ -1,0 +1,357 @@
+//! The converter on Argo documents of each form (`testdata/`), its unsupported-field
+//! messages, the `when` translation, and docs/argo.md as the table generates it.
+
+use rstest::rstest;
+use serde_json::{Value, json};
+
+use super::{convert, read, table, when};
+
+fn converted(text: &str) -> Vec<(Value, Vec<String>)> {
+    read(text)
+        .expect("the test data parses")
+        .iter()
+        .filter_map(|d| convert(d).ok())
+        .map(|c| {
+            let problems = c.problems.iter().map(ToString::to_string).collect();
+            (c.document, problems)
+        })
+        .collect()
+}
+
+fn one(text: &str) -> (Value, Vec<String>) {
+    converted(text).remove(0)
+}
+
+#[test]
+fn a_dag_entrypoint_becomes_the_steps_with_the_task_names_and_argos_meaning() {
+    let (workflow, problems) = one(include_str!("testdata/dag.yaml"));
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(workflow["kind"], "WorkFlow");
+    assert_eq!(
+        workflow["metadata"],
+        json!({"generateName": "coin-", "labels": {"team": "a"}})
+    );
+    let spec = &workflow["spec"];
+    assert_eq!(
+        spec["containers"],
+        json!([
+            {"stepName": "flip", "template": "flip"},
+            {"stepName": "heads", "template": "say", "dependsOn": ["flip"],
+             "when": "steps[\"flip\"].outputs.result == \"{{workflow.parameters.side}}\"",
+             "arguments": {"parameters": [{"name": "text", "value": "it was {{steps.flip.outputs.result}}"}]}},
+            {"stepName": "tails", "template": "say", "dependsOn": ["flip", "heads"],
+             "when": "steps[\"flip\"].outputs.result != \"heads\"",
+             "arguments": {"parameters": [{"name": "text", "value": "tails"}]}},
+        ])
+    );
+    assert_eq!(spec["maxStepTimeout"], -1, "Argo puts no limit on a step");
+    assert_eq!(spec["failFast"], false);
+    assert_eq!(
+        spec["podTemplate"],
+        json!({"serviceAccountName": "runner", "nodeSelector": {"disk": "ssd"}})
+    );
+    assert_eq!(spec["ttlSecondsAfterFinished"], 300);
+    assert_eq!(spec["podCleanup"], "OnSuccess");
+    let templates = spec["templates"].as_array().unwrap();
+    assert_eq!(
+        templates.len(),
+        2,
+        "the inlined entrypoint is left out: {templates:?}"
+    );
+    assert_eq!(
+        templates[0],
+        json!({"name": "flip", "image": "python:3.12-alpine", "command": ["python3"],
+               "source": "print(\"heads\")\n", "timeout": 30,
+               "retryStrategy": {"limit": 2, "retryPolicy": "OnFailure", "backoff": {"duration": "1", "factor": 2.0}}})
+    );
+    assert_eq!(
+        templates[1]["outputs"],
+        json!({"parameters": [{"name": "colour", "valueFrom": {"path": "/tmp/colour"}, "default": "none"}]})
+    );
+    assert_eq!(templates[1].get("name"), Some(&json!("say")));
+}
+
+#[test]
+fn a_steps_entrypoint_runs_each_group_after_the_whole_group_before() {
+    let (workflow, problems) = one(include_str!("testdata/steps.yaml"));
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(
+        workflow["spec"]["containers"],
+        json!([
+            {"stepName": "first", "template": "say"},
+            {"stepName": "left", "dependsOn": ["first"], "template": "say"},
+            {"stepName": "right", "dependsOn": ["first"], "template": "say",
+             "withSequence": {"count": 3}, "continueOn": {"failed": true}},
+            {"stepName": "last", "dependsOn": ["left", "right"], "template": "say",
+             "when": "steps[\"left\"].phase == \"Succeeded\""},
+        ])
+    );
+    assert_eq!(
+        workflow["spec"]["templates"][0]["timeout"], 90,
+        "1m30s in seconds"
+    );
+}
+
+#[test]
+fn a_steps_template_called_by_another_keeps_argos_groups() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: WorkflowTemplate
+metadata: {name: lib}
+spec:
+  templates:
+    - name: pair
+      steps: [[{name: a, template: say, arguments: {parameters: [{name: x, value: "1"}]}}], [{name: b, template: say}]]
+    - name: say
+      inputs: {parameters: [{name: x, value: "0"}]}
+      container: {image: busybox:1.36}
+"#;
+    let (template, problems) = one(text);
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(template["kind"], "WorkFlowTemplate");
+    assert_eq!(
+        template["spec"]["templates"][0],
+        json!({"name": "pair", "steps": [
+            [{"name": "a", "template": "say", "arguments": {"parameters": [{"name": "x", "value": "1"}]}}],
+            [{"name": "b", "template": "say"}],
+        ]})
+    );
+}
+
+#[test]
+fn a_literal_withparam_is_withitems_and_an_argument_the_template_does_not_take_is_left_out() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: loop}
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      dag:
+        tasks:
+          - name: each
+            template: say
+            withParam: '[{"os": "linux"}, {"os": "darwin"}]'
+            arguments: {parameters: [{name: text, value: "{{item.os}}"}, {name: ignored, value: x}]}
+    - name: say
+      inputs: {parameters: [{name: text}]}
+      container: {image: busybox:1.36, command: [echo, "{{inputs.parameters.text}}"]}
+"#;
+    let (workflow, problems) = one(text);
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(
+        workflow["spec"]["containers"][0],
+        json!({"stepName": "each", "template": "say",
+               "withItems": [{"os": "linux"}, {"os": "darwin"}],
+               "arguments": {"parameters": [{"name": "text", "value": "{{item.os}}"}]}})
+    );
+}
+
+#[test]
+fn an_inline_container_template_is_its_steps_own_fields() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: inline}
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      dag:
+        tasks:
+          - name: a
+            inline:
+              container: {image: busybox:1.36, command: [echo, a]}
+"#;
+    let (workflow, problems) = one(text);
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(
+        workflow["spec"]["containers"],
+        json!([{"stepName": "a", "image": "busybox:1.36", "command": ["echo", "a"]}])
+    );
+}
+
+#[test]
+fn a_recursive_entrypoint_is_inlined_and_kept_for_its_own_call() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: again}
+spec:
+  entrypoint: flip
+  templates:
+    - name: flip
+      steps:
+        - - {name: toss, template: toss}
+        - - {name: again, template: flip, when: "{{steps.toss.outputs.result}} == tails"}
+    - name: toss
+      script: {image: alpine:3.20, source: echo heads}
+"#;
+    let (workflow, _) = one(text);
+    let spec = &workflow["spec"];
+    assert_eq!(spec["containers"][1]["template"], "flip");
+    let kept: Vec<&Value> = spec["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["name"])
+        .collect();
+    assert_eq!(kept, [&json!("flip"), &json!("toss")]);
+}
+
+#[test]
+fn a_steps_templates_own_outputs_are_named_and_left_out() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: WorkflowTemplate
+metadata: {name: outs}
+spec:
+  templates:
+    - name: pair
+      steps: [[{name: a, template: make}]]
+      outputs:
+        parameters: [{name: n, valueFrom: {parameter: "{{steps.a.outputs.parameters.n}}"}}]
+        artifacts: [{name: f, from: "{{steps.a.outputs.artifacts.f}}"}]
+    - name: make
+      container: {image: busybox:1.36, command: [touch, /f]}
+      outputs:
+        artifacts: [{name: f, path: /f}]
+"#;
+    let (template, problems) = one(text);
+    assert_eq!(
+        problems,
+        [
+            "spec.templates[0].outputs.artifacts[0].from: a template's output artifact taken from one of its steps is not supported yet",
+            "spec.templates[0].outputs.parameters[0].valueFrom.parameter: an output from another parameter is not supported yet",
+            "spec.templates[0].outputs: a dag or steps template's own outputs, timeout, retries, cache or locks are not supported yet",
+        ]
+    );
+    assert_eq!(
+        template["spec"]["templates"][0],
+        json!({"name": "pair", "steps": [[{"name": "a", "template": "make"}]]})
+    );
+}
+
+#[test]
+fn what_cannot_be_converted_is_named_with_its_path_and_why() {
+    let (workflow, problems) = one(include_str!("testdata/unsupported.yaml"));
+    assert_eq!(
+        problems,
+        [
+            "spec.podSpecPatch: podSpecPatch is not supported yet",
+            "spec.templates[1].suspend: suspend templates are not supported yet",
+            "spec.templates[2].resource: resource templates are not supported yet",
+        ]
+    );
+    assert_eq!(workflow["spec"]["containers"][1]["stepName"], "wait");
+}
+
+#[test]
+fn a_field_the_converter_does_not_know_is_named() {
+    let text = "{apiVersion: argoproj.io/v1alpha1, kind: Workflow, metadata: {name: x}, spec: {entrypoint: a, templates: [{name: a, container: {image: x, colour: red}}]}}";
+    let (_, problems) = one(text);
+    assert_eq!(
+        problems,
+        ["spec.templates[0].container.colour: not a field the converter knows"]
+    );
+}
+
+#[test]
+fn several_documents_each_converted_and_other_kinds_left_out() {
+    let documents = converted(include_str!("testdata/several.yaml"));
+    let kinds: Vec<&Value> = documents.iter().map(|(d, _)| &d["kind"]).collect();
+    assert_eq!(kinds, [&json!("WorkFlowTemplate"), &json!("CronWorkFlow")]);
+    let (library, _) = &documents[0];
+    assert_eq!(library["spec"]["templates"][0]["name"], "say");
+    assert!(library["spec"].get("containers").is_none());
+    let (cron, problems) = &documents[1];
+    assert_eq!(problems, &Vec::<String>::new());
+    let spec = &cron["spec"];
+    assert_eq!(spec["schedules"], json!(["0 2 * * *"]));
+    assert_eq!(spec["successfulRunsHistoryLimit"], 4);
+    assert_eq!(spec["failedRunsHistoryLimit"], 2);
+    assert_eq!(
+        spec["workflowSpec"]["containers"],
+        json!([{"stepName": "say", "template": "say"}])
+    );
+}
+
+#[test]
+fn json_is_read_and_the_entrypoints_inputs_are_the_workflows_parameters() {
+    let (workflow, problems) = one(include_str!("testdata/hello.json"));
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(
+        workflow["spec"]["containers"],
+        json!([{"stepName": "hello", "template": "hello",
+                "arguments": {"parameters": [{"name": "message", "value": "{{workflow.parameters.message}}"}]}}])
+    );
+}
+
+#[test]
+fn a_kind_argo_has_and_we_do_not_is_refused_saying_so() {
+    let document = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowEventBinding"});
+    let error = convert(&document).unwrap_err();
+    assert!(error.contains("\"WorkflowEventBinding\""), "{error}");
+}
+
+#[rstest]
+#[case(
+    "{{steps.flip.outputs.result}} == heads",
+    r#"steps["flip"].outputs.result == "heads""#
+)]
+#[case(
+    "{{tasks.a.outputs.parameters.n}} > 5",
+    r#"double(steps["a"].outputs.parameters.n) > 5.0"#
+)]
+#[case(
+    "{{workflow.parameters.go}} == 'yes' && ({{steps.a.status}} == Error || !({{item}} != x))",
+    r#"workflow.parameters.go == "yes" && (steps["a"].phase == "Failed" || !("{{item}}" != "x"))"#
+)]
+#[case(
+    "{{workflow.status}} == Succeeded",
+    r#"workflow.status == "Completed""#
+)]
+#[case(
+    "{{steps.a.outputs.result}} =~ '^v[0-9]'",
+    r#"steps["a"].outputs.result.matches("^v[0-9]")"#
+)]
+#[case(
+    "{{steps.coin-flip.outputs.result}} == 5",
+    r#"steps["coin-flip"].outputs.result == "5""#
+)]
+#[case(
+    "{{steps.count.outputs.result}} < {{inputs.parameters.limit}}",
+    r#"double(steps["count"].outputs.result) < double("{{inputs.parameters.limit}}")"#
+)]
+fn when_is_translated_to_cel(#[case] argo: &str, #[case] cel: &str) {
+    assert_eq!(when::to_cel(argo).as_deref(), Ok(cel));
+}
+
+#[rstest]
+#[case("{{=asInt(steps.a.outputs.result) > 2}}")]
+#[case("{{steps.a.outputs.result}} + 1 == 2")]
+#[case("{{steps.a.ip}} == x")]
+#[case("v{{steps.a.outputs.result}} == v1")]
+#[case("{{steps.a.outputs.result}} in (a, b)")]
+fn when_that_cannot_be_translated_safely_is_refused(#[case] argo: &str) {
+    assert!(when::to_cel(argo).is_err(), "{:?}", when::to_cel(argo));
+}
+
+#[test]
+fn a_retry_expression_over_the_exit_code_is_translated() {
+    assert_eq!(
+        when::retry_expression("asInt(lastRetry.exitCode) > 1 and lastRetry.exitCode != 7"),
+        Ok("lastRetry.exitCode > 1 && lastRetry.exitCode != 7".to_string())
+    );
+    assert!(when::retry_expression("lastRetry.status == \"Error\"").is_err());
+}
+
+#[test]
+fn docs_argo_md_is_what_the_table_generates() {
+    let written = include_str!("../../../../docs/argo.md");
+    assert!(
+        written == table::markdown(),
+        "docs/argo.md is not what the converter's table generates: run `make argo-doc` (workflow-operator convert --table > docs/argo.md)"
+    );
+}
