@@ -1,7 +1,7 @@
 """The SDK's first example: two Python functions as steps, the second given the first's result.
 
-    python examples/python/hello.py          # prints the manifest
-    python examples/python/hello.py --run    # runs it on the embedded control plane
+`python examples/python/hello.py` prints the manifest; with `--run` it runs it on the embedded
+control plane (`workflow-operator` from `$WORKFLOW_OPERATOR_BIN`, else the PATH).
 """
 
 from __future__ import annotations

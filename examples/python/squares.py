@@ -1,8 +1,8 @@
 """Fan-out and fan-in, a condition and a container step: square each number a first step lists,
 one pod per number, then report once every square is done.
 
-    python examples/python/squares.py          # prints the manifest
-    python examples/python/squares.py --run    # runs it on the embedded control plane
+`python examples/python/squares.py` prints the manifest; with `--run` it runs it on the embedded
+control plane (`workflow-operator` from `$WORKFLOW_OPERATOR_BIN`, else the PATH).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def largest(values: list[int]) -> str:
     return f"the largest is {max(values)}"
 
 
-@wo.container(image="busybox:1.36", command=["sh", "-c", "echo squared {{inputs.parameters.count}}"])
+@wo.container(
+    image="busybox:1.36", command=["sh", "-c", "echo squared {{inputs.parameters.count}}"]
+)
 def report(count: int) -> None: ...
 
 

@@ -65,6 +65,9 @@ def test_mistakes_in_building_a_workflow_are_named() -> None:
     with pytest.raises(TypeError, match="make\\(\\): missing a required argument: 'n'"):
         with wo.Workflow(generate_name="x-"):
             make()
+    with pytest.raises(TypeError, match=r"make\(\): n must be int, got 'abc'"):
+        with wo.Workflow(generate_name="x-"):
+            make(n="abc")
     with pytest.raises(wo.WorkflowError, match="container step: call it inside"):
         plain()
 

@@ -140,6 +140,7 @@ class StepFunction(Generic[P, R]):
             bound = self.signature.bind(*args, **arguments)
         except TypeError as error:
             raise TypeError(f"{self.name}(): {error}") from None
+        _check_types(self.fn, bound.arguments)
         entries, refs = _arguments(bound.arguments)
         names = (options.pop("step_name", None), options.pop("name", None))
         name = names[0] or names[1] or self.name
@@ -189,6 +190,27 @@ def _fan_out(name: str, mapped: dict[str, Any]) -> dict[str, Any]:
     return {"fields": {"withItems": items}, "arguments": arguments}
 
 
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except (NameError, TypeError):
+        # An annotation this program cannot resolve: only `str` is told apart.
+        return {k: str for k, v in fn.__annotations__.items() if v in (str, "str")}
+
+
+def _check_types(fn: Callable[..., Any], values: Mapping[str, Any]) -> None:
+    """A Python value given where the annotation says another plain type would fail in the pod,
+    after the workflow was submitted: say so now."""
+    hints = _hints(fn)
+    for name, value in values.items():
+        expected = typing.get_origin(hints.get(name)) or hints.get(name)
+        if isinstance(value, Ref) or expected not in (str, int, float, bool, list, dict):
+            continue
+        fits = isinstance(value, expected) or (expected is float and isinstance(value, int))
+        if not fits or (expected is int and isinstance(value, bool)):
+            raise TypeError(f"{fn.__name__}(): {name} must be {expected.__name__}, got {value!r}")
+
+
 def _arguments(values: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[Ref]]:
     """A call's arguments as the manifest's `arguments.parameters`, and what they refer to."""
     entries, refs = [], []
@@ -217,11 +239,7 @@ def _inputs(fn: Callable[..., Any]) -> list[dict[str, str]]:
 def _kinds(fn: Callable[..., Any]) -> dict[str, str]:
     """How a script decodes each input: `str` keeps text that is not a JSON string as it is;
     the others must be JSON; `any` (no annotation) takes JSON, else the text."""
-    try:
-        hints = typing.get_type_hints(fn)
-    except (NameError, TypeError):
-        # An annotation this program cannot resolve: only `str` is told apart.
-        hints = {k: str for k, v in fn.__annotations__.items() if v in (str, "str")}
+    hints = _hints(fn)
     kinds = {}
     for name in inspect.signature(fn).parameters:
         hint = hints.get(name)
