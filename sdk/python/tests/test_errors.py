@@ -109,3 +109,11 @@ def test_a_binary_that_is_not_there_says_where_it_was_looked_for(
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(wo.DevClusterError, match=r"not on the PATH: .* WORKFLOW_OPERATOR_BIN"):
         wo.dev()
+
+
+def test_a_kubeconfig_that_is_not_there_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/config")
+    with wo.Workflow(generate_name="x-") as w:
+        plain()
+    with pytest.raises(wo.WorkflowError, match=r"^kubeconfig /nonexistent/config: "):
+        w.submit()

@@ -5,14 +5,22 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import workflow_operator as wo
 
 from .conftest import EXAMPLES, load_example
 
 
-def test_hello_passes_one_steps_result_to_the_next(workflow_cluster: wo.DevCluster) -> None:
+def test_hello_passes_one_steps_result_to_the_next(
+    workflow_cluster: wo.DevCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     example = load_example("hello")
-    run = workflow_cluster.submit(example.w, namespace="team")
+    # As the user does: the kubeconfig found as kubectl finds it.
+    workflow_cluster.namespace("team")
+    monkeypatch.setenv("KUBECONFIG", workflow_cluster.kubeconfig)
+    run = example.w.submit(namespace="team")
+    assert run.namespace == "team" and run.name.startswith("py-")
     assert run.wait(timeout=60) == "Completed", run.message
     assert run.result("hello") == "hello world"
     assert run.result("shout") == "HELLO WORLD"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any, cast
 
@@ -27,6 +28,8 @@ PLURALS = {"WorkFlow": "workflows", "WorkFlowTemplate": "workflowtemplates"}
 def connect(kubeconfig: str | None = None, context: str | None = None) -> tuple[Any, str]:
     """An API client as kubectl would make it (`KUBECONFIG`, else ~/.kube/config, else the
     pod's service account), and the context's namespace (else `default`)."""
+    # Read now, not when the client was imported.
+    kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
     try:
         # The client's config module has no annotations.
         api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
@@ -35,16 +38,26 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> tuple[
         contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
             config_file=kubeconfig
         )
-        if context is not None:
-            active = next(c for c in contexts if c["name"] == context)
-        namespace = (active.get("context") or {}).get("namespace") or "default"
-        return api, str(namespace)
-    except k8s_config.ConfigException:
+    except k8s_config.ConfigException as error:
         if kubeconfig is not None or context is not None:
-            raise
+            raise WorkflowError(f"kubeconfig {kubeconfig or ''}: {error}") from None
+        return _in_cluster(error)
+    if context is not None:
+        active = next(c for c in contexts if c["name"] == context)
+    namespace = (active.get("context") or {}).get("namespace") or "default"
+    return api, str(namespace)
+
+
+def _in_cluster(kubeconfig_error: Exception) -> tuple[Any, str]:
+    try:
         k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
-        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-            return k8s.ApiClient(), f.read().strip()
+    except k8s_config.ConfigException as error:
+        raise WorkflowError(
+            f"no cluster to talk to: no kubeconfig ({kubeconfig_error}; set KUBECONFIG or pass "
+            f"kubeconfig=), and not in a pod ({error})"
+        ) from None
+    with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+        return k8s.ApiClient(), f.read().strip()
 
 
 def api_error(error: Exception, doing: str) -> WorkflowError:
