@@ -114,3 +114,11 @@ def test_validate_accepts_the_python_workflow(operator_binary: str) -> None:
         text=True,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_lists_on_either_side_of_rshift_make_every_edge() -> None:
+    with wo.Workflow(generate_name="edges-") as w:
+        a, b, c, d = (say(message=n, name=n) for n in "abcd")
+        a >> [b, c] >> d
+    depends = {s["stepName"]: s.get("dependsOn") for s in w.to_manifest()["spec"]["containers"]}
+    assert depends == {"a": None, "b": ["a"], "c": ["a"], "d": ["b", "c"]}
