@@ -33,4 +33,5 @@ def test_items_zipped_and_given_by_keyword_each_run(workflow_cluster: wo.DevClus
     assert run.wait(timeout=60) == "Completed", run.message
     assert run.result("label") == ["a=1", "b=2"]
     assert run.result("double") == [10, 12, 14]
+    assert run.result("double[2]") == 14
     assert run.logs()["done"] == "all done\n"

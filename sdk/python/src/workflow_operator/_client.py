@@ -191,16 +191,20 @@ class Run:
 
     def result(self, step: str) -> Any:
         """A step's result, decoded from JSON: a script's return value, a container's standard
-        output; for a step that fans out, the list of its items' results."""
+        output; for a step that fans out, the list of its items' results (`step[2]`: one)."""
         for entry in (self.get().get("status") or {}).get("steps") or []:
             result = (entry.get("outputs") or {}).get("result")
             if entry.get("name") == step and result is not None:
                 return decode(step, result)
-        pods = [p for p in self.pods() if step_of(p) == step and p.status.phase == "Succeeded"]
+        pods = [
+            p
+            for p in self.pods()
+            if step in (step_of(p), instance_of(p)) and p.status.phase == "Succeeded"
+        ]
         if not pods:
             raise NoResult(self._no_result(step))
         items = {instance_of(p): self._pod_result(step, p) for p in pods}
-        if any(LABEL_ITEM in (p.metadata.labels or {}) for p in pods):
+        if step not in items and any(LABEL_ITEM in (p.metadata.labels or {}) for p in pods):
             order = sorted(items, key=lambda k: int(k.rsplit("[", 1)[1].rstrip("]")))
             return [items[k] for k in order]
         return next(iter(items.values()))
