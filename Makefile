@@ -11,7 +11,7 @@ SHELL := /bin/bash
 TEST_THREADS ?= $(shell n=$$(( $$(nproc) * 8 )); echo $$(( n > 32 ? 32 : n )))
 export RUST_TEST_THREADS = $(TEST_THREADS)
 
-.PHONY: demo test test-slow lint lint-source clippy lint-docs fmt crd argo-doc bench bench-dag image deploy-kind test-kind tools help
+.PHONY: demo test test-python test-slow lint lint-source clippy lint-docs fmt crd argo-doc bench bench-dag image deploy-kind test-kind tools help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -19,13 +19,29 @@ help: ## list the targets
 demo: ## run examples/diamond.yaml to Completed on the embedded control plane
 	$(CARGO) run --quiet -- dev --apply examples/diamond.yaml --until-done
 
-tools: ## install the test tools: kubectl and the Python client into .venv/; chromium and docker-registry with apt-get
+tools: ## install the test tools: kubectl, the Python client and SDK (pytest, ruff, mypy) into .venv/; chromium and docker-registry with apt-get
 	./scripts/install-test-tools.sh
 
-test: tools ## run the whole test suite
+test: tools ## run the whole test suite (the Rust workspace's, then the Python SDK's)
 	@start=$$(date +%s); \
 	$(CARGO) test --workspace --all-targets --no-fail-fast && $(CARGO) test --workspace --doc; rc=$$?; \
+	$(PYTHON_CHECKS) || rc=1; \
 	echo "test suite took $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# The Python SDK (sdk/python, installed into .venv/ by `make tools`): ruff (the examples with
+# the package's settings), mypy --strict, and its tests on the embedded control plane of the
+# debug build `cargo test` leaves in the target directory. One shell command, so that `make -n
+# test` prints it rather than running a sub-make.
+DEBUG_BIN := $(abspath $(or $(CARGO_TARGET_DIR),target))/debug/workflow-operator
+PYTHON_CHECKS := (cd sdk/python && set -x && \
+	../../.venv/bin/ruff check --config pyproject.toml . ../../examples/python && \
+	../../.venv/bin/ruff format --check --config pyproject.toml . ../../examples/python && \
+	../../.venv/bin/mypy --strict && \
+	WORKFLOW_OPERATOR_BIN=$(DEBUG_BIN) ../../.venv/bin/python -m pytest -q)
+
+test-python: tools ## the Python SDK's lint (ruff, mypy --strict) and tests, on a debug build
+	$(CARGO) build --bin workflow-operator --bin workflow-agent
+	@$(PYTHON_CHECKS)
 
 test-slow: tools ## the slow reliability tests: 20 operator kills during 50 workflows; a 5,000-step workflow
 	$(CARGO) test --test it -- --ignored --nocapture reliability_crash:: reliability_awkward_input::

