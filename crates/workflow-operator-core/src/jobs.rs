@@ -455,9 +455,12 @@ impl<'a> StepJob<'a> {
         let (name, agent) = (parts.name, parts.agent);
         let pod = (self.workflow.spec.pod_template.as_deref().cloned()).unwrap_or_default();
         let metadata = pod.metadata.unwrap_or_default();
-        // The exact step name on the pod too, for `logs` (labels may be shortened).
+        // The exact workflow and step names on the pod too, for `logs` and clients that start
+        // from a pod (labels may be shortened).
         let mut annotations = metadata.annotations;
         annotations.insert(ANNOTATION_STEP.to_string(), self.step.step_name.clone());
+        let workflow = self.workflow.metadata.name.clone().unwrap_or_default();
+        annotations.insert(ANNOTATION_WORKFLOW.to_string(), workflow);
         let workspace = self.workflow.spec.workspace.as_deref().map(|_| Volume {
             name: WORKSPACE_VOLUME.to_string(),
             persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
@@ -1102,6 +1105,11 @@ mod tests {
         assert_eq!(annotations[ANNOTATION_STEP], "Fetch_Data");
         assert_eq!(annotations[ANNOTATION_WORKFLOW], "wf");
         let spec = job.spec.as_ref().unwrap();
+        let pod_annotations = (spec.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .unwrap();
+        assert_eq!(pod_annotations[ANNOTATION_STEP], "Fetch_Data");
+        assert_eq!(pod_annotations[ANNOTATION_WORKFLOW], "wf");
         assert_eq!(spec.backoff_limit, Some(2));
         assert_eq!(
             spec.active_deadline_seconds,
