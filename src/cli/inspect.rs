@@ -309,7 +309,7 @@ fn schema_problems(kind: &str, value: &Value) -> Result<Value, Vec<String>> {
     }
     Err(unknown
         .into_iter()
-        .map(|field| format!("unknown field {field:?}"))
+        .map(|field| super::suggest::unknown_field(&schema, &field))
         .chain(
             errors
                 .into_iter()

@@ -31,6 +31,7 @@ mod locks;
 pub(crate) mod logs;
 mod run;
 mod submit;
+mod suggest;
 mod template;
 mod wait;
 

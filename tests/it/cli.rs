@@ -132,7 +132,9 @@ fn validate_refuses_a_typo_field_naming_its_path() {
     let output = run(&["validate", file.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert!(
-        stderr(&output).contains(r#"unknown field "spec.containers[1].depends_on""#),
+        stderr(&output).contains(
+            r#"unknown field "spec.containers[1].depends_on": did you mean "dependsOn"?"#
+        ),
         "{}",
         stderr(&output)
     );
@@ -314,7 +316,10 @@ fn validate_names_each_problem_of_a_cron_workflow_and_of_the_spec_of_its_runs() 
             "concurrencyPolicy: Sometimes",
             "spec.concurrencyPolicy: Unsupported value",
         ),
-        ("schedule: ['@daily']", r#"unknown field "spec.schedule""#),
+        (
+            "schedule: ['@daily']",
+            r#"unknown field "spec.schedule": did you mean "schedules"?"#,
+        ),
         (
             "workflowSpec: {containers: [{stepName: a, image: x, dependsOn: [b]}, {stepName: b, image: x, dependsOn: [a]}]}",
             "spec.workflowSpec: dependency cycle: a -> b -> a",

@@ -87,6 +87,30 @@ fn push_index(path: &mut String, index: usize) {
     let _ = write!(path, "[{index}]");
 }
 
+/// The fields the schema declares beside the field at `path` (as [`normalize`] reports an
+/// unknown one: `spec.containers[0].dependencies`), for a "did you mean" of a misspelt field;
+/// empty when the path does not lead through the schema.
+pub fn sibling_fields(schema: &Value, path: &str) -> Vec<String> {
+    let mut parent = schema;
+    let segments: Vec<&str> = path.split('.').collect();
+    for segment in &segments[..segments.len().saturating_sub(1)] {
+        let (key, indexes) = segment.split_once('[').unwrap_or((segment, ""));
+        let Some(Some(child)) = property_schema(parent, key) else {
+            return Vec::new();
+        };
+        parent = child;
+        for _ in indexes.matches(']') {
+            let Some(items) = parent.get("items") else {
+                return Vec::new();
+            };
+            parent = items;
+        }
+    }
+    (parent.get("properties").and_then(Value::as_object))
+        .map(|properties| properties.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
 /// The schema of a map's value under `key`: a declared property, else `additionalProperties`
 /// when it is a schema. `Some(None)` means allowed without a schema (`additionalProperties: true`).
 pub(crate) fn property_schema<'a>(schema: &'a Value, key: &str) -> Option<Option<&'a Value>> {
@@ -636,6 +660,19 @@ mod tests {
         assert_eq!(obj["spec"]["containers"][1]["retries"], 2);
         // metadata is the server's: never pruned by the schema.
         assert_eq!(obj["metadata"]["anything"], 1);
+    }
+
+    #[test]
+    fn the_siblings_of_a_field_are_found_through_maps_and_lists() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "steps": {"type": "array", "items": {"type": "object", "properties": {
+                "dependsOn": {"type": "array"}, "stepName": {"type": "string"}}}}}}}});
+        assert_eq!(
+            sibling_fields(&schema, "spec.steps[0].dependencies"),
+            ["dependsOn", "stepName"]
+        );
+        assert_eq!(sibling_fields(&schema, "spec.stepz"), ["steps"]);
+        assert!(sibling_fields(&schema, "spec.nowhere[1].x").is_empty());
     }
 
     #[test]
