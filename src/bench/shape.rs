@@ -165,6 +165,7 @@ pub fn manifest(name: &str, namespace: &str, spec: &Value) -> Value {
 mod tests {
     use super::*;
     use workflow_operator_core::WorkFlowSpec;
+    use workflow_operator_core::crd::OptionNum;
     use workflow_operator_core::dag::Dag;
 
     fn edges(deps: &[Vec<usize>]) -> usize {
@@ -222,7 +223,7 @@ mod tests {
                     .map(|c| {
                         c.with_sequence
                             .as_ref()
-                            .map_or(1, |s| s.count.unwrap() as usize)
+                            .map_or(1, |s| s.count.num().unwrap() as usize)
                     })
                     .sum();
                 assert_eq!(jobs, steps, "{shape} {steps}");

@@ -287,11 +287,7 @@ impl Shown {
             &status.retry.map(|r| r.to_string()).unwrap_or_default(),
         );
         if let Some(parallelism) = status.parallelism {
-            let from = spec
-                .parallelism
-                .num()
-                .map(|p| format!(", spec {p}"))
-                .unwrap_or_default();
+            let from = (spec.parallelism.num()).map_or(String::new(), |p| format!(", spec {p}"));
             let set = format!("{parallelism} at once (parallelism set by rules{from})");
             field("Steps", &set);
         }
@@ -601,7 +597,7 @@ mod tests {
             last_fired_at_completions: Some(2),
             firings: fired.map(String::from).to_vec(),
         }];
-        shown.workflow.spec.parallelism = Some(1);
+        shown.workflow.spec.parallelism = Some(1.into());
         let text = shown.render(Timestamp::UNIX_EPOCH);
         assert!(
             text.contains("Steps:     3 at once (parallelism set by rules, spec 1)"),
