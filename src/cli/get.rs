@@ -287,11 +287,7 @@ impl Shown {
             &status.retry.map(|r| r.to_string()).unwrap_or_default(),
         );
         if let Some(parallelism) = status.parallelism {
-            let from = spec
-                .parallelism
-                .num()
-                .map(|p| format!(", spec {p}"))
-                .unwrap_or_default();
+            let from = (spec.parallelism.num()).map_or(String::new(), |p| format!(", spec {p}"));
             let set = format!("{parallelism} at once (parallelism set by rules{from})");
             field("Steps", &set);
         }

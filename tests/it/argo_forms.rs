@@ -154,7 +154,7 @@ spec:
 
 /// An exit step reads how the run went as Argo's exit handlers do: `{{workflow.status}}`,
 /// `{{workflow.duration}}` and `{{workflow.failures}}` (Argo's JSON list), and its `when`
-/// reads `steps.X.status`.
+/// reads `steps.X.status`; `{{pod.name}}` is its pod's name.
 #[tokio::test]
 async fn an_exit_step_reads_the_runs_status_duration_failures_and_a_steps_status() {
     let Some(session) = Session::start("argo_exit_variables").await else {
@@ -176,7 +176,7 @@ spec:
     - stepName: report
       image: alpine:3.20
       env: [{name: FAILURES, value: "{{workflow.failures}}"}]
-      command: [sh, -c, 'echo "status={{workflow.status}} duration={{workflow.duration}}"; echo "failures=$FAILURES"']
+      command: [sh, -c, 'echo "status={{workflow.status}} duration={{workflow.duration}}"; echo "failures=$FAILURES"; echo "pod={{pod.name}}"']
     - {stepName: on-broken, image: alpine:3.20, when: 'steps["run/broken"].status == "Failed"', command: [echo, broken failed]}
     - {stepName: on-ok, image: alpine:3.20, when: 'steps["run/ok"].status == "Failed"', command: [echo, never]}
 "#;
@@ -212,5 +212,23 @@ spec:
     for key in ["message", "templateName", "podName", "finishedAt"] {
         assert!(failures[0][key].is_string(), "{key}: {failures}");
     }
+    let pod = report
+        .lines()
+        .find_map(|l| l.split("pod=").nth(1))
+        .unwrap_or_else(|| panic!("{report}"));
+    let pods = session
+        .k(&[
+            "get",
+            "pods",
+            "-l",
+            "workflow.crd.com/workflow=exit-vars",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert!(
+        pods.lines().any(|p| p == format!("pod/{pod}")),
+        "{pod} among {pods}"
+    );
     session.stop().await;
 }

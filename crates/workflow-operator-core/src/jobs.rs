@@ -600,6 +600,9 @@ impl<'a> StepJob<'a> {
             env_var("STEP_NAME", &self.step.step_name),
             env_var(outputs::OUTPUTS_ENV, outputs_path),
         ];
+        if crate::data_flow::texts(self.step).any(|t| t.contains(outputs::POD_NAME)) {
+            env.insert(0, pod_name_env());
+        }
         if let Some(workspace) = self.workflow.spec.workspace.as_deref() {
             env.push(env_var(WORKSPACE_ENV, &workspace.mount_path));
         }
@@ -765,18 +768,22 @@ impl<'a> StepJob<'a> {
         let filled = outputs::substitute(text, value, self.item().map(|item| &item.value))
             .unwrap_or_else(|_| text.to_string());
         let filled = outputs::fill_retries(&filled, self.attempt);
-        if !filled.contains("workflow.") {
+        if !filled.contains("workflow.") && !filled.contains(outputs::POD_NAME) {
             return filled;
         }
         outputs::fill_workflow(&filled, |name| self.workflow_value(name))
     }
 
-    /// `{{workflow.NAME}}` as Argo gives it: `duration`, seconds since the run started;
+    /// `{{pod.name}}`, the pod's name; `{{workflow.NAME}}` as Argo gives it: `duration`,
+    /// seconds since the run started;
     /// `status`, `Succeeded` or `Failed` for an exit step (`Running` before);
     /// `failures`, the failed steps as a JSON list (an exit step's).
     fn workflow_value(&self, name: &str) -> String {
         let status = self.workflow.status.as_ref();
         match name {
+            // Kubernetes fills it in a command, an argument or an env value (the agent's task
+            // too, which comes after it), from the variable `env` adds.
+            outputs::POD_NAME => format!("$({POD_NAME_ENV})"),
             "duration" => {
                 let started = status.and_then(|s| s.started_at.as_ref()).map(|t| t.0);
                 let seconds = started.map_or(0.0, |t| {
@@ -871,6 +878,23 @@ fn credentials_env((secret, keys): &(String, [&'static str; 2])) -> [EnvVar; 2] 
 /// script, which is a file: only its `{{...}}` are filled in.
 fn literal_env_var(name: &str, value: &str) -> EnvVar {
     env_var(name, &value.replace('$', "$$"))
+}
+
+/// The variable `{{pod.name}}` is filled from: the pod's own name (the downward API).
+const POD_NAME_ENV: &str = "WORKFLOW_POD_NAME";
+
+fn pod_name_env() -> EnvVar {
+    EnvVar {
+        name: POD_NAME_ENV.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
+                field_path: "metadata.name".to_string(),
+                api_version: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
 }
 
 fn env_var(name: &str, value: &str) -> EnvVar {

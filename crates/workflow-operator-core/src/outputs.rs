@@ -162,10 +162,13 @@ pub enum Source<'a> {
     /// its Job is built ([`fill_retries`]).
     Retries,
     /// `{{workflow.duration}}`, `{{workflow.status}}` or `{{workflow.failures}}` (the name
-    /// without `workflow.`): known only when the step's Job is built, filled then
-    /// ([`fill_workflow`]).
+    /// without `workflow.`), or `{{pod.name}}` (`pod.name`): known only when the step's Job is
+    /// built (the pod's name once it runs), filled then ([`fill_workflow`]).
     Workflow(&'a str),
 }
+
+/// Argo's `{{pod.name}}`: the name of the pod running the step.
+pub const POD_NAME: &str = "pod.name";
 
 /// The `{{workflow.NAME}}` forms known only when a step's Job is built, as Argo names them.
 pub const WORKFLOW_AT_RUN: [&str; 3] = ["duration", "status", "failures"];
@@ -213,6 +216,7 @@ pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
         let retries = (inner == "retries").then_some(Source::Retries);
         let workflow = (inner.strip_prefix("workflow."))
             .filter(|name| WORKFLOW_AT_RUN.contains(name))
+            .or((inner == POD_NAME).then_some(inner))
             .map(Source::Workflow);
         let Some(source) = output.or(item).or(retries).or(workflow) else {
             return Err(UnknownReference {
@@ -374,7 +378,8 @@ pub fn fill_retries(text: &str, attempt: u32) -> String {
     out
 }
 
-/// `text` with each `{{workflow.NAME}}` of [`WORKFLOW_AT_RUN`] replaced by `value(NAME)`.
+/// `text` with each `{{workflow.NAME}}` of [`WORKFLOW_AT_RUN`] replaced by `value(NAME)`, and
+/// `{{pod.name}}` by `value("pod.name")`.
 pub fn fill_workflow(text: &str, value: impl Fn(&str) -> String) -> String {
     let Ok(found) = references(text) else {
         return text.to_string();

@@ -95,7 +95,8 @@ pub fn unknown_forms(value: &Value, found: &mut Unfilled) {
                 found.push((
                     e.text.clone(),
                     "not a form the operator knows: {{workflow.parameters.NAME}}, \
-                     {{workflow.name|namespace|uid|creationTimestamp}}, \
+                     {{workflow.name|namespace|uid|creationTimestamp|scheduledTime}}, \
+                     {{workflow.parameters.json|duration|status|failures}}, \
                      {{inputs.parameters.NAME}} in a template, \
                      {{steps.NAME.outputs.KEY}}, {{item}}, {{item.FIELD}}"
                         .into(),

@@ -9,7 +9,6 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::expand::read_step;
 use crate::crd::{Step, Template};
 
 /// The steps inside `template`, `None` for a container template.
@@ -120,4 +119,34 @@ fn rewrite_texts(value: &mut Value) {
             .for_each(|(_, v)| rewrite_texts(v)),
         _ => {}
     }
+}
+
+/// The fields a step may have, by their API names.
+static STEP_FIELDS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let schema = serde_json::to_value(schemars::schema_for!(Step)).expect("a schema is JSON");
+    schema["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+});
+
+/// `fields` read as a step, refusing a field no step has (the API server keeps a `dag`'s
+/// steps as written, so a misspelt field would otherwise be dropped without a word).
+///
+/// # Errors
+/// The unknown fields, or why the fields are not a step.
+fn read_step(fields: &Map<String, Value>) -> Result<Step, String> {
+    let unknown: Vec<&str> = fields
+        .keys()
+        .filter(|k| !STEP_FIELDS.contains(k))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "unknown field {}: a step has {}",
+            unknown.join(", "),
+            STEP_FIELDS.join(", ")
+        ));
+    }
+    serde_json::from_value(Value::Object(fields.clone())).map_err(|e| e.to_string())
 }
