@@ -1,8 +1,8 @@
 //! The WorkFlow handlers: what the operator does for each event (docs/architecture.md, "The
 //! handlers"), on top of the [`kube_kopf`] framework. [`super::operator`] registers them.
 //!
-//! Creation, spec updates, Job changes, resumes and timer ticks all end in one [`pass`] of the
-//! stages ([`super::pass`] lists them, with what each asks of the API server).
+//! Creation, spec updates, Job changes, resumes and timer ticks all end in one pass of the
+//! stages (the module `pass` lists them, with what each asks of the API server).
 //!
 //! State is read from the Jobs that exist, never from the status lists or memory alone
 //! (`memory` is a cache, checked before use). Job events come in batches

@@ -65,7 +65,7 @@ impl ResourceInfo {
     }
 
     /// The order its objects' keys are written in: a custom resource's sorted, a built-in
-    /// kind's its Go struct's ([`super::go_json`]).
+    /// kind's its Go struct's (`go_json`).
     pub fn key_order(&self) -> super::go_json::KeyOrder {
         if std::ptr::eq(self.strategy, &CUSTOM_RESOURCE) {
             super::go_json::KeyOrder::Sorted
