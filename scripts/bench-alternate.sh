@@ -21,7 +21,7 @@ r = json.load(sys.stdin)
 a, d, o = r['api'], r['dispatchLatencyMs'], r.get('operator') or {}
 print(json.dumps({'round': $round, 'build': '$build', 'writesPerStep': a['writesPerStep'],
     'systemWritesPerStep': a.get('systemWritesPerStep'), 'p50': d.get('p50'), 'p99': d.get('p99'),
-    'stepsPerSecond': r['stepsPerSecond'], 'peakRssMib': o.get('peakRssMib'),
+    'stepsPerSecond': r['stepsPerSecond'], 'peakRssMib': o.get('peakRssMib'), 'operatorCpuSeconds': o.get('cpuSeconds'),
     'completed': r['workflowsCompleted']}))"
   done
 done
