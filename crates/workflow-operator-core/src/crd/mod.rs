@@ -150,7 +150,8 @@ pub struct WorkFlowSpec {
     pub active_deadline_seconds: Option<IntOrExpr<i64>>,
 
     /// Locks the workflow holds for its whole run: no step starts before it holds them all,
-    /// and it gives them back once it ended (or is deleted). Boxed: rarely set.
+    /// and it gives them back once it ended (or is deleted).
+    // Boxed: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synchronization: Option<Box<Synchronization>>,
 
@@ -210,7 +211,8 @@ pub struct WorkFlowSpec {
 
     /// A volume shared by every step of a run: one PersistentVolumeClaim per run, created and
     /// owned by the workflow (deleted with it), mounted at `mountPath` in every step, its path
-    /// in `$WORKFLOW_WORKSPACE`. Boxed: rarely set.
+    /// in `$WORKFLOW_WORKSPACE`.
+    // Boxed: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Box<Workspace>>,
 
@@ -250,7 +252,8 @@ pub struct WorkFlowSpec {
     /// Where the steps' artifacts are kept; absent: the namespace's ConfigMap
     /// `workflow-artifact-repository` (key `repository`, the same fields), else the operator's
     /// `--artifact-repository`. Read once, when the first step that needs it is planned, and
-    /// recorded in the status. Boxed: rarely set.
+    /// recorded in the status.
+    // Boxed: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact_repository: Option<Box<ArtifactRepository>>,
 
@@ -489,17 +492,20 @@ pub struct Step {
 
     /// How the step is tried again when it fails: each attempt a Job of its own, after a
     /// back-off, only for the failures `retryPolicy` and `expression` name. Not with
-    /// `retries`. Boxed: rarely set.
+    /// `retries`.
+    // Boxed: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_strategy: Option<Box<RetryStrategy>>,
 
     /// Reuse the step's result: a fresh entry for its key makes it `Succeeded` with the
-    /// entry's outputs, and no Job runs; a success writes one. Boxed: rarely set.
+    /// entry's outputs, and no Job runs; a success writes one.
+    // Boxed: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<Box<Cache>>,
 
     /// Locks the step holds while it runs (its Job starts only once it holds them all).
-    /// Boxed: rarely set.
+    ///
+    // Boxed: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synchronization: Option<Box<Synchronization>>,
 
@@ -510,7 +516,8 @@ pub struct Step {
 
     /// A CEL expression over the steps upstream of this one (`steps.NAME.outputs.KEY`,
     /// `steps.NAME.phase`): false skips the step, and a skipped step counts as done for its
-    /// dependents. Boxed: rarely set, and a step is held up to three times per workflow.
+    /// dependents.
+    // Boxed: rarely set, and a step is held up to three times per workflow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<Box<str>>,
 
@@ -562,7 +569,8 @@ pub struct Step {
     pub inputs: Option<Box<StepInputs>>,
 
     /// Kubernetes containers run to completion, in order, before the step's (they see the
-    /// pod's volumes). Boxed, as `sidecars`, `source`, `outputs` and `inputs`: rarely set.
+    /// pod's volumes).
+    // Boxed, as `sidecars`, `source`, `outputs` and `inputs`: rarely set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "list_of_kubernetes_objects")]
     pub init_containers: Option<Box<Vec<Container>>>,
@@ -1345,6 +1353,14 @@ spec:
             json.get("message").is_none(),
             "absent message must not be serialised: {json}"
         );
+    }
+
+    #[test]
+    fn descriptions_kubectl_explain_shows_say_nothing_of_the_rust_types() {
+        let yaml = crd_yaml();
+        for rust in ["Boxed", "Option<", "Vec<"] {
+            assert!(!yaml.contains(rust), "a description names {rust:?}");
+        }
     }
 
     #[test]
