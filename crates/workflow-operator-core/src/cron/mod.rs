@@ -8,6 +8,7 @@
 //! that repeats, none in the hour that is skipped). `@every DURATION` counts from an anchor (the
 //! CronWorkFlow's creation) in real time, whatever the zone.
 
+mod lint;
 pub mod plan;
 mod run;
 pub mod run_summary;
@@ -195,6 +196,7 @@ impl Schedule {
 
 /// One schedule entry.
 fn entry(text: &str, anchor: Timestamp) -> Result<Entry, String> {
+    lint::check(text)?;
     if let Some(every) = text.strip_prefix("@every") {
         let period = SignedDuration::from_str(every.trim())
             .map_err(|e| format!("not a duration ({e}): write e.g. @every 90s or @every 1h30m"))?;

@@ -654,3 +654,43 @@ fn a_run_needs_exactly_one_of_a_spec_and_a_template_reference() {
         "give one of spec.workflowSpec and spec.workflowTemplateRef"
     );
 }
+
+/// A misspelt macro names the one meant; a step beyond its field's range is refused (it would
+/// run once a larger unit, not every N); both name the schedule.
+#[rstest]
+#[case::misspelt_every(
+    "@evry 5m",
+    r#"schedules[0] "@evry 5m": unknown "@evry": did you mean "@every"?"#
+)]
+#[case::misspelt_daily(
+    "@dialy",
+    r#"schedules[0] "@dialy": unknown "@dialy": did you mean "@daily"?"#
+)]
+#[case::minute_step(
+    "*/61 * * * *",
+    r#"schedules[0] "*/61 * * * *": the minute's step 61 is beyond its range 0-59"#
+)]
+#[case::hour_step(
+    "0 */24 * * *",
+    r#"schedules[0] "0 */24 * * *": the hour's step 24 is beyond its range 0-23"#
+)]
+fn a_schedule_that_cannot_mean_what_it_says_is_refused_saying_why(
+    #[case] expression: &str,
+    #[case] why: &str,
+) {
+    let refused = Schedule::parse(&spec(&[expression], None), at("2026-01-01T00:00:00Z"));
+    assert_eq!(refused.err(), Some(vec![why.to_string()]));
+}
+
+#[test]
+fn steps_within_their_fields_range_are_taken() {
+    let schedule = schedule(&["*/30 */12 * * *"], None);
+    assert_eq!(
+        times(&schedule, "2026-01-01T00:00:00Z", "2026-01-01T12:30:00Z"),
+        [
+            "2026-01-01T00:30:00Z",
+            "2026-01-01T12:00:00Z",
+            "2026-01-01T12:30:00Z"
+        ]
+    );
+}
