@@ -40,7 +40,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// Runs DAG workflows of container steps on Kubernetes: one Job per step, in dependency order,
-/// with per-step timeouts and progress in the WorkFlow's status.
+/// with per-step timeouts and progress in the WorkFlow's status. Its kinds: WorkFlow (`wf`),
+/// CronWorkFlow (`cwf`), WorkFlowTemplate (`wftmpl`) and ClusterWorkFlowTemplate (`cwftmpl`).
 #[derive(Debug, Parser)]
 #[command(name = "workflow-operator", version, propagate_version = true)]
 #[command(
@@ -80,13 +81,16 @@ enum Command {
     ///
     /// Serves the Kubernetes API on 127.0.0.1 over plain HTTP without authentication: a local
     /// tool for trying, testing and measuring, never for production or a shared host. Pods run
-    /// their command as local processes on this machine (no container, no image pull).
+    /// their command as local processes on this machine (no container, no image pull). The
+    /// API's objects live in memory and are gone at exit; only `--artifact-dir`'s files are
+    /// kept.
     #[cfg(feature = "dev")]
     Dev(dev::DevArgs),
-    /// Print the CustomResourceDefinitions (WorkFlow, WorkFlowTemplate, ClusterWorkFlowTemplate)
-    /// as YAML (what `crd/workflow.yaml` holds).
+    /// Print the CustomResourceDefinitions (WorkFlow, CronWorkFlow, WorkFlowTemplate,
+    /// ClusterWorkFlowTemplate) as YAML (what `crd/workflow.yaml` holds).
     Crd,
-    /// Check WorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate manifests without a cluster:
+    /// Check WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate manifests
+    /// (or Argo's, converted on the way) without a cluster:
     /// exit 1 and name every problem (e.g. a cycle's path, an unknown template, a missing
     /// parameter).
     Validate(inspect::ValidateArgs),

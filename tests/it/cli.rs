@@ -472,10 +472,33 @@ fn lifecycle_prints_every_legal_transition() {
 }
 
 #[test]
+fn help_names_all_four_kinds() {
+    let help = stdout(&run(&["--help"]));
+    for kind in [
+        "WorkFlow (`wf`)",
+        "CronWorkFlow (`cwf`)",
+        "WorkFlowTemplate (`wftmpl`)",
+        "ClusterWorkFlowTemplate (`cwftmpl`)",
+    ] {
+        assert!(help.contains(kind), "{kind}: {help}");
+    }
+    for command in ["crd", "validate"] {
+        let help = stdout(&run(&[command, "--help"]));
+        assert!(help.contains("CronWorkFlow"), "{command}: {help}");
+    }
+}
+
+#[test]
 fn dev_help_says_the_server_is_plain_http_on_loopback() {
     let help = stdout(&run(&["dev", "--help"]));
     assert!(help.contains("plain HTTP"), "{help}");
     assert!(help.contains("127.0.0.1"), "{help}");
+    assert!(
+        help.contains(
+            "live in memory and are gone at exit; only `--artifact-dir`'s files are kept"
+        ),
+        "{help}"
+    );
     for flag in [
         "--apply",
         "--until-done",
