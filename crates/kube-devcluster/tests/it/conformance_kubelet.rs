@@ -852,18 +852,28 @@ async fn job_pods(kubectl: &Kubectl, job: &str) -> Vec<Value> {
     list["items"].as_array().unwrap().clone()
 }
 
+/// Each pod gets its completion index; `status.completedIndexes` is written as the real Job
+/// controller writes it (pkg/controller/job/indexed_job_utils.go, `orderedIntervals.String`):
+/// three or more consecutive indexes as a range (`0-2`), two as a pair (`0,1`).
+#[rstest::rstest]
+#[case::three(3, "0-2")]
+#[case::two(2, "0,1")]
 #[tokio::test]
-async fn indexed_jobs_give_each_pod_its_completion_index() {
-    let Some((_cluster, kubectl)) = setup("indexed_jobs").await else {
+async fn indexed_jobs_give_each_pod_its_completion_index(
+    #[case] completions: usize,
+    #[case] completed_indexes: &str,
+) {
+    let Some((_cluster, kubectl)) = setup(&format!("indexed_jobs_{completions}")).await else {
         return;
     };
-    let job = r#"
+    let job = format!(
+        r#"
 apiVersion: batch/v1
 kind: Job
-metadata: {name: indexed}
+metadata: {{name: indexed}}
 spec:
   completionMode: Indexed
-  completions: 3
+  completions: {completions}
   parallelism: 2
   template:
     spec:
@@ -872,13 +882,17 @@ spec:
       - name: main
         image: busybox
         command: ["sh", "-c", "echo index=$JOB_COMPLETION_INDEX"]
-"#;
+"#
+    );
     kubectl
-        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", job)])
+        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", &job)])
         .await;
     let done = wait_job_condition(&kubectl, "indexed", "Complete", Duration::from_secs(30)).await;
-    assert_eq!(done["status"]["succeeded"], 3, "{done}");
-    assert_eq!(done["status"]["completedIndexes"], "0-2", "{done}");
+    assert_eq!(done["status"]["succeeded"], completions, "{done}");
+    assert_eq!(
+        done["status"]["completedIndexes"], completed_indexes,
+        "{done}"
+    );
     let pods = job_pods(&kubectl, "indexed").await;
     let mut indexes = Vec::new();
     for pod in &pods {
@@ -895,37 +909,8 @@ spec:
         indexes.push(index);
     }
     indexes.sort();
-    assert_eq!(indexes, ["0", "1", "2"]);
-}
-
-/// Two consecutive indexes are written as a pair, not a range (`0,1`), as the real Job
-/// controller writes them (pkg/controller/job/indexed_job_utils.go, `orderedIntervals.String`).
-#[tokio::test]
-async fn an_indexed_job_of_two_writes_its_completed_indexes_as_kubernetes_does() {
-    let Some((_cluster, kubectl)) = setup("indexed_job_of_two").await else {
-        return;
-    };
-    let job = r#"
-apiVersion: batch/v1
-kind: Job
-metadata: {name: pair}
-spec:
-  completionMode: Indexed
-  completions: 2
-  parallelism: 2
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: busybox
-        command: ["true"]
-"#;
-    kubectl
-        .ok(&["apply", "-f", &kubectl.manifest("job.yaml", job)])
-        .await;
-    let done = wait_job_condition(&kubectl, "pair", "Complete", Duration::from_secs(30)).await;
-    assert_eq!(done["status"]["completedIndexes"], "0,1", "{done}");
+    let expected: Vec<String> = (0..completions).map(|i| i.to_string()).collect();
+    assert_eq!(indexes, expected);
 }
 
 #[tokio::test]
