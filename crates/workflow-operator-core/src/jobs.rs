@@ -1043,6 +1043,7 @@ mod tests {
 
     use crate::outputs::Inputs;
     use crate::plan::{DEADLINE_EXCEEDED, POD_DEADLINE_SLACK_SECONDS};
+    use crate::testing::one_step_of_each_kind;
 
     fn container(job: &Job) -> &Container {
         &job.spec
@@ -1365,19 +1366,10 @@ mod tests {
             image: "operator:1".into(),
             path: "/bin/workflow-agent".into(),
         };
-        let mut wf = WorkFlow::test("wf")
-            .step("container", &[])
-            .step("script", &[])
-            .step("shell", &[])
-            .interactive()
-            .step("notebook", &[])
-            .interactive()
-            .build();
+        let mut wf = one_step_of_each_kind("print(1)");
         for step in &mut wf.spec.containers {
             step.command = Some(vec!["python3".into()]);
         }
-        wf.spec.containers[1].source = Some(Box::new("print(1)".into()));
-        wf.spec.containers[3].source = Some(Box::new("print(1)".into()));
         // The main container's command, `$WORKFLOW_COMMAND` and `$WORKFLOW_AGENT`.
         let built = |i: usize| {
             let job = step_job(&wf, &wf.spec.containers[i]).agent(&source).build();

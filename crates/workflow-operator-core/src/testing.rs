@@ -21,7 +21,6 @@ use super::plan::{Action, JobState, ObservedJob, Plan};
 /// The image of test steps.
 pub const TEST_IMAGE: &str = "busybox:1.36";
 
-/// A step running `sh -c "echo <name>"` in [`TEST_IMAGE`] after `depends_on`.
 /// The steps whose Jobs `plan` creates, in order.
 pub fn creates(plan: &Plan) -> Vec<&str> {
     plan.actions
@@ -33,6 +32,24 @@ pub fn creates(plan: &Plan) -> Vec<&str> {
         .collect()
 }
 
+/// A workflow of one step of each kind, in `StepKind`'s order: `container`, `script` (running
+/// `source`), `shell` (interactive) and `notebook` (an interactive script running `source`).
+pub fn one_step_of_each_kind(source: &str) -> WorkFlow {
+    let mut wf = WorkFlow::test("wf")
+        .step("container", &[])
+        .step("script", &[])
+        .step("shell", &[])
+        .interactive()
+        .step("notebook", &[])
+        .interactive()
+        .build();
+    for i in [1, 3] {
+        wf.spec.containers[i].source = Some(Box::new(source.into()));
+    }
+    wf
+}
+
+/// A step running `sh -c "echo <name>"` in [`TEST_IMAGE`] after `depends_on`.
 pub fn step(name: &str, depends_on: &[&str]) -> Step {
     Step {
         step_name: name.to_string(),

@@ -82,21 +82,11 @@ impl Kinds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::WorkFlow;
+    use crate::testing::one_step_of_each_kind;
 
     #[test]
     fn a_step_s_kind_follows_its_source_and_its_own_or_the_workflow_s_interactive() {
-        let mut wf = WorkFlow::test("wf")
-            .step("plain", &[])
-            .step("script", &[])
-            .step("shell", &[])
-            .interactive()
-            .step("notebook", &[])
-            .interactive()
-            .build();
-        let steps = &mut wf.spec.containers;
-        steps[1].source = Some(Box::new("echo hi".into()));
-        steps[3].source = Some(Box::new("echo hi".into()));
+        let mut wf = one_step_of_each_kind("echo hi");
         use StepKind::*;
         assert_eq!(
             Kinds::of(&wf.spec).steps,
