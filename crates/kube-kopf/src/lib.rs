@@ -127,6 +127,10 @@ pub struct OperatorConfig {
     pub instance: Option<String>,
     /// Watch only this namespace; `None` watches all.
     pub namespace: Option<String>,
+    /// Watch only the objects of the registered kinds that match this label selector (selected
+    /// by the API server, so the others are never sent or cached); `None` watches all. Children
+    /// keep their own selectors ([`Children::labels`]).
+    pub labels: Option<String>,
     /// Objects processed at once, across all resource types.
     pub concurrency: usize,
     /// How long a worker on a never-handled object counts against the intake window
@@ -148,6 +152,7 @@ impl Default for OperatorConfig {
             name: "kopf.rs".into(),
             instance: None,
             namespace: None,
+            labels: None,
             concurrency: 16,
             intake_hold: Duration::from_secs(1),
             resync: Some(Duration::from_secs(60)),

@@ -115,7 +115,11 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
         monitor: env.monitor.clone(),
     }));
     // Handlers never read managedFields; the real API server can make them most of an object.
-    let events = watcher(api.clone(), watcher::Config::default())
+    let mut selected = watcher::Config::default();
+    if let Some(labels) = &config.labels {
+        selected = selected.labels(labels);
+    }
+    let events = watcher(api.clone(), selected)
         .modify(|object: &mut K| object.managed_fields_mut().clear())
         .default_backoff()
         .reflect(writer);

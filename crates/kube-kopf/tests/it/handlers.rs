@@ -924,3 +924,67 @@ async fn kept_children_are_listed_before_the_first_handler_and_kept_current_with
         "every call saw the first child: {seen:?}"
     );
 }
+
+/// With `OperatorConfig::labels`, only the objects the selector matches are watched: one
+/// outside it is never handled, and is handled once relabelled into it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_objects_the_label_selector_matches_are_handled() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let shards_seen = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let handler = {
+        let (probe, shards_seen) = (probe.clone(), shards_seen.clone());
+        move |ctx: Context<Widget>| {
+            let (probe, shards_seen) = (probe.clone(), shards_seen.clone());
+            async move {
+                let shard = ctx.object.labels().get("shard").cloned();
+                shards_seen
+                    .lock()
+                    .unwrap()
+                    .push((ctx.object.name_any(), shard.unwrap_or_default()));
+                let _guard = probe.enter(&ctx);
+                Ok(())
+            }
+        }
+    };
+    let mut config = config();
+    config.labels = Some("shard=a".into());
+    let running = start(
+        Operator::new(client.clone(), config)
+            .resource::<Widget>(|r| r.on_create("create", handler)),
+    );
+    let labelled = |name: &str, shard: &str| {
+        let mut widget = widget(name, 0);
+        widget.labels_mut().insert("shard".into(), shard.into());
+        widget
+    };
+    let params = PostParams::default();
+    api.create(&params, &labelled("other", "b"))
+        .await
+        .expect("create");
+    api.create(&params, &labelled("mine", "a"))
+        .await
+        .expect("create");
+    let deadline = Duration::from_secs(20);
+    probe
+        .wait("mine to be handled", deadline, |p| {
+            p.count("create", "mine") == 1
+        })
+        .await;
+    let relabel = json!({"metadata": {"labels": {"shard": "a"}}});
+    api.patch("other", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .expect("relabel");
+    probe
+        .wait("other to be handled once selected", deadline, |p| {
+            p.count("create", "other") == 1
+        })
+        .await;
+    let seen = shards_seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|(_, shard)| shard == "a"),
+        "handled outside the selector: {seen:?}"
+    );
+    running.stop().await;
+}

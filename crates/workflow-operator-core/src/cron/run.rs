@@ -13,6 +13,7 @@ use crate::crd::CronWorkFlow;
 use crate::labels::{LABEL_CRON, LABEL_SCHEDULED};
 use crate::names;
 use crate::plan;
+use crate::shards::LABEL_SHARD;
 use crate::template;
 
 /// The WorkFlow of `cron`'s run for `scheduled` (unix seconds): [`run_metadata`] and the spec
@@ -33,7 +34,7 @@ pub fn run_of(cron: &CronWorkFlow, scheduled: i64) -> Result<WorkFlow, String> {
 
 /// The metadata of `cron`'s run for `scheduled` (unix seconds): named for the time
 /// (`names::cron_run_name`), labelled with the CronWorkFlow and the time (`LABEL_CRON`,
-/// `LABEL_SCHEDULED`, and `spec.workflowMetadata`'s labels and annotations), owned by the
+/// `LABEL_SCHEDULED`, the cron's shard, and `spec.workflowMetadata`'s labels and annotations), owned by the
 /// CronWorkFlow.
 pub fn run_metadata(cron: &CronWorkFlow, scheduled: i64) -> ObjectMeta {
     let cron_name = cron.name_any();
@@ -41,6 +42,10 @@ pub fn run_metadata(cron: &CronWorkFlow, scheduled: i64) -> ObjectMeta {
     let mut labels: BTreeMap<String, String> = extra.labels;
     labels.insert(LABEL_CRON.into(), names::label_value(&cron_name));
     labels.insert(LABEL_SCHEDULED.into(), scheduled.to_string());
+    // A cron's runs live in its shard, so the replica holding it follows them (`shards`).
+    if let Some(shard) = cron.labels().get(LABEL_SHARD) {
+        labels.insert(LABEL_SHARD.into(), shard.clone());
+    }
     ObjectMeta {
         name: Some(names::cron_run_name(&cron_name, scheduled)),
         namespace: cron.namespace(),

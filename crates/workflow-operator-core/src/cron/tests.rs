@@ -614,6 +614,7 @@ mod ticks {
 }
 
 use crate::labels::{LABEL_CRON, LABEL_SCHEDULED};
+use kube::ResourceExt;
 
 fn cron_with(spec: serde_json::Value) -> crate::crd::CronWorkFlow {
     let mut cron = crate::crd::CronWorkFlow::new("nightly", serde_json::from_value(spec).unwrap());
@@ -644,6 +645,20 @@ fn a_run_is_named_for_its_time_labelled_and_owned_by_its_cron_workflow() {
     );
     assert_eq!(owner.controller, Some(true));
     assert_eq!(run.spec.containers[0].step_name, "a");
+}
+
+#[test]
+fn a_run_lives_in_its_crons_shard() {
+    let mut cron = cron_with(serde_json::json!({
+        "schedules": ["@daily"],
+        "workflowSpec": {"containers": [{"stepName": "a", "image": "busybox"}]},
+    }));
+    let unsharded = run_of(&cron, 0).unwrap();
+    assert!(!unsharded.labels().contains_key(crate::shards::LABEL_SHARD));
+    cron.labels_mut()
+        .insert(crate::shards::LABEL_SHARD.into(), "4".into());
+    let run = run_of(&cron, 0).unwrap();
+    assert_eq!(run.labels()[crate::shards::LABEL_SHARD], "4");
 }
 
 #[test]
