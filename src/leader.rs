@@ -274,7 +274,11 @@ pub struct LeaderElection {
     metrics: Option<Metrics>,
     readiness: Option<Readiness>,
     status: watch::Sender<LeaderStatus>,
+    gate: Option<Gate>,
 }
+
+/// Whether a contender may take a lease it does not hold now (see [`LeaderElection::with_gate`]).
+pub type Gate = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl LeaderElection {
     /// A contender named `identity` (unique among contenders: the pod name) for the Lease
@@ -295,7 +299,19 @@ impl LeaderElection {
             metrics: None,
             readiness: None,
             status: watch::Sender::new(LeaderStatus::Starting),
+            gate: None,
         }
+    }
+
+    /// Takes a free or expired lease only while `gate` says yes (a replica holding its share of
+    /// the shards stands by on the others); renewing a lease it holds is never gated.
+    pub fn with_gate(mut self, gate: Gate) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    fn may_take(&self) -> bool {
+        self.gate.as_ref().is_none_or(|gate| gate())
     }
 
     /// Uses `timing` instead of the one derived from the lease duration.
@@ -533,6 +549,9 @@ impl LeaderElection {
                 source,
             })?;
         let Some(lease) = lease else {
+            if !self.may_take() {
+                return Ok(Attempt::HeldBy(String::new()));
+            }
             return self
                 .create(observed)
                 .await
@@ -549,6 +568,9 @@ impl LeaderElection {
             self.timing.lease_duration,
         ) {
             LeaseMove::Wait { holder } => Ok(Attempt::HeldBy(holder)),
+            LeaseMove::Acquire if !self.may_take() => Ok(Attempt::HeldBy(
+                spec.holder_identity.clone().unwrap_or_default(),
+            )),
             LeaseMove::Acquire | LeaseMove::Renew => self
                 .write_claim(lease, observed)
                 .await

@@ -5,6 +5,8 @@
 //! - [`controllers`]: the operator's controllers (today the workflow controller): what each
 //!   event does, as a pipeline of stages over the pure core.
 //! - [`leader`]: leader election on a Lease, so one replica of several does the work.
+//! - [`shards`]: several replicas sharing the work by shards (`run --shards`), each holding its
+//!   shards through Leases and caching only their objects.
 //! - [`step_agent`]: the step agent's program (`workflow-agent`), run inside a step's pod.
 //! - [`telemetry`]: metrics and health endpoints.
 //! - [`web`]: the web view of the workflows (`--web-addr`), read from the operator's mirror.
@@ -25,6 +27,7 @@ pub mod bench;
 pub mod cli;
 pub mod controllers;
 pub mod leader;
+pub mod shards;
 pub mod step_agent;
 pub mod telemetry;
 pub mod web;

@@ -86,6 +86,14 @@ pub struct RunArgs {
     /// died. Renewal happens well within it.
     #[arg(long, default_value = "10", value_name = "SECONDS")]
     lease_duration: u64,
+    /// Share the work among replicas by this many shards: each WorkFlow and CronWorkFlow
+    /// belongs to one (the label `workflow.crd.com/shard`), each shard is worked by the one
+    /// replica holding its Lease (`workflow-operator-shard-<i>` in
+    /// `--leader-election-namespace`), and each replica caches only its shards' objects. The
+    /// replicas spread the shards evenly and take over a stopped one's within the lease
+    /// duration. 1 (the default) is one active replica, with `--leader-election` as before.
+    #[arg(long, default_value_t = 1, value_name = "S", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    shards: u32,
 }
 
 /// The User-Agent of the operator's API requests.
@@ -167,20 +175,19 @@ async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Res
         Some(addr) => Some(serve_web(addr, &client, args.namespace.clone(), &shutdown).await?),
         None => None,
     };
-    let options = OperatorOptions {
-        mirror,
-        namespace: args.namespace,
-        concurrency: args.concurrency,
-        step_events: !args.no_step_events,
-        metrics: Some(metrics.clone()),
-        default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
-        max_running_steps: args.max_running_steps.map(|n| n as usize),
-        agent: agent_source(&args.agent_image, args.agent_path.as_deref()),
-        artifact_repository: match &args.artifact_repository {
-            Some(file) => Some(read_repository(file)?),
-            None => None,
-        },
-    };
+    let options = operator_options(&args, mirror, &metrics)?;
+    if args.shards > 1 {
+        let sharding = crate::shards::ShardOptions {
+            shards: args.shards,
+            namespace: args.leader_election_namespace.clone(),
+            group: args.leader_election_lease.clone(),
+            identity: identity(&args),
+            lease_duration: Duration::from_secs(args.lease_duration.max(1)),
+        };
+        tracing::info!(shards = args.shards, identity = %sharding.identity, "sharing the work by shards");
+        crate::shards::run_sharded(client, options, sharding, readiness, shutdown).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
     // A replica running the operator is ready only once its caches hold the initial listings:
     // before that it has not seen the workflows it is responsible for.
     let synced = {
@@ -201,15 +208,11 @@ async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Res
         operate(shutdown).await?;
         return Ok(ExitCode::SUCCESS);
     }
-    let identity = args.leader_election_identity.unwrap_or_else(|| {
-        std::env::var("HOSTNAME")
-            .unwrap_or_else(|_| format!("workflow-operator-{}", std::process::id()))
-    });
     let election = LeaderElection::new(
         client.clone(),
         &args.leader_election_namespace,
         &args.leader_election_lease,
-        identity,
+        identity(&args),
         Duration::from_secs(args.lease_duration.max(1)),
     )
     .with_metrics(metrics)
@@ -231,6 +234,36 @@ async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Res
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// The operator's options from `run`'s arguments.
+fn operator_options(
+    args: &RunArgs,
+    mirror: Option<Mirrors>,
+    metrics: &Metrics,
+) -> Result<OperatorOptions> {
+    Ok(OperatorOptions {
+        mirror,
+        namespace: args.namespace.clone(),
+        concurrency: args.concurrency,
+        step_events: !args.no_step_events,
+        metrics: Some(metrics.clone()),
+        default_ttl_seconds_after_finished: args.default_ttl_seconds_after_finished,
+        max_running_steps: args.max_running_steps.map(|n| n as usize),
+        agent: agent_source(&args.agent_image, args.agent_path.as_deref()),
+        artifact_repository: match &args.artifact_repository {
+            Some(file) => Some(read_repository(file)?),
+            None => None,
+        },
+    })
+}
+
+/// This replica's identity in the Leases: `--leader-election-identity`, else the host name.
+fn identity(args: &RunArgs) -> String {
+    args.leader_election_identity.clone().unwrap_or_else(|| {
+        std::env::var("HOSTNAME")
+            .unwrap_or_else(|_| format!("workflow-operator-{}", std::process::id()))
+    })
 }
 
 /// Where the step agent is copied from: `path` in `image`, else the one beside this program.

@@ -115,6 +115,12 @@ struct HandlerOutcomeLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ShardLabels {
+    /// The shard's index, `0..S`.
+    shard: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct QueueLabels {
     /// `spec.queueName` (Kueue), or `builtin` for `--max-running-steps`.
     queue: String,
@@ -166,6 +172,32 @@ struct Inner {
     intake_window: Gauge,
     queue_source: RwLock<Option<QueueSource>>,
     leader: Gauge,
+    shards_held: Gauge,
+    shard_held: Family<ShardLabels, Gauge>,
+    cached_workflows: Gauge,
+}
+
+/// The metrics of `run --shards`: shards held, which ones, and the workflows cached.
+fn register_shards(registry: &mut Registry) -> (Gauge, Family<ShardLabels, Gauge>, Gauge) {
+    let shards_held = Gauge::default();
+    registry.register(
+        "shards_held",
+        "Shards whose Lease this replica holds and whose work it runs (run --shards)",
+        shards_held.clone(),
+    );
+    let shard_held = Family::<ShardLabels, Gauge>::default();
+    registry.register(
+        "shard_held",
+        "1 for each shard whose work this replica runs now (run --shards)",
+        shard_held.clone(),
+    );
+    let cached_workflows = Gauge::default();
+    registry.register(
+        "cached_workflows",
+        "Workflows in this replica's cache now (those of the shards it holds)",
+        cached_workflows.clone(),
+    );
+    (shards_held, shard_held, cached_workflows)
 }
 
 /// The operator's metrics. Cheap to clone (one `Arc`); every clone records into the same
@@ -278,6 +310,7 @@ impl Metrics {
             drop(steps_finished.get_or_create(&labels));
             drop(step_duration.get_or_create(&labels));
         }
+        let (shards_held, shard_held, cached_workflows) = register_shards(&mut registry);
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -301,6 +334,9 @@ impl Metrics {
                 intake_window,
                 queue_source: RwLock::new(None),
                 leader,
+                shards_held,
+                shard_held,
+                cached_workflows,
             }),
         }
     }
@@ -385,6 +421,27 @@ impl Metrics {
     }
 
     /// Sets whether this replica is the leader.
+    /// Records whether this replica runs shard `shard`'s work, and how many shards it runs.
+    pub fn set_shard_held(&self, shard: u32, held: bool, total: usize) {
+        let labels = ShardLabels {
+            shard: shard.to_string(),
+        };
+        self.inner
+            .shard_held
+            .get_or_create(&labels)
+            .set(i64::from(held));
+        self.inner
+            .shards_held
+            .set(i64::try_from(total).unwrap_or(i64::MAX));
+    }
+
+    /// Records how many workflows this replica caches.
+    pub fn set_cached_workflows(&self, n: usize) {
+        self.inner
+            .cached_workflows
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     pub fn set_leader(&self, leader: bool) {
         self.inner.leader.set(i64::from(leader));
     }

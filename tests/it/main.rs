@@ -47,6 +47,7 @@ mod run_control;
 mod run_control_cleanup;
 mod run_identity;
 mod run_policies;
+mod shards;
 mod step_agent;
 mod submit;
 mod telemetry_deploy;

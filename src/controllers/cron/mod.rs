@@ -31,15 +31,16 @@ pub const TICK: Duration = Duration::from_secs(1);
 
 pub use workflow_operator_core::labels::{LABEL_CRON, LABEL_SCHEDULED};
 
-/// The CronWorkFlow handlers.
-pub fn table(registry: Registry<CronWorkFlow>) -> Registry<CronWorkFlow> {
+/// The CronWorkFlow handlers; their runs are the WorkFlows `runs_selector` selects (`LABEL_CRON`,
+/// and the shard when the replica holds one).
+pub fn table(registry: Registry<CronWorkFlow>, runs_selector: &str) -> Registry<CronWorkFlow> {
     let unseen = Arc::new(unseen::Unseen::default());
     let followed = unseen.clone();
     let runs_changed = move |ctx, changed| tick::runs_changed(followed.clone(), ctx, changed);
     let tick = move |ctx| tick::tick(unseen.clone(), ctx);
     // The runs are mirrored for the ticks to read, and a run's change that the status must
     // follow (its start or end) ticks its CronWorkFlow, and only it.
-    let runs = Children::<RunSummary>::owned().labels(LABEL_CRON);
+    let runs = Children::<RunSummary>::owned().labels(runs_selector);
     registry
         .on_children("follow-runs", runs, runs_changed)
         .on_create("schedule", tick.clone())

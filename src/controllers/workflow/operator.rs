@@ -26,6 +26,8 @@ use workflow_operator_core::crd::{
 };
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
+use workflow_operator_core::labels::LABEL_CRON;
+use workflow_operator_core::shards::LABEL_SHARD;
 
 /// How often the `timeouts` timer asks which running workflows are due (an in-memory lookup
 /// each): a workflow's pass runs at the first tick at or after the wake its last pass set, from
@@ -143,35 +145,70 @@ pub async fn run_monitored(
     monitor: Monitor,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    let step_queue = options
-        .max_running_steps
-        .map(|limit| StepQueue::new(limit, options.metrics.clone()));
-    // Kueue's queues, for the metrics only (the operator leaves admission to Kueue).
-    let _kueue_watch = options.metrics.clone().map(|metrics| {
-        let watch =
-            KueueQueueMetrics::new(metrics).watch(client.clone(), options.namespace.clone());
-        AbortOnDrop(tokio::spawn(watch))
-    });
+    let services = ReplicaServices::start(&client, &options);
+    run_shard(client, options, &services, None, monitor, shutdown).await
+}
+
+/// What a replica keeps once, however many shards it holds: the built-in step queue (one
+/// count of the cluster's running steps), the lock book, Kueue's queue metrics, and the
+/// watches that feed them. They stop when this is dropped.
+pub struct ReplicaServices {
+    step_queue: Option<Arc<StepQueue>>,
+    locks: Arc<LockBook>,
+    _watches: Vec<AbortOnDrop>,
+}
+
+impl ReplicaServices {
+    /// Starts the watches of the parts `options` asks for.
+    pub fn start(client: &Client, options: &OperatorOptions) -> Self {
+        let step_queue = options
+            .max_running_steps
+            .map(|limit| StepQueue::new(limit, options.metrics.clone()));
+        let namespace = || options.namespace.clone();
+        let locks = LockBook::new();
+        // The lock book reads the locks' Leases from a watch of its own.
+        let mut watches = vec![AbortOnDrop(tokio::spawn(
+            locks.clone().watch(client.clone(), namespace()),
+        ))];
+        // Kueue's queues, for the metrics only (the operator leaves admission to Kueue).
+        if let Some(metrics) = options.metrics.clone() {
+            let watch = KueueQueueMetrics::new(metrics).watch(client.clone(), namespace());
+            watches.push(AbortOnDrop(tokio::spawn(watch)));
+        }
+        // The gate counts the Jobs that exist from a watch of its own.
+        if let Some(queue) = &step_queue {
+            let watch = queue.clone().watch(client.clone(), namespace());
+            watches.push(AbortOnDrop(tokio::spawn(watch)));
+        }
+        Self {
+            step_queue,
+            locks,
+            _watches: watches,
+        }
+    }
+}
+
+/// Runs the handlers of the WorkFlows and CronWorkFlows of `shard` (all when `None`), with
+/// `services`, until `shutdown` resolves; running handlers finish first.
+///
+/// # Errors
+/// When the WorkFlow CRD is not installed or cannot be listed.
+pub async fn run_shard(
+    client: Client,
+    options: OperatorOptions,
+    services: &ReplicaServices,
+    shard: Option<u32>,
+    monitor: Monitor,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let step_queue = services.step_queue.clone();
+    let locks = services.locks.clone();
     let mut shared = ControllerState::new(options.step_events, options.metrics);
     shared.step_queue = step_queue.clone();
     shared.agent = options.agent.clone();
     shared.artifact_repository = options.artifact_repository.clone();
-    let locks = LockBook::new();
     shared.locks = Some(locks.clone());
     let shared = Arc::new(shared);
-    // The lock book reads the locks' Leases from a watch of its own.
-    let _locks_watch = AbortOnDrop(tokio::spawn(
-        locks
-            .clone()
-            .watch(client.clone(), options.namespace.clone()),
-    ));
-    // The gate counts the Jobs that exist from a watch of its own; it stops with the operator.
-    let _gate_watch = step_queue.as_ref().map(|queue| {
-        let watch = queue
-            .clone()
-            .watch(client.clone(), options.namespace.clone());
-        AbortOnDrop(tokio::spawn(watch))
-    });
     let default_ttl = options.default_ttl_seconds_after_finished;
     let reconcile =
         move |shared: Arc<ControllerState>| move |ctx| handlers::reconcile(shared.clone(), ctx);
@@ -179,15 +216,21 @@ pub async fn run_monitored(
         let shared = shared.clone();
         move |ctx| handlers::cleanup(shared.clone(), ctx)
     };
+    let in_shard = |selector: &str| match shard {
+        Some(shard) => format!("{selector},{LABEL_SHARD}={shard}"),
+        None => selector.to_string(),
+    };
     let config = OperatorConfig {
         name: OPERATOR_NAME.into(),
         instance: std::env::var("POD_NAME").ok(),
         namespace: options.namespace,
+        labels: shard.map(|shard| format!("{LABEL_SHARD}={shard}")),
         concurrency: options.concurrency,
         ..Default::default()
     };
     let cron_mirror = options.mirror.as_ref().map(|m| m.crons.clone());
-    let jobs = Children::<JobSummary>::owned().labels(LABEL_WORKFLOW);
+    let jobs = Children::<JobSummary>::owned().labels(&in_shard(LABEL_WORKFLOW));
+    let cron_runs = in_shard(LABEL_CRON);
     let job_changed = {
         let shared = shared.clone();
         move |ctx, jobs: Vec<Arc<JobSummary>>| handlers::reconcile_jobs(shared.clone(), ctx, jobs)
@@ -231,7 +274,7 @@ pub async fn run_monitored(
                 Some(mirror) => r.mirror_to(mirror),
                 None => r,
             };
-            crate::controllers::cron::table(r)
+            crate::controllers::cron::table(r, &cron_runs)
         })
         .run(shutdown)
         .await

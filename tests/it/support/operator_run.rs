@@ -84,6 +84,44 @@ impl Operator {
             .collect()
     }
 
+    /// Replica `index` of an operator sharing the work by `shards` (`run --shards`): identity
+    /// `replica-<index>`, its Leases in `ns` lasting `lease_seconds`, and `/metrics` served on
+    /// the address returned (a port free when asked).
+    ///
+    /// # Panics
+    /// On a real cluster, whose namespace each replica's handle would delete.
+    pub fn shard_replica(
+        ns: &Namespace,
+        index: usize,
+        shards: u32,
+        lease_seconds: u32,
+    ) -> (Operator, std::net::SocketAddr) {
+        assert!(
+            ns.cluster.dev.is_some(),
+            "shard_replica: the embedded control plane only"
+        );
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port for /metrics");
+        let handle = Namespace {
+            cluster: ns.cluster.clone(),
+            name: ns.name.clone(),
+        };
+        let args = [
+            "--shards",
+            &shards.to_string(),
+            "--leader-election-namespace",
+            &ns.name,
+            "--lease-duration",
+            &lease_seconds.to_string(),
+            "--leader-election-identity",
+            &format!("replica-{index}"),
+            "--metrics-addr",
+            &metrics.to_string(),
+        ];
+        (Operator::process_with_args(handle, &args), metrics)
+    }
+
     fn start_new(ns: Namespace, as_process: bool, args: Vec<String>) -> Operator {
         let external = ns.cluster.dev.is_none();
         let mut operator = Operator {

@@ -1,0 +1,367 @@
+//! Replicas sharing the work by shards (`run --shards`): three replicas and six shards run 60
+//! workflows; one replica is SIGKILLed mid-run, 30 more workflows are submitted during the
+//! handover, and a fourth replica joins once the two others took the killed one's shards. Every workflow ends as its shape says, no step
+//! ran twice (from every Job the test saw), and at every sample of the replicas' `/metrics` no
+//! shard was worked by two replicas; the shards end spread evenly over the live replicas.
+//!
+//! Slow (about a minute): `cargo test --test it shards:: -- --ignored --nocapture`
+//! (`make test-slow`). Needs the embedded control plane (it kills the operator's processes).
+
+use crate::support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use kube::ResourceExt;
+use kube::api::PostParams;
+use kube_devcluster::faults::{InjectedError, Verb};
+use kube_devcluster::testing::eventually;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rstest::rstest;
+use support::{JobRecorder, Operator, Shape, check_outcome, namespace, retrying};
+use tokio_util::sync::CancellationToken;
+
+const SHARDS: u32 = 6;
+const LEASE_SECONDS: u32 = 3;
+
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "slow: make test-slow"]
+async fn three_replicas_one_killed_and_a_fourth_joining_share_six_shards_and_run_every_step_once(
+    #[future(awt)] namespace: support::Namespace,
+) {
+    skip_on_real_cluster!("starts and kills the operator's processes");
+    let ns = namespace;
+    let recorder = JobRecorder::start(&ns).await;
+    let mut replicas: Vec<(Operator, SocketAddr)> = (0..3)
+        .map(|i| Operator::shard_replica(&ns, i, SHARDS, LEASE_SECONDS))
+        .collect();
+    let sampler = Sampler::start(replicas.iter().map(|(_, addr)| *addr).collect());
+    sampler
+        .wait_spread("three replicas to share the shards", &[0, 1, 2])
+        .await;
+
+    let first = submit(&ns, 0..60).await;
+    // Half-way through the first workflows.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    replicas[0].0.kill().await;
+    let killed = Instant::now();
+    let second = submit(&ns, 60..90).await;
+    sampler
+        .wait_spread(
+            "the two live replicas to take the killed one's shards",
+            &[1, 2],
+        )
+        .await;
+    let fourth = Operator::shard_replica(&ns, 3, SHARDS, LEASE_SECONDS);
+    sampler.add(fourth.1);
+    replicas.push(fourth);
+
+    let expected: Vec<_> = first.into_iter().chain(second).collect();
+    let finished = join_all(
+        expected
+            .iter()
+            .map(|(name, _)| ns.wait_terminal_within(name, Duration::from_secs(300))),
+    )
+    .await;
+    recorder.catch_up(&ns).await;
+    let wrong: Vec<String> = finished
+        .iter()
+        .zip(&expected)
+        .filter_map(|(workflow, (_, outcome))| check_outcome(workflow, outcome, &recorder))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let jobs = recorder.assert_no_step_ran_twice(&BTreeMap::new());
+    sampler
+        .wait_spread("the live replicas to share the shards", &[1, 2, 3])
+        .await;
+    // The memory split: the live replicas cache each workflow once between them.
+    eventually(
+        "each workflow cached by one replica",
+        Duration::from_secs(30),
+        || async {
+            let cached = sampler.cached.lock().unwrap().values().sum::<usize>();
+            (cached == expected.len()).then_some(())
+        },
+    )
+    .await;
+    let report = sampler.stop();
+    assert!(
+        report.overlaps.is_empty(),
+        "shards worked twice: {:?}",
+        report.overlaps
+    );
+    let failover = report.all_worked_after(killed);
+    for (operator, _) in &replicas[1..] {
+        let log = operator.log();
+        assert!(!log.contains("panicked"), "a replica panicked:\n{log}");
+    }
+    println!(
+        "shards: {} workflows ended correctly; {jobs} Jobs checked, none twice; {} samples of \
+         the replicas' shards, none shared; every shard worked again {failover:.1?} after the \
+         SIGKILL (lease {LEASE_SECONDS} s)",
+        expected.len(),
+        report.samples,
+    );
+    assert!(
+        failover <= Duration::from_secs(u64::from(LEASE_SECONDS) + 2),
+        "the killed replica's shards ran again only after {failover:?}"
+    );
+}
+
+/// The chaos of `reliability_crash` and `reliability_faults` at once, with three replicas
+/// sharing six shards: a random replica SIGKILLed and restarted every 1-2 s, 10% of writes
+/// failing (500, 409, 429), every watch closed every 2 s and one forced 410 Gone. The same
+/// guarantees: every workflow ends as its shape says, no step runs twice, and no shard is
+/// worked by two replicas at any sample.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "slow: make test-slow"]
+async fn three_replicas_under_kills_and_api_faults_run_every_step_once(
+    #[future(awt)] namespace: support::Namespace,
+) {
+    skip_on_real_cluster!("kills the operator's processes and injects API faults");
+    let ns = namespace;
+    let dev = ns.cluster.dev().expect("the embedded control plane");
+    let recorder = JobRecorder::start(&ns).await;
+    let mut replicas: Vec<(Operator, SocketAddr)> = (0..3)
+        .map(|i| Operator::shard_replica(&ns, i, SHARDS, LEASE_SECONDS))
+        .collect();
+    let sampler = Sampler::start(replicas.iter().map(|(_, addr)| *addr).collect());
+    sampler
+        .wait_spread("three replicas to share the shards", &[0, 1, 2])
+        .await;
+    let faults = dev.faults();
+    faults.close_watches_every(Some(Duration::from_secs(2)));
+    for (verb, error) in [
+        (Verb::Create, InjectedError::Internal),
+        (Verb::Update, InjectedError::Conflict),
+        (Verb::Patch, InjectedError::TooManyRequests),
+    ] {
+        faults.set_error_rate(verb, 0.1, error);
+    }
+    let submitting = {
+        let ns = support::Namespace {
+            cluster: ns.cluster.clone(),
+            name: ns.name.clone(),
+        };
+        tokio::spawn(async move { submit(&ns, 0..40).await })
+    };
+    let seed: u64 = rand::random();
+    println!("shards chaos: seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    for kill in 0..8 {
+        // A random moment and replica: what is tested is that any is safe.
+        tokio::time::sleep(Duration::from_millis(rng.random_range(1000..2000))).await;
+        let (victim, _) = &mut replicas[rng.random_range(0..3)];
+        victim.kill().await;
+        victim.start();
+        if kill == 4 {
+            dev.force_gone();
+        }
+    }
+    let expected = submitting.await.expect("every workflow submitted");
+    faults.clear();
+    let finished = join_all(
+        expected
+            .iter()
+            .map(|(name, _)| ns.wait_terminal_within(name, Duration::from_secs(300))),
+    )
+    .await;
+    recorder.catch_up(&ns).await;
+    let wrong: Vec<String> = finished
+        .iter()
+        .zip(&expected)
+        .filter_map(|(workflow, (_, outcome))| check_outcome(workflow, outcome, &recorder))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let jobs = recorder.assert_no_step_ran_twice(&BTreeMap::new());
+    let report = sampler.stop();
+    assert!(
+        report.overlaps.is_empty(),
+        "shards worked twice: {:?}",
+        report.overlaps
+    );
+    println!(
+        "shards chaos: {} workflows ended correctly under 8 SIGKILLs and API faults; {jobs} Jobs \
+         checked, none twice; {} samples, no shard shared",
+        expected.len(),
+        report.samples
+    );
+}
+
+/// Creates workflows `range` of mixed shapes, a step half a second each; their names and
+/// expected outcomes.
+async fn submit(
+    ns: &support::Namespace,
+    range: std::ops::Range<usize>,
+) -> Vec<(String, support::Expected)> {
+    let api = ns.workflows();
+    let mut expected = Vec::new();
+    for i in range {
+        let shape = Shape::ALL[i % Shape::ALL.len()];
+        let (workflow, outcome) =
+            shape.build(&format!("wf-{i:02}-{shape:?}").to_lowercase(), "0.5");
+        let manifest = ns.manifest(workflow);
+        retrying("creating a workflow", || async {
+            api.create(&PostParams::default(), &manifest).await
+        })
+        .await;
+        expected.push((manifest.name_any(), outcome));
+    }
+    expected
+}
+
+/// What the sampler saw.
+struct Report {
+    samples: usize,
+    /// Samples where a shard was worked by two replicas.
+    overlaps: Vec<String>,
+    /// When each sample was taken and how many shards were worked then.
+    worked: Vec<(Instant, usize)>,
+}
+
+impl Report {
+    /// The time from `since` to the first sample after it with every shard worked.
+    fn all_worked_after(&self, since: Instant) -> Duration {
+        self.worked
+            .iter()
+            .find(|(at, worked)| *at > since && *worked == SHARDS as usize)
+            .map(|(at, _)| *at - since)
+            .expect("every shard worked again after the kill")
+    }
+}
+
+/// Reads every replica's `workflow_operator_shard_held` every 100 ms.
+struct Sampler {
+    addrs: Arc<Mutex<Vec<SocketAddr>>>,
+    report: Arc<Mutex<Report>>,
+    latest: Arc<Mutex<BTreeMap<usize, BTreeSet<u32>>>>,
+    /// Each answering replica's `workflow_operator_cached_workflows`.
+    cached: Arc<Mutex<BTreeMap<usize, usize>>>,
+    stop: CancellationToken,
+}
+
+impl Sampler {
+    fn start(addrs: Vec<SocketAddr>) -> Sampler {
+        let sampler = Sampler {
+            addrs: Arc::new(Mutex::new(addrs)),
+            report: Arc::new(Mutex::new(Report {
+                samples: 0,
+                overlaps: Vec::new(),
+                worked: Vec::new(),
+            })),
+            latest: Arc::default(),
+            cached: Arc::default(),
+            stop: CancellationToken::new(),
+        };
+        let (addrs, report, latest, cached, stop) = (
+            sampler.addrs.clone(),
+            sampler.report.clone(),
+            sampler.latest.clone(),
+            sampler.cached.clone(),
+            sampler.stop.clone(),
+        );
+        tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            while !stop.is_cancelled() {
+                let targets = addrs.lock().unwrap().clone();
+                let read = join_all(targets.iter().map(|addr| scrape(&http, *addr))).await;
+                let answered = read
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(i, r)| Some((i, r?)));
+                let (mut held, mut caches) = (BTreeMap::new(), BTreeMap::new());
+                for (i, (shards, workflows)) in answered {
+                    held.insert(i, shards);
+                    caches.insert(i, workflows);
+                }
+                *cached.lock().unwrap() = caches;
+                record(&mut report.lock().unwrap(), &held);
+                *latest.lock().unwrap() = held;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        sampler
+    }
+
+    fn add(&self, addr: SocketAddr) {
+        self.addrs.lock().unwrap().push(addr);
+    }
+
+    /// Waits until exactly `replicas` work shards, each `SHARDS / replicas.len()` (within one).
+    async fn wait_spread(&self, what: &str, replicas: &[usize]) {
+        let share = SHARDS as usize / replicas.len();
+        eventually(what, Duration::from_secs(60), || async {
+            let latest = self.latest.lock().unwrap().clone();
+            let working: Vec<usize> = latest
+                .iter()
+                .filter(|(_, held)| !held.is_empty())
+                .map(|(i, _)| *i)
+                .collect();
+            let even = latest
+                .values()
+                .all(|held| held.is_empty() || held.len().abs_diff(share) <= 1);
+            let all: usize = latest.values().map(BTreeSet::len).sum();
+            (working == replicas && even && all == SHARDS as usize).then_some(())
+        })
+        .await;
+    }
+
+    fn stop(self) -> Report {
+        self.stop.cancel();
+        let report = self.report.lock().unwrap();
+        Report {
+            samples: report.samples,
+            overlaps: report.overlaps.clone(),
+            worked: report.worked.clone(),
+        }
+    }
+}
+
+/// Adds one sample (replica index -> shards it works) to `report`.
+fn record(report: &mut Report, held: &BTreeMap<usize, BTreeSet<u32>>) {
+    report.samples += 1;
+    let mut owner: BTreeMap<u32, usize> = BTreeMap::new();
+    for (replica, shards) in held {
+        for shard in shards {
+            if let Some(other) = owner.insert(*shard, *replica) {
+                report
+                    .overlaps
+                    .push(format!("shard {shard}: replicas {other} and {replica}"));
+            }
+        }
+    }
+    report.worked.push((Instant::now(), owner.len()));
+}
+
+/// The shards a replica says it works now, and how many workflows it caches; `None` when it
+/// does not answer (not started yet, or killed: a dead process works no shard).
+async fn scrape(http: &reqwest::Client, addr: SocketAddr) -> Option<(BTreeSet<u32>, usize)> {
+    let response = http
+        .get(format!("http://{addr}/metrics"))
+        .timeout(Duration::from_secs(1))
+        .send()
+        .await
+        .ok()?;
+    let text = response.text().await.ok()?;
+    let held = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("workflow_operator_shard_held{shard=\""))
+        .filter_map(|rest| {
+            let (shard, value) = rest.split_once("\"} ")?;
+            (value.trim() == "1").then(|| shard.parse().ok())?
+        })
+        .collect();
+    let cached = text
+        .lines()
+        .find_map(|line| line.strip_prefix("workflow_operator_cached_workflows "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some((held, cached))
+}
