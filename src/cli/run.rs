@@ -185,6 +185,11 @@ async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Res
             lease_duration: Duration::from_secs(args.lease_duration.max(1)),
         };
         tracing::info!(shards = args.shards, identity = %sharding.identity, "sharing the work by shards");
+        // The web view shows every shard's workflows: its mirrors follow watches of their own.
+        let _web_watches = options
+            .mirror
+            .clone()
+            .map(|mirror| follow_all(mirror, &client, args.namespace.as_deref()));
         crate::shards::run_sharded(client, options, sharding, readiness, shutdown).await?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -233,6 +238,37 @@ async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Res
             eprintln!("error: lost leadership of the Lease; exiting");
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// Fills `mirror` from watches of every WorkFlow and CronWorkFlow (in `namespace`, else all),
+/// until the returned tasks are dropped.
+fn follow_all(mirror: Mirrors, client: &kube::Client, namespace: Option<&str>) -> [AbortOnDrop; 2] {
+    let workflows = match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    };
+    let crons = match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    };
+    let followed = mirror.clone();
+    [
+        AbortOnDrop(tokio::spawn(async move {
+            mirror.workflows.follow(workflows).await
+        })),
+        AbortOnDrop(tokio::spawn(
+            async move { followed.crons.follow(crons).await },
+        )),
+    ]
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -38,7 +38,7 @@ async fn three_replicas_one_killed_and_a_fourth_joining_share_six_shards_and_run
     let ns = namespace;
     let recorder = JobRecorder::start(&ns).await;
     let mut replicas: Vec<(Operator, SocketAddr)> = (0..3)
-        .map(|i| Operator::shard_replica(&ns, i, SHARDS, LEASE_SECONDS))
+        .map(|i| Operator::shard_replica(&ns, i, SHARDS, LEASE_SECONDS, &[]))
         .collect();
     let sampler = Sampler::start(replicas.iter().map(|(_, addr)| *addr).collect());
     sampler
@@ -57,7 +57,7 @@ async fn three_replicas_one_killed_and_a_fourth_joining_share_six_shards_and_run
             &[1, 2],
         )
         .await;
-    let fourth = Operator::shard_replica(&ns, 3, SHARDS, LEASE_SECONDS);
+    let fourth = Operator::shard_replica(&ns, 3, SHARDS, LEASE_SECONDS, &[]);
     sampler.add(fourth.1);
     replicas.push(fourth);
 
@@ -129,7 +129,7 @@ async fn three_replicas_under_kills_and_api_faults_run_every_step_once(
     let dev = ns.cluster.dev().expect("the embedded control plane");
     let recorder = JobRecorder::start(&ns).await;
     let mut replicas: Vec<(Operator, SocketAddr)> = (0..3)
-        .map(|i| Operator::shard_replica(&ns, i, SHARDS, LEASE_SECONDS))
+        .map(|i| Operator::shard_replica(&ns, i, SHARDS, LEASE_SECONDS, &[]))
         .collect();
     let sampler = Sampler::start(replicas.iter().map(|(_, addr)| *addr).collect());
     sampler
@@ -192,6 +192,49 @@ async fn three_replicas_under_kills_and_api_faults_run_every_step_once(
         expected.len(),
         report.samples
     );
+}
+
+/// The web view of a replica holding some shards shows the workflows of every shard.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicas_web_view_shows_every_shards_workflows(
+    #[future(awt)] namespace: support::Namespace,
+) {
+    skip_on_real_cluster!("starts the operator's processes");
+    let ns = namespace;
+    let web = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port for the web view");
+    let web_addr = ["--web-addr", &web.to_string()];
+    let (_viewer, viewer_metrics) = Operator::shard_replica(&ns, 0, 4, LEASE_SECONDS, &web_addr);
+    let (_other, other_metrics) = Operator::shard_replica(&ns, 1, 4, LEASE_SECONDS, &[]);
+    let sampler = Sampler::start(vec![viewer_metrics, other_metrics]);
+    let shards = 4;
+    sampler
+        .wait_spread_of("two replicas to share four shards", shards, &[0, 1])
+        .await;
+    let expected = submit(&ns, 0..8).await;
+    let http = reqwest::Client::new();
+    eventually(
+        "every workflow in the web view",
+        Duration::from_secs(30),
+        || async {
+            let page = http
+                .get(format!("http://{web}/"))
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            expected
+                .iter()
+                .all(|(name, _)| page.contains(name.as_str()))
+                .then_some(())
+        },
+    )
+    .await;
+    sampler.stop();
 }
 
 /// Creates workflows `range` of mixed shapes, a step half a second each; their names and
@@ -295,7 +338,13 @@ impl Sampler {
 
     /// Waits until exactly `replicas` work shards, each `SHARDS / replicas.len()` (within one).
     async fn wait_spread(&self, what: &str, replicas: &[usize]) {
-        let share = SHARDS as usize / replicas.len();
+        self.wait_spread_of(what, SHARDS, replicas).await;
+    }
+
+    /// Waits until exactly `replicas` work the `shards`, each `shards / replicas.len()`
+    /// (within one).
+    async fn wait_spread_of(&self, what: &str, shards: u32, replicas: &[usize]) {
+        let share = shards as usize / replicas.len();
         eventually(what, Duration::from_secs(60), || async {
             let latest = self.latest.lock().unwrap().clone();
             let working: Vec<usize> = latest
@@ -307,7 +356,7 @@ impl Sampler {
                 .values()
                 .all(|held| held.is_empty() || held.len().abs_diff(share) <= 1);
             let all: usize = latest.values().map(BTreeSet::len).sum();
-            (working == replicas && even && all == SHARDS as usize).then_some(())
+            (working == replicas && even && all == shards as usize).then_some(())
         })
         .await;
     }

@@ -82,6 +82,35 @@ impl<K: Watched> Mirror<K> {
         self.inner.changes.subscribe()
     }
 
+    /// Fills this mirror from a watch of its own of `api`, until the returned future is
+    /// dropped: for a reader in a process whose operator watches only some of the objects (a
+    /// replica holding some shards) that must show all of them.
+    pub async fn follow(&self, api: kube::Api<K>) {
+        use futures::StreamExt;
+        use kube::ResourceExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let (reader, writer) = kube::runtime::reflector::store::<K>();
+        self.attach(reader);
+        let events = watcher(api, watcher::Config::default())
+            .modify(|object: &mut K| object.managed_fields_mut().clear())
+            .default_backoff()
+            .reflect(writer);
+        let mut events = std::pin::pin!(events);
+        let mut listed = Vec::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listed.clear(),
+                Ok(watcher::Event::InitApply(object)) => listed.push(ObjectRef::from(&object)),
+                // The reflector swaps a listing in whole at its end: readers hear of it then.
+                Ok(watcher::Event::InitDone) => listed.drain(..).for_each(|key| self.changed(key)),
+                Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
+                    self.changed(ObjectRef::from(&object));
+                }
+                Err(_) => {} // retried by the backoff
+            }
+        }
+    }
+
     pub(crate) fn attach(&self, store: Store<K>) {
         *self.inner.store.write().expect("mirror lock") = Some(store);
     }

@@ -85,8 +85,8 @@ impl Operator {
     }
 
     /// Replica `index` of an operator sharing the work by `shards` (`run --shards`): identity
-    /// `replica-<index>`, its Leases in `ns` lasting `lease_seconds`, and `/metrics` served on
-    /// the address returned (a port free when asked).
+    /// `replica-<index>`, its Leases in `ns` lasting `lease_seconds`, `/metrics` served on the
+    /// address returned (a port free when asked), and `extra` arguments.
     ///
     /// # Panics
     /// On a real cluster, whose namespace each replica's handle would delete.
@@ -95,6 +95,7 @@ impl Operator {
         index: usize,
         shards: u32,
         lease_seconds: u32,
+        extra: &[&str],
     ) -> (Operator, std::net::SocketAddr) {
         assert!(
             ns.cluster.dev.is_some(),
@@ -119,6 +120,7 @@ impl Operator {
             "--metrics-addr",
             &metrics.to_string(),
         ];
+        let args: Vec<&str> = args.into_iter().chain(extra.iter().copied()).collect();
         (Operator::process_with_args(handle, &args), metrics)
     }
 
