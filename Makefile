@@ -78,9 +78,9 @@ endif
 fmt: ## format the code
 	$(CARGO) fmt --all
 
-crd: ## regenerate crd/workflow.yaml (and its copy deploy/crd.yaml) from the Rust types
+crd: ## regenerate crd/workflow.yaml (and its copy deploy/base/crd.yaml) from the Rust types
 	$(CARGO) run --quiet -- crd > crd/workflow.yaml
-	cp crd/workflow.yaml deploy/crd.yaml
+	cp crd/workflow.yaml deploy/base/crd.yaml
 
 argo-doc: ## regenerate docs/argo.md (coming from Argo Workflows) from the converter's table
 	$(CARGO) run --quiet -- convert --table > docs/argo.md

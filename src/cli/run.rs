@@ -42,7 +42,7 @@ pub struct RunArgs {
     /// Run at most this many steps at once, across every workflow and namespace: the other
     /// steps wait as `Queued` and start in `spec.priority` order (higher first, then the older
     /// workflow) as running ones finish. Workflows with `spec.queueName` are left to Kueue.
-    /// Off when not given.
+    /// Off when not given. Not with `--shards` above 1 (use Kueue there).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_running_steps: Option<u32>,
     /// The image the step agent is copied from into the pods of steps that need it (a
@@ -130,6 +130,15 @@ async fn serve_web(
 }
 
 async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Result<ExitCode> {
+    if args.shards > 1 && args.max_running_steps.is_some() {
+        // The built-in queue keeps its one count of running steps, and its one line, in one
+        // process; replicas each admitting would go past the limit.
+        anyhow::bail!(
+            "--max-running-steps needs one active replica: with --shards {} use Kueue \
+             (spec.queueName) to limit the steps running across replicas",
+            args.shards
+        );
+    }
     let mut config = cluster.config().await?;
     // Named requests show up as ours in audit logs (and in the devcluster's request counters).
     config.headers.push((

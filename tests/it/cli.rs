@@ -30,7 +30,7 @@ fn manifest(yaml: &str) -> tempfile::NamedTempFile {
 #[test]
 fn crd_in_the_repository_is_the_generated_one() {
     let generated = stdout(&run(&["crd"]));
-    for file in ["crd/workflow.yaml", "deploy/crd.yaml"] {
+    for file in ["crd/workflow.yaml", "deploy/base/crd.yaml"] {
         let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
         let committed = std::fs::read_to_string(path).unwrap();
         assert!(

@@ -14,9 +14,9 @@ use workflow_operator_core::crd::{PodCleanup, WorkFlow};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// Every rule of the ClusterRole and Role in `deploy/rbac.yaml`, as (group, resource, verb).
+/// Every rule of the ClusterRole and Role in `deploy/base/rbac.yaml`, as (group, resource, verb).
 fn granted() -> BTreeSet<(String, String, String)> {
-    let text = std::fs::read_to_string(format!("{ROOT}/deploy/rbac.yaml")).unwrap();
+    let text = std::fs::read_to_string(format!("{ROOT}/deploy/base/rbac.yaml")).unwrap();
     let mut grants = BTreeSet::new();
     for document in serde_yaml::Deserializer::from_str(&text) {
         let doc: Value = serde::Deserialize::deserialize(document).unwrap();
@@ -111,8 +111,15 @@ async fn wait_for(
     .unwrap();
 }
 
+/// With leader election (`deploy/`) and sharing the work by shards (`deploy/sharded/`).
+#[rstest::rstest]
+#[case::leader_election("deploy/", &["--leader-election"])]
+#[case::shards("deploy/sharded/", &["--shards", "3"])]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes() {
+async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes(
+    #[case] directory: &str,
+    #[case] replication: &[&str],
+) {
     let Some(tools) = kube_devcluster::testing::require_tools("deploy_installs_with_kubectl")
     else {
         return;
@@ -123,17 +130,13 @@ async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes()
         &cluster,
         &tools.kubectl,
         home.path(),
-        &["apply", "-k", "deploy/"],
+        &["apply", "-k", directory],
     )
     .await;
 
     let _operator = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
-        .args([
-            "run",
-            "--leader-election",
-            "--leader-election-namespace",
-            "workflow-operator",
-        ])
+        .args(["run", "--leader-election-namespace", "workflow-operator"])
+        .args(replication)
         .env("KUBECONFIG", cluster.kubeconfig_path())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())

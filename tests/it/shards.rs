@@ -414,3 +414,20 @@ async fn scrape(http: &reqwest::Client, addr: SocketAddr) -> Option<(BTreeSet<u3
         .ok()?;
     Some((held, cached))
 }
+
+/// The built-in step queue counts in one process: with several shards it is refused, naming
+/// what to use instead, before any request.
+#[test]
+fn max_running_steps_with_shards_is_refused_saying_to_use_kueue() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["run", "--shards", "3", "--max-running-steps", "5"])
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--max-running-steps needs one active replica: with --shards 3 use Kueue"),
+        "{stderr}"
+    );
+}

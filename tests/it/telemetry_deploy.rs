@@ -1,4 +1,4 @@
-//! `deploy/deployment.yaml`: every field is one Kubernetes knows, the pod is hardened (non-root,
+//! `deploy/base/deployment.yaml`: every field is one Kubernetes knows, the pod is hardened (non-root,
 //! read-only root filesystem, no privilege escalation, no capabilities), its probes and port match the telemetry server, and the API accepts it.
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -9,7 +9,7 @@ use kube::api::PostParams;
 use kube_devcluster::{DevCluster, DevClusterOptions};
 use serde_json::json;
 
-const MANIFEST: &str = include_str!("../../deploy/deployment.yaml");
+const MANIFEST: &str = include_str!("../../deploy/base/deployment.yaml");
 
 fn manifest() -> serde_json::Value {
     serde_yaml::from_str(MANIFEST).expect("deployment.yaml is YAML")
