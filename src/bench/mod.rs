@@ -30,6 +30,7 @@ pub mod changes;
 pub mod cron;
 pub mod process;
 pub mod procfs;
+pub mod replicas;
 pub mod shape;
 pub mod timeline;
 pub mod wait_order;
@@ -140,6 +141,8 @@ pub struct Options {
     /// Every step is cached (`cache.key`) under this key, `{i}` replaced by the workflow's
     /// index: one key for all makes every workflow after the first hit the cache.
     pub cache_key: Option<String>,
+    /// Our operator as several processes sharing the work by shards (`run --shards`).
+    pub replicas: replicas::Replicas,
 }
 
 /// The one JSON object a benchmark prints.
@@ -162,7 +165,11 @@ pub struct Report {
     pub dispatch_early: usize,
     pub dispatch_unmatched: usize,
     pub api: ApiFigures,
+    /// Replica 0 with `--replicas`.
     pub operator: Option<ProcessFigures>,
+    /// With `--replicas R`: replicas 1 to R-1.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<ProcessFigures>,
     pub control_plane: ControlPlane,
     pub largest_workflow: Option<ObjectSize>,
     pub idle: Option<IdleFigures>,
@@ -299,10 +306,13 @@ pub async fn run(options: Options) -> Result<Report> {
     };
 
     let observer = Observer::start(cluster.store().subscribe());
-    let (mut operator, operator_pid) = operator_under_test(&cluster, &options.operator).await?;
+    let (mut operator, operator_pid) =
+        operator_under_test(&cluster, &replica_zero(&options)).await?;
+    let others = other_replicas(&cluster, &client, &options).await?;
     cluster.reset_requests();
     let counted_from = Instant::now();
     let operator_start = operator_pid.and_then(sample);
+    let others_start = replicas::sample_all(&others);
     let self_start = procfs::sample("self").ok();
 
     let dependencies = options.shape.dependencies(options.steps, options.seed);
@@ -313,6 +323,7 @@ pub async fn run(options: Options) -> Result<Report> {
     let counted_to = Instant::now();
 
     let operator_end = operator_pid.and_then(sample);
+    let others_end = replicas::sample_all(&others);
     let self_end = procfs::sample("self").ok();
     let largest_workflow = largest_workflow(&cluster, &options.namespace);
 
@@ -323,6 +334,10 @@ pub async fn run(options: Options) -> Result<Report> {
         None => None,
     };
     if let Some(process) = operator.take() {
+        process.stop(Duration::from_secs(10)).await;
+    }
+    let replica_figures = replicas::figures(&others, &others_start, &others_end);
+    for (process, _) in others {
         process.stop(Duration::from_secs(10)).await;
     }
     let (timeline, lost_events) = observer.finish();
@@ -363,6 +378,7 @@ pub async fn run(options: Options) -> Result<Report> {
             }
             _ => None,
         },
+        replicas: replica_figures,
         control_plane: ControlPlane {
             ceiling,
             steps_per_second_allowed,
@@ -378,6 +394,41 @@ pub async fn run(options: Options) -> Result<Report> {
         idle,
         wait_order: timeline.wait_order(),
     })
+}
+
+/// The operator of `options`, as replica 0 when it runs sharded.
+fn replica_zero(options: &Options) -> OperatorUnderTest {
+    match &options.operator {
+        OperatorUnderTest::Spawn(spawn) if options.replicas.sharded() => OperatorUnderTest::Spawn(
+            replicas::spawn_of(spawn, 0, options.replicas, &options.namespace),
+        ),
+        operator => operator.clone(),
+    }
+}
+
+/// Replicas 1 and up of a sharded operator, started once replica 0 watches, and waited for
+/// until the shards are spread over all of them.
+async fn other_replicas(
+    cluster: &DevCluster,
+    client: &kube::Client,
+    options: &Options,
+) -> Result<Vec<(OperatorProcess, Spawn)>> {
+    let OperatorUnderTest::Spawn(spawn) = &options.operator else {
+        return Ok(Vec::new());
+    };
+    if !options.replicas.sharded() {
+        return Ok(Vec::new());
+    }
+    let namespace = &options.namespace;
+    let others = replicas::start_others(
+        spawn,
+        options.replicas,
+        namespace,
+        cluster.kubeconfig_path(),
+    )?;
+    let limit = Duration::from_secs(120);
+    replicas::wait_spread(client, namespace, options.replicas, limit).await?;
+    Ok(others)
 }
 
 /// The operator measured: spawned here as a process of its own, or one started by the user,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::bench::cron::CronOptions;
+use crate::bench::replicas::Replicas;
 use crate::bench::{self, Idle, OperatorUnderTest, Options, Shape, process::Spawn};
 
 /// Options of `bench` (its help text is on `Command::Bench`).
@@ -110,6 +111,14 @@ pub struct BenchArgs {
     /// With --crons: how long to measure, in seconds from the first creation.
     #[arg(long, default_value_t = 180, requires = "crons")]
     cron_duration_secs: u64,
+    /// Run our operator as this many processes sharing the work by `--shards` (`run
+    /// --shards`); the run starts once the shards are spread over them, and each one's CPU and
+    /// peak memory is reported (`operator` is replica 0, `replicas` the others).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    replicas: u16,
+    /// The shards of `--replicas` (default: one per replica).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    shards: Option<u32>,
     /// Print the JSON indented.
     #[arg(long)]
     pretty: bool,
@@ -218,6 +227,10 @@ fn options(args: &BenchArgs) -> Result<Options, String> {
         submit_rate: args.submit_rate.filter(|rate| *rate > 0.0),
         semaphore: args.semaphore,
         cache_key: args.cache_key.clone(),
+        replicas: Replicas {
+            count: usize::from(args.replicas),
+            shards: args.shards.unwrap_or(u32::from(args.replicas)),
+        },
         timeout: Duration::from_secs(args.timeout_secs),
         idle: args.keep_finished.map(|_| Idle {
             duration: Duration::from_secs(args.idle_secs),

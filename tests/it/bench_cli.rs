@@ -91,6 +91,38 @@ fn bench_report_accounts_for_every_submitted_step() {
     assert!(report["waitOrder"].is_null(), "no semaphore, no wait order");
 }
 
+/// `--replicas 2 --shards 4`: two operator processes share the work, each measured.
+#[test]
+fn replicas_share_the_run_and_each_is_measured() {
+    let output = bench(&[
+        "--workflows",
+        "8",
+        "--steps",
+        "3",
+        "--shape",
+        "chain",
+        "--replicas",
+        "2",
+        "--shards",
+        "4",
+        "--ceiling-secs",
+        "0",
+        "--timeout-secs",
+        "120",
+    ]);
+    let report = report(&output);
+    assert_eq!(report["workflowsCompleted"], 8, "{report:#}");
+    assert_eq!(report["stepsCompleted"], 24);
+    let others = report["replicas"]
+        .as_array()
+        .expect("the other replica's figures");
+    assert_eq!(others.len(), 1, "{report:#}");
+    for replica in [&report["operator"], &others[0]] {
+        assert!(replica["peakRssMib"].as_f64().unwrap() > 0.0, "{report:#}");
+    }
+    assert_ne!(report["operator"]["pid"], others[0]["pid"]);
+}
+
 #[test]
 fn with_a_semaphore_the_report_says_how_far_the_wait_order_is_from_priority_then_age() {
     let output = bench(&[
