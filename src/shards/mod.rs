@@ -11,7 +11,7 @@
 //! - While it holds a shard, a replica runs the operator's handlers for that shard alone
 //!   ([`operator::run_shard`]), whose watches select the shard's objects on the API server.
 //! - The replicas spread the shards evenly: each knows the others from their membership
-//!   Leases ([`members`]), takes free shards only while it holds fewer than its share
+//!   Leases (`members.rs`), takes free shards only while it holds fewer than its share
 //!   (`shards::target`), and gives up its highest shards while it holds more.
 
 mod members;
