@@ -27,6 +27,7 @@ use super::job_summary::{JobEnd, JobSummary};
 use super::names;
 use super::outputs::{self, StepData};
 use super::plan::{ExitEnv, JobState, ObservedJob, backstop_deadline_seconds};
+use super::shards::LABEL_SHARD;
 
 /// The labels and annotations of step Jobs, where Jobs are built.
 pub use super::labels::{
@@ -436,6 +437,10 @@ impl<'a> StepJob<'a> {
                 pod_labels.insert(key.to_string(), value.clone());
                 labels.insert(key.to_string(), value);
             }
+        }
+        // A workflow's shard never changes, so its pods can carry it (`shards`).
+        if let Some(shard) = self.workflow.labels().get(LABEL_SHARD) {
+            pod_labels.insert(LABEL_SHARD.to_string(), shard.clone());
         }
         // Kueue reads these labels from the Job, not its pods
         // (<https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>).
@@ -1098,6 +1103,18 @@ mod tests {
         assert_eq!(labels[LABEL_RUN], "r1");
         assert_eq!(labels["team"], "a");
         assert!(!job_labels_for_relabel(&wf).contains_key(LABEL_STEP));
+    }
+
+    #[test]
+    fn a_sharded_workflows_jobs_and_pods_carry_its_shard() {
+        let wf = WorkFlow::test("wf")
+            .label(LABEL_SHARD, "5")
+            .step("a", &[])
+            .build();
+        let job = build_job(&wf, &wf.spec.containers[0], "r1").unwrap();
+        assert_eq!(job.metadata.labels.unwrap()[LABEL_SHARD], "5");
+        let pod = job.spec.unwrap().template.metadata.unwrap();
+        assert_eq!(pod.labels.unwrap()[LABEL_SHARD], "5");
     }
 
     #[test]
