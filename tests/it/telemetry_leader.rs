@@ -485,3 +485,47 @@ async fn work_that_returns_by_itself_releases_the_lease() {
     assert_eq!(*election.status().borrow(), LeaderStatus::Stopped);
     assert_eq!(lease_spec(&cluster).await.holder_identity, None);
 }
+
+/// A contender whose gate says no stands by on a free lease (and on a missing one) without
+/// taking it; once the gate says yes it takes it at its next poll.
+#[tokio::test]
+async fn gated_contender_takes_a_free_lease_only_once_its_gate_opens() {
+    let cluster = cluster().await;
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gate = {
+        let open = open.clone();
+        Arc::new(move || open.load(std::sync::atomic::Ordering::SeqCst))
+    };
+    let election = LeaderElection::new(cluster.client(), NAMESPACE, LEASE, "pod-a", LEASE_DURATION)
+        .with_gate(gate);
+    let mut status = election.status();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let task = tokio::spawn(async move {
+        election
+            .run_while_leader(|token| async move { token.cancelled().await }, stop)
+            .await
+    });
+    let standing_by = |s: &LeaderStatus| matches!(s, LeaderStatus::Standby { .. });
+    tokio::time::timeout(DEADLINE, status.wait_for(standing_by))
+        .await
+        .expect("the contender decided")
+        .unwrap();
+    let leases: Api<Lease> = Api::namespaced(cluster.client(), NAMESPACE);
+    assert!(
+        leases.get_opt(LEASE).await.unwrap().is_none(),
+        "a closed gate creates no lease"
+    );
+    open.store(true, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::timeout(DEADLINE, status.wait_for(|s| *s == LeaderStatus::Leader))
+        .await
+        .expect("the contender leads once its gate opens")
+        .unwrap();
+    assert_eq!(
+        lease_spec(&cluster).await.holder_identity.as_deref(),
+        Some("pod-a")
+    );
+    shutdown.cancel();
+    let ended = tokio::time::timeout(DEADLINE, task).await.unwrap().unwrap();
+    assert!(matches!(ended, Ended::Shutdown(Some(()))), "{ended:?}");
+}
