@@ -27,7 +27,8 @@ pub struct RunArgs {
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, short = 'n', env = "WATCH_NAMESPACE")]
     namespace: Option<String>,
-    /// Handlers run at once, over all workflows (one at a time per workflow).
+    /// Handlers run at once, over all workflows (one at a time per workflow); with `--shards`,
+    /// over this replica's shards, each given its share.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
     /// Do not post the Events naming the steps started and succeeded (one per status write;
