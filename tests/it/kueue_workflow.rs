@@ -18,7 +18,7 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::StepPhase;
 use workflow_operator_core::jobs::LABEL_QUEUE_NAME;
 use workflow_operator_core::kueue::api::Workload;
-use workflow_operator_core::kueue::workload::{Standing, standing};
+use workflow_operator_core::kueue::workload::{MULTIKUEUE_CONTROLLER, Standing, standing};
 use workflow_operator_core::testing::WorkFlowBuilder;
 
 /// A diamond whose middle steps run at once: a (500m), then b (1) and c (1), then d (500m):
@@ -304,4 +304,113 @@ async fn a_run_that_does_not_fit_waits_without_holding_quota(#[future(awt)] oper
             .is_none(),
         "holds no quota"
     );
+}
+
+/// MultiKueue's generic adapter contract, on two embedded control planes: a WorkFlow with
+/// `managedBy: kueue.x-k8s.io/multikueue` on the manager is left alone by the manager's
+/// operator (no Job, finalizer, progress record or status for 30 s) beside the run's Workload
+/// it makes there for Kueue; Kueue (the tests' stand-in) admits that Workload, copies it and
+/// the WorkFlow to the worker, where the worker's operator runs the copy under the prebuilt
+/// Workload (making none of its own); the worker's status, copied back whole, is what the
+/// manager's `kubectl get wf` and `workflow-operator get` show.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_multikueue_dispatches_runs_on_the_worker_and_its_status_comes_back(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("two embedded control planes");
+    let manager = &operator.ns;
+    let Some(tools) = kube_devcluster::testing::require_tools("multikueue") else {
+        return;
+    };
+    let worker_cluster = support::cluster().await;
+    let worker = support::namespace_named(worker_cluster, &manager.name).await;
+    let worker_operator = Operator::task(worker);
+    let worker = &worker_operator.ns;
+    let manager_kueue = stand_in(manager, "4").await;
+    let worker_kueue = stand_in(worker, "4").await;
+
+    let dispatched = diamond("far", "team", &["true"]).managed_by(MULTIKUEUE_CONTROLLER);
+    let created = manager.create(dispatched).await;
+    let before = created.metadata.resource_version.clone();
+    let workload = manager_kueue
+        .wait_workload(
+            &manager.name,
+            "far",
+            "made by the manager's operator, admitted",
+            |w| standing(w) == Standing::Admitted,
+        )
+        .await;
+    assert_eq!(asked_cpu(&workload), "2000m");
+    holds_for(
+        &manager.workflows(),
+        "far",
+        "left alone by the manager's operator",
+        Duration::from_secs(30),
+        |wf| {
+            wf.is_some_and(|wf| {
+                wf.metadata.resource_version == before
+                    && wf.finalizers().is_empty()
+                    && wf.status.is_none()
+            })
+        },
+    )
+    .await;
+    assert!(
+        manager.jobs_of("far").await.is_empty(),
+        "no Job on the manager"
+    );
+
+    let name = manager_kueue
+        .dispatch(&manager.name, "far", &worker.client())
+        .await;
+    assert_eq!(name, workload.name_any());
+    worker.expect_completed("far").await;
+    assert_eq!(
+        worker_kueue.workloads(&worker.name).await.len(),
+        1,
+        "the prebuilt Workload, no second"
+    );
+    assert_eq!(worker.jobs_of("far").await.len(), 4);
+    manager_kueue
+        .sync_status(&manager.name, "far", &name, &worker.client())
+        .await;
+    let shown = manager.get("far").await;
+    assert_eq!(
+        support::phase(&shown),
+        Some(workflow_operator_core::lifecycle::Phase::Completed)
+    );
+    assert!(
+        manager.jobs_of("far").await.is_empty(),
+        "still no Job on the manager"
+    );
+    let finished = manager_kueue
+        .wait_workload(&manager.name, "far", "finished", |w| {
+            standing(w) == Standing::Finished
+        })
+        .await;
+    assert_eq!(finished.name_any(), name);
+
+    let home = tempfile::tempdir().expect("a home for kubectl");
+    let dev = manager.cluster.dev().expect("embedded");
+    let table = support::session::kubectl(
+        dev,
+        &tools.kubectl,
+        home.path(),
+        &["get", "wf", "far", "-n", &manager.name],
+    )
+    .await;
+    let row = support::session::row(&table, "far");
+    assert!(
+        row.contains(&"Completed"),
+        "kubectl get wf on the manager:\n{table}"
+    );
+    let got = manager.cli(&["get", "far"]).await;
+    assert!(
+        got.contains("Completed"),
+        "workflow-operator get on the manager:\n{got}"
+    );
+    for step in ["a", "b", "c", "d"] {
+        assert!(got.contains(step), "step {step} shown:\n{got}");
+    }
 }
