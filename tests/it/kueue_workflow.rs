@@ -13,7 +13,9 @@ use std::time::Duration;
 use kube::ResourceExt;
 use rstest::rstest;
 use support::kueue::{FLAVOR_LABEL, FLAVOR_TOLERATION, KueueStandIn};
-use support::{Gate, JobRecorder, Namespace, Operator, holds_for, operator};
+use support::{
+    Gate, JobRecorder, Namespace, Operator, holds_for, namespace, operator, operator_process,
+};
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::StepPhase;
 use workflow_operator_core::jobs::LABEL_QUEUE_NAME;
@@ -412,5 +414,172 @@ async fn a_workflow_multikueue_dispatches_runs_on_the_worker_and_its_status_come
     );
     for step in ["a", "b", "c", "d"] {
         assert!(got.contains(step), "step {step} shown:\n{got}");
+    }
+}
+
+/// A second handle on `ns` (the same namespace of the same plane), for a test that moves its
+/// operator.
+fn handle(ns: &Namespace) -> Namespace {
+    Namespace {
+        cluster: ns.cluster.clone(),
+        name: ns.name.clone(),
+    }
+}
+
+/// An operator killed while Kueue admits the run (it dies with the Workload made and not yet
+/// admitted, and comes back once Kueue admitted it), then killed again with a step running:
+/// one Workload, no step twice, the run completes and its Workload is finished.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_killed_during_admission_makes_no_second_workload_and_runs_no_step_twice(
+    #[future(awt)] operator_process: Operator,
+) {
+    skip_on_real_cluster!("kills the operator; the step waits on a local file");
+    let mut operator = operator_process;
+    let ns = &handle(&operator.ns);
+    let recorder = JobRecorder::start(ns).await;
+    let kueue = stand_in(ns, "2").await;
+    kueue.hold();
+    let gate = Gate::new();
+    let wait = gate.wait_command("a done");
+    let wait: Vec<&str> = wait.iter().map(String::as_str).collect();
+    ns.create(diamond("killed", "team", &wait)).await;
+    kueue
+        .wait_workload(&ns.name, "killed", "made", |_| true)
+        .await;
+    operator.kill().await;
+    kueue.release();
+    kueue
+        .wait_workload(&ns.name, "killed", "admitted", |w| {
+            standing(w) == Standing::Admitted
+        })
+        .await;
+    operator.start();
+    ns.wait_step_job("killed", "a", "running", |j| {
+        j.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
+    })
+    .await;
+    operator.kill().await;
+    operator.start();
+    gate.open();
+    ns.expect_completed("killed").await;
+    kueue
+        .wait_workload(&ns.name, "killed", "finished", |w| {
+            standing(w) == Standing::Finished
+        })
+        .await;
+    assert_eq!(
+        kueue.workloads(&ns.name).await.len(),
+        1,
+        "one Workload for the run"
+    );
+    recorder.catch_up(ns).await;
+    assert_eq!(recorder.assert_no_step_ran_twice(&Default::default()), 4);
+}
+
+/// Operators killed around MultiKueue's copy: the manager's, once its Workload is made (it
+/// comes back and makes no second one); the worker's, down while the copy is created, and
+/// again once the copy's first Job exists. One Workload on each plane, no step twice on the
+/// worker, none on the manager, and the manager shows the run Completed.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_killed_during_a_copy_make_no_second_workload_and_run_no_step_twice(
+    #[future(awt)] operator_process: Operator,
+) {
+    skip_on_real_cluster!("two embedded control planes; kills the operators");
+    let mut manager_operator = operator_process;
+    let manager = &handle(&manager_operator.ns);
+    let worker = support::namespace_named(support::cluster().await, &manager.name).await;
+    let mut worker_operator = Operator::process_with_args(handle(&worker), &[]);
+    let recorder = JobRecorder::start(&worker).await;
+    let manager_kueue = stand_in(manager, "4").await;
+    let worker_kueue = stand_in(&worker, "4").await;
+    let gate = Gate::new();
+    let wait = gate.wait_command("a done");
+    let wait: Vec<&str> = wait.iter().map(String::as_str).collect();
+    manager
+        .create(diamond("copied", "team", &wait).managed_by(MULTIKUEUE_CONTROLLER))
+        .await;
+    manager_kueue
+        .wait_workload(&manager.name, "copied", "admitted", |w| {
+            standing(w) == Standing::Admitted
+        })
+        .await;
+    manager_operator.kill().await;
+    manager_operator.start();
+
+    worker_operator.kill().await;
+    let name = manager_kueue
+        .dispatch(&manager.name, "copied", &worker.client())
+        .await;
+    worker_operator.start();
+    worker
+        .wait_step_job("copied", "a", "running", |j| {
+            j.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
+        })
+        .await;
+    worker_operator.kill().await;
+    worker_operator.start();
+    gate.open();
+    worker.expect_completed("copied").await;
+    manager_kueue
+        .sync_status(&manager.name, "copied", &name, &worker.client())
+        .await;
+    let shown = manager.get("copied").await;
+    assert_eq!(
+        support::phase(&shown),
+        Some(workflow_operator_core::lifecycle::Phase::Completed)
+    );
+    assert_eq!(
+        manager_kueue.workloads(&manager.name).await.len(),
+        1,
+        "one Workload on the manager"
+    );
+    assert_eq!(
+        worker_kueue.workloads(&worker.name).await.len(),
+        1,
+        "the prebuilt one on the worker"
+    );
+    assert!(
+        manager.jobs_of("copied").await.is_empty(),
+        "no Job on the manager"
+    );
+    recorder.catch_up(&worker).await;
+    assert_eq!(recorder.assert_no_step_ran_twice(&Default::default()), 4);
+}
+
+/// `managedBy` cannot be set, changed or removed once a WorkFlow exists (the CRD's CEL rule).
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_by_is_immutable(#[future(awt)] namespace: Namespace) {
+    let ns = &namespace;
+    ns.create(WorkFlow::test("mine").step("a", &[]).command(&["true"]))
+        .await;
+    ns.create(
+        WorkFlow::test("theirs")
+            .step("a", &[])
+            .command(&["true"])
+            .managed_by(MULTIKUEUE_CONTROLLER),
+    )
+    .await;
+    for (name, value) in [
+        ("mine", serde_json::json!("kueue.x-k8s.io/multikueue")),
+        ("theirs", serde_json::json!("someone-else")),
+        ("theirs", serde_json::Value::Null),
+    ] {
+        let patch = serde_json::json!({"spec": {"managedBy": value}});
+        let refused = ns
+            .workflows()
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .expect_err("managedBy is immutable");
+        assert!(
+            refused.to_string().contains("managedBy is immutable"),
+            "{name}: {refused}"
+        );
     }
 }
