@@ -177,7 +177,7 @@ fn unfinished<'a>(decided: &'a Decided) -> impl Iterator<Item = &'a JobSummary> 
         .iter()
         .map(|j| j.as_ref())
         .filter(move |j| {
-            j.run.as_deref() == Some(run) && !j.status.as_ref().is_some_and(|s| s.ended.is_some())
+            j.run.as_deref() == Some(run) && j.status.as_ref().is_none_or(|s| s.ended.is_none())
         })
 }
 

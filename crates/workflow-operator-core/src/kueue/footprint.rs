@@ -209,7 +209,7 @@ fn largest_pods(weights: &[i128], copies: &[u32], runs: u32, slots: u64) -> i128
         .zip(copies)
         .map(|(&w, &c)| (w, u64::from(c) * u64::from(runs)))
         .collect();
-    all.sort_by(|a, b| b.0.cmp(&a.0));
+    all.sort_by_key(|pod| std::cmp::Reverse(pod.0));
     let (mut left, mut total) = (slots, 0i128);
     for (w, n) in all {
         let take = n.min(left);

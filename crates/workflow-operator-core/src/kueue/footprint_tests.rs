@@ -125,7 +125,10 @@ fn brute_force(
 
 /// A random DAG of up to five steps (each depends on some earlier ones), with weights and
 /// fan-out sizes, runs and parallelism.
-fn workflows() -> impl Strategy<Value = (Vec<Vec<usize>>, Vec<i128>, Vec<u32>, u32, Option<u32>)> {
+/// Each step's dependencies, weights and fan-out sizes; runs; parallelism.
+type Generated = (Vec<Vec<usize>>, Vec<i128>, Vec<u32>, u32, Option<u32>);
+
+fn workflows() -> impl Strategy<Value = Generated> {
     (1usize..=5).prop_flat_map(|n| {
         let deps = (0..n)
             .map(|i| proptest::collection::vec(any::<bool>(), i))
