@@ -583,3 +583,46 @@ async fn managed_by_is_immutable(#[future(awt)] namespace: Namespace) {
         );
     }
 }
+
+/// What runs changes while the run is admitted: the earlier run's Workload is finished (its
+/// quota given back) and the new run waits for a Workload of its own, then completes.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_run_gives_back_the_quota_of_the_one_it_replaces(#[future(awt)] operator: Operator) {
+    skip_on_real_cluster!("plays Kueue; the step waits on a local file");
+    let ns = &operator.ns;
+    let kueue = stand_in(ns, "2").await;
+    let gate = Gate::new();
+    let wait = gate.wait_command("a done");
+    let wait: Vec<&str> = wait.iter().map(String::as_str).collect();
+    ns.create(diamond("changed", "team", &wait)).await;
+    let first = kueue
+        .wait_workload(&ns.name, "changed", "admitted", |w| {
+            standing(w) == Standing::Admitted
+        })
+        .await;
+    ns.wait_step_job("changed", "a", "running", |j| {
+        j.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
+    })
+    .await;
+    ns.patch_spec("changed", serde_json::json!({"containers": [{"stepName": "only", "image": "busybox", "command": ["true"], "resources": {"requests": {"cpu": "1"}}}]})).await;
+    let finished = kueue
+        .wait_workload(&ns.name, "changed", "the first run's finished", |w| {
+            w.name_any() == first.name_any() && standing(w) == Standing::Finished
+        })
+        .await;
+    let reason = finished
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Finished"))
+        .map(|c| c.reason.clone());
+    assert_eq!(reason.as_deref(), Some("Failed"));
+    ns.expect_completed("changed").await;
+    let second = kueue
+        .wait_workload(&ns.name, "changed", "the new run's, finished", |w| {
+            w.name_any() != first.name_any() && standing(w) == Standing::Finished
+        })
+        .await;
+    assert_eq!(asked_cpu(&second), "1000m");
+    gate.open();
+}

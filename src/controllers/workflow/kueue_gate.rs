@@ -52,6 +52,10 @@ pub(super) async fn admit(
         .await
         .map_err(|e| RequestFailed::new(format!("reading workload {name}"), e))?;
     let queue = workflow.spec.queue_name.as_deref().unwrap_or_default();
+    let recorded_run = workflow.status.as_ref().and_then(|s| s.run.as_deref());
+    if recorded_run.is_some_and(|run| run != decided.seen.compiled.run) {
+        finish_earlier(&api, workflow, &name).await?;
+    }
     if planned_terminal(decided) {
         if let Some(found) = &found {
             finish(&api, found, decided).await?;
@@ -286,6 +290,41 @@ async fn finish(
     let message = status.and_then(|s| s.message.clone()).unwrap_or_default();
     let patch = workload::finish(found, succeeded, &message, Time(Timestamp::now()));
     patch_status(api, found, patch, "finishing").await
+}
+
+/// Gives back the quota of the workflow's Workloads of earlier runs (what runs changed while one
+/// was admitted or waiting): each not finished is marked `Finished`, as Kueue's job framework
+/// finishes the Workload of a job it no longer matches. Read only on the passes before a new
+/// run is recorded.
+async fn finish_earlier(
+    api: &Api<Workload>,
+    workflow: &WorkFlow,
+    current: &str,
+) -> Result<(), RequestFailed> {
+    let selector = workflow_operator_core::jobs::selector(&workflow.name_any());
+    let params = kube::api::ListParams::default().labels(&selector);
+    let listed = api
+        .list(&params)
+        .await
+        .map_err(|e| RequestFailed::new("listing the workflow's workloads", e))?;
+    let uid = workflow.metadata.uid.as_deref();
+    for earlier in listed.items {
+        let owned = earlier
+            .owner_references()
+            .iter()
+            .any(|o| Some(o.uid.as_str()) == uid);
+        if !owned
+            || earlier.name_any() == current
+            || workload::standing(&earlier) == Standing::Finished
+        {
+            continue;
+        }
+        let message = "the workflow's run changed: a new run has a Workload of its own";
+        let patch = workload::finish(&earlier, false, message, Time(Timestamp::now()));
+        patch_status(api, &earlier, patch, "finishing the earlier run's").await?;
+        tracing::info!(workload = %earlier.name_any(), "finished the workload of an earlier run");
+    }
+    Ok(())
 }
 
 async fn patch_status(
