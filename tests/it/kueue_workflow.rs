@@ -626,3 +626,32 @@ async fn a_new_run_gives_back_the_quota_of_the_one_it_replaces(#[future(awt)] op
     assert_eq!(asked_cpu(&second), "1000m");
     gate.open();
 }
+
+/// Workflows that do not use Kueue at workflow scope cost it nothing: on a control plane
+/// without Kueue's kinds, a plain run completes and no request names a Kueue kind.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_without_queue_scope_makes_no_kueue_request(#[future(awt)] operator: Operator) {
+    skip_on_real_cluster!("counts the embedded control plane's requests");
+    let ns = &operator.ns;
+    let plain = WorkFlow::test("plain")
+        .step("a", &[])
+        .command(&["true"])
+        .step("b", &["a"])
+        .command(&["true"]);
+    ns.create(plain).await;
+    ns.expect_completed("plain").await;
+    let counts = ns.cluster.dev().expect("embedded").requests();
+    let kueue: Vec<_> = counts
+        .requests
+        .iter()
+        .filter(|(key, _)| key.resource.contains("kueue"))
+        .collect();
+    assert!(kueue.is_empty(), "requests naming a Kueue kind: {kueue:?}");
+    let workflows: Vec<_> = counts
+        .requests
+        .iter()
+        .filter(|(key, _)| key.resource.contains("workflow.crd.com"))
+        .collect();
+    assert!(!workflows.is_empty(), "the requests were counted");
+}
