@@ -370,3 +370,104 @@ async fn report(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use workflow_operator_core::kueue::api::{
+        ClusterQueueSpec, FlavorQuotas, PodSet, ResourceGroup, ResourceQuota, WorkloadSpec,
+    };
+
+    use super::*;
+
+    fn asking(cpu: &str) -> Workload {
+        let requests = BTreeMap::from([("cpu".to_string(), Quantity(cpu.into()))]);
+        let container = Container {
+            resources: Some(ResourceRequirements {
+                requests: Some(requests),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let template = PodTemplateSpec {
+            metadata: None,
+            spec: Some(PodSpec {
+                containers: vec![container],
+                ..Default::default()
+            }),
+        };
+        Workload::new(
+            "w",
+            WorkloadSpec {
+                pod_sets: vec![PodSet {
+                    name: "workflow".into(),
+                    template,
+                    count: 1,
+                }],
+                ..Default::default()
+            },
+        )
+    }
+
+    /// A ClusterQueue `cq` with 2 cpu in flavor `small`, then 4 in `big`.
+    fn queue() -> ClusterQueue {
+        let flavor = |name: &str, cpu: &str| FlavorQuotas {
+            name: name.into(),
+            resources: vec![ResourceQuota {
+                name: "cpu".into(),
+                nominal_quota: Quantity(cpu.into()),
+            }],
+        };
+        ClusterQueue {
+            metadata: ObjectMeta {
+                name: Some("cq".into()),
+                ..Default::default()
+            },
+            spec: ClusterQueueSpec {
+                resource_groups: vec![ResourceGroup {
+                    covered_resources: vec!["cpu".into()],
+                    flavors: vec![flavor("small", "2"), flavor("big", "4")],
+                }],
+            },
+            status: None,
+        }
+    }
+
+    #[test]
+    fn a_workload_goes_to_the_first_flavor_with_room_by_nominal_quota() {
+        let usage = Usage::new();
+        let admission = assign(&asking("1500m"), &queue(), &usage).expect("fits");
+        assert_eq!(admission.pod_set_assignments[0].flavors["cpu"], "small");
+        assert_eq!(
+            admission.pod_set_assignments[0].resource_usage["cpu"].0,
+            "1500m"
+        );
+        let used = Usage::from([(
+            "cq".to_string(),
+            BTreeMap::from([(
+                "small".to_string(),
+                Amounts::from([("cpu".to_string(), 1000)]),
+            )]),
+        )]);
+        let admission = assign(&asking("1500m"), &queue(), &used).expect("fits in big");
+        assert_eq!(admission.pod_set_assignments[0].flavors["cpu"], "big");
+    }
+
+    #[test]
+    fn a_workload_that_fits_no_flavor_or_asks_for_an_uncovered_resource_waits_saying_why() {
+        let why = assign(&asking("5"), &queue(), &Usage::new()).expect_err("too big");
+        assert!(why.contains("insufficient unused quota for cpu"), "{why}");
+        let mut gpu = asking("1");
+        let pod = gpu.spec.pod_sets[0].template.spec.as_mut().expect("a pod");
+        let requests = pod.containers[0]
+            .resources
+            .as_mut()
+            .and_then(|r| r.requests.as_mut());
+        requests
+            .expect("requests")
+            .insert("nvidia.com/gpu".into(), Quantity("1".into()));
+        let why = assign(&gpu, &queue(), &Usage::new()).expect_err("no gpu quota");
+        assert!(why.contains("nvidia.com/gpu unavailable"), "{why}");
+    }
+}
