@@ -4,6 +4,8 @@
 //! - [`cli`]: the clap commands (`run`, `dev`, `crd`, `validate`, `graph`, `lifecycle`, `bench`).
 //! - [`controllers`]: the operator's controllers (today the workflow controller): what each
 //!   event does, as a pipeline of stages over the pure core.
+//! - [`kueue_standin`]: a stand-in for Kueue's admission by nominal quota, for `dev --kueue`
+//!   and the tests (not Kueue).
 //! - [`leader`]: leader election on a Lease, so one replica of several does the work.
 //! - [`shards`]: several replicas sharing the work by shards (`run --shards`), each holding its
 //!   shards through Leases and caching only their objects.
@@ -26,6 +28,7 @@ pub mod artifacts;
 pub mod bench;
 pub mod cli;
 pub mod controllers;
+pub mod kueue_standin;
 pub mod leader;
 pub mod shards;
 pub mod step_agent;

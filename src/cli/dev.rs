@@ -54,6 +54,12 @@ pub struct DevArgs {
     /// Exit when every submitted workflow is terminal: 0 if all Completed, 1 otherwise.
     #[arg(long)]
     until_done: bool,
+    /// Serve Kueue's Workload, LocalQueue, ClusterQueue and ResourceFlavor kinds and run a
+    /// stand-in for Kueue that admits Workloads by their ClusterQueue's nominal quota (not
+    /// Kueue: no preemption, borrowing or MultiKueue; docs/kueue.md), to try
+    /// `queueScope: Workflow`. Apply the queues with `--apply` or kubectl.
+    #[arg(long)]
+    kueue: bool,
     /// How pods run: `real` runs each container's command as a local process (no image is
     /// pulled: the command runs on this machine); `simulated:<millis>` completes every pod after
     /// that long without a process (for benchmarks).
@@ -200,6 +206,11 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
     operator::install_crd(&client)
         .await
         .context("installing the WorkFlow CRD")?;
+    let _kueue = if args.kueue {
+        Some(start_kueue_stand_in(&client).await?)
+    } else {
+        None
+    };
 
     let operator_task = if args.no_operator {
         None
@@ -255,6 +266,31 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         }
     }
     outcome
+}
+
+/// Installs Kueue's kinds and starts the stand-in that admits Workloads; it stops when the
+/// returned guard is dropped.
+async fn start_kueue_stand_in(client: &kube::Client) -> Result<AbortOnDrop> {
+    let crds = workflow_operator_core::kueue::api::crds();
+    operator::install_crds(client, &crds)
+        .await
+        .context("installing Kueue's CRDs for the stand-in")?;
+    println!(
+        "Kueue stand-in (not Kueue): Workloads are admitted by their ClusterQueue's nominal quota; \
+         no preemption, borrowing or MultiKueue (docs/kueue.md)"
+    );
+    Ok(AbortOnDrop(tokio::spawn(crate::kueue_standin::run(
+        client.clone(),
+    ))))
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Starts the artifact store, writes the default repository's Secret and ConfigMap into the

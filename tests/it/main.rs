@@ -29,6 +29,7 @@ mod examples;
 mod graph_cli;
 mod interactive;
 mod kubectl_workflow;
+mod kueue_workflow;
 mod locks;
 mod oci_artifacts;
 mod operator_bugs;

@@ -233,6 +233,8 @@ impl<K> Debug for Context<K> {
 pub(crate) type HandlerFn<K> =
     Arc<dyn Fn(Context<K>) -> BoxFuture<'static, HandlerResult> + Send + Sync>;
 pub(crate) type Predicate<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+pub(crate) type BesideFn<K> =
+    Arc<dyn Fn(Client, Arc<K>) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
 /// When a handler runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -295,6 +297,9 @@ pub struct Registry<K: Watched> {
     pub(crate) child_indexes: Vec<Arc<dyn Any + Send + Sync>>,
     /// Shares of the resource's mirror with readers beside the handlers.
     pub(crate) mirrors: Vec<Mirror<K>>,
+    /// Objects left to another controller ([`Registry::leave_alone`]), and what is still done
+    /// beside them.
+    pub(crate) left: Option<(Predicate<K>, Option<BesideFn<K>>)>,
     defaults: HandlerOptions,
 }
 
@@ -305,6 +310,7 @@ impl<K: Watched> Registry<K> {
             children: Vec::new(),
             child_indexes: Vec::new(),
             mirrors: Vec::new(),
+            left: None,
             defaults,
         }
     }
@@ -504,6 +510,45 @@ impl<K: Watched> Registry<K> {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.last().options.timeout = Some(timeout);
         self
+    }
+
+    /// Leaves the objects `leave` picks to another controller, as Kubernetes' own controllers
+    /// leave an object whose `spec.managedBy` names another: no handler runs for them, and
+    /// nothing is written to them (no finalizer, no progress record). They stay in the mirror.
+    /// `leave` must not change its answer for an object (the field it reads is immutable).
+    #[must_use]
+    pub fn leave_alone(mut self, leave: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self {
+        self.left = Some((Arc::new(leave), None));
+        self
+    }
+
+    /// [`Registry::leave_alone`], calling `beside` at each change of a left object: for work
+    /// on other objects that the object's controller leaves to this one (Kueue's Workload of a
+    /// job MultiKueue dispatches). It writes nothing to the object; it must be idempotent, and
+    /// an error is logged and tried again at the object's next change or in a second.
+    #[must_use]
+    pub fn leave_alone_beside<F, Fut>(
+        mut self,
+        leave: impl Fn(&K) -> bool + Send + Sync + 'static,
+        beside: F,
+    ) -> Self
+    where
+        F: Fn(Client, Arc<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let beside: BesideFn<K> = Arc::new(move |client, object| beside(client, object).boxed());
+        self.left = Some((Arc::new(leave), Some(beside)));
+        self
+    }
+
+    /// Whether `object` is left to another controller.
+    pub(crate) fn leaves(&self, object: &K) -> bool {
+        self.left.as_ref().is_some_and(|(leave, _)| leave(object))
+    }
+
+    /// What is done beside a left object.
+    pub(crate) fn beside(&self) -> Option<&BesideFn<K>> {
+        self.left.as_ref().and_then(|(_, beside)| beside.as_ref())
     }
 
     /// Runs the handler registered last only for objects where `when` holds. A create, update

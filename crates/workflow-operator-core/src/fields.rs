@@ -263,6 +263,9 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
         queue_name,
         priority_class_name,
         queue_timeout,
+        queue_scope,
+        resources,
+        managed_by,
         artifact_repository,
         artifact_gc,
         interactive,
@@ -332,6 +335,15 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
     let class = field("priorityClassName", InPlace, Followed);
     visit(v, &class, priority_class_name);
     visit(v, &field("queueTimeout", InPlace, Followed), queue_timeout);
+    // What Kueue admits changes how the run's Jobs are made (suspended and labelled per step,
+    // or held behind one Workload): a new run, so a run never mixes the two. The Workload's
+    // gate is planned in full.
+    visit(v, &field("queueScope", RunWhenSet, InFull), queue_scope);
+    // Read when the run's Workload is made: a change applies to the next run's.
+    visit(v, &field("resources", InPlace, Followed), resources);
+    // Immutable (the CRD's CEL rule); a workflow managed elsewhere is never planned here, and
+    // a worker's copy (without it) keeps the manager's run id.
+    visit(v, &field("managedBy", InPlace, Followed), managed_by);
 }
 
 /// The fields of a template of `spec.templates`: all expanded into the steps calling it.

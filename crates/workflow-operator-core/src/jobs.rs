@@ -363,7 +363,10 @@ impl<'a> StepJob<'a> {
                 // counts from the admission (kubernetes/kubernetes
                 // pkg/controller/job/job_controller.go, `syncJob`: "Resumed jobs will always
                 // reset StartTime to current time").
-                suspend: self.workflow.spec.queue_name.is_some().then_some(true),
+                // Under `queueScope: Workflow` Kueue admits the run's Workload, not the Job: the
+                // Job is made only once the run is admitted, unsuspended and unlabelled, so
+                // Kueue does not take it for a job of its own.
+                suspend: per_step_kueue(&self.workflow.spec).then_some(true),
                 template: self.pod_template(&pod, pod_labels),
                 ..JobSpec::default()
             }),
@@ -444,7 +447,7 @@ impl<'a> StepJob<'a> {
         }
         // Kueue reads these labels from the Job, not its pods
         // (<https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>).
-        if let Some(queue) = &spec.queue_name {
+        if let Some(queue) = spec.queue_name.as_ref().filter(|_| per_step_kueue(spec)) {
             labels.insert(LABEL_QUEUE_NAME.to_string(), queue.to_string());
             if let Some(class) = &spec.priority_class_name {
                 labels.insert(LABEL_PRIORITY_CLASS.to_string(), class.to_string());
@@ -1037,6 +1040,12 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         start_failure: None,
         outputs: None,
     })
+}
+
+/// Whether Kueue admits each step's Job on its own (`queueName`, `queueScope` absent or
+/// `Step`).
+pub fn per_step_kueue(spec: &crate::crd::WorkFlowSpec) -> bool {
+    spec.queue_name.is_some() && !crate::kueue::workflow_scoped(spec)
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@
 //! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
 //! - [`incremental`]: the planner updated by one Job change in O(degree), for Job events.
 //! - [`jobs`]: building a step's Job; reading Jobs back as plain data; relabel patches.
+//! - [`kueue`]: Kueue at workflow scope (one Workload per run, its peak footprint) and
+//!   MultiKueue's `managedBy` contract.
 //! - [`job_summary`]: a Job as the operator keeps it in memory (no pod template).
 //! - [`object_instance`]: which step instance a Job or pod runs, read back from its labels.
 //! - [`failure_cause`]: why a step failed or did not start, from its pods and Events.
@@ -50,6 +52,7 @@ pub mod fields;
 pub mod incremental;
 pub mod job_summary;
 pub mod jobs;
+pub mod kueue;
 pub mod labels;
 pub mod lifecycle;
 pub mod locks;

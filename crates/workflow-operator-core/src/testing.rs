@@ -120,6 +120,9 @@ impl WorkFlow {
             queue_name: None,
             priority_class_name: None,
             queue_timeout: None,
+            queue_scope: None,
+            resources: None,
+            managed_by: None,
             arguments: None,
             templates: Vec::new(),
             workflow_template_ref: None,
@@ -280,6 +283,29 @@ impl WorkFlowBuilder {
     /// Sets `priorityClassName` (Kueue's WorkloadPriorityClass).
     pub fn priority_class_name(mut self, class: &str) -> Self {
         self.workflow.spec.priority_class_name = Some(class.into());
+        self
+    }
+
+    /// Sets `queueName` with `queueScope: Workflow`: the run is admitted as one Workload.
+    pub fn queue_whole(mut self, queue: &str) -> Self {
+        self.workflow.spec.queue_name = Some(queue.into());
+        self.workflow.spec.queue_scope = Some(crate::crd::QueueScope::Workflow);
+        self
+    }
+
+    /// Sets `managedBy`.
+    pub fn managed_by(mut self, manager: &str) -> Self {
+        self.workflow.spec.managed_by = Some(manager.into());
+        self
+    }
+
+    /// Sets the last step's cpu request (`"500m"`, `"2"`).
+    pub fn cpu(mut self, cpu: &str) -> Self {
+        let quantity = k8s_openapi::apimachinery::pkg::api::resource::Quantity(cpu.into());
+        self.last().resources = Some(Box::new(k8s_openapi::api::core::v1::ResourceRequirements {
+            requests: Some([("cpu".to_string(), quantity)].into_iter().collect()),
+            ..Default::default()
+        }));
         self
     }
 

@@ -17,6 +17,7 @@ use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
 use workflow_operator_core::fan_out::{self, Instance};
 use workflow_operator_core::jobs;
+use workflow_operator_core::kueue::workload::Placement;
 use workflow_operator_core::outputs::{Inputs, StepData};
 use workflow_operator_core::plan::{self, Action, Compiled, ExitEnv, Plan};
 
@@ -40,6 +41,7 @@ pub(super) async fn apply(
     ctx: &Context<WorkFlow>,
     seen: &Observed,
     plan: &Plan,
+    placement: Option<&Placement>,
 ) -> Result<Vec<Refusal>, PassError> {
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), &seen.namespace());
     let (workflow, compiled) = (seen.workflow.as_ref(), seen.compiled.as_ref());
@@ -53,7 +55,13 @@ pub(super) async fn apply(
     }
     futures::stream::iter(plan.actions.iter().map(Ok))
         .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
-            execute(shared, &api, workflow, compiled, action, &refusals)
+            execute(
+                shared,
+                &api,
+                (workflow, compiled, placement),
+                action,
+                &refusals,
+            )
         })
         .await?;
     Ok(refusals.into_inner().expect("refusals lock"))
@@ -100,8 +108,7 @@ async fn ensure_workspace(
 async fn execute(
     shared: &ControllerState,
     api: &Api<Job>,
-    workflow: &WorkFlow,
-    compiled: &Compiled,
+    (workflow, compiled, placement): (&WorkFlow, &Compiled, Option<&Placement>),
     action: &Action,
     refusals: &Mutex<Vec<Refusal>>,
 ) -> Result<(), PassError> {
@@ -133,9 +140,16 @@ async fn execute(
                 });
             };
             match build_job(shared, workflow, compiled, &create)? {
-                Ok(job) => create_job(shared, api, workflow, &job, refuse)
-                    .await
-                    .map_err(PassError::Apply),
+                Ok(mut job) => {
+                    // Kueue admitted the run to these nodes (`queueScope: Workflow`).
+                    let pod = job.spec.as_mut().and_then(|s| s.template.spec.as_mut());
+                    if let (Some(placement), Some(pod)) = (placement, pod) {
+                        placement.apply_to(pod);
+                    }
+                    create_job(shared, api, workflow, &job, refuse)
+                        .await
+                        .map_err(PassError::Apply)
+                }
                 Err(message) => {
                     refuse(plan::REASON_NO_ARTIFACT_REPOSITORY, message);
                     Ok(())

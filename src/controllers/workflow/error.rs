@@ -22,6 +22,9 @@ pub(super) enum PassError {
     /// Looking up or writing cached steps' entries.
     #[error("cached steps: {0}")]
     Cache(#[source] RequestFailed),
+    /// Reading, creating or updating the run's Kueue Workload, or stopping an evicted run.
+    #[error("kueue: {0}")]
+    Kueue(#[source] RequestFailed),
     /// Taking or giving back locks.
     #[error("locks: {0}")]
     Locks(#[source] RequestFailed),

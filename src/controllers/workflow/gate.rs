@@ -5,11 +5,15 @@
 //! plan is never edited after it was made. Workflows left to Kueue (`spec.queueName`) and
 //! operators without the queue pass through. Makes no API write; it waits for the queue's
 //! watch of the step Jobs to have listed them once.
+//!
+//! Kueue's admission of a whole run (`queueScope: Workflow`) is a gate of this stage too:
+//! [`admit_workload`], in `kueue_gate`.
 
 use kube::ResourceExt;
 use workflow_operator_core::plan;
 
 use super::decide::Decided;
+pub(super) use super::kueue_gate::admit as admit_workload;
 use super::shared::ControllerState;
 use super::step_queue::{self, StepQueue};
 

@@ -13,6 +13,8 @@
 //!   Jobs.
 //! - [`lock_book`]: locks between workflows (`synchronization`), held in Leases, fed by a watch
 //!   of them; the `locks` stage takes and gives them back.
+//! - `kueue_gate`: Kueue's admission of a whole run (`queueScope: Workflow`), in the `gate`
+//!   stage: the run's Workload, its eviction and its end.
 //! - [`kueue_metrics`]: the Kueue path's queue metrics, from a watch of the Jobs Kueue queues.
 //! - [`failure_cause`]: reading a failed or unstarted step's pods and Events.
 //! - [`step_outputs`]: reading a step's outputs from its pod.
@@ -28,6 +30,7 @@ mod error;
 pub mod failure_cause;
 mod gate;
 pub mod handlers;
+mod kueue_gate;
 pub mod kueue_metrics;
 pub mod lock_book;
 mod locks;

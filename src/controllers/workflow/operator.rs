@@ -14,6 +14,7 @@ use kube::{Client, CustomResourceExt};
 
 use super::cleanup;
 use super::handlers;
+use super::kueue_gate::{self, polled as kueue_gate_polled};
 use super::kueue_metrics::KueueQueueMetrics;
 use super::lock_book::LockBook;
 use super::shared::{ControllerState, FIELD_MANAGER, OPERATOR_NAME};
@@ -34,6 +35,10 @@ use workflow_operator_core::shards::LABEL_SHARD;
 /// the plan's next deadline, a deferred status write and the full-reconcile safety net
 /// ([`handlers::timer_due`]). So a deadline is acted on within this of passing.
 pub const TIMEOUT_CHECK: Duration = Duration::from_secs(1);
+
+/// How often a run admitted as a whole by Kueue (`queueScope: Workflow`) reads its Workload
+/// while it is not ended: the most an admission or an eviction waits to be acted on.
+pub const KUEUE_CHECK: Duration = Duration::from_secs(1);
 
 /// How the operator runs.
 #[derive(Debug, Clone)]
@@ -242,7 +247,12 @@ pub async fn run_shard(
                 Some(mirrors) => r.mirror_to(&mirrors.workflows),
                 None => r,
             };
+            // `spec.managedBy` naming another controller (MultiKueue): nothing of ours.
             let r = r
+                .leave_alone_beside(
+                    workflow_operator_core::kueue::managed_elsewhere,
+                    kueue_gate::beside_left,
+                )
                 .on_create("start", reconcile(shared.clone()))
                 .on_update_field("spec", "restart", reconcile(shared.clone()))
                 .on_update_field("metadata.labels", "relabel", handlers::relabel)
@@ -260,7 +270,11 @@ pub async fn run_shard(
                 .on_children("job-changed", jobs, job_changed)
                 // Workflows waiting for a lock that was given back are planned again now.
                 .timer("locks", WAKE_CHECK, reconcile(shared.clone()))
-                .when(move |wf| locks.take_wake(wf));
+                .when(move |wf| locks.take_wake(wf))
+                // A run admitted as a whole reads its Workload on each pass: this pass notices
+                // an admission or eviction without a watch of Workloads for every operator.
+                .timer("kueue", KUEUE_CHECK, reconcile(shared.clone()))
+                .when(kueue_gate_polled);
             match step_queue {
                 // Workflows the gate woke, as room freed for them, are planned again now.
                 Some(queue) => r

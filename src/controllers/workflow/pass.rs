@@ -6,7 +6,7 @@
 //! | `resolve`, `repository` | (records in the status) | until what they read is recorded |
 //! | `observe` | [`Observed`] | no: the framework's mirror and memory |
 //! | `decide` | [`Decided`] | for a plan in full: the status in flight, pods, Events |
-//! | `gates` | [`Decided`], planned again behind a [`plan::Gate`] | cache entries, lock Leases |
+//! | `gates` | [`Decided`], planned again behind a [`plan::Gate`] | cache entries, the run's Kueue Workload, lock Leases |
 //! | `cache::write` | | cache entries |
 //! | `record::prepare` | [`Record`] | no |
 //! | `record::before_actions` | [`Record`] | a status to write before the Jobs |
@@ -46,7 +46,7 @@ pub(super) async fn pass(
         return Ok(()); // being deleted: the delete handler's
     };
     let decided = make_plan(shared, ctx, seen).await?; // a plan in full: pods, Events
-    let decided = gates(shared, ctx, decided).await?; // cache entries, Leases
+    let decided = gates(shared, ctx, decided).await?; // cache entries, Workload, Leases
     let written = cache::write(&shared.cache_written, &ctx.client, &decided).await; // cache entries
     written.map_err(PassError::Cache)?;
     let record = record::prepare(shared, decided); // no request
@@ -100,7 +100,7 @@ async fn make_plan(
 const CACHE_ROUNDS: usize = 10;
 
 /// What the planner takes from outside the Jobs, each planning again when it changes the plan:
-/// cache hits, then locks, then the built-in queue. The queue's slots the final plan does not
+/// cache hits, then Kueue's admission of the whole run, then locks, then the built-in queue. The queue's slots the final plan does not
 /// use are given back.
 async fn gates(
     shared: &ControllerState,
@@ -116,6 +116,12 @@ async fn gates(
         let mut with_hits = decided.gate.take().unwrap_or_default();
         with_hits.cached.extend(hits);
         decided = replan(shared, ctx, decided, with_hits).await?;
+    }
+    // Kueue first: a run waiting for its admission takes no lock.
+    let admitted = gate::admit_workload(&ctx.client, &decided).await;
+    if let Some(kueue) = admitted.map_err(PassError::Kueue)? {
+        let with_kueue = decided.gate.take().map_or(kueue.clone(), |g| g.and(kueue));
+        decided = replan(shared, ctx, decided, with_kueue).await?;
     }
     let held = locks::hold(shared.locks.as_deref(), &ctx.client, &decided).await;
     if let Some(locks) = held.map_err(PassError::Locks)? {
@@ -158,8 +164,14 @@ async fn apply_plan(
     ctx: &Context<WorkFlow>,
     record: &Record,
 ) -> Result<Vec<Refusal>, PassError> {
-    let Decided { seen, decision, .. } = &record.decided;
-    apply::apply(shared, ctx, seen, &decision.plan).await
+    let Decided {
+        seen,
+        decision,
+        gate,
+        ..
+    } = &record.decided;
+    let placement = gate.as_ref().and_then(|g| g.placement.as_ref());
+    apply::apply(shared, ctx, seen, &decision.plan, placement).await
 }
 
 /// Jobs the API server refused (422) fail their steps: the plan made again with those

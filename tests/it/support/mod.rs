@@ -25,6 +25,7 @@
 //! stop the operator, skip themselves on a real cluster.
 #![allow(dead_code)]
 
+pub mod kueue;
 pub mod queueing;
 pub mod session;
 

@@ -52,6 +52,12 @@ impl Operator {
         Operator::start_new(ns, true, args.iter().map(|a| a.to_string()).collect())
     }
 
+    /// The operator as a tokio task for `ns`, as [`operator`] starts it: for a namespace the
+    /// test made itself (on a second control plane, say).
+    pub fn task(ns: Namespace) -> Operator {
+        Operator::start_new(ns, false, Vec::new())
+    }
+
     /// `count` operator processes for `ns` under leader election, as the replicas of a
     /// Deployment: identities `replica-0`, `replica-1`, ... (kept over a restart, as a pod's
     /// name is over a container's), the Lease `workflow-operator` in `ns`, lasting

@@ -98,10 +98,15 @@ pub async fn namespace(#[future] cluster: Arc<Cluster>) -> Namespace {
     base.truncate(50);
     let base = base.trim_matches('-');
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
-    let name = format!("{base}-{suffix}");
+    namespace_named(cluster, &format!("{base}-{suffix}")).await
+}
+
+/// A namespace named `name` on `cluster` (the name of another plane's namespace, as MultiKueue
+/// copies a job into the namespace of the same name on a worker).
+pub async fn namespace_named(cluster: Arc<Cluster>, name: &str) -> Namespace {
     let object = CoreNamespace {
         metadata: ObjectMeta {
-            name: Some(name.clone()),
+            name: Some(name.to_string()),
             labels: Some(BTreeMap::from([(TEST_LABEL.into(), "true".into())])),
             ..ObjectMeta::default()
         },
@@ -111,7 +116,10 @@ pub async fn namespace(#[future] cluster: Arc<Cluster>) -> Namespace {
         .create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
-    Namespace { cluster, name }
+    Namespace {
+        cluster,
+        name: name.to_string(),
+    }
 }
 
 impl Drop for Namespace {

@@ -86,6 +86,9 @@ impl<K> Default for ObjectState<K> {
 }
 
 /// What a worker hands back: the object, its state (`None` once it is gone), when to wake it.
+/// When work beside an object left to another controller is tried again after failing.
+const LEFT_RETRY: Duration = Duration::from_secs(1);
+
 pub(super) type Done<K> = (ObjectRef<K>, Option<Box<ObjectState<K>>>, Option<Instant>);
 
 /// One worker run for one object: returns its state (`None` once the object is gone) and when
@@ -102,6 +105,19 @@ pub(super) async fn work<K: Watched>(
     let Some(object) = ctl.reader.get(&key) else {
         return orphaned(key, pending, state);
     };
+    if ctl.registry.leaves(&object) {
+        debug!("left to another controller");
+        let Some(beside) = ctl.registry.beside() else {
+            return (key, None, None);
+        };
+        return match beside(ctl.env.client.clone(), object).await {
+            Ok(()) => (key, None, None),
+            Err(error) => {
+                warn!(%error, "work beside an object left to another controller failed; retrying");
+                (key, Some(state), Some(Instant::now() + LEFT_RETRY))
+            }
+        };
+    }
     let mut pass = ObjectPass {
         ctl: &ctl,
         object,

@@ -986,5 +986,56 @@ async fn only_objects_the_label_selector_matches_are_handled() {
         seen.iter().all(|(_, shard)| shard == "a"),
         "handled outside the selector: {seen:?}"
     );
+
+/// An object `leave_alone` picks (another controller's, by a field that never changes) gets no
+/// handler call and nothing written to it, no finalizer and no progress record, though the
+/// operator has delete handlers; the work beside it runs; other objects are handled as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_left_alone_gets_no_handler_finalizer_or_record_but_the_work_beside_it() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let beside = Arc::new(AtomicU32::new(0));
+    let running = start(
+        Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+            let beside = beside.clone();
+            r.leave_alone_beside(
+                |w: &Widget| w.name_any().starts_with("theirs"),
+                move |_client, _widget| {
+                    let beside = beside.clone();
+                    async move {
+                        beside.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    }
+                },
+            )
+            .on_create("create", probed(&probe))
+            .on_delete("cleanup", probed(&probe))
+        }),
+    );
+    let created = api
+        .create(&PostParams::default(), &widget("theirs", 1))
+        .await
+        .expect("create");
+    api.create(&PostParams::default(), &widget("mine", 1))
+        .await
+        .expect("create");
+    wait_created(&api, "mine").await;
+    eventually(
+        "the work beside theirs",
+        Duration::from_secs(20),
+        || async { (beside.load(Ordering::SeqCst) > 0).then_some(()) },
+    )
+    .await;
+    let theirs = api.get("theirs").await.expect("get");
+    assert_eq!(
+        theirs.resource_version(),
+        created.resource_version(),
+        "nothing written to it"
+    );
+    assert!(theirs.finalizers().is_empty());
+    assert_eq!(record(&api, "theirs").await, None);
+    assert_eq!(probe.count("create", "theirs"), 0);
+    assert_eq!(probe.count("create", "mine"), 1);
     running.stop().await;
 }

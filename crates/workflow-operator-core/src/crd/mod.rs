@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvFromSource, EnvVar, LocalObjectReference, PersistentVolumeClaimSpec,
     PodSecurityContext, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
@@ -249,6 +250,31 @@ pub struct WorkFlowSpec {
     #[schemars(range(min = 1))]
     pub queue_timeout: Option<i64>,
 
+    /// With `queueName`: what Kueue admits. `Step` (the default): each step's Job, one by one.
+    /// `Workflow`: the whole run, as one Kueue Workload the operator creates (owned by the
+    /// workflow, asking for the run's peak concurrent footprint, or `resources`); no step
+    /// starts before Kueue admits it, the steps' Jobs get its node selectors and tolerations,
+    /// its quota is given back when the run ends, and an eviction stops the run until it is
+    /// admitted again (docs/kueue.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_scope: Option<QueueScope>,
+
+    /// With `queueScope: Workflow`: what the run's Workload asks for, per resource name,
+    /// instead of the peak the operator computes from the steps' requests, `parallelism` and
+    /// the DAG (needed when a step fans out over `withParam` and `parallelism` is unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantities_schema")]
+    // Boxed: rarely set.
+    pub resources: Option<Box<BTreeMap<String, Quantity>>>,
+
+    /// The controller that runs this workflow; absent (or `workflow.crd.com/workflow-operator`)
+    /// is this operator. Any other value (`kueue.x-k8s.io/multikueue` for MultiKueue) makes the
+    /// operator leave the workflow alone: no Jobs, finalizer, status or Events. Cannot be
+    /// changed once the workflow exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub managed_by: Option<Box<str>>,
+
     /// Where the steps' artifacts are kept; absent: the namespace's ConfigMap
     /// `workflow-artifact-repository` (key `repository`, the same fields), else the operator's
     /// `--artifact-repository`. Read once, when the first step that needs it is planned, and
@@ -272,6 +298,15 @@ pub struct WorkFlowSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = rules::MAX_RULES))]
     pub rules: Vec<Rule>,
+}
+
+/// `spec.queueScope`: what Kueue admits of a workflow with `queueName`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum QueueScope {
+    /// Each step's Job, as its own Kueue Workload.
+    Step,
+    /// The whole run, as one Workload.
+    Workflow,
 }
 
 /// A valid label value (apimachinery's `IsValidLabelValue`, less the empty value): what
@@ -902,12 +937,7 @@ impl WorkFlow {
 /// A compact schema for [`ResourceRequirements`]: the derived one repeats a 2 KiB description
 /// of `Quantity` and offers `claims`, which a workflow step has no use for.
 fn resources_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    // The pattern Kubernetes itself publishes for resource.Quantity (checked on strings only).
-    // No `anyOf` of integer/string: kube's structural rewriter would strip its types.
-    let quantity = serde_json::json!({
-        "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
-        "x-kubernetes-int-or-string": true,
-    });
+    let quantity = quantity_schema();
     let map = |what: &str| {
         serde_json::json!({
             "type": "object",
@@ -922,6 +952,24 @@ fn resources_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "limits": map("Most the container may use"),
             "requests": map("What the container is guaranteed"),
         },
+    })
+}
+
+/// A `resource.Quantity`: the pattern Kubernetes itself publishes for it (checked on strings
+/// only). No `anyOf` of integer/string: kube's structural rewriter would strip its types.
+fn quantity_schema() -> serde_json::Value {
+    serde_json::json!({
+        "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+        "x-kubernetes-int-or-string": true,
+    })
+}
+
+/// Quantities by resource name (`spec.resources`).
+fn quantities_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "additionalProperties": quantity_schema(),
     })
 }
 
@@ -1034,7 +1082,24 @@ pub fn workflow_crd() -> CustomResourceDefinition {
     spec.x_kubernetes_validations
         .get_or_insert_default()
         .extend(rules_validations());
+    spec.x_kubernetes_validations
+        .get_or_insert_default()
+        .push(managed_by_validation());
     crd
+}
+
+/// `spec.managedBy` cannot be set, changed or removed once the workflow exists, as a Job's
+/// (kubernetes/kubernetes `pkg/apis/batch/validation`: "field is immutable") and a JobSet's:
+/// a controller never hands over a workflow it has started. A transition rule, checked on
+/// updates only.
+fn managed_by_validation() -> ValidationRule {
+    ValidationRule {
+        rule: "has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)".into(),
+        message: Some("managedBy is immutable".into()),
+        field_path: Some(".managedBy".into()),
+        reason: Some("FieldValueInvalid".into()),
+        ..ValidationRule::default()
+    }
 }
 
 /// The rules on `spec.rules` that need the rest of the spec: a name used once, a starting
@@ -1316,8 +1381,10 @@ spec:
         // (`priority`, `queueName`, `priorityClassName`, `queueTimeout`) 56; templates and
         // parameters 40 (`templates` a Vec, `arguments` and `workflowTemplateRef` a box each);
         // `activeDeadlineSeconds` 16, `synchronization` 8 (a box); `artifactRepository` 8 (a
-        // box), `artifactGC` 8 (one byte, padded); `rules` 24 (a Vec, one per workflow).
-        assert!(spec <= 280, "a WorkFlowSpec is {spec} bytes");
+        // box), `artifactGC` 8 (one byte, padded); `rules` 24 (a Vec, one per workflow);
+        // Kueue at workflow scope 24 (`resources` a box, `managedBy` a boxed str, `queueScope`
+        // one byte in the padding).
+        assert!(spec <= 304, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

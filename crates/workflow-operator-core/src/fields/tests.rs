@@ -229,6 +229,13 @@ fn spec_rows() -> Vec<(&'static str, Target, Value)> {
         ("queueName", s, json!({"queueName": "q"})),
         ("priorityClassName", s, json!({"priorityClassName": "high"})),
         ("queueTimeout", s, json!({"queueTimeout": 60})),
+        ("queueScope", s, json!({"queueScope": "Workflow"})),
+        ("resources", s, json!({"resources": {"cpu": "2"}})),
+        (
+            "managedBy",
+            s,
+            json!({"managedBy": "kueue.x-k8s.io/multikueue"}),
+        ),
         (
             "artifactRepository",
             s,

@@ -543,6 +543,9 @@ pub struct Gate {
     /// Cache hits (`cache`) the operator found for steps about to start: each is done as its
     /// entry says (`Succeeded`, reason `Cached`), and no Job is created for it.
     pub cached: Vec<StepStatus>,
+    /// Where the Jobs created go (`queueScope: Workflow`: the admission's node selectors and
+    /// tolerations). The planner leaves it to whoever builds the Jobs.
+    pub placement: Option<crate::kueue::workload::Placement>,
 }
 
 impl Gate {
@@ -552,6 +555,7 @@ impl Gate {
             admitted: Some(admitted.into_iter().collect()),
             message,
             cached: Vec::new(),
+            placement: None,
         }
     }
 
@@ -572,6 +576,7 @@ impl Gate {
             admitted,
             message,
             cached,
+            placement: self.placement.or(other.placement),
         }
     }
 

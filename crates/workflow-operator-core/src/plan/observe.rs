@@ -415,9 +415,18 @@ impl<'a> Planner<'a> {
     /// Whether `job` waits for Kueue (a workflow with `queueName`): suspended, or admitted but
     /// without a `startTime` yet. Its run timeout has not begun (its creation time is its
     /// queue's, not its run's). A suspended Job of a workflow without a queue is not waiting
-    /// for anyone: its step times out as any other.
+    /// for anyone: its step times out as any other. Under `queueScope: Workflow` only a
+    /// suspended Job waits: the operator suspended it when the run's Workload was evicted.
     pub(super) fn queued_for_kueue(&self, job: &ObservedJob) -> bool {
-        self.workflow.spec.queue_name.is_some() && (job.suspended || job.start_time.is_none())
+        let spec = &self.workflow.spec;
+        match (
+            spec.queue_name.is_some(),
+            crate::kueue::workflow_scoped(spec),
+        ) {
+            (false, _) => false,
+            (true, true) => job.suspended,
+            (true, false) => job.suspended || job.start_time.is_none(),
+        }
     }
 }
 

@@ -399,9 +399,15 @@ impl<'a> Planner<'a> {
                         if let Some(queue) = self.workflow.spec.queue_name.as_deref()
                             && job.suspended
                         {
-                            entry.message = Some(format!(
-                                "waiting for Kueue to admit its Job (queue {queue})"
-                            ));
+                            entry.message = Some(
+                                if crate::kueue::workflow_scoped(&self.workflow.spec) {
+                                    format!(
+                                        "stopped by Kueue's eviction of the workflow's Workload; waiting to be admitted again (queue {queue})"
+                                    )
+                                } else {
+                                    format!("waiting for Kueue to admit its Job (queue {queue})")
+                                },
+                            );
                         }
                         lists.steps.push(entry);
                         lists.started.push(name.clone());
