@@ -1,5 +1,6 @@
 //! `workflow-operator get NAME` and `watch NAME`: a workflow and where each of its steps stands,
-//! in DAG order, as `argo get` and `argo watch` show it; `-o json` for scripts. Read with the
+//! in DAG order, as `argo get` and `argo watch` show it; `-o json` or `-o yaml` for scripts,
+//! `-o wide` with each step's Job and start. Read with the
 //! user's kubeconfig, as kubectl reads it.
 
 use std::io::IsTerminal;
@@ -31,8 +32,9 @@ pub struct GetArgs {
     name: String,
     #[command(flatten)]
     cluster: super::client::ClusterArgs,
-    /// `text` for people, `json` for scripts (the steps with their phase, times, attempts, exit
-    /// code, reason, message, Job and outputs).
+    /// `text` for people, `wide` with each step's Job and start time too, `json` or `yaml`
+    /// for scripts (the steps with their phase, times, attempts, exit code, reason, message,
+    /// Job and outputs).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     output: Output,
 }
@@ -54,7 +56,9 @@ pub struct WatchArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Output {
     Text,
+    Wide,
     Json,
+    Yaml,
 }
 
 pub async fn get(args: GetArgs) -> ExitCode {
@@ -62,8 +66,10 @@ pub async fn get(args: GetArgs) -> ExitCode {
         let (client, namespace) = args.cluster.connect().await?;
         let shown = Shown::read(&client, &namespace, &args.name).await?;
         match args.output {
-            Output::Text => print!("{}", shown.render(Timestamp::now())),
+            Output::Text => print!("{}", shown.render(Timestamp::now(), false)),
+            Output::Wide => print!("{}", shown.render(Timestamp::now(), true)),
             Output::Json => println!("{}", serde_json::to_string_pretty(&shown.to_json())?),
+            Output::Yaml => print!("{}", serde_yaml::to_string(&shown.to_json())?),
         }
         Ok(())
     })
@@ -73,52 +79,63 @@ pub async fn get(args: GetArgs) -> ExitCode {
 pub async fn watch(args: WatchArgs) -> ExitCode {
     super::report_with(async {
         let (client, namespace) = args.cluster.connect().await?;
-        let workflows: Api<WorkFlow> = Api::namespaced(client.clone(), &namespace);
-        let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
-        // Any change of the workflow or of its Jobs redraws; the watches are the clock.
-        let workflow_changes = watcher(
-            workflows,
-            watcher::Config::default().fields(&format!("metadata.name={}", args.name)),
-        )
-        .touched_objects()
-        .map(|_| ());
-        let job_changes = watcher(
-            jobs,
-            watcher::Config::default().labels(&jobs::selector(&args.name)),
-        )
-        .touched_objects()
-        .map(|_| ());
-        let mut changes = Box::pin(futures::stream::select(workflow_changes, job_changes));
-        // A running step's duration grows between changes too.
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        // To a terminal, `get` redrawn; to a file or a program, a line per change.
-        let terminal = std::io::stdout().is_terminal();
-        let mut seen = Rows::default();
-        loop {
-            let shown = Shown::read(&client, &namespace, &args.name).await?;
-            if terminal {
-                print!("\x1b[2J\x1b[H");
-                print!("{}", shown.render(Timestamp::now()));
-            } else {
-                for line in seen.changed(&shown) {
-                    println!("{line}");
-                }
-            }
-            if shown.finished() {
-                let failed = args.exit_code && !super::wait::completed(&shown.workflow);
-                return Ok(if failed {
-                    ExitCode::FAILURE
-                } else {
-                    ExitCode::SUCCESS
-                });
-            }
-            tokio::select! {
-                change = changes.next() => if change.is_none() { return Ok(ExitCode::SUCCESS) },
-                _ = tick.tick() => {}
-            }
-        }
+        watch_until_done(&client, &namespace, &args.name, args.exit_code).await
     })
     .await
+}
+
+/// Shows the workflow `name` as `watch` does until it finished; with `exit_code`, then exits
+/// as `wait` does.
+pub(super) async fn watch_until_done(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    exit_code: bool,
+) -> Result<ExitCode> {
+    let workflows: Api<WorkFlow> = Api::namespaced(client.clone(), namespace);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    // Any change of the workflow or of its Jobs redraws; the watches are the clock.
+    let workflow_changes = watcher(
+        workflows,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .touched_objects()
+    .map(|_| ());
+    let job_changes = watcher(
+        jobs,
+        watcher::Config::default().labels(&jobs::selector(name)),
+    )
+    .touched_objects()
+    .map(|_| ());
+    let mut changes = Box::pin(futures::stream::select(workflow_changes, job_changes));
+    // A running step's duration grows between changes too.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // To a terminal, `get` redrawn; to a file or a program, a line per change.
+    let terminal = std::io::stdout().is_terminal();
+    let mut seen = Rows::default();
+    loop {
+        let shown = Shown::read(client, namespace, name).await?;
+        if terminal {
+            print!("\x1b[2J\x1b[H");
+            print!("{}", shown.render(Timestamp::now(), false));
+        } else {
+            for line in seen.changed(&shown) {
+                println!("{line}");
+            }
+        }
+        if shown.finished() {
+            let failed = exit_code && !super::wait::completed(&shown.workflow);
+            return Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
+        tokio::select! {
+            change = changes.next() => if change.is_none() { return Ok(ExitCode::SUCCESS) },
+            _ = tick.tick() => {}
+        }
+    }
 }
 
 /// The rows `watch` printed last when its output is not a terminal, by key (`""` for the
@@ -245,7 +262,8 @@ impl Shown {
         })
     }
 
-    fn render(&self, now: Timestamp) -> String {
+    /// The workflow as `get` prints it; `wide` adds each step's Job and start time.
+    fn render(&self, now: Timestamp, wide: bool) -> String {
         let status = self.workflow.status.clone().unwrap_or_default();
         let created = self
             .workflow
@@ -292,39 +310,7 @@ impl Shown {
             field("Steps", &set);
         }
         out.push('\n');
-        let rows: Vec<[String; 6]> = self
-            .steps
-            .iter()
-            .map(|step| {
-                [
-                    step.name.clone(),
-                    step.phase.as_str().to_string(),
-                    step.duration(now)
-                        .map(|d| human(d.as_secs()))
-                        .unwrap_or_default(),
-                    if step.attempts > 0 {
-                        step.attempts.to_string()
-                    } else {
-                        String::new()
-                    },
-                    step.exit_code.map(|c| c.to_string()).unwrap_or_default(),
-                    [
-                        step.items.map(items).as_deref(),
-                        step.reason.as_deref(),
-                        step.message.as_deref(),
-                        step.deadline.as_ref().map(|d| times_out(d, now)).as_deref(),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<_>>()
-                    .join(": "),
-                ]
-            })
-            .collect();
-        out.push_str(&table(
-            ["STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE"],
-            &rows,
-        ));
+        out.push_str(&self.steps_table(now, wide));
         let attempts: Vec<[String; 6]> = (self.steps.iter())
             .flat_map(|step| {
                 step.previous_attempts
@@ -362,6 +348,54 @@ impl Shown {
         }
         out
     }
+}
+
+impl Shown {
+    /// The table of the steps: a row each, the Job and start time last when `wide`.
+    fn steps_table(&self, now: Timestamp, wide: bool) -> String {
+        let rows: Vec<[String; 8]> = self.steps.iter().map(|step| step_row(step, now)).collect();
+        let header = [
+            "STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE", "JOB", "STARTED",
+        ];
+        if wide {
+            return table(header, &rows);
+        }
+        let rows: Vec<[String; 6]> = (rows.into_iter())
+            .map(|[a, b, c, d, e, f, _, _]| [a, b, c, d, e, f])
+            .collect();
+        let [a, b, c, d, e, f, _, _] = header;
+        table([a, b, c, d, e, f], &rows)
+    }
+}
+
+/// A step's row of `get`: its name, phase, duration, attempts, exit code, message; its Job and
+/// start time.
+fn step_row(step: &StepView, now: Timestamp) -> [String; 8] {
+    [
+        step.name.clone(),
+        step.phase.as_str().to_string(),
+        step.duration(now)
+            .map(|d| human(d.as_secs()))
+            .unwrap_or_default(),
+        if step.attempts > 0 {
+            step.attempts.to_string()
+        } else {
+            String::new()
+        },
+        step.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+        [
+            step.items.map(items).as_deref(),
+            step.reason.as_deref(),
+            step.message.as_deref(),
+            step.deadline.as_ref().map(|d| times_out(d, now)).as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(": "),
+        step.job.clone().unwrap_or_default(),
+        (step.started_at).map_or(String::new(), |t| t.to_string()),
+    ]
 }
 
 /// Each firing of the workflow's rules (`spec.rules`), rule by rule, each rule's in order.
@@ -514,7 +548,7 @@ mod tests {
             finished_at: None,
             waited: Some(5),
         }];
-        let text = shown.render(Timestamp::now());
+        let text = shown.render(Timestamp::now(), false);
         assert!(
             text.ends_with(
                 "STEP    ATTEMPT   PHASE    EXIT   REASON   THEN WAITED\nfetch   0         Failed   1      Error    5s\n"
@@ -574,7 +608,7 @@ mod tests {
             seconds: 60,
             from: "spec.maxStepTimeout",
         });
-        let text = shown.render(now);
+        let text = shown.render(now, false);
         let row = text.lines().find(|l| l.starts_with("slow")).unwrap();
         assert!(
             row.ends_with("times out in 45s (spec.maxStepTimeout: 60s)"),
@@ -598,7 +632,7 @@ mod tests {
             firings: fired.map(String::from).to_vec(),
         }];
         shown.workflow.spec.parallelism = Some(1.into());
-        let text = shown.render(Timestamp::UNIX_EPOCH);
+        let text = shown.render(Timestamp::UNIX_EPOCH, false);
         assert!(
             text.contains("Steps:     3 at once (parallelism set by rules, spec 1)"),
             "{text}"
@@ -621,7 +655,7 @@ mod tests {
         shown.steps[0].outputs = [("ok", "yes"), ("version", "1.4.2")]
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .into();
-        let text = shown.render(Timestamp::now());
+        let text = shown.render(Timestamp::now(), false);
         assert!(
             text.ends_with(
                 "STEP    OUTPUT    VALUE\ncheck   ok        yes\ncheck   version   1.4.2\n"
