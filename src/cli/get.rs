@@ -3,6 +3,7 @@
 //! `-o wide` with each step's Job and start. Read with the
 //! user's kubeconfig, as kubectl reads it.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -208,12 +209,25 @@ pub(super) struct Shown {
     pub(super) steps: Vec<StepView>,
     /// What started the current run, when it is not the first.
     pub(super) new_run: Option<String>,
+    /// The shared template it runs whole (`spec.workflowTemplateRef`), as `KIND/NAME`.
+    pub(super) from: Option<String>,
 }
 
 impl Shown {
     pub(super) async fn read(client: &Client, namespace: &str, name: &str) -> Result<Shown> {
         let api = Api::<WorkFlow>::namespaced(client.clone(), namespace);
-        let workflow = super::read_expanded(&api, namespace, name).await?;
+        let read = super::read_workflow(&api, namespace, name).await?;
+        let from = (read.spec.workflow_template_ref.as_ref()).map(|r| {
+            let kind = if r.cluster_scope {
+                "clusterworkflowtemplate"
+            } else {
+                "workflowtemplate"
+            };
+            format!("{kind}/{}", r.name)
+        });
+        let workflow = workflow_operator_core::plan::prepare(&read)
+            .0
+            .unwrap_or(read);
         let selector = ListParams::default().labels(&jobs::selector(name));
         let jobs = Api::<Job>::namespaced(client.clone(), namespace)
             .list(&selector)
@@ -237,6 +251,7 @@ impl Shown {
             workflow,
             steps,
             new_run,
+            from,
         })
     }
 
@@ -258,6 +273,8 @@ impl Shown {
             "progress": status.progress,
             "parallelism": status.parallelism.or(self.workflow.spec.parallelism.num()),
             "rulesFired": firings(&status).collect::<Vec<_>>(),
+            "from": self.from,
+            "parameters": parameters(&self.workflow).into_iter().collect::<BTreeMap<_, _>>(),
             "steps": self.steps,
         })
     }
@@ -281,7 +298,7 @@ impl Shown {
         let mut out = String::new();
         let mut field = |label: &str, value: &str| {
             if !value.is_empty() {
-                out.push_str(&format!("{:<11}{value}\n", format!("{label}:")));
+                out.push_str(&format!("{:<10} {value}\n", format!("{label}:")));
             }
         };
         field("Name", &self.workflow.name_any());
@@ -297,6 +314,11 @@ impl Shown {
         );
         field("Duration", &duration.map(human).unwrap_or_default());
         field("Progress", status.progress.as_deref().unwrap_or_default());
+        field("From", self.from.as_deref().unwrap_or_default());
+        let given: Vec<String> = (parameters(&self.workflow).into_iter())
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        field("Parameters", &given.join(", "));
         field("Run", self.new_run.as_deref().unwrap_or_default());
         let spec = &self.workflow.spec;
         field("Shutdown", spec.shutdown.map_or("", |s| s.as_str()));
@@ -396,6 +418,15 @@ fn step_row(step: &StepView, now: Timestamp) -> [String; 8] {
         step.job.clone().unwrap_or_default(),
         (step.started_at).map_or(String::new(), |t| t.to_string()),
     ]
+}
+
+/// The workflow's parameters with their values (`spec.arguments.parameters`; those of the
+/// shared template it runs, once expanded), in order.
+fn parameters(workflow: &WorkFlow) -> Vec<(String, String)> {
+    (workflow.spec.arguments.iter())
+        .flat_map(|a| &a.parameters)
+        .map(|p| (p.name.clone(), p.value.clone().unwrap_or_default()))
+        .collect()
 }
 
 /// Each firing of the workflow's rules (`spec.rules`), rule by rule, each rule's in order.
@@ -533,6 +564,7 @@ mod tests {
             workflow,
             steps,
             new_run: None,
+            from: None,
         }
     }
 

@@ -324,16 +324,33 @@ fn from_document(
     Ok(workflow)
 }
 
-/// A workflow that runs the shared template `source` whole, named after it.
+/// The label on a workflow `submit --from` made of a WorkFlowTemplate, naming it, as Argo's
+/// `workflows.argoproj.io/workflow-template`: `list -l workflow.crd.com/workflow-template=ci`
+/// lists the runs of `ci`.
+const LABEL_TEMPLATE: &str = "workflow.crd.com/workflow-template";
+
+/// [`LABEL_TEMPLATE`] of a ClusterWorkFlowTemplate.
+const LABEL_CLUSTER_TEMPLATE: &str = "workflow.crd.com/cluster-workflow-template";
+
+/// A workflow that runs the shared template `source` whole, named after it and labelled with
+/// it.
 async fn from_template(client: &Client, namespace: &str, source: &Source) -> Result<WorkFlow> {
     if fetch(client, namespace, source).await?.is_none() {
         bail!(source.not_found(namespace));
     }
     let cluster_scope = source.kind == workflow_operator_core::template::CLUSTER_KIND;
+    let label = match cluster_scope {
+        true => LABEL_CLUSTER_TEMPLATE,
+        false => LABEL_TEMPLATE,
+    };
     let workflow = json!({
         "apiVersion": "workflow.crd.com/v1",
         "kind": WORKFLOW_KIND,
-        "metadata": {"generateName": format!("{}-", source.name), "namespace": namespace},
+        "metadata": {
+            "generateName": format!("{}-", source.name),
+            "namespace": namespace,
+            "labels": {label: source.name},
+        },
         "spec": {"workflowTemplateRef": {"name": source.name, "clusterScope": cluster_scope}},
     });
     Ok(serde_json::from_value(workflow)?)

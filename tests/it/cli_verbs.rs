@@ -445,3 +445,57 @@ async fn the_log_filter_is_log_level(#[future(awt)] operator: Operator) {
         "RUST_LOG still sets it"
     );
 }
+
+/// `get` of a workflow made of a shared template says where it came from and its parameters;
+/// the runs of a template are listed by the label `submit --from` gives them.
+#[rstest]
+#[tokio::test]
+async fn a_run_of_a_template_shows_its_source_and_parameters(#[future(awt)] operator: Operator) {
+    let ns = &operator.ns;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let manifest = r#"apiVersion: workflow.crd.com/v1
+kind: WorkFlowTemplate
+metadata: {name: ci}
+spec:
+  arguments:
+    parameters:
+      - {name: branch, value: main}
+      - {name: depth}
+  containers:
+    - {stepName: checkout, image: busybox, command: [echo, "{{workflow.parameters.branch}}"]}
+"#;
+    std::fs::write(file.path(), manifest).unwrap();
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    let created = ns
+        .cli(&[
+            "submit",
+            "--from",
+            "wftmpl/ci",
+            "-p",
+            "depth=10",
+            "-o",
+            "name",
+            "--wait",
+        ])
+        .await;
+    let name = (created.lines().next().unwrap_or_default())
+        .trim_start_matches("workflow.workflow.crd.com/");
+    let shown = ns.cli(&["get", name]).await;
+    assert!(
+        shown.contains("From:      workflowtemplate/ci\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Parameters: branch=main, depth=10\n"),
+        "{shown}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ns.cli(&["get", name, "-o", "json"]).await).unwrap();
+    assert_eq!(json["from"], "workflowtemplate/ci");
+    assert_eq!(json["parameters"]["depth"], "10");
+    ns.create(WorkFlow::test("other").step("say", &[])).await;
+    let runs = ns
+        .cli(&["list", "-l", "workflow.crd.com/workflow-template=ci"])
+        .await;
+    assert_eq!(names(&runs), set(&[name]), "{runs}");
+}
