@@ -161,6 +161,29 @@ impl EmbeddedStore {
         }
     }
 
+    /// The Secret [`CREDENTIALS_SECRET`] in `namespace`: the store's keys (`accessKey`,
+    /// `secretKey`), which a step with artifacts reads in its own namespace.
+    pub fn credentials(&self, namespace: &str) -> Secret {
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(CREDENTIALS_SECRET.to_string()),
+                namespace: Some(namespace.to_string()),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([
+                (
+                    S3_SECRET_KEYS[0].to_string(),
+                    bytes(&self.target.access_key),
+                ),
+                (
+                    S3_SECRET_KEYS[1].to_string(),
+                    bytes(&self.target.secret_key),
+                ),
+            ])),
+            ..Secret::default()
+        }
+    }
+
     /// Stops serving, waiting for the server to close its listener.
     pub async fn shutdown(mut self) {
         self.stop.cancel();
@@ -448,20 +471,7 @@ pub async fn install_default_repository(
         namespace: Some(namespace.to_string()),
         ..ObjectMeta::default()
     };
-    let secret = Secret {
-        metadata: metadata(CREDENTIALS_SECRET),
-        data: Some(BTreeMap::from([
-            (
-                S3_SECRET_KEYS[0].to_string(),
-                bytes(&store.target.access_key),
-            ),
-            (
-                S3_SECRET_KEYS[1].to_string(),
-                bytes(&store.target.secret_key),
-            ),
-        ])),
-        ..Secret::default()
-    };
+    let secret = store.credentials(namespace);
     let repository =
         serde_yaml::to_string(&store.repository()).expect("a repository serialises to YAML");
     let config_map = ConfigMap {

@@ -17,7 +17,7 @@ pub struct Spawn {
     pub exe: PathBuf,
     /// Its `run --concurrency`.
     pub concurrency: usize,
-    /// Its log filter (`--log`).
+    /// Its log filter (`--log-level`).
     pub log_filter: String,
     /// Where its stderr goes (appended).
     pub log: PathBuf,
@@ -45,7 +45,7 @@ impl OperatorProcess {
             .arg("run")
             .arg("--concurrency")
             .arg(spawn.concurrency.to_string())
-            .arg("--log")
+            .arg("--log-level")
             .arg(&spawn.log_filter)
             .args(&spawn.extra_args)
             .env("KUBECONFIG", kubeconfig)

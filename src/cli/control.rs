@@ -1,5 +1,6 @@
-//! `workflow-operator suspend|resume|stop|terminate|retry NAME`: run control, as `argo suspend`
-//! and its siblings. Each command checks the workflow's phase, then sets one spec field
+//! `workflow-operator suspend|resume|stop|terminate|retry NAME... | -l SELECTOR`: run control,
+//! as `argo suspend` and its siblings, on each workflow in turn (a line each; one that fails is
+//! said and the others done still). Each command checks the workflow's phase, then sets one spec field
 //! (`suspend`, `shutdown`, `retry`; a retry also clears `shutdown` and `suspend`) with a merge
 //! patch that carries the resourceVersion it
 //! checked: if the workflow changed in between (it finished, someone else retried it), the API
@@ -20,11 +21,11 @@ use workflow_operator_core::lifecycle::Phase;
 /// How many times a command re-checks a workflow that changed under it before giving up.
 pub(super) const ATTEMPTS: usize = 5;
 
-/// The workflow a run-control command acts on.
+/// The workflows a run-control command acts on.
 #[derive(Debug, Args)]
 pub struct ControlArgs {
-    /// The workflow's name.
-    name: String,
+    #[command(flatten)]
+    targets: super::list::Targets,
     #[command(flatten)]
     cluster: super::client::ClusterArgs,
 }
@@ -143,14 +144,17 @@ fn done(verb: Verb, workflow: &WorkFlow) -> String {
     format!("{}{note}", verb.done())
 }
 
-/// Runs `verb` on the workflow named in `args`.
+/// Runs `verb` on each workflow `args` names or selects.
 pub async fn control(verb: Verb, args: ControlArgs) -> ExitCode {
-    super::report(async {
+    super::report_with(async {
         let (client, namespace) = args.cluster.connect().await?;
         let api: Api<WorkFlow> = Api::namespaced(client, &namespace);
-        let message = apply(verb, &api, &namespace, &args.name).await?;
-        println!("{message}");
-        Ok(())
+        let names = args.targets.names(&api, &namespace).await?;
+        let (api, namespace) = (&api, namespace.as_str());
+        super::list::each(&names, |name| async move {
+            apply(verb, api, namespace, &name).await
+        })
+        .await
     })
     .await
 }

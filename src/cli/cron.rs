@@ -38,7 +38,9 @@ pub struct CronArgs {
 #[derive(Debug, Subcommand)]
 enum CronCommand {
     /// List the CronWorkFlows of the namespace (all namespaces with `-A`): schedules, time
-    /// zone, whether suspended, active runs, the last scheduled time and the next.
+    /// zone, whether suspended, active runs, when the last run started (`-`: none yet), the
+    /// next scheduled time (`-` while suspended), and whether the schedule is healthy (READY,
+    /// and MESSAGE when not).
     #[command(after_help = "Examples:\n  \
         workflow-operator cron list\n  \
         workflow-operator cron list -A")]
@@ -138,8 +140,11 @@ async fn list(args: ListArgs) -> Result<()> {
         .list(&ListParams::default())
         .await
         .context("listing the CronWorkFlows")?;
+    let runs = all_runs(&api, args.all_namespaces).await?;
     let now = Timestamp::now();
-    let rows: Vec<[String; 8]> = crons.items.iter().map(|c| list_row(c, now)).collect();
+    let rows: Vec<[String; 10]> = (crons.items.iter())
+        .map(|c| list_row(c, last_run(&runs, c), now))
+        .collect();
     let header = [
         "NAMESPACE",
         "NAME",
@@ -149,20 +154,56 @@ async fn list(args: ListArgs) -> Result<()> {
         "ACTIVE",
         "LAST",
         "NEXT",
+        "READY",
+        "MESSAGE",
     ];
     if args.all_namespaces {
         print!("{}", table(header, &rows));
     } else {
         let [_, header @ ..] = header;
-        let rows: Vec<[String; 7]> = rows.into_iter().map(|[_, row @ ..]| row).collect();
+        let rows: Vec<[String; 9]> = rows.into_iter().map(|[_, row @ ..]| row).collect();
         print!("{}", table(header, &rows));
     }
     Ok(())
 }
 
-/// A CronWorkFlow as `cron list` shows it, with its namespace first.
-fn list_row(cron: &CronWorkFlow, now: Timestamp) -> [String; 8] {
+/// The runs of every CronWorkFlow where `crons` lists them (labelled with their cron).
+async fn all_runs(crons: &Api<CronWorkFlow>, everywhere: bool) -> Result<Vec<WorkFlow>> {
+    let client = crons.clone().into_client();
+    let api: Api<WorkFlow> = match (everywhere, crons.namespace()) {
+        (false, Some(namespace)) => Api::namespaced(client, namespace),
+        _ => Api::all(client),
+    };
+    let runs = api
+        .list(&ListParams::default().labels(LABEL_CRON))
+        .await
+        .context("listing the CronWorkFlows' runs")?;
+    Ok(runs.items)
+}
+
+/// When the newest run of `cron` among `runs` was created: `None` when none ran (or all were
+/// deleted since).
+fn last_run(runs: &[WorkFlow], cron: &CronWorkFlow) -> Option<Timestamp> {
+    (runs.iter())
+        .filter(|run| run.namespace() == cron.namespace())
+        .filter(|run| run.labels().get(LABEL_CRON) == Some(&cron.name_any()))
+        .filter_map(|run| Some(run.metadata.creation_timestamp.as_ref()?.0))
+        .max()
+}
+
+/// A CronWorkFlow as `cron list` shows it, with its namespace first: LAST is its newest run's
+/// start (`-` when none ran), NEXT `-` while it is suspended, READY and MESSAGE its `Ready`
+/// condition.
+fn list_row(cron: &CronWorkFlow, last: Option<Timestamp>, now: Timestamp) -> [String; 10] {
     let status = cron.status.clone().unwrap_or_default();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_READY);
+    let next = match status.next_schedule_time {
+        Some(t) if !cron.spec.suspend => format!("in {}", since(t.0, now)),
+        _ => "-".into(),
+    };
     [
         cron.namespace().unwrap_or_default(),
         cron.name_any(),
@@ -170,12 +211,12 @@ fn list_row(cron: &CronWorkFlow, now: Timestamp) -> [String; 8] {
         zone_name(cron),
         cron.spec.suspend.to_string(),
         status.active.len().to_string(),
-        status
-            .last_schedule_time
-            .map_or("-".into(), |t| format!("{} ago", since(now, t.0))),
-        status
-            .next_schedule_time
-            .map_or("-".into(), |t| format!("in {}", since(t.0, now))),
+        last.map_or("-".into(), |t| format!("{} ago", since(now, t))),
+        next,
+        ready.map_or("Unknown".into(), |c| c.status.clone()),
+        ready
+            .filter(|c| c.status != "True")
+            .map_or(String::new(), |c| c.message.clone()),
     ]
 }
 

@@ -12,9 +12,11 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 
 use crate::artifacts::embedded::{self, EmbeddedStore};
@@ -202,7 +204,7 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
     // Signals are caught from here on, not only once the workflows are followed: SIGTERM while
     // starting up still ends in the clean-up below (the store's temporary directory).
     let signalled = tokio::spawn(crate::cli::shutdown_signal());
-    let store = start_artifact_store(args.artifact_dir.clone(), &client).await?;
+    let store = start_artifact_store(args.artifact_dir.clone(), &client, &shutdown).await?;
     operator::install_crd(&client)
         .await
         .context("installing the WorkFlow CRD")?;
@@ -224,7 +226,9 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
             max_running_steps: args.max_running_steps.map(|n| n as usize),
             mirror,
             agent: operator::default_agent(operator::DEFAULT_AGENT_IMAGE),
-            artifact_repository: None,
+            // The store serves every namespace, as Argo's controller-wide repository does; a
+            // namespace's own ConfigMap overrides it.
+            artifact_repository: Some(store.repository()),
         };
         let (client, stop) = (client.clone(), shutdown.clone());
         Some(tokio::spawn(async move {
@@ -294,21 +298,52 @@ impl Drop for AbortOnDrop {
 }
 
 /// Starts the artifact store, writes the default repository's Secret and ConfigMap into the
-/// namespace `default`, and prints the store's endpoint.
+/// namespace `default` and its Secret into every other namespace as it appears (the operator
+/// is given the store as its own repository), and prints the store's endpoint.
 async fn start_artifact_store(
     dir: Option<PathBuf>,
     client: &kube::Client,
+    shutdown: &tokio_util::sync::CancellationToken,
 ) -> Result<EmbeddedStore> {
     let store = EmbeddedStore::start(dir).await?;
     embedded::install_default_repository(client.clone(), "default", &store).await?;
+    // Its watch ends at shutdown: the control plane waits for open requests before it stops.
+    let spreading = spread_credentials(client.clone(), store.credentials(""));
+    let stop = shutdown.clone();
+    tokio::spawn(async move { stop.run_until_cancelled(spreading).await });
     println!(
-        "artifact store at {} (S3, bucket {} in {}, plain HTTP; ConfigMap default/{} names it)",
+        "artifact store at {} (S3, bucket {} in {}, plain HTTP; every namespace's repository \
+         unless its ConfigMap {} names another)",
         store.endpoint(),
         embedded::BUCKET,
         store.dir().display(),
         embedded::REPOSITORY_CONFIGMAP,
     );
     Ok(store)
+}
+
+/// Writes the store's credentials Secret (`secret`, its namespace left unset) into every
+/// namespace as it appears, so that a step with artifacts finds it in its own namespace.
+async fn spread_credentials(client: kube::Client, secret: Secret) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut appearing = watcher(namespaces, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let params = PatchParams::apply("workflow-operator-dev").force();
+    while let Some(event) = appearing.next().await {
+        let Ok(namespace) = event else { continue };
+        let name = namespace.name_any();
+        let mut secret = secret.clone();
+        secret.metadata.namespace = Some(name.clone());
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &name);
+        let secret_name = secret.name_any();
+        if let Err(error) = secrets
+            .patch(&secret_name, &params, &Patch::Apply(&secret))
+            .await
+        {
+            tracing::warn!(%error, namespace = name, "writing the artifact store's Secret");
+        }
+    }
 }
 
 /// Submits every document of a manifest file; returns the (namespace, name) of each WorkFlow.

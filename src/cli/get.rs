@@ -1,7 +1,9 @@
 //! `workflow-operator get NAME` and `watch NAME`: a workflow and where each of its steps stands,
-//! in DAG order, as `argo get` and `argo watch` show it; `-o json` for scripts. Read with the
+//! in DAG order, as `argo get` and `argo watch` show it; `-o json` or `-o yaml` for scripts,
+//! `-o wide` with each step's Job and start. Read with the
 //! user's kubeconfig, as kubectl reads it.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -31,8 +33,9 @@ pub struct GetArgs {
     name: String,
     #[command(flatten)]
     cluster: super::client::ClusterArgs,
-    /// `text` for people, `json` for scripts (the steps with their phase, times, attempts, exit
-    /// code, reason, message, Job and outputs).
+    /// `text` for people, `wide` with each step's Job and start time too, `json` or `yaml`
+    /// for scripts (the steps with their phase, times, attempts, exit code, reason, message,
+    /// Job and outputs).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     output: Output,
 }
@@ -54,7 +57,9 @@ pub struct WatchArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Output {
     Text,
+    Wide,
     Json,
+    Yaml,
 }
 
 pub async fn get(args: GetArgs) -> ExitCode {
@@ -62,8 +67,10 @@ pub async fn get(args: GetArgs) -> ExitCode {
         let (client, namespace) = args.cluster.connect().await?;
         let shown = Shown::read(&client, &namespace, &args.name).await?;
         match args.output {
-            Output::Text => print!("{}", shown.render(Timestamp::now())),
+            Output::Text => print!("{}", shown.render(Timestamp::now(), false)),
+            Output::Wide => print!("{}", shown.render(Timestamp::now(), true)),
             Output::Json => println!("{}", serde_json::to_string_pretty(&shown.to_json())?),
+            Output::Yaml => print!("{}", serde_yaml::to_string(&shown.to_json())?),
         }
         Ok(())
     })
@@ -73,52 +80,63 @@ pub async fn get(args: GetArgs) -> ExitCode {
 pub async fn watch(args: WatchArgs) -> ExitCode {
     super::report_with(async {
         let (client, namespace) = args.cluster.connect().await?;
-        let workflows: Api<WorkFlow> = Api::namespaced(client.clone(), &namespace);
-        let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
-        // Any change of the workflow or of its Jobs redraws; the watches are the clock.
-        let workflow_changes = watcher(
-            workflows,
-            watcher::Config::default().fields(&format!("metadata.name={}", args.name)),
-        )
-        .touched_objects()
-        .map(|_| ());
-        let job_changes = watcher(
-            jobs,
-            watcher::Config::default().labels(&jobs::selector(&args.name)),
-        )
-        .touched_objects()
-        .map(|_| ());
-        let mut changes = Box::pin(futures::stream::select(workflow_changes, job_changes));
-        // A running step's duration grows between changes too.
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        // To a terminal, `get` redrawn; to a file or a program, a line per change.
-        let terminal = std::io::stdout().is_terminal();
-        let mut seen = Rows::default();
-        loop {
-            let shown = Shown::read(&client, &namespace, &args.name).await?;
-            if terminal {
-                print!("\x1b[2J\x1b[H");
-                print!("{}", shown.render(Timestamp::now()));
-            } else {
-                for line in seen.changed(&shown) {
-                    println!("{line}");
-                }
-            }
-            if shown.finished() {
-                let failed = args.exit_code && !super::wait::completed(&shown.workflow);
-                return Ok(if failed {
-                    ExitCode::FAILURE
-                } else {
-                    ExitCode::SUCCESS
-                });
-            }
-            tokio::select! {
-                change = changes.next() => if change.is_none() { return Ok(ExitCode::SUCCESS) },
-                _ = tick.tick() => {}
-            }
-        }
+        watch_until_done(&client, &namespace, &args.name, args.exit_code).await
     })
     .await
+}
+
+/// Shows the workflow `name` as `watch` does until it finished; with `exit_code`, then exits
+/// as `wait` does.
+pub(super) async fn watch_until_done(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    exit_code: bool,
+) -> Result<ExitCode> {
+    let workflows: Api<WorkFlow> = Api::namespaced(client.clone(), namespace);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    // Any change of the workflow or of its Jobs redraws; the watches are the clock.
+    let workflow_changes = watcher(
+        workflows,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .touched_objects()
+    .map(|_| ());
+    let job_changes = watcher(
+        jobs,
+        watcher::Config::default().labels(&jobs::selector(name)),
+    )
+    .touched_objects()
+    .map(|_| ());
+    let mut changes = Box::pin(futures::stream::select(workflow_changes, job_changes));
+    // A running step's duration grows between changes too.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // To a terminal, `get` redrawn; to a file or a program, a line per change.
+    let terminal = std::io::stdout().is_terminal();
+    let mut seen = Rows::default();
+    loop {
+        let shown = Shown::read(client, namespace, name).await?;
+        if terminal {
+            print!("\x1b[2J\x1b[H");
+            print!("{}", shown.render(Timestamp::now(), false));
+        } else {
+            for line in seen.changed(&shown) {
+                println!("{line}");
+            }
+        }
+        if shown.finished() {
+            let failed = exit_code && !super::wait::completed(&shown.workflow);
+            return Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
+        tokio::select! {
+            change = changes.next() => if change.is_none() { return Ok(ExitCode::SUCCESS) },
+            _ = tick.tick() => {}
+        }
+    }
 }
 
 /// The rows `watch` printed last when its output is not a terminal, by key (`""` for the
@@ -191,12 +209,25 @@ pub(super) struct Shown {
     pub(super) steps: Vec<StepView>,
     /// What started the current run, when it is not the first.
     pub(super) new_run: Option<String>,
+    /// The shared template it runs whole (`spec.workflowTemplateRef`), as `KIND/NAME`.
+    pub(super) from: Option<String>,
 }
 
 impl Shown {
     pub(super) async fn read(client: &Client, namespace: &str, name: &str) -> Result<Shown> {
         let api = Api::<WorkFlow>::namespaced(client.clone(), namespace);
-        let workflow = super::read_expanded(&api, namespace, name).await?;
+        let read = super::read_workflow(&api, namespace, name).await?;
+        let from = (read.spec.workflow_template_ref.as_ref()).map(|r| {
+            let kind = if r.cluster_scope {
+                "clusterworkflowtemplate"
+            } else {
+                "workflowtemplate"
+            };
+            format!("{kind}/{}", r.name)
+        });
+        let workflow = workflow_operator_core::plan::prepare(&read)
+            .0
+            .unwrap_or(read);
         let selector = ListParams::default().labels(&jobs::selector(name));
         let jobs = Api::<Job>::namespaced(client.clone(), namespace)
             .list(&selector)
@@ -220,6 +251,7 @@ impl Shown {
             workflow,
             steps,
             new_run,
+            from,
         })
     }
 
@@ -241,11 +273,14 @@ impl Shown {
             "progress": status.progress,
             "parallelism": status.parallelism.or(self.workflow.spec.parallelism.num()),
             "rulesFired": firings(&status).collect::<Vec<_>>(),
+            "from": self.from,
+            "parameters": parameters(&self.workflow).into_iter().collect::<BTreeMap<_, _>>(),
             "steps": self.steps,
         })
     }
 
-    fn render(&self, now: Timestamp) -> String {
+    /// The workflow as `get` prints it; `wide` adds each step's Job and start time.
+    fn render(&self, now: Timestamp, wide: bool) -> String {
         let status = self.workflow.status.clone().unwrap_or_default();
         let created = self
             .workflow
@@ -263,7 +298,7 @@ impl Shown {
         let mut out = String::new();
         let mut field = |label: &str, value: &str| {
             if !value.is_empty() {
-                out.push_str(&format!("{:<11}{value}\n", format!("{label}:")));
+                out.push_str(&format!("{:<10} {value}\n", format!("{label}:")));
             }
         };
         field("Name", &self.workflow.name_any());
@@ -279,6 +314,11 @@ impl Shown {
         );
         field("Duration", &duration.map(human).unwrap_or_default());
         field("Progress", status.progress.as_deref().unwrap_or_default());
+        field("From", self.from.as_deref().unwrap_or_default());
+        let given: Vec<String> = (parameters(&self.workflow).into_iter())
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        field("Parameters", &given.join(", "));
         field("Run", self.new_run.as_deref().unwrap_or_default());
         let spec = &self.workflow.spec;
         field("Shutdown", spec.shutdown.map_or("", |s| s.as_str()));
@@ -292,39 +332,7 @@ impl Shown {
             field("Steps", &set);
         }
         out.push('\n');
-        let rows: Vec<[String; 6]> = self
-            .steps
-            .iter()
-            .map(|step| {
-                [
-                    step.name.clone(),
-                    step.phase.as_str().to_string(),
-                    step.duration(now)
-                        .map(|d| human(d.as_secs()))
-                        .unwrap_or_default(),
-                    if step.attempts > 0 {
-                        step.attempts.to_string()
-                    } else {
-                        String::new()
-                    },
-                    step.exit_code.map(|c| c.to_string()).unwrap_or_default(),
-                    [
-                        step.items.map(items).as_deref(),
-                        step.reason.as_deref(),
-                        step.message.as_deref(),
-                        step.deadline.as_ref().map(|d| times_out(d, now)).as_deref(),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<_>>()
-                    .join(": "),
-                ]
-            })
-            .collect();
-        out.push_str(&table(
-            ["STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE"],
-            &rows,
-        ));
+        out.push_str(&self.steps_table(now, wide));
         let attempts: Vec<[String; 6]> = (self.steps.iter())
             .flat_map(|step| {
                 step.previous_attempts
@@ -362,6 +370,63 @@ impl Shown {
         }
         out
     }
+}
+
+impl Shown {
+    /// The table of the steps: a row each, the Job and start time last when `wide`.
+    fn steps_table(&self, now: Timestamp, wide: bool) -> String {
+        let rows: Vec<[String; 8]> = self.steps.iter().map(|step| step_row(step, now)).collect();
+        let header = [
+            "STEP", "PHASE", "DURATION", "ATTEMPTS", "EXIT", "MESSAGE", "JOB", "STARTED",
+        ];
+        if wide {
+            return table(header, &rows);
+        }
+        let rows: Vec<[String; 6]> = (rows.into_iter())
+            .map(|[a, b, c, d, e, f, _, _]| [a, b, c, d, e, f])
+            .collect();
+        let [a, b, c, d, e, f, _, _] = header;
+        table([a, b, c, d, e, f], &rows)
+    }
+}
+
+/// A step's row of `get`: its name, phase, duration, attempts, exit code, message; its Job and
+/// start time.
+fn step_row(step: &StepView, now: Timestamp) -> [String; 8] {
+    [
+        step.name.clone(),
+        step.phase.as_str().to_string(),
+        step.duration(now)
+            .map(|d| human(d.as_secs()))
+            .unwrap_or_default(),
+        if step.attempts > 0 {
+            step.attempts.to_string()
+        } else {
+            String::new()
+        },
+        step.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+        [
+            step.items.map(items).as_deref(),
+            step.reason.as_deref(),
+            step.message.as_deref(),
+            step.deadline.as_ref().map(|d| times_out(d, now)).as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(": "),
+        step.job.clone().unwrap_or_default(),
+        (step.started_at).map_or(String::new(), |t| t.to_string()),
+    ]
+}
+
+/// The workflow's parameters with their values (`spec.arguments.parameters`; those of the
+/// shared template it runs, once expanded), in order.
+fn parameters(workflow: &WorkFlow) -> Vec<(String, String)> {
+    (workflow.spec.arguments.iter())
+        .flat_map(|a| &a.parameters)
+        .map(|p| (p.name.clone(), p.value.clone().unwrap_or_default()))
+        .collect()
 }
 
 /// Each firing of the workflow's rules (`spec.rules`), rule by rule, each rule's in order.
@@ -499,6 +564,7 @@ mod tests {
             workflow,
             steps,
             new_run: None,
+            from: None,
         }
     }
 
@@ -514,7 +580,7 @@ mod tests {
             finished_at: None,
             waited: Some(5),
         }];
-        let text = shown.render(Timestamp::now());
+        let text = shown.render(Timestamp::now(), false);
         assert!(
             text.ends_with(
                 "STEP    ATTEMPT   PHASE    EXIT   REASON   THEN WAITED\nfetch   0         Failed   1      Error    5s\n"
@@ -574,7 +640,7 @@ mod tests {
             seconds: 60,
             from: "spec.maxStepTimeout",
         });
-        let text = shown.render(now);
+        let text = shown.render(now, false);
         let row = text.lines().find(|l| l.starts_with("slow")).unwrap();
         assert!(
             row.ends_with("times out in 45s (spec.maxStepTimeout: 60s)"),
@@ -598,7 +664,7 @@ mod tests {
             firings: fired.map(String::from).to_vec(),
         }];
         shown.workflow.spec.parallelism = Some(1.into());
-        let text = shown.render(Timestamp::UNIX_EPOCH);
+        let text = shown.render(Timestamp::UNIX_EPOCH, false);
         assert!(
             text.contains("Steps:     3 at once (parallelism set by rules, spec 1)"),
             "{text}"
@@ -621,7 +687,7 @@ mod tests {
         shown.steps[0].outputs = [("ok", "yes"), ("version", "1.4.2")]
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .into();
-        let text = shown.render(Timestamp::now());
+        let text = shown.render(Timestamp::now(), false);
         assert!(
             text.ends_with(
                 "STEP    OUTPUT    VALUE\ncheck   ok        yes\ncheck   version   1.4.2\n"

@@ -145,6 +145,12 @@ struct Checked {
     said: Vec<String>,
 }
 
+/// What is wrong with one document (none for a shared template the schema takes), as
+/// `validate` says it.
+pub(super) fn problems(document: &Document) -> Vec<String> {
+    document_problems(document, &[]).problems
+}
+
 /// The problems of one document, and what is worth saying about it.
 fn document_problems(document: &Document, shared: &[ResolvedTemplate]) -> Checked {
     match document.kind {
@@ -267,7 +273,7 @@ fn record_from(workflow: &mut WorkFlow, shared: &[ResolvedTemplate]) -> Vec<Sour
 
 /// The WorkFlowTemplates and ClusterWorkFlowTemplates of `documents` without schema problems,
 /// as a workflow records those it reads.
-fn shared_templates(documents: &[Document]) -> Vec<ResolvedTemplate> {
+pub(super) fn shared_templates(documents: &[Document]) -> Vec<ResolvedTemplate> {
     documents
         .iter()
         .filter(|d| [NAMESPACED_KIND, CLUSTER_KIND].contains(&d.kind))

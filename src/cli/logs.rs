@@ -1,6 +1,9 @@
 //! `workflow-operator logs NAME [--step S] [-f]`: the logs of a workflow's steps in DAG order,
 //! each line prefixed with its step (like `argo logs`): an item of a step that fans out as
-//! `build[3]`, a run of `spec.runs` as `run1/build`. A step tried more than once (its
+//! `build[3]`, a run of `spec.runs` as `run1/build`, a step of a template call as `pipe/one`.
+//! `--step` takes these names, a step's own name (all its runs and items), or the part before
+//! a `/` (all of one run, `run1`, or of one template call, `pipe`); a step its `when` skipped
+//! is said to have never run. A step tried more than once (its
 //! `retryStrategy` or `retries`) has its attempts in attempt order, each under a line
 //! `--- attempt 2 of build (pod NAME) ---`. With `-f`, the logs of steps still to come are
 //! followed as their pods start, until the workflow finishes; what is left to print once it
@@ -28,15 +31,17 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::{OptionNum, Step};
 use workflow_operator_core::jobs::{self, LABEL_ATTEMPT, LABEL_RETRY};
 use workflow_operator_core::object_instance::{ObjectInstance, in_run, instance_of};
+use workflow_operator_core::plan::REASON_WHEN_FALSE;
 use workflow_operator_core::pods_gone::why_pods_gone;
-use workflow_operator_core::step_view::step_views;
+use workflow_operator_core::step_view::{StepPhase, StepView, step_views};
 
 /// Print the logs of a workflow's steps, in DAG order, each line prefixed with its step.
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// The workflow's name.
     name: String,
-    /// Only this step's logs.
+    /// Only this step's logs, named as `get` and `logs` print it (`build`, `shard[2]`,
+    /// `run1/build`, `pipe/one`), or all of one run or template call (`run1`, `pipe`).
     #[arg(long)]
     step: Option<String>,
     /// Follow: print new lines as they come, and the logs of steps that start later, until the
@@ -50,46 +55,123 @@ pub struct LogsArgs {
 pub async fn logs(args: LogsArgs) -> ExitCode {
     super::report_with(async {
         let (client, namespace) = args.cluster.connect().await?;
-        let api = Api::<WorkFlow>::namespaced(client.clone(), &namespace);
-        let workflow = super::read_expanded(&api, &namespace, &args.name).await?;
-        if let Some(step) = &args.step
-            && step_spec(&workflow, step).is_none()
-        {
-            bail!("workflow {} has no step {step:?}", args.name);
-        }
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-        let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
-        let selector = ListParams::default().labels(&jobs::selector(&workflow.name_any()));
-        let listed_jobs = jobs
-            .list(&selector)
-            .await
-            .context("listing the workflow's jobs")?
-            .items;
-        let listed_pods = pods
-            .list(&selector)
-            .await
-            .context("listing the workflow's pods")?
-            .items;
-        let mut asked_for_is_gone = false;
-        for (step, why) in gone(&workflow, &listed_jobs, &listed_pods) {
-            // A step's row is its name, or `run1/NAME` in a run of `spec.runs`.
-            let of = |only: &String| step == *only || step.ends_with(&format!("/{only}"));
-            if args.step.as_ref().is_none_or(of) {
-                eprintln!("{step}: no logs: {why}");
-                asked_for_is_gone |= args.step.is_some();
-            }
-        }
-        if args.follow && !is_finished(&workflow) {
-            follow(&client, &pods, &workflow, args.step.as_deref()).await?;
-        } else {
-            print_all(&pods, &listed_pods, &workflow, args.step.as_deref()).await?;
-        }
-        Ok(match asked_for_is_gone {
-            true => ExitCode::FAILURE,
-            false => ExitCode::SUCCESS,
-        })
+        let only = args.step.as_deref();
+        print_logs(&client, &namespace, &args.name, only, args.follow).await
     })
     .await
+}
+
+/// Prints the logs of the workflow `name`'s steps (`only` those `--step` names), following
+/// them with `follow` until it finished; exit 1 when the one step asked for has no log left.
+pub(super) async fn print_logs(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    only: Option<&str>,
+    follow: bool,
+) -> Result<ExitCode> {
+    let api = Api::<WorkFlow>::namespaced(client.clone(), namespace);
+    let workflow = super::read_expanded(&api, namespace, name).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let selector = ListParams::default().labels(&jobs::selector(&workflow.name_any()));
+    let listed_jobs = jobs
+        .list(&selector)
+        .await
+        .context("listing the workflow's jobs")?
+        .items;
+    let listed_pods = pods
+        .list(&selector)
+        .await
+        .context("listing the workflow's pods")?
+        .items;
+    if let Some(step) = only {
+        check_step(&workflow, &listed_jobs, step)?;
+    }
+    let mut asked_for_is_gone = false;
+    for (step, why) in gone(&workflow, &listed_jobs, &listed_pods) {
+        if only.is_none_or(|only| selected(only, without_run(&step), &step)) {
+            eprintln!("{step}: no logs: {why}");
+            asked_for_is_gone |= only.is_some();
+        }
+    }
+    if follow && !is_finished(&workflow) {
+        self::follow(client, &pods, &workflow, only).await?;
+    } else {
+        print_all(&pods, &listed_pods, &workflow, only).await?;
+    }
+    Ok(match asked_for_is_gone {
+        true => ExitCode::FAILURE,
+        false => ExitCode::SUCCESS,
+    })
+}
+
+/// Whether a pod of `step` shown as `shown` (`run1/shard[2]`) is one `--step only` asks for:
+/// `only` is its step's name (every run and item of it) or the name it is shown by, with or
+/// without its run (`shard[2]` in every run), or the part of either before a `/` (all of one
+/// run, or of one template call).
+fn selected(only: &str, step: &str, shown: &str) -> bool {
+    [step, shown, without_run(shown)].into_iter().any(|name| {
+        name == only
+            || name
+                .strip_prefix(only)
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
+/// Refuses a `--step` that names no step of the workflow, listing those it has; says of each
+/// step it names that its `when` skipped, or that never ran, that it never ran.
+fn check_step(workflow: &WorkFlow, jobs: &[Job], only: &str) -> Result<()> {
+    // Its Jobs count the items of a step that fans out.
+    let views = step_views(workflow, jobs, &[]);
+    let mut known = Vec::new();
+    let mut any = false;
+    for view in &views {
+        let step = without_run(&view.name);
+        let total = view.items.map_or(0, |i| i.total);
+        let items = (0..total).map(|i| format!("{}[{i}]", view.name));
+        let matches =
+            selected(only, step, &view.name) || items.clone().any(|i| selected(only, step, &i));
+        any |= matches;
+        if matches && view.phase == StepPhase::Skipped {
+            eprintln!("{}", never_ran(view));
+        }
+        known.push(match total {
+            0 => view.name.clone(),
+            n => format!("{} (items {0}[0] to {0}[{}])", view.name, n - 1),
+        });
+    }
+    if !any {
+        bail!(
+            "workflow {} has no step {only:?}; its steps: {}",
+            workflow.name_any(),
+            known.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// A step's name without its run (`build` of `run1/build`).
+fn without_run(name: &str) -> &str {
+    match name.split_once('/') {
+        Some((run, rest))
+            if run
+                .strip_prefix("run")
+                .is_some_and(|n| n.parse::<u32>().is_ok()) =>
+        {
+            rest
+        }
+        _ => name,
+    }
+}
+
+/// `after: skipped (when false), never ran`: why a skipped step has no log.
+fn never_ran(view: &StepView) -> String {
+    let why = match view.reason.as_deref() {
+        Some(REASON_WHEN_FALSE) => "when false",
+        _ => "the workflow ended before it started",
+    };
+    format!("{}: skipped ({why}), never ran", view.name)
 }
 
 /// Every step's pods (attempts in order), steps in DAG order, each log printed whole.
@@ -103,7 +185,7 @@ async fn print_all(
         .iter()
         .filter(|pod| in_run(pod, workflow))
         .filter_map(|pod| Some((instance_of(pod, workflow)?, pod)))
-        .filter(|(instance, _)| only.is_none_or(|s| s == instance.step))
+        .filter(|(instance, _)| only.is_none_or(|s| selected(s, &instance.step, &instance.shown)))
         .collect();
     for view in step_views(workflow, &[], &[]) {
         // A step's pods (each item's of one that fans out, in item order), attempts in order:
@@ -226,7 +308,7 @@ async fn follow(
             return;
         };
         if !has_started(&pod)
-            || only.is_some_and(|s| s != instance.step)
+            || only.is_some_and(|s| !selected(s, &instance.step, &instance.shown))
             || !in_run(&pod, workflow)
             || !followed.insert(pod.name_any())
         {

@@ -27,8 +27,10 @@ mod get;
 mod graph;
 pub(crate) mod inspect;
 mod interactive;
+mod list;
 mod locks;
 pub(crate) mod logs;
+mod resubmit;
 mod run;
 mod submit;
 mod suggest;
@@ -53,8 +55,8 @@ pub struct Cli {
     /// Log filter, as `RUST_LOG` (e.g. `info`, `workflow_operator=debug`). Default: the
     /// operator's and its framework's info lines and everything's warnings; for `dev`, warnings
     /// only (it prints each workflow's progress itself).
-    #[arg(long, global = true, env = "RUST_LOG")]
-    log: Option<String>,
+    #[arg(long, global = true, env = "RUST_LOG", value_name = "FILTER")]
+    log_level: Option<String>,
     /// How log lines are written (to standard error): `text` for people, `json` (one object a
     /// line) for log collectors.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -134,20 +136,38 @@ enum Command {
         workflow-operator wait build test --timeout 10m\n  \
         workflow-operator submit release.yaml && workflow-operator wait release")]
     Wait(wait::WaitArgs),
+    /// List the workflows of the namespace (`-A`: of all), newest first, as `argo list`:
+    /// status, age, duration, progress, message; `-l` and `--status` filter them.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator list --status Failed\n  \
+        workflow-operator list -A -l team=ci")]
+    List(list::ListArgs),
+    /// Delete workflows, by name, by label (`-l`), the finished ones (`--completed`) or all;
+    /// their Jobs and pods go with them.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator delete build test\n  \
+        workflow-operator delete --completed -l team=ci")]
+    Delete(list::DeleteArgs),
+    /// Submit a new workflow of the spec of one that ran, as `argo resubmit`: named `NAME-`
+    /// and a random suffix, its parameters kept unless `-p` gives another value.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator resubmit release -p version=1.3 --wait")]
+    Resubmit(resubmit::ResubmitArgs),
     /// Print the logs of a workflow's steps in DAG order, each line prefixed with its step
-    /// (`--step` for one, `-f` to follow).
+    /// (`--step` for one step, run or template call, `-f` to follow).
     Logs(logs::LogsArgs),
-    /// Suspend a workflow: no new step starts; running steps go on (sets `spec.suspend`).
+    /// Suspend workflows (by name, or `-l SELECTOR`): no new step starts; running steps go on
+    /// (sets `spec.suspend`).
     Suspend(control::ControlArgs),
-    /// Resume a suspended workflow: steps start again (clears `spec.suspend`).
+    /// Resume suspended workflows: steps start again (clears `spec.suspend`).
     Resume(control::ControlArgs),
-    /// Stop a workflow: no new step starts, running steps finish, the exit steps run, and it
+    /// Stop workflows: no new step starts, running steps finish, the exit steps run, and it
     /// ends Failed (sets `spec.shutdown: Stop`).
     Stop(control::ControlArgs),
-    /// Terminate a workflow: its running steps' pods are stopped at once (and kept, with their
+    /// Terminate workflows: their running steps' pods are stopped at once (and kept, with their
     /// logs), no exit step runs, and it ends Failed (sets `spec.shutdown: Terminate`).
     Terminate(control::ControlArgs),
-    /// Retry a failed or stopped workflow: the steps that did not succeed run again in new Jobs;
+    /// Retry failed or stopped workflows: the steps that did not succeed run again in new Jobs;
     /// succeeded steps keep theirs (raises `spec.retry`, clears `spec.shutdown` and
     /// `spec.suspend`).
     Retry(control::ControlArgs),
@@ -159,12 +179,14 @@ enum Command {
     /// `--exit-code N`; 0 succeeds, as any step.
     Continue(interactive::ContinueArgs),
     /// Submit a workflow from a manifest, or one that runs a shared template whole, with its
-    /// parameters given (`-p NAME=VALUE`), as `argo submit`; `--wait` waits until it finished.
+    /// parameters given (`-p NAME=VALUE`), as `argo submit`; `-w/--wait` waits until it
+    /// finished, `--watch` shows it meanwhile, `--log` follows its logs.
     ///
     /// A parameter the workflow (or its template) does not declare, a missing one, a value
     /// outside its `enum`, an unknown template: the submit is refused, nothing is created.
     #[command(after_help = "Examples:\n  \
         workflow-operator submit examples/diamond.yaml --wait\n  \
+        workflow-operator submit examples/diamond.yaml --generate-name --log\n  \
         workflow-operator submit release.yaml -p version=1.2 -p target=darwin --generate-name -o name\n  \
         workflow-operator submit --from workflowtemplate/ci -p branch=main -n dev\n  \
         workflow-operator submit --from cwftmpl/nightly --wait")]
@@ -219,7 +241,7 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return refused(error),
     };
-    let filter = cli.log.as_deref().unwrap_or(match cli.command {
+    let filter = cli.log_level.as_deref().unwrap_or(match cli.command {
         #[cfg(feature = "dev")]
         Command::Dev(_) => "warn",
         Command::Run(_) => DEFAULT_LOG,
@@ -235,6 +257,9 @@ pub fn main() -> ExitCode {
         Command::Get(args) => block_on(get::get(args)),
         Command::Watch(args) => block_on(get::watch(args)),
         Command::Wait(args) => block_on(wait::wait(args)),
+        Command::List(args) => block_on(list::list(args)),
+        Command::Delete(args) => block_on(list::delete(args)),
+        Command::Resubmit(args) => block_on(resubmit::resubmit(args)),
         Command::Logs(args) => block_on(logs::logs(args)),
         Command::Suspend(args) => block_on(control::control(control::Verb::Suspend, args)),
         Command::Resume(args) => block_on(control::control(control::Verb::Resume, args)),
@@ -262,17 +287,42 @@ pub fn main() -> ExitCode {
 /// the nearest subcommand (`a similar subcommand exists: 'validate'`).
 fn refused(error: clap::Error) -> ExitCode {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let args = || std::env::args_os().map(|a| a.to_string_lossy().into_owned());
+    if error.use_stderr()
+        && let Some(said) = old_log_flag(args())
+    {
+        eprintln!("error: {said}");
+        return ExitCode::from(2);
+    }
     if error.kind() == ErrorKind::InvalidSubcommand
         && let Some(ContextValue::String(verb)) = error.get(ContextKind::InvalidSubcommand)
-        && let Some(command) = kubectl_command(
-            verb,
-            std::env::args_os().map(|a| a.to_string_lossy().into_owned()),
-        )
+        && let Some(command) = kubectl_command(verb, args())
     {
         eprintln!("error: workflow-operator has no {verb:?} command: use {command}");
         return ExitCode::from(2);
     }
     error.exit()
+}
+
+/// What to say of a command line refused for `--log` given as the log filter, which is
+/// `--log-level` (`--log` is `submit`'s, following the logs): `--log=FILTER` anywhere, or
+/// `--log FILTER` where `--log` takes no value.
+fn old_log_flag(args: impl Iterator<Item = String>) -> Option<String> {
+    let args: Vec<String> = args.skip(1).collect();
+    let submits = args.iter().any(|a| a == "submit" || a == "resubmit");
+    let filter = args
+        .iter()
+        .enumerate()
+        .find_map(|(i, arg)| match arg.strip_prefix("--log") {
+            Some(value) if value.starts_with('=') => Some(Some(value[1..].to_string())),
+            Some("") if !submits => Some(args.get(i + 1).filter(|v| !v.starts_with('-')).cloned()),
+            _ => None,
+        })?;
+    let said = "the log filter is --log-level now (or RUST_LOG)";
+    Some(match filter {
+        Some(filter) => format!("{said}: --log-level {filter}"),
+        None => said.to_string(),
+    })
 }
 
 /// The kubectl command for `verb`, of the kind the command line is about (`cron delete x`:

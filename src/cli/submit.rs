@@ -1,15 +1,18 @@
 //! `workflow-operator submit FILE | --from KIND/NAME [-p NAME=VALUE]...`: creates a workflow
 //! with its parameters given, as `argo submit` does; with `--wait`, waits until it finished
-//! and exits as it ended. Everything the operator would fail the workflow for at once (an
-//! undeclared or missing parameter, a value outside its `enum`, an unknown template, a shared
-//! template that does not exist, a bad DAG) refuses the submit before anything is created.
+//! and exits as it ended, with `--watch` shows it as `watch` does meanwhile, with `--log`
+//! follows its steps' logs. A file may hold shared templates besides its workflows: they are
+//! applied (created, or updated) first. Everything the operator would fail a workflow for at
+//! once (an undeclared or missing parameter, a value outside its `enum`, an unknown template,
+//! a shared template that does not exist, a bad DAG) refuses the submit before anything is
+//! created.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::{Args, ValueEnum};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -18,7 +21,9 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::CONDITION_FINISHED;
 use workflow_operator_core::lifecycle::Phase;
 use workflow_operator_core::plan;
-use workflow_operator_core::template::{Arguments, Parameter, Source};
+use workflow_operator_core::template::{
+    Arguments, CLUSTER_KIND, NAMESPACED_KIND, Parameter, ResolvedTemplate, Source,
+};
 
 use super::client::ClusterArgs;
 use super::inspect::{self, WORKFLOW_KIND};
@@ -28,7 +33,8 @@ use workflow_operator_core::template::resolve;
 /// Submit a workflow: from a manifest, or one that runs a shared template whole.
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
-    /// A manifest holding one WorkFlow (`-` reads standard input).
+    /// A manifest of WorkFlows, and of the WorkFlowTemplates and ClusterWorkFlowTemplates they
+    /// use (applied first), or Argo's (`-` reads standard input).
     #[arg(
         value_name = "FILE",
         required_unless_present = "from",
@@ -48,15 +54,36 @@ pub struct SubmitArgs {
     /// random suffix), to submit one manifest many times.
     #[arg(long)]
     generate_name: bool,
+    #[command(flatten)]
+    then: Then,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// What `submit` (and `resubmit`) does once the workflow is created, as `argo submit`.
+#[derive(Debug, Args)]
+pub(super) struct Then {
     /// Wait until the workflow finished; exit 0 if it completed, 1 if it failed.
-    #[arg(long)]
+    #[arg(long, short = 'w')]
     wait: bool,
+    /// Show the workflow as `watch` does until it finished; exit as `--wait`.
+    #[arg(long, conflicts_with = "log")]
+    watch: bool,
+    /// Follow the logs of its steps as `logs -f` does until it finished; exit as `--wait`.
+    /// (The log filter of the command itself is `--log-level`.)
+    #[arg(long)]
+    log: bool,
     /// `name`: `workflow.workflow.crd.com/NAME`, as kubectl prints it; `json`: the created
     /// workflow (with `--wait`, the finished one).
     #[arg(long, short = 'o', value_enum)]
     output: Option<Output>,
-    #[command(flatten)]
-    cluster: ClusterArgs,
+}
+
+impl Then {
+    /// Whether the command stays until the workflow finished.
+    fn follows(&self) -> bool {
+        self.wait || self.watch || self.log
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,7 +110,7 @@ fn parse_from(text: &str) -> Result<Source, String> {
 }
 
 /// `-p version=1.2`: a name and its value.
-fn parse_parameter(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_parameter(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .filter(|(name, _)| !name.is_empty())
         .map(|(name, value)| (name.to_string(), value.to_string()))
@@ -93,53 +120,193 @@ fn parse_parameter(text: &str) -> Result<(String, String), String> {
 pub async fn submit(args: SubmitArgs) -> ExitCode {
     super::report_with(async {
         let (client, namespace) = args.cluster.connect().await?;
-        let mut workflow = match &args.from {
-            Some(source) => from_template(&client, &namespace, source).await?,
-            None => from_file(&args, &namespace)?,
+        let Some(source) = &args.from else {
+            return submit_file(&args, &client, &namespace).await;
         };
-        if args.generate_name {
-            generate_name(&mut workflow)?;
-        }
-        let namespace = workflow.namespace().unwrap_or(namespace);
-        check(&client, &namespace, &mut workflow, &args.parameters).await?;
-        let api: Api<WorkFlow> = Api::namespaced(client, &namespace);
-        let params = PostParams {
-            field_manager: Some(super::FIELD_MANAGER.into()),
-            ..PostParams::default()
-        };
-        let created = api
-            .create(&params, &workflow)
-            .await
-            .map_err(|e| create_error(e, &workflow))?;
-        let name = created.name_any();
-        if !args.wait {
-            print(args.output, &created)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        if args.output != Some(Output::Json) {
-            print(args.output, &created)?;
-        }
-        let finished = await_condition(api, &name, is_finished)
-            .await
-            .context("watching the workflow")?
-            .ok_or_else(|| anyhow!("workflow {name} was deleted before it finished"))?;
-        outcome(args.output, &finished)
+        let workflow = from_template(&client, &namespace, source).await?;
+        create_and_follow(&client, &namespace, workflow, &args.parameters, &args.then).await
     })
     .await
 }
 
-/// The workflow of the manifest `args.file`: its one WorkFlow, checked as `validate` checks
-/// it, in the namespace of `-n`, else its own, else the context's.
-fn from_file(args: &SubmitArgs, namespace: &str) -> Result<WorkFlow> {
+/// Checks `workflow` (its `-p` set), creates it and prints it, then follows it as `then` says.
+pub(super) async fn create_and_follow(
+    client: &Client,
+    namespace: &str,
+    mut workflow: WorkFlow,
+    parameters: &[(String, String)],
+    then: &Then,
+) -> Result<ExitCode> {
+    let namespace = workflow.namespace().unwrap_or(namespace.to_string());
+    check(client, &namespace, &mut workflow, parameters, &[]).await?;
+    let created = create(client, &namespace, &workflow, then).await?;
+    follow(client, &namespace, &created, then).await
+}
+
+/// Creates the (checked) workflow and prints it; with `-o json` and a command that follows it,
+/// the finished workflow is printed instead, once it finished.
+async fn create(
+    client: &Client,
+    namespace: &str,
+    workflow: &WorkFlow,
+    then: &Then,
+) -> Result<WorkFlow> {
+    let api: Api<WorkFlow> = Api::namespaced(client.clone(), namespace);
+    let params = PostParams {
+        field_manager: Some(super::FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    let created = api
+        .create(&params, workflow)
+        .await
+        .map_err(|e| create_error(e, workflow))?;
+    if !(then.follows() && then.output == Some(Output::Json)) {
+        print(then.output, &created)?;
+    }
+    Ok(created)
+}
+
+/// Follows the created workflow as `then` says (nothing to do without `--wait`, `--watch`
+/// or `--log`), then says how it ended and exits as it ended.
+async fn follow(
+    client: &Client,
+    namespace: &str,
+    created: &WorkFlow,
+    then: &Then,
+) -> Result<ExitCode> {
+    if !then.follows() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let name = created.name_any();
+    if then.watch {
+        super::get::watch_until_done(client, namespace, &name, true).await?;
+    } else if then.log {
+        super::logs::print_logs(client, namespace, &name, None, true).await?;
+    }
+    let api: Api<WorkFlow> = Api::namespaced(client.clone(), namespace);
+    let finished = await_condition(api, &name, is_finished)
+        .await
+        .context("watching the workflow")?
+        .ok_or_else(|| anyhow!("workflow {name} was deleted before it finished"))?;
+    outcome(then.output, &finished)
+}
+
+/// `submit FILE`: applies the file's shared templates, then creates its workflows, each
+/// checked first (against the file's templates and the cluster's), so that a file that would
+/// fail changes nothing.
+async fn submit_file(args: &SubmitArgs, client: &Client, namespace: &str) -> Result<ExitCode> {
     let file = args
         .file
         .as_deref()
         .expect("clap requires FILE without --from");
     let documents = inspect::read_documents(file).map_err(|e| anyhow!(e))?;
-    let mut workflows = documents.iter().filter(|d| d.kind == WORKFLOW_KIND);
-    let (Some(document), None) = (workflows.next(), workflows.next()) else {
-        bail!("{}: submit takes a file with one WorkFlow", file.display());
-    };
+    let (templates, workflows) = split_documents(file, &documents)?;
+    if args.then.follows() && workflows.len() != 1 {
+        bail!(
+            "{}: --wait, --watch and --log take a file with one WorkFlow",
+            file.display()
+        );
+    }
+    let shared = inspect::shared_templates(&documents);
+    let mut checked = Vec::new();
+    for document in workflows {
+        let mut workflow = from_document(file, document, &args.cluster, namespace)?;
+        if args.generate_name {
+            generate_name(&mut workflow)?;
+        }
+        let namespace = workflow.namespace().unwrap_or(namespace.to_string());
+        check(client, &namespace, &mut workflow, &args.parameters, &shared).await?;
+        checked.push((namespace, workflow));
+    }
+    for document in templates {
+        apply_template(client, namespace, &args.cluster, document, args.then.output).await?;
+    }
+    let mut created = Vec::new();
+    for (namespace, workflow) in &checked {
+        created.push((
+            namespace,
+            create(client, namespace, workflow, &args.then).await?,
+        ));
+    }
+    match created.as_slice() {
+        [(namespace, workflow)] => follow(client, namespace, workflow, &args.then).await,
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// The shared templates and the workflows of a file; any other kind is refused.
+fn split_documents<'d>(
+    file: &std::path::Path,
+    documents: &'d [inspect::Document],
+) -> Result<(Vec<&'d inspect::Document>, Vec<&'d inspect::Document>)> {
+    let mut templates = Vec::new();
+    let mut workflows = Vec::new();
+    for document in documents {
+        match document.kind {
+            WORKFLOW_KIND => workflows.push(document),
+            NAMESPACED_KIND | CLUSTER_KIND => templates.push(document),
+            kind => bail!(
+                "{}: submit takes WorkFlows and the shared templates they use, not a {kind} ({}): create it with kubectl apply -f",
+                file.display(),
+                document.name
+            ),
+        }
+    }
+    Ok((templates, workflows))
+}
+
+/// Creates the shared template of `document`, or updates the one of its name (server-side
+/// apply, as `kubectl apply --server-side`); prints `KIND/NAME created` or `configured`.
+async fn apply_template(
+    client: &Client,
+    namespace: &str,
+    cluster: &ClusterArgs,
+    document: &inspect::Document,
+    output: Option<Output>,
+) -> Result<()> {
+    let problems = inspect::problems(document);
+    if !problems.is_empty() {
+        bail!(
+            "{} {}: {}",
+            document.kind,
+            document.name,
+            problems.join("; ")
+        );
+    }
+    let own = document
+        .value
+        .pointer("/metadata/namespace")
+        .and_then(|n| n.as_str());
+    let namespace = cluster.namespace.as_deref().or(own).unwrap_or(namespace);
+    let api = super::template::api(client, document.kind, Some(namespace));
+    let existed = (api.get_opt(&document.name).await)
+        .with_context(|| format!("reading {} {}", document.kind, document.name))?
+        .is_some();
+    let mut value = document.value.clone();
+    if document.kind == NAMESPACED_KIND {
+        value["metadata"]["namespace"] = json!(namespace);
+    }
+    let params = PatchParams::apply(super::FIELD_MANAGER).force();
+    api.patch(&document.name, &params, &Patch::Apply(&value))
+        .await
+        .with_context(|| format!("applying {} {}", document.kind, document.name))?;
+    let kind = document.kind.to_lowercase();
+    match (output, existed) {
+        (Some(Output::Name), _) => println!("{kind}.workflow.crd.com/{}", document.name),
+        (_, false) => println!("{kind}.workflow.crd.com/{} created", document.name),
+        (_, true) => println!("{kind}.workflow.crd.com/{} configured", document.name),
+    }
+    Ok(())
+}
+
+/// The workflow of a document of `file`, checked as `validate` checks it, in the namespace of
+/// `-n`, else its own, else the context's.
+fn from_document(
+    file: &std::path::Path,
+    document: &inspect::Document,
+    cluster: &ClusterArgs,
+    namespace: &str,
+) -> Result<WorkFlow> {
     let mut workflow = inspect::parse_workflow(&document.value).map_err(|problems| {
         anyhow!(
             "{}: workflow {}: {}",
@@ -148,7 +315,7 @@ fn from_file(args: &SubmitArgs, namespace: &str) -> Result<WorkFlow> {
             problems.join("; ")
         )
     })?;
-    match (&args.cluster.namespace, workflow.namespace()) {
+    match (&cluster.namespace, workflow.namespace()) {
         (Some(given), Some(own)) if *given != own => bail!(
             "the namespace of the workflow ({own:?}) does not match the namespace {given:?} given: pass --namespace={own} or remove it from the file"
         ),
@@ -157,16 +324,33 @@ fn from_file(args: &SubmitArgs, namespace: &str) -> Result<WorkFlow> {
     Ok(workflow)
 }
 
-/// A workflow that runs the shared template `source` whole, named after it.
+/// The label on a workflow `submit --from` made of a WorkFlowTemplate, naming it, as Argo's
+/// `workflows.argoproj.io/workflow-template`: `list -l workflow.crd.com/workflow-template=ci`
+/// lists the runs of `ci`.
+const LABEL_TEMPLATE: &str = "workflow.crd.com/workflow-template";
+
+/// [`LABEL_TEMPLATE`] of a ClusterWorkFlowTemplate.
+const LABEL_CLUSTER_TEMPLATE: &str = "workflow.crd.com/cluster-workflow-template";
+
+/// A workflow that runs the shared template `source` whole, named after it and labelled with
+/// it.
 async fn from_template(client: &Client, namespace: &str, source: &Source) -> Result<WorkFlow> {
     if fetch(client, namespace, source).await?.is_none() {
         bail!(source.not_found(namespace));
     }
     let cluster_scope = source.kind == workflow_operator_core::template::CLUSTER_KIND;
+    let label = match cluster_scope {
+        true => LABEL_CLUSTER_TEMPLATE,
+        false => LABEL_TEMPLATE,
+    };
     let workflow = json!({
         "apiVersion": "workflow.crd.com/v1",
         "kind": WORKFLOW_KIND,
-        "metadata": {"generateName": format!("{}-", source.name), "namespace": namespace},
+        "metadata": {
+            "generateName": format!("{}-", source.name),
+            "namespace": namespace,
+            "labels": {label: source.name},
+        },
         "spec": {"workflowTemplateRef": {"name": source.name, "clusterScope": cluster_scope}},
     });
     Ok(serde_json::from_value(workflow)?)
@@ -184,16 +368,20 @@ fn generate_name(workflow: &mut WorkFlow) -> Result<()> {
     Ok(())
 }
 
-/// Sets each `-p` into `workflow`'s arguments, after reading its shared templates from the
-/// cluster; refuses a parameter it does not declare, and anything the operator would fail it
+/// Sets each `-p` into `workflow`'s arguments, after reading its shared templates from
+/// `in_file` (those of the file it comes from), else from the cluster; refuses a parameter it does not declare, and anything the operator would fail it
 /// for at once.
 async fn check(
     client: &Client,
     namespace: &str,
     workflow: &mut WorkFlow,
     given: &[(String, String)],
+    in_file: &[ResolvedTemplate],
 ) -> Result<()> {
     let find = |source: Source| async move {
+        if let Some(record) = in_file.iter().find(|r| r.is(&source)) {
+            return Ok(Some(record.clone()));
+        }
         let object = fetch(client, namespace, &source).await?;
         Ok::<_, anyhow::Error>(object.as_ref().map(record_of))
     };

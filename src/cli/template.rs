@@ -210,7 +210,7 @@ pub(crate) fn declared(spec: &WorkFlowSpec) -> &[Parameter] {
 }
 
 /// The API of a kind of shared template, in `namespace` (namespaced kind) or everywhere.
-fn api(client: &Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+pub(super) fn api(client: &Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
     let resource = if kind == CLUSTER_KIND {
         ApiResource::erase::<ClusterWorkFlowTemplate>(&())
     } else {

@@ -451,6 +451,35 @@ async fn dev_prints_the_artifact_store_and_writes_the_default_repository_into_th
     );
 }
 
+/// `dev`'s store is every namespace's repository, as Argo's controller-wide one: a workflow
+/// with artifacts in a namespace made after `dev` started (no ConfigMap of its own) passes
+/// them between its steps.
+#[test]
+fn dev_serves_artifacts_in_every_namespace() {
+    let team = super::artifacts::passing_manifest("shared", "").replace(
+        "metadata: {name: shared}",
+        "metadata: {name: shared, namespace: team}",
+    );
+    let manifest = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: team}}\n---{team}");
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(manifest.as_bytes()).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["dev", "--web-addr", "off", "--until-done", "--apply"])
+        .arg(file.path())
+        .output()
+        .expect("dev runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{printed}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        printed.contains("workflow team/shared Completed"),
+        "{printed}"
+    );
+}
+
 /// Medians of 5 rounds (each: `cp`, then put, then get) of a 100 MiB file of random bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement; run with --release --ignored --nocapture"]

@@ -1005,10 +1005,10 @@ fn validate_refuses_a_repository_without_its_registry_or_bucket_naming_the_field
 #[test]
 fn a_verb_of_kubectls_names_the_kubectl_command() {
     for (args, expected) in [
-        (vec!["list"], "use kubectl get wf\n"),
+        (vec!["edit", "build"], "use kubectl edit wf NAME\n"),
         (
-            vec!["-n", "ci", "delete", "build"],
-            "use kubectl delete wf NAME\n",
+            vec!["-n", "ci", "template", "delete", "build"],
+            "use kubectl delete wftmpl NAME\n",
         ),
         (vec!["describe", "build"], "use kubectl describe wf NAME\n"),
         (
@@ -1039,7 +1039,7 @@ fn no_api_server_is_said_once_with_what_to_check() {
          current-context: x\n"
     ));
     let path = kubeconfig.path().to_str().unwrap();
-    for args in [["get", "x"], ["wait", "x"]] {
+    for args in [["get", "x"], ["wait", "x"], ["list", "-A"], ["delete", "x"]] {
         let output = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
             .args(args)
             .env("KUBECONFIG", path)

@@ -10,12 +10,12 @@ use rstest::rstest;
 use support::{Gate, Namespace, Operator, operator};
 use workflow_operator_core::WorkFlow;
 
-fn text(bytes: &[u8]) -> String {
+pub(super) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Runs `workflow-operator ARGS` (no `-n` added), whatever its outcome.
-async fn run(ns: &Namespace, args: &[&str]) -> Output {
+pub(super) async fn run(ns: &Namespace, args: &[&str]) -> Output {
     ns.cli_command(args)
         .current_dir(support::session::ROOT)
         .output()

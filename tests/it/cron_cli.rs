@@ -85,12 +85,15 @@ async fn list_and_get_show_the_schedule_and_the_next_five_times_in_the_zone_and_
         "ACTIVE",
         "LAST",
         "NEXT",
+        "READY",
+        "MESSAGE",
     ] {
         assert!(list.contains(column), "{list}");
     }
+    // Nothing ran yet: LAST is `-`; the schedule is healthy: READY True.
     let row = support::session::row(&list, "nightly").join(" ");
     assert!(
-        row.starts_with("nightly 0 2 * * * Europe/Berlin false 0 ") && row.contains(" in "),
+        row.starts_with("nightly 0 2 * * * Europe/Berlin false 0 - in ") && row.ends_with(" True"),
         "{list}"
     );
     let all = session.cli(&["cron", "list", "-A"]).await;
@@ -156,6 +159,13 @@ async fn suspend_and_resume_set_the_field_and_say_so_when_there_is_nothing_to_do
     assert!(
         shown.lines().any(|l| words(l) == "Suspend: true"),
         "{shown}"
+    );
+    // No next time while suspended.
+    let list = session.cli(&["cron", "list"]).await;
+    let row = support::session::row(&list, "nightly").join(" ");
+    assert!(
+        row.starts_with("nightly 0 2 * * * Europe/Berlin true 0 - - "),
+        "{list}"
     );
 
     let said = session.cli(&["cron", "resume", "nightly"]).await;

@@ -71,7 +71,14 @@ async fn an_interactive_step_waits_for_a_shell_and_continue_ends_it() {
     wait_interactive(&session, "debug").await;
     let shown = session.cli(&["get", "debug"]).await;
     assert!(shown.contains("Interactive"), "{shown}");
-    assert!(shown.contains("waiting for you"), "{shown}");
+    // The hint names the script that runs the step's command in the shell `exec` opens.
+    assert!(
+        shown.contains("(/var/run/workflow-agent/command runs the step's command)"),
+        "{shown}"
+    );
+    // `kubectl get wf`'s MESSAGE says who the workflow waits for.
+    let summary = session.jsonpath("debug", "{.status.summary}").await;
+    assert_eq!(summary, "waiting for you at step sim");
     // Past the step's one-second timeout: it waits for a person, not for its command.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let phase = session.jsonpath("debug", "{.status.steps[0].phase}").await;

@@ -21,6 +21,7 @@ mod bench_cli;
 mod cache;
 mod cli;
 mod cli_habits;
+mod cli_verbs;
 mod cron;
 mod cron_cli;
 mod data_between_steps;

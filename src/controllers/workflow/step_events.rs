@@ -101,13 +101,18 @@ fn step_event(changes: &StepChanges) -> Option<(&'static str, String, Option<&st
     Some((reason, parts.join("; "), single))
 }
 
-/// `a, b, c`, or as many as fit in `budget` bytes and `and 7 more`.
+/// The most step names one Event's note gives: past it, a count, so that `kubectl describe`
+/// of a big workflow stays readable.
+const NAMES_SHOWN: usize = 5;
+
+/// `a, b, c`, or the first [`NAMES_SHOWN`] (as many as fit in `budget` bytes) and `and 7 more`.
 fn names_within(names: &[String], budget: usize) -> String {
     let mut out = String::new();
     for (i, name) in names.iter().enumerate() {
         let rest = names.len() - i;
         let more = format!(" and {rest} more");
-        if out.len() + name.len() + 2 + more.len() > budget && rest > 0 && i > 0 {
+        let full = i == NAMES_SHOWN || out.len() + name.len() + 2 + more.len() > budget;
+        if full && rest > 0 && i > 0 {
             out.push_str(&more);
             return out;
         }
@@ -242,7 +247,18 @@ mod tests {
         let (_, note, _) = step_event(&changes(&names, &names)).unwrap();
         assert!(note.len() <= NOTE_MAX_BYTES, "{} bytes", note.len());
         assert!(note.contains("step-number-0, step-number-1"), "{note}");
+        assert!(note.contains("step-number-4 and 4995 more"), "{note}");
         assert!(note.contains(" more"), "{note}");
+    }
+
+    /// `kubectl describe` of a big workflow stays readable: a write that reports 80 steps
+    /// names the first few and counts the rest.
+    #[test]
+    fn an_event_of_many_steps_names_a_few_and_counts_the_rest() {
+        let many: Vec<String> = (0..80).map(|i| format!("s{i}")).collect();
+        let names: Vec<&str> = many.iter().map(String::as_str).collect();
+        let (_, note, _) = step_event(&changes(&[], &names)).unwrap();
+        assert_eq!(note, "steps s0, s1, s2, s3, s4 and 75 more started");
     }
 
     #[test]

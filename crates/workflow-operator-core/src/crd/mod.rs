@@ -1050,12 +1050,57 @@ fn default_true() -> bool {
 /// The operator's CRDs: `WorkFlow`, the shared templates `WorkFlowTemplate` and
 /// `ClusterWorkFlowTemplate`, and `CronWorkFlow`.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
+    [
         workflow_crd(),
         WorkFlowTemplate::crd(),
         ClusterWorkFlowTemplate::crd(),
         CronWorkFlow::crd(),
     ]
+    .map(unwrapped)
+    .into()
+}
+
+/// `crd` with each description's lines joined into paragraphs: a description is the field's
+/// doc comment, wrapped at 100 columns, and `kubectl explain` wraps text to the terminal
+/// itself, so the doc comment's line breaks would cut its sentences mid-line there.
+fn unwrapped(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    fn walk(node: &mut serde_json::Value) {
+        match node {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map.iter_mut() {
+                    match value {
+                        serde_json::Value::String(text) if key == "description" => {
+                            *text = join_lines(text);
+                        }
+                        other => walk(other),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    // A CRD is plain maps, strings and numbers: it serialises and reads back.
+    let mut value = serde_json::to_value(&crd).expect("a CRD serialises");
+    walk(&mut value);
+    serde_json::from_value(value).expect("a CRD reads back")
+}
+
+/// `text` with the lines of each paragraph joined by a space; a blank line (between
+/// paragraphs) and a line that starts a list item (`- `) keep their break.
+fn join_lines(text: &str) -> String {
+    let paragraphs = text.split("\n\n").map(|paragraph| {
+        let mut joined = String::with_capacity(paragraph.len());
+        for (i, line) in paragraph.lines().enumerate() {
+            if i > 0 {
+                let item = line.trim_start().starts_with("- ");
+                joined.push(if item { '\n' } else { ' ' });
+            }
+            joined.push_str(if i > 0 { line.trim() } else { line.trim_end() });
+        }
+        joined
+    });
+    paragraphs.collect::<Vec<_>>().join("\n\n")
 }
 
 /// The WorkFlow CRD: the generated one, with the rule that only a WorkFlow has (a
@@ -1283,6 +1328,52 @@ mod tests {
         assert_eq!(
             template["properties"]["dag"]["items"]["properties"]["stepName"]["minLength"],
             1
+        );
+    }
+
+    #[test]
+    fn descriptions_have_no_hard_wrapped_lines() {
+        fn wrapped(path: &str, node: &Value, out: &mut Vec<String>) {
+            match node {
+                Value::Object(map) => {
+                    for (key, value) in map {
+                        let here = format!("{path}.{key}");
+                        match value.as_str() {
+                            Some(text) if key == "description" => {
+                                let lines: Vec<&str> = text.split('\n').collect();
+                                let cut = lines.windows(2).any(|pair| {
+                                    !pair[0].is_empty()
+                                        && !pair[1].is_empty()
+                                        && !pair[1].starts_with("- ")
+                                });
+                                if cut {
+                                    out.push(format!("{here}: {text:?}"));
+                                }
+                            }
+                            _ => wrapped(&here, value, out),
+                        }
+                    }
+                }
+                Value::Array(items) => items.iter().for_each(|item| wrapped(path, item, out)),
+                _ => {}
+            }
+        }
+        let mut cut = Vec::new();
+        for crd in crds() {
+            wrapped(
+                &crd.spec.names.kind,
+                &serde_json::to_value(&crd).unwrap(),
+                &mut cut,
+            );
+        }
+        assert!(
+            cut.is_empty(),
+            "{} descriptions cut mid-sentence: {cut:#?}",
+            cut.len()
+        );
+        assert_eq!(
+            join_lines("One sentence\n  wrapped.\n\nA list:\n- a\n- b"),
+            "One sentence wrapped.\n\nA list:\n- a\n- b"
         );
     }
 

@@ -143,6 +143,20 @@ pub(super) fn with_tolerated<'v, 'a: 'v>(
     said
 }
 
+/// `waiting for you at step sim`: the message of a running workflow whose interactive steps
+/// wait for a person (`exec`, then `continue`), naming them; `None` when none waits.
+fn waiting_for_you(steps: &[StepStatus]) -> Option<String> {
+    let waiting: Vec<&str> = (steps.iter())
+        .filter(|s| s.phase == StepPhase::Interactive)
+        .map(|s| s.name.as_str())
+        .collect();
+    match waiting.as_slice() {
+        [] => None,
+        [one] => Some(format!("waiting for you at step {one}")),
+        many => Some(format!("waiting for you at steps {}", list_names(many))),
+    }
+}
+
 /// The status lists being rendered.
 #[derive(Default)]
 struct Lists {
@@ -303,8 +317,10 @@ impl<'a> Planner<'a> {
                 event.message = event.message.replacen(&said, &with_source, 1);
             }
             message.map(|m| m.replacen(&said, &with_source, 1))
-        } else {
+        } else if terminal {
             message
+        } else {
+            message.or_else(|| waiting_for_you(&lists.steps))
         };
         self.outcome = Some(Outcome {
             message,
@@ -481,8 +497,9 @@ impl<'a> Planner<'a> {
         let name = &entry.name;
         let message = format!(
             "waiting for you: `workflow-operator exec -n {namespace} {workflow} {name}` opens a \
-             shell in its pod ($WORKFLOW_COMMAND runs the step's command), \
-             `workflow-operator continue -n {namespace} {workflow} {name}` ends it"
+             shell in its pod ({} runs the step's command), \
+             `workflow-operator continue -n {namespace} {workflow} {name}` ends it",
+            crate::agent::COMMAND_SCRIPT
         );
         StepStatus {
             phase: StepPhase::Interactive,
