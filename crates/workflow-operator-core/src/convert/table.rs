@@ -435,10 +435,14 @@ Where the defaults differ, the converter keeps Argo's meaning: every converted s
 is `Always`). A step's pod may take `startTimeout` (300 s by default) to start, which Argo does
 not bound.
 
-Commands: `argo submit`, `get`, `watch`, `logs`, `wait`, `retry`, `stop`, `terminate`, `suspend`,
-`resume`, `template list|get`, `cron list|get|suspend|resume` are `workflow-operator`'s of the
-same name; `argo lint` is `workflow-operator validate`; `argo list` and `delete` are `kubectl get
-wf` and `kubectl delete wf`.
+Commands: `argo submit`, `list`, `get`, `watch`, `logs`, `wait`, `delete`, `resubmit`, `retry`,
+`stop`, `terminate`, `suspend`, `resume`, `template list|get`, `cron list|get|suspend|resume` are
+`workflow-operator`'s of the same name; `argo lint` is `workflow-operator validate`.
+
+The controller: Argo's runs one active replica (leader election). Here `deploy/` does the same,
+and `deploy/sharded/` (`run --shards`) runs several that share the work, each caching only its
+share; Kueue can admit a workflow whole (`queueScope: Workflow`) and MultiKueue send it to
+another cluster (`managedBy`); Argo Events' EventSource and Sensor are a `WorkFlowTrigger`.
 ";
 
 /// docs/argo.md: the preamble, then a table per place.
