@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::artifacts::embedded::{self, EmbeddedStore};
 use crate::controllers::workflow::operator::{self, OperatorOptions};
+use crate::triggers::{self, Receiver};
 use crate::web;
 use kube_devcluster::entrypoints;
 use kube_devcluster::faults::{ErrorRate, FaultConfig};
@@ -38,6 +39,10 @@ pub struct DevArgs {
     /// printed at start.
     #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:0", value_parser = parse_web_addr)]
     web_addr: WebAddr,
+    /// Where to serve the WorkFlowTrigger receiver (`POST /triggers/<namespace>/<name>`): an
+    /// address (port 0 picks a free one), or `off`. Printed as `triggers at http://ADDR`.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:0", value_parser = parse_web_addr)]
+    triggers_addr: WebAddr,
     /// Where to write a kubeconfig for kubectl (default: a temporary file, printed at start).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -109,7 +114,7 @@ pub struct DevArgs {
     force_gone_every: Option<u64>,
 }
 
-/// `--web-addr`: an address to serve the web view on, or `off`.
+/// `--web-addr` and `--triggers-addr`: an address to serve on, or `off`.
 #[derive(Debug, Clone, Copy)]
 struct WebAddr(Option<SocketAddr>);
 
@@ -201,6 +206,10 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         .await
         .context("installing the WorkFlow CRD")?;
 
+    if let Some(addr) = args.triggers_addr.0 {
+        start_triggers(addr, &client, &store, &shutdown).await?;
+    }
+
     let operator_task = if args.no_operator {
         None
     } else {
@@ -255,6 +264,24 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         }
     }
     outcome
+}
+
+/// Serves the WorkFlowTrigger receiver on `addr` and prints its URL; the objects written into
+/// `store` are notified to the triggers naming their bucket, through it.
+async fn start_triggers(
+    addr: SocketAddr,
+    client: &kube::Client,
+    store: &EmbeddedStore,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Result<()> {
+    let receiver = Receiver::new(client.clone(), None, None, shutdown);
+    let bound = triggers::serve(addr, receiver, shutdown.clone()).await?;
+    println!("triggers at http://{bound}");
+    let (puts, written) = tokio::sync::mpsc::unbounded_channel();
+    store.notify(puts);
+    let base = format!("http://{bound}");
+    tokio::spawn(triggers::bucket::notify(client.clone(), base, written));
+    Ok(())
 }
 
 /// Starts the artifact store, writes the default repository's Secret and ConfigMap into the
