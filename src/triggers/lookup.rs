@@ -22,6 +22,9 @@ use super::start::Answer;
 /// How long a Secret read is used for before it is read again.
 const SECRET_TTL: Duration = Duration::from_secs(10);
 
+/// The Secrets' keys read, by namespace, Secret and key: when, and the value.
+type Secrets = HashMap<(String, String, String), (Instant, Vec<u8>)>;
+
 /// Whether a trigger exists.
 pub enum Found {
     Yes(Arc<WorkFlowTrigger>),
@@ -36,7 +39,7 @@ pub struct Lookup {
     namespace: Option<String>,
     store: Store<WorkFlowTrigger>,
     compiled: Mutex<HashMap<(String, i64), Arc<Compiled>>>,
-    secrets: Mutex<HashMap<(String, String), (Instant, Vec<u8>)>>,
+    secrets: Mutex<Secrets>,
 }
 
 impl Lookup {
@@ -124,7 +127,11 @@ impl Lookup {
             return Ok(Vec::new());
         };
         let namespace = trigger.namespace().unwrap_or_default();
-        let key = (namespace.clone(), reference.name.clone());
+        let key = (
+            namespace.clone(),
+            reference.name.clone(),
+            reference.key.clone(),
+        );
         if !fresh {
             let kept = self.secrets.lock().expect("secrets").get(&key).cloned();
             if let Some((_, value)) = kept.filter(|(read, _)| read.elapsed() < SECRET_TTL) {
