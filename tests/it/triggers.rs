@@ -7,6 +7,7 @@
 //! leaves every delivery answered 201 with its run, and the sender's retries of the others
 //! make each once. A file put into `dev`'s embedded artifact store starts one run with its key.
 
+use crate::run_process::free_addr;
 use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,12 +32,6 @@ use workflow_operator_core::trigger::verify::sign;
 /// The GitHub webhook secret of the tests.
 const SECRET: &str = "gh-s3cret";
 
-/// A free port on 127.0.0.1, for an operator process to bind (again after a restart).
-fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").to_string()
-}
-
 /// An HTTP sender to the receiver of an operator process (and its `/metrics`).
 #[derive(Clone)]
 struct Sender {
@@ -51,7 +46,8 @@ impl Sender {
     /// Starts the operator with `--triggers-addr` and `--metrics-addr` for `ns`, and waits
     /// until the receiver answers.
     async fn start(ns: Namespace) -> (Operator, Sender) {
-        let (triggers, metrics) = (free_addr(), free_addr());
+        // Free ports, bound again by the operator after a restart.
+        let (triggers, metrics) = (free_addr().to_string(), free_addr().to_string());
         let (namespace, client) = (ns.name.clone(), ns.client());
         let args = ["--triggers-addr", &triggers, "--metrics-addr", &metrics];
         let operator = Operator::process_with_args(ns, &args);
@@ -338,6 +334,16 @@ async fn burst_counted(
     (seen, times)
 }
 
+/// The deliveries of `seen` not answered `status` once: how many, and the first few.
+fn others(seen: &Seen, status: u16) -> String {
+    let other: Vec<_> = seen.iter().filter(|(_, s)| s != &&vec![status]).collect();
+    format!(
+        "{} such, first {:?}",
+        other.len(),
+        &other[..other.len().min(5)]
+    )
+}
+
 fn delivery_ids(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:04}")).collect()
 }
@@ -359,10 +365,8 @@ async fn a_burst_of_500_deliveries_makes_500_runs_and_its_repeat_none(
     assert_eq!(
         created,
         500,
-        "answers other than 201: {:?}",
-        seen.iter()
-            .filter(|(_, s)| s != &&vec![201])
-            .collect::<Vec<_>>()
+        "answers other than 201: {}",
+        others(&seen, 201)
     );
     times.sort();
     eprintln!(
@@ -383,11 +387,8 @@ async fn a_burst_of_500_deliveries_makes_500_runs_and_its_repeat_none(
     assert_eq!(
         repeated,
         500,
-        "answers other than 200: {:?}",
-        again
-            .iter()
-            .filter(|(_, s)| s != &&vec![200])
-            .collect::<Vec<_>>()
+        "answers other than 200: {}",
+        others(&again, 200)
     );
     assert_eq!(receiver.runs("burst").await.len(), 500);
 }
@@ -537,4 +538,44 @@ async fn a_file_put_into_the_embedded_store_starts_one_run_with_its_key(
         "one run, none for the key outside the prefix"
     );
     stop.cancel();
+}
+
+#[test]
+fn dev_serves_the_receiver_and_prints_its_address() {
+    use std::io::{BufRead, BufReader};
+    let mut dev = std::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args([
+            "dev",
+            "--no-operator",
+            "--web-addr",
+            "off",
+            "--triggers-addr",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("dev starts");
+    let stdout = dev.stdout.take().expect("piped");
+    let line = BufReader::new(stdout)
+        .lines()
+        .map(|l| l.expect("a line"))
+        .find(|l| l.starts_with("triggers at "));
+    let base = line.expect("dev prints the receiver's address");
+    let base = base.strip_prefix("triggers at ").unwrap().to_string();
+    assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let status = runtime.block_on(async {
+        let url = format!("{base}/triggers/default/none");
+        reqwest::Client::new()
+            .post(url)
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+    });
+    // SIGTERM: dev removes its temporary store on the way out.
+    let pid = nix::unistd::Pid::from_raw(dev.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM delivered");
+    let exited = dev.wait().expect("dev exits");
+    assert_eq!(status.expect("the receiver answers"), 404);
+    assert!(exited.success(), "dev exited with {exited}");
 }
