@@ -6,6 +6,7 @@
 //! connections makes 500 runs and their repeat none; the operator SIGKILLed during a burst
 //! leaves every delivery answered 201 with its run, and the sender's retries of the others
 //! make each once. A file put into `dev`'s embedded artifact store starts one run with its key.
+//! `Forbid`, `Replace`, a rate limit and an API server refusing creates each get their answer.
 
 use crate::run_process::free_addr;
 use crate::support;
@@ -19,6 +20,7 @@ use tokio::sync::watch;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
+use kube_devcluster::faults::FaultConfig;
 use serde_json::json;
 use support::{DEADLINE, Namespace, Operator, namespace, operator};
 use workflow_operator::artifacts::{self, embedded::EmbeddedStore};
@@ -578,4 +580,113 @@ fn dev_serves_the_receiver_and_prints_its_address() {
     let exited = dev.wait().expect("dev exits");
     assert_eq!(status.expect("the receiver answers"), 404);
     assert!(exited.success(), "dev exited with {exited}");
+}
+
+/// A trigger `name` whose runs stay suspended (active until terminated), with `extra` spec
+/// lines.
+fn suspended_trigger(name: &str, extra: &str) -> String {
+    format!(
+        r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlowTrigger
+metadata: {{name: {name}}}
+spec:
+  webhook:
+    github: {{secretRef: {{name: gh, key: token}}}}
+{extra}
+  workflowSpec:
+    suspend: true
+    containers: [{{stepName: build, image: busybox, command: ["true"]}}]
+"#
+    )
+}
+
+#[rstest::rstest]
+#[tokio::test]
+async fn forbid_replace_a_rate_limit_and_an_unreachable_api_server_each_get_their_answer(
+    #[future] namespace: Namespace,
+) {
+    skip_on_real_cluster!("the API server's faults are injected by this test");
+    let (operator, receiver) = Sender::start(namespace.await).await;
+    let ns = &operator.ns;
+    let main = push("refs/heads/main", "c0ffee1");
+    let run = |trigger: &str, id: &str| names::trigger_run_name(trigger, id);
+
+    create_trigger(
+        ns,
+        &suspended_trigger("forbid", "  concurrencyPolicy: Forbid"),
+    )
+    .await;
+    assert_eq!(receiver.github("forbid", "f-1", &main, SECRET).await.0, 201);
+    let (status, text) = receiver.github("forbid", "f-2", &main, SECRET).await;
+    let skipped = format!(
+        "no run: {} still running (concurrencyPolicy Forbid)",
+        run("forbid", "f-1")
+    );
+    assert_eq!((status, text.trim()), (202, skipped.as_str()));
+    assert_eq!(receiver.github("forbid", "f-1", &main, SECRET).await.0, 200);
+
+    create_trigger(
+        ns,
+        &suspended_trigger("replace", "  concurrencyPolicy: Replace"),
+    )
+    .await;
+    assert_eq!(
+        receiver.github("replace", "r-1", &main, SECRET).await.0,
+        201
+    );
+    assert_eq!(
+        receiver.github("replace", "r-2", &main, SECRET).await.0,
+        201
+    );
+    let replaced = ns.get(&run("replace", "r-1")).await;
+    assert_eq!(
+        replaced.spec.shutdown,
+        Some(workflow_operator_core::crd::Shutdown::Terminate)
+    );
+
+    create_trigger(
+        ns,
+        &suspended_trigger("limited", "  rateLimit: {perSecond: 1, burst: 1}"),
+    )
+    .await;
+    assert_eq!(
+        receiver.github("limited", "l-1", &main, SECRET).await.0,
+        201
+    );
+    assert_eq!(
+        receiver.github("limited", "l-2", &main, SECRET).await.0,
+        429
+    );
+
+    create_trigger(ns, &suspended_trigger("allow", "")).await;
+    let faults = ns
+        .cluster
+        .dev()
+        .expect("the embedded control plane")
+        .faults();
+    faults.set(FaultConfig {
+        error_rates: vec!["create=1.0:500".parse().unwrap()],
+        ..FaultConfig::default()
+    });
+    let (status, text) = receiver.github("allow", "a-1", &main, SECRET).await;
+    faults.set(FaultConfig::default());
+    assert_eq!(status, 503, "{text}");
+    assert!(receiver.runs("allow").await.is_empty(), "a run half made");
+    let (status, text) = receiver.github("allow", "a-1", &main, SECRET).await;
+    assert_eq!(
+        (status, text.trim()),
+        (201, format!("started: {}", run("allow", "a-1")).as_str())
+    );
+
+    let listed = ns.cli(&["trigger", "list"]).await;
+    for trigger in ["forbid", "replace", "limited", "allow"] {
+        assert!(listed.contains(trigger), "{listed}");
+    }
+    let shown = ns.cli(&["trigger", "get", "forbid"]).await;
+    assert!(
+        shown.contains(&run("forbid", "f-1")) && shown.contains("f-1"),
+        "{shown}"
+    );
+    assert!(shown.contains("Source:      webhook/github"), "{shown}");
 }
