@@ -119,16 +119,13 @@ async fn receive(
 }
 
 /// The answer to one delivery, in the order a sender's mistakes are cheapest to find: the
-/// trigger, the rate, the size, the signature, then the events.
+/// trigger, the size, the signature, the rate, then the events.
 async fn answer(receiver: &Receiver, namespace: &str, name: &str, request: Request) -> Answer {
     let trigger = match receiver.lookup.trigger(namespace, name).await {
         Found::Yes(trigger) => trigger,
         Found::No => return Answer::not_found(namespace, name),
         Found::Unreachable(why) => return Answer::unavailable(why),
     };
-    if let Some(wait) = receiver.limits.take(&trigger) {
-        return Answer::rate_limited(wait);
-    }
     let (parts, body) = request.into_parts();
     let body = match read_body(body, receiver.max_body).await {
         Ok(body) => body,
@@ -153,6 +150,10 @@ async fn answer(receiver: &Receiver, namespace: &str, name: &str, request: Reque
         if verification.check(&fresh, &delivery).is_err() {
             return Answer::unauthorized();
         }
+    }
+    // After the signature: deliveries nobody signed do not use up the trigger's rate.
+    if let Some(wait) = receiver.limits.take(&trigger) {
+        return Answer::rate_limited(wait);
     }
     let compiled = match receiver.lookup.compiled(&trigger) {
         Ok(compiled) => compiled,
