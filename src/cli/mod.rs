@@ -91,7 +91,7 @@ enum Command {
     /// Print the CustomResourceDefinitions (WorkFlow, CronWorkFlow, WorkFlowTrigger,
     /// WorkFlowTemplate, ClusterWorkFlowTemplate) as YAML (what `crd/workflow.yaml` holds).
     Crd,
-    /// Check WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate manifests
+    /// Check WorkFlow, CronWorkFlow, WorkFlowTrigger, WorkFlowTemplate and ClusterWorkFlowTemplate manifests
     /// (or Argo's, converted on the way) without a cluster:
     /// exit 1 and name every problem (e.g. a cycle's path, an unknown template, a missing
     /// parameter).

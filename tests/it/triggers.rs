@@ -690,3 +690,41 @@ async fn forbid_replace_a_rate_limit_and_an_unreachable_api_server_each_get_thei
     );
     assert!(shown.contains("Source:      webhook/github"), "{shown}");
 }
+
+#[test]
+fn validate_checks_a_trigger_its_expressions_and_the_spec_of_its_runs() {
+    let run = |file: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+            .args(["validate", file])
+            .output()
+            .expect("validate runs")
+    };
+    let root = env!("CARGO_MANIFEST_DIR");
+    let valid = run(&format!("{root}/examples/trigger.yaml"));
+    let said = String::from_utf8_lossy(&valid.stdout);
+    assert!(
+        valid.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&valid.stderr)
+    );
+    assert!(said.contains("workflowtrigger on-push: valid"), "{said}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.yaml");
+    let text = ON_PUSH
+        .replace(r#"'body.ref == "refs/heads/main"'"#, "'body.ref =='")
+        .replace("stepName: build", "stepName: build, dependsOn: [nowhere]");
+    std::fs::write(&broken, text).unwrap();
+    let refused = run(broken.to_str().unwrap());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("workflowtrigger on-push: spec.filter: does not compile"),
+        "{said}"
+    );
+    assert!(
+        said.contains("workflowtrigger on-push: spec.workflowSpec: "),
+        "{said}"
+    );
+    assert!(said.contains("nowhere"), "{said}");
+}

@@ -342,8 +342,9 @@ pub fn run_spec(trigger: &WorkFlowTrigger) -> Result<Value, String> {
     }
 }
 
-/// Sets each of `values` in `spec.arguments.parameters` by name, adding those not declared.
-fn set_parameters(spec: &mut Value, values: &[(String, String)]) {
+/// Sets each of `values` in `spec.arguments.parameters` (of a run's spec as JSON) by name,
+/// adding those not declared.
+pub fn set_parameters(spec: &mut Value, values: &[(String, String)]) {
     if values.is_empty() {
         return;
     }
