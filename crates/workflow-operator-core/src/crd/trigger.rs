@@ -26,7 +26,7 @@ use super::cron::{ConcurrencyPolicy, RunMetadata};
     printcolumn = r#"{"name": "Source", "type": "string", "jsonPath": ".status.source", "description": "What deliveries come from"}"#,
     printcolumn = r#"{"name": "Runs", "type": "integer", "jsonPath": ".status.runs", "description": "Runs of this trigger that exist"}"#,
     printcolumn = r#"{"name": "Last Delivery", "type": "date", "jsonPath": ".status.lastDeliveryTime", "description": "When the latest run was started"}"#,
-    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[0].status", "description": "Whether deliveries start runs (the Ready condition, the only one)"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
