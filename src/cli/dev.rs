@@ -198,17 +198,21 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         }
         (None, _) => None,
     };
+    // Printed before the store's line, which a script may read up to and then stop reading.
+    let triggers = match args.triggers_addr.0 {
+        Some(addr) => Some(serve_triggers(addr, &client, &shutdown).await?),
+        None => None,
+    };
     // Signals are caught from here on, not only once the workflows are followed: SIGTERM while
     // starting up still ends in the clean-up below (the store's temporary directory).
     let signalled = tokio::spawn(crate::cli::shutdown_signal());
     let store = start_artifact_store(args.artifact_dir.clone(), &client).await?;
+    if let Some(base) = triggers {
+        notify_buckets(&client, &store, base);
+    }
     operator::install_crd(&client)
         .await
         .context("installing the WorkFlow CRD")?;
-
-    if let Some(addr) = args.triggers_addr.0 {
-        start_triggers(addr, &client, &store, &shutdown).await?;
-    }
 
     let operator_task = if args.no_operator {
         None
@@ -266,22 +270,25 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
     outcome
 }
 
-/// Serves the WorkFlowTrigger receiver on `addr` and prints its URL; the objects written into
-/// `store` are notified to the triggers naming their bucket, through it.
-async fn start_triggers(
+/// Serves the WorkFlowTrigger receiver on `addr` (its watch of the triggers waits for their
+/// CRD) and prints its URL; returns it.
+async fn serve_triggers(
     addr: SocketAddr,
     client: &kube::Client,
-    store: &EmbeddedStore,
     shutdown: &tokio_util::sync::CancellationToken,
-) -> Result<()> {
+) -> Result<String> {
     let receiver = Receiver::new(client.clone(), None, None, shutdown);
     let bound = triggers::serve(addr, receiver, shutdown.clone()).await?;
     println!("triggers at http://{bound}");
+    Ok(format!("http://{bound}"))
+}
+
+/// Objects written into `store` are notified to the triggers naming their bucket, through the
+/// receiver at `base`.
+fn notify_buckets(client: &kube::Client, store: &EmbeddedStore, base: String) {
     let (puts, written) = tokio::sync::mpsc::unbounded_channel();
     store.notify(puts);
-    let base = format!("http://{bound}");
     tokio::spawn(triggers::bucket::notify(client.clone(), base, written));
-    Ok(())
 }
 
 /// Starts the artifact store, writes the default repository's Secret and ConfigMap into the

@@ -21,6 +21,8 @@ const TRIES: u32 = 10;
 /// Sends a notification of each of `puts` to the triggers of its bucket, at the receiver
 /// `base` (`http://ADDR`), until `puts` ends.
 pub async fn notify(client: Client, base: String, mut puts: UnboundedReceiver<Put>) {
+    // reqwest is built without a TLS provider of its own: ring, as the artifact clients use.
+    crate::artifacts::oci::install_crypto();
     let http = reqwest::Client::new();
     // S3's sequencer orders the events of a key: a growing hex number, here the time in
     // nanoseconds when the store started, counted up per object.

@@ -125,6 +125,8 @@ async fn deliver_to_a_trigger(cluster: &DevCluster, api: &Api<WorkFlow>, trigger
     let body = br#"{"ref": "refs/heads/main"}"#.to_vec();
     let signature = format!("sha256={}", sign(b"s3cret", &body));
     let url = format!("http://{triggers}/triggers/default/hook");
+    // reqwest has no TLS provider of its own: ring, as the operator's clients use.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let started = std::time::Instant::now();
     let status = loop {
         let sent = reqwest::Client::new()

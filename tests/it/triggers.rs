@@ -34,6 +34,12 @@ use workflow_operator_core::trigger::verify::sign;
 /// The GitHub webhook secret of the tests.
 const SECRET: &str = "gh-s3cret";
 
+/// Makes ring the test process's TLS provider, as the operator's clients do: reqwest is built
+/// without one of its own, and a client built before one is installed panics.
+fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// An HTTP sender to the receiver of an operator process (and its `/metrics`).
 #[derive(Clone)]
 struct Sender {
@@ -53,6 +59,7 @@ impl Sender {
         let (namespace, client) = (ns.name.clone(), ns.client());
         let args = ["--triggers-addr", &triggers, "--metrics-addr", &metrics];
         let operator = Operator::process_with_args(ns, &args);
+        install_crypto();
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(32)
             .build()
@@ -530,7 +537,10 @@ async fn a_file_put_into_the_embedded_store_starts_one_run_with_its_key(
     let sender = Sender {
         base: format!("http://{bound}"),
         metrics: String::new(),
-        http: reqwest::Client::new(),
+        http: {
+            install_crypto();
+            reqwest::Client::new()
+        },
         namespace: ns.name.clone(),
         client: ns.client(),
     };
@@ -558,14 +568,15 @@ fn dev_serves_the_receiver_and_prints_its_address() {
         .spawn()
         .expect("dev starts");
     let stdout = dev.stdout.take().expect("piped");
-    let line = BufReader::new(stdout)
-        .lines()
-        .map(|l| l.expect("a line"))
-        .find(|l| l.starts_with("triggers at "));
+    let mut lines = BufReader::new(stdout).lines().map(|l| l.expect("a line"));
+    let line = lines.by_ref().find(|l| l.starts_with("triggers at "));
+    // The rest is read too: dev writing to a pipe nobody reads would die of SIGPIPE.
+    std::thread::spawn(move || lines.for_each(drop));
     let base = line.expect("dev prints the receiver's address");
     let base = base.strip_prefix("triggers at ").unwrap().to_string();
     assert!(base.starts_with("http://127.0.0.1:"), "{base}");
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    install_crypto();
     let status = runtime.block_on(async {
         let url = format!("{base}/triggers/default/none");
         reqwest::Client::new()
