@@ -11,6 +11,8 @@
 //!   shards through Leases and caching only their objects.
 //! - [`step_agent`]: the step agent's program (`workflow-agent`), run inside a step's pod.
 //! - [`telemetry`]: metrics and health endpoints.
+//! - [`triggers`]: the WorkFlowTrigger receiver (`--triggers-addr`): a delivery in, its run
+//!   created (exactly one per delivery id), an answer the sender can act on.
 //! - [`web`]: the web view of the workflows (`--web-addr`), read from the operator's mirror.
 //! - [`artifacts`]: files and directories passed between steps through an S3-compatible
 //!   bucket (the step agent's and the operator's library), and the store `dev` runs.
@@ -33,4 +35,5 @@ pub mod leader;
 pub mod shards;
 pub mod step_agent;
 pub mod telemetry;
+pub mod triggers;
 pub mod web;

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
@@ -37,6 +38,7 @@ use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{S3, S3Error, S3Request, S3Response, S3Result};
 use tempfile::TempDir;
 use tokio::net::TcpListener;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use workflow_operator_core::agent::S3_SECRET_KEYS;
@@ -53,6 +55,19 @@ pub const CREDENTIALS_SECRET: &str = "workflow-artifact-credentials";
 pub const REPOSITORY_CONFIGMAP: &str = "workflow-artifact-repository";
 /// The data key of [`REPOSITORY_CONFIGMAP`].
 pub const REPOSITORY_KEY: &str = "repository";
+
+/// An object written into the store (a PUT, or a multipart upload completed): what a bucket
+/// notification tells of it. [`EmbeddedStore::notify`] sends each to a channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Put {
+    pub bucket: String,
+    pub key: String,
+    pub size: u64,
+    pub etag: String,
+}
+
+/// Where the store sends its [`Put`]s, once set.
+type Puts = Arc<OnceLock<UnboundedSender<Put>>>;
 
 /// Why the embedded store did not start, or could not be announced to the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +101,7 @@ pub struct EmbeddedStore {
     _temporary: Option<TempDir>,
     stop: CancellationToken,
     server: Option<JoinHandle<()>>,
+    puts: Puts,
 }
 
 impl EmbeddedStore {
@@ -119,7 +135,8 @@ impl EmbeddedStore {
             .map_err(Error::Listen)?;
         let address = listener.local_addr().map_err(Error::Listen)?;
         let target = generated_target(address);
-        let service = service(&dir, &target).map_err(dir_error)?;
+        let puts = Puts::default();
+        let service = service(&dir, &target, puts.clone()).map_err(dir_error)?;
         let stop = CancellationToken::new();
         let server = tokio::spawn(serve(listener, service, stop.clone()));
         Ok(EmbeddedStore {
@@ -128,7 +145,14 @@ impl EmbeddedStore {
             _temporary: temporary,
             stop,
             server: Some(server),
+            puts,
         })
+    }
+
+    /// Sends every object written from now on to `to` (the bucket notifications of `dev`'s
+    /// WorkFlowTriggers); only the first call counts.
+    pub fn notify(&self, to: UnboundedSender<Put>) {
+        let _ = self.puts.set(to);
     }
 
     /// Its URL, `http://127.0.0.1:PORT`.
@@ -212,12 +236,13 @@ fn generated_target(address: SocketAddr) -> S3Target {
 }
 
 /// S3 over `dir`, accepting only `target`'s keys; path-style requests only.
-fn service(dir: &Path, target: &S3Target) -> std::io::Result<S3Service> {
+fn service(dir: &Path, target: &S3Target, puts: Puts) -> std::io::Result<S3Service> {
     let fs = s3s_fs::FileSystem::new(dir)
         .map_err(|error| std::io::Error::other(format!("{error:?}")))?;
     let mut builder = S3ServiceBuilder::new(Store {
         fs,
         root: dir.canonicalize()?,
+        puts,
     });
     builder.set_auth(SimpleAuth::from_single(
         target.access_key.as_str(),
@@ -231,16 +256,35 @@ fn service(dir: &Path, target: &S3Target) -> std::io::Result<S3Service> {
 /// what the disk gives.
 const READ_CHUNK: usize = 1 << 20;
 
-/// `s3s-fs` with one change: the body of a GET is read from the object's file in
-/// [`READ_CHUNK`] reads. Everything else, the GET's status, headers, ETag, checksums and range
-/// checks included, is `s3s-fs`'s own answer; every other request goes to it as it is.
+/// `s3s-fs` with two changes: the body of a GET is read from the object's file in
+/// [`READ_CHUNK`] reads, and an object written is announced as a [`Put`]. Everything else, the
+/// GET's status, headers, ETag, checksums and range checks included, is `s3s-fs`'s own answer;
+/// every other request goes to it as it is.
 struct Store {
     fs: s3s_fs::FileSystem,
     /// The directory `fs` serves: a bucket a directory of it, a key a file of that.
     root: PathBuf,
+    puts: Puts,
 }
 
 impl Store {
+    /// Announces `bucket`/`key`, just written with `etag`, when someone listens.
+    async fn announce(&self, bucket: String, key: String, etag: Option<&s3s::dto::ETag>) {
+        let Some(to) = self.puts.get() else {
+            return;
+        };
+        let size = tokio::fs::metadata(self.root.join(&bucket).join(&key))
+            .await
+            .map_or(0, |m| m.len());
+        let etag = etag.map(|e| e.value().to_string()).unwrap_or_default();
+        let _ = to.send(Put {
+            bucket,
+            key,
+            size,
+            etag,
+        });
+    }
+
     /// The body of `bucket`/`key`: `length` bytes from where `range` starts, or `None` for a
     /// name that is not a plain relative path (`s3s-fs` resolves `..` its own way: its answer
     /// is kept).
@@ -379,7 +423,11 @@ impl S3 for Store {
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
-        self.fs.put_object(req).await
+        let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        let written = self.fs.put_object(req).await?;
+        self.announce(bucket, key, written.output.e_tag.as_ref())
+            .await;
+        Ok(written)
     }
 
     async fn create_multipart_upload(
@@ -414,7 +462,11 @@ impl S3 for Store {
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        self.fs.complete_multipart_upload(req).await
+        let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        let written = self.fs.complete_multipart_upload(req).await?;
+        self.announce(bucket, key, written.output.e_tag.as_ref())
+            .await;
+        Ok(written)
     }
 
     async fn abort_multipart_upload(

@@ -143,7 +143,7 @@ impl fmt::Debug for OciTarget {
 
 /// Makes ring the process's TLS provider (the clients are built without one of their own, to
 /// avoid building aws-lc); kept when one is installed already.
-fn install_crypto() {
+pub(crate) fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::artifacts::embedded::{self, EmbeddedStore};
 use crate::controllers::workflow::operator::{self, OperatorOptions};
+use crate::triggers::{self, Receiver};
 use crate::web;
 use kube_devcluster::entrypoints;
 use kube_devcluster::faults::{ErrorRate, FaultConfig};
@@ -40,6 +41,10 @@ pub struct DevArgs {
     /// printed at start.
     #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:0", value_parser = parse_web_addr)]
     web_addr: WebAddr,
+    /// Where to serve the WorkFlowTrigger receiver (`POST /triggers/<namespace>/<name>`): an
+    /// address (port 0 picks a free one), or `off`. Printed as `triggers at http://ADDR`.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:0", value_parser = parse_web_addr)]
+    triggers_addr: WebAddr,
     /// Where to write a kubeconfig for kubectl (default: a temporary file, printed at start).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -117,7 +122,7 @@ pub struct DevArgs {
     force_gone_every: Option<u64>,
 }
 
-/// `--web-addr`: an address to serve the web view on, or `off`.
+/// `--web-addr` and `--triggers-addr`: an address to serve on, or `off`.
 #[derive(Debug, Clone, Copy)]
 struct WebAddr(Option<SocketAddr>);
 
@@ -201,10 +206,18 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         }
         (None, _) => None,
     };
+    // Printed before the store's line, which a script may read up to and then stop reading.
+    let triggers = match args.triggers_addr.0 {
+        Some(addr) => Some(serve_triggers(addr, &client, &shutdown).await?),
+        None => None,
+    };
     // Signals are caught from here on, not only once the workflows are followed: SIGTERM while
     // starting up still ends in the clean-up below (the store's temporary directory).
     let signalled = tokio::spawn(crate::cli::shutdown_signal());
     let store = start_artifact_store(args.artifact_dir.clone(), &client, &shutdown).await?;
+    if let Some(base) = triggers {
+        notify_buckets(&client, &store, base);
+    }
     operator::install_crd(&client)
         .await
         .context("installing the WorkFlow CRD")?;
@@ -295,6 +308,27 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Serves the WorkFlowTrigger receiver on `addr` (its watch of the triggers waits for their
+/// CRD) and prints its URL; returns it.
+async fn serve_triggers(
+    addr: SocketAddr,
+    client: &kube::Client,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Result<String> {
+    let receiver = Receiver::new(client.clone(), None, None, shutdown);
+    let bound = triggers::serve(addr, receiver, shutdown.clone()).await?;
+    println!("triggers at http://{bound}");
+    Ok(format!("http://{bound}"))
+}
+
+/// Objects written into `store` are notified to the triggers naming their bucket, through the
+/// receiver at `base`.
+fn notify_buckets(client: &kube::Client, store: &EmbeddedStore, base: String) {
+    let (puts, written) = tokio::sync::mpsc::unbounded_channel();
+    store.notify(puts);
+    tokio::spawn(triggers::bucket::notify(client.clone(), base, written));
 }
 
 /// Starts the artifact store, writes the default repository's Secret and ConfigMap into the

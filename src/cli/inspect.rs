@@ -6,14 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use kube::{CustomResourceExt, Resource};
+use kube::{CustomResourceExt, Resource, ResourceExt};
 use serde_json::Value;
 
 use k8s_openapi::jiff::Timestamp;
 use kube_schema_check::object_meta::{self, NameRule};
 use kube_schema_check::schema;
 use workflow_operator_core::convert;
-use workflow_operator_core::crd::{CronWorkFlow, WorkFlow, WorkFlowSpec, crd_yaml};
+use workflow_operator_core::crd::{
+    CronWorkFlow, WorkFlow, WorkFlowSpec, WorkFlowTrigger, crd_yaml,
+};
 use workflow_operator_core::cron;
 use workflow_operator_core::lifecycle;
 use workflow_operator_core::plan;
@@ -21,6 +23,7 @@ use workflow_operator_core::template::{
     self, CLUSTER_KIND, ClusterWorkFlowTemplate, NAMESPACED_KIND, ResolvedTemplate, Source,
     WorkFlowTemplate,
 };
+use workflow_operator_core::trigger;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {
@@ -32,8 +35,8 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// WorkFlow, CronWorkFlow and shared template manifests (multi-document YAML is fine); `-`
-    /// reads standard input.
+    /// WorkFlow, CronWorkFlow, WorkFlowTrigger and shared template manifests (multi-document
+    /// YAML is fine); `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -87,9 +90,10 @@ pub(super) fn expanded_workflow(file: &Path) -> Result<WorkFlowSpec, String> {
         .map_err(failed)
 }
 
-/// Checks every WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate in the
-/// files as the API server (schema) and the operator (schedules, templates, DAG) would; a
-/// CronWorkFlow's runs as WorkFlows. A workflow's shared templates are taken from the files; one
+/// Checks every WorkFlow, CronWorkFlow, WorkFlowTrigger, WorkFlowTemplate and
+/// ClusterWorkFlowTemplate in the files as the API server (schema) and the operator
+/// (schedules, expressions, templates, DAG) would; a CronWorkFlow's and a WorkFlowTrigger's
+/// runs as WorkFlows. A workflow's shared templates are taken from the files; one
 /// they do not hold gets a note (the operator reads it at run time).
 pub fn validate(args: &ValidateArgs) -> ExitCode {
     let mut failed = false;
@@ -156,6 +160,7 @@ fn document_problems(document: &Document, shared: &[ResolvedTemplate]) -> Checke
     match document.kind {
         WORKFLOW_KIND => workflow_problems(&document.value, shared),
         CRON_KIND => cron_problems(&document.value, shared),
+        TRIGGER_KIND => trigger_problems(&document.value, shared),
         kind => Checked {
             problems: schema_problems(kind, &document.value)
                 .err()
@@ -242,6 +247,60 @@ fn cron_problems(value: &Value, shared: &[ResolvedTemplate]) -> Checked {
     checked
 }
 
+/// A WorkFlowTrigger document checked as the API server checks it, then as the operator does
+/// (its expressions compile, one source, one verification: `trigger::problems`), and the spec
+/// of its runs checked as a WorkFlow's is (each problem prefixed with its field).
+fn trigger_problems(value: &Value, shared: &[ResolvedTemplate]) -> Checked {
+    let parsed = schema_problems(TRIGGER_KIND, value).and_then(|normalized| {
+        serde_json::from_value::<WorkFlowTrigger>(normalized)
+            .map_err(|e| vec![format!("not a valid WorkFlowTrigger: {e}")])
+    });
+    let trigger = match parsed {
+        Ok(trigger) => trigger,
+        Err(problems) => {
+            return Checked {
+                problems,
+                ..Checked::default()
+            };
+        }
+    };
+    let mut problems = trigger::problems(&trigger);
+    if let Ok(mut spec) = trigger::run_spec(&trigger) {
+        // A delivery gives the parameters: each checked with a value.
+        let values: Vec<(String, String)> = (trigger.spec.parameters.iter())
+            .map(|p| (p.name.clone(), "value".to_string()))
+            .collect();
+        trigger::set_parameters(&mut spec, &values);
+        let field = match trigger.spec.workflow_spec.is_some() {
+            true => "spec.workflowSpec",
+            false => "spec.workflowTemplateRef",
+        };
+        let run = serde_json::json!({
+            "apiVersion": WorkFlow::api_version(&()),
+            "kind": WORKFLOW_KIND,
+            "metadata": {"name": trigger.name_any()},
+            "spec": spec,
+        });
+        let checked = workflow_problems(&run, shared);
+        // The run's spec as a WorkFlow: what `run_of` said of it is said again, with its field.
+        problems.retain(|p| !p.starts_with("the run's spec is not a WorkFlow spec"));
+        problems.extend(
+            checked
+                .problems
+                .into_iter()
+                .map(|p| format!("{field}: {p}")),
+        );
+        return Checked {
+            problems,
+            said: checked.said,
+        };
+    }
+    Checked {
+        problems,
+        ..Checked::default()
+    }
+}
+
 /// The WorkFlow document of a run of `cron` started now, its spec as written
 /// (`cron::run_spec`), so that the WorkFlow schema sees an unknown field in it.
 fn run_document(cron: &CronWorkFlow) -> Result<Value, String> {
@@ -292,6 +351,7 @@ fn schema_problems(kind: &str, value: &Value) -> Result<Value, Vec<String>> {
     let crd = match kind {
         WORKFLOW_KIND => workflow_operator_core::crd::workflow_crd(),
         CRON_KIND => CronWorkFlow::crd(),
+        TRIGGER_KIND => WorkFlowTrigger::crd(),
         NAMESPACED_KIND => WorkFlowTemplate::crd(),
         _ => ClusterWorkFlowTemplate::crd(),
     };
@@ -339,6 +399,9 @@ pub(crate) const WORKFLOW_KIND: &str = "WorkFlow";
 /// The kind of workflows started on a schedule.
 const CRON_KIND: &str = "CronWorkFlow";
 
+/// The kind of workflows started by events.
+const TRIGGER_KIND: &str = "WorkFlowTrigger";
+
 /// The WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate documents of a file (`-` reads
 /// standard input). Argo's documents are converted on the way, saying so once on standard
 /// error.
@@ -355,10 +418,15 @@ pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
             value = converted.document;
         }
         let kind = value.get("kind").and_then(Value::as_str);
-        let Some(kind) = [WORKFLOW_KIND, CRON_KIND, NAMESPACED_KIND, CLUSTER_KIND]
-            .into_iter()
-            .find(|k| Some(*k) == kind)
-        else {
+        let Some(kind) = [
+            WORKFLOW_KIND,
+            CRON_KIND,
+            TRIGGER_KIND,
+            NAMESPACED_KIND,
+            CLUSTER_KIND,
+        ]
+        .into_iter()
+        .find(|k| Some(*k) == kind) else {
             continue;
         };
         let name = value
@@ -380,7 +448,7 @@ pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
     }
     if documents.is_empty() {
         return Err(format!(
-            "{}: no WorkFlow (nor CronWorkFlow, WorkFlowTemplate, ClusterWorkFlowTemplate) in the file",
+            "{}: no WorkFlow (nor CronWorkFlow, WorkFlowTrigger, WorkFlowTemplate, ClusterWorkFlowTemplate) in the file",
             file.display()
         ));
     }

@@ -35,6 +35,7 @@ mod run;
 mod submit;
 mod suggest;
 mod template;
+mod trigger;
 mod wait;
 
 use std::process::ExitCode;
@@ -43,7 +44,8 @@ use clap::{Parser, Subcommand};
 
 /// Runs DAG workflows of container steps on Kubernetes: one Job per step, in dependency order,
 /// with per-step timeouts and progress in the WorkFlow's status. Its kinds: WorkFlow (`wf`),
-/// CronWorkFlow (`cwf`), WorkFlowTemplate (`wftmpl`) and ClusterWorkFlowTemplate (`cwftmpl`).
+/// CronWorkFlow (`cwf`), WorkFlowTrigger (`wftrigger`), WorkFlowTemplate (`wftmpl`) and
+/// ClusterWorkFlowTemplate (`cwftmpl`).
 #[derive(Debug, Parser)]
 #[command(name = "workflow-operator", version, propagate_version = true)]
 #[command(
@@ -88,10 +90,10 @@ enum Command {
     /// kept.
     #[cfg(feature = "dev")]
     Dev(dev::DevArgs),
-    /// Print the CustomResourceDefinitions (WorkFlow, CronWorkFlow, WorkFlowTemplate,
-    /// ClusterWorkFlowTemplate) as YAML (what `crd/workflow.yaml` holds).
+    /// Print the CustomResourceDefinitions (WorkFlow, CronWorkFlow, WorkFlowTrigger,
+    /// WorkFlowTemplate, ClusterWorkFlowTemplate) as YAML (what `crd/workflow.yaml` holds).
     Crd,
-    /// Check WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate manifests
+    /// Check WorkFlow, CronWorkFlow, WorkFlowTrigger, WorkFlowTemplate and ClusterWorkFlowTemplate manifests
     /// (or Argo's, converted on the way) without a cluster:
     /// exit 1 and name every problem (e.g. a cycle's path, an unknown template, a missing
     /// parameter).
@@ -202,6 +204,13 @@ enum Command {
         workflow-operator cron suspend nightly\n  \
         workflow-operator cron trigger nightly")]
     Cron(cron::CronArgs),
+    /// List and show WorkFlowTriggers (their source, runs and the delivery each was started
+    /// for), or fire a test delivery from a file.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator trigger list -A\n  \
+        workflow-operator trigger get on-push\n  \
+        workflow-operator trigger fire on-push --file push.json --id test-1")]
+    Trigger(trigger::TriggerArgs),
     /// List the cache entries of cached steps (`cache`), or clear them (all, or those older
     /// than an age) so their steps run again.
     #[command(after_help = "Examples:\n  \
@@ -271,6 +280,7 @@ pub fn main() -> ExitCode {
         Command::Submit(args) => block_on(submit::submit(args)),
         Command::Template(args) => block_on(template::template(args)),
         Command::Cron(args) => block_on(cron::cron(args)),
+        Command::Trigger(args) => block_on(trigger::trigger(args)),
         Command::Locks(args) => block_on(locks::locks(args)),
         Command::Cache(args) => block_on(cache::cache(args)),
         Command::Artifacts(args) => block_on(artifacts::artifacts(args)),

@@ -14,6 +14,7 @@ use crate::controllers::workflow::operator::{self, Mirrors, OperatorOptions};
 use crate::leader::{Ended, LeaderElection};
 use crate::telemetry::http::{self, Readiness};
 use crate::telemetry::metrics::{Metrics, QueueSample};
+use crate::triggers::{self, Receiver};
 use crate::web;
 use kube_kopf::Monitor;
 use workflow_operator_core::agent::AgentSource;
@@ -70,6 +71,12 @@ pub struct RunArgs {
     /// `kubectl port-forward`. Off when not given.
     #[arg(long, value_name = "ADDR")]
     web_addr: Option<SocketAddr>,
+    /// Serve the WorkFlowTrigger receiver (`POST /triggers/<namespace>/<name>`: webhook
+    /// deliveries and S3 bucket notifications, each starting one run) on this address, e.g.
+    /// `0.0.0.0:8082`; printed as `triggers at http://ADDR`. Every replica serves it, leader or
+    /// not. Off when not given.
+    #[arg(long, value_name = "ADDR")]
+    triggers_addr: Option<SocketAddr>,
     /// Run as one of several replicas: only the holder of a Lease handles workflows; a standby
     /// takes over when the leader dies (after the lease duration) or stops (at once).
     #[arg(long)]
@@ -130,6 +137,21 @@ async fn serve_web(
     Ok(mirror)
 }
 
+/// Serves the WorkFlowTrigger receiver on `addr`, counting into `metrics`; prints its URL.
+async fn serve_triggers(
+    addr: SocketAddr,
+    client: &kube::Client,
+    namespace: Option<String>,
+    metrics: &Metrics,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    let receiver = Receiver::new(client.clone(), namespace, Some(metrics.clone()), shutdown);
+    let bound = triggers::serve(addr, receiver, shutdown.clone()).await?;
+    println!("triggers at http://{bound}");
+    tracing::info!(url = %format!("http://{bound}"), "serving the triggers receiver");
+    Ok(())
+}
+
 async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Result<ExitCode> {
     if args.shards > 1 && args.max_running_steps.is_some() {
         // The built-in queue keeps its one count of running steps, and its one line, in one
@@ -180,6 +202,9 @@ async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Res
             tracing::info!("shutting down: running handlers finish first");
             shutdown.cancel();
         });
+    }
+    if let Some(addr) = args.triggers_addr {
+        serve_triggers(addr, &client, args.namespace.clone(), &metrics, &shutdown).await?;
     }
     let mirror = match args.web_addr {
         Some(addr) => Some(serve_web(addr, &client, args.namespace.clone(), &shutdown).await?),

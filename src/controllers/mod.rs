@@ -1,7 +1,9 @@
 //! The operator's controllers, each a folder whose reconcile reads as its stages: the
-//! [`workflow`] controller, and the [`cron`] controller that starts workflows on a schedule.
+//! [`workflow`] controller, the [`cron`] controller that starts workflows on a schedule, and
+//! the [`trigger`] controller that follows the runs WorkFlowTriggers started.
 
 pub mod cron;
+pub mod trigger;
 pub mod workflow;
 
 /// The field manager every controller of the operator writes with.

@@ -22,6 +22,8 @@
 //! | `leader` | gauge (0 or 1) | |
 //! | `queued_steps` | gauge: steps waiting in a queue | `queue` = a Kueue queue name \| `builtin` |
 //! | `queue_wait_seconds` | histogram: how long a step waited before it was admitted | `queue` |
+//! | `trigger_deliveries_total` | counter: deliveries to WorkFlowTriggers, by answer (`started`, `already_started`, `filtered`, `unauthorized`, `not_found`, `too_large`, `rate_limited`, `unavailable`, `invalid`, `bad_request`, `misconfigured`) | `namespace`, `trigger`, `outcome` |
+//! | `trigger_answer_seconds` | histogram: time from a delivery's arrival to its answer | `outcome` |
 //!
 //! A family with a free-form label (`status`, `handler`, `verb`) appears in the output once a
 //! value was first recorded; the `run` command should set every workflow status at start-up.
@@ -127,6 +129,18 @@ struct QueueLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TriggerLabels {
+    namespace: String,
+    trigger: String,
+    outcome: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct VerbLabels {
     verb: String,
 }
@@ -156,6 +170,30 @@ fn handler_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
 
+/// The WorkFlowTrigger receiver's metrics, registered: its answers by trigger and outcome, and
+/// how long each took.
+fn register_triggers(
+    registry: &mut Registry,
+) -> (
+    Family<TriggerLabels, Counter>,
+    HistogramFamily<OutcomeLabels>,
+) {
+    let deliveries = Family::<TriggerLabels, Counter>::default();
+    registry.register(
+        "trigger_deliveries",
+        "Deliveries to WorkFlowTriggers, by namespace, trigger and answer",
+        deliveries.clone(),
+    );
+    let answer = HistogramFamily::<OutcomeLabels>::new_with_constructor(handler_histogram);
+    registry.register_with_unit(
+        "trigger_answer",
+        "Time from a delivery's arrival to its answer, by answer",
+        Unit::Seconds,
+        answer.clone(),
+    );
+    (deliveries, answer)
+}
+
 struct Inner {
     registry: Registry,
     workflows: Family<StatusLabels, Gauge>,
@@ -167,6 +205,8 @@ struct Inner {
     api_errors: Family<VerbLabels, Counter>,
     queued_steps: Family<QueueLabels, Gauge>,
     queue_wait: HistogramFamily<QueueLabels>,
+    trigger_deliveries: Family<TriggerLabels, Counter>,
+    trigger_answer: HistogramFamily<OutcomeLabels>,
     queue_depth: Gauge,
     active_workers: Gauge,
     intake_window: Gauge,
@@ -281,6 +321,7 @@ impl Metrics {
             Unit::Seconds,
             queue_wait.clone(),
         );
+        let (trigger_deliveries, trigger_answer) = register_triggers(&mut registry);
         let queue_depth = Gauge::default();
         registry.register(
             "queue_depth",
@@ -329,6 +370,8 @@ impl Metrics {
                 api_errors,
                 queued_steps,
                 queue_wait,
+                trigger_deliveries,
+                trigger_answer,
                 queue_depth,
                 active_workers,
                 intake_window,
@@ -401,6 +444,28 @@ impl Metrics {
                 outcome,
             })
             .inc();
+    }
+
+    /// A delivery to the trigger `namespace/trigger` was answered `outcome` after `elapsed`.
+    pub fn trigger_delivery(
+        &self,
+        namespace: &str,
+        trigger: &str,
+        outcome: &str,
+        elapsed: Duration,
+    ) {
+        let labels = TriggerLabels {
+            namespace: namespace.to_owned(),
+            trigger: trigger.to_owned(),
+            outcome: outcome.to_owned(),
+        };
+        self.inner.trigger_deliveries.get_or_create(&labels).inc();
+        self.inner
+            .trigger_answer
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
     }
 
     /// A Kubernetes API call with `verb` (`get`, `list`, `create`, `patch`, ...) failed.

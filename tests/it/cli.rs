@@ -472,11 +472,12 @@ fn lifecycle_prints_every_legal_transition() {
 }
 
 #[test]
-fn help_names_all_four_kinds() {
+fn help_names_every_kind() {
     let help = stdout(&run(&["--help"]));
     for kind in [
         "WorkFlow (`wf`)",
         "CronWorkFlow (`cwf`)",
+        "WorkFlowTrigger (`wftrigger`)",
         "WorkFlowTemplate (`wftmpl`)",
         "ClusterWorkFlowTemplate (`cwftmpl`)",
     ] {

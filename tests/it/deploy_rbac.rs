@@ -1,16 +1,20 @@
 //! `deploy/` installs with kubectl, and its ClusterRole and Role grant exactly what the operator
 //! uses: no wildcard, and every (verb, resource) the operator process was seen calling on the
-//! embedded control plane during a run through every handler is granted.
+//! embedded control plane during a run through every handler (and a delivery to a
+//! WorkFlowTrigger's receiver) is granted.
 
 use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use kube_devcluster::DevCluster;
 use serde_json::{Value, json};
-use workflow_operator_core::crd::{PodCleanup, WorkFlow};
+use workflow_operator_core::crd::{PodCleanup, WorkFlow, WorkFlowTrigger};
+use workflow_operator_core::names;
+use workflow_operator_core::trigger::verify::sign;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -92,6 +96,63 @@ async fn kubectl(
     );
 }
 
+/// Through the WorkFlowTrigger receiver and controller: a signed delivery (the Secret read, the
+/// trigger read, the run created), the trigger's status, its run deleted by its history limit.
+async fn deliver_to_a_trigger(cluster: &DevCluster, api: &Api<WorkFlow>, triggers: &str) {
+    let client = cluster.client();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "hook"}, "stringData": {"token": "s3cret"},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let trigger: WorkFlowTrigger = serde_json::from_value(json!({
+        "apiVersion": "workflow.crd.com/v1", "kind": "WorkFlowTrigger",
+        "metadata": {"name": "hook"},
+        "spec": {
+            "webhook": {"github": {"secretRef": {"name": "hook", "key": "token"}}},
+            "successfulRunsHistoryLimit": 0,
+            "workflowSpec": {"containers": [{"stepName": "a", "image": "busybox", "command": ["true"]}]},
+        },
+    }))
+    .unwrap();
+    Api::<WorkFlowTrigger>::namespaced(client, "default")
+        .create(&PostParams::default(), &trigger)
+        .await
+        .unwrap();
+    let body = br#"{"ref": "refs/heads/main"}"#.to_vec();
+    let signature = format!("sha256={}", sign(b"s3cret", &body));
+    let url = format!("http://{triggers}/triggers/default/hook");
+    // reqwest has no TLS provider of its own: ring, as the operator's clients use.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let started = std::time::Instant::now();
+    let status = loop {
+        let sent = reqwest::Client::new()
+            .post(&url)
+            .header("x-github-delivery", "rbac-1")
+            .header("x-hub-signature-256", &signature)
+            .body(body.clone())
+            .send()
+            .await;
+        match sent {
+            Ok(answer) => break answer.status().as_u16(),
+            // The receiver is not listening yet: a backoff between tries, within a deadline.
+            Err(_) if started.elapsed() < Duration::from_secs(60) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(error) => panic!("the receiver does not answer: {error}"),
+        }
+    };
+    assert_eq!(status, 201);
+    let run = names::trigger_run_name("hook", "rbac-1");
+    wait_for(api, &run, "deletion by the trigger's history limit", |wf| {
+        wf.is_none()
+    })
+    .await;
+}
+
 fn phase(wf: Option<&WorkFlow>) -> Option<&str> {
     wf?.status.as_ref()?.workflow_status.map(|p| p.as_str())
 }
@@ -134,8 +195,10 @@ async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes(
     )
     .await;
 
+    let triggers = crate::run_process::free_addr().to_string();
     let _operator = tokio::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
         .args(["run", "--leader-election-namespace", "workflow-operator"])
+        .args(["--triggers-addr", &triggers])
         .args(replication)
         .env("KUBECONFIG", cluster.kubeconfig_path())
         .env("RUST_LOG", "warn")
@@ -204,6 +267,7 @@ async fn deploy_installs_with_kubectl_and_grants_every_call_the_operator_makes(
     .await;
     api.delete("rbac", &DeleteParams::default()).await.unwrap();
     wait_for(&api, "rbac", "deletion", |wf| wf.is_none()).await;
+    deliver_to_a_trigger(&cluster, &api, &triggers).await;
 
     let grants = granted();
     let counts = cluster.requests();

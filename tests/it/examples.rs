@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use support::{Namespace, Operator, job_outcome, operator, phase, step_of};
 use workflow_operator_core::WorkFlow;
-use workflow_operator_core::crd::CronWorkFlow;
+use workflow_operator_core::crd::{CronWorkFlow, WorkFlowTrigger};
 use workflow_operator_core::crd::{StepPhase, StepStatus};
 use workflow_operator_core::lifecycle::Phase;
 use workflow_operator_core::template::{ClusterWorkFlowTemplate, WorkFlowTemplate};
@@ -58,6 +58,7 @@ const EXAMPLES: &[&str] = &[
     "step-timeout",
     "templates",
     "timeout",
+    "trigger",
     "workflow-template",
 ];
 
@@ -109,6 +110,7 @@ fn every_example_has_a_case() {
 #[case::step_timeout("step-timeout")]
 #[case::templates("templates")]
 #[case::timeout("timeout")]
+#[case::trigger("trigger")]
 #[case::workflow_template("workflow-template")]
 #[tokio::test]
 async fn example_runs_to_the_outcome_its_comments_promise(
@@ -483,6 +485,28 @@ async fn example_runs_to_the_outcome_its_comments_promise(
                 "notify: cluster-workflow-template done"
             );
         }),
+        "trigger" => Box::pin(async {
+            // The delivery its comments fire from a file starts one run, building the commit.
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(
+                file.path(),
+                r#"{"ref": "refs/heads/main", "after": "c0ffee"}"#,
+            )
+            .unwrap();
+            let path = file.path().to_str().unwrap();
+            let fire = [
+                "trigger", "fire", "on-push", "--file", path, "--id", "test-1",
+            ];
+            let answer = ns.cli(&fire).await;
+            let run = workflow_operator_core::names::trigger_run_name("on-push", "test-1");
+            assert_eq!(answer.trim(), format!("201 started: {run}"));
+            ns.expect_completed(&run).await;
+            assert_eq!(log_of(ns, &run, "build").await, "building c0ffee");
+            assert_eq!(
+                ns.cli(&fire).await.trim(),
+                format!("200 already started: {run}")
+            );
+        }),
         other => panic!("no case for examples/{other}.yaml"),
     };
     case.await;
@@ -612,6 +636,13 @@ async fn create_example(ns: &Namespace, name: &str, edit: impl Fn(String) -> Str
                 let cron: CronWorkFlow = serde_json::from_value(object).unwrap();
                 Api::<CronWorkFlow>::namespaced(client, &ns.name)
                     .create(&post, &cron)
+                    .await
+                    .map(|_| ())
+            }
+            "WorkFlowTrigger" => {
+                let trigger: WorkFlowTrigger = serde_json::from_value(object).unwrap();
+                Api::<WorkFlowTrigger>::namespaced(client, &ns.name)
+                    .create(&post, &trigger)
                     .await
                     .map(|_| ())
             }

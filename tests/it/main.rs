@@ -57,5 +57,6 @@ mod telemetry_http;
 mod telemetry_leader;
 mod telemetry_ready;
 mod templates;
+mod triggers;
 mod validate_schema;
 mod web_view;

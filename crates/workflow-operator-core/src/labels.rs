@@ -67,6 +67,13 @@ pub const OWN_LABELS: [&str; 9] = [
 /// The label on every run of a CronWorkFlow naming it.
 pub const LABEL_CRON: &str = "workflow.crd.com/cron";
 
-/// The label on every run of a CronWorkFlow holding the scheduled time it runs for, unix
-/// seconds.
+/// The label on every run of a CronWorkFlow holding the scheduled time it runs for, and on
+/// every run of a WorkFlowTrigger the time its delivery was taken; unix seconds.
 pub const LABEL_SCHEDULED: &str = "workflow.crd.com/scheduled-time";
+
+/// The label on every run of a WorkFlowTrigger naming it.
+pub const LABEL_TRIGGER: &str = "workflow.crd.com/trigger";
+
+/// The annotation on every run of a WorkFlowTrigger holding the id of the delivery it was
+/// started for.
+pub const ANNOTATION_DELIVERY: &str = "workflow.crd.com/delivery";

@@ -9,6 +9,8 @@
 //! - [`convert`]: Argo Workflows' documents as ours (`workflow-operator convert`), and the table
 //!   docs/argo.md is generated from.
 //! - [`cron`]: CronWorkFlow schedules (time zones, DST, `@every`) and what a tick starts.
+//! - [`trigger`]: what a delivery to a WorkFlowTrigger (a webhook, a bucket notification)
+//!   starts: its verification, filter, parameters and the run named for its id.
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
 //! - [`fields`]: what each API field means to a running workflow (part of the run or not,
 //!   followed by the incremental planner or not), decided once per type.
@@ -68,6 +70,7 @@ pub mod step_view;
 pub mod template;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod trigger;
 pub mod when;
 
 pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};

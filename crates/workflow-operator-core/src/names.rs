@@ -164,6 +164,13 @@ pub fn cron_run_name(cron: &str, scheduled: i64) -> String {
     format!("{base}-{hash}{suffix}")
 }
 
+/// The name of the run a WorkFlowTrigger starts for the delivery `id`: `<trigger>-<hash>`, the
+/// hash over the trigger's name and the id, so the same delivery always names the same run
+/// (a repeated delivery finds it) and distinct ones distinct runs.
+pub fn trigger_run_name(trigger: &str, id: &str) -> String {
+    with_hash(dns_sanitise(trigger), short_hash(&[trigger, id], HASH_LEN))
+}
+
 /// A short hash of `parts` (each counted with its length, so `["ab", "c"]` and `["a", "bc"]`
 /// differ).
 pub fn hash_of(parts: &[&str]) -> String {

@@ -24,6 +24,7 @@ use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
 use workflow_operator_core::agent::AgentSource;
 use workflow_operator_core::crd::{
     ArtifactRepository, ClusterWorkFlowTemplate, CronWorkFlow, WorkFlow, WorkFlowTemplate,
+    WorkFlowTrigger,
 };
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
@@ -290,6 +291,7 @@ pub async fn run_shard(
             };
             crate::controllers::cron::table(r, &cron_runs)
         })
+        .resource::<WorkFlowTrigger>(crate::controllers::trigger::table)
         .run(shutdown)
         .await
         .context("the operator stopped")?;

@@ -26,6 +26,7 @@ pub mod numbers;
 pub mod policies;
 pub mod rules;
 pub mod templates;
+pub mod trigger;
 
 pub use artifacts::{
     ArtifactGc, ArtifactGcStrategy, ArtifactRepository, CredentialsSecret, InputArtifact,
@@ -37,6 +38,10 @@ pub use cron::{
     RunRef,
 };
 pub use numbers::{IntOrExpr, OptionNum};
+pub use trigger::{
+    BucketSource, HmacSource, RateLimit, SecretKeyRef, SecretSource, TriggerParameter,
+    WebhookSource, WorkFlowTrigger, WorkFlowTriggerSpec, WorkFlowTriggerStatus,
+};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
@@ -1048,13 +1053,14 @@ fn default_true() -> bool {
 }
 
 /// The operator's CRDs: `WorkFlow`, the shared templates `WorkFlowTemplate` and
-/// `ClusterWorkFlowTemplate`, and `CronWorkFlow`.
+/// `ClusterWorkFlowTemplate`, `CronWorkFlow` and `WorkFlowTrigger`.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     [
         workflow_crd(),
         WorkFlowTemplate::crd(),
         ClusterWorkFlowTemplate::crd(),
         CronWorkFlow::crd(),
+        WorkFlowTrigger::crd(),
     ]
     .map(unwrapped)
     .into()
@@ -1549,6 +1555,11 @@ spec:
                     vec!["cwftmpl".to_string()]
                 ),
                 ("CronWorkFlow", "Namespaced", vec!["cwf".to_string()]),
+                (
+                    "WorkFlowTrigger",
+                    "Namespaced",
+                    vec!["wftrigger".to_string()]
+                ),
             ]
         );
     }

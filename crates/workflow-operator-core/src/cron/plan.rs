@@ -278,16 +278,22 @@ fn missed_message(missed: &[Timestamp]) -> String {
 /// Finished runs beyond `successfulRunsHistoryLimit` (default 3) and
 /// `failedRunsHistoryLimit` (default 1), the oldest first.
 fn beyond_history(cron: &CronWorkFlow, runs: &[Run]) -> Vec<String> {
+    let spec = &cron.spec;
+    beyond_limits(
+        runs,
+        spec.successful_runs_history_limit,
+        spec.failed_runs_history_limit,
+    )
+}
+
+/// Finished `runs` beyond `successful` (default 3) succeeded and `failed` (default 1) failed
+/// ones kept, the oldest (by `Run::scheduled`) first: the history limits of a CronWorkFlow and
+/// of a WorkFlowTrigger.
+pub fn beyond_limits(runs: &[Run], successful: Option<i32>, failed: Option<i32>) -> Vec<String> {
     let mut delete = Vec::new();
     for (phase, limit) in [
-        (
-            Phase::Completed,
-            cron.spec.successful_runs_history_limit.unwrap_or(3),
-        ),
-        (
-            Phase::Failed,
-            cron.spec.failed_runs_history_limit.unwrap_or(1),
-        ),
+        (Phase::Completed, successful.unwrap_or(3)),
+        (Phase::Failed, failed.unwrap_or(1)),
     ] {
         let mut finished: Vec<&Run> = runs.iter().filter(|r| r.phase == Some(phase)).collect();
         finished.sort_by_key(|r| r.scheduled);
