@@ -986,6 +986,8 @@ async fn only_objects_the_label_selector_matches_are_handled() {
         seen.iter().all(|(_, shard)| shard == "a"),
         "handled outside the selector: {seen:?}"
     );
+    running.stop().await;
+}
 
 /// An object `leave_alone` picks (another controller's, by a field that never changes) gets no
 /// handler call and nothing written to it, no finalizer and no progress record, though the
