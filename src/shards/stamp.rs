@@ -1,5 +1,6 @@
 //! Stamps the shard label on the objects that lack it (or carry one out of range, from a run
-//! with more shards): WorkFlows and CronWorkFlows, from their key (`shards::shard_of`), and
+//! with more shards): WorkFlows, CronWorkFlows and WorkFlowTriggers, from their key
+//! (`shards::shard_of`), and
 //! the Jobs of a workflow from before sharding, from their workflow's label. Every replica runs
 //! it; racing replicas write the same value. Its watches are of metadata only and select, on
 //! the API server, just the objects to stamp (`notin` also matches an object without the
@@ -12,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use workflow_operator_core::crd::{CronWorkFlow, WorkFlow};
+use workflow_operator_core::crd::{CronWorkFlow, WorkFlow, WorkFlowTrigger};
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
 use workflow_operator_core::shards::{self, LABEL_SHARD};
 
@@ -24,9 +25,10 @@ pub async fn run(client: Client, namespace: Option<String>, count: u32) {
     };
     let workflows = stamp_kind::<WorkFlow>(&client, &namespace, &unstamped, count);
     let crons = stamp_kind::<CronWorkFlow>(&client, &namespace, &unstamped, count);
+    let triggers = stamp_kind::<WorkFlowTrigger>(&client, &namespace, &unstamped, count);
     let of_workflows = format!("{LABEL_WORKFLOW},{unstamped}");
     let jobs = stamp_jobs(&client, &namespace, &of_workflows, count);
-    tokio::join!(workflows, crons, jobs);
+    tokio::join!(workflows, crons, triggers, jobs);
 }
 
 fn api<K>(client: &Client, namespace: &Option<String>) -> Api<K>
@@ -39,7 +41,7 @@ where
     }
 }
 
-/// Stamps each WorkFlow or CronWorkFlow `selector` finds with the shard of its key.
+/// Stamps each object of kind `K` `selector` finds with the shard of its key.
 async fn stamp_kind<K>(client: &Client, namespace: &Option<String>, selector: &str, count: u32)
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -62,13 +64,13 @@ where
     }
 }
 
-/// The shard of a WorkFlow or CronWorkFlow: of its namespace and key name.
+/// The shard of a WorkFlow, CronWorkFlow or WorkFlowTrigger: of its namespace and key name.
 fn shard_of_object(object: &ObjectMeta, count: u32) -> u32 {
     let cron = object
         .owner_references
         .iter()
         .flatten()
-        .find(|owner| owner.kind == "CronWorkFlow")
+        .find(|owner| shards::RUN_OWNERS.contains(&owner.kind.as_str()))
         .map(|owner| owner.name.as_str());
     let name = object.name.as_deref().unwrap_or_default();
     let namespace = object.namespace.as_deref().unwrap_or_default();

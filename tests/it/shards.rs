@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use kube::ResourceExt;
-use kube::api::PostParams;
+use kube::api::{Api, PostParams};
 use kube_devcluster::faults::{InjectedError, Verb};
 use kube_devcluster::testing::eventually;
 use rand::rngs::StdRng;
@@ -24,6 +24,8 @@ use rand::{Rng, SeedableRng};
 use rstest::rstest;
 use support::{JobRecorder, Operator, Shape, check_outcome, namespace, retrying};
 use tokio_util::sync::CancellationToken;
+use workflow_operator_core::crd::WorkFlowTrigger;
+use workflow_operator_core::shards::LABEL_SHARD;
 
 const SHARDS: u32 = 6;
 const LEASE_SECONDS: u32 = 3;
@@ -231,6 +233,74 @@ async fn a_replicas_web_view_shows_every_shards_workflows(
                 .iter()
                 .all(|(name, _)| page.contains(name.as_str()))
                 .then_some(())
+        },
+    )
+    .await;
+    sampler.stop();
+}
+
+/// A WorkFlowTrigger is worked in its shard, and its runs live there too: a delivery to one
+/// replica's receiver starts a run that completes, labelled with the trigger's shard, and the
+/// replica holding the trigger counts it in the trigger's status.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_triggers_runs_live_in_its_shard_and_its_status_counts_them(
+    #[future(awt)] namespace: support::Namespace,
+) {
+    skip_on_real_cluster!("starts the operator's processes");
+    let ns = namespace;
+    let receiver = crate::run_process::free_addr();
+    let triggers_addr = ["--triggers-addr", &receiver.to_string()];
+    let (_a, a_metrics) = Operator::shard_replica(&ns, 0, 4, LEASE_SECONDS, &triggers_addr);
+    let (_b, b_metrics) = Operator::shard_replica(&ns, 1, 4, LEASE_SECONDS, &[]);
+    let sampler = Sampler::start(vec![a_metrics, b_metrics]);
+    sampler
+        .wait_spread_of("two replicas to share four shards", 4, &[0, 1])
+        .await;
+    let trigger: WorkFlowTrigger = serde_yaml::from_str(
+        "metadata: {name: hook}\n\
+         spec:\n  webhook: {}\n  workflowSpec:\n    containers: [{stepName: a, image: busybox, command: ['true']}]\n",
+    )
+    .expect("a trigger");
+    let triggers: Api<WorkFlowTrigger> = Api::namespaced(ns.client(), &ns.name);
+    triggers
+        .create(&PostParams::default(), &trigger)
+        .await
+        .expect("create the trigger");
+    let stamped = eventually("the trigger stamped", Duration::from_secs(30), || async {
+        let trigger = triggers.get("hook").await.ok()?;
+        trigger.labels().get(LABEL_SHARD).cloned()
+    })
+    .await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let url = format!("http://{receiver}/triggers/{}/hook", ns.name);
+    let started = eventually(
+        "the delivery answered 201",
+        Duration::from_secs(30),
+        || async {
+            let response = http.post(&url).body(r#"{"n": 1}"#).send().await.ok()?;
+            (response.status() == 201).then_some(response.text().await.ok()?)
+        },
+    )
+    .await;
+    let run = started
+        .trim()
+        .strip_prefix("started: ")
+        .expect("the run's name")
+        .to_string();
+    let finished = ns.wait_terminal_within(&run, Duration::from_secs(60)).await;
+    assert_eq!(
+        finished.labels().get(LABEL_SHARD),
+        Some(&stamped),
+        "the run is in the trigger's shard"
+    );
+    eventually(
+        "the trigger's status counts its run",
+        Duration::from_secs(30),
+        || async {
+            let status = triggers.get("hook").await.ok()?.status?;
+            (status.runs == 1).then_some(())
         },
     )
     .await;

@@ -2,10 +2,10 @@
 //! (`run --shards S`), and how many shards each replica should hold. Pure: the replicas'
 //! Leases and watches are the operator's (`src/shards/`).
 //!
-//! A WorkFlow or CronWorkFlow belongs to the shard of its *key*: its namespace and name, or,
-//! for the run of a CronWorkFlow, the CronWorkFlow's. Keeping a cron's runs in its shard lets
-//! the replica holding the cron follow its runs (history limits, `concurrencyPolicy`) from its
-//! own cache, as Flyte keeps a workflow's nodes with it. The shard is recorded as the label
+//! A WorkFlow, CronWorkFlow or WorkFlowTrigger belongs to the shard of its *key*: its namespace
+//! and name, or, for the run of a CronWorkFlow or a WorkFlowTrigger, its owner's. Keeping a
+//! cron's or a trigger's runs in its shard lets the replica holding it follow its runs (history
+//! limits, `concurrencyPolicy`) from its own cache, as Flyte keeps a workflow's nodes with it. The shard is recorded as the label
 //! [`LABEL_SHARD`] when the object is first seen, and copied to everything the operator
 //! creates for it (its Jobs and their pods, a cron's runs), so each replica's watches select
 //! their objects on the server.
@@ -39,10 +39,13 @@ pub fn shard_of(namespace: &str, name: &str, shards: u32) -> u32 {
     (u64::from_be_bytes(head) % u64::from(shards)) as u32
 }
 
-/// The name whose shard an object takes: the CronWorkFlow that owns it (a cron's run), else
-/// its own.
-pub fn key_name<'a>(name: &'a str, cron_owner: Option<&'a str>) -> &'a str {
-    cron_owner.unwrap_or(name)
+/// The kinds whose runs live in their shard (see the module's documentation).
+pub const RUN_OWNERS: [&str; 2] = ["CronWorkFlow", "WorkFlowTrigger"];
+
+/// The name whose shard an object takes: the CronWorkFlow or WorkFlowTrigger that owns it (a
+/// run of one), else its own.
+pub fn key_name<'a>(name: &'a str, run_owner: Option<&'a str>) -> &'a str {
+    run_owner.unwrap_or(name)
 }
 
 /// The shard recorded on an object with `labels`, when it is a valid one of `shards`.

@@ -18,14 +18,17 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::WorkFlowTrigger;
 use workflow_operator_core::cron::plan::Run;
 use workflow_operator_core::cron::run_summary::RunSummary;
-use workflow_operator_core::labels::LABEL_TRIGGER;
 use workflow_operator_core::trigger::status;
 
 use crate::controllers::RequestFailed;
 
-/// The WorkFlowTrigger handlers.
-pub fn table(registry: Registry<WorkFlowTrigger>) -> Registry<WorkFlowTrigger> {
-    let runs = Children::<RunSummary>::owned().labels(LABEL_TRIGGER);
+/// The WorkFlowTrigger handlers; its runs are the WorkFlows `runs_selector` selects
+/// (`LABEL_TRIGGER`, and the shard when the replica holds one).
+pub fn table(
+    registry: Registry<WorkFlowTrigger>,
+    runs_selector: &str,
+) -> Registry<WorkFlowTrigger> {
+    let runs = Children::<RunSummary>::owned().labels(runs_selector);
     registry
         .on_children(
             "follow-runs",

@@ -28,7 +28,7 @@ use workflow_operator_core::crd::{
 };
 use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs::LABEL_WORKFLOW;
-use workflow_operator_core::labels::LABEL_CRON;
+use workflow_operator_core::labels::{LABEL_CRON, LABEL_TRIGGER};
 use workflow_operator_core::shards::LABEL_SHARD;
 
 /// How often the `timeouts` timer asks which running workflows are due (an in-memory lookup
@@ -237,6 +237,7 @@ pub async fn run_shard(
     let cron_mirror = options.mirror.as_ref().map(|m| m.crons.clone());
     let jobs = Children::<JobSummary>::owned().labels(&in_shard(LABEL_WORKFLOW));
     let cron_runs = in_shard(LABEL_CRON);
+    let trigger_runs = in_shard(LABEL_TRIGGER);
     let job_changed = {
         let shared = shared.clone();
         move |ctx, jobs: Vec<Arc<JobSummary>>| handlers::reconcile_jobs(shared.clone(), ctx, jobs)
@@ -291,7 +292,7 @@ pub async fn run_shard(
             };
             crate::controllers::cron::table(r, &cron_runs)
         })
-        .resource::<WorkFlowTrigger>(crate::controllers::trigger::table)
+        .resource::<WorkFlowTrigger>(|r| crate::controllers::trigger::table(r, &trigger_runs))
         .run(shutdown)
         .await
         .context("the operator stopped")?;

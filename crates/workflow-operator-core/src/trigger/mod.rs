@@ -27,6 +27,7 @@ use crate::WorkFlow;
 use crate::crd::WorkFlowTrigger;
 use crate::labels::{ANNOTATION_DELIVERY, LABEL_SCHEDULED, LABEL_TRIGGER};
 use crate::names;
+use crate::shards::LABEL_SHARD;
 
 /// The largest body a receiver reads by default (1 MiB); a larger one is answered 413.
 pub const MAX_BODY: usize = 1 << 20;
@@ -312,6 +313,10 @@ pub fn run_of(
     let mut labels = extra.labels;
     labels.insert(LABEL_TRIGGER.into(), names::label_value(&name));
     labels.insert(LABEL_SCHEDULED.into(), now.to_string());
+    // A trigger's runs live in its shard, so the replica holding it follows them (`shards`).
+    if let Some(shard) = trigger.labels().get(LABEL_SHARD) {
+        labels.insert(LABEL_SHARD.into(), shard.clone());
+    }
     let mut annotations = extra.annotations;
     annotations.insert(ANNOTATION_DELIVERY.into(), id.to_string());
     Ok(WorkFlow {

@@ -116,6 +116,10 @@ fn a_push_to_main_makes_a_run_named_for_the_delivery_with_its_commit() {
     assert_eq!(values, [("sha", Some("abc123")), ("n", Some("2"))]);
     let labels = run.metadata.labels.as_ref().unwrap();
     assert_eq!(labels[LABEL_TRIGGER], "on-push");
+    assert!(
+        !labels.contains_key(crate::shards::LABEL_SHARD),
+        "unsharded"
+    );
     assert_eq!(
         run.metadata.annotations.as_ref().unwrap()[ANNOTATION_DELIVERY],
         "d-1"
