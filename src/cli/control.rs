@@ -5,6 +5,7 @@
 //! checked: if the workflow changed in between (it finished, someone else retried it), the API
 //! server answers 409 and the command checks again, so a check and its write are one step.
 //! Running a command twice is harmless: the second one says there is nothing left to do.
+//! `resume` also resumes the suspend steps that wait (`resume_steps`).
 
 use std::process::ExitCode;
 
@@ -147,6 +148,17 @@ fn done(verb: Verb, workflow: &WorkFlow) -> String {
 pub async fn control(verb: Verb, args: ControlArgs) -> ExitCode {
     super::report(async {
         let (client, namespace) = args.cluster.connect().await?;
+        if verb == Verb::Resume {
+            let steps = super::resume_steps::resume(client.clone(), &namespace, &args.name).await?;
+            if !steps.is_empty() {
+                println!("workflow {}: resumed step {}", args.name, steps.join(", "));
+            }
+            let api: Api<WorkFlow> = Api::namespaced(client.clone(), &namespace);
+            let workflow = super::read_workflow(&api, &namespace, &args.name).await?;
+            if !steps.is_empty() && !workflow.spec.suspend {
+                return Ok(());
+            }
+        }
         let api: Api<WorkFlow> = Api::namespaced(client, &namespace);
         let message = apply(verb, &api, &namespace, &args.name).await?;
         println!("{message}");

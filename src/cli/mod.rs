@@ -29,6 +29,7 @@ pub(crate) mod inspect;
 mod interactive;
 mod locks;
 pub(crate) mod logs;
+mod resume_steps;
 mod run;
 mod submit;
 mod suggest;

@@ -15,6 +15,8 @@ mod kopf_common;
 
 mod argo_convert;
 mod argo_forms;
+mod argo_recursion;
+mod argo_suspend;
 mod artifact_store;
 mod artifacts;
 mod bench_cli;
