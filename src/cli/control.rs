@@ -6,6 +6,7 @@
 //! checked: if the workflow changed in between (it finished, someone else retried it), the API
 //! server answers 409 and the command checks again, so a check and its write are one step.
 //! Running a command twice is harmless: the second one says there is nothing left to do.
+//! `resume` also resumes the suspend steps that wait (`resume_steps`).
 
 use std::process::ExitCode;
 
@@ -148,15 +149,41 @@ fn done(verb: Verb, workflow: &WorkFlow) -> String {
 pub async fn control(verb: Verb, args: ControlArgs) -> ExitCode {
     super::report_with(async {
         let (client, namespace) = args.cluster.connect().await?;
-        let api: Api<WorkFlow> = Api::namespaced(client, &namespace);
+        let api: Api<WorkFlow> = Api::namespaced(client.clone(), &namespace);
         let names = args.targets.names(&api, &namespace).await?;
-        let (api, namespace) = (&api, namespace.as_str());
+        let (api, namespace, client) = (&api, namespace.as_str(), &client);
         super::list::each(&names, |name| async move {
+            if verb == Verb::Resume
+                && let Some(message) = resume_steps_of(client, api, namespace, &name).await?
+            {
+                return Ok(message);
+            }
             apply(verb, api, namespace, &name).await
         })
         .await
     })
     .await
+}
+
+/// Resumes the suspend steps of workflow `name` that wait; the message when that was all
+/// `resume` had to do (the workflow itself is not suspended).
+async fn resume_steps_of(
+    client: &kube::Client,
+    api: &Api<WorkFlow>,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<String>> {
+    let steps = super::resume_steps::resume(client.clone(), namespace, name).await?;
+    if steps.is_empty() {
+        return Ok(None);
+    }
+    let message = format!("workflow {name}: resumed step {}", steps.join(", "));
+    let workflow = super::read_workflow(api, namespace, name).await?;
+    if workflow.spec.suspend {
+        println!("{message}");
+        return Ok(None);
+    }
+    Ok(Some(message))
 }
 
 async fn apply(verb: Verb, api: &Api<WorkFlow>, namespace: &str, name: &str) -> Result<String> {

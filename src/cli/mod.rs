@@ -31,6 +31,7 @@ mod list;
 mod locks;
 pub(crate) mod logs;
 mod resubmit;
+mod resume_steps;
 mod run;
 mod submit;
 mod suggest;

@@ -117,7 +117,7 @@ fn validate_takes_an_argo_file_as_it_is_saying_once_it_was_converted() {
     let stderr = text(&unsupported.stderr);
     assert_eq!(
         stderr
-            .matches("converted from Argo: 3 fields not supported, run `workflow-operator convert")
+            .matches("converted from Argo: 2 fields not supported, run `workflow-operator convert")
             .count(),
         1,
         "{stderr}"

@@ -15,6 +15,9 @@ mod kopf_common;
 
 mod argo_convert;
 mod argo_forms;
+mod argo_pod;
+mod argo_recursion;
+mod argo_suspend;
 mod artifact_store;
 mod artifacts;
 mod bench_cli;

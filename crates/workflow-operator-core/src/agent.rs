@@ -281,7 +281,7 @@ impl Report {
 /// (`result_read`).
 pub fn needs_agent(step: &Step, kind: StepKind, result_read: bool) -> bool {
     let by_kind = match kind {
-        StepKind::Container => false,
+        StepKind::Container | StepKind::Suspend | StepKind::Fail => false,
         // The agent writes the script and runs it; it waits for the person.
         StepKind::Script | StepKind::Interactive | StepKind::InteractiveScript => true,
     };
@@ -300,7 +300,7 @@ pub fn needs_agent(step: &Step, kind: StepKind, result_read: bool) -> bool {
 pub fn task_of(step: &Step, kind: StepKind, result_read: bool) -> Task {
     let script = || step.source.as_deref().cloned();
     let (source, interactive) = match kind {
-        StepKind::Container => (None, false),
+        StepKind::Container | StepKind::Suspend | StepKind::Fail => (None, false),
         StepKind::Script => (script(), false),
         StepKind::Interactive => (None, true),
         StepKind::InteractiveScript => (script(), true),
@@ -343,7 +343,7 @@ pub fn has_artifacts(step: &Step) -> bool {
 pub fn step_command(command: Option<Vec<String>>, kind: StepKind) -> Vec<String> {
     let script = match kind {
         StepKind::Script | StepKind::InteractiveScript => true,
-        StepKind::Container | StepKind::Interactive => false,
+        StepKind::Container | StepKind::Interactive | StepKind::Suspend | StepKind::Fail => false,
     };
     let command = match command {
         Some(command) => command,

@@ -347,6 +347,12 @@ fn check_agent(step: &Step, kind: StepKind, result_read: bool) -> Result<(), Dag
         StepKind::Script => (true, false),
         StepKind::Interactive => (step.command.is_some(), true),
         StepKind::InteractiveScript => (true, true),
+        StepKind::Suspend | StepKind::Fail => {
+            return Err(refused(
+                "runs nothing (suspend or fail), so it has no result, outputs or input artifacts"
+                    .into(),
+            ));
+        }
     };
     if !runs_something {
         let why = if interactive {

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::crd::{IntOrExpr, OptionNum, Sequence, Step};
 use super::dag::Dag;
 use super::outputs::{self, Source};
+use super::sequence_format;
 
 /// The environment variable with the item of a step that fans out: a string item as itself,
 /// anything else as JSON.
@@ -179,6 +180,9 @@ fn sequence_of(sequence: &Sequence) -> Result<FanOut, String> {
         }
     };
     let count = usize::try_from(count).unwrap_or(usize::MAX);
+    if let Some(format) = &sequence.format {
+        sequence_format::apply(format, start)?;
+    }
     within_limit(count).map(|count| FanOut::Sequence { start, by, count })
 }
 
@@ -195,6 +199,8 @@ pub enum ItemList<'a> {
         by: i64,
         /// How many.
         count: usize,
+        /// `format`: each number as text (`sequence_format`), checked when compiled.
+        format: Option<&'a str>,
     },
     /// `withParam`, read from the upstream step's output.
     Param(Vec<Value>),
@@ -213,6 +219,7 @@ impl<'a> ItemList<'a> {
                 start: *start,
                 by: *by,
                 count: *count,
+                format: (step.with_sequence.as_deref()).and_then(|s| s.format.as_deref()),
             }),
             FanOut::Param { .. } => None,
         }
@@ -237,8 +244,15 @@ impl<'a> ItemList<'a> {
         match self {
             ItemList::Spec(items) => items[i].clone(),
             ItemList::Param(items) => items[i].clone(),
-            ItemList::Sequence { start, by, .. } => {
-                Value::from(start.saturating_add(by.saturating_mul(i as i64)))
+            ItemList::Sequence {
+                start, by, format, ..
+            } => {
+                let number = start.saturating_add(by.saturating_mul(i as i64));
+                match format.map(|f| sequence_format::apply(f, number)) {
+                    Some(Ok(text)) => Value::from(text),
+                    // Refused when the sequence was compiled ([`FanOut::of`]).
+                    Some(Err(_)) | None => Value::from(number),
+                }
             }
         }
     }
@@ -330,8 +344,29 @@ mod tests {
             count: count.map(Into::into),
             start: start.map(Into::into),
             end: end.map(Into::into),
+            format: None,
         }));
         step
+    }
+
+    #[test]
+    fn a_sequence_with_a_format_lists_each_number_as_text() {
+        let mut step = sequence(Some(3), Some(8), None);
+        step.with_sequence.as_mut().unwrap().format = Some("n%02d".into());
+        assert_eq!(
+            numbers(&step),
+            [
+                serde_json::json!("n08"),
+                serde_json::json!("n09"),
+                serde_json::json!("n10")
+            ]
+        );
+        step.with_sequence.as_mut().unwrap().format = Some("%f".into());
+        assert!(
+            compile(&step)
+                .unwrap_err()
+                .contains("%f is not a verb a number takes")
+        );
     }
 
     fn numbers(step: &Step) -> Vec<Value> {

@@ -11,11 +11,15 @@
 //! together. A template is expanded into steps before the run is hashed, so its fields are part
 //! of the run through the steps they become ([`Change::Expanded`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::crd::{DEFAULT_MAX_STEP_TIMEOUT, DEFAULT_START_TIMEOUT, Step, Template, WorkFlowSpec};
+use k8s_openapi::api::core::v1::{Affinity, Toleration};
+
+use crate::crd::{
+    DEFAULT_MAX_STEP_TIMEOUT, DEFAULT_START_TIMEOUT, Step, SuspendStep, Template, WorkFlowSpec,
+};
 
 /// What changing a field does to a workflow that runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +173,12 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         init_containers,
         sidecars,
         interactive,
+        suspend,
+        fail,
+        node_selector,
+        tolerations,
+        affinity,
+        pod_spec_patch,
     } = step;
     // Dependencies as a set: their order, and a name listed twice, do not change what runs.
     let mut dependencies: Vec<&str> = depends_on.iter().map(String::as_str).collect();
@@ -221,6 +231,8 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &field("outputs", RunWhenSet, InFull), outputs);
     visit(v, &field("interactive", RunWhenSet, InFull), interactive);
     visit(v, &field("cache", RunWhenSet, InFull), cache);
+    let pod = (node_selector, tolerations, affinity, pod_spec_patch);
+    visit_argo_kinds(v, (suspend, fail), pod);
     // Gone once the templates are expanded: the step is then what they made of it.
     visit(v, &field("template", Expanded, Followed), template);
     visit(v, &field("templateRef", Expanded, Followed), template_ref);
@@ -235,6 +247,36 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         &field("synchronization", InPlace, InFull),
         synchronization,
     );
+}
+
+/// The step fields of Argo's step kinds (`suspend`, `fail`) and per-step pod settings.
+// The fields' own types; a boxed String as on `Step` (a thin pointer, rarely set).
+#[allow(clippy::type_complexity, clippy::box_collection)]
+fn visit_argo_kinds<V: Visitor>(
+    v: &mut V,
+    (suspend, fail): (&Option<Box<SuspendStep>>, &Option<Box<String>>),
+    (node_selector, tolerations, affinity, pod_spec_patch): (
+        &Option<Box<BTreeMap<String, String>>>,
+        &Option<Box<Vec<Toleration>>>,
+        &Option<Box<Affinity>>,
+        &Option<Box<String>>,
+    ),
+) {
+    // A suspend step runs no pod; the full planner resumes it (`resume`, or its duration).
+    visit(v, &field("suspend", RunWhenSet, InFull), suspend);
+    // A failing step's Job is born failed: the full planner reads it, as any failure.
+    visit(v, &field("fail", RunWhenSet, InFull), fail);
+    // Where and how the step's pod runs, as Argo's template sets it (`crd::step_pod`): part
+    // of the Job, built alike by both planners, but left to the full one until its property
+    // test generates them.
+    let pod = |name, key| Field {
+        key,
+        ..field(name, RunWhenSet, InFull)
+    };
+    visit(v, &pod("nodeSelector", "node_selector"), node_selector);
+    visit(v, &pod("tolerations", "tolerations"), tolerations);
+    visit(v, &pod("affinity", "affinity"), affinity);
+    visit(v, &pod("podSpecPatch", "pod_spec_patch"), pod_spec_patch);
 }
 
 /// The fields of a workflow's spec; the run key's in the order it has always written them.

@@ -947,7 +947,9 @@ mod tests {
                             let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
                             job.state = JobState::CannotStart { why: why.clone() };
                         }
-                        Action::CreateJob { .. } | Action::SetJobDeadline { .. } => {}
+                        Action::CreateJob { .. }
+                        | Action::SetJobDeadline { .. }
+                        | Action::ResumeJob { .. } => {}
                     }
                 }
                 wf = written(wf, &full);

@@ -26,6 +26,7 @@ use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Serialize};
 
+use super::crd::suspend::ANNOTATION_RESUMED;
 use super::labels::{
     ANNOTATION_CACHE_KEY, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP,
     ANNOTATION_STOPPED, ANNOTATION_TIMED_OUT, LABEL_ATTEMPT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN,
@@ -62,6 +63,8 @@ pub struct JobSummary {
     pub pods_deleted: bool,
     /// The key of a cached step's Job (annotation `workflow.crd.com/cache-key`).
     pub cache_key: Option<String>,
+    /// When a suspend step's Job was resumed (annotation `workflow.crd.com/resumed`).
+    pub resumed: Option<String>,
     /// The part of `spec` the planner reads.
     pub spec: Option<JobSummarySpec>,
     /// The part of `status` the operator reads.
@@ -388,6 +391,7 @@ impl From<JobOnTheWire> for JobSummary {
         let stopped = annotations.remove(ANNOTATION_STOPPED);
         let pods_deleted = annotations.contains_key(ANNOTATION_PODS_DELETED);
         let cache_key = annotations.remove(ANNOTATION_CACHE_KEY);
+        let resumed = annotations.remove(ANNOTATION_RESUMED);
         let mut labels = metadata.labels.unwrap_or_default();
         let run = labels.remove(LABEL_RUN);
         let retry = labels
@@ -430,6 +434,7 @@ impl From<JobOnTheWire> for JobSummary {
             stopped,
             pods_deleted,
             cache_key,
+            resumed,
             spec,
             status: status.map(JobSummaryStatus::from),
         }
@@ -449,6 +454,7 @@ impl From<JobSummary> for JobOnTheWire {
                 summary.pods_deleted.then(|| "true".to_string()),
             ),
             (ANNOTATION_CACHE_KEY, summary.cache_key),
+            (ANNOTATION_RESUMED, summary.resumed),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key.to_string(), value?)))

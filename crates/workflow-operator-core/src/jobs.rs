@@ -22,6 +22,7 @@ use super::cache;
 use super::crd::{
     InputArtifact, OptionNum, OutputArtifact, ResolvedRepository, Step, StepKind, WorkFlow,
 };
+use super::crd::{step_pod, suspend};
 use super::fan_out::{self, Instance, Item};
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
@@ -70,6 +71,9 @@ pub enum JobError {
     /// The step has artifacts and the workflow no S3 repository to keep them in.
     #[error("{0}")]
     NoRepository(String),
+    /// The step's own pod settings (`podSpecPatch`) cannot be applied.
+    #[error("step {0}: {1}")]
+    PodSpec(String, String),
 }
 
 /// `Some(list)` unless it is empty: Kubernetes omits empty lists, and so do the Jobs we build.
@@ -175,6 +179,13 @@ pub fn stop_patch(why: &str) -> serde_json::Value {
         "metadata": {"annotations": {ANNOTATION_STOPPED: why}},
         "spec": {"activeDeadlineSeconds": TIMED_OUT_DEADLINE_SECONDS},
     })
+}
+
+/// A JSON merge patch that resumes a suspend step, recording when (the annotation
+/// [`suspend::ANNOTATION_RESUMED`]); its Job stays suspended. Applying it twice changes
+/// nothing but the time.
+pub fn resume_patch(at: Timestamp) -> serde_json::Value {
+    serde_json::json!({"metadata": {"annotations": {suspend::ANNOTATION_RESUMED: format!("{at:.0}")}}})
 }
 
 /// A JSON merge patch that stops the Job of a step whose pod did not start and records why: the
@@ -365,13 +376,27 @@ impl<'a> StepJob<'a> {
                 // reset StartTime to current time").
                 // Under `queueScope: Workflow` Kueue admits the run's Workload, not the Job: the
                 // Job is made only once the run is admitted, unsuspended and unlabelled, so
-                // Kueue does not take it for a job of its own.
-                suspend: per_step_kueue(&self.workflow.spec).then_some(true),
-                template: self.pod_template(&pod, pod_labels),
+                // Kueue does not take it for a job of its own. A suspend step's Job is created
+                // suspended and stays so: it runs no pod, and is resumed by an annotation
+                // (`crd::suspend`).
+                suspend: (per_step_kueue(&self.workflow.spec) || self.suspends()).then_some(true),
+                template: self.pod_template(&pod, pod_labels)?,
                 ..JobSpec::default()
             }),
             status: None,
         })
+    }
+
+    /// Whether the Job runs no pod, created suspended for good: a suspend step's
+    /// (`crd::suspend`), or a failing step's (`fail`), which it records as unable to start.
+    fn suspends(&self) -> bool {
+        match self.kind {
+            StepKind::Suspend | StepKind::Fail => true,
+            StepKind::Container
+            | StepKind::Script
+            | StepKind::Interactive
+            | StepKind::InteractiveScript => false,
+        }
     }
 
     /// The Job's annotations: the exact workflow and step names, and a cached step's key.
@@ -380,6 +405,10 @@ impl<'a> StepJob<'a> {
             (ANNOTATION_WORKFLOW.to_string(), workflow.to_string()),
             (ANNOTATION_STEP.to_string(), self.step.step_name.clone()),
         ]);
+        // A failing step's Job is born the record of why it cannot start.
+        if let Some(why) = &self.step.fail {
+            annotations.insert(ANNOTATION_CANNOT_START.to_string(), why.to_string());
+        }
         if self.step.cache.is_some() {
             let no_inputs = outputs::Inputs::new();
             let inputs = self.data.inputs.unwrap_or(&no_inputs);
@@ -445,6 +474,13 @@ impl<'a> StepJob<'a> {
         if let Some(shard) = self.workflow.labels().get(LABEL_SHARD) {
             pod_labels.insert(LABEL_SHARD.to_string(), shard.clone());
         }
+        // A suspend step's Job is left out of Kueue, which would admit it by unsuspending it.
+        if self.suspends() {
+            if self.step.suspend.is_some() {
+                labels.insert(suspend::LABEL_SUSPEND.to_string(), "true".to_string());
+            }
+            return (labels, pod_labels);
+        }
         // Kueue reads these labels from the Job, not its pods
         // (<https://kueue.sigs.k8s.io/docs/tasks/run/jobs/>).
         if let Some(queue) = spec.queue_name.as_ref().filter(|_| per_step_kueue(spec)) {
@@ -459,7 +495,11 @@ impl<'a> StepJob<'a> {
     /// The pod template: the operator's labels and `podTemplate.metadata`'s, not the
     /// workflow's (the template is immutable, so copied workflow labels could not follow a
     /// relabel); the step's container; the pod-level fields of `spec.podTemplate`.
-    fn pod_template(&self, parts: &PodParts, labels: BTreeMap<String, String>) -> PodTemplateSpec {
+    fn pod_template(
+        &self,
+        parts: &PodParts,
+        labels: BTreeMap<String, String>,
+    ) -> Result<PodTemplateSpec, JobError> {
         let (name, agent) = (parts.name, parts.agent);
         let pod = (self.workflow.spec.pod_template.as_deref().cloned()).unwrap_or_default();
         let metadata = pod.metadata.unwrap_or_default();
@@ -477,31 +517,43 @@ impl<'a> StepJob<'a> {
             }),
             ..Volume::default()
         });
-        PodTemplateSpec {
+        Ok(PodTemplateSpec {
             metadata: Some(ObjectMeta {
                 labels: Some(labels),
                 annotations: Some(annotations),
                 ..ObjectMeta::default()
             }),
-            spec: Some(PodSpec {
-                restart_policy: Some("Never".to_string()),
-                init_containers: non_empty(self.init_containers(agent)),
-                containers: vec![self.container(parts)],
-                service_account_name: pod.service_account_name,
-                volumes: non_empty(
-                    (pod.volumes.into_iter().chain(workspace))
-                        .chain(agent.map(|_| agent_volume()))
-                        .collect(),
-                ),
-                image_pull_secrets: non_empty(pod.image_pull_secrets),
-                node_selector: (!pod.node_selector.is_empty()).then_some(pod.node_selector),
-                tolerations: non_empty(pod.tolerations),
-                affinity: pod.affinity,
-                security_context: pod.security_context,
-                priority_class_name: pod.priority_class_name,
-                ..PodSpec::default()
-            }),
+            spec: Some(
+                self.own_pod(PodSpec {
+                    restart_policy: Some("Never".to_string()),
+                    init_containers: non_empty(self.init_containers(agent)),
+                    containers: vec![self.container(parts)],
+                    service_account_name: pod.service_account_name,
+                    volumes: non_empty(
+                        (pod.volumes.into_iter().chain(workspace))
+                            .chain(agent.map(|_| agent_volume()))
+                            .collect(),
+                    ),
+                    image_pull_secrets: non_empty(pod.image_pull_secrets),
+                    node_selector: (!pod.node_selector.is_empty()).then_some(pod.node_selector),
+                    tolerations: non_empty(pod.tolerations),
+                    affinity: pod.affinity,
+                    security_context: pod.security_context,
+                    priority_class_name: pod.priority_class_name,
+                    ..PodSpec::default()
+                })?,
+            ),
+        })
+    }
+
+    /// `pod` with the step's own pod settings (`crd::step_pod`), if it has any.
+    fn own_pod(&self, pod: PodSpec) -> Result<PodSpec, JobError> {
+        if !step_pod::any(self.step) {
+            return Ok(pod);
         }
+        let container = names::dns_label(&self.step.step_name);
+        step_pod::apply(pod, self.step, &container)
+            .map_err(|why| JobError::PodSpec(self.step.step_name.clone(), why))
     }
 
     /// The pod's init containers: the one copying the agent in, the step's own, then its
@@ -563,7 +615,7 @@ impl<'a> StepJob<'a> {
                 StepKind::Interactive | StepKind::InteractiveScript => {
                     env.push(self.command_env(command.clone()));
                 }
-                StepKind::Container | StepKind::Script => {}
+                StepKind::Container | StepKind::Script | StepKind::Suspend | StepKind::Fail => {}
             }
             command = Some(agent::wrap_command(command, self.kind));
             env.push(self.agent_task(parts));
@@ -573,7 +625,13 @@ impl<'a> StepJob<'a> {
         }
         Container {
             name: names::dns_label(&step.step_name),
-            image: Some(self.fill(&step.image)),
+            image: Some(match self.kind {
+                StepKind::Suspend | StepKind::Fail => suspend::SUSPEND_IMAGE.to_string(),
+                StepKind::Container
+                | StepKind::Script
+                | StepKind::Interactive
+                | StepKind::InteractiveScript => self.fill(&step.image),
+            }),
             command,
             args: fill_all(&step.args),
             termination_message_path: Some(outputs::OUTPUTS_PATH.to_string()),
@@ -990,10 +1048,14 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         .as_ref()
         .map_or(now, |t| t.0);
     let start_time = status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
+    let resumed = (job.resumed.as_deref()).and_then(|at| at.parse::<Timestamp>().ok());
     let state = if let Some(why) = &job.timed_out {
         JobState::TimedOut { why: why.clone() }
     } else if let Some(why) = &job.cannot_start {
         JobState::CannotStart { why: why.clone() }
+    } else if resumed.is_some() {
+        // A suspend step's Job, resumed: the annotation is its record, the Job never ends.
+        JobState::Succeeded
     } else {
         match status.and_then(|s| s.ended.as_ref()) {
             Some(JobEnd::Complete) => JobState::Succeeded,
@@ -1032,7 +1094,7 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         active_deadline_seconds: spec.and_then(|s| s.active_deadline_seconds),
         created,
         start_time,
-        finished_at: finished_at.map(|t| t.0),
+        finished_at: finished_at.map(|t| t.0).or(resumed),
         attempts: pods.attempts(),
         pod_started: pods.started(),
         suspended: spec.and_then(|s| s.suspend) == Some(true),

@@ -65,6 +65,7 @@ pub mod plan;
 pub mod pods_gone;
 pub mod retry;
 pub mod rules;
+pub mod sequence_format;
 pub mod shards;
 pub mod step_view;
 pub mod template;

@@ -20,6 +20,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use serde::Serialize;
 
+use super::crd::suspend::{ANNOTATION_RESUMED, LABEL_SUSPEND};
 use super::crd::{ItemCounts, Step, StepStatus, UNLIMITED, WorkFlow, WorkFlowSpec};
 use super::dag::Dag;
 use super::failure_cause;
@@ -419,12 +420,16 @@ fn view_of_job(name: &str, job: &Job, pods: &[Pod]) -> StepView {
         .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
     let timed_out = job.annotations().get(ANNOTATION_TIMED_OUT);
     let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+    // A suspend step's Job stays suspended: it waits (running) until resumed (succeeded).
+    let resumed = job.annotations().contains_key(ANNOTATION_RESUMED);
+    let waits = job.labels().contains_key(LABEL_SUSPEND);
     let phase = match (timed_out, ended) {
         (Some(_), _) => StepPhase::TimedOut,
+        (None, _) if resumed => StepPhase::Succeeded,
         (None, Some(c)) if c.type_ == "Complete" => StepPhase::Succeeded,
         (None, Some(c)) if c.reason.as_deref() == Some(DEADLINE_EXCEEDED) => StepPhase::TimedOut,
         (None, Some(_)) => StepPhase::Failed,
-        (None, None) if suspended => StepPhase::Queued,
+        (None, None) if suspended && !waits => StepPhase::Queued,
         (None, None) => StepPhase::Running,
     };
     let job_name = job.name_any();

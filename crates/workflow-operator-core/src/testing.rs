@@ -83,6 +83,12 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         init_containers: None,
         sidecars: None,
         interactive: None,
+        suspend: None,
+        fail: None,
+        node_selector: None,
+        tolerations: None,
+        affinity: None,
+        pod_spec_patch: None,
     }
 }
 
@@ -359,6 +365,7 @@ impl WorkFlowBuilder {
             count: Some(count.into()),
             start: None,
             end: None,
+            format: None,
         }));
         self
     }

@@ -193,6 +193,11 @@ async fn execute(
             let patched = patch_job(api, job_name, patch, "stopping the not started").await;
             patched.map_err(PassError::Apply)
         }
+        Action::ResumeJob { job_name, at } => {
+            let patch = jobs::resume_patch(*at);
+            let patched = patch_job(api, job_name, patch, "resuming the suspended").await;
+            patched.map_err(PassError::Apply)
+        }
     }
 }
 
@@ -250,6 +255,8 @@ fn build_job(
     match built {
         Ok(job) => Ok(Ok(job)),
         Err(jobs::JobError::NoRepository(message)) => Ok(Err(message)),
+        // A patch that cannot apply fails the step, saying why, as a refused Job does.
+        Err(e @ jobs::JobError::PodSpec(..)) => Ok(Err(e.to_string())),
         Err(e) => Err(PassError::Unbuildable(e.to_string())),
     }
 }

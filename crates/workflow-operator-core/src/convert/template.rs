@@ -64,6 +64,10 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
             }
             "dag" => body = Body::Dag(dag(value, path, &shared.declared, &mut fail_fast, report)),
             "steps" => body = Body::Steps(steps(value, path, &shared.declared, report)),
+            "suspend" => {
+                body = Body::Container;
+                out.insert(field.into(), value.clone());
+            }
             "failFast" => fail_fast = Some(value.clone()),
             "parallelism" => parallelism = Some((path.to_string(), value.clone())),
             "volumes" => shared
@@ -87,6 +91,8 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
         Body::Steps(groups) => {
             fields.insert("steps".into(), json!(groups));
         }
+        // A suspend step runs nothing that could fail: the workflow's retries are not for it.
+        Body::Container if fields.contains_key("suspend") => {}
         Body::Container => {
             if let Some(retry) = &shared.retry {
                 fields

@@ -240,7 +240,6 @@ fn what_cannot_be_converted_is_named_with_its_path_and_why() {
         problems,
         [
             "spec.podSpecPatch: podSpecPatch is not supported yet",
-            "spec.templates[1].suspend: suspend templates are not supported yet",
             "spec.templates[2].resource: resource templates are not supported yet",
         ]
     );
@@ -353,5 +352,43 @@ fn docs_argo_md_is_what_the_table_generates() {
     assert!(
         written == table::markdown(),
         "docs/argo.md is not what the converter's table generates: run `make argo-doc` (workflow-operator convert --table > docs/argo.md)"
+    );
+}
+
+#[test]
+fn a_suspend_template_becomes_a_suspend_step_without_the_workflow_s_retries() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: gate}
+spec:
+  entrypoint: main
+  retryStrategy: {limit: 2}
+  templates:
+    - name: main
+      steps:
+        - - {name: approve, template: approve}
+          - {name: wait, template: wait}
+    - name: approve
+      suspend: {}
+    - name: wait
+      suspend: {duration: "20s"}
+"#;
+    let (workflow, problems) = one(text);
+    assert!(problems.is_empty(), "{problems:?}");
+    let templates = &workflow["spec"]["templates"];
+    let by_name = |name: &str| {
+        (templates.as_array().unwrap().iter())
+            .find(|t| t["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        by_name("approve"),
+        json!({"name": "approve", "suspend": {}})
+    );
+    assert_eq!(
+        by_name("wait"),
+        json!({"name": "wait", "suspend": {"duration": "20s"}})
     );
 }

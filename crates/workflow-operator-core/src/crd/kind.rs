@@ -21,11 +21,24 @@ pub enum StepKind {
     Interactive,
     /// A script step whose pod waits for a person, as [`StepKind::Interactive`].
     InteractiveScript,
+    /// A step that runs nothing and waits (`suspend`) until resumed, or for its duration: its
+    /// Job is created suspended and never runs a pod (`crd::suspend`).
+    Suspend,
+    /// A step that fails with its message (`fail`) instead of running: its Job is created
+    /// suspended with the message as the record of why it cannot start.
+    Fail,
 }
 
 impl StepKind {
     /// The kind of `step` of `spec`: the one place that reads which fields it sets.
     pub fn of(spec: &WorkFlowSpec, step: &Step) -> StepKind {
+        // A step that fails or waits runs nothing, so nothing else it sets decides how.
+        if step.fail.is_some() {
+            return StepKind::Fail;
+        }
+        if step.suspend.is_some() {
+            return StepKind::Suspend;
+        }
         let interactive = step.interactive.unwrap_or(spec.interactive);
         match (step.source.is_some(), interactive) {
             (false, false) => StepKind::Container,
@@ -41,7 +54,7 @@ impl StepKind {
     pub fn is_interactive(self) -> bool {
         match self {
             StepKind::Interactive | StepKind::InteractiveScript => true,
-            StepKind::Container | StepKind::Script => false,
+            StepKind::Container | StepKind::Script | StepKind::Suspend | StepKind::Fail => false,
         }
     }
 }
@@ -100,5 +113,10 @@ mod tests {
             [Interactive, Script, Interactive, InteractiveScript]
         );
         assert!(Kinds::of(&wf.spec).any_interactive());
+        // `suspend` wins over whatever else the step sets.
+        wf.spec.containers[3].suspend = Some(Box::default());
+        assert_eq!(Kinds::of(&wf.spec).steps[3], Suspend);
+        wf.spec.containers[3].fail = Some(Box::new("no".into()));
+        assert_eq!(Kinds::of(&wf.spec).steps[3], Fail);
     }
 }

@@ -25,6 +25,8 @@ pub mod kind;
 pub mod numbers;
 pub mod policies;
 pub mod rules;
+pub mod step_pod;
+pub mod suspend;
 pub mod templates;
 pub mod trigger;
 
@@ -51,6 +53,7 @@ pub use policies::{
     Backoff, Cache, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
 };
 pub use rules::{Durations, Metrics, Rule, RuleAction, RuleStatus, StepMetrics};
+pub use suspend::SuspendStep;
 pub use templates::{
     Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, NAMESPACED_KIND,
     Parameter, ResolvedTemplate, Source, Template, TemplateRef, WorkFlowTemplate,
@@ -455,7 +458,7 @@ pub struct PodTemplateMetadata {
 /// One step of a workflow: a container run to completion as a Job.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.image) || has(self.template) || has(self.templateRef)", "message": "required unless the step calls a template (template or templateRef)", "fieldPath": ".image", "reason": "FieldValueRequired"}]))]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.image) || has(self.template) || has(self.templateRef) || has(self.suspend) || has(self.fail)", "message": "required unless the step calls a template (template or templateRef), is a suspend step or fails", "fieldPath": ".image", "reason": "FieldValueRequired"}]))]
 pub struct Step {
     /// The step's name, unique in the workflow; `dependsOn` refers to it. Any text: Job and
     /// container names are derived from it (lower-cased, sanitised, shortened with a hash).
@@ -628,6 +631,40 @@ pub struct Step {
     /// waits. Overrides the workflow's `interactive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interactive: Option<bool>,
+
+    /// Run nothing and wait (Argo's suspend template): until `workflow-operator resume` or,
+    /// with a `duration`, that long after the step started. No pod runs; the step needs no
+    /// `image`. See "Suspend steps" in docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<Box<SuspendStep>>,
+
+    /// Fail with this message instead of running anything (no pod runs; the step needs no
+    /// `image`): a guard under a `when`. A template's recursion past its depth limit becomes
+    /// such a step (see "Recursion" in docs/api.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail: Option<Box<String>>,
+
+    /// Node labels this step's pod must be scheduled on, over the workflow's
+    /// `podTemplate.nodeSelector` (Argo's template `nodeSelector`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<Box<BTreeMap<String, String>>>,
+
+    /// Taints this step's pod tolerates, besides the workflow's `podTemplate.tolerations`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "list_of_kubernetes_objects")]
+    pub tolerations: Option<Box<Vec<Toleration>>>,
+
+    /// This step's pod's scheduling constraints, instead of the workflow's
+    /// `podTemplate.affinity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubernetes_object")]
+    pub affinity: Option<Box<Affinity>>,
+
+    /// A patch of this step's whole pod spec (JSON or YAML), applied last: a JSON merge patch
+    /// whose lists of named items (`containers`, `volumes`, `env`) merge by `name`, as
+    /// Kubernetes' strategic merge does; `main` names the step's container, as in Argo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_spec_patch: Option<Box<String>>,
 }
 
 /// `withItems`: the items a step runs once per, as written (strings, numbers or objects).
@@ -660,6 +697,10 @@ pub struct Sequence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "numbers::any_number")]
     pub end: Option<IntOrExpr<i64>>,
+    /// Each number as text, with a Go `fmt.Sprintf` format of one verb (`"%02d"`,
+    /// `"node-%x"`), as Argo writes it; absent, the items are the numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
 }
 
 /// `withItems`' items: any JSON value each (a string, a number, an object), kept whole.
@@ -920,6 +961,8 @@ impl WorkFlowSpec {
             StepKind::Container | StepKind::Script => step.timeout.unwrap_or(self.max_step_timeout),
             // It waits for a person; `startTimeout` still bounds its pod's start.
             StepKind::Interactive | StepKind::InteractiveScript => UNLIMITED,
+            // It runs nothing; its `duration`, if any, is its own deadline.
+            StepKind::Suspend | StepKind::Fail => UNLIMITED,
         }
     }
 
@@ -1470,8 +1513,10 @@ spec:
         // reference and the arguments a box each); `continueOn` 8 (one byte, padded),
         // `retryStrategy`, `synchronization` and `cache` 8 each (a box); `source`, `outputs`,
         // `inputs`, `initContainers` and `sidecars` 8 each (a box); `retries` 8 more as a
-        // number or text (`IntOrExpr`, its text boxed).
-        assert!(size <= 432, "a Step is {size} bytes");
+        // number or text (`IntOrExpr`, its text boxed); Argo's step kinds and pod settings
+        // (`suspend`, `fail`, `nodeSelector`, `tolerations`, `affinity`, `podSpecPatch`) 8
+        // each (a box).
+        assert!(size <= 480, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing

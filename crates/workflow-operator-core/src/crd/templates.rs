@@ -230,7 +230,9 @@ pub struct ClusterWorkFlowTemplateSpec {
 }
 
 /// A parameter's value as text: YAML's `3` or `true` are the strings `"3"` and `"true"`.
-fn scalar_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+pub(crate) fn scalar_text<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
     match Option::<Value>::deserialize(deserializer)? {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -243,7 +245,7 @@ fn scalar_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Stri
 
 /// Text, or a number taken as text (`x-kubernetes-int-or-string`, the structural schema's
 /// only way to accept both).
-fn scalar_text_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn scalar_text_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"x-kubernetes-int-or-string": true})
 }
 

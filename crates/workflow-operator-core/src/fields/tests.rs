@@ -153,6 +153,20 @@ fn step_rows() -> Vec<(&'static str, Target, Value)> {
         ("initContainers", b, json!({"initContainers": container})),
         ("sidecars", b, json!({"sidecars": container})),
         ("interactive", b, json!({"interactive": true})),
+        ("suspend", b, json!({"suspend": {"duration": "5s"}})),
+        ("fail", b, json!({"fail": "not yet"})),
+        ("nodeSelector", b, json!({"nodeSelector": {"disk": "ssd"}})),
+        (
+            "tolerations",
+            b,
+            json!({"tolerations": [{"key": "gpu", "operator": "Exists"}]}),
+        ),
+        ("affinity", b, json!({"affinity": {"nodeAffinity": {}}})),
+        (
+            "podSpecPatch",
+            b,
+            json!({"podSpecPatch": "{\"priority\": 5}"}),
+        ),
     ]
 }
 

@@ -48,6 +48,7 @@ mod rules_metrics;
 mod rules_pass;
 mod run_control;
 mod schedule;
+mod suspend;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -298,6 +299,15 @@ pub enum Action {
         job_name: String,
         /// Why, e.g. `CreateContainerConfigError: secret "creds" not found`.
         why: String,
+    },
+    /// End the wait of a suspend step whose `duration` has passed: annotate its Job resumed
+    /// (`jobs::resume_patch`), the record that the step succeeded (read back as
+    /// [`JobState::Succeeded`]). The Job stays suspended: it never runs a pod.
+    ResumeJob {
+        /// The Job's name.
+        job_name: String,
+        /// When the step's duration ended, recorded as when it finished.
+        at: Timestamp,
     },
 }
 
@@ -768,6 +778,9 @@ mod policy_tests;
 
 #[cfg(test)]
 mod rules_tests;
+
+#[cfg(test)]
+mod suspend_tests;
 
 #[cfg(test)]
 mod tests;

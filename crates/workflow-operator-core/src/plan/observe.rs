@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 use k8s_openapi::jiff::SignedDuration;
 
 use crate::cache::REASON_CACHED;
-use crate::crd::{StepPhase, StepStatus, UNLIMITED, WorkFlowStatus};
+use crate::crd::{Step, StepPhase, StepStatus, UNLIMITED, WorkFlowStatus};
 use crate::dag::{Dag, Progress};
 use crate::data_flow::DataFlow;
 use crate::failure_cause::DEADLINE_EXCEEDED;
@@ -109,7 +109,6 @@ impl<'a> Planner<'a> {
     /// Sees the Jobs of the steps that do not fan out; `reads` when the outputs steps name are
     /// read (the steps, not the exit steps).
     fn see_steps(&mut self, seen: &mut Assessment<'a>, reads: bool, jobs: &[&'a ObservedJob]) {
-        let spec = &self.workflow.spec;
         // The outputs of the steps whose outputs are named: recorded in the status, or read
         // by the handler from the pod of a Job that succeeded since.
         let no_steps = HashSet::new();
@@ -127,8 +126,7 @@ impl<'a> Planner<'a> {
         let mut released = Vec::new();
         for i in 0..seen.job_of.len() {
             let Some(job) = seen.job_of[i] else { continue };
-            let timeout = spec.effective_timeout(&seen.scope.steps[i]);
-            match self.see(job, timeout) {
+            match self.see(job, &seen.scope.steps[i]) {
                 Seen::Succeeded if read.contains(&i) => {
                     let outputs = recorded
                         .get(job.name.as_str())
@@ -176,7 +174,6 @@ impl<'a> Planner<'a> {
         mut item_jobs: HashMap<usize, BTreeMap<u32, &'a ObservedJob>>,
         scope_jobs: &[&'a ObservedJob],
     ) {
-        let spec = &self.workflow.spec;
         let (dag, steps) = (seen.scope.dag, seen.scope.steps);
         let mut released = Vec::new();
         for (&i, fan_out) in fan_outs {
@@ -196,9 +193,8 @@ impl<'a> Planner<'a> {
                 stopped: 0,
                 tolerated: 0,
             };
-            let timeout = spec.effective_timeout(&steps[i]);
             for (&item, &job) in &fan.jobs {
-                match self.see(job, timeout) {
+                match self.see(job, &steps[i]) {
                     Seen::Succeeded => fan.succeeded += 1,
                     Seen::Running => fan.running += 1,
                     Seen::Stopped => fan.stopped += 1,
@@ -292,14 +288,22 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// What `job` (of a step whose timeout is `timeout`) says of its step: succeeded, still
-    /// running, or failed (stopping it when it ran past its timeout, or its pod did not start
-    /// by its deadline).
-    fn see(&mut self, job: &'a ObservedJob, timeout: i64) -> Seen {
+    /// What `job` (of `step`) says of its step: succeeded, still running, or failed (stopping
+    /// it when it ran past its timeout, or its pod did not start by its deadline).
+    fn see(&mut self, job: &'a ObservedJob, step: &Step) -> Seen {
         let spec = &self.workflow.spec;
         if job.stopped {
             return Seen::Stopped;
         }
+        if let Some(suspend) = step.suspend.as_deref()
+            && let JobState::Active { .. } = job.state
+        {
+            return match self.see_suspended(job, suspend) {
+                true => Seen::Succeeded,
+                false => Seen::Running,
+            };
+        }
+        let timeout = spec.effective_timeout(step);
         match &job.state {
             JobState::Succeeded => Seen::Succeeded,
             JobState::TimedOut { why } => Seen::Failed(Failure::TimedOut { why: why.clone() }),

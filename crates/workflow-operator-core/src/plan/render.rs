@@ -487,7 +487,8 @@ impl<'a> Planner<'a> {
     fn interactive(&self, entry: StepStatus, kind: StepKind) -> StepStatus {
         match kind {
             StepKind::Interactive | StepKind::InteractiveScript => {}
-            StepKind::Container | StepKind::Script => return entry,
+            StepKind::Container | StepKind::Script | StepKind::Fail => return entry,
+            StepKind::Suspend => return self.suspended(entry),
         }
         if entry.phase != StepPhase::Running {
             return entry;
@@ -504,6 +505,24 @@ impl<'a> Planner<'a> {
         StepStatus {
             phase: StepPhase::Interactive,
             message: Some(message),
+            ..entry
+        }
+    }
+
+    /// `entry`, a running suspend step's: `Running` (its Job is suspended, but the step is not
+    /// queued: it waits by design), with a message saying how to resume it.
+    fn suspended(&self, entry: StepStatus) -> StepStatus {
+        if !matches!(entry.phase, StepPhase::Running | StepPhase::Queued) {
+            return entry;
+        }
+        let workflow = self.workflow.name_any();
+        let namespace = self.workflow.namespace().unwrap_or_default();
+        StepStatus {
+            phase: StepPhase::Running,
+            reason: Some("Suspended".to_string()),
+            message: Some(format!(
+                "suspended: `workflow-operator resume -n {namespace} {workflow}` resumes it"
+            )),
             ..entry
         }
     }

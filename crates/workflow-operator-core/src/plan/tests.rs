@@ -1600,6 +1600,10 @@ fn apply(jobs: &mut Vec<ObservedJob>, wf: &WorkFlow, plan: &Plan, now: Timestamp
                 let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
                 job.state = JobState::CannotStart { why: why.clone() };
             }
+            Action::ResumeJob { job_name, .. } => {
+                let job = jobs.iter_mut().find(|j| j.name == *job_name).unwrap();
+                job.state = JobState::Succeeded;
+            }
             Action::SetJobDeadline { .. } => {}
         }
     }

@@ -7,9 +7,10 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::fill::{Vars, fill_json, rename_outputs};
+use super::fill::{Vars, fill_json, rename_outputs, shield, unshield, unshield_json};
 use super::groups::inner_steps;
 use super::merge::step_over_template;
+use super::recursion;
 use crate::crd::Step;
 use crate::crd::{Parameter, ResolvedTemplate, Source, Template};
 use crate::fan_out;
@@ -49,6 +50,8 @@ pub(super) struct Expander<'a> {
     pub(super) problems: Vec<String>,
     /// The templates being expanded, outermost first: a call of one of them is a cycle.
     stack: Vec<String>,
+    /// Whether the call of each template of `stack` has a `when`.
+    guarded: Vec<bool>,
 }
 
 impl<'a> Expander<'a> {
@@ -63,12 +66,27 @@ impl<'a> Expander<'a> {
             workflow,
             problems: Vec::new(),
             stack: Vec::new(),
+            guarded: Vec::new(),
         }
     }
 
     /// The steps of one level (the workflow's `containers` or `onExit`, or a `dag`
     /// template's), calls expanded, `dependsOn` on a `dag` call rewired to its leaves. `at`
     /// prefixes the step names in problems (`linux/` inside the call `linux`).
+    /// [`Expander::level`] for the workflow's own steps (or exit steps), the outermost level:
+    /// the marks [`shield`] left on the references its calls pass are taken off, as no
+    /// renaming follows.
+    pub(super) fn top_level(&mut self, steps: &[Step], scope: Scope<'a>, vars: &Vars) -> Vec<Step> {
+        let mut out = self.level(steps, scope, vars, "");
+        // As `filled` does for every step: a JSON round trip, only for templated workflows.
+        for step in &mut out {
+            let mut value = serde_json::to_value(&*step).expect("a step serialises to JSON");
+            unshield_json(&mut value);
+            *step = serde_json::from_value(value).expect("an unshielded step reads back");
+        }
+        out
+    }
+
     pub(super) fn level(
         &mut self,
         steps: &[Step],
@@ -130,11 +148,20 @@ impl<'a> Expander<'a> {
             return Expanded::Refused;
         };
         if let Some(i) = self.stack.iter().position(|k| *k == key) {
-            let mut cycle = self.stack[i..].to_vec();
-            cycle.push(key);
-            return self.refuse(at, &name, format!("template cycle: {}", cycle.join(" -> ")));
+            let guarded = step.when.is_some() || self.guarded[i + 1..].iter().any(|g| *g);
+            match recursion::may_recurse(guarded, &self.stack, &key) {
+                Ok(true) => {}
+                Ok(false) => return Expanded::Step(Box::new(recursion::limit_step(&step, &key))),
+                Err(why) => {
+                    let mut cycle = self.stack[i..].to_vec();
+                    cycle.push(key);
+                    let cycle = cycle.join(" -> ");
+                    return self.refuse(at, &name, format!("template cycle: {cycle}: {why}"));
+                }
+            }
         }
         self.stack.push(key);
+        self.guarded.push(step.when.is_some());
         let expanded = match inner_steps(template) {
             None => self.container_call(step, template, inner_scope, at),
             Some(Ok(inner)) => self.dag_call(step, template, &inner, inner_scope, at),
@@ -145,6 +172,7 @@ impl<'a> Expander<'a> {
             ),
         };
         self.stack.pop();
+        self.guarded.pop();
         expanded
     }
 
@@ -242,12 +270,12 @@ pub(super) fn listed<'n>(what: &str, names: impl Iterator<Item = &'n str>) -> St
 
 impl<'a> Expander<'a> {
     /// The values of `template`'s inputs for the call `step` (with `item` when the call fans
-    /// out), as `inputs.parameters.NAME` forms beside the `workflow.*` ones; `None` after
-    /// recording what is missing or unknown.
+    /// out), as `inputs.parameters.NAME` forms beside the `workflow.*` ones, for the steps of a
+    /// `dag` callee when `inner`; `None` after recording what is missing or unknown.
     fn inputs(
         &mut self,
         step: &Step,
-        template: &Template,
+        (template, inner): (&Template, bool),
         item: Option<&Value>,
         at: &str,
     ) -> Option<Vars> {
@@ -293,6 +321,9 @@ impl<'a> Expander<'a> {
                     ),
                 );
             }
+            // A `dag` callee's steps are renamed under the call: the caller's references in
+            // the values must not be (`shield`). A container callee stays at the caller's level.
+            let value = if inner { shield(&value) } else { value };
             vars.insert(format!("inputs.parameters.{}", input.name), value);
         }
         ok.then_some(vars)
@@ -307,7 +338,7 @@ impl<'a> Expander<'a> {
         scope: Scope<'a>,
         at: &str,
     ) -> Expanded {
-        let Some(vars) = self.inputs(&call, template, None, at) else {
+        let Some(vars) = self.inputs(&call, (template, false), None, at) else {
             return Expanded::Refused;
         };
         let mut body = Value::Object(template.container.clone());
@@ -407,7 +438,7 @@ impl<'a> Expander<'a> {
         let mut expanded = Vec::new();
         let mut leaves = Vec::new();
         for (prefix, item) in runs {
-            let Some(vars) = self.inputs(&call, template, item.as_ref(), at) else {
+            let Some(vars) = self.inputs(&call, (template, true), item.as_ref(), at) else {
                 return Expanded::Refused;
             };
             let inner_at = format!("{at}{prefix}");
@@ -497,6 +528,7 @@ fn under(inner: Vec<Step>, prefix: &str, call: &Step) -> (Vec<Step>, Vec<String>
         .map(|step| {
             let mut value = serde_json::to_value(step).expect("a step serialises to JSON");
             rename_texts(&mut value, &rename);
+            unshield_json(&mut value);
             let mut step: Step = serde_json::from_value(value).expect("a renamed step reads back");
             step.step_name = format!("{prefix}{}", step.step_name);
             step.depends_on = if step.depends_on.is_empty() {
@@ -509,9 +541,10 @@ fn under(inner: Vec<Step>, prefix: &str, call: &Step) -> (Vec<Step>, Vec<String>
             };
             step.when = match (step.when.take(), call.when.as_deref()) {
                 (Some(own), Some(outer)) => {
-                    Some(format!("({outer}) && ({})", when::rename_steps(&own, &rename)).into())
+                    let own = unshield(&when::rename_steps(&own, &rename));
+                    Some(format!("({outer}) && ({own})").into())
                 }
-                (Some(own), None) => Some(when::rename_steps(&own, &rename).into()),
+                (Some(own), None) => Some(unshield(&when::rename_steps(&own, &rename)).into()),
                 (None, outer) => outer.map(Into::into),
             };
             step

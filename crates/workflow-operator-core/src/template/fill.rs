@@ -135,6 +135,36 @@ pub fn rename_outputs(text: &str, rename: &dyn Fn(&str) -> Option<String>) -> St
     out
 }
 
+/// Marks the step references in `value`, a caller's argument, as the caller's: the callee's
+/// steps are renamed under the call after its inputs are filled, and a reference of the
+/// caller's to its own step `X` must not become one to the callee's step of the same name
+/// (a recursive call passes `{{steps.X.outputs.result}}` to a template that has an `X`).
+/// [`unshield_json`] and [`unshield`] take the mark off once the callee is renamed.
+pub fn shield(value: &str) -> String {
+    if !value.contains("steps") && !value.contains("tasks") {
+        return value.to_string();
+    }
+    value
+        .replace("steps.", "steps\u{1}.")
+        .replace("steps[", "steps\u{1}[")
+        .replace("tasks.", "tasks\u{1}.")
+}
+
+/// `text` without [`shield`]'s marks.
+pub fn unshield(text: &str) -> String {
+    text.replace('\u{1}', "")
+}
+
+/// Every string of `value` without [`shield`]'s marks.
+pub fn unshield_json(value: &mut Value) {
+    match value {
+        Value::String(s) if s.contains('\u{1}') => *s = unshield(s),
+        Value::Array(list) => list.iter_mut().for_each(unshield_json),
+        Value::Object(map) => map.values_mut().for_each(unshield_json),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,6 +41,12 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         init_containers,
         sidecars,
         interactive,
+        suspend,
+        fail,
+        node_selector,
+        tolerations,
+        affinity,
+        pod_spec_patch,
     } = call;
     Step {
         step_name,
@@ -80,6 +86,12 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         init_containers: init_containers.or(template.init_containers),
         sidecars: sidecars.or(template.sidecars),
         interactive: interactive.or(template.interactive),
+        suspend: suspend.or(template.suspend),
+        fail: fail.or(template.fail),
+        node_selector: node_selector.or(template.node_selector),
+        tolerations: tolerations.or(template.tolerations),
+        affinity: affinity.or(template.affinity),
+        pod_spec_patch: pod_spec_patch.or(template.pod_spec_patch),
     }
 }
 

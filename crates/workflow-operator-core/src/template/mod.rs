@@ -16,15 +16,21 @@
 //! - `expand`: calls made steps, `dag` templates made named steps.
 //! - `groups`: the steps of a `dag` or Argo's `steps` template, read as steps.
 //! - `numbers`: numbers written as text (Argo's `limit: "3"`, a parameter), filled and checked.
+//! - `recursion`: a template calling itself under a `when`, unrolled to a depth limit.
 
 mod expand;
 mod fill;
 mod groups;
 mod merge;
 mod numbers;
+pub mod recursion;
 
 #[cfg(test)]
 mod steps_tests;
+
+#[cfg(test)]
+mod recursion_tests;
+
 #[cfg(test)]
 mod tests;
 
@@ -251,8 +257,8 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
         origin: spec.origin,
         templates: &spec.spec.templates,
     };
-    let containers = expander.level(&spec.spec.containers, scope, &vars, "");
-    let on_exit = expander.level(&spec.spec.on_exit, scope, &vars, "");
+    let containers = expander.top_level(&spec.spec.containers, scope, &vars);
+    let on_exit = expander.top_level(&spec.spec.on_exit, scope, &vars);
     problems.append(&mut expander.problems);
     problems.extend(plain_problems(&containers, &on_exit));
     problems.extend(numbers::spec_problems(&spec.spec));
@@ -387,13 +393,15 @@ fn parameters(
 fn plain_problems(containers: &[Step], on_exit: &[Step]) -> Vec<String> {
     let mut problems = Vec::new();
     for step in containers.iter().chain(on_exit) {
-        if step.image.is_empty() {
+        if step.image.is_empty() && step.suspend.is_none() && step.fail.is_none() {
             problems.push(format!(
                 "step {:?}: image: required (or call a template that gives one)",
                 step.step_name
             ));
         }
         problems.extend(numbers::step_problems(step));
+        problems.extend(crate::crd::suspend::problems(step));
+        problems.extend(crate::crd::step_pod::problems(step));
         if step_strings(step).all(|s| !s.contains("{{")) {
             continue;
         }

@@ -1,0 +1,75 @@
+//! Argo's per-template pod settings and `withSequence.format` end to end on the embedded
+//! control plane, written in Argo's YAML and submitted as it is: a `podSpecPatch` adding an
+//! environment variable to Argo's `main` container, a template's `tolerations` on its pod,
+//! and a sequence's items written with a format.
+
+use std::io::Write as _;
+
+use rstest::rstest;
+
+use crate::support;
+
+use support::{Operator, operator, step_of};
+
+const ARGO: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: pods
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      steps:
+        - - name: patched
+            template: patched
+          - name: shard
+            template: shard
+            arguments: {parameters: [{name: n, value: "{{item}}"}]}
+            withSequence: {start: "8", count: "3", format: "shard-%02d"}
+    - name: patched
+      tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}]
+      podSpecPatch: '{"containers": [{"name": "main", "env": [{"name": "COLOUR", "value": "teal"}]}]}'
+      container:
+        image: alpine:3.20
+        command: [sh, -c, 'echo "colour $COLOUR"']
+    - name: shard
+      inputs: {parameters: [{name: n}]}
+      container:
+        image: alpine:3.20
+        command: [echo, "{{inputs.parameters.n}}"]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn a_pod_spec_patch_tolerations_and_a_sequence_format_reach_the_pods(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    file.write_all(ARGO.as_bytes()).unwrap();
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    ns.expect_completed("pods").await;
+    let jobs = ns.jobs_of("pods").await;
+    let patched = (jobs.iter())
+        .find(|j| step_of(j) == Some("patched"))
+        .expect("a Job ran patched");
+    assert_eq!(ns.job_log(patched).await.trim(), "colour teal");
+    let pod = patched
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    let tolerations: Vec<_> = (pod.tolerations.iter().flatten())
+        .filter_map(|t| t.key.as_deref())
+        .collect();
+    assert_eq!(tolerations, ["gpu"]);
+    let mut shards = Vec::new();
+    for job in jobs.iter().filter(|j| step_of(j) == Some("shard")) {
+        shards.push(ns.job_log(job).await.trim().to_string());
+    }
+    shards.sort();
+    assert_eq!(shards, ["shard-08", "shard-09", "shard-10"]);
+}
