@@ -158,8 +158,9 @@ pub async fn dev(args: DevArgs) -> ExitCode {
     }
 }
 
-async fn run_dev(args: DevArgs) -> Result<ExitCode> {
-    let cluster = DevCluster::start(DevClusterOptions {
+/// The embedded control plane `dev`'s arguments ask for.
+async fn start_cluster(args: &DevArgs) -> Result<DevCluster> {
+    DevCluster::start(DevClusterOptions {
         port: args.port,
         kubeconfig: args.kubeconfig.clone(),
         pods: args.pods,
@@ -173,7 +174,11 @@ async fn run_dev(args: DevArgs) -> Result<ExitCode> {
         ..Default::default()
     })
     .await
-    .context("starting the embedded control plane")?;
+    .context("starting the embedded control plane")
+}
+
+async fn run_dev(args: DevArgs) -> Result<ExitCode> {
+    let cluster = start_cluster(&args).await?;
     cluster.faults().set(FaultConfig {
         error_rates: args.fail.clone(),
         latency: Duration::from_millis(args.latency_ms.unwrap_or(0)),

@@ -212,20 +212,7 @@ async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Res
     };
     let options = operator_options(&args, mirror, &metrics)?;
     if args.shards > 1 {
-        let sharding = crate::shards::ShardOptions {
-            shards: args.shards,
-            namespace: args.leader_election_namespace.clone(),
-            group: args.leader_election_lease.clone(),
-            identity: identity(&args),
-            lease_duration: Duration::from_secs(args.lease_duration.max(1)),
-        };
-        tracing::info!(shards = args.shards, identity = %sharding.identity, "sharing the work by shards");
-        // The web view shows every shard's workflows: its mirrors follow watches of their own.
-        let _web_watches = options
-            .mirror
-            .clone()
-            .map(|mirror| follow_all(mirror, &client, args.namespace.as_deref()));
-        crate::shards::run_sharded(client, options, sharding, readiness, shutdown).await?;
+        run_shards(&args, client, options, readiness, shutdown).await?;
         return Ok(ExitCode::SUCCESS);
     }
     // A replica running the operator is ready only once its caches hold the initial listings:
@@ -274,6 +261,30 @@ async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Res
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// `run --shards S` with S above 1: this replica's share of the work, until `shutdown`.
+async fn run_shards(
+    args: &RunArgs,
+    client: kube::Client,
+    options: OperatorOptions,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let sharding = crate::shards::ShardOptions {
+        shards: args.shards,
+        namespace: args.leader_election_namespace.clone(),
+        group: args.leader_election_lease.clone(),
+        identity: identity(args),
+        lease_duration: Duration::from_secs(args.lease_duration.max(1)),
+    };
+    tracing::info!(shards = args.shards, identity = %sharding.identity, "sharing the work by shards");
+    // The web view shows every shard's workflows: its mirrors follow watches of their own.
+    let _web_watches = options
+        .mirror
+        .clone()
+        .map(|mirror| follow_all(mirror, &client, args.namespace.as_deref()));
+    crate::shards::run_sharded(client, options, sharding, readiness, shutdown).await
 }
 
 /// Fills `mirror` from watches of every WorkFlow and CronWorkFlow (in `namespace`, else all),

@@ -217,8 +217,15 @@ struct Inner {
     cached_workflows: Gauge,
 }
 
-/// The metrics of `run --shards`: shards held, which ones, and the workflows cached.
-fn register_shards(registry: &mut Registry) -> (Gauge, Family<ShardLabels, Gauge>, Gauge) {
+/// The metrics of who works what: the leader Lease, and with `run --shards` the shards held,
+/// which ones, and the workflows cached.
+fn register_shards(registry: &mut Registry) -> (Gauge, Gauge, Family<ShardLabels, Gauge>, Gauge) {
+    let leader = Gauge::default();
+    registry.register(
+        "leader",
+        "1 while this replica holds the leader Lease, else 0",
+        leader.clone(),
+    );
     let shards_held = Gauge::default();
     registry.register(
         "shards_held",
@@ -237,7 +244,7 @@ fn register_shards(registry: &mut Registry) -> (Gauge, Family<ShardLabels, Gauge
         "Workflows in this replica's cache now (those of the shards it holds)",
         cached_workflows.clone(),
     );
-    (shards_held, shard_held, cached_workflows)
+    (leader, shards_held, shard_held, cached_workflows)
 }
 
 /// The operator's metrics. Cheap to clone (one `Arc`); every clone records into the same
@@ -351,13 +358,7 @@ impl Metrics {
             drop(steps_finished.get_or_create(&labels));
             drop(step_duration.get_or_create(&labels));
         }
-        let (shards_held, shard_held, cached_workflows) = register_shards(&mut registry);
-        let leader = Gauge::default();
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader Lease, else 0",
-            leader.clone(),
-        );
+        let (leader, shards_held, shard_held, cached_workflows) = register_shards(&mut registry);
         Self {
             inner: Arc::new(Inner {
                 registry,
