@@ -22,7 +22,7 @@ use kube_devcluster::testing::eventually;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rstest::rstest;
-use support::{JobRecorder, Operator, Shape, check_outcome, namespace, retrying};
+use support::{JobRecorder, Operator, Shape, assert_ended_as_expected, namespace, retrying};
 use tokio_util::sync::CancellationToken;
 use workflow_operator_core::crd::WorkFlowTrigger;
 use workflow_operator_core::shards::LABEL_SHARD;
@@ -64,20 +64,8 @@ async fn three_replicas_one_killed_and_a_fourth_joining_share_six_shards_and_run
     replicas.push(fourth);
 
     let expected: Vec<_> = first.into_iter().chain(second).collect();
-    let finished = join_all(
-        expected
-            .iter()
-            .map(|(name, _)| ns.wait_terminal_within(name, Duration::from_secs(300))),
-    )
-    .await;
-    recorder.catch_up(&ns).await;
-    let wrong: Vec<String> = finished
-        .iter()
-        .zip(&expected)
-        .filter_map(|(workflow, (_, outcome))| check_outcome(workflow, outcome, &recorder))
-        .collect();
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    let jobs = recorder.assert_no_step_ran_twice(&BTreeMap::new());
+    let limit = Duration::from_secs(300);
+    let jobs = assert_ended_as_expected(&recorder, &ns, &expected, limit).await;
     sampler
         .wait_spread("the live replicas to share the shards", &[1, 2, 3])
         .await;
@@ -168,20 +156,8 @@ async fn three_replicas_under_kills_and_api_faults_run_every_step_once(
     }
     let expected = submitting.await.expect("every workflow submitted");
     faults.clear();
-    let finished = join_all(
-        expected
-            .iter()
-            .map(|(name, _)| ns.wait_terminal_within(name, Duration::from_secs(300))),
-    )
-    .await;
-    recorder.catch_up(&ns).await;
-    let wrong: Vec<String> = finished
-        .iter()
-        .zip(&expected)
-        .filter_map(|(workflow, (_, outcome))| check_outcome(workflow, outcome, &recorder))
-        .collect();
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    let jobs = recorder.assert_no_step_ran_twice(&BTreeMap::new());
+    let limit = Duration::from_secs(300);
+    let jobs = assert_ended_as_expected(&recorder, &ns, &expected, limit).await;
     let report = sampler.stop();
     assert!(
         report.overlaps.is_empty(),

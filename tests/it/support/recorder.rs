@@ -399,6 +399,30 @@ impl Shape {
     }
 }
 
+/// Waits (up to `limit` each) for every workflow of `expected` to end, then asserts that each
+/// ended as expected ([`check_outcome`]) and that no step ran twice; the Jobs checked.
+pub async fn assert_ended_as_expected(
+    recorder: &JobRecorder,
+    ns: &Namespace,
+    expected: &[(String, Expected)],
+    limit: Duration,
+) -> usize {
+    let finished = futures::future::join_all(
+        expected
+            .iter()
+            .map(|(name, _)| ns.wait_terminal_within(name, limit)),
+    )
+    .await;
+    recorder.catch_up(ns).await;
+    let wrong: Vec<String> = finished
+        .iter()
+        .zip(expected)
+        .filter_map(|(workflow, (_, outcome))| check_outcome(workflow, outcome, recorder))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    recorder.assert_no_step_ran_twice(&BTreeMap::new())
+}
+
 /// Checks that `workflow` ended as `expected` (and, through the recorder, that the steps that
 /// must never start got no Job). Returns a description of what is wrong, if anything.
 pub fn check_outcome(
