@@ -43,8 +43,8 @@ test-python: tools ## the Python SDK's lint (ruff, mypy --strict) and tests, on 
 	$(CARGO) build --bin workflow-operator --bin workflow-agent
 	@$(PYTHON_CHECKS)
 
-test-slow: tools ## the slow reliability tests: 20 operator kills during 50 workflows; a 5,000-step workflow
-	$(CARGO) test --test it -- --ignored --nocapture reliability_crash:: reliability_awkward_input::
+test-slow: tools ## the slow reliability tests: 20 operator kills during 50 workflows; a 5,000-step workflow; replicas sharing shards through kills and faults
+	$(CARGO) test --test it -- --ignored --nocapture reliability_crash:: reliability_awkward_input:: shards::
 
 lint: lint-source clippy lint-docs ## rustfmt, clippy and rustdoc, warnings are errors; no module import circle, no function over 120 lines, no stale pointer
 
