@@ -73,7 +73,13 @@ pub fn tick(cron: &CronWorkFlow, runs: &[Run], now: Timestamp) -> Tick {
         Ok(schedule) => schedule,
         Err(problems) => {
             let message = problems.join("; ");
-            status.conditions = vec![ready(false, "InvalidSchedule", &message, now, &old)];
+            status.conditions = vec![ready(
+                false,
+                "InvalidSchedule",
+                &message,
+                now,
+                &old.conditions,
+            )];
             status.next_schedule_time = None;
             tick.status = (status != old).then_some(status);
             return tick;
@@ -189,9 +195,15 @@ fn due_now(
 fn readiness(problems: &[String], now: Timestamp, old: &CronWorkFlowStatus) -> Condition {
     if problems.is_empty() {
         let message = "the schedule parses; runs start on time";
-        ready(true, "Scheduled", message, now, old)
+        ready(true, "Scheduled", message, now, &old.conditions)
     } else {
-        ready(false, INVALID_WORKFLOW_SPEC, &problems.join("; "), now, old)
+        ready(
+            false,
+            INVALID_WORKFLOW_SPEC,
+            &problems.join("; "),
+            now,
+            &old.conditions,
+        )
     }
 }
 
@@ -334,17 +346,17 @@ fn active_after(cron: &CronWorkFlow, runs: &[Run], tick: &Tick) -> Vec<RunRef> {
     active.into_iter().map(|(_, r)| r).collect()
 }
 
-/// The `Ready` condition, keeping its transition time while its status stays.
-fn ready(
+/// The `Ready` condition of a CronWorkFlow or a WorkFlowTrigger whose conditions were `old`,
+/// keeping its transition time while its status stays.
+pub(crate) fn ready(
     ok: bool,
     reason: &str,
     message: &str,
     now: Timestamp,
-    old: &CronWorkFlowStatus,
+    old: &[Condition],
 ) -> Condition {
     let status = if ok { "True" } else { "False" };
     let since = old
-        .conditions
         .iter()
         .find(|c| c.type_ == CONDITION_READY && c.status == status)
         .map_or(Time(now), |c| c.last_transition_time.clone());

@@ -2,12 +2,12 @@
 //! its runs as they exist: pure, like a CronWorkFlow's tick, so a restarted operator decides
 //! the same.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{problems, source_of};
 use crate::crd::{WorkFlowTrigger, WorkFlowTriggerStatus};
-use crate::cron::plan::{Run, beyond_limits};
+use crate::cron::plan::{Run, beyond_limits, ready};
 
 /// The condition type saying whether deliveries can start runs.
 pub const CONDITION_READY: &str = "Ready";
@@ -36,8 +36,14 @@ pub fn follow(trigger: &WorkFlowTrigger, runs: &[Run], now: Timestamp) -> Follow
     active.sort_by(|a, b| (a.scheduled, &a.name).cmp(&(b.scheduled, &b.name)));
     let problems = problems(trigger);
     let condition = match problems.is_empty() {
-        true => ready(true, "Ready", "deliveries start runs", now, &old),
-        false => ready(false, "InvalidTrigger", &problems.join("; "), now, &old),
+        true => ready(true, "Ready", "deliveries start runs", now, &old.conditions),
+        false => ready(
+            false,
+            "InvalidTrigger",
+            &problems.join("; "),
+            now,
+            &old.conditions,
+        ),
     };
     let status = WorkFlowTriggerStatus {
         source: Some(source_of(trigger)),
@@ -55,29 +61,5 @@ pub fn follow(trigger: &WorkFlowTrigger, runs: &[Run], now: Timestamp) -> Follow
     Follow {
         delete,
         status: (status != old).then_some(status),
-    }
-}
-
-/// The `Ready` condition, keeping its transition time while its status stays.
-fn ready(
-    ok: bool,
-    reason: &str,
-    message: &str,
-    now: Timestamp,
-    old: &WorkFlowTriggerStatus,
-) -> Condition {
-    let status = if ok { "True" } else { "False" };
-    let since = old
-        .conditions
-        .iter()
-        .find(|c| c.type_ == CONDITION_READY && c.status == status)
-        .map_or(Time(now), |c| c.last_transition_time.clone());
-    Condition {
-        type_: CONDITION_READY.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: message.into(),
-        last_transition_time: since,
-        observed_generation: None,
     }
 }
