@@ -66,7 +66,8 @@ use workflow_operator::controllers::workflow::operator::{
 };
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::jobs::{
-    ANNOTATION_STEP, ANNOTATION_WORKFLOW, LABEL_ITEM, LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
+    ANNOTATION_STEP, ANNOTATION_WORKFLOW, LABEL_ATTEMPT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN,
+    LABEL_RUN_INDEX,
 };
 use workflow_operator_core::lifecycle::Phase;
 use workflow_operator_core::testing::WorkFlowBuilder;

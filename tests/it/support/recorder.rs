@@ -16,6 +16,9 @@ pub struct JobRecord {
     pub run: String,
     /// Label `workflow.crd.com/retry` (`0` when absent).
     pub retry: String,
+    /// Label `workflow.crd.com/attempt`: the step's attempt under a `retryStrategy` (`0` when
+    /// absent).
+    pub attempt: String,
     /// Which of the step's instances: `RUN_INDEX/ITEM` from the labels `workflow.crd.com/run-index`
     /// (`spec.runs`) and `workflow.crd.com/item` (a step that fans out), each empty when absent.
     pub instance: String,
@@ -193,36 +196,37 @@ impl JobRecorder {
         }
     }
 
-    /// Checks that no step ran twice: per workflow, step, instance (run index and item), run and
-    /// retry at most one Job, and per Job at most `1 + retries` pods (`retries` of the step, by
+    /// Checks that no step ran twice: per workflow, step, instance (run index and item), run,
+    /// retry and attempt at most one Job, and per Job at most `1 + retries` pods (`retries` of the step, by
     /// Job uid: 0 unless listed). Returns the number of Jobs checked.
     ///
     /// # Panics
     /// Listing every duplicate.
     pub fn assert_no_step_ran_twice(&self, retries: &BTreeMap<(String, String), usize>) -> usize {
         let jobs = self.jobs();
-        let mut per_step: BTreeMap<(&str, &str, &str, &str, &str), Vec<&JobRecord>> =
-            BTreeMap::new();
+        type Attempt<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, &'a str);
+        let mut per_attempt: BTreeMap<Attempt, Vec<&JobRecord>> = BTreeMap::new();
         for job in &jobs {
-            per_step
+            per_attempt
                 .entry((
                     &job.workflow,
                     &job.step,
                     &job.instance,
                     &job.run,
                     &job.retry,
+                    &job.attempt,
                 ))
                 .or_default()
                 .push(job);
         }
-        let mut duplicates: Vec<String> = per_step
+        let mut duplicates: Vec<String> = per_attempt
             .iter()
             .filter(|(_, jobs)| jobs.len() > 1)
-            .map(|((wf, step, instance, run, retry), jobs)| {
+            .map(|((wf, step, instance, run, retry, attempt), jobs)| {
                 let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
                 format!(
-                    "workflow {wf} step {step} instance {instance} run {run} retry {retry}: {} \
-                     jobs {names:?}",
+                    "workflow {wf} step {step} instance {instance} run {run} retry {retry} \
+                     attempt {attempt}: {} jobs {names:?}",
                     jobs.len()
                 )
             })
@@ -270,6 +274,11 @@ fn record_job(jobs: &mut BTreeMap<String, JobRecord>, job: &Job, seq: u64, delet
             .get(LABEL_RETRY)
             .cloned()
             .unwrap_or_else(|| "0".into()),
+        attempt: job
+            .labels()
+            .get(LABEL_ATTEMPT)
+            .cloned()
+            .unwrap_or_else(|| "0".into()),
         instance: {
             let label = |key| job.labels().get(key).cloned().unwrap_or_default();
             format!("{}/{}", label(LABEL_RUN_INDEX), label(LABEL_ITEM))
@@ -303,6 +312,9 @@ fn record_pod(pods: &mut BTreeMap<String, (String, bool)>, pod: &Pod, deleted: b
 pub enum Expected {
     /// Completed, every step executed.
     Completed,
+    /// Completed, every step executed, this step on its second attempt (`retryStrategy`): the
+    /// recorder saw its attempts 0 and 1.
+    CompletedOnRetry { step: String },
     /// Failed with the message naming this step; the listed steps never got a Job.
     Failed {
         step: String,
@@ -325,16 +337,19 @@ pub enum Shape {
     Failing,
     /// a -> slow (sleeps past its 1 s timeout) -> after: Failed naming `slow`.
     TimingOut,
+    /// a -> flaky (fails its first attempt, a `retryStrategy` retries it) -> after: Completed.
+    Retrying,
 }
 
 impl Shape {
-    pub const ALL: [Shape; 6] = [
+    pub const ALL: [Shape; 7] = [
         Shape::Chain,
         Shape::Diamond,
         Shape::FanOutIn,
         Shape::Independent,
         Shape::Failing,
         Shape::TimingOut,
+        Shape::Retrying,
     ];
 
     /// The workflow `name` of this shape whose steps each take about `step_secs` seconds.
@@ -395,6 +410,22 @@ impl Shape {
                     },
                 )
             }
+            Shape::Retrying => {
+                let w = sleep(w, "a", &[]);
+                let fails_first = format!(
+                    "echo flaky {{{{retries}}}}; sleep {step_secs}; test {{{{retries}}}} -ge 1"
+                );
+                let w = w
+                    .step("flaky", &["a"])
+                    .command(&["sh", "-c", &fails_first])
+                    .retry_strategy("limit: 2");
+                (
+                    sleep(w, "after", &["flaky"]),
+                    Expected::CompletedOnRetry {
+                        step: "flaky".into(),
+                    },
+                )
+            }
         }
     }
 }
@@ -438,12 +469,24 @@ pub fn check_outcome(
         .map(|s| s.step_name.clone())
         .collect();
     match expected {
-        Expected::Completed => {
+        Expected::Completed | Expected::CompletedOnRetry { .. } => {
             if phase(workflow) != Some(Phase::Completed) || executed(workflow) != all {
                 return Some(format!(
                     "{name}: expected Completed with every step executed; {}",
                     describe_status(workflow)
                 ));
+            }
+            if let Expected::CompletedOnRetry { step } = expected {
+                let attempts: BTreeSet<String> = recorder
+                    .jobs_of(&name, step)
+                    .into_iter()
+                    .map(|job| job.attempt)
+                    .collect();
+                if attempts != BTreeSet::from(["0".to_string(), "1".to_string()]) {
+                    return Some(format!(
+                        "{name}: expected step {step} to run attempts 0 and 1, saw {attempts:?}"
+                    ));
+                }
             }
         }
         Expected::Failed {
