@@ -244,9 +244,6 @@ impl ShardWork {
         let mirrors = Mirrors::new();
         let mut options = self.options.clone();
         options.mirror = Some(mirrors.clone());
-        // `--concurrency` is the replica's: its shards share it.
-        let shards_here = self.book.target.load(Ordering::Acquire).max(1) as usize;
-        options.concurrency = options.concurrency.div_ceil(shards_here);
         self.set_held(Some((monitor.clone(), mirrors)));
         tracing::info!(shard = self.shard, "working the shard");
         let ran = operator::run_shard(

@@ -38,7 +38,8 @@
 //!   cause: create, update, delete, resume, timer or child event (child events are queued in
 //!   the parent's queue). Events arriving meanwhile are queued and coalesced.
 //! - **Bounded parallelism.** At most [`OperatorConfig::concurrency`] objects are processed at
-//!   once, across all resource types.
+//!   once, across all resource types; operators given the same [`Slots`]
+//!   ([`Operator::with_slots`]) share one such bound.
 //! - **Work under way first.** Objects handled before are served before new ones, and new
 //!   objects are taken in only as fast as the API server echoes the framework's writes
 //!   ([`intake`]), so a burst of new objects cannot make the watches of the others fall
@@ -131,7 +132,8 @@ pub struct OperatorConfig {
     /// by the API server, so the others are never sent or cached); `None` watches all. Children
     /// keep their own selectors ([`Children::labels`]).
     pub labels: Option<String>,
-    /// Objects processed at once, across all resource types.
+    /// Objects processed at once, across all resource types (the operator's own slots; see
+    /// [`Operator::with_slots`] for slots shared with other operators).
     pub concurrency: usize,
     /// How long a worker on a never-handled object counts against the intake window
     /// ([`intake`]): one slower than this (a handler waiting on something) no longer holds
@@ -304,6 +306,29 @@ pub struct Operator {
     config: OperatorConfig,
     reactors: Vec<Reactor>,
     monitor: Monitor,
+    slots: Option<Slots>,
+}
+
+/// Worker slots several [`Operator`]s of one process share: at most this many objects are
+/// processed at once across all of them, each taking a free slot when it has work (first come,
+/// first served). Without it each operator has its own [`OperatorConfig::concurrency`] slots,
+/// so operators that split one budget between them each get a fixed part of it, idle or not.
+/// Cheap to clone; clones share the slots.
+#[derive(Clone, Debug)]
+pub struct Slots {
+    semaphore: Arc<Semaphore>,
+    count: usize,
+}
+
+impl Slots {
+    /// `count` slots (at least one).
+    pub fn new(count: usize) -> Self {
+        let count = count.max(1);
+        Self {
+            semaphore: Arc::new(Semaphore::new(count)),
+            count,
+        }
+    }
 }
 
 impl Operator {
@@ -313,7 +338,16 @@ impl Operator {
             config,
             reactors: Vec::new(),
             monitor: Monitor::new(),
+            slots: None,
         }
+    }
+
+    /// Processes objects in `slots` shared with other operators, instead of
+    /// [`OperatorConfig::concurrency`] slots of its own.
+    #[must_use]
+    pub fn with_slots(mut self, slots: Slots) -> Self {
+        self.slots = Some(slots);
+        self
     }
 
     /// Reports to `monitor` while running (see [`Monitor`]); keep a clone to read it.
@@ -349,7 +383,9 @@ impl Operator {
                 },
             ),
             client: self.client,
-            semaphore: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
+            slots: self
+                .slots
+                .unwrap_or_else(|| Slots::new(self.config.concurrency)),
             config: Arc::new(self.config),
             shutdown: token.clone(),
             monitor: self.monitor.clone(),

@@ -20,7 +20,7 @@ use super::lock_book::LockBook;
 use super::shared::{ControllerState, FIELD_MANAGER, OPERATOR_NAME};
 use super::step_queue::{StepQueue, WAKE_CHECK};
 use crate::telemetry::metrics::Metrics;
-use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig};
+use kube_kopf::{Children, Mirror, Monitor, Operator, OperatorConfig, Slots};
 use workflow_operator_core::agent::AgentSource;
 use workflow_operator_core::crd::{
     ArtifactRepository, ClusterWorkFlowTemplate, CronWorkFlow, WorkFlow, WorkFlowTemplate,
@@ -161,6 +161,9 @@ pub async fn run_monitored(
 pub struct ReplicaServices {
     step_queue: Option<Arc<StepQueue>>,
     locks: Arc<LockBook>,
+    /// `--concurrency`: the replica's, shared by its shards as their work comes (a fixed part
+    /// each would leave a busy shard's workflows waiting beside idle slots).
+    slots: Slots,
     _watches: Vec<AbortOnDrop>,
 }
 
@@ -189,6 +192,7 @@ impl ReplicaServices {
         Self {
             step_queue,
             locks,
+            slots: Slots::new(options.concurrency),
             _watches: watches,
         }
     }
@@ -244,6 +248,7 @@ pub async fn run_shard(
     };
     Operator::new(client, config)
         .with_monitor(monitor)
+        .with_slots(services.slots.clone())
         .resource::<WorkFlow>(|r| {
             let r = match &options.mirror {
                 Some(mirrors) => r.mirror_to(&mirrors.workflows),

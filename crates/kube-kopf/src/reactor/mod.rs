@@ -45,7 +45,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, ResourceExt};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -82,7 +82,7 @@ type Due<'a, K> = (&'a Handler<K>, String, Option<Arc<[Change]>>);
 pub(crate) struct Env {
     pub client: Client,
     pub config: Arc<OperatorConfig>,
-    pub semaphore: Arc<Semaphore>,
+    pub slots: crate::Slots,
     pub recorder: crate::events::Publisher,
     pub shutdown: CancellationToken,
     pub monitor: Monitor,
@@ -107,7 +107,8 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     }
     let (tx, rx) = mpsc::unbounded_channel::<Msg<K>>();
     let mut background = JoinSet::new();
-    let window = IntakeWindow::new(config.concurrency, Instant::now());
+    // New objects may fill every slot the operator may use, its own or shared.
+    let window = IntakeWindow::new(env.slots.count, Instant::now());
     env.monitor.set_intake_window(window.limit());
     let intake = Arc::new(Mutex::new(Intake {
         window,
@@ -343,7 +344,7 @@ async fn serve<K: Watched>(
             biased;
             () = env.shutdown.cancelled() => break,
             // Before everything else, so that a busy watch never holds up a free worker.
-            permit = env.semaphore.clone().acquire_owned(), if queues.waiting() => {
+            permit = env.slots.semaphore.clone().acquire_owned(), if queues.waiting() => {
                 if let Ok(permit) = permit {
                     queues.admit(permit);
                 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt, stream};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube_kopf::{Context, HandlerResult, Monitor, Operator};
+use kube_kopf::{Context, HandlerResult, Monitor, Operator, Slots};
 use serde_json::json;
 
 use crate::common::*;
@@ -290,4 +290,76 @@ async fn new_objects_start_one_at_a_time_until_the_watch_echoes_a_write() {
         })
         .await;
     running.stop().await;
+}
+
+/// Operators given the same [`Slots`] share them: together they never process more objects at
+/// once than there are slots, and one with work may use slots the other leaves free, however
+/// small its own `concurrency` (the way a replica's shards share its `--concurrency`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_sharing_slots_stay_within_them_together_and_a_busy_one_uses_the_free_ones() {
+    const SLOTS: usize = 4;
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let all = Probe::new();
+    let busy = Probe::new();
+    let handler = |own: &Arc<Probe>| {
+        let (all, own) = (all.clone(), own.clone());
+        move |ctx: Context<Widget>| {
+            let (all, own) = (all.clone(), own.clone());
+            async move {
+                let _all = all.enter(&ctx);
+                let _own = own.enter(&ctx);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                HandlerResult::Ok(())
+            }
+            .boxed()
+        }
+    };
+    let slots = Slots::new(SLOTS);
+    let operator = |part: &str, probe: &Arc<Probe>| {
+        let mut config = config();
+        // Alone, each would process one object at a time.
+        config.concurrency = 1;
+        config.labels = Some(format!("part={part}"));
+        start(
+            Operator::new(client.clone(), config)
+                .with_slots(slots.clone())
+                .resource::<Widget>(|r| r.on_create("create", handler(probe))),
+        )
+    };
+    let quiet = Probe::new();
+    let running = [operator("busy", &busy), operator("quiet", &quiet)];
+    let names: Vec<(String, &str)> = (0..300)
+        .map(|i| (format!("b{i:03}"), "busy"))
+        .chain((0..20).map(|i| (format!("q{i:03}"), "quiet")))
+        .collect();
+    stream::iter(&names)
+        .for_each_concurrent(32, |(name, part)| {
+            let api = api.clone();
+            async move {
+                let mut object = widget(name, 1);
+                object.labels_mut().insert("part".into(), part.to_string());
+                api.create(&PostParams::default(), &object)
+                    .await
+                    .expect("create");
+            }
+        })
+        .await;
+    all.wait("every create", Duration::from_secs(120), |p| {
+        p.per_object("create").len() == names.len()
+    })
+    .await;
+    for running in running {
+        running.stop().await;
+    }
+    assert!(
+        all.max_in_flight() <= SLOTS,
+        "at most {SLOTS} at once across both: {}",
+        all.max_in_flight()
+    );
+    assert!(
+        busy.max_in_flight() > 1,
+        "the busy operator used the shared slots, not only its own one: {}",
+        busy.max_in_flight()
+    );
 }
