@@ -29,7 +29,7 @@ pub struct RunArgs {
     #[arg(long, short = 'n', env = "WATCH_NAMESPACE")]
     namespace: Option<String>,
     /// Handlers run at once, over all workflows (one at a time per workflow); with `--shards`,
-    /// over this replica's shards, each given its share.
+    /// over this replica's shards, shared among them as their work comes.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
     /// Do not post the Events naming the steps started and succeeded (one per status write;
