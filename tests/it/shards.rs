@@ -25,7 +25,8 @@ use rstest::rstest;
 use support::{JobRecorder, Operator, Shape, assert_ended_as_expected, namespace, retrying};
 use tokio_util::sync::CancellationToken;
 use workflow_operator_core::crd::WorkFlowTrigger;
-use workflow_operator_core::shards::LABEL_SHARD;
+use workflow_operator_core::labels::LABEL_WORKFLOW;
+use workflow_operator_core::shards::{self, LABEL_SHARD};
 
 const SHARDS: u32 = 6;
 const LEASE_SECONDS: u32 = 3;
@@ -281,6 +282,77 @@ async fn a_triggers_runs_live_in_its_shard_and_its_status_counts_them(
     )
     .await;
     sampler.stop();
+}
+
+/// The upgrade from one unsharded operator: its workflows are under way, with Jobs that carry
+/// no shard label, when it is SIGKILLed and two sharded replicas start. Each workflow and each
+/// of its Jobs is stamped with the workflow's shard, every workflow ends as its shape says, and
+/// no step runs twice (the unlabelled Jobs are followed, not created again).
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflows_under_way_when_an_unsharded_operator_gives_way_to_replicas_finish_in_their_shards(
+    #[future(awt)] namespace: support::Namespace,
+) {
+    skip_on_real_cluster!("starts and kills the operator's processes");
+    let ns = namespace;
+    let recorder = JobRecorder::start(&ns).await;
+    let handle = support::Namespace {
+        cluster: ns.cluster.clone(),
+        name: ns.name.clone(),
+    };
+    let mut unsharded = Operator::process_with_args(handle, &[]);
+    let expected = submit(&ns, 0..12).await;
+    eventually(
+        "every workflow to have a Job",
+        Duration::from_secs(60),
+        || async {
+            let jobs = recorder.jobs();
+            expected
+                .iter()
+                .all(|(name, _)| jobs.iter().any(|job| &job.workflow == name))
+                .then_some(())
+        },
+    )
+    .await;
+    unsharded.kill().await;
+    let unlabelled: Vec<String> = ns
+        .jobs()
+        .list(&Default::default())
+        .await
+        .expect("list Jobs")
+        .items
+        .iter()
+        .filter(|job| !job.labels().contains_key(LABEL_SHARD))
+        .map(|job| job.name_any())
+        .collect();
+    assert!(
+        !unlabelled.is_empty(),
+        "the unsharded operator's Jobs carry no shard"
+    );
+
+    let shards = 4;
+    let _replicas: Vec<(Operator, SocketAddr)> = (0..2)
+        .map(|i| Operator::shard_replica(&ns, i, shards, LEASE_SECONDS, &[]))
+        .collect();
+    assert_ended_as_expected(&recorder, &ns, &expected, Duration::from_secs(120)).await;
+    eventually(
+        "every workflow and Job in its workflow's shard",
+        Duration::from_secs(30),
+        || async {
+            let workflows = ns.workflows().list(&Default::default()).await.ok()?.items;
+            let jobs = ns.jobs().list(&Default::default()).await.ok()?.items;
+            let shard_of = |name: &str| shards::shard_of(&ns.name, name, shards).to_string();
+            let workflows_stamped = workflows
+                .iter()
+                .all(|w| w.labels().get(LABEL_SHARD) == Some(&shard_of(&w.name_any())));
+            let jobs_stamped = jobs.iter().all(|job| {
+                let workflow = job.labels().get(LABEL_WORKFLOW);
+                workflow.is_some_and(|w| job.labels().get(LABEL_SHARD) == Some(&shard_of(w)))
+            });
+            (workflows_stamped && jobs_stamped).then_some(())
+        },
+    )
+    .await;
 }
 
 /// Creates workflows `range` of mixed shapes, a step half a second each; their names and
