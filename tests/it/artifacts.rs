@@ -425,6 +425,62 @@ async fn the_operators_own_repository_serves_a_namespace_without_one(
     store.shutdown().await;
 }
 
+/// A namespace's repository ConfigMap that does not parse is neither used nor passed over for
+/// the operator's own repository: each step with artifacts fails with a message naming the
+/// ConfigMap and the parse error, which `kubectl get wf` shows.
+#[rstest]
+#[tokio::test]
+async fn a_malformed_repository_configmap_fails_the_step_naming_it(
+    #[future(awt)] namespace: Namespace,
+) {
+    skip_on_real_cluster!("runs its own operator process with its own flags");
+    let store = store_of(&namespace).await;
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(namespace.client(), &namespace.name);
+    let malformed = serde_json::json!({
+        "data": {"repository": format!("s3: {{endpoint: '{}', bucket: workflows}}", store.endpoint())}
+    });
+    (config_maps.patch(
+        workflow_operator_core::agent::REPOSITORY_CONFIGMAP,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&malformed),
+    ))
+    .await
+    .expect("the namespace's repository made malformed");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("repository.yaml");
+    std::fs::write(&file, serde_yaml::to_string(&store.repository()).unwrap()).unwrap();
+    let operator = Operator::process_with_args(
+        namespace,
+        &["--artifact-repository", file.to_str().unwrap()],
+    );
+    let ns = &operator.ns;
+    let workflow = passing_workflow("malformed", "Never");
+    (ns.workflows().create(&PostParams::default(), &workflow))
+        .await
+        .expect("created");
+    let words = [
+        "workflow-artifact-repository",
+        "s3: missing field `credentialsSecret`",
+    ];
+    let failed = ns.expect_failed("malformed", &words).await;
+    let step = (failed
+        .status
+        .as_ref()
+        .and_then(|s| s.steps.iter().find(|s| s.name == "make")))
+    .and_then(|s| s.message.clone())
+    .unwrap_or_default();
+    for word in words {
+        assert!(step.contains(word), "the step's message: {step}");
+    }
+    assert!(
+        keys(&store, &format!("{}/malformed/", ns.name))
+            .await
+            .is_empty()
+    );
+    store.shutdown().await;
+}
+
 fn passing_workflow(name: &str, strategy: &str) -> WorkFlow {
     let yaml = format!(
         r#"

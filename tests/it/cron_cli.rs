@@ -244,3 +244,100 @@ async fn a_cronworkflow_that_does_not_exist_is_named_in_the_error() {
     }
     session.stop().await;
 }
+
+/// The cells of `table`'s row whose first cell is `name`, by its header's columns (a cell may
+/// hold spaces: `["0 2 * * *"]`), as `(header, cell)`.
+fn cells<'a>(table: &'a str, name: &str) -> Vec<(&'a str, &'a str)> {
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default();
+    let starts: Vec<usize> = (header.char_indices())
+        .filter(|&(i, c)| c != ' ' && (i == 0 || header.as_bytes()[i - 1] == b' '))
+        .map(|(i, _)| i)
+        .collect();
+    let line = (lines.find(|l| l.split_whitespace().next() == Some(name)))
+        .unwrap_or_else(|| panic!("no row {name} in\n{table}"));
+    let cell = |text: &'a str, from: usize, to: usize| {
+        text.get(from..to.min(text.len())).unwrap_or("").trim()
+    };
+    (starts.iter().enumerate())
+        .map(|(i, &from)| {
+            let to = starts.get(i + 1).copied().unwrap_or(usize::MAX);
+            (cell(header, from, to), cell(line, from, to))
+        })
+        .collect()
+}
+
+/// `kubectl get cwf` tells a healthy cron from a broken one (READY, and MESSAGE with `-o
+/// wide`), counts its active runs, leaves LAST empty until a run started (an edit of the
+/// schedule is no run) and NEXT empty while suspended. Every column is a scalar of the status: a
+/// real API server prints only the first match of a `[*]` JSONPath.
+#[tokio::test]
+async fn kubectl_get_cwf_shows_health_active_runs_last_and_next() {
+    let Some(session) = Session::start("cron_cli_columns").await else {
+        return;
+    };
+    let paused = nightly("paused").replace("spec:\n", "spec:\n  suspend: true\n");
+    let broken = nightly("broken").replace("[echo, hi]}]", "[echo, hi], dependsOn: [a]}]");
+    let busy = nightly("busy").replace("[echo, hi]", "[sleep, '300']");
+    for manifest in [nightly("nightly"), paused, broken, busy] {
+        session.create(&manifest).await;
+    }
+    let edit = r#"{"spec": {"schedules": ["30 2 * * *"]}}"#;
+    (session.k(&["patch", "cwf", "nightly", "--type=merge", "-p", edit])).await;
+    let run = session
+        .cli(&["cron", "trigger", "busy", "-o", "name"])
+        .await;
+    let status = |name: &'static str, path: &'static str| {
+        let path = format!("jsonpath={path}");
+        let session = &session;
+        async move { session.k(&["get", "cwf", name, "-o", &path]).await }
+    };
+    eventually("every status written", Duration::from_secs(30), || async {
+        let seen = [
+            status("nightly", "{.status.nextScheduleTime}")
+                .await
+                .ends_with(":30:00Z"),
+            !status("paused", "{.status.suspendedAt}").await.is_empty(),
+            status("broken", "{.status.conditions[0].status}").await == "False",
+            status("busy", "{.status.active[0].name}").await == run.trim(),
+        ];
+        seen.iter().all(|&seen| seen).then_some(())
+    })
+    .await;
+
+    let table = session.k(&["get", "cwf"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST", "NEXT", "READY", "AGE"
+        ],
+        "{table}"
+    );
+    let row = |name| {
+        let cells = cells(&table, name);
+        (cells.iter())
+            .filter(|(h, _)| ["SUSPEND", "ACTIVE", "LAST", "NEXT", "READY"].contains(h))
+            .map(|(_, c)| *c)
+            .collect::<Vec<_>>()
+    };
+    let nightly = row("nightly");
+    assert_eq!(nightly[..3], ["", "0", ""], "{table}");
+    assert!(nightly[3].ends_with(":30:00Z"), "{table}");
+    assert_eq!(nightly[4], "True", "{table}");
+    assert_eq!(row("paused"), ["true", "0", "", "", "True"], "{table}");
+    assert_eq!(row("broken")[4], "False", "{table}");
+    let busy = row("busy");
+    assert_eq!(busy[..2], ["", "1"], "{table}");
+    assert!(!busy[2].is_empty(), "{table}");
+
+    let wide = session.k(&["get", "cwf", "-o", "wide"]).await;
+    let message = (cells(&wide, "broken").into_iter())
+        .find(|(h, _)| *h == "MESSAGE")
+        .map(|(_, c)| c.to_string());
+    assert!(
+        message.is_some_and(|m| m.starts_with("spec.workflowSpec: ")),
+        "{wide}"
+    );
+    session.stop().await;
+}

@@ -398,6 +398,62 @@ async fn every_lifecycle_transition_is_posted_as_an_event(#[future(awt)] operato
     );
 }
 
+/// One start, one Event: the first steps' start is the lifecycle Event `StepsStarted` alone,
+/// not it and a twin `StepStarted` naming the same steps; a later step's start is its own
+/// `StepStarted`. So `kubectl describe wf` tells each start once.
+#[rstest]
+#[tokio::test]
+async fn each_start_of_steps_is_told_by_one_event(#[future(awt)] operator: Operator) {
+    let ns = &operator.ns;
+    ns.create(
+        WorkFlow::test("told")
+            .step("alpha", &[])
+            .step("beta", &[])
+            .step("gamma", &["alpha", "beta"]),
+    )
+    .await;
+    ns.expect_completed("told").await;
+    let events: Api<Event> = Api::namespaced(ns.client(), &ns.name);
+    // The last pass posts its step Event before its lifecycle one.
+    let posted = support::wait_list(
+        &events,
+        kube::runtime::watcher::Config::default(),
+        "the Event of the workflow's completion",
+        support::DEADLINE,
+        |events| (events.iter()).any(|e| e.reason.as_deref() == Some("AllStepsSucceeded")),
+    )
+    .await;
+    let starts = |step: &str| -> Vec<String> {
+        (posted.iter())
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("told"))
+            .filter(|e| {
+                let reasons = ["StepStarted", "StepsStarted", "StepsProgressed"];
+                reasons.contains(&e.reason.as_deref().unwrap_or_default())
+            })
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e.reason.as_deref().unwrap_or_default(),
+                    e.note.as_deref().unwrap_or_default()
+                )
+            })
+            // The part of the note about starts: `steps a, b succeeded; started c` starts c.
+            .filter(|told| {
+                let starting = told.rsplit("; ").next().unwrap_or_default();
+                let words = starting.split(|c: char| !c.is_alphanumeric());
+                starting.contains("start") && words.into_iter().any(|w| w == step)
+            })
+            .collect()
+    };
+    for step in ["alpha", "beta"] {
+        let told = starts(step);
+        assert_eq!(told.len(), 1, "{step}'s start told by {told:?}");
+        assert!(told[0].starts_with("StepsStarted: "), "{told:?}");
+    }
+    let told = starts("gamma");
+    assert_eq!(told.len(), 1, "gamma's start told by {told:?}");
+}
+
 #[rstest]
 #[tokio::test]
 async fn a_completed_workflow_runs_again_only_when_what_runs_changes(

@@ -35,13 +35,14 @@ const ACTIONS_IN_FLIGHT: usize = 16;
 /// Carries out the plan's actions, [`ACTIONS_IN_FLIGHT`] at a time; the Jobs the API server
 /// refused with 422 (a bad value inside the parts of the spec the CRD keeps whole, such as a
 /// malformed volume), which no retry can create: the pass fails their steps and carries out
-/// the plan made again with those failures.
+/// the plan made again with those failures. `unusable`, why the namespace's artifact
+/// repository ConfigMap is not one, is the message of the steps with artifacts it fails.
 pub(super) async fn apply(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     seen: &Observed,
     plan: &Plan,
-    placement: Option<&Placement>,
+    (placement, unusable): (Option<&Placement>, Option<&str>),
 ) -> Result<Vec<Refusal>, PassError> {
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), &seen.namespace());
     let (workflow, compiled) = (seen.workflow.as_ref(), seen.compiled.as_ref());
@@ -58,7 +59,7 @@ pub(super) async fn apply(
             execute(
                 shared,
                 &api,
-                (workflow, compiled, placement),
+                (workflow, compiled, placement, unusable),
                 action,
                 &refusals,
             )
@@ -108,7 +109,12 @@ async fn ensure_workspace(
 async fn execute(
     shared: &ControllerState,
     api: &Api<Job>,
-    (workflow, compiled, placement): (&WorkFlow, &Compiled, Option<&Placement>),
+    (workflow, compiled, placement, unusable): (
+        &WorkFlow,
+        &Compiled,
+        Option<&Placement>,
+        Option<&str>,
+    ),
     action: &Action,
     refusals: &Mutex<Vec<Refusal>>,
 ) -> Result<(), PassError> {
@@ -139,7 +145,7 @@ async fn execute(
                     message,
                 });
             };
-            match build_job(shared, workflow, compiled, &create)? {
+            match build_job(shared, workflow, compiled, &create, unusable)? {
                 Ok(mut job) => {
                     // Kueue admitted the run to these nodes (`queueScope: Workflow`).
                     let pod = job.spec.as_mut().and_then(|s| s.template.spec.as_mut());
@@ -212,7 +218,7 @@ struct Create<'a> {
 }
 
 /// The Job of a `CreateJob` action; `Err` inside with why its step cannot run without an
-/// artifact repository.
+/// artifact repository (`unusable` when the namespace's ConfigMap is not one).
 ///
 /// # Errors
 /// A step the spec does not hold, or a workflow without the metadata a Job needs (permanent).
@@ -221,6 +227,7 @@ fn build_job(
     workflow: &WorkFlow,
     compiled: &Compiled,
     create: &Create<'_>,
+    unusable: Option<&str>,
 ) -> Result<Result<Job, String>, PassError> {
     let Create {
         step,
@@ -254,7 +261,10 @@ fn build_job(
         .build();
     match built {
         Ok(job) => Ok(Ok(job)),
-        Err(jobs::JobError::NoRepository(message)) => Ok(Err(message)),
+        Err(jobs::JobError::NoRepository(message)) => match (repository, unusable) {
+            (None, Some(unusable)) => Ok(Err(unusable.to_string())),
+            _ => Ok(Err(message)),
+        },
         // A patch that cannot apply fails the step, saying why, as a refused Job does.
         Err(e @ jobs::JobError::PodSpec(..)) => Ok(Err(e.to_string())),
         Err(e) => Err(PassError::Unbuildable(e.to_string())),

@@ -40,7 +40,7 @@ pub(super) async fn pass(
     let resolved = resolve::shared_templates(shared, ctx).await; // shared templates, until recorded
     resolved.map_err(PassError::Resolve)?;
     let found = repository::artifact_repository(shared, ctx).await; // artifact repository, until recorded
-    found.map_err(PassError::Repository)?;
+    let unusable = found.map_err(PassError::Repository)?;
     let observed = observe::observe(shared, ctx, changed); // no request: the mirror
     let Some(seen) = observed else {
         return Ok(()); // being deleted: the delete handler's
@@ -52,10 +52,11 @@ pub(super) async fn pass(
     let record = record::prepare(shared, decided); // no request
     let record = record::before_actions(shared, ctx, record).await; // a terminal status
     let mut record = record.map_err(PassError::Record)?;
-    let mut refused = apply_plan(shared, ctx, &record).await?; // Jobs
+    let unusable = unusable.as_deref();
+    let mut refused = apply_plan(shared, ctx, &record, unusable).await?; // Jobs
     while !refused.is_empty() {
         record = fail_refused(shared, ctx, record, &refused).await?; // status, at once
-        refused = apply_plan(shared, ctx, &record).await?; // Jobs
+        refused = apply_plan(shared, ctx, &record, unusable).await?; // Jobs
     }
     let recorded = record::after_actions(shared, ctx, record).await; // status, Events
     recorded.map_err(PassError::Record)?;
@@ -158,11 +159,13 @@ async fn replan(
     })
 }
 
-/// Carries out the recorded plan; the Jobs the API server refused.
+/// Carries out the recorded plan; the Jobs the API server refused. `unusable` says why the
+/// namespace's repository ConfigMap is not one, for the steps with artifacts it fails.
 async fn apply_plan(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     record: &Record,
+    unusable: Option<&str>,
 ) -> Result<Vec<Refusal>, PassError> {
     let Decided {
         seen,
@@ -171,7 +174,7 @@ async fn apply_plan(
         ..
     } = &record.decided;
     let placement = gate.as_ref().and_then(|g| g.placement.as_ref());
-    apply::apply(shared, ctx, seen, &decision.plan, placement).await
+    apply::apply(shared, ctx, seen, &decision.plan, (placement, unusable)).await
 }
 
 /// Jobs the API server refused (422) fail their steps: the plan made again with those

@@ -154,7 +154,8 @@ pub(super) async fn after_actions(
             .metrics
             .workflow_phase(&seen.uid, new.workflow_status);
         if shared.step_events {
-            step_events::publish(ctx, workflow, &plan.run, changes).await;
+            let untold = step_events::untold(changes, &plan.events);
+            step_events::publish(ctx, workflow, &plan.run, &untold).await;
         }
     }
     publish_lifecycle_events(ctx, workflow, plan).await;

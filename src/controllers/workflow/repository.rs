@@ -6,8 +6,10 @@
 //! running workflow's artifacts.
 //!
 //! None found records nothing: each step with artifacts then fails saying where a repository
-//! is looked for (reason `NoArtifactRepository`). A SIGKILL between the read and the record
-//! costs a second read: no step with artifacts ran yet.
+//! is looked for (reason `NoArtifactRepository`). A ConfigMap whose key does not parse is not
+//! passed over for the operator's repository (the namespace asked for a store of its own): each
+//! step with artifacts fails naming the ConfigMap and the parse error. A SIGKILL between the
+//! read and the record costs a second read: no step with artifacts ran yet.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
@@ -24,22 +26,24 @@ use super::shared::{ControllerState, RequestFailed, note};
 pub const FROM_FLAG: &str = "--artifact-repository";
 
 /// Records the artifact repository of `ctx`'s workflow when it has artifacts and no record
-/// yet; does nothing (no read, no write) otherwise.
+/// yet; does nothing (no read, no write) otherwise. `Some` says why the namespace's ConfigMap
+/// is not a repository: the message of each step with artifacts the pass would start.
 pub(super) async fn artifact_repository(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
-) -> Result<(), RequestFailed> {
+) -> Result<Option<String>, RequestFailed> {
     let workflow = shared.status.latest(&ctx.object);
     let prepared = shared.memory.compiled(&workflow);
     let recorded = (workflow.status.as_ref()).is_some_and(|s| s.artifact_repository.is_some());
     if !prepared.compiled.policies.artifacts || recorded || !super::resolve::may_run(&workflow) {
-        return Ok(());
+        return Ok(None);
     }
     let view = prepared.view(workflow.clone());
     let namespace = workflow.namespace().unwrap_or_default();
-    let Some(resolved) = find(shared, ctx, &view.spec.artifact_repository, &namespace).await?
-    else {
-        return Ok(());
+    let resolved = match find(shared, ctx, &view.spec.artifact_repository, &namespace).await? {
+        Ok(Some(resolved)) => resolved,
+        Ok(None) => return Ok(None),
+        Err(unusable) => return Ok(Some(unusable)),
     };
     shared
         .status
@@ -60,22 +64,23 @@ pub(super) async fn artifact_repository(
         })?;
     let said = format!("artifacts go to the repository of {from}, whatever becomes of it");
     note(ctx, EventType::Normal, "ArtifactRepositoryResolved", &said).await;
-    Ok(())
+    Ok(None)
 }
 
 /// The repository: the spec's, the namespace's ConfigMap's, or the operator's; `None` when
-/// there is none (or the ConfigMap's is not a repository, which an Event says).
+/// there is none; `Err` saying why when the ConfigMap is not a repository (a Warning Event
+/// says it too).
 async fn find(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     own: &Option<Box<ArtifactRepository>>,
     namespace: &str,
-) -> Result<Option<ResolvedRepository>, RequestFailed> {
+) -> Result<Result<Option<ResolvedRepository>, String>, RequestFailed> {
     if let Some(own) = own {
-        return Ok(Some(ResolvedRepository {
+        return Ok(Ok(Some(ResolvedRepository {
             from: "spec.artifactRepository".to_string(),
             repository: (**own).clone(),
-        }));
+        })));
     }
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let map = (api.get_opt(REPOSITORY_CONFIGMAP).await)
@@ -86,26 +91,36 @@ async fn find(
         match parsed {
             Some(Ok(repository)) => {
                 let version = map.resource_version().unwrap_or_default();
-                return Ok(Some(ResolvedRepository {
+                return Ok(Ok(Some(ResolvedRepository {
                     from: format!("configmap/{REPOSITORY_CONFIGMAP} at resourceVersion {version}"),
                     repository,
-                }));
+                })));
             }
             problem => {
                 let why = match problem {
-                    Some(Err(e)) => format!("its key repository is not a repository: {e}"),
-                    _ => "it has no key repository".to_string(),
+                    Some(Err(e)) => format!("{REPOSITORY_CONFIGMAP}: {e}"),
+                    _ => format!("{REPOSITORY_CONFIGMAP}: no key repository"),
                 };
-                let said = format!("configmap/{REPOSITORY_CONFIGMAP} is not used: {why}");
+                let said = format!("configmap/{why}; it is not used");
                 note(ctx, EventType::Warning, "BadArtifactRepository", &said).await;
+                return Ok(Err(unusable(&why, namespace)));
             }
         }
     }
-    Ok(shared
-        .artifact_repository
-        .clone()
-        .map(|repository| ResolvedRepository {
+    Ok(Ok(shared.artifact_repository.clone().map(|repository| {
+        ResolvedRepository {
             from: FROM_FLAG.to_string(),
             repository,
-        }))
+        }
+    })))
+}
+
+/// The message of a step with artifacts whose namespace's ConfigMap is not a repository
+/// (`why`): what is wrong, and what a repository needs.
+fn unusable(why: &str, namespace: &str) -> String {
+    format!(
+        "it has artifacts and the artifact repository ConfigMap is not one: {why} (namespace \
+         {namespace}; its key repository needs s3: {{endpoint, bucket, credentialsSecret: \
+         {{name}}}} or oci: {{registry, repository}})"
+    )
 }

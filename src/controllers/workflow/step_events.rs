@@ -1,5 +1,6 @@
 //! The Events a status write posts about its steps: one Event per write (not one per step)
-//! naming the steps it reports as started or succeeded. [`step_changes`] and [`step_event`] are
+//! naming the steps it reports as started or succeeded, but for starts a lifecycle Event of
+//! the same pass tells ([`untold`]). [`step_changes`] and [`step_event`] are
 //! pure; [`publish`] posts.
 
 use std::collections::HashSet;
@@ -12,7 +13,9 @@ use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube_kopf::Context;
 use workflow_operator_core::crd::{WorkFlow, WorkFlowStatus};
+use workflow_operator_core::lifecycle::Trigger;
 use workflow_operator_core::names;
+use workflow_operator_core::plan::LifecycleEvent;
 
 /// Event reasons of the steps a status write reports: started, succeeded, or both. Failed and
 /// timed-out steps are named by the lifecycle Event of the failure (`StepFailed`,
@@ -51,6 +54,26 @@ pub(super) fn step_changes(old: Option<&WorkFlowStatus>, new: &WorkFlowStatus) -
         .cloned()
         .collect();
     StepChanges { finished, started }
+}
+
+/// `changes` less the starts a lifecycle Event of the same pass tells: `StepsStarted` (the
+/// first steps, `Created -> Started: starting a, b`) and `ExitStepsStarted` name the steps they
+/// start, so a step Event naming them too would tell one start twice.
+pub(super) fn untold(changes: &StepChanges, lifecycle: &[LifecycleEvent]) -> StepChanges {
+    let told = lifecycle.iter().any(|event| {
+        matches!(
+            event.transition.trigger(),
+            Trigger::StepsStarted | Trigger::ExitStepsStarted
+        )
+    });
+    StepChanges {
+        finished: changes.finished.clone(),
+        started: if told {
+            Vec::new()
+        } else {
+            changes.started.clone()
+        },
+    }
 }
 
 /// The one Event a status write posts about its step changes: its reason, its note (`step a
@@ -238,6 +261,23 @@ mod tests {
         );
         // Started and finished between two writes: one step, its Job related.
         assert_eq!(step_event(&changes(&["a"], &["a"])).unwrap().2, Some("a"));
+    }
+
+    #[test]
+    fn starts_a_lifecycle_event_tells_are_not_told_again() {
+        use workflow_operator_core::lifecycle::{Phase, Transition};
+        let event = |from, trigger| LifecycleEvent {
+            transition: Transition::new(from, trigger).unwrap(),
+            message: String::new(),
+        };
+        let both = changes(&["a"], &["b"]);
+        let first = [event(Phase::Created, Trigger::StepsStarted)];
+        assert_eq!(untold(&both, &first), changes(&["a"], &[]));
+        let exits = [event(Phase::Started, Trigger::ExitStepsStarted)];
+        assert_eq!(untold(&both, &exits), changes(&["a"], &[]));
+        let failed = [event(Phase::Started, Trigger::StepFailed)];
+        assert_eq!(untold(&both, &failed), both);
+        assert_eq!(untold(&both, &[]), both);
     }
 
     #[test]

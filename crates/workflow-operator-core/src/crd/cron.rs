@@ -25,10 +25,12 @@ use super::WorkflowTemplateRef;
     doc = "Workflows started on a schedule: one WorkFlow per scheduled time, named for it.",
     printcolumn = r#"{"name": "Schedule", "type": "string", "jsonPath": ".spec.schedules", "description": "When runs start"}"#,
     printcolumn = r#"{"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"}"#,
-    printcolumn = r#"{"name": "Active", "type": "string", "jsonPath": ".status.active[*].name", "description": "Runs not finished"}"#,
-    printcolumn = r#"{"name": "Last", "type": "date", "jsonPath": ".status.lastScheduleTime", "description": "The last time a run was started for"}"#,
-    printcolumn = r#"{"name": "Next", "type": "string", "jsonPath": ".status.nextScheduleTime", "description": "The next scheduled time"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name": "Active", "type": "integer", "jsonPath": ".status.activeCount", "description": "How many runs are not finished"}"#,
+    printcolumn = r#"{"name": "Last", "type": "date", "jsonPath": ".status.lastRunTime", "description": "When the newest run was started for; empty while none was"}"#,
+    printcolumn = r#"{"name": "Next", "type": "string", "jsonPath": ".status.nextScheduleTime", "description": "The next scheduled time; empty while suspended"}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[0].status", "description": "Whether runs start (the Ready condition, the only one)"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Message", "type": "string", "jsonPath": ".status.conditions[0].message", "description": "Why runs start or not (the Ready condition's message)", "priority": 1}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CronWorkFlowSpec {
@@ -132,13 +134,21 @@ pub struct CronWorkFlowStatus {
     /// The runs not finished.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub active: Vec<RunRef>,
+    /// How many runs are not finished (`active`'s length; `kubectl get`'s ACTIVE column).
+    #[serde(default)]
+    pub active_count: i32,
     /// The last scheduled time a run was started, skipped or missed for: the next is after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_schedule_time: Option<Time>,
+    /// The time the newest run was started for (its scheduled time, or when it was triggered
+    /// by hand); absent while no run was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_time: Option<Time>,
     /// When the last run that succeeded finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_successful_time: Option<Time>,
-    /// The next scheduled time (RFC 3339, UTC).
+    /// The next scheduled time (RFC 3339, UTC); absent while suspended or while the schedule
+    /// does not parse.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_schedule_time: Option<Time>,
     /// The schedules and time zone the times above are of (a hash): an edit is seen by it

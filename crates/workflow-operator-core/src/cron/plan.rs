@@ -107,8 +107,12 @@ pub fn tick(cron: &CronWorkFlow, runs: &[Run], now: Timestamp) -> Tick {
         .last_schedule_time
         .as_ref()
         .map_or(now, |t| t.0.max(now));
-    status.next_schedule_time = schedule.next_after(after).map(Time);
+    status.next_schedule_time = (!cron.spec.suspend)
+        .then(|| schedule.next_after(after).map(Time))
+        .flatten();
     status.active = active_after(cron, runs, &tick);
+    status.active_count = i32::try_from(status.active.len()).unwrap_or(i32::MAX);
+    status.last_run_time = last_run_time(runs, &tick, &old);
     status.last_successful_time = runs
         .iter()
         .filter(|r| r.phase == Some(Phase::Completed))
@@ -123,6 +127,17 @@ pub fn tick(cron: &CronWorkFlow, runs: &[Run], now: Timestamp) -> Tick {
     }
     tick.status = (status != old).then_some(status);
     tick
+}
+
+/// The scheduled time of the newest run, of those that exist, those the tick creates and the
+/// one the status recorded (its run may be deleted since): `None` while no run was started.
+fn last_run_time(runs: &[Run], tick: &Tick, old: &CronWorkFlowStatus) -> Option<Time> {
+    let newest = (runs.iter().map(|r| r.scheduled))
+        .chain(tick.create.iter().copied())
+        .max()
+        .and_then(|second| Timestamp::from_second(second).ok());
+    let recorded = old.last_run_time.as_ref().map(|t| t.0);
+    newest.max(recorded).map(Time)
 }
 
 /// Whether a change of `run` is one `cron`'s status must follow at once rather than at the next

@@ -297,6 +297,30 @@ mod ticks {
         (created, cron)
     }
 
+    /// The scalars `kubectl get cwf` prints: how many runs are active, the time of the newest
+    /// run (none before one, an edit of the schedule being none), no next time while
+    /// suspended.
+    #[test]
+    fn the_status_counts_active_runs_keeps_the_last_run_and_no_next_time_while_suspended() {
+        let (_, mut edited) = ticks(cron(""), &[], &["2026-05-01T10:00:30Z"]);
+        edited.spec.schedules = vec!["*/5 * * * *".into()];
+        let (_, edited) = ticks(edited, &[], &["2026-05-01T10:00:40Z"]);
+        let status = edited.status.unwrap();
+        assert_eq!((status.active_count, status.last_run_time), (0, None));
+        let (_, cron) = ticks(cron(""), &[], &["2026-05-01T10:01:00.2Z"]);
+        let status = cron.status.clone().unwrap();
+        let started = Some(Time(at("2026-05-01T10:01:00Z")));
+        assert_eq!((status.active_count, &status.last_run_time), (1, &started));
+        let mut suspended = cron;
+        suspended.spec.suspend = true;
+        // Its run gone (deleted by hand): the last run's time stays.
+        let status = tick(&suspended, &[], at("2026-05-01T10:01:30Z"))
+            .status
+            .unwrap();
+        assert_eq!(status.next_schedule_time, None);
+        assert_eq!((status.active_count, status.last_run_time), (0, started));
+    }
+
     #[test]
     fn a_run_starts_once_per_time_and_its_existing_run_counts_as_started() {
         let (created, cron) = ticks(
