@@ -10,6 +10,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use rstest::rstest;
 use support::kueue::{FLAVOR_LABEL, FLAVOR_TOLERATION, KueueStandIn};
@@ -21,6 +22,8 @@ use workflow_operator_core::crd::StepPhase;
 use workflow_operator_core::jobs::LABEL_QUEUE_NAME;
 use workflow_operator_core::kueue::api::Workload;
 use workflow_operator_core::kueue::workload::{MULTIKUEUE_CONTROLLER, Standing, standing};
+use workflow_operator_core::lifecycle::Phase;
+
 use workflow_operator_core::testing::WorkFlowBuilder;
 
 /// A diamond whose middle steps run at once: a (500m), then b (1) and c (1), then d (500m):
@@ -236,6 +239,18 @@ async fn an_evicted_run_resumes_from_where_it_was_when_admitted_again(
         })
         .await;
     assert!(support::executed(&waiting).contains("a"), "a had succeeded");
+    let requeued = ns
+        .wait_workflow("evicted", "the run Queued again", |wf| {
+            support::phase(wf) == Some(Phase::Queued)
+        })
+        .await;
+    let message = requeued.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains(&admitted.name_any())
+            && message.contains("was evicted")
+            && message.contains("waiting to be admitted again (queue team)"),
+        "{message}"
+    );
     ns.wait_no_pods("b's pod stopped", |p| {
         p.labels().get("job-name") == Some(&b.name_any())
             && !matches!(
@@ -306,6 +321,81 @@ async fn a_run_that_does_not_fit_waits_without_holding_quota(#[future(awt)] oper
             .is_none(),
         "holds no quota"
     );
+}
+
+/// A run waiting for quota another run holds is `Queued` as a whole: its phase says so, naming
+/// its Workload and its queue, in the status, `workflow-operator get` and `list`; it has no
+/// Job. Once the other run ends and gives its quota back, it is admitted and completes.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_for_quota_is_queued_naming_its_queue_until_the_quota_frees(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("plays Kueue; the step waits on a local file");
+    let ns = &operator.ns;
+    let kueue = stand_in(ns, "2").await;
+    let gate = Gate::new();
+    let wait = gate.wait_command("first done");
+    let wait: Vec<&str> = wait.iter().map(String::as_str).collect();
+    let first = WorkFlow::test("first")
+        .step("only", &[])
+        .command(&wait)
+        .cpu("1")
+        .queue_whole("team");
+    ns.create(first).await;
+    ns.wait_step_job("first", "only", "running", |j| {
+        j.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
+    })
+    .await;
+    ns.create(diamond("second", "team", &["true"])).await;
+    let workload = kueue
+        .wait_workload(&ns.name, "second", "made", |_| true)
+        .await;
+    let queued = ns
+        .wait_workflow("second", "phase Queued", |wf| {
+            support::phase(wf) == Some(Phase::Queued)
+        })
+        .await;
+    let status = queued.status.clone().unwrap_or_default();
+    let message = status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains(&workload.name_any()) && message.contains("queue team"),
+        "{message}"
+    );
+    assert_eq!(status.summary.as_deref(), Some(message.as_str()));
+    assert_eq!(step_phase(&queued, "a"), Some(StepPhase::Queued));
+    assert!(ns.jobs_of("second").await.is_empty(), "no Job while queued");
+    let got = ns.cli(&["get", "second"]).await;
+    assert!(
+        got.contains("Queued") && got.contains("queue team"),
+        "{got}"
+    );
+    let listed = ns.cli(&["list"]).await;
+    let row = listed
+        .lines()
+        .find(|l| l.contains("second"))
+        .unwrap_or_default();
+    assert!(row.contains("Queued"), "{listed}");
+
+    gate.open();
+    ns.expect_completed("first").await;
+    let done = ns.expect_completed("second").await;
+    let events: kube::Api<Event> = kube::Api::namespaced(ns.client(), &ns.name);
+    support::wait_list(
+        &events,
+        kube::runtime::watcher::Config::default(),
+        "the Events of Queued and Admitted",
+        support::DEADLINE,
+        |events| {
+            let reasons: Vec<&str> = (events.iter())
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("second"))
+                .filter_map(|e| e.reason.as_deref())
+                .collect();
+            reasons.contains(&"Queued") && reasons.contains(&"Admitted")
+        },
+    )
+    .await;
+    assert_eq!(support::executed(&done).len(), 4);
 }
 
 /// MultiKueue's generic adapter contract, on two embedded control planes: a WorkFlow with

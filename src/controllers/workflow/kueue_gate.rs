@@ -4,7 +4,8 @@
 //! - creates it when missing (owned by the workflow; a 409 means it is there), unless the
 //!   workflow is MultiKueue's copy on a worker (label `kueue.x-k8s.io/prebuilt-workload-name`),
 //!   whose Workload MultiKueue made beforehand;
-//! - while it is not admitted, holds every Job back: the ready steps are `Queued`, saying so;
+//! - while it is not admitted, holds every Job back: the workflow and its ready steps are
+//!   `Queued`, saying so (naming the Workload and the queue, and an eviction that put it back);
 //! - once admitted, lets the plan through with the admission's placement (the ResourceFlavors'
 //!   node labels and tolerations, read only when a Job is to be made), which `apply` puts into
 //!   every Job it creates;
@@ -66,9 +67,7 @@ pub(super) async fn admit(
         return Ok(Some(hold(create(&api, decided, &name).await?)));
     };
     match workload::standing(&found) {
-        Standing::Pending => Ok(Some(hold(format!(
-            "waiting for Kueue to admit workload {name} (queue {queue})"
-        )))),
+        Standing::Pending => Ok(Some(hold(pending(&found, &name, queue)))),
         Standing::Finished => Ok(Some(hold(format!("workload {name} is finished")))),
         Standing::Evicted(why) => {
             stop_run(client, &api, decided, &found).await?;
@@ -99,9 +98,25 @@ pub(super) async fn admit(
     }
 }
 
-/// A gate that holds every Job back, saying `message`.
+/// A gate that holds the whole run back, saying `message`: the workflow is `Queued`.
 fn hold(message: String) -> plan::Gate {
-    plan::Gate::admitting(std::iter::empty(), message)
+    plan::Gate::queueing(message)
+}
+
+/// What a run whose Workload waits says: that it waits, or, while the `Evicted` condition of
+/// an eviction whose reservation was cleared stays true (until Kueue admits it again), that it
+/// was evicted and waits to be admitted again.
+fn pending(found: &Workload, name: &str, queue: &str) -> String {
+    let conditions = found.status.as_ref().map(|s| s.conditions.as_slice());
+    let evicted = (conditions.unwrap_or_default().iter())
+        .find(|c| c.type_ == "Evicted" && c.status == "True");
+    match evicted {
+        Some(c) => format!(
+            "workload {name} was evicted ({}); waiting to be admitted again (queue {queue})",
+            c.message
+        ),
+        None => format!("waiting for Kueue to admit workload {name} (queue {queue})"),
+    }
 }
 
 /// Whether the pass's plan leaves the run ended.
