@@ -507,6 +507,107 @@ async fn a_workflow_multikueue_dispatches_runs_on_the_worker_and_its_status_come
     }
 }
 
+/// A WorkFlowTemplate on the manager and a WorkFlow MultiKueue dispatches whose steps call it.
+const MANAGER_ONLY_TEMPLATE: &str = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlowTemplate
+metadata: {name: manager-only}
+spec:
+  templates:
+    - name: say
+      inputs: {parameters: [{name: text}]}
+      image: busybox
+      command: [echo, "{{inputs.parameters.text}}"]
+      resources: {requests: {cpu: "1"}}
+---
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: templated}
+spec:
+  queueName: team
+  queueScope: Workflow
+  managedBy: kueue.x-k8s.io/multikueue
+  containers:
+    - stepName: a
+      templateRef: {name: manager-only, template: say}
+      arguments: {parameters: [{name: text, value: a}]}
+    - stepName: b
+      dependsOn: [a]
+      templateRef: {name: manager-only, template: say}
+      arguments: {parameters: [{name: text, value: b}]}
+"#;
+
+/// Templates are resolved into what MultiKueue copies: a WorkFlow submitted to the manager
+/// whose steps call a WorkFlowTemplate that exists only there runs on the worker from the
+/// record `submit` made of it (in an annotation, which MultiKueue copies), the manager sizing
+/// its Workload from the same record, and the manager shows the run.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatched_workflow_runs_on_the_worker_from_templates_only_the_manager_has(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("two embedded control planes");
+    let manager = &operator.ns;
+    let worker = support::namespace_named(support::cluster().await, &manager.name).await;
+    let worker_operator = Operator::task(worker);
+    let worker = &worker_operator.ns;
+    let manager_kueue = stand_in(manager, "4").await;
+    // Admits the prebuilt Workload on the worker while it lives.
+    let _worker_kueue = stand_in(worker, "4").await;
+    let dir = tempfile::tempdir().expect("a directory");
+    let file = dir.path().join("templated.yaml");
+    std::fs::write(&file, MANAGER_ONLY_TEMPLATE).expect("written");
+    manager.cli(&["submit", &file.to_string_lossy()]).await;
+    let workload = manager_kueue
+        .wait_workload(
+            &manager.name,
+            "templated",
+            "made from the record, admitted",
+            |w| standing(w) == Standing::Admitted,
+        )
+        .await;
+    assert_eq!(asked_cpu(&workload), "1000m", "a then b, 1 cpu each");
+
+    manager_kueue
+        .dispatch(&manager.name, "templated", &worker.client())
+        .await;
+    let done = worker.expect_completed("templated").await;
+    let templates: kube::Api<workflow_operator_core::template::WorkFlowTemplate> =
+        kube::Api::namespaced(manager.client(), &manager.name);
+    let on_manager = templates.get("manager-only").await.expect("on the manager");
+    let records = done.status.clone().unwrap_or_default().resolved_templates;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        (records[0].name.as_str(), &records[0].spec),
+        ("manager-only", &on_manager.spec.workflow),
+        "the manager's template"
+    );
+    let on_worker = kube::Api::<workflow_operator_core::template::WorkFlowTemplate>::namespaced(
+        worker.client(),
+        &worker.name,
+    );
+    assert!(
+        on_worker
+            .get_opt("manager-only")
+            .await
+            .expect("read")
+            .is_none()
+    );
+    manager_kueue
+        .sync_status(
+            &manager.name,
+            "templated",
+            &workload.name_any(),
+            &worker.client(),
+        )
+        .await;
+    let got = manager.cli(&["get", "templated"]).await;
+    assert!(
+        got.contains("Completed"),
+        "workflow-operator get on the manager:\n{got}"
+    );
+}
+
 /// A second handle on `ns` (the same namespace of the same plane), for a test that moves its
 /// operator.
 fn handle(ns: &Namespace) -> Namespace {

@@ -31,6 +31,7 @@ use workflow_operator_core::kueue::api::{ResourceFlavor, Workload};
 use workflow_operator_core::kueue::workload::{self, LABEL_PREBUILT_WORKLOAD, Placement, Standing};
 use workflow_operator_core::kueue::{self as kueue_core, footprint_of};
 use workflow_operator_core::plan::{self, Action};
+use workflow_operator_core::template;
 
 use super::decide::Decided;
 use super::shared::{FIELD_MANAGER, RequestFailed};
@@ -393,10 +394,15 @@ pub(super) async fn beside_left(
     {
         return Ok(());
     }
+    let workflow = sized_from(&client, &workflow).await?;
     let (expanded, compiled) = plan::prepare(&workflow);
     let spec = expanded.as_ref().map_or(&workflow.spec, |w| &w.spec);
-    let Ok(dag) = &compiled.dag else {
-        return Ok(());
+    let dag = match &compiled.dag {
+        Ok(dag) => dag,
+        Err(why) => {
+            tracing::warn!(%why, "no workload for a workflow MultiKueue dispatches: its run cannot be sized");
+            return Ok(());
+        }
     };
     let footprint = footprint_of(spec, dag, compiled.exit.as_ref()).map_err(|e| e.to_string())?;
     let Some(object) = workload::build(&workflow, &compiled.run, 0, &footprint) else {
@@ -410,4 +416,21 @@ pub(super) async fn beside_left(
             "creating the workload of a workflow MultiKueue dispatches: {e}"
         )),
     }
+}
+
+/// `workflow` with the shared templates it names, to size its run: those `submit` recorded in
+/// its annotation (which the worker runs from: no status on the manager holds them), else read
+/// here, in memory only (a workflow made with kubectl, whose templates the workers read
+/// themselves). Nothing is written.
+async fn sized_from(client: &Client, workflow: &WorkFlow) -> Result<WorkFlow, String> {
+    let mut probe = template::with_submitted(workflow).into_owned();
+    if template::missing(&probe).is_empty() {
+        return Ok(probe);
+    }
+    let namespace = workflow.namespace().unwrap_or_default();
+    let read = |source| super::resolve::read(client, &namespace, source);
+    template::resolve(&mut probe, read)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(probe)
 }
