@@ -608,6 +608,47 @@ async fn a_dispatched_workflow_runs_on_the_worker_from_templates_only_the_manage
     );
 }
 
+/// A WorkFlow MultiKueue dispatches made without `submit` (no record of its templates) is sized
+/// from the manager's templates, read in memory: its Workload asks for the run's peak, and the
+/// WorkFlow is not written (no annotation, no status).
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatched_workflow_made_without_submit_is_sized_from_the_managers_templates(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("plays Kueue on the embedded control plane");
+    let ns = &operator.ns;
+    let kueue = stand_in(ns, "4").await;
+    kueue.hold();
+    let documents: Vec<serde_json::Value> = (MANAGER_ONLY_TEMPLATE.split("\n---\n"))
+        .map(|d| serde_yaml::from_str(d).expect("yaml"))
+        .collect();
+    let template: workflow_operator_core::template::WorkFlowTemplate =
+        serde_json::from_value(documents[0].clone()).expect("a template");
+    let templates = kube::Api::namespaced(ns.client(), &ns.name);
+    templates
+        .create(&Default::default(), &template)
+        .await
+        .expect("created");
+    let workflow: WorkFlow = serde_json::from_value(documents[1].clone()).expect("a workflow");
+    ns.workflows()
+        .create(&Default::default(), &workflow)
+        .await
+        .expect("created");
+    let workload = kueue
+        .wait_workload(&ns.name, "templated", "made", |_| true)
+        .await;
+    assert_eq!(asked_cpu(&workload), "1000m");
+    let left = ns.get("templated").await;
+    assert!(
+        left.status.is_none()
+            && !left
+                .annotations()
+                .contains_key("workflow.crd.com/resolved-templates"),
+        "{left:?}"
+    );
+}
+
 /// A second handle on `ns` (the same namespace of the same plane), for a test that moves its
 /// operator.
 fn handle(ns: &Namespace) -> Namespace {
