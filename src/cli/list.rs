@@ -25,7 +25,7 @@ pub struct ListArgs {
     /// Only those whose labels match this selector (`-l team=ci,tier!=prod`), as kubectl's.
     #[arg(long, short = 'l', value_name = "SELECTOR")]
     selector: Option<String>,
-    /// Only those in one of these phases (`--status Started,Failed`): Created, Started,
+    /// Only those in one of these phases (`--status Started,Failed`): Created, Queued, Started,
     /// Suspended, Completed, Failed; Argo's Pending, Running and Succeeded are taken too.
     #[arg(long, value_name = "PHASE,...", value_delimiter = ',', value_parser = parse_phase)]
     status: Vec<Phase>,
@@ -275,7 +275,7 @@ mod tests {
         }
         assert_eq!(
             parse_phase("Sleeping"),
-            Err("expected one of Created, Started, Suspended, Completed, Failed".into())
+            Err("expected one of Created, Queued, Started, Suspended, Completed, Failed".into())
         );
     }
 }

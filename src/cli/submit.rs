@@ -22,7 +22,8 @@ use workflow_operator_core::crd::CONDITION_FINISHED;
 use workflow_operator_core::lifecycle::Phase;
 use workflow_operator_core::plan;
 use workflow_operator_core::template::{
-    Arguments, CLUSTER_KIND, NAMESPACED_KIND, Parameter, ResolvedTemplate, Source,
+    ANNOTATION_RESOLVED_TEMPLATES, Arguments, CLUSTER_KIND, NAMESPACED_KIND, Parameter,
+    ResolvedTemplate, Source,
 };
 
 use super::client::ClusterArgs;
@@ -390,6 +391,7 @@ async fn check(
         set_parameters(workflow, given)?;
     }
     let problems = plan::spec_problems(workflow, &[]).err().unwrap_or_default();
+    record_for_dispatch(workflow)?;
     // Recorded by the operator, not by a user.
     workflow.status = None;
     if problems.is_empty() {
@@ -400,6 +402,23 @@ async fn check(
         workflow_name(workflow),
         problems.join("; ")
     )
+}
+
+/// For a workflow another controller dispatches (`spec.managedBy`, MultiKueue), the shared
+/// templates read here written into its annotation `workflow.crd.com/resolved-templates`:
+/// MultiKueue copies annotations to the worker cluster, not the status, and the worker's
+/// operator runs these rather than its own cluster's (which may not have them). Other
+/// workflows' templates are read and recorded by their operator.
+fn record_for_dispatch(workflow: &mut WorkFlow) -> Result<()> {
+    let records = (workflow.status.as_ref()).map_or(&[][..], |s| &s.resolved_templates[..]);
+    if !workflow_operator_core::kueue::managed_elsewhere(workflow) || records.is_empty() {
+        return Ok(());
+    }
+    let text = serde_json::to_string(records)?;
+    workflow
+        .annotations_mut()
+        .insert(ANNOTATION_RESOLVED_TEMPLATES.into(), text);
+    Ok(())
 }
 
 /// Sets each of `given` into `workflow`'s arguments, each a parameter it (or the shared

@@ -10,6 +10,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use rstest::rstest;
 use support::kueue::{FLAVOR_LABEL, FLAVOR_TOLERATION, KueueStandIn};
@@ -21,6 +22,8 @@ use workflow_operator_core::crd::StepPhase;
 use workflow_operator_core::jobs::LABEL_QUEUE_NAME;
 use workflow_operator_core::kueue::api::Workload;
 use workflow_operator_core::kueue::workload::{MULTIKUEUE_CONTROLLER, Standing, standing};
+use workflow_operator_core::lifecycle::Phase;
+
 use workflow_operator_core::testing::WorkFlowBuilder;
 
 /// A diamond whose middle steps run at once: a (500m), then b (1) and c (1), then d (500m):
@@ -236,6 +239,18 @@ async fn an_evicted_run_resumes_from_where_it_was_when_admitted_again(
         })
         .await;
     assert!(support::executed(&waiting).contains("a"), "a had succeeded");
+    let requeued = ns
+        .wait_workflow("evicted", "the run Queued again", |wf| {
+            support::phase(wf) == Some(Phase::Queued)
+        })
+        .await;
+    let message = requeued.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains(&admitted.name_any())
+            && message.contains("was evicted")
+            && message.contains("waiting to be admitted again (queue team)"),
+        "{message}"
+    );
     ns.wait_no_pods("b's pod stopped", |p| {
         p.labels().get("job-name") == Some(&b.name_any())
             && !matches!(
@@ -306,6 +321,81 @@ async fn a_run_that_does_not_fit_waits_without_holding_quota(#[future(awt)] oper
             .is_none(),
         "holds no quota"
     );
+}
+
+/// A run waiting for quota another run holds is `Queued` as a whole: its phase says so, naming
+/// its Workload and its queue, in the status, `workflow-operator get` and `list`; it has no
+/// Job. Once the other run ends and gives its quota back, it is admitted and completes.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_for_quota_is_queued_naming_its_queue_until_the_quota_frees(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("plays Kueue; the step waits on a local file");
+    let ns = &operator.ns;
+    let kueue = stand_in(ns, "2").await;
+    let gate = Gate::new();
+    let wait = gate.wait_command("first done");
+    let wait: Vec<&str> = wait.iter().map(String::as_str).collect();
+    let first = WorkFlow::test("first")
+        .step("only", &[])
+        .command(&wait)
+        .cpu("1")
+        .queue_whole("team");
+    ns.create(first).await;
+    ns.wait_step_job("first", "only", "running", |j| {
+        j.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
+    })
+    .await;
+    ns.create(diamond("second", "team", &["true"])).await;
+    let workload = kueue
+        .wait_workload(&ns.name, "second", "made", |_| true)
+        .await;
+    let queued = ns
+        .wait_workflow("second", "phase Queued", |wf| {
+            support::phase(wf) == Some(Phase::Queued)
+        })
+        .await;
+    let status = queued.status.clone().unwrap_or_default();
+    let message = status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains(&workload.name_any()) && message.contains("queue team"),
+        "{message}"
+    );
+    assert_eq!(status.summary.as_deref(), Some(message.as_str()));
+    assert_eq!(step_phase(&queued, "a"), Some(StepPhase::Queued));
+    assert!(ns.jobs_of("second").await.is_empty(), "no Job while queued");
+    let got = ns.cli(&["get", "second"]).await;
+    assert!(
+        got.contains("Queued") && got.contains("queue team"),
+        "{got}"
+    );
+    let listed = ns.cli(&["list"]).await;
+    let row = listed
+        .lines()
+        .find(|l| l.contains("second"))
+        .unwrap_or_default();
+    assert!(row.contains("Queued"), "{listed}");
+
+    gate.open();
+    ns.expect_completed("first").await;
+    let done = ns.expect_completed("second").await;
+    let events: kube::Api<Event> = kube::Api::namespaced(ns.client(), &ns.name);
+    support::wait_list(
+        &events,
+        kube::runtime::watcher::Config::default(),
+        "the Events of Queued and Admitted",
+        support::DEADLINE,
+        |events| {
+            let reasons: Vec<&str> = (events.iter())
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("second"))
+                .filter_map(|e| e.reason.as_deref())
+                .collect();
+            reasons.contains(&"Queued") && reasons.contains(&"Admitted")
+        },
+    )
+    .await;
+    assert_eq!(support::executed(&done).len(), 4);
 }
 
 /// MultiKueue's generic adapter contract, on two embedded control planes: a WorkFlow with
@@ -415,6 +505,148 @@ async fn a_workflow_multikueue_dispatches_runs_on_the_worker_and_its_status_come
     for step in ["a", "b", "c", "d"] {
         assert!(got.contains(step), "step {step} shown:\n{got}");
     }
+}
+
+/// A WorkFlowTemplate on the manager and a WorkFlow MultiKueue dispatches whose steps call it.
+const MANAGER_ONLY_TEMPLATE: &str = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlowTemplate
+metadata: {name: manager-only}
+spec:
+  templates:
+    - name: say
+      inputs: {parameters: [{name: text}]}
+      image: busybox
+      command: [echo, "{{inputs.parameters.text}}"]
+      resources: {requests: {cpu: "1"}}
+---
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: templated}
+spec:
+  queueName: team
+  queueScope: Workflow
+  managedBy: kueue.x-k8s.io/multikueue
+  containers:
+    - stepName: a
+      templateRef: {name: manager-only, template: say}
+      arguments: {parameters: [{name: text, value: a}]}
+    - stepName: b
+      dependsOn: [a]
+      templateRef: {name: manager-only, template: say}
+      arguments: {parameters: [{name: text, value: b}]}
+"#;
+
+/// Templates are resolved into what MultiKueue copies: a WorkFlow submitted to the manager
+/// whose steps call a WorkFlowTemplate that exists only there runs on the worker from the
+/// record `submit` made of it (in an annotation, which MultiKueue copies), the manager sizing
+/// its Workload from the same record, and the manager shows the run.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatched_workflow_runs_on_the_worker_from_templates_only_the_manager_has(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("two embedded control planes");
+    let manager = &operator.ns;
+    let worker = support::namespace_named(support::cluster().await, &manager.name).await;
+    let worker_operator = Operator::task(worker);
+    let worker = &worker_operator.ns;
+    let manager_kueue = stand_in(manager, "4").await;
+    // Admits the prebuilt Workload on the worker while it lives.
+    let _worker_kueue = stand_in(worker, "4").await;
+    let dir = tempfile::tempdir().expect("a directory");
+    let file = dir.path().join("templated.yaml");
+    std::fs::write(&file, MANAGER_ONLY_TEMPLATE).expect("written");
+    manager.cli(&["submit", &file.to_string_lossy()]).await;
+    let workload = manager_kueue
+        .wait_workload(
+            &manager.name,
+            "templated",
+            "made from the record, admitted",
+            |w| standing(w) == Standing::Admitted,
+        )
+        .await;
+    assert_eq!(asked_cpu(&workload), "1000m", "a then b, 1 cpu each");
+
+    manager_kueue
+        .dispatch(&manager.name, "templated", &worker.client())
+        .await;
+    let done = worker.expect_completed("templated").await;
+    let templates: kube::Api<workflow_operator_core::template::WorkFlowTemplate> =
+        kube::Api::namespaced(manager.client(), &manager.name);
+    let on_manager = templates.get("manager-only").await.expect("on the manager");
+    let records = done.status.clone().unwrap_or_default().resolved_templates;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        (records[0].name.as_str(), &records[0].spec),
+        ("manager-only", &on_manager.spec.workflow),
+        "the manager's template"
+    );
+    let on_worker = kube::Api::<workflow_operator_core::template::WorkFlowTemplate>::namespaced(
+        worker.client(),
+        &worker.name,
+    );
+    assert!(
+        on_worker
+            .get_opt("manager-only")
+            .await
+            .expect("read")
+            .is_none()
+    );
+    manager_kueue
+        .sync_status(
+            &manager.name,
+            "templated",
+            &workload.name_any(),
+            &worker.client(),
+        )
+        .await;
+    let got = manager.cli(&["get", "templated"]).await;
+    assert!(
+        got.contains("Completed"),
+        "workflow-operator get on the manager:\n{got}"
+    );
+}
+
+/// A WorkFlow MultiKueue dispatches made without `submit` (no record of its templates) is sized
+/// from the manager's templates, read in memory: its Workload asks for the run's peak, and the
+/// WorkFlow is not written (no annotation, no status).
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatched_workflow_made_without_submit_is_sized_from_the_managers_templates(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("plays Kueue on the embedded control plane");
+    let ns = &operator.ns;
+    let kueue = stand_in(ns, "4").await;
+    kueue.hold();
+    let documents: Vec<serde_json::Value> = (MANAGER_ONLY_TEMPLATE.split("\n---\n"))
+        .map(|d| serde_yaml::from_str(d).expect("yaml"))
+        .collect();
+    let template: workflow_operator_core::template::WorkFlowTemplate =
+        serde_json::from_value(documents[0].clone()).expect("a template");
+    let templates = kube::Api::namespaced(ns.client(), &ns.name);
+    templates
+        .create(&Default::default(), &template)
+        .await
+        .expect("created");
+    let workflow: WorkFlow = serde_json::from_value(documents[1].clone()).expect("a workflow");
+    ns.workflows()
+        .create(&Default::default(), &workflow)
+        .await
+        .expect("created");
+    let workload = kueue
+        .wait_workload(&ns.name, "templated", "made", |_| true)
+        .await;
+    assert_eq!(asked_cpu(&workload), "1000m");
+    let left = ns.get("templated").await;
+    assert!(
+        left.status.is_none()
+            && !left
+                .annotations()
+                .contains_key("workflow.crd.com/resolved-templates"),
+        "{left:?}"
+    );
 }
 
 /// A second handle on `ns` (the same namespace of the same plane), for a test that moves its

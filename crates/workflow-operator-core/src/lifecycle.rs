@@ -1,6 +1,7 @@
 //! The workflow lifecycle as one explicit transition table.
 //!
 //! `Created -> Started -> Completed | Failed`, `Created -> Failed` for an invalid spec,
+//! `Created | Started -> Queued -> Started` while Kueue has not admitted a run it admits whole,
 //! `any -> Created` when what runs changes, and the moves of run control: `Suspended` and back
 //! (`spec.suspend`), `Stopped` and `Terminated` to `Failed` (`spec.shutdown`), `Failed ->
 //! Created` on a retry (`spec.retry`), and `Started -> Started` when the exit steps start. The planner (`plan`) asks this module for every
@@ -22,6 +23,9 @@ pub enum Phase {
     /// Accepted, nothing started yet (also the state right after a change to what runs).
     #[serde(alias = "CREATED")]
     Created,
+    /// The run waits for Kueue to admit its Workload (`queueScope: Workflow`), at first or
+    /// after an eviction: no step runs.
+    Queued,
     /// At least one step has a Job; not every step has succeeded.
     #[serde(alias = "STARTED")]
     Started,
@@ -37,8 +41,9 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in lifecycle order.
-    pub const ALL: [Phase; 5] = [
+    pub const ALL: [Phase; 6] = [
         Phase::Created,
+        Phase::Queued,
         Phase::Started,
         Phase::Suspended,
         Phase::Completed,
@@ -49,6 +54,7 @@ impl Phase {
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Created => "Created",
+            Phase::Queued => "Queued",
             Phase::Started => "Started",
             Phase::Suspended => "Suspended",
             Phase::Completed => "Completed",
@@ -73,6 +79,11 @@ impl fmt::Display for Phase {
 pub enum Trigger {
     /// The first steps' Jobs were created (or found).
     StepsStarted,
+    /// The run's Workload waits for Kueue's admission (`queueScope: Workflow`), at first or
+    /// because Kueue evicted it: no step runs.
+    Queued,
+    /// Kueue admitted the run's Workload: its steps start (or resume).
+    Admitted,
     /// The DAG is invalid: unknown dependency, cycle, duplicate or empty step name.
     InvalidSpec,
     /// Every step's Job succeeded.
@@ -106,6 +117,8 @@ impl Trigger {
     pub fn reason(self) -> &'static str {
         match self {
             Trigger::StepsStarted => "StepsStarted",
+            Trigger::Queued => "Queued",
+            Trigger::Admitted => "Admitted",
             Trigger::InvalidSpec => "InvalidSpec",
             Trigger::AllStepsSucceeded => "AllStepsSucceeded",
             Trigger::StepFailed => "StepFailed",
@@ -284,6 +297,74 @@ pub const TRANSITIONS: &[Transition] = &[
         trigger: Trigger::RuleFailed,
         to: Phase::Failed,
     },
+    // Kueue at workflow scope: the run waits for its Workload's admission, and once admitted
+    // may wait again when evicted. While `Queued` no step runs, but one may end (a Job that
+    // finished as it was suspended), and run control and a spec change apply as in `Started`.
+    Transition {
+        from: Phase::Created,
+        trigger: Trigger::Queued,
+        to: Phase::Queued,
+    },
+    Transition {
+        from: Phase::Started,
+        trigger: Trigger::Queued,
+        to: Phase::Queued,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::Admitted,
+        to: Phase::Started,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::AllStepsSucceeded,
+        to: Phase::Completed,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::StepFailed,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::StepTimedOut,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::InvalidSpec,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::SpecChanged,
+        to: Phase::Created,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::Suspended,
+        to: Phase::Suspended,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::Stopped,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::Terminated,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::DeadlineExceeded,
+        to: Phase::Failed,
+    },
+    Transition {
+        from: Phase::Queued,
+        trigger: Trigger::RuleFailed,
+        to: Phase::Failed,
+    },
     // The exit steps run in `Started`: the workflow has not ended until they did.
     Transition {
         from: Phase::Started,
@@ -407,6 +488,17 @@ mod tests {
     #[case(Phase::Completed, Trigger::Retried, None)]
     #[case(Phase::Started, Trigger::Retried, None)]
     #[case(Phase::Started, Trigger::ExitStepsStarted, Some(Phase::Started))]
+    #[case(Phase::Created, Trigger::Queued, Some(Phase::Queued))]
+    #[case(Phase::Started, Trigger::Queued, Some(Phase::Queued))]
+    #[case(Phase::Queued, Trigger::Admitted, Some(Phase::Started))]
+    #[case(Phase::Queued, Trigger::StepsStarted, None)]
+    #[case(Phase::Queued, Trigger::ExitStepsStarted, None)]
+    #[case(Phase::Queued, Trigger::Resumed, None)]
+    #[case(Phase::Suspended, Trigger::Queued, None)]
+    #[case(Phase::Completed, Trigger::Queued, None)]
+    #[case(Phase::Started, Trigger::Admitted, None)]
+    #[case(Phase::Queued, Trigger::StepFailed, Some(Phase::Failed))]
+    #[case(Phase::Queued, Trigger::SpecChanged, Some(Phase::Created))]
     fn transition_table(#[case] from: Phase, #[case] trigger: Trigger, #[case] to: Option<Phase>) {
         match (Transition::new(from, trigger), to) {
             (Ok(t), Some(to)) => {

@@ -427,7 +427,12 @@ mod tests {
     #[test]
     fn a_workflow_still_running_or_without_a_ttl_is_never_due() {
         let late = at(FINISHED) + secs(1_000_000);
-        for phase in [Phase::Created, Phase::Started, Phase::Suspended] {
+        for phase in [
+            Phase::Created,
+            Phase::Queued,
+            Phase::Started,
+            Phase::Suspended,
+        ] {
             assert!(!ttl_expired(&workflow(phase, Some(1)), Some(1), late));
         }
         assert!(!ttl_expired(&workflow(Phase::Completed, None), None, late));

@@ -4,7 +4,8 @@
 //! - creates it when missing (owned by the workflow; a 409 means it is there), unless the
 //!   workflow is MultiKueue's copy on a worker (label `kueue.x-k8s.io/prebuilt-workload-name`),
 //!   whose Workload MultiKueue made beforehand;
-//! - while it is not admitted, holds every Job back: the ready steps are `Queued`, saying so;
+//! - while it is not admitted, holds every Job back: the workflow and its ready steps are
+//!   `Queued`, saying so (naming the Workload and the queue, and an eviction that put it back);
 //! - once admitted, lets the plan through with the admission's placement (the ResourceFlavors'
 //!   node labels and tolerations, read only when a Job is to be made), which `apply` puts into
 //!   every Job it creates;
@@ -30,6 +31,7 @@ use workflow_operator_core::kueue::api::{ResourceFlavor, Workload};
 use workflow_operator_core::kueue::workload::{self, LABEL_PREBUILT_WORKLOAD, Placement, Standing};
 use workflow_operator_core::kueue::{self as kueue_core, footprint_of};
 use workflow_operator_core::plan::{self, Action};
+use workflow_operator_core::template;
 
 use super::decide::Decided;
 use super::shared::{FIELD_MANAGER, RequestFailed};
@@ -66,9 +68,7 @@ pub(super) async fn admit(
         return Ok(Some(hold(create(&api, decided, &name).await?)));
     };
     match workload::standing(&found) {
-        Standing::Pending => Ok(Some(hold(format!(
-            "waiting for Kueue to admit workload {name} (queue {queue})"
-        )))),
+        Standing::Pending => Ok(Some(hold(pending(&found, &name, queue)))),
         Standing::Finished => Ok(Some(hold(format!("workload {name} is finished")))),
         Standing::Evicted(why) => {
             stop_run(client, &api, decided, &found).await?;
@@ -99,9 +99,25 @@ pub(super) async fn admit(
     }
 }
 
-/// A gate that holds every Job back, saying `message`.
+/// A gate that holds the whole run back, saying `message`: the workflow is `Queued`.
 fn hold(message: String) -> plan::Gate {
-    plan::Gate::admitting(std::iter::empty(), message)
+    plan::Gate::queueing(message)
+}
+
+/// What a run whose Workload waits says: that it waits, or, while the `Evicted` condition of
+/// an eviction whose reservation was cleared stays true (until Kueue admits it again), that it
+/// was evicted and waits to be admitted again.
+fn pending(found: &Workload, name: &str, queue: &str) -> String {
+    let conditions = found.status.as_ref().map(|s| s.conditions.as_slice());
+    let evicted = (conditions.unwrap_or_default().iter())
+        .find(|c| c.type_ == "Evicted" && c.status == "True");
+    match evicted {
+        Some(c) => format!(
+            "workload {name} was evicted ({}); waiting to be admitted again (queue {queue})",
+            c.message
+        ),
+        None => format!("waiting for Kueue to admit workload {name} (queue {queue})"),
+    }
 }
 
 /// Whether the pass's plan leaves the run ended.
@@ -378,10 +394,15 @@ pub(super) async fn beside_left(
     {
         return Ok(());
     }
+    let workflow = sized_from(&client, &workflow).await?;
     let (expanded, compiled) = plan::prepare(&workflow);
     let spec = expanded.as_ref().map_or(&workflow.spec, |w| &w.spec);
-    let Ok(dag) = &compiled.dag else {
-        return Ok(());
+    let dag = match &compiled.dag {
+        Ok(dag) => dag,
+        Err(why) => {
+            tracing::warn!(%why, "no workload for a workflow MultiKueue dispatches: its run cannot be sized");
+            return Ok(());
+        }
     };
     let footprint = footprint_of(spec, dag, compiled.exit.as_ref()).map_err(|e| e.to_string())?;
     let Some(object) = workload::build(&workflow, &compiled.run, 0, &footprint) else {
@@ -395,4 +416,21 @@ pub(super) async fn beside_left(
             "creating the workload of a workflow MultiKueue dispatches: {e}"
         )),
     }
+}
+
+/// `workflow` with the shared templates it names, to size its run: those `submit` recorded in
+/// its annotation (which the worker runs from: no status on the manager holds them), else read
+/// here, in memory only (a workflow made with kubectl, whose templates the workers read
+/// themselves). Nothing is written.
+async fn sized_from(client: &Client, workflow: &WorkFlow) -> Result<WorkFlow, String> {
+    let mut probe = template::with_submitted(workflow).into_owned();
+    if template::missing(&probe).is_empty() {
+        return Ok(probe);
+    }
+    let namespace = workflow.namespace().unwrap_or_default();
+    let read = |source| super::resolve::read(client, &namespace, source);
+    template::resolve(&mut probe, read)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(probe)
 }

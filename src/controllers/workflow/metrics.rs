@@ -27,6 +27,7 @@ impl Recorder {
         if let Some(metrics) = &metrics {
             for phase in [
                 Phase::Created,
+                Phase::Queued,
                 Phase::Started,
                 Phase::Completed,
                 Phase::Failed,

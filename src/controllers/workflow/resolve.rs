@@ -4,6 +4,11 @@
 //! workflow from that record, never from the templates again: an edited or deleted template
 //! does not change a workflow that started from it, on retry, stop or restart.
 //!
+//! A workflow `workflow-operator submit` sent to another controller (`spec.managedBy`:
+//! MultiKueue, which copies it to this cluster) carries the templates read where it was
+//! submitted, in the annotation `workflow.crd.com/resolved-templates`: those are recorded as
+//! they are written there, not read here.
+//!
 //! A template that is not found is not recorded; expanding the workflow then fails it naming
 //! the template (`workflowTemplateRef: workflowtemplate "ci" not found in namespace "dev"`),
 //! and a `retry` reads it again. A SIGKILL between the read and the record costs a second read:
@@ -43,8 +48,19 @@ pub(super) async fn shared_templates(
         .status
         .as_ref()
         .map_or(0, |s| s.resolved_templates.len());
+    let submitted = template::submitted(&workflow).unwrap_or_else(|why| {
+        tracing::warn!(%why, "the templates recorded at submit are not read");
+        Vec::new()
+    });
     let mut probe = (*workflow).clone();
-    template::resolve(&mut probe, |source| read(&ctx.client, &namespace, source)).await?;
+    let (client, namespace, given) = (&ctx.client, &namespace, &submitted);
+    template::resolve(&mut probe, |source| async move {
+        if let Some(record) = given.iter().find(|r| r.is(&source)) {
+            return Ok(Some(record.clone()));
+        }
+        read(client, namespace, source).await
+    })
+    .await?;
     let status = probe.status.unwrap_or_default();
     if status.resolved_templates.len() == before {
         return Ok(());
@@ -60,8 +76,12 @@ pub(super) async fn shared_templates(
     let read: Vec<String> = status.resolved_templates[before..]
         .iter()
         .map(|r| {
+            let from = match submitted.contains(r) {
+                true => " (as submitted, from the annotation workflow.crd.com/resolved-templates)",
+                false => "",
+            };
             format!(
-                "{} {:?} at resourceVersion {}",
+                "{} {:?} at resourceVersion {}{from}",
                 r.kind.to_lowercase(),
                 r.name,
                 r.resource_version.as_deref().unwrap_or("?")
@@ -86,7 +106,7 @@ pub(super) fn may_run(workflow: &WorkFlow) -> bool {
 }
 
 /// Reads the shared template `source` names, as a record; `None` when it does not exist.
-async fn read(
+pub(super) async fn read(
     client: &Client,
     namespace: &str,
     source: Source,

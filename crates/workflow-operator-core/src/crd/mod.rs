@@ -714,7 +714,8 @@ fn items_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// What the operator observed of a workflow; written only by the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct WorkFlowStatus {
-    /// Lifecycle phase: Created, Started, Suspended, Completed or Failed.
+    /// Lifecycle phase: Created, Queued (waiting for Kueue to admit the run), Started,
+    /// Suspended, Completed or Failed.
     #[serde(
         rename = "workflow-status",
         default,

@@ -556,6 +556,9 @@ pub struct Gate {
     /// Where the Jobs created go (`queueScope: Workflow`: the admission's node selectors and
     /// tolerations). The planner leaves it to whoever builds the Jobs.
     pub placement: Option<crate::kueue::workload::Placement>,
+    /// The whole run waits (Kueue has not admitted its Workload), saying this: the workflow is
+    /// `Queued`, not `Started`, and says so in its message.
+    pub run_queued: Option<String>,
 }
 
 impl Gate {
@@ -566,6 +569,16 @@ impl Gate {
             message,
             cached: Vec::new(),
             placement: None,
+            run_queued: None,
+        }
+    }
+
+    /// A gate that holds back every Job because the whole run waits, saying `message` on the
+    /// workflow (phase `Queued`) and on its ready steps.
+    pub fn queueing(message: String) -> Self {
+        Gate {
+            run_queued: Some(message.clone()),
+            ..Gate::admitting(std::iter::empty(), message)
         }
     }
 
@@ -587,6 +600,7 @@ impl Gate {
             message,
             cached,
             placement: self.placement.or(other.placement),
+            run_queued: self.run_queued.or(other.run_queued),
         }
     }
 
@@ -635,7 +649,8 @@ pub fn plan_compiled(
 
 /// [`plan_compiled`] behind `gate`: a Job the gate does not admit is not created; its step is
 /// `Queued`, with the gate's message, and counts as started for the lifecycle (the workflow is
-/// under way, waiting its turn).
+/// under way, waiting its turn). A gate that holds the whole run ([`Gate::run_queued`]) makes
+/// the workflow `Queued` until a later gate lets it through (`Admitted`).
 pub fn plan_gated(
     workflow: &WorkFlow,
     compiled: &Compiled,
@@ -775,6 +790,9 @@ mod fan_out_tests;
 
 #[cfg(test)]
 mod policy_tests;
+
+#[cfg(test)]
+mod queued_tests;
 
 #[cfg(test)]
 mod rules_tests;

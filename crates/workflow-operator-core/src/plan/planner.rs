@@ -341,7 +341,11 @@ impl<'a> Planner<'a> {
             message: format!("{} -> {}: {detail}", transition.from(), transition.to()),
             transition,
         });
-        if transition.from() == Phase::Created && transition.to() == Phase::Started {
+        // Queued from Created, the run is under way (waiting its turn), as a step held by any
+        // gate counts as started: its deadline counts from then, and admission keeps it.
+        if transition.from() == Phase::Created
+            && matches!(transition.to(), Phase::Started | Phase::Queued)
+        {
             self.started_at = Some(self.now);
         }
         self.phase = transition.to();

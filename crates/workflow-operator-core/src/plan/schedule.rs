@@ -62,11 +62,17 @@ impl<'a> Planner<'a> {
                 view.ready.clear();
             }
         }
-        // Resumed before anything starts (exit steps included) or ends.
+        // Resumed, or admitted, before anything starts (exit steps included) or ends.
         if !spec.suspend && self.phase == Phase::Suspended {
             self.go(
                 Trigger::Resumed,
                 "spec.suspend is false: steps start again".into(),
+            );
+        }
+        if !spec.suspend && self.phase == Phase::Queued && self.gate.run_queued.is_none() {
+            self.go(
+                Trigger::Admitted,
+                "Kueue admitted the run's workload: its steps start".into(),
             );
         }
         let exits = match (main_end, exit_dag) {
@@ -233,7 +239,8 @@ impl<'a> Planner<'a> {
                 message: None,
             };
         }
-        if none_yet && !wanted.is_empty() {
+        // A run that waits for its admission has not started its exit steps: they wait too.
+        if none_yet && !wanted.is_empty() && self.phase != Phase::Queued {
             let names: Vec<&str> = wanted.iter().map(|u| exit_dag.name(u.node)).collect();
             let detail = format!(
                 "running exit steps {} after: {}",
@@ -253,7 +260,8 @@ impl<'a> Planner<'a> {
 
     /// Starts the ready instances of `mains` (into `created`, by run): at most `parallelism`
     /// at once across all runs, the earlier runs first; none while suspended. Those the gate
-    /// does not admit are `held` (by run) instead; they count as started for the lifecycle.
+    /// does not admit are `held` (by run) instead; they count as started for the lifecycle,
+    /// but for a gate that holds the whole run: the workflow is then `Queued`.
     fn start_ready(
         &mut self,
         dag: &'a Dag,
@@ -261,7 +269,7 @@ impl<'a> Planner<'a> {
         (created, held): (&mut [Vec<Unit>], &mut [Vec<Unit>]),
     ) {
         let spec = &self.workflow.spec;
-        if spec.suspend && matches!(self.phase, Phase::Created | Phase::Started) {
+        if spec.suspend && matches!(self.phase, Phase::Created | Phase::Queued | Phase::Started) {
             self.go(
                 Trigger::Suspended,
                 "spec.suspend is true: no new step starts".into(),
@@ -290,7 +298,11 @@ impl<'a> Planner<'a> {
                 }
             }
         }
-        if self.phase == Phase::Created && (running > 0 || !started_names.is_empty()) {
+        let queued = self.gate.run_queued.clone();
+        if let Some(why) = queued.filter(|_| matches!(self.phase, Phase::Created | Phase::Started))
+        {
+            self.go(Trigger::Queued, why);
+        } else if self.phase == Phase::Created && (running > 0 || !started_names.is_empty()) {
             let names: Vec<&str> = started_names.iter().map(String::as_str).collect();
             self.go(
                 Trigger::StepsStarted,
@@ -337,13 +349,18 @@ impl<'a> Planner<'a> {
     /// (`failFast: false`: it fails once nothing runs), stopping, or suspended.
     fn waiting_message(&self, mains: &[View<'a>], exit_message: Option<String>) -> Option<String> {
         let spec = &self.workflow.spec;
+        // A run that waits for its admission says so first: nothing else moves until then.
+        let queued = (self.phase == Phase::Queued)
+            .then(|| self.gate.run_queued.clone())
+            .flatten();
         let failure = first_failure(mains).map(|(name, failure)| {
             format!(
                 "{}; waiting for running steps to finish",
                 failure.describe(&name)
             )
         });
-        exit_message
+        queued
+            .or(exit_message)
             .or(failure)
             .or_else(|| {
                 self.finishing().map(|fired| {

@@ -126,6 +126,52 @@ pub fn missing(workflow: &WorkFlow) -> Vec<Source> {
         .collect()
 }
 
+/// The annotation in which `workflow-operator submit` records the shared templates of a
+/// workflow another controller dispatches (`spec.managedBy`, MultiKueue): a JSON list of
+/// [`ResolvedTemplate`]s, read where the workflow was submitted. MultiKueue copies a workflow's
+/// spec, labels and annotations to a worker cluster, not its status: the worker's operator
+/// records these as they are written here ([`submitted`]) rather than reading its own cluster's
+/// templates, so the run is of the templates the workflow was submitted with.
+pub const ANNOTATION_RESOLVED_TEMPLATES: &str = "workflow.crd.com/resolved-templates";
+
+/// The shared templates recorded in `workflow`'s [`ANNOTATION_RESOLVED_TEMPLATES`]; none
+/// without it.
+///
+/// # Errors
+/// The annotation is not a JSON list of records: what the parser said.
+pub fn submitted(workflow: &WorkFlow) -> Result<Vec<ResolvedTemplate>, String> {
+    match workflow.annotations().get(ANNOTATION_RESOLVED_TEMPLATES) {
+        None => Ok(Vec::new()),
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| format!("annotation {ANNOTATION_RESOLVED_TEMPLATES}: {e}")),
+    }
+}
+
+/// `workflow` with the records of [`submitted`] that its status does not hold yet added to its
+/// status, in memory: how it expands where no operator records its templates (the manager of a
+/// workflow MultiKueue dispatches, which sizes the run's Workload). Borrowed when nothing is
+/// added; a malformed annotation adds nothing.
+pub fn with_submitted(workflow: &WorkFlow) -> Cow<'_, WorkFlow> {
+    let resolved = workflow
+        .status
+        .as_ref()
+        .map_or(&[][..], |s| &s.resolved_templates[..]);
+    let added: Vec<ResolvedTemplate> = (submitted(workflow).unwrap_or_default().into_iter())
+        .filter(|r| {
+            !resolved
+                .iter()
+                .any(|h| h.kind == r.kind && h.name == r.name)
+        })
+        .collect();
+    if added.is_empty() {
+        return Cow::Borrowed(workflow);
+    }
+    let mut owned = workflow.clone();
+    let status = owned.status.get_or_insert_with(Default::default);
+    status.resolved_templates.extend(added);
+    Cow::Owned(owned)
+}
+
 /// Records in `workflow`'s status every shared template it names (and those name) that `find`
 /// finds (the operator from the API, `validate` from the files given); returns those `find` did
 /// not find. Ends: each round records a new template or sets one aside as not found.

@@ -110,8 +110,8 @@ class Run:
 
     @property
     def phase(self) -> str | None:
-        """`Created`, `Started`, `Suspended`, `Completed` or `Failed` (None before the operator
-        saw it)."""
+        """`Created`, `Queued` (Kueue has not admitted the run), `Started`, `Suspended`,
+        `Completed` or `Failed` (None before the operator saw it)."""
         return cast("str | None", (self.get().get("status") or {}).get("workflow-status"))
 
     @property
