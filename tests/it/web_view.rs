@@ -376,6 +376,9 @@ fn boxes(dom: &str) -> Vec<Drawn> {
         .collect()
 }
 
+/// A segment of a path: its point at `t` from 0 (its start) to 1 (its end).
+type Segment<'a> = Box<dyn Fn(f64) -> (f64, f64) + 'a>;
+
 /// Points along an SVG path of `M`, `L` and `C` commands (absolute), 64 per segment.
 fn points_along(d: &str) -> Vec<(f64, f64)> {
     let tokens: Vec<&str> = d.split_whitespace().collect();
@@ -384,7 +387,7 @@ fn points_along(d: &str) -> Vec<(f64, f64)> {
     while i < tokens.len() {
         let (command, args) = (tokens[i], i + 1);
         let p = |k: usize| (number(args + 2 * k), number(args + 2 * k + 1));
-        let (next, used): (Box<dyn Fn(f64) -> (f64, f64)>, usize) = match command {
+        let (next, used): (Segment<'_>, usize) = match command {
             "M" => (Box::new(move |_| p(0)), 2),
             "L" => {
                 let (a, b) = (at, p(0));
