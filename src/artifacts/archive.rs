@@ -22,7 +22,7 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 
 use flate2::Compression;
-use flate2::read::GzDecoder;
+use flate2::bufread::GzDecoder;
 use flate2::write::GzEncoder;
 
 /// gzip's fastest level: artifacts are often binaries or already compressed, where higher
@@ -31,6 +31,10 @@ const LEVEL: Compression = Compression::fast();
 
 /// How much of an archive's start chooses its level (see the module's documentation).
 const SAMPLE: usize = 256 * 1024;
+
+/// The buffers between the store and the decompressor and between it and a file written: large
+/// reads and writes, few system calls and few trips to the runtime for the next chunk.
+const BUFFER: usize = 1 << 20;
 
 /// Writes `path` (a file or a directory; a link to one is followed) as a `.tar.gz` to `out`.
 ///
@@ -44,7 +48,15 @@ pub(crate) fn pack<W: Write>(path: &Path, out: W) -> io::Result<W> {
         tar.append_dir_all(".", &path)?;
     } else {
         let name = path.file_name().unwrap_or("artifact".as_ref());
-        tar.append_file(name, &mut File::open(&path)?)?;
+        let file = File::open(&path)?;
+        let mut header = tar::Header::new_gnu();
+        header.set_metadata_in_mode(&file.metadata()?, tar::HeaderMode::Complete);
+        // Read in [`BUFFER`]s, not `append_file`'s 8 KiB: as many fewer writes to the archive.
+        tar.append_data(
+            &mut header,
+            name,
+            io::BufReader::with_capacity(BUFFER, file),
+        )?;
     }
     tar.into_inner()?.finish()
 }
@@ -122,6 +134,7 @@ fn level_for(start: &[u8]) -> Compression {
 /// # Caveats
 /// A failure part-way leaves what was unpacked so far.
 pub(crate) fn unpack<R: Read>(input: R, dest: &Path) -> io::Result<()> {
+    let input = io::BufReader::with_capacity(BUFFER, input);
     let mut archive = tar::Archive::new(GzDecoder::new(input));
     let mut entries = archive.entries()?;
     let Some(first) = entries.next() else {
@@ -129,7 +142,7 @@ pub(crate) fn unpack<R: Read>(input: R, dest: &Path) -> io::Result<()> {
     };
     let mut first = first?;
     if first.header().entry_type().is_file() {
-        first.unpack(dest)?;
+        unpack_file(&mut first, dest)?;
         return match entries.next() {
             None => Ok(()),
             Some(_) => Err(invalid("a file is followed by more entries")),
@@ -152,6 +165,36 @@ pub(crate) fn unpack<R: Read>(input: R, dest: &Path) -> io::Result<()> {
     }
     for mut directory in directories.into_iter().rev() {
         unpack_inside(&mut directory, dest)?;
+    }
+    Ok(())
+}
+
+/// Writes a file entry to `dest` (replacing a file there) through a [`BUFFER`]-sized buffer,
+/// with the entry's permissions and modification time, as `tar::Entry::unpack` does: that
+/// copies 8 KiB at a time, a read through the decompressor and a `write` each, 12,800 for a
+/// 100 MiB file.
+fn unpack_file<R: Read>(entry: &mut tar::Entry<'_, R>, dest: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    match fs::remove_file(dest) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+        _ => {}
+    }
+    // `create_new`: a link planted at `dest` since the removal is not followed.
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dest)?;
+    let mut out = io::BufWriter::with_capacity(BUFFER, file);
+    let expected = entry.size();
+    if io::copy(entry, &mut out)? != expected {
+        return Err(invalid("the file is shorter than its header says"));
+    }
+    let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    // What tar keeps by default: the permission bits, without set-id and sticky bits.
+    let mode = entry.header().mode()? & 0o777;
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    if let Ok(mtime) = entry.header().mtime() {
+        file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime))?;
     }
     Ok(())
 }

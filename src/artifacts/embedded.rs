@@ -46,6 +46,8 @@ use workflow_operator_core::crd::artifacts::{ArtifactRepository, CredentialsSecr
 
 use super::target::{DEFAULT_REGION, S3Target};
 
+mod multipart;
+
 /// The one bucket of the embedded store.
 pub const BUCKET: &str = "workflows";
 /// The Secret [`install_default_repository`] writes: `accessKey` and `secretKey`.
@@ -256,10 +258,11 @@ fn service(dir: &Path, target: &S3Target, puts: Puts) -> std::io::Result<S3Servi
 /// what the disk gives.
 const READ_CHUNK: usize = 1 << 20;
 
-/// `s3s-fs` with two changes: the body of a GET is read from the object's file in
-/// [`READ_CHUNK`] reads, and an object written is announced as a [`Put`]. Everything else, the
-/// GET's status, headers, ETag, checksums and range checks included, is `s3s-fs`'s own answer;
-/// every other request goes to it as it is.
+/// `s3s-fs` with three changes: the body of a GET is read from the object's file in
+/// [`READ_CHUNK`] reads, a multipart upload's parts are written and joined by [`multipart`],
+/// and an object written is announced as a [`Put`]. Everything else, the GET's status, headers,
+/// ETag, checksums and range checks included, is `s3s-fs`'s own answer; every other request
+/// goes to it as it is.
 struct Store {
     fs: s3s_fs::FileSystem,
     /// The directory `fs` serves: a bucket a directory of it, a key a file of that.
@@ -441,7 +444,7 @@ impl S3 for Store {
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
-        self.fs.upload_part(req).await
+        multipart::upload_part(&self.root, req.credentials.as_ref(), req.input).await
     }
 
     async fn upload_part_copy(
@@ -463,7 +466,13 @@ impl S3 for Store {
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
-        let written = self.fs.complete_multipart_upload(req).await?;
+        let input = &req.input;
+        let conditional = input.if_match.is_some() || input.if_none_match.is_some();
+        let written = if conditional || !multipart::plain(&bucket) || !multipart::plain(&key) {
+            self.fs.complete_multipart_upload(req).await?
+        } else {
+            multipart::complete(&self.root, req.credentials.as_ref(), req.input).await?
+        };
         self.announce(bucket, key, written.output.e_tag.as_ref())
             .await;
         Ok(written)

@@ -12,7 +12,8 @@
 //! - [`transfer`]: put, get, list, delete.
 //! - [`error`]: what failed, in the user's words.
 //! - `archive` and `bridge`: the `.tar.gz` layout, and the blocking I/O it runs on.
-//! - [`embedded`]: the store `workflow-operator dev` and the tests run (the `dev` feature).
+//! - [`embedded`]: the store `workflow-operator dev` and the tests run (the `dev` feature), its
+//!   multipart uploads its own (`embedded::multipart`).
 
 mod archive;
 mod bridge;

@@ -9,7 +9,8 @@
 //! [`shape`] (what is submitted), [`timeline`] (what happens when, from the store's change
 //! stream), [`wait_order`] (with a semaphore, how fair it was), [`ceiling`], [`procfs`] and
 //! [`process`]; [`cron`] is the schedule shape (`--crons`), CronWorkFlows firing instead of
-//! workflows submitted.
+//! workflows submitted; [`artifact`] the artifact shape (`--artifact-mib`), one file through the
+//! embedded artifact store against `cp`.
 //!
 //! # What is counted
 //! API requests are those of every client except the benchmark itself, which identifies its own
@@ -25,6 +26,7 @@
 //! kubelet), which is what
 //! bounds a step rate there (docs/performance.md).
 
+pub mod artifact;
 pub mod ceiling;
 pub mod changes;
 pub mod cron;

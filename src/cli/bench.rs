@@ -119,6 +119,15 @@ pub struct BenchArgs {
     /// The shards of `--replicas` (default: one per replica).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     shards: Option<u32>,
+    /// The artifact shape: put one file of N MiB of random bytes into the embedded artifact
+    /// store and get it back, as two steps pass an artifact, alternating with `cp` of the same
+    /// file, --rounds times; report each time, the medians and their ratios to `cp`. The
+    /// workflow options above do not apply.
+    #[arg(long, value_name = "N", conflicts_with_all = ["crons", "keep_finished"])]
+    artifact_mib: Option<usize>,
+    /// With --artifact-mib: how many rounds.
+    #[arg(long, default_value_t = 5, requires = "artifact_mib")]
+    rounds: usize,
     /// Print the JSON indented.
     #[arg(long)]
     pretty: bool,
@@ -133,6 +142,18 @@ fn parse_shape(text: &str) -> Result<Shape, String> {
 pub async fn bench(args: BenchArgs) -> ExitCode {
     if let Some(crons) = args.crons {
         return schedule(&args, crons).await;
+    }
+    if let Some(mib) = args.artifact_mib {
+        return match bench::artifact::run(mib, args.rounds).await {
+            Ok(report) => {
+                print(&report, args.pretty);
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let options = match options(&args) {
         Ok(options) => options,

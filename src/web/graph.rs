@@ -1,6 +1,8 @@
 //! What the DAG view draws, from the workflow alone (as the operator's mirror holds it): a node
 //! per step (per step and run of `spec.runs`; a step that fans out is one node with its
-//! count), its phase, the dependency edges, laid out in layers ([`super::layout`]). Above
+//! count), its phase, the dependency edges, laid out in layers ([`super::layout`]). The exit
+//! steps (`onExit`) are a group of their own below the rest, each that depends on no other exit
+//! step joined to the last steps by an edge of its own kind, as `graph` draws them. Above
 //! [`MAX_NODES`] steps the drawing collapses to one node per band of layers, each counting its
 //! steps by phase, so a 10,000-step workflow stays a page a browser draws at once.
 
@@ -8,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::layout::{self, Layout};
 use workflow_operator_core::WorkFlow;
-use workflow_operator_core::crd::{ItemCounts, StepPhase, StepStatus};
+use workflow_operator_core::crd::{ItemCounts, Step, StepPhase, StepStatus};
 use workflow_operator_core::fan_out::display_name;
 use workflow_operator_core::fan_out::node_label;
 use workflow_operator_core::plan::Compiled;
@@ -41,6 +43,8 @@ pub enum Node {
         phase: StepPhase,
         /// A step that fans out: how its items stand, once known.
         items: Option<ItemCounts>,
+        /// Failed (or timed out) and `continueOn.failed`: the workflow goes on past it.
+        tolerated: bool,
     },
     /// A band of layers of a collapsed drawing: how many of its steps are in each phase.
     Band {
@@ -90,6 +94,11 @@ pub struct Drawing {
     pub nodes: Vec<Node>,
     /// From a dependency to its dependent, indexes of `nodes`.
     pub edges: Vec<(usize, usize)>,
+    /// From each last step to each exit step that depends on no other exit step: it runs
+    /// after them all.
+    pub after_all: Vec<(usize, usize)>,
+    /// The first exit step's index: `nodes` from there on are the exit steps.
+    pub exit_from: Option<usize>,
     pub layout: Layout,
     /// The steps in all, when the drawing is collapsed into bands.
     pub collapsed_from: Option<usize>,
@@ -104,40 +113,43 @@ pub fn drawing(workflow: &WorkFlow) -> Result<Drawing, String> {
     let runs = spec.run_count();
     let mut nodes = Vec::new();
     let mut edges = Vec::new();
-    // Edges that only place exit steps below the rest; not drawn.
-    let mut placing = Vec::new();
     for run in 0..runs {
         let base = nodes.len();
         for (i, step) in spec.containers.iter().enumerate() {
             let name = display_name(&step.step_name, run, runs, None);
             let label = node_label(step, compiled.flow.fan_out.get(&i));
-            nodes.push(phases.node(name, label));
+            nodes.push(phases.node(name, label, step));
             edges.extend(dag.dependencies(i).map(|d| (base + d, base + i)));
         }
     }
+    let mut after_all = Vec::new();
+    let mut exit_from = None;
     if let Some(exit) = &compiled.exit {
         let base = nodes.len();
+        exit_from = Some(base);
         let mut has_dependents = vec![false; base];
         for &(from, _) in &edges {
             has_dependents[from] = true;
         }
         let sinks: Vec<usize> = (0..base).filter(|&n| !has_dependents[n]).collect();
         for (i, step) in spec.on_exit.iter().enumerate() {
-            nodes.push(phases.node(step.step_name.clone(), step.step_name.clone()));
+            nodes.push(phases.node(step.step_name.clone(), step.step_name.clone(), step));
             let mut dependencies = exit.dependencies(i).peekable();
             if dependencies.peek().is_none() {
-                placing.extend(sinks.iter().map(|&s| (s, base + i)));
+                after_all.extend(sinks.iter().map(|&s| (s, base + i)));
             }
             edges.extend(dependencies.map(|d| (base + d, base + i)));
         }
     }
-    let all: Vec<(usize, usize)> = edges.iter().chain(&placing).copied().collect();
+    let all: Vec<(usize, usize)> = edges.iter().chain(&after_all).copied().collect();
     let layout =
         layout::layered(nodes.len(), &all).ok_or("the steps depend on each other in a cycle")?;
     if nodes.len() <= MAX_NODES {
         return Ok(Drawing {
             nodes,
             edges,
+            after_all,
+            exit_from,
             layout,
             collapsed_from: None,
         });
@@ -172,6 +184,8 @@ fn collapse(nodes: &[Node], layout: &Layout) -> Drawing {
     Drawing {
         nodes: bands,
         edges,
+        after_all: Vec::new(),
+        exit_from: None,
         layout,
         collapsed_from: Some(nodes.len()),
     }
@@ -207,7 +221,7 @@ impl<'a> Phases<'a> {
         }
     }
 
-    fn node(&self, name: String, label: String) -> Node {
+    fn node(&self, name: String, label: String, step: &Step) -> Node {
         let recorded = self.recorded.get(name.as_str());
         let phase = match recorded {
             Some(entry) => entry.phase,
@@ -215,11 +229,13 @@ impl<'a> Phases<'a> {
             None if self.terminal => StepPhase::Skipped,
             None => StepPhase::Waiting,
         };
+        let failed = matches!(phase, StepPhase::Failed | StepPhase::TimedOut);
         Node::Step {
             items: recorded.and_then(|e| e.items),
             label,
             name,
             phase,
+            tolerated: failed && step.continue_on.as_ref().is_some_and(|c| c.failed),
         }
     }
 }

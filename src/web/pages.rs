@@ -378,7 +378,7 @@ fn events(out: &mut String, events: &Result<Vec<Event>, String>) {
                     out,
                     r#"<tr><td>{}</td><td>{}</td><td>{}</td><td class="message">{}</td></tr>"#,
                     reads::event_time(event)
-                        .map(|t| t.to_string())
+                        .map(to_the_second)
                         .unwrap_or_default(),
                     Escaped(event.type_.as_deref().unwrap_or("")),
                     Escaped(event.reason.as_deref().unwrap_or("")),
@@ -389,6 +389,12 @@ fn events(out: &mut String, events: &Result<Vec<Event>, String>) {
         }
     }
     out.push_str("</section>");
+}
+
+/// An Event's time as `2026-12-06T12:40:24Z`: to the second, as `kubectl` and the step facts
+/// show times (an Event's own is to the microsecond, which only makes the column wide).
+fn to_the_second(time: Timestamp) -> String {
+    Timestamp::from_second(time.as_second()).map_or_else(|_| time.to_string(), |t| t.to_string())
 }
 
 /// How long ago the workflow was created.

@@ -271,3 +271,24 @@ fn schedule_shape_without_idle_seconds_skips_the_idle_measurement() {
     assert_eq!(report["runsMissing"], 0, "{report:#}");
     assert!(report["idle"].is_null(), "{report:#}");
 }
+
+#[test]
+fn the_artifact_shape_reports_each_round_of_cp_put_and_get_and_their_medians() {
+    let output = bench(&["--artifact-mib", "3", "--rounds", "3"]);
+    let report = report(&output);
+    assert_eq!(report["mib"], 3, "{report:#}");
+    for what in ["cp", "put", "get"] {
+        let times = &report[what];
+        let seconds: Vec<f64> = (times["seconds"].as_array().unwrap().iter())
+            .map(|s| s.as_f64().unwrap())
+            .collect();
+        assert_eq!(seconds.len(), 3, "{what}: {report:#}");
+        let mut sorted = seconds.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(times["medianSeconds"].as_f64(), Some(sorted[1]), "{what}");
+    }
+    let ratio = report["putOverCp"].as_f64().unwrap();
+    let expected = report["put"]["medianSeconds"].as_f64().unwrap()
+        / report["cp"]["medianSeconds"].as_f64().unwrap();
+    assert!((ratio - expected).abs() < 1e-9, "{report:#}");
+}

@@ -3,8 +3,10 @@
 //!
 //! - in a real browser, headless Chromium (Debian's `chromium`, installed by
 //!   `scripts/install-test-tools.sh` where it can be): the DAG of a diamond (one node per step,
-//!   each with its phase, the edges), a change appearing without a reload, and a step named
-//!   `<img src=x onerror=alert(1)>` shown as text. Screenshots go to `target/web/`. These tests
+//!   each with its phase, the edges), a change appearing without a reload, a step named
+//!   `<img src=x onerror=alert(1)>` shown as text, and what the DAG marks: the exit steps'
+//!   dashed group and edges, edges routed around boxes, a tolerated failure apart from a fatal
+//!   one, Event times to the second. Screenshots go to `target/web/`. These tests
 //!   skip, saying why, only where no Chromium is installed.
 //! - over plain HTTP: the routes, 405 for every other method, only the watched namespace, the
 //!   escaping of names and logs, and the server-sent events of a change.
@@ -290,6 +292,128 @@ impl OpenPage {
         )
         .await;
     }
+}
+
+// --- what the DAG view marks ---
+
+/// A workflow with one of each thing the DAG view marks: `c` depends on `a` directly and
+/// through `b` (its edge from `a` passes `b`'s layer, in one column), `tolerated` fails under
+/// `continueOn.failed`, `fatal` fails the workflow after them, and `notify` runs on exit.
+fn marked(name: &str) -> workflow_operator_core::testing::WorkFlowBuilder {
+    WorkFlow::test(name)
+        .step("a", &[])
+        .command(&["true"])
+        .step("b", &["a"])
+        .command(&["true"])
+        .step("c", &["a", "b"])
+        .command(&["true"])
+        .step("tolerated", &[])
+        .command(&["sh", "-c", "exit 3"])
+        .continue_on_failed()
+        .step("fatal", &["c", "tolerated"])
+        .command(&["sh", "-c", "exit 4"])
+        .exit_step("notify", &[])
+        .command(&["true"])
+}
+
+/// The page of [`marked`] once it failed, its exit step ran and its Events are listed, as
+/// Chromium has it.
+async fn marked_page(browser: &Chromium, view: &View, name: &str) -> String {
+    view.ns.create(marked(name)).await;
+    view.ns.expect_failed(name, &["fatal"]).await;
+    let path = view.workflow_path(name);
+    let notified = node("notify", "Succeeded");
+    view.wait_page(&path, &[&notified, r#"<table class="events">"#])
+        .await;
+    browser.dump_dom(&view.url(&path)).await
+}
+
+/// The opening tag of the element whose `data-step` is `step`.
+fn tag_of<'a>(dom: &'a str, step: &str) -> &'a str {
+    let at = dom
+        .find(&format!(r#"data-step="{step}""#))
+        .unwrap_or_else(|| panic!("no element of step {step}: {dom}"));
+    let start = dom[..at].rfind('<').expect("a tag");
+    let end = at + dom[at..].find('>').expect("a tag's end");
+    &dom[start..=end]
+}
+
+/// A box of the drawing: its step and its rectangle (left, top, right, bottom).
+struct Drawn {
+    step: String,
+    rect: [f64; 4],
+}
+
+impl Drawn {
+    /// Whether `(x, y)` is inside, more than `margin` from every side.
+    fn holds(&self, (x, y): (f64, f64), margin: f64) -> bool {
+        let [l, t, r, b] = self.rect;
+        x > l + margin && x < r - margin && y > t + margin && y < b - margin
+    }
+
+    /// Whether `(x, y)` is on the box or within `margin` of it.
+    fn touches(&self, (x, y): (f64, f64), margin: f64) -> bool {
+        let [l, t, r, b] = self.rect;
+        x >= l - margin && x <= r + margin && y >= t - margin && y <= b + margin
+    }
+}
+
+/// Every step's box in the DOM.
+fn boxes(dom: &str) -> Vec<Drawn> {
+    let pattern = regex::Regex::new(
+        r#"data-step="([^"]*)" data-phase="[^"]*"><title>[^<]*</title><rect x="([-\d.]+)" y="([-\d.]+)" width="([\d.]+)" height="([\d.]+)""#,
+    )
+    .unwrap();
+    pattern
+        .captures_iter(dom)
+        .map(|c| {
+            let n = |i: usize| c[i].parse::<f64>().unwrap();
+            Drawn {
+                step: c[1].to_string(),
+                rect: [n(2), n(3), n(2) + n(4), n(3) + n(5)],
+            }
+        })
+        .collect()
+}
+
+/// A segment of a path: its point at `t` from 0 (its start) to 1 (its end).
+type Segment<'a> = Box<dyn Fn(f64) -> (f64, f64) + 'a>;
+
+/// Points along an SVG path of `M`, `L` and `C` commands (absolute), 64 per segment.
+fn points_along(d: &str) -> Vec<(f64, f64)> {
+    let tokens: Vec<&str> = d.split_whitespace().collect();
+    let number = |i: usize| tokens[i].parse::<f64>().unwrap();
+    let (mut points, mut at, mut i) = (Vec::new(), (0.0, 0.0), 0);
+    while i < tokens.len() {
+        let (command, args) = (tokens[i], i + 1);
+        let p = |k: usize| (number(args + 2 * k), number(args + 2 * k + 1));
+        let (next, used): (Segment<'_>, usize) = match command {
+            "M" => (Box::new(move |_| p(0)), 2),
+            "L" => {
+                let (a, b) = (at, p(0));
+                (
+                    Box::new(move |t| (a.0 + (b.0 - a.0) * t, a.1 + (b.1 - a.1) * t)),
+                    2,
+                )
+            }
+            "C" => {
+                let (a, c1, c2, b) = (at, p(0), p(1), p(2));
+                let bezier = move |t: f64| {
+                    let u = 1.0 - t;
+                    let mix = |a: f64, c1: f64, c2: f64, b: f64| {
+                        u * u * u * a + 3.0 * u * u * t * c1 + 3.0 * u * t * t * c2 + t * t * t * b
+                    };
+                    (mix(a.0, c1.0, c2.0, b.0), mix(a.1, c1.1, c2.1, b.1))
+                };
+                (Box::new(bezier), 6)
+            }
+            other => panic!("a path command this test does not read: {other} in {d}"),
+        };
+        points.extend((0..=64).map(|k| next(f64::from(k) / 64.0)));
+        at = next(1.0);
+        i = args + used;
+    }
+    points
 }
 
 // --- plain HTTP ---
@@ -783,4 +907,155 @@ spec:
         )
         .await;
     assert!(page.contains("@every 2s"), "{page}");
+}
+
+#[rstest]
+#[tokio::test]
+async fn exit_steps_are_a_dashed_group_joined_to_the_last_steps_by_dashed_edges(
+    #[future(awt)] namespace: Namespace,
+) {
+    let Some(browser) = Chromium::find("exit_steps_are_a_dashed_group") else {
+        return;
+    };
+    let Some(view) = View::start(namespace).await else {
+        return;
+    };
+    let dom = marked_page(&browser, &view, "exit-group").await;
+    let group = dom
+        .split(r#"<g class="exit-group""#)
+        .nth(1)
+        .unwrap_or_else(|| panic!("an exit group: {dom}"));
+    // The group is drawn last: all that follows it in the drawing is its own.
+    let group = group.split("</svg>").next().unwrap_or(group);
+    assert!(
+        group.contains(r#"stroke-dasharray="#),
+        "a dashed border: {group}"
+    );
+    assert!(group.contains(">onExit</text>"), "labelled onExit: {group}");
+    assert!(
+        group.contains(r#"data-step="notify""#),
+        "notify inside it: {group}"
+    );
+    assert!(
+        !group.contains(r#"data-step="fatal""#),
+        "only exit steps: {group}"
+    );
+    let dashed: Vec<&str> = dom
+        .match_indices(r#"<path class="edge after-all""#)
+        .map(|(i, _)| &dom[i..i + dom[i..].find('>').unwrap()])
+        .collect();
+    assert_eq!(dashed.len(), 1, "one edge from the last step, fatal: {dom}");
+    assert!(
+        dashed[0].contains(r#"data-from="fatal" data-to="notify""#),
+        "{dashed:?}"
+    );
+    assert!(dashed[0].contains("stroke-dasharray="), "{dashed:?}");
+    browser
+        .screenshot(
+            &view.url(&view.workflow_path("exit-group")),
+            "marked",
+            (900, 700),
+        )
+        .await;
+}
+
+#[rstest]
+#[tokio::test]
+async fn no_edge_crosses_a_box_that_is_not_one_of_its_ends(#[future(awt)] namespace: Namespace) {
+    let Some(browser) = Chromium::find("no_edge_crosses_a_box") else {
+        return;
+    };
+    let Some(view) = View::start(namespace).await else {
+        return;
+    };
+    let dom = marked_page(&browser, &view, "routed").await;
+    let boxes = boxes(&dom);
+    assert_eq!(boxes.len(), 6, "a box per step: {dom}");
+    let paths = regex::Regex::new(r#"<path class="edge[^"]*"[^>]* d="([^"]*)""#).unwrap();
+    let edges: Vec<String> = paths
+        .captures_iter(&dom)
+        .map(|c| c[1].to_string())
+        .collect();
+    for d in &edges {
+        let points = points_along(d);
+        let (start, end) = (points[0], points[points.len() - 1]);
+        let ends: Vec<&str> = (boxes.iter())
+            .filter(|b| b.touches(start, 1.0) || b.touches(end, 1.0))
+            .map(|b| b.step.as_str())
+            .collect();
+        assert_eq!(
+            ends.len(),
+            2,
+            "an edge from one box to another: {d} touches {ends:?}"
+        );
+        for other in boxes.iter().filter(|b| !ends.contains(&b.step.as_str())) {
+            let inside = points.iter().find(|&&p| other.holds(p, 1.0));
+            assert!(
+                inside.is_none(),
+                "the edge {ends:?} crosses the box of {} at {inside:?}: {d}",
+                other.step
+            );
+        }
+    }
+    // a->b, a->c, b->c, c->fatal, tolerated->fatal, and fatal->notify after all.
+    assert_eq!(edges.len(), 6, "{dom}");
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_tolerated_failure_is_marked_apart_from_a_fatal_one(#[future(awt)] namespace: Namespace) {
+    let Some(browser) = Chromium::find("a_tolerated_failure_is_marked") else {
+        return;
+    };
+    let Some(view) = View::start(namespace).await else {
+        return;
+    };
+    let dom = marked_page(&browser, &view, "tolerance").await;
+    let (tolerated, fatal) = (tag_of(&dom, "tolerated"), tag_of(&dom, "fatal"));
+    for tag in [tolerated, fatal] {
+        assert!(tag.contains(r#"data-phase="Failed""#), "both failed: {tag}");
+    }
+    assert!(
+        tolerated.contains(r#"class="node phase-Failed tolerated""#),
+        "{tolerated}"
+    );
+    assert!(!fatal.contains("tolerated"), "{fatal}");
+    let detail = |step: &str| {
+        let from = dom.find(&format!(r#"data-step="{step}""#)).unwrap();
+        let text = &dom[from..];
+        let detail = text.find(r#"class="detail">"#).unwrap() + 15;
+        text[detail..detail + text[detail..].find('<').unwrap()].to_string()
+    };
+    assert_eq!(detail("tolerated"), "Failed · tolerated");
+    assert_eq!(detail("fatal"), "Failed");
+}
+
+#[rstest]
+#[tokio::test]
+async fn event_times_are_shown_to_the_second(#[future(awt)] namespace: Namespace) {
+    let Some(browser) = Chromium::find("event_times_are_shown_to_the_second") else {
+        return;
+    };
+    let Some(view) = View::start(namespace).await else {
+        return;
+    };
+    let dom = marked_page(&browser, &view, "timed").await;
+    let table = dom
+        .split(r#"<table class="events">"#)
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap_or_else(|| panic!("an Events table: {dom}"));
+    let row = regex::Regex::new(r"<tr><td>([^<]*)</td>").unwrap();
+    let times: Vec<&str> = row
+        .captures_iter(table)
+        .map(|c| c.get(1).unwrap().as_str())
+        .collect();
+    assert!(!times.is_empty(), "{table}");
+    let second = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$").unwrap();
+    for time in times {
+        assert!(
+            second.is_match(time),
+            "{time:?} is not to the second: {table}"
+        );
+    }
 }
