@@ -32,7 +32,11 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use tokio::time::Instant;
 
@@ -133,6 +137,61 @@ impl IntakeWindow {
                 self.limit += 1;
             }
         }
+    }
+}
+
+/// An intake window and the new objects it admits now, for every reactor of one resource type
+/// whose operators share [`crate::Slots`] (a replica's shards): one window paces them all, as
+/// it would one operator, where a window each would let in their sum.
+#[derive(Debug)]
+pub(crate) struct SharedIntake {
+    window: Mutex<IntakeWindow>,
+    /// New objects counted against the window now, over every reactor sharing it.
+    in_flight: AtomicUsize,
+    /// Told when `in_flight` falls, so a reactor whose new objects wait for room learns of it.
+    room: Notify,
+}
+
+impl SharedIntake {
+    pub(crate) fn new(max: usize, now: Instant) -> Self {
+        Self {
+            window: Mutex::new(IntakeWindow::new(max, now)),
+            in_flight: AtomicUsize::new(0),
+            room: Notify::new(),
+        }
+    }
+
+    pub(crate) fn limit(&self) -> usize {
+        self.window.lock().expect("intake window").limit()
+    }
+
+    /// Whether one more new object may be processed now.
+    pub(crate) fn open(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) < self.limit()
+    }
+
+    /// One echo of a write ([`IntakeWindow::observe`]); the new limit when it changed.
+    pub(crate) fn observe(&self, lag: Duration, now: Instant) -> Option<usize> {
+        let mut window = self.window.lock().expect("intake window");
+        let before = window.limit();
+        window.observe(lag, now);
+        (window.limit() != before).then(|| window.limit())
+    }
+
+    pub(crate) fn took(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn released(&self, count: usize) {
+        if count > 0 {
+            self.in_flight.fetch_sub(count, Ordering::AcqRel);
+            self.room.notify_waiters();
+        }
+    }
+
+    /// Resolves once `in_flight` falls after this call.
+    pub(crate) fn room(&self) -> tokio::sync::futures::Notified<'_> {
+        self.room.notified()
     }
 }
 

@@ -311,13 +311,18 @@ pub struct Operator {
 
 /// Worker slots several [`Operator`]s of one process share: at most this many objects are
 /// processed at once across all of them, each taking a free slot when it has work (first come,
-/// first served). Without it each operator has its own [`OperatorConfig::concurrency`] slots,
-/// so operators that split one budget between them each get a fixed part of it, idle or not.
+/// first served), and new objects are taken in through one [`intake`] window per resource type
+/// for all of them. Without it each operator has its own [`OperatorConfig::concurrency`] slots
+/// and windows, so operators that split one budget between them each get a fixed part of it,
+/// idle or not, and their windows together let in as many new objects as each would alone.
 /// Cheap to clone; clones share the slots.
 #[derive(Clone, Debug)]
 pub struct Slots {
     semaphore: Arc<Semaphore>,
     count: usize,
+    intakes: Arc<
+        std::sync::Mutex<std::collections::HashMap<std::any::TypeId, Arc<intake::SharedIntake>>>,
+    >,
 }
 
 impl Slots {
@@ -327,7 +332,22 @@ impl Slots {
         Self {
             semaphore: Arc::new(Semaphore::new(count)),
             count,
+            intakes: Arc::default(),
         }
+    }
+
+    /// The intake window of resource type `K` for every operator sharing these slots.
+    fn intake<K: 'static>(&self) -> Arc<intake::SharedIntake> {
+        let mut intakes = self.intakes.lock().expect("intakes");
+        intakes
+            .entry(std::any::TypeId::of::<K>())
+            .or_insert_with(|| {
+                Arc::new(intake::SharedIntake::new(
+                    self.count,
+                    tokio::time::Instant::now(),
+                ))
+            })
+            .clone()
     }
 }
 

@@ -52,7 +52,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::causes::Change;
-use crate::intake::{Echoes, IntakeWindow};
+use crate::intake::{Echoes, SharedIntake};
 use crate::kinds::{ChildEvent, Scope, Watched};
 use crate::record_writer::{Callbacks, RecordWriter};
 use crate::registry::{Handler, Registry, Trigger};
@@ -108,7 +108,7 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
     let (tx, rx) = mpsc::unbounded_channel::<Msg<K>>();
     let mut background = JoinSet::new();
     // New objects may fill every slot the operator may use, its own or shared.
-    let window = IntakeWindow::new(env.slots.count, Instant::now());
+    let window = env.slots.intake::<K>();
     env.monitor.set_intake_window(window.limit());
     let intake = Arc::new(Mutex::new(Intake {
         window,
@@ -340,6 +340,7 @@ async fn serve<K: Watched>(
             listings_queued = true;
         }
         let intake_release = queues.intake_release();
+        let window = queues.intake_window();
         tokio::select! {
             biased;
             () = env.shutdown.cancelled() => break,
@@ -364,6 +365,8 @@ async fn serve<K: Watched>(
             () = tokio::time::sleep_until(intake_release.unwrap_or_else(Instant::now)), if intake_release.is_some() => {
                 queues.release_slow_intake();
             }
+            // Another reactor sharing the window made room for this one's new objects.
+            () = window.room(), if queues.intake_waits_for_room() => {}
         }
     }
     queues
@@ -448,7 +451,7 @@ struct Ctl<K: Watched> {
 
 /// The intake window and the record writes whose echo it waits for ([`super::intake`]).
 struct Intake<K: Watched> {
-    window: IntakeWindow,
+    window: Arc<SharedIntake>,
     echoes: Echoes<ObjectRef<K>>,
     monitor: Monitor,
 }
@@ -458,12 +461,10 @@ impl<K: Watched> Intake<K> {
     /// learns its lag.
     fn echoed(&mut self, key: &ObjectRef<K>, version: &str) {
         let now = Instant::now();
-        if let Some(lag) = self.echoes.seen(key, version, now) {
-            let before = self.window.limit();
-            self.window.observe(lag, now);
-            if self.window.limit() != before {
-                self.monitor.set_intake_window(self.window.limit());
-            }
+        if let Some(lag) = self.echoes.seen(key, version, now)
+            && let Some(limit) = self.window.observe(lag, now)
+        {
+            self.monitor.set_intake_window(limit);
         }
     }
 }

@@ -15,6 +15,7 @@ use tokio_util::time::DelayQueue;
 use tokio_util::time::delay_queue;
 use tracing::{Instrument, error, info_span};
 
+use crate::intake::SharedIntake;
 use crate::kinds::Watched;
 use crate::{Monitor, Ticket};
 
@@ -113,6 +114,43 @@ struct IntakeEntry<K: Watched> {
     started: Instant,
 }
 
+/// This reactor's new objects counted against the intake window, oldest first, each counted in
+/// the window's `in_flight` too (which other reactors may share) while it is here.
+struct IntakeWorkers<K: Watched> {
+    entries: VecDeque<IntakeEntry<K>>,
+    window: Arc<SharedIntake>,
+}
+
+impl<K: Watched> IntakeWorkers<K> {
+    fn push_back(&mut self, entry: IntakeEntry<K>) {
+        self.window.took();
+        self.entries.push_back(entry);
+    }
+
+    fn front(&self) -> Option<&IntakeEntry<K>> {
+        self.entries.front()
+    }
+
+    fn pop_front(&mut self) {
+        if self.entries.pop_front().is_some() {
+            self.window.released(1);
+        }
+    }
+
+    fn retain_mut(&mut self, keep: impl FnMut(&mut IntakeEntry<K>) -> bool) {
+        let before = self.entries.len();
+        self.entries.retain_mut(keep);
+        self.window.released(before - self.entries.len());
+    }
+}
+
+impl<K: Watched> Drop for IntakeWorkers<K> {
+    /// A reactor that stops (its shard given up) leaves the shared window its room.
+    fn drop(&mut self) {
+        self.window.released(self.entries.len());
+    }
+}
+
 /// The per-object queues of one resource type.
 pub(super) struct Queues<K: Watched> {
     ctl: Arc<Ctl<K>>,
@@ -123,27 +161,41 @@ pub(super) struct Queues<K: Watched> {
     /// New objects counted against the intake window, oldest first: while their worker runs,
     /// then while the record it handed over is written behind (`worker` is `None` then), as
     /// long as [`OperatorConfig::intake_hold`] allows.
-    intake_workers: VecDeque<IntakeEntry<K>>,
+    intake_workers: IntakeWorkers<K>,
     pub(super) wakes: DelayQueue<ObjectRef<K>>,
 }
 
 impl<K: Watched> Queues<K> {
     pub(super) fn new(ctl: Arc<Ctl<K>>) -> Self {
+        let window = ctl.intake.lock().expect("intake lock").window.clone();
         Self {
             ctl,
             slots: HashMap::new(),
             ready: Ready::new(),
             workers: JoinSet::new(),
             running: HashMap::new(),
-            intake_workers: VecDeque::new(),
+            intake_workers: IntakeWorkers {
+                entries: VecDeque::new(),
+                window,
+            },
             wakes: DelayQueue::new(),
         }
     }
 
     /// Whether the intake window has room for one more new object.
     fn intake_open(&self) -> bool {
-        let limit = self.ctl.intake.lock().expect("intake lock").window.limit();
-        self.intake_workers.len() < limit
+        self.intake_workers.window.open()
+    }
+
+    /// The intake window, shared with the reactors of this resource type in operators that
+    /// share [`crate::Slots`].
+    pub(super) fn intake_window(&self) -> Arc<SharedIntake> {
+        self.intake_workers.window.clone()
+    }
+
+    /// Whether new objects wait only for room in the intake window.
+    pub(super) fn intake_waits_for_room(&self) -> bool {
+        self.ctl.ready.is_cancelled() && !self.ready.intake.is_empty() && !self.intake_open()
     }
 
     /// Whether an object waits for a worker it may have and handlers may run.
@@ -190,7 +242,7 @@ impl<K: Watched> Queues<K> {
     /// finished stops counting against the intake window.
     pub(super) fn record_idle(&mut self, key: &ObjectRef<K>) {
         self.intake_workers
-            .retain(|entry| entry.worker.is_some() || entry.key != *key);
+            .retain_mut(|entry| entry.worker.is_some() || entry.key != *key);
     }
 
     /// Queues the object of `slot` for a worker: in the intake queue if no process has handled
@@ -282,7 +334,7 @@ impl<K: Watched> Queues<K> {
                 // Our own bug (handler panics are caught): forget what we knew, the record on
                 // the object is still there.
                 self.intake_workers
-                    .retain(|entry| entry.worker != Some(error.id()));
+                    .retain_mut(|entry| entry.worker != Some(error.id()));
                 let Some(key) = self.running.remove(&error.id()) else {
                     return;
                 };

@@ -363,3 +363,82 @@ async fn operators_sharing_slots_stay_within_them_together_and_a_busy_one_uses_t
         busy.max_in_flight()
     );
 }
+
+/// Operators sharing [`Slots`] take new objects in through one intake window: before any echo,
+/// one new object at a time across both, as one operator would, not one each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_sharing_slots_take_new_objects_in_through_one_window() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    // The first new object's handler holds its worker until the test opens the gate.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let handler = {
+        let (probe, gate) = (probe.clone(), gate.clone());
+        move |ctx: Context<Widget>| {
+            let (probe, gate) = (probe.clone(), gate.clone());
+            async move {
+                let _guard = probe.enter(&ctx);
+                if ctx.object.name_any() == "a0" {
+                    let _open = gate.acquire().await;
+                }
+                HandlerResult::Ok(())
+            }
+            .boxed()
+        }
+    };
+    let slots = Slots::new(16);
+    let operator = |part: &str, monitor: &Monitor| {
+        let mut config = config();
+        config.labels = Some(format!("part={part}"));
+        // Never release the held worker from the window: the test decides when it ends.
+        config.intake_hold = Duration::from_secs(3600);
+        config.resync = None;
+        start(
+            Operator::new(client.clone(), config)
+                .with_slots(slots.clone())
+                .with_monitor(monitor.clone())
+                .resource::<Widget>(|r| r.on_create("create", handler.clone())),
+        )
+    };
+    let other = Monitor::new();
+    let running = [operator("a", &Monitor::new()), operator("b", &other)];
+    let create = |name: &'static str, part: &'static str| {
+        let api = api.clone();
+        async move {
+            let mut object = widget(name, 1);
+            object.labels_mut().insert("part".into(), part.into());
+            api.create(&PostParams::default(), &object)
+                .await
+                .expect("create");
+        }
+    };
+    create("a0", "a").await;
+    probe
+        .wait("a0 to hold its worker", Duration::from_secs(30), |p| {
+            p.count("create", "a0") == 1
+        })
+        .await;
+    for name in ["b1", "b2", "b3"] {
+        create(name, "b").await;
+    }
+    eventually(
+        "the other operator's three new objects to wait, with 15 slots free",
+        Duration::from_secs(30),
+        || async { (other.queued() == 3).then_some(()) },
+    )
+    .await;
+    assert_eq!(probe.max_in_flight(), 1, "no other new object was started");
+
+    gate.add_permits(1);
+    probe
+        .wait("every new object handled", Duration::from_secs(30), |p| {
+            ["b1", "b2", "b3"]
+                .iter()
+                .all(|name| p.count("create", name) == 1)
+        })
+        .await;
+    for running in running {
+        running.stop().await;
+    }
+}
