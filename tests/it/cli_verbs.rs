@@ -74,7 +74,7 @@ async fn list_filters_by_label_status_and_namespace(#[future(awt)] operator: Ope
     let unknown = run(ns, &["list", "--status", "Sleeping", "-n", n]).await;
     assert_eq!(unknown.status.code(), Some(2), "{unknown:?}");
     assert!(
-        text(&unknown.stderr).contains("Created, Started, Suspended, Completed, Failed"),
+        text(&unknown.stderr).contains("Created, Queued, Started, Suspended, Completed, Failed"),
         "{unknown:?}"
     );
 }
