@@ -31,6 +31,31 @@ fn probed(
     }
 }
 
+/// A handler that records its calls in `probe` and, on the object `held`, keeps its worker until
+/// `gate` is given a permit.
+fn held_at(
+    held: &'static str,
+    probe: &Arc<Probe>,
+    gate: &Arc<tokio::sync::Semaphore>,
+) -> impl Fn(Context<Widget>) -> futures::future::BoxFuture<'static, HandlerResult>
++ Clone
++ Send
++ Sync
++ 'static {
+    let (probe, gate) = (probe.clone(), gate.clone());
+    move |ctx: Context<Widget>| {
+        let (probe, gate) = (probe.clone(), gate.clone());
+        async move {
+            let _guard = probe.enter(&ctx);
+            if ctx.object.name_any() == held {
+                let _open = gate.acquire().await;
+            }
+            HandlerResult::Ok(())
+        }
+        .boxed()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousand_objects_stay_within_the_bound_and_are_handled_once_per_cause() {
     let (_cluster, client) = cluster().await;
@@ -143,20 +168,6 @@ async fn work_on_an_object_in_progress_goes_before_a_burst_of_new_objects() {
     // The first new object's handler holds the only worker until the test opens the gate, so
     // that everything else is queued, in a known order, when the worker frees up.
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let handler = |probe: &Arc<Probe>, gate: &Arc<tokio::sync::Semaphore>| {
-        let (probe, gate) = (probe.clone(), gate.clone());
-        move |ctx: Context<Widget>| {
-            let (probe, gate) = (probe.clone(), gate.clone());
-            async move {
-                let _guard = probe.enter(&ctx);
-                if ctx.object.name_any() == "new00" {
-                    let _open = gate.acquire().await;
-                }
-                HandlerResult::Ok(())
-            }
-            .boxed()
-        }
-    };
     let mut config = config();
     config.concurrency = 1;
     // Only the test's own changes queue work: a resync could queue early before its update.
@@ -166,8 +177,8 @@ async fn work_on_an_object_in_progress_goes_before_a_burst_of_new_objects() {
         Operator::new(client.clone(), config)
             .with_monitor(monitor.clone())
             .resource::<Widget>(|r| {
-                r.on_create("create", handler(&probe, &gate))
-                    .on_update_field("spec", "update", handler(&probe, &gate))
+                r.on_create("create", held_at("new00", &probe, &gate))
+                    .on_update_field("spec", "update", held_at("new00", &probe, &gate))
             }),
     );
     api.create(&PostParams::default(), &widget("early", 1))
@@ -235,20 +246,7 @@ async fn new_objects_start_one_at_a_time_until_the_watch_echoes_a_write() {
     let probe = Probe::new();
     // The first handler holds its worker until the test opens the gate.
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let handler = {
-        let (probe, gate) = (probe.clone(), gate.clone());
-        move |ctx: Context<Widget>| {
-            let (probe, gate) = (probe.clone(), gate.clone());
-            async move {
-                let _guard = probe.enter(&ctx);
-                if ctx.object.name_any() == "new0" {
-                    let _open = gate.acquire().await;
-                }
-                HandlerResult::Ok(())
-            }
-            .boxed()
-        }
-    };
+    let handler = held_at("new0", &probe, &gate);
     let mut config = config();
     config.concurrency = 16;
     // Never release the held worker from the window: the test decides when it ends.
@@ -373,20 +371,7 @@ async fn operators_sharing_slots_take_new_objects_in_through_one_window() {
     let probe = Probe::new();
     // The first new object's handler holds its worker until the test opens the gate.
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let handler = {
-        let (probe, gate) = (probe.clone(), gate.clone());
-        move |ctx: Context<Widget>| {
-            let (probe, gate) = (probe.clone(), gate.clone());
-            async move {
-                let _guard = probe.enter(&ctx);
-                if ctx.object.name_any() == "a0" {
-                    let _open = gate.acquire().await;
-                }
-                HandlerResult::Ok(())
-            }
-            .boxed()
-        }
-    };
+    let handler = held_at("a0", &probe, &gate);
     let slots = Slots::new(16);
     let operator = |part: &str, monitor: &Monitor| {
         let mut config = config();
