@@ -405,13 +405,7 @@ async fn the_operators_own_repository_serves_a_namespace_without_one(
     ))
     .await
     .expect("the namespace's own repository deleted");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("repository.yaml");
-    std::fs::write(&file, serde_yaml::to_string(&store.repository()).unwrap()).unwrap();
-    let operator = Operator::process_with_args(
-        namespace,
-        &["--artifact-repository", file.to_str().unwrap()],
-    );
+    let (operator, _dir) = operator_with_repository_flag(namespace, &store);
     let ns = &operator.ns;
     let workflow = passing_workflow("from-flag", "Never");
     (ns.workflows().create(&PostParams::default(), &workflow))
@@ -423,6 +417,22 @@ async fn the_operators_own_repository_serves_a_namespace_without_one(
     let stored = keys(&store, &format!("{}/from-flag/", ns.name)).await;
     assert_eq!(stored.len(), 1, "{stored:?}");
     store.shutdown().await;
+}
+
+/// The operator as a process whose own repository (`--artifact-repository`, a file in the
+/// returned directory) is `store`.
+fn operator_with_repository_flag(
+    namespace: Namespace,
+    store: &EmbeddedStore,
+) -> (Operator, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("repository.yaml");
+    std::fs::write(&file, serde_yaml::to_string(&store.repository()).unwrap()).unwrap();
+    let operator = Operator::process_with_args(
+        namespace,
+        &["--artifact-repository", file.to_str().unwrap()],
+    );
+    (operator, dir)
 }
 
 /// A namespace's repository ConfigMap that does not parse is neither used nor passed over for
@@ -447,13 +457,7 @@ async fn a_malformed_repository_configmap_fails_the_step_naming_it(
     ))
     .await
     .expect("the namespace's repository made malformed");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("repository.yaml");
-    std::fs::write(&file, serde_yaml::to_string(&store.repository()).unwrap()).unwrap();
-    let operator = Operator::process_with_args(
-        namespace,
-        &["--artifact-repository", file.to_str().unwrap()],
-    );
+    let (operator, _dir) = operator_with_repository_flag(namespace, &store);
     let ns = &operator.ns;
     let workflow = passing_workflow("malformed", "Never");
     (ns.workflows().create(&PostParams::default(), &workflow))
