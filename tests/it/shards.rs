@@ -4,7 +4,10 @@
 //! ran twice (from every Job the test saw), and at every sample of the replicas' `/metrics` no
 //! shard was worked by two replicas; the shards end spread evenly over the live replicas.
 //!
-//! Slow (about a minute): `cargo test --test it shards:: -- --ignored --nocapture`
+//! The first runs twice: with a 3 s lease, and with `run`'s default of 10 s, as `deploy/sharded`
+//! runs it; each time the killed replica's shards must run again within the lease plus 2 s.
+//!
+//! Slow (about a minute each): `cargo test --test it shards:: -- --ignored --nocapture`
 //! (`make test-slow`). Needs the embedded control plane (it kills the operator's processes).
 
 use crate::support;
@@ -29,19 +32,25 @@ use workflow_operator_core::labels::LABEL_WORKFLOW;
 use workflow_operator_core::shards::{self, LABEL_SHARD};
 
 const SHARDS: u32 = 6;
+/// Short, so that most tests' handovers are quick.
 const LEASE_SECONDS: u32 = 3;
+/// `run --lease-duration`'s default, as a deployment runs it.
+const DEFAULT_LEASE_SECONDS: u32 = 10;
 
 #[rstest]
+#[case::a_short_lease(LEASE_SECONDS)]
+#[case::the_default_lease(DEFAULT_LEASE_SECONDS)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "slow: make test-slow"]
 async fn three_replicas_one_killed_and_a_fourth_joining_share_six_shards_and_run_every_step_once(
     #[future(awt)] namespace: support::Namespace,
+    #[case] lease_seconds: u32,
 ) {
     skip_on_real_cluster!("starts and kills the operator's processes");
     let ns = namespace;
     let recorder = JobRecorder::start(&ns).await;
     let mut replicas: Vec<(Operator, SocketAddr)> = (0..3)
-        .map(|i| Operator::shard_replica(&ns, i, SHARDS, LEASE_SECONDS, &[]))
+        .map(|i| Operator::shard_replica(&ns, i, SHARDS, lease_seconds, &[]))
         .collect();
     let sampler = Sampler::start(replicas.iter().map(|(_, addr)| *addr).collect());
     sampler
@@ -60,7 +69,7 @@ async fn three_replicas_one_killed_and_a_fourth_joining_share_six_shards_and_run
             &[1, 2],
         )
         .await;
-    let fourth = Operator::shard_replica(&ns, 3, SHARDS, LEASE_SECONDS, &[]);
+    let fourth = Operator::shard_replica(&ns, 3, SHARDS, lease_seconds, &[]);
     sampler.add(fourth.1);
     replicas.push(fourth);
 
@@ -94,12 +103,12 @@ async fn three_replicas_one_killed_and_a_fourth_joining_share_six_shards_and_run
     println!(
         "shards: {} workflows ended correctly; {jobs} Jobs checked, none twice; {} samples of \
          the replicas' shards, none shared; every shard worked again {failover:.1?} after the \
-         SIGKILL (lease {LEASE_SECONDS} s)",
+         SIGKILL (lease {lease_seconds} s)",
         expected.len(),
         report.samples,
     );
     assert!(
-        failover <= Duration::from_secs(u64::from(LEASE_SECONDS) + 2),
+        failover <= Duration::from_secs(u64::from(lease_seconds) + 2),
         "the killed replica's shards ran again only after {failover:?}"
     );
 }
