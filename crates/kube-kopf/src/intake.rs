@@ -18,7 +18,10 @@
 //! The window is additive-increase, multiplicative-decrease, as TCP's congestion window:
 //! - it starts at one object;
 //! - each echo within the tolerance adds `1/limit` (so about one object per window's worth of
-//!   echoes);
+//!   echoes), or `1/(limit * processes)` when that many processes take new objects in from one
+//!   API server, each through its own window: together they then grow as one window would, where
+//!   each growing at one window's pace would overshoot the API server by their number (TCP's
+//!   flows sharing a link converge to their fair shares the same way, each adding less);
 //! - an echo beyond the tolerance halves it, at most once per lag (echoes of writes made before
 //!   a cut would otherwise cut it again for the same congestion).
 //!
@@ -32,8 +35,8 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -122,6 +125,12 @@ impl IntakeWindow {
 
     /// One echo of a write, `lag` after the write returned.
     pub fn observe(&mut self, lag: Duration, now: Instant) {
+        self.observe_among(lag, now, 1);
+    }
+
+    /// One echo of a write, `lag` after the write returned, with `processes` windows (this one
+    /// among them) pacing one API server: an echo on time grows this one `1/processes` as much.
+    pub fn observe_among(&mut self, lag: Duration, now: Instant, processes: usize) {
         self.baseline.observe(lag, now);
         let tolerance = self.tolerance().expect("just observed");
         if lag > tolerance {
@@ -131,7 +140,7 @@ impl IntakeWindow {
                 self.hold_until = Some(now + lag);
             }
         } else if self.limit < self.max {
-            self.credit += 1.0 / self.limit as f64;
+            self.credit += 1.0 / (self.limit * processes.max(1)) as f64;
             if self.credit >= 1.0 {
                 self.credit -= 1.0;
                 self.limit += 1;
@@ -150,14 +159,18 @@ pub(crate) struct SharedIntake {
     in_flight: AtomicUsize,
     /// Told when `in_flight` falls, so a reactor whose new objects wait for room learns of it.
     room: Notify,
+    /// Processes taking new objects in from the same API server, this one among them
+    /// ([`crate::Slots::set_processes`]).
+    processes: Arc<AtomicUsize>,
 }
 
 impl SharedIntake {
-    pub(crate) fn new(max: usize, now: Instant) -> Self {
+    pub(crate) fn new(max: usize, now: Instant, processes: Arc<AtomicUsize>) -> Self {
         Self {
             window: Mutex::new(IntakeWindow::new(max, now)),
             in_flight: AtomicUsize::new(0),
             room: Notify::new(),
+            processes,
         }
     }
 
@@ -174,7 +187,7 @@ impl SharedIntake {
     pub(crate) fn observe(&self, lag: Duration, now: Instant) -> Option<usize> {
         let mut window = self.window.lock().expect("intake window");
         let before = window.limit();
-        window.observe(lag, now);
+        window.observe_among(lag, now, self.processes.load(Ordering::Acquire));
         (window.limit() != before).then(|| window.limit())
     }
 
@@ -267,6 +280,28 @@ mod tests {
             window.observe(MS, now);
         }
         assert_eq!(window.limit(), 4);
+    }
+
+    #[test]
+    fn the_windows_of_several_processes_grow_together_as_one_window_would() {
+        let now = Instant::now();
+        let mut alone = IntakeWindow::new(64, now);
+        let mut pair = [IntakeWindow::new(64, now), IntakeWindow::new(64, now)];
+        // The same echoes: all to the one window, or half to each of two processes' windows.
+        for echo in 0..200 {
+            alone.observe(MS, now);
+            pair[echo % 2].observe_among(MS, now, 2);
+        }
+        assert_eq!(
+            alone.limit(),
+            20,
+            "1 + 2 + ... + 19 echoes grow one window to 20"
+        );
+        assert_eq!(
+            pair.iter().map(IntakeWindow::limit).sum::<usize>(),
+            alone.limit(),
+            "two windows pacing one API server add up to the one window"
+        );
     }
 
     #[test]

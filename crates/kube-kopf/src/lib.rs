@@ -323,6 +323,7 @@ pub struct Slots {
     intakes: Arc<
         std::sync::Mutex<std::collections::HashMap<std::any::TypeId, Arc<intake::SharedIntake>>>,
     >,
+    processes: Arc<AtomicUsize>,
 }
 
 impl Slots {
@@ -333,7 +334,16 @@ impl Slots {
             semaphore: Arc::new(Semaphore::new(count)),
             count,
             intakes: Arc::default(),
+            processes: Arc::new(AtomicUsize::new(1)),
         }
+    }
+
+    /// Tells the intake windows how many processes (this one among them) take new objects in
+    /// from the same API server now, each through windows of its own: each window then grows
+    /// `1/processes` as fast, so that together they pace the API server as one would
+    /// ([`intake`]). One until told otherwise.
+    pub fn set_processes(&self, processes: usize) {
+        self.processes.store(processes.max(1), Ordering::Release);
     }
 
     /// The intake window of resource type `K` for every operator sharing these slots.
@@ -345,6 +355,7 @@ impl Slots {
                 Arc::new(intake::SharedIntake::new(
                     self.count,
                     tokio::time::Instant::now(),
+                    self.processes.clone(),
                 ))
             })
             .clone()

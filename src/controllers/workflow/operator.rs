@@ -196,6 +196,13 @@ impl ReplicaServices {
             _watches: watches,
         }
     }
+
+    /// `replicas` (this one among them) take new workflows in from the API server now: each
+    /// replica's intake windows grow as fast as one window's share of them
+    /// ([`Slots::set_processes`]).
+    pub fn set_live_replicas(&self, replicas: usize) {
+        self.slots.set_processes(replicas);
+    }
 }
 
 /// Runs the handlers of the WorkFlows and CronWorkFlows of `shard` (all when `None`), with
