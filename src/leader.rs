@@ -187,17 +187,20 @@ fn decide(
     if holder == identity {
         return LeaseMove::Renew;
     }
-    let duration = spec
-        .lease_duration_seconds
-        .and_then(|s| u64::try_from(s).ok())
-        .map_or(default_duration, Duration::from_secs);
-    if unchanged_for >= duration {
+    if unchanged_for >= duration_of(spec, default_duration) {
         LeaseMove::Acquire
     } else {
         LeaseMove::Wait {
             holder: holder.to_owned(),
         }
     }
+}
+
+/// How long the lease stays valid without a change: as its holder wrote it, else the default.
+fn duration_of(spec: &LeaseSpec, default_duration: Duration) -> Duration {
+    spec.lease_duration_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(default_duration, Duration::from_secs)
 }
 
 /// The spec this identity writes to acquire or renew the lease `previous`.
@@ -251,6 +254,15 @@ impl Observed {
             self.since = now;
         }
     }
+
+    /// How long until the lease, held by someone and unchanged since it was seen, may be taken
+    /// over; `None` when it has no holder or may be taken already.
+    fn expires_in(&self, now: Instant, default_duration: Duration) -> Option<Duration> {
+        let spec = self.spec.as_ref()?;
+        spec.holder_identity.as_deref().filter(|h| !h.is_empty())?;
+        let expiry = self.since + duration_of(spec, default_duration);
+        expiry.checked_duration_since(now).filter(|d| !d.is_zero())
+    }
 }
 
 /// Result of one successful attempt.
@@ -275,6 +287,8 @@ pub struct LeaderElection {
     readiness: Option<Readiness>,
     status: watch::Sender<LeaderStatus>,
     gate: Option<Gate>,
+    /// Told when the gate may have opened, so a standing-by contender tries at once.
+    gate_opened: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 /// Whether a contender may take a lease it does not hold now (see [`LeaderElection::with_gate`]).
@@ -300,13 +314,17 @@ impl LeaderElection {
             readiness: None,
             status: watch::Sender::new(LeaderStatus::Starting),
             gate: None,
+            gate_opened: None,
         }
     }
 
     /// Takes a free or expired lease only while `gate` says yes (a replica holding its share of
-    /// the shards stands by on the others); renewing a lease it holds is never gated.
-    pub fn with_gate(mut self, gate: Gate) -> Self {
+    /// the shards stands by on the others); renewing a lease it holds is never gated. `opened`
+    /// is notified when the gate may have opened: a contender standing by then tries at once
+    /// instead of at its next poll.
+    pub fn with_gate(mut self, gate: Gate, opened: std::sync::Arc<tokio::sync::Notify>) -> Self {
         self.gate = Some(gate);
+        self.gate_opened = Some(opened);
         self
     }
 
@@ -474,14 +492,26 @@ impl LeaderElection {
                 }
                 Err(error) => tracing::warn!(%error, identity = %self.identity, "leader election"),
             }
-            // Jitter (up to +20 %) so contenders that started together do not poll in lockstep.
+            // Jitter (up to +20 %) so contenders that started together do not poll in lockstep;
+            // a lease held by another is tried again when it would expire, not up to a retry
+            // period later.
             let pause = self
                 .timing
                 .retry_period
                 .mul_f64(1.0 + 0.2 * rand::random::<f64>());
+            let pause = observed
+                .expires_in(Instant::now(), self.timing.lease_duration)
+                .map_or(pause, |left| pause.min(left));
+            let gate_opened = async {
+                match &self.gate_opened {
+                    Some(opened) => opened.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return None,
                 _ = tokio::time::sleep(pause) => {}
+                () = gate_opened => {}
             }
         }
     }

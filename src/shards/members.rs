@@ -114,6 +114,20 @@ impl Membership {
         ))
     }
 
+    /// How long until the next member counted alive would count as gone if its Lease stays
+    /// as last seen; `None` when there is none (this replica's own Lease aside).
+    pub fn expires_in(&self, now: Instant) -> Option<Duration> {
+        let mine = self.lease_name();
+        self.seen
+            .iter()
+            .filter(|(name, _)| **name != mine)
+            .filter_map(|(_, (_, since))| {
+                (*since + self.lease_duration).checked_duration_since(now)
+            })
+            .filter(|left| !left.is_zero())
+            .min()
+    }
+
     /// Deletes this replica's Lease, so the others count it gone at once; best effort.
     pub async fn leave(&self) {
         let deleted = self

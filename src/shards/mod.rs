@@ -58,6 +58,10 @@ struct Book {
     held: Mutex<BTreeMap<u32, (Monitor, Mirrors)>>,
     /// Cancelling one gives its shard up (its work stops, then its Lease is released).
     give_up: Mutex<BTreeMap<u32, CancellationToken>>,
+    /// The held shards as they change, for the stamper (`stamp`).
+    held_now: tokio::sync::watch::Sender<BTreeSet<u32>>,
+    /// Told when `target` rose, so the shards' contenders standing by try at once.
+    target_raised: Arc<tokio::sync::Notify>,
 }
 
 impl Book {
@@ -106,6 +110,7 @@ pub async fn run_sharded(
         client.clone(),
         options.namespace.clone(),
         sharding.shards,
+        book.held_now.subscribe(),
     ));
     let mut tasks = tokio::task::JoinSet::new();
     for shard in 0..sharding.shards {
@@ -129,6 +134,7 @@ pub async fn run_sharded(
     balance(
         &mut membership,
         &book,
+        &services,
         &sharding,
         &options.metrics,
         &readiness,
@@ -142,10 +148,12 @@ pub async fn run_sharded(
 }
 
 /// Every retry period, until `shutdown`: renews this replica's membership, recomputes its
-/// share from the live replicas, and gives up the highest shards it holds beyond it.
+/// share from the live replicas, gives up the highest shards it holds beyond it, and tells its
+/// intake windows how many replicas pace the API server with it.
 async fn balance(
     membership: &mut Membership,
     book: &Book,
+    services: &ReplicaServices,
     sharding: &ShardOptions,
     metrics: &Option<Metrics>,
     readiness: &crate::telemetry::http::Readiness,
@@ -160,7 +168,10 @@ async fn balance(
             Ok(live) => {
                 let position = live.iter().position(|id| *id == sharding.identity);
                 let target = shards::target(sharding.shards, live.len(), position.unwrap_or(0));
-                book.target.store(target, Ordering::Release);
+                if book.target.swap(target, Ordering::AcqRel) < target {
+                    book.target_raised.notify_waiters();
+                }
+                services.set_live_replicas(live.len());
                 readiness.set_ready(true);
                 give_up_beyond(book, target);
             }
@@ -169,9 +180,14 @@ async fn balance(
         if let Some(metrics) = metrics {
             metrics.set_cached_workflows(book.cached_workflows());
         }
+        // A member that stops renewing is counted gone when its Lease expires, not up to a
+        // period later.
+        let pause = membership
+            .expires_in(tokio::time::Instant::now())
+            .map_or(period, |left| period.min(left));
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(period) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
     }
 }
@@ -219,7 +235,10 @@ impl ShardWork {
                 self.sharding.identity.clone(),
                 self.sharding.lease_duration,
             )
-            .with_gate(Arc::new(move || book.wants_more()));
+            .with_gate(
+                Arc::new(move || book.wants_more()),
+                self.book.target_raised.clone(),
+            );
             let ended = election
                 .run_while_leader(|stop| self.work(stop), give_up)
                 .await;
@@ -267,6 +286,9 @@ impl ShardWork {
             Some(entry) => book.insert(self.shard, entry),
             None => book.remove(&self.shard),
         };
+        self.book
+            .held_now
+            .send_replace(book.keys().copied().collect());
         if let Some(metrics) = &self.options.metrics {
             metrics.set_shard_held(self.shard, now_held, book.len());
         }

@@ -396,7 +396,7 @@ struct Report {
 }
 
 impl Report {
-    /// The time from `since` to the first sample after it with every shard worked.
+    /// The time from `since` to the first sample asked after it with every shard worked.
     fn all_worked_after(&self, since: Instant) -> Duration {
         self.worked
             .iter()
@@ -440,6 +440,7 @@ impl Sampler {
             let http = reqwest::Client::new();
             while !stop.is_cancelled() {
                 let targets = addrs.lock().unwrap().clone();
+                let asked = Instant::now();
                 let read = join_all(targets.iter().map(|addr| scrape(&http, *addr))).await;
                 let answered = read
                     .into_iter()
@@ -451,7 +452,7 @@ impl Sampler {
                     caches.insert(i, workflows);
                 }
                 *cached.lock().unwrap() = caches;
-                record(&mut report.lock().unwrap(), &held);
+                record(&mut report.lock().unwrap(), &held, asked);
                 *latest.lock().unwrap() = held;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -500,7 +501,9 @@ impl Sampler {
 }
 
 /// Adds one sample (replica index -> shards it works) to `report`.
-fn record(report: &mut Report, held: &BTreeMap<usize, BTreeSet<u32>>) {
+/// `asked` is when the scrapes were sent: a sample shows the replicas as they were then or
+/// later, so a kill after `asked` may not show in it.
+fn record(report: &mut Report, held: &BTreeMap<usize, BTreeSet<u32>>, asked: Instant) {
     report.samples += 1;
     let mut owner: BTreeMap<u32, usize> = BTreeMap::new();
     for (replica, shards) in held {
@@ -512,7 +515,7 @@ fn record(report: &mut Report, held: &BTreeMap<usize, BTreeSet<u32>>) {
             }
         }
     }
-    report.worked.push((Instant::now(), owner.len()));
+    report.worked.push((asked, owner.len()));
 }
 
 /// The shards a replica says it works now, and how many workflows it caches; `None` when it

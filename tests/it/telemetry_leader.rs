@@ -497,7 +497,7 @@ async fn gated_contender_takes_a_free_lease_only_once_its_gate_opens() {
         Arc::new(move || open.load(std::sync::atomic::Ordering::SeqCst))
     };
     let election = LeaderElection::new(cluster.client(), NAMESPACE, LEASE, "pod-a", LEASE_DURATION)
-        .with_gate(gate);
+        .with_gate(gate, Arc::default());
     let mut status = election.status();
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
@@ -528,4 +528,97 @@ async fn gated_contender_takes_a_free_lease_only_once_its_gate_opens() {
     shutdown.cancel();
     let ended = tokio::time::timeout(DEADLINE, task).await.unwrap().unwrap();
     assert!(matches!(ended, Ended::Shutdown(Some(()))), "{ended:?}");
+}
+
+/// A poll this long could not take a lease within these tests' deadlines: what is taken sooner
+/// was taken because something woke the contender.
+fn slow_polls() -> Timing {
+    Timing::new(
+        Duration::from_secs(60),
+        Duration::from_secs(40),
+        Duration::from_secs(8),
+    )
+    .expect("valid timing")
+}
+
+/// A standby that saw a lease held by a holder that then went silent takes it when the lease
+/// expires, not up to a poll later.
+#[tokio::test]
+async fn a_standby_takes_a_silent_holders_lease_when_it_expires_not_a_poll_later() {
+    let cluster = cluster().await;
+    let leases: Api<Lease> = Api::namespaced(cluster.client(), NAMESPACE);
+    let held = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(LEASE.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("gone".to_owned()),
+            lease_duration_seconds: Some(2),
+            ..Default::default()
+        }),
+    };
+    leases.create(&PostParams::default(), &held).await.unwrap();
+    let written = Instant::now();
+    let election = LeaderElection::new(cluster.client(), NAMESPACE, LEASE, "pod-b", LEASE_DURATION)
+        .with_timing(slow_polls());
+    let mut status = election.status();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        election
+            .run_while_leader(|token| async move { token.cancelled().await }, stop)
+            .await
+    });
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        status.wait_for(|s| *s == LeaderStatus::Leader),
+    )
+    .await
+    .expect("the standby leads once the 2 s lease expired, before its 8 s poll")
+    .unwrap();
+    let took = written.elapsed();
+    assert!(
+        took >= Duration::from_secs(2),
+        "took an unexpired lease after {took:?}"
+    );
+    shutdown.cancel();
+}
+
+/// A gated contender standing by tries at once when told its gate opened, not at its next poll.
+#[tokio::test]
+async fn a_gated_contender_told_its_gate_opened_takes_the_lease_at_once() {
+    let cluster = cluster().await;
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gate = {
+        let open = open.clone();
+        Arc::new(move || open.load(std::sync::atomic::Ordering::SeqCst))
+    };
+    let opened = Arc::new(tokio::sync::Notify::new());
+    let election = LeaderElection::new(cluster.client(), NAMESPACE, LEASE, "pod-a", LEASE_DURATION)
+        .with_timing(slow_polls())
+        .with_gate(gate, opened.clone());
+    let mut status = election.status();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        election
+            .run_while_leader(|token| async move { token.cancelled().await }, stop)
+            .await
+    });
+    let standing_by = |s: &LeaderStatus| matches!(s, LeaderStatus::Standby { .. });
+    tokio::time::timeout(DEADLINE, status.wait_for(standing_by))
+        .await
+        .expect("the contender decided")
+        .unwrap();
+    open.store(true, std::sync::atomic::Ordering::SeqCst);
+    opened.notify_waiters();
+    tokio::time::timeout(
+        Duration::from_secs(3),
+        status.wait_for(|s| *s == LeaderStatus::Leader),
+    )
+    .await
+    .expect("the contender leads once told its gate opened, before its 8 s poll")
+    .unwrap();
+    shutdown.cancel();
 }
