@@ -2,8 +2,8 @@
 //! caching only their objects.
 //!
 //! - Each WorkFlow and CronWorkFlow belongs to a shard (`workflow_operator_core::shards`),
-//!   recorded as a label by [`stamp`] when first seen; what the operator creates for it
-//!   carries the label too.
+//!   recorded as a label by [`stamp`] in the replica holding that shard; what the operator
+//!   creates for it carries the label too.
 //! - Shard `i` is worked by the holder of the Lease `workflow-operator-shard-<i>`, through the
 //!   leader election of [`crate::leader`] (one per shard): the same exclusion rules as the
 //!   leader Lease, so a replica that cannot renew stops its work on the shard before anyone
