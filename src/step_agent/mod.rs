@@ -3,12 +3,14 @@
 //! step's command ([`run`]): it writes the step's script and downloads its input artifacts
 //! first, keeps the standard output as `result`, and afterwards reads the output parameters,
 //! uploads the output artifacts and writes everything as one report where the operator reads
-//! outputs; for an interactive step it waits for `continue` instead of running the command.
+//! outputs; for an interactive step it waits for `continue` instead of running the command;
+//! for an HTTP step it makes the step's request instead (`http`).
 //! What it is told and what it answers are the core's
 //! `workflow_operator_core::agent` types.
 
 mod artifacts;
 mod collect;
+mod http;
 mod interactive;
 mod run;
 mod stdout;
@@ -17,6 +19,8 @@ pub use interactive::continue_step;
 pub use run::run;
 
 use std::path::Path;
+
+use workflow_operator_core::agent;
 
 /// `workflow-agent install DEST`: copies this program to `DEST` (a hard link when it can,
 /// which costs nothing on the embedded control plane, else a copy), executable.
@@ -36,8 +40,8 @@ pub fn install(dest: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755))
 }
 
-/// The agent's command line: `install DEST`, `run -- COMMAND...` or `continue [--exit-code N]`
-/// (an interactive step); returns the exit code.
+/// The agent's command line: `install DEST`, `run -- COMMAND...`, `http` (an HTTP step's
+/// request) or `continue [--exit-code N]` (an interactive step); returns the exit code.
 pub fn main_with(args: &[String]) -> i32 {
     match args {
         [install_, dest] if install_ == "install" => match install(Path::new(dest)) {
@@ -50,6 +54,7 @@ pub fn main_with(args: &[String]) -> i32 {
         [run_, dash, command @ ..] if run_ == "run" && dash == "--" && !command.is_empty() => {
             run(command)
         }
+        [http_] if http_ == agent::HTTP_VERB => run(&[]),
         [continue_] if continue_ == "continue" => continue_step(None),
         [continue_, flag, code] if continue_ == "continue" && flag == "--exit-code" => {
             match code.parse() {
@@ -63,7 +68,7 @@ pub fn main_with(args: &[String]) -> i32 {
         _ => {
             eprintln!(
                 "usage: workflow-agent install DEST | workflow-agent run -- COMMAND [ARG...] | \
-                 workflow-agent continue [--exit-code N]\n\
+                 workflow-agent http | workflow-agent continue [--exit-code N]\n\
                  (the operator starts it in a step's pod; it is not meant to be run by hand)"
             );
             2

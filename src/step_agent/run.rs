@@ -11,12 +11,12 @@ use workflow_operator_core::outputs::{MAX_OUTPUTS_BYTES, OUTPUTS_ENV, OUTPUTS_PA
 
 use super::interactive::{self, Ended};
 use super::stdout::Stdout;
-use super::{artifacts, collect};
+use super::{artifacts, collect, http};
 
 /// The exit code when the command cannot be started, as a shell's.
 const CANNOT_RUN_EXIT: i32 = 127;
 
-/// Runs `command` as the step, and returns the step's exit code: the command's, or
+/// Runs `command` as the step (an HTTP step's request instead, with no command), and returns the step's exit code: the command's, or
 /// [`COLLECT_FAILED_EXIT`] when its inputs cannot be had or its outputs collected. Whatever
 /// fails says why in the termination message (the step's failure message) and on stderr.
 pub fn run(command: &[String]) -> i32 {
@@ -31,6 +31,9 @@ pub fn run(command: &[String]) -> i32 {
         }
         Err(_) => return fail.with(CANNOT_RUN_EXIT, format!("${TASK_ENV} is not set")),
     };
+    if command.is_empty() && task.http.is_none() {
+        return fail.with(CANNOT_RUN_EXIT, "no command to run".into());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -60,7 +63,12 @@ async fn run_task(task: &Task, command: &[String], fail: &Failing<'_>) -> i32 {
     if let Err(message) = artifacts::download(task).await {
         return fail.with(COLLECT_FAILED_EXIT, message);
     }
-    let stdout = if task.interactive {
+    let stdout = if let Some(request) = &task.http {
+        match http::call(request, task.result).await {
+            Ok(body) => body,
+            Err(message) => return fail.with(COLLECT_FAILED_EXIT, message),
+        }
+    } else if task.interactive {
         match interactive::wait(task, command).await {
             Ok(Ended::Succeeded(stdout)) => stdout,
             Ok(Ended::Failed(code, message)) => return fail.with(code, message),

@@ -103,6 +103,7 @@ fn validate_accepts_every_valid_example() {
         "examples/locks.yaml",
         "examples/scripts-and-results.yaml",
         "examples/interactive.yaml",
+        "examples/http.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);
@@ -116,6 +117,27 @@ fn validate_accepts_every_valid_example() {
         // locks.yaml holds two workflows.
         examples.len() + 1
     );
+}
+
+#[test]
+fn validate_refuses_an_http_step_s_bad_url_and_method_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("http.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: workflow.crd.com/v1\nkind: WorkFlow\nmetadata: {name: call}\nspec:\n  \
+         containers:\n  - {stepName: a, http: {url: 'ftp://example.com/x', method: FETCH}}\n",
+    )
+    .unwrap();
+    let output = run(&["validate", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let said = stderr(&output);
+    for why in [
+        r#"step "a": http.url: "ftp://example.com/x" is not an http:// or https:// URL"#,
+        r#"step "a": http.method: "FETCH" is not a method an HTTP step makes (one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, in capitals)"#,
+    ] {
+        assert!(said.contains(why), "{said}");
+    }
 }
 
 #[test]

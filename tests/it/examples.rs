@@ -40,6 +40,7 @@ const EXAMPLES: &[&str] = &[
     "fail-fast-false",
     "failing",
     "fan-out",
+    "http",
     "interactive",
     "invalid-cycle",
     "locks",
@@ -92,6 +93,7 @@ fn every_example_has_a_case() {
 #[case::fail_fast_false("fail-fast-false")]
 #[case::failing("failing")]
 #[case::fan_out("fan-out")]
+#[case::http("http")]
 #[case::interactive("interactive")]
 #[case::invalid_cycle("invalid-cycle")]
 #[case::locks("locks")]
@@ -125,8 +127,16 @@ async fn example_runs_to_the_outcome_its_comments_promise(
     // `run-control.yaml`'s `build` sleeps a minute, time for a user to type the commands its
     // comments walk through; here it waits for this gate, which the case opens once it has.
     let build_done = support::Gate::new();
+    // `http.yaml` calls httpbin.org; here a stand-in on this machine, where the embedded
+    // control plane's pods run (a real cluster's reach httpbin.org itself).
+    let seen = crate::argo_http::Seen::default();
+    let httpbin = match support::Cluster::is_real() {
+        true => "https://httpbin.org".to_string(),
+        false => crate::argo_http::serve(seen.clone()).await,
+    };
     create_example(ns, example, |text| {
-        text.replace("sleep 60", &build_done.wait_script())
+        (text.replace("sleep 60", &build_done.wait_script()))
+            .replace("https://httpbin.org", &httpbin)
     })
     .await;
     // Each case a future of its own on the heap: together they overflow a test thread's stack.
@@ -484,6 +494,19 @@ async fn example_runs_to_the_outcome_its_comments_promise(
                 log_of(ns, "cluster-workflow-template", "notify").await,
                 "notify: cluster-workflow-template done"
             );
+        }),
+        "http" => Box::pin(async {
+            let workflow = ns.expect_completed("http").await;
+            assert_eq!(
+                support::message(&workflow),
+                "2 steps succeeded; step missing failed: exit code 1: received non-2xx response code: 404 (continueOn.failed: the workflow went on)"
+            );
+            let report = log_of(ns, "http", "report").await;
+            assert!(report.contains(r#""json":{"name":"nightly"}"#), "{report}");
+            if !support::Cluster::is_real() {
+                let seen = seen.lock().unwrap().clone();
+                assert_eq!(seen, ["POST /post authorization=Bearer not-a-real-token"]);
+            }
         }),
         "trigger" => Box::pin(async {
             // The delivery its comments fire from a file starts one run, building the commit.

@@ -15,6 +15,7 @@ mod kopf_common;
 
 mod argo_convert;
 mod argo_forms;
+mod argo_http;
 mod argo_pod;
 mod argo_recursion;
 mod argo_suspend;

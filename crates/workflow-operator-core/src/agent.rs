@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::crd::artifacts::ArtifactRepository;
 use crate::crd::{Step, StepKind};
+use crate::http_call::{self, HttpTask};
 use crate::outputs::{MAX_OUTPUTS_BYTES, Outputs};
 
 /// The `emptyDir` the agent is copied into, and where it keeps the script and outputs file.
@@ -58,6 +59,9 @@ pub const STDOUT_FILE: &str = "/var/run/workflow-agent/stdout";
 /// Written by `workflow-agent continue` (through `workflow-operator continue`): the exit code
 /// an interactive step ends with.
 pub const CONTINUE_FILE: &str = "/var/run/workflow-agent/continue";
+
+/// The agent's command that makes an HTTP step's request (`workflow-agent http`).
+pub const HTTP_VERB: &str = "http";
 
 /// The output key of the standard output: `{{steps.NAME.outputs.result}}`.
 pub const RESULT: &str = "result";
@@ -102,6 +106,10 @@ pub struct Task {
     /// Wait for [`CONTINUE_FILE`] instead of running the command (an interactive step).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interactive: bool,
+    /// Make this request instead of running a command (an HTTP step): its response body is
+    /// the standard output a command would have written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpTask>,
 }
 
 /// The environment variable holding the artifact store's access key, or an OCI registry's user
@@ -282,8 +290,11 @@ impl Report {
 pub fn needs_agent(step: &Step, kind: StepKind, result_read: bool) -> bool {
     let by_kind = match kind {
         StepKind::Container | StepKind::Suspend | StepKind::Fail => false,
-        // The agent writes the script and runs it; it waits for the person.
-        StepKind::Script | StepKind::Interactive | StepKind::InteractiveScript => true,
+        // The agent writes the script and runs it; it waits for the person; it makes the
+        // request.
+        StepKind::Script | StepKind::Interactive | StepKind::InteractiveScript | StepKind::Http => {
+            true
+        }
     };
     let outputs = step
         .outputs
@@ -300,7 +311,7 @@ pub fn needs_agent(step: &Step, kind: StepKind, result_read: bool) -> bool {
 pub fn task_of(step: &Step, kind: StepKind, result_read: bool) -> Task {
     let script = || step.source.as_deref().cloned();
     let (source, interactive) = match kind {
-        StepKind::Container | StepKind::Suspend | StepKind::Fail => (None, false),
+        StepKind::Container | StepKind::Suspend | StepKind::Fail | StepKind::Http => (None, false),
         StepKind::Script => (script(), false),
         StepKind::Interactive => (None, true),
         StepKind::InteractiveScript => (script(), true),
@@ -321,6 +332,7 @@ pub fn task_of(step: &Step, kind: StepKind, result_read: bool) -> Task {
         result: result_read,
         parameters,
         interactive,
+        http: step.http.as_deref().map(http_call::task_of),
         ..Task::default()
     }
 }
@@ -343,7 +355,11 @@ pub fn has_artifacts(step: &Step) -> bool {
 pub fn step_command(command: Option<Vec<String>>, kind: StepKind) -> Vec<String> {
     let script = match kind {
         StepKind::Script | StepKind::InteractiveScript => true,
-        StepKind::Container | StepKind::Interactive | StepKind::Suspend | StepKind::Fail => false,
+        StepKind::Container
+        | StepKind::Interactive
+        | StepKind::Suspend
+        | StepKind::Fail
+        | StepKind::Http => false,
     };
     let command = match command {
         Some(command) => command,
@@ -355,8 +371,12 @@ pub fn step_command(command: Option<Vec<String>>, kind: StepKind) -> Vec<String>
 }
 
 /// The command of a step's container under the agent: the agent, `--`, then
-/// [`step_command`]; the step's `args` follow as the container's args.
+/// [`step_command`]; the step's `args` follow as the container's args. An HTTP step's is the
+/// agent's `http`: it runs no command.
 pub fn wrap_command(command: Option<Vec<String>>, kind: StepKind) -> Vec<String> {
+    if kind == StepKind::Http {
+        return vec![AGENT_PATH.to_string(), HTTP_VERB.to_string()];
+    }
     [AGENT_PATH.to_string(), "run".to_string(), "--".to_string()]
         .into_iter()
         .chain(step_command(command, kind))

@@ -67,8 +67,10 @@ fn own_texts(step: &Step) -> impl Iterator<Item = &str> {
     let args = step.args.iter().flatten();
     let env = step.env.iter().filter_map(|e| e.value.as_ref());
     let source = step.source.as_deref();
+    let http = step.http.iter().flat_map(|h| h.texts());
     std::iter::once(step.image.as_str())
         .chain((command.chain(args).chain(env).chain(source)).map(String::as_str))
+        .chain(http)
 }
 
 /// The `from` of each input artifact of `step`.
@@ -344,7 +346,7 @@ fn check_agent(step: &Step, kind: StepKind, result_read: bool) -> Result<(), Dag
     }
     let (runs_something, interactive) = match kind {
         StepKind::Container => (step.command.is_some(), false),
-        StepKind::Script => (true, false),
+        StepKind::Script | StepKind::Http => (true, false),
         StepKind::Interactive => (step.command.is_some(), true),
         StepKind::InteractiveScript => (true, true),
         StepKind::Suspend | StepKind::Fail => {

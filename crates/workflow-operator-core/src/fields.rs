@@ -175,6 +175,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         interactive,
         suspend,
         fail,
+        http,
         node_selector,
         tolerations,
         affinity,
@@ -233,6 +234,9 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &field("cache", RunWhenSet, InFull), cache);
     let pod = (node_selector, tolerations, affinity, pod_spec_patch);
     visit_argo_kinds(v, (suspend, fail), pod);
+    // An HTTP step's Job is built alike by both planners, but its kind is left to the full one
+    // until the incremental planner's property test generates it.
+    visit(v, &field("http", RunWhenSet, InFull), http);
     // Gone once the templates are expanded: the step is then what they made of it.
     visit(v, &field("template", Expanded, Followed), template);
     visit(v, &field("templateRef", Expanded, Followed), template_ref);

@@ -24,6 +24,7 @@ use super::crd::{
 };
 use super::crd::{step_pod, suspend};
 use super::fan_out::{self, Instance, Item};
+use super::http_call;
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
 use super::outputs::{self, StepData};
@@ -393,6 +394,7 @@ impl<'a> StepJob<'a> {
         match self.kind {
             StepKind::Suspend | StepKind::Fail => true,
             StepKind::Container
+            | StepKind::Http
             | StepKind::Script
             | StepKind::Interactive
             | StepKind::InteractiveScript => false,
@@ -615,6 +617,8 @@ impl<'a> StepJob<'a> {
                 StepKind::Interactive | StepKind::InteractiveScript => {
                     env.push(self.command_env(command.clone()));
                 }
+                // The request's headers from Secrets: the pod reads them, not the operator.
+                StepKind::Http => env.extend(http_header_env(step)),
                 StepKind::Container | StepKind::Script | StepKind::Suspend | StepKind::Fail => {}
             }
             command = Some(agent::wrap_command(command, self.kind));
@@ -625,13 +629,7 @@ impl<'a> StepJob<'a> {
         }
         Container {
             name: names::dns_label(&step.step_name),
-            image: Some(match self.kind {
-                StepKind::Suspend | StepKind::Fail => suspend::SUSPEND_IMAGE.to_string(),
-                StepKind::Container
-                | StepKind::Script
-                | StepKind::Interactive
-                | StepKind::InteractiveScript => self.fill(&step.image),
-            }),
+            image: Some(self.image(parts)),
             command,
             args: fill_all(&step.args),
             termination_message_path: Some(outputs::OUTPUTS_PATH.to_string()),
@@ -648,6 +646,20 @@ impl<'a> StepJob<'a> {
             security_context: step.security_context.as_deref().cloned(),
             resources: step.resources.as_deref().cloned(),
             ..Container::default()
+        }
+    }
+
+    /// The image of the step's container: the step's; a pause image for a step that runs no
+    /// pod; the agent's own for an HTTP step (the agent makes its request, as Argo's agent
+    /// does from the executor's image).
+    fn image(&self, parts: &PodParts) -> String {
+        match self.kind {
+            StepKind::Suspend | StepKind::Fail => suspend::SUSPEND_IMAGE.to_string(),
+            StepKind::Http => (parts.agent.map(|agent| agent.image.clone())).unwrap_or_default(),
+            StepKind::Container
+            | StepKind::Script
+            | StepKind::Interactive
+            | StepKind::InteractiveScript => self.fill(&self.step.image),
         }
     }
 
@@ -710,6 +722,7 @@ impl<'a> StepJob<'a> {
     fn agent_task(&self, parts: &PodParts) -> EnvVar {
         let mut task = agent::task_of(self.step, self.kind, self.data.result_read);
         task.source = task.source.map(|source| self.fill(&source));
+        task.http = task.http.map(|http| http.filled(|text| self.fill(text)));
         if let Some(store) = parts.store {
             let inputs = self.step.inputs.iter().flat_map(|i| &i.artifacts);
             task.inputs = (inputs.map(|input| self.input_task(input, &store.prefix))).collect();
@@ -933,6 +946,24 @@ fn credentials_env((secret, keys): &(String, [&'static str; 2])) -> [EnvVar; 2] 
         from(agent::ACCESS_KEY_ENV, keys[0]),
         from(agent::SECRET_KEY_ENV, keys[1]),
     ]
+}
+
+/// An HTTP step's headers from Secrets, each in the variable the agent's task names
+/// (`http_call::header_env`).
+fn http_header_env(step: &Step) -> Vec<EnvVar> {
+    let headers = step.http.iter().flat_map(|h| h.headers.iter().enumerate());
+    headers
+        .filter_map(|(i, header)| {
+            Some(EnvVar {
+                name: http_call::header_env(i),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(header.value_from.as_ref()?.secret_key_ref.clone()),
+                    ..EnvVarSource::default()
+                }),
+            })
+        })
+        .collect()
 }
 
 /// An environment variable of a value.
@@ -1496,6 +1527,73 @@ mod tests {
                 Some(r#"{"source":"print(1)","interactive":true}"#.into())
             )
         );
+    }
+
+    #[test]
+    fn an_http_step_runs_the_agent_s_request_in_the_agent_s_image_its_secrets_from_the_pod() {
+        let source = AgentSource {
+            image: "operator:1".into(),
+            path: "/bin/workflow-agent".into(),
+        };
+        let mut wf = WorkFlow::test("wf")
+            .step("a", &[])
+            .step("b", &["a"])
+            .build();
+        let step = &mut wf.spec.containers[1];
+        step.image = String::new();
+        step.command = None;
+        step.http = Some(Box::new(
+            serde_yaml::from_str(
+                r#"
+url: "http://svc/{{steps.a.outputs.id}}"
+method: POST
+body: hello
+headers:
+  - {name: X-Kind, value: test}
+  - {name: Authorization, valueFrom: {secretKeyRef: {name: token, key: t}}}
+"#,
+            )
+            .unwrap(),
+        ));
+        let step = &wf.spec.containers[1];
+        assert_eq!(StepKind::of(&wf.spec, step), StepKind::Http);
+        let inputs: Inputs = [(("a".to_string(), "id".to_string()), "42".to_string())].into();
+        let data = StepData {
+            inputs: Some(&inputs),
+            ..StepData::default()
+        };
+        assert_eq!(
+            step_job(&wf, step).data(data.clone()).build(),
+            Err(JobError::NoAgent("b".into()))
+        );
+        let job = step_job(&wf, step).agent(&source).data(data).build();
+        let pod = job.unwrap().spec.unwrap().template.spec.unwrap();
+        let main = &pod.containers[0];
+        assert_eq!(main.image.as_deref(), Some("operator:1"));
+        assert_eq!(
+            main.command.as_deref().unwrap(),
+            [agent::AGENT_PATH, agent::HTTP_VERB]
+        );
+        assert_eq!(
+            pod.init_containers.unwrap()[0].image.as_deref(),
+            Some("operator:1")
+        );
+        let env: Vec<_> = main.env.iter().flatten().collect();
+        let task = env.iter().find(|e| e.name == agent::TASK_ENV).unwrap();
+        assert_eq!(
+            task.value.as_deref(),
+            Some(
+                r#"{"http":{"url":"http://svc/42","method":"POST","headers":[{"name":"X-Kind","value":"test"},{"name":"Authorization","env":"WORKFLOW_HTTP_HEADER_1"}],"body":"hello","timeoutSeconds":30}}"#
+            ),
+            "the references filled in, the Secret's value left to the pod"
+        );
+        let secret = env
+            .iter()
+            .find(|e| e.name == "WORKFLOW_HTTP_HEADER_1")
+            .and_then(|e| e.value_from.as_ref()?.secret_key_ref.as_ref())
+            .unwrap();
+        assert_eq!((secret.name.as_str(), secret.key.as_str()), ("token", "t"));
+        assert!(env.iter().all(|e| e.name != "WORKFLOW_HTTP_HEADER_0"));
     }
 
     #[test]

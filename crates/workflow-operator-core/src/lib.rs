@@ -14,6 +14,8 @@
 //! - [`lifecycle`]: the lifecycle as one explicit transition table, with DOT/Mermaid rendering.
 //! - [`fields`]: what each API field means to a running workflow (part of the run or not,
 //!   followed by the incremental planner or not), decided once per type.
+//! - [`http_call`]: HTTP steps (`http`): their checks, the agent's request, the success
+//!   condition.
 //! - [`names`]: deterministic Job names, label values and run ids.
 //! - [`labels`]: the labels and annotations of step Jobs.
 //! - [`dag`]: step graph validation, topological order, ready set, incremental progress.
@@ -51,6 +53,7 @@ pub mod data_flow;
 pub mod failure_cause;
 pub mod fan_out;
 pub mod fields;
+pub mod http_call;
 pub mod incremental;
 pub mod job_summary;
 pub mod jobs;

@@ -85,6 +85,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         interactive: None,
         suspend: None,
         fail: None,
+        http: None,
         node_selector: None,
         tolerations: None,
         affinity: None,

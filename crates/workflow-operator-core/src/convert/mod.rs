@@ -10,11 +10,12 @@
 //! - [`spec`]: a workflow spec, its entrypoint inlined as the steps.
 //! - [`template`]: a template; [`call`]: a dag task or a steps entry; [`data`]: parameters,
 //!   artifacts, retries and the other small objects; [`when`]: govaluate to CEL; [`cron`]: a
-//!   CronWorkflow's spec.
+//!   CronWorkflow's spec; [`http`]: an http template's request, its condition expr to CEL.
 
 pub mod call;
 pub mod cron;
 pub mod data;
+pub mod http;
 pub mod spec;
 pub mod table;
 pub mod template;

@@ -15,6 +15,8 @@ pub enum Place {
     Template,
     /// A template's `container` or `script`.
     Container,
+    /// A template's `http`.
+    Http,
     /// A template's `dag`.
     Dag,
     /// `dag.tasks[]`.
@@ -53,10 +55,11 @@ pub enum Place {
 
 impl Place {
     /// Every place, in the order of the generated document.
-    pub const ALL: [Place; 21] = [
+    pub const ALL: [Place; 22] = [
         Place::Workflow,
         Place::Template,
         Place::Container,
+        Place::Http,
         Place::Dag,
         Place::Task,
         Place::Step,
@@ -84,6 +87,7 @@ impl Place {
             Place::Cron => "CronWorkflow `spec`",
             Place::Template => "`spec.templates[]`",
             Place::Container => "`templates[].container`, `templates[].script`",
+            Place::Http => "`templates[].http`",
             Place::Dag => "`templates[].dag`",
             Place::Task => "`dag.tasks[]`",
             Place::Step => "`steps[][]`",
@@ -216,7 +220,7 @@ const TEMPLATE_ROWS: &[Row] = &[
     row(Template, "daemon", Unsupported, "daemon steps are not supported yet"),
     row(Template, "resource", Unsupported, "resource templates are not supported yet"),
     row(Template, "suspend", Converted("`suspend` on the template: a suspend step, with its `duration`"), "runs no pod; `workflow-operator resume NAME` resumes it (and ends a `duration` early); Argo's node `approve`/`reject` inputs are not supported"),
-    row(Template, "http", Unsupported, "http templates are not supported yet"),
+    row(Template, "http", Converted("`http` on the template: an HTTP step, whose request the step agent makes from the step's own pod"), "the response body is the step's `result`; each step is a pod of its own (Argo's agent makes a workflow's requests from one shared pod)"),
     row(Template, "plugin", Unsupported, "plugin templates are not supported"),
     row(Template, "data", Unsupported, "data templates are not supported yet"),
     row(Template, "containerSet", Unsupported, "containerSet templates are not supported yet"),
@@ -398,12 +402,26 @@ const CRON_ROWS: &[Row] = &[
     row(Cron, "when", Unsupported, "a CronWorkflow's `when` is not supported yet"),
 ];
 
+/// A template's `http`: the request.
+#[rustfmt::skip]
+const HTTP_ROWS: &[Row] = &[
+    row(Http, "url", Same, ""),
+    row(Http, "method", Same, "one of `GET`, `HEAD`, `POST`, `PUT`, `PATCH`, `DELETE`, `OPTIONS`, `TRACE`, in capitals (Argo sends any)"),
+    row(Http, "headers", Same, "a `valueFrom.secretKeyRef` is read by the step's pod, from its environment"),
+    row(Http, "body", Same, ""),
+    row(Http, "timeoutSeconds", Converted("`timeoutSeconds` (a number)"), "30 s when absent, as Argo's documentation says (its code sets none)"),
+    row(Http, "successCondition", Converted("`successCondition` in CEL"), "translated where it compares `response.statusCode`, `response.body`, `response.headers[...]` or `request.url`, `.method`, `.body`, with expr's `contains`, `startsWith`, `endsWith`, `matches` and `in`, joined by `&&`, `||`, `and`, `or`, `!`, `not`; the rest (functions, arithmetic) is named"),
+    row(Http, "insecureSkipVerify", Same, ""),
+    row(Http, "bodyFrom", Unsupported, "bodyFrom (a body as bytes) is not supported yet: give the body as text (body)"),
+];
+
 /// Every row, each table in the order of [`Place::ALL`].
 pub fn rows() -> impl Iterator<Item = &'static Row> {
     [
         WORKFLOW_ROWS,
         TEMPLATE_ROWS,
         CONTAINER_ROWS,
+        HTTP_ROWS,
         CALL_ROWS,
         DATA_ROWS,
         POLICY_ROWS,

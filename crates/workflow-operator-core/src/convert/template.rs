@@ -68,6 +68,10 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
                 body = Body::Container;
                 out.insert(field.into(), value.clone());
             }
+            "http" => {
+                body = Body::Container;
+                out.insert(field.into(), super::http::http(value, path, report));
+            }
             "failFast" => fail_fast = Some(value.clone()),
             "parallelism" => parallelism = Some((path.to_string(), value.clone())),
             "volumes" => shared

@@ -24,6 +24,9 @@ pub enum StepKind {
     /// A step that runs nothing and waits (`suspend`) until resumed, or for its duration: its
     /// Job is created suspended and never runs a pod (`crd::suspend`).
     Suspend,
+    /// A step that makes one HTTP request (`http`, `crd::http`): the step agent makes it in
+    /// the step's pod, from the agent's image, and reports the response body as `result`.
+    Http,
     /// A step that fails with its message (`fail`) instead of running: its Job is created
     /// suspended with the message as the record of why it cannot start.
     Fail,
@@ -38,6 +41,10 @@ impl StepKind {
         }
         if step.suspend.is_some() {
             return StepKind::Suspend;
+        }
+        // The request is what it runs: nothing else it sets is run.
+        if step.http.is_some() {
+            return StepKind::Http;
         }
         let interactive = step.interactive.unwrap_or(spec.interactive);
         match (step.source.is_some(), interactive) {
@@ -54,7 +61,11 @@ impl StepKind {
     pub fn is_interactive(self) -> bool {
         match self {
             StepKind::Interactive | StepKind::InteractiveScript => true,
-            StepKind::Container | StepKind::Script | StepKind::Suspend | StepKind::Fail => false,
+            StepKind::Container
+            | StepKind::Script
+            | StepKind::Suspend
+            | StepKind::Http
+            | StepKind::Fail => false,
         }
     }
 }
@@ -113,7 +124,10 @@ mod tests {
             [Interactive, Script, Interactive, InteractiveScript]
         );
         assert!(Kinds::of(&wf.spec).any_interactive());
-        // `suspend` wins over whatever else the step sets.
+        // `http` wins over a source and `interactive`; `suspend` over whatever else the step
+        // sets.
+        wf.spec.containers[3].http = Some(Box::default());
+        assert_eq!(Kinds::of(&wf.spec).steps[3], Http);
         wf.spec.containers[3].suspend = Some(Box::default());
         assert_eq!(Kinds::of(&wf.spec).steps[3], Suspend);
         wf.spec.containers[3].fail = Some(Box::new("no".into()));

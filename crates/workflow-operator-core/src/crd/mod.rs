@@ -21,6 +21,7 @@ use super::lifecycle::Phase;
 
 pub mod artifacts;
 pub mod cron;
+pub mod http;
 pub mod kind;
 pub mod numbers;
 pub mod policies;
@@ -45,6 +46,7 @@ pub use trigger::{
     WebhookSource, WorkFlowTrigger, WorkFlowTriggerSpec, WorkFlowTriggerStatus,
 };
 
+pub use http::HttpStep;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
@@ -458,7 +460,7 @@ pub struct PodTemplateMetadata {
 /// One step of a workflow: a container run to completion as a Job.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.image) || has(self.template) || has(self.templateRef) || has(self.suspend) || has(self.fail)", "message": "required unless the step calls a template (template or templateRef), is a suspend step or fails", "fieldPath": ".image", "reason": "FieldValueRequired"}]))]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.image) || has(self.template) || has(self.templateRef) || has(self.suspend) || has(self.fail) || has(self.http)", "message": "required unless the step calls a template (template or templateRef), is a suspend or HTTP step, or fails", "fieldPath": ".image", "reason": "FieldValueRequired"}]))]
 pub struct Step {
     /// The step's name, unique in the workflow; `dependsOn` refers to it. Any text: Job and
     /// container names are derived from it (lower-cased, sanitised, shortened with a hash).
@@ -643,6 +645,13 @@ pub struct Step {
     /// such a step (see "Recursion" in docs/api.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail: Option<Box<String>>,
+
+    /// Make one HTTP request instead of running a container (Argo's http template): the step
+    /// agent makes it from the step's pod, the response body is the step's `result`, and the
+    /// step fails when the response does not meet `successCondition` (default: a 2xx status).
+    /// The step needs no `image`. See "HTTP steps" in docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<Box<HttpStep>>,
 
     /// Node labels this step's pod must be scheduled on, over the workflow's
     /// `podTemplate.nodeSelector` (Argo's template `nodeSelector`).
@@ -959,7 +968,9 @@ impl WorkFlowSpec {
     /// The timeout that applies to `step`, in seconds; [`UNLIMITED`] (-1) means none.
     pub fn effective_timeout(&self, step: &Step) -> i64 {
         match StepKind::of(self, step) {
-            StepKind::Container | StepKind::Script => step.timeout.unwrap_or(self.max_step_timeout),
+            StepKind::Container | StepKind::Script | StepKind::Http => {
+                step.timeout.unwrap_or(self.max_step_timeout)
+            }
             // It waits for a person; `startTimeout` still bounds its pod's start.
             StepKind::Interactive | StepKind::InteractiveScript => UNLIMITED,
             // It runs nothing; its `duration`, if any, is its own deadline.
@@ -1515,9 +1526,9 @@ spec:
         // `retryStrategy`, `synchronization` and `cache` 8 each (a box); `source`, `outputs`,
         // `inputs`, `initContainers` and `sidecars` 8 each (a box); `retries` 8 more as a
         // number or text (`IntOrExpr`, its text boxed); Argo's step kinds and pod settings
-        // (`suspend`, `fail`, `nodeSelector`, `tolerations`, `affinity`, `podSpecPatch`) 8
-        // each (a box).
-        assert!(size <= 480, "a Step is {size} bytes");
+        // (`suspend`, `fail`, `http`, `nodeSelector`, `tolerations`, `affinity`,
+        // `podSpecPatch`) 8 each (a box).
+        assert!(size <= 488, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing
@@ -1673,7 +1684,9 @@ spec:
             );
             // The embedded control plane runs commands as local processes (a script by `sh`
             // unless it names its interpreter).
-            for step in wf.spec.containers.iter().chain(&wf.spec.on_exit) {
+            // An HTTP step runs no command: the agent makes its request.
+            let steps = wf.spec.containers.iter().chain(&wf.spec.on_exit);
+            for step in steps.filter(|s| s.http.is_none()) {
                 let program = step
                     .command
                     .as_ref()

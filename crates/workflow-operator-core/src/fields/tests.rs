@@ -155,6 +155,7 @@ fn step_rows() -> Vec<(&'static str, Target, Value)> {
         ("interactive", b, json!({"interactive": true})),
         ("suspend", b, json!({"suspend": {"duration": "5s"}})),
         ("fail", b, json!({"fail": "not yet"})),
+        ("http", b, json!({"http": {"url": "http://svc/ping"}})),
         ("nodeSelector", b, json!({"nodeSelector": {"disk": "ssd"}})),
         (
             "tolerations",

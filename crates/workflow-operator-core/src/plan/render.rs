@@ -487,7 +487,9 @@ impl<'a> Planner<'a> {
     fn interactive(&self, entry: StepStatus, kind: StepKind) -> StepStatus {
         match kind {
             StepKind::Interactive | StepKind::InteractiveScript => {}
-            StepKind::Container | StepKind::Script | StepKind::Fail => return entry,
+            StepKind::Container | StepKind::Script | StepKind::Http | StepKind::Fail => {
+                return entry;
+            }
             StepKind::Suspend => return self.suspended(entry),
         }
         if entry.phase != StepPhase::Running {

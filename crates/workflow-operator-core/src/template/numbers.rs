@@ -31,6 +31,10 @@ pub(super) fn step_texts(step: &Step) -> impl Iterator<Item = (String, &str)> {
             "withSequence.end",
             text(sequence.and_then(|s| s.end.as_ref())),
         ),
+        (
+            "http.timeoutSeconds",
+            text(step.http.as_ref().and_then(|h| h.timeout_seconds.as_ref())),
+        ),
     ];
     fixed
         .into_iter()
