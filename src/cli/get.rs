@@ -276,6 +276,7 @@ impl Shown {
             "from": self.from,
             "parameters": parameters(&self.workflow).into_iter().collect::<BTreeMap<_, _>>(),
             "steps": self.steps,
+            "outputs": status.outputs,
         })
     }
 
@@ -360,6 +361,11 @@ impl Shown {
             out.push('\n');
             out.push_str(&table(["STEP", "OUTPUT", "VALUE"], &outputs));
         }
+        let global = global_outputs(&status);
+        if !global.is_empty() {
+            out.push('\n');
+            out.push_str(&table(["WORKFLOW OUTPUT", "VALUE"], &global));
+        }
         let fired: Vec<&str> = firings(&status).collect();
         if !fired.is_empty() {
             out.push_str("\nRULES FIRED\n");
@@ -422,6 +428,21 @@ fn step_row(step: &StepView, now: Timestamp) -> [String; 8] {
 
 /// The workflow's parameters with their values (`spec.arguments.parameters`; those of the
 /// shared template it runs, once expanded), in order.
+/// The workflow's outputs (`globalName`), a row each: a parameter's value, an artifact's step.
+fn global_outputs(status: &WorkFlowStatus) -> Vec<[String; 2]> {
+    let Some(outputs) = status.outputs.as_deref() else {
+        return Vec::new();
+    };
+    let parameters = (outputs.parameters.iter()).map(|p| [p.name.clone(), p.value.clone()]);
+    let artifacts = (outputs.artifacts.iter()).map(|a| {
+        [
+            a.name.clone(),
+            format!("artifact {} of step {}", a.artifact, a.step),
+        ]
+    });
+    parameters.chain(artifacts).collect()
+}
+
 fn parameters(workflow: &WorkFlow) -> Vec<(String, String)> {
     (workflow.spec.arguments.iter())
         .flat_map(|a| &a.parameters)
@@ -697,6 +718,28 @@ mod tests {
         assert_eq!(
             shown.to_json()["steps"][0]["outputs"],
             json!({"ok": "yes", "version": "1.4.2"})
+        );
+    }
+
+    #[test]
+    fn get_shows_the_workflows_outputs() {
+        let mut shown = shown("Completed", "1/1", "", &[("gen", StepPhase::Succeeded)]);
+        let status = shown.workflow.status.as_mut().unwrap();
+        status.outputs = Some(Box::new(
+            serde_json::from_value(json!({
+                "parameters": [{"name": "greeting", "value": "hello world"}],
+                "artifacts": [{"name": "report", "step": "gen", "artifact": "out"}],
+            }))
+            .unwrap(),
+        ));
+        let text = shown.render(Timestamp::now(), false);
+        assert!(
+            text.ends_with("WORKFLOW OUTPUT   VALUE\ngreeting          hello world\nreport            artifact out of step gen\n"),
+            "{text}"
+        );
+        assert_eq!(
+            shown.to_json()["outputs"]["parameters"][0]["value"],
+            "hello world"
         );
     }
 

@@ -29,7 +29,7 @@ async fn with_store(test: &str) -> Option<(Session, EmbeddedStore)> {
 
 /// The embedded store, started and installed as `ns`'s repository (its ConfigMap and its
 /// credentials Secret).
-async fn store_of(ns: &Namespace) -> EmbeddedStore {
+pub(crate) async fn store_of(ns: &Namespace) -> EmbeddedStore {
     let store = EmbeddedStore::start(None)
         .await
         .expect("the embedded store");

@@ -438,8 +438,10 @@ mod tests {
                 name: "sha".into(),
                 value_from: ValueFrom {
                     path: "/tmp/sha".into(),
+                    ..ValueFrom::default()
                 },
                 default: Some(String::new()),
+                ..OutputParameter::default()
             }],
             artifacts: Vec::new(),
         }));

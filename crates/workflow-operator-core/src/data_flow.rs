@@ -393,6 +393,20 @@ fn check_agent(step: &Step, kind: StepKind, result_read: bool) -> Result<(), Dag
             return Err(refused(format!("output {what} {name:?} is declared twice")));
         }
     }
+    // What a dag or steps template's outputs name is resolved when it is called.
+    let taken = (outputs.parameters.iter())
+        .filter(|p| p.value_from.parameter.is_some())
+        .map(|p| ("parameter", &p.name, "valueFrom.parameter"))
+        .chain(
+            (outputs.artifacts.iter().filter(|a| a.from.is_some()))
+                .map(|a| ("artifact", &a.name, "from")),
+        );
+    if let Some((what, name, field)) = taken.into_iter().next() {
+        return Err(refused(format!(
+            "output {what} {name:?}: {field} is a dag or steps template's output (one of its \
+             steps'): a step's output is read from a path in its container"
+        )));
+    }
     let paths = (outputs.parameters.iter().map(|p| &p.value_from.path))
         .chain(outputs.artifacts.iter().map(|a| &a.path));
     for path in paths {

@@ -399,12 +399,19 @@ pub fn visit_template<V: Visitor>(template: &Template, v: &mut V) {
         inputs,
         dag,
         steps,
+        target,
+        parallelism,
         container,
     } = template;
     visit(v, &field("name", Expanded, Followed), name);
     visit(v, &field("inputs", Expanded, Followed), inputs);
     visit(v, &field("dag", Expanded, Followed), dag);
     visit(v, &field("steps", Expanded, Followed), steps);
+    // Which of a dag's steps a call becomes.
+    visit(v, &field("target", Expanded, Followed), target);
+    // A limit on the same work: a semaphore on each step the call becomes (their
+    // `synchronization`, which applies in place).
+    visit(v, &field("parallelism", InPlace, Followed), parallelism);
     // A container template's fields are a step's (but `stepName` and `dependsOn`), read as one
     // when called: each means what it means in a step.
     v.field(

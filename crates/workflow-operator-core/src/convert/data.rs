@@ -39,15 +39,25 @@ pub fn parameters(value: &Value, at: &str, which: Parameters, report: &mut Repor
     Value::Array(converted)
 }
 
-/// `valueFrom: {path, default}`: the path kept, the default beside it.
+/// `valueFrom: {path, parameter, default}`: the path kept, a dag or steps template's
+/// `parameter` read as ours (`{{steps.X...}}`), the default beside it.
 fn value_from(value: &Value, at: &str, out: &mut Map<String, Value>, report: &mut Report) {
     let from = walk::fields(
         Place::ValueFrom,
         value,
         at,
         report,
-        |_, default, _, _, _| {
-            out.insert("default".into(), scalar_text(default));
+        |field, value, _, from, _| match field {
+            "parameter" => {
+                let text = value.as_str().map(tasks_as_steps);
+                from.insert(
+                    field.into(),
+                    text.map_or_else(|| value.clone(), Value::from),
+                );
+            }
+            _ => {
+                out.insert("default".into(), scalar_text(value));
+            }
         },
     );
     if !from.is_empty() {
@@ -99,20 +109,8 @@ pub fn outputs(value: &Value, at: &str, report: &mut Report) -> Value {
             let converted = match field {
                 "parameters" => parameters(value, path, Parameters::Outputs, report),
                 _ => Value::Array(
-                    artifacts(value, path, report)
-                        .into_iter()
-                        .enumerate()
-                        .filter(|(i, artifact)| {
-                            let from = artifact.contains_key("from");
-                            if from {
-                                report.not_converted(
-                                    &format!("{path}[{i}].from"),
-                                    "a template's output artifact taken from one of its steps is not supported yet",
-                                );
-                            }
-                            !from
-                        })
-                        .map(|(_, artifact)| Value::Object(artifact))
+                    (artifacts(value, path, report).into_iter())
+                        .map(Value::Object)
                         .collect(),
                 ),
             };

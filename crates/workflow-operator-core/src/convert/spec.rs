@@ -106,7 +106,7 @@ fn steps_and_templates(
         } else if let Some(steps) = inline(name, &templates, &parameters, &path, report) {
             out.insert("containers".into(), Value::Array(steps));
             inlined.push(name);
-            entrypoint_policies(name, &templates, out, report);
+            entrypoint_policies(name, &templates, out);
         }
     } else if spec.get("workflowTemplateRef").is_none() && usage == Use::Workflow {
         report.not_converted(
@@ -184,6 +184,10 @@ fn inline(
     };
     let mut steps = match &template.body {
         Body::Container => vec![container_call(template, parameters)],
+        // Only a call prunes a dag to its targets (they may be parameters).
+        Body::Dag(_) if template.fields.contains_key("target") => {
+            vec![container_call(template, parameters)]
+        }
         Body::Dag(steps) => steps.clone(),
         Body::Steps(groups) => grouped(groups),
         Body::Unsupported => return None,
@@ -268,12 +272,7 @@ fn fill_inputs(text: &str, inputs: &[(String, Option<String>)], parameters: &[St
 }
 
 /// The entrypoint's `failFast` and `parallelism` are the workflow's.
-fn entrypoint_policies(
-    name: &str,
-    templates: &[Converted],
-    out: &mut Map<String, Value>,
-    report: &mut Report,
-) {
+fn entrypoint_policies(name: &str, templates: &[Converted], out: &mut Map<String, Value>) {
     for template in templates {
         let entry = template.name == name;
         if let Some(fail_fast) = &template.fail_fast
@@ -281,13 +280,12 @@ fn entrypoint_policies(
         {
             out.insert("failFast".into(), fail_fast.clone());
         }
-        if let Some((path, parallelism)) = &template.parallelism {
-            if entry {
-                out.entry("parallelism")
-                    .or_insert_with(|| walk::int_or_string(parallelism));
-            } else {
-                report.not_converted(path, "a template's own parallelism is not supported yet");
-            }
+        // Another template's is its own (`template::template`).
+        if let Some((_, parallelism)) = &template.parallelism
+            && entry
+        {
+            out.entry("parallelism")
+                .or_insert_with(|| walk::int_or_string(parallelism));
         }
     }
 }

@@ -51,6 +51,7 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
     let mut body = Body::Unsupported;
     let mut fail_fast = None;
     let mut parallelism = None;
+    let mut target = None;
     let mut container = Map::new();
     let mut fields = walk::fields(
         Place::Template,
@@ -62,7 +63,10 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
                 body = Body::Container;
                 container = walk::fields(Place::Container, value, path, report, |_, _, _, _, _| {});
             }
-            "dag" => body = Body::Dag(dag(value, path, &shared.declared, &mut fail_fast, report)),
+            "dag" => {
+                let policies = (&mut fail_fast, &mut target);
+                body = Body::Dag(dag(value, path, &shared.declared, policies, report));
+            }
             "steps" => body = Body::Steps(steps(value, path, &shared.declared, report)),
             "suspend" => {
                 body = Body::Container;
@@ -87,6 +91,18 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
     fields.extend(container);
     if matches!(body, Body::Dag(_) | Body::Steps(_)) {
         only_calls(&mut fields, at, report);
+        // A called template's own; the entrypoint's is the workflow's too.
+        if let Some((_, limit)) = &parallelism {
+            fields.insert("parallelism".into(), int_or_string(limit));
+        }
+        if let Some(target) = target {
+            fields.insert("target".into(), target);
+        }
+    } else if let Some((path, _)) = &parallelism {
+        report.not_converted(
+            path,
+            "parallelism is a dag or steps template's: a container template is one step",
+        );
     }
     match &body {
         Body::Dag(steps) => {
@@ -119,19 +135,19 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
     }
 }
 
-/// A `dag` or `steps` template keeps its name and inputs: what a container's step has besides
-/// (its own `outputs`, `cache`, `timeout`, ...) is named and left out.
+/// A `dag` or `steps` template keeps its name, inputs and outputs: what a container's step has
+/// besides (its own `cache`, `timeout`, ...) is named and left out.
 fn only_calls(fields: &mut Map<String, Value>, at: &str, report: &mut Report) {
     let own: Vec<String> = fields
         .keys()
-        .filter(|k| !["name", "inputs"].contains(&k.as_str()))
+        .filter(|k| !["name", "inputs", "outputs"].contains(&k.as_str()))
         .cloned()
         .collect();
     for field in own {
         fields.remove(&field);
         report.not_converted(
             &walk::join(at, &field),
-            "a dag or steps template's own outputs, timeout, retries, cache or locks are not supported yet",
+            "a dag or steps template's own timeout, retries, cache or locks are not supported yet",
         );
     }
 }
@@ -227,11 +243,12 @@ fn containers(value: &Value, at: &str, report: &mut Report) -> Value {
     Value::Array(list)
 }
 
+/// A `dag`'s tasks as steps; its `failFast` and `target` in `policies`.
 fn dag(
     value: &Value,
     at: &str,
     inputs: &Declared,
-    fail_fast: &mut Option<Value>,
+    (fail_fast, target): (&mut Option<Value>, &mut Option<Value>),
     report: &mut Report,
 ) -> Vec<Value> {
     let mut steps = Vec::new();
@@ -243,6 +260,10 @@ fn dag(
         |field, value, path, _, report| {
             if field == "failFast" {
                 *fail_fast = Some(value.clone());
+                return;
+            }
+            if field == "target" {
+                *target = Some(value.clone());
                 return;
             }
             for (path, task) in walk::items(value, path, report) {

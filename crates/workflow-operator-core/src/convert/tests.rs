@@ -201,7 +201,7 @@ spec:
 }
 
 #[test]
-fn a_steps_templates_own_outputs_are_named_and_left_out() {
+fn a_steps_templates_own_outputs_target_and_parallelism_are_kept_and_a_global_name_copied() {
     let text = r#"
 apiVersion: argoproj.io/v1alpha1
 kind: WorkflowTemplate
@@ -209,27 +209,62 @@ metadata: {name: outs}
 spec:
   templates:
     - name: pair
+      parallelism: "2"
       steps: [[{name: a, template: make}]]
       outputs:
-        parameters: [{name: n, valueFrom: {parameter: "{{steps.a.outputs.parameters.n}}"}}]
-        artifacts: [{name: f, from: "{{steps.a.outputs.artifacts.f}}"}]
+        parameters: [{name: n, globalName: g, valueFrom: {parameter: "{{tasks.a.outputs.parameters.n}}"}}]
+        artifacts: [{name: f, from: "{{tasks.a.outputs.artifacts.f}}"}]
+    - name: picked
+      dag:
+        target: "b {{workflow.parameters.t}}"
+        tasks: [{name: b, template: make}]
     - name: make
+      parallelism: 3
       container: {image: busybox:1.36, command: [touch, /f]}
       outputs:
-        artifacts: [{name: f, path: /f}]
+        artifacts: [{name: f, path: /f, globalName: gf}]
 "#;
     let (template, problems) = one(text);
     assert_eq!(
         problems,
         [
-            "spec.templates[0].outputs.artifacts[0].from: a template's output artifact taken from one of its steps is not supported yet",
-            "spec.templates[0].outputs.parameters[0].valueFrom.parameter: an output from another parameter is not supported yet",
-            "spec.templates[0].outputs: a dag or steps template's own outputs, timeout, retries, cache or locks are not supported yet",
+            "spec.templates[2].parallelism: parallelism is a dag or steps template's: a container template is one step"
         ]
     );
+    let templates = &template["spec"]["templates"];
     assert_eq!(
-        template["spec"]["templates"][0],
-        json!({"name": "pair", "steps": [[{"name": "a", "template": "make"}]]})
+        templates[0],
+        json!({"name": "pair", "parallelism": 2, "steps": [[{"name": "a", "template": "make"}]],
+               "outputs": {
+                   "parameters": [{"name": "n", "globalName": "g", "valueFrom": {"parameter": "{{steps.a.outputs.parameters.n}}"}}],
+                   "artifacts": [{"name": "f", "from": "{{steps.a.outputs.artifacts.f}}"}]}})
+    );
+    assert_eq!(templates[1]["target"], "b {{workflow.parameters.t}}");
+    assert_eq!(templates[2]["outputs"]["artifacts"][0]["globalName"], "gf");
+}
+
+#[test]
+fn an_entrypoint_dag_with_a_target_is_one_step_calling_it() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: picked}
+spec:
+  entrypoint: d
+  arguments: {parameters: [{name: t, value: b}]}
+  templates:
+    - name: d
+      dag:
+        target: "{{workflow.parameters.t}}"
+        tasks: [{name: a, template: make}, {name: b, template: make, depends: a}]
+    - name: make
+      container: {image: busybox:1.36}
+"#;
+    let (workflow, problems) = one(text);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(
+        workflow["spec"]["containers"],
+        json!([{"stepName": "d", "template": "d"}])
     );
 }
 

@@ -128,15 +128,28 @@ pub struct OutputParameter {
     /// The value when the file does not exist; absent: a missing file fails the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<String>,
+    /// Also a workflow output of this name, once the step succeeded: shown in
+    /// `status.outputs.parameters` and read by later steps and exit steps as
+    /// `{{workflow.outputs.parameters.NAME}}` (a step that reads it runs after this one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub global_name: Option<String>,
 }
 
-/// Where an output parameter's value is read from.
+/// Where an output parameter's value is read from: `path` for a step (or container
+/// template), `parameter` for a `dag` or `steps` template.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueFrom {
     /// An absolute path in the step's container; its content, without a trailing newline.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 2))]
     pub path: String,
+    /// A `dag` or `steps` template's output: `{{steps.X.outputs.parameters.Y}}` (or
+    /// `{{tasks.X...}}`, `.outputs.result`) of one of its steps, which a caller reads as
+    /// `{{steps.CALL.outputs.parameters.NAME}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameter: Option<String>,
 }
 
 /// An output artifact: a file or a directory, stored as a `.tar.gz`.
@@ -146,13 +159,25 @@ pub struct OutputArtifact {
     /// Its name: letters, digits, `_` and `-`, starting with a letter or `_`.
     #[schemars(length(min = 1, max = 63))]
     pub name: String,
-    /// An absolute path in the step's container.
+    /// An absolute path in the step's container (a step's, or a container template's).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 2))]
     pub path: String,
+    /// A `dag` or `steps` template's output artifact: `{{steps.X.outputs.artifacts.A}}` (or
+    /// `{{tasks.X...}}`) of one of its steps, which a caller takes as
+    /// `{{steps.CALL.outputs.artifacts.NAME}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
     /// A missing path is no failure: nothing is stored, and a step that takes it gets an empty
     /// directory.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,
+    /// Also a workflow output of this name: later steps and exit steps take it as
+    /// `{{workflow.outputs.artifacts.NAME}}` (a step that takes it runs after this one), and
+    /// `status.outputs.artifacts` names it once the step succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub global_name: Option<String>,
 }
 
 /// What a step takes in before its command runs.
@@ -178,4 +203,38 @@ pub struct InputArtifact {
     /// `{{steps.NAME.outputs.artifacts.A}}`: the artifact `A` of the upstream step `NAME`.
     #[schemars(length(min = 1))]
     pub from: String,
+}
+
+/// The workflow's outputs (`status.outputs`): those its steps' outputs give with a
+/// `globalName`, once the step that gives each succeeded.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowOutputs {
+    /// Each parameter: `{{workflow.outputs.parameters.NAME}}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<GlobalParameter>,
+    /// Each artifact: `{{workflow.outputs.artifacts.NAME}}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<GlobalArtifact>,
+}
+
+/// A workflow output parameter and its value.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct GlobalParameter {
+    /// Its `globalName`.
+    pub name: String,
+    /// The value the step wrote.
+    pub value: String,
+}
+
+/// A workflow output artifact: which step's artifact it is (`workflow-operator artifacts get`
+/// fetches it by the two).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct GlobalArtifact {
+    /// Its `globalName`.
+    pub name: String,
+    /// The step that stored it.
+    pub step: String,
+    /// The step's name for it (`outputs.artifacts[].name`).
+    pub artifact: String,
 }

@@ -32,9 +32,9 @@ pub mod templates;
 pub mod trigger;
 
 pub use artifacts::{
-    ArtifactGc, ArtifactGcStrategy, ArtifactRepository, CredentialsSecret, InputArtifact,
-    OciRepository, OutputArtifact, OutputParameter, ResolvedRepository, S3Repository, StepInputs,
-    StepOutputs, ValueFrom,
+    ArtifactGc, ArtifactGcStrategy, ArtifactRepository, CredentialsSecret, GlobalArtifact,
+    GlobalParameter, InputArtifact, OciRepository, OutputArtifact, OutputParameter,
+    ResolvedRepository, S3Repository, StepInputs, StepOutputs, ValueFrom, WorkflowOutputs,
 };
 pub use cron::{
     CatchUp, ConcurrencyPolicy, CronWorkFlow, CronWorkFlowSpec, CronWorkFlowStatus, RunMetadata,
@@ -855,6 +855,11 @@ pub struct WorkFlowStatus {
     /// last read them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metrics: Metrics,
+
+    /// The workflow's outputs: the step outputs declared with a `globalName`, once their step
+    /// succeeded (`{{workflow.outputs.parameters.NAME}}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Box<WorkflowOutputs>>,
 }
 
 /// Where one step stands. The names are a contract: the CLI, scripts and the web view read them.

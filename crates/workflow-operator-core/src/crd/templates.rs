@@ -79,6 +79,17 @@ pub struct Template {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<Vec<Map<String, Value>>>>,
 
+    /// A `dag` template's targets, as Argo's `dag.target`: the names of some of its steps,
+    /// separated by spaces (parameters filled); a call runs only those and the steps they
+    /// depend on. Absent or empty: every step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+
+    /// At most this many of a call's steps run at once (a `dag` or `steps` template's, as
+    /// Argo's template `parallelism`); absent: no limit but the workflow's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<i32>,
+
     /// The step fields of a container template, as written; read as a step when called.
     #[serde(flatten)]
     pub container: Map<String, Value>,
@@ -290,6 +301,14 @@ pub(crate) fn templates_schema(generator: &mut schemars::SchemaGenerator) -> sch
                 },
                 "description": "The steps of a template that is itself a DAG; a step calling it becomes these steps, named `STEP/INNER`.",
             }),
+        );
+        properties.insert(
+            "target".into(),
+            serde_json::json!({"type": "string", "description": "A `dag` template's targets: the names of some of its steps, separated by spaces; a call runs only those and the steps they depend on. Absent or empty: every step."}),
+        );
+        properties.insert(
+            "parallelism".into(),
+            serde_json::json!({"type": "integer", "minimum": 1, "description": "At most this many of a call's steps run at once (a `dag` or `steps` template's); absent: no limit but the workflow's."}),
         );
         // Argo's groups of steps, kept as written for the same reason as `dag`.
         properties.insert(

@@ -303,6 +303,27 @@ fn template_rows() -> Vec<(&'static str, Target, Value)> {
                 {"name": "d", "steps": [[{"name": "inner", "image": "busybox:1.37"}]]},
             ]}}),
         ),
+        (
+            "target",
+            Target::Whole,
+            json!({"spec": {"templates": [
+                {"name": "t", "inputs": {"parameters": [{"name": "x", "default": "1"}]},
+                 "image": "busybox:1.36", "command": ["sh", "-c", "echo {{inputs.parameters.x}}"]},
+                {"name": "d", "target": "other", "dag": [
+                    {"stepName": "inner", "image": "busybox:1.36"},
+                    {"stepName": "other", "image": "busybox:1.36"},
+                ]},
+            ]}}),
+        ),
+        (
+            "parallelism",
+            Target::Whole,
+            json!({"spec": {"templates": [
+                {"name": "t", "inputs": {"parameters": [{"name": "x", "default": "1"}]},
+                 "image": "busybox:1.36", "command": ["sh", "-c", "echo {{inputs.parameters.x}}"]},
+                {"name": "d", "parallelism": 1, "dag": [{"stepName": "inner", "image": "busybox:1.36"}]},
+            ]}}),
+        ),
         ("(a step's fields)", t, json!({"image": "busybox:1.37"})),
     ]
 }

@@ -780,6 +780,7 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     rules: Vec::new(),
     parallelism: None,
     metrics: BTreeMap::new(),
+    outputs: None,
 };
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use kube::ResourceExt;
 
 use crate::crd::{
     CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, DEFAULT_MAX_STEP_TIMEOUT,
-    ItemCounts, StepKind, StepPhase, StepStatus, WorkFlowStatus,
+    GlobalArtifact, GlobalParameter, ItemCounts, Step, StepKind, StepPhase, StepStatus,
+    WorkFlowStatus, WorkflowOutputs,
 };
 use crate::failure_cause::DEADLINE_EXCEEDED;
 use crate::fan_out::ItemList;
@@ -649,6 +650,7 @@ impl<'a> Planner<'a> {
         let fired = self.ruled.map(|(d, _)| d.fired).unwrap_or_default();
         let status = match self.outcome {
             Some(outcome) => WorkFlowStatus {
+                outputs: global_outputs(&self.workflow.spec.containers, &outcome.steps),
                 progress: Some(format!("{}/{}", outcome.executed.len(), outcome.total)),
                 conditions: conditions(
                     &previous.conditions,
@@ -704,4 +706,34 @@ impl<'a> Planner<'a> {
             fired,
         }
     }
+}
+
+/// The workflow's outputs: each global output (`globalName`) of `steps` whose step succeeded
+/// with it recorded in its entry of `entries`; `None` without any.
+fn global_outputs(steps: &[Step], entries: &[StepStatus]) -> Option<Box<WorkflowOutputs>> {
+    let declared = crate::template::global_outputs(steps);
+    if declared.is_empty() {
+        return None;
+    }
+    let mut outputs = WorkflowOutputs::default();
+    for (kind, name, step, key) in declared {
+        let entry = entries
+            .iter()
+            .find(|e| e.name == step && e.phase == StepPhase::Succeeded);
+        let Some(value) = entry.and_then(|e| e.outputs.get(&key)) else {
+            continue;
+        };
+        match key.strip_prefix(crate::outputs::ARTIFACT_PREFIX) {
+            Some(artifact) if kind == "artifacts" => outputs.artifacts.push(GlobalArtifact {
+                name,
+                step,
+                artifact: artifact.to_string(),
+            }),
+            _ => outputs.parameters.push(GlobalParameter {
+                name,
+                value: value.clone(),
+            }),
+        }
+    }
+    (outputs != WorkflowOutputs::default()).then(|| Box::new(outputs))
 }

@@ -7,6 +7,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::call_outputs::{self, Calls};
+use super::call_policies;
 use super::fill::{Vars, fill_json, rename_outputs, shield, unshield, unshield_json};
 use super::groups::inner_steps;
 use super::merge::step_over_template;
@@ -30,11 +32,12 @@ pub(super) struct Scope<'a> {
 enum Expanded {
     /// One step.
     Step(Box<Step>),
-    /// The steps of a `dag` template (names local to the calling level) and which of them
-    /// the caller's dependents wait on.
+    /// The steps of a `dag` template (names local to the calling level), which of them
+    /// the caller's dependents wait on, and the call's outputs (none when it fans out).
     Dag {
         steps: Vec<Step>,
         leaves: Vec<String>,
+        outputs: Option<call_outputs::Outputs>,
     },
     /// Nothing: the problem is recorded.
     Refused,
@@ -52,6 +55,8 @@ pub(super) struct Expander<'a> {
     stack: Vec<String>,
     /// Whether the call of each template of `stack` has a `when`.
     guarded: Vec<bool>,
+    /// The outputs of the calls among the workflow's steps, which its exit steps may read.
+    top_calls: Calls,
 }
 
 impl<'a> Expander<'a> {
@@ -67,6 +72,7 @@ impl<'a> Expander<'a> {
             problems: Vec::new(),
             stack: Vec::new(),
             guarded: Vec::new(),
+            top_calls: Calls::new(),
         }
     }
 
@@ -76,8 +82,13 @@ impl<'a> Expander<'a> {
     /// [`Expander::level`] for the workflow's own steps (or exit steps), the outermost level:
     /// the marks [`shield`] left on the references its calls pass are taken off, as no
     /// renaming follows.
+    /// The workflow's steps come first: the outputs of their calls are read by exit steps.
     pub(super) fn top_level(&mut self, steps: &[Step], scope: Scope<'a>, vars: &Vars) -> Vec<Step> {
-        let mut out = self.level(steps, scope, vars, "");
+        let (mut out, calls) = self.level(steps, scope, vars, "");
+        for (step, why) in call_outputs::apply(&mut out, &self.top_calls) {
+            self.refuse("", &step, why);
+        }
+        self.top_calls.extend(calls);
         // As `filled` does for every step: a JSON round trip, only for templated workflows.
         for step in &mut out {
             let mut value = serde_json::to_value(&*step).expect("a step serialises to JSON");
@@ -87,24 +98,37 @@ impl<'a> Expander<'a> {
         out
     }
 
+    /// With the outputs of its calls of `dag` templates, to which its references to them
+    /// are aliased.
     pub(super) fn level(
         &mut self,
         steps: &[Step],
         scope: Scope<'a>,
         vars: &Vars,
         at: &str,
-    ) -> Vec<Step> {
+    ) -> (Vec<Step>, Calls) {
         let mut out = Vec::with_capacity(steps.len());
         let mut leaves: HashMap<String, Vec<String>> = HashMap::new();
+        let mut calls = Calls::new();
         for step in steps {
             match self.step(step, scope, vars, at) {
                 Expanded::Step(step) => out.push(*step),
-                Expanded::Dag { steps, leaves: own } => {
+                Expanded::Dag {
+                    steps,
+                    leaves: own,
+                    outputs,
+                } => {
                     leaves.insert(step.step_name.clone(), own);
+                    if let Some(outputs) = outputs {
+                        calls.insert(step.step_name.clone(), outputs);
+                    }
                     out.extend(steps);
                 }
                 Expanded::Refused => {}
             }
+        }
+        for (step, why) in call_outputs::apply(&mut out, &calls) {
+            self.refuse(at, &step, why);
         }
         if !leaves.is_empty() {
             for step in &mut out {
@@ -115,7 +139,7 @@ impl<'a> Expander<'a> {
                     .collect();
             }
         }
-        out
+        (out, calls)
     }
 
     fn refuse(&mut self, at: &str, step: &str, problem: impl std::fmt::Display) -> Expanded {
@@ -258,15 +282,8 @@ fn describe(resolved: &ResolvedTemplate) -> String {
     format!("{} {:?}", resolved.kind.to_lowercase(), resolved.name)
 }
 
-/// `what: a, b` or `there are no what`.
-pub(super) fn listed<'n>(what: &str, names: impl Iterator<Item = &'n str>) -> String {
-    let names: Vec<&str> = names.collect();
-    if names.is_empty() {
-        format!("there are no {what}")
-    } else {
-        format!("{what}: {}", names.join(", "))
-    }
-}
+// Where it has always been named from; it lives in `fill`, which every stage may use.
+pub(super) use super::fill::listed;
 
 impl<'a> Expander<'a> {
     /// The values of `template`'s inputs for the call `step` (with `item` when the call fans
@@ -338,6 +355,9 @@ impl<'a> Expander<'a> {
         scope: Scope<'a>,
         at: &str,
     ) -> Expanded {
+        if template.target.is_some() || template.parallelism.is_some() {
+            return self.refuse(at, &call.step_name, format!("template {:?}: target and parallelism are a dag or steps template's (a container template is one step)", template.name));
+        }
         let Some(vars) = self.inputs(&call, (template, false), None, at) else {
             return Expanded::Refused;
         };
@@ -397,22 +417,8 @@ impl<'a> Expander<'a> {
         at: &str,
     ) -> Expanded {
         let name = call.step_name.clone();
-        if !template.container.is_empty() {
-            let fields: Vec<&str> = template.container.keys().map(String::as_str).collect();
-            return self.refuse(
-                at,
-                &name,
-                format!(
-                    "template {:?} has a {} and container fields ({}): it is one or the other",
-                    template.name,
-                    if template.dag.is_some() {
-                        "dag"
-                    } else {
-                        "steps"
-                    },
-                    fields.join(", ")
-                ),
-            );
+        if let Some(problem) = container_fields_of(template) {
+            return self.refuse(at, &name, problem);
         }
         if let Some(field) = container_fields_set(&call) {
             return self.refuse(at, &name, format!("calls dag template {:?} and sets {field}, which only a container step has: set it on the template's steps", template.name));
@@ -435,22 +441,110 @@ impl<'a> Expander<'a> {
                 .map(|(i, item)| (format!("{name}[{i}]/"), Some(item)))
                 .collect(),
         };
+        self.dag_runs(call, (template, dag), scope, at, runs)
+    }
+
+    /// The runs of a call of a `dag` template (one per item, named by their prefixes), with
+    /// its `target`, its outputs resolved, its global names given and its `parallelism` held.
+    fn dag_runs(
+        &mut self,
+        call: Step,
+        (template, dag): (&'a Template, &[Step]),
+        scope: Scope<'a>,
+        at: &str,
+        runs: Vec<(String, Option<Value>)>,
+    ) -> Expanded {
+        let name = call.step_name.clone();
+        let declared = match call_outputs::declared_of(template) {
+            Ok(declared) => declared,
+            Err(why) => {
+                return self.refuse(at, &name, format!("template {:?}: {why}", template.name));
+            }
+        };
+        let fans_out = runs.len() != 1 || runs[0].1.is_some();
         let mut expanded = Vec::new();
         let mut leaves = Vec::new();
+        let mut outputs = None;
         for (prefix, item) in runs {
             let Some(vars) = self.inputs(&call, (template, true), item.as_ref(), at) else {
                 return Expanded::Refused;
             };
             let inner_at = format!("{at}{prefix}");
             self.check_inner_dependencies(dag, &template.name, &inner_at);
-            let inner = self.level(dag, scope, &vars, &inner_at);
+            let Some(targeted) = self.targeted(template, dag, &vars, (at, &name)) else {
+                return Expanded::Refused;
+            };
+            let (inner, inner_calls) = self.level(&targeted, scope, &vars, &inner_at);
+            if let Some(declared) = declared.as_ref().filter(|_| !fans_out) {
+                match call_outputs::resolve(
+                    declared,
+                    (&template.name, &targeted),
+                    &inner_calls,
+                    &prefix,
+                ) {
+                    Ok(resolved) => outputs = Some(resolved),
+                    Err(problems) => {
+                        for problem in problems {
+                            self.refuse(at, &name, problem);
+                        }
+                        return Expanded::Refused;
+                    }
+                }
+            }
             let (renamed, own_leaves) = under(inner, &prefix, &call);
             expanded.extend(renamed);
             leaves.extend(own_leaves);
         }
+        // A call that fans out has no outputs of its own here (Argo gathers its items').
+        let outputs = (!fans_out).then(|| outputs.unwrap_or_default());
+        self.held_to_template(template, (at, &name), expanded, leaves, outputs)
+    }
+
+    /// A call's steps with what its template says of them besides: the global names of its
+    /// outputs given to the inner outputs, its `parallelism` held.
+    fn held_to_template(
+        &mut self,
+        template: &Template,
+        (at, name): (&str, &str),
+        mut steps: Vec<Step>,
+        leaves: Vec<String>,
+        outputs: Option<call_outputs::Outputs>,
+    ) -> Expanded {
+        if let Some(outputs) = &outputs
+            && let Err(why) = call_policies::global_names(&mut steps, outputs)
+        {
+            return self.refuse(at, name, format!("template {:?}: {why}", template.name));
+        }
+        if let Some(limit) = template.parallelism {
+            let call_path = format!("{at}{name}");
+            let workflow = (
+                self.workflow.get("workflow.name"),
+                self.workflow.get("workflow.uid"),
+            );
+            call_policies::limit_parallelism(&mut steps, limit, &call_path, workflow);
+        }
         Expanded::Dag {
-            steps: expanded,
+            steps,
             leaves,
+            outputs,
+        }
+    }
+
+    /// The steps of `dag` (the template's) that a call runs: its `target`s (filled with
+    /// `vars`) and what they depend on, or all of them; `None` after recording a problem.
+    fn targeted(
+        &mut self,
+        template: &Template,
+        dag: &[Step],
+        vars: &Vars,
+        (at, name): (&str, &str),
+    ) -> Option<Vec<Step>> {
+        match call_policies::targeted(template, dag, vars) {
+            Ok(steps) => Some(steps),
+            Err(why) => {
+                self.refuse(at, name, format!("template {:?}: {why}", template.name));
+                None
+            }
         }
     }
 
@@ -484,6 +578,27 @@ pub(super) fn allowed(parameter: &Parameter, value: &str) -> Result<(), String> 
     Err(format!(
         "{value:?} is not one of {}",
         parameter.allowed.join(", ")
+    ))
+}
+
+/// Why `template`, a `dag` or `steps` template, may not be called: it has container fields
+/// too (its own `outputs` are its callers', `call_outputs`).
+fn container_fields_of(template: &Template) -> Option<String> {
+    let fields: Vec<&str> = (template.container.keys().map(String::as_str))
+        .filter(|k| *k != "outputs")
+        .collect();
+    if fields.is_empty() {
+        return None;
+    }
+    let kind = if template.dag.is_some() {
+        "dag"
+    } else {
+        "steps"
+    };
+    Some(format!(
+        "template {:?} has a {kind} and container fields ({}): it is one or the other",
+        template.name,
+        fields.join(", ")
     ))
 }
 

@@ -33,8 +33,10 @@ pub fn fill(text: &str, vars: &Vars, unfilled: &mut Unfilled) -> String {
         match vars.get(inner) {
             Some(value) => out.push_str(value),
             None => {
-                let at_run = (inner.strip_prefix("workflow."))
-                    .is_some_and(|name| outputs::WORKFLOW_AT_RUN.contains(&name));
+                // Global outputs are filled once every call is expanded (`globals`).
+                let at_run = (inner.strip_prefix("workflow.")).is_some_and(|name| {
+                    outputs::WORKFLOW_AT_RUN.contains(&name) || name.starts_with("outputs.")
+                });
                 if (inner.starts_with("workflow.") && !at_run) || inner.starts_with("inputs.") {
                     unfilled.push((whole.to_string(), unknown_why(inner, vars)));
                 }
@@ -70,6 +72,16 @@ fn unknown_why(inner: &str, vars: &Vars) -> String {
             "the workflow declares no parameters (spec.arguments.parameters)".into()
         }
         _ => format!("not known here (known: {})", known.join(", ")),
+    }
+}
+
+/// `what: a, b` or `there are no what`.
+pub(super) fn listed<'n>(what: &str, names: impl Iterator<Item = &'n str>) -> String {
+    let names: Vec<&str> = names.collect();
+    if names.is_empty() {
+        format!("there are no {what}")
+    } else {
+        format!("{what}: {}", names.join(", "))
     }
 }
 

@@ -14,16 +14,25 @@
 //! - `fill`: the `{{workflow.*}}` and `{{inputs.parameters.*}}` forms.
 //! - `merge`: a call's fields over the template's.
 //! - `expand`: calls made steps, `dag` templates made named steps.
+//! - `call_outputs`: a `dag` or `steps` template's own outputs, aliased to its steps'.
+//! - `call_policies`: a call's `target`, `parallelism` and global output names.
+//! - `globals`: `{{workflow.outputs...}}` read from the steps that give them (`globalName`).
 //! - `groups`: the steps of a `dag` or Argo's `steps` template, read as steps.
 //! - `numbers`: numbers written as text (Argo's `limit: "3"`, a parameter), filled and checked.
 //! - `recursion`: a template calling itself under a `when`, unrolled to a depth limit.
 
+mod call_outputs;
+mod call_policies;
 mod expand;
 mod fill;
+mod globals;
 mod groups;
 mod merge;
 mod numbers;
 pub mod recursion;
+
+#[cfg(test)]
+mod dag_outputs_tests;
 
 #[cfg(test)]
 mod steps_tests;
@@ -42,6 +51,7 @@ use kube::ResourceExt;
 
 pub use crate::crd::templates::*;
 pub use fill::Vars;
+pub use globals::declared as global_outputs;
 
 use crate::crd::{Step, WorkFlow, WorkFlowSpec};
 use crate::data_flow;
@@ -303,9 +313,10 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
         origin: spec.origin,
         templates: &spec.spec.templates,
     };
-    let containers = expander.top_level(&spec.spec.containers, scope, &vars);
-    let on_exit = expander.top_level(&spec.spec.on_exit, scope, &vars);
+    let mut containers = expander.top_level(&spec.spec.containers, scope, &vars);
+    let mut on_exit = expander.top_level(&spec.spec.on_exit, scope, &vars);
     problems.append(&mut expander.problems);
+    problems.extend(globals::apply(&mut containers, &mut on_exit));
     problems.extend(plain_problems(&containers, &on_exit));
     problems.extend(numbers::spec_problems(&spec.spec));
     if containers.is_empty() && problems.is_empty() {
