@@ -126,10 +126,7 @@ pub fn rename_outputs(text: &str, rename: &dyn Fn(&str) -> Option<String>) -> St
         if let outputs::Source::Output { step, key } = reference.source
             && let Some(renamed) = rename(step)
         {
-            out = out.replace(
-                reference.text,
-                &format!("{{{{steps.{renamed}.outputs.{key}}}}}"),
-            );
+            out = out.replace(reference.text, &outputs::reference_text(&renamed, key));
         }
     }
     out
