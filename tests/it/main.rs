@@ -18,6 +18,7 @@ mod argo_forms;
 mod argo_pod;
 mod argo_recursion;
 mod argo_suspend;
+mod argo_vars;
 mod artifact_store;
 mod artifacts;
 mod bench_cli;

@@ -98,7 +98,8 @@ pub fn unknown_forms(value: &Value, found: &mut Unfilled) {
                      {{workflow.name|namespace|uid|creationTimestamp|scheduledTime}}, \
                      {{workflow.parameters.json|duration|status|failures}}, \
                      {{inputs.parameters.NAME}} in a template, \
-                     {{steps.NAME.outputs.KEY}}, {{item}}, {{item.FIELD}}"
+                     {{steps.NAME.outputs.KEY}}, \
+                     {{steps.NAME.status|exitCode|startedAt|finishedAt}}, {{item}}, {{item.FIELD}}"
                         .into(),
                 ));
             }
