@@ -11,7 +11,8 @@ use support::{Operator, operator};
 
 /// `fail` exits 3; `report` runs on its failure (`depends: fail.Failed`) and prints how it
 /// ended; `checked` runs after `report` when `fail`'s exit code was 3, printing `report`'s
-/// status; `unreported` depends on `report` failing, so Argo omits it. Argo's phase is
+/// status; `unreported` depends on `report` failing, so Argo omits it. `say`'s `timeout` is a
+/// parameter holding a duration, text until it is filled. Argo's phase is
 /// `Succeeded`: the failure reached no last task (docs/enhanced-depends-logic.md, and
 /// `assessDAGPhase` in workflow/controller/dag.go).
 const ON_FAILURE: &str = r#"apiVersion: argoproj.io/v1alpha1
@@ -52,7 +53,8 @@ spec:
         command: [sh, -c, "exit {{inputs.parameters.code}}"]
     - name: say
       inputs:
-        parameters: [{name: text}]
+        parameters: [{name: text}, {name: limit, default: 30s}]
+      timeout: "{{inputs.parameters.limit}}"
       container:
         image: alpine:3.20
         command: [echo, "{{inputs.parameters.text}}"]
