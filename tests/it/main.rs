@@ -20,6 +20,7 @@ mod argo_http;
 mod argo_pod;
 mod argo_recursion;
 mod argo_suspend;
+mod argo_vars;
 mod artifact_store;
 mod artifacts;
 mod bench_cli;

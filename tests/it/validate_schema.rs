@@ -142,9 +142,10 @@ async fn a_timeout_of_0_is_refused_at_create_and_by_validate_with_the_same_messa
             "  maxStepTimeout: 0\n  containers: [{stepName: a, image: busybox}]\n",
             "spec.maxStepTimeout: Invalid value: \"integer\": must not be 0 (use -1 for unlimited)",
         ),
+        // A step's timeout is int-or-string, which has no type for the message to show.
         (
             "  containers: [{stepName: a, image: busybox}, {stepName: b, image: busybox, timeout: 0}]\n",
-            "spec.containers[1].timeout: Invalid value: \"integer\": must not be 0 (use -1 for unlimited)",
+            "spec.containers[1].timeout: Invalid value: \"\": must not be 0 (use -1 for unlimited)",
         ),
     ];
     for (spec, expected) in cases {
@@ -190,7 +191,7 @@ async fn shared_templates_are_refused_by_validate_as_kubectl_create_refuses_them
         (
             "ClusterWorkFlowTemplate",
             "  templates: [{name: t, image: busybox, timeout: 0}]\n",
-            "spec.templates[0].timeout: Invalid value: \"integer\": must not be 0 (use -1 for unlimited)",
+            "spec.templates[0].timeout: Invalid value: \"\": must not be 0 (use -1 for unlimited)",
         ),
     ];
     for (kind, spec, expected) in cases {

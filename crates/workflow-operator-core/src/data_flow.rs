@@ -41,12 +41,17 @@ pub struct DataFlow {
     /// The steps (by index in the steps' DAG) that fan out and whose output artifacts some
     /// step takes as an input artifact, every item's.
     pub fanned_in: HashSet<usize>,
+    /// The steps (by index in the steps' DAG) whose end some step's text names (Argo's
+    /// `{{steps.NAME.status}}`, `exitCode`, `startedAt`, `finishedAt`) and whose outputs none
+    /// does: seen from their Job alone, no pod read.
+    pub ended_read: HashSet<usize>,
 }
 
 impl DataFlow {
     /// Whether no step names another nor fans out: the workflow runs as a plain DAG.
     pub fn is_empty(&self) -> bool {
         self.read.is_empty()
+            && self.ended_read.is_empty()
             && self.when.is_empty()
             && self.exit_when.is_empty()
             && self.fan_out.is_empty()
@@ -236,11 +241,17 @@ fn check_step(
     // What is named, where, whether it is the standard output, and whether it is an output
     // artifact an input artifact takes (the one thing of a step that fans out a step may take).
     let mut named: Vec<(String, &str, bool, bool)> = Vec::new();
+    // The references that name a step's end (Argo's `{{steps.NAME.status}}`), not its outputs.
+    let mut ended: HashSet<String> = HashSet::new();
     let texts = (own_texts(step).map(|t| (t, false))).chain(input_froms(step).map(|t| (t, true)));
     for (text, from) in texts {
         let found = outputs::references(text).map_err(|e| refused(e.to_string()))?;
         for reference in found {
             match reference.source {
+                Source::Output { step: source, key } if outputs::step_field(key).is_some() => {
+                    named.push((reference.text.to_string(), source, false, false));
+                    ended.insert(reference.text.to_string());
+                }
                 Source::Output { step: source, key } => {
                     let artifact = from && key.starts_with(outputs::ARTIFACT_PREFIX);
                     let result = key == agent::RESULT;
@@ -283,6 +294,9 @@ fn check_step(
                 false,
             ));
         }
+        if when.steps().iter().all(|s| when.reads_only_end(s)) {
+            ended.insert(shown);
+        }
     }
     for (text, source, result, artifact) in named {
         let Some(index) = upstream(source) else {
@@ -300,7 +314,13 @@ fn check_step(
             check_fan_in(&text, source, artifact, place).map_err(&refused)?;
             flow.fanned_in.insert(index);
         }
-        flow.read.insert(index);
+        // A step whose outputs are read is seen with them; its end comes with them.
+        if !ended.contains(&text) {
+            flow.ended_read.remove(&index);
+            flow.read.insert(index);
+        } else if !flow.read.contains(&index) {
+            flow.ended_read.insert(index);
+        }
         if result {
             flow.result_read.insert(index);
         }

@@ -133,7 +133,8 @@ fn is_key(key: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// A `{{...}}` in a step's text: `{{steps.NAME.outputs.KEY}}`, or `{{item}}` /
+/// A `{{...}}` in a step's text: `{{steps.NAME.outputs.KEY}}` (or one of [`STEP_FIELDS`],
+/// `{{steps.NAME.status}}`), or `{{item}}` /
 /// `{{item.FIELD}}` in a step that fans out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference<'a> {
@@ -177,7 +178,8 @@ pub const WORKFLOW_AT_RUN: [&str; 3] = ["duration", "status", "failures"];
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
     "{text} is not a reference the operator knows: outputs are named {{{{steps.NAME.outputs.KEY}}}} \
-     (or .outputs.parameters.KEY, .outputs.result, .outputs.artifacts.NAME), items {{{{item}}}} or \
+     (or .outputs.parameters.KEY, .outputs.result, .outputs.artifacts.NAME), a step that ended \
+     {{{{steps.NAME.status}}}} (.exitCode, .startedAt, .finishedAt), items {{{{item}}}} or \
      {{{{item.FIELD}}}}, the attempt {{{{retries}}}}, the run's {{{{workflow.duration}}}}, \
      {{{{workflow.status}}}}, {{{{workflow.failures}}}}"
 )]
@@ -238,6 +240,9 @@ pub fn references(text: &str) -> Result<Vec<Reference<'_>>, UnknownReference> {
 /// `steps.NAME.outputs.KEY`, or `steps["NAME"].outputs.KEY` (or single quotes), the form a
 /// `when` needs for a name that is not a CEL identifier.
 fn output_reference(inner: &str) -> Option<(&str, &str)> {
+    if let Some(found) = step_field_reference(inner) {
+        return Some(found);
+    }
     let (step, key) = match inner.strip_prefix("steps[") {
         Some(bracket) => {
             let quote = bracket.chars().next().filter(|c| matches!(c, '"' | '\''))?;
@@ -247,6 +252,44 @@ fn output_reference(inner: &str) -> Option<(&str, &str)> {
         None => inner.strip_prefix("steps.")?.rsplit_once(".outputs.")?,
     };
     Some((step, output_key(key)?)).filter(|(step, _)| !step.is_empty())
+}
+
+/// Argo's `{{steps.NAME.status}}`, `.exitCode`, `.startedAt` and `.finishedAt`: what a step
+/// that ended tells of itself rather than an output it wrote. A reference names one as the
+/// output key `@FIELD` ([`step_field`]), which no output a step writes can be (a key starts
+/// with a letter or `_`), so it travels with the outputs a step names and is filled with them.
+pub const STEP_FIELDS: [&str; 4] = ["status", "exitCode", "startedAt", "finishedAt"];
+
+/// The output key that stands for each of [`STEP_FIELDS`].
+const STEP_FIELD_KEYS: [&str; 4] = ["@status", "@exitCode", "@startedAt", "@finishedAt"];
+
+/// The field of [`STEP_FIELDS`] an output key stands for (`@exitCode` is `exitCode`).
+pub fn step_field(key: &str) -> Option<&str> {
+    key.strip_prefix('@').filter(|f| STEP_FIELDS.contains(f))
+}
+
+/// The step and key of `steps.NAME.FIELD` or `steps["NAME"].FIELD`, FIELD one of
+/// [`STEP_FIELDS`].
+fn step_field_reference(inner: &str) -> Option<(&str, &'static str)> {
+    let (step, field) = match inner.strip_prefix("steps[") {
+        Some(bracket) => {
+            let quote = bracket.chars().next().filter(|c| matches!(c, '"' | '\''))?;
+            let (step, rest) = bracket[1..].split_once(quote)?;
+            (step, rest.strip_prefix("].")?)
+        }
+        None => inner.strip_prefix("steps.")?.rsplit_once('.')?,
+    };
+    let at = STEP_FIELDS.iter().position(|f| *f == field)?;
+    (!step.is_empty() && !step.ends_with(".outputs")).then_some((step, STEP_FIELD_KEYS[at]))
+}
+
+/// The reference to output `key` of `step` as written: `{{steps.STEP.outputs.KEY}}`, or
+/// `{{steps.STEP.FIELD}}` for one of [`STEP_FIELDS`].
+pub fn reference_text(step: &str, key: &str) -> String {
+    match step_field(key) {
+        Some(field) => format!("{{{{steps.{step}.{field}}}}}"),
+        None => format!("{{{{steps.{step}.outputs.{key}}}}}"),
+    }
 }
 
 /// A reference whose value is not there.
@@ -264,6 +307,14 @@ pub struct MissingOutput {
 }
 
 fn missing_why(skipped: bool, key: &str) -> String {
+    if let Some(field) = step_field(key) {
+        let why = if skipped {
+            "was skipped (its when was false)"
+        } else {
+            "did not run, or did not exit by itself"
+        };
+        return format!("has no {field}: it {why}");
+    }
     if skipped {
         "was skipped (its when was false), so it wrote no outputs".to_string()
     } else {

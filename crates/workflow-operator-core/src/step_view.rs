@@ -580,7 +580,7 @@ mod tests {
             .iter_mut()
             .find(|s| s.step_name == "d")
             .unwrap()
-            .timeout = Some(5);
+            .timeout = Some(5.into());
         let running = json!({"startTime": "2026-01-01T00:00:00Z", "active": 1});
         let jobs = [job(&wf, "a", running.clone()), job(&wf, "d", running)];
         let views = step_views(&wf, &jobs, &[]);

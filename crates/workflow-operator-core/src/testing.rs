@@ -201,7 +201,7 @@ impl WorkFlowBuilder {
 
     /// Sets the last step's timeout in seconds.
     pub fn timeout(mut self, seconds: i64) -> Self {
-        self.last().timeout = Some(seconds);
+        self.last().timeout = Some(seconds.into());
         self
     }
 

@@ -4,7 +4,8 @@
 //! same value, `.outputs.result` the standard output, `.outputs.artifacts.NAME` an artifact's
 //! key) and `steps.NAME.phase` (`Succeeded`, `Skipped` for a step a `when` skipped, `Failed` or
 //! `TimedOut` for a step that failed and whose failure the workflow survives, `continueOn`;
-//! Argo's `steps.NAME.status` is the same, a timed-out step `Failed`). A
+//! Argo's `steps.NAME.status` names it as Argo does, see [`Ended`]), and of a step that ran
+//! `steps.NAME.exitCode` (an int), `startedAt` and `finishedAt` (RFC 3339 text). A
 //! step whose name is not a CEL identifier is `steps["my-step"]`, and any field may be written
 //! `["field"]`. True: the step runs; false: it is skipped, and a skipped step counts as done for
 //! its dependents. CEL's macros (`all`, `exists`, `exists_one`, `map`, `filter`) work as in
@@ -21,6 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
 
+use k8s_openapi::jiff::Timestamp;
 use kube_cel::KubeCelExt;
 use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{Context, Program, Value};
@@ -78,7 +80,7 @@ impl StepRead {
         let fields: Vec<&str> = self.fields.iter().map(String::as_str).collect();
         matches!(
             fields.as_slice(),
-            [] | ["phase" | "status"]
+            [] | ["phase" | "status" | "exitCode" | "startedAt" | "finishedAt"]
                 | ["outputs"]
                 | ["outputs", _]
                 | ["outputs", "parameters" | "artifacts", _]
@@ -148,10 +150,44 @@ pub struct Upstream<'a> {
     pub phase: &'a str,
     /// Its outputs (none for a skipped step).
     pub outputs: Option<&'a Outputs>,
+    /// How it ended, when it ran (Argo's `status`, `exitCode`, `startedAt`, `finishedAt`).
+    pub ended: Option<Ended>,
 }
 
-/// Argo's name of a step's `phase` (`steps.NAME.status`): a timed-out step is `Failed`.
-fn argo_phase(phase: &str) -> &str {
+/// How a step that ran ended, as Argo names it (`{{steps.NAME.status}}`, `.exitCode`,
+/// `.startedAt`, `.finishedAt`): seen once, from its Job, when the planner first finds it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// `Succeeded`; `Failed` when its container exited non-zero or it ran past its timeout
+    /// (Argo's `Failed`: a deadline kills the container); `Error` for any other failure (its
+    /// pod did not start, its Job was refused, what it reads failed it), as Argo's `Error` is
+    /// "an error other than a non-0 exit code".
+    pub status: &'static str,
+    /// The container's exit code (0 for a success); none when it did not exit by itself.
+    pub exit_code: Option<i32>,
+    /// When its Job started.
+    pub started_at: Option<Timestamp>,
+    /// When its Job ended.
+    pub finished_at: Option<Timestamp>,
+}
+
+impl Ended {
+    /// The text of `field` (one of [`crate::outputs::STEP_FIELDS`] but `status`), times in
+    /// RFC 3339 to the second as Argo writes them; `None` when it has none.
+    pub fn text(&self, field: &str) -> Option<String> {
+        match field {
+            "status" => Some(self.status.to_string()),
+            "exitCode" => self.exit_code.map(|c| c.to_string()),
+            "startedAt" => self.started_at.map(|t| format!("{t:.0}")),
+            "finishedAt" => self.finished_at.map(|t| format!("{t:.0}")),
+            _ => None,
+        }
+    }
+}
+
+/// Argo's name of a step's `phase` (`steps.NAME.status`) for a step that did not run (skipped,
+/// or, in an exit step, omitted) or whose end is not known: a timed-out step is `Failed`.
+pub fn argo_phase(phase: &str) -> &str {
     if phase == "TimedOut" { "Failed" } else { phase }
 }
 
@@ -270,6 +306,17 @@ impl When {
         (self.reads.iter()).any(|read| read.step == step && read.is_result())
     }
 
+    /// Whether it reads of `step` only how it ended (`phase`, `status`, `exitCode`,
+    /// `startedAt`, `finishedAt`), none of its outputs.
+    pub fn reads_only_end(&self, step: &str) -> bool {
+        (self.reads.iter().filter(|read| read.step == step)).all(|read| {
+            matches!(
+                read.fields.first().map(String::as_str),
+                Some("phase" | "status" | "exitCode" | "startedAt" | "finishedAt")
+            )
+        })
+    }
+
     /// Whether it iterates over `steps` (an exit step's): it must see every step.
     pub fn every_step(&self) -> bool {
         self.every_step
@@ -298,15 +345,7 @@ impl When {
         }
         let steps: HashMap<Key, Value> = upstream
             .iter()
-            .map(|(name, step)| {
-                let fields: HashMap<Key, Value> = [
-                    (Key::from("phase"), Value::from(step.phase)),
-                    (Key::from("status"), Value::from(argo_phase(step.phase))),
-                    (Key::from("outputs"), outputs_value(step.outputs)),
-                ]
-                .into();
-                (Key::from(*name), Value::Map(Map::from(fields)))
-            })
+            .map(|(name, step)| (Key::from(*name), step_value(step)))
             .collect();
         BASE.with(|base| {
             let mut context = base.new_inner_scope();
@@ -325,6 +364,29 @@ impl When {
             }
         })
     }
+}
+
+/// A step as a `when` sees it: `phase`, Argo's `status`, `outputs`, and for a step that ran
+/// `exitCode` (an int), `startedAt` and `finishedAt` (RFC 3339 text) when it has them.
+fn step_value(step: &Upstream<'_>) -> Value {
+    let status = step.ended.map_or(argo_phase(step.phase), |e| e.status);
+    let mut fields: HashMap<Key, Value> = [
+        (Key::from("phase"), Value::from(step.phase)),
+        (Key::from("status"), Value::from(status)),
+        (Key::from("outputs"), outputs_value(step.outputs)),
+    ]
+    .into();
+    if let Some(ended) = step.ended {
+        if let Some(code) = ended.exit_code {
+            fields.insert(Key::from("exitCode"), Value::Int(code.into()));
+        }
+        for field in ["startedAt", "finishedAt"] {
+            if let Some(text) = ended.text(field) {
+                fields.insert(Key::from(field), Value::from(text));
+            }
+        }
+    }
+    Value::Map(Map::from(fields))
 }
 
 /// The steps `expression` (a `when` at `place`) names, what it reads of them, and whether it
@@ -357,7 +419,7 @@ fn step_reads(
         if !read.is_known() {
             return Err(format!(
                 "names {}, which a step does not have: a when reads steps.NAME.phase (or Argo's \
-                 .status) and \
+                 .status, and .exitCode, .startedAt, .finishedAt of a step that ran) and \
                  steps.NAME.outputs.KEY (or .outputs.parameters.KEY, .outputs.result, \
                  .outputs.artifacts.NAME), each a string",
                 read.shown
@@ -481,6 +543,7 @@ mod tests {
                 Upstream {
                     phase: "TimedOut",
                     outputs: None,
+                    ended: None,
                 },
             ),
             (
@@ -488,6 +551,7 @@ mod tests {
                 Upstream {
                     phase: "Succeeded",
                     outputs: None,
+                    ended: None,
                 },
             ),
         ]
@@ -507,6 +571,7 @@ mod tests {
                 Upstream {
                     phase: "Succeeded",
                     outputs: Some(&check),
+                    ended: None,
                 },
             ),
             (
@@ -514,6 +579,7 @@ mod tests {
                 Upstream {
                     phase: "Skipped",
                     outputs: None,
+                    ended: None,
                 },
             ),
         ]
@@ -545,6 +611,7 @@ mod tests {
             Upstream {
                 phase: "Succeeded",
                 outputs: Some(&flip),
+                ended: None,
             },
         )]
         .into();
@@ -568,7 +635,7 @@ mod tests {
     #[test]
     fn a_field_a_step_does_not_have_is_refused_naming_it() {
         for (expression, named) in [
-            (r#"steps.a.exitCode == 0"#, "steps.a.exitCode"),
+            (r#"steps.a.exitcode == 0"#, "steps.a.exitcode"),
             (
                 r#"steps["a"].output.result == "x""#,
                 r#"steps["a"].output.result"#,
@@ -637,6 +704,7 @@ mod tests {
             Upstream {
                 phase: "Succeeded",
                 outputs: Some(&a),
+                ended: None,
             },
         )]
         .into();

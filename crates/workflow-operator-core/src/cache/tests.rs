@@ -15,7 +15,7 @@ fn the_key_follows_what_the_step_runs_not_its_name() {
     let mut renamed = a.clone();
     renamed.step_name = "compile".into();
     renamed.depends_on = vec!["x".into()];
-    renamed.timeout = Some(5);
+    renamed.timeout = Some(5.into());
     let none = Inputs::new();
     assert_eq!(key_of(&a, &none, None), key_of(&renamed, &none, None));
     let mut other = a.clone();

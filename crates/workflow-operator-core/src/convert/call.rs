@@ -152,28 +152,14 @@ fn arguments(
     (Value::Object(out), artifacts)
 }
 
-/// `depends` as `dependsOn` when it is tasks joined by `&&`, each bare or `.Succeeded`.
+/// `depends` as `dependsOn`: every task it names (the `when` it means is the dag's to write,
+/// [`super::depends::apply`]).
 fn depends(value: &Value, at: &str, report: &mut Report) -> Option<Value> {
     let text = value.as_str().unwrap_or("");
-    let names: Option<Vec<&str>> = text
-        .split("&&")
-        .map(|term| {
-            let term = term.trim().trim_start_matches('(').trim_end_matches(')');
-            let name = term.strip_suffix(".Succeeded").unwrap_or(term);
-            let plain = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c));
-            plain.then_some(name)
-        })
-        .collect();
-    match names {
-        Some(names) => Some(json!(names)),
-        None => {
-            report.not_converted(
-                at,
-                format!("depends {text:?} is not supported yet: only tasks joined by && (each may be .Succeeded) become dependsOn"),
-            );
+    match super::depends::Expr::parse(text) {
+        Ok(expr) => Some(json!(expr.tasks())),
+        Err(why) => {
+            report.not_converted(at, format!("depends {text:?} is not translated: {why}"));
             None
         }
     }

@@ -15,6 +15,7 @@
 pub mod call;
 pub mod cron;
 pub mod data;
+pub mod depends;
 pub mod http;
 pub mod spec;
 pub mod table;

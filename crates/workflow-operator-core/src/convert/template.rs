@@ -252,6 +252,7 @@ fn dag(
     report: &mut Report,
 ) -> Vec<Value> {
     let mut steps = Vec::new();
+    let mut tasks = Vec::new();
     walk::fields(
         Place::Dag,
         value,
@@ -270,9 +271,11 @@ fn dag(
                 let mut step = call::task(task, &path, inputs, report);
                 inline(task, &mut step, &path, report);
                 steps.push(step);
+                tasks.push((path, task.clone()));
             }
         },
     );
+    super::depends::apply(&tasks, &mut steps, report);
     steps
 }
 

@@ -83,7 +83,7 @@ fn a_steps_entrypoint_runs_each_group_after_the_whole_group_before() {
             {"stepName": "right", "dependsOn": ["first"], "template": "say",
              "withSequence": {"count": 3}, "continueOn": {"failed": true}},
             {"stepName": "last", "dependsOn": ["left", "right"], "template": "say",
-             "when": "steps[\"left\"].phase == \"Succeeded\""},
+             "when": "steps[\"left\"].status == \"Succeeded\""},
         ])
     );
     assert_eq!(
@@ -340,7 +340,11 @@ fn a_kind_argo_has_and_we_do_not_is_refused_saying_so() {
 )]
 #[case(
     "{{workflow.parameters.go}} == 'yes' && ({{steps.a.status}} == Error || !({{item}} != x))",
-    r#"workflow.parameters.go == "yes" && (steps["a"].phase == "Failed" || !("{{item}}" != "x"))"#
+    r#"workflow.parameters.go == "yes" && (steps["a"].status == "Error" || !("{{item}}" != "x"))"#
+)]
+#[case(
+    "{{steps.a.exitCode}} == 0 || {{tasks.a.exitCode}} > 2 && {{steps.a.finishedAt}} != ''",
+    r#"string(steps["a"].exitCode) == "0" || double(string(steps["a"].exitCode)) > 2.0 && steps["a"].finishedAt != """#
 )]
 #[case(
     "{{workflow.status}} == Succeeded",
@@ -425,5 +429,58 @@ spec:
     assert_eq!(
         by_name("wait"),
         json!({"name": "wait", "suspend": {"duration": "20s"}})
+    );
+}
+
+fn dag_of(tasks: &str) -> (Value, Vec<String>) {
+    one(&format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {{name: d}}\nspec:\n  entrypoint: main\n  templates:\n    - name: main\n      dag:\n        tasks:\n{tasks}    - {{name: t, container: {{image: busybox}}}}\n"
+    ))
+}
+
+#[test]
+fn depends_on_a_failure_runs_after_it_as_a_when_and_the_failure_does_not_fail_the_run() {
+    let (workflow, problems) = dag_of(
+        "          - {name: a, template: t}
+          - {name: on-fail, template: t, depends: 'a.Failed || a.Errored'}
+          - {name: after, template: t, depends: on-fail}
+          - {name: either, template: t, depends: '(a.Succeeded || on-fail.Succeeded) && !a.Skipped'}
+          - {name: plain, template: t, depends: 'after && either.Succeeded'}
+",
+    );
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(
+        workflow["spec"]["containers"],
+        json!([
+            {"stepName": "a", "template": "t", "continueOn": {"failed": true}},
+            {"stepName": "on-fail", "template": "t", "dependsOn": ["a"],
+             "when": r#"(steps["a"].status == "Failed" || steps["a"].status == "Error")"#},
+            {"stepName": "after", "template": "t", "dependsOn": ["on-fail"],
+             "when": r#"steps["on-fail"].status == "Succeeded""#},
+            {"stepName": "either", "template": "t", "dependsOn": ["a", "on-fail"],
+             "when": r#"((steps["a"].status == "Succeeded" || steps["on-fail"].status == "Succeeded") && !(steps["a"].status == "Skipped"))"#},
+            {"stepName": "plain", "template": "t", "dependsOn": ["after", "either"],
+             "when": r#"(steps["after"].status == "Succeeded" && steps["either"].status == "Succeeded")"#},
+        ])
+    );
+}
+
+#[test]
+fn a_depends_that_cannot_keep_argos_meaning_is_named_with_its_path_and_why() {
+    let (_, problems) = dag_of(
+        "          - {name: a, template: t}
+          - {name: on-fail, template: t, depends: a.Failed}
+          - {name: needs-a, template: t, depends: a}
+          - {name: fan, template: t, depends: a.AnySucceeded}
+          - {name: odd, template: t, depends: 'a.Done'}
+",
+    );
+    assert_eq!(
+        problems,
+        [
+            r#"spec.templates[0].dag.tasks[3].depends: depends "a.AnySucceeded" is not translated: "a.AnySucceeded": .AnySucceeded (of a task that fans out) is not supported yet"#,
+            r#"spec.templates[0].dag.tasks[4].depends: depends "a.Done" is not translated: "a.Done": "Done" is not a task result"#,
+            "spec.templates[0].dag.tasks[2].depends: when a fails, Argo omits needs-a and fails the workflow; here a may fail (another task depends on its failure), needs-a is skipped and the workflow completes",
+        ]
     );
 }

@@ -96,11 +96,11 @@ enum Operand {
     Number(String),
 }
 
-/// Whose phases a variable's values are, to write Argo's names as ours.
+/// Whose phases a variable's values are, to write Argo's names as ours (a step's `status` is
+/// read in Argo's names, so only the workflow's differ).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Status {
     None,
-    Step,
     Workflow,
 }
 
@@ -227,7 +227,7 @@ fn as_text(operand: Operand, status: Status) -> String {
 fn phase(text: &str, status: Status) -> String {
     match (status, text) {
         (Status::Workflow, "Succeeded") => "Completed".into(),
-        (Status::Workflow | Status::Step, "Error") => "Failed".into(),
+        (Status::Workflow, "Error") => "Failed".into(),
         _ => text.into(),
     }
 }
@@ -264,8 +264,19 @@ fn variable(name: &str) -> Result<Operand, String> {
             Status::None,
         ),
         ["steps" | "tasks", step, "status"] => {
-            var(format!("steps[{}].phase", quote(step)), Status::Step)
+            var(format!("steps[{}].status", quote(step)), Status::None)
         }
+        // An int in CEL, text in Argo's condition once filled: compared as text, or as a number
+        // through `double(...)`.
+        ["steps" | "tasks", step, "exitCode"] => var(
+            format!("string(steps[{}].exitCode)", quote(step)),
+            Status::None,
+        ),
+        [
+            "steps" | "tasks",
+            step,
+            field @ ("startedAt" | "finishedAt"),
+        ] => var(format!("steps[{}].{field}", quote(step)), Status::None),
         ["steps" | "tasks", ..] => Err(format!("{{{{{name}}}}} in a condition")),
         ["workflow", "parameters", key] => {
             var(format!("workflow.parameters{}", field(key)), Status::None)

@@ -523,11 +523,16 @@ pub struct Step {
     #[schemars(schema_with = "resources_schema")]
     pub resources: Option<Box<ResourceRequirements>>,
 
-    /// Seconds this step may run, overriding `maxStepTimeout`; -1 means unlimited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = -1))]
-    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self != 0", "message": "must not be 0 (use -1 for unlimited)"}]))]
-    pub timeout: Option<i64>,
+    /// Seconds this step may run, overriding `maxStepTimeout`; -1 means unlimited. Also as text:
+    /// the number, Argo's duration (`"10s"`, `"1m30s"`; rounded up to whole seconds), or a
+    /// parameter form filled before it is read.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "numbers::seconds"
+    )]
+    #[schemars(schema_with = "numbers::timeout_schema")]
+    pub timeout: Option<IntOrExpr<i64>>,
 
     /// Extra attempts after a failed one before the step fails (the Job's `backoffLimit`);
     /// default 0.
@@ -974,7 +979,7 @@ impl WorkFlowSpec {
     pub fn effective_timeout(&self, step: &Step) -> i64 {
         match StepKind::of(self, step) {
             StepKind::Container | StepKind::Script | StepKind::Http => {
-                step.timeout.unwrap_or(self.max_step_timeout)
+                step.timeout.num().unwrap_or(self.max_step_timeout)
             }
             // It waits for a person; `startTimeout` still bounds its pod's start.
             StepKind::Interactive | StepKind::InteractiveScript => UNLIMITED,

@@ -138,6 +138,33 @@ pub(crate) fn fraction_at_least_one(_: &mut schemars::SchemaGenerator) -> schema
     schemars::json_schema!({"x-kubernetes-preserve-unknown-fields": true, "minimum": 1.0})
 }
 
+/// The schema of a step's `timeout`: a number at least -1 and not 0 (a rule that holds for text,
+/// which the template stage checks once filled), or text.
+pub(crate) fn timeout_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "minimum": -1.0,
+        "x-kubernetes-validations": [{"rule": "self != 0", "message": "must not be 0 (use -1 for unlimited)"}],
+    })
+}
+
+/// Reads a step's `timeout`: [`IntOrExpr`], Argo's duration text (`"10s"`, `"1m30s"`) as its
+/// seconds rounded up. A form (`{{...}}`) stays text until the template stage fills it and
+/// reads the step again.
+pub(crate) fn seconds<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<IntOrExpr<i64>>, D::Error> {
+    Ok(match Option::<IntOrExpr<i64>>::deserialize(deserializer)? {
+        Some(IntOrExpr::Expr(text)) if !text.contains("{{") => {
+            Some(match crate::retry::parse_duration(&text) {
+                Ok(d) => IntOrExpr::Num(d.as_secs() + i64::from(d.subsec_nanos() > 0)),
+                Err(_) => IntOrExpr::Expr(text),
+            })
+        }
+        other => other,
+    })
+}
+
 /// The schema of a number or text, any value.
 pub(crate) fn any_number(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     int_or_string()

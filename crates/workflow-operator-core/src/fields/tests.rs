@@ -563,7 +563,7 @@ fn changed_names_the_fields_of_the_run_that_differ() {
         .spec;
     let mut new = old.clone();
     new.containers[1].source = Some(Box::new("echo v2".into()));
-    new.containers[1].timeout = Some(5);
+    new.containers[1].timeout = Some(5.into());
     new.containers[2].step_name = "d".into();
     new.parallelism = Some(1.into());
     new.runs = Some(2);

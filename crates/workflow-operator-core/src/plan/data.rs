@@ -10,10 +10,10 @@ use crate::dag::Dag;
 use crate::data_flow;
 use crate::fan_out::{self, FanOut, ItemList};
 use crate::outputs::{self, Inputs, Outputs, Source};
-use crate::when::Upstream;
+use crate::when::{Ended, Upstream, argo_phase};
 
 use super::JobState;
-use super::planner::Fan;
+use super::planner::{Fan, Known};
 
 /// What the `when`s of one set of steps may read of the steps before them.
 pub(super) struct Facts<'k, 'a> {
@@ -23,9 +23,24 @@ pub(super) struct Facts<'k, 'a> {
     pub(super) skipped: &'k [bool],
     /// The phase of the steps that failed, and of those that fan out and are done.
     pub(super) phases: &'k HashMap<usize, &'static str>,
+    /// How the steps that ran ended, of those whose end some step names.
+    pub(super) ended: &'k HashMap<usize, Ended>,
     /// The `when`s are the exit steps': every step has ended, and one that did not finish
     /// reads `Omitted`.
     pub(super) exit: bool,
+}
+
+impl<'a> Known<'a> {
+    /// What the `when`s and references of other steps (the exit steps', `exit`) read of these.
+    pub(super) fn facts(&self, exit: bool) -> Facts<'_, 'a> {
+        Facts {
+            outputs: &self.outputs,
+            skipped: &self.skipped,
+            phases: &self.phases,
+            ended: &self.ended,
+            exit,
+        }
+    }
 }
 
 /// How a step that did not finish reads in an exit step's `when`.
@@ -42,25 +57,51 @@ impl<'a> Facts<'_, 'a> {
         names
             .filter_map(|name| {
                 let i = dag.index_of(name)?;
-                let (phase, outputs) = if self.skipped.get(i).copied().unwrap_or(false) {
-                    (StepPhase::Skipped.as_str(), None)
-                } else if let Some(phase) = self.phases.get(&i) {
-                    (*phase, None)
-                } else if let Some(outputs) = self.outputs.get(&i) {
-                    (StepPhase::Succeeded.as_str(), Some(*outputs))
-                } else if self.exit {
-                    (OMITTED, None)
-                } else {
-                    return None;
-                };
-                Some((name, Upstream { phase, outputs }))
+                let (phase, outputs) = self.phase(i)?;
+                let ended = self.ended.get(&i).copied();
+                Some((
+                    name,
+                    Upstream {
+                        phase,
+                        outputs,
+                        ended,
+                    },
+                ))
             })
             .collect()
     }
+
+    /// The phase of step `i` and its outputs, once it is skipped, failed, done, or succeeded
+    /// with outputs (and, in an exit step, always).
+    fn phase(&self, i: usize) -> Option<(&'static str, Option<&'a Outputs>)> {
+        Some(if self.skipped.get(i).copied().unwrap_or(false) {
+            (StepPhase::Skipped.as_str(), None)
+        } else if let Some(phase) = self.phases.get(&i) {
+            (*phase, None)
+        } else if let Some(outputs) = self.outputs.get(&i) {
+            (StepPhase::Succeeded.as_str(), Some(*outputs))
+        } else if self.exit {
+            (OMITTED, None)
+        } else {
+            return None;
+        })
+    }
+
+    /// The text of Argo's `{{steps.NAME.FIELD}}` (one of [`outputs::STEP_FIELDS`]) of step
+    /// `i`: its status once it ended (a skipped one's `Skipped`), the rest when it ran and has
+    /// them.
+    fn field(&self, i: usize, field: &str) -> Option<String> {
+        if let Some(ended) = self.ended.get(&i) {
+            return ended.text(field);
+        }
+        let (phase, _) = self.phase(i)?;
+        (field == "status").then(|| argo_phase(phase).to_string())
+    }
 }
 
-/// The values of the outputs `step` names, from the known `outputs` of the steps of `dag`;
-/// `None` when it names none. An output artifact of a step that fans out (`fans`, done; the
+/// The values of the outputs `step` names, from what the steps of `dag` told (`facts`: their
+/// outputs, and how they ended for Argo's `{{steps.NAME.status}}` and the like); `None` when
+/// it names none. An output artifact of a step that fans out (`fans`, done; the
 /// only output of one a step may name) is its items' Jobs, see [`fan_in_jobs`], unless the
 /// step was `skipped`.
 ///
@@ -70,9 +111,10 @@ impl<'a> Facts<'_, 'a> {
 pub(super) fn step_inputs(
     step: &Step,
     dag: &Dag,
-    outputs: &HashMap<usize, &Outputs>,
-    (fans, skipped): (&HashMap<usize, Fan<'_>>, &[bool]),
+    facts: &Facts<'_, '_>,
+    fans: &HashMap<usize, Fan<'_>>,
 ) -> Result<Option<Inputs>, outputs::MissingOutput> {
+    let (outputs, skipped) = (facts.outputs, facts.skipped);
     let mut inputs = Inputs::new();
     for text in data_flow::texts(step) {
         let Ok(found) = outputs::references(text) else {
@@ -86,7 +128,10 @@ pub(super) fn step_inputs(
             let fan_in = (index.filter(|&i| !skipped.get(i).copied().unwrap_or(false)))
                 .and_then(|i| fans.get(&i))
                 .and_then(fan_in_jobs);
-            let value = fan_in.or_else(|| index.and_then(|i| outputs.get(&i))?.get(key).cloned());
+            let value = match outputs::step_field(key) {
+                Some(field) => index.and_then(|i| facts.field(i, field)),
+                None => fan_in.or_else(|| index.and_then(|i| outputs.get(&i))?.get(key).cloned()),
+            };
             let Some(value) = value else {
                 return Err(outputs::MissingOutput {
                     text: reference.text.to_string(),

@@ -262,3 +262,95 @@ fn a_bad_reference_fails_the_workflow_at_once_as_an_invalid_spec() {
         status.message
     );
 }
+
+/// `a` fails with exit code 3 (the workflow goes on), `ok` succeeds from second 1 to 5, and
+/// `b`, after both, names how each ended in its command, `env` or `when` as Argo does.
+fn argo_step_fields(command: &[&str], when: Option<&str>) -> (WorkFlow, Vec<ObservedJob>) {
+    let mut builder = WorkFlow::test("ended")
+        .step("a", &[])
+        .continue_on_failed()
+        .step("ok", &[])
+        .step("b", &["a", "ok"])
+        .command(command);
+    if let Some(when) = when {
+        builder = builder.when(when);
+    }
+    let wf = running(builder.build());
+    let jobs = Jobs::of(&wf)
+        .exited("a", 3, "Error", "")
+        .succeeded("ok")
+        .ran(at(1), at(5))
+        .build();
+    (wf, jobs)
+}
+
+#[test]
+fn argos_step_status_exit_code_and_times_are_filled_from_the_jobs_that_ended() {
+    let (wf, jobs) = argo_step_fields(
+        &[
+            "echo",
+            "{{steps.a.status}} {{steps.a.exitCode}} {{steps.a.startedAt}}",
+            "{{steps['ok'].status}} {{steps.ok.exitCode}}",
+            "{{steps.ok.startedAt}}..{{ steps.ok.finishedAt }}",
+        ],
+        None,
+    );
+    let first = plan(&wf, &jobs, at(6));
+    let started = format!("{:.0}", jobs[0].start_time.unwrap());
+    assert_eq!(
+        created(&first),
+        [(
+            "b",
+            vec![
+                triple("a", "@exitCode", "3"),
+                triple("a", "@startedAt", &started),
+                triple("a", "@status", "Failed"),
+                triple("ok", "@exitCode", "0"),
+                triple("ok", "@finishedAt", "2026-01-01T00:00:05Z"),
+                triple("ok", "@startedAt", "2026-01-01T00:00:01Z"),
+                triple("ok", "@status", "Succeeded"),
+            ]
+        )]
+    );
+    // The succeeded step's entry records its end, so a later pass decides the same.
+    let recorded = entry(&first, "ok");
+    assert_eq!(recorded.phase, StepPhase::Succeeded);
+    assert_eq!(
+        recorded.finished_at.as_ref().map(|t| t.0),
+        Some(at(5)),
+        "{recorded:?}"
+    );
+}
+
+#[test]
+fn a_when_reads_argos_status_and_exit_code_and_a_missing_one_fails_the_step_naming_it() {
+    for (when, runs) in [
+        (
+            r#"steps.a.status == "Failed" && steps.a.exitCode == 3"#,
+            true,
+        ),
+        (
+            r#"steps.ok.exitCode != 0 || steps.ok.status == "Error""#,
+            false,
+        ),
+        (r#"steps.ok.finishedAt == "2026-01-01T00:00:05Z""#, true),
+    ] {
+        let (wf, jobs) = argo_step_fields(&["true"], Some(when));
+        let plan = plan(&wf, &jobs, at(6));
+        assert_eq!(created(&plan).len(), usize::from(runs), "{when}");
+    }
+    let wf = WorkFlow::test("w")
+        .step("a", &[])
+        .when("1 == 2")
+        .step("b", &["a"])
+        .command(&["echo", "{{steps.a.status}} {{steps.a.exitCode}}"])
+        .build();
+    let plan = plan(&wf, &[], at(0));
+    assert!(created(&plan).is_empty(), "{:?}", plan.status);
+    assert_eq!(
+        entry(&plan, "b").message.as_deref(),
+        Some(
+            r#"{{steps.a.exitCode}}: step "a" has no exitCode: it was skipped (its when was false)"#
+        )
+    );
+}

@@ -14,7 +14,7 @@ use crate::failure_cause::DEADLINE_EXCEEDED;
 use crate::fan_out::{self, FanOut, ItemList};
 use crate::outputs::{Inputs, Outputs};
 use crate::retry::Strategy;
-use crate::when::When;
+use crate::when::{Ended, When};
 
 use super::attempts::{AfterFailure, BackingOff, after_failure};
 use super::data::{Facts, item_unresolved, items_of, step_inputs};
@@ -71,7 +71,8 @@ impl<'a> Planner<'a> {
         } else {
             &flow.exit_when
         };
-        if !whens.is_empty() || !flow.read.is_empty() || !seen.fans.is_empty() {
+        let reads = !flow.read.is_empty() || !flow.ended_read.is_empty();
+        if !whens.is_empty() || reads || !seen.fans.is_empty() {
             seen.decide_data(whens, main);
         }
         let ready = seen.ready();
@@ -113,6 +114,11 @@ impl<'a> Planner<'a> {
         // by the handler from the pod of a Job that succeeded since.
         let no_steps = HashSet::new();
         let read = if reads { &self.flow.read } else { &no_steps };
+        let ended_read = if reads {
+            &self.flow.ended_read
+        } else {
+            &no_steps
+        };
         let recorded: HashMap<&str, &'a Outputs> = if read.is_empty() {
             HashMap::new()
         } else {
@@ -135,6 +141,7 @@ impl<'a> Planner<'a> {
                     match outputs {
                         Some(Ok(outputs)) => {
                             seen.known_outputs.insert(i, outputs);
+                            seen.ended.insert(i, succeeded(job));
                             seen.progress.complete(i, &mut released);
                         }
                         Some(Err(why)) => {
@@ -147,13 +154,21 @@ impl<'a> Planner<'a> {
                         None => seen.running += 1,
                     }
                 }
-                Seen::Succeeded => seen.progress.complete(i, &mut released),
+                Seen::Succeeded => {
+                    if ended_read.contains(&i) {
+                        // Its end is named, not its outputs: its entry records the end.
+                        seen.known_outputs.insert(i, &NO_OUTPUTS);
+                        seen.ended.insert(i, succeeded(job));
+                    }
+                    seen.progress.complete(i, &mut released);
+                }
                 Seen::Running => seen.running += 1,
                 Seen::Stopped => {}
                 Seen::Failed(failure) => {
                     let unit = Unit::step(i);
                     match self.attempt_failed(seen, unit, job, failure, jobs) {
                         Some(failure) => {
+                            seen.ended.insert(i, ended_by(&failure, Some(job)));
                             if seen.failed(unit, failure) {
                                 seen.progress.complete(i, &mut released);
                             }
@@ -444,6 +459,40 @@ enum Seen {
     Stopped,
 }
 
+/// How a step whose `job` succeeded ended: exit code 0, its Job's start and end.
+fn succeeded(job: &ObservedJob) -> Ended {
+    Ended {
+        status: StepPhase::Succeeded.as_str(),
+        exit_code: Some(0),
+        started_at: job.start_time,
+        finished_at: job.finished_at,
+    }
+}
+
+/// How a step that failed with `failure` ended (its `job`'s times, when it had one): Argo's
+/// `Failed` for a non-zero exit or a timeout, `Error` for the rest.
+fn ended_by(failure: &Failure, job: Option<&ObservedJob>) -> Ended {
+    let exit_code = match failure {
+        Failure::Failed { exit_code, .. } => *exit_code,
+        Failure::Refused { entry } => entry.exit_code,
+        _ => None,
+    };
+    let timed_out = failure.phase() == StepPhase::TimedOut;
+    Ended {
+        status: if exit_code.is_some() || timed_out {
+            "Failed"
+        } else {
+            "Error"
+        },
+        exit_code,
+        started_at: job.and_then(|j| j.start_time),
+        finished_at: job.and_then(|j| j.finished_at),
+    }
+}
+
+/// The outputs of a step whose outputs nobody reads.
+static NO_OUTPUTS: Outputs = Outputs::new();
+
 /// The fan-outs of a scope without any.
 static NO_FANS: LazyLock<HashMap<usize, FanOut>> = LazyLock::new(HashMap::new);
 
@@ -530,6 +579,9 @@ struct Assessment<'a> {
     phases: HashMap<usize, &'static str>,
     running: usize,
     known_outputs: HashMap<usize, &'a Outputs>,
+    /// How the steps that ran ended: those whose outputs are read when they succeed, every one
+    /// that failed.
+    ended: HashMap<usize, Ended>,
     /// Why a `withParam`'s value is not its items: the step fails once it may start (its
     /// `when` may skip it first).
     bad_params: HashMap<usize, String>,
@@ -563,6 +615,7 @@ impl<'a> Assessment<'a> {
             phases: HashMap::new(),
             running: 0,
             known_outputs: HashMap::new(),
+            ended: HashMap::new(),
             bad_params: HashMap::new(),
             blocked: vec![false; n],
             is_refused: HashSet::new(),
@@ -586,6 +639,7 @@ impl<'a> Assessment<'a> {
     /// caller then counts it done.
     fn failed(&mut self, unit: Unit, failure: Failure) -> bool {
         self.phases.insert(unit.node, failure.phase().as_str());
+        (self.ended.entry(unit.node)).or_insert_with(|| ended_by(&failure, None));
         let tolerated = (self.scope.steps[unit.node].continue_on).is_some_and(|c| c.failed);
         if tolerated {
             self.tolerated.push((unit, failure));
@@ -668,21 +722,20 @@ impl<'a> Assessment<'a> {
         main: Option<(&'a Dag, &Known<'a>)>,
     ) -> Option<bool> {
         let step = &self.scope.steps[i];
-        let (source_dag, source_outputs, seen, phases) = match main {
-            Some((dag, known)) => (dag, &known.outputs, known.skipped.as_slice(), &known.phases),
+        let (source_dag, facts) = match main {
+            Some((dag, known)) => (dag, known.facts(true)),
             None => (
                 self.scope.dag,
-                &self.known_outputs,
-                self.skipped.as_slice(),
-                &self.phases,
+                Facts {
+                    outputs: &self.known_outputs,
+                    skipped: self.skipped.as_slice(),
+                    phases: &self.phases,
+                    ended: &self.ended,
+                    exit: false,
+                },
             ),
         };
-        let facts = Facts {
-            outputs: source_outputs,
-            skipped: seen,
-            phases,
-            exit: main.is_some(),
-        };
+        let seen = facts.skipped;
         let verdict = whens.get(&i).map(|when| {
             let upstream = if when.every_step() {
                 facts.upstream(
@@ -712,7 +765,7 @@ impl<'a> Assessment<'a> {
         // The exit steps cannot take the artifacts of a step that fans out.
         let no_fans = HashMap::new();
         let fans = if main.is_some() { &no_fans } else { &self.fans };
-        match step_inputs(step, source_dag, source_outputs, (fans, seen)) {
+        match step_inputs(step, source_dag, &facts, fans) {
             Ok(Some(values)) => {
                 self.inputs.insert(i, values);
             }
@@ -800,6 +853,7 @@ impl<'a> Assessment<'a> {
             outputs: self.known_outputs,
             skipped: self.skipped.clone(),
             phases,
+            ended: self.ended,
         };
         View {
             dag: self.scope.dag,

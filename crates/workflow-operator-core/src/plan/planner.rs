@@ -14,6 +14,7 @@ use crate::lifecycle::{Phase, Transition, Trigger};
 use crate::names;
 use crate::outputs::{Inputs, Outputs};
 use crate::rules::{self as rule_stage, Rules};
+use crate::when::Ended;
 
 use super::attempts::BackingOff;
 use super::failure::Failure;
@@ -253,6 +254,8 @@ pub(super) struct Known<'a> {
     /// The phase of each step that failed (`Failed`, `TimedOut`), or of a step that fans
     /// out and is done (`Succeeded`): what a `when` reads of a step without outputs.
     pub(super) phases: HashMap<usize, &'static str>,
+    /// How the steps that ran ended, of those named (Argo's `{{steps.NAME.status}}`, ...).
+    pub(super) ended: HashMap<usize, Ended>,
 }
 
 pub(super) struct Outcome {

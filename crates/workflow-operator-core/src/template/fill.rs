@@ -110,7 +110,8 @@ pub fn unknown_forms(value: &Value, found: &mut Unfilled) {
                      {{workflow.name|namespace|uid|creationTimestamp|scheduledTime}}, \
                      {{workflow.parameters.json|duration|status|failures}}, \
                      {{inputs.parameters.NAME}} in a template, \
-                     {{steps.NAME.outputs.KEY}}, {{item}}, {{item.FIELD}}"
+                     {{steps.NAME.outputs.KEY}}, \
+                     {{steps.NAME.status|exitCode|startedAt|finishedAt}}, {{item}}, {{item.FIELD}}"
                         .into(),
                 ));
             }
@@ -138,10 +139,7 @@ pub fn rename_outputs(text: &str, rename: &dyn Fn(&str) -> Option<String>) -> St
         if let outputs::Source::Output { step, key } = reference.source
             && let Some(renamed) = rename(step)
         {
-            out = out.replace(
-                reference.text,
-                &format!("{{{{steps.{renamed}.outputs.{key}}}}}"),
-            );
+            out = out.replace(reference.text, &outputs::reference_text(&renamed, key));
         }
     }
     out

@@ -13,6 +13,7 @@ pub(super) fn step_texts(step: &Step) -> impl Iterator<Item = (String, &str)> {
     let strategy = step.retry_strategy.as_deref();
     let sequence = step.with_sequence.as_deref();
     let fixed = [
+        ("timeout", text(step.timeout.as_ref())),
         ("retries", text(step.retries.as_ref())),
         ("retryStrategy.limit", text(strategy.map(|s| &s.limit))),
         (
@@ -78,9 +79,17 @@ fn text<T>(value: Option<&IntOrExpr<T>>) -> Option<&str> {
 
 /// Each number of `step` still text once filled: `step "NAME": PATH: "TEXT" is not a number`.
 pub(super) fn step_problems(step: &Step) -> Vec<String> {
-    step_texts(step)
+    let mut problems: Vec<String> = step_texts(step)
         .map(|(path, text)| not_a_number(&format!("step {:?}: {path}", step.step_name), text))
-        .collect()
+        .collect();
+    // The schema refuses a 0 written as such; this is one a parameter filled.
+    if step.timeout == Some(IntOrExpr::Num(0)) {
+        problems.push(format!(
+            "step {:?}: timeout: must not be 0 (use -1 for unlimited)",
+            step.step_name
+        ));
+    }
+    problems
 }
 
 /// Each of the workflow's own numbers still text once filled.
@@ -153,7 +162,7 @@ containers:
             (sequence.count.num(), sequence.start.num()),
             (Some(3), Some(10))
         );
-        assert_eq!(spec.containers[0].timeout, Some(30));
+        assert_eq!(spec.containers[0].timeout, Some(30.into()));
         let strategy = spec.containers[1].retry_strategy.as_deref().unwrap();
         assert_eq!(strategy.limit, IntOrExpr::Num(4));
         assert_eq!(strategy.backoff.as_ref().unwrap().factor.num(), Some(2.0));
@@ -162,6 +171,44 @@ containers:
         assert_eq!(
             written["withSequence"],
             serde_json::json!({"count": 3, "start": 10})
+        );
+    }
+
+    #[test]
+    fn a_timeout_is_seconds_argos_duration_text_or_a_parameter_filled_with_either() {
+        let wf = workflow(
+            r#"
+arguments:
+  parameters: [{name: limit, value: 1m30s}, {name: plain, value: "20"}, {name: zero, value: "0"}]
+templates:
+  - {name: slow, inputs: {parameters: [{name: t}]}, image: busybox, timeout: "{{inputs.parameters.t}}"}
+containers:
+  - {stepName: text, image: busybox, timeout: "10s"}
+  - {stepName: tenth, image: busybox, timeout: 1500ms}
+  - {stepName: number, image: busybox, timeout: "-1"}
+  - {stepName: param, image: busybox, timeout: "{{workflow.parameters.plain}}"}
+  - {stepName: called, template: slow, arguments: {parameters: [{name: t, value: "{{workflow.parameters.limit}}"}]}}
+"#,
+        );
+        let timeouts: Vec<serde_json::Value> = (expanded(&wf).containers.iter())
+            .map(|s| serde_json::to_value(s).unwrap()["timeout"].clone())
+            .collect();
+        assert_eq!(timeouts, [10, 2, -1, 20, 90].map(serde_json::Value::from));
+        let bad = workflow(
+            r#"
+arguments:
+  parameters: [{name: zero, value: "0"}]
+containers:
+  - {stepName: a, image: busybox, timeout: "soon"}
+  - {stepName: b, image: busybox, timeout: "{{workflow.parameters.zero}}"}
+"#,
+        );
+        assert_eq!(
+            problems(&bad),
+            [
+                r#"step "a": timeout: "soon" is not a number"#,
+                r#"step "b": timeout: must not be 0 (use -1 for unlimited)"#,
+            ]
         );
     }
 

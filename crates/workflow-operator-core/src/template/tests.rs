@@ -253,7 +253,7 @@ containers:
 "#,
     );
     let step = expanded(&wf).containers.remove(0);
-    assert_eq!(step.timeout, Some(9));
+    assert_eq!(step.timeout, Some(9.into()));
     assert_eq!(step.command.as_deref(), Some(&["a".to_string()][..]));
     let env: Vec<(String, String)> = step
         .env
