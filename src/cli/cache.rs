@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde::Serialize;
 
 use workflow_operator_core::cache::{Entry, LABEL_CACHE};
-use workflow_operator_core::retry::parse_duration;
+use workflow_operator_core::crd::numbers::parse_duration;
 
 use super::client::ClusterArgs;
 use super::get::{human, table};

@@ -567,7 +567,8 @@ fn check_cache(step: &Step, fans_out: bool, exit: bool) -> Result<bool, DagError
         return Err(refused(format!("sets cache, which {what} may not")));
     }
     if let Some(age) = &cache.max_age {
-        crate::retry::parse_duration(age).map_err(|e| refused(format!("cache.maxAge {e}")))?;
+        crate::crd::numbers::parse_duration(age)
+            .map_err(|e| refused(format!("cache.maxAge {e}")))?;
     }
     Ok(true)
 }

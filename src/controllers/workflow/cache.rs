@@ -18,10 +18,10 @@ use kube::{Client, ResourceExt};
 use kube_kopf::Context;
 
 use workflow_operator_core::cache::{Entry, Key, LABEL_CACHE, key_of};
+use workflow_operator_core::crd::numbers::parse_duration;
 use workflow_operator_core::crd::{Step, StepStatus, WorkFlow};
 use workflow_operator_core::fan_out;
 use workflow_operator_core::plan::{Action, Compiled, JobState, Plan};
-use workflow_operator_core::retry::parse_duration;
 
 use super::decide::Decided;
 use super::memory::CacheWrites;

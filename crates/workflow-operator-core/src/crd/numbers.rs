@@ -6,6 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use k8s_openapi::jiff::SignedDuration;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -155,14 +156,31 @@ pub(crate) fn seconds<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<IntOrExpr<i64>>, D::Error> {
     Ok(match Option::<IntOrExpr<i64>>::deserialize(deserializer)? {
-        Some(IntOrExpr::Expr(text)) if !text.contains("{{") => {
-            Some(match crate::retry::parse_duration(&text) {
-                Ok(d) => IntOrExpr::Num(d.as_secs() + i64::from(d.subsec_nanos() > 0)),
-                Err(_) => IntOrExpr::Expr(text),
-            })
-        }
+        Some(IntOrExpr::Expr(text)) if !text.contains("{{") => Some(match parse_duration(&text) {
+            Ok(d) => IntOrExpr::Num(d.as_secs() + i64::from(d.subsec_nanos() > 0)),
+            Err(_) => IntOrExpr::Expr(text),
+        }),
         other => other,
     })
+}
+
+/// A Go duration (`5s`, `1m30s`, `500ms`), or whole seconds.
+///
+/// # Errors
+/// What is wrong with `text`.
+pub fn parse_duration(text: &str) -> Result<SignedDuration, String> {
+    let text = text.trim();
+    let parsed = match text.parse::<i64>() {
+        Ok(seconds) => Ok(SignedDuration::from_secs(seconds)),
+        Err(_) => text.parse::<SignedDuration>().map_err(|e| e.to_string()),
+    };
+    match parsed {
+        Ok(d) if d.is_negative() => Err(format!("{text:?} is negative")),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!(
+            "{text:?} is not a duration (e.g. 5s, 1m30s, 500ms): {e}"
+        )),
+    }
 }
 
 /// The schema of a number or text, any value.

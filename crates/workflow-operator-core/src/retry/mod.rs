@@ -13,6 +13,7 @@ use kube_cel::KubeCelExt;
 use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{Context, Program, Value};
 
+use crate::crd::numbers::parse_duration;
 use crate::crd::{IntOrExpr, RetryPolicy, RetryStrategy};
 
 /// How an attempt failed, as `retryPolicy` tells failures apart.
@@ -191,25 +192,6 @@ impl Strategy {
         let seconds = self.first_wait.as_secs_f64() * self.factor.powi(exponent);
         let wait = SignedDuration::try_from_secs_f64(seconds).unwrap_or(SignedDuration::MAX);
         self.cap.map_or(wait, |cap| wait.min(cap))
-    }
-}
-
-/// A Go duration (`5s`, `1m30s`, `500ms`), or whole seconds.
-///
-/// # Errors
-/// What is wrong with `text`.
-pub fn parse_duration(text: &str) -> Result<SignedDuration, String> {
-    let text = text.trim();
-    let parsed = match text.parse::<i64>() {
-        Ok(seconds) => Ok(SignedDuration::from_secs(seconds)),
-        Err(_) => text.parse::<SignedDuration>().map_err(|e| e.to_string()),
-    };
-    match parsed {
-        Ok(d) if d.is_negative() => Err(format!("{text:?} is negative")),
-        Ok(d) => Ok(d),
-        Err(e) => Err(format!(
-            "{text:?} is not a duration (e.g. 5s, 1m30s, 500ms): {e}"
-        )),
     }
 }
 
