@@ -678,7 +678,7 @@ fn validate_checks_shared_templates_against_their_schemas() {
             r#"{path}: clusterworkflowtemplate Bad_Name: metadata.name: Invalid value: "Bad_Name""#
         ),
         format!(
-            r#"{path}: clusterworkflowtemplate Bad_Name: spec.templates[0].timeout: Invalid value: "integer": must not be 0"#
+            r#"{path}: clusterworkflowtemplate Bad_Name: spec.templates[0].timeout: Invalid value: "": must not be 0 (use -1 for unlimited)"#
         ),
     ] {
         assert!(
