@@ -204,9 +204,8 @@ mod tests {
     use kube::api::PostParams;
     use kube_devcluster::faults::Verb;
     use kube_devcluster::testing::eventually;
-    use kube_devcluster::{DevCluster, DevClusterOptions};
 
-    use crate::controllers::workflow::operator::install_crd;
+    use crate::controllers::workflow::operator::control_plane_with_crds;
 
     /// Each workflow's shard label, by name (`None`: not stamped).
     async fn labels(api: &Api<WorkFlow>) -> BTreeMap<String, Option<String>> {
@@ -220,11 +219,7 @@ mod tests {
 
     #[tokio::test]
     async fn each_workflow_is_stamped_once_by_the_replica_holding_its_shard() {
-        let cluster = DevCluster::start(DevClusterOptions::default())
-            .await
-            .expect("control plane starts");
-        let client = cluster.client();
-        install_crd(&client).await.expect("CRD installs");
+        let (cluster, client) = control_plane_with_crds().await;
         let api: Api<WorkFlow> = Api::namespaced(client.clone(), "default");
         let names: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();
         let shard = |name: &str| shards::shard_of("default", name, 2);

@@ -486,19 +486,29 @@ async fn work_that_returns_by_itself_releases_the_lease() {
     assert_eq!(lease_spec(&cluster).await.holder_identity, None);
 }
 
-/// A contender whose gate says no stands by on a free lease (and on a missing one) without
-/// taking it; once the gate says yes it takes it at its next poll.
-#[tokio::test]
-async fn gated_contender_takes_a_free_lease_only_once_its_gate_opens() {
-    let cluster = cluster().await;
+/// A gate closed until its flag is set.
+fn closed_gate() -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    workflow_operator::leader::Gate,
+) {
     let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let gate = {
         let open = open.clone();
         Arc::new(move || open.load(std::sync::atomic::Ordering::SeqCst))
     };
-    let election = LeaderElection::new(cluster.client(), NAMESPACE, LEASE, "pod-a", LEASE_DURATION)
-        .with_gate(gate, Arc::default());
-    let mut status = election.status();
+    (open, gate)
+}
+
+/// Runs `election` with work that lasts until it is told to stop: its status, the token that
+/// shuts it down, and its task.
+fn run_until_shutdown(
+    election: LeaderElection,
+) -> (
+    watch::Receiver<LeaderStatus>,
+    CancellationToken,
+    JoinHandle<Ended<()>>,
+) {
+    let status = election.status();
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     let task = tokio::spawn(async move {
@@ -506,6 +516,18 @@ async fn gated_contender_takes_a_free_lease_only_once_its_gate_opens() {
             .run_while_leader(|token| async move { token.cancelled().await }, stop)
             .await
     });
+    (status, shutdown, task)
+}
+
+/// A contender whose gate says no stands by on a free lease (and on a missing one) without
+/// taking it; once the gate says yes it takes it at its next poll.
+#[tokio::test]
+async fn gated_contender_takes_a_free_lease_only_once_its_gate_opens() {
+    let cluster = cluster().await;
+    let (open, gate) = closed_gate();
+    let election = LeaderElection::new(cluster.client(), NAMESPACE, LEASE, "pod-a", LEASE_DURATION)
+        .with_gate(gate, Arc::default());
+    let (mut status, shutdown, task) = run_until_shutdown(election);
     let standing_by = |s: &LeaderStatus| matches!(s, LeaderStatus::Standby { .. });
     tokio::time::timeout(DEADLINE, status.wait_for(standing_by))
         .await
@@ -562,14 +584,7 @@ async fn a_standby_takes_a_silent_holders_lease_when_it_expires_not_a_poll_later
     let written = Instant::now();
     let election = LeaderElection::new(cluster.client(), NAMESPACE, LEASE, "pod-b", LEASE_DURATION)
         .with_timing(slow_polls());
-    let mut status = election.status();
-    let shutdown = CancellationToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        election
-            .run_while_leader(|token| async move { token.cancelled().await }, stop)
-            .await
-    });
+    let (mut status, shutdown, _task) = run_until_shutdown(election);
     tokio::time::timeout(
         Duration::from_secs(5),
         status.wait_for(|s| *s == LeaderStatus::Leader),
@@ -589,23 +604,12 @@ async fn a_standby_takes_a_silent_holders_lease_when_it_expires_not_a_poll_later
 #[tokio::test]
 async fn a_gated_contender_told_its_gate_opened_takes_the_lease_at_once() {
     let cluster = cluster().await;
-    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let gate = {
-        let open = open.clone();
-        Arc::new(move || open.load(std::sync::atomic::Ordering::SeqCst))
-    };
+    let (open, gate) = closed_gate();
     let opened = Arc::new(tokio::sync::Notify::new());
     let election = LeaderElection::new(cluster.client(), NAMESPACE, LEASE, "pod-a", LEASE_DURATION)
         .with_timing(slow_polls())
         .with_gate(gate, opened.clone());
-    let mut status = election.status();
-    let shutdown = CancellationToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        election
-            .run_while_leader(|token| async move { token.cancelled().await }, stop)
-            .await
-    });
+    let (mut status, shutdown, _task) = run_until_shutdown(election);
     let standing_by = |s: &LeaderStatus| matches!(s, LeaderStatus::Standby { .. });
     tokio::time::timeout(DEADLINE, status.wait_for(standing_by))
         .await

@@ -328,6 +328,17 @@ pub async fn install_crd(client: &Client) -> Result<()> {
     install_crds(client, &workflow_operator_core::crd::crds()).await
 }
 
+/// An embedded control plane with the operator's CRDs installed, for the crate's own tests.
+#[cfg(test)]
+pub(crate) async fn control_plane_with_crds() -> (kube_devcluster::DevCluster, Client) {
+    let cluster = kube_devcluster::DevCluster::start(kube_devcluster::DevClusterOptions::default())
+        .await
+        .expect("control plane starts");
+    let client = cluster.client();
+    install_crd(&client).await.expect("CRDs install");
+    (cluster, client)
+}
+
 /// Installs (or updates) `crds` and waits until the API serves them: for a caller that
 /// generated them once for many control planes (the tests start one per test).
 pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) -> Result<()> {

@@ -338,9 +338,9 @@ mod tests {
 
     use kube::api::PostParams;
 
-    use crate::controllers::workflow::operator::install_crd;
+    use crate::controllers::workflow::operator::control_plane_with_crds;
+    use kube_devcluster::DevCluster;
     use kube_devcluster::faults::{InjectedError, Verb};
-    use kube_devcluster::{DevCluster, DevClusterOptions};
 
     fn status(done: usize) -> WorkFlowStatus {
         WorkFlowStatus {
@@ -350,11 +350,7 @@ mod tests {
     }
 
     async fn started() -> (DevCluster, Client, WorkFlow) {
-        let cluster = DevCluster::start(DevClusterOptions::default())
-            .await
-            .expect("control plane starts");
-        let client = cluster.client();
-        install_crd(&client).await.expect("CRD installs");
+        let (cluster, client) = control_plane_with_crds().await;
         let api: Api<WorkFlow> = Api::namespaced(client.clone(), "default");
         let workflow = api
             .create(
