@@ -89,9 +89,12 @@ impl Watched<'_> {
                     Some(Err(_)) => continue,
                     Some(Ok(Event::Apply(object) | Event::InitApply(object))) => {
                         let Some(shard) = shard_of(object.metadata.clone()).await else { continue };
-                        waiting.insert(key(&object), (object, shard));
-                        let now_held = held.borrow().clone();
-                        take_held(&mut waiting, &now_held)
+                        if !held.borrow().contains(&shard) {
+                            waiting.insert(key(&object), (object, shard));
+                            continue;
+                        }
+                        waiting.remove(&key(&object));
+                        vec![(object, shard)]
                     }
                     Some(Ok(Event::Delete(object))) => {
                         waiting.remove(&key(&object));
