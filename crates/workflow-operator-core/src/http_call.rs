@@ -104,19 +104,10 @@ pub fn problems(step: &Step) -> Vec<String> {
         .into_iter()
         .map(|why| format!("step {name:?}: http.{why}"))
         .collect();
-    let runs = [
-        (!step.image.is_empty(), "image"),
-        (step.command.is_some(), "command"),
-        (step.args.is_some(), "args"),
-        (step.source.is_some(), "source"),
-        (step.interactive == Some(true), "interactive"),
-        (step.init_containers.is_some(), "initContainers"),
-        (step.sidecars.is_some(), "sidecars"),
-        (step.outputs.is_some(), "outputs"),
-        (step.inputs.is_some(), "inputs"),
-        (step.suspend.is_some(), "suspend"),
-    ];
-    for (_, field) in runs.iter().filter(|(set, _)| *set) {
+    let mut runs = step.container_fields_set();
+    runs.extend(step.inputs.is_some().then_some("inputs"));
+    runs.extend(step.suspend.is_some().then_some("suspend"));
+    for field in runs {
         problems.push(format!(
             "step {name:?}: {field}: an HTTP step makes a request and runs no container, so it \
              cannot have one (its response body is its result)"

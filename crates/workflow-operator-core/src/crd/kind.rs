@@ -32,6 +32,27 @@ pub enum StepKind {
     Fail,
 }
 
+impl Step {
+    /// The fields this step sets that only a step running a container can use (its command, its
+    /// pod's extra containers, its outputs): what a kind that runs none, a suspend or an HTTP
+    /// request, must leave unset.
+    pub fn container_fields_set(&self) -> Vec<&'static str> {
+        [
+            (!self.image.is_empty(), "image"),
+            (self.command.is_some(), "command"),
+            (self.args.is_some(), "args"),
+            (self.source.is_some(), "source"),
+            (self.interactive == Some(true), "interactive"),
+            (self.init_containers.is_some(), "initContainers"),
+            (self.sidecars.is_some(), "sidecars"),
+            (self.outputs.is_some(), "outputs"),
+        ]
+        .into_iter()
+        .filter_map(|(set, field)| set.then_some(field))
+        .collect()
+    }
+}
+
 impl StepKind {
     /// The kind of `step` of `spec`: the one place that reads which fields it sets.
     pub fn of(spec: &WorkFlowSpec, step: &Step) -> StepKind {

@@ -70,17 +70,7 @@ pub fn problems(step: &Step) -> Vec<String> {
     let mut problems: Vec<String> = (suspend.seconds().err().into_iter())
         .map(|why| format!("step {name:?}: {why}"))
         .collect();
-    let runs = [
-        (!step.image.is_empty(), "image"),
-        (step.command.is_some(), "command"),
-        (step.args.is_some(), "args"),
-        (step.source.is_some(), "source"),
-        (step.interactive == Some(true), "interactive"),
-        (step.init_containers.is_some(), "initContainers"),
-        (step.sidecars.is_some(), "sidecars"),
-        (step.outputs.is_some(), "outputs"),
-    ];
-    for (_, field) in runs.iter().filter(|(set, _)| *set) {
+    for field in step.container_fields_set() {
         problems.push(format!(
             "step {name:?}: {field}: a suspend step runs nothing, so it cannot have one"
         ));
