@@ -18,6 +18,27 @@ pub type Unfilled = Vec<(String, String)>;
 /// `text` with each form of `vars` replaced; a `workflow.` or `inputs.` form that `vars` does
 /// not hold is left as written and reported in `unfilled`.
 pub fn fill(text: &str, vars: &Vars, unfilled: &mut Unfilled) -> String {
+    replace_forms(text, |inner, whole| {
+        if let Some(value) = vars.get(inner) {
+            return Some(value.clone());
+        }
+        // Global outputs are filled once every call is expanded (`globals`).
+        let at_run = (inner.strip_prefix("workflow.")).is_some_and(|name| {
+            outputs::WORKFLOW_AT_RUN.contains(&name) || name.starts_with("outputs.")
+        });
+        if (inner.starts_with("workflow.") && !at_run) || inner.starts_with("inputs.") {
+            unfilled.push((whole.to_string(), unknown_why(inner, vars)));
+        }
+        None
+    })
+}
+
+/// `text` with each `{{...}}` form replaced by what `replace` gives for it (called with the
+/// form's trimmed inside and the form as written), or left as written where it gives `None`.
+pub(super) fn replace_forms(
+    text: &str,
+    mut replace: impl FnMut(&str, &str) -> Option<String>,
+) -> String {
     if !text.contains("{{") {
         return text.to_string();
     }
@@ -30,18 +51,9 @@ pub fn fill(text: &str, vars: &Vars, unfilled: &mut Unfilled) -> String {
         let whole = &rest[start..start + 2 + end + 2];
         let inner = rest[start + 2..start + 2 + end].trim();
         out.push_str(&rest[..start]);
-        match vars.get(inner) {
-            Some(value) => out.push_str(value),
-            None => {
-                // Global outputs are filled once every call is expanded (`globals`).
-                let at_run = (inner.strip_prefix("workflow.")).is_some_and(|name| {
-                    outputs::WORKFLOW_AT_RUN.contains(&name) || name.starts_with("outputs.")
-                });
-                if (inner.starts_with("workflow.") && !at_run) || inner.starts_with("inputs.") {
-                    unfilled.push((whole.to_string(), unknown_why(inner, vars)));
-                }
-                out.push_str(whole);
-            }
+        match replace(inner, whole) {
+            Some(value) => out.push_str(&value),
+            None => out.push_str(whole),
         }
         rest = &rest[start + 2 + end + 2..];
     }
@@ -49,7 +61,6 @@ pub fn fill(text: &str, vars: &Vars, unfilled: &mut Unfilled) -> String {
     out
 }
 
-/// Why `inner` (a `workflow.` or `inputs.` form) has no value, naming what does.
 fn unknown_why(inner: &str, vars: &Vars) -> String {
     let scope = if inner.starts_with("inputs.") {
         "inputs.parameters."

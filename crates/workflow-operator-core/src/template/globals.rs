@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::fill::listed;
+use super::fill::{listed, replace_forms};
 use crate::crd::Step;
 use crate::outputs::ARTIFACT_PREFIX;
 
@@ -128,43 +128,25 @@ fn fill(
     read: &mut Vec<String>,
     problems: &mut Vec<String>,
 ) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        let Some(end) = rest[start + 2..].find("}}") else {
-            break;
+    replace_forms(text, |inner, whole| {
+        let (kind, name) = (inner.strip_prefix(PARAMETERS).map(|n| ("parameters", n)))
+            .or_else(|| inner.strip_prefix(ARTIFACTS).map(|n| ("artifacts", n)))?;
+        let Some((step, key)) = writers.get(&(kind, name.to_string())) else {
+            let known = writers
+                .keys()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, n)| n.as_str());
+            problems.push(format!(
+                "{whole}: no step's output {kind} has globalName {name:?} ({})",
+                listed("global output names", known)
+            ));
+            return None;
         };
-        let whole = &rest[start..start + 2 + end + 2];
-        let inner = rest[start + 2..start + 2 + end].trim();
-        out.push_str(&rest[..start]);
-        let global = (inner.strip_prefix(PARAMETERS).map(|n| ("parameters", n)))
-            .or_else(|| inner.strip_prefix(ARTIFACTS).map(|n| ("artifacts", n)));
-        match global {
-            Some((kind, name)) => match writers.get(&(kind, name.to_string())) {
-                Some((step, key)) => {
-                    let key = match kind {
-                        "parameters" => format!("parameters.{key}"),
-                        _ => key.clone(),
-                    };
-                    out.push_str(&format!("{{{{steps.{step}.outputs.{key}}}}}"));
-                    read.push(step.clone());
-                }
-                None => {
-                    let known = writers
-                        .keys()
-                        .filter(|(k, _)| *k == kind)
-                        .map(|(_, n)| n.as_str());
-                    problems.push(format!(
-                        "{whole}: no step's output {kind} has globalName {name:?} ({})",
-                        listed("global output names", known)
-                    ));
-                    out.push_str(whole);
-                }
-            },
-            None => out.push_str(whole),
-        }
-        rest = &rest[start + 2 + end + 2..];
-    }
-    out.push_str(rest);
-    out
+        let key = match kind {
+            "parameters" => format!("parameters.{key}"),
+            _ => key.clone(),
+        };
+        read.push(step.clone());
+        Some(format!("{{{{steps.{step}.outputs.{key}}}}}"))
+    })
 }
