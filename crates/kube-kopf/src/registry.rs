@@ -233,6 +233,7 @@ impl<K> Debug for Context<K> {
 pub(crate) type HandlerFn<K> =
     Arc<dyn Fn(Context<K>) -> BoxFuture<'static, HandlerResult> + Send + Sync>;
 pub(crate) type Predicate<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+pub(crate) type TickGate = Arc<dyn Fn() -> bool + Send + Sync>;
 pub(crate) type BesideFn<K> =
     Arc<dyn Fn(Client, Arc<K>) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
@@ -266,6 +267,8 @@ pub(crate) struct Handler<K> {
     pub trigger: Trigger,
     pub options: HandlerOptions,
     pub when: Option<Predicate<K>>,
+    /// A timer's test, once per tick, of whether any object may be due ([`Registry::tick_if`]).
+    pub tick_if: Option<TickGate>,
     pub run: HandlerFn<K>,
 }
 
@@ -273,6 +276,11 @@ impl<K> Handler<K> {
     /// Whether the handler applies to `object` (its `when` predicate, if any, holds).
     pub fn wants(&self, object: &K) -> bool {
         self.when.as_ref().is_none_or(|when| when(object))
+    }
+
+    /// Whether a tick of this timer looks at the objects at all (its [`Registry::tick_if`]).
+    pub fn ticks_now(&self) -> bool {
+        self.tick_if.as_ref().is_none_or(|gate| gate())
     }
 }
 
@@ -562,6 +570,25 @@ impl<K: Watched> Registry<K> {
         self
     }
 
+    /// Has each tick of the timer registered last first ask `gate`, once, and look at the
+    /// objects (their [`when`](Self::when)) only if it holds. For a timer whose `when` takes a
+    /// wake flag, `gate` says whether any flag is set: a tick with none then costs one call, not
+    /// one per object (a 20 ms timer over 10,000 objects asked half a million a second).
+    ///
+    /// # Panics
+    /// When the handler registered last is not a timer.
+    #[must_use]
+    pub fn tick_if(mut self, gate: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        let last = self.last();
+        assert!(
+            matches!(last.trigger, Trigger::Timer { .. }),
+            "tick_if() follows a timer, not {:?}",
+            last.trigger
+        );
+        last.tick_if = Some(Arc::new(gate));
+        self
+    }
+
     fn push<F, Fut>(mut self, name: &str, trigger: Trigger, handler: F) -> Self
     where
         F: Fn(Context<K>) -> Fut + Send + Sync + 'static,
@@ -577,6 +604,7 @@ impl<K: Watched> Registry<K> {
             trigger,
             options: self.defaults.clone(),
             when: None,
+            tick_if: None,
             run: Arc::new(move |ctx| handler(ctx).boxed()),
         });
         self

@@ -211,6 +211,12 @@ impl LockBook {
         state.woken.remove(uid);
     }
 
+    /// Whether any workflow is woken and has not asked yet: the `locks` timer's gate, so that a
+    /// tick with none asks no workflow.
+    pub fn any_woken(&self) -> bool {
+        !self.state.lock().expect("lock book").woken.is_empty()
+    }
+
     /// Whether `workflow` was woken since it last asked: the `locks` timer's predicate.
     pub fn take_wake(&self, workflow: &WorkFlow) -> bool {
         let uid = workflow.metadata.uid.as_deref().unwrap_or_default();

@@ -284,7 +284,11 @@ pub async fn run_shard(
                 .on_children("job-changed", jobs, job_changed)
                 // Workflows waiting for a lock that was given back are planned again now.
                 .timer("locks", WAKE_CHECK, reconcile(shared.clone()))
-                .when(move |wf| locks.take_wake(wf))
+                .when({
+                    let locks = locks.clone();
+                    move |wf| locks.take_wake(wf)
+                })
+                .tick_if(move || locks.any_woken())
                 // A run admitted as a whole reads its Workload on each pass: this pass notices
                 // an admission or eviction without a watch of Workloads for every operator.
                 .timer("kueue", KUEUE_CHECK, reconcile(shared.clone()))
@@ -293,7 +297,11 @@ pub async fn run_shard(
                 // Workflows the gate woke, as room freed for them, are planned again now.
                 Some(queue) => r
                     .timer("admitted", WAKE_CHECK, reconcile(shared.clone()))
-                    .when(move |wf| queue.take_wake(wf)),
+                    .when({
+                        let queue = queue.clone();
+                        move |wf| queue.take_wake(wf)
+                    })
+                    .tick_if(move || queue.any_woken()),
                 None => r,
             }
         })

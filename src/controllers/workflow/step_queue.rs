@@ -252,6 +252,12 @@ impl StepQueue {
         }
     }
 
+    /// Whether any workflow is woken and has not asked yet: the `admitted` timer's gate, so
+    /// that a tick with none asks no workflow.
+    pub fn any_woken(&self) -> bool {
+        !self.state.lock().expect("step queue lock").woken.is_empty()
+    }
+
     /// Whether `workflow` was woken since it last asked, and no longer is: the `admitted`
     /// timer's predicate, so each wake plans the workflow once.
     pub fn take_wake(&self, workflow: &WorkFlow) -> bool {

@@ -23,7 +23,7 @@
 //!   unchanged object is a no-op, so this only costs CPU, never API calls, and a missed or
 //!   failed event only delays work;
 //! - ticks timers by evaluating each timer's `when` predicate on the mirror and queueing only
-//!   the objects it holds for.
+//!   the objects it holds for (after its `tick_if` gate, when it has one, says any may be due).
 //!
 //! Child kinds get their own watcher; their objects are grouped by parent in memory
 //! ([`super::Context::children`]) and their events go to the parent's queue.
@@ -412,6 +412,9 @@ async fn tick<K: Watched>(
             tokio::time::sleep(to_aligned_tick(now, every)).await;
         } else {
             interval.tick().await;
+        }
+        if timer.is_some_and(|index| !ctl.registry.handlers[index].ticks_now()) {
+            continue;
         }
         for object in ctl.reader.state() {
             let msg = match timer {

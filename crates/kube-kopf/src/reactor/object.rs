@@ -896,6 +896,7 @@ mod tests {
                 ..HandlerOptions::default()
             },
             when: None,
+            tick_if: None,
             run: Arc::new(|_| async { Ok(()) }.boxed()),
         }
     }

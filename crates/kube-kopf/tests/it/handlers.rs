@@ -1,7 +1,7 @@
 //! The handler framework on the embedded control plane: serialization per object, retries,
 //! permanent errors, finalizers.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -837,6 +837,57 @@ async fn a_timer_whose_when_takes_a_flag_runs_once_per_flag() {
     }
     running.stop().await;
     assert_eq!(probe.count("woken", "w"), 3);
+}
+
+/// A timer's `tick_if` gate is asked once a tick; while it does not hold, no object is asked
+/// (its `when` is not called) and the handler does not run; once it holds, it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_whose_gate_is_shut_asks_no_object() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    let probe = Probe::new();
+    let (open, gate_asked, objects_asked) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU32::new(0)),
+        Arc::new(AtomicU32::new(0)),
+    );
+    let (gate_open, asked, when_asked) = (open.clone(), gate_asked.clone(), objects_asked.clone());
+    let operator = Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+        r.timer("gated", Duration::from_millis(20), probed(&probe))
+            .when(move |_| {
+                when_asked.fetch_add(1, Ordering::SeqCst);
+                true
+            })
+            .tick_if(move || {
+                asked.fetch_add(1, Ordering::SeqCst);
+                gate_open.load(Ordering::SeqCst)
+            })
+    });
+    let running = start(operator);
+    api.create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    wait_created(&api, "w").await;
+    let ticks_from = gate_asked.load(Ordering::SeqCst);
+    eventually(
+        "five ticks with the gate shut",
+        Duration::from_secs(10),
+        || {
+            let ticks = gate_asked.load(Ordering::SeqCst);
+            async move { (ticks >= ticks_from + 5).then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(objects_asked.load(Ordering::SeqCst), 0);
+    assert_eq!(probe.count("gated", "w"), 0);
+    open.store(true, Ordering::SeqCst);
+    probe
+        .wait("the gated timer ran", Duration::from_secs(10), |p| {
+            p.count("gated", "w") >= 1
+        })
+        .await;
+    running.stop().await;
+    assert!(objects_asked.load(Ordering::SeqCst) >= 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
