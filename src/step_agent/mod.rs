@@ -4,7 +4,8 @@
 //! first, keeps the standard output as `result`, and afterwards reads the output parameters,
 //! uploads the output artifacts and writes everything as one report where the operator reads
 //! outputs; for an interactive step it waits for `continue` instead of running the command;
-//! for an HTTP step it makes the step's request instead (`http`).
+//! for an HTTP step it makes the step's request instead (`http`), for a resource step it takes
+//! the step's action on an object (`resource`).
 //! What it is told and what it answers are the core's
 //! `workflow_operator_core::agent` types.
 
@@ -12,6 +13,7 @@ mod artifacts;
 mod collect;
 mod http;
 mod interactive;
+mod resource;
 mod run;
 mod stdout;
 
@@ -41,7 +43,7 @@ pub fn install(dest: &Path) -> std::io::Result<()> {
 }
 
 /// The agent's command line: `install DEST`, `run -- COMMAND...`, `http` (an HTTP step's
-/// request) or `continue [--exit-code N]` (an interactive step); returns the exit code.
+/// request), `resource` (a resource step's action) or `continue [--exit-code N]` (an interactive step); returns the exit code.
 pub fn main_with(args: &[String]) -> i32 {
     match args {
         [install_, dest] if install_ == "install" => match install(Path::new(dest)) {
@@ -55,6 +57,7 @@ pub fn main_with(args: &[String]) -> i32 {
             run(command)
         }
         [http_] if http_ == agent::HTTP_VERB => run(&[]),
+        [resource_] if resource_ == agent::RESOURCE_VERB => run(&[]),
         [continue_] if continue_ == "continue" => continue_step(None),
         [continue_, flag, code] if continue_ == "continue" && flag == "--exit-code" => {
             match code.parse() {
@@ -68,7 +71,7 @@ pub fn main_with(args: &[String]) -> i32 {
         _ => {
             eprintln!(
                 "usage: workflow-agent install DEST | workflow-agent run -- COMMAND [ARG...] | \
-                 workflow-agent http | workflow-agent continue [--exit-code N]\n\
+                 workflow-agent http | workflow-agent resource | workflow-agent continue [--exit-code N]\n\
                  (the operator starts it in a step's pod; it is not meant to be run by hand)"
             );
             2

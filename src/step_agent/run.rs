@@ -1,5 +1,6 @@
 //! `workflow-agent run -- COMMAND...`: the step's command, with the agent before and after it.
 
+use std::collections::BTreeMap;
 use std::process::{ExitStatus, Stdio};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -11,12 +12,13 @@ use workflow_operator_core::outputs::{MAX_OUTPUTS_BYTES, OUTPUTS_ENV, OUTPUTS_PA
 
 use super::interactive::{self, Ended};
 use super::stdout::Stdout;
-use super::{artifacts, collect, http};
+use super::{artifacts, collect, http, resource};
 
 /// The exit code when the command cannot be started, as a shell's.
 const CANNOT_RUN_EXIT: i32 = 127;
 
-/// Runs `command` as the step (an HTTP step's request instead, with no command), and returns the step's exit code: the command's, or
+/// Runs `command` as the step (an HTTP step's request or a resource step's action instead, with
+/// no command), and returns the step's exit code: the command's, or
 /// [`COLLECT_FAILED_EXIT`] when its inputs cannot be had or its outputs collected. Whatever
 /// fails says why in the termination message (the step's failure message) and on stderr.
 pub fn run(command: &[String]) -> i32 {
@@ -31,7 +33,7 @@ pub fn run(command: &[String]) -> i32 {
         }
         Err(_) => return fail.with(CANNOT_RUN_EXIT, format!("${TASK_ENV} is not set")),
     };
-    if command.is_empty() && task.http.is_none() {
+    if command.is_empty() && task.http.is_none() && task.resource.is_none() {
         return fail.with(CANNOT_RUN_EXIT, "no command to run".into());
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -63,11 +65,18 @@ async fn run_task(task: &Task, command: &[String], fail: &Failing<'_>) -> i32 {
     if let Err(message) = artifacts::download(task).await {
         return fail.with(COLLECT_FAILED_EXIT, message);
     }
+    let mut from_object = BTreeMap::new();
     let stdout = if let Some(request) = &task.http {
         match http::call(request, task.result).await {
             Ok(body) => body,
             Err(message) => return fail.with(COLLECT_FAILED_EXIT, message),
         }
+    } else if let Some(resource) = &task.resource {
+        match resource::act(resource).await {
+            Ok(outputs) => from_object = outputs,
+            Err(message) => return fail.with(COLLECT_FAILED_EXIT, message),
+        }
+        None
     } else if task.interactive {
         match interactive::wait(task, command).await {
             Ok(Ended::Succeeded(stdout)) => stdout,
@@ -95,7 +104,9 @@ async fn run_task(task: &Task, command: &[String], fail: &Failing<'_>) -> i32 {
         Err(message) => return fail.with(COLLECT_FAILED_EXIT, message),
     };
     let report = Report {
-        outputs: report.outputs.into_iter().chain(stored).collect(),
+        outputs: (report.outputs.into_iter().chain(from_object))
+            .chain(stored)
+            .collect(),
     };
     match report.to_message() {
         Ok(message) => match std::fs::write(fail.report_path, message) {

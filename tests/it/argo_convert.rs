@@ -85,7 +85,7 @@ fn convert_writes_ours_and_names_what_it_cannot_convert_and_strict_fails_on_it()
     assert!(written.contains("stepName: make"), "{written}");
     let stderr = text(&output.stderr);
     assert!(
-        stderr.contains("unsupported.yaml: Workflow unsupported: spec.templates[2].resource: resource templates are not supported yet"),
+        stderr.contains("unsupported.yaml: Workflow unsupported: spec.templates[2].resource.manifestFrom: a manifest from an artifact is not supported yet"),
         "{stderr}"
     );
 
@@ -117,7 +117,7 @@ fn validate_takes_an_argo_file_as_it_is_saying_once_it_was_converted() {
     let stderr = text(&unsupported.stderr);
     assert_eq!(
         stderr
-            .matches("converted from Argo: 2 fields not supported, run `workflow-operator convert")
+            .matches("converted from Argo: 3 fields not supported, run `workflow-operator convert")
             .count(),
         1,
         "{stderr}"

@@ -19,6 +19,7 @@ mod argo_forms;
 mod argo_http;
 mod argo_pod;
 mod argo_recursion;
+mod argo_resource;
 mod argo_suspend;
 mod argo_vars;
 mod artifact_store;

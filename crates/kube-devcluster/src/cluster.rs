@@ -171,6 +171,7 @@ impl DevCluster {
                 source,
             }
         })?;
+        controllers.set_kubeconfig(kubeconfig.clone());
         Ok(Self {
             base_url,
             kubeconfig,

@@ -18,6 +18,7 @@ use crate::crd::artifacts::ArtifactRepository;
 use crate::crd::{Step, StepKind};
 use crate::http_call::{self, HttpTask};
 use crate::outputs::{MAX_OUTPUTS_BYTES, Outputs};
+use crate::resource_action::{self, ResourceTask};
 
 /// The `emptyDir` the agent is copied into, and where it keeps the script and outputs file.
 pub const AGENT_DIR: &str = "/var/run/workflow-agent";
@@ -62,6 +63,9 @@ pub const CONTINUE_FILE: &str = "/var/run/workflow-agent/continue";
 
 /// The agent's command that makes an HTTP step's request (`workflow-agent http`).
 pub const HTTP_VERB: &str = "http";
+
+/// The agent's command that takes a resource step's action (`workflow-agent resource`).
+pub const RESOURCE_VERB: &str = "resource";
 
 /// The output key of the standard output: `{{steps.NAME.outputs.result}}`.
 pub const RESULT: &str = "result";
@@ -110,6 +114,10 @@ pub struct Task {
     /// the standard output a command would have written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpTask>,
+    /// Take this action on an object instead of running a command (a resource step): its
+    /// outputs are read from the object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<ResourceTask>,
 }
 
 /// The environment variable holding the artifact store's access key, or an OCI registry's user
@@ -291,10 +299,12 @@ pub fn needs_agent(step: &Step, kind: StepKind, result_read: bool) -> bool {
     let by_kind = match kind {
         StepKind::Container | StepKind::Suspend | StepKind::Fail => false,
         // The agent writes the script and runs it; it waits for the person; it makes the
-        // request.
-        StepKind::Script | StepKind::Interactive | StepKind::InteractiveScript | StepKind::Http => {
-            true
-        }
+        // request; it takes the action.
+        StepKind::Script
+        | StepKind::Interactive
+        | StepKind::InteractiveScript
+        | StepKind::Http
+        | StepKind::Resource => true,
     };
     let outputs = step
         .outputs
@@ -311,12 +321,18 @@ pub fn needs_agent(step: &Step, kind: StepKind, result_read: bool) -> bool {
 pub fn task_of(step: &Step, kind: StepKind, result_read: bool) -> Task {
     let script = || step.source.as_deref().cloned();
     let (source, interactive) = match kind {
-        StepKind::Container | StepKind::Suspend | StepKind::Fail | StepKind::Http => (None, false),
+        StepKind::Container
+        | StepKind::Suspend
+        | StepKind::Fail
+        | StepKind::Http
+        | StepKind::Resource => (None, false),
         StepKind::Script => (script(), false),
         StepKind::Interactive => (None, true),
         StepKind::InteractiveScript => (script(), true),
     };
-    let parameters = (step.outputs.as_deref())
+    // A resource step's outputs are read from its object, by its own task.
+    let from_files = kind != StepKind::Resource;
+    let parameters = (step.outputs.as_deref().filter(|_| from_files))
         .map(|o| {
             (o.parameters.iter())
                 .map(|p| ParameterTask {
@@ -333,6 +349,8 @@ pub fn task_of(step: &Step, kind: StepKind, result_read: bool) -> Task {
         parameters,
         interactive,
         http: step.http.as_deref().map(http_call::task_of),
+        resource: (step.resource.as_deref())
+            .map(|r| resource_action::task_of(r, step.outputs.as_deref())),
         ..Task::default()
     }
 }
@@ -359,7 +377,8 @@ pub fn step_command(command: Option<Vec<String>>, kind: StepKind) -> Vec<String>
         | StepKind::Interactive
         | StepKind::Suspend
         | StepKind::Fail
-        | StepKind::Http => false,
+        | StepKind::Http
+        | StepKind::Resource => false,
     };
     let command = match command {
         Some(command) => command,
@@ -372,10 +391,17 @@ pub fn step_command(command: Option<Vec<String>>, kind: StepKind) -> Vec<String>
 
 /// The command of a step's container under the agent: the agent, `--`, then
 /// [`step_command`]; the step's `args` follow as the container's args. An HTTP step's is the
-/// agent's `http`: it runs no command.
+/// agent's `http`, a resource step's its `resource`: they run no command.
 pub fn wrap_command(command: Option<Vec<String>>, kind: StepKind) -> Vec<String> {
-    if kind == StepKind::Http {
-        return vec![AGENT_PATH.to_string(), HTTP_VERB.to_string()];
+    match kind {
+        StepKind::Http => return vec![AGENT_PATH.to_string(), HTTP_VERB.to_string()],
+        StepKind::Resource => return vec![AGENT_PATH.to_string(), RESOURCE_VERB.to_string()],
+        StepKind::Container
+        | StepKind::Script
+        | StepKind::Interactive
+        | StepKind::InteractiveScript
+        | StepKind::Suspend
+        | StepKind::Fail => {}
     }
     [AGENT_PATH.to_string(), "run".to_string(), "--".to_string()]
         .into_iter()

@@ -73,9 +73,11 @@ fn own_texts(step: &Step) -> impl Iterator<Item = &str> {
     let env = step.env.iter().filter_map(|e| e.value.as_ref());
     let source = step.source.as_deref();
     let http = step.http.iter().flat_map(|h| h.texts());
+    let resource = step.resource.iter().flat_map(|r| r.texts());
     std::iter::once(step.image.as_str())
         .chain((command.chain(args).chain(env).chain(source)).map(String::as_str))
         .chain(http)
+        .chain(resource)
 }
 
 /// The `from` of each input artifact of `step`.
@@ -367,6 +369,14 @@ fn check_agent(step: &Step, kind: StepKind, result_read: bool) -> Result<(), Dag
     let (runs_something, interactive) = match kind {
         StepKind::Container => (step.command.is_some(), false),
         StepKind::Script | StepKind::Http => (true, false),
+        // Its outputs are read from its object: it has no result.
+        StepKind::Resource if result_read => {
+            return Err(refused(
+                "a resource step has no result: read a field of its object as an output                  parameter (valueFrom.jsonPath)"
+                    .into(),
+            ));
+        }
+        StepKind::Resource => (true, false),
         StepKind::Interactive => (step.command.is_some(), true),
         StepKind::InteractiveScript => (true, true),
         StepKind::Suspend | StepKind::Fail => {
@@ -425,6 +435,18 @@ fn check_agent(step: &Step, kind: StepKind, result_read: bool) -> Result<(), Dag
         return Err(refused(format!(
             "output {what} {name:?}: {field} is a dag or steps template's output (one of its \
              steps'): a step's output is read from a path in its container"
+        )));
+    }
+    // Where a resource step's outputs are read from is checked with the rest of the step
+    // (`resource_action::problems`).
+    if kind == StepKind::Resource {
+        return Ok(());
+    }
+    if let Some(parameter) = (outputs.parameters.iter()).find(|p| p.value_from.json_path.is_some())
+    {
+        return Err(refused(format!(
+            "output parameter {:?}: valueFrom.jsonPath reads a resource step's object: a              step's output is read from a path in its container",
+            parameter.name
         )));
     }
     let paths = (outputs.parameters.iter().map(|p| &p.value_from.path))

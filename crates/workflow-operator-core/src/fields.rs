@@ -176,6 +176,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         suspend,
         fail,
         http,
+        resource,
         node_selector,
         tolerations,
         affinity,
@@ -237,6 +238,8 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     // An HTTP step's Job is built alike by both planners, but its kind is left to the full one
     // until the incremental planner's property test generates it.
     visit(v, &field("http", RunWhenSet, InFull), http);
+    // Likewise a resource step's.
+    visit(v, &field("resource", RunWhenSet, InFull), resource);
     // Gone once the templates are expanded: the step is then what they made of it.
     visit(v, &field("template", Expanded, Followed), template);
     visit(v, &field("templateRef", Expanded, Followed), template_ref);

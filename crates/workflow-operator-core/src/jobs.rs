@@ -29,6 +29,7 @@ use super::job_summary::{JobEnd, JobSummary};
 use super::names;
 use super::outputs::{self, StepData};
 use super::plan::{ExitEnv, JobState, ObservedJob, backstop_deadline_seconds};
+use super::resource_action;
 use super::shards::LABEL_SHARD;
 
 /// The labels and annotations of step Jobs, where Jobs are built.
@@ -395,6 +396,7 @@ impl<'a> StepJob<'a> {
             StepKind::Suspend | StepKind::Fail => true,
             StepKind::Container
             | StepKind::Http
+            | StepKind::Resource
             | StepKind::Script
             | StepKind::Interactive
             | StepKind::InteractiveScript => false,
@@ -619,7 +621,11 @@ impl<'a> StepJob<'a> {
                 }
                 // The request's headers from Secrets: the pod reads them, not the operator.
                 StepKind::Http => env.extend(http_header_env(step)),
-                StepKind::Container | StepKind::Script | StepKind::Suspend | StepKind::Fail => {}
+                StepKind::Resource
+                | StepKind::Container
+                | StepKind::Script
+                | StepKind::Suspend
+                | StepKind::Fail => {}
             }
             command = Some(agent::wrap_command(command, self.kind));
             env.push(self.agent_task(parts));
@@ -655,7 +661,9 @@ impl<'a> StepJob<'a> {
     fn image(&self, parts: &PodParts) -> String {
         match self.kind {
             StepKind::Suspend | StepKind::Fail => suspend::SUSPEND_IMAGE.to_string(),
-            StepKind::Http => (parts.agent.map(|agent| agent.image.clone())).unwrap_or_default(),
+            StepKind::Http | StepKind::Resource => {
+                (parts.agent.map(|agent| agent.image.clone())).unwrap_or_default()
+            }
             StepKind::Container
             | StepKind::Script
             | StepKind::Interactive
@@ -723,6 +731,9 @@ impl<'a> StepJob<'a> {
         let mut task = agent::task_of(self.step, self.kind, self.data.result_read);
         task.source = task.source.map(|source| self.fill(&source));
         task.http = task.http.map(|http| http.filled(|text| self.fill(text)));
+        task.resource = task
+            .resource
+            .map(|resource| self.resource_task(resource, parts));
         if let Some(store) = parts.store {
             let inputs = self.step.inputs.iter().flat_map(|i| &i.artifacts);
             task.inputs = (inputs.map(|input| self.input_task(input, &store.prefix))).collect();
@@ -740,6 +751,29 @@ impl<'a> StepJob<'a> {
             agent::TASK_ENV,
             &serde_json::to_string(&task).expect("a task serializes"),
         )
+    }
+
+    /// A resource step's task, its references filled in, acting in the workflow's namespace
+    /// as the step's Job, the workflow the owner of what it creates when asked.
+    fn resource_task(
+        &self,
+        task: resource_action::ResourceTask,
+        parts: &PodParts,
+    ) -> resource_action::ResourceTask {
+        let owner = (self.step.resource.as_ref())
+            .is_some_and(|r| r.set_owner_reference)
+            .then(|| resource_action::Owner {
+                api_version: WorkFlow::api_version(&()).into_owned(),
+                kind: WorkFlow::kind(&()).into_owned(),
+                name: parts.name.to_string(),
+                uid: self.workflow.metadata.uid.clone().unwrap_or_default(),
+            });
+        resource_action::ResourceTask {
+            namespace: parts.namespace.to_string(),
+            job: parts.job.to_string(),
+            owner,
+            ..task.filled(|text| self.fill(text))
+        }
     }
 
     /// What the agent places of `input`: the key its step reported, or, taken from a step
@@ -1594,6 +1628,62 @@ headers:
             .unwrap();
         assert_eq!((secret.name.as_str(), secret.key.as_str()), ("token", "t"));
         assert!(env.iter().all(|e| e.name != "WORKFLOW_HTTP_HEADER_0"));
+    }
+
+    #[test]
+    fn a_resource_step_acts_from_the_agent_s_image_as_its_job_owned_by_the_workflow() {
+        let source = AgentSource {
+            image: "operator:1".into(),
+            path: "/bin/workflow-agent".into(),
+        };
+        let mut wf = WorkFlow::test("wf")
+            .step("a", &[])
+            .step("b", &["a"])
+            .build();
+        let step = &mut wf.spec.containers[1];
+        step.image = String::new();
+        step.command = None;
+        step.resource = Some(Box::new(
+            serde_yaml::from_str(
+                "{action: delete, setOwnerReference: true, flags: [cm, 'c-{{steps.a.outputs.id}}']}",
+            )
+            .unwrap(),
+        ));
+        let step = &wf.spec.containers[1];
+        assert_eq!(StepKind::of(&wf.spec, step), StepKind::Resource);
+        let inputs: Inputs = [(("a".to_string(), "id".to_string()), "42".to_string())].into();
+        let data = StepData {
+            inputs: Some(&inputs),
+            ..StepData::default()
+        };
+        let job = step_job(&wf, step)
+            .agent(&source)
+            .data(data)
+            .build()
+            .unwrap();
+        let job_name = job.metadata.name.clone().unwrap();
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let main = &pod.containers[0];
+        assert_eq!(main.image.as_deref(), Some("operator:1"));
+        assert_eq!(
+            main.command.as_deref().unwrap(),
+            [agent::AGENT_PATH, agent::RESOURCE_VERB]
+        );
+        let env: Vec<_> = main.env.iter().flatten().collect();
+        let task = env.iter().find(|e| e.name == agent::TASK_ENV).unwrap();
+        let task: agent::Task = serde_json::from_str(task.value.as_deref().unwrap()).unwrap();
+        let resource = task.resource.unwrap();
+        assert_eq!(resource.flags, ["cm", "c-42"], "the references filled in");
+        assert_eq!(
+            (resource.namespace.as_str(), resource.job),
+            ("default", job_name)
+        );
+        let owner = resource.owner.unwrap();
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("WorkFlow", "wf")
+        );
+        assert_eq!(Some(owner.uid), wf.metadata.uid);
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //!   followed by the incremental planner or not), decided once per type.
 //! - [`http_call`]: HTTP steps (`http`): their checks, the agent's request, the success
 //!   condition.
+//! - [`resource_action`]: resource steps (`resource`): their checks, the agent's task, the
+//!   conditions over the object and the outputs read from it.
 //! - [`names`]: deterministic Job names, label values and run ids.
 //! - [`labels`]: the labels and annotations of step Jobs.
 //! - [`dag`]: step graph validation, topological order, ready set, incremental progress.
@@ -66,6 +68,7 @@ pub mod object_instance;
 pub mod outputs;
 pub mod plan;
 pub mod pods_gone;
+pub mod resource_action;
 pub mod retry;
 pub mod rules;
 pub mod sequence_format;

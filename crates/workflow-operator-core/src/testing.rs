@@ -86,6 +86,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         suspend: None,
         fail: None,
         http: None,
+        resource: None,
         node_selector: None,
         tolerations: None,
         affinity: None,

@@ -60,6 +60,12 @@ impl Controllers {
         self.kubelet.set_entrypoints(entrypoints);
     }
 
+    /// The kubeconfig file the kubelet names in every container's `$KUBECONFIG`, so a pod
+    /// reaches the API server as a real cluster's pod does with its service account.
+    pub fn set_kubeconfig(&self, path: std::path::PathBuf) {
+        self.kubelet.set_kubeconfig(path);
+    }
+
     /// How long the kubelet waits before it restarts a container (default: the kubelet's, at
     /// once, then 10 s doubling to 5 minutes; [`kubelet::RestartBackoff::FAST`] for tests).
     pub fn set_restart_backoff(&self, backoff: kubelet::RestartBackoff) {

@@ -133,6 +133,12 @@ pub enum PodMode {
 /// used by pkg/kubelet/pod_workers.go; the real one adds up to 50% jitter).
 pub const CONFIG_RETRY: Duration = Duration::from_secs(10);
 
+/// The variable naming the control plane's kubeconfig in every container whose pod does not
+/// say `automountServiceAccountToken: false`: what kube-rs' `Config::infer`, client-go and
+/// kubectl read, where a real pod reads its service account's token. Everyone is allowed
+/// everything here, so the pod's service account grants nothing more or less.
+pub const KUBECONFIG_ENV: &str = "KUBECONFIG";
+
 /// When a terminating container is to be killed (`None`: it is not terminating).
 type KillAt = Option<tokio::time::Instant>;
 
@@ -302,6 +308,9 @@ pub(crate) struct Shared {
     exec_targets: exec::Targets,
     /// The back-off before a container is restarted (`DevClusterOptions::restart_backoff`).
     restart_backoff: Mutex<RestartBackoff>,
+    /// The control plane's kubeconfig, named by `$KUBECONFIG` in every container
+    /// ([`KUBECONFIG_ENV`]).
+    kubeconfig: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl Shared {
@@ -315,6 +324,7 @@ impl Shared {
             reaper: Mutex::default(),
             exec_targets: exec::Targets::default(),
             restart_backoff: Mutex::default(),
+            kubeconfig: Mutex::default(),
         })
     }
 
@@ -357,6 +367,18 @@ impl Shared {
 
     pub fn set_restart_backoff(&self, backoff: RestartBackoff) {
         *self.restart_backoff.lock().expect("kubelet lock poisoned") = backoff;
+    }
+
+    pub fn set_kubeconfig(&self, path: std::path::PathBuf) {
+        *self.kubeconfig.lock().expect("kubelet lock poisoned") = Some(path);
+    }
+
+    /// The kubeconfig a container is given (`$KUBECONFIG`).
+    pub fn kubeconfig(&self) -> Option<std::path::PathBuf> {
+        self.kubeconfig
+            .lock()
+            .expect("kubelet lock poisoned")
+            .clone()
     }
 
     pub fn restart_backoff(&self) -> RestartBackoff {

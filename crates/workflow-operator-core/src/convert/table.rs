@@ -17,6 +17,8 @@ pub enum Place {
     Container,
     /// A template's `http`.
     Http,
+    /// A template's `resource`.
+    Resource,
     /// A template's `dag`.
     Dag,
     /// `dag.tasks[]`.
@@ -55,11 +57,12 @@ pub enum Place {
 
 impl Place {
     /// Every place, in the order of the generated document.
-    pub const ALL: [Place; 22] = [
+    pub const ALL: [Place; 23] = [
         Place::Workflow,
         Place::Template,
         Place::Container,
         Place::Http,
+        Place::Resource,
         Place::Dag,
         Place::Task,
         Place::Step,
@@ -88,6 +91,7 @@ impl Place {
             Place::Template => "`spec.templates[]`",
             Place::Container => "`templates[].container`, `templates[].script`",
             Place::Http => "`templates[].http`",
+            Place::Resource => "`templates[].resource`",
             Place::Dag => "`templates[].dag`",
             Place::Task => "`dag.tasks[]`",
             Place::Step => "`steps[][]`",
@@ -218,7 +222,7 @@ const TEMPLATE_ROWS: &[Row] = &[
     row(Template, "failFast", Converted("the workflow's `failFast`, for the entrypoint"), ""),
     row(Template, "parallelism", Converted("the workflow's `parallelism`, for the entrypoint; the template's `parallelism` otherwise"), "a call's steps hold a semaphore of that limit (the template's own, per call): every step the call becomes counts, a nested dag's steps too, where Argo counts the nested dag as one"),
     row(Template, "daemon", Unsupported, "daemon steps are not supported yet"),
-    row(Template, "resource", Unsupported, "resource templates are not supported yet"),
+    row(Template, "resource", Converted("`resource`: a resource step"), "the step agent takes the action from the step's pod, with the workflow's service account (`podTemplate.serviceAccountName`), as Argo's executor does"),
     row(Template, "suspend", Converted("`suspend` on the template: a suspend step, with its `duration`"), "runs no pod; `workflow-operator resume NAME` resumes it (and ends a `duration` early); Argo's node `approve`/`reject` inputs are not supported"),
     row(Template, "http", Converted("`http` on the template: an HTTP step, whose request the step agent makes from the step's own pod"), "the response body is the step's `result`; each step is a pod of its own (Argo's agent makes a workflow's requests from one shared pod)"),
     row(Template, "plugin", Unsupported, "plugin templates are not supported"),
@@ -323,8 +327,8 @@ const DATA_ROWS: &[Row] = &[
     row(ValueFrom, "path", Same, ""),
     row(ValueFrom, "default", Converted("`default` beside `valueFrom`"), ""),
     row(ValueFrom, "supplied", Unsupported, "a parameter supplied by a resume is not supported yet"),
-    row(ValueFrom, "jsonPath", Unsupported, "an output from a resource's jsonPath is not supported yet"),
-    row(ValueFrom, "jqFilter", Unsupported, "an output from a resource's jqFilter is not supported yet"),
+    row(ValueFrom, "jsonPath", Same, "a resource step's: `.field`, `['field']`, `[N]`, `[*]` and `.*` in `{...}`, as `kubectl get -o jsonpath` prints them (not `range`, filters or slices)"),
+    row(ValueFrom, "jqFilter", Unsupported, "an output from a resource's jqFilter is not supported yet: read the field with jsonPath"),
     row(ValueFrom, "event", Unsupported, "an output from an event is not supported"),
     row(ValueFrom, "parameter", Converted("`valueFrom.parameter`"), "a dag or steps template's output: one `{{steps.X.outputs...}}` (or `{{tasks.X...}}`) of one of its steps; `{{tasks.X...}}` is `{{steps.X...}}`"),
     row(ValueFrom, "expression", Unsupported, "an output from an expression is not supported yet"),
@@ -415,6 +419,19 @@ const HTTP_ROWS: &[Row] = &[
     row(Http, "bodyFrom", Unsupported, "bodyFrom (a body as bytes) is not supported yet: give the body as text (body)"),
 ];
 
+/// A template's `resource`: the action and the object.
+#[rustfmt::skip]
+const RESOURCE_ROWS: &[Row] = &[
+    row(Resource, "action", Same, "one of `get`, `create`, `apply`, `delete`, `replace`, `patch`; `apply` is a server-side apply (forced), not kubectl's client-side one; `delete` does not wait for the object to be gone"),
+    row(Resource, "manifest", Same, "a `generateName` gets the same name in every try of the step's pod, so a pod run again does not make a second object"),
+    row(Resource, "manifestFrom", Unsupported, "a manifest from an artifact is not supported yet: give it as text (manifest)"),
+    row(Resource, "successCondition", Same, "a label selector over the object's fields, as Argo's"),
+    row(Resource, "failureCondition", Same, "a label selector over the object's fields, as Argo's: any one requirement fails the step"),
+    row(Resource, "setOwnerReference", Same, "the owner is the WorkFlow"),
+    row(Resource, "mergeStrategy", Same, ""),
+    row(Resource, "flags", Same, "only `TYPE NAME`, `TYPE/NAME`, `--selector`/`-l`, `--namespace`/`-n`, `--ignore-not-found` and `--validate` (a type by its plural or kind, not a short name)"),
+];
+
 /// Every row, each table in the order of [`Place::ALL`].
 pub fn rows() -> impl Iterator<Item = &'static Row> {
     [
@@ -422,6 +439,7 @@ pub fn rows() -> impl Iterator<Item = &'static Row> {
         TEMPLATE_ROWS,
         CONTAINER_ROWS,
         HTTP_ROWS,
+        RESOURCE_ROWS,
         CALL_ROWS,
         DATA_ROWS,
         POLICY_ROWS,

@@ -76,6 +76,12 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
                 body = Body::Container;
                 out.insert(field.into(), super::http::http(value, path, report));
             }
+            "resource" => {
+                body = Body::Container;
+                let resource =
+                    walk::fields(Place::Resource, value, path, report, |_, _, _, _, _| {});
+                out.insert(field.into(), Value::Object(resource));
+            }
             "failFast" => fail_fast = Some(value.clone()),
             "parallelism" => parallelism = Some((path.to_string(), value.clone())),
             "volumes" => shared

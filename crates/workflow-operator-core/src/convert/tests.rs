@@ -275,10 +275,49 @@ fn what_cannot_be_converted_is_named_with_its_path_and_why() {
         problems,
         [
             "spec.podSpecPatch: podSpecPatch is not supported yet",
-            "spec.templates[2].resource: resource templates are not supported yet",
+            "spec.templates[2].outputs.parameters[0].valueFrom.jqFilter: an output from a resource's jqFilter is not supported yet: read the field with jsonPath",
+            "spec.templates[2].resource.manifestFrom: a manifest from an artifact is not supported yet: give it as text (manifest)",
         ]
     );
     assert_eq!(workflow["spec"]["containers"][1]["stepName"], "wait");
+}
+
+#[test]
+fn a_resource_template_is_a_resource_step_its_outputs_read_by_json_path() {
+    let (workflow, problems) = one(include_str!("testdata/resource.yaml"));
+    assert!(problems.is_empty(), "{problems:?}");
+    let templates = &workflow["spec"]["templates"];
+    assert_eq!(
+        templates[0],
+        json!({
+            "name": "make-job",
+            "resource": {
+                "action": "create",
+                "setOwnerReference": true,
+                "successCondition": "status.succeeded > 0",
+                "failureCondition": "status.failed > 2",
+                "manifest": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: counter-\n"
+            },
+            "outputs": {"parameters": [{"name": "job", "valueFrom": {"jsonPath": "{.metadata.name}"}}]},
+            "retryStrategy": {"limit": 1, "retryPolicy": "OnFailure"}
+        })
+    );
+    assert_eq!(
+        templates[1]["resource"],
+        json!({
+            "action": "delete",
+            "flags": ["job", "{{inputs.parameters.job}}", "--ignore-not-found"]
+        })
+    );
+    assert_eq!(
+        templates[2]["resource"],
+        json!({
+            "action": "patch",
+            "mergeStrategy": "merge",
+            "flags": ["configmap", "settings"],
+            "manifest": "data: {mode: fast}\n"
+        })
+    );
 }
 
 #[test]

@@ -137,7 +137,7 @@ pub struct OutputParameter {
 }
 
 /// Where an output parameter's value is read from: `path` for a step (or container
-/// template), `parameter` for a `dag` or `steps` template.
+/// template), `jsonPath` for a resource step, `parameter` for a `dag` or `steps` template.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueFrom {
@@ -150,6 +150,11 @@ pub struct ValueFrom {
     /// `{{steps.CALL.outputs.parameters.NAME}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameter: Option<String>,
+    /// A resource step's output: a field of its object, as `kubectl get -o jsonpath=...`
+    /// prints it (`{.metadata.name}`, `{.status.succeeded}`, `{.data['a.b']}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub json_path: Option<String>,
 }
 
 /// An output artifact: a file or a directory, stored as a `.tar.gz`.

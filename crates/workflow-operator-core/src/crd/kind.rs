@@ -27,6 +27,10 @@ pub enum StepKind {
     /// A step that makes one HTTP request (`http`, `crd::http`): the step agent makes it in
     /// the step's pod, from the agent's image, and reports the response body as `result`.
     Http,
+    /// A step that acts on a Kubernetes object (`resource`, `crd::resource`): the step agent
+    /// takes the action in the step's pod, from the agent's image, waits for the object's
+    /// conditions and reports the outputs read from it.
+    Resource,
     /// A step that fails with its message (`fail`) instead of running: its Job is created
     /// suspended with the message as the record of why it cannot start.
     Fail,
@@ -67,6 +71,10 @@ impl StepKind {
         if step.http.is_some() {
             return StepKind::Http;
         }
+        // Likewise the action: nothing else it sets is run.
+        if step.resource.is_some() {
+            return StepKind::Resource;
+        }
         let interactive = step.interactive.unwrap_or(spec.interactive);
         match (step.source.is_some(), interactive) {
             (false, false) => StepKind::Container,
@@ -86,6 +94,7 @@ impl StepKind {
             | StepKind::Script
             | StepKind::Suspend
             | StepKind::Http
+            | StepKind::Resource
             | StepKind::Fail => false,
         }
     }
@@ -145,8 +154,10 @@ mod tests {
             [Interactive, Script, Interactive, InteractiveScript]
         );
         assert!(Kinds::of(&wf.spec).any_interactive());
-        // `http` wins over a source and `interactive`; `suspend` over whatever else the step
-        // sets.
+        // `resource` wins over a source and `interactive`, `http` over `resource`; `suspend`
+        // over whatever else the step sets.
+        wf.spec.containers[3].resource = Some(Box::default());
+        assert_eq!(Kinds::of(&wf.spec).steps[3], Resource);
         wf.spec.containers[3].http = Some(Box::default());
         assert_eq!(Kinds::of(&wf.spec).steps[3], Http);
         wf.spec.containers[3].suspend = Some(Box::default());

@@ -25,6 +25,7 @@ pub mod http;
 pub mod kind;
 pub mod numbers;
 pub mod policies;
+pub mod resource;
 pub mod rules;
 pub mod step_pod;
 pub mod suspend;
@@ -54,6 +55,7 @@ pub use kind::{Kinds, StepKind};
 pub use policies::{
     Backoff, Cache, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
 };
+pub use resource::ResourceStep;
 pub use rules::{Durations, Metrics, Rule, RuleAction, RuleStatus, StepMetrics};
 pub use suspend::SuspendStep;
 pub use templates::{
@@ -460,7 +462,7 @@ pub struct PodTemplateMetadata {
 /// One step of a workflow: a container run to completion as a Job.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.image) || has(self.template) || has(self.templateRef) || has(self.suspend) || has(self.fail) || has(self.http)", "message": "required unless the step calls a template (template or templateRef), is a suspend or HTTP step, or fails", "fieldPath": ".image", "reason": "FieldValueRequired"}]))]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.image) || has(self.template) || has(self.templateRef) || has(self.suspend) || has(self.fail) || has(self.http) || has(self.resource)", "message": "required unless the step calls a template (template or templateRef), is a suspend, HTTP or resource step, or fails", "fieldPath": ".image", "reason": "FieldValueRequired"}]))]
 pub struct Step {
     /// The step's name, unique in the workflow; `dependsOn` refers to it. Any text: Job and
     /// container names are derived from it (lower-cased, sanitised, shortened with a hash).
@@ -657,6 +659,14 @@ pub struct Step {
     /// The step needs no `image`. See "HTTP steps" in docs/api.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<Box<HttpStep>>,
+
+    /// Act on a Kubernetes object instead of running a container (Argo's resource template):
+    /// the step agent creates, applies, patches, replaces, deletes or gets it from the step's
+    /// pod, with the pod's service account, then waits until it meets `successCondition` (or
+    /// fails at `failureCondition`); its output parameters are read from the object
+    /// (`valueFrom.jsonPath`). The step needs no `image`. See "Resource steps" in docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<Box<ResourceStep>>,
 
     /// Node labels this step's pod must be scheduled on, over the workflow's
     /// `podTemplate.nodeSelector` (Argo's template `nodeSelector`).
@@ -978,7 +988,7 @@ impl WorkFlowSpec {
     /// The timeout that applies to `step`, in seconds; [`UNLIMITED`] (-1) means none.
     pub fn effective_timeout(&self, step: &Step) -> i64 {
         match StepKind::of(self, step) {
-            StepKind::Container | StepKind::Script | StepKind::Http => {
+            StepKind::Container | StepKind::Script | StepKind::Http | StepKind::Resource => {
                 step.timeout.num().unwrap_or(self.max_step_timeout)
             }
             // It waits for a person; `startTimeout` still bounds its pod's start.
@@ -1536,9 +1546,9 @@ spec:
         // `retryStrategy`, `synchronization` and `cache` 8 each (a box); `source`, `outputs`,
         // `inputs`, `initContainers` and `sidecars` 8 each (a box); `retries` 8 more as a
         // number or text (`IntOrExpr`, its text boxed); Argo's step kinds and pod settings
-        // (`suspend`, `fail`, `http`, `nodeSelector`, `tolerations`, `affinity`,
+        // (`suspend`, `fail`, `http`, `resource`, `nodeSelector`, `tolerations`, `affinity`,
         // `podSpecPatch`) 8 each (a box).
-        assert!(size <= 488, "a Step is {size} bytes");
+        assert!(size <= 496, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing

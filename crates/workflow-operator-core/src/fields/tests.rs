@@ -156,6 +156,11 @@ fn step_rows() -> Vec<(&'static str, Target, Value)> {
         ("suspend", b, json!({"suspend": {"duration": "5s"}})),
         ("fail", b, json!({"fail": "not yet"})),
         ("http", b, json!({"http": {"url": "http://svc/ping"}})),
+        (
+            "resource",
+            b,
+            json!({"resource": {"action": "get", "flags": ["cm", "x"]}}),
+        ),
         ("nodeSelector", b, json!({"nodeSelector": {"disk": "ssd"}})),
         (
             "tolerations",

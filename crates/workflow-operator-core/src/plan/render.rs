@@ -488,7 +488,11 @@ impl<'a> Planner<'a> {
     fn interactive(&self, entry: StepStatus, kind: StepKind) -> StepStatus {
         match kind {
             StepKind::Interactive | StepKind::InteractiveScript => {}
-            StepKind::Container | StepKind::Script | StepKind::Http | StepKind::Fail => {
+            StepKind::Container
+            | StepKind::Script
+            | StepKind::Http
+            | StepKind::Resource
+            | StepKind::Fail => {
                 return entry;
             }
             StepKind::Suspend => return self.suspended(entry),

@@ -450,7 +450,10 @@ fn parameters(
 fn plain_problems(containers: &[Step], on_exit: &[Step]) -> Vec<String> {
     let mut problems = Vec::new();
     for step in containers.iter().chain(on_exit) {
-        let runs_no_image = step.suspend.is_some() || step.fail.is_some() || step.http.is_some();
+        let runs_no_image = step.suspend.is_some()
+            || step.fail.is_some()
+            || step.http.is_some()
+            || step.resource.is_some();
         if step.image.is_empty() && !runs_no_image {
             problems.push(format!(
                 "step {:?}: image: required (or call a template that gives one)",
@@ -460,6 +463,7 @@ fn plain_problems(containers: &[Step], on_exit: &[Step]) -> Vec<String> {
         problems.extend(numbers::step_problems(step));
         problems.extend(crate::crd::suspend::problems(step));
         problems.extend(crate::http_call::problems(step));
+        problems.extend(crate::resource_action::problems(step));
         problems.extend(crate::crd::step_pod::problems(step));
         if step_strings(step).all(|s| !s.contains("{{")) {
             continue;

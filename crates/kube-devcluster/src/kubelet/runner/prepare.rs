@@ -197,6 +197,20 @@ impl Runner {
             }),
         );
         env.insert("HOSTNAME".to_string(), self.pod.name().to_string());
+        // A real cluster's pod reaches the API server with its service account's token,
+        // mounted unless `automountServiceAccountToken: false`; a local process reads the
+        // control plane's kubeconfig instead (the container's own env may name another).
+        let automount = self.pod.value.pointer("/spec/automountServiceAccountToken");
+        if let Some(path) = self
+            .shared
+            .kubeconfig()
+            .filter(|_| automount != Some(&Value::Bool(false)))
+        {
+            env.insert(
+                crate::kubelet::KUBECONFIG_ENV.to_string(),
+                path.to_string_lossy().into_owned(),
+            );
+        }
         // The pod as stored now: labels and annotations may have changed since it was created.
         let pod = self
             .store

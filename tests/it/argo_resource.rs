@@ -1,0 +1,204 @@
+//! Argo's resource templates end to end on the embedded control plane, written in Argo's YAML
+//! and submitted as it is: a Job created from a `generateName` and waited for until
+//! `status.succeeded > 0`, its name read back by `jsonPath` into a later step, then deleted
+//! by flags (twice: the second finds nothing, which `--ignore-not-found` lets pass); and a Job
+//! that fails meeting the `failureCondition`, failing the step with a message naming it.
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::Api;
+use rstest::rstest;
+use workflow_operator_core::WorkFlow;
+use workflow_operator_core::crd::{StepPhase, StepStatus};
+use workflow_operator_core::resource_action::ANNOTATION_CREATED_BY;
+
+use crate::support;
+
+use support::{Operator, operator, step_of};
+
+/// Make a Job and wait for it, print its name and how many pods succeeded, delete it, and
+/// delete it again.
+const MADE_AND_DELETED: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: counted
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      steps:
+        - - name: make
+            template: make-job
+        - - name: show
+            template: say
+            arguments:
+              parameters:
+                - name: text
+                  value: "{{steps.make.outputs.parameters.job}} {{steps.make.outputs.parameters.done}}"
+        - - name: drop
+            template: drop-job
+            arguments:
+              parameters: [{name: job, value: "{{steps.make.outputs.parameters.job}}"}]
+        - - name: drop-again
+            template: drop-job
+            arguments:
+              parameters: [{name: job, value: "{{steps.make.outputs.parameters.job}}"}]
+    - name: make-job
+      resource:
+        action: create
+        successCondition: status.succeeded > 0
+        failureCondition: status.failed > 0
+        manifest: |
+          apiVersion: batch/v1
+          kind: Job
+          metadata:
+            generateName: counter-
+          spec:
+            backoffLimit: 0
+            template:
+              spec:
+                restartPolicy: Never
+                containers:
+                  - name: count
+                    image: alpine:3.20
+                    command: [sh, -c, "echo counted"]
+      outputs:
+        parameters:
+          - name: job
+            valueFrom: {jsonPath: '{.metadata.name}'}
+          - name: done
+            valueFrom: {jsonPath: '{.status.succeeded}'}
+    - name: say
+      inputs:
+        parameters: [{name: text}]
+      container:
+        image: alpine:3.20
+        command: [echo, "{{inputs.parameters.text}}"]
+    - name: drop-job
+      inputs:
+        parameters: [{name: job}]
+      resource:
+        action: delete
+        flags: [job, "{{inputs.parameters.job}}", --ignore-not-found]
+"#;
+
+/// A Job whose only pod fails.
+const FAILING: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: broken
+spec:
+  entrypoint: make-job
+  templates:
+    - name: make-job
+      resource:
+        action: create
+        successCondition: status.succeeded > 0
+        failureCondition: status.failed > 0
+        manifest: |
+          apiVersion: batch/v1
+          kind: Job
+          metadata:
+            name: broken-job
+          spec:
+            backoffLimit: 0
+            template:
+              spec:
+                restartPolicy: Never
+                containers:
+                  - name: fail
+                    image: alpine:3.20
+                    command: [sh, -c, "exit 3"]
+"#;
+
+fn manifest(text: &str) -> tempfile::NamedTempFile {
+    use std::io::Write as _;
+    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+    file
+}
+
+fn step<'a>(workflow: &'a WorkFlow, name: &str) -> &'a StepStatus {
+    (workflow.status.iter().flat_map(|s| &s.steps))
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("step {name} in {:?}", workflow.status))
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_resource_template_makes_a_job_waits_for_it_reads_its_name_and_deletes_it(
+    #[future(awt)] operator: Operator,
+) {
+    if support::Cluster::is_real() {
+        return; // A real cluster's step pods act with a service account this test has no RBAC for.
+    }
+    let ns = &operator.ns;
+    let file = manifest(MADE_AND_DELETED);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    let workflow = ns.expect_completed("counted").await;
+    let made = &step(&workflow, "make").outputs;
+    let job = made.get("job").cloned().unwrap_or_default();
+    assert!(
+        job.starts_with("counter-") && job.len() == "counter-".len() + 5,
+        "{made:?}"
+    );
+    assert_eq!(made.get("done").map(String::as_str), Some("1"), "{made:?}");
+    let jobs = ns.jobs_of("counted").await;
+    let show = jobs.iter().find(|j| step_of(j) == Some("show")).unwrap();
+    assert_eq!(ns.job_log(show).await.trim(), format!("{job} 1"));
+    // The step's Job named the object it made; both deletes succeeded, the second finding
+    // nothing.
+    let make = jobs.iter().find(|j| step_of(j) == Some("make")).unwrap();
+    let make_log = ns.job_log(make).await;
+    assert!(
+        make_log.contains(&format!("job/{job} created")),
+        "{make_log}"
+    );
+    let status = workflow.status.as_ref().unwrap();
+    assert_eq!(status.executed, ["make", "show", "drop", "drop-again"]);
+    assert_eq!(status.message.as_deref(), Some("4 steps succeeded"));
+    let drop = jobs.iter().find(|j| step_of(j) == Some("drop")).unwrap();
+    assert!(
+        ns.job_log(drop)
+            .await
+            .contains(&format!("job \"{job}\" deleted"))
+    );
+    let objects: Api<Job> = Api::namespaced(ns.client(), &ns.name);
+    let gone = objects.get_opt(&job).await.unwrap();
+    // Deleted in the background: gone, or going with its deletion started.
+    assert!(
+        gone.as_ref()
+            .is_none_or(|j| j.metadata.deletion_timestamp.is_some()),
+        "{gone:?}"
+    );
+    let made_by = make.metadata.name.as_deref().unwrap_or_default();
+    if let Some(job) = gone {
+        let annotations = job.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            annotations.get(ANNOTATION_CREATED_BY).map(String::as_str),
+            Some(made_by)
+        );
+    }
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_resource_meeting_its_failure_condition_fails_the_step_naming_it(
+    #[future(awt)] operator: Operator,
+) {
+    if support::Cluster::is_real() {
+        return; // A real cluster's step pods act with a service account this test has no RBAC for.
+    }
+    let ns = &operator.ns;
+    let file = manifest(FAILING);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    let workflow = ns.expect_failed("broken", &["make-job"]).await;
+    let failed = step(&workflow, "make-job");
+    assert_eq!(failed.phase, StepPhase::Failed);
+    let message = failed.message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains(
+            r#"job/broken-job: failureCondition "status.failed > 0" holds (status.failed is "1")"#
+        ),
+        "{message}"
+    );
+}
