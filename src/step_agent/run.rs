@@ -26,7 +26,9 @@ pub fn run(command: &[String]) -> i32 {
     let fail = Failing {
         report_path: &report_path,
     };
-    let task: Task = match std::env::var(TASK_ENV).map(|t| serde_json::from_str(&t)) {
+    let pod_name = std::env::var(agent::POD_NAME_ENV).unwrap_or_default();
+    let task = std::env::var(TASK_ENV).map(|task| agent::with_pod_name(&task, &pod_name));
+    let task: Task = match task.map(|t| serde_json::from_str(&t)) {
         Ok(Ok(task)) => task,
         Ok(Err(error)) => {
             return fail.with(CANNOT_RUN_EXIT, format!("${TASK_ENV} is not JSON: {error}"));

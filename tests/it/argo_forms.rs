@@ -152,6 +152,45 @@ spec:
     session.stop().await;
 }
 
+/// `{{pod.name}}` in a script (which the step agent writes as a file, not through Kubernetes'
+/// expansion) is the step's pod's name, as in a command.
+#[tokio::test]
+async fn a_scripts_pod_name_is_its_pods_name() {
+    let Some(session) = Session::start("argo_script_pod_name").await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: script-pod}
+spec:
+  containers:
+    - {stepName: whoami, image: alpine:3.20, source: 'echo "pod={{pod.name}}"'}
+"#;
+    session.create(manifest).await;
+    session.finished_as("script-pod", "Completed").await;
+    let log = log_of(&session, "script-pod", "whoami").await;
+    let pod = log
+        .lines()
+        .find_map(|l| l.split("pod=").nth(1))
+        .unwrap_or_else(|| panic!("{log}"));
+    let pods = session
+        .k(&[
+            "get",
+            "pods",
+            "-l",
+            "workflow.crd.com/workflow=script-pod",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert!(
+        pods.lines().any(|p| p == format!("pod/{pod}")),
+        "{pod} among {pods}"
+    );
+    session.stop().await;
+}
+
 /// An exit step reads how the run went as Argo's exit handlers do: `{{workflow.status}}`,
 /// `{{workflow.duration}}` and `{{workflow.failures}}` (Argo's JSON list), and its `when`
 /// reads `steps.X.status`; `{{pod.name}}` is its pod's name.

@@ -42,6 +42,23 @@ pub const REPOSITORY_CONFIGMAP: &str = "workflow-artifact-repository";
 /// The environment variable holding the agent's [`Task`] as JSON.
 pub const TASK_ENV: &str = "WORKFLOW_AGENT";
 
+/// The variable a step's pod has its own name in (the downward API's `metadata.name`): what
+/// `{{pod.name}}` is filled from.
+pub const POD_NAME_ENV: &str = "WORKFLOW_POD_NAME";
+
+/// What `{{pod.name}}` becomes where the operator cannot know the name (a Job's pod is named
+/// by the Job controller): Kubernetes' reference to [`POD_NAME_ENV`], which it expands in a
+/// command, an argument and an env value; the agent expands it in its task ([`with_pod_name`]),
+/// whose env value is passed literally.
+pub const POD_NAME_REFERENCE: &str = "$(WORKFLOW_POD_NAME)";
+
+/// The task `task` (as [`TASK_ENV`] holds it) with `{{pod.name}}`'s reference replaced by the
+/// pod's name: a script, an HTTP request or a resource's manifest that names its pod. A pod's
+/// name is a DNS subdomain (no quote, no backslash), so the JSON stays whole.
+pub fn with_pod_name(task: &str, pod_name: &str) -> String {
+    task.replace(POD_NAME_REFERENCE, pod_name)
+}
+
 /// An interactive step's command, as a shell would read it (each argument quoted as needed),
 /// in its container's environment: what a person in its pod runs.
 pub const COMMAND_ENV: &str = "WORKFLOW_COMMAND";

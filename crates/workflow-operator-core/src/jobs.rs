@@ -894,9 +894,9 @@ impl<'a> StepJob<'a> {
     fn workflow_value(&self, name: &str) -> String {
         let status = self.workflow.status.as_ref();
         match name {
-            // Kubernetes fills it in a command, an argument or an env value (the agent's task
-            // too, which comes after it), from the variable `env` adds.
-            outputs::POD_NAME => format!("$({POD_NAME_ENV})"),
+            // Kubernetes fills it in a command, an argument or an env value, from the variable
+            // `env` adds; the agent in its task (passed literally).
+            outputs::POD_NAME => agent::POD_NAME_REFERENCE.to_string(),
             "duration" => {
                 let started = status.and_then(|s| s.started_at.as_ref()).map(|t| t.0);
                 let seconds = started.map_or(0.0, |t| {
@@ -1000,7 +1000,6 @@ fn http_header_env(step: &Step) -> Vec<EnvVar> {
         .collect()
 }
 
-/// An environment variable of a value.
 /// An env var whose value reaches the container byte for byte: Kubernetes expands `$(VAR)` in
 /// an env value (as in a command and args) and reduces `$$` to `$` (core/v1 `EnvVar.value`:
 /// "Double $$ are reduced to a single $, which allows for escaping the $(VAR_NAME) syntax";
@@ -1011,12 +1010,9 @@ fn literal_env_var(name: &str, value: &str) -> EnvVar {
     env_var(name, &value.replace('$', "$$"))
 }
 
-/// The variable `{{pod.name}}` is filled from: the pod's own name (the downward API).
-const POD_NAME_ENV: &str = "WORKFLOW_POD_NAME";
-
 fn pod_name_env() -> EnvVar {
     EnvVar {
-        name: POD_NAME_ENV.to_string(),
+        name: agent::POD_NAME_ENV.to_string(),
         value: None,
         value_from: Some(EnvVarSource {
             field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
