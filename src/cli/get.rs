@@ -426,23 +426,13 @@ fn step_row(step: &StepView, now: Timestamp) -> [String; 8] {
     ]
 }
 
-/// The workflow's parameters with their values (`spec.arguments.parameters`; those of the
-/// shared template it runs, once expanded), in order.
 /// The workflow's outputs (`globalName`), a row each: a parameter's value, an artifact's step.
 fn global_outputs(status: &WorkFlowStatus) -> Vec<[String; 2]> {
-    let Some(outputs) = status.outputs.as_deref() else {
-        return Vec::new();
-    };
-    let parameters = (outputs.parameters.iter()).map(|p| [p.name.clone(), p.value.clone()]);
-    let artifacts = (outputs.artifacts.iter()).map(|a| {
-        [
-            a.name.clone(),
-            format!("artifact {} of step {}", a.artifact, a.step),
-        ]
-    });
-    parameters.chain(artifacts).collect()
+    (status.outputs.as_deref()).map_or_else(Vec::new, |outputs| outputs.rows())
 }
 
+/// The workflow's parameters with their values (`spec.arguments.parameters`; those of the
+/// shared template it runs, once expanded), in order.
 fn parameters(workflow: &WorkFlow) -> Vec<(String, String)> {
     (workflow.spec.arguments.iter())
         .flat_map(|a| &a.parameters)

@@ -189,6 +189,16 @@ fn summary(out: &mut String, wf: &WorkFlow, new_run: Option<&str>, now: Timestam
             "<dt>Parallelism</dt><dd class=\"parallelism\">{parallelism} (set by rules)</dd>"
         );
     }
+    // The workflow's outputs (`globalName`), as `get` lists them.
+    let outputs = status.and_then(|s| s.outputs.as_deref());
+    for [name, value] in outputs.map(|o| o.rows()).unwrap_or_default() {
+        let _ = write!(
+            out,
+            "<dt>Output {}</dt><dd class=\"workflow-output\">{}</dd>",
+            Escaped(&name),
+            Escaped(&value)
+        );
+    }
     let firings = status
         .into_iter()
         .flat_map(|s| &s.rules)
@@ -469,6 +479,25 @@ mod tests {
             ),
             "{html}"
         );
+    }
+
+    #[test]
+    fn the_page_shows_the_workflows_outputs() {
+        let mut wf = WorkFlow::test("x").step("gen", &[]).build();
+        let outputs = serde_json::json!({
+            "parameters": [{"name": "greeting", "value": "<b>hi</b>"}],
+            "artifacts": [{"name": "report", "step": "gen", "artifact": "out"}],
+        });
+        wf.status.get_or_insert_default().outputs =
+            Some(Box::new(serde_json::from_value(outputs).unwrap()));
+        let mut html = String::new();
+        summary(&mut html, &wf, None, Timestamp::now());
+        for shown in [
+            r#"<dt>Output greeting</dt><dd class="workflow-output">&lt;b&gt;hi&lt;/b&gt;</dd>"#,
+            r#"<dt>Output report</dt><dd class="workflow-output">artifact out of step gen</dd>"#,
+        ] {
+            assert!(html.contains(shown), "{html}");
+        }
     }
 
     #[test]

@@ -223,6 +223,21 @@ pub struct WorkflowOutputs {
     pub artifacts: Vec<GlobalArtifact>,
 }
 
+impl WorkflowOutputs {
+    /// Each output as the CLI's `get` and the web view show it, a name and what it is: a
+    /// parameter's value, or which step's artifact.
+    pub fn rows(&self) -> Vec<[String; 2]> {
+        let parameters = (self.parameters.iter()).map(|p| [p.name.clone(), p.value.clone()]);
+        let artifacts = (self.artifacts.iter()).map(|a| {
+            [
+                a.name.clone(),
+                format!("artifact {} of step {}", a.artifact, a.step),
+            ]
+        });
+        parameters.chain(artifacts).collect()
+    }
+}
+
 /// A workflow output parameter and its value.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct GlobalParameter {
