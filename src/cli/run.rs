@@ -210,11 +210,14 @@ async fn run_operator(args: RunArgs, cluster: super::client::ClusterArgs) -> Res
         Some(addr) => Some(serve_web(addr, &client, args.namespace.clone(), &shutdown).await?),
         None => None,
     };
-    let options = operator_options(&args, mirror, &metrics)?;
+    let mut options = operator_options(&args, mirror, &metrics)?;
     if args.shards > 1 {
         run_shards(&args, client, options, readiness, shutdown).await?;
         return Ok(ExitCode::SUCCESS);
     }
+    // The operator's own cache, shared with the web view when there is one.
+    let workflows = options.mirror.get_or_insert_default().workflows.clone();
+    metrics.sample_cached_workflows(move || workflows.len());
     // A replica running the operator is ready only once its caches hold the initial listings:
     // before that it has not seen the workflows it is responsible for.
     let synced = {

@@ -83,7 +83,7 @@ impl Book {
 
     fn cached_workflows(&self) -> usize {
         let held = self.held.lock().expect("book");
-        held.values().map(|(_, m)| m.workflows.state().len()).sum()
+        held.values().map(|(_, m)| m.workflows.len()).sum()
     }
 }
 
@@ -105,6 +105,10 @@ pub async fn run_sharded(
     {
         let book = book.clone();
         readiness.add_check(move || book.synced());
+    }
+    if let Some(metrics) = &options.metrics {
+        let book = book.clone();
+        metrics.sample_cached_workflows(move || book.cached_workflows());
     }
     let stamper = tokio::spawn(stamp::run(
         client.clone(),
@@ -176,9 +180,6 @@ async fn balance(
                 give_up_beyond(book, target);
             }
             Err(error) => tracing::warn!(%error, "cannot list the replicas' Leases"),
-        }
-        if let Some(metrics) = metrics {
-            metrics.set_cached_workflows(book.cached_workflows());
         }
         // A member that stops renewing is counted gone when its Lease expires, not up to a
         // period later.

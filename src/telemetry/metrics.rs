@@ -160,6 +160,9 @@ pub struct QueueSample {
 
 type QueueSource = Box<dyn Fn() -> QueueSample + Send + Sync>;
 
+/// Where the count of cached workflows is read from at a scrape.
+type CountSource = Box<dyn Fn() -> usize + Send + Sync>;
+
 /// Steps run from seconds to hours: 0.5 s doubling to about 68 min (14 buckets).
 fn step_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.5, 2.0, 14))
@@ -211,6 +214,7 @@ struct Inner {
     active_workers: Gauge,
     intake_window: Gauge,
     queue_source: RwLock<Option<QueueSource>>,
+    cached_source: RwLock<Option<CountSource>>,
     leader: Gauge,
     shards_held: Gauge,
     shard_held: Family<ShardLabels, Gauge>,
@@ -218,7 +222,7 @@ struct Inner {
 }
 
 /// The metrics of who works what: the leader Lease, and with `run --shards` the shards held,
-/// which ones, and the workflows cached.
+/// which ones, and the workflows cached (with or without shards).
 fn register_shards(registry: &mut Registry) -> (Gauge, Gauge, Family<ShardLabels, Gauge>, Gauge) {
     let leader = Gauge::default();
     registry.register(
@@ -241,7 +245,7 @@ fn register_shards(registry: &mut Registry) -> (Gauge, Gauge, Family<ShardLabels
     let cached_workflows = Gauge::default();
     registry.register(
         "cached_workflows",
-        "Workflows in this replica's cache now (those of the shards it holds)",
+        "Workflows in this replica's cache now (with run --shards, those of the shards it holds)",
         cached_workflows.clone(),
     );
     (leader, shards_held, shard_held, cached_workflows)
@@ -377,6 +381,7 @@ impl Metrics {
                 active_workers,
                 intake_window,
                 queue_source: RwLock::new(None),
+                cached_source: RwLock::new(None),
                 leader,
                 shards_held,
                 shard_held,
@@ -486,7 +491,6 @@ impl Metrics {
         *self.inner.queue_source.write().expect("queue source") = Some(Box::new(source));
     }
 
-    /// Sets whether this replica is the leader.
     /// Records whether this replica runs shard `shard`'s work, and how many shards it runs.
     pub fn set_shard_held(&self, shard: u32, held: bool, total: usize) {
         let labels = ShardLabels {
@@ -501,13 +505,13 @@ impl Metrics {
             .set(i64::try_from(total).unwrap_or(i64::MAX));
     }
 
-    /// Records how many workflows this replica caches.
-    pub fn set_cached_workflows(&self, n: usize) {
-        self.inner
-            .cached_workflows
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    /// Reads `cached_workflows` (the workflows this replica's caches hold) from `source` at
+    /// every scrape, as [`Metrics::sample_queue`] does the queue.
+    pub fn sample_cached_workflows(&self, source: impl Fn() -> usize + Send + Sync + 'static) {
+        *self.inner.cached_source.write().expect("cached source") = Some(Box::new(source));
     }
 
+    /// Sets whether this replica is the leader.
     pub fn set_leader(&self, leader: bool) {
         self.inner.leader.set(i64::from(leader));
     }
@@ -523,6 +527,9 @@ impl Metrics {
             self.inner.queue_depth.set(gauge_value(queued));
             self.inner.active_workers.set(gauge_value(running));
             self.inner.intake_window.set(gauge_value(intake_window));
+        }
+        if let Some(source) = &*self.inner.cached_source.read().expect("cached source") {
+            self.inner.cached_workflows.set(gauge_value(source()));
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.inner.registry)

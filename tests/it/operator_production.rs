@@ -138,6 +138,12 @@ async fn metrics_endpoint_shows_counters_moving_during_a_run() {
         after.contains("workflow_operator_handler_duration_seconds"),
         "{after}"
     );
+    // One replica without shards caches every workflow: the one it ran.
+    assert_eq!(
+        metric(&after, "workflow_operator_cached_workflows"),
+        Some(1.0),
+        "{after}"
+    );
 }
 
 /// Two replicas with leader election: one does all the work (one Job per step, no duplicates);

@@ -71,6 +71,16 @@ impl<K: Watched> Mirror<K> {
         self.store().map(|s| s.state()).unwrap_or_default()
     }
 
+    /// How many objects are mirrored now.
+    pub fn len(&self) -> usize {
+        self.store().map_or(0, |s| s.len())
+    }
+
+    /// Whether no object is mirrored now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// One object, as mirrored now.
     pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
         self.store()?.get(key)
