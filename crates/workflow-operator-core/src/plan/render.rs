@@ -671,6 +671,7 @@ impl<'a> Planner<'a> {
                 run: Some(self.run.to_string()),
                 retry: (self.workflow.spec.retry != 0).then_some(self.workflow.spec.retry),
                 resolved_templates: previous.resolved_templates.clone(),
+                resolved_config_map_keys: previous.resolved_config_map_keys.clone(),
                 started_at: self.started_at.map(Time),
                 run_number: self.run_number,
                 run_changed_at: self.run_changed_at.map(Time),
