@@ -35,6 +35,9 @@ mod numbers;
 pub mod recursion;
 
 #[cfg(test)]
+mod config_maps_tests;
+
+#[cfg(test)]
 mod dag_outputs_tests;
 
 #[cfg(test)]
