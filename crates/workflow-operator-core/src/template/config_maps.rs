@@ -98,28 +98,45 @@ fn record(key: &ConfigMapKeyRef, map: Option<&Read>, namespace: &str) -> Resolve
     }
 }
 
+/// Why a parameter has no value from its ConfigMap key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    /// What to say: the ConfigMap and key, and why.
+    pub why: String,
+    /// What to check the rest of the workflow with when the key is only not read yet
+    /// ([`NOT_READ`]): the ConfigMap and key, as a stand-in value; `None` when the key was
+    /// read and is not there.
+    pub stand_in: Option<String>,
+}
+
 /// The value `parameter` takes from its ConfigMap key, from `recorded`; its `default` when
 /// the key was not there. `None` when it names no key.
 ///
 /// # Errors
 /// The key was not there and there is no `default` (naming the ConfigMap and key), or it is
-/// not recorded ([`NOT_READ`]).
+/// not recorded ([`NOT_READ`], with a stand-in value).
 pub fn value_of(
     parameter: &Parameter,
     recorded: &[ResolvedConfigMapKey],
-) -> Option<Result<String, String>> {
+) -> Option<Result<String, Unavailable>> {
     let key = &parameter.value_from.as_ref()?.config_map_key_ref;
     let Some(record) = recorded.iter().find(|r| r.is(key)) else {
-        return Some(Err(format!("{} {NOT_READ}", key.describe())));
+        return Some(Err(Unavailable {
+            why: format!("{} {NOT_READ}", key.describe()),
+            stand_in: Some(format!("({})", key.describe())),
+        }));
     };
     Some(match (&record.value, &parameter.default) {
         (Some(value), _) => Ok(value.clone()),
         (None, Some(default)) => Ok(default.clone()),
-        (None, None) => Err(format!(
-            "takes its value from {}: {} (and has no default)",
-            key.describe(),
-            record.missing.as_deref().unwrap_or("not there")
-        )),
+        (None, None) => Err(Unavailable {
+            why: format!(
+                "takes its value from {}: {} (and has no default)",
+                key.describe(),
+                record.missing.as_deref().unwrap_or("not there")
+            ),
+            stand_in: None,
+        }),
     })
 }
 

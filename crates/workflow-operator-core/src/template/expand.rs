@@ -322,11 +322,16 @@ impl<'a> Expander<'a> {
         for input in declared {
             let value = match self.input_value(input, given, item) {
                 Ok(value) => value,
-                Err(why) => {
-                    ok = false;
+                Err(unavailable) => {
+                    let why = unavailable.why;
                     let why = format!("input {:?} of template {:?}: {why}", input.name, template.name);
                     self.refuse(at, &step.step_name, why);
-                    continue;
+                    // Only not read yet: the rest is checked with a stand-in.
+                    let Some(stand_in) = unavailable.stand_in else {
+                        ok = false;
+                        continue;
+                    };
+                    Some(stand_in)
                 }
             };
             let Some(value) = value else {
@@ -361,7 +366,7 @@ impl<'a> Expander<'a> {
         input: &Parameter,
         given: &[Parameter],
         item: Option<&Value>,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, config_maps::Unavailable> {
         let argument = given.iter().find(|a| a.name == input.name);
         if let Some(value) = argument.and_then(|a| a.value.as_deref()) {
             return Ok(Some(with_item(value, item)));

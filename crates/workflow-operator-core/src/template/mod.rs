@@ -446,12 +446,15 @@ fn parameters(
         };
         match from_config_map {
             Some(Ok(value)) => parameter.value = Some(value),
-            Some(Err(why)) => {
+            Some(Err(unavailable)) => {
                 problems.push(format!(
-                    "spec.arguments.parameters: {:?}: {why}",
-                    parameter.name
+                    "spec.arguments.parameters: {:?}: {}",
+                    parameter.name, unavailable.why
                 ));
-                continue;
+                let Some(stand_in) = unavailable.stand_in else {
+                    continue;
+                };
+                parameter.value = Some(stand_in);
             }
             None => {}
         }
