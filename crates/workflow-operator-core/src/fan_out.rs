@@ -258,6 +258,27 @@ impl<'a> ItemList<'a> {
     }
 }
 
+/// An output of a step that fans out, as a later step reads it (Argo's aggregated outputs): a
+/// JSON list of its items' values, in item order, `values` being each item's that has one. The
+/// standard output (`result`) is each value read as JSON, else as text; a parameter is each
+/// value as text, unless every one is a JSON object or list (then those), as Argo aggregates
+/// them.
+pub fn aggregate<'v>(result: bool, values: impl Iterator<Item = &'v str>) -> String {
+    let values: Vec<&str> = values.collect();
+    let parsed = |v: &str| serde_json::from_str::<Value>(v.trim()).ok();
+    let list: Vec<Value> = if result {
+        (values.iter())
+            .map(|v| parsed(v).unwrap_or_else(|| Value::from(*v)))
+            .collect()
+    } else {
+        let structured: Option<Vec<Value>> = (values.iter())
+            .map(|v| parsed(v).filter(|p| p.is_object() || p.is_array()))
+            .collect();
+        structured.unwrap_or_else(|| values.iter().map(|v| Value::from(*v)).collect())
+    };
+    Value::Array(list).to_string()
+}
+
 /// The items of a `withParam`: the output's text as a JSON list.
 ///
 /// # Errors

@@ -557,6 +557,7 @@ impl<'a> Planner<'a> {
         }
         if view.progress.is_done(i) && failures.is_empty() {
             lists.executed.push(name);
+            succeeded_items(view, i, fan, lists);
             return;
         }
         let running = fan.running as usize + created;
@@ -616,6 +617,7 @@ impl<'a> Planner<'a> {
             };
             lists.steps.extend(entry);
         }
+        succeeded_items(view, i, fan, lists);
     }
 
     /// When the workflow stopped the items of step `name` that fans out: when its status entry
@@ -706,6 +708,28 @@ impl<'a> Planner<'a> {
             next_timeout_at: self.next_timeout_at,
             fired,
         }
+    }
+}
+
+/// The entries of the succeeded items of `fan` (step `i` of `view`) whose outputs another step
+/// reads, `NAME[i]` with their outputs: recorded, so each item's are read once (and are still
+/// there once its pod is gone).
+fn succeeded_items(view: &View<'_>, i: usize, fan: &Fan<'_>, lists: &mut Lists) {
+    for (&item, outputs) in &fan.outputs {
+        let Some(job) = fan.jobs.get(&item) else {
+            continue;
+        };
+        let name = view.display(Unit {
+            node: i,
+            item: Some(item),
+        });
+        lists.steps.push(StepStatus {
+            phase: StepPhase::Succeeded,
+            started_at: job.start_time.map(Time),
+            finished_at: job.finished_at.map(Time),
+            outputs: (*outputs).clone(),
+            ..running_step_status(&name, job.name.clone(), false)
+        });
     }
 }
 
