@@ -3,7 +3,9 @@
 //! (`valueFrom.configMapKeyRef`, Argo's `examples/global-parameters-from-configmap` and
 //! `arguments-parameters-from-configmap`, written anew here), read once when the workflow
 //! starts: a ConfigMap changed after that does not change the run, and one that is not there
-//! fails the workflow naming it.
+//! fails the workflow naming it; and the outputs of a step that fans out, read by a later step
+//! as a JSON list of every item's in item order and fanned out over again (Argo's
+//! `parameter-aggregation` and `loops-param-result`, written anew here).
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -128,4 +130,80 @@ spec:
     let recorded = &workflow.status.unwrap().resolved_config_map_keys;
     assert_eq!(recorded.len(), 1);
     assert_eq!(recorded[0].value, None);
+}
+
+/// `square` over three numbers (a parameter from a file, the result its standard output);
+/// `total` reads both as lists; `double` fans out over the squares; `after` reads its results.
+const AGGREGATED: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: agg-outputs
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      steps:
+        - - name: square
+            template: square
+            arguments:
+              parameters: [{name: n, value: "{{item}}"}]
+            withItems: [3, 1, 2]
+        - - name: total
+            template: show
+            arguments:
+              parameters:
+                - {name: squares, value: "{{steps.square.outputs.parameters.sq}}"}
+                - {name: printed, value: "{{steps.square.outputs.result}}"}
+        - - name: double
+            template: double
+            arguments:
+              parameters: [{name: v, value: "{{item}}"}]
+            withParam: "{{steps.square.outputs.parameters.sq}}"
+        - - name: after
+            template: show
+            arguments:
+              parameters:
+                - {name: squares, value: "{{steps.double.outputs.result}}"}
+                - {name: printed, value: done}
+    - name: square
+      inputs:
+        parameters: [{name: n}]
+      script:
+        image: alpine:3.20
+        command: [sh]
+        source: |
+          echo $(({{inputs.parameters.n}} * {{inputs.parameters.n}})) > /tmp/sq
+          echo {{inputs.parameters.n}}
+      outputs:
+        parameters:
+          - name: sq
+            valueFrom: {path: /tmp/sq}
+    - name: double
+      inputs:
+        parameters: [{name: v}]
+      script:
+        image: alpine:3.20
+        command: [sh]
+        source: echo $(({{inputs.parameters.v}} * 2))
+    - name: show
+      inputs:
+        parameters: [{name: squares}, {name: printed}]
+      container:
+        image: alpine:3.20
+        command: [echo, "squares={{inputs.parameters.squares}}", "printed={{inputs.parameters.printed}}"]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn the_outputs_of_a_step_that_fans_out_are_read_as_a_list_in_item_order(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let file = manifest(AGGREGATED);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    ns.expect_completed("agg-outputs").await;
+    let total = log_of(ns, "agg-outputs", "total").await;
+    assert_eq!(total.trim(), r#"squares=["9","1","4"] printed=[3,1,2]"#, "{total}");
+    let after = log_of(ns, "agg-outputs", "after").await;
+    assert_eq!(after.trim(), "squares=[18,2,8] printed=done", "{after}");
 }
