@@ -133,7 +133,8 @@ spec:
 }
 
 /// `square` over three numbers (a parameter from a file, the result its standard output);
-/// `total` reads both as lists; `double` fans out over the squares; `after` reads its results.
+/// `total` reads both as lists; `double` fans out over every item's parameters (a list of
+/// objects); `after` reads its results.
 const AGGREGATED: &str = r#"apiVersion: argoproj.io/v1alpha1
 kind: Workflow
 metadata:
@@ -157,8 +158,8 @@ spec:
         - - name: double
             template: double
             arguments:
-              parameters: [{name: v, value: "{{item}}"}]
-            withParam: "{{steps.square.outputs.parameters.sq}}"
+              parameters: [{name: v, value: "{{item.sq}}"}]
+            withParam: "{{steps.square.outputs.parameters}}"
         - - name: after
             template: show
             arguments:

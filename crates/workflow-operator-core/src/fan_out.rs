@@ -15,6 +15,7 @@
 use serde_json::Value;
 
 use super::crd::{IntOrExpr, OptionNum, Sequence, Step};
+use super::agent;
 use super::dag::Dag;
 use super::outputs::{self, Source};
 use super::sequence_format;
@@ -277,6 +278,26 @@ pub fn aggregate<'v>(result: bool, values: impl Iterator<Item = &'v str>) -> Str
         structured.unwrap_or_else(|| values.iter().map(|v| Value::from(*v)).collect())
     };
     Value::Array(list).to_string()
+}
+
+/// Every output parameter of a step that fans out, as a later step reads it
+/// (`{{steps.NAME.outputs.parameters}}`, Argo's aggregate): a JSON list with, for each item
+/// in item order that has any, the object of its parameters by name (its `result` and output
+/// artifacts left out).
+pub fn aggregate_parameters<'v>(
+    items: impl Iterator<Item = &'v std::collections::BTreeMap<String, String>>,
+) -> String {
+    let maps: Vec<Value> = items
+        .map(|outputs| {
+            (outputs.iter())
+                .filter(|(k, _)| *k != agent::RESULT && !k.starts_with(outputs::ARTIFACT_PREFIX))
+                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                .collect::<serde_json::Map<_, _>>()
+        })
+        .filter(|map| !map.is_empty())
+        .map(Value::Object)
+        .collect();
+    Value::Array(maps).to_string()
 }
 
 /// The items of a `withParam`: the output's text as a JSON list.

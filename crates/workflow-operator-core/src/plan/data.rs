@@ -169,9 +169,14 @@ pub(super) fn fan_in_jobs(fan: &Fan<'_>) -> Option<String> {
 
 /// The output `key` of `fan` (a step that fans out, done) as a later step reads it: a JSON list
 /// of its succeeded items' values, in item order ([`fan_out::aggregate`]); an item without the
-/// output adds nothing, as in Argo. `None` when its items are not known.
+/// output adds nothing, as in Argo; `parameters`, every item's parameters as an object
+/// ([`fan_out::aggregate_parameters`]). `None` when its items are not known.
 pub(super) fn aggregate(fan: &Fan<'_>, key: &str) -> Option<String> {
     let items = fan.items.as_ref()?;
+    if key == outputs::ALL_PARAMETERS {
+        let each = (0..items.len() as u32).filter_map(|item| fan.outputs.get(&item).copied());
+        return Some(fan_out::aggregate_parameters(each));
+    }
     let values = (0..items.len() as u32)
         .filter_map(|item| fan.outputs.get(&item)?.get(key).map(String::as_str));
     Some(fan_out::aggregate(key == crate::agent::RESULT, values))

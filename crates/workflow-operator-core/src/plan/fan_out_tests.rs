@@ -542,7 +542,11 @@ fn aggregated() -> WorkFlow {
             .with_items(&[json!(1), json!(2), json!(3)])
             .command(&["sh", "-c", "echo {{item}}"])
             .step("sum", &["gen"])
-            .command(&["echo", "{{steps.gen.outputs.parameters.v}} {{steps.gen.outputs.result}}"])
+            .command(&[
+                "echo",
+                "{{steps.gen.outputs.parameters.v}} {{steps.gen.outputs.result}}",
+                "{{steps.gen.outputs.parameters}}",
+            ])
             .step("each", &["gen"])
             .with_param("{{steps.gen.outputs.parameters.v}}")
             .command(&["echo", "{{item}}"])
@@ -573,6 +577,10 @@ fn a_step_reads_the_outputs_of_a_step_that_fans_out_as_a_list_in_item_order() {
     assert_eq!(
         inputs[&("gen".into(), "result".into())],
         r#"[{"n":1},{"n":2},{"n":3}]"#
+    );
+    assert_eq!(
+        inputs[&("gen".into(), "parameters".into())],
+        r#"[{"v":"2"},{"v":"4"},{"v":"6"}]"#
     );
     let each: Vec<Created> = created(&plan, 1)
         .into_iter()
