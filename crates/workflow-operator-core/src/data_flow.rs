@@ -242,6 +242,14 @@ fn check_step(
         step: name.clone(),
         problem,
     };
+    if let Some(text) = step.when.as_deref()
+        && (text.contains("{{item") || text.contains("{{ item"))
+    {
+        return Err(refused(format!(
+            "when {text:?}: an item in a `when` is not supported yet (a step's `when` is \
+             decided once, for all its items)"
+        )));
+    }
     // What is named, where, whether it is the standard output, and whether it is an output
     // artifact an input artifact takes (the one thing of a step that fans out a step may take).
     let mut named: Vec<(String, &str, bool, bool)> = Vec::new();

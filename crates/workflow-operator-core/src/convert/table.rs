@@ -284,7 +284,7 @@ const CALL_ROWS: &[Row] = &[
     row(Task, "withItems", Same, ""),
     row(Task, "withParam", Converted("`withParam`; a JSON list written out is `withItems`"), "over an upstream step's output; the outputs of a task that fans out are a JSON list of every item's, in item order, as Argo aggregates them (not in a `when`)"),
     row(Task, "withSequence", Converted("`withSequence`"), ""),
-    row(Task, "when", Converted("`when` in CEL"), "translated where it is comparisons of variables, words and numbers joined by `&&`, `||`, `!` and parentheses (`{{tasks.flip.outputs.result}} == heads` is `steps[\"flip\"].outputs.result == \"heads\"`); `{{tasks.X.status}}` is `steps[\"X\"].status` (Argo's names: `Succeeded`, `Failed`, `Error`, `Skipped`), `{{tasks.X.exitCode}}` compared as text or a number, `{{tasks.X.startedAt}}` and `.finishedAt` as RFC 3339 text; anything else is named"),
+    row(Task, "when", Converted("`when` in CEL"), "translated where it is comparisons of variables, words and numbers joined by `&&`, `||`, `!` and parentheses (`{{tasks.flip.outputs.result}} == heads` is `steps[\"flip\"].outputs.result == \"heads\"`); `{{tasks.X.status}}` is `steps[\"X\"].status` (Argo's names: `Succeeded`, `Failed`, `Error`, `Skipped`), `{{tasks.X.exitCode}}` compared as text or a number, `{{tasks.X.startedAt}}` and `.finishedAt` as RFC 3339 text; anything else is named; `{{item...}}` in a `when` (one per item) is refused by `validate`: not supported yet"),
     row(Task, "continueOn", Converted("`continueOn`"), ""),
     row(Task, "onExit", Unsupported, "a task's own exit handler is not supported yet"),
     row(Task, "hooks", Unsupported, "lifecycle hooks are not supported yet"),

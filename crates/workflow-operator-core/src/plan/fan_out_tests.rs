@@ -401,6 +401,12 @@ fn a_fan_out_the_operator_cannot_run_is_refused_at_create_naming_it() {
         .when("steps.a.outputs.x == '1'")
         .build();
     assert!(refused(when_of_a_fan).contains(r#"names step "a", which fans out: a `when`"#));
+    let when_of_an_item = WorkFlow::test("w")
+        .step("a", &[])
+        .with_sequence(2)
+        .when("'{{item}}' == '1'")
+        .build();
+    assert!(refused(when_of_an_item).contains("an item in a `when` is not supported yet"));
     let parameters_of_a_fan = WorkFlow::test("w")
         .step("a", &[])
         .with_sequence(2)
