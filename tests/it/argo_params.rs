@@ -80,10 +80,13 @@ async fn parameters_from_a_configmap_keep_the_values_read_when_the_workflow_star
     let gate = support::Gate::new();
     let file = manifest(&FROM_CONFIG_MAP.replace("HOLD", &gate.wait_script()));
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
-    ns.wait_step_job("cm-params", "hold", "created", |_| true).await;
+    ns.wait_step_job("cm-params", "hold", "created", |_| true)
+        .await;
     let changed = settings(&[("greeting", "bye"), ("colour", "blue"), ("size", "large")]);
     let patch = Patch::Merge(serde_json::json!({"data": changed.data}));
-    maps.patch("cm-settings", &PatchParams::default(), &patch).await.unwrap();
+    maps.patch("cm-settings", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
     gate.open();
     let workflow = ns.expect_completed("cm-params").await;
     let greet = log_of(ns, "cm-params", "greet").await;
@@ -94,7 +97,11 @@ async fn parameters_from_a_configmap_keep_the_values_read_when_the_workflow_star
         .collect();
     assert_eq!(
         values,
-        [("colour", Some("red")), ("greeting", Some("hello")), ("size", Some("small"))]
+        [
+            ("colour", Some("red")),
+            ("greeting", Some("hello")),
+            ("size", Some("small"))
+        ]
     );
 }
 
@@ -124,7 +131,10 @@ spec:
     let file = manifest(text);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     let workflow = ns
-        .expect_failed("cm-absent", &["\"message\"", "configmap \"nowhere\"", "not found"])
+        .expect_failed(
+            "cm-absent",
+            &["\"message\"", "configmap \"nowhere\"", "not found"],
+        )
         .await;
     assert!(ns.jobs_of("cm-absent").await.is_empty(), "no step runs");
     let recorded = &workflow.status.unwrap().resolved_config_map_keys;
@@ -204,7 +214,11 @@ async fn the_outputs_of_a_step_that_fans_out_are_read_as_a_list_in_item_order(
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("agg-outputs").await;
     let total = log_of(ns, "agg-outputs", "total").await;
-    assert_eq!(total.trim(), r#"squares=["9","1","4"] printed=[3,1,2]"#, "{total}");
+    assert_eq!(
+        total.trim(),
+        r#"squares=["9","1","4"] printed=[3,1,2]"#,
+        "{total}"
+    );
     let after = log_of(ns, "agg-outputs", "after").await;
     assert_eq!(after.trim(), "squares=[18,2,8] printed=done", "{after}");
 }

@@ -242,16 +242,9 @@ fn check_step(
         step: name.clone(),
         problem,
     };
-    if let Some(text) = step.when.as_deref()
-        && (text.contains("{{item") || text.contains("{{ item"))
-    {
-        return Err(refused(format!(
-            "when {text:?}: an item in a `when` is not supported yet (a step's `when` is \
-             decided once, for all its items)"
-        )));
-    }
+    no_item_in_when(step).map_err(&refused)?;
     // What is named, where, whether it is the standard output, and whether it is an output
-    // artifact an input artifact takes (the one thing of a step that fans out a step may take).
+    // artifact an input artifact takes (of a step that fans out: a directory of every item's).
     let mut named: Vec<(String, &str, bool, bool)> = Vec::new();
     // The references that name a step's end (Argo's `{{steps.NAME.status}}`), not its outputs.
     let mut ended: HashSet<String> = HashSet::new();
@@ -353,6 +346,17 @@ fn check_step(
         }
     }
     Ok(())
+}
+
+/// Refuses an item in `step`'s `when`: a step's `when` is decided once, for all its items.
+fn no_item_in_when(step: &Step) -> Result<(), String> {
+    match step.when.as_deref() {
+        Some(text) if text.contains("{{item") || text.contains("{{ item") => Err(format!(
+            "when {text:?}: an item in a `when` is not supported yet (a step's `when` is \
+             decided once, for all its items)"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// What a reference to a step that fans out reads of its items.

@@ -14,8 +14,8 @@
 
 use serde_json::Value;
 
-use super::crd::{IntOrExpr, OptionNum, Sequence, Step};
 use super::agent;
+use super::crd::{IntOrExpr, OptionNum, Sequence, Step};
 use super::dag::Dag;
 use super::outputs::{self, Source};
 use super::sequence_format;

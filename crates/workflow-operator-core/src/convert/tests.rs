@@ -487,8 +487,7 @@ fn a_depends_that_cannot_keep_argos_meaning_is_named_with_its_path_and_why() {
 
 #[test]
 fn a_parameter_from_a_configmap_keeps_its_key_and_its_default_beside_it() {
-    let (workflow, problems) = one(
-        r#"
+    let (workflow, problems) = one(r#"
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
 metadata: {generateName: cm-}
@@ -505,8 +504,7 @@ spec:
           - name: size
             valueFrom: {configMapKeyRef: {name: settings, key: size}}
       container: {image: busybox, command: [echo, "{{workflow.parameters.colour}} {{inputs.parameters.size}}"]}
-"#,
-    );
+"#);
     assert_eq!(problems, Vec::<String>::new());
     let spec = &workflow["spec"];
     assert_eq!(

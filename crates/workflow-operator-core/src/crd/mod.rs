@@ -58,8 +58,8 @@ pub use rules::{Durations, Metrics, Rule, RuleAction, RuleStatus, StepMetrics};
 pub use suspend::SuspendStep;
 pub use templates::{
     Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, ConfigMapKeyRef,
-    NAMESPACED_KIND, Parameter, ParameterSource, ResolvedConfigMapKey, ResolvedTemplate, Source, Template, TemplateRef, WorkFlowTemplate,
-    WorkFlowTemplateSpec, WorkflowTemplateRef,
+    NAMESPACED_KIND, Parameter, ParameterSource, ResolvedConfigMapKey, ResolvedTemplate, Source,
+    Template, TemplateRef, WorkFlowTemplate, WorkFlowTemplateSpec, WorkflowTemplateRef,
 };
 
 /// The Kopf operator's default for `maxStepTimeout`, in seconds.

@@ -619,9 +619,16 @@ fn a_step_reading_the_outputs_of_a_step_that_fans_out_waits_until_every_items_ar
 fn aggregated_values_are_argos_lists() {
     let list = |result: bool, values: &[&str]| fan_out::aggregate(result, values.iter().copied());
     assert_eq!(list(false, &["a", "b"]), r#"["a","b"]"#);
-    assert_eq!(list(false, &["1", "2"]), r#"["1","2"]"#, "numbers stay text");
+    assert_eq!(
+        list(false, &["1", "2"]),
+        r#"["1","2"]"#,
+        "numbers stay text"
+    );
     assert_eq!(list(false, &[r#"{"a":1}"#, "[2]"]), r#"[{"a":1},[2]]"#);
     assert_eq!(list(false, &[r#"{"a":1}"#, "x"]), r#"["{\"a\":1}","x"]"#);
-    assert_eq!(list(true, &["1", "hello", r#"{"a":1}"#]), r#"[1,"hello",{"a":1}]"#);
+    assert_eq!(
+        list(true, &["1", "hello", r#"{"a":1}"#]),
+        r#"[1,"hello",{"a":1}]"#
+    );
     assert_eq!(list(true, &[]), "[]");
 }

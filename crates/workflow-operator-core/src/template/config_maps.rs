@@ -61,9 +61,11 @@ where
     let status = workflow.status.get_or_insert_with(Default::default);
     for key in &wanted {
         let found = maps.iter().find(|(name, _)| *name == key.name);
-        status
-            .resolved_config_map_keys
-            .push(record(key, found.and_then(|(_, m)| m.as_ref()), &namespace));
+        status.resolved_config_map_keys.push(record(
+            key,
+            found.and_then(|(_, m)| m.as_ref()),
+            &namespace,
+        ));
     }
     Ok(wanted.len())
 }
@@ -162,7 +164,9 @@ pub fn problems(spec: &WorkFlowSpec) -> Vec<String> {
 fn collect(spec: &WorkFlowSpec, named: &mut BTreeSet<ConfigMapKeyRef>) {
     let mut add = |arguments: Option<&Arguments>| {
         let parameters = arguments.into_iter().flat_map(|a| &a.parameters);
-        named.extend(parameters.filter_map(|p| Some(p.value_from.as_ref()?.config_map_key_ref.clone())));
+        named.extend(
+            parameters.filter_map(|p| Some(p.value_from.as_ref()?.config_map_key_ref.clone())),
+        );
     };
     add(spec.arguments.as_deref());
     for step in spec.containers.iter().chain(&spec.on_exit) {

@@ -113,7 +113,9 @@ fn the_values_come_from_the_record_a_missing_key_taking_the_default() {
     let problems = problems(&wf);
     assert_eq!(
         problems,
-        [r#"step "again": input "extra" of template "say": takes its value from configmap "more" key "extra": configmap "more" not found in namespace "dev" (and has no default)"#]
+        [
+            r#"step "again": input "extra" of template "say": takes its value from configmap "more" key "extra": configmap "more" not found in namespace "dev" (and has no default)"#
+        ]
     );
     let mut wf = wf;
     wf.spec.containers.pop();
@@ -133,7 +135,11 @@ fn a_changed_configmap_changes_nothing_once_recorded() {
     wf.spec.containers.pop();
     let before = expanded(&wf);
     let mut changed = namespace();
-    changed.get_mut("settings").unwrap().data.insert("greeting".into(), "bye".into());
+    changed
+        .get_mut("settings")
+        .unwrap()
+        .data
+        .insert("greeting".into(), "bye".into());
     let (wf, reads) = resolved(wf, &changed);
     assert!(reads.is_empty());
     assert_eq!(expanded(&wf), before);
@@ -170,7 +176,9 @@ containers: [{stepName: a, image: busybox, command: [echo, "{{workflow.parameter
     );
     let problems = problems(&wf);
     assert!(
-        problems.iter().any(|p| p.contains("a parameter in the name or key is not supported")),
+        problems
+            .iter()
+            .any(|p| p.contains("a parameter in the name or key is not supported")),
         "{problems:?}"
     );
 }

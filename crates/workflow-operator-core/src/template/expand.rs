@@ -324,7 +324,10 @@ impl<'a> Expander<'a> {
                 Ok(value) => value,
                 Err(unavailable) => {
                     let why = unavailable.why;
-                    let why = format!("input {:?} of template {:?}: {why}", input.name, template.name);
+                    let why = format!(
+                        "input {:?} of template {:?}: {why}",
+                        input.name, template.name
+                    );
                     self.refuse(at, &step.step_name, why);
                     // Only not read yet: the rest is checked with a stand-in.
                     let Some(stand_in) = unavailable.stand_in else {
