@@ -613,6 +613,11 @@ fn a_step_reading_the_outputs_of_a_step_that_fans_out_waits_until_every_items_ar
     let wf = aggregated();
     let plan = plan(&wf, &gen_items(&wf, false), at(2));
     assert!(created(&plan, 1).is_empty(), "{:?}", plan.actions);
+    // Its items read as running (the status as before), not the workflow failed.
+    let status = plan.status.as_ref().or(wf.status.as_ref()).unwrap();
+    let square = status.steps.iter().find(|s| s.name == "gen").unwrap();
+    assert_eq!(square.phase, StepPhase::Running);
+    assert_eq!(square.items.map(|i| (i.total, i.running)), Some((3, 3)));
 }
 
 #[test]
