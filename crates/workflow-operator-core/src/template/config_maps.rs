@@ -73,7 +73,9 @@ where
 /// A ConfigMap as read: its `data` and resourceVersion.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Read {
+    /// Its `data` (its `binaryData` is not read: a parameter is text).
     pub data: std::collections::BTreeMap<String, String>,
+    /// Its resourceVersion, recorded with each key.
     pub resource_version: Option<String>,
 }
 
