@@ -12,14 +12,14 @@ use rstest::rstest;
 use support::{Operator, operator};
 
 /// `text` in a file of its own, named `.yaml`.
-fn manifest(text: &str) -> tempfile::NamedTempFile {
+pub(crate) fn manifest(text: &str) -> tempfile::NamedTempFile {
     let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
     file.write_all(text.as_bytes()).unwrap();
     file
 }
 
 /// The log of the Job of `step` of `workflow`.
-async fn log_of(ns: &support::Namespace, workflow: &str, step: &str) -> String {
+pub(crate) async fn log_of(ns: &support::Namespace, workflow: &str, step: &str) -> String {
     let jobs = ns.jobs_of(workflow).await;
     let job = (jobs.iter())
         .find(|j| support::step_of(j) == Some(step))

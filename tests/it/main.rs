@@ -17,6 +17,7 @@ mod argo_convert;
 mod argo_dag_outputs;
 mod argo_forms;
 mod argo_http;
+mod argo_params;
 mod argo_pod;
 mod argo_recursion;
 mod argo_resource;

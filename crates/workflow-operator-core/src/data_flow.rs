@@ -2,8 +2,9 @@
 //! `{{steps.NAME.outputs.KEY}}` in a step's `command`, `args` and `env` values, and every step a
 //! `when` names, must be a step that runs before it (upstream, through `dependsOn`); an exit
 //! step may name any step, since all have ended when it runs. `{{item}}` is only for a step
-//! that fans out, and no step may name the parameters or result of one that does (whose
-//! item's?); an input artifact may take its output artifacts, one per item (a fan-in); a
+//! that fans out; a step may read the parameters and result of one that does, every item's as
+//! a JSON list in item order (Argo's aggregated outputs), and an input artifact may take its
+//! output artifacts, one per item (a fan-in), but a `when` and an exit step may not; a
 //! `withParam` names an upstream step's output like any reference. The result, [`DataFlow`],
 //! says whose outputs must be read (only those: reading them costs a pod list per step) and
 //! holds the compiled `when`s and fan-outs.
@@ -41,6 +42,9 @@ pub struct DataFlow {
     /// The steps (by index in the steps' DAG) that fan out and whose output artifacts some
     /// step takes as an input artifact, every item's.
     pub fanned_in: HashSet<usize>,
+    /// The steps (by index in the steps' DAG) that fan out and whose parameters or result
+    /// some step reads, every item's as a JSON list (Argo's aggregated outputs).
+    pub aggregated: HashSet<usize>,
     /// The steps (by index in the steps' DAG) whose end some step's text names (Argo's
     /// `{{steps.NAME.status}}`, `exitCode`, `startedAt`, `finishedAt`) and whose outputs none
     /// does: seen from their Job alone, no pod read.
@@ -240,11 +244,14 @@ fn check_step(
         step: name.clone(),
         problem,
     };
+    no_item_in_when(step).map_err(&refused)?;
     // What is named, where, whether it is the standard output, and whether it is an output
-    // artifact an input artifact takes (the one thing of a step that fans out a step may take).
+    // artifact an input artifact takes (of a step that fans out: a directory of every item's).
     let mut named: Vec<(String, &str, bool, bool)> = Vec::new();
     // The references that name a step's end (Argo's `{{steps.NAME.status}}`), not its outputs.
     let mut ended: HashSet<String> = HashSet::new();
+    // The references to an output artifact outside an input artifact's `from`.
+    let mut not_values: HashSet<String> = HashSet::new();
     let texts = (own_texts(step).map(|t| (t, false))).chain(input_froms(step).map(|t| (t, true)));
     for (text, from) in texts {
         let found = outputs::references(text).map_err(|e| refused(e.to_string()))?;
@@ -255,9 +262,13 @@ fn check_step(
                     ended.insert(reference.text.to_string());
                 }
                 Source::Output { step: source, key } => {
-                    let artifact = from && key.starts_with(outputs::ARTIFACT_PREFIX);
+                    let artifact = key.starts_with(outputs::ARTIFACT_PREFIX);
                     let result = key == agent::RESULT;
-                    named.push((reference.text.to_string(), source, result, artifact));
+                    if artifact && !from {
+                        // An output artifact is taken by an input artifact, not read as text.
+                        not_values.insert(reference.text.to_string());
+                    }
+                    named.push((reference.text.to_string(), source, result, from && artifact));
                 }
                 Source::Retries if step.retry_strategy.is_none() => {
                     return Err(refused(format!(
@@ -313,8 +324,17 @@ fn check_step(
             return Err(refused(problem));
         };
         if flow.fan_out.contains_key(&index) {
-            check_fan_in(&text, source, artifact, place).map_err(&refused)?;
-            flow.fanned_in.insert(index);
+            let read = match () {
+                _ if artifact => Aggregate::Artifacts,
+                _ if ended.contains(&text) || not_values.contains(&text) => Aggregate::None,
+                _ if text.starts_with("when ") => Aggregate::None,
+                _ => Aggregate::Values,
+            };
+            check_fan_in(&text, source, read, place).map_err(&refused)?;
+            match read {
+                Aggregate::Artifacts => flow.fanned_in.insert(index),
+                _ => flow.aggregated.insert(index),
+            };
         }
         // A step whose outputs are read is seen with them; its end comes with them.
         if !ended.contains(&text) {
@@ -330,21 +350,47 @@ fn check_step(
     Ok(())
 }
 
-/// Checks `text`, a reference to `source`, a step that fans out: only an input artifact of a
-/// step (not an exit step) may take its output artifacts (a directory of one per item); its
-/// parameters and result are one per item, and nothing says whose to take.
-fn check_fan_in(text: &str, source: &str, artifact: bool, place: Place) -> Result<(), String> {
-    if !artifact {
+/// Refuses an item in `step`'s `when`: a step's `when` is decided once, for all its items.
+fn no_item_in_when(step: &Step) -> Result<(), String> {
+    match step.when.as_deref() {
+        Some(text) if text.contains("{{item") || text.contains("{{ item") => Err(format!(
+            "when {text:?}: an item in a `when` is not supported yet (a step's `when` is \
+             decided once, for all its items)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What a reference to a step that fans out reads of its items.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Aggregate {
+    /// Its output artifacts, every item's (a directory of one per item): an input artifact.
+    Artifacts,
+    /// An output parameter or its standard output, every item's as a JSON list in item order
+    /// (Argo's aggregated outputs).
+    Values,
+    /// Nothing it may: a `when`, its end (`{{steps.NAME.status}}`), which are one per item, or
+    /// an artifact as text.
+    None,
+}
+
+/// Checks `text`, a reference to `source`, a step that fans out, reading `read` of it: a step
+/// (not an exit step) may take its output artifacts (a directory of one per item) and read
+/// its parameters and result (a JSON list of every item's); a `when` and the fields of its end
+/// are one per item, and nothing says whose to take.
+fn check_fan_in(text: &str, source: &str, read: Aggregate, place: Place) -> Result<(), String> {
+    if read == Aggregate::None {
         return Err(format!(
-            "{text} names step {source:?}, which fans out: the parameters and result of its \
-             items cannot be named (an input artifact may take its output artifacts, every \
-             item's)"
+            "{text} names step {source:?}, which fans out: a `when`, the end of its items and \
+             their artifacts as text cannot be named (a step may read its parameters and \
+             result, every item's as a JSON list, and take its output artifacts as an input \
+             artifact)"
         ));
     }
     if place == Place::Exit {
         return Err(format!(
             "{text} names step {source:?}, which fans out: an exit step cannot take the \
-             artifacts of its items (a step can)"
+             outputs of its items (a step can)"
         ));
     }
     Ok(())
@@ -945,21 +991,15 @@ mod tests {
             ),
             (
                 "{{steps.a.outputs.artifacts.app}}",
-                "{{steps.a.outputs.parameters.v}}",
-                false,
-                "the parameters and result of its items cannot be named",
-            ),
-            (
-                "{{steps.a.outputs.artifacts.app}}",
                 "{{steps.a.outputs.artifacts.app}}",
                 false,
-                "the parameters and result of its items cannot be named",
+                "cannot be named (a step may read its parameters and result",
             ),
             (
                 "{{steps.a.outputs.artifacts.app}}",
                 "ls",
                 true,
-                "an exit step cannot take the artifacts of its items",
+                "an exit step cannot take the outputs of its items",
             ),
         ] {
             let error = fan_in(from, &[command], exit).unwrap_err();

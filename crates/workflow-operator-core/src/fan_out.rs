@@ -14,6 +14,7 @@
 
 use serde_json::Value;
 
+use super::agent;
 use super::crd::{IntOrExpr, OptionNum, Sequence, Step};
 use super::dag::Dag;
 use super::outputs::{self, Source};
@@ -256,6 +257,47 @@ impl<'a> ItemList<'a> {
             }
         }
     }
+}
+
+/// An output of a step that fans out, as a later step reads it (Argo's aggregated outputs): a
+/// JSON list of its items' values, in item order, `values` being each item's that has one. The
+/// standard output (`result`) is each value read as JSON, else as text; a parameter is each
+/// value as text, unless every one is a JSON object or list (then those), as Argo aggregates
+/// them.
+pub fn aggregate<'v>(result: bool, values: impl Iterator<Item = &'v str>) -> String {
+    let values: Vec<&str> = values.collect();
+    let parsed = |v: &str| serde_json::from_str::<Value>(v.trim()).ok();
+    let list: Vec<Value> = if result {
+        (values.iter())
+            .map(|v| parsed(v).unwrap_or_else(|| Value::from(*v)))
+            .collect()
+    } else {
+        let structured: Option<Vec<Value>> = (values.iter())
+            .map(|v| parsed(v).filter(|p| p.is_object() || p.is_array()))
+            .collect();
+        structured.unwrap_or_else(|| values.iter().map(|v| Value::from(*v)).collect())
+    };
+    Value::Array(list).to_string()
+}
+
+/// Every output parameter of a step that fans out, as a later step reads it
+/// (`{{steps.NAME.outputs.parameters}}`, Argo's aggregate): a JSON list with, for each item
+/// in item order that has any, the object of its parameters by name (its `result` and output
+/// artifacts left out).
+pub fn aggregate_parameters<'v>(
+    items: impl Iterator<Item = &'v std::collections::BTreeMap<String, String>>,
+) -> String {
+    let maps: Vec<Value> = items
+        .map(|outputs| {
+            (outputs.iter())
+                .filter(|(k, _)| *k != agent::RESULT && !k.starts_with(outputs::ARTIFACT_PREFIX))
+                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                .collect::<serde_json::Map<_, _>>()
+        })
+        .filter(|map| !map.is_empty())
+        .map(Value::Object)
+        .collect();
+    Value::Array(maps).to_string()
 }
 
 /// The items of a `withParam`: the output's text as a JSON list.

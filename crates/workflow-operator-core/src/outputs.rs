@@ -122,6 +122,10 @@ fn output_key(key: &str) -> Option<&str> {
     is_key(name).then_some(key)
 }
 
+/// The key of `{{steps.NAME.outputs.parameters}}`: of a step that fans out, every item's
+/// parameters (Argo's aggregate); no step writes an output of that name.
+pub const ALL_PARAMETERS: &str = "parameters";
+
 /// What an output artifact's key in a step's outputs starts with: `artifacts.NAME`.
 pub const ARTIFACT_PREFIX: &str = "artifacts.";
 

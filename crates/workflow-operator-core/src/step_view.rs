@@ -192,10 +192,11 @@ pub fn step_views(workflow: &WorkFlow, jobs: &[Job], pods: &[Pod]) -> Vec<StepVi
                         terminal,
                         &items,
                     ));
-                    // The failed items, as the status records them.
+                    // The failed items, as the status records them (a succeeded item's entry,
+                    // kept for its outputs, is counted in the step's row).
                     let prefix = format!("{name}[");
                     for entry in status.into_iter().flat_map(|s| &s.steps) {
-                        if entry.name.starts_with(&prefix) {
+                        if entry.name.starts_with(&prefix) && entry.phase != StepPhase::Succeeded {
                             let item = entry.name[prefix.len()..]
                                 .trim_end_matches(']')
                                 .parse()

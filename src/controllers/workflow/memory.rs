@@ -63,8 +63,8 @@ pub(super) struct Prepared {
     /// The spec with its templates and parameters expanded; `None` for a spec without any
     /// (it is planned as it is).
     pub(super) spec: Option<Arc<WorkFlowSpec>>,
-    /// The spec names shared templates its status has not recorded yet (`resolve` reads
-    /// them): known once per generation, so a pass does not scan the steps for them.
+    /// The spec names shared templates or ConfigMap keys its status has not recorded yet
+    /// (`resolve` reads them): known once per generation, so a pass does not scan the steps for them.
     pub(super) unresolved: bool,
 }
 
@@ -82,22 +82,22 @@ impl Prepared {
     }
 }
 
-/// What a [`Prepared`] was made from: the generation, and how many shared templates the
-/// status recorded (records are only ever added, before the workflow runs).
+/// What a [`Prepared`] was made from: the generation, and how many shared templates and
+/// ConfigMap keys the status recorded (records are only ever added, before the workflow runs).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct SpecKey {
     generation: i64,
     resolved: usize,
+    config_map_keys: usize,
 }
 
 impl SpecKey {
     fn of(workflow: &WorkFlow) -> SpecKey {
+        let status = workflow.status.as_ref();
         SpecKey {
             generation: workflow.metadata.generation.unwrap_or_default(),
-            resolved: workflow
-                .status
-                .as_ref()
-                .map_or(0, |s| s.resolved_templates.len()),
+            resolved: status.map_or(0, |s| s.resolved_templates.len()),
+            config_map_keys: status.map_or(0, |s| s.resolved_config_map_keys.len()),
         }
     }
 }
@@ -158,7 +158,8 @@ impl Memory {
                 let prepared = Prepared {
                     compiled: Arc::new(compiled),
                     spec: spec.map(Arc::new),
-                    unresolved: !template::missing(workflow).is_empty(),
+                    unresolved: !template::missing(workflow).is_empty()
+                        || !template::config_maps::missing(workflow).is_empty(),
                 };
                 remembered.compiled = Some((key, prepared.clone()));
                 prepared

@@ -37,7 +37,7 @@ pub(super) async fn pass(
     ctx: &Context<WorkFlow>,
     changed: Vec<Arc<JobSummary>>,
 ) -> Result<(), PassError> {
-    let resolved = resolve::shared_templates(shared, ctx).await; // shared templates, until recorded
+    let resolved = resolve::what_it_reads(shared, ctx).await; // templates, ConfigMap keys, until recorded
     resolved.map_err(PassError::Resolve)?;
     let found = repository::artifact_repository(shared, ctx).await; // artifact repository, until recorded
     let unusable = found.map_err(PassError::Repository)?;

@@ -13,23 +13,33 @@
 //! the template (`workflowTemplateRef: workflowtemplate "ci" not found in namespace "dev"`),
 //! and a `retry` reads it again. A SIGKILL between the read and the record costs a second read:
 //! nothing ran yet.
+//!
+//! The ConfigMap keys its parameters take values from (`valueFrom.configMapKeyRef`, in the
+//! spec and in the templates just read) are read in the same pass, in the workflow's namespace,
+//! and recorded with the templates in one status write (`status.resolvedConfigMapKeys`). A
+//! ConfigMap or key that is not there is recorded as missing: a parameter that takes it, without
+//! a default, fails the workflow naming the ConfigMap and key, and one made later changes
+//! nothing (submit the workflow again). As with templates, a SIGKILL before the record costs a
+//! second read, and no step ran.
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 use kube_kopf::Context;
 use workflow_operator_core::crd::WorkFlow;
 use workflow_operator_core::template::{
-    self, CLUSTER_KIND, ClusterWorkFlowTemplate, ResolvedTemplate, Source, WorkFlowTemplate,
+    self, CLUSTER_KIND, ClusterWorkFlowTemplate, ResolvedConfigMapKey, ResolvedTemplate, Source,
+    WorkFlowTemplate, config_maps,
 };
 
 use kube::runtime::events::EventType;
 
 use super::shared::{ControllerState, RequestFailed, note};
 
-/// Reads and records the shared templates `ctx`'s workflow names that its status does not
-/// hold yet; does nothing (no read, no write) for a workflow that names none, or that ended
-/// and is not being retried.
-pub(super) async fn shared_templates(
+/// Reads and records the shared templates and ConfigMap keys `ctx`'s workflow names that its
+/// status does not hold yet; does nothing (no read, no write) for a workflow that names none,
+/// or that ended and is not being retried.
+pub(super) async fn what_it_reads(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
 ) -> Result<(), RequestFailed> {
@@ -61,8 +71,10 @@ pub(super) async fn shared_templates(
         read(client, namespace, source).await
     })
     .await?;
+    let keys = config_maps::resolve(&mut probe, |name| read_config_map(client, namespace, name));
+    let keys = keys.await?;
     let status = probe.status.unwrap_or_default();
-    if status.resolved_templates.len() == before {
+    if status.resolved_templates.len() == before && keys == 0 {
         return Ok(());
     }
     shared
@@ -71,9 +83,23 @@ pub(super) async fn shared_templates(
         .await
         .map_err(|e| {
             shared.metrics.api_error("patch");
-            RequestFailed::new("recording the templates read", e)
+            RequestFailed::new("recording the templates and ConfigMap keys read", e)
         })?;
-    let read: Vec<String> = status.resolved_templates[before..]
+    if status.resolved_templates.len() > before {
+        let said = templates_read(&status.resolved_templates[before..], &submitted);
+        note(ctx, EventType::Normal, "TemplatesResolved", &said).await;
+    }
+    if keys > 0 {
+        let recorded = &status.resolved_config_map_keys;
+        let said = config_map_keys_read(&recorded[recorded.len() - keys..]);
+        note(ctx, EventType::Normal, "ConfigMapKeysResolved", &said).await;
+    }
+    Ok(())
+}
+
+/// The Event's message for the templates `read` (those of `submitted` from the annotation).
+fn templates_read(read: &[ResolvedTemplate], submitted: &[ResolvedTemplate]) -> String {
+    let read: Vec<String> = read
         .iter()
         .map(|r| {
             let from = match submitted.contains(r) {
@@ -88,12 +114,45 @@ pub(super) async fn shared_templates(
             )
         })
         .collect();
-    let said = format!(
+    format!(
         "read {}; the workflow runs these, whatever becomes of them",
         read.join(", ")
-    );
-    note(ctx, EventType::Normal, "TemplatesResolved", &said).await;
-    Ok(())
+    )
+}
+
+/// The Event's message for the ConfigMap keys `read`.
+fn config_map_keys_read(read: &[ResolvedConfigMapKey]) -> String {
+    let read: Vec<String> = read
+        .iter()
+        .map(|r| match &r.missing {
+            Some(why) => format!("key {:?}: {why}", r.key),
+            None => format!(
+                "configmap {:?} key {:?} at resourceVersion {}",
+                r.name,
+                r.key,
+                r.resource_version.as_deref().unwrap_or("?")
+            ),
+        })
+        .collect();
+    format!(
+        "read {}; the workflow's parameters keep these values, whatever becomes of the ConfigMaps",
+        read.join(", ")
+    )
+}
+
+/// Reads the ConfigMap `name` of `namespace`; `None` when it does not exist.
+async fn read_config_map(
+    client: &Client,
+    namespace: &str,
+    name: String,
+) -> Result<Option<config_maps::Read>, RequestFailed> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let found = api.get_opt(&name).await;
+    let found = found.map_err(|e| RequestFailed::new(format!("reading configmap {name}"), e))?;
+    Ok(found.map(|map| config_maps::Read {
+        resource_version: map.resource_version(),
+        data: map.data.unwrap_or_default(),
+    }))
 }
 
 /// Whether the workflow may still run steps: not ended, or ended and asked to retry.

@@ -39,15 +39,19 @@ pub fn parameters(value: &Value, at: &str, which: Parameters, report: &mut Repor
     Value::Array(converted)
 }
 
-/// `valueFrom: {path, parameter, default}`: the path kept, a dag or steps template's
-/// `parameter` read as ours (`{{steps.X...}}`), the default beside it.
+/// `valueFrom: {path, parameter, configMapKeyRef, default}`: the path kept, a dag or steps
+/// template's `parameter` read as ours (`{{steps.X...}}`), a ConfigMap's `name` and `key`, the
+/// default beside it.
 fn value_from(value: &Value, at: &str, out: &mut Map<String, Value>, report: &mut Report) {
     let from = walk::fields(
         Place::ValueFrom,
         value,
         at,
         report,
-        |field, value, _, from, _| match field {
+        |field, value, path, from, report| match field {
+            "configMapKeyRef" => {
+                from.insert(field.into(), config_map_key(value, path, report));
+            }
             "parameter" => {
                 let text = value.as_str().map(tasks_as_steps);
                 from.insert(
@@ -63,6 +67,27 @@ fn value_from(value: &Value, at: &str, out: &mut Map<String, Value>, report: &mu
     if !from.is_empty() {
         out.insert("valueFrom".into(), Value::Object(from));
     }
+}
+
+/// A `configMapKeyRef`: its `name` and `key` (Argo ignores `optional`: a missing key fails the
+/// workflow unless the parameter has a default, as here).
+fn config_map_key(value: &Value, at: &str, report: &mut Report) -> Value {
+    let mut out = Map::new();
+    for field in ["name", "key"] {
+        match value.get(field) {
+            Some(text @ Value::String(_)) => {
+                out.insert(field.into(), text.clone());
+            }
+            _ => report.not_converted(&walk::join(at, field), "expected a string"),
+        }
+    }
+    let known = |f: &String| ["name", "key", "optional"].contains(&f.as_str());
+    for field in value.as_object().into_iter().flatten().map(|(f, _)| f) {
+        if !known(field) {
+            report.not_converted(&walk::join(at, field), "not a field the converter knows");
+        }
+    }
+    Value::Object(out)
 }
 
 /// A parameter's value as text, as Argo reads `default: 3`.

@@ -523,3 +523,38 @@ fn a_depends_that_cannot_keep_argos_meaning_is_named_with_its_path_and_why() {
         ]
     );
 }
+
+#[test]
+fn a_parameter_from_a_configmap_keeps_its_key_and_its_default_beside_it() {
+    let (workflow, problems) = one(r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: cm-}
+spec:
+  entrypoint: show
+  arguments:
+    parameters:
+      - name: colour
+        valueFrom: {configMapKeyRef: {name: settings, key: colour, optional: true}, default: grey}
+  templates:
+    - name: show
+      inputs:
+        parameters:
+          - name: size
+            valueFrom: {configMapKeyRef: {name: settings, key: size}}
+      container: {image: busybox, command: [echo, "{{workflow.parameters.colour}} {{inputs.parameters.size}}"]}
+"#);
+    assert_eq!(problems, Vec::<String>::new());
+    let spec = &workflow["spec"];
+    assert_eq!(
+        spec["arguments"]["parameters"],
+        json!([{"name": "colour", "default": "grey",
+                "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "colour"}}}])
+    );
+    assert_eq!(
+        spec["templates"][0]["inputs"]["parameters"],
+        json!([{"name": "size", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "size"}}}])
+    );
+    let parsed: crate::crd::WorkFlowSpec = serde_json::from_value(spec.clone()).unwrap();
+    assert!(parsed.arguments.unwrap().parameters[0].value_from.is_some());
+}

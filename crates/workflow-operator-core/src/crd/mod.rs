@@ -59,9 +59,9 @@ pub use resource::ResourceStep;
 pub use rules::{Durations, Metrics, Rule, RuleAction, RuleStatus, StepMetrics};
 pub use suspend::SuspendStep;
 pub use templates::{
-    Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, NAMESPACED_KIND,
-    Parameter, ResolvedTemplate, Source, Template, TemplateRef, WorkFlowTemplate,
-    WorkFlowTemplateSpec, WorkflowTemplateRef,
+    Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, ConfigMapKeyRef,
+    NAMESPACED_KIND, Parameter, ParameterSource, ResolvedConfigMapKey, ResolvedTemplate, Source,
+    Template, TemplateRef, WorkFlowTemplate, WorkFlowTemplateSpec, WorkflowTemplateRef,
 };
 
 /// The Kopf operator's default for `maxStepTimeout`, in seconds.
@@ -815,6 +815,16 @@ pub struct WorkFlowStatus {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub resolved_templates: Vec<ResolvedTemplate>,
+
+    /// The ConfigMap keys the workflow's parameters take their values from
+    /// (`valueFrom.configMapKeyRef`), as the operator read them when it first handled the
+    /// workflow: what it runs with, on every restart, whatever becomes of the ConfigMaps.
+    #[serde(
+        rename = "resolvedConfigMapKeys",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resolved_config_map_keys: Vec<ResolvedConfigMapKey>,
 
     /// When the workflow's steps (of its latest retry) started: `activeDeadlineSeconds`
     /// counts from it. Read also as `started_at`, as earlier operators wrote it.

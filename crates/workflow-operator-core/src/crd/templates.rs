@@ -1,7 +1,8 @@
 //! The API of templates and parameters (expanded by `template`): `spec.arguments`, `spec.templates`, a step's
 //! `template`/`templateRef`/`arguments`, `spec.workflowTemplateRef`, the shared kinds
-//! `WorkFlowTemplate` and `ClusterWorkFlowTemplate`, and `status.resolvedTemplates` (what a
-//! workflow read from them, kept with it).
+//! `WorkFlowTemplate` and `ClusterWorkFlowTemplate`, `status.resolvedTemplates` (what a
+//! workflow read from them, kept with it), a parameter's `valueFrom.configMapKeyRef` and
+//! `status.resolvedConfigMapKeys` (what a workflow read from ConfigMaps, kept with it).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
@@ -54,6 +55,74 @@ pub struct Parameter {
     /// What the parameter is for (shown by `workflow-operator template get`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+
+    /// Where the value is read when no `value` is given: a key of a ConfigMap in the
+    /// workflow's namespace, read once, before any step runs, and recorded in
+    /// `status.resolvedConfigMapKeys` (the run keeps that value whatever becomes of the
+    /// ConfigMap). A ConfigMap or key that is not there takes `default`, or fails the workflow
+    /// naming it.
+    #[serde(rename = "valueFrom", default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<ParameterSource>,
+}
+
+/// Where a workflow's parameter, a template's input or a call's argument takes its value
+/// from (`valueFrom`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ParameterSource {
+    /// A key of a ConfigMap in the workflow's namespace.
+    #[serde(rename = "configMapKeyRef")]
+    pub config_map_key_ref: ConfigMapKeyRef,
+}
+
+/// A key of a ConfigMap in the workflow's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+pub struct ConfigMapKeyRef {
+    /// The ConfigMap's name, as written (no `{{...}}` form).
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The key of its `data`.
+    #[schemars(length(min = 1))]
+    pub key: String,
+}
+
+impl ConfigMapKeyRef {
+    /// As a message names it: `configmap "settings" key "color"`.
+    pub fn describe(&self) -> String {
+        format!("configmap {:?} key {:?}", self.name, self.key)
+    }
+}
+
+/// What a workflow read of one ConfigMap key when the operator first handled it
+/// (`status.resolvedConfigMapKeys[]`): the run takes this value, whatever happens to the
+/// ConfigMap since. A key that was not there is recorded too (`value` absent, `missing` saying
+/// why), so a ConfigMap made later does not change the run either.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedConfigMapKey {
+    /// The ConfigMap's name.
+    pub name: String,
+    /// The key.
+    pub key: String,
+    /// Its value when read; absent when the ConfigMap or the key was not there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Why there is no value: `configmap "settings" not found in namespace "dev"`, or
+    /// `configmap "settings" has no key "color"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+    /// The ConfigMap's resourceVersion when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// When it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_at: Option<Time>,
+}
+
+impl ResolvedConfigMapKey {
+    /// Whether this is the record of `reference`.
+    pub fn is(&self, reference: &ConfigMapKeyRef) -> bool {
+        self.name == reference.name && self.key == reference.key
+    }
 }
 
 /// A step definition called by name (`spec.templates[]`): either the fields of a container

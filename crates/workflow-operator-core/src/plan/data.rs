@@ -125,9 +125,12 @@ pub(super) fn step_inputs(
                 continue;
             };
             let index = dag.index_of(step);
-            let fan_in = (index.filter(|&i| !skipped.get(i).copied().unwrap_or(false)))
-                .and_then(|i| fans.get(&i))
-                .and_then(fan_in_jobs);
+            let fan = (index.filter(|&i| !skipped.get(i).copied().unwrap_or(false)))
+                .and_then(|i| fans.get(&i));
+            let fan_in = fan.and_then(|fan| match key.starts_with(outputs::ARTIFACT_PREFIX) {
+                true => fan_in_jobs(fan),
+                false => aggregate(fan, key),
+            });
             let value = match outputs::step_field(key) {
                 Some(field) => index.and_then(|i| facts.field(i, field)),
                 None => fan_in.or_else(|| index.and_then(|i| outputs.get(&i))?.get(key).cloned()),
@@ -164,8 +167,23 @@ pub(super) fn fan_in_jobs(fan: &Fan<'_>) -> Option<String> {
     Some(serde_json::to_string(&jobs).expect("names serialize"))
 }
 
-/// The items of the step fanning out as `fan_out` (`step` of `dag`), given the known
-/// `outputs`: `None` while a `withParam`'s step has not told them.
+/// The output `key` of `fan` (a step that fans out, done) as a later step reads it: a JSON list
+/// of its succeeded items' values, in item order ([`fan_out::aggregate`]); an item without the
+/// output adds nothing, as in Argo; `parameters`, every item's parameters as an object
+/// ([`fan_out::aggregate_parameters`]). `None` when its items are not known.
+pub(super) fn aggregate(fan: &Fan<'_>, key: &str) -> Option<String> {
+    let items = fan.items.as_ref()?;
+    if key == outputs::ALL_PARAMETERS {
+        let each = (0..items.len() as u32).filter_map(|item| fan.outputs.get(&item).copied());
+        return Some(fan_out::aggregate_parameters(each));
+    }
+    let values = (0..items.len() as u32)
+        .filter_map(|item| fan.outputs.get(&item)?.get(key).map(String::as_str));
+    Some(fan_out::aggregate(key == crate::agent::RESULT, values))
+}
+
+/// The items of the step fanning out as `fan_out` (`step` of `dag`), given the known outputs
+/// and the steps that fan out seen so far: `None` while a `withParam`'s step has not told them.
 ///
 /// # Errors
 /// Why a `withParam`'s value is not its items, for the step's failure.
@@ -173,7 +191,7 @@ pub(super) fn items_of<'a>(
     step: &'a Step,
     fan_out: &FanOut,
     dag: &Dag,
-    outputs: &HashMap<usize, &Outputs>,
+    (outputs, fans): (&HashMap<usize, &Outputs>, &HashMap<usize, Fan<'_>>),
 ) -> Result<Option<ItemList<'a>>, String> {
     if let Some(items) = ItemList::of_spec(step, fan_out) {
         return Ok(Some(items));
@@ -182,14 +200,26 @@ pub(super) fn items_of<'a>(
         return Ok(None);
     };
     let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
-    let Some(outputs) = outputs.get(source) else {
-        return Ok(None);
-    };
-    let Some(text) = outputs.get(key) else {
-        return Err(format!(
-            "withParam {param}: step {:?} wrote no output {key:?}",
-            dag.name(*source)
-        ));
+    let aggregated;
+    let text = if let Some(fan) = fans.get(source) {
+        // Its items' outputs as a list, once they are all known (the step is done).
+        let all = fan.items.as_ref().map(ItemList::len);
+        if all != Some((fan.succeeded + fan.tolerated) as usize) {
+            return Ok(None);
+        }
+        aggregated = aggregate(fan, key);
+        aggregated.as_deref().unwrap_or("[]")
+    } else {
+        let Some(outputs) = outputs.get(source) else {
+            return Ok(None);
+        };
+        let Some(text) = outputs.get(key) else {
+            return Err(format!(
+                "withParam {param}: step {:?} wrote no output {key:?}",
+                dag.name(*source)
+            ));
+        };
+        text
     };
     fan_out::parse_param(text)
         .map(|items| Some(ItemList::Param(items)))

@@ -394,13 +394,33 @@ fn a_fan_out_the_operator_cannot_run_is_refused_at_create_naming_it() {
         .with_sequence(2)
         .build();
     assert!(refused(both).contains("more than one of withItems"));
-    let outputs_of_a_fan = WorkFlow::test("w")
+    let when_of_a_fan = WorkFlow::test("w")
+        .step("a", &[])
+        .with_sequence(2)
+        .step("b", &["a"])
+        .when("steps.a.outputs.x == '1'")
+        .build();
+    assert!(refused(when_of_a_fan).contains(r#"names step "a", which fans out: a `when`"#));
+    let when_of_an_item = WorkFlow::test("w")
+        .step("a", &[])
+        .with_sequence(2)
+        .when("'{{item}}' == '1'")
+        .build();
+    assert!(refused(when_of_an_item).contains("an item in a `when` is not supported yet"));
+    let parameters_of_a_fan = WorkFlow::test("w")
         .step("a", &[])
         .with_sequence(2)
         .step("b", &["a"])
         .command(&["echo", "{{steps.a.outputs.x}}"])
         .build();
-    assert!(refused(outputs_of_a_fan).contains(r#"names step "a", which fans out"#),);
+    assert!(Compiled::new(&parameters_of_a_fan.spec).dag.is_ok());
+    let exit_reads_a_fan = WorkFlow::test("w")
+        .step("a", &[])
+        .with_sequence(2)
+        .exit_step("e", &[])
+        .command(&["echo", "{{steps.a.outputs.x}}"])
+        .build();
+    assert!(refused(exit_reads_a_fan).contains("an exit step cannot take the outputs"));
     let no_field = WorkFlow::test("w")
         .step("a", &[])
         .with_items(&[json!({"os": "linux"}), json!("plain")])
@@ -517,4 +537,103 @@ fn a_step_taking_the_artifact_of_a_step_that_fans_out_gets_each_items_succeeded_
     let joined = plan(&wf, &jobs, at(2));
     let names = [jobs[0].name.as_str(), "", jobs[2].name.as_str()];
     assert_eq!(inputs_of(&joined, "join")[&key], json!(names).to_string());
+}
+
+/// `gen` over three items, `sum` reading its parameter `v` and its result, `each` over its
+/// `v`s (`withParam`).
+fn aggregated() -> WorkFlow {
+    running(
+        WorkFlow::test("agg")
+            .step("gen", &[])
+            .with_items(&[json!(1), json!(2), json!(3)])
+            .command(&["sh", "-c", "echo {{item}}"])
+            .step("sum", &["gen"])
+            .command(&[
+                "echo",
+                "{{steps.gen.outputs.parameters.v}} {{steps.gen.outputs.result}}",
+                "{{steps.gen.outputs.parameters}}",
+            ])
+            .step("each", &["gen"])
+            .with_param("{{steps.gen.outputs.parameters.v}}")
+            .command(&["echo", "{{item}}"])
+            .build(),
+    )
+}
+
+/// `gen`'s items succeeded, their Jobs listed out of item order, with outputs read (or not).
+fn gen_items(wf: &WorkFlow, read: bool) -> Vec<ObservedJob> {
+    let mut jobs = Jobs::of(wf);
+    for item in [2, 0, 1] {
+        let v = (2 * (item + 1)).to_string();
+        let result = format!(r#"{{"n": {}}}"#, item + 1);
+        jobs = jobs.succeeded("gen").item(item);
+        if read {
+            jobs = jobs.outputs(Ok(&[("v", v.as_str()), ("result", result.as_str())]));
+        }
+    }
+    jobs.build()
+}
+
+#[test]
+fn a_step_reads_the_outputs_of_a_step_that_fans_out_as_a_list_in_item_order() {
+    let wf = aggregated();
+    let plan = plan(&wf, &gen_items(&wf, true), at(2));
+    let inputs = inputs_of(&plan, "sum");
+    assert_eq!(inputs[&("gen".into(), "v".into())], r#"["2","4","6"]"#);
+    assert_eq!(
+        inputs[&("gen".into(), "result".into())],
+        r#"[{"n":1},{"n":2},{"n":3}]"#
+    );
+    assert_eq!(
+        inputs[&("gen".into(), "parameters".into())],
+        r#"[{"v":"2"},{"v":"4"},{"v":"6"}]"#
+    );
+    let each: Vec<Created> = created(&plan, 1)
+        .into_iter()
+        .filter(|(step, _, _)| step == "each")
+        .collect();
+    assert_eq!(
+        each,
+        [
+            ("each".into(), "each[0]".into(), Some(json!("2"))),
+            ("each".into(), "each[1]".into(), Some(json!("4"))),
+            ("each".into(), "each[2]".into(), Some(json!("6"))),
+        ]
+    );
+    // Each item's outputs are recorded, so they are read once and a restart finds the same.
+    assert_eq!(entry(&plan, "gen[1]").outputs["v"], "4");
+    assert_eq!(entry(&plan, "gen[1]").phase, StepPhase::Succeeded);
+    let restarted = written(wf.clone(), &plan);
+    let again = super::plan(&restarted, &gen_items(&wf, false), at(3));
+    assert_eq!(inputs_of(&again, "sum"), inputs);
+}
+
+#[test]
+fn a_step_reading_the_outputs_of_a_step_that_fans_out_waits_until_every_items_are_read() {
+    let wf = aggregated();
+    let plan = plan(&wf, &gen_items(&wf, false), at(2));
+    assert!(created(&plan, 1).is_empty(), "{:?}", plan.actions);
+    // Its items read as running (the status as before), not the workflow failed.
+    let status = plan.status.as_ref().or(wf.status.as_ref()).unwrap();
+    let square = status.steps.iter().find(|s| s.name == "gen").unwrap();
+    assert_eq!(square.phase, StepPhase::Running);
+    assert_eq!(square.items.map(|i| (i.total, i.running)), Some((3, 3)));
+}
+
+#[test]
+fn aggregated_values_are_argos_lists() {
+    let list = |result: bool, values: &[&str]| fan_out::aggregate(result, values.iter().copied());
+    assert_eq!(list(false, &["a", "b"]), r#"["a","b"]"#);
+    assert_eq!(
+        list(false, &["1", "2"]),
+        r#"["1","2"]"#,
+        "numbers stay text"
+    );
+    assert_eq!(list(false, &[r#"{"a":1}"#, "[2]"]), r#"[{"a":1},[2]]"#);
+    assert_eq!(list(false, &[r#"{"a":1}"#, "x"]), r#"["{\"a\":1}","x"]"#);
+    assert_eq!(
+        list(true, &["1", "hello", r#"{"a":1}"#]),
+        r#"[1,"hello",{"a":1}]"#
+    );
+    assert_eq!(list(true, &[]), "[]");
 }

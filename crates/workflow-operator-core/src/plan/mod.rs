@@ -508,8 +508,9 @@ pub fn prepare_spec(workflow: &WorkFlow) -> (Option<WorkFlowSpec>, Compiled) {
 /// What the operator would fail `workflow` for at once, every problem: its templates and
 /// parameters (with the shared templates its status records), then its DAG, exit steps and
 /// data flow. The expanded spec when there is none; `None` when a shared template of `absent`
-/// (not at hand: `validate` without its file, a CronWorkFlow before its run reads it) keeps it
-/// from expanding, whose own "not found" is no problem here.
+/// (not at hand: `validate` without its file, a CronWorkFlow before its run reads it) or a
+/// ConfigMap key not read yet (the operator reads them when the workflow starts) keeps it from
+/// expanding, whose own "not found" is no problem here.
 ///
 /// # Errors
 /// Every problem found, each naming its place.
@@ -527,6 +528,7 @@ pub fn spec_problems(
             let problems: Vec<String> = problems
                 .into_iter()
                 .filter(|p| !unread.iter().any(|u| p.contains(u)))
+                .filter(|p| !p.contains(template::config_maps::NOT_READ))
                 .collect();
             return if problems.is_empty() {
                 Ok(None)
@@ -772,6 +774,7 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     retry: None,
     steps: Vec::new(),
     resolved_templates: Vec::new(),
+    resolved_config_map_keys: Vec::new(),
     started_at: None,
     run_number: None,
     run_changed_at: None,

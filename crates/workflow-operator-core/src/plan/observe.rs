@@ -119,16 +119,7 @@ impl<'a> Planner<'a> {
         } else {
             &no_steps
         };
-        let recorded: HashMap<&str, &'a Outputs> = if read.is_empty() {
-            HashMap::new()
-        } else {
-            self.previous
-                .steps
-                .iter()
-                .filter(|s| s.phase == StepPhase::Succeeded)
-                .filter_map(|s| Some((s.job.as_deref()?, &s.outputs)))
-                .collect()
-        };
+        let recorded = self.recorded_outputs(reads);
         let mut released = Vec::new();
         for i in 0..seen.job_of.len() {
             let Some(job) = seen.job_of[i] else { continue };
@@ -180,8 +171,10 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Sees the steps that fan out: their items (a `withParam`'s from the outputs just known)
-    /// and their items' Jobs (`item_jobs`). One whose every item succeeded is done.
+    /// Sees the steps that fan out, each after those it depends on: their items (a
+    /// `withParam`'s from the outputs just known, or the aggregate of a step that fans out) and
+    /// their items' Jobs (`item_jobs`). One whose every item succeeded is done; when its outputs
+    /// are read, once every succeeded item's outputs are known too.
     fn see_fans(
         &mut self,
         seen: &mut Assessment<'a>,
@@ -191,8 +184,14 @@ impl<'a> Planner<'a> {
     ) {
         let (dag, steps) = (seen.scope.dag, seen.scope.steps);
         let mut released = Vec::new();
-        for (&i, fan_out) in fan_outs {
-            let items = match items_of(&steps[i], fan_out, dag, &seen.known_outputs) {
+        let recorded = self.recorded_outputs(!fan_outs.is_empty());
+        let order: Vec<usize> = (dag.topological_order())
+            .filter(|i| fan_outs.contains_key(i))
+            .collect();
+        for i in order {
+            let fan_out = &fan_outs[&i];
+            let known = (&seen.known_outputs, &seen.fans);
+            let items = match items_of(&steps[i], fan_out, dag, known) {
                 Ok(items) => items,
                 Err(why) => {
                     seen.bad_params.insert(i, why);
@@ -203,21 +202,41 @@ impl<'a> Planner<'a> {
             let mut fan = Fan {
                 items,
                 jobs,
+                outputs: BTreeMap::new(),
                 succeeded: 0,
                 running: 0,
                 stopped: 0,
                 tolerated: 0,
             };
+            let read = self.flow.aggregated.contains(&i);
             for (&item, &job) in &fan.jobs {
+                let unit = Unit {
+                    node: i,
+                    item: Some(item),
+                };
                 match self.see(job, &steps[i]) {
+                    Seen::Succeeded if read => {
+                        let outputs = (recorded.get(job.name.as_str()).map(|o| Ok(*o)))
+                            .or_else(|| job.outputs.as_ref().map(|o| o.as_ref()));
+                        match outputs {
+                            Some(Ok(outputs)) => {
+                                fan.outputs.insert(item, outputs);
+                                fan.succeeded += 1;
+                            }
+                            Some(Err(why)) => {
+                                if seen.fail(unit, REASON_BAD_OUTPUTS, why.clone()) {
+                                    fan.tolerated += 1;
+                                }
+                            }
+                            // Not read yet: the next pass reads them; until then the step
+                            // holds its dependents as if the item still ran.
+                            None => fan.running += 1,
+                        }
+                    }
                     Seen::Succeeded => fan.succeeded += 1,
                     Seen::Running => fan.running += 1,
                     Seen::Stopped => fan.stopped += 1,
                     Seen::Failed(failure) => {
-                        let unit = Unit {
-                            node: i,
-                            item: Some(item),
-                        };
                         match self.attempt_failed(seen, unit, job, failure, scope_jobs) {
                             Some(failure) => {
                                 if seen.failed(unit, failure) {
@@ -237,6 +256,19 @@ impl<'a> Planner<'a> {
             }
             seen.fans.insert(i, fan);
         }
+    }
+
+    /// The outputs the status records of succeeded steps and items, by Job name (only when
+    /// `wanted`: some step's outputs may be read from them).
+    fn recorded_outputs(&self, wanted: bool) -> HashMap<&'a str, &'a Outputs> {
+        if !wanted || self.flow.read.is_empty() {
+            return HashMap::new();
+        }
+        let previous: &'a WorkFlowStatus = self.previous;
+        (previous.steps.iter())
+            .filter(|s| s.phase == StepPhase::Succeeded)
+            .filter_map(|s| Some((s.job.as_deref()?, &s.outputs)))
+            .collect()
     }
 
     /// A step without a Job whose result came from the cache (`cache`): done, with the

@@ -237,6 +237,9 @@ pub(super) struct Fan<'a> {
     pub(super) items: Option<ItemList<'a>>,
     /// The Job that speaks for each item that has one.
     pub(super) jobs: BTreeMap<u32, &'a ObservedJob>,
+    /// The outputs of each succeeded item, when another step reads the step's (as a JSON
+    /// list of every item's, [`fan_out::aggregate`]).
+    pub(super) outputs: BTreeMap<u32, &'a Outputs>,
     pub(super) succeeded: u32,
     pub(super) running: u32,
     /// Items whose Jobs the workflow stopped ([`ObservedJob::stopped`]).

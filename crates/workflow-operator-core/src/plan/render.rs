@@ -561,6 +561,7 @@ impl<'a> Planner<'a> {
         }
         if view.progress.is_done(i) && failures.is_empty() {
             lists.executed.push(name);
+            succeeded_items(view, i, fan, lists);
             return;
         }
         let running = fan.running as usize + created;
@@ -620,6 +621,7 @@ impl<'a> Planner<'a> {
             };
             lists.steps.extend(entry);
         }
+        succeeded_items(view, i, fan, lists);
     }
 
     /// When the workflow stopped the items of step `name` that fans out: when its status entry
@@ -675,6 +677,7 @@ impl<'a> Planner<'a> {
                 run: Some(self.run.to_string()),
                 retry: (self.workflow.spec.retry != 0).then_some(self.workflow.spec.retry),
                 resolved_templates: previous.resolved_templates.clone(),
+                resolved_config_map_keys: previous.resolved_config_map_keys.clone(),
                 started_at: self.started_at.map(Time),
                 run_number: self.run_number,
                 run_changed_at: self.run_changed_at.map(Time),
@@ -709,6 +712,28 @@ impl<'a> Planner<'a> {
             next_timeout_at: self.next_timeout_at,
             fired,
         }
+    }
+}
+
+/// The entries of the succeeded items of `fan` (step `i` of `view`) whose outputs another step
+/// reads, `NAME[i]` with their outputs: recorded, so each item's are read once (and are still
+/// there once its pod is gone).
+fn succeeded_items(view: &View<'_>, i: usize, fan: &Fan<'_>, lists: &mut Lists) {
+    for (&item, outputs) in &fan.outputs {
+        let Some(job) = fan.jobs.get(&item) else {
+            continue;
+        };
+        let name = view.display(Unit {
+            node: i,
+            item: Some(item),
+        });
+        lists.steps.push(StepStatus {
+            phase: StepPhase::Succeeded,
+            started_at: job.start_time.map(Time),
+            finished_at: job.finished_at.map(Time),
+            outputs: (*outputs).clone(),
+            ..running_step_status(&name, job.name.clone(), false)
+        });
     }
 }
 

@@ -9,12 +9,13 @@ use serde_json::Value;
 
 use super::call_outputs::{self, Calls};
 use super::call_policies;
+use super::config_maps;
 use super::fill::{Vars, fill_json, rename_outputs, shield, unshield, unshield_json};
 use super::groups::inner_steps;
 use super::merge::step_over_template;
 use super::recursion;
 use crate::crd::Step;
-use crate::crd::{Parameter, ResolvedTemplate, Source, Template};
+use crate::crd::{Parameter, ResolvedConfigMapKey, ResolvedTemplate, Source, Template};
 use crate::fan_out;
 use crate::outputs;
 use crate::when;
@@ -47,6 +48,8 @@ enum Expanded {
 /// every problem rather than stopping at the first.
 pub(super) struct Expander<'a> {
     pub(super) resolved: &'a [ResolvedTemplate],
+    /// The ConfigMap keys read for the workflow, which inputs and arguments may take.
+    pub(super) config_map_keys: &'a [ResolvedConfigMapKey],
     pub(super) namespace: &'a str,
     /// `workflow.*` forms.
     pub(super) workflow: Vars,
@@ -61,12 +64,13 @@ pub(super) struct Expander<'a> {
 
 impl<'a> Expander<'a> {
     pub(super) fn new(
-        resolved: &'a [ResolvedTemplate],
+        (resolved, config_map_keys): (&'a [ResolvedTemplate], &'a [ResolvedConfigMapKey]),
         namespace: &'a str,
         workflow: Vars,
     ) -> Self {
         Expander {
             resolved,
+            config_map_keys,
             namespace,
             workflow,
             problems: Vec::new(),
@@ -316,12 +320,23 @@ impl<'a> Expander<'a> {
             }
         }
         for input in declared {
-            let value = given
-                .iter()
-                .find(|a| a.name == input.name)
-                .and_then(|a| a.value.clone())
-                .map(|v| with_item(&v, item))
-                .or_else(|| input.default.clone());
+            let value = match self.input_value(input, given, item) {
+                Ok(value) => value,
+                Err(unavailable) => {
+                    let why = unavailable.why;
+                    let why = format!(
+                        "input {:?} of template {:?}: {why}",
+                        input.name, template.name
+                    );
+                    self.refuse(at, &step.step_name, why);
+                    // Only not read yet: the rest is checked with a stand-in.
+                    let Some(stand_in) = unavailable.stand_in else {
+                        ok = false;
+                        continue;
+                    };
+                    Some(stand_in)
+                }
+            };
             let Some(value) = value else {
                 ok = false;
                 self.refuse(at, &step.step_name, format!("template {:?} needs input {:?}: give it in arguments.parameters (it has no default)", template.name, input.name));
@@ -344,6 +359,26 @@ impl<'a> Expander<'a> {
             vars.insert(format!("inputs.parameters.{}", input.name), value);
         }
         ok.then_some(vars)
+    }
+
+    /// The value of `input` for a call giving `given` (with `item` when it fans out): the
+    /// argument's value, else the argument's ConfigMap key's, else the input's ConfigMap
+    /// key's, else its `default`; `None` without any.
+    fn input_value(
+        &self,
+        input: &Parameter,
+        given: &[Parameter],
+        item: Option<&Value>,
+    ) -> Result<Option<String>, config_maps::Unavailable> {
+        let argument = given.iter().find(|a| a.name == input.name);
+        if let Some(value) = argument.and_then(|a| a.value.as_deref()) {
+            return Ok(Some(with_item(value, item)));
+        }
+        let from_argument = argument.and_then(|a| config_maps::value_of(a, self.config_map_keys));
+        match from_argument.or_else(|| config_maps::value_of(input, self.config_map_keys)) {
+            Some(found) => found.map(Some),
+            None => Ok(input.default.clone()),
+        }
     }
 
     /// A call of a container template: the template read as a step (its forms filled with

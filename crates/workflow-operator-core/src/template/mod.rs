@@ -16,6 +16,8 @@
 //! - `expand`: calls made steps, `dag` templates made named steps.
 //! - `call_outputs`: a `dag` or `steps` template's own outputs, aliased to its steps'.
 //! - `call_policies`: a call's `target`, `parallelism` and global output names.
+//! - `config_maps`: parameters from ConfigMaps (`valueFrom.configMapKeyRef`), read once and
+//!   recorded in `status.resolvedConfigMapKeys`.
 //! - `globals`: `{{workflow.outputs...}}` read from the steps that give them (`globalName`).
 //! - `groups`: the steps of a `dag` or Argo's `steps` template, read as steps.
 //! - `numbers`: numbers written as text (Argo's `limit: "3"`, a parameter), filled and checked.
@@ -23,6 +25,7 @@
 
 mod call_outputs;
 mod call_policies;
+pub mod config_maps;
 mod expand;
 mod fill;
 mod globals;
@@ -30,6 +33,9 @@ mod groups;
 mod merge;
 mod numbers;
 pub mod recursion;
+
+#[cfg(test)]
+mod config_maps_tests;
 
 #[cfg(test)]
 mod dag_outputs_tests;
@@ -306,9 +312,14 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
     let mut problems = Vec::new();
     let mut spec = whole_template(&workflow.spec, resolved, &namespace, &mut problems);
     let mut vars = identity(workflow);
-    let arguments = parameters(&spec, &mut vars, &mut problems);
+    let recorded = workflow
+        .status
+        .as_ref()
+        .map_or(&[][..], |s| &s.resolved_config_map_keys[..]);
+    problems.extend(config_maps::problems(&spec.spec));
+    let arguments = parameters(&spec, recorded, &mut vars, &mut problems);
     numbers::fill_spec(&mut spec.spec, &vars, &mut problems);
-    let mut expander = Expander::new(resolved, &namespace, vars.clone());
+    let mut expander = Expander::new((resolved, recorded), &namespace, vars.clone());
     let scope = Scope {
         origin: spec.origin,
         templates: &spec.spec.templates,
@@ -386,8 +397,14 @@ fn whole_template<'a>(
         match declared.iter().position(|d| d.name == given.name) {
             Some(i) => {
                 let arguments = spec.arguments.as_mut().expect("declared parameters");
-                arguments.parameters[i].value =
-                    given.value.clone().or(arguments.parameters[i].value.take());
+                let parameter = &mut arguments.parameters[i];
+                // What the workflow gives replaces the template's: a value, or a ConfigMap key
+                // (with its default).
+                if given.value.is_some() || given.value_from.is_some() {
+                    parameter.value = given.value.clone();
+                    parameter.value_from = given.value_from.clone();
+                    parameter.default = given.default.clone().or(parameter.default.take());
+                }
             }
             None => problems.push(format!(
                 "spec.arguments.parameters: {:?}: {} declares no such parameter ({})",
@@ -405,21 +422,41 @@ fn whole_template<'a>(
     }
 }
 
-/// Binds the workflow's parameters into `vars` (`workflow.parameters.NAME`), recording each
-/// without a value or outside its `enum`; returns them with their values, for the `when`s.
+/// Binds the workflow's parameters into `vars` (`workflow.parameters.NAME`), a parameter
+/// without a `value` taking its ConfigMap key's from `recorded`, recording each without a value
+/// or outside its `enum`; returns them with their values, for the `when`s.
 fn parameters(
     taken: &Taken<'_>,
+    recorded: &[ResolvedConfigMapKey],
     vars: &mut Vars,
     problems: &mut Vec<String>,
 ) -> Option<Box<Arguments>> {
-    let arguments = taken.spec.arguments.as_deref()?;
+    let mut arguments = taken.spec.arguments.as_deref()?.clone();
     let mut names = BTreeSet::new();
-    for parameter in &arguments.parameters {
-        if !names.insert(parameter.name.as_str()) {
+    for parameter in &mut arguments.parameters {
+        if !names.insert(parameter.name.clone()) {
             problems.push(format!(
                 "spec.arguments.parameters: {:?} is declared more than once",
                 parameter.name
             ));
+        }
+        let from_config_map = match parameter.value {
+            Some(_) => None,
+            None => config_maps::value_of(parameter, recorded),
+        };
+        match from_config_map {
+            Some(Ok(value)) => parameter.value = Some(value),
+            Some(Err(unavailable)) => {
+                problems.push(format!(
+                    "spec.arguments.parameters: {:?}: {}",
+                    parameter.name, unavailable.why
+                ));
+                let Some(stand_in) = unavailable.stand_in else {
+                    continue;
+                };
+                parameter.value = Some(stand_in);
+            }
+            None => {}
         }
         let Some(value) = &parameter.value else {
             problems.push(format!("spec.arguments.parameters: {:?} has no value: give one (workflow-operator submit -p {}=VALUE)", parameter.name, parameter.name));
@@ -442,7 +479,7 @@ fn parameters(
         .collect();
     vars.entry("workflow.parameters.json".into())
         .or_insert_with(|| serde_json::Value::from(all).to_string());
-    Some(Box::new(arguments.clone()))
+    Some(Box::new(arguments))
 }
 
 /// What is wrong with plain steps whatever they came from: a step without an image, a form

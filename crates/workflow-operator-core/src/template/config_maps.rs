@@ -1,0 +1,193 @@
+//! Parameters from ConfigMaps (`valueFrom.configMapKeyRef` on a workflow's parameter, a
+//! template's input or a call's argument), the pure part: which ConfigMap keys a workflow names
+//! that its status does not record yet ([`missing`]), recording what a reader found
+//! ([`resolve`]), and a parameter's value from the record ([`value_of`]).
+//!
+//! The operator reads each key once, before any step runs, and records it in
+//! `status.resolvedConfigMapKeys`, a key that is not there as well (`missing`): expanding the
+//! workflow reads only the record, so a ConfigMap changed, deleted or made after the workflow
+//! started does not change its run. A key named in a template no step calls is read and
+//! recorded like any other; only a parameter that takes its value from a missing key, with no
+//! `default`, fails the workflow.
+
+use std::collections::BTreeSet;
+
+use crate::crd::{
+    Arguments, ConfigMapKeyRef, Parameter, ResolvedConfigMapKey, Template, WorkFlow, WorkFlowSpec,
+};
+
+/// Why a parameter has no value yet because its key was not read: only `validate`, which
+/// reads no ConfigMap, and a CronWorkFlow's check before its run see it (the operator reads
+/// every key before it expands the workflow).
+pub const NOT_READ: &str = "is read when the workflow starts";
+
+/// The ConfigMap keys `workflow` names (in its spec and the shared templates its status
+/// records) that its status does not record yet: what the operator must read (and record).
+pub fn missing(workflow: &WorkFlow) -> Vec<ConfigMapKeyRef> {
+    let status = workflow.status.as_ref();
+    let recorded = status.map_or(&[][..], |s| &s.resolved_config_map_keys[..]);
+    let templates = status.map_or(&[][..], |s| &s.resolved_templates[..]);
+    let mut named = BTreeSet::new();
+    collect(&workflow.spec, &mut named);
+    for record in templates {
+        collect(&record.spec, &mut named);
+    }
+    named
+        .into_iter()
+        .filter(|key| !recorded.iter().any(|r| r.is(key)))
+        .collect()
+}
+
+/// Records in `workflow`'s status each key of [`missing`], as `read` found it (`Ok(None)`: the
+/// ConfigMap is not there; `Ok(Some(map))`: its `data`, and its resourceVersion). Returns how
+/// many it recorded.
+///
+/// # Errors
+/// The first error `read` gives; nothing of that key is recorded.
+pub async fn resolve<E, F, Fut>(workflow: &mut WorkFlow, mut read: F) -> Result<usize, E>
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<Option<Read>, E>>,
+{
+    let wanted = missing(workflow);
+    let namespace = kube::ResourceExt::namespace(workflow).unwrap_or_default();
+    let mut maps: Vec<(String, Option<Read>)> = Vec::new();
+    for key in &wanted {
+        if !maps.iter().any(|(name, _)| *name == key.name) {
+            let found = read(key.name.clone()).await?;
+            maps.push((key.name.clone(), found));
+        }
+    }
+    let status = workflow.status.get_or_insert_with(Default::default);
+    for key in &wanted {
+        let found = maps.iter().find(|(name, _)| *name == key.name);
+        status.resolved_config_map_keys.push(record(
+            key,
+            found.and_then(|(_, m)| m.as_ref()),
+            &namespace,
+        ));
+    }
+    Ok(wanted.len())
+}
+
+/// A ConfigMap as read: its `data` and resourceVersion.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Read {
+    /// Its `data` (its `binaryData` is not read: a parameter is text).
+    pub data: std::collections::BTreeMap<String, String>,
+    /// Its resourceVersion, recorded with each key.
+    pub resource_version: Option<String>,
+}
+
+/// The record of `key` from its ConfigMap (`None`: not found in `namespace`).
+fn record(key: &ConfigMapKeyRef, map: Option<&Read>, namespace: &str) -> ResolvedConfigMapKey {
+    let value = map.and_then(|m| m.data.get(&key.key).cloned());
+    let missing = match (map, &value) {
+        (_, Some(_)) => None,
+        (None, None) => Some(format!(
+            "configmap {:?} not found in namespace {namespace:?}",
+            key.name
+        )),
+        (Some(_), None) => Some(format!("configmap {:?} has no key {:?}", key.name, key.key)),
+    };
+    ResolvedConfigMapKey {
+        name: key.name.clone(),
+        key: key.key.clone(),
+        value,
+        missing,
+        resource_version: map.and_then(|m| m.resource_version.clone()),
+        resolved_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        )),
+    }
+}
+
+/// Why a parameter has no value from its ConfigMap key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    /// What to say: the ConfigMap and key, and why.
+    pub why: String,
+    /// What to check the rest of the workflow with when the key is only not read yet
+    /// ([`NOT_READ`]): the ConfigMap and key, as a stand-in value; `None` when the key was
+    /// read and is not there.
+    pub stand_in: Option<String>,
+}
+
+/// The value `parameter` takes from its ConfigMap key, from `recorded`; its `default` when
+/// the key was not there. `None` when it names no key.
+///
+/// # Errors
+/// The key was not there and there is no `default` (naming the ConfigMap and key), or it is
+/// not recorded ([`NOT_READ`], with a stand-in value).
+pub fn value_of(
+    parameter: &Parameter,
+    recorded: &[ResolvedConfigMapKey],
+) -> Option<Result<String, Unavailable>> {
+    let key = &parameter.value_from.as_ref()?.config_map_key_ref;
+    let Some(record) = recorded.iter().find(|r| r.is(key)) else {
+        return Some(Err(Unavailable {
+            why: format!("{} {NOT_READ}", key.describe()),
+            stand_in: Some(format!("({})", key.describe())),
+        }));
+    };
+    Some(match (&record.value, &parameter.default) {
+        (Some(value), _) => Ok(value.clone()),
+        (None, Some(default)) => Ok(default.clone()),
+        (None, None) => Err(Unavailable {
+            why: format!(
+                "takes its value from {}: {} (and has no default)",
+                key.describe(),
+                record.missing.as_deref().unwrap_or("not there")
+            ),
+            stand_in: None,
+        }),
+    })
+}
+
+/// What is wrong with the ConfigMap keys `spec` names as written: a `{{...}}` form in a name
+/// or key (the key is read before anything is filled).
+pub fn problems(spec: &WorkFlowSpec) -> Vec<String> {
+    let mut named = BTreeSet::new();
+    collect(spec, &mut named);
+    named
+        .into_iter()
+        .filter(|k| k.name.contains("{{") || k.key.contains("{{"))
+        .map(|k| {
+            format!(
+                "{}: valueFrom.configMapKeyRef: a parameter in the name or key is not supported (the key is read before parameters are filled)",
+                k.describe()
+            )
+        })
+        .collect()
+}
+
+/// Every ConfigMap key `spec` names: its parameters', its templates' inputs', and the
+/// arguments of its steps and of its templates' steps.
+fn collect(spec: &WorkFlowSpec, named: &mut BTreeSet<ConfigMapKeyRef>) {
+    let mut add = |arguments: Option<&Arguments>| {
+        let parameters = arguments.into_iter().flat_map(|a| &a.parameters);
+        named.extend(
+            parameters.filter_map(|p| Some(p.value_from.as_ref()?.config_map_key_ref.clone())),
+        );
+    };
+    add(spec.arguments.as_deref());
+    for step in spec.containers.iter().chain(&spec.on_exit) {
+        add(step.arguments.as_deref());
+    }
+    for template in &spec.templates {
+        add(template.inputs.as_ref());
+        for arguments in template_arguments(template) {
+            add(Some(&arguments));
+        }
+    }
+}
+
+/// The `arguments` of a template's steps (its `dag`'s, its `steps`'), kept as written.
+fn template_arguments(template: &Template) -> impl Iterator<Item = Arguments> + '_ {
+    let steps = template.dag.iter().flatten();
+    let groups = template.steps.iter().flatten().flatten();
+    steps
+        .chain(groups)
+        .filter_map(|s| s.get("arguments"))
+        .filter_map(|a| serde_json::from_value::<Arguments>(a.clone()).ok())
+}
