@@ -30,7 +30,6 @@ use workflow_operator_core::shards;
 
 use crate::controllers::workflow::operator::{self, Mirrors, OperatorOptions, ReplicaServices};
 use crate::leader::{Ended, LeaderElection, Timing};
-use crate::telemetry::metrics::Metrics;
 use members::Membership;
 
 /// How the replicas share the shards.
@@ -140,7 +139,6 @@ pub async fn run_sharded(
         &book,
         &services,
         &sharding,
-        &options.metrics,
         &readiness,
         &shutdown,
     )
@@ -159,7 +157,6 @@ async fn balance(
     book: &Book,
     services: &ReplicaServices,
     sharding: &ShardOptions,
-    metrics: &Option<Metrics>,
     readiness: &crate::telemetry::http::Readiness,
     shutdown: &CancellationToken,
 ) {
