@@ -13,6 +13,7 @@ use crate::crd::{
 use crate::failure_cause::DEADLINE_EXCEEDED;
 use crate::fan_out::ItemList;
 use crate::lifecycle::{Phase, Trigger};
+use crate::outputs::Outputs;
 
 use super::failure::Failure;
 use super::planner::{Exits, Fan, Outcome, Planner, Unit, View};
@@ -400,13 +401,7 @@ impl<'a> Planner<'a> {
                     JobState::Succeeded => {
                         // Outputs another step names are recorded, so they are read once.
                         if let Some(outputs) = view.known.outputs.get(&i) {
-                            lists.steps.push(StepStatus {
-                                phase: StepPhase::Succeeded,
-                                started_at: job.start_time.map(Time),
-                                finished_at: job.finished_at.map(Time),
-                                outputs: (*outputs).clone(),
-                                ..running_step_status(&name, job.name.clone(), false)
-                            });
+                            lists.steps.push(succeeded_with(&name, job, outputs));
                         }
                         lists.executed.push(name.clone());
                     }
@@ -715,6 +710,17 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// The entry `name` of a step (or an item) whose `job` succeeded, holding its `outputs`.
+fn succeeded_with(name: &str, job: &ObservedJob, outputs: &Outputs) -> StepStatus {
+    StepStatus {
+        phase: StepPhase::Succeeded,
+        started_at: job.start_time.map(Time),
+        finished_at: job.finished_at.map(Time),
+        outputs: outputs.clone(),
+        ..running_step_status(name, job.name.clone(), false)
+    }
+}
+
 /// The entries of the succeeded items of `fan` (step `i` of `view`) whose outputs another step
 /// reads, `NAME[i]` with their outputs: recorded, so each item's are read once (and are still
 /// there once its pod is gone).
@@ -727,13 +733,7 @@ fn succeeded_items(view: &View<'_>, i: usize, fan: &Fan<'_>, lists: &mut Lists) 
             node: i,
             item: Some(item),
         });
-        lists.steps.push(StepStatus {
-            phase: StepPhase::Succeeded,
-            started_at: job.start_time.map(Time),
-            finished_at: job.finished_at.map(Time),
-            outputs: (*outputs).clone(),
-            ..running_step_status(&name, job.name.clone(), false)
-        });
+        lists.steps.push(succeeded_with(&name, job, outputs));
     }
 }
 
