@@ -85,6 +85,22 @@ spec:
     session.stop().await;
 }
 
+/// The `pod=NAME` line of `log` names one of `workflow`'s pods, as kubectl lists them.
+async fn assert_names_its_pod(session: &Session, workflow: &str, log: &str) {
+    let pod = log
+        .lines()
+        .find_map(|l| l.split("pod=").nth(1))
+        .unwrap_or_else(|| panic!("{log}"));
+    let selector = format!("workflow.crd.com/workflow={workflow}");
+    let pods = session
+        .k(&["get", "pods", "-l", &selector, "-o", "name"])
+        .await;
+    assert!(
+        pods.lines().any(|p| p == format!("pod/{pod}")),
+        "{pod} among {pods}"
+    );
+}
+
 /// The steps of `workflow`'s Jobs, one per Job (each attempt of a step is a Job).
 async fn job_steps(session: &Session, workflow: &str) -> Vec<String> {
     let jobs = session
@@ -170,24 +186,7 @@ spec:
     session.create(manifest).await;
     session.finished_as("script-pod", "Completed").await;
     let log = log_of(&session, "script-pod", "whoami").await;
-    let pod = log
-        .lines()
-        .find_map(|l| l.split("pod=").nth(1))
-        .unwrap_or_else(|| panic!("{log}"));
-    let pods = session
-        .k(&[
-            "get",
-            "pods",
-            "-l",
-            "workflow.crd.com/workflow=script-pod",
-            "-o",
-            "name",
-        ])
-        .await;
-    assert!(
-        pods.lines().any(|p| p == format!("pod/{pod}")),
-        "{pod} among {pods}"
-    );
+    assert_names_its_pod(&session, "script-pod", &log).await;
     session.stop().await;
 }
 
@@ -251,23 +250,6 @@ spec:
     for key in ["message", "templateName", "podName", "finishedAt"] {
         assert!(failures[0][key].is_string(), "{key}: {failures}");
     }
-    let pod = report
-        .lines()
-        .find_map(|l| l.split("pod=").nth(1))
-        .unwrap_or_else(|| panic!("{report}"));
-    let pods = session
-        .k(&[
-            "get",
-            "pods",
-            "-l",
-            "workflow.crd.com/workflow=exit-vars",
-            "-o",
-            "name",
-        ])
-        .await;
-    assert!(
-        pods.lines().any(|p| p == format!("pod/{pod}")),
-        "{pod} among {pods}"
-    );
+    assert_names_its_pod(&session, "exit-vars", &report).await;
     session.stop().await;
 }
