@@ -42,7 +42,12 @@ pub(super) async fn wait(task: &Task, command: &[String]) -> Result<Ended, Strin
         agent::COMMAND_SCRIPT
     );
     let code = match continued().await {
-        Some(code) => code,
+        Some(Continued { code, by }) => {
+            if let Some(pid) = by {
+                wait_until_gone(pid, CONTINUE_EXIT_WAIT).await;
+            }
+            code
+        }
         None => {
             return Ok(Ended::Failed(
                 143,
@@ -81,16 +86,62 @@ fn command_script(command: &[String], keep_stdout: bool) -> String {
     )
 }
 
-/// The exit code `continue` wrote, once it has; `None` when the agent is told to stop first.
-async fn continued() -> Option<i32> {
+/// What `continue` wrote in [`agent::CONTINUE_FILE`].
+#[derive(Debug, PartialEq)]
+struct Continued {
+    /// The exit code to end the step with.
+    code: i32,
+    /// The process of `continue` that wrote it.
+    by: Option<i32>,
+}
+
+impl Continued {
+    /// `CODE PID`, or `CODE` alone.
+    fn parse(text: &str) -> Option<Self> {
+        let mut words = text.split_whitespace();
+        let code = words.next()?.parse().ok()?;
+        let by = words.next().and_then(|pid| pid.parse().ok());
+        Some(Self { code, by })
+    }
+}
+
+/// How long the agent waits for the `continue` that ended the step to exit before ending the
+/// container, which kills what still runs in it: `continue` was exec'd into this container, and
+/// its exec session would answer 137 (killed) for a command that had succeeded.
+const CONTINUE_EXIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits until process `pid` has exited (gone, or a zombie waiting to be reaped, whose exit
+/// status is kept), or `limit` passed.
+async fn wait_until_gone(pid: i32, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while has_not_exited(pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Whether process `pid` still runs: its `/proc/PID/stat` state is not `Z` (zombie) or `X`
+/// (dead). The state follows the command name, which is in parentheses and may hold any byte.
+fn has_not_exited(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+    !matches!(
+        state.and_then(|rest| rest.chars().next()),
+        Some('Z' | 'X') | None
+    )
+}
+
+/// What `continue` wrote, once it has; `None` when the agent is told to stop first.
+async fn continued() -> Option<Continued> {
     let mut term = signal(SignalKind::terminate()).ok()?;
     let mut int = signal(SignalKind::interrupt()).ok()?;
     loop {
-        if let Some(code) = std::fs::read_to_string(agent::CONTINUE_FILE)
+        if let Some(continued) = std::fs::read_to_string(agent::CONTINUE_FILE)
             .ok()
-            .and_then(|text| text.trim().parse().ok())
+            .and_then(|text| Continued::parse(&text))
         {
-            return Some(code);
+            return Some(continued);
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
@@ -139,9 +190,10 @@ pub fn continue_step(exit_code: Option<i32>) -> i32 {
             }
         },
     };
-    // Written whole, then renamed: the waiting agent never reads half a number.
+    // Written whole, then renamed: the waiting agent never reads half a number. The pid lets
+    // it wait for this process to exit before ending the container.
     let partial = format!("{}.partial", agent::CONTINUE_FILE);
-    let written = std::fs::write(&partial, format!("{code}\n"))
+    let written = std::fs::write(&partial, format!("{code} {}\n", std::process::id()))
         .and_then(|()| std::fs::rename(&partial, agent::CONTINUE_FILE));
     match written {
         Ok(()) => {
@@ -159,6 +211,38 @@ pub fn continue_step(exit_code: Option<i32>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_continue_wrote_is_its_code_and_the_pid_that_wrote_it() {
+        let both = Continued::parse("3 1234\n");
+        assert_eq!(
+            both,
+            Some(Continued {
+                code: 3,
+                by: Some(1234)
+            })
+        );
+        let alone = Continued::parse("0\n");
+        assert_eq!(alone, Some(Continued { code: 0, by: None }));
+        assert_eq!(Continued::parse("half"), None);
+    }
+
+    #[tokio::test]
+    async fn the_agent_waits_for_continue_to_exit_a_zombie_counting_as_exited() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.3")
+            .spawn()
+            .expect("sleep runs");
+        let pid = i32::try_from(child.id()).expect("a pid");
+        assert!(has_not_exited(pid));
+        let started = std::time::Instant::now();
+        // Not reaped until after: once it exits it is a zombie, and that is exited.
+        wait_until_gone(pid, Duration::from_secs(5)).await;
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(250), "{waited:?}");
+        assert!(waited < Duration::from_secs(4), "{waited:?}");
+        assert!(child.try_wait().expect("waits").is_some());
+    }
 
     #[test]
     fn the_script_runs_the_command_and_keeps_its_exit_code() {
