@@ -5,7 +5,8 @@
 //! that fans out; a step may read the parameters and result of one that does, every item's as
 //! a JSON list in item order (Argo's aggregated outputs), and an input artifact may take its
 //! output artifacts, one per item (a fan-in), but a `when` and an exit step may not; a
-//! `withParam` names an upstream step's output like any reference. The result, [`DataFlow`],
+//! `withParam`, and a `withSequence` bound written as a reference, name an upstream step's
+//! output like any reference. The result, [`DataFlow`],
 //! says whose outputs must be read (only those: reading them costs a pod list per step) and
 //! holds the compiled `when`s and fan-outs.
 
@@ -13,9 +14,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::agent;
-use super::crd::{Kinds, Step, StepKind, WorkFlowSpec};
+use super::crd::{IntOrExpr, Kinds, Step, StepKind, WorkFlowSpec};
 use super::dag::{Dag, DagError};
-use super::fan_out::{FanOut, ItemList};
+use super::fan_out::{self, FanOut, ItemList};
 use super::outputs::{self, Source};
 use super::retry::Strategy;
 use super::when::{Place, When};
@@ -296,6 +297,12 @@ fn check_step(
             ));
         }
     }
+    for (field, text) in sequence_texts(step) {
+        if let Some((source, key)) = fan_out::output_bound(text) {
+            let shown = format!("withSequence.{field} {}", text.trim());
+            named.push((shown, source, key == agent::RESULT, false));
+        }
+    }
     if let Some(when) = when {
         let text = step.when.as_deref().unwrap_or("");
         let shown = format!("when {text:?}");
@@ -348,6 +355,18 @@ fn check_step(
         }
     }
     Ok(())
+}
+
+/// The bounds of `step`'s `withSequence` written as text (a step's output), by field.
+fn sequence_texts(step: &Step) -> impl Iterator<Item = (&'static str, &str)> {
+    let sequence = step.with_sequence.as_deref();
+    let bounds = sequence
+        .into_iter()
+        .flat_map(|s| [("count", &s.count), ("start", &s.start), ("end", &s.end)]);
+    bounds.filter_map(|(field, bound)| match bound {
+        Some(IntOrExpr::Expr(text)) => Some((field, text.as_str())),
+        _ => None,
+    })
 }
 
 /// Refuses an item in `step`'s `when`: a step's `when` is decided once, for all its items.

@@ -248,6 +248,15 @@ pub(super) struct Fan<'a> {
     pub(super) tolerated: u32,
 }
 
+impl Fan<'_> {
+    /// Whether its items are known and every one ended as its dependents may go on from:
+    /// succeeded, or failed under `continueOn`.
+    pub(super) fn ended(&self) -> bool {
+        let all = self.items.as_ref().map(ItemList::len);
+        all == Some((self.succeeded + self.tolerated) as usize)
+    }
+}
+
 /// What the steps (not the exit steps) tell the steps after them: the outputs read of each
 /// step whose outputs are named, and which steps a `when` skipped.
 #[derive(Default)]
