@@ -16,7 +16,7 @@
 use serde_json::Value;
 
 use super::agent;
-use super::crd::{IntOrExpr, Sequence, Step};
+use super::crd::{IntOrExpr, Items, Sequence, Step};
 use super::dag::Dag;
 use super::outputs::{self, Source};
 use super::sequence_format;
@@ -261,9 +261,22 @@ pub fn static_items(step: &Step) -> Result<Option<Vec<Value>>, String> {
 
 fn not_a_param(text: &str) -> String {
     format!(
-        "has withParam {text:?}, which is not one {{{{steps.NAME.outputs.KEY}}}} (the output, a \
-         JSON list, of a step upstream)"
+        "has withParam {text:?}, which is neither one {{{{steps.NAME.outputs.KEY}}}} (the \
+         output, a JSON list, of a step upstream) nor a JSON list"
     )
+}
+
+/// `step` with a `withParam` that is a JSON list written out (as a parameter fills Argo's
+/// `withParam: "{{inputs.parameters.list}}"`) made the `withItems` it is, so that its items are
+/// the spec's like any list written out; one that is a step's output is read once it ran.
+pub fn param_listed(step: &mut Step) {
+    let Some(param) = step.with_param.as_deref() else {
+        return;
+    };
+    if let Ok(Value::Array(items)) = serde_json::from_str::<Value>(param.0.trim()) {
+        step.with_param = None;
+        step.with_items = Some(Box::new(Items(items)));
+    }
 }
 
 fn within_limit(n: usize) -> Result<usize, String> {
@@ -656,7 +669,7 @@ mod tests {
             step.with_param = Some(Box::new(crate::crd::Param(bad.into())));
             let error = compile(&step).unwrap_err();
             assert!(
-                error.contains("is not one {{steps.NAME.outputs.KEY}}"),
+                error.contains("is neither one {{steps.NAME.outputs.KEY}}"),
                 "{error}"
             );
         }

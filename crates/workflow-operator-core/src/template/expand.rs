@@ -204,7 +204,8 @@ impl<'a> Expander<'a> {
         expanded
     }
 
-    /// `step` with `vars`' forms filled in every string, each form nothing fills a problem.
+    /// `step` with `vars`' forms filled in every string, each form nothing fills a problem; a
+    /// `withParam` they filled with a JSON list is that list (`fan_out::param_listed`).
     fn filled(&mut self, step: &Step, vars: &Vars, at: &str) -> Option<Step> {
         let mut value = serde_json::to_value(step).expect("a step serialises to JSON");
         let mut unfilled = Vec::new();
@@ -213,7 +214,10 @@ impl<'a> Expander<'a> {
             self.refuse(at, &step.step_name, format!("{form}: {why}"));
         }
         match serde_json::from_value(value) {
-            Ok(step) => Some(step),
+            Ok(mut step) => {
+                fan_out::param_listed(&mut step);
+                Some(step)
+            }
             Err(e) => {
                 self.refuse(at, &step.step_name, e);
                 None
@@ -438,7 +442,9 @@ impl<'a> Expander<'a> {
         } else {
             inner
         };
-        Expanded::Step(Box::new(step_over_template(call, inner)))
+        let mut step = step_over_template(call, inner);
+        fan_out::param_listed(&mut step);
+        Expanded::Step(Box::new(step))
     }
 
     /// A call of a `dag` (or `steps`) template: its steps per item (once without items),
