@@ -2,7 +2,7 @@
 //! `{{steps.NAME.outputs.KEY}}` in a step's `command`, `args` and `env` values, and every step a
 //! `when` names, must be a step that runs before it (upstream, through `dependsOn`); an exit
 //! step may name any step, since all have ended when it runs. `{{item}}` is only for a step
-//! that fans out; a step may read the parameters and result of one that does, every item's as
+//! that fans out (in its `when` too, decided per item); a step may read the parameters and result of one that does, every item's as
 //! a JSON list in item order (Argo's aggregated outputs), and an input artifact may take its
 //! output artifacts, one per item (a fan-in), but a `when` and an exit step may not; a
 //! `withParam`, and a `withSequence` bound written as a reference, name an upstream step's
@@ -245,7 +245,6 @@ fn check_step(
         step: name.clone(),
         problem,
     };
-    no_item_in_when(step).map_err(&refused)?;
     // What is named, where, whether it is the standard output, and whether it is an output
     // artifact an input artifact takes (of a step that fans out: a directory of every item's).
     let mut named: Vec<(String, &str, bool, bool)> = Vec::new();
@@ -284,28 +283,14 @@ fn check_step(
             }
         }
     }
-    if let Some(param) = step.with_param.as_deref() {
-        let text = param.0.trim();
-        if let Ok([reference]) = outputs::references(text).as_deref()
-            && let Source::Output { step: source, key } = reference.source
-        {
-            named.push((
-                format!("withParam {text}"),
-                source,
-                key == agent::RESULT,
-                false,
-            ));
-        }
-    }
-    for (field, text) in sequence_texts(step) {
-        if let Some((source, key)) = fan_out::output_bound(text) {
-            let shown = format!("withSequence.{field} {}", text.trim());
-            named.push((shown, source, key == agent::RESULT, false));
-        }
-    }
+    named.extend(list_sources(step));
     if let Some(when) = when {
         let text = step.when.as_deref().unwrap_or("");
         let shown = format!("when {text:?}");
+        for read in when.item_reads() {
+            let named = format!("{shown}: {}", read.shown);
+            check_item(step, &named, read.field.as_deref(), fan_out).map_err(&refused)?;
+        }
         for source in when.steps() {
             named.push((
                 shown.clone(),
@@ -357,6 +342,29 @@ fn check_step(
     Ok(())
 }
 
+/// The outputs `step` fans out over (its `withParam`, its `withSequence` bounds), each as the
+/// references of [`check_step`] are named: what names it, the step, whether it is the standard
+/// output, and not an artifact.
+fn list_sources(step: &Step) -> Vec<(String, &str, bool, bool)> {
+    let mut named = Vec::new();
+    if let Some(param) = step.with_param.as_deref() {
+        let text = param.0.trim();
+        if let Ok([reference]) = outputs::references(text).as_deref()
+            && let Source::Output { step: source, key } = reference.source
+        {
+            let shown = format!("withParam {text}");
+            named.push((shown, source, key == agent::RESULT, false));
+        }
+    }
+    for (field, text) in sequence_texts(step) {
+        if let Some((source, key)) = fan_out::output_bound(text) {
+            let shown = format!("withSequence.{field} {}", text.trim());
+            named.push((shown, source, key == agent::RESULT, false));
+        }
+    }
+    named
+}
+
 /// The bounds of `step`'s `withSequence` written as text (a step's output), by field.
 fn sequence_texts(step: &Step) -> impl Iterator<Item = (&'static str, &str)> {
     let sequence = step.with_sequence.as_deref();
@@ -367,17 +375,6 @@ fn sequence_texts(step: &Step) -> impl Iterator<Item = (&'static str, &str)> {
         Some(IntOrExpr::Expr(text)) => Some((field, text.as_str())),
         _ => None,
     })
-}
-
-/// Refuses an item in `step`'s `when`: a step's `when` is decided once, for all its items.
-fn no_item_in_when(step: &Step) -> Result<(), String> {
-    match step.when.as_deref() {
-        Some(text) if text.contains("{{item") || text.contains("{{ item") => Err(format!(
-            "when {text:?}: an item in a `when` is not supported yet (a step's `when` is \
-             decided once, for all its items)"
-        )),
-        _ => Ok(()),
-    }
 }
 
 /// What a reference to a step that fans out reads of its items.

@@ -250,9 +250,11 @@ fn output_text<'k>(
     }
 }
 
-/// The first `{{item.FIELD}}` of `step` that `item` cannot fill, as the item's failure.
+/// The first `{{item.FIELD}}` of `step` (its `when` too) that `item` cannot fill, as the
+/// item's failure.
 pub(super) fn item_unresolved(step: &Step, item: &serde_json::Value) -> Option<String> {
-    data_flow::texts(step).find_map(|text| {
+    let when = step.when.as_deref();
+    (data_flow::texts(step).chain(when)).find_map(|text| {
         outputs::substitute(text, |_, _| Some(""), Some(item))
             .err()
             .map(|e| e.to_string())

@@ -532,7 +532,15 @@ impl<'a> Expander<'a> {
                     }
                 }
             }
-            let (renamed, own_leaves) = under(inner, &prefix, &call);
+            // The call's `when` is decided per run: its item filled in (Argo's per-item when).
+            let when = match (call.when.as_deref(), &item) {
+                (Some(when), Some(item)) => match when::fill_item(when, item) {
+                    Ok(filled) => Some(filled),
+                    Err(why) => return self.refuse(at, &name, format!("when {when:?}: {why}")),
+                },
+                (when, _) => when.map(str::to_string),
+            };
+            let (renamed, own_leaves) = under(inner, &prefix, (&call.depends_on, when.as_deref()));
             expanded.extend(renamed);
             leaves.extend(own_leaves);
         }
@@ -665,9 +673,13 @@ fn container_fields_set(call: &Step) -> Option<&'static str> {
 }
 
 /// The steps of one run of a `dag` call renamed under `prefix` (their names, `dependsOn`,
-/// output references and `when`s), the roots after `call`'s `dependsOn` and every step under
-/// its `when`; and the leaves, which the call's dependents wait on.
-fn under(inner: Vec<Step>, prefix: &str, call: &Step) -> (Vec<Step>, Vec<String>) {
+/// output references and `when`s), the roots after the call's `dependsOn` and every step under
+/// its `when` (for this run); and the leaves, which the call's dependents wait on.
+fn under(
+    inner: Vec<Step>,
+    prefix: &str,
+    (depends_on, call_when): (&[String], Option<&str>),
+) -> (Vec<Step>, Vec<String>) {
     let local: HashSet<String> = inner.iter().map(|s| s.step_name.clone()).collect();
     let rename = |name: &str| local.contains(name).then(|| format!("{prefix}{name}"));
     let depended: HashSet<&str> = inner
@@ -688,14 +700,14 @@ fn under(inner: Vec<Step>, prefix: &str, call: &Step) -> (Vec<Step>, Vec<String>
             let mut step: Step = serde_json::from_value(value).expect("a renamed step reads back");
             step.step_name = format!("{prefix}{}", step.step_name);
             step.depends_on = if step.depends_on.is_empty() {
-                call.depends_on.clone()
+                depends_on.to_vec()
             } else {
                 step.depends_on
                     .iter()
                     .map(|d| format!("{prefix}{d}"))
                     .collect()
             };
-            step.when = match (step.when.take(), call.when.as_deref()) {
+            step.when = match (step.when.take(), call_when) {
                 (Some(own), Some(outer)) => {
                     let own = unshield(&when::rename_steps(&own, &rename));
                     Some(format!("({outer}) && ({own})").into())

@@ -100,3 +100,36 @@ containers:
     );
     assert_eq!(show.depends_on, ["gen"]);
 }
+
+#[test]
+fn a_dag_calls_when_naming_the_item_is_filled_for_each_of_its_runs() {
+    let wf = workflow(
+        r#"
+templates:
+  - name: pair
+    inputs: {parameters: [{name: os}]}
+    steps:
+      - - {name: build, image: alpine, command: [echo, "{{inputs.parameters.os}}"]}
+containers:
+  - stepName: each
+    template: pair
+    arguments: {parameters: [{name: os, value: "{{item.os}}"}]}
+    withItems: [{os: linux, on: true}, {os: "darwin \"x\"", on: false}]
+    when: '{{item.on}} && "{{item.os}}" != "windows"'
+"#,
+    );
+    let spec = expanded(&wf);
+    let whens: Vec<(&str, Option<&str>)> = (spec.containers.iter())
+        .map(|s| (s.step_name.as_str(), s.when.as_deref()))
+        .collect();
+    assert_eq!(
+        whens,
+        [
+            ("each[0]/build", Some(r#"true && "linux" != "windows""#)),
+            (
+                "each[1]/build",
+                Some(r#"false && "darwin \"x\"" != "windows""#)
+            ),
+        ]
+    );
+}
