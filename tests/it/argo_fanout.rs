@@ -177,3 +177,96 @@ async fn a_with_param_over_an_input_parameter_runs_each_item_of_its_value(
     let shown = item_logs(ns, "param-loops", "each-of/show").await;
     assert_eq!(shown, ["x", "y", "z"]);
 }
+
+/// Argo's parameter aggregation with a `when` per item: `classify` tells each number's parity,
+/// `halve` runs for the even ones (`when` over its item's parameter), `show` over halve's
+/// results; `big` runs for the items above 8 of its own list.
+const ITEM_WHEN: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: item-when
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      steps:
+        - - name: classify
+            template: classify
+            arguments:
+              parameters: [{name: n, value: "{{item}}"}]
+            withItems: [1, 2, 3, 4]
+        - - name: halve
+            template: halve
+            arguments:
+              parameters: [{name: n, value: "{{item.n}}"}]
+            withParam: "{{steps.classify.outputs.parameters}}"
+            when: "{{item.parity}} == even"
+        - - name: show
+            template: show
+            arguments:
+              parameters: [{name: v, value: "{{item}}"}]
+            withParam: "{{steps.halve.outputs.result}}"
+          - name: big
+            template: show
+            arguments:
+              parameters: [{name: v, value: "{{item}}"}]
+            withItems: [5, 10, 20]
+            when: "{{item}} > 8"
+    - name: classify
+      inputs:
+        parameters: [{name: n}]
+      container:
+        image: alpine:3.20
+        command: [sh, -c]
+        args:
+          - |
+            echo {{inputs.parameters.n}} > /tmp/n
+            if [ $(({{inputs.parameters.n}} % 2)) -eq 0 ]; then echo even; else echo odd; fi > /tmp/parity
+      outputs:
+        parameters:
+          - name: n
+            valueFrom: {path: /tmp/n}
+          - name: parity
+            valueFrom: {path: /tmp/parity}
+    - name: halve
+      inputs:
+        parameters: [{name: n}]
+      script:
+        image: alpine:3.20
+        command: [sh]
+        source: echo $(({{inputs.parameters.n}} / 2))
+    - name: show
+      inputs:
+        parameters: [{name: v}]
+      container:
+        image: alpine:3.20
+        command: [echo, "{{inputs.parameters.v}}"]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn a_when_naming_the_item_runs_the_items_it_holds_for_and_shows_the_others_skipped(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let file = manifest(ITEM_WHEN);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    ns.expect_completed("item-when").await;
+    assert_eq!(item_logs(ns, "item-when", "halve").await, ["1", "2"]);
+    assert_eq!(item_logs(ns, "item-when", "show").await, ["1", "2"]);
+    assert_eq!(item_logs(ns, "item-when", "big").await, ["10", "20"]);
+    let shown = crate::argo_dag_outputs::phases(ns, "item-when").await;
+    for (step, phase) in [
+        ("halve", "Succeeded"),
+        ("halve[0]", "Skipped"),
+        ("halve[2]", "Skipped"),
+        ("big[0]", "Skipped"),
+    ] {
+        assert!(
+            shown.iter().any(|(s, p)| s == step && p == phase),
+            "{step} {phase}: {shown:?}"
+        );
+    }
+    let get = ns.cli(&["get", "item-when"]).await;
+    assert!(get.contains("2/4 items, 2 skipped"), "{get}");
+}
