@@ -152,7 +152,8 @@ fn evenness_jobs(wf: &WorkFlow, done: &[u32]) -> Vec<ObservedJob> {
             .outputs(Ok(&[("n", n.as_str()), ("evenness", evenness)]));
     }
     for &item in done {
-        let half = ((item + 1) / 2).to_string();
+        let number = item + 1;
+        let half = (number / 2).to_string();
         jobs = (jobs.succeeded("half").item(item)).outputs(Ok(&[("result", half.as_str())]));
     }
     jobs.build()

@@ -854,7 +854,7 @@ impl<'a> Assessment<'a> {
                 .then_some(true);
         }
         if let Some((when, upstream)) = per_item {
-            self.decide_items(i, &when, &upstream);
+            self.decide_items(i, when, &upstream);
         }
         // Done once every item ended: none, or each skipped, succeeded or failed tolerated.
         Some(self.fans.get(&i).is_some_and(Fan::ended))
