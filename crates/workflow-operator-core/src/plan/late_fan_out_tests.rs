@@ -246,3 +246,28 @@ fn a_when_that_fails_for_an_item_fails_that_item_naming_it() {
         "{message}"
     );
 }
+
+#[test]
+fn an_item_without_the_field_its_when_names_fails_as_a_bad_item() {
+    let wf = running(
+        WorkFlow::test("bad")
+            .step("gen", &[])
+            .step("each", &["gen"])
+            .with_param("{{steps.gen.outputs.list}}")
+            .when(r#""{{item.e}}" == "even""#)
+            .build(),
+    );
+    let list = r#"[{"e": "even"}, {"x": 1}]"#;
+    let jobs = Jobs::of(&wf)
+        .succeeded("gen")
+        .outputs(Ok(&[("list", list)]))
+        .build();
+    let plan = plan(&wf, &jobs, at(1));
+    assert!(items_created(&plan, "each").is_empty());
+    let failed = entry(&plan, "each[1]");
+    assert_eq!(failed.reason.as_deref(), Some(REASON_BAD_ITEM));
+    assert_eq!(
+        failed.message.as_deref(),
+        Some(r#"{{item.e}}: the item {"x":1} has no field "e""#)
+    );
+}

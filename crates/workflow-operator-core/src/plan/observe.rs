@@ -869,6 +869,8 @@ impl<'a> Assessment<'a> {
             return;
         };
         let Some(items) = &fan.items else { return };
+        // The spec's own items were checked when it was compiled.
+        let param = matches!(items, ItemList::Param(_));
         let mut skipped = BTreeSet::new();
         let mut failed = Vec::new();
         for item in 0..items.len() as u32 {
@@ -876,11 +878,11 @@ impl<'a> Assessment<'a> {
                 node: i,
                 item: Some(item),
             };
+            if fan.jobs.contains_key(&item) || self.is_refused.contains(&unit) {
+                continue;
+            }
             let value = items.get(item as usize);
-            if fan.jobs.contains_key(&item)
-                || self.is_refused.contains(&unit)
-                || item_unresolved(step, &value).is_some()
-            {
+            if param && item_unresolved(step, &value).is_some() {
                 continue;
             }
             match when.evaluate_in(upstream, self.scope.workflow_status, Some(&value)) {
