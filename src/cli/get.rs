@@ -474,7 +474,8 @@ fn times_out(deadline: &Deadline, now: Timestamp) -> String {
     )
 }
 
-/// `3/10 items`, `7/10 items, 2 running, 1 failed`: a step that fans out, as `get` shows it.
+/// `3/10 items`, `7/10 items, 2 running, 1 failed`, `2/4 items, 2 skipped`: a step that
+/// fans out, as `get` shows it.
 pub(super) fn items(counts: ItemCounts) -> String {
     let mut text = format!("{}/{} items", counts.succeeded, counts.total);
     if counts.running > 0 {
@@ -482,6 +483,9 @@ pub(super) fn items(counts: ItemCounts) -> String {
     }
     if counts.failed > 0 {
         text.push_str(&format!(", {} failed", counts.failed));
+    }
+    if counts.skipped > 0 {
+        text.push_str(&format!(", {} skipped", counts.skipped));
     }
     text
 }
@@ -543,16 +547,16 @@ mod tests {
         let counts = ItemCounts {
             total: 10,
             succeeded: 3,
-            running: 0,
-            failed: 0,
+            ..ItemCounts::default()
         };
         assert_eq!(items(counts), "3/10 items");
         let busy = ItemCounts {
             running: 2,
             failed: 1,
+            skipped: 4,
             ..counts
         };
-        assert_eq!(items(busy), "3/10 items, 2 running, 1 failed");
+        assert_eq!(items(busy), "3/10 items, 2 running, 1 failed, 4 skipped");
     }
 
     fn shown(phase: &str, progress: &str, message: &str, steps: &[(&str, StepPhase)]) -> Shown {

@@ -473,7 +473,7 @@ mod tests {
             total: 3,
             succeeded: 1,
             running: 2,
-            failed: 0,
+            ..ItemCounts::default()
         });
         let dot = render(&spec(), Some(&views), Format::Dot).unwrap();
         for node in [

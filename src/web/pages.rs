@@ -362,8 +362,8 @@ fn step_facts(out: &mut String, view: &StepView, now: Timestamp) {
         "Items",
         view.items.map(|i| {
             format!(
-                "{}/{} succeeded, {} running, {} failed",
-                i.succeeded, i.total, i.running, i.failed
+                "{}/{} succeeded, {} running, {} failed, {} skipped",
+                i.succeeded, i.total, i.running, i.failed, i.skipped
             )
         }),
     );

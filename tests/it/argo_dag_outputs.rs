@@ -28,7 +28,7 @@ pub(crate) async fn log_of(ns: &support::Namespace, workflow: &str, step: &str) 
 }
 
 /// The names of the steps `get -o json` shows, each with its phase.
-async fn phases(ns: &support::Namespace, workflow: &str) -> Vec<(String, String)> {
+pub(crate) async fn phases(ns: &support::Namespace, workflow: &str) -> Vec<(String, String)> {
     let get: serde_json::Value =
         serde_json::from_str(&ns.cli(&["get", workflow, "-o", "json"]).await).unwrap();
     let steps = get["steps"].as_array().cloned().unwrap_or_default();

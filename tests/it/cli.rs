@@ -248,8 +248,8 @@ fn validate_names_each_problem() {
             r#"step "a" has a withSequence with both count and end"#,
         ),
         (
-            "containers: [{stepName: a, image: x, withParam: '[1, 2]'}]",
-            r#"step "a" has withParam "[1, 2]", which is not one {{steps.NAME.outputs.KEY}}"#,
+            "containers: [{stepName: a, image: x, withParam: 'x, y'}]",
+            r#"step "a" has withParam "x, y", which is neither one {{steps.NAME.outputs.KEY}}"#,
         ),
     ];
     for (spec, expected) in cases {

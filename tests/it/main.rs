@@ -15,6 +15,7 @@ mod kopf_common;
 
 mod argo_convert;
 mod argo_dag_outputs;
+mod argo_fanout;
 mod argo_forms;
 mod argo_http;
 mod argo_params;

@@ -2,10 +2,11 @@
 //! `{{steps.NAME.outputs.KEY}}` in a step's `command`, `args` and `env` values, and every step a
 //! `when` names, must be a step that runs before it (upstream, through `dependsOn`); an exit
 //! step may name any step, since all have ended when it runs. `{{item}}` is only for a step
-//! that fans out; a step may read the parameters and result of one that does, every item's as
+//! that fans out (in its `when` too, decided per item); a step may read the parameters and result of one that does, every item's as
 //! a JSON list in item order (Argo's aggregated outputs), and an input artifact may take its
 //! output artifacts, one per item (a fan-in), but a `when` and an exit step may not; a
-//! `withParam` names an upstream step's output like any reference. The result, [`DataFlow`],
+//! `withParam`, and a `withSequence` bound written as a reference, name an upstream step's
+//! output like any reference. The result, [`DataFlow`],
 //! says whose outputs must be read (only those: reading them costs a pod list per step) and
 //! holds the compiled `when`s and fan-outs.
 
@@ -13,9 +14,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::agent;
-use super::crd::{Kinds, Step, StepKind, WorkFlowSpec};
+use super::crd::{IntOrExpr, Kinds, Step, StepKind, WorkFlowSpec};
 use super::dag::{Dag, DagError};
-use super::fan_out::{FanOut, ItemList};
+use super::fan_out::{self, FanOut, ItemList};
 use super::outputs::{self, Source};
 use super::retry::Strategy;
 use super::when::{Place, When};
@@ -244,7 +245,6 @@ fn check_step(
         step: name.clone(),
         problem,
     };
-    no_item_in_when(step).map_err(&refused)?;
     // What is named, where, whether it is the standard output, and whether it is an output
     // artifact an input artifact takes (of a step that fans out: a directory of every item's).
     let mut named: Vec<(String, &str, bool, bool)> = Vec::new();
@@ -283,22 +283,14 @@ fn check_step(
             }
         }
     }
-    if let Some(param) = step.with_param.as_deref() {
-        let text = param.0.trim();
-        if let Ok([reference]) = outputs::references(text).as_deref()
-            && let Source::Output { step: source, key } = reference.source
-        {
-            named.push((
-                format!("withParam {text}"),
-                source,
-                key == agent::RESULT,
-                false,
-            ));
-        }
-    }
+    named.extend(list_sources(step));
     if let Some(when) = when {
         let text = step.when.as_deref().unwrap_or("");
         let shown = format!("when {text:?}");
+        for read in when.item_reads() {
+            let named = format!("{shown}: {}", read.shown);
+            check_item(step, &named, read.field.as_deref(), fan_out).map_err(&refused)?;
+        }
         for source in when.steps() {
             named.push((
                 shown.clone(),
@@ -350,15 +342,39 @@ fn check_step(
     Ok(())
 }
 
-/// Refuses an item in `step`'s `when`: a step's `when` is decided once, for all its items.
-fn no_item_in_when(step: &Step) -> Result<(), String> {
-    match step.when.as_deref() {
-        Some(text) if text.contains("{{item") || text.contains("{{ item") => Err(format!(
-            "when {text:?}: an item in a `when` is not supported yet (a step's `when` is \
-             decided once, for all its items)"
-        )),
-        _ => Ok(()),
+/// The outputs `step` fans out over (its `withParam`, its `withSequence` bounds), each as the
+/// references of [`check_step`] are named: what names it, the step, whether it is the standard
+/// output, and not an artifact.
+fn list_sources(step: &Step) -> Vec<(String, &str, bool, bool)> {
+    let mut named = Vec::new();
+    if let Some(param) = step.with_param.as_deref() {
+        let text = param.0.trim();
+        if let Ok([reference]) = outputs::references(text).as_deref()
+            && let Source::Output { step: source, key } = reference.source
+        {
+            let shown = format!("withParam {text}");
+            named.push((shown, source, key == agent::RESULT, false));
+        }
     }
+    for (field, text) in sequence_texts(step) {
+        if let Some((source, key)) = fan_out::output_bound(text) {
+            let shown = format!("withSequence.{field} {}", text.trim());
+            named.push((shown, source, key == agent::RESULT, false));
+        }
+    }
+    named
+}
+
+/// The bounds of `step`'s `withSequence` written as text (a step's output), by field.
+fn sequence_texts(step: &Step) -> impl Iterator<Item = (&'static str, &str)> {
+    let sequence = step.with_sequence.as_deref();
+    let bounds = sequence
+        .into_iter()
+        .flat_map(|s| [("count", &s.count), ("start", &s.start), ("end", &s.end)]);
+    bounds.filter_map(|(field, bound)| match bound {
+        Some(IntOrExpr::Expr(text)) => Some((field, text.as_str())),
+        _ => None,
+    })
 }
 
 /// What a reference to a step that fans out reads of its items.

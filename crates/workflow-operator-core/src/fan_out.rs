@@ -8,14 +8,15 @@
 //!
 //! This module compiles a step's fan-out once per spec ([`FanOut::compile`], refusing what
 //! cannot run), gives each item's value ([`ItemList`]), reads a `withParam` value
-//! ([`parse_param`]) and names instances ([`display_name`]): `build[3]` for item 3,
+//! ([`parse_param`]) and the bounds of a `withSequence` from a step's output
+//! ([`OutputSequence`]), and names instances ([`display_name`]): `build[3]` for item 3,
 //! `run1/build` for run 1 of `runs: 3`. The display name is what the status, `get` and the
 //! Job's name show; a Job's labels carry the run index and item ([`crate::jobs`]).
 
 use serde_json::Value;
 
 use super::agent;
-use super::crd::{IntOrExpr, OptionNum, Sequence, Step};
+use super::crd::{IntOrExpr, Items, Sequence, Step};
 use super::dag::Dag;
 use super::outputs::{self, Source};
 use super::sequence_format;
@@ -55,6 +56,117 @@ pub enum FanOut {
         /// The output's key.
         key: String,
     },
+    /// `withSequence` whose `count`, `start` or `end` is a step's output (Argo's
+    /// `count: "{{steps.gen.outputs.result}}"`): its numbers once those outputs are known.
+    OutputSequence(OutputSequence),
+}
+
+/// A `withSequence` with a bound from a step's output, as compiled: each bound a number or
+/// an output, and `count` or `end` (exactly one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputSequence {
+    /// The first number (0 when not given).
+    pub start: Bound,
+    /// How many numbers from `start`, or the last one inclusive.
+    pub until: Until,
+}
+
+/// How a `withSequence` ends: after `count` numbers, or at `end` inclusive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Until {
+    /// `count`.
+    Count(Bound),
+    /// `end`.
+    End(Bound),
+}
+
+/// A bound of a `withSequence`: a number the spec holds, or the output `key` of step `step`
+/// (an index of the DAG), read as a whole number once that step told it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bound {
+    /// Written as a number (or filled as one from a parameter).
+    Number(i64),
+    /// `{{steps.NAME.outputs.KEY}}`.
+    Output {
+        /// The step whose output it is (upstream of this one).
+        step: usize,
+        /// The output's key.
+        key: String,
+        /// The reference as written, for messages.
+        text: String,
+    },
+}
+
+impl OutputSequence {
+    /// The outputs its bounds name, as `(step, key)`.
+    pub fn outputs(&self) -> impl Iterator<Item = (usize, &str)> {
+        let until = match &self.until {
+            Until::Count(bound) | Until::End(bound) => bound,
+        };
+        [&self.start, until]
+            .into_iter()
+            .filter_map(|bound| match bound {
+                Bound::Number(_) => None,
+                Bound::Output { step, key, .. } => Some((*step, key.as_str())),
+            })
+    }
+
+    /// The reference of its first bound that is an output, as written (what `graph` shows).
+    pub fn first_output(&self) -> &str {
+        let until = match &self.until {
+            Until::Count(bound) | Until::End(bound) => bound,
+        };
+        [&self.start, until]
+            .into_iter()
+            .find_map(|bound| match bound {
+                Bound::Number(_) => None,
+                Bound::Output { text, .. } => Some(text.as_str()),
+            })
+            .unwrap_or_default()
+    }
+
+    /// Its numbers given `value`, the text of each output it names by step and key (`Ok(None)`
+    /// while one is not known): `(start, by, count)` as [`FanOut::Sequence`] holds them.
+    ///
+    /// # Errors
+    /// Why it has none, for the step's failure: an output that is not a whole number
+    /// (`withSequence.count: {{steps.gen.outputs.n}} is "many", not a whole number`), or more
+    /// than [`MAX_ITEMS`] numbers.
+    pub fn numbers(
+        &self,
+        value: impl Fn(usize, &str) -> Result<Option<String>, String>,
+    ) -> Result<Option<(i64, i64, usize)>, String> {
+        let read = |field: &str, bound: &Bound| -> Result<Option<i64>, String> {
+            let (step, key, reference) = match bound {
+                Bound::Number(n) => return Ok(Some(*n)),
+                Bound::Output { step, key, text } => (*step, key, text),
+            };
+            let Some(text) =
+                value(step, key).map_err(|why| format!("withSequence.{field}: {why}"))?
+            else {
+                return Ok(None);
+            };
+            match text.trim().parse() {
+                Ok(n) => Ok(Some(n)),
+                Err(_) => Err(format!(
+                    "withSequence.{field}: {reference} is {:?}, not a whole number",
+                    text.chars().take(80).collect::<String>()
+                )),
+            }
+        };
+        let Some(start) = read("start", &self.start)? else {
+            return Ok(None);
+        };
+        let (count, end) = match &self.until {
+            Until::Count(bound) => (read("count", bound)?, None),
+            Until::End(bound) => (None, read("end", bound)?),
+        };
+        if count.is_none() && end.is_none() {
+            return Ok(None);
+        }
+        let (by, count) = steps_of(start, count, end)?;
+        Ok(Some((start, by, count)))
+    }
 }
 
 impl FanOut {
@@ -82,7 +194,8 @@ impl FanOut {
             return within_limit(items.0.len()).map(|n| Some(FanOut::Items(n)));
         }
         if let Some(sequence) = &step.with_sequence {
-            return sequence_of(sequence).map(Some);
+            let index_of = |name: &str| dag.index_of(name).unwrap_or(usize::MAX);
+            return sequence_of(sequence, &index_of).map(Some);
         }
         let Some(param) = &step.with_param else {
             return Ok(None);
@@ -104,11 +217,12 @@ impl FanOut {
         }
     }
 
-    /// How many items, when the spec says (not for `withParam`).
+    /// How many items, when the spec says (not for `withParam`, nor a `withSequence` over a
+    /// step's output).
     pub fn static_len(&self) -> Option<usize> {
         match self {
             FanOut::Items(n) | FanOut::Sequence { count: n, .. } => Some(*n),
-            FanOut::Param { .. } => None,
+            FanOut::Param { .. } | FanOut::OutputSequence(_) => None,
         }
     }
 }
@@ -118,11 +232,13 @@ impl FanOut {
 /// that does not fan out.
 ///
 /// # Errors
-/// As [`FanOut::compile`]; a `withParam` (known only once a step ran) is refused.
+/// As [`FanOut::compile`]; a `withParam`, or a `withSequence` over a step's output (known only
+/// once a step ran), is refused.
 pub fn static_items(step: &Step) -> Result<Option<Vec<Value>>, String> {
+    const KNOWN_LATE: &str = "its items are known only once a step ran, so it cannot run a dag \
+                              template per item (use withItems or withSequence)";
     if step.with_param.is_some() {
-        return Err("has withParam: its items are known only once a step ran, so it cannot                     run a dag template per item (use withItems or withSequence)"
-            .into());
+        return Err(format!("has withParam: {KNOWN_LATE}"));
     }
     if step.with_items.is_some() && step.with_sequence.is_some() {
         return Err("has both withItems and withSequence: a step fans out over one list".into());
@@ -134,16 +250,33 @@ pub fn static_items(step: &Step) -> Result<Option<Vec<Value>>, String> {
     let Some(sequence) = &step.with_sequence else {
         return Ok(None);
     };
-    let fan_out = sequence_of(sequence)?;
-    let list = ItemList::of_spec(step, &fan_out).expect("a sequence lists its items");
+    let fan_out = sequence_of(sequence, &|_| usize::MAX)?;
+    let Some(list) = ItemList::of_spec(step, &fan_out) else {
+        return Err(format!(
+            "has a withSequence over a step's output: {KNOWN_LATE}"
+        ));
+    };
     Ok(Some((0..list.len()).map(|i| list.get(i)).collect()))
 }
 
 fn not_a_param(text: &str) -> String {
     format!(
-        "has withParam {text:?}, which is not one {{{{steps.NAME.outputs.KEY}}}} (the output, a \
-         JSON list, of a step upstream)"
+        "has withParam {text:?}, which is neither one {{{{steps.NAME.outputs.KEY}}}} (the \
+         output, a JSON list, of a step upstream) nor a JSON list"
     )
+}
+
+/// `step` with a `withParam` that is a JSON list written out (as a parameter fills Argo's
+/// `withParam: "{{inputs.parameters.list}}"`) made the `withItems` it is, so that its items are
+/// the spec's like any list written out; one that is a step's output is read once it ran.
+pub fn param_listed(step: &mut Step) {
+    let Some(param) = step.with_param.as_deref() else {
+        return;
+    };
+    if let Ok(Value::Array(items)) = serde_json::from_str::<Value>(param.0.trim()) {
+        step.with_param = None;
+        step.with_items = Some(Box::new(Items(items)));
+    }
 }
 
 fn within_limit(n: usize) -> Result<usize, String> {
@@ -156,35 +289,74 @@ fn within_limit(n: usize) -> Result<usize, String> {
 }
 
 /// `withSequence` as Argo expands it: `count` numbers from `start`, or `start` to `end`
-/// inclusive, counting down when `end` is below `start`.
-fn sequence_of(sequence: &Sequence) -> Result<FanOut, String> {
-    let number = |field: &str, value: &Option<IntOrExpr<i64>>| match value {
-        Some(IntOrExpr::Expr(text)) => {
-            Err(format!("withSequence.{field}: {text:?} is not a number"))
-        }
-        other => Ok(other.num()),
+/// inclusive, counting down when `end` is below `start`; a bound that is one
+/// `{{steps.NAME.outputs.KEY}}` (`index_of` the step's index) is read once that step told it.
+fn sequence_of(sequence: &Sequence, index_of: &dyn Fn(&str) -> usize) -> Result<FanOut, String> {
+    let bound = |field: &str, value: &Option<IntOrExpr<i64>>| match value {
+        None => Ok(None),
+        Some(IntOrExpr::Num(n)) => Ok(Some(Bound::Number(*n))),
+        Some(IntOrExpr::Expr(text)) => match output_bound(text) {
+            Some((step, key)) => Ok(Some(Bound::Output {
+                // An unknown step is named by `data_flow` with the other references.
+                step: index_of(step),
+                key: key.to_string(),
+                text: text.trim().to_string(),
+            })),
+            None => Err(format!("withSequence.{field}: {text:?} is not a number")),
+        },
     };
-    let start = number("start", &sequence.start)?.unwrap_or(0);
-    let (count, end) = (
-        number("count", &sequence.count)?,
-        number("end", &sequence.end)?,
-    );
-    let (by, count) = match (count, end) {
+    let start = bound("start", &sequence.start)?.unwrap_or(Bound::Number(0));
+    let until = match (
+        bound("count", &sequence.count)?,
+        bound("end", &sequence.end)?,
+    ) {
         (Some(_), Some(_)) => {
             return Err("has a withSequence with both count and end: give one of them".into());
         }
         (None, None) => return Err("has a withSequence with neither count nor end".into()),
-        (Some(count), None) => (1, u64::try_from(count).unwrap_or(0)),
+        (Some(count), None) => Until::Count(count),
+        (None, Some(end)) => Until::End(end),
+    };
+    if let Some(format) = &sequence.format {
+        let first = match start {
+            Bound::Number(n) => n,
+            Bound::Output { .. } => 0,
+        };
+        sequence_format::apply(format, first)?;
+    }
+    let sequence = OutputSequence { start, until };
+    match sequence.numbers(|_, _| Ok(None))? {
+        Some((start, by, count)) => Ok(FanOut::Sequence { start, by, count }),
+        None => Ok(FanOut::OutputSequence(sequence)),
+    }
+}
+
+/// The step and output a `withSequence` bound written as text names, when it is one
+/// `{{steps.NAME.outputs.KEY}}` (of an output, not of how the step ended).
+pub fn output_bound(text: &str) -> Option<(&str, &str)> {
+    let text = text.trim();
+    match outputs::references(text).ok()?.as_slice() {
+        [reference] if reference.text == text => match reference.source {
+            Source::Output { step, key } if outputs::step_field(key).is_none() => Some((step, key)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// How a sequence from `start` runs: `count` numbers up, or to `end` inclusive (down when it
+/// is below `start`): `(by, count)`.
+fn steps_of(start: i64, count: Option<i64>, end: Option<i64>) -> Result<(i64, usize), String> {
+    let (by, count) = match (count, end) {
+        (Some(count), _) => (1, u64::try_from(count).unwrap_or(0)),
         (None, Some(end)) => {
             let by = if end >= start { 1 } else { -1 };
             (by, end.abs_diff(start).saturating_add(1))
         }
+        (None, None) => (1, 0),
     };
     let count = usize::try_from(count).unwrap_or(usize::MAX);
-    if let Some(format) = &sequence.format {
-        sequence_format::apply(format, start)?;
-    }
-    within_limit(count).map(|count| FanOut::Sequence { start, by, count })
+    within_limit(count).map(|count| (by, count))
 }
 
 /// The items of one step, once known.
@@ -209,20 +381,28 @@ pub enum ItemList<'a> {
 
 impl<'a> ItemList<'a> {
     /// The items of `step`, whose fan-out is `fan_out`, when the spec holds them (`None` for
-    /// `withParam`).
+    /// `withParam` and a `withSequence` over a step's output).
     pub fn of_spec(step: &'a Step, fan_out: &FanOut) -> Option<ItemList<'a>> {
         match fan_out {
             FanOut::Items(_) => step
                 .with_items
                 .as_deref()
                 .map(|items| ItemList::Spec(&items.0)),
-            FanOut::Sequence { start, by, count } => Some(ItemList::Sequence {
-                start: *start,
-                by: *by,
-                count: *count,
-                format: (step.with_sequence.as_deref()).and_then(|s| s.format.as_deref()),
-            }),
-            FanOut::Param { .. } => None,
+            FanOut::Sequence { start, by, count } => {
+                Some(ItemList::numbers(step, (*start, *by, *count)))
+            }
+            FanOut::Param { .. } | FanOut::OutputSequence(_) => None,
+        }
+    }
+
+    /// The numbers of `step`'s `withSequence`: `count` from `start`, each `by` from the last,
+    /// in its `format`.
+    pub fn numbers(step: &'a Step, (start, by, count): (i64, i64, usize)) -> ItemList<'a> {
+        ItemList::Sequence {
+            start,
+            by,
+            count,
+            format: (step.with_sequence.as_deref()).and_then(|s| s.format.as_deref()),
         }
     }
 
@@ -362,8 +542,11 @@ pub fn node_label(step: &Step, fan_out: Option<&FanOut>) -> String {
         Some(fan_out) => match fan_out.static_len() {
             Some(count) => format!("{name} ×{count}"),
             None => {
-                let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
-                format!("{name} × {param}")
+                let list = match fan_out {
+                    FanOut::OutputSequence(sequence) => sequence.first_output(),
+                    _ => step.with_param.as_deref().map_or("", |p| p.0.trim()),
+                };
+                format!("{name} × {list}")
             }
         },
     }
@@ -435,6 +618,41 @@ mod tests {
     }
 
     #[test]
+    fn a_sequence_bound_from_a_steps_output_is_read_once_known_and_no_dag_runs_per_item() {
+        let mut step = sequence(None, Some(1), None);
+        step.with_sequence.as_mut().unwrap().end = Some(IntOrExpr::Expr(Box::new(
+            " {{steps.gen.outputs.result}}".into(),
+        )));
+        let Ok(Some(FanOut::OutputSequence(late))) = compile(&step) else {
+            panic!("{:?}", compile(&step));
+        };
+        assert_eq!(late.outputs().collect::<Vec<_>>(), [(0, "result")]);
+        assert_eq!(late.numbers(|_, _| Ok(None)), Ok(None));
+        assert_eq!(
+            late.numbers(|_, _| Ok(Some("3\n".into()))),
+            Ok(Some((1, 1, 3)))
+        );
+        assert_eq!(
+            late.numbers(|_, _| Ok(Some("x".into()))),
+            Err(
+                r#"withSequence.end: {{steps.gen.outputs.result}} is "x", not a whole number"#
+                    .into()
+            )
+        );
+        let error = static_items(&step).unwrap_err();
+        assert!(
+            error.contains("known only once a step ran, so it cannot run a dag template"),
+            "{error}"
+        );
+        step.with_sequence.as_mut().unwrap().end =
+            Some(IntOrExpr::Expr(Box::new("{{steps.gen.status}}".into())));
+        assert_eq!(
+            compile(&step),
+            Err(r#"withSequence.end: "{{steps.gen.status}}" is not a number"#.into())
+        );
+    }
+
+    #[test]
     fn a_param_is_one_output_reference_and_its_value_a_json_list() {
         let mut step = crate::testing::step("s", &["gen"]);
         step.with_param = Some(Box::new(crate::crd::Param(
@@ -451,7 +669,7 @@ mod tests {
             step.with_param = Some(Box::new(crate::crd::Param(bad.into())));
             let error = compile(&step).unwrap_err();
             assert!(
-                error.contains("is not one {{steps.NAME.outputs.KEY}}"),
+                error.contains("is neither one {{steps.NAME.outputs.KEY}}"),
                 "{error}"
             );
         }

@@ -366,8 +366,7 @@ fn fanned_view(
         executed.then_some(ItemCounts {
             total: succeeded,
             succeeded,
-            running: 0,
-            failed: 0,
+            ..ItemCounts::default()
         })
     });
     // A step the workflow stopped records when; its items' Jobs do not (a failed Job has no
@@ -776,6 +775,7 @@ mod tests {
             succeeded: 1,
             running: 1,
             failed: 1,
+            skipped: 0,
         };
         wf.status = Some(crate::WorkFlowStatus {
             workflow_status: Some(Phase::Started),

@@ -15,9 +15,13 @@
 //! step (a step that did not finish reads `Omitted`), and may iterate over them
 //! (`steps.exists(s, steps[s].phase == "Failed")`).
 //!
+//! On a step that fans out, `{{item}}` and `{{item.FIELD}}` are its item, and the `when` is
+//! decided for each item (`item`: its text in a quoted string, its value elsewhere).
+//!
 //! [`When::compile`] is the check at create (it parses, names only `steps` and `workflow`, and
 //! of a step only the fields it has; [`When::reads`] says which, for the checks against the
-//! spec); [`When::evaluate`] runs it once the step is ready.
+//! spec); [`When::evaluate`] runs it once the step is ready (once per item when it names one:
+//! [`When::evaluate_in`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
@@ -31,6 +35,10 @@ use regex::Regex;
 use super::agent::RESULT;
 use super::outputs::{ARTIFACT_PREFIX, Outputs};
 
+mod item;
+
+pub use item::{ItemRead, fill as fill_item};
+
 /// A compiled `when`.
 #[derive(Debug)]
 pub struct When {
@@ -43,6 +51,8 @@ pub struct When {
     workflow: Option<HashMap<Key, Value>>,
     /// It iterates over `steps` (an exit step's only): it sees every step.
     every_step: bool,
+    /// The item placeholders it holds, each a variable of the program (`item`), in order.
+    items: Vec<ItemRead>,
 }
 
 /// What a `when` reads of a step it names: the fields written after `steps.NAME` (or
@@ -260,15 +270,20 @@ impl When {
         parameters: &BTreeMap<String, String>,
         place: Place,
     ) -> Result<When, String> {
-        let program = Program::compile(expression)
+        let (cel, items) = item::variables(expression);
+        let program = Program::compile(&cel)
             .map_err(|e| format!("does not compile: {}", one_line(&e.to_string())))?;
         let references = program.references();
         let bound: Vec<&str> = MACRO_VARIABLES
             .captures_iter(expression)
             .filter_map(|found| found.get(1).map(|m| m.as_str()))
             .collect();
+        let item_variables: Vec<String> = (0..items.len())
+            .map(|i| format!("{}{i}", item::VARIABLE))
+            .collect();
         let mut others: Vec<&str> = (references.variables().iter().copied())
             .filter(|v| *v != "steps" && *v != "workflow" && !bound.contains(v))
+            .filter(|v| !item_variables.iter().any(|i| i == v))
             .collect();
         others.sort_unstable();
         if let Some(other) = others.first() {
@@ -288,6 +303,7 @@ impl When {
             reads,
             workflow,
             every_step,
+            items,
         })
     }
 
@@ -322,24 +338,39 @@ impl When {
         self.every_step
     }
 
+    /// The item placeholders it holds (`{{item}}`, `{{item.FIELD}}`): it is decided per item.
+    pub fn item_reads(&self) -> &[ItemRead] {
+        &self.items
+    }
+
     /// Runs the expression with `upstream` (the steps it may see, by name).
     ///
     /// # Errors
     /// The evaluation's error (a missing output is CEL's `No such key`), or a result that is
     /// not a bool.
     pub fn evaluate(&self, upstream: &HashMap<&str, Upstream<'_>>) -> Result<bool, String> {
-        self.evaluate_in(upstream, None)
+        self.evaluate_in(upstream, None, None)
     }
 
-    /// [`When::evaluate`] in an exit step, where `workflow.status` is `status`.
+    /// [`When::evaluate`] in an exit step, where `workflow.status` is `status`, and for an
+    /// item of a step that fans out, `item` (for the placeholders it holds).
     ///
     /// # Errors
-    /// As [`When::evaluate`].
+    /// As [`When::evaluate`]; an item without a field a placeholder names, or none given to a
+    /// `when` that names one.
     pub fn evaluate_in(
         &self,
         upstream: &HashMap<&str, Upstream<'_>>,
         status: Option<&str>,
+        item: Option<&serde_json::Value>,
     ) -> Result<bool, String> {
+        let mut items = Vec::with_capacity(self.items.len());
+        for (i, read) in self.items.iter().enumerate() {
+            let Some(item) = item else {
+                return Err(format!("{} names an item, and none is given", read.shown));
+            };
+            items.push((format!("{}{i}", item::VARIABLE), read.value(item)?));
+        }
         thread_local! {
             static BASE: Context<'static> = Context::default().with_all();
         }
@@ -350,6 +381,9 @@ impl When {
         BASE.with(|base| {
             let mut context = base.new_inner_scope();
             context.add_variable_from_value("steps", Value::Map(Map::from(steps)));
+            for (name, value) in items {
+                context.add_variable_from_value(name, value);
+            }
             if let Some(workflow) = &self.workflow {
                 let mut fields = workflow.clone();
                 if let Some(status) = status {

@@ -969,7 +969,8 @@ pub struct StepStatus {
     pub outputs: BTreeMap<String, String>,
 
     /// A step that fans out (`withItems`, `withParam`, `withSequence`): how many of its items
-    /// there are and how they stand. Its failed items have entries of their own, `NAME[i]`.
+    /// there are and how they stand. Its failed items, and those its `when` skipped, have
+    /// entries of their own, `NAME[i]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<ItemCounts>,
 }
@@ -988,6 +989,9 @@ pub struct ItemCounts {
     /// Items that failed or timed out.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub failed: u32,
+    /// Items the step's `when` (naming the item) skipped.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub skipped: u32,
 }
 
 fn is_zero_u32(n: &u32) -> bool {

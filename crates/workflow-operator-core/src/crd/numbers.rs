@@ -25,7 +25,8 @@ pub enum IntOrExpr<T> {
 }
 
 impl<T: Copy> IntOrExpr<T> {
-    /// The number; `None` for text (refused before planning, so the planner never meets it).
+    /// The number; `None` for text (refused before planning but for a `withSequence` bound
+    /// that is a step's output, which `fan_out` reads).
     pub fn num(&self) -> Option<T> {
         match self {
             IntOrExpr::Num(n) => Some(*n),

@@ -3,6 +3,7 @@
 //! ([`step_inputs`]), the items of a step that fans out ([`items_of`]). The `observe` stage
 //! decides with them which steps start, are skipped or fail for their data.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::crd::{Step, StepPhase};
@@ -183,52 +184,77 @@ pub(super) fn aggregate(fan: &Fan<'_>, key: &str) -> Option<String> {
 }
 
 /// The items of the step fanning out as `fan_out` (`step` of `dag`), given the known outputs
-/// and the steps that fan out seen so far: `None` while a `withParam`'s step has not told them.
+/// and the steps that fan out seen so far: `None` while the step whose output they come from
+/// (a `withParam`'s, a `withSequence` bound's) has not told it.
 ///
 /// # Errors
-/// Why a `withParam`'s value is not its items, for the step's failure.
+/// Why that output is not its items, for the step's failure: a `withParam` that is not a JSON
+/// list, a bound that is not a whole number, an output the step did not write.
 pub(super) fn items_of<'a>(
     step: &'a Step,
     fan_out: &FanOut,
     dag: &Dag,
-    (outputs, fans): (&HashMap<usize, &Outputs>, &HashMap<usize, Fan<'_>>),
+    known: (&HashMap<usize, &Outputs>, &HashMap<usize, Fan<'_>>),
 ) -> Result<Option<ItemList<'a>>, String> {
-    if let Some(items) = ItemList::of_spec(step, fan_out) {
-        return Ok(Some(items));
-    }
-    let FanOut::Param { step: source, key } = fan_out else {
-        return Ok(None);
-    };
-    let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
-    let aggregated;
-    let text = if let Some(fan) = fans.get(source) {
-        // Its items' outputs as a list, once they are all known (the step is done).
-        let all = fan.items.as_ref().map(ItemList::len);
-        if all != Some((fan.succeeded + fan.tolerated) as usize) {
-            return Ok(None);
+    match fan_out {
+        FanOut::Items(_) | FanOut::Sequence { .. } => Ok(ItemList::of_spec(step, fan_out)),
+        FanOut::Param { step: source, key } => {
+            let param = step.with_param.as_deref().map_or("", |p| p.0.trim());
+            let Some(text) = output_text(*source, key, dag, known)
+                .map_err(|why| format!("withParam {param}: {why}"))?
+            else {
+                return Ok(None);
+            };
+            fan_out::parse_param(&text)
+                .map(|items| Some(ItemList::Param(items)))
+                .map_err(|why| format!("withParam {param} {why}"))
         }
-        aggregated = aggregate(fan, key);
-        aggregated.as_deref().unwrap_or("[]")
-    } else {
-        let Some(outputs) = outputs.get(source) else {
-            return Ok(None);
-        };
-        let Some(text) = outputs.get(key) else {
-            return Err(format!(
-                "withParam {param}: step {:?} wrote no output {key:?}",
-                dag.name(*source)
-            ));
-        };
-        text
-    };
-    fan_out::parse_param(text)
-        .map(|items| Some(ItemList::Param(items)))
-        .map_err(|why| format!("withParam {param} {why}"))
+        FanOut::OutputSequence(sequence) => {
+            let numbers = sequence.numbers(|source, key| {
+                Ok(output_text(source, key, dag, known)?.map(Cow::into_owned))
+            })?;
+            Ok(numbers.map(|numbers| ItemList::numbers(step, numbers)))
+        }
+    }
 }
 
-/// The first `{{item.FIELD}}` of `step` that `item` cannot fill, as the item's failure.
+/// The text of output `key` of step `source` (of `dag`) as a later step's fan-out reads it,
+/// from the `known` outputs and steps that fan out: of a step that fans out, its items'
+/// outputs as a list once they all ended. `None` while the step has not told it.
+///
+/// # Errors
+/// The step (done) did not write the output.
+fn output_text<'k>(
+    source: usize,
+    key: &str,
+    dag: &Dag,
+    (outputs, fans): (&'k HashMap<usize, &Outputs>, &HashMap<usize, Fan<'_>>),
+) -> Result<Option<Cow<'k, str>>, String> {
+    if let Some(fan) = fans.get(&source) {
+        if !fan.ended() {
+            return Ok(None);
+        }
+        return Ok(Some(Cow::Owned(
+            aggregate(fan, key).unwrap_or_else(|| "[]".into()),
+        )));
+    }
+    let Some(outputs) = outputs.get(&source) else {
+        return Ok(None);
+    };
+    match outputs.get(key) {
+        Some(text) => Ok(Some(Cow::Borrowed(text.as_str()))),
+        None => Err(format!(
+            "step {:?} wrote no output {key:?}",
+            dag.name(source)
+        )),
+    }
+}
+
+/// The first `{{item.FIELD}}` of `step` (its `when` too) that `item` cannot fill, as the
+/// item's failure.
 pub(super) fn item_unresolved(step: &Step, item: &serde_json::Value) -> Option<String> {
-    data_flow::texts(step).find_map(|text| {
+    let when = step.when.as_deref();
+    (data_flow::texts(step).chain(when)).find_map(|text| {
         outputs::substitute(text, |_, _| Some(""), Some(item))
             .err()
             .map(|e| e.to_string())

@@ -92,7 +92,8 @@ fn a_step_runs_once_per_item_in_jobs_of_their_own_and_its_dependents_wait_for_al
             total: 3,
             succeeded: 0,
             running: 3,
-            failed: 0
+            failed: 0,
+            skipped: 0,
         })
     );
     assert_eq!(written_status.steps.len(), 1, "{:?}", written_status.steps);
@@ -401,12 +402,19 @@ fn a_fan_out_the_operator_cannot_run_is_refused_at_create_naming_it() {
         .when("steps.a.outputs.x == '1'")
         .build();
     assert!(refused(when_of_a_fan).contains(r#"names step "a", which fans out: a `when`"#));
-    let when_of_an_item = WorkFlow::test("w")
+    let item_of_no_fan = WorkFlow::test("w")
         .step("a", &[])
-        .with_sequence(2)
         .when("'{{item}}' == '1'")
         .build();
-    assert!(refused(when_of_an_item).contains("an item in a `when` is not supported yet"));
+    assert!(refused(item_of_no_fan).contains(
+        r#"when "'{{item}}' == '1'": {{item}} names an item, but the step does not fan out"#
+    ));
+    let field_not_listed = WorkFlow::test("w")
+        .step("a", &[])
+        .with_items(&[json!({"n": 1}), json!({"m": 2})])
+        .when("{{item.n}} > 0")
+        .build();
+    assert!(refused(field_not_listed).contains(r#"{{item.n}}: item 1 ({"m":2}) has no field "n""#));
     let parameters_of_a_fan = WorkFlow::test("w")
         .step("a", &[])
         .with_sequence(2)

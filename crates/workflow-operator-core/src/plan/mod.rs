@@ -793,6 +793,9 @@ mod data_tests;
 mod fan_out_tests;
 
 #[cfg(test)]
+mod late_fan_out_tests;
+
+#[cfg(test)]
 mod policy_tests;
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Observing: which Job speaks for each step (and each item of a step that fans out), and
 //! what it says: succeeded, running, failed, past its timeout or start deadline.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
 
 use k8s_openapi::jiff::SignedDuration;
@@ -14,7 +14,7 @@ use crate::failure_cause::DEADLINE_EXCEEDED;
 use crate::fan_out::{self, FanOut, ItemList};
 use crate::outputs::{Inputs, Outputs};
 use crate::retry::Strategy;
-use crate::when::{Ended, When};
+use crate::when::{Ended, Upstream, When};
 
 use super::attempts::{AfterFailure, BackingOff, after_failure};
 use super::data::{Facts, item_unresolved, items_of, step_inputs};
@@ -73,7 +73,7 @@ impl<'a> Planner<'a> {
         };
         let reads = !flow.read.is_empty() || !flow.ended_read.is_empty();
         if !whens.is_empty() || reads || !seen.fans.is_empty() {
-            seen.decide_data(whens, main);
+            seen.decide_data((whens, fan_outs), main);
         }
         let ready = seen.ready();
         seen.into_view(ready)
@@ -207,6 +207,7 @@ impl<'a> Planner<'a> {
                 running: 0,
                 stopped: 0,
                 tolerated: 0,
+                skipped: BTreeSet::new(),
             };
             let read = self.flow.aggregated.contains(&i);
             for (&item, &job) in &fan.jobs {
@@ -720,12 +721,14 @@ impl<'a> Assessment<'a> {
     /// `when`s, named outputs and items decide among the steps that may start: a false `when`
     /// skips its step (done for its dependents, which may then be decided in turn), a failing
     /// one or a missing output fails it, and so does a `withParam` that is not a JSON list; a
-    /// step with no items is done at once. The same outputs decide the same way at every pass,
-    /// so nothing of it needs a record but the status. `main` is the steps' DAG and what they
-    /// told, for the exit steps.
+    /// step with no items is done at once, and so is one whose every item ended or its `when`
+    /// skipped. The same outputs decide the same way at every pass, so nothing of it needs a
+    /// record but the status. `main` is the steps' DAG and what they told, for the exit steps;
+    /// `fan_outs` the fan-outs of these steps, for the items of one whose list a step done
+    /// here tells.
     fn decide_data(
         &mut self,
-        whens: &HashMap<usize, Arc<When>>,
+        (whens, fan_outs): (&HashMap<usize, Arc<When>>, &'a HashMap<usize, FanOut>),
         main: Option<(&'a Dag, &Known<'a>)>,
     ) {
         let mut queue: Vec<usize> = (self.progress.ready())
@@ -739,7 +742,29 @@ impl<'a> Assessment<'a> {
             if done {
                 let mut newly = Vec::new();
                 self.progress.complete(i, &mut newly);
+                for &d in &newly {
+                    self.late_items(d, fan_outs);
+                }
                 queue.extend(newly.into_iter().filter(|&d| self.starts(d)));
+            }
+        }
+    }
+
+    /// The items of step `d` (of `fan_outs`) when they were not known as the steps that fan
+    /// out were seen, because a step they come from was done only since (its items skipped by
+    /// their `when`, or none).
+    fn late_items(&mut self, d: usize, fan_outs: &'a HashMap<usize, FanOut>) {
+        let (Some(fan_out), Some(fan)) = (fan_outs.get(&d), self.fans.get(&d)) else {
+            return;
+        };
+        if fan.items.is_some() || self.bad_params.contains_key(&d) {
+            return;
+        }
+        let (dag, steps) = (self.scope.dag, self.scope.steps);
+        match items_of(&steps[d], fan_out, dag, (&self.known_outputs, &self.fans)) {
+            Ok(items) => self.fans.get_mut(&d).expect("seen above").items = items,
+            Err(why) => {
+                self.bad_params.insert(d, why);
             }
         }
     }
@@ -768,7 +793,7 @@ impl<'a> Assessment<'a> {
             ),
         };
         let seen = facts.skipped;
-        let verdict = whens.get(&i).map(|when| {
+        let when = whens.get(&i).map(|when| {
             let upstream = if when.every_step() {
                 facts.upstream(
                     source_dag,
@@ -777,8 +802,17 @@ impl<'a> Assessment<'a> {
             } else {
                 facts.upstream(source_dag, when.steps().iter().map(String::as_str))
             };
-            when.evaluate_in(&upstream, self.scope.workflow_status)
+            (when, upstream)
         });
+        // A `when` naming the item is decided for each item, once the step may start.
+        let (once, per_item) = match when {
+            Some((when, upstream)) if when.item_reads().is_empty() => {
+                (Some((when, upstream)), None)
+            }
+            other => (None, other),
+        };
+        let verdict = once
+            .map(|(when, upstream)| when.evaluate_in(&upstream, self.scope.workflow_status, None));
         match verdict {
             None | Some(Ok(true)) => {}
             Some(Ok(false)) => {
@@ -819,9 +853,60 @@ impl<'a> Assessment<'a> {
                 .fail(Unit::step(i), REASON_BAD_PARAM, why)
                 .then_some(true);
         }
-        let no_items =
-            (self.fans.get(&i).and_then(|fan| fan.items.as_ref())).is_some_and(ItemList::is_empty);
-        Some(no_items)
+        if let Some((when, upstream)) = per_item {
+            self.decide_items(i, when, &upstream);
+        }
+        // Done once every item ended: none, or each skipped, succeeded or failed tolerated.
+        Some(self.fans.get(&i).is_some_and(Fan::ended))
+    }
+
+    /// Decides the `when` (naming the item) of each item of step `i` that has no Job yet: a
+    /// false one skips the item, one that fails fails it (`WhenFailed`). An item that cannot
+    /// fill what its step names is left for [`Assessment::ready`] to fail (`BadItem`).
+    fn decide_items(&mut self, i: usize, when: &When, upstream: &HashMap<&str, Upstream<'_>>) {
+        let step = &self.scope.steps[i];
+        let Some(fan) = self.fans.get(&i) else {
+            return;
+        };
+        let Some(items) = &fan.items else { return };
+        // The spec's own items were checked when it was compiled.
+        let param = matches!(items, ItemList::Param(_));
+        let mut skipped = BTreeSet::new();
+        let mut failed = Vec::new();
+        for item in 0..items.len() as u32 {
+            let unit = Unit {
+                node: i,
+                item: Some(item),
+            };
+            if fan.jobs.contains_key(&item) || self.is_refused.contains(&unit) {
+                continue;
+            }
+            let value = items.get(item as usize);
+            if param && item_unresolved(step, &value).is_some() {
+                continue;
+            }
+            match when.evaluate_in(upstream, self.scope.workflow_status, Some(&value)) {
+                Ok(true) => {}
+                Ok(false) => {
+                    skipped.insert(item);
+                }
+                Err(error) => {
+                    let expression = step.when.as_deref().unwrap_or("");
+                    failed.push((unit, format!("when {expression:?}: {error}")));
+                }
+            }
+        }
+        let mut tolerated = 0;
+        for (unit, why) in failed {
+            self.is_refused.insert(unit);
+            match self.fail(unit, REASON_WHEN_FAILED, why) {
+                true => tolerated += 1,
+                false => self.blocked[i] = true,
+            }
+        }
+        let fan = self.fans.get_mut(&i).expect("seen above");
+        fan.skipped = skipped;
+        fan.tolerated += tolerated;
     }
 
     /// The instances that may start, in spec order (items in order). The items of a
@@ -845,7 +930,10 @@ impl<'a> Assessment<'a> {
                     node: i,
                     item: Some(item),
                 };
-                if fan.jobs.contains_key(&item) || self.is_refused.contains(&unit) {
+                if fan.jobs.contains_key(&item)
+                    || self.is_refused.contains(&unit)
+                    || fan.skipped.contains(&item)
+                {
                     continue;
                 }
                 let step = &self.scope.steps[i];

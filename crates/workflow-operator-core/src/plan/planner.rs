@@ -1,7 +1,7 @@
 //! The state of one plan being made ([`Planner`]) and what one pass sees of a set of steps
 //! ([`View`]): the types the planner's stages share, and its moves along the lifecycle table.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::jiff::Timestamp;
 
@@ -246,6 +246,18 @@ pub(super) struct Fan<'a> {
     pub(super) stopped: u32,
     /// Items that failed, and whose failure is tolerated (`continueOn.failed`).
     pub(super) tolerated: u32,
+    /// Items their `when` (naming the item) skipped.
+    pub(super) skipped: BTreeSet<u32>,
+}
+
+impl Fan<'_> {
+    /// Whether its items are known and every one ended as its dependents may go on from:
+    /// succeeded, skipped, or failed under `continueOn`.
+    pub(super) fn ended(&self) -> bool {
+        let all = self.items.as_ref().map(ItemList::len);
+        let ended = (self.succeeded + self.tolerated) as usize + self.skipped.len();
+        all == Some(ended)
+    }
 }
 
 /// What the steps (not the exit steps) tell the steps after them: the outputs read of each

@@ -554,9 +554,26 @@ impl<'a> Planner<'a> {
                 .push(skipped_entry(&name, view.steps[i].when.as_deref()));
             return;
         }
+        let total = fan.items.as_ref().map_or(0, ItemList::len) as u32;
+        let skipped = fan.skipped.len() as u32;
         if view.progress.is_done(i) && failures.is_empty() {
+            if skipped > 0 {
+                // Its entry counts the items skipped, which its step's row shows.
+                lists.steps.push(StepStatus {
+                    phase: StepPhase::Succeeded,
+                    job: None,
+                    items: Some(ItemCounts {
+                        total,
+                        succeeded: fan.succeeded,
+                        skipped,
+                        ..ItemCounts::default()
+                    }),
+                    ..running_step_status(&name, String::new(), false)
+                });
+            }
             lists.executed.push(name);
             succeeded_items(view, i, fan, lists);
+            skipped_items(view, i, fan, lists);
             return;
         }
         let running = fan.running as usize + created;
@@ -571,7 +588,7 @@ impl<'a> Planner<'a> {
             return;
         }
         let counts = ItemCounts {
-            total: fan.items.as_ref().map_or(0, ItemList::len) as u32,
+            total,
             succeeded: fan.succeeded,
             running: if terminal || stopped {
                 0
@@ -579,6 +596,7 @@ impl<'a> Planner<'a> {
                 running as u32
             },
             failed: item_failures as u32,
+            skipped,
         };
         let halting = (terminal || stopped) && item_failures == 0;
         let (phase, reason, message) = if item_failures > 0 {
@@ -617,6 +635,7 @@ impl<'a> Planner<'a> {
             lists.steps.extend(entry);
         }
         succeeded_items(view, i, fan, lists);
+        skipped_items(view, i, fan, lists);
     }
 
     /// When the workflow stopped the items of step `name` that fans out: when its status entry
@@ -734,6 +753,19 @@ fn succeeded_items(view: &View<'_>, i: usize, fan: &Fan<'_>, lists: &mut Lists) 
             item: Some(item),
         });
         lists.steps.push(succeeded_with(&name, job, outputs));
+    }
+}
+
+/// The entries of the items of `fan` (step `i` of `view`) its `when` skipped, `NAME[i]`
+/// `Skipped`, as a step its `when` skipped reads.
+fn skipped_items(view: &View<'_>, i: usize, fan: &Fan<'_>, lists: &mut Lists) {
+    let when = view.steps[i].when.as_deref();
+    for &item in &fan.skipped {
+        let name = view.display(Unit {
+            node: i,
+            item: Some(item),
+        });
+        lists.steps.push(skipped_entry(&name, when));
     }
 }
 

@@ -204,7 +204,8 @@ impl<'a> Expander<'a> {
         expanded
     }
 
-    /// `step` with `vars`' forms filled in every string, each form nothing fills a problem.
+    /// `step` with `vars`' forms filled in every string, each form nothing fills a problem; a
+    /// `withParam` they filled with a JSON list is that list (`fan_out::param_listed`).
     fn filled(&mut self, step: &Step, vars: &Vars, at: &str) -> Option<Step> {
         let mut value = serde_json::to_value(step).expect("a step serialises to JSON");
         let mut unfilled = Vec::new();
@@ -213,7 +214,10 @@ impl<'a> Expander<'a> {
             self.refuse(at, &step.step_name, format!("{form}: {why}"));
         }
         match serde_json::from_value(value) {
-            Ok(step) => Some(step),
+            Ok(mut step) => {
+                fan_out::param_listed(&mut step);
+                Some(step)
+            }
             Err(e) => {
                 self.refuse(at, &step.step_name, e);
                 None
@@ -438,7 +442,9 @@ impl<'a> Expander<'a> {
         } else {
             inner
         };
-        Expanded::Step(Box::new(step_over_template(call, inner)))
+        let mut step = step_over_template(call, inner);
+        fan_out::param_listed(&mut step);
+        Expanded::Step(Box::new(step))
     }
 
     /// A call of a `dag` (or `steps`) template: its steps per item (once without items),
@@ -526,7 +532,15 @@ impl<'a> Expander<'a> {
                     }
                 }
             }
-            let (renamed, own_leaves) = under(inner, &prefix, &call);
+            // The call's `when` is decided per run: its item filled in (Argo's per-item when).
+            let when = match (call.when.as_deref(), &item) {
+                (Some(when), Some(item)) => match when::fill_item(when, item) {
+                    Ok(filled) => Some(filled),
+                    Err(why) => return self.refuse(at, &name, format!("when {when:?}: {why}")),
+                },
+                (when, _) => when.map(str::to_string),
+            };
+            let (renamed, own_leaves) = under(inner, &prefix, (&call.depends_on, when.as_deref()));
             expanded.extend(renamed);
             leaves.extend(own_leaves);
         }
@@ -659,9 +673,13 @@ fn container_fields_set(call: &Step) -> Option<&'static str> {
 }
 
 /// The steps of one run of a `dag` call renamed under `prefix` (their names, `dependsOn`,
-/// output references and `when`s), the roots after `call`'s `dependsOn` and every step under
-/// its `when`; and the leaves, which the call's dependents wait on.
-fn under(inner: Vec<Step>, prefix: &str, call: &Step) -> (Vec<Step>, Vec<String>) {
+/// output references and `when`s), the roots after the call's `dependsOn` and every step under
+/// its `when` (for this run); and the leaves, which the call's dependents wait on.
+fn under(
+    inner: Vec<Step>,
+    prefix: &str,
+    (depends_on, call_when): (&[String], Option<&str>),
+) -> (Vec<Step>, Vec<String>) {
     let local: HashSet<String> = inner.iter().map(|s| s.step_name.clone()).collect();
     let rename = |name: &str| local.contains(name).then(|| format!("{prefix}{name}"));
     let depended: HashSet<&str> = inner
@@ -682,14 +700,14 @@ fn under(inner: Vec<Step>, prefix: &str, call: &Step) -> (Vec<Step>, Vec<String>
             let mut step: Step = serde_json::from_value(value).expect("a renamed step reads back");
             step.step_name = format!("{prefix}{}", step.step_name);
             step.depends_on = if step.depends_on.is_empty() {
-                call.depends_on.clone()
+                depends_on.to_vec()
             } else {
                 step.depends_on
                     .iter()
                     .map(|d| format!("{prefix}{d}"))
                     .collect()
             };
-            step.when = match (step.when.take(), call.when.as_deref()) {
+            step.when = match (step.when.take(), call_when) {
                 (Some(own), Some(outer)) => {
                     let own = unshield(&when::rename_steps(&own, &rename));
                     Some(format!("({outer}) && ({own})").into())

@@ -41,6 +41,9 @@ mod config_maps_tests;
 mod dag_outputs_tests;
 
 #[cfg(test)]
+mod fan_out_tests;
+
+#[cfg(test)]
 mod steps_tests;
 
 #[cfg(test)]
@@ -89,9 +92,12 @@ pub fn uses_templates(spec: &WorkFlowSpec) -> bool {
 }
 
 fn step_uses_templates(step: &Step) -> bool {
+    // A `withParam` written as a list, not a reference, is made that list as when filled.
+    let param_listed = (step.with_param.as_deref()).is_some_and(|p| !p.0.contains("{{"));
     step.template.is_some()
         || step.template_ref.is_some()
         || step.arguments.is_some()
+        || param_listed
         || numbers::step_texts(step).next().is_some()
         || step_strings(step).any(|s| {
             s.contains("{{workflow.")
@@ -117,6 +123,7 @@ fn step_strings(step: &Step) -> impl Iterator<Item = &str> {
         .chain(mounts.map(String::as_str))
         .chain(items)
         .chain(step.when.as_deref())
+        .chain(step.with_param.as_deref().map(|p| p.0.as_str()))
 }
 
 /// The shared templates `workflow` names that its status does not hold yet: what the

@@ -1,12 +1,15 @@
 //! Numbers written as text (Argo's `limit: "3"`, `count: "{{workflow.parameters.n}}"`): a
 //! step's are filled with the rest of its text (it is read back from JSON, where text holding
 //! a number becomes the number); the workflow's own (`parallelism`, `activeDeadlineSeconds`, a
-//! semaphore's `limit`) here. Text still not a number once filled is refused naming the field.
+//! semaphore's `limit`) here. Text still not a number once filled is refused naming the field,
+//! but for a `withSequence` bound that is one `{{steps.NAME.outputs.KEY}}` (`fan_out` reads it
+//! once that step told it).
 
 use std::str::FromStr;
 
 use super::fill::{Unfilled, Vars, fill};
 use crate::crd::{IntOrExpr, Step, Synchronization, WorkFlowSpec};
+use crate::fan_out;
 
 /// The numbers of `step` written as text, each `(path, text)`.
 pub(super) fn step_texts(step: &Step) -> impl Iterator<Item = (String, &str)> {
@@ -77,9 +80,13 @@ fn text<T>(value: Option<&IntOrExpr<T>>) -> Option<&str> {
     }
 }
 
-/// Each number of `step` still text once filled: `step "NAME": PATH: "TEXT" is not a number`.
+/// Each number of `step` still text once filled: `step "NAME": PATH: "TEXT" is not a number`;
+/// but a `withSequence` bound that is a step's output, read once that step told it.
 pub(super) fn step_problems(step: &Step) -> Vec<String> {
     let mut problems: Vec<String> = step_texts(step)
+        .filter(|(path, text)| {
+            !(path.starts_with("withSequence.") && fan_out::output_bound(text).is_some())
+        })
         .map(|(path, text)| not_a_number(&format!("step {:?}: {path}", step.step_name), text))
         .collect();
     // The schema refuses a 0 written as such; this is one a parameter filled.
