@@ -180,3 +180,57 @@ async fn a_timed_out_step_is_not_started_again_when_recording_the_failure_fails(
     let jobs = recorder.jobs_of("stuck", "stuck");
     assert_eq!(jobs.len(), 1, "the step was started again: {jobs:?}");
 }
+
+/// A Job create answered 409 `Conflict` (a write that lost a race, as to a ResourceQuota's
+/// count; not `AlreadyExists`) made no Job. Taken as made, it left the step reported running
+/// with no Job whose events could ever move it on, so the workflow waited for the timer's
+/// periodic rebuild. The create must fail the pass and be tried again.
+#[rstest]
+#[tokio::test]
+async fn a_job_create_refused_with_a_conflict_is_tried_again_not_taken_as_made(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("injects API faults");
+    let ns = &operator.ns;
+    let dev = ns.cluster.dev().expect("the embedded control plane");
+    dev.reset_requests();
+    dev.faults()
+        .set_error_rate(Verb::Create, 1.0, InjectedError::Conflict);
+    // Submitted with server-side apply (a patch): every create is refused now.
+    let workflow = ns.manifest(WorkFlow::test("refused").step("a", &[]).command(&["true"]));
+    ns.workflows()
+        .patch(
+            "refused",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&workflow),
+        )
+        .await
+        .expect("the workflow is submitted");
+
+    let refused_job_creates = || {
+        dev.requests()
+            .requests
+            .iter()
+            .filter(|(k, _)| k.resource == "jobs.batch" && k.verb == "create" && k.code == 409)
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    let start = Instant::now();
+    while refused_job_creates() < 3 {
+        let seen = ns.get("refused").await;
+        assert!(
+            support::started(&seen).is_empty(),
+            "a step whose Job create was refused is reported started: {}",
+            support::describe_status(&seen)
+        );
+        assert!(
+            start.elapsed() < support::DEADLINE,
+            "the operator did not try the create again"
+        );
+        // A short poll of the request counters and the status.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    dev.faults().clear();
+
+    ns.expect_completed("refused").await;
+}

@@ -91,7 +91,7 @@ async fn ensure_workspace(
     };
     match api.create(&params, &claim).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) if exists_already(&e) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 => Err(PassError::Unbuildable(
             format!("the API server refused the workspace claim: {}", e.message),
         )),
@@ -282,7 +282,8 @@ fn shown_name(workflow: &WorkFlow, create: &Create<'_>) -> String {
 }
 
 /// Creates `job`; one that exists already is this step's (its name is deterministic). A
-/// refusal (422) goes to `refuse`.
+/// refusal (422) goes to `refuse`; any other error, a 409 `Conflict` among them, fails the
+/// pass, which is tried again.
 async fn create_job(
     shared: &ControllerState,
     api: &Api<Job>,
@@ -303,7 +304,7 @@ async fn create_job(
             }
             Ok(())
         }
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) if exists_already(&e) => Ok(()),
         Err(e) => {
             // A slot of `--max-running-steps` taken for a Job not created is free again.
             if let Some(queue) = &shared.step_queue {
@@ -320,6 +321,14 @@ async fn create_job(
             }
         }
     }
+}
+
+/// Whether a create failed because the object exists already (409 `AlreadyExists`). Only that
+/// 409 says so: a 409 `Conflict` (a write that lost a race, such as a ResourceQuota's count of
+/// the namespace's Jobs) created nothing, and taken as made it left the step reported running
+/// with no Job whose events could ever move it on.
+fn exists_already(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(e) if e.code == 409 && e.reason == "AlreadyExists")
 }
 
 /// Stops the Job of a step past its timeout, keeping its pod and its log where it can (see
@@ -473,5 +482,22 @@ pub(super) async fn delete_job(api: &Api<Job>, name: &str) -> Result<(), Request
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(RequestFailed::new(format!("deleting job {name}"), e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_409_already_exists_says_a_create_was_made_before() {
+        let answer = |code, reason: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("refused", reason).with_code(code),
+            ))
+        };
+        assert!(exists_already(&answer(409, "AlreadyExists")));
+        assert!(!exists_already(&answer(409, "Conflict")));
+        assert!(!exists_already(&answer(500, "InternalError")));
     }
 }
