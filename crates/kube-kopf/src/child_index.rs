@@ -1,8 +1,11 @@
 //! The in-memory mirror of one child kind, grouped by parent, and the watch that feeds it.
 //!
 //! Every child kind registered with [`super::Registry::on_child`] gets its own watcher. Its
-//! objects are kept per parent for [`super::Context::children`], and each added or changed
-//! child is sent to the parent's queue in the reactor ([`super::reactor`]) as a child event.
+//! objects are kept per parent for [`super::Context::children`], and each added, changed or
+//! deleted child is sent to the parent's queue in the reactor ([`super::reactor`]) as a child
+//! event, once the mirror shows the change (`Follower`): a handler never runs for a change
+//! its [`super::Context::children`] does not show yet, and no change leaves the parent untold
+//! (a deletion, or a change made while the watch was down and found by a re-listing, included).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -15,7 +18,9 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::oneshot;
 use tracing::warn;
 
-use super::kinds::{ChildEvent, ChildSink, ChildWatch, Children, Parent, Scope, Watched, owner_of};
+use super::kinds::{
+    ChildEvent, ChildSink, ChildWatch, Children, Parent, ParentOf, Scope, Watched, owner_of,
+};
 
 /// The in-memory mirror of one child kind, grouped by parent.
 pub(crate) struct ChildIndex<C> {
@@ -81,6 +86,35 @@ impl<C: Resource> Groups<C> {
             self.by_parent.remove(parent);
         }
     }
+
+    /// The child of `child`'s namespace and name among `parent`'s children.
+    fn find(&self, parent: &Parent, child: &C) -> Option<&Arc<C>> {
+        let siblings = self.by_parent.get(parent)?;
+        position(siblings, child).ok().map(|at| &siblings[at])
+    }
+
+    /// The children of `self` that `before` did not hold in the same version (added or
+    /// changed), then the children of `before` that `self` does not hold (deleted), each with
+    /// its parent: what a re-listing `self` tells the parents that `before` had not.
+    fn changed_since(&self, before: &Groups<C>) -> Vec<(Parent, Arc<C>)> {
+        let mut changed = Vec::new();
+        for (parent, children) in &self.by_parent {
+            for child in children {
+                let known = before.find(parent, child);
+                if known.is_none_or(|known| known.resource_version() != child.resource_version()) {
+                    changed.push((parent.clone(), child.clone()));
+                }
+            }
+        }
+        for (parent, children) in &before.by_parent {
+            for child in children {
+                if self.find(parent, child).is_none() {
+                    changed.push((parent.clone(), child.clone()));
+                }
+            }
+        }
+        changed
+    }
 }
 
 /// Where `child` is, or would go, among `siblings` (sorted by namespace, then name).
@@ -94,8 +128,8 @@ fn key<C: Resource>(child: &C) -> (Option<&str>, Option<&str>) {
     (meta.namespace.as_deref(), meta.name.as_deref())
 }
 
-/// Sends `child`'s change to the queue of its parent `parent`; later changes of the same child
-/// (by namespace/name) replace a queued one.
+/// Sends `child`'s change (or, for a deleted child, its last state) to the queue of its parent
+/// `parent`; later changes of the same child (by namespace/name) replace a queued one.
 fn forward<C: Watched>(sink: &ChildSink, index: usize, parent: Parent, child: Arc<C>) {
     let key = format!(
         "{}/{}",
@@ -104,6 +138,78 @@ fn forward<C: Watched>(sink: &ChildSink, index: usize, parent: Parent, child: Ar
     );
     let object: Arc<dyn Any + Send + Sync> = child;
     let _ = sink.send((parent, ChildEvent { index, key, object }));
+}
+
+/// What one child watch does with each event: keeps the mirror, and says which children to
+/// tell their parents of. A (re)listing is swapped into the mirror whole at its end, and only
+/// then are its changes told: every child it holds in a version the mirror did not, and every
+/// child the mirror held that it does not (deleted while the watch was down). Told at each
+/// listed child instead, a parent's pass could run before the swap and plan from the mirror's
+/// old copy, the change it was told of consumed and never shown.
+struct Follower<C> {
+    parent_of: ParentOf<C>,
+    /// The re-listing being built, from `Init` to `InitDone`.
+    relisted: Option<Groups<C>>,
+}
+
+impl<C: Resource> Follower<C> {
+    /// Applies `event` to `mirror`; the children to tell their parents of, with the parents.
+    fn follow(&mut self, event: Event<C>, mirror: &ChildIndex<C>) -> Vec<(Parent, Arc<C>)> {
+        match event {
+            Event::Init => {
+                self.relisted = Some(Groups::default());
+                Vec::new()
+            }
+            Event::InitApply(child) => {
+                let Some(parent) = (self.parent_of)(&child) else {
+                    return Vec::new();
+                };
+                let child = Arc::new(child);
+                match self.relisted.as_mut() {
+                    Some(listing) => {
+                        listing.insert(&parent, child);
+                        Vec::new()
+                    }
+                    None => self.apply(mirror, parent, child),
+                }
+            }
+            Event::InitDone => {
+                let Some(listing) = self.relisted.take() else {
+                    return Vec::new();
+                };
+                let mut groups = mirror.groups.write().expect("child index lock");
+                let before = std::mem::replace(&mut *groups, listing);
+                groups.changed_since(&before)
+            }
+            Event::Apply(child) => match (self.parent_of)(&child) {
+                Some(parent) => self.apply(mirror, parent, Arc::new(child)),
+                None => Vec::new(),
+            },
+            Event::Delete(child) => {
+                let Some(parent) = (self.parent_of)(&child) else {
+                    return Vec::new();
+                };
+                let mut groups = mirror.groups.write().expect("child index lock");
+                groups.remove(&parent, &child);
+                vec![(parent, Arc::new(child))]
+            }
+        }
+    }
+
+    /// Puts `child` in the mirror, to be told to `parent`.
+    fn apply(
+        &self,
+        mirror: &ChildIndex<C>,
+        parent: Parent,
+        child: Arc<C>,
+    ) -> Vec<(Parent, Arc<C>)> {
+        mirror
+            .groups
+            .write()
+            .expect("child index lock")
+            .insert(&parent, child.clone());
+        vec![(parent, child)]
+    }
 }
 
 /// Builds the watch of child kind `C` for parents of kind `K`, and its index. Changes are sent
@@ -135,15 +241,17 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
             let mirror = mirror.clone();
             let mut synced = Some(synced);
             async move {
-                let parent = |child: &C| {
-                    parent_of(child).map(|mut parent| {
-                        if !K::Scope::namespaced() {
-                            parent.namespace = None;
-                        }
-                        parent
-                    })
+                let mut follower = Follower {
+                    parent_of: Arc::new(move |child: &C| {
+                        parent_of(child).map(|mut parent| {
+                            if !K::Scope::namespaced() {
+                                parent.namespace = None;
+                            }
+                            parent
+                        })
+                    }),
+                    relisted: None,
                 };
-                let mut relisted: Option<Groups<C>> = None;
                 let events = watcher(api, config)
                     // Handlers never read managedFields; the real API server can make them
                     // most of an object.
@@ -151,49 +259,24 @@ pub(crate) fn child_watch<K: Watched, C: Watched>(
                     .default_backoff();
                 let mut events = std::pin::pin!(events);
                 while let Some(event) = events.next().await {
-                    match event {
-                        Ok(Event::Init) => relisted = Some(Groups::default()),
-                        Ok(Event::InitApply(child)) => {
-                            let Some(p) = parent(&child) else { continue };
-                            let child = Arc::new(child);
-                            if let Some(buffer) = relisted.as_mut() {
-                                buffer.insert(&p, child.clone());
-                            }
-                            if notify {
-                                forward(&sink, index, p, child);
-                            }
-                        }
-                        Ok(Event::InitDone) => {
-                            if let Some(buffer) = relisted.take() {
-                                *mirror.groups.write().expect("child index lock") = buffer;
-                            }
-                            if let Some(synced) = synced.take() {
-                                let _ = synced.send(());
-                            }
-                        }
-                        Ok(Event::Apply(child)) => {
-                            let Some(p) = parent(&child) else { continue };
-                            let child = Arc::new(child);
-                            mirror
-                                .groups
-                                .write()
-                                .expect("child index lock")
-                                .insert(&p, child.clone());
-                            if notify {
-                                forward(&sink, index, p, child);
-                            }
-                        }
-                        Ok(Event::Delete(child)) => {
-                            let Some(p) = parent(&child) else { continue };
-                            mirror
-                                .groups
-                                .write()
-                                .expect("child index lock")
-                                .remove(&p, &child);
-                        }
+                    let event = match event {
+                        Ok(event) => event,
                         Err(error) => {
-                            warn!(%error, kind = %C::kind(&()), "child watch failed; retrying")
+                            warn!(%error, kind = %C::kind(&()), "child watch failed; retrying");
+                            continue;
                         }
+                    };
+                    let listed = matches!(event, Event::InitDone);
+                    let changed = follower.follow(event, &mirror);
+                    if notify {
+                        for (parent, child) in changed {
+                            forward(&sink, index, parent, child);
+                        }
+                    }
+                    // After the listing's changes: they are in the parents' queues before the
+                    // reactor hears that the listing is mirrored.
+                    if listed && let Some(synced) = synced.take() {
+                        let _ = synced.send(());
                     }
                 }
             }
@@ -306,6 +389,100 @@ mod tests {
             .map(|i| row("ns", &name(i), if i % 3 == 0 { "2" } else { "1" }))
             .collect();
         assert_eq!(seen(&groups, &p), want);
+    }
+
+    /// A follower whose children all belong to parent `p`, and an empty mirror.
+    fn following_p() -> (Follower<ConfigMap>, ChildIndex<ConfigMap>) {
+        let follower = Follower {
+            parent_of: Arc::new(|_: &ConfigMap| Some(parent("p"))),
+            relisted: None,
+        };
+        let mirror = ChildIndex {
+            groups: RwLock::default(),
+        };
+        (follower, mirror)
+    }
+
+    /// (name, resourceVersion) of each child told, sorted.
+    fn told(changed: Vec<(Parent, Arc<ConfigMap>)>) -> Vec<(String, String)> {
+        let mut told: Vec<_> = changed
+            .into_iter()
+            .map(|(_, c)| (c.name_any(), c.resource_version().unwrap_or_default()))
+            .collect();
+        told.sort();
+        told
+    }
+
+    fn named(rows: &[(&str, &str)]) -> Vec<(String, String)> {
+        rows.iter()
+            .map(|(name, version)| (name.to_string(), version.to_string()))
+            .collect()
+    }
+
+    /// A listing of `children` (each an owned copy of the helper's `child`).
+    fn list(
+        follower: &mut Follower<ConfigMap>,
+        mirror: &ChildIndex<ConfigMap>,
+        children: &[(&str, &str)],
+    ) -> Vec<(Parent, Arc<ConfigMap>)> {
+        assert!(follower.follow(Event::Init, mirror).is_empty());
+        for (name, version) in children {
+            let listed = (*child("ns", name, version)).clone();
+            assert!(
+                follower.follow(Event::InitApply(listed), mirror).is_empty(),
+                "a listed child is told only once the listing is mirrored"
+            );
+        }
+        follower.follow(Event::InitDone, mirror)
+    }
+
+    #[test]
+    fn a_relisting_tells_once_mirrored_what_changed_and_what_is_gone() {
+        let (mut follower, mirror) = following_p();
+        let first = list(
+            &mut follower,
+            &mirror,
+            &[("a", "1"), ("b", "1"), ("c", "1")],
+        );
+        assert_eq!(told(first), named(&[("a", "1"), ("b", "1"), ("c", "1")]));
+
+        // The watch was down (a 410): b changed, c was deleted and d created meanwhile.
+        assert!(follower.follow(Event::Init, &mirror).is_empty());
+        for (name, version) in [("a", "1"), ("b", "2"), ("d", "1")] {
+            let listed = (*child("ns", name, version)).clone();
+            assert!(
+                follower
+                    .follow(Event::InitApply(listed), &mirror)
+                    .is_empty()
+            );
+            assert_eq!(
+                seen(&mirror.groups.read().unwrap(), &parent("p")).len(),
+                3,
+                "the mirror holds the old listing until the new one is whole"
+            );
+        }
+        let changed = follower.follow(Event::InitDone, &mirror);
+        assert_eq!(told(changed), named(&[("b", "2"), ("c", "1"), ("d", "1")]));
+        assert_eq!(
+            seen(&mirror.groups.read().unwrap(), &parent("p")),
+            [
+                row("ns", "a", "1"),
+                row("ns", "b", "2"),
+                row("ns", "d", "1")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_deleted_child_is_told_to_its_parent_and_gone_from_the_mirror() {
+        let (mut follower, mirror) = following_p();
+        list(&mut follower, &mirror, &[("a", "1"), ("b", "1")]);
+        let changed = follower.follow(Event::Apply((*child("ns", "a", "2")).clone()), &mirror);
+        assert_eq!(told(changed), named(&[("a", "2")]));
+        let deleted = (*child("ns", "b", "1")).clone();
+        let changed = follower.follow(Event::Delete(deleted), &mirror);
+        assert_eq!(told(changed), named(&[("b", "1")]));
+        assert_eq!(mirror.of(&parent("p")).len(), 1);
     }
 
     #[test]

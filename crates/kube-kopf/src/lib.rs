@@ -77,9 +77,10 @@
 //!   generation moves: do not register status fields.
 //! - Resume, timer and child handlers keep their retries in memory only; a permanently failed
 //!   one is reported once per occurrence. Timers retry at their next tick.
-//! - Child handlers run for added and changed children (and for every child after a watch
-//!   re-list), not for deleted ones; use [`Context::children`] or a resume/timer handler to see
-//!   the current set. They do not run while the parent is being deleted.
+//! - Child handlers run for added, changed and deleted children (a deleted child is handed over
+//!   as last seen; [`Context::children`] no longer holds it), after a watch re-list for each
+//!   child it found added, changed or gone, and always once [`Context::children`] shows the
+//!   change. They do not run while the parent is being deleted.
 //! - A permanently failed delete handler does not block deletion: the finalizer is removed.
 //! - A child kind that cannot be listed (not installed, or forbidden) keeps every handler of
 //!   its parent kind waiting; the watch failure is logged as a warning on every retry.

@@ -414,7 +414,8 @@ impl<K: Watched> Registry<K> {
     }
 
     /// Runs `handler` with the parent and the child whenever a child object of kind `C` is
-    /// added or changes. It runs in the parent's queue: never at the same time as another
+    /// added, changes or is deleted (handed over as last seen; [`Context::children`] no longer
+    /// holds it then). It runs in the parent's queue: never at the same time as another
     /// handler of the same parent.
     #[must_use]
     pub fn on_child<C, F, Fut>(mut self, name: &str, children: Children<C>, handler: F) -> Self
@@ -439,8 +440,9 @@ impl<K: Watched> Registry<K> {
         self.push(name, Trigger::Child { index }, run)
     }
 
-    /// Runs `handler` once per pass of the parent with every child of kind `C` added or changed
-    /// since the last call, each once and in its latest state (ordered by namespace and name).
+    /// Runs `handler` once per pass of the parent with every child of kind `C` added, changed or
+    /// deleted since the last call, each once and in its latest state (a deleted one as last
+    /// seen; ordered by namespace and name).
     /// Like [`Registry::on_child`] it runs in the parent's queue; use it when handling several
     /// children at once costs less than handling them one by one (one status write for many
     /// finished Jobs, say). A failed call is retried with all of its children, joined by any

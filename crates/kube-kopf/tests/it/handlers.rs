@@ -602,6 +602,81 @@ async fn child_handlers_see_the_child_and_its_siblings_from_memory() {
     );
 }
 
+/// A deleted child reaches its parent's child handler too, as last seen and gone from
+/// `Context::children`: a parent that keeps something per child learns that it is gone without
+/// a periodic look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_child_reaches_the_child_handler_gone_from_the_children() {
+    let (_cluster, client) = cluster().await;
+    let api = widgets(&client);
+    // (child, whether the parent's children held it) per call
+    let seen: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    let record = seen.clone();
+    let operator = Operator::new(client.clone(), config()).resource::<Widget>(|r| {
+        r.on_child(
+            "child",
+            Children::<ConfigMap>::owned(),
+            move |ctx: Context<Widget>, child: Arc<ConfigMap>| {
+                let record = record.clone();
+                async move {
+                    let held = ctx
+                        .children::<ConfigMap>()
+                        .iter()
+                        .any(|c| c.name_any() == child.name_any());
+                    record.lock().unwrap().push((child.name_any(), held));
+                    Ok(())
+                }
+            },
+        )
+    });
+    let running = start(operator);
+    let owner = api
+        .create(&PostParams::default(), &widget("w", 1))
+        .await
+        .expect("create");
+    let mut child = ConfigMap::default();
+    child.metadata.name = Some("c".into());
+    child.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: Widget::api_version(&()).into(),
+        kind: Widget::kind(&()).into(),
+        name: "w".into(),
+        uid: owner.uid().expect("uid"),
+        ..Default::default()
+    }]);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    config_maps
+        .create(&PostParams::default(), &child)
+        .await
+        .expect("child");
+    let told = |name: &'static str, held: bool| {
+        let seen = seen.clone();
+        move || {
+            let seen = seen.clone();
+            async move {
+                let entry = (name.to_string(), held);
+                seen.lock().unwrap().contains(&entry).then_some(())
+            }
+        }
+    };
+    eventually(
+        "the child handler to see c added",
+        Duration::from_secs(20),
+        told("c", true),
+    )
+    .await;
+    config_maps
+        .delete("c", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually(
+        "the child handler to see c deleted",
+        Duration::from_secs(20),
+        told("c", false),
+    )
+    .await;
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_handler_call_after_start_sees_every_existing_child() {
     let (_cluster, client) = cluster().await;
