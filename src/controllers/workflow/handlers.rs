@@ -6,10 +6,11 @@
 //!
 //! State is read from the Jobs that exist, never from the status lists or memory alone
 //! (`memory` is a cache, checked before use). Job events come in batches
-//! ([`reconcile_jobs`]: every Job that changed since the workflow's last pass, so a burst of
-//! completions costs one pass of creates and one status write), planned in O(degree of their
-//! steps) while the remembered run state still holds; every other cause, and every doubt, plans
-//! in full and rebuilds the state.
+//! ([`reconcile_jobs`]: every Job that changed or was deleted since the workflow's last pass, so
+//! a burst of completions costs one pass of creates and one status write), planned in O(degree
+//! of their steps) while the remembered run state still holds; every other cause, and every
+//! doubt (a deleted Job among them: the state knows a Job the mirror no longer shows), plans in
+//! full and rebuilds the state.
 
 use std::sync::Arc;
 
@@ -30,8 +31,8 @@ pub async fn reconcile(shared: Arc<ControllerState>, ctx: Context<WorkFlow>) -> 
     timed(shared, ctx, Vec::new()).await
 }
 
-/// [`reconcile`] for changes of the workflow's Jobs (every Job that changed since the last
-/// call, from the framework's batch): planned incrementally when the remembered run state
+/// [`reconcile`] for changes of the workflow's Jobs (every Job that changed or was deleted
+/// since the last call, from the framework's batch; a deleted one as last seen): planned incrementally when the remembered run state
 /// allows it, in full otherwise; either way one pass of creates and at most one status write
 /// for all of them.
 pub async fn reconcile_jobs(

@@ -227,14 +227,23 @@ impl Memory {
     }
 
     /// The Jobs we created for workflow `uid` that `mirrored` (its Jobs in the mirror) does not
-    /// show yet; forgets the ones it shows and the expired ones. O(1) when there are none.
-    pub(super) fn unmirrored(&self, uid: &str, mirrored: &[Arc<JobSummary>]) -> Vec<ObservedJob> {
+    /// show yet; forgets the ones it shows, the ones among `seen` (Jobs the watch delivered
+    /// since the last pass: one the mirror does not show was deleted, and would otherwise
+    /// count as existing, with no event to come, until it expired) and the expired ones. O(1)
+    /// when there are none.
+    pub(super) fn unmirrored(
+        &self,
+        uid: &str,
+        mirrored: &[Arc<JobSummary>],
+        seen: &[Arc<JobSummary>],
+    ) -> Vec<ObservedJob> {
         let mut all = self.workflows.lock().expect("workflow memory lock");
         let Some(remembered) = all.get_mut(uid).filter(|r| !r.unmirrored.is_empty()) else {
             return Vec::new();
         };
         let shown: HashSet<&str> = mirrored
             .iter()
+            .chain(seen)
             .filter_map(|job| job.metadata.name.as_deref())
             .collect();
         remembered.unmirrored.retain(|(job, at)| {
@@ -276,5 +285,48 @@ impl CacheWrites {
         if let Some(jobs) = self.0.lock().expect("cache writes").get_mut(uid) {
             jobs.remove(job);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use workflow_operator_core::testing::Jobs;
+
+    #[test]
+    fn a_job_we_created_that_the_watch_saw_deleted_no_longer_counts_as_existing() {
+        let workflow = WorkFlow::test("w").step("a", &[]).step("b", &[]).build();
+        let now = Timestamp::now();
+        let created = Jobs::of(&workflow)
+            .active("a", now)
+            .active("b", now)
+            .build();
+        let memory = Memory::default();
+        for job in &created {
+            memory.created("uid", job.clone());
+        }
+        let summary = |job: &ObservedJob| {
+            Arc::new(JobSummary {
+                metadata: ObjectMeta {
+                    name: Some(job.name.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..JobSummary::default()
+            })
+        };
+        // a's Job was added and deleted before a pass saw the mirror hold it: its deletion is
+        // in the batch, the mirror does not show it.
+        let deleted = summary(&created[0]);
+        let pending = memory.unmirrored("uid", &[], &[deleted]);
+        let names: Vec<&str> = pending.iter().map(|job| job.name.as_str()).collect();
+        assert_eq!(names, [created[1].name.as_str()]);
+        // b's Job shows in the mirror: nothing is left to count.
+        assert!(
+            memory
+                .unmirrored("uid", &[summary(&created[1])], &[])
+                .is_empty()
+        );
     }
 }

@@ -35,7 +35,7 @@ pub(super) struct Observed {
     pub(super) children: Vec<Arc<JobSummary>>,
     /// The Jobs we created that the mirror does not show yet.
     pub(super) unmirrored: Vec<ObservedJob>,
-    /// The Jobs that changed since the last pass (none for other causes).
+    /// The Jobs that changed or were deleted since the last pass (none for other causes).
     pub(super) changed: Vec<Arc<JobSummary>>,
     /// A pass without changed Jobs (the timer's) writes whatever status was deferred.
     pub(super) flush: bool,
@@ -76,7 +76,7 @@ pub(super) fn observe(
         })
     });
     let children = ctx.children::<JobSummary>();
-    let unmirrored = shared.memory.unmirrored(&uid, &children);
+    let unmirrored = shared.memory.unmirrored(&uid, &children, &changed);
     Some(Observed {
         now: Timestamp::now(),
         compiled: prepared.compiled.clone(),
@@ -121,7 +121,7 @@ pub(super) async fn jobs_in_full(
 /// show yet.
 pub(super) fn jobs_known(shared: &ControllerState, seen: &Observed) -> Vec<ObservedJob> {
     let mut observed = observed_jobs(&seen.children, &seen.workflow, seen.now);
-    observed.extend(shared.memory.unmirrored(&seen.uid, &seen.children));
+    observed.extend(shared.memory.unmirrored(&seen.uid, &seen.children, &[]));
     observed
 }
 
