@@ -26,16 +26,23 @@ pub(super) const FULL_RECONCILE_EVERY: Duration = Duration::from_secs(10);
 
 /// When the timer's pass must next look at a workflow `decision` planned (the plan carried
 /// out): at the plan's next deadline, and by the full-reconcile safety net
-/// ([`FULL_RECONCILE_EVERY`] after the run state was built; as long from `now` when no state is
-/// kept), or at the next tick when `at_once` (the pass deferred its status, the workflow's
-/// rules read the clock, or a gate holds steps back and their wants go stale).
+/// ([`FULL_RECONCILE_EVERY`] after the run state was built when a pass moved it on
+/// incrementally since; as long from `now` when no state is kept), or at the next tick when
+/// `at_once` (the pass deferred its status, the workflow's rules read the clock, or a gate holds
+/// steps back and their wants go stale). A state the full planner has just built is what a
+/// rebuild would make again until a Job changes or is deleted, and the Job's event (kube-kopf
+/// tells deletions, and a re-listing's changes once mirrored) starts a pass that moves it: the
+/// net is not set for it, so a running workflow where nothing happens is not planned again
+/// until its deadline (10,000 of them were 1,000 full passes a second).
 pub(super) fn next_wake(decision: &Decision, at_once: bool, now: Instant) -> Wake {
     let by = if at_once {
-        now
-    } else if decision.state.is_some() {
-        decision.built_at + FULL_RECONCILE_EVERY
+        Some(now)
+    } else if decision.state.is_none() {
+        Some(now + FULL_RECONCILE_EVERY)
     } else {
-        now + FULL_RECONCILE_EVERY
+        decision
+            .incremental
+            .then_some(decision.built_at + FULL_RECONCILE_EVERY)
     };
     Wake {
         deadline: decision.plan.next_timeout_at,
@@ -484,7 +491,7 @@ mod tests {
     }
 
     #[test]
-    fn the_timer_wakes_at_the_next_deadline_or_the_safety_net_whichever_first() {
+    fn a_moved_state_wakes_the_timer_at_its_deadline_or_the_safety_net_whichever_first() {
         let since = Timestamp::now();
         let decision = running_with_timeout(since, since);
         assert!(
@@ -494,19 +501,37 @@ mod tests {
         let timeout_at = since + k8s_openapi::jiff::SignedDuration::from_secs(30);
         assert_eq!(decision.plan.next_timeout_at, Some(timeout_at));
         let now = Instant::now();
-        let wake = next_wake(&decision, false, now);
+        let moved = Decision {
+            incremental: true,
+            ..decision
+        };
+        let wake = next_wake(&moved, false, now);
         assert_eq!(wake.deadline, Some(timeout_at));
-        assert_eq!(wake.by, decision.built_at + FULL_RECONCILE_EVERY);
+        let by = moved.built_at + FULL_RECONCILE_EVERY;
+        assert_eq!(wake.by, Some(by));
         let (second, a_second_before) = (
             std::time::Duration::from_secs(1),
             k8s_openapi::jiff::SignedDuration::from_secs(1),
         );
         // Nothing due between the pass and the first of the two.
         assert!(!wake.is_due(now, since));
-        assert!(!wake.is_due(wake.by - second, timeout_at - a_second_before));
+        assert!(!wake.is_due(by - second, timeout_at - a_second_before));
         // The deadline is due on the wall clock, the safety net on the monotonic one.
         assert!(wake.is_due(now, timeout_at));
-        assert!(wake.is_due(wake.by, since));
+        assert!(wake.is_due(by, since));
+    }
+
+    #[test]
+    fn a_state_just_built_in_full_waits_for_its_deadline_alone() {
+        let since = Timestamp::now();
+        let decision = running_with_timeout(since, since);
+        assert!(!decision.incremental && decision.state.is_some());
+        let timeout_at = since + k8s_openapi::jiff::SignedDuration::from_secs(30);
+        let wake = next_wake(&decision, false, Instant::now());
+        assert_eq!(wake.by, None);
+        let an_hour = std::time::Duration::from_secs(3600);
+        assert!(!wake.is_due(Instant::now() + an_hour, since));
+        assert!(wake.is_due(Instant::now(), timeout_at));
     }
 
     #[test]
@@ -514,7 +539,7 @@ mod tests {
         let since = Timestamp::now();
         let now = Instant::now();
         let wake = next_wake(&running_with_timeout(since, since), true, now);
-        assert_eq!(wake.by, now);
+        assert_eq!(wake.by, Some(now));
         assert!(wake.is_due(now, since));
     }
 
@@ -525,6 +550,6 @@ mod tests {
         decision.state = None;
         let now = Instant::now() + std::time::Duration::from_secs(3);
         let wake = next_wake(&decision, false, now);
-        assert_eq!(wake.by, now + FULL_RECONCILE_EVERY);
+        assert_eq!(wake.by, Some(now + FULL_RECONCILE_EVERY));
     }
 }

@@ -44,14 +44,15 @@ pub(super) struct Wake {
     /// workflow's `activeDeadlineSeconds`), on the wall clock the planner counts them on.
     pub(super) deadline: Option<Timestamp>,
     /// The latest the timer looks again, on the monotonic clock (so a wall clock set back
-    /// cannot put it off): the full-reconcile safety net, or at once.
-    pub(super) by: Instant,
+    /// cannot put it off): the full-reconcile safety net, or at once; `None` when only the
+    /// deadline is awaited.
+    pub(super) by: Option<Instant>,
 }
 
 impl Wake {
     /// Whether the wake has come at `now` (monotonic) and `wall` (the wall clock).
     pub(super) fn is_due(&self, now: Instant, wall: Timestamp) -> bool {
-        now >= self.by || self.deadline.is_some_and(|at| wall >= at)
+        self.by.is_some_and(|by| now >= by) || self.deadline.is_some_and(|at| wall >= at)
     }
 }
 
