@@ -29,8 +29,35 @@ impl RequestFailed {
     }
 }
 
+/// Whether a create failed because the object exists already (409 `AlreadyExists`), which a
+/// create of a name chosen deterministically takes as done. Only that 409 says so: a 409
+/// `Conflict` (a write that lost a race, such as a ResourceQuota's count of the namespace's
+/// objects) created nothing, and taken as made it leaves the caller waiting for an object, and
+/// its events, that will never come (a step reported running with no Job, a cron run or a
+/// trigger's delivery never started).
+pub(crate) fn exists_already(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(e) if e.code == 409 && e.reason == "AlreadyExists")
+}
+
 impl From<RequestFailed> for kube_kopf::HandlerError {
     fn from(failed: RequestFailed) -> Self {
         kube_kopf::HandlerError::temporary(failed.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_409_already_exists_says_a_create_was_made_before() {
+        let answer = |code, reason: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("refused", reason).with_code(code),
+            ))
+        };
+        assert!(exists_already(&answer(409, "AlreadyExists")));
+        assert!(!exists_already(&answer(409, "Conflict")));
+        assert!(!exists_already(&answer(500, "InternalError")));
     }
 }

@@ -16,7 +16,7 @@ use workflow_operator_core::labels::LABEL_TRIGGER;
 use workflow_operator_core::names;
 use workflow_operator_core::trigger::{Compiled, Decision, Event};
 
-use crate::controllers::FIELD_MANAGER;
+use crate::controllers::{FIELD_MANAGER, exists_already};
 
 /// An answer to a sender: its status, a line of text per event, the outcome counted in the
 /// metrics, and for 429 when to come back.
@@ -204,8 +204,9 @@ async fn create(workflows: &Api<WorkFlow>, run: &WorkFlow) -> Answer {
     };
     match workflows.create(&params, run).await {
         Ok(_) => Answer::started(&name),
-        Err(kube::Error::Api(e)) if e.code == 409 => Answer::already(&name),
-        Err(kube::Error::Api(e)) if e.code >= 500 || e.code == 429 => {
+        Err(e) if exists_already(&e) => Answer::already(&name),
+        // A 409 Conflict created nothing: the sender is to deliver again, as after a 503.
+        Err(kube::Error::Api(e)) if e.code >= 500 || e.code == 429 || e.code == 409 => {
             Answer::unavailable(format!("creating {name}: {}", e.message))
         }
         Err(kube::Error::Api(e)) => {

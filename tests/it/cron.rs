@@ -18,7 +18,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube_devcluster::faults::Verb;
+use kube_devcluster::faults::{InjectedError, Verb};
 use kube_devcluster::store::{EventType, StoredObject, WatchEvent};
 use kube_devcluster::testing::eventually;
 use rstest::rstest;
@@ -294,6 +294,44 @@ async fn kill_around_fires(mut operator: Operator) {
         operator.kills,
     )
     .await;
+}
+
+/// Every create answered 409 `Conflict` (a write that lost a race, as a ResourceQuota's count;
+/// not `AlreadyExists`) for a few scheduled times: the create started no run, so the tick tries
+/// it again and each of those times still gets exactly one run once creates go through. Taken
+/// as "started before", the times were handled with no run.
+#[rstest]
+#[tokio::test]
+async fn a_run_create_refused_with_a_conflict_is_tried_again_not_taken_as_made(
+    #[future(awt)] operator: Operator,
+) {
+    skip_on_real_cluster!("injects API faults");
+    let dev = operator
+        .ns
+        .cluster
+        .dev()
+        .expect("the embedded control plane");
+    let api: Api<CronWorkFlow> = Api::namespaced(operator.ns.client(), &operator.ns.name);
+    let start = beat(&api, &operator.ns.name).await;
+    dev.reset_requests();
+    dev.faults()
+        .set_error_rate(Verb::Create, 1.0, InjectedError::Conflict);
+    let refused_run_creates = || {
+        dev.requests()
+            .requests
+            .iter()
+            .filter(|(k, _)| {
+                k.resource == "workflows.workflow.crd.com" && k.verb == "create" && k.code == 409
+            })
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    eventually("run creates refused", Duration::from_secs(30), || async {
+        (refused_run_creates() >= 3).then_some(())
+    })
+    .await;
+    dev.faults().clear();
+    exactly_one_run_per_time(&api, &operator.ns, (("beat", 1), &[]), start, start + 8, 0).await;
 }
 
 /// Two operator replicas under leader election (a 2 s lease) while a CronWorkFlow fires every

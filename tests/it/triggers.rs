@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
-use kube_devcluster::faults::FaultConfig;
+use kube_devcluster::faults::{FaultConfig, InjectedError, Verb};
 use serde_json::json;
 use support::{DEADLINE, Namespace, Operator, namespace, operator};
 use workflow_operator::artifacts::{self, embedded::EmbeddedStore};
@@ -194,6 +194,40 @@ spec:
 
 fn push(git_ref: &str, sha: &str) -> serde_json::Value {
     json!({"ref": git_ref, "after": sha, "repository": {"full_name": "o/r"}})
+}
+
+/// A run create answered 409 `Conflict` (a write that lost a race; not `AlreadyExists`)
+/// started nothing: the delivery is answered 503, so its sender delivers it again, and the
+/// delivery again once creates go through starts its one run. Answered "already started", the
+/// delivery was lost.
+#[rstest::rstest]
+#[tokio::test]
+async fn a_run_create_refused_with_a_conflict_answers_503_and_the_retry_starts_one_run(
+    #[future] namespace: Namespace,
+) {
+    skip_on_real_cluster!("injects API faults");
+    let (operator, receiver) = Sender::start(namespace.await).await;
+    create_trigger(&operator.ns, ON_PUSH).await;
+    let dev = operator
+        .ns
+        .cluster
+        .dev()
+        .expect("the embedded control plane");
+    let main = push("refs/heads/main", "c0ffee2");
+    dev.faults()
+        .set_error_rate(Verb::Create, 1.0, InjectedError::Conflict);
+    let (status, text) = receiver.github("on-push", "d-9", &main, SECRET).await;
+    dev.faults().clear();
+    assert_eq!(status, 503, "{text}");
+    assert!(receiver.runs("on-push").await.is_empty());
+
+    let (status, text) = receiver.github("on-push", "d-9", &main, SECRET).await;
+    let run = names::trigger_run_name("on-push", "d-9");
+    assert_eq!(
+        (status, text.trim()),
+        (201, format!("started: {run}").as_str())
+    );
+    operator.ns.expect_completed(&run).await;
 }
 
 #[rstest::rstest]

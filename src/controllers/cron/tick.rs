@@ -19,7 +19,7 @@ use workflow_operator_core::names;
 
 use super::LABEL_CRON;
 use super::unseen::{Unseen, Wrote};
-use crate::controllers::{FIELD_MANAGER, RequestFailed};
+use crate::controllers::{FIELD_MANAGER, RequestFailed, exists_already};
 
 /// Plans and carries out one tick of `ctx`'s CronWorkFlow.
 pub async fn tick(unseen: Arc<Unseen>, ctx: Context<CronWorkFlow>) -> HandlerResult {
@@ -220,7 +220,9 @@ async fn create_run(
             }
             Ok(())
         }
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        // Started before (the name is the scheduled time's): once per time. Any other
+        // answer, a 409 Conflict too, started nothing: the tick tries again.
+        Err(e) if exists_already(&e) => Ok(()),
         Err(e) => Err(RequestFailed::new(format!("creating run {name}"), e).into()),
     }
 }

@@ -24,7 +24,7 @@ use workflow_operator_core::plan::{self, Action, Compiled, ExitEnv, Plan};
 use super::decide::Refusal;
 use super::error::PassError;
 use super::observe::Observed;
-use super::shared::{ControllerState, FIELD_MANAGER, RequestFailed};
+use super::shared::{ControllerState, FIELD_MANAGER, RequestFailed, exists_already};
 
 /// Actions (Job creates, patches, deletes) of one plan carried out at once. They touch
 /// different Jobs and each is idempotent, so their order does not matter; one at a time, the
@@ -323,14 +323,6 @@ async fn create_job(
     }
 }
 
-/// Whether a create failed because the object exists already (409 `AlreadyExists`). Only that
-/// 409 says so: a 409 `Conflict` (a write that lost a race, such as a ResourceQuota's count of
-/// the namespace's Jobs) created nothing, and taken as made it left the step reported running
-/// with no Job whose events could ever move it on.
-fn exists_already(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(e) if e.code == 409 && e.reason == "AlreadyExists")
-}
-
 /// Stops the Job of a step past its timeout, keeping its pod and its log where it can (see
 /// [`stop`]); a queued (suspended) Job is kept too, marked: it is the record of the timeout.
 async fn time_out(api: &Api<Job>, job_name: &str, why: &str) -> Result<(), RequestFailed> {
@@ -482,22 +474,5 @@ pub(super) async fn delete_job(api: &Api<Job>, name: &str) -> Result<(), Request
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(RequestFailed::new(format!("deleting job {name}"), e)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_409_already_exists_says_a_create_was_made_before() {
-        let answer = |code, reason: &str| {
-            kube::Error::Api(Box::new(
-                kube::core::Status::failure("refused", reason).with_code(code),
-            ))
-        };
-        assert!(exists_already(&answer(409, "AlreadyExists")));
-        assert!(!exists_already(&answer(409, "Conflict")));
-        assert!(!exists_already(&answer(500, "InternalError")));
     }
 }

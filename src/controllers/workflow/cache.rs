@@ -25,7 +25,7 @@ use workflow_operator_core::plan::{Action, Compiled, JobState, Plan};
 
 use super::decide::Decided;
 use super::memory::CacheWrites;
-use crate::controllers::{FIELD_MANAGER, RequestFailed};
+use crate::controllers::{FIELD_MANAGER, RequestFailed, exists_already};
 
 /// The cache hits of the cached steps the decided plan would start: each step's status entry
 /// as the planner is to record it. Posts an Event per hit.
@@ -183,7 +183,7 @@ async fn put(
     };
     match api.create(&params, &map).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => {
+        Err(e) if exists_already(&e) => {
             let existing = read(api, key).await?;
             if existing.is_some_and(|e| e.fresh(max_age, Timestamp::now())) {
                 return Ok(());

@@ -34,7 +34,7 @@ use workflow_operator_core::plan::{self, Action};
 use workflow_operator_core::template;
 
 use super::decide::Decided;
-use super::shared::{FIELD_MANAGER, RequestFailed};
+use super::shared::{FIELD_MANAGER, RequestFailed, exists_already};
 
 /// What the gate lets through: `None` when it does not govern the workflow.
 pub(super) async fn admit(
@@ -160,7 +160,7 @@ async fn create(
     };
     match api.create(&PostParams::default(), &object).await {
         Ok(_) => tracing::info!(workload = name, "created the run's workload"),
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) if exists_already(&e) => {}
         Err(e) => return Err(RequestFailed::new(format!("creating workload {name}"), e)),
     }
     Ok(format!(
@@ -411,7 +411,7 @@ pub(super) async fn beside_left(
     let api: Api<Workload> = Api::namespaced(client, &workflow.namespace().unwrap_or_default());
     match api.create(&PostParams::default(), &object).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) if exists_already(&e) => Ok(()),
         Err(e) => Err(format!(
             "creating the workload of a workflow MultiKueue dispatches: {e}"
         )),

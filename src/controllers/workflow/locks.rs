@@ -22,7 +22,7 @@ use workflow_operator_core::plan::{self, Action, Compiled, JobState, ObservedJob
 use super::decide::Decided;
 use super::lock_book::{ANNOTATION_SLOT, Claim, LockBook};
 use super::step_queue::Rank;
-use crate::controllers::{FIELD_MANAGER, RequestFailed};
+use crate::controllers::{FIELD_MANAGER, RequestFailed, exists_already};
 
 /// The `locks` stage of a pass of `workflow` (as planned: templates expanded), whose plan is
 /// `plan` and whose Jobs, when observed in full, are `observed`: gives back the locks no longer
@@ -189,7 +189,7 @@ async fn acquire(
             Ok(None)
         }
         // Taken by another holder the watch has not shown yet: wait as for a held one.
-        Err(kube::Error::Api(e)) if e.code == 409 => {
+        Err(e) if exists_already(&e) => {
             book.unreserve(&namespace, lock, &held.lease);
             Ok(Some(waiting_message(lock, &[])))
         }

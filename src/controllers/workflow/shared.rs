@@ -14,7 +14,7 @@ use super::status_writer::StatusWriter;
 pub const OPERATOR_NAME: &str = "workflow.crd.com";
 
 pub use crate::controllers::FIELD_MANAGER;
-pub(super) use crate::controllers::RequestFailed;
+pub(super) use crate::controllers::{RequestFailed, exists_already};
 
 /// What the handlers share across calls. Nothing here is a source of truth: losing it costs only
 /// recomputation.
