@@ -490,7 +490,10 @@ mod tests {
         assert!(resource_version(&latest) > resource_version(&mirrored));
         assert_eq!(latest.spec, mirrored.spec);
         assert_eq!(latest.metadata.generation, mirrored.metadata.generation);
-        assert_eq!(latest.metadata.managed_fields, mirrored.metadata.managed_fields);
+        assert_eq!(
+            latest.metadata.managed_fields,
+            mirrored.metadata.managed_fields
+        );
         // Once the mirror has caught up, its copy is the one, and ours is dropped.
         let caught_up = writer.latest(&latest);
         assert!(Arc::ptr_eq(&caught_up, &latest));
