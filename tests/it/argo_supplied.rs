@@ -129,7 +129,13 @@ async fn a_resume_supplies_the_outputs_a_later_step_reads_and_is_refused_without
     ns.wait_workflow("gate", "approve suspended", |wf| waits(wf, "approve"))
         .await;
 
-    // No decision, which has no default: refused, naming it and what it may be.
+    // `get` says how to resume it: with the decision, which has no default.
+    let shown = ns.cli(&["get", "gate"]).await;
+    assert!(
+        shown.contains("--step approve --output decision=VALUE` resumes it"),
+        "{shown}"
+    );
+    // No decision: refused, naming it and what it may be.
     let said = refused(ns, &["resume", "gate"]).await;
     assert!(said.contains("output \"decision\" needs a value"), "{said}");
     assert!(said.contains("\"YES\", \"NO\""), "{said}");

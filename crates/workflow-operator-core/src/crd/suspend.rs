@@ -203,6 +203,21 @@ pub fn outputs_of_resumed(step: &Step, annotation: Option<&str>) -> Result<Outpu
     supplied_outputs(step, &given)
 }
 
+/// The flags of `workflow-operator resume` that give suspend step `step` its supplied outputs
+/// (`" --step approve --output decision=VALUE"`): those without a default; none when it
+/// supplies no outputs.
+pub fn resume_flags(step: &Step) -> String {
+    let supplied: Vec<_> = (step.outputs.iter().flat_map(|o| &o.parameters))
+        .filter(|p| p.value_from.source() == Ok(OutputSource::Supplied))
+        .collect();
+    if supplied.is_empty() {
+        return String::new();
+    }
+    let required = (supplied.iter().filter(|p| p.default.is_none()))
+        .map(|p| format!(" --output {}=VALUE", p.name));
+    format!(" --step {}{}", step.step_name, required.collect::<String>())
+}
+
 /// `names` quoted and joined: `"YES", "NO"`.
 fn names<'n>(names: impl Iterator<Item = &'n str>) -> String {
     names
@@ -340,6 +355,19 @@ mod tests {
             supplied_outputs(&plain, &given(&[("x", "1")])),
             Err("step \"approve\": it supplies no outputs, so \"x\" cannot be given".into())
         );
+    }
+
+    #[test]
+    fn the_resume_flags_name_the_step_and_the_outputs_without_a_default() {
+        let step = approve(vec![
+            supplied("decision", None, &["YES", "NO"]),
+            supplied("target", Some("staging"), &[]),
+        ]);
+        assert_eq!(
+            resume_flags(&step),
+            " --step approve --output decision=VALUE"
+        );
+        assert_eq!(resume_flags(&approve(Vec::new())), "");
     }
 
     #[test]
