@@ -19,6 +19,8 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::Shutdown;
 use workflow_operator_core::lifecycle::Phase;
 
+use super::resume_steps::ResumeSteps;
+
 /// How many times a command re-checks a workflow that changed under it before giving up.
 pub(super) const ATTEMPTS: usize = 5;
 
@@ -145,16 +147,40 @@ fn done(verb: Verb, workflow: &WorkFlow) -> String {
     format!("{}{note}", verb.done())
 }
 
+/// `resume`'s arguments: the workflows, and its suspend steps' own flags.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    control: ControlArgs,
+    #[command(flatten)]
+    steps: ResumeSteps,
+}
+
+/// Runs `resume` on each workflow `args` names or selects.
+pub async fn resume(args: ResumeArgs) -> ExitCode {
+    control_with(Verb::Resume, args.control, &args.steps).await
+}
+
 /// Runs `verb` on each workflow `args` names or selects.
 pub async fn control(verb: Verb, args: ControlArgs) -> ExitCode {
+    control_with(verb, args, &ResumeSteps::default()).await
+}
+
+/// Runs `verb` on each workflow `args` names or selects; `resume` says which suspend steps a
+/// resume resumes, with what.
+async fn control_with(verb: Verb, args: ControlArgs, resume: &ResumeSteps) -> ExitCode {
     super::report_with(async {
         let (client, namespace) = args.cluster.connect().await?;
         let api: Api<WorkFlow> = Api::namespaced(client.clone(), &namespace);
         let names = args.targets.names(&api, &namespace).await?;
+        if resume.names_a_step() && names.len() != 1 {
+            bail!("--step names a step of one workflow: give one NAME");
+        }
         let (api, namespace, client) = (&api, namespace.as_str(), &client);
         super::list::each(&names, |name| async move {
             if verb == Verb::Resume
-                && let Some(message) = resume_steps_of(client, api, namespace, &name).await?
+                && let Some(message) =
+                    resume_steps_of(client, api, namespace, &name, resume).await?
             {
                 return Ok(message);
             }
@@ -165,15 +191,18 @@ pub async fn control(verb: Verb, args: ControlArgs) -> ExitCode {
     .await
 }
 
-/// Resumes the suspend steps of workflow `name` that wait; the message when that was all
-/// `resume` had to do (the workflow itself is not suspended).
+/// Resumes the suspend steps of workflow `name` that wait (those `resume` says, with what it
+/// gives); the message when that was all `resume` had to do (the workflow itself is not
+/// suspended).
 async fn resume_steps_of(
     client: &kube::Client,
     api: &Api<WorkFlow>,
     namespace: &str,
     name: &str,
+    resume: &ResumeSteps,
 ) -> Result<Option<String>> {
-    let steps = super::resume_steps::resume(client.clone(), namespace, name).await?;
+    let expanded = super::read_expanded(api, namespace, name).await?;
+    let steps = super::resume_steps::resume(client.clone(), namespace, &expanded, resume).await?;
     if steps.is_empty() {
         return Ok(None);
     }

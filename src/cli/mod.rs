@@ -162,8 +162,15 @@ enum Command {
     /// Suspend workflows (by name, or `-l SELECTOR`): no new step starts; running steps go on
     /// (sets `spec.suspend`).
     Suspend(control::ControlArgs),
-    /// Resume suspended workflows: steps start again (clears `spec.suspend`).
-    Resume(control::ControlArgs),
+    /// Resume suspended workflows: steps start again (clears `spec.suspend`), and their
+    /// suspend steps that wait succeed. `--step STEP --output NAME=VALUE` gives a suspend
+    /// step's supplied outputs (`valueFrom.supplied`) as it resumes it, as Argo's `argo node
+    /// set WF --output-parameter NAME=VALUE --node-field-selector displayName=STEP` then `argo
+    /// resume WF`.
+    #[command(after_help = "Examples:\n  \
+        workflow-operator resume build\n  \
+        workflow-operator resume release --step approve --output approve=YES")]
+    Resume(control::ResumeArgs),
     /// Stop workflows: no new step starts, running steps finish, the exit steps run, and it
     /// ends Failed (sets `spec.shutdown: Stop`).
     Stop(control::ControlArgs),
@@ -272,7 +279,7 @@ pub fn main() -> ExitCode {
         Command::Resubmit(args) => block_on(resubmit::resubmit(args)),
         Command::Logs(args) => block_on(logs::logs(args)),
         Command::Suspend(args) => block_on(control::control(control::Verb::Suspend, args)),
-        Command::Resume(args) => block_on(control::control(control::Verb::Resume, args)),
+        Command::Resume(args) => block_on(control::resume(args)),
         Command::Stop(args) => block_on(control::control(control::Verb::Stop, args)),
         Command::Terminate(args) => block_on(control::control(control::Verb::Terminate, args)),
         Command::Retry(args) => block_on(control::control(control::Verb::Retry, args)),

@@ -22,6 +22,7 @@ mod argo_params;
 mod argo_pod;
 mod argo_recursion;
 mod argo_resource;
+mod argo_supplied;
 mod argo_suspend;
 mod argo_vars;
 mod artifact_store;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::crd::artifacts::ArtifactRepository;
-use crate::crd::{Step, StepKind};
+use crate::crd::{OutputParameter, OutputSource, Step, StepKind};
 use crate::http_call::{self, HttpTask};
 use crate::outputs::{MAX_OUTPUTS_BYTES, Outputs};
 use crate::resource_action::{self, ResourceTask};
@@ -323,10 +323,11 @@ pub fn needs_agent(step: &Step, kind: StepKind, result_read: bool) -> bool {
         | StepKind::Http
         | StepKind::Resource => true,
     };
-    let outputs = step
-        .outputs
-        .as_deref()
-        .is_some_and(|o| !o.parameters.is_empty() || !o.artifacts.is_empty());
+    // A supplied output is given when a suspend step is resumed: nothing in a pod reads it.
+    let outputs = step.outputs.as_deref().is_some_and(|o| {
+        let read = |p: &OutputParameter| p.value_from.source() != Ok(OutputSource::Supplied);
+        o.parameters.iter().any(read) || !o.artifacts.is_empty()
+    });
     let inputs = step
         .inputs
         .as_deref()

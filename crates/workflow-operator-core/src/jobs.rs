@@ -27,7 +27,7 @@ use super::fan_out::{self, Instance, Item};
 use super::http_call;
 use super::job_summary::{JobEnd, JobSummary};
 use super::names;
-use super::outputs::{self, StepData};
+use super::outputs::{self, Outputs, StepData};
 use super::plan::{ExitEnv, JobState, ObservedJob, backstop_deadline_seconds};
 use super::resource_action;
 use super::shards::LABEL_SHARD;
@@ -184,10 +184,17 @@ pub fn stop_patch(why: &str) -> serde_json::Value {
 }
 
 /// A JSON merge patch that resumes a suspend step, recording when (the annotation
-/// [`suspend::ANNOTATION_RESUMED`]); its Job stays suspended. Applying it twice changes
-/// nothing but the time.
-pub fn resume_patch(at: Timestamp) -> serde_json::Value {
-    serde_json::json!({"metadata": {"annotations": {suspend::ANNOTATION_RESUMED: format!("{at:.0}")}}})
+/// [`suspend::ANNOTATION_RESUMED`]) and, when there are any, the outputs it is given
+/// ([`suspend::ANNOTATION_SUPPLIED`]), in one write; its Job stays suspended. Applying it
+/// twice changes nothing but the time.
+pub fn resume_patch(at: Timestamp, supplied: &Outputs) -> serde_json::Value {
+    let mut annotations = serde_json::json!({suspend::ANNOTATION_RESUMED: format!("{at:.0}")});
+    if !supplied.is_empty() {
+        annotations[suspend::ANNOTATION_SUPPLIED] = serde_json::to_string(supplied)
+            .expect("a map of strings serialises")
+            .into();
+    }
+    serde_json::json!({"metadata": {"annotations": annotations}})
 }
 
 /// A JSON merge patch that stops the Job of a step whose pod did not start and records why: the

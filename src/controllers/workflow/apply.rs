@@ -18,7 +18,7 @@ use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
 use workflow_operator_core::fan_out::{self, Instance};
 use workflow_operator_core::jobs;
 use workflow_operator_core::kueue::workload::Placement;
-use workflow_operator_core::outputs::{Inputs, StepData};
+use workflow_operator_core::outputs::{Inputs, Outputs, StepData};
 use workflow_operator_core::plan::{self, Action, Compiled, ExitEnv, Plan};
 
 use super::decide::Refusal;
@@ -200,7 +200,8 @@ async fn execute(
             patched.map_err(PassError::Apply)
         }
         Action::ResumeJob { job_name, at } => {
-            let patch = jobs::resume_patch(*at);
+            // A step resumed at its duration is given no outputs: it takes their defaults.
+            let patch = jobs::resume_patch(*at, &Outputs::new());
             let patched = patch_job(api, job_name, patch, "resuming the suspended").await;
             patched.map_err(PassError::Apply)
         }

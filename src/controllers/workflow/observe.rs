@@ -132,7 +132,8 @@ async fn explain(ctx: &Context<WorkFlow>, seen: &Observed, observed: &mut [Obser
     let workflow = &seen.workflow;
     let pods = Api::namespaced(ctx.client.clone(), &namespace);
     failure_cause::explain(&pods, observed).await;
-    step_outputs::read(&pods, workflow, &seen.compiled, observed).await;
+    let jobs = Api::namespaced(ctx.client.clone(), &namespace);
+    step_outputs::read(&pods, &jobs, workflow, &seen.compiled, observed).await;
     let events = Api::namespaced(ctx.client.clone(), &namespace);
     let dag = seen.compiled.dag.as_ref().ok();
     failure_cause::explain_start(&pods, &events, &workflow.spec, dag, observed, seen.now).await;

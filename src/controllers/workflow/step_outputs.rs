@@ -2,26 +2,30 @@
 //! of the pod that succeeded, as the kubelet put it in `state.terminated.message`. Read only for
 //! a succeeded Job of a step whose outputs another step names, and only until the status
 //! records them (the planner writes them in the step's `status.steps` entry): one pod list per
-//! such step, once.
+//! such step, once. A suspend step runs no pod: its outputs were supplied by the resume, on its
+//! Job (`crd::suspend::ANNOTATION_SUPPLIED`), read with one Job read, once, the same way.
 
 use std::collections::HashSet;
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
 use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::agent::Report;
-use workflow_operator_core::crd::StepPhase;
+use workflow_operator_core::crd::suspend::{self, ANNOTATION_SUPPLIED};
+use workflow_operator_core::crd::{Step, StepKind, StepPhase};
 use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
 use workflow_operator_core::outputs::{self, Outputs};
 use workflow_operator_core::plan::{Compiled, JobState, ObservedJob};
 
 /// Sets `outputs` of each Job in `observed` whose outputs are wanted and not recorded yet. A
-/// Job whose pods cannot be listed keeps `None`: the planner waits, and the next pass reads
-/// them again.
+/// Job whose pods (a suspend step's: the Job itself) cannot be read keeps `None`: the planner
+/// waits, and the next pass reads them again.
 pub async fn read(
     pods: &Api<Pod>,
+    jobs: &Api<Job>,
     workflow: &WorkFlow,
     compiled: &Compiled,
     observed: &mut [ObservedJob],
@@ -49,10 +53,34 @@ pub async fn read(
         if !wanted {
             continue;
         }
+        let suspend_step = (compiled.step(&workflow.spec, &job.step, false))
+            .filter(|&(i, _)| compiled.kind(i, false) == StepKind::Suspend);
+        if let Some((_, step)) = suspend_step {
+            job.outputs = supplied(jobs, &job.name, step).await;
+            continue;
+        }
         let selector = format!("{JOB_NAME_LABEL}={}", job.name);
         match pods.list(&ListParams::default().labels(&selector)).await {
             Ok(list) => job.outputs = Some(outputs_of(&list.items)),
             Err(error) => tracing::debug!(%error, job = %job.name, "reading a step's outputs"),
+        }
+    }
+}
+
+/// The outputs the resume supplied to suspend step `step`, from its Job `name`; `None` when
+/// the Job cannot be read.
+async fn supplied(jobs: &Api<Job>, name: &str, step: &Step) -> Option<Result<Outputs, String>> {
+    match jobs.get(name).await {
+        Ok(job) => {
+            let annotation = job.annotations().get(ANNOTATION_SUPPLIED);
+            Some(suspend::outputs_of_resumed(
+                step,
+                annotation.map(String::as_str),
+            ))
+        }
+        Err(error) => {
+            tracing::debug!(%error, job = %name, "reading a suspend step's supplied outputs");
+            None
         }
     }
 }

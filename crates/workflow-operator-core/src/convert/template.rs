@@ -46,6 +46,40 @@ pub struct Converted {
     pub parallelism: Option<(String, Value)>,
 }
 
+/// A suspend template's supplied outputs take the `default`, `enum` and `description` they
+/// lack from its input of the same name, where Argo's UI finds them to ask the person who
+/// resumes it (Argo's intermediate parameters); ours are on the output.
+fn supplied_from_inputs(fields: &mut Map<String, Value>) {
+    let inputs = fields
+        .get("inputs")
+        .and_then(|i| i.get("parameters"))
+        .cloned();
+    let inputs = inputs.as_ref().and_then(Value::as_array);
+    let outputs = (fields.get_mut("outputs"))
+        .and_then(|o| o.get_mut("parameters"))
+        .and_then(Value::as_array_mut);
+    let (Some(inputs), Some(outputs)) = (inputs, outputs) else {
+        return;
+    };
+    for output in outputs.iter_mut().filter_map(Value::as_object_mut) {
+        if output
+            .get("valueFrom")
+            .and_then(|v| v.get("supplied"))
+            .is_none()
+        {
+            continue;
+        }
+        let input = inputs.iter().find(|i| i.get("name") == output.get("name"));
+        for field in ["default", "enum", "description"] {
+            if let Some(value) = input.and_then(|i| i.get(field))
+                && !output.contains_key(field)
+            {
+                output.insert(field.into(), value.clone());
+            }
+        }
+    }
+}
+
 /// Converts `spec.templates[i]` at path `at`.
 pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Report) -> Converted {
     let mut body = Body::Unsupported;
@@ -118,7 +152,7 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
             fields.insert("steps".into(), json!(groups));
         }
         // A suspend step runs nothing that could fail: the workflow's retries are not for it.
-        Body::Container if fields.contains_key("suspend") => {}
+        Body::Container if fields.contains_key("suspend") => supplied_from_inputs(&mut fields),
         Body::Container => {
             if let Some(retry) = &shared.retry {
                 fields

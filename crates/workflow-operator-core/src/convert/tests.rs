@@ -471,6 +471,41 @@ spec:
     );
 }
 
+#[test]
+fn a_suspend_template_s_supplied_outputs_are_kept_with_their_input_s_default_and_enum() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: gate}
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      steps:
+        - - {name: approve, template: approve}
+    - name: approve
+      suspend: {}
+      inputs:
+        parameters:
+          - {name: approve, default: "NO", enum: ["YES", "NO"], description: deploy?}
+      outputs:
+        parameters:
+          - {name: approve, valueFrom: {supplied: {}}}
+          - {name: target, valueFrom: {supplied: {}, default: staging}}
+"#;
+    let (workflow, problems) = one(text);
+    assert!(problems.is_empty(), "{problems:?}");
+    let approve = &workflow["spec"]["templates"][0];
+    assert_eq!(
+        approve["outputs"],
+        json!({"parameters": [
+            {"name": "approve", "valueFrom": {"supplied": {}}, "default": "NO",
+             "enum": ["YES", "NO"], "description": "deploy?"},
+            {"name": "target", "valueFrom": {"supplied": {}}, "default": "staging"},
+        ]})
+    );
+}
+
 fn dag_of(tasks: &str) -> (Value, Vec<String>) {
     one(&format!(
         "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {{name: d}}\nspec:\n  entrypoint: main\n  templates:\n    - name: main\n      dag:\n        tasks:\n{tasks}    - {{name: t, container: {{image: busybox}}}}\n"

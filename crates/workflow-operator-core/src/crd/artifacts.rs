@@ -116,7 +116,8 @@ pub struct StepOutputs {
     pub artifacts: Vec<OutputArtifact>,
 }
 
-/// An output parameter: a file's content.
+/// An output parameter: a file's content, a field of a resource step's object, a dag or steps
+/// template's step's output, or a value given when a suspend step is resumed.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputParameter {
@@ -125,9 +126,17 @@ pub struct OutputParameter {
     pub name: String,
     /// Where its value is read from.
     pub value_from: ValueFrom,
-    /// The value when the file does not exist; absent: a missing file fails the step.
+    /// The value when the file does not exist (a supplied one: when the resume gives none);
+    /// absent: a missing file fails the step (a resume without the value is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<String>,
+    /// A supplied parameter's allowed values: a resume with another is refused; any value
+    /// when empty.
+    #[serde(default, rename = "enum", skip_serializing_if = "Vec::is_empty")]
+    pub allowed: Vec<String>,
+    /// What a supplied parameter asks the person who resumes the step for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Also a workflow output of this name, once the step succeeded: shown in
     /// `status.outputs.parameters` and read by later steps and exit steps as
     /// `{{workflow.outputs.parameters.NAME}}` (a step that reads it runs after this one).
@@ -137,7 +146,8 @@ pub struct OutputParameter {
 }
 
 /// Where an output parameter's value is read from: `path` for a step (or container
-/// template), `jsonPath` for a resource step, `parameter` for a `dag` or `steps` template.
+/// template), `jsonPath` for a resource step, `parameter` for a `dag` or `steps` template,
+/// `supplied` for a suspend step. [`ValueFrom::source`] decides which.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueFrom {
@@ -155,6 +165,66 @@ pub struct ValueFrom {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub json_path: Option<String>,
+    /// A suspend step's output, `{}`: given by the person who resumes it
+    /// (`workflow-operator resume NAME --step STEP --output NAME=VALUE`, Argo's `argo node set
+    /// --output-parameter`), else its `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supplied: Option<Supplied>,
+}
+
+/// `valueFrom.supplied: {}`: the value is given when the step is resumed.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Supplied {}
+
+/// Where an output parameter's value comes from, as [`ValueFrom::source`] decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputSource<'a> {
+    /// A file in the step's container (`path`).
+    Path(&'a str),
+    /// A field of a resource step's object (`jsonPath`).
+    JsonPath(&'a str),
+    /// A `dag` or `steps` template's step's output (`parameter`).
+    Parameter(&'a str),
+    /// Given when a suspend step is resumed (`supplied`).
+    Supplied,
+}
+
+impl ValueFrom {
+    /// Where the value comes from: the one place that reads which of the fields is set.
+    ///
+    /// # Errors
+    /// None or several of them set, naming them.
+    pub fn source(&self) -> Result<OutputSource<'_>, String> {
+        let ValueFrom {
+            path,
+            parameter,
+            json_path,
+            supplied,
+        } = self;
+        let set: Vec<(&'static str, OutputSource<'_>)> = [
+            (!path.is_empty()).then(|| ("path", OutputSource::Path(path))),
+            (json_path.as_deref()).map(|p| ("jsonPath", OutputSource::JsonPath(p))),
+            (parameter.as_deref()).map(|p| ("parameter", OutputSource::Parameter(p))),
+            supplied.map(|_| ("supplied", OutputSource::Supplied)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match set.as_slice() {
+            [(_, source)] => Ok(*source),
+            [] => {
+                Err("valueFrom names no source: set path, jsonPath, parameter or supplied".into())
+            }
+            several => Err(format!(
+                "valueFrom sets {}: set one",
+                several
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            )),
+        }
+    }
 }
 
 /// An output artifact: a file or a directory, stored as a `.tar.gz`.

@@ -34,8 +34,9 @@ pub mod trigger;
 
 pub use artifacts::{
     ArtifactGc, ArtifactGcStrategy, ArtifactRepository, CredentialsSecret, GlobalArtifact,
-    GlobalParameter, InputArtifact, OciRepository, OutputArtifact, OutputParameter,
-    ResolvedRepository, S3Repository, StepInputs, StepOutputs, ValueFrom, WorkflowOutputs,
+    GlobalParameter, InputArtifact, OciRepository, OutputArtifact, OutputParameter, OutputSource,
+    ResolvedRepository, S3Repository, StepInputs, StepOutputs, Supplied, ValueFrom,
+    WorkflowOutputs,
 };
 pub use cron::{
     CatchUp, ConcurrencyPolicy, CronWorkFlow, CronWorkFlowSpec, CronWorkFlowStatus, RunMetadata,

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use crate::crd::{
     CONDITION_COMPLETED, CONDITION_FAILED, CONDITION_FINISHED, DEFAULT_MAX_STEP_TIMEOUT,
     GlobalArtifact, GlobalParameter, ItemCounts, Step, StepKind, StepPhase, StepStatus,
-    WorkFlowStatus, WorkflowOutputs,
+    WorkFlowStatus, WorkflowOutputs, suspend,
 };
 use crate::failure_cause::DEADLINE_EXCEEDED;
 use crate::fan_out::ItemList;
@@ -519,11 +519,15 @@ impl<'a> Planner<'a> {
         }
         let workflow = self.workflow.name_any();
         let namespace = self.workflow.namespace().unwrap_or_default();
+        let spec = &self.workflow.spec;
+        let step =
+            (spec.containers.iter().chain(&spec.on_exit)).find(|s| s.step_name == entry.name);
+        let flags = step.map(suspend::resume_flags).unwrap_or_default();
         StepStatus {
             phase: StepPhase::Running,
             reason: Some("Suspended".to_string()),
             message: Some(format!(
-                "suspended: `workflow-operator resume -n {namespace} {workflow}` resumes it"
+                "suspended: `workflow-operator resume -n {namespace} {workflow}{flags}` resumes it"
             )),
             ..entry
         }
