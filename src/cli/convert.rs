@@ -48,7 +48,7 @@ pub fn convert(args: &ConvertArgs) -> ExitCode {
             let Some(ours) = converted(file, &document, &mut not_converted) else {
                 continue;
             };
-            match serde_yaml::to_string(&ordered(&ours)) {
+            match serde_saphyr::to_string(&ordered(&ours)) {
                 Ok(yaml) => {
                     print!("{}{yaml}", if first { "" } else { "---\n" });
                     first = false;

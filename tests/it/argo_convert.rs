@@ -99,6 +99,37 @@ fn convert_writes_ours_and_names_what_it_cannot_convert_and_strict_fails_on_it()
     assert_eq!(text(&clean.stderr), "");
 }
 
+/// Strings YAML 1.1 reads as booleans (`NO`, `yes`, `on`) are written quoted: kubectl's parser
+/// (sigs.k8s.io/yaml over go-yaml v2, YAML 1.1) would read them bare as `false` and `true`, and
+/// a converted file applied with kubectl would be refused or mean something else.
+#[test]
+fn convert_quotes_what_yaml_1_1_reads_as_a_boolean() {
+    let file = manifest(
+        r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: answers}
+spec:
+  entrypoint: say
+  arguments:
+    parameters: [{name: a, value: "NO"}, {name: b, value: "yes"}, {name: c, value: "on"}]
+  templates:
+    - name: say
+      container: {image: alpine:3.20, command: [echo, "{{workflow.parameters.a}}"]}
+"#,
+    );
+    let output = run(&["convert", file.path().to_str().unwrap()]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let written = text(&output.stdout);
+    for word in ["NO", "yes", "on"] {
+        let quoted = [format!("value: '{word}'"), format!("value: \"{word}\"")];
+        assert!(
+            quoted.iter().any(|q| written.contains(q.as_str())),
+            "{word} not quoted: {written}"
+        );
+    }
+}
+
 #[test]
 fn validate_takes_an_argo_file_as_it_is_saying_once_it_was_converted() {
     let file = manifest(COINFLIP);
