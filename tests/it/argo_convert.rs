@@ -2,7 +2,6 @@
 //! and an Argo Workflow submitted unconverted through the CLI, run to the outcome Argo
 //! documents on the embedded control plane.
 
-use std::io::Write as _;
 use std::process::{Command, Output};
 
 use crate::support;
@@ -53,12 +52,6 @@ spec:
         command: [echo, "{{inputs.parameters.text}}"]
 "#;
 
-fn manifest(text: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
-    file.write_all(text.as_bytes()).unwrap();
-    file
-}
-
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
         .args(args)
@@ -93,7 +86,7 @@ fn convert_writes_ours_and_names_what_it_cannot_convert_and_strict_fails_on_it()
     assert_eq!(strict.status.code(), Some(1), "{}", text(&strict.stderr));
     assert_eq!(text(&strict.stderr), stderr, "--strict names the same");
 
-    let file = manifest(COINFLIP);
+    let file = support::yaml_file(COINFLIP);
     let clean = run(&["convert", "--strict", file.path().to_str().unwrap()]);
     assert!(clean.status.success(), "{}", text(&clean.stderr));
     assert_eq!(text(&clean.stderr), "");
@@ -104,7 +97,7 @@ fn convert_writes_ours_and_names_what_it_cannot_convert_and_strict_fails_on_it()
 /// a converted file applied with kubectl would be refused or mean something else.
 #[test]
 fn convert_quotes_what_yaml_1_1_reads_as_a_boolean() {
-    let file = manifest(
+    let file = support::yaml_file(
         r#"
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
@@ -132,7 +125,7 @@ spec:
 
 #[test]
 fn validate_takes_an_argo_file_as_it_is_saying_once_it_was_converted() {
-    let file = manifest(COINFLIP);
+    let file = support::yaml_file(COINFLIP);
     let path = file.path().to_str().unwrap();
     let output = run(&["validate", path]);
     assert!(output.status.success(), "{}", text(&output.stderr));
@@ -161,7 +154,7 @@ async fn an_argo_workflow_submitted_as_it_is_runs_to_argos_outcome(
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(COINFLIP);
+    let file = support::yaml_file(COINFLIP);
     ns.cli(&["submit", file.path().to_str().unwrap(), "--wait"])
         .await;
     let workflow = ns.expect_completed("coinflip").await;

@@ -4,19 +4,10 @@
 //! `parallelism`. Each runs to the outcome Argo documents (its `examples/` `nested-workflow`,
 //! `global-outputs`, `dag-targets` and `parallelism-template-limit`, written anew here).
 
-use std::io::Write as _;
-
 use crate::support;
 
 use rstest::rstest;
 use support::{Operator, operator};
-
-/// `text` in a file of its own, named `.yaml`.
-pub(crate) fn manifest(text: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
-    file.write_all(text.as_bytes()).unwrap();
-    file
-}
 
 /// The log of the Job of `step` of `workflow`.
 pub(crate) async fn log_of(ns: &support::Namespace, workflow: &str, step: &str) -> String {
@@ -102,7 +93,7 @@ async fn a_steps_templates_own_outputs_are_read_by_the_task_after_its_call(
 ) {
     let ns = &operator.ns;
     let store = crate::artifacts::store_of(ns).await;
-    let file = manifest(DAG_OUTPUTS);
+    let file = support::yaml_file(DAG_OUTPUTS);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("dag-outputs").await;
     let report = log_of(ns, "dag-outputs", "report").await;
@@ -178,7 +169,7 @@ async fn a_global_output_is_the_workflows_read_by_later_steps_and_the_exit_handl
 ) {
     let ns = &operator.ns;
     let store = crate::artifacts::store_of(ns).await;
-    let file = manifest(GLOBAL_OUTPUTS);
+    let file = support::yaml_file(GLOBAL_OUTPUTS);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("global-outputs").await;
     let param = log_of(ns, "global-outputs", "read-param").await;
@@ -260,7 +251,7 @@ async fn a_dag_target_runs_only_the_targets_and_what_they_depend_on(
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(DAG_TARGET);
+    let file = support::yaml_file(DAG_TARGET);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("dag-target").await;
     let ran: Vec<String> = (ns.jobs_of("dag-target").await.iter())
@@ -279,7 +270,7 @@ async fn a_called_templates_parallelism_limits_its_steps_at_once(
 ) {
     let ns = &operator.ns;
     let running = support::queueing::RunningJobs::start(ns).await;
-    let file = manifest(TEMPLATE_PARALLELISM);
+    let file = support::yaml_file(TEMPLATE_PARALLELISM);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("template-parallelism").await;
     let (peak, at_peak) = running.peak();

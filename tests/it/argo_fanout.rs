@@ -8,7 +8,6 @@
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 
-use crate::argo_dag_outputs::manifest;
 use crate::support;
 
 use rstest::rstest;
@@ -85,7 +84,7 @@ async fn a_sequence_whose_count_or_end_is_a_steps_output_runs_those_numbers(
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(SEQUENCE);
+    let file = support::yaml_file(SEQUENCE);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("seq-outputs").await;
     let shards = item_logs(ns, "seq-outputs", "shard").await;
@@ -167,7 +166,7 @@ async fn a_with_param_over_an_input_parameter_runs_each_item_of_its_value(
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(OVER_PARAMETERS);
+    let file = support::yaml_file(OVER_PARAMETERS);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("param-loops").await;
     for (call, id) in [("worker[0]", "1"), ("worker[1]", "2")] {
@@ -249,7 +248,7 @@ async fn a_when_naming_the_item_runs_the_items_it_holds_for_and_shows_the_others
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(ITEM_WHEN);
+    let file = support::yaml_file(ITEM_WHEN);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("item-when").await;
     assert_eq!(item_logs(ns, "item-when", "halve").await, ["1", "2"]);

@@ -4,7 +4,6 @@
 //! `successCondition` over the status and body), and a response that fails its condition
 //! failing the step with a message naming the status code.
 
-use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -159,12 +158,6 @@ spec:
     )
 }
 
-fn manifest(text: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
-    file.write_all(text.as_bytes()).unwrap();
-    file
-}
-
 async fn token_secret(ns: &Namespace) {
     let secret: Secret = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1",
@@ -197,7 +190,7 @@ async fn an_http_template_s_response_body_is_its_result_for_the_next_steps(
     let seen = Seen::default();
     let base = serve(seen.clone()).await;
     token_secret(ns).await;
-    let file = manifest(&calls(&base));
+    let file = support::yaml_file(&calls(&base));
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     let workflow = ns.expect_completed("calls").await;
     assert_eq!(
@@ -235,7 +228,7 @@ async fn a_response_that_fails_its_condition_fails_the_step_naming_the_status(
     }
     let ns = &operator.ns;
     let base = serve(Seen::default()).await;
-    let file = manifest(&failing(&base));
+    let file = support::yaml_file(&failing(&base));
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     let workflow = ns
         .expect_failed("refused", &["step created failed", "status 200"])

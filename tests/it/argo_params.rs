@@ -10,7 +10,7 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
-use crate::argo_dag_outputs::{log_of, manifest};
+use crate::argo_dag_outputs::log_of;
 use crate::support;
 
 use rstest::rstest;
@@ -78,7 +78,7 @@ async fn parameters_from_a_configmap_keep_the_values_read_when_the_workflow_star
     let first = settings(&[("greeting", "hello"), ("colour", "red"), ("size", "small")]);
     maps.create(&PostParams::default(), &first).await.unwrap();
     let gate = support::Gate::new();
-    let file = manifest(&FROM_CONFIG_MAP.replace("HOLD", &gate.wait_script()));
+    let file = support::yaml_file(&FROM_CONFIG_MAP.replace("HOLD", &gate.wait_script()));
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.wait_step_job("cm-params", "hold", "created", |_| true)
         .await;
@@ -128,7 +128,7 @@ spec:
         image: alpine:3.20
         command: [echo, "{{workflow.parameters.message}}"]
 "#;
-    let file = manifest(text);
+    let file = support::yaml_file(text);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     let workflow = ns
         .expect_failed(
@@ -210,7 +210,7 @@ async fn the_outputs_of_a_step_that_fans_out_are_read_as_a_list_in_item_order(
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(AGGREGATED);
+    let file = support::yaml_file(AGGREGATED);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("agg-outputs").await;
     let total = log_of(ns, "agg-outputs", "total").await;

@@ -3,8 +3,6 @@
 //! runs until its `when` stops it, and one that would not stop fails the workflow naming the
 //! depth limit.
 
-use std::io::Write as _;
-
 use rstest::rstest;
 use workflow_operator_core::template::recursion::DEPTH_LIMIT;
 
@@ -55,12 +53,6 @@ spec:
     )
 }
 
-fn manifest(text: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
-    file.write_all(text.as_bytes()).unwrap();
-    file
-}
-
 /// The steps `workflow-operator get -o json` shows for `workflow` whose names end with
 /// `suffix`, with their phases.
 async fn ending(ns: &Namespace, workflow: &str, suffix: &str) -> Vec<(String, String)> {
@@ -83,7 +75,7 @@ async fn a_template_calling_itself_under_a_when_recurses_until_the_when_stops_it
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(&recursive("flips", 3));
+    let file = support::yaml_file(&recursive("flips", 3));
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_completed("flips").await;
     // Three flips, the third one heads; no level past it ran.
@@ -107,7 +99,7 @@ async fn a_recursion_past_the_depth_limit_fails_the_workflow_naming_it(
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(&recursive("endless", 1000));
+    let file = support::yaml_file(&recursive("endless", 1000));
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     ns.expect_failed("endless", &["recursion depth limit reached", "coinflip"])
         .await;

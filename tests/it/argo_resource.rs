@@ -110,13 +110,6 @@ spec:
                     command: [sh, -c, "exit 3"]
 "#;
 
-fn manifest(text: &str) -> tempfile::NamedTempFile {
-    use std::io::Write as _;
-    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
-    file.write_all(text.as_bytes()).unwrap();
-    file
-}
-
 fn step<'a>(workflow: &'a WorkFlow, name: &str) -> &'a StepStatus {
     (workflow.status.iter().flat_map(|s| &s.steps))
         .find(|s| s.name == name)
@@ -132,7 +125,7 @@ async fn a_resource_template_makes_a_job_waits_for_it_reads_its_name_and_deletes
         return; // A real cluster's step pods act with a service account this test has no RBAC for.
     }
     let ns = &operator.ns;
-    let file = manifest(MADE_AND_DELETED);
+    let file = support::yaml_file(MADE_AND_DELETED);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     let workflow = ns.expect_completed("counted").await;
     let made = &step(&workflow, "make").outputs;
@@ -189,7 +182,7 @@ async fn a_resource_meeting_its_failure_condition_fails_the_step_naming_it(
         return; // A real cluster's step pods act with a service account this test has no RBAC for.
     }
     let ns = &operator.ns;
-    let file = manifest(FAILING);
+    let file = support::yaml_file(FAILING);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     let workflow = ns.expect_failed("broken", &["make-job"]).await;
     let failed = step(&workflow, "make-job");

@@ -5,12 +5,8 @@
 //! step, and the later steps' `when` and arguments read it, also when the operator was down
 //! while it was given.
 
-use std::io::Write as _;
-
 use rstest::rstest;
 use serde_json::Value;
-use workflow_operator_core::WorkFlow;
-use workflow_operator_core::crd::StepPhase;
 
 use crate::support;
 
@@ -62,19 +58,6 @@ spec:
     )
 }
 
-fn manifest(text: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
-    file.write_all(text.as_bytes()).unwrap();
-    file
-}
-
-/// Whether step `step` of `workflow` waits, suspended.
-fn waits(workflow: &WorkFlow, step: &str) -> bool {
-    (workflow.status.iter().flat_map(|s| &s.steps)).any(|s| {
-        s.name == step && s.phase == StepPhase::Running && s.reason.as_deref() == Some("Suspended")
-    })
-}
-
 /// `workflow-operator resume ARGS -n NS`, which must fail: its standard error.
 async fn refused(ns: &Namespace, args: &[&str]) -> String {
     let output = (ns.cli_command(args).args(["-n", &ns.name]).output().await).unwrap();
@@ -124,10 +107,12 @@ async fn a_resume_supplies_the_outputs_a_later_step_reads_and_is_refused_without
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(&approval("gate"));
+    let file = support::yaml_file(&approval("gate"));
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
-    ns.wait_workflow("gate", "approve suspended", |wf| waits(wf, "approve"))
-        .await;
+    ns.wait_workflow("gate", "approve suspended", |wf| {
+        support::waits_suspended(wf, "approve")
+    })
+    .await;
 
     // `get` says how to resume it: with the decision, which has no default.
     let shown = ns.cli(&["get", "gate"]).await;
@@ -157,7 +142,7 @@ async fn a_resume_supplies_the_outputs_a_later_step_reads_and_is_refused_without
         "{said}"
     );
     // Neither resumed anything.
-    assert!(waits(&ns.get("gate").await, "approve"));
+    assert!(support::waits_suspended(&ns.get("gate").await, "approve"));
 
     let resumed = ns
         .cli(&[
@@ -198,12 +183,14 @@ async fn values_given_while_the_operator_is_down_are_read_when_it_is_back(
     #[future(awt)] operator_process: Operator,
 ) {
     let mut operator = operator_process;
-    let file = manifest(&approval("later"));
+    let file = support::yaml_file(&approval("later"));
     (operator.ns)
         .cli(&["submit", file.path().to_str().unwrap()])
         .await;
     (operator.ns)
-        .wait_workflow("later", "approve suspended", |wf| waits(wf, "approve"))
+        .wait_workflow("later", "approve suspended", |wf| {
+            support::waits_suspended(wf, "approve")
+        })
         .await;
     operator.kill().await;
     operator

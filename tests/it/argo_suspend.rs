@@ -2,14 +2,11 @@
 //! and submitted as it is: a step that waits until `workflow-operator resume` (as `argo
 //! resume`), and one with a `duration` that resumes itself, even across an operator restart.
 
-use std::io::Write as _;
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::ListParams;
 use rstest::rstest;
-use workflow_operator_core::WorkFlow;
-use workflow_operator_core::crd::StepPhase;
 
 use crate::support;
 
@@ -49,19 +46,6 @@ spec:
     )
 }
 
-fn manifest(text: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
-    file.write_all(text.as_bytes()).unwrap();
-    file
-}
-
-/// Whether step `step` of `workflow` waits, suspended.
-fn waits(workflow: &WorkFlow, step: &str) -> bool {
-    (workflow.status.iter().flat_map(|s| &s.steps)).any(|s| {
-        s.name == step && s.phase == StepPhase::Running && s.reason.as_deref() == Some("Suspended")
-    })
-}
-
 /// The phases `workflow-operator get -o json` shows for the steps of `workflow`, in order.
 async fn phases(ns: &Namespace, workflow: &str) -> Vec<(String, String)> {
     let get: serde_json::Value =
@@ -88,10 +72,12 @@ async fn a_suspend_template_waits_until_resume_then_the_next_group_runs(
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let file = manifest(&approval("gate", "{}"));
+    let file = support::yaml_file(&approval("gate", "{}"));
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
     let waiting = ns
-        .wait_workflow("gate", "approve suspended", |wf| waits(wf, "approve"))
+        .wait_workflow("gate", "approve suspended", |wf| {
+            support::waits_suspended(wf, "approve")
+        })
         .await;
     // It waits: the workflow runs, `release` has not started, and no pod ran for `approve`.
     let steps: Vec<String> = (ns.jobs_of("gate").await.iter())
@@ -134,14 +120,16 @@ async fn a_suspend_duration_resumes_itself_even_after_an_operator_restart(
     #[future(awt)] operator_process: Operator,
 ) {
     let mut operator = operator_process;
-    let file = manifest(&approval("timed", "{duration: 3s}"));
+    let file = support::yaml_file(&approval("timed", "{duration: 3s}"));
     operator
         .ns
         .cli(&["submit", file.path().to_str().unwrap()])
         .await;
     let ns = &operator.ns;
-    ns.wait_workflow("timed", "approve suspended", |wf| waits(wf, "approve"))
-        .await;
+    ns.wait_workflow("timed", "approve suspended", |wf| {
+        support::waits_suspended(wf, "approve")
+    })
+    .await;
     let job = ns
         .wait_step_job("timed", "approve", "created", |_| true)
         .await;
@@ -154,7 +142,10 @@ async fn a_suspend_duration_resumes_itself_even_after_an_operator_restart(
         tokio::time::sleep(left.unsigned_abs() + Duration::from_millis(200)).await;
     }
     let still = operator.ns.get("timed").await;
-    assert!(waits(&still, "approve"), "nothing resumed it while down");
+    assert!(
+        support::waits_suspended(&still, "approve"),
+        "nothing resumed it while down"
+    );
     operator.start();
     operator.ns.expect_completed("timed").await;
     assert_eq!(phases(&operator.ns, "timed").await, all_succeeded());

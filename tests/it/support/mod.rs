@@ -81,6 +81,14 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 pub static CRDS: LazyLock<Vec<CustomResourceDefinition>> =
     LazyLock::new(workflow_operator_core::crd::crds);
 
+/// `text` in a file of its own, named `.yaml`: a manifest the CLI reads as a user's file.
+pub fn yaml_file(text: &str) -> tempfile::NamedTempFile {
+    use std::io::Write as _;
+    let mut file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+    file
+}
+
 /// The environment variable that selects a real cluster (`kube`) instead of the embedded one.
 pub const CLUSTER_ENV: &str = "WORKFLOW_TEST_CLUSTER";
 

@@ -9,6 +9,15 @@ pub fn jobs_named(jobs: &[Job]) -> Vec<String> {
     steps
 }
 
+/// Whether step `step` of `workflow` waits, suspended.
+pub fn waits_suspended(workflow: &WorkFlow, step: &str) -> bool {
+    (workflow.status.iter().flat_map(|s| &s.steps)).any(|s| {
+        s.name == step
+            && s.phase == workflow_operator_core::crd::StepPhase::Running
+            && s.reason.as_deref() == Some("Suspended")
+    })
+}
+
 /// The workflow's phase, if it has a status.
 pub fn phase(workflow: &WorkFlow) -> Option<Phase> {
     workflow.status.as_ref().and_then(|s| s.workflow_status)
