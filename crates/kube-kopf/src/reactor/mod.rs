@@ -153,8 +153,8 @@ pub(crate) async fn run<K: Watched>(registry: Registry<K>, env: Env) -> Result<(
 }
 
 /// Forwards the resource's watch `events` to the reactor's queue (`tx`), telling the `mirrors`
-/// of each change once the reflector holds it, and the intake window of each echo of a record
-/// write.
+/// and the handlers of each change once the reflector holds it ([`Listing`]), and the intake
+/// window of each echo of a record write.
 async fn forward_watch<K: Watched>(
     events: impl futures::Stream<Item = Result<Event<K>, watcher::Error>>,
     mirrors: Vec<crate::Mirror<K>>,
@@ -162,60 +162,70 @@ async fn forward_watch<K: Watched>(
     watch_tx: mpsc::UnboundedSender<Msg<K>>,
 ) {
     let mut events = std::pin::pin!(events);
-    // Objects of a (re)listing: the reflector holds them only once the listing is done
-    // (it swaps the whole listing in at `InitDone`), so mirrors hear of them then.
-    let mut listed: Vec<ObjectRef<K>> = Vec::new();
+    let mut listing = Listing::default();
     while let Some(event) = events.next().await {
-        if matches!(event, Ok(Event::Init)) {
-            listed.clear();
-        }
-        if matches!(event, Ok(Event::InitDone)) {
-            for key in listed.drain(..) {
-                for mirror in &mirrors {
-                    mirror.changed(key.clone());
-                }
-            }
-        }
-        let initial = matches!(event, Ok(Event::InitApply(_)));
-        let msg = match event {
-            Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
-                let key = ObjectRef::from(&obj);
-                if let Some(version) = obj.meta().resource_version.as_deref() {
-                    watch_intake
-                        .lock()
-                        .expect("intake lock")
-                        .echoed(&key, version);
-                }
-                Msg::Changed(key)
-            }
-            Ok(Event::Delete(obj)) => {
-                let key = ObjectRef::from(&obj);
-                watch_intake
-                    .lock()
-                    .expect("intake lock")
-                    .echoes
-                    .forget(&key);
-                Msg::Changed(key)
-            }
-            Ok(Event::Init | Event::InitDone) => continue,
+        let event = match event {
+            Ok(event) => event,
             Err(error) => {
                 warn!(%error, kind = %K::kind(&()), "watch failed; retrying with backoff");
                 continue;
             }
         };
-        // The store holds the change already (`reflect` applies it before yielding it),
-        // but for an object of a listing (above).
-        if let Msg::Changed(key) = &msg {
-            if initial {
-                listed.push(key.clone());
-            } else {
-                for mirror in &mirrors {
-                    mirror.changed(key.clone());
+        match &event {
+            Event::Apply(obj) | Event::InitApply(obj) => {
+                if let Some(version) = obj.meta().resource_version.as_deref() {
+                    let mut intake = watch_intake.lock().expect("intake lock");
+                    intake.echoed(&ObjectRef::from(obj), version);
                 }
             }
+            Event::Delete(obj) => {
+                let mut intake = watch_intake.lock().expect("intake lock");
+                intake.echoes.forget(&ObjectRef::from(obj));
+            }
+            Event::Init | Event::InitDone => {}
         }
-        if watch_tx.send(msg).is_err() {
-            break;
+        for key in listing.tell(&event) {
+            for mirror in &mirrors {
+                mirror.changed(key.clone());
+            }
+            if watch_tx.send(Msg::Changed(key)).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// When a watch event's object is told to the mirrors and the handlers: once the reflector's
+/// store holds it. `reflect` applies a change before yielding it, but a (re)listing's objects
+/// only when the listing is done (it swaps the whole listing in at `InitDone`): told at each
+/// listed object, a handler could run before the swap, read the store's old copy, and so take
+/// the change as seen (after a 410, an update made while the watch was down waited for the
+/// next resync).
+struct Listing<K: Watched> {
+    /// The objects of the listing under way.
+    listed: Vec<ObjectRef<K>>,
+}
+
+impl<K: Watched> Default for Listing<K> {
+    fn default() -> Self {
+        Self { listed: Vec::new() }
+    }
+}
+
+impl<K: Watched> Listing<K> {
+    /// The objects to tell of now that `event` came.
+    fn tell(&mut self, event: &Event<K>) -> Vec<ObjectRef<K>> {
+        match event {
+            Event::Init => {
+                self.listed.clear();
+                Vec::new()
+            }
+            Event::InitApply(obj) => {
+                self.listed.push(ObjectRef::from(obj));
+                Vec::new()
+            }
+            Event::InitDone => std::mem::take(&mut self.listed),
+            Event::Apply(obj) | Event::Delete(obj) => vec![ObjectRef::from(obj)],
         }
     }
 }
@@ -483,6 +493,33 @@ use queues::Queues;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn map(name: &str) -> ConfigMap {
+        let mut map = ConfigMap::default();
+        map.metadata.name = Some(name.into());
+        map.metadata.namespace = Some("ns".into());
+        map
+    }
+
+    #[test]
+    fn a_listings_objects_are_told_once_it_is_done_other_changes_at_once() {
+        let mut listing = Listing::<ConfigMap>::default();
+        let names = |keys: Vec<ObjectRef<ConfigMap>>| -> Vec<String> {
+            keys.into_iter().map(|k| k.name).collect()
+        };
+        assert!(listing.tell(&Event::Init).is_empty());
+        assert!(listing.tell(&Event::InitApply(map("a"))).is_empty());
+        assert!(listing.tell(&Event::InitApply(map("b"))).is_empty());
+        assert_eq!(names(listing.tell(&Event::InitDone)), ["a", "b"]);
+        assert_eq!(names(listing.tell(&Event::Apply(map("c")))), ["c"]);
+        assert_eq!(names(listing.tell(&Event::Delete(map("c")))), ["c"]);
+        // A listing cut short by a new one forgets its objects: the new one lists them again.
+        listing.tell(&Event::Init);
+        listing.tell(&Event::InitApply(map("d")));
+        listing.tell(&Event::Init);
+        assert!(listing.tell(&Event::InitDone).is_empty());
+    }
 
     #[test]
     fn aligned_ticks_fall_just_after_the_next_wall_clock_multiple() {
