@@ -4,7 +4,7 @@
 //! deadline, never fixed sleeps. Process checks read `/proc`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
@@ -1140,8 +1140,24 @@ async fn pod_runner_until_killed() {
                 .env("PIDS", &pid_file),
         )
         .await;
+    // The guarantee starts once the kubelet has the container's process group (it reports the
+    // container running after that): a kill in the instant between the spawn and that is the
+    // window the kubelet's module doc owns up to, and the pod's command can write its pids in it.
+    eventually("the pod to run", WAIT, || async {
+        let pods = cluster.pods_of("survivor").await;
+        pods.first()
+            .is_some_and(|pod| phase(pod) == "Running")
+            .then_some(())
+    })
+    .await;
+    std::fs::write(running_marker(Path::new(&pid_file)), "").unwrap();
     // Runs until the parent kills this process.
     std::future::pending::<()>().await;
+}
+
+/// The file [`pod_runner_until_killed`] writes once its pod is reported running.
+fn running_marker(pid_file: &Path) -> PathBuf {
+    pid_file.with_extension("running")
 }
 
 #[tokio::test]
@@ -1160,6 +1176,10 @@ async fn control_plane_killed_by_sigkill_leaves_no_process_behind() {
         .spawn()
         .unwrap();
     let pids = read_pids(&pid_file, 2).await;
+    eventually("the helper's pod to run", WAIT, || {
+        std::future::ready(running_marker(&pid_file).exists().then_some(()))
+    })
+    .await;
     assert!(pids.iter().all(|&pid| alive(pid)));
     // SIGKILL: no destructor, no shutdown, nothing of the control plane runs after this.
     control_plane.kill().unwrap();
