@@ -34,7 +34,7 @@ const SAMPLE: usize = 256 * 1024;
 
 /// The buffers between the store and the decompressor and between it and a file written: large
 /// reads and writes, few system calls and few trips to the runtime for the next chunk.
-const BUFFER: usize = 1 << 20;
+pub(crate) const BUFFER: usize = 1 << 20;
 
 /// Writes `path` (a file or a directory; a link to one is followed) as a `.tar.gz` to `out`.
 ///

@@ -126,6 +126,11 @@ impl EmbeddedStore {
                 (temporary.path().to_path_buf(), Some(temporary))
             }
         };
+        // Absolute: steps are handed it, and run in directories of their own.
+        let dir = std::path::absolute(&dir).map_err(|source| Error::Dir {
+            path: dir.clone(),
+            source,
+        })?;
         let dir_error = |source| Error::Dir {
             path: dir.clone(),
             source,
@@ -136,7 +141,7 @@ impl EmbeddedStore {
             .await
             .map_err(Error::Listen)?;
         let address = listener.local_addr().map_err(Error::Listen)?;
-        let target = generated_target(address);
+        let target = generated_target(address, &dir);
         let puts = Puts::default();
         let service = service(&dir, &target, puts.clone()).map_err(dir_error)?;
         let stop = CancellationToken::new();
@@ -181,6 +186,7 @@ impl EmbeddedStore {
                 credentials_secret: CredentialsSecret {
                     name: CREDENTIALS_SECRET.to_string(),
                 },
+                local_directory: Some(self.dir.to_string_lossy().into_owned()),
                 ..S3Repository::default()
             }),
             oci: None,
@@ -225,8 +231,8 @@ impl Drop for EmbeddedStore {
     }
 }
 
-/// 127.0.0.1 at `address`, with fresh keys.
-fn generated_target(address: SocketAddr) -> S3Target {
+/// 127.0.0.1 at `address`, with fresh keys, its objects in `dir`.
+fn generated_target(address: SocketAddr, dir: &Path) -> S3Target {
     let mut random = rand::rng();
     S3Target {
         endpoint: format!("http://{address}"),
@@ -234,6 +240,7 @@ fn generated_target(address: SocketAddr) -> S3Target {
         region: DEFAULT_REGION.to_string(),
         access_key: Alphanumeric.sample_string(&mut random, 20),
         secret_key: Alphanumeric.sample_string(&mut random, 40),
+        local_directory: Some(dir.to_path_buf()),
     }
 }
 

@@ -12,6 +12,7 @@
 //! - [`transfer`]: put, get, list, delete.
 //! - [`error`]: what failed, in the user's words.
 //! - `archive` and `bridge`: the `.tar.gz` layout, and the blocking I/O it runs on.
+//! - [`local`]: put and get through the store's own directory, on the machine that holds it.
 //! - [`embedded`]: the store `workflow-operator dev` and the tests run (the `dev` feature), its
 //!   multipart uploads its own (`embedded::multipart`).
 
@@ -21,6 +22,7 @@ pub mod credentials;
 #[cfg(feature = "dev")]
 pub mod embedded;
 pub mod error;
+pub mod local;
 pub mod oci;
 pub mod store;
 pub mod target;

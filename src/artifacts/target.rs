@@ -2,6 +2,7 @@
 //! client for it. The secret key is shown nowhere: not by `Debug`, not in an error.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use workflow_operator_core::crd::artifacts::S3Repository;
@@ -25,6 +26,9 @@ pub struct S3Target {
     pub access_key: String,
     /// The secret key (the Secret's `secretKey`); never printed.
     pub secret_key: String,
+    /// The directory holding the bucket's objects as files `DIR/BUCKET/KEY` (the repository's
+    /// `localDirectory`): where put and get move the bytes when this machine has it.
+    pub local_directory: Option<PathBuf>,
 }
 
 impl S3Target {
@@ -49,7 +53,14 @@ impl S3Target {
                 .unwrap_or_else(|| DEFAULT_REGION.to_string()),
             access_key: access_key.to_string(),
             secret_key: secret_key.to_string(),
+            local_directory: repository.local_directory.as_ref().map(PathBuf::from),
         }
+    }
+
+    /// The bucket's directory, when the repository names one and this machine has it.
+    pub(crate) fn local_bucket(&self) -> Option<PathBuf> {
+        let bucket = self.local_directory.as_ref()?.join(&self.bucket);
+        bucket.is_dir().then_some(bucket)
     }
 
     /// The client for this bucket: path-style requests (`ENDPOINT/BUCKET/KEY`, which MinIO and
@@ -93,6 +104,7 @@ impl fmt::Debug for S3Target {
             .field("region", &self.region)
             .field("access_key", &self.access_key)
             .field("secret_key", &"<redacted>")
+            .field("local_directory", &self.local_directory)
             .finish()
     }
 }
@@ -108,6 +120,7 @@ mod tests {
             region: DEFAULT_REGION.into(),
             access_key: "AKIDEXAMPLE".into(),
             secret_key: "wJalrXUtnFEMI-very-secret".into(),
+            local_directory: None,
         }
     }
 

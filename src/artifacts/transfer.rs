@@ -9,6 +9,9 @@
 //! - A put to an existing key replaces it: a retried upload leaves one object, never two; an
 //!   upload that fails is aborted, leaving no parts behind.
 //!
+//! - When the repository names the store's directory and this machine has it
+//!   ([`super::local`]), the bytes are written to and read from there, not sent over HTTP.
+//!
 //! # Caveats
 //! - Each call builds its own client. Transient failures (5xx, a connection refused) are
 //!   retried by `object_store` for up to 3 minutes before the error is returned.
@@ -27,6 +30,7 @@ use tokio::runtime::Handle;
 use super::archive;
 use super::bridge::{Download, Upload, store_fault};
 use super::error::{Error, Result};
+use super::local;
 use super::target::S3Target;
 
 /// The size of an upload's parts (S3 takes parts of 5 MiB and more, but the last).
@@ -52,7 +56,7 @@ pub struct Stored {
 /// [`Error::Unreachable`], [`Error::NoSuchBucket`] and [`Error::Store`] for the store's
 /// answers; [`Error::Local`] when reading the files fails.
 pub async fn put_path(target: &S3Target, key: &str, local_path: &Path) -> Result<Stored> {
-    let client: Arc<dyn ObjectStore> = Arc::new(target.client()?);
+    let client = target.client()?;
     if let Err(error) = tokio::fs::metadata(local_path).await
         && error.kind() == std::io::ErrorKind::NotFound
     {
@@ -60,6 +64,10 @@ pub async fn put_path(target: &S3Target, key: &str, local_path: &Path) -> Result
             path: local_path.to_path_buf(),
         });
     }
+    if local::reaches(target, key) {
+        return local::put_path(target, &client, key, local_path).await;
+    }
+    let client: Arc<dyn ObjectStore> = Arc::new(client);
     let location = Key::from(key);
     let writer = BufWriter::with_capacity(client, location.clone(), PART_SIZE)
         .with_max_concurrency(PARTS_IN_FLIGHT);
@@ -100,6 +108,9 @@ pub async fn put_path(target: &S3Target, key: &str, local_path: &Path) -> Result
 /// [`put_path`]; [`Error::Local`] when writing the files fails.
 pub async fn get_path(target: &S3Target, key: &str, dest_path: &Path) -> Result<()> {
     let client = target.client()?;
+    if local::reaches(target, key) {
+        return local::get_path(target, &client, key, dest_path).await;
+    }
     let location = Key::from(key);
     let fail = |source| Error::from_store(source, target.address(), "getting", location.as_ref());
     let result = client.get(&location).await.map_err(fail)?;

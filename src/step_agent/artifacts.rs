@@ -8,6 +8,7 @@ use std::path::Path;
 use workflow_operator_core::agent::{ACCESS_KEY_ENV, InputTask, SECRET_KEY_ENV, StoreTask, Task};
 use workflow_operator_core::outputs::ARTIFACT_PREFIX;
 
+use super::chain;
 use crate::artifacts::oci::OciTarget;
 use crate::artifacts::{S3Target, Target};
 
@@ -33,7 +34,7 @@ pub async fn download(task: &Task) -> Result<(), String> {
         }
         (target.get_path(&input.key, path))
             .await
-            .map_err(|e| format!("input artifact {}: {e}", input.name))?;
+            .map_err(|e| format!("input artifact {}: {}", input.name, chain(&e)))?;
     }
     Ok(())
 }
@@ -54,9 +55,9 @@ async fn download_items(
         }
         match target.get_path(key, &path.join(index.to_string())).await {
             Err(error) if error.is_not_found() && input.optional => {}
-            result => {
-                result.map_err(|e| format!("input artifact {}, item {index}: {e}", input.name))?
-            }
+            result => result.map_err(|e| {
+                format!("input artifact {}, item {index}: {}", input.name, chain(&e))
+            })?,
         }
     }
     Ok(())
@@ -86,7 +87,7 @@ pub async fn upload(task: &Task) -> Result<BTreeMap<String, String>, String> {
         } else {
             (target.put_path(&output.key, path))
                 .await
-                .map_err(|e| format!("output artifact {}: {e}", output.name))?
+                .map_err(|e| format!("output artifact {}: {}", output.name, chain(&e)))?
                 .key
         };
         outputs.insert(format!("{ARTIFACT_PREFIX}{}", output.name), key);
@@ -110,6 +111,7 @@ fn target(store: Option<&StoreTask>) -> Result<Target, String> {
             region: s3.region.clone(),
             access_key: credential(ACCESS_KEY_ENV)?,
             secret_key: credential(SECRET_KEY_ENV)?,
+            local_directory: s3.local_directory.as_ref().map(Into::into),
         }),
         StoreTask::Oci(oci) => Target::Oci(OciTarget {
             registry: oci.registry.clone(),

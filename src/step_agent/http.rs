@@ -4,6 +4,7 @@
 //! when another step reads it, its `result`; the response fails the step unless it meets the
 //! step's `successCondition` (default: a 2xx status), the message naming the status code.
 
+use super::chain;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -104,17 +105,6 @@ fn request(task: &HttpTask) -> Result<reqwest::RequestBuilder, String> {
         request = request.body(body.clone());
     }
     Ok(request)
-}
-
-/// An error and its causes, on one line (reqwest's own says only "error sending request").
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

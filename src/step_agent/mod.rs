@@ -78,3 +78,19 @@ pub fn main_with(args: &[String]) -> i32 {
         }
     }
 }
+
+/// An error and its causes, on one line, each text once: what a step's message shows (reqwest's own error says
+/// only "error sending request", the artifact store's "putting KEY ... failed").
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        // object_store repeats a cause's text in the error wrapping it: said once.
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(&format!(": {said}"));
+        }
+        source = cause.source();
+    }
+    text
+}

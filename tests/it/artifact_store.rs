@@ -27,6 +27,27 @@ async fn store() -> EmbeddedStore {
     EmbeddedStore::start(None).await.expect("the store starts")
 }
 
+/// How a test's puts and gets reach the store: through its directory, as a step on its machine
+/// does, or over HTTP only, as from anywhere else.
+#[derive(Clone, Copy, Debug)]
+enum Route {
+    Directory,
+    Http,
+}
+
+impl Route {
+    fn target(self, store: &EmbeddedStore) -> S3Target {
+        let target = store.target().clone();
+        match self {
+            Route::Directory => target,
+            Route::Http => S3Target {
+                local_directory: None,
+                ..target
+            },
+        }
+    }
+}
+
 /// `len` bytes that gzip cannot shrink, the same for the same seed.
 fn random_file(path: &Path, len: usize, seed: u64) {
     let mut random = StdRng::seed_from_u64(seed);
@@ -53,19 +74,23 @@ fn whole(error: &Error) -> String {
     text
 }
 
+#[rstest]
 #[tokio::test]
-async fn a_file_put_is_got_back_at_the_destination_path_even_in_many_parts() {
+async fn a_file_put_is_got_back_at_the_destination_path_even_in_many_parts(
+    #[values(Route::Directory, Route::Http)] route: Route,
+) {
     let store = store().await;
+    let target = route.target(&store);
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("model.bin");
     // Larger than three parts of 8 MiB: a multipart upload with parts in flight together.
     random_file(&source, 30 << 20, 1);
 
-    let stored = artifacts::put_path(store.target(), "ns/wf/run-1/train/model.tgz", &source)
+    let stored = artifacts::put_path(&target, "ns/wf/run-1/train/model.tgz", &source)
         .await
         .unwrap();
     assert_eq!(stored.key, "ns/wf/run-1/train/model.tgz");
-    let listed = artifacts::list(store.target(), "ns/wf").await.unwrap();
+    let listed = artifacts::list(&target, "ns/wf").await.unwrap();
     assert_eq!(
         listed,
         std::slice::from_ref(&stored),
@@ -75,7 +100,7 @@ async fn a_file_put_is_got_back_at_the_destination_path_even_in_many_parts() {
 
     // Another name than the source's: the file lands at the path, not under its own name.
     let dest = dir.path().join("inputs/deep/weights.bin");
-    artifacts::get_path(store.target(), &stored.key, &dest)
+    artifacts::get_path(&target, &stored.key, &dest)
         .await
         .unwrap();
     assert!(
@@ -84,9 +109,13 @@ async fn a_file_put_is_got_back_at_the_destination_path_even_in_many_parts() {
     );
 }
 
+#[rstest]
 #[tokio::test]
-async fn a_directory_put_is_recreated_with_nested_and_empty_subdirectories() {
+async fn a_directory_put_is_recreated_with_nested_and_empty_subdirectories(
+    #[values(Route::Directory, Route::Http)] route: Route,
+) {
     let store = store().await;
+    let target = route.target(&store);
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("out");
     std::fs::create_dir_all(source.join("reports/2024/q1")).unwrap();
@@ -94,11 +123,11 @@ async fn a_directory_put_is_recreated_with_nested_and_empty_subdirectories() {
     std::fs::write(source.join("summary.txt"), "3 passed").unwrap();
     std::fs::write(source.join("reports/2024/q1/a.csv"), "x,y\n1,2\n").unwrap();
 
-    let stored = artifacts::put_path(store.target(), "k/out.tgz", &source)
+    let stored = artifacts::put_path(&target, "k/out.tgz", &source)
         .await
         .unwrap();
     let dest = dir.path().join("in/out");
-    artifacts::get_path(store.target(), &stored.key, &dest)
+    artifacts::get_path(&target, &stored.key, &dest)
         .await
         .unwrap();
 
@@ -118,29 +147,89 @@ async fn a_directory_put_is_recreated_with_nested_and_empty_subdirectories() {
     assert_eq!(top, ["cache", "reports", "summary.txt"], "no extra level");
 }
 
+#[rstest]
 #[tokio::test]
-async fn a_second_put_to_a_key_replaces_the_first() {
+async fn a_second_put_to_a_key_replaces_the_first(
+    #[values(Route::Directory, Route::Http)] route: Route,
+) {
     let store = store().await;
+    let target = route.target(&store);
     let dir = tempfile::tempdir().unwrap();
     let (first, second) = (dir.path().join("first"), dir.path().join("second"));
     std::fs::write(&first, "first attempt, longer than the second").unwrap();
     std::fs::write(&second, "retried").unwrap();
     let key = "ns/wf/run-1/step/out.tgz";
 
-    artifacts::put_path(store.target(), key, &first)
-        .await
-        .unwrap();
-    let stored = artifacts::put_path(store.target(), key, &second)
+    artifacts::put_path(&target, key, &first).await.unwrap();
+    let stored = artifacts::put_path(&target, key, &second).await.unwrap();
+
+    let listed = artifacts::list(&target, "ns").await.unwrap();
+    assert_eq!(listed, [stored], "one object, of the second put");
+    let dest = dir.path().join("got");
+    artifacts::get_path(&target, key, &dest).await.unwrap();
+    assert_eq!(std::fs::read_to_string(dest).unwrap(), "retried");
+}
+
+/// On the store's machine the bytes go through its directory: the upload is one part the
+/// step wrote there, completed by the store (its ETag a multipart one, where a small upload
+/// over HTTP is a plain PUT with an MD5 ETag), announced as any upload, nothing left beside.
+#[tokio::test]
+async fn a_put_on_the_stores_machine_is_one_part_written_in_its_directory_and_announced() {
+    let store = store().await;
+    let (puts, mut announced) = tokio::sync::mpsc::unbounded_channel();
+    store.notify(puts);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.csv");
+    std::fs::write(&file, "a,b\n1,2\n").unwrap();
+    let key = "ns/wf/run-1/report/out.tgz";
+
+    let stored = artifacts::put_path(store.target(), key, &file)
         .await
         .unwrap();
 
-    let listed = artifacts::list(store.target(), "ns").await.unwrap();
-    assert_eq!(listed, [stored], "one object, of the second put");
-    let dest = dir.path().join("got");
-    artifacts::get_path(store.target(), key, &dest)
+    let put = announced.recv().await.unwrap();
+    assert_eq!((put.key.as_str(), put.size), (key, stored.size));
+    assert!(
+        put.etag.ends_with("-1"),
+        "a one-part upload's ETag: {put:?}"
+    );
+    let object = store.dir().join(&store.target().bucket).join(key);
+    assert_eq!(std::fs::metadata(&object).unwrap().len(), stored.size);
+    let beside: Vec<_> = std::fs::read_dir(store.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with(".upload"))
+        .collect();
+    assert!(beside.is_empty(), "left of the upload: {beside:?}");
+    let got = dir.path().join("got.csv");
+    artifacts::get_path(&Route::Http.target(&store), key, &got)
         .await
         .unwrap();
-    assert_eq!(std::fs::read_to_string(dest).unwrap(), "retried");
+    assert_eq!(std::fs::read_to_string(got).unwrap(), "a,b\n1,2\n");
+}
+
+/// A repository naming a directory this machine does not have (a step on another node) is
+/// used over HTTP.
+#[tokio::test]
+async fn a_directory_the_machine_does_not_have_is_passed_over_for_http() {
+    let store = store().await;
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = S3Target {
+        local_directory: Some(dir.path().join("on-another-node")),
+        ..store.target().clone()
+    };
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+
+    let stored = artifacts::put_path(&elsewhere, "k/out.tgz", &file)
+        .await
+        .unwrap();
+    let got = dir.path().join("got");
+    artifacts::get_path(&elsewhere, &stored.key, &got)
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(got).unwrap(), "x");
+    assert!(!dir.path().join("on-another-node").exists());
 }
 
 /// The store answers a GET itself in large reads: a range from inside an object, one to its
@@ -192,11 +281,15 @@ async fn ranges_of_an_object_larger_than_one_read_are_its_bytes_with_heads_etag(
     }
 }
 
+#[rstest]
 #[tokio::test]
-async fn a_missing_key_is_named_with_its_bucket() {
+async fn a_missing_key_is_named_with_its_bucket(
+    #[values(Route::Directory, Route::Http)] route: Route,
+) {
     let store = store().await;
+    let target = route.target(&store);
     let dest = tempfile::tempdir().unwrap().path().join("x");
-    let error = artifacts::get_path(store.target(), "ns/wf/run-1/a/out.tgz", &dest)
+    let error = artifacts::get_path(&target, "ns/wf/run-1/a/out.tgz", &dest)
         .await
         .unwrap_err();
     assert_eq!(
@@ -206,12 +299,16 @@ async fn a_missing_key_is_named_with_its_bucket() {
     assert!(!dest.exists());
 }
 
+#[rstest]
 #[tokio::test]
-async fn a_missing_bucket_and_a_missing_path_are_named() {
+async fn a_missing_bucket_and_a_missing_path_are_named(
+    #[values(Route::Directory, Route::Http)] route: Route,
+) {
     let store = store().await;
+    let target = route.target(&store);
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("never-written");
-    let error = artifacts::put_path(store.target(), "k.tgz", &missing)
+    let error = artifacts::put_path(&target, "k.tgz", &missing)
         .await
         .unwrap_err();
     assert_eq!(
@@ -222,7 +319,7 @@ async fn a_missing_bucket_and_a_missing_path_are_named() {
     // s3s-fs makes a bucket for a put, so only a listing shows it missing.
     let elsewhere = S3Target {
         bucket: "no-such-bucket".into(),
-        ..store.target().clone()
+        ..target.clone()
     };
     let error = artifacts::list(&elsewhere, "ns").await.unwrap_err();
     assert_eq!(
@@ -234,16 +331,20 @@ async fn a_missing_bucket_and_a_missing_path_are_named() {
     );
 }
 
+#[rstest]
 #[tokio::test]
-async fn a_wrong_secret_key_is_refused_naming_the_endpoint_and_never_shown() {
+async fn a_wrong_secret_key_is_refused_naming_the_endpoint_and_never_shown(
+    #[values(Route::Directory, Route::Http)] route: Route,
+) {
     let store = store().await;
+    let target = route.target(&store);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("file");
     std::fs::write(&file, "x").unwrap();
     let wrong_secret = "WRONGsecretKEYwrongSECRETkeyWRONGsecret0";
     let wrong = S3Target {
         secret_key: wrong_secret.into(),
-        ..store.target().clone()
+        ..target.clone()
     };
 
     let put = artifacts::put_path(&wrong, "k.tgz", &file)
@@ -263,16 +364,20 @@ async fn a_wrong_secret_key_is_refused_naming_the_endpoint_and_never_shown() {
             )),
             "{text}"
         );
-        for secret in [wrong_secret, &store.target().secret_key] {
+        for secret in [wrong_secret, &target.secret_key] {
             assert!(!text.contains(secret), "the secret key shown: {text}");
             assert!(!format!("{error:?}").contains(secret), "{error:?}");
         }
     }
 }
 
+#[rstest]
 #[tokio::test]
-async fn delete_prefix_deletes_the_keys_under_it_and_no_others() {
+async fn delete_prefix_deletes_the_keys_under_it_and_no_others(
+    #[values(Route::Directory, Route::Http)] route: Route,
+) {
     let store = store().await;
+    let target = route.target(&store);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("file");
     std::fs::write(&file, "x").unwrap();
@@ -283,16 +388,14 @@ async fn delete_prefix_deletes_the_keys_under_it_and_no_others() {
         "ns/other/run-1/a/out.tgz",
     ];
     for key in keys {
-        artifacts::put_path(store.target(), key, &file)
-            .await
-            .unwrap();
+        artifacts::put_path(&target, key, &file).await.unwrap();
     }
 
-    let deleted = artifacts::delete_prefix(store.target(), "ns/wf/run-1")
+    let deleted = artifacts::delete_prefix(&target, "ns/wf/run-1")
         .await
         .unwrap();
     assert_eq!(deleted, 2);
-    let mut left: Vec<String> = artifacts::list(store.target(), "ns")
+    let mut left: Vec<String> = artifacts::list(&target, "ns")
         .await
         .unwrap()
         .into_iter()
@@ -300,9 +403,7 @@ async fn delete_prefix_deletes_the_keys_under_it_and_no_others() {
         .collect();
     left.sort();
     assert_eq!(left, ["ns/other/run-1/a/out.tgz", "ns/wf/run-10/a/out.tgz"]);
-    let error = artifacts::delete_prefix(store.target(), "/")
-        .await
-        .unwrap_err();
+    let error = artifacts::delete_prefix(&target, "/").await.unwrap_err();
     assert!(matches!(error, Error::EmptyPrefix { .. }), "{error:?}");
 }
 

@@ -85,14 +85,26 @@ spec:
 }
 
 /// A file and a directory (nested, with an empty subdirectory) made by one step are placed
-/// at the paths of the next; `artifacts get` downloads one; the status records each key.
+/// at the paths of the next, through the store's directory; `artifacts get` downloads one; the
+/// status records each key.
 #[tokio::test]
 async fn a_file_and_a_directory_pass_between_steps() {
     let Some((session, store)) = with_store("artifacts").await else {
         return;
     };
+    let (puts, mut announced) = tokio::sync::mpsc::unbounded_channel();
+    store.notify(puts);
     session.create(&passing_manifest("passing", "")).await;
     session.finished_as("passing", "Completed").await;
+    // The steps ran on the store's machine: each wrote its artifact's one part in the store's
+    // directory (a small upload over HTTP would be a plain PUT, its ETag an MD5 without `-1`).
+    for _ in 0..2 {
+        let put = announced.recv().await.unwrap();
+        assert!(
+            put.etag.ends_with("-1"),
+            "not through the directory: {put:?}"
+        );
+    }
     let logs = session.cli(&["logs", "passing", "--step", "use"]).await;
     for line in ["v1.2", "hello", "body{}", "empty kept"] {
         assert!(logs.contains(line), "{line}: {logs}");

@@ -35,6 +35,10 @@ pub const OUTPUTS_FILE: &str = "/var/run/workflow-agent/outputs";
 /// The name of the agent's volume and of the init container that fills it.
 pub const AGENT_VOLUME: &str = "workflow-agent";
 
+/// The name of the `hostPath` volume of an artifact repository's `localDirectory`, mounted at
+/// the same path in a step with artifacts.
+pub const STORE_VOLUME: &str = "workflow-artifact-store";
+
 /// The ConfigMap (in the workflow's namespace, key `repository`) naming the artifact
 /// repository of workflows that set none.
 pub const REPOSITORY_CONFIGMAP: &str = "workflow-artifact-repository";
@@ -220,6 +224,10 @@ pub struct S3StoreTask {
     pub bucket: String,
     /// The region.
     pub region: String,
+    /// The directory holding the bucket's objects as files, when the store keeps them so on
+    /// this machine (the repository's `localDirectory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_directory: Option<String>,
 }
 
 /// The key of output artifact `name` of the step instance whose Job is `job`, under the

@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource,
-    PodSpec, PodTemplateSpec, SecretKeySelector, Volume, VolumeMount,
+    Container, EnvVar, EnvVarSource, HostPathVolumeSource, PersistentVolumeClaim,
+    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, SecretKeySelector, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
@@ -543,6 +544,7 @@ impl<'a> StepJob<'a> {
                     volumes: non_empty(
                         (pod.volumes.into_iter().chain(workspace))
                             .chain(agent.map(|_| agent_volume()))
+                            .chain(parts.store.and_then(store_volume))
                             .collect(),
                     ),
                     image_pull_secrets: non_empty(pod.image_pull_secrets),
@@ -652,6 +654,7 @@ impl<'a> StepJob<'a> {
                 (step.volume_mounts.iter().cloned())
                     .chain(workspace)
                     .chain(agent.then(agent_mount))
+                    .chain(parts.store.and_then(store_mount))
                     .collect(),
             ),
             working_dir: step.working_dir.clone(),
@@ -852,6 +855,7 @@ impl<'a> StepJob<'a> {
                     endpoint: s3.endpoint.clone(),
                     bucket: s3.bucket.clone(),
                     region: s3.region.clone().unwrap_or_else(|| "us-east-1".to_string()),
+                    local_directory: s3.local_directory.clone(),
                 }),
                 prefix,
                 secret: Some((s3.credentials_secret.name.clone(), agent::S3_SECRET_KEYS)),
@@ -968,6 +972,16 @@ struct Store {
     secret: Option<(String, [&'static str; 2])>,
 }
 
+impl Store {
+    /// The bucket's directory, for a repository whose objects the agent reaches as files.
+    fn local_directory(&self) -> Option<&str> {
+        match &self.task {
+            agent::StoreTask::S3(s3) => s3.local_directory.as_deref(),
+            agent::StoreTask::Oci(_) => None,
+        }
+    }
+}
+
 /// The store's credentials, from `secret`'s `keys` (`accessKey` and `secretKey` of a bucket,
 /// `username` and `password` of a registry).
 fn credentials_env((secret, keys): &(String, [&'static str; 2])) -> [EnvVar; 2] {
@@ -1056,6 +1070,28 @@ fn agent_mount() -> VolumeMount {
         mount_path: agent::AGENT_DIR.to_string(),
         ..VolumeMount::default()
     }
+}
+
+/// The directory of a bucket the agent reaches as files (`localDirectory`), as a `hostPath`
+/// volume: the directory must exist on the node.
+fn store_volume(store: &Store) -> Option<Volume> {
+    Some(Volume {
+        name: agent::STORE_VOLUME.to_string(),
+        host_path: Some(HostPathVolumeSource {
+            path: store.local_directory()?.to_string(),
+            type_: Some("Directory".to_string()),
+        }),
+        ..Volume::default()
+    })
+}
+
+/// Where [`store_volume`] is mounted: at its own path, which the agent is told.
+fn store_mount(store: &Store) -> Option<VolumeMount> {
+    Some(VolumeMount {
+        name: agent::STORE_VOLUME.to_string(),
+        mount_path: store.local_directory()?.to_string(),
+        ..VolumeMount::default()
+    })
 }
 
 /// The workspace claim of run `run` of `workflow` (`spec.workspace`): its template's spec, the
@@ -2031,5 +2067,63 @@ spec:
             ["ns/wf/wf-build-0/app.tgz", "", "ns/wf/wf-build-2/app.tgz"]
         );
         assert!(input.optional);
+    }
+
+    /// A repository whose objects the agent reaches as files: its directory mounted, at its own
+    /// path, in a step with artifacts, and in no other.
+    #[test]
+    fn a_repositorys_local_directory_is_mounted_at_its_path_in_steps_with_artifacts() {
+        let wf: WorkFlow = serde_yaml::from_str(
+            r#"
+metadata: {name: wf, namespace: ns, uid: u1}
+spec:
+  containers:
+    - stepName: build
+      image: alpine
+      command: [make]
+      outputs: {artifacts: [{name: app, path: /out/app}]}
+    - stepName: plain
+      image: alpine
+      command: [ls]
+"#,
+        )
+        .unwrap();
+        let repository: ResolvedRepository = serde_yaml::from_str(
+            "{from: spec, repository: {s3: {endpoint: 'http://s3', bucket: b, \
+             credentialsSecret: {name: creds}, localDirectory: /srv/store}}}",
+        )
+        .unwrap();
+        let source = AgentSource {
+            image: "operator:1".into(),
+            path: "/bin/workflow-agent".into(),
+        };
+        let pod = |step: &Step| {
+            let job = step_job(&wf, step)
+                .agent(&source)
+                .repository(Some(&repository))
+                .build()
+                .unwrap();
+            job.spec.unwrap().template.spec.unwrap()
+        };
+        let build = pod(&wf.spec.containers[0]);
+        let volume = (build.volumes.iter().flatten())
+            .find(|v| v.name == agent::STORE_VOLUME)
+            .unwrap();
+        let host = volume.host_path.as_ref().unwrap();
+        assert_eq!(
+            (host.path.as_str(), host.type_.as_deref()),
+            ("/srv/store", Some("Directory"))
+        );
+        let mounts = build.containers[0].volume_mounts.iter().flatten();
+        let mount = mounts
+            .into_iter()
+            .find(|m| m.name == agent::STORE_VOLUME)
+            .unwrap();
+        assert_eq!(mount.mount_path, "/srv/store");
+        let plain = pod(&wf.spec.containers[1]);
+        assert!(
+            !(plain.volumes.iter().flatten()).any(|v| v.name == agent::STORE_VOLUME),
+            "a step without artifacts: {plain:?}"
+        );
     }
 }

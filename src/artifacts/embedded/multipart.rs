@@ -2,12 +2,13 @@
 //! for them: `s3s-fs` hashes each part with MD5 as it writes it, then on completion reads every
 //! part back in 64 KiB reads, hashes it again and writes it into the object, three passes over
 //! the bytes besides the write (docs/performance.md measures the difference). Here a part is
-//! written as it comes, and completion joins the parts with `copy_file_range` (what
-//! `std::io::copy` does between two files on Linux: no pass through user space, a reflink on
-//! file systems that share extents), then renames the result into place.
+//! written as it comes, and completion renames a lone part into place, or joins several with
+//! `copy_file_range` (what `std::io::copy` does between two files on Linux: no pass through
+//! user space, a reflink on file systems that share extents) and renames the result into place.
 //!
 //! The files are where `s3s-fs` keeps them (its layout in 0.14: a part at
-//! `ROOT/.upload_id-ID.part-N`, an upload at `ROOT/.upload-ID.json`, an object's attributes at
+//! `ROOT/.upload_id-ID.part-N` ([`part_file`], where a step on this machine writes its one part
+//! itself: `artifacts::local`), an upload at `ROOT/.upload-ID.json`, an object's attributes at
 //! `ROOT/.bucket-B.object-K[.upload-ID].metadata.json` and its ETag in
 //! `ROOT/.bucket-B.object-K.internal.json`, B and K in URL-safe base64), so that its other
 //! answers (create, abort, list parts, GET, HEAD) read them unchanged.
@@ -32,6 +33,8 @@ use s3s::dto::{
 use s3s::{S3Error, S3Response, S3Result, s3_error};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
+
+use crate::artifacts::local::part_file;
 
 /// Writes of a part's file are gathered to this size: the body comes in chunks of a few KiB,
 /// each write of tokio's a trip to its blocking pool.
@@ -68,7 +71,8 @@ pub(super) async fn upload_part(
         size += chunk.len() as u64;
     }
     out.flush().await.map_err(S3Error::internal_error)?;
-    let part = root.join(format!(".upload_id-{id}.part-{}", input.part_number));
+    let number = usize::try_from(input.part_number).map_err(|_| s3_error!(InvalidArgument))?;
+    let part = part_file(root, &id, number);
     written.persist(&part).map_err(S3Error::internal_error)?;
     let e_tag = hex(&Sha256::digest(format!(
         "{id}/{}/{size}",
@@ -105,9 +109,7 @@ pub(super) async fn complete(
         ));
     }
     let object = root.join(&bucket).join(&key);
-    let paths: Vec<PathBuf> = (1..=parts.len())
-        .map(|n| root.join(format!(".upload_id-{id}.part-{n}")))
-        .collect();
+    let paths: Vec<PathBuf> = (1..=parts.len()).map(|n| part_file(root, &id, n)).collect();
     let dir = root.to_path_buf();
     tokio::task::spawn_blocking(move || join(&dir, &paths, &object))
         .await
@@ -151,8 +153,17 @@ pub(super) async fn complete(
 }
 
 /// The parts, in order, copied into a new file that then takes the object's place; the parts
-/// removed once it has.
+/// removed once it has. One part takes the object's place itself.
 fn join(root: &Path, parts: &[PathBuf], object: &Path) -> S3Result<()> {
+    if let Some(parent) = object.parent() {
+        std::fs::create_dir_all(parent).map_err(S3Error::internal_error)?;
+    }
+    if let [part] = parts {
+        return std::fs::rename(part, object).map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => s3_error!(InvalidPart),
+            _ => S3Error::internal_error(error),
+        });
+    }
     let mut joined = tempfile::NamedTempFile::new_in(root).map_err(S3Error::internal_error)?;
     for (i, path) in parts.iter().enumerate() {
         let mut part = File::open(path).map_err(|_| s3_error!(InvalidPart))?;
@@ -162,9 +173,6 @@ fn join(root: &Path, parts: &[PathBuf], object: &Path) -> S3Result<()> {
         if i + 1 < parts.len() && size < MIN_PART {
             return Err(s3_error!(EntityTooSmall));
         }
-    }
-    if let Some(parent) = object.parent() {
-        std::fs::create_dir_all(parent).map_err(S3Error::internal_error)?;
     }
     joined.persist(object).map_err(S3Error::internal_error)?;
     for path in parts {

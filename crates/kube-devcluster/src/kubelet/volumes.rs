@@ -9,8 +9,10 @@
 //! `optional` holds the pod, as pkg/volume/configmap and pkg/volume/secret `SetUpAt` fail with
 //! `configmap "x" not found`), `projected` (its `configMap` and `secret` sources in one
 //! directory; `downwardAPI` and `serviceAccountToken` sources are not written), and
-//! `persistentVolumeClaim` (the claim's own directory, see [`crate::controllers::claims`]). Other
-//! kinds (`hostPath` would expose the host's files) fail the pod saying so.
+//! `persistentVolumeClaim` (the claim's own directory, see [`crate::controllers::claims`]), and
+//! `hostPath` of a directory (the host's own, read-write, as a container runtime mounts it: the
+//! control plane runs as its user, so a pod reaches only what that user can). Other kinds fail
+//! the pod saying so.
 //!
 //! The process runs in a user and mount namespace of its own, whose mount changes no other
 //! process sees, and builds the container's root there itself before it execs the container's
@@ -185,6 +187,11 @@ pub(crate) fn materialise(
             made.volumes.insert(name.to_string(), claim_dir);
             continue;
         }
+        if let Some(source) = volume.get("hostPath") {
+            made.volumes
+                .insert(name.to_string(), host_path(name, source)?);
+            continue;
+        }
         // By index: a volume's name need not be a valid file name here.
         let target = dir.join("volumes").join(index.to_string());
         std::fs::create_dir_all(&target)
@@ -193,6 +200,48 @@ pub(crate) fn materialise(
         made.volumes.insert(name.to_string(), target);
     }
     Ok(made)
+}
+
+/// The host's directory a `hostPath` volume names, checked as its `type` asks
+/// (pkg/volume/hostpath/host_path.go `checkType`: `hostPath type check failed: PATH is not a
+/// directory`; `DirectoryOrCreate` makes it, mode 0755). Only directories: a file, socket or
+/// device type can never run here.
+fn host_path(name: &str, source: &Value) -> Result<PathBuf, Blocked> {
+    let path = PathBuf::from(
+        source
+            .get("path")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    );
+    let kind = source
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let failed = |why: String| {
+        Blocked::FailedMount(format!(
+            "MountVolume.SetUp failed for volume \"{name}\" : {why}"
+        ))
+    };
+    match kind {
+        "" => Ok(path),
+        "Directory" if path.is_dir() => Ok(path),
+        "Directory" => Err(failed(format!(
+            "hostPath type check failed: {} is not a directory",
+            path.display()
+        ))),
+        "DirectoryOrCreate" => {
+            std::fs::create_dir_all(&path)
+                .and_then(|()| {
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                })
+                .map_err(|e| failed(format!("cannot create {}: {e}", path.display())))?;
+            Ok(path)
+        }
+        other => Err(Blocked::Unsupported(format!(
+            "volume \"{name}\": hostPath type {other} is not supported by the devcluster's \
+             kubelet (Directory and DirectoryOrCreate are)"
+        ))),
+    }
 }
 
 fn name_of(volume: &Value) -> &str {
@@ -247,7 +296,7 @@ fn write_volume(volume: &Value, dir: &Path, sources: &dyn Sources) -> Result<(),
         .unwrap_or_else(|| "unknown".into());
     Err(Blocked::Unsupported(format!(
         "volume \"{name}\": {kind} volumes are not supported by the devcluster's kubelet \
-         (emptyDir, configMap, secret, persistentVolumeClaim and projected are)"
+         (emptyDir, configMap, secret, persistentVolumeClaim, projected and hostPath are)"
     )))
 }
 
@@ -1040,10 +1089,48 @@ mod tests {
                 "persistentvolumeclaim \"data\" not found".into()
             ))
         );
+        assert_eq!(
+            blocked(
+                json!([{"name": "h", "hostPath": {"path": "/no/such/dir", "type": "Directory"}}])
+            ),
+            Some(Blocked::FailedMount(
+                "MountVolume.SetUp failed for volume \"h\" : hostPath type check failed: \
+                 /no/such/dir is not a directory"
+                    .into()
+            ))
+        );
         assert!(matches!(
-            blocked(json!([{"name": "h", "hostPath": {"path": "/etc"}}])),
-            Some(Blocked::Unsupported(why)) if why.contains("hostPath volumes are not supported")
+            blocked(json!([{"name": "h", "hostPath": {"path": "/etc/hosts", "type": "File"}}])),
+            Some(Blocked::Unsupported(why)) if why.contains("hostPath type File is not supported")
         ));
+        assert!(matches!(
+            blocked(json!([{"name": "n", "nfs": {"server": "s", "path": "/"}}])),
+            Some(Blocked::Unsupported(why)) if why.contains("nfs volumes are not supported")
+        ));
+    }
+
+    /// A `hostPath` volume is the host's directory itself (made for `DirectoryOrCreate`), not a
+    /// copy: what the pod writes there stays when the pod is gone.
+    #[test]
+    fn a_host_path_volume_is_the_hosts_directory_itself() {
+        let host = VolumeHost::default();
+        let outside = tempfile::tempdir().unwrap();
+        let made_here = outside.path().join("made/here");
+        let made = materialise(
+            &host,
+            &pod(json!([
+                {"name": "store", "hostPath": {"path": outside.path(), "type": "Directory"}},
+                {"name": "new", "hostPath": {"path": made_here, "type": "DirectoryOrCreate"}},
+            ])),
+            &Fake,
+        )
+        .unwrap();
+        assert_eq!(made.volumes["store"], outside.path());
+        assert_eq!(made.volumes["new"], made_here);
+        let mode = std::fs::metadata(&made_here).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o755);
+        drop(made);
+        assert!(made_here.is_dir(), "the host's directory outlives the pod");
     }
 
     /// The volume host, the pod's volumes (a configMap `cfg` and an emptyDir `work`) and the

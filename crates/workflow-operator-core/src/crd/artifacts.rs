@@ -50,6 +50,14 @@ pub struct S3Repository {
     pub key_prefix: Option<String>,
     /// The Secret (in the workflow's namespace) holding `accessKey` and `secretKey`.
     pub credentials_secret: CredentialsSecret,
+    /// Where the store keeps the bucket's objects as plain files (`DIR/BUCKET/KEY`), when every
+    /// step runs on the machine that holds them: `workflow-operator dev` sets it for its
+    /// embedded store. A step with artifacts gets the directory as a `hostPath` volume (type
+    /// `Directory`) at the same path, and writes and reads its artifacts' bytes there, each
+    /// upload still created and completed through the endpoint. Only for a store that keeps
+    /// objects so (not MinIO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_directory: Option<String>,
 }
 
 /// An OCI registry.
