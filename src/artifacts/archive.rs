@@ -8,7 +8,8 @@
 //!   symbolic links kept as links).
 //!
 //! The gzip level is chosen once per archive, from its first [`SAMPLE`] bytes: the fast level,
-//! or stored blocks (level 0, still gzip) when the fast level would save under a tenth of them.
+//! or stored blocks (level 0, still gzip, written by [`super::stored`] without copying the
+//! bytes) when the fast level would save under a tenth of them.
 //! On random or already-compressed bytes the fast level runs at a tenth of stored's speed, makes
 //! them about 5% larger (fixed Huffman codes) and slows the unpacking as much.
 //!
@@ -25,12 +26,14 @@ use flate2::Compression;
 use flate2::bufread::GzDecoder;
 use flate2::write::GzEncoder;
 
+use super::stored::StoredGzip;
+
 /// gzip's fastest level: artifacts are often binaries or already compressed, where higher
 /// levels cost several times the CPU for a few percent; `transfer` measures the difference.
 const LEVEL: Compression = Compression::fast();
 
 /// How much of an archive's start chooses its level (see the module's documentation).
-const SAMPLE: usize = 256 * 1024;
+pub(crate) const SAMPLE: usize = 256 * 1024;
 
 /// The buffers between the store and the decompressor and between it and a file written: large
 /// reads and writes, few system calls and few trips to the runtime for the next chunk.
@@ -65,21 +68,29 @@ pub(crate) fn pack<W: Write>(path: &Path, out: W) -> io::Result<W> {
 enum Gzip<W: Write> {
     /// The start, and where the stream goes (taken once when the level is chosen).
     Sampling(Vec<u8>, Option<W>),
-    /// Boxed: the encoder's state is large beside the sample's.
+    /// Compressed. Boxed: the encoder's state is large beside the sample's.
     Encoding(Box<GzEncoder<W>>),
+    /// Stored blocks, framed around the bytes as they come.
+    Storing(StoredGzip<W>),
 }
 
 impl<W: Write> Gzip<W> {
     /// The encoder, started at the level the sample calls for when not yet.
-    fn encoder(&mut self) -> io::Result<&mut GzEncoder<W>> {
+    fn encoder(&mut self) -> io::Result<&mut dyn Write> {
         if let Gzip::Sampling(start, out) = self {
             let out = out.take().expect("the level is chosen once");
-            let mut encoder = GzEncoder::new(out, level_for(start));
-            encoder.write_all(start)?;
-            *self = Gzip::Encoding(Box::new(encoder));
+            let compress = compresses(start);
+            let start = std::mem::take(start);
+            *self = if compress {
+                Gzip::Encoding(Box::new(GzEncoder::new(out, LEVEL)))
+            } else {
+                Gzip::Storing(StoredGzip::new(out))
+            };
+            self.encoder()?.write_all(&start)?;
         }
         match self {
             Gzip::Encoding(encoder) => Ok(&mut **encoder),
+            Gzip::Storing(encoder) => Ok(encoder),
             Gzip::Sampling(..) => Err(io::Error::other("the gzip stream was not started")),
         }
     }
@@ -88,6 +99,7 @@ impl<W: Write> Gzip<W> {
         self.encoder()?;
         match self {
             Gzip::Encoding(encoder) => (*encoder).finish(),
+            Gzip::Storing(encoder) => encoder.finish(),
             Gzip::Sampling(..) => Err(io::Error::other("the gzip stream was not started")),
         }
     }
@@ -109,20 +121,17 @@ impl<W: Write> Write for Gzip<W> {
         match self {
             Gzip::Sampling(..) => Ok(()),
             Gzip::Encoding(encoder) => encoder.flush(),
+            Gzip::Storing(encoder) => encoder.flush(),
         }
     }
 }
 
-/// [`LEVEL`] when it shrinks `start` by a tenth or more, else stored blocks.
-fn level_for(start: &[u8]) -> Compression {
+/// Whether [`LEVEL`] shrinks `start` by a tenth or more (else the archive is stored).
+pub(crate) fn compresses(start: &[u8]) -> bool {
     let mut trial = GzEncoder::new(Vec::with_capacity(start.len()), LEVEL);
     trial.write_all(start).expect("writing to memory");
     let packed = trial.finish().expect("writing to memory").len();
-    if packed * 10 <= start.len() * 9 {
-        LEVEL
-    } else {
-        Compression::none()
-    }
+    packed * 10 <= start.len() * 9
 }
 
 /// Unpacks a `.tar.gz` made by [`pack`] to `dest`, whose parent directory exists.
@@ -174,26 +183,35 @@ pub(crate) fn unpack<R: Read>(input: R, dest: &Path) -> io::Result<()> {
 /// copies 8 KiB at a time, a read through the decompressor and a `write` each, 12,800 for a
 /// 100 MiB file.
 fn unpack_file<R: Read>(entry: &mut tar::Entry<'_, R>, dest: &Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    match fs::remove_file(dest) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
-        _ => {}
-    }
-    // `create_new`: a link planted at `dest` since the removal is not followed.
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(dest)?;
-    let mut out = io::BufWriter::with_capacity(BUFFER, file);
+    let mut out = io::BufWriter::with_capacity(BUFFER, new_file(dest)?);
     let expected = entry.size();
     if io::copy(entry, &mut out)? != expected {
         return Err(invalid("the file is shorter than its header says"));
     }
     let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    set_attributes(&file, entry.header())
+}
+
+/// The file `dest`, new and empty (a file there replaced).
+pub(crate) fn new_file(dest: &Path) -> io::Result<File> {
+    match fs::remove_file(dest) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+        _ => {}
+    }
+    // `create_new`: a link planted at `dest` since the removal is not followed.
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dest)
+}
+
+/// The permissions and modification time of `header` given to `file`.
+pub(crate) fn set_attributes(file: &File, header: &tar::Header) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
     // What tar keeps by default: the permission bits, without set-id and sticky bits.
-    let mode = entry.header().mode()? & 0o777;
+    let mode = header.mode()? & 0o777;
     file.set_permissions(fs::Permissions::from_mode(mode))?;
-    if let Ok(mtime) = entry.header().mtime() {
+    if let Ok(mtime) = header.mtime() {
         file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime))?;
     }
     Ok(())
@@ -209,7 +227,7 @@ fn unpack_inside<R: Read>(entry: &mut tar::Entry<'_, R>, dest: &Path) -> io::Res
     )))
 }
 
-fn invalid(reason: &str) -> io::Error {
+pub(crate) fn invalid(reason: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, reason.to_string())
 }
 

@@ -26,10 +26,10 @@ use object_store::aws::AmazonS3;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 
-use super::archive;
 use super::error::{Error, Result};
 use super::target::S3Target;
 use super::transfer::{Stored, is_format_error, local};
+use super::{archive, kernel_copy};
 
 /// Where part `number` of upload `id` is kept in the store's directory `root`.
 pub fn part_file(root: &Path, id: &str, number: usize) -> PathBuf {
@@ -93,13 +93,19 @@ pub(crate) async fn put_path(
     })
 }
 
-/// Packs `source` into a new file of `root` that then becomes `part`; its size.
+/// Packs `source` into a new file of `root` that then becomes `part` (a file of incompressible
+/// bytes copied by the kernel, [`kernel_copy`]); its size.
 fn pack_into(source: &Path, root: &Path, part: &Path) -> std::io::Result<u64> {
-    let file = tempfile::NamedTempFile::new_in(root)?;
-    let out = std::io::BufWriter::with_capacity(archive::BUFFER, file);
-    let file = archive::pack(source, out)?
-        .into_inner()
-        .map_err(std::io::IntoInnerError::into_error)?;
+    let mut file = tempfile::NamedTempFile::new_in(root)?;
+    let file = match kernel_copy::pack_file(source, file.as_file_mut())? {
+        Some(_) => file,
+        None => {
+            let out = std::io::BufWriter::with_capacity(archive::BUFFER, file);
+            (archive::pack(source, out)?)
+                .into_inner()
+                .map_err(std::io::IntoInnerError::into_error)?
+        }
+    };
     let size = file.as_file().metadata()?.len();
     file.persist(part).map_err(|e| e.error)?;
     Ok(size)
@@ -120,14 +126,19 @@ pub(crate) async fn get_path(
     let location = Key::from(key);
     (client.head(&location).await)
         .map_err(|fault| Error::from_store(fault, target.address(), "getting", key))?;
-    let file = std::fs::File::open(&object).map_err(|error| local("reading", &object, error))?;
     if let Some(parent) = dest_path.parent() {
         tokio::fs::create_dir_all(parent)
             .await
             .map_err(|source| local("creating", parent, source))?;
     }
     let dest = dest_path.to_path_buf();
-    let unpacked = tokio::task::spawn_blocking(move || archive::unpack(file, &dest))
+    let unpack = move || {
+        if kernel_copy::unpack_file(&object, &dest)? {
+            return Ok(());
+        }
+        archive::unpack(std::fs::File::open(&object)?, &dest)
+    };
+    let unpacked = tokio::task::spawn_blocking(unpack)
         .await
         .expect("unpacking does not panic");
     match unpacked {

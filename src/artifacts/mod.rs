@@ -11,8 +11,10 @@
 //! - [`credentials`]: a repository's credentials, read from its Secret.
 //! - [`transfer`]: put, get, list, delete.
 //! - [`error`]: what failed, in the user's words.
-//! - `archive` and `bridge`: the `.tar.gz` layout, and the blocking I/O it runs on.
-//! - [`local`]: put and get through the store's own directory, on the machine that holds it.
+//! - `archive`, `stored` and `bridge`: the `.tar.gz` layout, its stored blocks written without
+//!   copying, and the blocking I/O it runs on.
+//! - [`local`]: put and get through the store's own directory, on the machine that holds it;
+//!   `kernel_copy`: one file's stored archive there, its bytes moved by the kernel.
 //! - [`embedded`]: the store `workflow-operator dev` and the tests run (the `dev` feature), its
 //!   multipart uploads its own (`embedded::multipart`).
 
@@ -22,9 +24,11 @@ pub mod credentials;
 #[cfg(feature = "dev")]
 pub mod embedded;
 pub mod error;
+mod kernel_copy;
 pub mod local;
 pub mod oci;
 pub mod store;
+mod stored;
 pub mod target;
 pub mod transfer;
 
