@@ -4,7 +4,7 @@
 //! `Error::from_store`. No message holds a secret key: the client signs requests with it but
 //! never sends it, so neither the store's answer nor our words can contain it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use object_store::client::{HttpError, HttpErrorKind};
 
@@ -203,6 +203,22 @@ fn failed_to_connect(error: &object_store::Error) -> bool {
         cause = error.source();
     }
     false
+}
+
+/// Whether unpacking failed on the archive itself (not gzip, not tar, not our layout) rather
+/// than on the files written.
+pub(super) fn is_format_error(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+    matches!(error.kind(), InvalidData | InvalidInput | UnexpectedEof)
+}
+
+/// Reading or writing `path` failed.
+pub(super) fn local(action: &'static str, path: &Path, source: std::io::Error) -> Error {
+    Error::Local {
+        action,
+        path: PathBuf::from(path),
+        source,
+    }
 }
 
 #[cfg(test)]

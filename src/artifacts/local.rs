@@ -26,9 +26,8 @@ use object_store::aws::AmazonS3;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 
-use super::error::{Error, Result};
+use super::error::{Error, Result, is_format_error, local};
 use super::target::S3Target;
-use super::transfer::{Stored, is_format_error, local};
 use super::{archive, kernel_copy};
 
 /// Where part `number` of upload `id` is kept in the store's directory `root`.
@@ -52,7 +51,7 @@ pub(crate) fn reaches(target: &S3Target, key: &str) -> bool {
 }
 
 /// Packs `local_path` into the one part of an upload of `key` written in the store's
-/// directory, then completes the upload through the endpoint.
+/// directory, then completes the upload through the endpoint; the archive's size.
 ///
 /// # Errors
 /// As [`super::put_path`].
@@ -61,7 +60,7 @@ pub(crate) async fn put_path(
     client: &AmazonS3,
     key: &str,
     local_path: &Path,
-) -> Result<Stored> {
+) -> Result<u64> {
     let (bucket, _) = object_file(target, key).expect("put_path is called when reaches()");
     let root = bucket.parent().map(Path::to_path_buf).unwrap_or_default();
     let location = Key::from(key);
@@ -87,10 +86,7 @@ pub(crate) async fn put_path(
         let _ = client.abort_multipart(&location, &id).await;
         return Err(store(fault));
     }
-    Ok(Stored {
-        key: location.to_string(),
-        size,
-    })
+    Ok(size)
 }
 
 /// Packs `source` into a new file of `root` that then becomes `part` (a file of incompressible

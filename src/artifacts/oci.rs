@@ -27,8 +27,8 @@ use sha2::{Digest, Sha256};
 use workflow_operator_core::crd::artifacts::OciRepository;
 
 use super::archive;
-use super::error::{Error, Result};
-use super::transfer::{Stored, is_format_error, local};
+use super::error::{Error, Result, is_format_error, local};
+use super::transfer::Stored;
 
 /// The media type of an artifact's one layer: the `.tar.gz` of a file or a directory.
 pub const LAYER_MEDIA_TYPE: &str = "application/vnd.workflow-operator.artifact.v1.tar+gzip";

@@ -17,7 +17,7 @@
 //!   retried by `object_store` for up to 3 minutes before the error is returned.
 //! - A get that fails part-way leaves what was unpacked so far at the destination.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
@@ -29,7 +29,7 @@ use tokio::runtime::Handle;
 
 use super::archive;
 use super::bridge::{Download, Upload, store_fault};
-use super::error::{Error, Result};
+use super::error::{Error, Result, is_format_error, local};
 use super::local;
 use super::target::S3Target;
 
@@ -65,7 +65,11 @@ pub async fn put_path(target: &S3Target, key: &str, local_path: &Path) -> Result
         });
     }
     if local::reaches(target, key) {
-        return local::put_path(target, &client, key, local_path).await;
+        let size = local::put_path(target, &client, key, local_path).await?;
+        return Ok(Stored {
+            key: key.to_string(),
+            size,
+        });
     }
     let client: Arc<dyn ObjectStore> = Arc::new(client);
     let location = Key::from(key);
@@ -135,21 +139,6 @@ pub async fn get_path(target: &S3Target, key: &str, dest_path: &Path) -> Result<
             reason: error.to_string(),
         }),
         (Err(error), None) => Err(local("unpacking into", dest_path, error)),
-    }
-}
-
-/// Whether unpacking failed on the archive itself (not gzip, not tar, not our layout) rather
-/// than on the files written.
-pub(super) fn is_format_error(error: &std::io::Error) -> bool {
-    use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
-    matches!(error.kind(), InvalidData | InvalidInput | UnexpectedEof)
-}
-
-pub(super) fn local(action: &'static str, path: &Path, source: std::io::Error) -> Error {
-    Error::Local {
-        action,
-        path: PathBuf::from(path),
-        source,
     }
 }
 
