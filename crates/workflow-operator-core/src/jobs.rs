@@ -1246,6 +1246,14 @@ mod tests {
     }
 
     /// The Job builder of `step` of `wf` in run `r1`, of the kind its fields make it.
+    /// The agent the tests' steps run under.
+    fn agent_source() -> AgentSource {
+        AgentSource {
+            image: "operator:1".into(),
+            path: "/bin/workflow-agent".into(),
+        }
+    }
+
     fn step_job<'a>(wf: &'a WorkFlow, step: &'a Step) -> StepJob<'a> {
         StepJob::new(wf, step, StepKind::of(&wf.spec, step), "r1")
     }
@@ -1504,10 +1512,7 @@ mod tests {
             step_job(&wf, step).build(),
             Err(JobError::NoAgent("a".into()))
         );
-        let source = AgentSource {
-            image: "operator:1".into(),
-            path: "/bin/workflow-agent".into(),
-        };
+        let source = agent_source();
         let job = step_job(&wf, step).agent(&source).build().unwrap();
         let pod = job.spec.unwrap().template.spec.unwrap();
         let init = pod.init_containers.unwrap();
@@ -1554,10 +1559,7 @@ mod tests {
 
     #[test]
     fn each_kind_of_step_runs_its_command_as_its_kind_says() {
-        let source = AgentSource {
-            image: "operator:1".into(),
-            path: "/bin/workflow-agent".into(),
-        };
+        let source = agent_source();
         let mut wf = one_step_of_each_kind("print(1)");
         for step in &mut wf.spec.containers {
             step.command = Some(vec!["python3".into()]);
@@ -1604,10 +1606,7 @@ mod tests {
 
     #[test]
     fn an_http_step_runs_the_agent_s_request_in_the_agent_s_image_its_secrets_from_the_pod() {
-        let source = AgentSource {
-            image: "operator:1".into(),
-            path: "/bin/workflow-agent".into(),
-        };
+        let source = agent_source();
         let mut wf = WorkFlow::test("wf")
             .step("a", &[])
             .step("b", &["a"])
@@ -1671,10 +1670,7 @@ headers:
 
     #[test]
     fn a_resource_step_acts_from_the_agent_s_image_as_its_job_owned_by_the_workflow() {
-        let source = AgentSource {
-            image: "operator:1".into(),
-            path: "/bin/workflow-agent".into(),
-        };
+        let source = agent_source();
         let mut wf = WorkFlow::test("wf")
             .step("a", &[])
             .step("b", &["a"])
@@ -2037,10 +2033,7 @@ spec:
              credentialsSecret: {name: creds}}}}",
         )
         .unwrap();
-        let source = AgentSource {
-            image: "operator:1".into(),
-            path: "/bin/workflow-agent".into(),
-        };
+        let source = agent_source();
         // What the planner gives: each item's succeeded Job, none for item 1.
         let inputs: Inputs = [(
             ("build".to_string(), "artifacts.app".to_string()),
@@ -2093,10 +2086,7 @@ spec:
              credentialsSecret: {name: creds}, localDirectory: /srv/store}}}",
         )
         .unwrap();
-        let source = AgentSource {
-            image: "operator:1".into(),
-            path: "/bin/workflow-agent".into(),
-        };
+        let source = agent_source();
         let pod = |step: &Step| {
             let job = step_job(&wf, step)
                 .agent(&source)
