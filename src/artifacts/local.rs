@@ -1,8 +1,8 @@
 //! Put and get through the store's own directory, when the step runs on the machine that holds
-//! it (the repository's `localDirectory`: the embedded store of `workflow-operator dev`). The
-//! bytes of a 100 MiB artifact crossed the archive, the HTTP client, the loopback socket, the
-//! store's part file and the joined object on a put; here packing writes the upload's one part
-//! straight into the store's directory, and a get unpacks from the object's file.
+//! it (the repository's `localDirectory`: the embedded store of `workflow-operator dev`). Over
+//! HTTP an artifact's bytes cross the archive, the HTTP client, the loopback socket and the
+//! store's part file on a put; here packing writes the upload's one part straight into the
+//! store's directory, and a get unpacks from the object's file.
 //!
 //! The store still judges: the upload is created and completed through the endpoint, and a
 //! get asks it for the object's HEAD first, with the credentials, so the store checks who

@@ -1,9 +1,10 @@
 //! gzip of stored blocks (deflate's `BTYPE=00`, RFC 1951 section 3.2.4; the gzip framing of
 //! RFC 1952), written without copying the bytes: a large write is framed in blocks of at most
 //! 65,535 bytes whose headers go out beside the caller's own slices in one vectored write, and
-//! the CRC-32 is taken on the way; small writes (a tar header) are gathered into one block. `flate2`'s level 0 copies every byte into the encoder's
-//! buffers, and its window, before it reaches the writer: for incompressible artifacts (what
-//! [`super::archive`] stores) that was most of a put's time beside the file's own read and write.
+//! the CRC-32 is taken on the way; small writes (a tar header) are gathered into one block.
+//! `flate2`'s level 0 copies every byte into the encoder's buffers, and its window, before it
+//! reaches the writer: for incompressible artifacts (what [`super::archive`] stores) the largest
+//! cost of a put beside the file's own read and write.
 
 use std::io::{self, IoSlice, Write};
 
