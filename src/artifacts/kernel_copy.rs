@@ -5,9 +5,10 @@
 //! the copy, so the file's bytes never pass through this process on the copy's path.
 //!
 //! For [`super::local`] (the store's directory on the step's machine): a file whose start
-//! [`super::archive::compresses`] judges incompressible is packed so; any other archive (a
-//! directory, compressed blocks, a long name, another layout of blocks) takes the general path
-//! of [`super::archive`], whose archives these are byte for byte readers of.
+//! [`super::archive::compresses`] judges incompressible is packed so, and an archive of one file
+//! in stored blocks (whichever path wrote it) is unpacked so. Anything else (a directory,
+//! compressed blocks, a name too long for the tar header on unpacking) takes the general path of
+//! [`super::archive`]; the archives are the same `.tar.gz` either way.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
