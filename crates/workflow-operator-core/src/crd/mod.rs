@@ -23,6 +23,7 @@ pub mod artifacts;
 pub mod cron;
 pub mod http;
 pub mod kind;
+pub mod metrics;
 pub mod numbers;
 pub mod policies;
 pub mod resource;
@@ -53,6 +54,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
 pub use kind::{Kinds, StepKind};
+pub use metrics::{
+    CounterMetric, CustomMetrics, GaugeMetric, HistogramMetric, MetricLabel, PrometheusMetric,
+};
 pub use policies::{
     Backoff, Cache, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
 };
@@ -311,6 +315,12 @@ pub struct WorkFlowSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = rules::MAX_RULES))]
     pub rules: Vec<Rule>,
+
+    /// Custom Prometheus metrics recorded on the operator's `/metrics` when the workflow ends
+    /// (Argo's `spec.metrics`); `{{workflow.status}}` and `{{workflow.duration}}` name how it
+    /// ended. Recorded once per operator process: see "Custom metrics" in docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Box<CustomMetrics>>,
 }
 
 /// `spec.queueScope`: what Kueue admits of a workflow with `queueName`.
@@ -690,6 +700,13 @@ pub struct Step {
     /// Kubernetes' strategic merge does; `main` names the step's container, as in Argo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_spec_patch: Option<Box<String>>,
+
+    /// Custom Prometheus metrics recorded on the operator's `/metrics` when the step ends
+    /// (Argo's template `metrics`): `{{status}}`, `{{duration}}`, `{{exitCode}}` and
+    /// `{{outputs.parameters.NAME}}` name how it ended. Skipped steps record none. See "Custom
+    /// metrics" in docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Box<CustomMetrics>>,
 }
 
 /// `withItems`: the items a step runs once per, as written (strings, numbers or objects).
