@@ -111,3 +111,52 @@ impl Custom {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recording(name: &str, kind: Kind, value: f64) -> Recording {
+        Recording {
+            name: name.into(),
+            help: "h".into(),
+            labels: vec![("name".into(), "a".into())],
+            kind,
+            value,
+        }
+    }
+
+    #[test]
+    fn a_name_keeps_its_first_kind_and_buckets_and_a_counter_s_total_is_not_doubled() {
+        let mut custom = Custom::default();
+        custom
+            .record(&recording("runs_total", Kind::Counter, 2.0))
+            .unwrap();
+        custom
+            .record(&recording("runs", Kind::Counter, 1.5))
+            .unwrap();
+        let clash = custom.record(&recording("runs", Kind::Gauge, 1.0));
+        assert!(clash.unwrap_err().contains("another kind"));
+        let negative = custom.record(&recording("runs", Kind::Counter, -1.0));
+        assert!(negative.unwrap_err().contains("cannot add"));
+        let buckets = |b: &[f64]| Kind::Histogram(b.to_vec());
+        custom
+            .record(&recording("h", buckets(&[1.0]), 0.5))
+            .unwrap();
+        assert!(
+            custom
+                .record(&recording("h", buckets(&[2.0]), 0.5))
+                .is_err()
+        );
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &custom.registry).unwrap();
+        assert!(
+            text.contains(r#"workflow_operator_runs_total{name="a"} 3.5"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"workflow_operator_h_bucket{le="1.0",name="a"} 1"#),
+            "{text}"
+        );
+    }
+}

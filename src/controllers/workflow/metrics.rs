@@ -1,7 +1,8 @@
 //! What the handlers tell the operator's Prometheus metrics ([`crate::telemetry::metrics`]):
 //! workflows by status, steps started and finished (with their durations), handler latency and
-//! outcomes, API errors, and the custom metrics workflows declare ([`super::custom_metrics`]). The handlers call [`Recorder`]; this module turns their plain facts
-//! (old status, new status, plan, Jobs) into metric updates.
+//! outcomes, API errors, and the custom metrics workflows declare ([`super::custom_metrics`]).
+//! The handlers call [`Recorder`]; this module turns their plain facts (old status, new status,
+//! plan, Jobs) into metric updates.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
