@@ -150,3 +150,30 @@ fn check_spec_names_the_workflow_s_metrics_and_the_step_s() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn validate_and_the_operator_refuse_a_bad_metric_of_a_called_template() {
+    let workflow: WorkFlow = serde_yaml::from_str(
+        r#"
+apiVersion: workflow.crd.com/v1
+kind: WorkFlow
+metadata: {name: w}
+spec:
+  containers: [{stepName: a, template: t}]
+  templates:
+    - name: t
+      image: alpine
+      metrics:
+        prometheus: [{name: bad-name, counter: {value: "1"}}]
+"#,
+    )
+    .unwrap();
+    let problems = crate::plan::spec_problems(&workflow, &[]).unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with(
+            "step \"a\": metrics.prometheus[0] (\"bad-name\"): is not a Prometheus metric name"
+        ),
+        "{problems:?}"
+    );
+}
