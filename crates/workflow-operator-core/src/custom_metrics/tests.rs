@@ -177,3 +177,21 @@ spec:
         "{problems:?}"
     );
 }
+
+#[test]
+fn a_step_that_fans_out_may_not_declare_metrics_yet() {
+    let mut workflow = WorkFlow::test("w").step("a", &[]).build();
+    let step = &mut workflow.spec.containers[0];
+    step.with_items = serde_json::from_value(serde_json::json!(["x", "y"])).unwrap();
+    step.metrics = Some(Box::new(metrics(
+        "prometheus: [{name: s, counter: {value: '1'}}]",
+    )));
+    let problems = check_spec(&workflow.spec).unwrap_err();
+    assert_eq!(
+        problems,
+        [
+            "step \"a\": metrics: metrics of a step that fans out (withItems, withParam, \
+          withSequence) are not supported yet"
+        ]
+    );
+}
