@@ -29,12 +29,15 @@
 //! value was first recorded; the `run` command should set every workflow status at start-up.
 //! Step outcomes are known here and start at zero.
 //!
+//! The custom metrics workflows declare follow the operator's own, with the same prefix
+//! ([`super::custom`], [`Metrics::record_custom`]).
+//!
 //! Finished steps are one counter with an `outcome` label rather than three counters, the
 //! Prometheus convention for outcomes of one thing: `sum(rate(..._steps_finished_total[5m]))` is
 //! the completion rate and no outcome can be missed by a dashboard.
 
 use std::fmt::Write as _;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
@@ -43,6 +46,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
+use workflow_operator_core::custom_metrics::Recording;
+
+use super::custom::Custom;
 
 /// How a step's Job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -219,6 +225,7 @@ struct Inner {
     shards_held: Gauge,
     shard_held: Family<ShardLabels, Gauge>,
     cached_workflows: Gauge,
+    custom: Mutex<Custom>,
 }
 
 /// The metrics of who works what: the leader Lease, and with `run --shards` the shards held,
@@ -386,6 +393,7 @@ impl Metrics {
                 shards_held,
                 shard_held,
                 cached_workflows,
+                custom: Mutex::default(),
             }),
         }
     }
@@ -474,6 +482,15 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Records a custom metric a workflow declared.
+    ///
+    /// # Errors
+    /// Its name was recorded before as another kind (or with other buckets), or a counter's
+    /// value is negative.
+    pub fn record_custom(&self, recording: &Recording) -> Result<(), String> {
+        (self.inner.custom.lock().expect("custom metrics lock")).record(recording)
+    }
+
     /// A Kubernetes API call with `verb` (`get`, `list`, `create`, `patch`, ...) failed.
     pub fn api_error(&self, verb: &str) {
         self.inner
@@ -532,7 +549,12 @@ impl Metrics {
             self.inner.cached_workflows.set(gauge_value(source()));
         }
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.inner.registry)
+        let custom = self.inner.custom.lock().expect("custom metrics lock");
+        (prometheus_client::encoding::text::encode_registry(&mut text, &self.inner.registry))
+            .and_then(|()| {
+                prometheus_client::encoding::text::encode_registry(&mut text, &custom.registry)
+            })
+            .and_then(|()| prometheus_client::encoding::text::encode_eof(&mut text))
             .expect("writing to a String cannot fail");
         text
     }

@@ -3,6 +3,7 @@
 //! operator; this module knows nothing of workflows or of the handler framework (they call into
 //! it, never the reverse).
 
+mod custom;
 pub mod http;
 pub mod metrics;
 

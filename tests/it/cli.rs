@@ -104,6 +104,7 @@ fn validate_accepts_every_valid_example() {
         "examples/scripts-and-results.yaml",
         "examples/interactive.yaml",
         "examples/http.yaml",
+        "examples/metrics.yaml",
     ];
     let mut args = vec!["validate"];
     args.extend(examples);

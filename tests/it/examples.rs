@@ -44,6 +44,7 @@ const EXAMPLES: &[&str] = &[
     "interactive",
     "invalid-cycle",
     "locks",
+    "metrics",
     "outputs",
     "parallelism",
     "queued",
@@ -97,6 +98,7 @@ fn every_example_has_a_case() {
 #[case::interactive("interactive")]
 #[case::invalid_cycle("invalid-cycle")]
 #[case::locks("locks")]
+#[case::metrics("metrics")]
 #[case::outputs("outputs")]
 #[case::parallelism("parallelism")]
 #[case::queued("queued")]
@@ -224,6 +226,15 @@ async fn example_runs_to_the_outcome_its_comments_promise(
                 "{}",
                 support::describe_status(&workflow)
             );
+        }),
+        "metrics" => Box::pin(async {
+            // The operator of these cases serves no /metrics: tests/it/argo_metrics.rs reads it.
+            let workflow = ns.expect_completed("metrics").await;
+            assert_eq!(
+                step_status(&workflow, "flaky").map(|s| (s.phase, s.exit_code)),
+                Some((StepPhase::Failed, Some(3)))
+            );
+            assert!(support::executed(&workflow).contains("measure"));
         }),
         "continue-on" => Box::pin(async {
             let workflow = ns.expect_completed("continue-on").await;

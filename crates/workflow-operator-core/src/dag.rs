@@ -89,6 +89,10 @@ pub enum DagError {
     /// its rule (see `rules`).
     #[error("spec.rules: {}", .0.join("; "))]
     Rules(Vec<String>),
+    /// Custom metrics (`metrics`) that cannot be recorded: every problem, each naming where
+    /// it is (see `custom_metrics`).
+    #[error("{}", .0.join("; "))]
+    Metrics(Vec<String>),
     /// An exit step has the name of a normal step (their Jobs and status entries would clash).
     #[error("exit step name {name:?} is also the name of a step")]
     ExitNameTaken {

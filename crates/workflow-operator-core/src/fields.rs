@@ -181,6 +181,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         tolerations,
         affinity,
         pod_spec_patch,
+        metrics,
     } = step;
     // Dependencies as a set: their order, and a name listed twice, do not change what runs.
     let mut dependencies: Vec<&str> = depends_on.iter().map(String::as_str).collect();
@@ -254,6 +255,8 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         &field("synchronization", InPlace, InFull),
         synchronization,
     );
+    // Recorded on the operator's `/metrics` when the step ends: nothing the planners read.
+    visit(v, &field("metrics", InPlace, Followed), metrics);
 }
 
 /// The step fields of Argo's step kinds (`suspend`, `fail`) and per-step pod settings.
@@ -319,6 +322,7 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
         artifact_gc,
         interactive,
         rules,
+        metrics,
     } = spec;
     v.steps(&seed("containers", "steps"), containers);
     let pod = Field {
@@ -366,6 +370,8 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
         synchronization,
     );
     visit(v, &field("rules", InPlace, InFull), rules);
+    // Recorded on the operator's `/metrics` when the workflow ends: nothing the planners read.
+    visit(v, &field("metrics", InPlace, Followed), metrics);
     // Run control: the full planner decides what a suspended, stopping or retried run does.
     visit(v, &field("suspend", InPlace, InFull), suspend);
     visit(v, &field("shutdown", InPlace, InFull), shutdown);

@@ -50,6 +50,7 @@ pub mod cache;
 pub mod convert;
 pub mod crd;
 pub mod cron;
+pub mod custom_metrics;
 pub mod dag;
 pub mod data_flow;
 pub mod failure_cause;

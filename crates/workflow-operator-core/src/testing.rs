@@ -91,6 +91,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         tolerations: None,
         affinity: None,
         pod_spec_patch: None,
+        metrics: None,
     }
 }
 
@@ -138,6 +139,7 @@ impl WorkFlow {
             artifact_gc: None,
             interactive: false,
             rules: Vec::new(),
+            metrics: None,
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {

@@ -1,7 +1,8 @@
 //! What the handlers tell the operator's Prometheus metrics ([`crate::telemetry::metrics`]):
 //! workflows by status, steps started and finished (with their durations), handler latency and
-//! outcomes, API errors. The handlers call [`Recorder`]; this module turns their plain facts
-//! (old status, new status, plan, Jobs) into metric updates.
+//! outcomes, API errors, and the custom metrics workflows declare ([`super::custom_metrics`]).
+//! The handlers call [`Recorder`]; this module turns their plain facts (old status, new status,
+//! plan, Jobs) into metric updates.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -112,6 +113,26 @@ impl Recorder {
         metrics.handler_done(name, outcome, elapsed);
     }
 
+    /// Whether metrics are recorded at all.
+    pub fn enabled(&self) -> bool {
+        self.metrics.is_some()
+    }
+
+    /// The custom metrics of the workflow `key` (`namespace/name`) that ended: recorded, or
+    /// logged when one cannot be.
+    pub fn custom(
+        &self,
+        key: &str,
+        recordings: Vec<Result<workflow_operator_core::custom_metrics::Recording, String>>,
+    ) {
+        let Some(metrics) = &self.metrics else { return };
+        for recording in recordings {
+            if let Err(problem) = recording.and_then(|r| metrics.record_custom(&r)) {
+                tracing::warn!(workflow = %key, %problem, "a custom metric was not recorded");
+            }
+        }
+    }
+
     /// An API call that failed.
     pub fn api_error(&self, verb: &str) {
         if let Some(metrics) = &self.metrics {
@@ -121,7 +142,7 @@ impl Recorder {
 }
 
 /// How long a Job ran: from `status.startTime` to `completionTime` (or to now while running).
-fn job_duration(job: &Arc<JobSummary>) -> Duration {
+pub(super) fn job_duration(job: &Arc<JobSummary>) -> Duration {
     let Some(status) = &job.status else {
         return Duration::ZERO;
     };

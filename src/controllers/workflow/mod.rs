@@ -25,6 +25,7 @@ mod apply;
 mod artifact_gc;
 mod cache;
 pub mod cleanup;
+mod custom_metrics;
 mod decide;
 mod error;
 pub mod failure_cause;

@@ -11,6 +11,7 @@ use workflow_operator_core::crd::{WorkFlow, WorkFlowStatus};
 use workflow_operator_core::lifecycle::{Phase, Trigger};
 use workflow_operator_core::plan::Plan;
 
+use super::custom_metrics::{self, Ended};
 use super::decide::{self, Decided, Decision};
 use super::memory::CachedRun;
 use super::shared::{ControllerState, RequestFailed};
@@ -30,6 +31,8 @@ pub(super) struct Record {
     /// (else the stored one): a status on its way must be neither written again nor counted
     /// again.
     counted: Option<StepChanges>,
+    /// The failed steps and workflow end it reports, against the same status as `counted`.
+    ended: Option<Ended>,
     /// Its steps failed for Jobs the API server refused: written at once by [`refused`].
     replanned: bool,
     /// When this process last wrote the workflow's status.
@@ -55,8 +58,14 @@ pub(super) fn prepare(shared: &ControllerState, mut decided: Decided) -> Record 
         let counted = status
             .as_ref()
             .map(|new| step_events::step_changes(before, new));
-        (status, counted, before.and_then(|s| s.workflow_status))
+        let ended = (status.as_ref()).map(|new| custom_metrics::ended(before, new));
+        (
+            status,
+            (counted, ended),
+            before.and_then(|s| s.workflow_status),
+        )
     });
+    let (counted, ended) = counted;
     let phase = status.as_ref().and_then(|s| s.workflow_status);
     let write = status_policy::choose(Facts {
         has_status: status.is_some(),
@@ -74,6 +83,7 @@ pub(super) fn prepare(shared: &ControllerState, mut decided: Decided) -> Record 
         status,
         write,
         counted,
+        ended,
         replanned: false,
         written_at: seen.status_written_at,
         fired: decision.plan.fired.clone(),
@@ -112,6 +122,7 @@ pub(super) async fn refused(
     write_now(shared, ctx, workflow, record.status.as_ref()).await?;
     record.written_at = Some(Instant::now());
     record.counted = Some(StepChanges::default());
+    record.ended = Some(Ended::default());
     record.replanned = true;
     Ok(record)
 }
@@ -150,6 +161,9 @@ pub(super) async fn after_actions(
         shared
             .metrics
             .steps(&changes.started, &changes.finished, plan, &seen.children);
+        let ended = record.ended.as_ref().expect("ended is taken with counted");
+        let steps = (changes.finished.as_slice(), ended);
+        custom_metrics::record(&shared.metrics, workflow, new, steps, &seen.children);
         shared
             .metrics
             .workflow_phase(&seen.uid, new.workflow_status);

@@ -185,10 +185,13 @@ fn only_calls(fields: &mut Map<String, Value>, at: &str, report: &mut Report) {
         .collect();
     for field in own {
         fields.remove(&field);
-        report.not_converted(
-            &walk::join(at, &field),
-            "a dag or steps template's own timeout, retries, cache or locks are not supported yet",
-        );
+        let why = if field == "metrics" {
+            "a dag or steps template's metrics are not supported yet: declare them on the \
+             templates it calls, or the workflow's"
+        } else {
+            "a dag or steps template's own timeout, retries, cache or locks are not supported yet"
+        };
+        report.not_converted(&walk::join(at, &field), why);
     }
 }
 

@@ -593,3 +593,43 @@ spec:
     let parsed: crate::crd::WorkFlowSpec = serde_json::from_value(spec.clone()).unwrap();
     assert!(parsed.arguments.unwrap().parameters[0].value_from.is_some());
 }
+
+/// Argo's metrics are kept: the workflow's as `spec.metrics`, a container template's on the
+/// template (so on each step calling it); a dag template's are named as not converted.
+#[test]
+fn metrics_are_kept_on_the_workflow_and_container_templates_and_named_on_a_dag_template() {
+    let (workflow, problems) = one(r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: m}
+spec:
+  entrypoint: main
+  metrics:
+    prometheus: [{name: wf, help: h, gauge: {value: "{{workflow.duration}}"}}]
+  templates:
+    - name: main
+      dag:
+        tasks: [{name: a, template: inner}]
+    - name: inner
+      metrics:
+        prometheus: [{name: nested, help: h, counter: {value: "1"}}]
+      dag:
+        tasks: [{name: b, template: say}]
+    - name: say
+      metrics:
+        prometheus: [{name: said, help: h, counter: {value: "1"}}]
+      container: {image: alpine, command: [echo]}
+"#);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("templates[1].metrics")
+            && problems[0].contains("dag or steps template's metrics"),
+        "{problems:?}"
+    );
+    let spec = &workflow["spec"];
+    assert_eq!(spec["metrics"]["prometheus"][0]["name"], "wf");
+    let say = (spec["templates"].as_array().unwrap().iter())
+        .find(|t| t["name"] == "say")
+        .unwrap();
+    assert_eq!(say["metrics"]["prometheus"][0]["name"], "said");
+}

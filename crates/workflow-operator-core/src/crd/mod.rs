@@ -23,6 +23,7 @@ pub mod artifacts;
 pub mod cron;
 pub mod http;
 pub mod kind;
+pub mod metrics;
 pub mod numbers;
 pub mod policies;
 pub mod resource;
@@ -53,6 +54,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
 pub use kind::{Kinds, StepKind};
+pub use metrics::{
+    CounterMetric, CustomMetrics, GaugeMetric, HistogramMetric, MetricLabel, PrometheusMetric,
+};
 pub use policies::{
     Backoff, Cache, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
 };
@@ -311,6 +315,12 @@ pub struct WorkFlowSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = rules::MAX_RULES))]
     pub rules: Vec<Rule>,
+
+    /// Custom Prometheus metrics recorded on the operator's `/metrics` when the workflow ends
+    /// (Argo's `spec.metrics`); `{{workflow.status}}` and `{{workflow.duration}}` name how it
+    /// ended. Recorded once per operator process: see "Custom metrics" in docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Box<CustomMetrics>>,
 }
 
 /// `spec.queueScope`: what Kueue admits of a workflow with `queueName`.
@@ -690,6 +700,13 @@ pub struct Step {
     /// Kubernetes' strategic merge does; `main` names the step's container, as in Argo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_spec_patch: Option<Box<String>>,
+
+    /// Custom Prometheus metrics recorded on the operator's `/metrics` when the step ends
+    /// (Argo's template `metrics`): `{{status}}`, `{{duration}}`, `{{exitCode}}` and
+    /// `{{outputs.parameters.NAME}}` name how it ended. Skipped steps record none. See "Custom
+    /// metrics" in docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Box<CustomMetrics>>,
 }
 
 /// `withItems`: the items a step runs once per, as written (strings, numbers or objects).
@@ -1562,8 +1579,8 @@ spec:
         // `inputs`, `initContainers` and `sidecars` 8 each (a box); `retries` 8 more as a
         // number or text (`IntOrExpr`, its text boxed); Argo's step kinds and pod settings
         // (`suspend`, `fail`, `http`, `resource`, `nodeSelector`, `tolerations`, `affinity`,
-        // `podSpecPatch`) 8 each (a box).
-        assert!(size <= 496, "a Step is {size} bytes");
+        // `podSpecPatch`) 8 each (a box); custom `metrics` 8 (a box).
+        assert!(size <= 504, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing
@@ -1572,8 +1589,8 @@ spec:
         // `activeDeadlineSeconds` 16, `synchronization` 8 (a box); `artifactRepository` 8 (a
         // box), `artifactGC` 8 (one byte, padded); `rules` 24 (a Vec, one per workflow);
         // Kueue at workflow scope 24 (`resources` a box, `managedBy` a boxed str, `queueScope`
-        // one byte in the padding).
-        assert!(spec <= 304, "a WorkFlowSpec is {spec} bytes");
+        // one byte in the padding); custom `metrics` 8 (a box).
+        assert!(spec <= 312, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

@@ -120,6 +120,11 @@ fn step_rows() -> Vec<(&'static str, Target, Value)> {
             json!({"synchronization": {"mutex": {"name": "m"}}}),
         ),
         ("cache", b, json!({"cache": {"key": "k"}})),
+        (
+            "metrics",
+            b,
+            json!({"metrics": {"prometheus": [{"name": "m", "counter": {"value": "1"}}]}}),
+        ),
         ("when", b, json!({"when": "steps.a.phase == 'Succeeded'"})),
         ("withItems", b, json!({"withItems": ["x", "y"]})),
         (
@@ -271,6 +276,11 @@ fn spec_rows() -> Vec<(&'static str, Target, Value)> {
             "rules",
             s,
             json!({"rules": [{"name": "r", "when": "true", "action": "finish"}]}),
+        ),
+        (
+            "metrics",
+            s,
+            json!({"metrics": {"prometheus": [{"name": "m", "gauge": {"value": "1"}}]}}),
         ),
     ]
 }

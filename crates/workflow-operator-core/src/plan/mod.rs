@@ -421,6 +421,12 @@ impl Compiled {
             }
             dag => (dag, Rules::default()),
         };
+        let dag = match dag {
+            Ok(dag) => crate::custom_metrics::check_spec(spec)
+                .map(|()| dag)
+                .map_err(DagError::Metrics),
+            error => error,
+        };
         Compiled {
             run: names::run_id(spec),
             dag,

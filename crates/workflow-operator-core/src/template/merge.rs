@@ -49,6 +49,7 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         tolerations,
         affinity,
         pod_spec_patch,
+        metrics,
     } = call;
     Step {
         step_name,
@@ -96,6 +97,8 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         tolerations: tolerations.or(template.tolerations),
         affinity: affinity.or(template.affinity),
         pod_spec_patch: pod_spec_patch.or(template.pod_spec_patch),
+        // A call's own metrics replace its template's, as Argo's template metrics are one list.
+        metrics: metrics.or(template.metrics),
     }
 }
 
@@ -148,6 +151,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         artifact_gc,
         interactive,
         rules,
+        metrics,
     } = own.clone();
     WorkFlowSpec {
         max_step_timeout: if max_step_timeout == DEFAULT_MAX_STEP_TIMEOUT {
@@ -191,6 +195,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         } else {
             rules
         },
+        metrics: metrics.or(template.metrics),
         suspend,
         shutdown,
         retry,
