@@ -1,7 +1,7 @@
 //! A `dag` task and a `steps` entry as ours: a step calling a template, with its arguments,
 //! fan-out, `when` (in CEL) and `continueOn`. A task's `{{tasks.X...}}` reads `{{steps.X...}}`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
@@ -16,6 +16,8 @@ pub struct Declared {
     pub artifacts: BTreeMap<String, Vec<(String, Value)>>,
     /// Its input parameters: Argo ignores a call's argument the template does not declare.
     pub parameters: BTreeMap<String, Vec<String>>,
+    /// The templates some call fans out over (`withItems`, `withParam`, `withSequence`).
+    pub fanned_out: BTreeSet<String>,
 }
 
 /// A `dag` task as a step (`stepName`, `dependsOn`).

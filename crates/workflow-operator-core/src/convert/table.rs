@@ -228,7 +228,7 @@ const TEMPLATE_ROWS: &[Row] = &[
     row(Template, "plugin", Unsupported, "plugin templates are not supported"),
     row(Template, "data", Unsupported, "data templates are not supported yet"),
     row(Template, "containerSet", Unsupported, "containerSet templates are not supported yet"),
-    row(Template, "metrics", Same, "a container or script template's: on each step calling it, recorded when the step ends (not when skipped); `{{status}}` is `Succeeded` or `Failed` (a timeout too, never `Error`); a dag or steps template's, and those of a call that fans out, are not supported yet"),
+    row(Template, "metrics", Converted("`metrics`"), "a container or script template's: on each step calling it, recorded when the step ends (not when skipped); `{{status}}` is `Succeeded` or `Failed` (a timeout too, never `Error`); a dag or steps template's, and those of a call that fans out, are not supported yet"),
     row(Template, "nodeSelector", Same, "its labels over the workflow's `podTemplate.nodeSelector`"),
     row(Template, "affinity", Same, "instead of the workflow's `podTemplate.affinity`"),
     row(Template, "tolerations", Same, "besides the workflow's `podTemplate.tolerations`"),

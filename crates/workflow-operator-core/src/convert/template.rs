@@ -116,6 +116,16 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
                     walk::fields(Place::Resource, value, path, report, |_, _, _, _, _| {});
                 out.insert(field.into(), Value::Object(resource));
             }
+            "metrics" if shared.declared.fanned_out.contains(name_of(template)) => {
+                report.not_converted(
+                    path,
+                    "metrics of a template called with withItems, withParam or withSequence are \
+                     not supported yet",
+                );
+            }
+            "metrics" => {
+                out.insert(field.into(), value.clone());
+            }
             "failFast" => fail_fast = Some(value.clone()),
             "parallelism" => parallelism = Some((path.to_string(), value.clone())),
             "volumes" => shared
@@ -262,8 +272,23 @@ pub fn declared(templates: &[Value]) -> Declared {
             .collect();
         declared.artifacts.insert(name.to_string(), artifacts);
         declared.parameters.insert(name.to_string(), parameters);
+        declared.fanned_out.extend(calls_fanning_out(template));
     }
     declared
+}
+
+/// The templates `template`'s dag tasks or steps call with a fan-out.
+fn calls_fanning_out(template: &Value) -> impl Iterator<Item = String> + '_ {
+    let tasks = template.pointer("/dag/tasks").and_then(Value::as_array);
+    let steps = template.get("steps").and_then(Value::as_array);
+    let groups = steps.into_iter().flatten().filter_map(Value::as_array);
+    (tasks.into_iter().flatten().chain(groups.flatten()))
+        .filter(|call| {
+            ["withItems", "withParam", "withSequence"]
+                .iter()
+                .any(|k| call.get(k).is_some())
+        })
+        .filter_map(|call| Some(call.get("template")?.as_str()?.to_string()))
 }
 
 /// `initContainers` or `sidecars`, without Argo's `mirrorVolumeMounts`.
@@ -394,4 +419,12 @@ fn go_duration(text: &str) -> Option<f64> {
         rest = &rest[unit_len..];
     }
     (!text.is_empty()).then_some(total)
+}
+
+/// A template's `name` (empty when it has none).
+fn name_of(template: &Value) -> &str {
+    template
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }

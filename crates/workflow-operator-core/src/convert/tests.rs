@@ -594,6 +594,36 @@ spec:
     assert!(parsed.arguments.unwrap().parameters[0].value_from.is_some());
 }
 
+/// A template some call fans out over keeps no metrics (the compiler refuses a fanned-out
+/// step's): they are named as not converted, so the workflow still converts whole otherwise.
+#[test]
+fn a_template_called_with_a_fan_out_has_its_metrics_named_not_kept() {
+    let (workflow, problems) = one(r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: m}
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      steps:
+        - - {name: each, template: say, withItems: [a, b]}
+    - name: say
+      metrics:
+        prometheus: [{name: said, help: h, counter: {value: "1"}}]
+      container: {image: alpine, command: [echo]}
+"#);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("templates[1].metrics") && problems[0].contains("withItems"),
+        "{problems:?}"
+    );
+    let say = (workflow["spec"]["templates"].as_array().unwrap().iter())
+        .find(|t| t["name"] == "say")
+        .unwrap();
+    assert!(say.get("metrics").is_none(), "{say}");
+}
+
 /// Argo's metrics are kept: the workflow's as `spec.metrics`, a container template's on the
 /// template (so on each step calling it); a dag template's are named as not converted.
 #[test]
