@@ -213,7 +213,7 @@ pub(super) fn is_format_error(error: &std::io::Error) -> bool {
 }
 
 /// Reading or writing `path` failed.
-pub(super) fn local(action: &'static str, path: &Path, source: std::io::Error) -> Error {
+pub(super) fn local_error(action: &'static str, path: &Path, source: std::io::Error) -> Error {
     Error::Local {
         action,
         path: PathBuf::from(path),

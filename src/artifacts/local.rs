@@ -26,7 +26,7 @@ use object_store::aws::AmazonS3;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 
-use super::error::{Error, Result, is_format_error, local};
+use super::error::{Error, Result, is_format_error, local_error};
 use super::target::S3Target;
 use super::{archive, kernel_copy};
 
@@ -76,7 +76,7 @@ pub(crate) async fn put_path(
         Err(error) => {
             // Nothing to report if the abort fails too: the first error is the one to act on.
             let _ = client.abort_multipart(&location, &id).await;
-            return Err(local("packing", local_path, error));
+            return Err(local_error("packing", local_path, error));
         }
     };
     let parts = vec![PartId {
@@ -125,7 +125,7 @@ pub(crate) async fn get_path(
     if let Some(parent) = dest_path.parent() {
         tokio::fs::create_dir_all(parent)
             .await
-            .map_err(|source| local("creating", parent, source))?;
+            .map_err(|source| local_error("creating", parent, source))?;
     }
     let dest = dest_path.to_path_buf();
     let unpack = move || {
@@ -143,6 +143,6 @@ pub(crate) async fn get_path(
             key: key.to_string(),
             reason: error.to_string(),
         }),
-        Err(error) => Err(local("unpacking into", dest_path, error)),
+        Err(error) => Err(local_error("unpacking into", dest_path, error)),
     }
 }

@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 use workflow_operator_core::crd::artifacts::OciRepository;
 
 use super::archive;
-use super::error::{Error, Result, is_format_error, local};
+use super::error::{Error, Result, is_format_error, local_error};
 use super::transfer::Stored;
 
 /// The media type of an artifact's one layer: the `.tar.gz` of a file or a directory.
@@ -225,7 +225,7 @@ pub async fn put_path(target: &OciTarget, key: &str, local_path: &Path) -> Resul
     let packed = tokio::task::spawn_blocking(move || archive::pack(&source, Vec::new()))
         .await
         .expect("packing does not panic")
-        .map_err(|error| local("packing", local_path, error))?;
+        .map_err(|error| local_error("packing", local_path, error))?;
     let size = packed.len() as u64;
     let layer = ImageLayer::new(packed, LAYER_MEDIA_TYPE.to_string(), None);
     // The key in the config makes the manifest this key's alone (see the guarantees).
@@ -261,7 +261,7 @@ pub async fn get_path(target: &OciTarget, key: &str, dest_path: &Path) -> Result
     if let Some(parent) = dest_path.parent() {
         tokio::fs::create_dir_all(parent)
             .await
-            .map_err(|source| local("creating", parent, source))?;
+            .map_err(|source| local_error("creating", parent, source))?;
     }
     let dest = dest_path.to_path_buf();
     let unpacked =
@@ -271,7 +271,7 @@ pub async fn get_path(target: &OciTarget, key: &str, dest_path: &Path) -> Result
     match unpacked {
         Ok(()) => Ok(()),
         Err(error) if is_format_error(&error) => Err(not_ours(&error.to_string())),
-        Err(error) => Err(local("unpacking into", dest_path, error)),
+        Err(error) => Err(local_error("unpacking into", dest_path, error)),
     }
 }
 

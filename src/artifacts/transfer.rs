@@ -8,7 +8,6 @@
 //!   `PART_SIZE * (PARTS_IN_FLIGHT + 1)` whatever the artifact's size.
 //! - A put to an existing key replaces it: a retried upload leaves one object, never two; an
 //!   upload that fails is aborted, leaving no parts behind.
-//!
 //! - When the repository names the store's directory and this machine has it
 //!   ([`super::local`]), the bytes are written to and read from there, not sent over HTTP.
 //!
@@ -29,7 +28,7 @@ use tokio::runtime::Handle;
 
 use super::archive;
 use super::bridge::{Download, Upload, store_fault};
-use super::error::{Error, Result, is_format_error, local};
+use super::error::{Error, Result, is_format_error, local_error};
 use super::local;
 use super::target::S3Target;
 
@@ -67,7 +66,7 @@ pub async fn put_path(target: &S3Target, key: &str, local_path: &Path) -> Result
     if local::reaches(target, key) {
         let size = local::put_path(target, &client, key, local_path).await?;
         return Ok(Stored {
-            key: key.to_string(),
+            key: Key::from(key).to_string(),
             size,
         });
     }
@@ -90,11 +89,11 @@ pub async fn put_path(target: &S3Target, key: &str, local_path: &Path) -> Result
     if let Err(error) = packed {
         // Nothing to report if the abort fails too: the first error is the one to act on.
         let _ = writer.abort().await;
-        return Err(fault.map_or_else(|| local("packing", local_path, error), store));
+        return Err(fault.map_or_else(|| local_error("packing", local_path, error), store));
     }
     // A small artifact is sent, and a multipart one completed, only now.
     if let Err(error) = writer.shutdown().await {
-        let uploading = |error| local("uploading", local_path, error);
+        let uploading = |error| local_error("uploading", local_path, error);
         return Err(store_fault(error).map_or_else(uploading, store));
     }
     Ok(Stored {
@@ -121,7 +120,7 @@ pub async fn get_path(target: &S3Target, key: &str, dest_path: &Path) -> Result<
     if let Some(parent) = dest_path.parent() {
         tokio::fs::create_dir_all(parent)
             .await
-            .map_err(|source| local("creating", parent, source))?;
+            .map_err(|source| local_error("creating", parent, source))?;
     }
     let mut download = Download::new(result.into_stream(), Handle::current());
     let dest = dest_path.to_path_buf();
@@ -138,7 +137,7 @@ pub async fn get_path(target: &S3Target, key: &str, dest_path: &Path) -> Result<
             key: location.to_string(),
             reason: error.to_string(),
         }),
-        (Err(error), None) => Err(local("unpacking into", dest_path, error)),
+        (Err(error), None) => Err(local_error("unpacking into", dest_path, error)),
     }
 }
 
