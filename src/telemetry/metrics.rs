@@ -30,7 +30,7 @@
 //! Step outcomes are known here and start at zero.
 //!
 //! The custom metrics workflows declare follow the operator's own, with the same prefix
-//! ([`super::custom`], [`Metrics::record_custom`]).
+//! (`telemetry::custom`, [`Metrics::record_custom`]).
 //!
 //! Finished steps are one counter with an `outcome` label rather than three counters, the
 //! Prometheus convention for outcomes of one thing: `sum(rate(..._steps_finished_total[5m]))` is

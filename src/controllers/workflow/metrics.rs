@@ -1,6 +1,6 @@
 //! What the handlers tell the operator's Prometheus metrics ([`crate::telemetry::metrics`]):
 //! workflows by status, steps started and finished (with their durations), handler latency and
-//! outcomes, API errors, and the custom metrics workflows declare ([`super::custom_metrics`]).
+//! outcomes, API errors, and the custom metrics workflows declare (`custom_metrics`).
 //! The handlers call [`Recorder`]; this module turns their plain facts (old status, new status,
 //! plan, Jobs) into metric updates.
 
