@@ -1143,6 +1143,63 @@ print(json.dumps({"phase": phase, "log": v1.read_namespaced_pod_log("reader", "d
     assert_eq!(seen, json!({"phase": "Succeeded", "log": "kept\n"}));
 }
 
+/// A `hostPath` volume is the node's directory itself, read-write (what the pod writes is on
+/// the host after it is gone); one of type `Directory` whose path is no directory holds the pod
+/// `ContainerCreating` with the kubelet's `FailedMount` Event (pkg/volume/hostpath/host_path.go,
+/// `checkType`: "hostPath type check failed: %s is not a directory").
+#[tokio::test]
+async fn a_host_path_volume_is_the_nodes_directory_and_a_missing_one_fails_the_mount() {
+    let Some((_cluster, kubectl)) = setup("host_path_volumes").await else {
+        return;
+    };
+    let host = tempfile::tempdir().unwrap();
+    let missing = host.path().join("absent");
+    let pod = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: writes}}
+spec:
+  restartPolicy: Never
+  volumes: [{{name: h, hostPath: {{path: "{dir}", type: Directory}}}}]
+  containers:
+  - {{name: main, image: busybox, command: ["sh", "-c", "echo kept > /data/out"],
+     volumeMounts: [{{name: h, mountPath: /data}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: missing}}
+spec:
+  restartPolicy: Never
+  volumes: [{{name: h, hostPath: {{path: "{missing}", type: Directory}}}}]
+  containers:
+  - {{name: main, image: busybox, command: ["true"], volumeMounts: [{{name: h, mountPath: /data}}]}}
+"#,
+        dir = host.path().display(),
+        missing = missing.display(),
+    );
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("pods.yaml", &pod)])
+        .await;
+    wait_phase(&kubectl, "writes", &["Succeeded"]).await;
+    let written = std::fs::read_to_string(host.path().join("out")).unwrap();
+    assert_eq!(written, "kept\n");
+
+    let events = eventually("FailedMount", Duration::from_secs(20), || async {
+        let events = events_of(&kubectl, "missing").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    let want = format!(
+        "MountVolume.SetUp failed for volume \"h\" : hostPath type check failed: {} is not a \
+         directory",
+        missing.display()
+    );
+    assert_eq!(events[0], ("FailedMount".into(), want, "kubelet".into()));
+    let table = kubectl.ok(&["get", "pod", "missing"]).await;
+    assert!(table.contains("ContainerCreating"), "{table}");
+}
+
 /// A ConfigMap volume that does not exist holds the pod `ContainerCreating` with the kubelet's
 /// `FailedMount` Event, until the ConfigMap is made; a claim that does not exist leaves the pod
 /// unscheduled with the scheduler's reason, until the claim is made.
