@@ -17,7 +17,7 @@ use std::path::Path;
 use flate2::Crc;
 
 use super::archive::{SAMPLE, compresses, invalid, new_file, set_attributes};
-use super::stored::{HEADER, MAX_BLOCK, block_header};
+use super::stored::{HEADER, MAX_BLOCK, block_header, write_end, write_framed};
 
 /// The tar stream's record.
 const RECORD: u64 = 512;
@@ -49,7 +49,7 @@ pub(crate) fn pack_file(source: &Path, out: &mut File) -> io::Result<Option<u64>
     std::thread::scope(|scope| {
         let data_crc = scope.spawn(|| crc_of(source, size));
         out.write_all(&HEADER)?;
-        write_block(out, &prefix)?;
+        write_framed(out, &prefix)?;
         let mut left = size;
         while left > 0 {
             let n = left.min(MAX_BLOCK as u64);
@@ -59,14 +59,12 @@ pub(crate) fn pack_file(source: &Path, out: &mut File) -> io::Result<Option<u64>
             }
             left -= n;
         }
-        write_block(out, &suffix)?;
+        write_framed(out, &suffix)?;
         let mut crc = Crc::new();
         crc.update(&prefix);
         crc.combine(&data_crc.join().expect("the CRC thread does not panic")?);
         crc.update(&suffix);
-        out.write_all(&[1, 0, 0, 0xff, 0xff])?;
-        out.write_all(&crc.sum().to_le_bytes())?;
-        out.write_all(&crc.amount().to_le_bytes())?;
+        write_end(out, &crc)?;
         Ok(Some(out.stream_position()?))
     })
 }
@@ -77,14 +75,6 @@ fn start_of(file: &mut File) -> io::Result<Vec<u8>> {
     file.take(SAMPLE as u64).read_to_end(&mut start)?;
     file.seek(SeekFrom::Start(0))?;
     Ok(start)
-}
-
-fn write_block(out: &mut File, bytes: &[u8]) -> io::Result<()> {
-    for block in bytes.chunks(MAX_BLOCK) {
-        out.write_all(&block_header(block.len()))?;
-        out.write_all(block)?;
-    }
-    Ok(())
 }
 
 /// The CRC-32 of the first `size` bytes of `path`, read on its own.

@@ -60,12 +60,7 @@ impl<W: Write> StoredGzip<W> {
 
     /// `buf` (at most [`BLOCKS_PER_WRITE`] blocks) framed and written whole.
     fn write_blocks(&mut self, buf: &[u8]) -> io::Result<()> {
-        let blocks: Vec<&[u8]> = buf.chunks(MAX_BLOCK).collect();
-        let headers: Vec<[u8; 5]> = blocks.iter().map(|b| block_header(b.len())).collect();
-        let mut slices: Vec<IoSlice<'_>> = (headers.iter().zip(&blocks))
-            .flat_map(|(header, block)| [IoSlice::new(header), IoSlice::new(block)])
-            .collect();
-        write_all_vectored(&mut self.out, &mut slices)?;
+        write_framed(&mut self.out, buf)?;
         self.crc.update(buf);
         Ok(())
     }
@@ -74,12 +69,27 @@ impl<W: Write> StoredGzip<W> {
     pub(crate) fn finish(mut self) -> io::Result<W> {
         self.start()?;
         self.write_pending()?;
-        let mut end = vec![1, 0, 0, 0xff, 0xff];
-        end.extend_from_slice(&self.crc.sum().to_le_bytes());
-        end.extend_from_slice(&self.crc.amount().to_le_bytes());
-        self.out.write_all(&end)?;
+        write_end(&mut self.out, &self.crc)?;
         Ok(self.out)
     }
+}
+
+/// `buf` framed in stored blocks, headers beside the slices, in one vectored write.
+pub(crate) fn write_framed(out: &mut impl Write, buf: &[u8]) -> io::Result<()> {
+    let blocks: Vec<&[u8]> = buf.chunks(MAX_BLOCK).collect();
+    let headers: Vec<[u8; 5]> = blocks.iter().map(|b| block_header(b.len())).collect();
+    let mut slices: Vec<IoSlice<'_>> = (headers.iter().zip(&blocks))
+        .flat_map(|(header, block)| [IoSlice::new(header), IoSlice::new(block)])
+        .collect();
+    write_all_vectored(out, &mut slices)
+}
+
+/// The last (empty) block and the trailer: the CRC-32 and length of what the blocks held.
+pub(crate) fn write_end(out: &mut impl Write, crc: &Crc) -> io::Result<()> {
+    let mut end = vec![1, 0, 0, 0xff, 0xff];
+    end.extend_from_slice(&crc.sum().to_le_bytes());
+    end.extend_from_slice(&crc.amount().to_le_bytes());
+    out.write_all(&end)
 }
 
 /// The header of a stored block of `len` bytes (not the last): `BFINAL=0`, `BTYPE=00`, byte
