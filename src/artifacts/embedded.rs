@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use workflow_operator_core::agent::S3_SECRET_KEYS;
 use workflow_operator_core::crd::artifacts::{ArtifactRepository, CredentialsSecret, S3Repository};
 
+use super::local;
 use super::target::{DEFAULT_REGION, S3Target};
 
 mod multipart;
@@ -306,12 +307,7 @@ impl Store {
         length: u64,
     ) -> std::io::Result<Option<StreamingBlob>> {
         use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
-        let plain = |name: &str| {
-            Path::new(name)
-                .components()
-                .all(|c| matches!(c, Component::Normal(_)))
-        };
-        if !plain(bucket) || !plain(key) {
+        if !local::plain(bucket) || !local::plain(key) {
             return Ok(None);
         }
         let mut file = tokio::fs::File::open(self.root.join(bucket).join(key)).await?;
@@ -475,7 +471,7 @@ impl S3 for Store {
         let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
         let input = &req.input;
         let conditional = input.if_match.is_some() || input.if_none_match.is_some();
-        let written = if conditional || !multipart::plain(&bucket) || !multipart::plain(&key) {
+        let written = if conditional || !local::plain(&bucket) || !local::plain(&key) {
             self.fs.complete_multipart_upload(req).await?
         } else {
             multipart::complete(&self.root, req.credentials.as_ref(), req.input).await?

@@ -35,12 +35,17 @@ pub fn part_file(root: &Path, id: &str, number: usize) -> PathBuf {
     root.join(format!(".upload_id-{id}.part-{number}"))
 }
 
+/// Whether `name` (a bucket or key) is a plain relative path (no `.` or `..`, not absolute),
+/// which `s3s-fs` resolves to the same file as a join does.
+pub(crate) fn plain(name: &str) -> bool {
+    (Path::new(name).components()).all(|c| matches!(c, Component::Normal(_)))
+}
+
 /// The bucket's directory and the object's file, when `key` can be reached through it.
 fn object_file(target: &S3Target, key: &str) -> Option<(PathBuf, PathBuf)> {
-    let plain = Path::new(key)
-        .components()
-        .all(|c| matches!(c, Component::Normal(_)));
-    let bucket = target.local_bucket().filter(|_| plain && !key.is_empty())?;
+    let bucket = target
+        .local_bucket()
+        .filter(|_| plain(key) && !key.is_empty())?;
     let file = bucket.join(key);
     Some((bucket, file))
 }

@@ -20,7 +20,7 @@
 //! - A completion with `If-Match` or `If-None-Match` goes to `s3s-fs` as it is.
 
 use std::fs::File;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -34,7 +34,7 @@ use s3s::{S3Error, S3Response, S3Result, s3_error};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use crate::artifacts::local::part_file;
+use crate::artifacts::local::{part_file, plain};
 
 /// Writes of a part's file are gathered to this size: the body comes in chunks of a few KiB,
 /// each write of tokio's a trip to its blocking pool.
@@ -203,12 +203,6 @@ async fn verified(
         return Err(s3_error!(AccessDenied));
     }
     Ok(id.to_string())
-}
-
-/// Whether `name` is a plain relative path (no `.` or `..`, not absolute), which `s3s-fs`
-/// would resolve to the same file.
-pub(super) fn plain(name: &str) -> bool {
-    (Path::new(name).components()).all(|c| matches!(c, Component::Normal(_)))
 }
 
 fn hex(bytes: &[u8]) -> String {
