@@ -48,6 +48,13 @@ pub(super) fn ended(old: Option<&WorkFlowStatus>, new: &WorkFlowStatus) -> Ended
     }
 }
 
+/// Whether `workflow` (expanded) declares metrics, on itself or on a step.
+pub(super) fn declared(workflow: &WorkFlow) -> bool {
+    let spec = &workflow.spec;
+    spec.metrics.is_some()
+        || (spec.containers.iter().chain(&spec.on_exit)).any(|s| s.metrics.is_some())
+}
+
 /// Records the metrics of the steps of `workflow` (expanded) that `new` reports ended (those
 /// in `succeeded` and `ended`), then the workflow's if it ended.
 pub(super) fn record(
@@ -58,9 +65,7 @@ pub(super) fn record(
     jobs: &[Arc<JobSummary>],
 ) {
     let spec = &workflow.spec;
-    let declared = spec.metrics.is_some()
-        || (spec.containers.iter().chain(&spec.on_exit)).any(|s| s.metrics.is_some());
-    if !declared || !recorder.enabled() {
+    if !recorder.enabled() {
         return;
     }
     let key = format!(

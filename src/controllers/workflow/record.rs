@@ -31,7 +31,8 @@ pub(super) struct Record {
     /// (else the stored one): a status on its way must be neither written again nor counted
     /// again.
     counted: Option<StepChanges>,
-    /// The failed steps and workflow end it reports, against the same status as `counted`.
+    /// The failed steps and workflow end it reports, against the same status as `counted`;
+    /// `None` for a workflow that declares no metrics.
     ended: Option<Ended>,
     /// Its steps failed for Jobs the API server refused: written at once by [`refused`].
     replanned: bool,
@@ -58,7 +59,10 @@ pub(super) fn prepare(shared: &ControllerState, mut decided: Decided) -> Record 
         let counted = status
             .as_ref()
             .map(|new| step_events::step_changes(before, new));
-        let ended = (status.as_ref()).map(|new| custom_metrics::ended(before, new));
+        // Only a workflow that declares metrics has anything to record when steps end.
+        let ended = (status.as_ref())
+            .filter(|_| custom_metrics::declared(&seen.workflow))
+            .map(|new| custom_metrics::ended(before, new));
         (
             status,
             (counted, ended),
@@ -122,7 +126,7 @@ pub(super) async fn refused(
     write_now(shared, ctx, workflow, record.status.as_ref()).await?;
     record.written_at = Some(Instant::now());
     record.counted = Some(StepChanges::default());
-    record.ended = Some(Ended::default());
+    record.ended = None;
     record.replanned = true;
     Ok(record)
 }
@@ -161,9 +165,10 @@ pub(super) async fn after_actions(
         shared
             .metrics
             .steps(&changes.started, &changes.finished, plan, &seen.children);
-        let ended = record.ended.as_ref().expect("ended is taken with counted");
-        let steps = (changes.finished.as_slice(), ended);
-        custom_metrics::record(&shared.metrics, workflow, new, steps, &seen.children);
+        if let Some(ended) = &record.ended {
+            let steps = (changes.finished.as_slice(), ended);
+            custom_metrics::record(&shared.metrics, workflow, new, steps, &seen.children);
+        }
         shared
             .metrics
             .workflow_phase(&seen.uid, new.workflow_status);
