@@ -368,11 +368,8 @@ fn read_repository(file: &std::path::Path) -> Result<ArtifactRepository> {
         .with_context(|| format!("reading --artifact-repository {}", file.display()))?;
     let repository: ArtifactRepository = serde_yaml::from_str(&text)
         .with_context(|| format!("--artifact-repository {}", file.display()))?;
-    if repository.s3.is_none() == repository.oci.is_none() {
-        anyhow::bail!(
-            "--artifact-repository {}: name exactly one of s3 and oci",
-            file.display()
-        );
+    if let Some(problem) = repository.problem() {
+        anyhow::bail!("--artifact-repository {}: {problem}", file.display());
     }
     Ok(repository)
 }

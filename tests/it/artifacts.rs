@@ -447,21 +447,30 @@ fn operator_with_repository_flag(
     (operator, dir)
 }
 
-/// A namespace's repository ConfigMap that does not parse is neither used nor passed over for
-/// the operator's own repository: each step with artifacts fails with a message naming the
-/// ConfigMap and the parse error, which `kubectl get wf` shows.
+/// A namespace's repository ConfigMap that does not parse, or names a store it cannot be, is
+/// neither used nor passed over for the operator's own repository: each step with artifacts
+/// fails with a message naming the ConfigMap and what is wrong, which `kubectl get wf` shows.
 #[rstest]
+#[case::missing_field(
+    "{endpoint: 'ENDPOINT', bucket: workflows}",
+    "s3: missing field `credentialsSecret`"
+)]
+#[case::relative_directory(
+    "{endpoint: 'ENDPOINT', bucket: workflows, credentialsSecret: {name: x}, localDirectory: store}",
+    "s3.localDirectory \"store\" is not an absolute path"
+)]
 #[tokio::test]
 async fn a_malformed_repository_configmap_fails_the_step_naming_it(
     #[future(awt)] namespace: Namespace,
+    #[case] s3: &str,
+    #[case] why: &str,
 ) {
     skip_on_real_cluster!("runs its own operator process with its own flags");
     let store = store_of(&namespace).await;
     let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(namespace.client(), &namespace.name);
-    let malformed = serde_json::json!({
-        "data": {"repository": format!("s3: {{endpoint: '{}', bucket: workflows}}", store.endpoint())}
-    });
+    let s3 = s3.replace("ENDPOINT", &store.endpoint());
+    let malformed = serde_json::json!({"data": {"repository": format!("s3: {s3}")}});
     (config_maps.patch(
         workflow_operator_core::agent::REPOSITORY_CONFIGMAP,
         &kube::api::PatchParams::default(),
@@ -475,10 +484,7 @@ async fn a_malformed_repository_configmap_fails_the_step_naming_it(
     (ns.workflows().create(&PostParams::default(), &workflow))
         .await
         .expect("created");
-    let words = [
-        "workflow-artifact-repository",
-        "s3: missing field `credentialsSecret`",
-    ];
+    let words = ["workflow-artifact-repository", why];
     let failed = ns.expect_failed("malformed", &words).await;
     let step = (failed
         .status

@@ -6,9 +6,10 @@
 //! running workflow's artifacts.
 //!
 //! None found records nothing: each step with artifacts then fails saying where a repository
-//! is looked for (reason `NoArtifactRepository`). A ConfigMap whose key does not parse is not
-//! passed over for the operator's repository (the namespace asked for a store of its own): each
-//! step with artifacts fails naming the ConfigMap and the parse error. A SIGKILL between the
+//! is looked for (reason `NoArtifactRepository`). A ConfigMap whose key does not parse, or
+//! names no store or a `localDirectory` that is not an absolute path, is not passed over for
+//! the operator's repository (the namespace asked for a store of its own): each step with
+//! artifacts fails naming the ConfigMap and what is wrong. A SIGKILL between the
 //! read and the record costs a second read: no step with artifacts ran yet.
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -87,7 +88,15 @@ async fn find(
         .map_err(|e| RequestFailed::new(format!("reading configmap {REPOSITORY_CONFIGMAP}"), e))?;
     if let Some(map) = map {
         let text = map.data.as_ref().and_then(|d| d.get("repository"));
-        let parsed = text.map(|t| serde_yaml::from_str::<ArtifactRepository>(t));
+        let parsed = text.map(|t| {
+            let repository = serde_yaml::from_str::<ArtifactRepository>(t);
+            repository
+                .map_err(|e| e.to_string())
+                .and_then(|r| match r.problem() {
+                    Some(problem) => Err(problem),
+                    None => Ok(r),
+                })
+        });
         match parsed {
             Some(Ok(repository)) => {
                 let version = map.resource_version().unwrap_or_default();

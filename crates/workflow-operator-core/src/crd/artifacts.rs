@@ -55,9 +55,38 @@ pub struct S3Repository {
     /// embedded store. A step with artifacts gets the directory as a `hostPath` volume (type
     /// `Directory`) at the same path, and writes and reads its artifacts' bytes there, each
     /// upload still created and completed through the endpoint. Only for a store that keeps
-    /// objects so (not MinIO).
+    /// objects so (not MinIO). An absolute path without a `..` segment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = HOST_DIRECTORY))]
     pub local_directory: Option<String>,
+}
+
+/// An absolute path none of whose segments is `..`, written without look-ahead (the API
+/// server's patterns are RE2): each segment is empty, `.`, or starts otherwise than `..`, or is
+/// `..` followed by more. Kubernetes refuses `..` in a `hostPath` volume's path
+/// (`validatePathNoBacksteps` in pkg/apis/core/validation/validation.go), and a relative one
+/// names no directory on the node.
+const HOST_DIRECTORY: &str = r"^(/([^./][^/]*|\.|\.[^./][^/]*|\.\.[^/]+)?)+$";
+
+impl ArtifactRepository {
+    /// What makes this repository unusable, for the routes the CRD's schema does not check (the
+    /// namespace's ConfigMap, `--artifact-repository`): not exactly one of `s3` and `oci`, or an
+    /// `s3.localDirectory` that is not an absolute path without `..`.
+    pub fn problem(&self) -> Option<String> {
+        if self.s3.is_none() == self.oci.is_none() {
+            return Some("name exactly one of s3 and oci".to_string());
+        }
+        let directory = self
+            .s3
+            .as_ref()
+            .and_then(|s3| s3.local_directory.as_deref())?;
+        let backstep = directory.split('/').any(|segment| segment == "..");
+        (!directory.starts_with('/') || backstep).then(|| {
+            format!(
+                "s3.localDirectory {directory:?} is not an absolute path without a `..` segment"
+            )
+        })
+    }
 }
 
 /// An OCI registry.
@@ -335,4 +364,77 @@ pub struct GlobalArtifact {
     pub step: String,
     /// The step's name for it (`outputs.artifacts[].name`).
     pub artifact: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_directory(directory: &str) -> ArtifactRepository {
+        let s3 = S3Repository {
+            local_directory: Some(directory.to_string()),
+            ..S3Repository::default()
+        };
+        ArtifactRepository {
+            s3: Some(s3),
+            oci: None,
+        }
+    }
+
+    /// The CRD's pattern (what the API server checks) and `problem` (what the ConfigMap and the
+    /// flag are checked with) accept and refuse the same directories.
+    #[test]
+    fn a_local_directory_is_absolute_and_never_steps_back_by_the_schema_and_by_problem() {
+        let pattern = regex::Regex::new(HOST_DIRECTORY).expect("pattern");
+        let good = [
+            "/",
+            "/tmp/store",
+            "/a/./b",
+            "/a//b/",
+            "/a/.b/..c/...",
+            "/a/b..",
+        ];
+        let bad = [
+            "",
+            "tmp/store",
+            "./x",
+            "/a/../b",
+            "/..",
+            "/a/..",
+            "..",
+            "/a/b/../",
+        ];
+        for directory in good {
+            assert!(
+                pattern.is_match(directory),
+                "{directory:?} refused by the pattern"
+            );
+            assert_eq!(with_directory(directory).problem(), None, "{directory:?}");
+        }
+        for directory in bad {
+            assert!(
+                !pattern.is_match(directory),
+                "{directory:?} taken by the pattern"
+            );
+            let problem = with_directory(directory).problem().expect(directory);
+            assert!(problem.contains("s3.localDirectory"), "{problem}");
+        }
+    }
+
+    #[test]
+    fn a_repository_names_exactly_one_store() {
+        let neither = ArtifactRepository::default();
+        assert_eq!(
+            neither.problem().as_deref(),
+            Some("name exactly one of s3 and oci")
+        );
+        let both = ArtifactRepository {
+            oci: Some(OciRepository::default()),
+            ..with_directory("/tmp")
+        };
+        assert_eq!(
+            both.problem().as_deref(),
+            Some("name exactly one of s3 and oci")
+        );
+    }
 }
