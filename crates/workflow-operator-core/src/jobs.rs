@@ -512,7 +512,7 @@ impl<'a> StepJob<'a> {
         parts: &PodParts,
         labels: BTreeMap<String, String>,
     ) -> Result<PodTemplateSpec, JobError> {
-        let (name, agent) = (parts.name, parts.agent);
+        let agent = parts.agent;
         let pod = (self.workflow.spec.pod_template.as_deref().cloned()).unwrap_or_default();
         let metadata = pod.metadata.unwrap_or_default();
         // The exact workflow and step names on the pod too, for `logs` and clients that start
@@ -521,42 +521,51 @@ impl<'a> StepJob<'a> {
         annotations.insert(ANNOTATION_STEP.to_string(), self.step.step_name.clone());
         let workflow = self.workflow.metadata.name.clone().unwrap_or_default();
         annotations.insert(ANNOTATION_WORKFLOW.to_string(), workflow);
-        let workspace = self.workflow.spec.workspace.as_deref().map(|_| Volume {
-            name: WORKSPACE_VOLUME.to_string(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: names::workspace_claim_name(name, self.run),
-                read_only: None,
-            }),
-            ..Volume::default()
-        });
+        let volumes = self.volumes(pod.volumes, parts);
         Ok(PodTemplateSpec {
             metadata: Some(ObjectMeta {
                 labels: Some(labels),
                 annotations: Some(annotations),
                 ..ObjectMeta::default()
             }),
-            spec: Some(
-                self.own_pod(PodSpec {
-                    restart_policy: Some("Never".to_string()),
-                    init_containers: non_empty(self.init_containers(agent)),
-                    containers: vec![self.container(parts)],
-                    service_account_name: pod.service_account_name,
-                    volumes: non_empty(
-                        (pod.volumes.into_iter().chain(workspace))
-                            .chain(agent.map(|_| agent_volume()))
-                            .chain(parts.store.and_then(store_volume))
-                            .collect(),
-                    ),
-                    image_pull_secrets: non_empty(pod.image_pull_secrets),
-                    node_selector: (!pod.node_selector.is_empty()).then_some(pod.node_selector),
-                    tolerations: non_empty(pod.tolerations),
-                    affinity: pod.affinity,
-                    security_context: pod.security_context,
-                    priority_class_name: pod.priority_class_name,
-                    ..PodSpec::default()
-                })?,
-            ),
+            spec: Some(self.own_pod(PodSpec {
+                restart_policy: Some("Never".to_string()),
+                init_containers: non_empty(self.init_containers(agent)),
+                containers: vec![self.container(parts)],
+                service_account_name: pod.service_account_name,
+                volumes: non_empty(volumes),
+                image_pull_secrets: non_empty(pod.image_pull_secrets),
+                node_selector: (!pod.node_selector.is_empty()).then_some(pod.node_selector),
+                tolerations: non_empty(pod.tolerations),
+                affinity: pod.affinity,
+                security_context: pod.security_context,
+                priority_class_name: pod.priority_class_name,
+                ..PodSpec::default()
+            })?),
         })
+    }
+
+    /// The pod's volumes: `podTemplate`'s, then the run's workspace claim, the agent's and the
+    /// artifact store's, each when the step has it. Pushed one by one: a `Volume` is 2 KB, and
+    /// a chain of optional ones moved every one of them, present or not, for every Job.
+    fn volumes(&self, mut volumes: Vec<Volume>, parts: &PodParts) -> Vec<Volume> {
+        if self.workflow.spec.workspace.is_some() {
+            volumes.push(Volume {
+                name: WORKSPACE_VOLUME.to_string(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: names::workspace_claim_name(parts.name, self.run),
+                    read_only: None,
+                }),
+                ..Volume::default()
+            });
+        }
+        if parts.agent.is_some() {
+            volumes.push(agent_volume());
+        }
+        if let Some(store) = parts.store.and_then(store_volume) {
+            volumes.push(store);
+        }
+        volumes
     }
 
     /// `pod` with the step's own pod settings (`crd::step_pod`), if it has any.

@@ -145,22 +145,24 @@ async fn execute(
                     message,
                 });
             };
-            match build_job(shared, workflow, compiled, &create, unusable)? {
-                Ok(mut job) => {
-                    // Kueue admitted the run to these nodes (`queueScope: Workflow`).
-                    let pod = job.spec.as_mut().and_then(|s| s.template.spec.as_mut());
-                    if let (Some(placement), Some(pod)) = (placement, pod) {
-                        placement.apply_to(pod);
-                    }
-                    create_job(shared, api, workflow, &job, refuse)
-                        .await
-                        .map_err(PassError::Apply)
-                }
+            // Boxed, and the match ended before the request: a Job is 2.8 KB, and what an
+            // `async fn` holds across an await is part of its future, which the concurrent
+            // actions move (a future of 10 KB per action, copied at every move, before).
+            let mut job = match build_job(shared, workflow, compiled, &create, unusable)? {
+                Ok(job) => Box::new(job),
                 Err(message) => {
                     refuse(plan::REASON_NO_ARTIFACT_REPOSITORY, message);
-                    Ok(())
+                    return Ok(());
                 }
+            };
+            // Kueue admitted the run to these nodes (`queueScope: Workflow`).
+            let pod = job.spec.as_mut().and_then(|s| s.template.spec.as_mut());
+            if let (Some(placement), Some(pod)) = (placement, pod) {
+                placement.apply_to(pod);
             }
+            create_job(shared, api, workflow, &job, refuse)
+                .await
+                .map_err(PassError::Apply)
         }
         Action::StopJob { job_name, reason } => {
             let stopping = Stopping {
@@ -169,7 +171,9 @@ async fn execute(
                 what: "stopping the",
                 queued: Queued::Delete,
             };
-            if stop(api, job_name, stopping)
+            // Stopping reads the Job: boxed, so that what only a stop needs is not part of
+            // every action's future.
+            if Box::pin(stop(api, job_name, stopping))
                 .await
                 .map_err(PassError::Apply)?
                 == Stopped::Deleted
@@ -192,7 +196,8 @@ async fn execute(
             patched.map_err(PassError::Apply)
         }
         Action::TimeOutJob { job_name, why } => {
-            time_out(api, job_name, why).await.map_err(PassError::Apply)
+            let stopped = Box::pin(time_out(api, job_name, why)).await;
+            stopped.map_err(PassError::Apply)
         }
         Action::FailStart { job_name, why } => {
             let patch = jobs::cannot_start_patch(why);

@@ -36,14 +36,23 @@ pub(super) async fn look_up(
     ctx: &Context<WorkFlow>,
     decided: &Decided,
 ) -> Result<Vec<StepStatus>, RequestFailed> {
+    if !decided.seen.compiled.policies.cache {
+        return Ok(Vec::new());
+    }
+    // Boxed: every pass of every workflow awaits this, and a future holds those it awaits.
+    Box::pin(look_up_cached(ctx, decided)).await
+}
+
+/// [`look_up`] for a workflow with cached steps.
+async fn look_up_cached(
+    ctx: &Context<WorkFlow>,
+    decided: &Decided,
+) -> Result<Vec<StepStatus>, RequestFailed> {
     let (workflow, compiled) = (
         decided.seen.workflow.as_ref(),
         decided.seen.compiled.as_ref(),
     );
     let plan = &decided.decision.plan;
-    if !compiled.policies.cache {
-        return Ok(Vec::new());
-    }
     let namespace = workflow.namespace().unwrap_or_default();
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut hits = Vec::new();

@@ -36,15 +36,24 @@ use workflow_operator_core::template;
 use super::decide::Decided;
 use super::shared::{FIELD_MANAGER, RequestFailed, exists_already};
 
-/// What the gate lets through: `None` when it does not govern the workflow.
+/// What the gate lets through: `None` when it does not govern the workflow. The work is
+/// boxed: every pass of every workflow awaits this, and a future holds the futures it awaits.
 pub(super) async fn admit(
     client: &Client,
     decided: &Decided,
 ) -> Result<Option<plan::Gate>, RequestFailed> {
-    let workflow = decided.seen.workflow.as_ref();
-    if !kueue_core::workflow_scoped(&workflow.spec) {
+    if !kueue_core::workflow_scoped(&decided.seen.workflow.spec) {
         return Ok(None);
     }
+    Box::pin(admit_scoped(client, decided)).await
+}
+
+/// [`admit`] for a workflow Kueue admits whole.
+async fn admit_scoped(
+    client: &Client,
+    decided: &Decided,
+) -> Result<Option<plan::Gate>, RequestFailed> {
+    let workflow = decided.seen.workflow.as_ref();
     let namespace = workflow.namespace().unwrap_or_default();
     let api: Api<Workload> = Api::namespaced(client.clone(), &namespace);
     let retry = workflow.status.as_ref().and_then(|s| s.retry).unwrap_or(0);

@@ -69,7 +69,7 @@ async fn make_plan(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     mut seen: Observed,
-) -> Result<Decided, PassError> {
+) -> Result<Box<Decided>, PassError> {
     let cached = seen.cached.take();
     let changed = std::mem::take(&mut seen.changed);
     let (children, unmirrored) = (&seen.children, &seen.unmirrored);
@@ -78,22 +78,22 @@ async fn make_plan(
         children, unmirrored, workflow, compiled, cached, changed, seen.now,
     );
     if let Some((plan, run)) = incremental {
-        return Ok(Decided {
+        return Ok(Box::new(Decided {
             decision: Decision::incremental(plan, run),
             seen,
             jobs: None,
             gate: None,
-        });
+        }));
     }
     let observed = observe::jobs_in_full(shared, ctx, seen).await;
     let (seen, jobs) = observed.map_err(PassError::Observe)?;
     let decision = decide::plan_in_full(&seen.workflow, seen.compiled.clone(), &jobs, seen.now);
-    Ok(Decided {
+    Ok(Box::new(Decided {
         seen,
         decision,
         jobs: Some(jobs),
         gate: None,
-    })
+    }))
 }
 
 /// How many times a pass looks up cache hits: each round's hits may let the next cached steps
@@ -106,8 +106,8 @@ const CACHE_ROUNDS: usize = 10;
 async fn gates(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
-    mut decided: Decided,
-) -> Result<Decided, PassError> {
+    mut decided: Box<Decided>,
+) -> Result<Box<Decided>, PassError> {
     for _ in 0..CACHE_ROUNDS {
         let hits = cache::look_up(ctx, &decided).await;
         let hits = hits.map_err(PassError::Cache)?;
@@ -116,47 +116,48 @@ async fn gates(
         }
         let mut with_hits = decided.gate.take().unwrap_or_default();
         with_hits.cached.extend(hits);
-        decided = replan(shared, ctx, decided, with_hits).await?;
+        decided = Box::pin(replan(shared, ctx, decided, with_hits)).await?;
     }
     // Kueue first: a run waiting for its admission takes no lock.
     let admitted = gate::admit_workload(&ctx.client, &decided).await;
     if let Some(kueue) = admitted.map_err(PassError::Kueue)? {
         let with_kueue = decided.gate.take().map_or(kueue.clone(), |g| g.and(kueue));
-        decided = replan(shared, ctx, decided, with_kueue).await?;
+        decided = Box::pin(replan(shared, ctx, decided, with_kueue)).await?;
     }
     let held = locks::hold(shared.locks.as_deref(), &ctx.client, &decided).await;
     if let Some(locks) = held.map_err(PassError::Locks)? {
         let with_locks = decided.gate.take().map_or(locks.clone(), |g| g.and(locks));
-        decided = replan(shared, ctx, decided, with_locks).await?;
+        decided = Box::pin(replan(shared, ctx, decided, with_locks)).await?;
     }
     if let Some(queue) = gate::admit(shared, &decided).await {
         let with_queue = decided.gate.take().map_or(queue.clone(), |g| g.and(queue));
-        decided = replan(shared, ctx, decided, with_queue).await?;
+        decided = Box::pin(replan(shared, ctx, decided, with_queue)).await?;
     }
     gate::release_unplanned(shared, &decided);
     Ok(decided)
 }
 
 /// Plans `decided` again in full behind `gate`, observing its Jobs in full first if the pass
-/// has not yet.
+/// has not yet. Called boxed: only a gate that changes the plan needs it, and a future holds
+/// the futures it awaits (every pass would carry this one's size).
 async fn replan(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
-    decided: Decided,
+    decided: Box<Decided>,
     gate: plan::Gate,
-) -> Result<Decided, PassError> {
-    let Decided { seen, jobs, .. } = decided;
+) -> Result<Box<Decided>, PassError> {
+    let Decided { seen, jobs, .. } = *decided;
     let (seen, jobs) = match jobs {
         Some(jobs) => (seen, jobs),
         None => (observe::jobs_in_full(shared, ctx, seen).await).map_err(PassError::Observe)?,
     };
     let decision = decide::plan_gated(&seen.workflow, &seen.compiled, &jobs, seen.now, &gate);
-    Ok(Decided {
+    Ok(Box::new(Decided {
         seen,
         decision,
         jobs: Some(jobs),
         gate: Some(gate),
-    })
+    }))
 }
 
 /// Carries out the recorded plan; the Jobs the API server refused. `unusable` says why the
@@ -172,7 +173,7 @@ async fn apply_plan(
         decision,
         gate,
         ..
-    } = &record.decided;
+    } = &*record.decided;
     let placement = gate.as_ref().and_then(|g| g.placement.as_ref());
     apply::apply(shared, ctx, seen, &decision.plan, (placement, unusable)).await
 }
@@ -183,9 +184,9 @@ async fn apply_plan(
 async fn fail_refused(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
-    record: Record,
+    record: Box<Record>,
     refused: &[Refusal],
-) -> Result<Record, PassError> {
+) -> Result<Box<Record>, PassError> {
     let seen = &record.decided.seen;
     let plan = decide::replan_refused(
         &seen.workflow,

@@ -22,7 +22,7 @@ use super::step_events::{self, StepChanges};
 /// The status of one pass on its way to being recorded, with what the pass decided.
 pub(super) struct Record {
     /// What the pass observed and decided; its plan's status is [`Record::status`].
-    pub(super) decided: Decided,
+    pub(super) decided: Box<Decided>,
     /// The status to write: the plan's, or for the timer's pass the one passes before it
     /// deferred.
     pub(super) status: Option<WorkFlowStatus>,
@@ -44,7 +44,7 @@ pub(super) struct Record {
 
 /// Takes the status to write out of the decided plan (or, for the timer's pass, the one
 /// deferred), counts its step changes, and chooses how to write it.
-pub(super) fn prepare(shared: &ControllerState, mut decided: Decided) -> Record {
+pub(super) fn prepare(shared: &ControllerState, mut decided: Box<Decided>) -> Box<Record> {
     let (seen, decision) = (&decided.seen, &mut decided.decision);
     let planned = decision.plan.status.take();
     let (status, counted, phase_before) = shared.status.with_newest(&seen.uid, |newest, _| {
@@ -83,7 +83,7 @@ pub(super) fn prepare(shared: &ControllerState, mut decided: Decided) -> Record 
         state_kept: decision.state.is_some(),
         fired: !decision.plan.fired.is_empty(),
     });
-    Record {
+    Box::new(Record {
         status,
         write,
         counted,
@@ -92,7 +92,7 @@ pub(super) fn prepare(shared: &ControllerState, mut decided: Decided) -> Record 
         written_at: seen.status_written_at,
         fired: decision.plan.fired.clone(),
         decided,
-    }
+    })
 }
 
 /// Writes a terminal status, or one recording a rule's firing, before the actions; then
@@ -100,8 +100,8 @@ pub(super) fn prepare(shared: &ControllerState, mut decided: Decided) -> Record 
 pub(super) async fn before_actions(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
-    mut record: Record,
-) -> Result<Record, RequestFailed> {
+    mut record: Box<Record>,
+) -> Result<Box<Record>, RequestFailed> {
     let workflow = &record.decided.seen.workflow;
     if record.write == StatusWrite::BeforeActions
         && write_now(shared, ctx, workflow, record.status.as_ref()).await?
@@ -117,9 +117,9 @@ pub(super) async fn before_actions(
 pub(super) async fn refused(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
-    mut record: Record,
+    mut record: Box<Record>,
     mut decision: Decision,
-) -> Result<Record, RequestFailed> {
+) -> Result<Box<Record>, RequestFailed> {
     record.status = decision.plan.status.take();
     record.decided.decision = decision;
     let workflow = &record.decided.seen.workflow;
@@ -137,7 +137,7 @@ pub(super) async fn refused(
 pub(super) async fn after_actions(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
-    mut record: Record,
+    mut record: Box<Record>,
 ) -> Result<(), RequestFailed> {
     let (seen, plan) = (&record.decided.seen, &record.decided.decision.plan);
     let workflow = &seen.workflow;
@@ -186,13 +186,13 @@ pub(super) async fn after_actions(
 /// ([`decide::next_wake`]), or, for a workflow that has finished, forgets what planning it
 /// used: it has no more Jobs to start, and its state would only hold memory (the operator may
 /// keep thousands of finished workflows). A late event plans in full.
-fn remember(shared: &ControllerState, record: Record) {
+fn remember(shared: &ControllerState, record: Box<Record>) {
     let Decided {
         seen,
         decision,
         gate,
         ..
-    } = record.decided;
+    } = *record.decided;
     // Steps a gate holds back want to be looked at again soon: their wants go stale.
     let held = gate.is_some_and(|gate| gate.admitted.is_some());
     let finished = record
