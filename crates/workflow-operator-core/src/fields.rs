@@ -116,6 +116,12 @@ impl<T> IsSet for Vec<T> {
     }
 }
 
+impl<K, T> IsSet for BTreeMap<K, T> {
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
 impl IsSet for String {
     fn is_set(&self) -> bool {
         !self.is_empty()
@@ -182,6 +188,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         affinity,
         pod_spec_patch,
         metrics,
+        hooks,
     } = step;
     // Dependencies as a set: their order, and a name listed twice, do not change what runs.
     let mut dependencies: Vec<&str> = depends_on.iter().map(String::as_str).collect();
@@ -257,6 +264,9 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     );
     // Recorded on the operator's `/metrics` when the step ends: nothing the planners read.
     visit(v, &field("metrics", InPlace, Followed), metrics);
+    // Expanded into steps of their own; what is left on the step (the hooks' names) tells the
+    // full planner which of them run after it whatever its result.
+    visit(v, &field("hooks", RunWhenSet, InFull), hooks);
 }
 
 /// The step fields of Argo's step kinds (`suspend`, `fail`) and per-step pod settings.
@@ -323,6 +333,7 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
         interactive,
         rules,
         metrics,
+        hooks,
     } = spec;
     v.steps(&seed("containers", "steps"), containers);
     let pod = Field {
@@ -345,6 +356,8 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
     visit(v, &field("interactive", RunWhenSet, InFull), interactive);
     visit(v, &field("arguments", Expanded, Followed), arguments);
     visit(v, &field("templates", Expanded, Followed), templates);
+    // Expanded into steps and exit steps, which the full planner runs.
+    visit(v, &field("hooks", Expanded, InFull), hooks);
     let whole = field("workflowTemplateRef", Expanded, Followed);
     visit(v, &whole, workflow_template_ref);
     let most = field("maxStepTimeout", InPlace, Followed);

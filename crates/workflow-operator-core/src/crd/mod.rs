@@ -21,6 +21,7 @@ use super::lifecycle::Phase;
 
 pub mod artifacts;
 pub mod cron;
+pub mod hooks;
 pub mod http;
 pub mod kind;
 pub mod metrics;
@@ -49,6 +50,7 @@ pub use trigger::{
     WebhookSource, WorkFlowTrigger, WorkFlowTriggerSpec, WorkFlowTriggerStatus,
 };
 
+pub use hooks::{Hooks, LifecycleHook};
 pub use http::HttpStep;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
@@ -226,6 +228,15 @@ pub struct WorkFlowSpec {
     /// none turns a failure into a success. `shutdown: Terminate` skips them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_exit: Vec<Step>,
+
+    /// Lifecycle hooks (Argo's `hooks`), by name, each calling a template: `exit` once the
+    /// workflow ended, as an exit step named `hooks.exit`; any other name once its
+    /// `expression` over `workflow.status` holds: from the start (`workflow.status ==
+    /// "Running"`, a step named `hooks.NAME` with no dependencies) or at the end (an exit step
+    /// `hooks.NAME` with the expression as its `when`). Each runs at most once. A failing hook
+    /// but `exit` does not fail the workflow. See "Lifecycle hooks" in docs/api.md.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hooks: Hooks,
 
     /// A volume shared by every step of a run: one PersistentVolumeClaim per run, created and
     /// owned by the workflow (deleted with it), mounted at `mountPath` in every step, its path
@@ -707,6 +718,16 @@ pub struct Step {
     /// metrics" in docs/api.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<Box<CustomMetrics>>,
+
+    /// Lifecycle hooks (Argo's `hooks`), by name, each calling a template as a step named
+    /// `STEP.hooks.NAME`: `exit` once this step ended, whatever its result (its failure still
+    /// fails the workflow); any other name once its `expression` over `steps.STEP.status`
+    /// holds: with the step (`== "Running"`) or once it ended. Each runs at most once, and the
+    /// steps after this one wait for its hooks. A hook's failure does not fail the workflow.
+    /// See "Lifecycle hooks" in docs/api.md.
+    // Boxed: rarely set, and a step is held up to three times per workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<Box<Hooks>>,
 }
 
 /// `withItems`: the items a step runs once per, as written (strings, numbers or objects).

@@ -464,3 +464,61 @@ fn an_evicted_or_deleted_pod_is_retried_by_on_error_and_not_by_on_failure() {
         }
     }
 }
+
+/// lint with an exit hook as the templates make it (`lint.hooks.exit` after lint alone,
+/// tolerating its own failure), and build after both.
+fn lint_with_exit_hook() -> WorkFlow {
+    let mut wf = WorkFlow::test("w")
+        .step("lint", &[])
+        .step("lint.hooks.exit", &["lint"])
+        .continue_on_failed()
+        .step("build", &["lint", "lint.hooks.exit"])
+        .build();
+    let hooks = [("exit".to_string(), crate::crd::LifecycleHook::default())];
+    wf.spec.containers[0].hooks = Some(Box::new(hooks.into()));
+    running(wf)
+}
+
+#[test]
+fn a_steps_exit_hook_starts_after_its_failure_and_the_workflow_fails_once_it_ended() {
+    let wf = lint_with_exit_hook();
+    let jobs = Jobs::of(&wf).exited("lint", 1, "Error", "").build();
+    let plan = plan(&wf, &jobs, at(1));
+    assert_eq!(creates(&plan), ["lint.hooks.exit"]);
+    assert_eq!(status(&plan).workflow_status, Some(Phase::Started));
+
+    let wf = written(wf, &plan);
+    let jobs = Jobs::of(&wf)
+        .exited("lint", 1, "Error", "")
+        .active("lint.hooks.exit", at(1))
+        .build();
+    let plan = super::plan(&wf, &jobs, at(2));
+    assert!(creates(&plan).is_empty(), "started once");
+    assert_eq!(status(&plan).workflow_status, Some(Phase::Started));
+
+    let wf = written(wf, &plan);
+    let jobs = Jobs::of(&wf)
+        .exited("lint", 1, "Error", "")
+        .exited("lint.hooks.exit", 2, "Error", "")
+        .build();
+    let done = super::plan(&wf, &jobs, at(3));
+    assert!(creates(&done).is_empty(), "build never runs");
+    assert_eq!(status(&done).workflow_status, Some(Phase::Failed));
+    let message = status(&done).message.clone().unwrap_or_default();
+    assert!(message.starts_with("step lint failed: exit code 1"), "{message}");
+    assert_eq!(entry(&done, "lint.hooks.exit").phase, StepPhase::Failed);
+}
+
+#[test]
+fn a_steps_exit_hook_runs_after_its_success_before_the_steps_after_it() {
+    let wf = lint_with_exit_hook();
+    let jobs = Jobs::of(&wf).succeeded("lint").build();
+    let plan = plan(&wf, &jobs, at(1));
+    assert_eq!(creates(&plan), ["lint.hooks.exit"]);
+    let wf = written(wf, &plan);
+    let jobs = Jobs::of(&wf)
+        .succeeded("lint")
+        .succeeded("lint.hooks.exit")
+        .build();
+    assert_eq!(creates(&super::plan(&wf, &jobs, at(2))), ["build"]);
+}
