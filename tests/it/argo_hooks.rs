@@ -139,7 +139,10 @@ async fn a_workflows_running_hook_runs_once_with_the_run_and_its_exit_hook_at_th
         log_of(ns, "wf-hooks", "first.hooks.running").await.trim(),
         "first running"
     );
-    assert_eq!(log_of(ns, "wf-hooks", "hooks.exit").await.trim(), "exit hook");
+    assert_eq!(
+        log_of(ns, "wf-hooks", "hooks.exit").await.trim(),
+        "exit hook"
+    );
 }
 
 #[rstest]
@@ -177,5 +180,8 @@ async fn a_steps_exit_hook_runs_after_it_failed_and_reads_its_status(
     );
     let jobs = ns.jobs_of("step-hooks").await;
     assert!(jobs.iter().all(|j| step_of(j) != Some("deploy")));
-    assert!(jobs.iter().all(|j| step_of(j) != Some("build.hooks.succeeded")));
+    assert!(
+        jobs.iter()
+            .all(|j| step_of(j) != Some("build.hooks.succeeded"))
+    );
 }

@@ -257,15 +257,11 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &field("retries", InPlace, Followed), retries);
     visit(v, &field("continueOn", InPlace, Followed), continue_on);
     visit(v, &field("retryStrategy", InPlace, InFull), retry_strategy);
-    visit(
-        v,
-        &field("synchronization", InPlace, InFull),
-        synchronization,
-    );
+    let locks = field("synchronization", InPlace, InFull);
+    visit(v, &locks, synchronization);
     // Recorded on the operator's `/metrics` when the step ends: nothing the planners read.
     visit(v, &field("metrics", InPlace, Followed), metrics);
-    // Expanded into steps of their own; what is left on the step (the hooks' names) tells the
-    // full planner which of them run after it whatever its result.
+    // Made steps of their own: the names left tell the full planner which run after the step.
     visit(v, &field("hooks", RunWhenSet, InFull), hooks);
 }
 

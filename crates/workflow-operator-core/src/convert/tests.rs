@@ -666,8 +666,7 @@ spec:
 
 #[test]
 fn lifecycle_hooks_are_kept_their_expressions_in_cel_and_a_steps_on_exit_is_its_exit_hook() {
-    let (workflow, problems) = one(
-        r#"
+    let (workflow, problems) = one(r#"
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
 metadata: {name: hooked}
@@ -701,8 +700,7 @@ spec:
     - name: note
       inputs: {parameters: [{name: text, value: hi}]}
       container: {image: alpine, command: [echo, "{{inputs.parameters.text}}"]}
-"#,
-    );
+"#);
     let spec = &workflow["spec"];
     assert_eq!(
         spec["hooks"],

@@ -197,11 +197,7 @@ fn spec_rows() -> Vec<(&'static str, Target, Value)> {
             s,
             json!({"arguments": {"parameters": [{"name": "p", "value": "two"}]}}),
         ),
-        (
-            "hooks",
-            s,
-            json!({"hooks": {"exit": {"template": "t"}}}),
-        ),
+        ("hooks", s, json!({"hooks": {"exit": {"template": "t"}}})),
         (
             "templates",
             s,

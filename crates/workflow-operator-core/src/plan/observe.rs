@@ -690,7 +690,10 @@ impl<'a> Assessment<'a> {
             self.tolerated.push((unit, failure));
         } else {
             self.failures.push((unit, failure));
-            let hooks = self.hooks_after.get(&unit.node).filter(|_| unit.item.is_none());
+            let hooks = self
+                .hooks_after
+                .get(&unit.node)
+                .filter(|_| unit.item.is_none());
             self.released.extend(hooks.into_iter().flatten());
         }
         tolerated

@@ -514,7 +514,10 @@ fn a_steps_exit_hook_starts_after_its_failure_and_the_workflow_fails_once_it_end
     assert!(creates(&done).is_empty(), "build never runs");
     assert_eq!(status(&done).workflow_status, Some(Phase::Failed));
     let message = status(&done).message.clone().unwrap_or_default();
-    assert!(message.starts_with("step lint failed: exit code 1"), "{message}");
+    assert!(
+        message.starts_with("step lint failed: exit code 1"),
+        "{message}"
+    );
     assert_eq!(entry(&done, "lint.hooks.exit").phase, StepPhase::Failed);
 }
 

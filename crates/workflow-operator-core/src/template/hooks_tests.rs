@@ -123,11 +123,7 @@ containers:
         exits,
         [
             ("hooks.exit", None, false),
-            (
-                "hooks.failed",
-                Some(r#"workflow.status == "Failed""#),
-                true
-            )
+            ("hooks.failed", Some(r#"workflow.status == "Failed""#), true)
         ]
     );
 }
