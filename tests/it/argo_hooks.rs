@@ -2,14 +2,15 @@
 //! submitted as it is: the workflow's `running` hook (and a step's) started with the run, once,
 //! its `exit` hook at the end and a `Failed` one skipped; a step's `exit` hook run after the
 //! step failed, reading its status, beside an expression hook on its failure, while the steps
-//! after it never run and the workflow fails as the step did.
+//! after it never run and the workflow fails as the step did; and that hook once across an
+//! operator SIGKILL.
 
 use rstest::rstest;
 
 use crate::argo_dag_outputs::{log_of, phases};
 use crate::support;
 
-use support::{Operator, operator, step_of};
+use support::{Operator, operator, operator_process, step_of};
 
 /// A workflow whose hooks say when they ran: `running` while it runs, `exit` at its end,
 /// `failed` only if it failed; `first` also has a hook while it runs.
@@ -183,5 +184,37 @@ async fn a_steps_exit_hook_runs_after_it_failed_and_reads_its_status(
     assert!(
         jobs.iter()
             .all(|j| step_of(j) != Some("build.hooks.succeeded"))
+    );
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_steps_exit_hook_runs_once_across_an_operator_sigkill(
+    #[future(awt)] operator_process: Operator,
+) {
+    let mut operator = operator_process;
+    let manifest = STEP_EXIT_HOOK.replace("name: step-hooks", "name: killed-hooks");
+    let file = support::yaml_file(&manifest);
+    (operator.ns)
+        .cli(&["submit", file.path().to_str().unwrap()])
+        .await;
+    (operator.ns)
+        .wait_step_job("killed-hooks", "build.hooks.exit", "created", |_| true)
+        .await;
+    // Down once the hook started: the operator that comes back has only the cluster's state.
+    operator.kill().await;
+    operator.start();
+    let ns = &operator.ns;
+    ns.expect_failed("killed-hooks", &["step build failed", "exit code 3"])
+        .await;
+    let jobs = ns.jobs_of("killed-hooks").await;
+    let ran = |step: &str| jobs.iter().filter(|j| step_of(j) == Some(step)).count();
+    assert_eq!(ran("build.hooks.exit"), 1);
+    assert_eq!(ran("build.hooks.failed"), 1);
+    assert_eq!(ran("build.hooks.succeeded"), 0);
+    assert_eq!(ran("deploy"), 0);
+    assert_eq!(
+        log_of(ns, "killed-hooks", "build.hooks.exit").await.trim(),
+        "build ended Failed"
     );
 }
