@@ -1,5 +1,6 @@
 //! Scheduling: which ready steps start now (dependencies succeeded, `when` true, outputs and
-//! items known, within `parallelism`), and how the run moves on to its exit steps and its end.
+//! items known, within `parallelism`; a failed step's hooks, which run whatever its result),
+//! and how the run moves on to its exit steps and its end.
 
 use crate::crd::Shutdown;
 use crate::dag::Dag;
@@ -27,9 +28,9 @@ impl<'a> Planner<'a> {
             .partition(|j| exit_dag.is_none() || dag.index_of(&j.step).is_some());
         let mut mains = self.assess_runs(dag, &main_jobs, 0);
         self.apply_rules(dag, &main_jobs, &mut mains);
-        if spec.fail_fast {
+        if spec.fail_fast && mains.iter().any(|v| !v.failures.is_empty()) {
             // Failed fast: only the hooks of the failed steps start, then the run ends.
-            for view in mains.iter_mut().filter(|v| !v.failures.is_empty()) {
+            for view in &mut mains {
                 let released = &view.released;
                 view.ready.retain(|u| released.contains(&u.node));
             }
