@@ -50,6 +50,9 @@ pub struct DataFlow {
     /// `{{steps.NAME.status}}`, `exitCode`, `startedAt`, `finishedAt`) and whose outputs none
     /// does: seen from their Job alone, no pod read.
     pub ended_read: HashSet<usize>,
+    /// The hooks (by index in the steps' DAG) of each hooked step that run once it ended,
+    /// whatever its result (`template::hooks::after`): started after its failure too.
+    pub hooks_after: HashMap<usize, Vec<usize>>,
 }
 
 impl DataFlow {
@@ -62,6 +65,7 @@ impl DataFlow {
             && self.fan_out.is_empty()
             && self.retry.is_empty()
             && self.exit_retry.is_empty()
+            && self.hooks_after.is_empty()
     }
 }
 

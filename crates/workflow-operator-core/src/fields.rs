@@ -116,6 +116,12 @@ impl<T> IsSet for Vec<T> {
     }
 }
 
+impl<K, T> IsSet for BTreeMap<K, T> {
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
 impl IsSet for String {
     fn is_set(&self) -> bool {
         !self.is_empty()
@@ -182,6 +188,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         affinity,
         pod_spec_patch,
         metrics,
+        hooks,
     } = step;
     // Dependencies as a set: their order, and a name listed twice, do not change what runs.
     let mut dependencies: Vec<&str> = depends_on.iter().map(String::as_str).collect();
@@ -250,13 +257,12 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &field("retries", InPlace, Followed), retries);
     visit(v, &field("continueOn", InPlace, Followed), continue_on);
     visit(v, &field("retryStrategy", InPlace, InFull), retry_strategy);
-    visit(
-        v,
-        &field("synchronization", InPlace, InFull),
-        synchronization,
-    );
+    let locks = field("synchronization", InPlace, InFull);
+    visit(v, &locks, synchronization);
     // Recorded on the operator's `/metrics` when the step ends: nothing the planners read.
     visit(v, &field("metrics", InPlace, Followed), metrics);
+    // Made steps of their own: the names left tell the full planner which run after the step.
+    visit(v, &field("hooks", RunWhenSet, InFull), hooks);
 }
 
 /// The step fields of Argo's step kinds (`suspend`, `fail`) and per-step pod settings.
@@ -323,6 +329,7 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
         interactive,
         rules,
         metrics,
+        hooks,
     } = spec;
     v.steps(&seed("containers", "steps"), containers);
     let pod = Field {
@@ -345,6 +352,8 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
     visit(v, &field("interactive", RunWhenSet, InFull), interactive);
     visit(v, &field("arguments", Expanded, Followed), arguments);
     visit(v, &field("templates", Expanded, Followed), templates);
+    // Expanded into steps and exit steps, which the full planner runs.
+    visit(v, &field("hooks", Expanded, InFull), hooks);
     let whole = field("workflowTemplateRef", Expanded, Followed);
     visit(v, &whole, workflow_template_ref);
     let most = field("maxStepTimeout", InPlace, Followed);

@@ -92,6 +92,7 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         affinity: None,
         pod_spec_patch: None,
         metrics: None,
+        hooks: None,
     }
 }
 
@@ -140,6 +141,7 @@ impl WorkFlow {
             interactive: false,
             rules: Vec::new(),
             metrics: None,
+            hooks: BTreeMap::new(),
         };
         let mut workflow = WorkFlow::new(name, spec);
         workflow.metadata = ObjectMeta {

@@ -1,5 +1,5 @@
 //! A `dag` task and a `steps` entry as ours: a step calling a template, with its arguments,
-//! fan-out, `when` (in CEL) and `continueOn`. A task's `{{tasks.X...}}` reads `{{steps.X...}}`.
+//! fan-out, `when` (in CEL), `continueOn` and lifecycle hooks. A task's `{{tasks.X...}}` reads `{{steps.X...}}`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,6 +73,8 @@ fn call(
                     None => Some(value.clone()),
                 },
                 "continueOn" => data::continue_on(value, path, report),
+                // Both at once, below: `onExit` is the `exit` hook.
+                "hooks" | "onExit" => None,
                 // The caller's: an inline template is converted as one.
                 "inline" => None,
                 _ => {
@@ -101,6 +103,12 @@ fn call(
     );
     if !input_artifacts.is_empty() {
         out.insert("inputs".into(), json!({"artifacts": input_artifacts}));
+    }
+    let on_exit_path = walk::join(at, "onExit");
+    let on_exit = call.get("onExit").map(|v| (v, on_exit_path.as_str()));
+    let hooks_path = walk::join(at, "hooks");
+    if let Some(hooks) = super::hooks::hooks(call.get("hooks"), on_exit, &hooks_path, report) {
+        out.insert("hooks".into(), hooks);
     }
     out
 }

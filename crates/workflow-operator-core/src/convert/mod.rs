@@ -16,6 +16,7 @@ pub mod call;
 pub mod cron;
 pub mod data;
 pub mod depends;
+pub mod hooks;
 pub mod http;
 pub mod spec;
 pub mod table;

@@ -52,6 +52,7 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
                 }
                 "podGC" => data::pod_gc(value, path, report).map(|v| ("podCleanup", v)),
                 "artifactGC" => artifact_gc(value, path, report).map(|v| (field, v)),
+                "hooks" => super::hooks::hooks(Some(value), None, path, report).map(|v| (field, v)),
                 // entrypoint, onExit and retryStrategy: once the templates are converted.
                 _ => None,
             };

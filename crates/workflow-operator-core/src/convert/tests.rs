@@ -663,3 +663,67 @@ spec:
         .unwrap();
     assert_eq!(say["metrics"]["prometheus"][0]["name"], "said");
 }
+
+#[test]
+fn lifecycle_hooks_are_kept_their_expressions_in_cel_and_a_steps_on_exit_is_its_exit_hook() {
+    let (workflow, problems) = one(r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: hooked}
+spec:
+  entrypoint: main
+  hooks:
+    exit: {template: note}
+    done:
+      expression: workflow.status == "Succeeded" or workflow.status == "Error"
+      template: note
+    named:
+      expression: workflow.name == "x"
+      template: note
+  templates:
+    - name: main
+      dag:
+        tasks:
+          - name: a
+            template: note
+            onExit: note
+            hooks:
+              running: {expression: 'tasks.a.status == "Running"', template: note}
+              failed:
+                expression: tasks["a"].status == "Failed"
+                template: note
+                arguments: {parameters: [{name: text, value: "{{tasks.a.status}}"}]}
+          - name: b
+            template: note
+            hooks:
+              ref: {expression: 'tasks.b.status == "Running"', templateRef: {name: t, template: u}}
+    - name: note
+      inputs: {parameters: [{name: text, value: hi}]}
+      container: {image: alpine, command: [echo, "{{inputs.parameters.text}}"]}
+"#);
+    let spec = &workflow["spec"];
+    assert_eq!(
+        spec["hooks"],
+        json!({
+            "exit": {"template": "note"},
+            "done": {"template": "note", "expression": "workflow.status == \"Completed\" || workflow.status == \"Failed\""},
+        })
+    );
+    assert_eq!(
+        spec["containers"][0]["hooks"],
+        json!({
+            "exit": {"template": "note"},
+            "running": {"template": "note", "expression": "steps.a.status == \"Running\""},
+            "failed": {"template": "note", "expression": "steps[\"a\"].status == \"Failed\"",
+                       "arguments": {"parameters": [{"name": "text", "value": "{{steps.a.status}}"}]}},
+        })
+    );
+    assert_eq!(spec["containers"][1].get("hooks"), None);
+    assert_eq!(
+        problems,
+        [
+            "spec.hooks.named: the hook is left out: expression \"workflow.name == \\\"x\\\"\" reads workflow.name: only workflow.status and a step's status are translated",
+            "spec.templates[0].dag.tasks[1].hooks.ref: the hook is left out: a hook calling a templateRef is not supported yet",
+        ]
+    );
+}

@@ -21,6 +21,7 @@ use super::lifecycle::Phase;
 
 pub mod artifacts;
 pub mod cron;
+pub mod hooks;
 pub mod http;
 pub mod kind;
 pub mod metrics;
@@ -49,6 +50,7 @@ pub use trigger::{
     WebhookSource, WorkFlowTrigger, WorkFlowTriggerSpec, WorkFlowTriggerStatus,
 };
 
+pub use hooks::{Hooks, LifecycleHook};
 pub use http::HttpStep;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
@@ -226,6 +228,15 @@ pub struct WorkFlowSpec {
     /// none turns a failure into a success. `shutdown: Terminate` skips them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_exit: Vec<Step>,
+
+    /// Lifecycle hooks (Argo's `hooks`), by name, each calling a template: `exit` once the
+    /// workflow ended, as an exit step named `hooks.exit`; any other name once its
+    /// `expression` over `workflow.status` holds: from the start (`workflow.status ==
+    /// "Running"`, a step named `hooks.NAME` with no dependencies) or at the end (an exit step
+    /// `hooks.NAME` with the expression as its `when`). Each runs at most once. A failing hook
+    /// but `exit` does not fail the workflow. See "Lifecycle hooks" in docs/api.md.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hooks: Hooks,
 
     /// A volume shared by every step of a run: one PersistentVolumeClaim per run, created and
     /// owned by the workflow (deleted with it), mounted at `mountPath` in every step, its path
@@ -707,6 +718,16 @@ pub struct Step {
     /// metrics" in docs/api.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<Box<CustomMetrics>>,
+
+    /// Lifecycle hooks (Argo's `hooks`), by name, each calling a template as a step named
+    /// `STEP.hooks.NAME`: `exit` once this step ended, whatever its result (its failure still
+    /// fails the workflow); any other name once its `expression` over `steps.STEP.status`
+    /// holds: with the step (`== "Running"`) or once it ended. Each runs at most once, and the
+    /// steps after this one wait for its hooks. A hook's failure does not fail the workflow.
+    /// See "Lifecycle hooks" in docs/api.md.
+    // Boxed: rarely set, and a step is held up to three times per workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<Box<Hooks>>,
 }
 
 /// `withItems`: the items a step runs once per, as written (strings, numbers or objects).
@@ -1579,8 +1600,9 @@ spec:
         // `inputs`, `initContainers` and `sidecars` 8 each (a box); `retries` 8 more as a
         // number or text (`IntOrExpr`, its text boxed); Argo's step kinds and pod settings
         // (`suspend`, `fail`, `http`, `resource`, `nodeSelector`, `tolerations`, `affinity`,
-        // `podSpecPatch`) 8 each (a box); custom `metrics` 8 (a box).
-        assert!(size <= 504, "a Step is {size} bytes");
+        // `podSpecPatch`) 8 each (a box); custom `metrics` 8 (a box); lifecycle `hooks` 8 (a
+        // box).
+        assert!(size <= 512, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing
@@ -1589,8 +1611,9 @@ spec:
         // `activeDeadlineSeconds` 16, `synchronization` 8 (a box); `artifactRepository` 8 (a
         // box), `artifactGC` 8 (one byte, padded); `rules` 24 (a Vec, one per workflow);
         // Kueue at workflow scope 24 (`resources` a box, `managedBy` a boxed str, `queueScope`
-        // one byte in the padding); custom `metrics` 8 (a box).
-        assert!(spec <= 312, "a WorkFlowSpec is {spec} bytes");
+        // one byte in the padding); custom `metrics` 8 (a box); lifecycle `hooks` 24 (a map,
+        // one per workflow).
+        assert!(spec <= 336, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

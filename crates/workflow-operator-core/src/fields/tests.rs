@@ -126,6 +126,7 @@ fn step_rows() -> Vec<(&'static str, Target, Value)> {
             json!({"metrics": {"prometheus": [{"name": "m", "counter": {"value": "1"}}]}}),
         ),
         ("when", b, json!({"when": "steps.a.phase == 'Succeeded'"})),
+        ("hooks", b, json!({"hooks": {"exit": {"template": "t"}}})),
         ("withItems", b, json!({"withItems": ["x", "y"]})),
         (
             "withParam",
@@ -196,6 +197,7 @@ fn spec_rows() -> Vec<(&'static str, Target, Value)> {
             s,
             json!({"arguments": {"parameters": [{"name": "p", "value": "two"}]}}),
         ),
+        ("hooks", s, json!({"hooks": {"exit": {"template": "t"}}})),
         (
             "templates",
             s,

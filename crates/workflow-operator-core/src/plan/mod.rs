@@ -408,7 +408,13 @@ impl Compiled {
             .map(|dag| data_flow::check(spec, &kinds, dag, exit.as_ref()));
         let (dag, flow) = match flow {
             Some(Err(error)) => (Err(error), DataFlow::default()),
-            Some(Ok(flow)) => (dag, flow),
+            Some(Ok(flow)) => (
+                dag,
+                DataFlow {
+                    hooks_after: template::hooks::after(&spec.containers),
+                    ..flow
+                },
+            ),
             None => (dag, DataFlow::default()),
         };
         let (dag, rules) = match dag {

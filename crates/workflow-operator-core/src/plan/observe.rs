@@ -55,6 +55,9 @@ impl<'a> Planner<'a> {
             &flow.exit_retry
         };
         let mut seen = Assessment::new(scope, job_of, strategies);
+        if main.is_none() {
+            seen.hooks_after = &flow.hooks_after;
+        }
         self.see_steps(&mut seen, main.is_none(), jobs);
         self.see_cached(&mut seen);
         self.see_fans(&mut seen, fan_outs, item_jobs, jobs);
@@ -529,6 +532,9 @@ static NO_OUTPUTS: Outputs = Outputs::new();
 /// The fan-outs of a scope without any.
 static NO_FANS: LazyLock<HashMap<usize, FanOut>> = LazyLock::new(HashMap::new);
 
+/// The hooks of the exit steps, which have none.
+static NO_HOOKS: LazyLock<HashMap<usize, Vec<usize>>> = LazyLock::new(HashMap::new);
+
 /// The Job that speaks for each step of `scope` (and each item of a step that fans out, by
 /// step): its latest attempt (`retryStrategy`); of two Jobs of one attempt, success wins, then
 /// a running one (it may still succeed).
@@ -625,6 +631,10 @@ struct Assessment<'a> {
     is_refused: HashSet<Unit>,
     skipped: Vec<bool>,
     inputs: HashMap<usize, Inputs>,
+    /// The hooks of each hooked step that run once it ended, whatever its result.
+    hooks_after: &'a HashMap<usize, Vec<usize>>,
+    /// Hooks whose step failed (not tolerated): they may start though their step is not done.
+    released: BTreeSet<usize>,
 }
 
 impl<'a> Assessment<'a> {
@@ -654,6 +664,8 @@ impl<'a> Assessment<'a> {
             is_refused: HashSet::new(),
             skipped: vec![false; n],
             inputs: HashMap::new(),
+            hooks_after: &NO_HOOKS,
+            released: BTreeSet::new(),
         }
     }
 
@@ -678,6 +690,11 @@ impl<'a> Assessment<'a> {
             self.tolerated.push((unit, failure));
         } else {
             self.failures.push((unit, failure));
+            let hooks = self
+                .hooks_after
+                .get(&unit.node)
+                .filter(|_| unit.item.is_none());
+            self.released.extend(hooks.into_iter().flatten());
         }
         tolerated
     }
@@ -718,6 +735,18 @@ impl<'a> Assessment<'a> {
             }
     }
 
+    /// The steps whose dependencies are done, and the hooks of failed steps, that may start
+    /// something ([`Assessment::starts`]), in spec order.
+    fn may_start(&self) -> Vec<usize> {
+        let mut may: Vec<usize> = (self.progress.ready())
+            .chain((self.released.iter().copied()).filter(|&h| !self.progress.is_done(h)))
+            .filter(|&i| self.starts(i))
+            .collect();
+        may.sort_unstable();
+        may.dedup();
+        may
+    }
+
     /// `when`s, named outputs and items decide among the steps that may start: a false `when`
     /// skips its step (done for its dependents, which may then be decided in turn), a failing
     /// one or a missing output fails it, and so does a `withParam` that is not a JSON list; a
@@ -731,9 +760,7 @@ impl<'a> Assessment<'a> {
         (whens, fan_outs): (&HashMap<usize, Arc<When>>, &'a HashMap<usize, FanOut>),
         main: Option<(&'a Dag, &Known<'a>)>,
     ) {
-        let mut queue: Vec<usize> = (self.progress.ready())
-            .filter(|&i| self.starts(i))
-            .collect();
+        let mut queue: Vec<usize> = self.may_start();
         while let Some(i) = queue.pop() {
             let done = match self.decide_step(i, whens, main) {
                 Some(done) => done,
@@ -914,9 +941,7 @@ impl<'a> Assessment<'a> {
     /// step (the spec's own items were checked at create).
     fn ready(&mut self) -> Vec<Unit> {
         let mut ready = Vec::new();
-        let may_start: Vec<usize> = (self.progress.ready())
-            .filter(|&i| self.starts(i))
-            .collect();
+        let may_start = self.may_start();
         for i in may_start {
             let Some(fan) = self.fans.get(&i) else {
                 ready.push(Unit::step(i));
@@ -994,6 +1019,7 @@ impl<'a> Assessment<'a> {
             known,
             skipped: self.skipped,
             inputs: self.inputs,
+            released: self.released,
         }
     }
 }

@@ -200,9 +200,21 @@ pub(super) struct View<'a> {
     pub(super) skipped: Vec<bool>,
     /// The values of the outputs each ready step names, for its Jobs.
     pub(super) inputs: HashMap<usize, Inputs>,
+    /// The hooks of failed steps that run once their step ended, whatever its result.
+    pub(super) released: BTreeSet<usize>,
 }
 
 impl View<'_> {
+    /// Whether a hook of a failed step has yet to end: the run waits for it, even with
+    /// `failFast`.
+    pub(super) fn hooks_pending(&self) -> bool {
+        (self.released.iter()).any(|&h| !self.progress.is_done(h) && !self.is_refused_step(h))
+    }
+
+    fn is_refused_step(&self, i: usize) -> bool {
+        self.failures.iter().any(|(u, _)| u.node == i)
+    }
+
     /// The name of `unit` in the status: its step's, with its run and item (`fan_out`).
     pub(super) fn display(&self, unit: Unit) -> String {
         fan_out::display_name(

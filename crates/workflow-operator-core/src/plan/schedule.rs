@@ -1,5 +1,6 @@
 //! Scheduling: which ready steps start now (dependencies succeeded, `when` true, outputs and
-//! items known, within `parallelism`), and how the run moves on to its exit steps and its end.
+//! items known, within `parallelism`; a failed step's hooks, which run whatever its result),
+//! and how the run moves on to its exit steps and its end.
 
 use crate::crd::Shutdown;
 use crate::dag::Dag;
@@ -27,6 +28,13 @@ impl<'a> Planner<'a> {
             .partition(|j| exit_dag.is_none() || dag.index_of(&j.step).is_some());
         let mut mains = self.assess_runs(dag, &main_jobs, 0);
         self.apply_rules(dag, &main_jobs, &mut mains);
+        if spec.fail_fast && mains.iter().any(|v| !v.failures.is_empty()) {
+            // Failed fast: only the hooks of the failed steps start, then the run ends.
+            for view in &mut mains {
+                let released = &view.released;
+                view.ready.retain(|u| released.contains(&u.node));
+            }
+        }
         if spec.shutdown.is_some() || self.finishing().is_some() {
             // Stopping or terminating: nothing new starts.
             for view in &mut mains {
@@ -140,10 +148,10 @@ impl<'a> Planner<'a> {
                 message.push_str(&format!("; {}", failure.describe(name)));
             }
             Some((Trigger::Terminated, message))
-        } else if let Some((name, failure)) = first_failure
-            .as_ref()
-            .filter(|_| spec.fail_fast || running == 0 && no_ready)
-        {
+        } else if let Some((name, failure)) = first_failure.as_ref().filter(|_| {
+            let hooks_pending = mains.iter().any(View::hooks_pending);
+            spec.fail_fast && !hooks_pending || running == 0 && no_ready
+        }) {
             let mut message = failure.describe(name);
             if failed_steps > 1 {
                 message.push_str(&format!(" (and {} more failed steps)", failed_steps - 1));

@@ -12,6 +12,7 @@ use super::call_policies;
 use super::config_maps;
 use super::fill::{Vars, fill_json, rename_outputs, shield, unshield, unshield_json};
 use super::groups::inner_steps;
+use super::hooks;
 use super::merge::step_over_template;
 use super::recursion;
 use crate::crd::Step;
@@ -111,10 +112,17 @@ impl<'a> Expander<'a> {
         vars: &Vars,
         at: &str,
     ) -> (Vec<Step>, Calls) {
+        let steps = match hooks::unfold(steps, at) {
+            Ok(steps) => steps,
+            Err(problems) => {
+                self.problems.extend(problems);
+                return (Vec::new(), Calls::new());
+            }
+        };
         let mut out = Vec::with_capacity(steps.len());
         let mut leaves: HashMap<String, Vec<String>> = HashMap::new();
         let mut calls = Calls::new();
-        for step in steps {
+        for step in steps.iter() {
             match self.step(step, scope, vars, at) {
                 Expanded::Step(step) => out.push(*step),
                 Expanded::Dag {
@@ -424,6 +432,9 @@ impl<'a> Expander<'a> {
         if !inner.depends_on.is_empty() {
             return self.refuse(at, &call.step_name, format!("template {:?} has dependsOn: a template's steps depend on each other only inside its dag", template.name));
         }
+        if inner.hooks.is_some() {
+            return self.refuse(at, &call.step_name, format!("template {:?} has hooks: a step's hooks are set on the step calling the template", template.name));
+        }
         let inner = if inner.template.is_some() || inner.template_ref.is_some() {
             match self.step(&inner, scope, &vars, at) {
                 Expanded::Step(step) => *step,
@@ -460,6 +471,9 @@ impl<'a> Expander<'a> {
         let name = call.step_name.clone();
         if let Some(problem) = container_fields_of(template) {
             return self.refuse(at, &name, problem);
+        }
+        if call.hooks.is_some() {
+            return self.refuse(at, &name, format!("calls dag template {:?} and has hooks: the hooks of a call of a dag or steps template are not supported yet (set them on its steps)", template.name));
         }
         if let Some(field) = container_fields_set(&call) {
             return self.refuse(at, &name, format!("calls dag template {:?} and sets {field}, which only a container step has: set it on the template's steps", template.name));

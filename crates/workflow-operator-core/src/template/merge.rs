@@ -50,6 +50,7 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         affinity,
         pod_spec_patch,
         metrics,
+        hooks,
     } = call;
     Step {
         step_name,
@@ -99,6 +100,9 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         pod_spec_patch: pod_spec_patch.or(template.pod_spec_patch),
         // A call's own metrics replace its template's, as Argo's template metrics are one list.
         metrics: metrics.or(template.metrics),
+        // A step's hooks are its call's (a template with hooks is refused where it is read):
+        // they were made steps of their own before the call was expanded.
+        hooks,
     }
 }
 
@@ -152,6 +156,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         interactive,
         rules,
         metrics,
+        hooks,
     } = own.clone();
     WorkFlowSpec {
         max_step_timeout: if max_step_timeout == DEFAULT_MAX_STEP_TIMEOUT {
@@ -196,6 +201,12 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
             rules
         },
         metrics: metrics.or(template.metrics),
+        // The workflow's hooks replace the template's, as its exit steps do not.
+        hooks: if hooks.is_empty() {
+            template.hooks
+        } else {
+            hooks
+        },
         suspend,
         shutdown,
         retry,

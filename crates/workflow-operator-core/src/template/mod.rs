@@ -20,6 +20,7 @@
 //!   recorded in `status.resolvedConfigMapKeys`.
 //! - `globals`: `{{workflow.outputs...}}` read from the steps that give them (`globalName`).
 //! - `groups`: the steps of a `dag` or Argo's `steps` template, read as steps.
+//! - `hooks`: lifecycle hooks (`hooks` of the workflow and of a step) made steps.
 //! - `numbers`: numbers written as text (Argo's `limit: "3"`, a parameter), filled and checked.
 //! - `recursion`: a template calling itself under a `when`, unrolled to a depth limit.
 
@@ -30,6 +31,7 @@ mod expand;
 mod fill;
 mod globals;
 mod groups;
+pub mod hooks;
 mod merge;
 mod numbers;
 pub mod recursion;
@@ -42,6 +44,9 @@ mod dag_outputs_tests;
 
 #[cfg(test)]
 mod fan_out_tests;
+
+#[cfg(test)]
+mod hooks_tests;
 
 #[cfg(test)]
 mod steps_tests;
@@ -84,6 +89,7 @@ pub fn uses_templates(spec: &WorkFlowSpec) -> bool {
         || numbers::spec_texts(spec).next().is_some()
         || !spec.templates.is_empty()
         || spec.workflow_template_ref.is_some()
+        || !spec.hooks.is_empty()
         || spec
             .containers
             .iter()
@@ -96,6 +102,7 @@ fn step_uses_templates(step: &Step) -> bool {
     let param_listed = (step.with_param.as_deref()).is_some_and(|p| !p.0.contains("{{"));
     step.template.is_some()
         || step.template_ref.is_some()
+        || step.hooks.is_some()
         || step.arguments.is_some()
         || param_listed
         || numbers::step_texts(step).next().is_some()
@@ -331,8 +338,12 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
         origin: spec.origin,
         templates: &spec.spec.templates,
     };
-    let mut containers = expander.top_level(&spec.spec.containers, scope, &vars);
-    let mut on_exit = expander.top_level(&spec.spec.on_exit, scope, &vars);
+    let (own, own_exit) = hooks::unfold_workflow(&spec.spec).unwrap_or_else(|found| {
+        problems.extend(found);
+        (spec.spec.containers.clone(), spec.spec.on_exit.clone())
+    });
+    let mut containers = expander.top_level(&own, scope, &vars);
+    let mut on_exit = expander.top_level(&own_exit, scope, &vars);
     problems.append(&mut expander.problems);
     problems.extend(globals::apply(&mut containers, &mut on_exit));
     problems.extend(plain_problems(&containers, &on_exit));
@@ -350,6 +361,7 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
         on_exit,
         templates: Vec::new(),
         workflow_template_ref: None,
+        hooks: Default::default(),
         arguments,
         ..spec.spec
     }))

@@ -130,8 +130,8 @@ fn a_steps_entry_that_is_not_a_step_is_refused_naming_its_place() {
             r#"step "s": template "t": steps[1][0]: name "a" is used twice"#,
         ),
         (
-            "[[{name: a, image: x, hooks: {}}]]",
-            r#"step "s": template "t": steps[0][0]: "a": unknown field hooks: a step has "#,
+            "[[{name: a, image: x, onExit: t}]]",
+            r#"step "s": template "t": steps[0][0]: "a": unknown field onExit: a step has "#,
         ),
     ];
     for (steps, expected) in cases {
