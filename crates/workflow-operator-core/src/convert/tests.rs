@@ -663,3 +663,43 @@ spec:
         .unwrap();
     assert_eq!(say["metrics"]["prometheus"][0]["name"], "said");
 }
+
+#[test]
+fn mirror_volume_mounts_writes_the_template_s_mounts_onto_its_init_containers_and_sidecars() {
+    let (workflow, problems) = one(r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: mirror}
+spec:
+  entrypoint: main
+  volumes: [{name: shared, emptyDir: {}}]
+  templates:
+    - name: main
+      initContainers:
+        - {name: prepare, image: alpine, mirrorVolumeMounts: true}
+      sidecars:
+        - name: watch
+          image: alpine
+          mirrorVolumeMounts: true
+          volumeMounts: [{name: own, mountPath: /own}]
+        - {name: apart, image: alpine, mirrorVolumeMounts: false}
+      container:
+        image: alpine
+        volumeMounts: [{name: shared, mountPath: /shared}]
+"#);
+    assert_eq!(problems, Vec::<String>::new());
+    let step = &workflow["spec"]["templates"][0];
+    let shared = json!({"name": "shared", "mountPath": "/shared"});
+    assert_eq!(
+        step["initContainers"],
+        json!([{"name": "prepare", "image": "alpine", "volumeMounts": [shared]}])
+    );
+    assert_eq!(
+        step["sidecars"],
+        json!([
+            {"name": "watch", "image": "alpine",
+             "volumeMounts": [{"name": "own", "mountPath": "/own"}, shared]},
+            {"name": "apart", "image": "alpine"},
+        ])
+    );
+}
