@@ -187,7 +187,7 @@ const WORKFLOW_ROWS: &[Row] = &[
     row(Workflow, "dnsConfig", Unsupported, "dnsConfig is not supported yet"),
     row(Workflow, "schedulerName", Unsupported, "schedulerName is not supported yet"),
     row(Workflow, "hostAliases", Unsupported, "hostAliases is not supported yet"),
-    row(Workflow, "podSpecPatch", Unsupported, "podSpecPatch is not supported yet"),
+    row(Workflow, "podSpecPatch", Same, "every step's pod patched, before a template's own `podSpecPatch` goes over it, as in Argo; as a template's, a JSON merge patch whose lists of named items merge by name; `{{workflow.*}}` forms are filled"),
     row(Workflow, "podDisruptionBudget", Unsupported, "podDisruptionBudget is not supported yet"),
     row(Workflow, "metrics", Same, "recorded on the operator's `/metrics` when the workflow ends, named `workflow_operator_NAME` (a counter's `_total` added), once per operator process; a `realtime` gauge is set at the end only; a `when` is `LEFT OP RIGHT` (`==`, `!=`, `<`, `>`, `<=`, `>=`)"),
     row(Workflow, "hooks", Unsupported, "lifecycle hooks are not supported yet: exit steps (`onExit`) run at the end"),

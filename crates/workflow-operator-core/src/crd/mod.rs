@@ -179,6 +179,14 @@ pub struct WorkFlowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_template: Option<Box<PodTemplate>>,
 
+    /// A patch of every step's pod spec (JSON or YAML; Argo's workflow `podSpecPatch`),
+    /// applied before the step's own `podSpecPatch`, which goes over it, as in Argo: a JSON
+    /// merge patch whose lists of named items (`containers`, `volumes`, `env`) merge by `name`;
+    /// `main` names the step's container. `{{workflow.*}}` forms are filled.
+    // Boxed: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_spec_patch: Option<Box<String>>,
+
     /// Seconds a step's pod may take to start (image pull, Secrets and ConfigMaps, scheduling,
     /// the Job controller creating it); a step not started by then fails with the cause. The
     /// step's own timeout counts from its Job's start, as before.
@@ -1589,8 +1597,8 @@ spec:
         // `activeDeadlineSeconds` 16, `synchronization` 8 (a box); `artifactRepository` 8 (a
         // box), `artifactGC` 8 (one byte, padded); `rules` 24 (a Vec, one per workflow);
         // Kueue at workflow scope 24 (`resources` a box, `managedBy` a boxed str, `queueScope`
-        // one byte in the padding); custom `metrics` 8 (a box).
-        assert!(spec <= 312, "a WorkFlowSpec is {spec} bytes");
+        // one byte in the padding); custom `metrics` 8 (a box); `podSpecPatch` 8 (a box).
+        assert!(spec <= 320, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

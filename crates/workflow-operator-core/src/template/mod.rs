@@ -77,11 +77,13 @@ impl fmt::Display for Problems {
     }
 }
 
-/// Whether `spec` uses anything [`expand`] does: parameters, templates, a shared template, or
-/// a `{{workflow.` / `{{inputs.` form in a step.
+/// Whether `spec` uses anything [`expand`] does: parameters, templates, a shared template, a
+/// `{{workflow.` / `{{inputs.` form in a step, or the workflow's `podSpecPatch` (filled and
+/// checked).
 pub fn uses_templates(spec: &WorkFlowSpec) -> bool {
     spec.arguments.is_some()
         || numbers::spec_texts(spec).next().is_some()
+        || spec.pod_spec_patch.is_some()
         || !spec.templates.is_empty()
         || spec.workflow_template_ref.is_some()
         || spec
@@ -326,6 +328,7 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
     problems.extend(config_maps::problems(&spec.spec));
     let arguments = parameters(&spec, recorded, &mut vars, &mut problems);
     numbers::fill_spec(&mut spec.spec, &vars, &mut problems);
+    fill_pod_spec_patch(&mut spec.spec, &vars, &mut problems);
     let mut expander = Expander::new((resolved, recorded), &namespace, vars.clone());
     let scope = Scope {
         origin: spec.origin,
@@ -487,6 +490,21 @@ fn parameters(
     vars.entry("workflow.parameters.json".into())
         .or_insert_with(|| serde_json::Value::from(all).to_string());
     Some(Box::new(arguments))
+}
+
+/// The workflow's `podSpecPatch` with its `{{workflow.*}}` forms filled, then checked.
+fn fill_pod_spec_patch(spec: &mut WorkFlowSpec, vars: &Vars, problems: &mut Vec<String>) {
+    let Some(patch) = spec.pod_spec_patch.as_deref_mut() else {
+        return;
+    };
+    let mut unfilled = fill::Unfilled::new();
+    *patch = fill::fill(patch, vars, &mut unfilled);
+    for (form, why) in unfilled {
+        problems.push(format!("spec.podSpecPatch: {form}: {why}"));
+    }
+    problems.extend(crate::crd::step_pod::workflow_problems(Some(
+        patch.as_str(),
+    )));
 }
 
 /// What is wrong with plain steps whatever they came from: a step without an image, a form
