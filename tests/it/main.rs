@@ -18,6 +18,7 @@ mod argo_dag_outputs;
 mod argo_fanout;
 mod argo_forms;
 mod argo_http;
+mod argo_locks;
 mod argo_metrics;
 mod argo_params;
 mod argo_pod;

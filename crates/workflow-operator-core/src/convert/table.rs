@@ -376,7 +376,7 @@ const POLICY_ROWS: &[Row] = &[
     row(ContinueOn, "failed", Converted("`failed: true`"), "any failure of the step, its program's or its pod's"),
     row(ContinueOn, "error", Converted("`failed: true`"), "any failure of the step, its program's or its pod's"),
     row(Synchronization, "mutexes", Converted("`mutexes`"), "mutexes of a database (`database: true`) are not supported"),
-    row(Synchronization, "semaphores", Converted("`semaphores` (`name`, `limit`)"), "a semaphore's limit is written in the spec here: one from a ConfigMap is not supported yet"),
+    row(Synchronization, "semaphores", Converted("`semaphores`: `name: CONFIGMAP/KEY`, `limitFrom.configMapKeyRef`"), "the limit is read once, when the workflow starts, and recorded in `status.resolvedConfigMapKeys`: the workflow counts with it to its end, where Argo reads the ConfigMap again as it goes (a changed limit applies to the workflows started after it); two workflows that read different limits each take a slot only while fewer hold the semaphore than their own limit, and none while a holder's slot is at or above it; a ConfigMap or key not there, or a value that is not a whole number of at least 1, fails the workflow naming it; semaphores of a database (`database: {key}`) or of another `namespace` are not supported"),
     row(Synchronization, "mutex", Converted("`mutexes: [it]`"), ""),
     row(Synchronization, "semaphore", Converted("`semaphores: [it]`"), "as `semaphores`"),
     row(Memoize, "key", Same, ""),

@@ -703,3 +703,46 @@ spec:
         ])
     );
 }
+
+#[test]
+fn a_semaphore_reads_its_limit_from_its_configmap_key_and_is_named_after_it() {
+    let (workflow, problems) = one(r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: sem}
+spec:
+  entrypoint: main
+  synchronization:
+    semaphores:
+      - configMapKeyRef: {name: limits, key: db}
+      - {configMapKeyRef: {name: limits, key: other}, namespace: elsewhere}
+      - database: {key: workflow}
+  podSpecPatch: '{"priority": 1}'
+  templates:
+    - name: main
+      synchronization:
+        semaphore: {configMapKeyRef: {name: limits, key: step}}
+      container: {image: alpine}
+"#);
+    assert_eq!(
+        problems,
+        [
+            r#"spec.synchronization.semaphores[1].namespace: a semaphore of another namespace ("elsewhere") is not supported: its ConfigMap is read in the workflow's"#,
+            "spec.synchronization.semaphores[2]: semaphores of a database are not supported",
+        ]
+    );
+    let spec = &workflow["spec"];
+    assert_eq!(
+        spec["synchronization"],
+        json!({"semaphores": [
+            {"name": "limits/db", "limitFrom": {"configMapKeyRef": {"name": "limits", "key": "db"}}},
+        ]})
+    );
+    assert_eq!(spec["podSpecPatch"], r#"{"priority": 1}"#);
+    assert_eq!(
+        spec["templates"][0]["synchronization"],
+        json!({"semaphores": [
+            {"name": "limits/step", "limitFrom": {"configMapKeyRef": {"name": "limits", "key": "step"}}},
+        ]})
+    );
+}

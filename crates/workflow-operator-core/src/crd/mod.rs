@@ -58,7 +58,8 @@ pub use metrics::{
     CounterMetric, CustomMetrics, GaugeMetric, HistogramMetric, MetricLabel, PrometheusMetric,
 };
 pub use policies::{
-    Backoff, Cache, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
+    Backoff, Cache, ContinueOn, LimitSource, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef,
+    Synchronization,
 };
 pub use resource::ResourceStep;
 pub use rules::{Durations, Metrics, Rule, RuleAction, RuleStatus, StepMetrics};

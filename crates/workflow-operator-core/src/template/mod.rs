@@ -16,8 +16,9 @@
 //! - `expand`: calls made steps, `dag` templates made named steps.
 //! - `call_outputs`: a `dag` or `steps` template's own outputs, aliased to its steps'.
 //! - `call_policies`: a call's `target`, `parallelism` and global output names.
-//! - `config_maps`: parameters from ConfigMaps (`valueFrom.configMapKeyRef`), read once and
-//!   recorded in `status.resolvedConfigMapKeys`.
+//! - `config_maps`: parameters and semaphores' limits from ConfigMaps
+//!   (`valueFrom.configMapKeyRef`, `limitFrom.configMapKeyRef`), read once and recorded in
+//!   `status.resolvedConfigMapKeys`.
 //! - `globals`: `{{workflow.outputs...}}` read from the steps that give them (`globalName`).
 //! - `groups`: the steps of a `dag` or Argo's `steps` template, read as steps.
 //! - `numbers`: numbers written as text (Argo's `limit: "3"`, a parameter), filled and checked.
@@ -78,11 +79,12 @@ impl fmt::Display for Problems {
 }
 
 /// Whether `spec` uses anything [`expand`] does: parameters, templates, a shared template, a
-/// `{{workflow.` / `{{inputs.` form in a step, or the workflow's `podSpecPatch` (filled and
-/// checked).
+/// `{{workflow.` / `{{inputs.` form in a step, a semaphore's limit from a ConfigMap, or the
+/// workflow's `podSpecPatch` (filled and checked).
 pub fn uses_templates(spec: &WorkFlowSpec) -> bool {
     spec.arguments.is_some()
         || numbers::spec_texts(spec).next().is_some()
+        || !config_maps::limit_keys(spec).is_empty()
         || spec.pod_spec_patch.is_some()
         || !spec.templates.is_empty()
         || spec.workflow_template_ref.is_some()
@@ -338,6 +340,13 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
     let mut on_exit = expander.top_level(&spec.spec.on_exit, scope, &vars);
     problems.append(&mut expander.problems);
     problems.extend(globals::apply(&mut containers, &mut on_exit));
+    let locks = spec.spec.synchronization.as_deref_mut();
+    config_maps::fill_limits(locks, "spec.synchronization", recorded, &mut problems);
+    for step in containers.iter_mut().chain(&mut on_exit) {
+        let at = format!("step {:?}: synchronization", step.step_name);
+        let locks = step.synchronization.as_deref_mut();
+        config_maps::fill_limits(locks, &at, recorded, &mut problems);
+    }
     problems.extend(plain_problems(&containers, &on_exit));
     problems.extend(numbers::spec_problems(&spec.spec));
     if containers.is_empty() && problems.is_empty() {
