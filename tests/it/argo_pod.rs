@@ -1,7 +1,8 @@
 //! Argo's per-template pod settings and `withSequence.format` end to end on the embedded
 //! control plane, written in Argo's YAML and submitted as it is: a `podSpecPatch` adding an
 //! environment variable to Argo's `main` container, a template's `tolerations` on its pod,
-//! and a sequence's items written with a format.
+//! a sequence's items written with a format, the workflow's `podSpecPatch` under a template's,
+//! and a sidecar mirroring the main container's volume mounts (`mirrorVolumeMounts`).
 
 use std::io::Write as _;
 
@@ -72,4 +73,98 @@ async fn a_pod_spec_patch_tolerations_and_a_sequence_format_reach_the_pods(
     }
     shards.sort();
     assert_eq!(shards, ["shard-08", "shard-09", "shard-10"]);
+}
+
+/// The workflow's `podSpecPatch` (a parameter filled in it) on every pod, a template's own
+/// patch over it.
+const WORKFLOW_PATCH: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: wf-patch
+spec:
+  entrypoint: main
+  arguments:
+    parameters: [{name: colour, value: teal}]
+  podSpecPatch: |
+    containers:
+      - name: main
+        env:
+          - {name: COLOUR, value: "{{workflow.parameters.colour}}"}
+          - {name: SIZE, value: small}
+  templates:
+    - name: main
+      steps:
+        - - name: plain
+            template: show
+          - name: patched
+            template: patched
+    - name: show
+      container:
+        image: alpine:3.20
+        command: [sh, -c, 'echo "$COLOUR $SIZE"']
+    - name: patched
+      podSpecPatch: '{"containers": [{"name": "main", "env": [{"name": "SIZE", "value": "large"}]}]}'
+      container:
+        image: alpine:3.20
+        command: [sh, -c, 'echo "$COLOUR $SIZE"']
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn a_workflow_pod_spec_patch_reaches_every_pod_under_a_template_s_own(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let file = support::yaml_file(WORKFLOW_PATCH);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    ns.expect_completed("wf-patch").await;
+    let mut logs = Vec::new();
+    for job in ns.jobs_of("wf-patch").await {
+        let step = step_of(&job).unwrap_or_default().to_string();
+        logs.push((step, ns.job_log(&job).await.trim().to_string()));
+    }
+    logs.sort();
+    assert_eq!(
+        logs,
+        [
+            ("patched".to_string(), "teal large".to_string()),
+            ("plain".to_string(), "teal small".to_string()),
+        ]
+    );
+}
+
+/// The main container writes a file to an emptyDir only it mounts; the sidecar, mirroring its
+/// mounts, reads it and answers in another file the main container prints (or gives up).
+const MIRRORED: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: mirrored
+spec:
+  entrypoint: talk
+  volumes: [{name: shared, emptyDir: {}}]
+  templates:
+    - name: talk
+      sidecars:
+        - name: reader
+          image: alpine:3.20
+          mirrorVolumeMounts: true
+          command: [sh, -c, 'until [ -f /shared/said ]; do sleep 0.1; done; echo "sidecar read $(cat /shared/said)" > /shared/reply; sleep 600']
+      container:
+        image: alpine:3.20
+        volumeMounts: [{name: shared, mountPath: /shared}]
+        command: [sh, -c, 'echo hello > /shared/said; for i in $(seq 300); do [ -f /shared/reply ] && break; sleep 0.1; done; cat /shared/reply']
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn a_sidecar_mirroring_the_main_container_s_mounts_reads_what_it_wrote(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let file = support::yaml_file(MIRRORED);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    ns.expect_completed("mirrored").await;
+    let jobs = ns.jobs_of("mirrored").await;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(ns.job_log(&jobs[0]).await.trim(), "sidecar read hello");
 }

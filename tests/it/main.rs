@@ -19,6 +19,7 @@ mod argo_fanout;
 mod argo_forms;
 mod argo_hooks;
 mod argo_http;
+mod argo_locks;
 mod argo_metrics;
 mod argo_params;
 mod argo_pod;

@@ -308,6 +308,7 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
         active_deadline_seconds,
         synchronization,
         pod_template,
+        pod_spec_patch,
         start_timeout,
         suspend,
         shutdown,
@@ -337,6 +338,13 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
         ..field("podTemplate", RunWhenSet, Followed)
     };
     visit(v, &pod, pod_template);
+    // Every step's pod patched, as a step's own `podSpecPatch` (`visit_argo_kinds`): part of
+    // each Job, built alike by both planners, left to the full one as the step's is.
+    let patch = Field {
+        key: "pod_spec_patch",
+        ..field("podSpecPatch", RunWhenSet, InFull)
+    };
+    visit(v, &patch, pod_spec_patch);
     let exit = Field {
         key: "on_exit",
         ..field("onExit", RunWhenSet, InFull)

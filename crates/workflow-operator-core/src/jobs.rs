@@ -568,13 +568,16 @@ impl<'a> StepJob<'a> {
         volumes
     }
 
-    /// `pod` with the step's own pod settings (`crd::step_pod`), if it has any.
+    /// `pod` with the step's own pod settings and the workflow's `podSpecPatch`
+    /// (`crd::step_pod`), if there are any.
     fn own_pod(&self, pod: PodSpec) -> Result<PodSpec, JobError> {
-        if !step_pod::any(self.step) {
+        let workflow_patch = self.workflow.spec.pod_spec_patch.as_deref();
+        if !step_pod::any(self.step) && workflow_patch.is_none() {
             return Ok(pod);
         }
         let container = names::dns_label(&self.step.step_name);
-        step_pod::apply(pod, self.step, &container)
+        let workflow_patch = workflow_patch.map(String::as_str);
+        step_pod::apply(pod, self.step, workflow_patch, &container)
             .map_err(|why| JobError::PodSpec(self.step.step_name.clone(), why))
     }
 

@@ -117,6 +117,7 @@ impl WorkFlow {
             active_deadline_seconds: None,
             synchronization: None,
             pod_template: None,
+            pod_spec_patch: None,
             start_timeout: super::crd::DEFAULT_START_TIMEOUT,
             suspend: false,
             shutdown: None,

@@ -230,30 +230,70 @@ pub fn continue_on(value: &Value, at: &str, report: &mut Report) -> Option<Value
     tolerated.then(|| json!({"failed": true}))
 }
 
-/// `synchronization`: mutexes by name; a semaphore's limit from a ConfigMap is named.
+/// `synchronization`: mutexes by name; semaphores named after their ConfigMap key, their
+/// limits read from it (`limitFrom`).
 pub fn synchronization(value: &Value, at: &str, report: &mut Report) -> Value {
     let mut mutexes = Vec::new();
+    let mut semaphores = Vec::new();
     walk::fields(
         Place::Synchronization,
         value,
         at,
         report,
-        |field, value, path, _, report| {
-            match field {
+        |field, value, path, _, report| match field {
             "mutexes" => {
                 for (path, mutex) in walk::items(value, path, report) {
                     mutexes.extend(mutex_name(mutex, &path, report));
                 }
             }
             "mutex" => mutexes.extend(mutex_name(value, path, report)),
-            _ => report.not_converted(
-                path,
-                "a semaphore's limit is written in the spec here: one from a ConfigMap is not supported yet",
-            ),
-        }
+            "semaphores" => {
+                for (path, semaphore) in walk::items(value, path, report) {
+                    semaphores.extend(semaphore_from(semaphore, &path, report));
+                }
+            }
+            _ => semaphores.extend(semaphore_from(value, path, report)),
         },
     );
-    json!({"mutexes": mutexes})
+    let mut out = Map::new();
+    for (key, list) in [("mutexes", mutexes), ("semaphores", semaphores)] {
+        if !list.is_empty() {
+            out.insert(key.into(), Value::Array(list));
+        }
+    }
+    Value::Object(out)
+}
+
+/// Argo's semaphore, its limit a ConfigMap key's: ours named `CONFIGMAP/KEY`, so the
+/// workflows naming one key share it as in Argo, its limit read from that key.
+fn semaphore_from(semaphore: &Value, at: &str, report: &mut Report) -> Option<Value> {
+    // Argo's database semaphore: `database: {key}`, its limit in a table.
+    if semaphore.get("database").is_some() {
+        report.not_converted(at, "semaphores of a database are not supported");
+        return None;
+    }
+    if let Some(namespace) = semaphore.get("namespace") {
+        let why = format!(
+            "a semaphore of another namespace ({namespace}) is not supported: its ConfigMap is read in the workflow's"
+        );
+        report.not_converted(&walk::join(at, "namespace"), why);
+        return None;
+    }
+    let key = semaphore.get("configMapKeyRef");
+    let (Some(name), Some(key_name)) = (
+        key.and_then(|k| k.get("name")?.as_str()),
+        key.and_then(|k| k.get("key")?.as_str()),
+    ) else {
+        report.not_converted(
+            at,
+            "a semaphore names its ConfigMap key (configMapKeyRef: name, key)",
+        );
+        return None;
+    };
+    Some(json!({
+        "name": format!("{name}/{key_name}"),
+        "limitFrom": {"configMapKeyRef": {"name": name, "key": key_name}},
+    }))
 }
 
 fn mutex_name(mutex: &Value, at: &str, report: &mut Report) -> Option<Value> {

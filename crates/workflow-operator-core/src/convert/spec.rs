@@ -334,6 +334,18 @@ fn calls(value: &Value, name: &str) -> bool {
     }
 }
 
+/// Whether an init container or sidecar of `template` mounts the volume `name`.
+fn other_containers_mount(template: &Map<String, Value>, name: &str) -> bool {
+    let containers = ["initContainers", "sidecars"]
+        .iter()
+        .filter_map(|k| template.get(*k)?.as_array())
+        .flatten();
+    let mounts = containers.filter_map(|c| c.get("volumeMounts")?.as_array());
+    mounts
+        .flatten()
+        .any(|m| m.get("name").and_then(Value::as_str) == Some(name))
+}
+
 /// Argo's one `volumeClaimTemplates` claim as our `workspace`, mounted where the templates
 /// mount it (their mounts of it removed: the workspace is mounted in every step).
 fn workspace(
@@ -364,6 +376,13 @@ fn workspace(
                 !ours
             });
         }
+    }
+    if templates
+        .iter()
+        .any(|t| other_containers_mount(&t.fields, name))
+    {
+        report.not_converted(at, format!("claim {name:?} is mounted in an init container or sidecar, not supported: the workspace is mounted in the step's container only"));
+        return None;
     }
     if paths.iter().any(|p| *p != paths[0]) {
         report.not_converted(at, format!("claim {name:?} is mounted at different paths, not supported yet: the workspace has one"));

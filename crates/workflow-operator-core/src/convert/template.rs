@@ -139,6 +139,7 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
         },
     );
     fields.extend(container);
+    mirror_volume_mounts(&mut fields);
     if matches!(body, Body::Dag(_) | Body::Steps(_)) {
         only_calls(&mut fields, at, report);
         // A called template's own; the entrypoint's is the workflow's too.
@@ -291,24 +292,34 @@ fn calls_fanning_out(template: &Value) -> impl Iterator<Item = String> + '_ {
         .filter_map(|call| Some(call.get("template")?.as_str()?.to_string()))
 }
 
-/// `initContainers` or `sidecars`, without Argo's `mirrorVolumeMounts`.
+/// `initContainers` or `sidecars`, each as written; Argo's `mirrorVolumeMounts` is kept for
+/// [`mirror_volume_mounts`], which knows the template's own mounts.
 fn containers(value: &Value, at: &str, report: &mut Report) -> Value {
-    let list = walk::items(value, at, report)
-        .into_iter()
-        .map(|(path, container)| {
-            let mut container = container.clone();
-            if let Some(map) = container.as_object_mut()
-                && map.remove("mirrorVolumeMounts").is_some()
-            {
-                report.not_converted(
-                    &walk::join(&path, "mirrorVolumeMounts"),
-                    "mirrorVolumeMounts is not supported yet: give the container its volumeMounts",
-                );
+    let list = walk::items(value, at, report);
+    Value::Array(list.into_iter().map(|(_, c)| c.clone()).collect())
+}
+
+/// Argo's `mirrorVolumeMounts: true` on an init container or sidecar written out: the
+/// template's own `volumeMounts` appended to that container's, as Argo's controller appends the
+/// main container's; the flag itself is removed from every one.
+fn mirror_volume_mounts(fields: &mut Map<String, Value>) {
+    let mounts = fields.get("volumeMounts").cloned();
+    for key in ["initContainers", "sidecars"] {
+        let list = fields.get_mut(key).and_then(Value::as_array_mut);
+        for container in list.into_iter().flatten().filter_map(Value::as_object_mut) {
+            let mirror = container.remove("mirrorVolumeMounts");
+            let Some(Value::Array(mounts)) = mounts
+                .as_ref()
+                .filter(|_| mirror == Some(Value::Bool(true)))
+            else {
+                continue;
+            };
+            let own = container.entry("volumeMounts").or_insert_with(|| json!([]));
+            if let Some(own) = own.as_array_mut() {
+                own.extend(mounts.iter().cloned());
             }
-            container
-        })
-        .collect();
-    Value::Array(list)
+        }
+    }
 }
 
 /// A `dag`'s tasks as steps; its `failFast` and `target` in `policies`.

@@ -274,7 +274,7 @@ fn what_cannot_be_converted_is_named_with_its_path_and_why() {
     assert_eq!(
         problems,
         [
-            "spec.podSpecPatch: podSpecPatch is not supported yet",
+            "spec.hostNetwork: hostNetwork is not supported yet",
             "spec.templates[2].outputs.parameters[0].valueFrom.jqFilter: an output from a resource's jqFilter is not supported yet: read the field with jsonPath",
             "spec.templates[2].resource.manifestFrom: a manifest from an artifact is not supported yet: give it as text (manifest)",
         ]
@@ -725,5 +725,88 @@ spec:
             "spec.hooks.named: the hook is left out: expression \"workflow.name == \\\"x\\\"\" reads workflow.name: only workflow.status and a step's status are translated",
             "spec.templates[0].dag.tasks[1].hooks.ref: the hook is left out: a hook calling a templateRef is not supported yet",
         ]
+    );
+}
+
+#[test]
+fn mirror_volume_mounts_writes_the_template_s_mounts_onto_its_init_containers_and_sidecars() {
+    let (workflow, problems) = one(r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: mirror}
+spec:
+  entrypoint: main
+  volumes: [{name: shared, emptyDir: {}}]
+  templates:
+    - name: main
+      initContainers:
+        - {name: prepare, image: alpine, mirrorVolumeMounts: true}
+      sidecars:
+        - name: watch
+          image: alpine
+          mirrorVolumeMounts: true
+          volumeMounts: [{name: own, mountPath: /own}]
+        - {name: apart, image: alpine, mirrorVolumeMounts: false}
+      container:
+        image: alpine
+        volumeMounts: [{name: shared, mountPath: /shared}]
+"#);
+    assert_eq!(problems, Vec::<String>::new());
+    let step = &workflow["spec"]["templates"][0];
+    let shared = json!({"name": "shared", "mountPath": "/shared"});
+    assert_eq!(
+        step["initContainers"],
+        json!([{"name": "prepare", "image": "alpine", "volumeMounts": [shared]}])
+    );
+    assert_eq!(
+        step["sidecars"],
+        json!([
+            {"name": "watch", "image": "alpine",
+             "volumeMounts": [{"name": "own", "mountPath": "/own"}, shared]},
+            {"name": "apart", "image": "alpine"},
+        ])
+    );
+}
+
+#[test]
+fn a_semaphore_reads_its_limit_from_its_configmap_key_and_is_named_after_it() {
+    let (workflow, problems) = one(r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: sem}
+spec:
+  entrypoint: main
+  synchronization:
+    semaphores:
+      - configMapKeyRef: {name: limits, key: db}
+      - {configMapKeyRef: {name: limits, key: other}, namespace: elsewhere}
+      - database: {key: workflow}
+  podSpecPatch: '{"priority": 1}'
+  templates:
+    - name: main
+      synchronization:
+        semaphore: {configMapKeyRef: {name: limits, key: step}}
+      container: {image: alpine}
+"#);
+    assert_eq!(
+        problems,
+        [
+            r#"spec.synchronization.semaphores[1].namespace: a semaphore of another namespace ("elsewhere") is not supported: its ConfigMap is read in the workflow's"#,
+            "spec.synchronization.semaphores[2]: semaphores of a database are not supported",
+        ]
+    );
+    let spec = &workflow["spec"];
+    assert_eq!(
+        spec["synchronization"],
+        json!({"semaphores": [
+            {"name": "limits/db", "limitFrom": {"configMapKeyRef": {"name": "limits", "key": "db"}}},
+        ]})
+    );
+    assert_eq!(spec["podSpecPatch"], r#"{"priority": 1}"#);
+    assert_eq!(
+        spec["templates"][0]["synchronization"],
+        json!({"semaphores": [
+            {"name": "limits/step", "limitFrom": {"configMapKeyRef": {"name": "limits", "key": "step"}}},
+        ]})
     );
 }

@@ -60,7 +60,8 @@ pub use metrics::{
     CounterMetric, CustomMetrics, GaugeMetric, HistogramMetric, MetricLabel, PrometheusMetric,
 };
 pub use policies::{
-    Backoff, Cache, ContinueOn, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef, Synchronization,
+    Backoff, Cache, ContinueOn, LimitSource, MutexRef, RetryPolicy, RetryStrategy, SemaphoreRef,
+    Synchronization,
 };
 pub use resource::ResourceStep;
 pub use rules::{Durations, Metrics, Rule, RuleAction, RuleStatus, StepMetrics};
@@ -180,6 +181,14 @@ pub struct WorkFlowSpec {
     // Boxed, as are a step's rarely set nested Kubernetes types: see `Step`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_template: Option<Box<PodTemplate>>,
+
+    /// A patch of every step's pod spec (JSON or YAML; Argo's workflow `podSpecPatch`),
+    /// applied before the step's own `podSpecPatch`, which goes over it, as in Argo: a JSON
+    /// merge patch whose lists of named items (`containers`, `volumes`, `env`) merge by `name`;
+    /// `main` names the step's container. `{{workflow.*}}` forms are filled.
+    // Boxed: rarely set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_spec_patch: Option<Box<String>>,
 
     /// Seconds a step's pod may take to start (image pull, Secrets and ConfigMaps, scheduling,
     /// the Job controller creating it); a step not started by then fails with the cause. The
@@ -1612,8 +1621,8 @@ spec:
         // box), `artifactGC` 8 (one byte, padded); `rules` 24 (a Vec, one per workflow);
         // Kueue at workflow scope 24 (`resources` a box, `managedBy` a boxed str, `queueScope`
         // one byte in the padding); custom `metrics` 8 (a box); lifecycle `hooks` 24 (a map,
-        // one per workflow).
-        assert!(spec <= 336, "a WorkFlowSpec is {spec} bytes");
+        // one per workflow); `podSpecPatch` 8 (a box).
+        assert!(spec <= 344, "a WorkFlowSpec is {spec} bytes");
     }
 
     #[test]

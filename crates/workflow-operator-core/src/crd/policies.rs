@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::numbers::{self, IntOrExpr};
+use super::templates::ConfigMapKeyRef;
 
 /// Which failures of a step the workflow survives, as Argo's `continueOn`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -99,16 +100,35 @@ pub struct MutexRef {
     pub name: String,
 }
 
-/// A semaphore, by name, with its limit.
+/// A semaphore, by name, with its limit: `limit`, or `limitFrom` a ConfigMap key.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.limit) != has(self.limitFrom)", "message": "give the limit or where it is read (limitFrom), one of the two", "fieldPath": ".limit", "reason": "FieldValueInvalid"}]))]
 pub struct SemaphoreRef {
     /// Its name, shared by every workflow of the namespace that names it.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// Holders at a time, as this workflow counts them (it may change while the semaphore is
-    /// in use: nobody new takes it while as many hold it).
+    /// in use: nobody new takes it while as many hold it). Required unless `limitFrom`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "numbers::at_least_one")]
-    pub limit: IntOrExpr<i32>,
+    pub limit: Option<IntOrExpr<i32>>,
+    /// Where the limit is read instead (Argo's semaphore from a ConfigMap): a key of a
+    /// ConfigMap in the workflow's namespace holding a whole number of at least 1, read once,
+    /// when the workflow starts, and recorded in `status.resolvedConfigMapKeys`: the workflow
+    /// counts with that number to its end, whatever becomes of the ConfigMap. A ConfigMap or
+    /// key that is not there, or a value that is not such a number, fails the workflow naming
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_from: Option<LimitSource>,
+}
+
+/// Where a semaphore's limit is read (`limitFrom`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitSource {
+    /// A key of a ConfigMap in the workflow's namespace.
+    pub config_map_key_ref: ConfigMapKeyRef,
 }
 
 /// A step whose result is kept and reused (`cache`): before it runs, an entry for its key that

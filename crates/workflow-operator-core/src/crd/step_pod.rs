@@ -1,6 +1,7 @@
 //! A step's own pod settings, as an Argo template sets them: `nodeSelector`, `tolerations`,
 //! `affinity` (over the workflow's `podTemplate`), and `podSpecPatch`, a patch of the step's
-//! whole pod spec applied last.
+//! whole pod spec applied last; the workflow's `podSpecPatch` is applied just before it, as
+//! Argo applies the workflow's patch and then the template's.
 //!
 //! `podSpecPatch` is a JSON merge patch (RFC 7386: an object's keys replace or, with `null`,
 //! remove the pod spec's), with one difference Argo users rely on: a list whose items are all
@@ -27,12 +28,19 @@ pub fn any(step: &Step) -> bool {
 }
 
 /// `pod` with `step`'s own settings: its node selector's labels over the workflow's, its
-/// tolerations after the workflow's, its affinity instead of the workflow's, then its
-/// `podSpecPatch` (where `main` names the step's container `container`).
+/// tolerations after the workflow's, its affinity instead of the workflow's, then the
+/// workflow's `podSpecPatch` (`workflow_patch`), then the step's (where `main` names the
+/// step's container `container`).
 ///
 /// # Errors
-/// A `podSpecPatch` that is not a JSON or YAML object, or that makes the pod spec invalid.
-pub fn apply(mut pod: PodSpec, step: &Step, container: &str) -> Result<PodSpec, String> {
+/// A `podSpecPatch` that is not a JSON or YAML object, or that makes the pod spec invalid
+/// (the workflow's named `spec.podSpecPatch`).
+pub fn apply(
+    mut pod: PodSpec,
+    step: &Step,
+    workflow_patch: Option<&str>,
+    container: &str,
+) -> Result<PodSpec, String> {
     if let Some(selector) = &step.node_selector {
         let mut merged = pod.node_selector.take().unwrap_or_default();
         merged.extend(selector.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -46,14 +54,23 @@ pub fn apply(mut pod: PodSpec, step: &Step, container: &str) -> Result<PodSpec, 
     if let Some(affinity) = &step.affinity {
         pod.affinity = Some((**affinity).clone());
     }
-    let Some(text) = step.pod_spec_patch.as_deref() else {
-        return Ok(pod);
-    };
-    let mut patch = parse(text)?;
-    rename_main(&mut patch, container);
-    let mut value = serde_json::to_value(&pod).expect("a pod spec serialises");
-    merge(&mut value, patch);
-    serde_json::from_value(value).map_err(|e| format!("podSpecPatch: the patched pod spec: {e}"))
+    let patches = [
+        (workflow_patch, "spec.podSpecPatch"),
+        (
+            step.pod_spec_patch.as_deref().map(String::as_str),
+            "podSpecPatch",
+        ),
+    ];
+    for (text, name) in patches {
+        let Some(text) = text else { continue };
+        let mut patch = parse(text).map_err(|why| format!("{name}: {why}"))?;
+        rename_main(&mut patch, container);
+        let mut value = serde_json::to_value(&pod).expect("a pod spec serialises");
+        merge(&mut value, patch);
+        pod = serde_json::from_value(value)
+            .map_err(|e| format!("{name}: the patched pod spec: {e}"))?;
+    }
+    Ok(pod)
 }
 
 /// What is wrong with `step`'s `podSpecPatch`, if it has one: not an object.
@@ -66,17 +83,24 @@ pub fn problems(step: &Step) -> Vec<String> {
         return Vec::new();
     }
     (parse(text).err().into_iter())
-        .map(|why| format!("step {:?}: {why}", step.step_name))
+        .map(|why| format!("step {:?}: podSpecPatch: {why}", step.step_name))
+        .collect()
+}
+
+/// What is wrong with the workflow's `podSpecPatch` (filled), if it has one: not an object.
+pub fn workflow_problems(patch: Option<&str>) -> Vec<String> {
+    let parsed = patch.map(parse);
+    (parsed.and_then(Result::err).into_iter())
+        .map(|why| format!("spec.podSpecPatch: {why}"))
         .collect()
 }
 
 /// The patch in `text`, JSON or YAML, which must be an object.
 fn parse(text: &str) -> Result<Value, String> {
-    let value: Value =
-        serde_yaml::from_str(text).map_err(|e| format!("podSpecPatch: not JSON or YAML: {e}"))?;
+    let value: Value = serde_yaml::from_str(text).map_err(|e| format!("not JSON or YAML: {e}"))?;
     if !value.is_object() {
         return Err(format!(
-            "podSpecPatch: must be an object (a pod spec's fields), not {value}"
+            "must be an object (a pod spec's fields), not {value}"
         ));
     }
     Ok(value)
@@ -159,7 +183,7 @@ mod tests {
             "tolerations": [{"key": "spot", "operator": "Exists"}],
             "affinity": {"nodeAffinity": {}},
         }));
-        let out = apply(pod(), &step, "build").unwrap();
+        let out = apply(pod(), &step, None, "build").unwrap();
         let selector = out.node_selector.unwrap();
         assert_eq!(selector["zone"], "b");
         assert_eq!(selector["disk"], "ssd");
@@ -176,7 +200,7 @@ mod tests {
             "resources": {"limits": {"cpu": "1"}}}], "tolerations": null,
             "activeDeadlineSeconds": 30}"#;
         let patched = step(json!({"podSpecPatch": patch}));
-        let out = apply(pod(), &patched, "build").unwrap();
+        let out = apply(pod(), &patched, None, "build").unwrap();
         let container: &Container = &out.containers[0];
         assert_eq!(out.containers.len(), 1);
         assert_eq!(container.image.as_deref(), Some("alpine"));
@@ -189,7 +213,10 @@ mod tests {
         assert_eq!(out.active_deadline_seconds, Some(30));
         // YAML as Argo allows.
         let yaml = step(json!({"podSpecPatch": "priority: 5\n"}));
-        assert_eq!(apply(pod(), &yaml, "build").unwrap().priority, Some(5));
+        assert_eq!(
+            apply(pod(), &yaml, None, "build").unwrap().priority,
+            Some(5)
+        );
     }
 
     #[test]
@@ -202,11 +229,46 @@ mod tests {
         let bad = apply(
             pod(),
             &step(json!({"podSpecPatch": "{\"priority\": \"high\"}"})),
+            None,
             "build",
         );
         assert!(
             bad.unwrap_err()
                 .starts_with("podSpecPatch: the patched pod spec:")
+        );
+    }
+
+    #[test]
+    fn the_workflow_s_patch_goes_first_and_the_step_s_over_it() {
+        let workflow = r#"{"priority": 1, "containers": [{"name": "main",
+            "env": [{"name": "A", "value": "workflow"}, {"name": "W", "value": "w"}]}]}"#;
+        let patched = step(json!({"podSpecPatch":
+            "containers: [{name: main, env: [{name: A, value: step}]}]\npriority: 2\n"}));
+        let out = apply(pod(), &patched, Some(workflow), "build").unwrap();
+        assert_eq!(
+            out.priority,
+            Some(2),
+            "the step's patch goes over the workflow's"
+        );
+        let env: Vec<_> = (out.containers[0].env.iter().flatten())
+            .map(|e| (e.name.as_str(), e.value.as_deref().unwrap()))
+            .collect();
+        assert_eq!(env, [("A", "step"), ("W", "w")]);
+        let plain = step(json!({}));
+        let out = apply(pod(), &plain, Some(workflow), "build").unwrap();
+        assert_eq!(
+            out.priority,
+            Some(1),
+            "a step without a patch takes the workflow's"
+        );
+        assert_eq!(
+            workflow_problems(Some("[1]")),
+            ["spec.podSpecPatch: must be an object (a pod spec's fields), not [1]"]
+        );
+        let bad = apply(pod(), &plain, Some("priority: high"), "build");
+        assert!(
+            bad.unwrap_err()
+                .starts_with("spec.podSpecPatch: the patched pod spec:")
         );
     }
 }

@@ -231,6 +231,11 @@ fn spec_rows() -> Vec<(&'static str, Target, Value)> {
             s,
             json!({"podTemplate": {"serviceAccountName": "runner"}}),
         ),
+        (
+            "podSpecPatch",
+            s,
+            json!({"podSpecPatch": "{\"priority\": 1}"}),
+        ),
         ("startTimeout", s, json!({"startTimeout": 30})),
         ("suspend", s, json!({"suspend": true})),
         ("shutdown", s, json!({"shutdown": "Stop"})),

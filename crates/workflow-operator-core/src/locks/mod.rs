@@ -96,7 +96,8 @@ pub fn locks_of(synchronization: Option<&Synchronization>) -> Vec<Lock> {
     let semaphores = sync.semaphores.iter().map(|s| Lock {
         kind: Kind::Semaphore,
         name: s.name.clone(),
-        limit: u32::try_from(s.limit.num().unwrap_or(1).max(1)).unwrap_or(1),
+        limit: u32::try_from(s.limit.as_ref().and_then(|l| l.num()).unwrap_or(1).max(1))
+            .unwrap_or(1),
     });
     let mut locks: Vec<Lock> = mutexes.chain(semaphores).collect();
     locks.sort();

@@ -73,7 +73,8 @@ fn locks_are_taken_in_one_order_and_each_has_its_own_leases() {
         ],
         semaphores: vec![SemaphoreRef {
             name: "a".into(),
-            limit: 2.into(),
+            limit: Some(2.into()),
+            limit_from: None,
         }],
     };
     let locks = locks_of(Some(&sync));

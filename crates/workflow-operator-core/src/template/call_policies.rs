@@ -82,7 +82,8 @@ pub(super) fn limit_parallelism(
             name.map_or("", String::as_str),
             uid.map_or("", String::as_str)
         ),
-        limit: limit.into(),
+        limit: Some(limit.into()),
+        limit_from: None,
     };
     for step in steps
         .iter_mut()

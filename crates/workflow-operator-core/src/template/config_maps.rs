@@ -1,19 +1,23 @@
 //! Parameters from ConfigMaps (`valueFrom.configMapKeyRef` on a workflow's parameter, a
-//! template's input or a call's argument), the pure part: which ConfigMap keys a workflow names
-//! that its status does not record yet ([`missing`]), recording what a reader found
-//! ([`resolve`]), and a parameter's value from the record ([`value_of`]).
+//! template's input or a call's argument) and semaphores' limits from them (`limitFrom`), the
+//! pure part: which ConfigMap keys a workflow names that its status does not record yet
+//! ([`missing`]), recording what a reader found ([`resolve`]), a parameter's value from the
+//! record ([`value_of`]), and the semaphores' limits filled from it ([`fill_limits`]).
 //!
 //! The operator reads each key once, before any step runs, and records it in
 //! `status.resolvedConfigMapKeys`, a key that is not there as well (`missing`): expanding the
 //! workflow reads only the record, so a ConfigMap changed, deleted or made after the workflow
 //! started does not change its run. A key named in a template no step calls is read and
 //! recorded like any other; only a parameter that takes its value from a missing key, with no
-//! `default`, fails the workflow.
+//! `default`, fails the workflow. A semaphore's limit has no default: its key missing, or a
+//! value that is not a whole number of at least 1, fails the workflow. Two workflows that read
+//! one semaphore's key at different values each count with their own (see `locks`).
 
 use std::collections::BTreeSet;
 
 use crate::crd::{
-    Arguments, ConfigMapKeyRef, Parameter, ResolvedConfigMapKey, Template, WorkFlow, WorkFlowSpec,
+    Arguments, ConfigMapKeyRef, IntOrExpr, Parameter, ResolvedConfigMapKey, Synchronization,
+    Template, WorkFlow, WorkFlowSpec,
 };
 
 /// Why a parameter has no value yet because its key was not read: only `validate`, which
@@ -161,8 +165,8 @@ pub fn problems(spec: &WorkFlowSpec) -> Vec<String> {
         .collect()
 }
 
-/// Every ConfigMap key `spec` names: its parameters', its templates' inputs', and the
-/// arguments of its steps and of its templates' steps.
+/// Every ConfigMap key `spec` names: its parameters', its templates' inputs', the arguments
+/// of its steps and of its templates' steps, and its semaphores' limits ([`limit_keys`]).
 fn collect(spec: &WorkFlowSpec, named: &mut BTreeSet<ConfigMapKeyRef>) {
     let mut add = |arguments: Option<&Arguments>| {
         let parameters = arguments.into_iter().flat_map(|a| &a.parameters);
@@ -178,6 +182,76 @@ fn collect(spec: &WorkFlowSpec, named: &mut BTreeSet<ConfigMapKeyRef>) {
         add(template.inputs.as_ref());
         for arguments in template_arguments(template) {
             add(Some(&arguments));
+        }
+    }
+    named.extend(limit_keys(spec));
+}
+
+/// The ConfigMap keys the semaphores of `spec` take their limits from: the workflow's, its
+/// steps', and its templates' and their steps' (as written).
+pub fn limit_keys(spec: &WorkFlowSpec) -> Vec<ConfigMapKeyRef> {
+    let steps = spec.containers.iter().chain(&spec.on_exit);
+    let own = (spec.synchronization.iter()).chain(steps.filter_map(|s| s.synchronization.as_ref()));
+    let templates = spec.templates.iter();
+    let written = templates.flat_map(|t| {
+        let steps = t
+            .dag
+            .iter()
+            .flatten()
+            .chain(t.steps.iter().flatten().flatten());
+        std::iter::once(&t.container).chain(steps)
+    });
+    let written: Vec<Synchronization> = written
+        .filter_map(|s| serde_json::from_value(s.get("synchronization")?.clone()).ok())
+        .collect();
+    let all = own.map(|s| &**s).chain(&written);
+    (all.flat_map(|s| &s.semaphores))
+        .filter_map(|s| Some(s.limit_from.as_ref()?.config_map_key_ref.clone()))
+        .collect()
+}
+
+/// Fills the limit of each semaphore of `locks` (at `at`: `spec.synchronization`,
+/// `step "load": synchronization`) that takes it from a ConfigMap key, from `recorded`.
+/// Problems: a semaphore with both or neither of `limit` and `limitFrom`; a key not there, or
+/// whose value is not a whole number of at least 1; a key not read yet ([`NOT_READ`]).
+pub fn fill_limits(
+    locks: Option<&mut Synchronization>,
+    at: &str,
+    recorded: &[ResolvedConfigMapKey],
+    problems: &mut Vec<String>,
+) {
+    let semaphores = locks.into_iter().flat_map(|l| l.semaphores.iter_mut());
+    for (i, semaphore) in semaphores.enumerate() {
+        let at = format!("{at}.semaphores[{i}]");
+        let Some(from) = &semaphore.limit_from else {
+            if semaphore.limit.is_none() {
+                problems.push(format!(
+                    "{at}: give its limit (limit) or where it is read (limitFrom)"
+                ));
+            }
+            continue;
+        };
+        let key = &from.config_map_key_ref;
+        if semaphore.limit.is_some() {
+            problems.push(format!("{at}: give limit or limitFrom, not both"));
+            continue;
+        }
+        let Some(record) = recorded.iter().find(|r| r.is(key)) else {
+            problems.push(format!("{at}.limitFrom: {} {NOT_READ}", key.describe()));
+            continue;
+        };
+        let value = record.value.as_deref();
+        match value.map(|v| v.trim().parse::<i32>()) {
+            Some(Ok(n)) if n >= 1 => semaphore.limit = Some(IntOrExpr::Num(n)),
+            Some(_) => problems.push(format!(
+                "{at}.limitFrom: {}: {:?} is not a whole number of at least 1",
+                key.describe(),
+                value.unwrap_or_default()
+            )),
+            None => problems.push(format!(
+                "{at}.limitFrom: {}",
+                record.missing.as_deref().unwrap_or("not there")
+            )),
         }
     }
 }

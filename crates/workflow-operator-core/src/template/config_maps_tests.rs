@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::config_maps::{self, NOT_READ, Read};
 use super::tests::{expanded, problems, workflow};
 use super::*;
-use crate::crd::WorkFlowStatus;
+use crate::crd::{IntOrExpr, WorkFlowStatus};
 
 /// Arguments and an input from two ConfigMaps, a call's argument from a third, a template no
 /// step calls naming a fourth.
@@ -180,5 +180,109 @@ containers: [{stepName: a, image: busybox, command: [echo, "{{workflow.parameter
             .iter()
             .any(|p| p.contains("a parameter in the name or key is not supported")),
         "{problems:?}"
+    );
+}
+
+/// The workflow's semaphore and a template's, their limits from ConfigMap keys.
+const LIMITS_FROM_CONFIG_MAPS: &str = r#"
+synchronization:
+  semaphores: [{name: db, limitFrom: {configMapKeyRef: {name: limits, key: db}}}]
+templates:
+  - name: load
+    image: busybox:1.36
+    synchronization:
+      semaphores: [{name: api, limitFrom: {configMapKeyRef: {name: limits, key: api}}}]
+containers:
+  - {stepName: load, template: load}
+"#;
+
+fn limits(pairs: &[(&'static str, &str)]) -> BTreeMap<&'static str, Read> {
+    let data = (pairs.iter()).map(|(k, v)| (k.to_string(), v.to_string()));
+    BTreeMap::from([(
+        "limits",
+        Read {
+            data: data.collect(),
+            resource_version: Some("7".into()),
+        },
+    )])
+}
+
+#[test]
+fn a_semaphore_s_limit_is_read_once_and_kept_whatever_the_configmap_becomes() {
+    let wf = workflow(LIMITS_FROM_CONFIG_MAPS);
+    let missing: Vec<String> = (config_maps::missing(&wf).iter())
+        .map(|k| k.describe())
+        .collect();
+    assert_eq!(
+        missing,
+        [
+            r#"configmap "limits" key "api""#,
+            r#"configmap "limits" key "db""#
+        ]
+    );
+    let (wf, _) = resolved(wf, &limits(&[("db", "1"), ("api", " 3\n")]));
+    let spec = expanded(&wf);
+    let limit = |locks: &Option<Box<crate::crd::Synchronization>>| {
+        locks.as_ref().unwrap().semaphores[0].limit.clone()
+    };
+    assert_eq!(limit(&spec.synchronization), Some(IntOrExpr::Num(1)));
+    assert_eq!(
+        limit(&spec.containers[0].synchronization),
+        Some(IntOrExpr::Num(3))
+    );
+    let (wf, reads) = resolved(wf, &limits(&[("db", "5"), ("api", "5")]));
+    assert!(reads.is_empty());
+    assert_eq!(expanded(&wf), spec);
+}
+
+#[test]
+fn a_semaphore_s_limit_missing_or_not_a_whole_number_fails_the_workflow_naming_it() {
+    let (wf, _) = resolved(
+        workflow(LIMITS_FROM_CONFIG_MAPS),
+        &limits(&[("api", "two")]),
+    );
+    assert_eq!(
+        problems(&wf),
+        [
+            r#"spec.synchronization.semaphores[0].limitFrom: configmap "limits" has no key "db""#,
+            r#"step "load": synchronization.semaphores[0].limitFrom: configmap "limits" key "api": "two" is not a whole number of at least 1"#,
+        ]
+    );
+    let (wf, _) = resolved(workflow(LIMITS_FROM_CONFIG_MAPS), &BTreeMap::new());
+    assert!(
+        problems(&wf)[0].ends_with(r#"configmap "limits" not found in namespace "dev""#),
+        "{:?}",
+        problems(&wf)
+    );
+    let (wf, _) = resolved(
+        workflow(LIMITS_FROM_CONFIG_MAPS),
+        &limits(&[("db", "0"), ("api", "1")]),
+    );
+    assert_eq!(
+        problems(&wf),
+        [
+            r#"spec.synchronization.semaphores[0].limitFrom: configmap "limits" key "db": "0" is not a whole number of at least 1"#
+        ]
+    );
+}
+
+#[test]
+fn a_semaphore_gives_its_limit_or_where_it_is_read_one_of_the_two() {
+    let wf = workflow(
+        r#"
+synchronization:
+  semaphores:
+    - {name: a}
+    - {name: b, limit: 2, limitFrom: {configMapKeyRef: {name: limits, key: b}}}
+containers: [{stepName: a, image: busybox}]
+"#,
+    );
+    let (wf, _) = resolved(wf, &limits(&[("b", "2")]));
+    assert_eq!(
+        problems(&wf),
+        [
+            "spec.synchronization.semaphores[0]: give its limit (limit) or where it is read (limitFrom)",
+            "spec.synchronization.semaphores[1]: give limit or limitFrom, not both",
+        ]
     );
 }

@@ -239,7 +239,7 @@ containers:
     let semaphores = |name: &str| -> Vec<(String, Option<i32>)> {
         let sync = step(&spec, name).synchronization.as_deref();
         (sync.into_iter().flat_map(|s| &s.semaphores))
-            .map(|s| (s.name.clone(), s.limit.num()))
+            .map(|s| (s.name.clone(), s.limit.as_ref().and_then(|l| l.num())))
             .collect()
     };
     assert_eq!(

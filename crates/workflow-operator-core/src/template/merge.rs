@@ -135,6 +135,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         active_deadline_seconds,
         synchronization,
         pod_template,
+        pod_spec_patch,
         start_timeout,
         suspend,
         shutdown,
@@ -179,6 +180,7 @@ pub fn workflow_over_template(own: &WorkFlowSpec, template: WorkFlowSpec) -> Wor
         active_deadline_seconds: active_deadline_seconds.or(template.active_deadline_seconds),
         synchronization: synchronization.or(template.synchronization),
         pod_template: pod_template.or(template.pod_template),
+        pod_spec_patch: pod_spec_patch.or(template.pod_spec_patch),
         ttl_seconds_after_finished: ttl_seconds_after_finished
             .or(template.ttl_seconds_after_finished),
         pod_cleanup: pod_cleanup.or(template.pod_cleanup),

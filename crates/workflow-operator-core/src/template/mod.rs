@@ -16,8 +16,9 @@
 //! - `expand`: calls made steps, `dag` templates made named steps.
 //! - `call_outputs`: a `dag` or `steps` template's own outputs, aliased to its steps'.
 //! - `call_policies`: a call's `target`, `parallelism` and global output names.
-//! - `config_maps`: parameters from ConfigMaps (`valueFrom.configMapKeyRef`), read once and
-//!   recorded in `status.resolvedConfigMapKeys`.
+//! - `config_maps`: parameters and semaphores' limits from ConfigMaps
+//!   (`valueFrom.configMapKeyRef`, `limitFrom.configMapKeyRef`), read once and recorded in
+//!   `status.resolvedConfigMapKeys`.
 //! - `globals`: `{{workflow.outputs...}}` read from the steps that give them (`globalName`).
 //! - `groups`: the steps of a `dag` or Argo's `steps` template, read as steps.
 //! - `hooks`: lifecycle hooks (`hooks` of the workflow and of a step) made steps.
@@ -82,11 +83,14 @@ impl fmt::Display for Problems {
     }
 }
 
-/// Whether `spec` uses anything [`expand`] does: parameters, templates, a shared template, or
-/// a `{{workflow.` / `{{inputs.` form in a step.
+/// Whether `spec` uses anything [`expand`] does: parameters, templates, a shared template, a
+/// `{{workflow.` / `{{inputs.` form in a step, a semaphore's limit from a ConfigMap, or the
+/// workflow's `podSpecPatch` (filled and checked).
 pub fn uses_templates(spec: &WorkFlowSpec) -> bool {
     spec.arguments.is_some()
         || numbers::spec_texts(spec).next().is_some()
+        || !config_maps::limit_keys(spec).is_empty()
+        || spec.pod_spec_patch.is_some()
         || !spec.templates.is_empty()
         || spec.workflow_template_ref.is_some()
         || !spec.hooks.is_empty()
@@ -333,6 +337,7 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
     problems.extend(config_maps::problems(&spec.spec));
     let arguments = parameters(&spec, recorded, &mut vars, &mut problems);
     numbers::fill_spec(&mut spec.spec, &vars, &mut problems);
+    fill_pod_spec_patch(&mut spec.spec, &vars, &mut problems);
     let mut expander = Expander::new((resolved, recorded), &namespace, vars.clone());
     let scope = Scope {
         origin: spec.origin,
@@ -346,6 +351,13 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
     let mut on_exit = expander.top_level(&own_exit, scope, &vars);
     problems.append(&mut expander.problems);
     problems.extend(globals::apply(&mut containers, &mut on_exit));
+    let locks = spec.spec.synchronization.as_deref_mut();
+    config_maps::fill_limits(locks, "spec.synchronization", recorded, &mut problems);
+    for step in containers.iter_mut().chain(&mut on_exit) {
+        let at = format!("step {:?}: synchronization", step.step_name);
+        let locks = step.synchronization.as_deref_mut();
+        config_maps::fill_limits(locks, &at, recorded, &mut problems);
+    }
     problems.extend(plain_problems(&containers, &on_exit));
     problems.extend(numbers::spec_problems(&spec.spec));
     if containers.is_empty() && problems.is_empty() {
@@ -499,6 +511,21 @@ fn parameters(
     vars.entry("workflow.parameters.json".into())
         .or_insert_with(|| serde_json::Value::from(all).to_string());
     Some(Box::new(arguments))
+}
+
+/// The workflow's `podSpecPatch` with its `{{workflow.*}}` forms filled, then checked.
+fn fill_pod_spec_patch(spec: &mut WorkFlowSpec, vars: &Vars, problems: &mut Vec<String>) {
+    let Some(patch) = spec.pod_spec_patch.as_deref_mut() else {
+        return;
+    };
+    let mut unfilled = fill::Unfilled::new();
+    *patch = fill::fill(patch, vars, &mut unfilled);
+    for (form, why) in unfilled {
+        problems.push(format!("spec.podSpecPatch: {form}: {why}"));
+    }
+    problems.extend(crate::crd::step_pod::workflow_problems(Some(
+        patch.as_str(),
+    )));
 }
 
 /// What is wrong with plain steps whatever they came from: a step without an image, a form

@@ -68,7 +68,7 @@ fn semaphore_texts<'s>(
     semaphores.iter().enumerate().filter_map(move |(i, s)| {
         Some((
             format!("{at}synchronization.semaphores[{i}].limit"),
-            text(Some(&s.limit))?,
+            text(s.limit.as_ref())?,
         ))
     })
 }
@@ -117,9 +117,7 @@ pub(super) fn fill_spec(spec: &mut WorkFlowSpec, vars: &Vars, problems: &mut Vec
     fill_number(&mut spec.active_deadline_seconds, vars, &mut unfilled);
     if let Some(locks) = spec.synchronization.as_deref_mut() {
         for semaphore in &mut locks.semaphores {
-            let mut limit = Some(semaphore.limit.clone());
-            fill_number(&mut limit, vars, &mut unfilled);
-            semaphore.limit = limit.expect("filled in place");
+            fill_number(&mut semaphore.limit, vars, &mut unfilled);
         }
     }
     for (form, why) in unfilled {
