@@ -173,6 +173,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         init_containers,
         sidecars,
         interactive,
+        daemon,
         suspend,
         fail,
         http,
@@ -234,6 +235,8 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &field("outputs", RunWhenSet, InFull), outputs);
     visit(v, &field("interactive", RunWhenSet, InFull), interactive);
     visit(v, &field("cache", RunWhenSet, InFull), cache);
+    // A daemon's readiness, its IP and its stop at the end are the full planner's.
+    visit(v, &field("daemon", RunWhenSet, InFull), daemon);
     let pod = (node_selector, tolerations, affinity, pod_spec_patch);
     visit_argo_kinds(v, (suspend, fail), pod);
     // An HTTP step's Job is built alike by both planners, but its kind is left to the full one

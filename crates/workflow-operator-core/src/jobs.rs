@@ -1201,6 +1201,8 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         finished_at: finished_at.map(|t| t.0).or(resumed),
         attempts: pods.attempts(),
         pod_started: pods.started(),
+        daemoned: (job.daemoned.as_deref()).and_then(|ip| ip.parse().ok()),
+        ready: pods.ready > 0,
         suspended: spec.and_then(|s| s.suspend) == Some(true),
         suspended_at: status.and_then(|s| s.suspended_at.as_ref()).map(|t| t.0),
         start_failure: None,

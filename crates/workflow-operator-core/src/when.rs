@@ -24,6 +24,7 @@
 //! [`When::evaluate_in`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::sync::LazyLock;
 
 use k8s_openapi::jiff::Timestamp;
@@ -179,6 +180,8 @@ pub struct Ended {
     pub started_at: Option<Timestamp>,
     /// When its Job ended.
     pub finished_at: Option<Timestamp>,
+    /// A daemon step's pod's IP, read once when it became ready (`{{steps.NAME.ip}}`).
+    pub ip: Option<IpAddr>,
 }
 
 impl Ended {
@@ -190,6 +193,7 @@ impl Ended {
             "exitCode" => self.exit_code.map(|c| c.to_string()),
             "startedAt" => self.started_at.map(|t| format!("{t:.0}")),
             "finishedAt" => self.finished_at.map(|t| format!("{t:.0}")),
+            "ip" => self.ip.map(|ip| ip.to_string()),
             _ => None,
         }
     }

@@ -652,6 +652,14 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interactive: Option<bool>,
 
+    /// Run as a daemon (Argo's `daemon: true`): the step is done once its pod runs and its
+    /// container is ready (its `readinessProbe`, if any, passed), and the steps after it start
+    /// while it keeps running; `{{steps.NAME.ip}}` is its pod's IP. It is stopped when the
+    /// workflow ends. Only a container or script step may be one. See "Daemon steps" in
+    /// docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<bool>,
+
     /// Run nothing and wait (Argo's suspend template): until `workflow-operator resume` or,
     /// with a `duration`, that long after the step started. No pod runs; the step needs no
     /// `image`. See "Suspend steps" in docs/api.md.
@@ -981,6 +989,11 @@ pub struct StepStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
 
+    /// A daemon step's pod's IP (`{{steps.NAME.ip}}`), read once its container was ready: the
+    /// step is `Succeeded` with reason `Daemoned` while it keeps running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+
     /// What it wrote to `$WORKFLOW_OUTPUTS` (`key=value` lines), recorded for a succeeded step
     /// whose outputs another step names.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -1020,6 +1033,8 @@ impl WorkFlowSpec {
     /// The timeout that applies to `step`, in seconds; [`UNLIMITED`] (-1) means none.
     pub fn effective_timeout(&self, step: &Step) -> i64 {
         match StepKind::of(self, step) {
+            // It runs until the workflow ends; `startTimeout` still bounds its pod's start.
+            StepKind::Container | StepKind::Script if step.daemon == Some(true) => UNLIMITED,
             StepKind::Container | StepKind::Script | StepKind::Http | StepKind::Resource => {
                 step.timeout.num().unwrap_or(self.max_step_timeout)
             }
