@@ -527,11 +527,21 @@ fn check_agent(step: &Step, kind: StepKind, result_read: bool) -> Result<(), Dag
     Ok(())
 }
 
-/// Checks a daemon step (`daemon: true`): one that runs a container or a script and waits for
+/// Checks a readiness probe (a step running a container or a script), and a daemon step
+/// (`daemon: true`): one that runs a container or a script and waits for
 /// nobody, in the steps (an exit step runs once the workflow's steps ended, and a daemon lives
 /// no longer than they), once (an item's IP is not recorded), writing no outputs and cached by
 /// no key (it never ends, so it writes nothing).
 fn check_daemon(step: &Step, kind: StepKind, fans_out: bool, exit: bool) -> Result<(), DagError> {
+    let runs_a_container = matches!(kind, StepKind::Container | StepKind::Script);
+    if step.readiness_probe.is_some() && !runs_a_container {
+        return Err(DagError::Reference {
+            step: step.step_name.clone(),
+            problem: "has a readinessProbe, which only a step running a container or a script \
+                      may have"
+                .into(),
+        });
+    }
     if step.daemon != Some(true) {
         return Ok(());
     }

@@ -174,6 +174,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         sidecars,
         interactive,
         daemon,
+        readiness_probe,
         suspend,
         fail,
         http,
@@ -237,6 +238,11 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &field("cache", RunWhenSet, InFull), cache);
     // A daemon's readiness, its IP and its stop at the end are the full planner's.
     visit(v, &field("daemon", RunWhenSet, InFull), daemon);
+    visit(
+        v,
+        &field("readinessProbe", RunWhenSet, InFull),
+        readiness_probe,
+    );
     let pod = (node_selector, tolerations, affinity, pod_spec_patch);
     visit_argo_kinds(v, (suspend, fail), pod);
     // An HTTP step's Job is built alike by both planners, but its kind is left to the full one

@@ -661,6 +661,7 @@ impl<'a> StepJob<'a> {
             image_pull_policy: step.image_pull_policy.clone(),
             security_context: step.security_context.as_deref().cloned(),
             resources: step.resources.as_deref().cloned(),
+            readiness_probe: step.readiness_probe.as_deref().cloned(),
             ..Container::default()
         }
     }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvFromSource, EnvVar, LocalObjectReference, PersistentVolumeClaimSpec,
-    PodSecurityContext, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
+    PodSecurityContext, Probe, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -659,6 +659,13 @@ pub struct Step {
     /// docs/api.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon: Option<bool>,
+
+    /// The step's container's readiness probe (Kubernetes `Probe`, as a container's
+    /// `readinessProbe`): a daemon step is done once it passed. Only a step running a
+    /// container or a script may have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubernetes_object")]
+    pub readiness_probe: Option<Box<Probe>>,
 
     /// Run nothing and wait (Argo's suspend template): until `workflow-operator resume` or,
     /// with a `duration`, that long after the step started. No pod runs; the step needs no
