@@ -17,6 +17,7 @@ mod argo_convert;
 mod argo_dag_outputs;
 mod argo_fanout;
 mod argo_forms;
+mod argo_daemon;
 mod argo_http;
 mod argo_metrics;
 mod argo_params;

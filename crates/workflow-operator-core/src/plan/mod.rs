@@ -806,6 +806,9 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
 };
 
 #[cfg(test)]
+mod daemon_tests;
+
+#[cfg(test)]
 mod data_tests;
 
 #[cfg(test)]
