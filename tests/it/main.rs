@@ -14,10 +14,10 @@ mod support;
 mod kopf_common;
 
 mod argo_convert;
+mod argo_daemon;
 mod argo_dag_outputs;
 mod argo_fanout;
 mod argo_forms;
-mod argo_daemon;
 mod argo_http;
 mod argo_metrics;
 mod argo_params;

@@ -68,8 +68,8 @@ pub async fn record(
 pub fn ready_ip(pod: &Pod) -> Option<IpAddr> {
     let status = pod.status.as_ref()?;
     let running = status.phase.as_deref() == Some("Running");
-    let ready = (status.conditions.iter().flatten())
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let ready =
+        (status.conditions.iter().flatten()).any(|c| c.type_ == "Ready" && c.status == "True");
     let all_ready = (status.container_statuses.iter().flatten()).all(|c| c.ready);
     if !(running && ready && all_ready) {
         return None;
@@ -90,9 +90,18 @@ mod tests {
         let ready = json!([{"type": "Ready", "status": "True"}]);
         let unready = json!([{"type": "Ready", "status": "False"}]);
         let cases = [
-            (json!({"phase": "Running", "podIP": "10.0.0.7", "conditions": ready}), Some("10.0.0.7")),
-            (json!({"phase": "Running", "podIP": "10.0.0.7", "conditions": unready}), None),
-            (json!({"phase": "Pending", "podIP": "10.0.0.7", "conditions": ready}), None),
+            (
+                json!({"phase": "Running", "podIP": "10.0.0.7", "conditions": ready}),
+                Some("10.0.0.7"),
+            ),
+            (
+                json!({"phase": "Running", "podIP": "10.0.0.7", "conditions": unready}),
+                None,
+            ),
+            (
+                json!({"phase": "Pending", "podIP": "10.0.0.7", "conditions": ready}),
+                None,
+            ),
             (json!({"phase": "Running", "conditions": ready}), None),
             (
                 json!({"phase": "Running", "podIP": "10.0.0.7", "conditions": ready,

@@ -81,7 +81,10 @@ pub(crate) fn readiness_probe(container: &Value) -> Option<Probe> {
     };
     let threshold = |field: &str, default: u32| {
         let value = probe.get(field).and_then(Value::as_u64);
-        value.and_then(|v| u32::try_from(v).ok()).unwrap_or(default).max(1)
+        value
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(default)
+            .max(1)
     };
     Some(Probe {
         action: action(probe, container),
@@ -318,7 +321,10 @@ async fn http_get(
         head.extend_from_slice(&buf[..n]);
     }
     let line = String::from_utf8_lossy(&head);
-    let status = line.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok());
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok());
     Ok(status.is_some_and(|s| (200..400).contains(&s)))
 }
 

@@ -1516,7 +1516,10 @@ spec:
         .await;
     // Running, but not ready before any probe succeeded (a plain container would be).
     let pod = wait_phase(&kubectl, "by-exec", &["Running"]).await;
-    assert_eq!(pod["status"]["containerStatuses"][0]["ready"], false, "{pod}");
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["ready"], false,
+        "{pod}"
+    );
     let touch = ["exec", "by-exec", "--", "sh", "-c", "touch \"$HOME/ready\""];
     kubectl.ok(&touch).await;
     wait_ready(&kubectl, "by-exec", true).await;
@@ -1586,7 +1589,10 @@ spec:
         .unwrap();
     let waited = chrono::DateTime::parse_from_rfc3339(ready_at).unwrap()
         - chrono::DateTime::parse_from_rfc3339(started).unwrap();
-    assert!(waited.num_seconds() >= 2, "ready after {waited} only: {pod}");
+    assert!(
+        waited.num_seconds() >= 2,
+        "ready after {waited} only: {pod}"
+    );
     wait_ready(&kubectl, "by-tcp", true).await;
     // The server gone, the TCP probe fails: not ready after three failures in a row.
     kubectl.ok(&["delete", "pod", "by-http"]).await;

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvFromSource, EnvVar, LocalObjectReference, PersistentVolumeClaimSpec,
-    PodSecurityContext, Probe, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
+    PodSecurityContext, Probe, ResourceRequirements, SecurityContext, Toleration, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

@@ -121,7 +121,9 @@ fn daemons_and_their_ips_are_checked_when_the_workflow_is_compiled() {
     let mut suspend = served();
     suspend.spec.containers[0].suspend = Some(Box::default());
     assert!(
-        refused(&suspend).contains("which only a step running a container or a script may be, not a suspend step"),
+        refused(&suspend).contains(
+            "which only a step running a container or a script may be, not a suspend step"
+        ),
         "{}",
         refused(&suspend)
     );
@@ -135,7 +137,11 @@ fn daemons_and_their_ips_are_checked_when_the_workflow_is_compiled() {
     let mut fanned = served();
     fanned.spec.containers[1].command = None;
     fanned.spec.containers[0].with_items = Some(serde_json::from_str(r#"["a","b"]"#).unwrap());
-    assert!(refused(&fanned).contains("a daemon runs once"), "{}", refused(&fanned));
+    assert!(
+        refused(&fanned).contains("a daemon runs once"),
+        "{}",
+        refused(&fanned)
+    );
     let mut probed = served();
     probed.spec.containers[1].http = Some(Box::default());
     probed.spec.containers[1].readiness_probe = Some(Box::default());

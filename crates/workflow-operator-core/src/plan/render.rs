@@ -18,8 +18,8 @@ use crate::outputs::Outputs;
 use super::failure::Failure;
 use super::planner::{Exits, Fan, Outcome, Planner, Unit, View};
 use super::{
-    JobState, ObservedJob, Plan, QUEUE_TIMEOUT_WHY, REASON_DAEMONED, REASON_STOPPED, REASON_TERMINATED,
-    REASON_WHEN_FALSE, running_step_status,
+    JobState, ObservedJob, Plan, QUEUE_TIMEOUT_WHY, REASON_DAEMONED, REASON_STOPPED,
+    REASON_TERMINATED, REASON_WHEN_FALSE, running_step_status,
 };
 
 /// The entry of a step its `when` (`expression`) skipped.
