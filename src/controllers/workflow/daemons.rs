@@ -10,15 +10,13 @@ use std::net::IpAddr;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
 use workflow_operator_core::labels::ANNOTATION_DAEMONED;
 use workflow_operator_core::plan::{Compiled, JobState, ObservedJob};
-
-use super::apply::patch_job;
 
 /// Records the IP of each ready daemon in `observed` not recorded yet, on its Job and in
 /// `daemoned`. A daemon whose pod cannot be read, or whose Job cannot be patched, stays
@@ -53,8 +51,11 @@ pub async fn record(
             continue;
         };
         let patch = json!({"metadata": {"annotations": {ANNOTATION_DAEMONED: ip.to_string()}}});
-        match patch_job(jobs, &job.name, patch, "recording the daemon's IP on").await {
-            Ok(()) => {
+        match jobs
+            .patch(&job.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {
                 tracing::info!(job = %job.name, %ip, "a daemon step is ready");
                 job.daemoned = Some(ip);
             }
