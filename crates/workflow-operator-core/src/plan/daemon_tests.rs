@@ -67,6 +67,14 @@ fn a_daemon_is_done_once_its_ip_is_recorded_and_gives_it_to_the_steps_after_it()
     let later = plan(&wf, &jobs, at(86_400));
     assert_eq!(entry(&later, "server").phase, StepPhase::Succeeded);
     assert!(stops(&later).is_empty(), "{:?}", later.actions);
+    // One that failed before it was ready fails as any step.
+    let jobs = Jobs::of(&wf)
+        .failed("server", "Error", "exit code 1")
+        .build();
+    let failed = plan(&wf, &jobs, at(10));
+    assert_eq!(phase(&failed), Some(Phase::Failed));
+    assert_eq!(entry(&failed, "server").phase, StepPhase::Failed);
+    assert!(creates(&failed).is_empty());
 }
 
 #[test]
@@ -98,18 +106,6 @@ fn the_workflow_s_end_stops_its_daemons_and_they_stay_done() {
         exit_code: None,
     };
     assert!(stops(&plan(&done, &jobs, at(12))).is_empty());
-}
-
-#[test]
-fn a_daemon_that_fails_before_it_is_ready_fails_its_step() {
-    let wf = served();
-    let jobs = Jobs::of(&wf)
-        .failed("server", "Error", "exit code 1")
-        .build();
-    let failed = plan(&wf, &jobs, at(10));
-    assert_eq!(phase(&failed), Some(Phase::Failed));
-    assert_eq!(entry(&failed, "server").phase, StepPhase::Failed);
-    assert!(creates(&failed).is_empty());
 }
 
 #[test]
