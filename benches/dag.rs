@@ -144,6 +144,8 @@ fn bench(c: &mut Criterion) {
             finished_at: None,
             attempts: 1,
             pod_started: true,
+            daemoned: None,
+            ready: false,
             suspended: false,
             suspended_at: None,
             start_failure: None,

@@ -153,6 +153,8 @@ pub fn check(
     }
     for (i, (step, &kind)) in spec.containers.iter().zip(&kinds.steps).enumerate() {
         check_agent(step, kind, flow.result_read.contains(&i))?;
+        check_daemon(step, kind, flow.fan_out.contains_key(&i), false)?;
+        check_ip_reads(step, dag, &spec.containers)?;
     }
     if exit.is_some() {
         let runs = spec.runs.unwrap_or(1);
@@ -199,6 +201,8 @@ pub fn check(
             }
             check_cache(step, false, true)?;
             check_agent(step, kinds.exit[i], false)?;
+            check_daemon(step, kinds.exit[i], false, true)?;
+            check_ip_reads(step, dag, &spec.containers)?;
         }
     }
     Ok(flow)
@@ -522,6 +526,83 @@ fn check_agent(step: &Step, kind: StepKind, result_read: bool) -> Result<(), Dag
             return Err(refused(format!(
                 "output path {path:?} is not absolute: name it from /"
             )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a readiness probe (a step running a container or a script), and a daemon step
+/// (`daemon: true`): one that runs a container or a script and waits for
+/// nobody, in the steps (an exit step runs once the workflow's steps ended, and a daemon lives
+/// no longer than they), once (an item's IP is not recorded), writing no outputs and cached by
+/// no key (it never ends, so it writes nothing).
+fn check_daemon(step: &Step, kind: StepKind, fans_out: bool, exit: bool) -> Result<(), DagError> {
+    let runs_a_container = matches!(kind, StepKind::Container | StepKind::Script);
+    if step.readiness_probe.is_some() && !runs_a_container {
+        return Err(DagError::Reference {
+            step: step.step_name.clone(),
+            problem: "has a readinessProbe, which only a step running a container or a script \
+                      may have"
+                .into(),
+        });
+    }
+    if step.daemon != Some(true) {
+        return Ok(());
+    }
+    let refused = |problem: &str| DagError::Reference {
+        step: step.step_name.clone(),
+        problem: format!("is a daemon (daemon: true), {problem}"),
+    };
+    let what = match kind {
+        StepKind::Container | StepKind::Script => None,
+        StepKind::Interactive | StepKind::InteractiveScript => Some("interactive"),
+        StepKind::Suspend => Some("suspend"),
+        StepKind::Http => Some("http"),
+        StepKind::Resource => Some("resource"),
+        StepKind::Fail => Some("fail"),
+    };
+    if let Some(what) = what {
+        return Err(refused(&format!(
+            "which only a step running a container or a script may be, not a {what} step"
+        )));
+    }
+    if exit {
+        return Err(refused(
+            "but daemons live as long as the workflow's steps: an exit step may not be one",
+        ));
+    }
+    if fans_out {
+        return Err(refused(
+            "but it fans out (withItems, withParam, withSequence): a daemon runs once",
+        ));
+    }
+    if declares_outputs(step) || step.cache.is_some() {
+        return Err(refused(
+            "but declares outputs or a cache: a daemon never ends, so it writes none",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that each `{{steps.NAME.ip}}` of `step` names a daemon step of `steps` (by the
+/// index of `dag`): only a daemon's pod's IP is recorded.
+fn check_ip_reads(step: &Step, dag: &Dag, steps: &[Step]) -> Result<(), DagError> {
+    for text in texts(step) {
+        for reference in outputs::references(text).unwrap_or_default() {
+            let Source::Output { step: named, key } = reference.source else {
+                continue;
+            };
+            let daemon = (dag.index_of(named)).is_some_and(|i| steps[i].daemon == Some(true));
+            if key == outputs::IP_KEY && !daemon {
+                return Err(DagError::Reference {
+                    step: step.step_name.clone(),
+                    problem: format!(
+                        "{} names the IP of step {named:?}, which is not a daemon (daemon: \
+                         true): only a daemon's pod's IP is recorded",
+                        reference.text
+                    ),
+                });
+            }
         }
     }
     Ok(())

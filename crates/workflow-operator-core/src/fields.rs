@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 
-use k8s_openapi::api::core::v1::{Affinity, Toleration};
+use k8s_openapi::api::core::v1::{Affinity, Probe, Toleration};
 
 use crate::crd::{
     DEFAULT_MAX_STEP_TIMEOUT, DEFAULT_START_TIMEOUT, Step, SuspendStep, Template, WorkFlowSpec,
@@ -179,6 +179,8 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
         init_containers,
         sidecars,
         interactive,
+        daemon,
+        readiness_probe,
         suspend,
         fail,
         http,
@@ -242,7 +244,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &field("interactive", RunWhenSet, InFull), interactive);
     visit(v, &field("cache", RunWhenSet, InFull), cache);
     let pod = (node_selector, tolerations, affinity, pod_spec_patch);
-    visit_argo_kinds(v, (suspend, fail), pod);
+    visit_argo_kinds(v, (suspend, fail, daemon, readiness_probe), pod);
     // An HTTP step's Job is built alike by both planners, but its kind is left to the full one
     // until the incremental planner's property test generates it.
     visit(v, &field("http", RunWhenSet, InFull), http);
@@ -265,12 +267,18 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &field("hooks", RunWhenSet, InFull), hooks);
 }
 
-/// The step fields of Argo's step kinds (`suspend`, `fail`) and per-step pod settings.
+/// The step fields of Argo's step kinds (`suspend`, `fail`, `daemon` and its probe) and
+/// per-step pod settings.
 // The fields' own types; a boxed String as on `Step` (a thin pointer, rarely set).
 #[allow(clippy::type_complexity, clippy::box_collection)]
 fn visit_argo_kinds<V: Visitor>(
     v: &mut V,
-    (suspend, fail): (&Option<Box<SuspendStep>>, &Option<Box<String>>),
+    (suspend, fail, daemon, readiness_probe): (
+        &Option<Box<SuspendStep>>,
+        &Option<Box<String>>,
+        &Option<bool>,
+        &Option<Box<Probe>>,
+    ),
     (node_selector, tolerations, affinity, pod_spec_patch): (
         &Option<Box<BTreeMap<String, String>>>,
         &Option<Box<Vec<Toleration>>>,
@@ -282,6 +290,10 @@ fn visit_argo_kinds<V: Visitor>(
     visit(v, &field("suspend", RunWhenSet, InFull), suspend);
     // A failing step's Job is born failed: the full planner reads it, as any failure.
     visit(v, &field("fail", RunWhenSet, InFull), fail);
+    // A daemon's readiness, its IP and its stop at the end are the full planner's.
+    visit(v, &field("daemon", RunWhenSet, InFull), daemon);
+    let probe = field("readinessProbe", RunWhenSet, InFull);
+    visit(v, &probe, readiness_probe);
     // Where and how the step's pod runs, as Argo's template sets it (`crd::step_pod`): part
     // of the Job, built alike by both planners, but left to the full one until its property
     // test generates them.

@@ -11,7 +11,7 @@
 //! `Job` to kube: `Api<JobSummary>` lists and watches `jobs`.
 //!
 //! Kept: name, namespace, uid, resourceVersion, creation and deletion timestamps, owner
-//! references; the step, timed-out, cannot-start and stopped annotations and the run, retry, run-index
+//! references; the step, timed-out, cannot-start and stopped annotations daemoned and the run, retry, run-index
 //! and item labels as plain fields, and whether the pods-deleted annotation is there; `activeDeadlineSeconds` and `suspend`; of the status, `startTime`, `completionTime`,
 //! the pod counts (`active`, `ready`, `succeeded`, `failed`) and the condition that ended the
 //! Job, if one holds ([`JobEnd`]: `Complete`, or `Failed` with its reason, message and time). Whoever needs anything else (e.g. relabelling, which compares all
@@ -28,9 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use super::crd::suspend::ANNOTATION_RESUMED;
 use super::labels::{
-    ANNOTATION_CACHE_KEY, ANNOTATION_CANNOT_START, ANNOTATION_PODS_DELETED, ANNOTATION_STEP,
-    ANNOTATION_STOPPED, ANNOTATION_TIMED_OUT, LABEL_ATTEMPT, LABEL_ITEM, LABEL_RETRY, LABEL_RUN,
-    LABEL_RUN_INDEX,
+    ANNOTATION_CACHE_KEY, ANNOTATION_CANNOT_START, ANNOTATION_DAEMONED, ANNOTATION_PODS_DELETED,
+    ANNOTATION_STEP, ANNOTATION_STOPPED, ANNOTATION_TIMED_OUT, LABEL_ATTEMPT, LABEL_ITEM,
+    LABEL_RETRY, LABEL_RUN, LABEL_RUN_INDEX,
 };
 
 /// A Job as the planner reads it; see the module documentation for what is kept.
@@ -65,6 +65,8 @@ pub struct JobSummary {
     pub cache_key: Option<String>,
     /// When a suspend step's Job was resumed (annotation `workflow.crd.com/resumed`).
     pub resumed: Option<String>,
+    /// A daemon step's pod's IP, once it was ready (annotation `workflow.crd.com/daemoned`).
+    pub daemoned: Option<String>,
     /// The part of `spec` the planner reads.
     pub spec: Option<JobSummarySpec>,
     /// The part of `status` the operator reads.
@@ -392,6 +394,7 @@ impl From<JobOnTheWire> for JobSummary {
         let pods_deleted = annotations.contains_key(ANNOTATION_PODS_DELETED);
         let cache_key = annotations.remove(ANNOTATION_CACHE_KEY);
         let resumed = annotations.remove(ANNOTATION_RESUMED);
+        let daemoned = annotations.remove(ANNOTATION_DAEMONED);
         let mut labels = metadata.labels.unwrap_or_default();
         let run = labels.remove(LABEL_RUN);
         let retry = labels
@@ -435,6 +438,7 @@ impl From<JobOnTheWire> for JobSummary {
             pods_deleted,
             cache_key,
             resumed,
+            daemoned,
             spec,
             status: status.map(JobSummaryStatus::from),
         }
@@ -455,6 +459,7 @@ impl From<JobSummary> for JobOnTheWire {
             ),
             (ANNOTATION_CACHE_KEY, summary.cache_key),
             (ANNOTATION_RESUMED, summary.resumed),
+            (ANNOTATION_DAEMONED, summary.daemoned),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key.to_string(), value?)))

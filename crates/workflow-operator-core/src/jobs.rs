@@ -673,6 +673,7 @@ impl<'a> StepJob<'a> {
             image_pull_policy: step.image_pull_policy.clone(),
             security_context: step.security_context.as_deref().cloned(),
             resources: step.resources.as_deref().cloned(),
+            readiness_probe: step.readiness_probe.as_deref().cloned(),
             ..Container::default()
         }
     }
@@ -1213,6 +1214,8 @@ pub fn observe_job(job: &JobSummary, now: Timestamp) -> Option<ObservedJob> {
         finished_at: finished_at.map(|t| t.0).or(resumed),
         attempts: pods.attempts(),
         pod_started: pods.started(),
+        daemoned: (job.daemoned.as_deref()).and_then(|ip| ip.parse().ok()),
+        ready: pods.ready > 0,
         suspended: spec.and_then(|s| s.suspend) == Some(true),
         suspended_at: status.and_then(|s| s.suspended_at.as_ref()).map(|t| t.0),
         start_failure: None,

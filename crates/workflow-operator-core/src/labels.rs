@@ -26,6 +26,11 @@ pub const ANNOTATION_CANNOT_START: &str = "workflow.crd.com/cannot-start";
 /// a rule), saying why. The Job and its stopped pod are kept; [`crate::jobs::observe_job`] reads
 /// such a Job as stopped (`ObservedJob::stopped`) whatever its conditions.
 pub const ANNOTATION_STOPPED: &str = "workflow.crd.com/stopped";
+/// Annotation: put by the operator on a daemon step's Job once its pod was ready, its pod's IP:
+/// the record that the step is done while it keeps running, and of its IP
+/// (`{{steps.NAME.ip}}`), read once; [`crate::jobs::observe_job`] reads it as
+/// `ObservedJob::daemoned`.
+pub const ANNOTATION_DAEMONED: &str = "workflow.crd.com/daemoned";
 /// Annotation: put by the operator on a finished Job once `spec.podCleanup` had its pods
 /// deleted (the time, RFC 3339), so the clean-up is neither repeated nor missed after a restart
 /// (see `cleanup`).

@@ -183,7 +183,8 @@ pub const WORKFLOW_AT_RUN: [&str; 3] = ["duration", "status", "failures"];
 #[error(
     "{text} is not a reference the operator knows: outputs are named {{{{steps.NAME.outputs.KEY}}}} \
      (or .outputs.parameters.KEY, .outputs.result, .outputs.artifacts.NAME), a step that ended \
-     {{{{steps.NAME.status}}}} (.exitCode, .startedAt, .finishedAt), items {{{{item}}}} or \
+     {{{{steps.NAME.status}}}} (.exitCode, .startedAt, .finishedAt), a daemon's \
+     {{{{steps.NAME.ip}}}}, items {{{{item}}}} or \
      {{{{item.FIELD}}}}, the attempt {{{{retries}}}}, the run's {{{{workflow.duration}}}}, \
      {{{{workflow.status}}}}, {{{{workflow.failures}}}}"
 )]
@@ -258,14 +259,18 @@ fn output_reference(inner: &str) -> Option<(&str, &str)> {
     Some((step, output_key(key)?)).filter(|(step, _)| !step.is_empty())
 }
 
-/// Argo's `{{steps.NAME.status}}`, `.exitCode`, `.startedAt` and `.finishedAt`: what a step
-/// that ended tells of itself rather than an output it wrote. A reference names one as the
+/// Argo's `{{steps.NAME.status}}`, `.exitCode`, `.startedAt`, `.finishedAt` and `.ip` (a
+/// daemon step's pod's IP): what a step that ended, or a daemon that is ready, tells of itself
+/// rather than an output it wrote. A reference names one as the
 /// output key `@FIELD` ([`step_field`]), which no output a step writes can be (a key starts
 /// with a letter or `_`), so it travels with the outputs a step names and is filled with them.
-pub const STEP_FIELDS: [&str; 4] = ["status", "exitCode", "startedAt", "finishedAt"];
+pub const STEP_FIELDS: [&str; 5] = ["status", "exitCode", "startedAt", "finishedAt", "ip"];
 
 /// The output key that stands for each of [`STEP_FIELDS`].
-const STEP_FIELD_KEYS: [&str; 4] = ["@status", "@exitCode", "@startedAt", "@finishedAt"];
+const STEP_FIELD_KEYS: [&str; 5] = ["@status", "@exitCode", "@startedAt", "@finishedAt", "@ip"];
+
+/// The output key of Argo's `{{steps.NAME.ip}}`: only a daemon step's is recorded.
+pub const IP_KEY: &str = "@ip";
 
 /// The field of [`STEP_FIELDS`] an output key stands for (`@exitCode` is `exitCode`).
 pub fn step_field(key: &str) -> Option<&str> {

@@ -689,6 +689,7 @@ mod tests {
             reason: Some(reason.into()),
             message: Some(message.into()),
             job: Some(names::job_name("wf", name, "r1")),
+            ip: None,
             outputs: Default::default(),
             items: None,
         };

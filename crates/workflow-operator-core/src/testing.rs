@@ -83,6 +83,8 @@ pub fn step(name: &str, depends_on: &[&str]) -> Step {
         init_containers: None,
         sidecars: None,
         interactive: None,
+        daemon: None,
+        readiness_probe: None,
         suspend: None,
         fail: None,
         http: None,
@@ -556,11 +558,21 @@ impl<'a> Jobs<'a> {
             finished_at: None,
             attempts: 1,
             pod_started: true,
+            daemoned: None,
+            ready: false,
             suspended: false,
             suspended_at: None,
             start_failure: None,
             outputs: None,
         });
+        self
+    }
+
+    /// Marks the last Job a daemon's whose pod was ready at `ip`, as the handler recorded it.
+    pub fn daemoned(mut self, ip: &str) -> Self {
+        let job = self.jobs.last_mut().expect("add a Job first");
+        job.ready = true;
+        job.daemoned = Some(ip.parse().expect("an IP"));
         self
     }
 

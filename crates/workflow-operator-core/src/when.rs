@@ -5,7 +5,8 @@
 //! key) and `steps.NAME.phase` (`Succeeded`, `Skipped` for a step a `when` skipped, `Failed` or
 //! `TimedOut` for a step that failed and whose failure the workflow survives, `continueOn`;
 //! Argo's `steps.NAME.status` names it as Argo does, see [`Ended`]), and of a step that ran
-//! `steps.NAME.exitCode` (an int), `startedAt` and `finishedAt` (RFC 3339 text). A
+//! `steps.NAME.exitCode` (an int), `startedAt` and `finishedAt` (RFC 3339 text);
+//! `steps.NAME.daemoned` is true for a daemon step that was ready (Argo's `.Daemoned`). A
 //! step whose name is not a CEL identifier is `steps["my-step"]`, and any field may be written
 //! `["field"]`. True: the step runs; false: it is skipped, and a skipped step counts as done for
 //! its dependents. CEL's macros (`all`, `exists`, `exists_one`, `map`, `filter`) work as in
@@ -24,6 +25,7 @@
 //! [`When::evaluate_in`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::sync::LazyLock;
 
 use k8s_openapi::jiff::Timestamp;
@@ -90,7 +92,7 @@ impl StepRead {
         let fields: Vec<&str> = self.fields.iter().map(String::as_str).collect();
         matches!(
             fields.as_slice(),
-            [] | ["phase" | "status" | "exitCode" | "startedAt" | "finishedAt"]
+            [] | ["phase" | "status" | "exitCode" | "startedAt" | "finishedAt" | "daemoned"]
                 | ["outputs"]
                 | ["outputs", _]
                 | ["outputs", "parameters" | "artifacts", _]
@@ -179,6 +181,8 @@ pub struct Ended {
     pub started_at: Option<Timestamp>,
     /// When its Job ended.
     pub finished_at: Option<Timestamp>,
+    /// A daemon step's pod's IP, read once when it became ready (`{{steps.NAME.ip}}`).
+    pub ip: Option<IpAddr>,
 }
 
 impl Ended {
@@ -190,6 +194,7 @@ impl Ended {
             "exitCode" => self.exit_code.map(|c| c.to_string()),
             "startedAt" => self.started_at.map(|t| format!("{t:.0}")),
             "finishedAt" => self.finished_at.map(|t| format!("{t:.0}")),
+            "ip" => self.ip.map(|ip| ip.to_string()),
             _ => None,
         }
     }
@@ -323,12 +328,12 @@ impl When {
     }
 
     /// Whether it reads of `step` only how it ended (`phase`, `status`, `exitCode`,
-    /// `startedAt`, `finishedAt`), none of its outputs.
+    /// `startedAt`, `finishedAt`, `daemoned`), none of its outputs.
     pub fn reads_only_end(&self, step: &str) -> bool {
         (self.reads.iter().filter(|read| read.step == step)).all(|read| {
             matches!(
                 read.fields.first().map(String::as_str),
-                Some("phase" | "status" | "exitCode" | "startedAt" | "finishedAt")
+                Some("phase" | "status" | "exitCode" | "startedAt" | "finishedAt" | "daemoned")
             )
         })
     }
@@ -400,14 +405,17 @@ impl When {
     }
 }
 
-/// A step as a `when` sees it: `phase`, Argo's `status`, `outputs`, and for a step that ran
-/// `exitCode` (an int), `startedAt` and `finishedAt` (RFC 3339 text) when it has them.
+/// A step as a `when` sees it: `phase`, Argo's `status`, `outputs`, whether it is a daemon
+/// that was ready (`daemoned`, its IP known), and for a step that ran `exitCode` (an int),
+/// `startedAt` and `finishedAt` (RFC 3339 text) when it has them.
 fn step_value(step: &Upstream<'_>) -> Value {
     let status = step.ended.map_or(argo_phase(step.phase), |e| e.status);
+    let daemoned = step.ended.is_some_and(|e| e.ip.is_some());
     let mut fields: HashMap<Key, Value> = [
         (Key::from("phase"), Value::from(step.phase)),
         (Key::from("status"), Value::from(status)),
         (Key::from("outputs"), outputs_value(step.outputs)),
+        (Key::from("daemoned"), Value::Bool(daemoned)),
     ]
     .into();
     if let Some(ended) = step.ended {

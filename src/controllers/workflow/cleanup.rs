@@ -592,6 +592,7 @@ mod tests {
             reason: None,
             message: None,
             job: Some(a_job),
+            ip: None,
             outputs: [("x".to_string(), "1".to_string())].into(),
             items: None,
         });
@@ -615,6 +616,7 @@ mod tests {
             reason: Some("Error".into()),
             message: None,
             job: Some(b_job),
+            ip: None,
             outputs: Default::default(),
             items: None,
         });

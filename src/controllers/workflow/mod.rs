@@ -17,7 +17,8 @@
 //!   stage: the run's Workload, its eviction and its end.
 //! - [`kueue_metrics`]: the Kueue path's queue metrics, from a watch of the Jobs Kueue queues.
 //! - [`failure_cause`]: reading a failed or unstarted step's pods and Events.
-//! - [`step_outputs`]: reading a step's outputs from its pod.
+//! - [`step_outputs`]: reading a step's outputs from its pod; `daemons`: a ready daemon step's
+//!   pod's IP, recorded on its Job.
 //! - [`cleanup`]: the clean-up of finished work (TTL, `podCleanup`).
 //! - [`metrics`]: the operator's workflow metrics.
 
@@ -26,6 +27,7 @@ mod artifact_gc;
 mod cache;
 pub mod cleanup;
 mod custom_metrics;
+mod daemons;
 mod decide;
 mod error;
 pub mod failure_cause;

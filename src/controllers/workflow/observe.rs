@@ -17,6 +17,7 @@ use workflow_operator_core::job_summary::JobSummary;
 use workflow_operator_core::jobs;
 use workflow_operator_core::plan::{Compiled, ObservedJob};
 
+use super::daemons;
 use super::failure_cause;
 use super::memory::{CachedRun, Prepared};
 use super::shared::{ControllerState, RequestFailed};
@@ -126,7 +127,7 @@ pub(super) fn jobs_known(shared: &ControllerState, seen: &Observed) -> Vec<Obser
 }
 
 /// Reads what the Jobs alone do not tell from the steps' pods and Events: why a step failed or
-/// has not started, and the outputs its dependents read.
+/// has not started, the outputs its dependents read, and a ready daemon's IP.
 async fn explain(ctx: &Context<WorkFlow>, seen: &Observed, observed: &mut [ObservedJob]) {
     let namespace = seen.namespace();
     let workflow = &seen.workflow;
@@ -134,6 +135,7 @@ async fn explain(ctx: &Context<WorkFlow>, seen: &Observed, observed: &mut [Obser
     failure_cause::explain(&pods, observed).await;
     let jobs = Api::namespaced(ctx.client.clone(), &namespace);
     step_outputs::read(&pods, &jobs, workflow, &seen.compiled, observed).await;
+    daemons::record(&pods, &jobs, workflow, &seen.compiled, observed).await;
     let events = Api::namespaced(ctx.client.clone(), &namespace);
     let dag = seen.compiled.dag.as_ref().ok();
     failure_cause::explain_start(&pods, &events, &workflow.spec, dag, observed, seen.now).await;

@@ -39,8 +39,10 @@
 //! `Always` restart the container after the kubelet's back-off ([`RestartBackoff`]: at once, then
 //! 10 s doubling to 5 minutes, `CrashLoopBackOff` meanwhile), counting `restartCount`; each run has a log of its own
 //! and the run before is kept as the previous log (`kubectl logs --previous`). Regular containers
-//! after the first, probes and resources are ignored, and no Events are written of containers
-//! created, started or killed.
+//! after the first, liveness and startup probes and resources are ignored, and no Events are
+//! written of containers created, started or killed. A readiness probe (`exec`, `httpGet`,
+//! `tcpSocket`) runs as the kubelet's prober runs it and decides the container's `ready`
+//! (`prober`).
 //!
 //! Init containers ([`init_containers`]) run before the main container, in order, each as the
 //! main container runs (its own command, environment, sandbox, termination message and log)
@@ -109,6 +111,7 @@ pub(crate) mod init_containers;
 pub(crate) mod node;
 pub mod pod_env;
 pub mod pod_logs;
+pub(crate) mod prober;
 mod process;
 pub mod pty;
 mod runner;

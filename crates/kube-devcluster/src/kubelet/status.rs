@@ -6,8 +6,9 @@
 //! - every container has a status, a container not started yet waiting `PodInitializing` when
 //!   the pod has init containers and `ContainerCreating` otherwise
 //!   (pkg/kubelet/kubelet_pods.go, `convertToAPIContainerStatuses`);
-//! - `started` is whether it runs (no startup probes here); `ready` is whether it runs for the
-//!   main container and a sidecar, and whether it succeeded for an init container
+//! - `started` is whether it runs (no startup probes here); `ready` is whether it runs (and its
+//!   readiness probe, if it has one, says ready: `kubelet::prober`) for the main
+//!   container and a sidecar, and whether it succeeded for an init container
 //!   (pkg/kubelet/prober/prober_manager.go, `UpdatePodStatus`);
 //! - the phase ([`phase`], pkg/kubelet/kubelet_pods.go `getPhase`);
 //! - the conditions (pkg/kubelet/status/generate.go): `Initialized` once every init container
@@ -161,6 +162,9 @@ pub(crate) struct Record {
     pub state: State,
     pub last_state: Option<State>,
     pub restarts: u32,
+    /// Its readiness as its readiness probe last decided (`kubelet::prober`); `None`
+    /// for a container without one, ready once it runs.
+    pub probed: Option<bool>,
 }
 
 impl Record {
@@ -169,6 +173,7 @@ impl Record {
             state,
             last_state: None,
             restarts: 0,
+            probed: None,
         }
     }
 
@@ -241,7 +246,9 @@ impl Entry<'_> {
     fn ready(&self) -> bool {
         match self.kind {
             Kind::Init => self.record.state.exit_code() == Some(0),
-            Kind::Sidecar | Kind::Main => self.record.state.is_running(),
+            Kind::Sidecar | Kind::Main => {
+                self.record.state.is_running() && self.record.probed != Some(false)
+            }
         }
     }
 
@@ -586,6 +593,7 @@ mod tests {
             state: State::waiting("CrashLoopBackOff"),
             last_state: Some(exited(after)),
             restarts: 1,
+            probed: None,
         }
     }
 

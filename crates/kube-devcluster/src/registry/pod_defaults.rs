@@ -18,7 +18,8 @@
 //! - a Deployment (`SetDefaults_Deployment`): `replicas: 1`, a `RollingUpdate` strategy of 25%
 //!   and 25%, `revisionHistoryLimit: 10`, `progressDeadlineSeconds: 600`.
 //!
-//! Probes' and lifecycle handlers' defaults are left out: the kubelet here runs neither.
+//! Probes' and lifecycle handlers' defaults are left out: the kubelet here runs no lifecycle
+//! handler and fills a readiness probe's defaults where it runs one (`kubelet::prober`).
 
 use serde_json::{Map, Value, json};
 

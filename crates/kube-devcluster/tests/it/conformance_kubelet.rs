@@ -3,7 +3,8 @@
 //! and the pod's fields (and `CreateContainerConfigError` while one is missing), pod log options
 //! (`follow`, `tailLines`, `timestamps`, `sinceSeconds`, `limitBytes`, `container`,
 //! `previous`), graceful pod deletion,
-//! and containers without a `command` (the built-in entrypoints of common images).
+//! containers without a `command` (the built-in entrypoints of common images), and readiness
+//! probes.
 
 use crate::support;
 
@@ -1459,4 +1460,141 @@ spec:
     .await;
     let pods = job_pods(&kubectl, "under-runner").await;
     assert_eq!(pods[0]["spec"]["serviceAccountName"], "runner");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Readiness probes
+
+/// The pod's `Ready` condition's status and its container's `ready`, once it runs.
+async fn readiness(kubectl: &Kubectl, pod: &str) -> Option<(String, bool, Value)> {
+    let pod = get(kubectl, "pod", pod).await?;
+    pod["status"]["containerStatuses"][0]["state"].get("running")?;
+    let conditions = pod["status"]["conditions"].as_array()?;
+    let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+    let status = ready["status"].as_str()?.to_string();
+    let container = pod["status"]["containerStatuses"][0]["ready"].as_bool()?;
+    Some((status, container, pod))
+}
+
+/// Waits until the pod runs and its readiness is `want` (condition and container alike).
+async fn wait_ready(kubectl: &Kubectl, pod: &str, want: bool) -> Value {
+    let status = if want { "True" } else { "False" };
+    eventually(
+        &format!("pod {pod} ready {want}"),
+        Duration::from_secs(30),
+        || async {
+            let (condition, container, pod) = readiness(kubectl, pod).await?;
+            (condition == status && container == want).then_some(pod)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn readiness_probes_decide_a_running_containers_ready_and_the_pods_ready_condition() {
+    let Some((_cluster, kubectl)) = setup("readiness_probes").await else {
+        return;
+    };
+    // exec: ready while the file is there, not ready again after two failures in a row.
+    let exec = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: by-exec}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "while true; do sleep 0.1; done"]
+    readinessProbe:
+      exec: {command: ["sh", "-c", "test -f \"$HOME/ready\""]}
+      periodSeconds: 1
+      failureThreshold: 2
+"#;
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("by-exec.yaml", exec)])
+        .await;
+    // Running, but not ready before any probe succeeded (a plain container would be).
+    let pod = wait_phase(&kubectl, "by-exec", &["Running"]).await;
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["ready"], false,
+        "{pod}"
+    );
+    let touch = ["exec", "by-exec", "--", "sh", "-c", "touch \"$HOME/ready\""];
+    kubectl.ok(&touch).await;
+    wait_ready(&kubectl, "by-exec", true).await;
+    let remove = ["exec", "by-exec", "--", "sh", "-c", "rm \"$HOME/ready\""];
+    kubectl.ok(&remove).await;
+    let pod = wait_ready(&kubectl, "by-exec", false).await;
+    let ready = pod["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "ContainersReady")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        ready["message"], "containers with unready status: [main]",
+        "{pod}"
+    );
+
+    // httpGet after its initial delay, a port by name; tcpSocket on the same port (every pod
+    // is at 127.0.0.1 here).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let pods = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: by-http}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: python:3
+    command: ["python3", "-m", "http.server", "{port}", "--bind", "127.0.0.1"]
+    ports: [{{name: web, containerPort: {port}}}]
+    readinessProbe:
+      httpGet: {{path: /, port: web}}
+      initialDelaySeconds: 2
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: by-tcp}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "while true; do sleep 0.1; done"]
+    readinessProbe:
+      tcpSocket: {{port: {port}}}
+      periodSeconds: 1
+"#
+    );
+    kubectl
+        .ok(&["apply", "-f", &kubectl.manifest("probed.yaml", &pods)])
+        .await;
+    let pod = wait_ready(&kubectl, "by-http", true).await;
+    let started = pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+        .as_str()
+        .unwrap();
+    let conditions = pod["status"]["conditions"].as_array().unwrap();
+    let ready_at = conditions.iter().find(|c| c["type"] == "Ready").unwrap()["lastTransitionTime"]
+        .as_str()
+        .unwrap();
+    let waited = chrono::DateTime::parse_from_rfc3339(ready_at).unwrap()
+        - chrono::DateTime::parse_from_rfc3339(started).unwrap();
+    assert!(
+        waited.num_seconds() >= 2,
+        "ready after {waited} only: {pod}"
+    );
+    wait_ready(&kubectl, "by-tcp", true).await;
+    // The server gone, the TCP probe fails: not ready after three failures in a row.
+    kubectl.ok(&["delete", "pod", "by-http"]).await;
+    wait_ready(&kubectl, "by-tcp", false).await;
 }

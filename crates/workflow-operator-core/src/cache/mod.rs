@@ -170,6 +170,7 @@ impl Entry {
                 self.from, self.created
             )),
             job: Some(job.to_string()),
+            ip: None,
             outputs: self.outputs.clone(),
             items: None,
         }

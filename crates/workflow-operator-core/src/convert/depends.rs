@@ -8,7 +8,8 @@
 //! skipped. A bare `A` is `A.Succeeded || A.Skipped || A.Daemoned`. Argo's `Omitted` (a task
 //! whose `depends` was false) reads `Skipped` here, so a task skipped by such a `when` is
 //! `Omitted` to the tasks after it, and one with its own `when` besides cannot tell the two
-//! apart: that is named. No task here is daemoned. `.AnySucceeded` and `.AllFailed` (of a task
+//! apart: that is named. A daemon task (`daemon: true`) that was ready is `Succeeded` here, and
+//! `.Daemoned` is its `steps["A"].daemoned`. `.AnySucceeded` and `.AllFailed` (of a task
 //! that fans out) are named, not translated.
 //!
 //! Argo fails a dag only when a failure reaches its last tasks (an omitted task inherits its
@@ -383,7 +384,7 @@ fn term_cel(
         Some("Skipped") if omitted && !own_when => "false".into(),
         Some("Omitted") if !omitted => "false".into(),
         Some("Omitted") => status("Skipped"),
-        Some("Daemoned") => "false".into(),
+        Some("Daemoned") => format!("steps[{dep:?}].daemoned"),
         Some(result) => status(result),
     }
 }

@@ -729,6 +729,48 @@ spec:
 }
 
 #[test]
+fn a_daemon_template_keeps_daemon_and_its_probe_and_daemoned_reads_steps_daemoned() {
+    let (workflow, problems) = one(r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: served}
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      dag:
+        tasks:
+          - {name: server, template: server}
+          - name: client
+            template: client
+            depends: server.Daemoned
+            arguments: {parameters: [{name: ip, value: "{{tasks.server.ip}}"}]}
+    - name: server
+      daemon: true
+      container:
+        image: nginx:1.27
+        readinessProbe: {httpGet: {path: /, port: 80}, initialDelaySeconds: 2}
+    - name: client
+      inputs: {parameters: [{name: ip}]}
+      container: {image: alpine:3.20, command: [wget, "http://{{inputs.parameters.ip}}/"]}
+"#);
+    assert_eq!(problems, Vec::<String>::new());
+    let spec = &workflow["spec"];
+    let client = &spec["containers"][1];
+    assert_eq!(client["when"], "steps[\"server\"].daemoned", "{client}");
+    assert_eq!(
+        client["arguments"]["parameters"][0]["value"],
+        "{{steps.server.ip}}"
+    );
+    let server = &spec["templates"][0];
+    assert_eq!(server["daemon"], true, "{server}");
+    assert_eq!(
+        server["readinessProbe"],
+        json!({"httpGet": {"path": "/", "port": 80}, "initialDelaySeconds": 2})
+    );
+}
+
+#[test]
 fn mirror_volume_mounts_writes_the_template_s_mounts_onto_its_init_containers_and_sidecars() {
     let (workflow, problems) = one(r#"
 apiVersion: argoproj.io/v1alpha1

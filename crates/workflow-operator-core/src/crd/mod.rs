@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvFromSource, EnvVar, LocalObjectReference, PersistentVolumeClaimSpec,
-    PodSecurityContext, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
+    PodSecurityContext, Probe, ResourceRequirements, SecurityContext, Toleration, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -672,6 +673,21 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interactive: Option<bool>,
 
+    /// Run as a daemon (Argo's `daemon: true`): the step is done once its pod runs and its
+    /// container is ready (its `readinessProbe`, if any, passed), and the steps after it start
+    /// while it keeps running; `{{steps.NAME.ip}}` is its pod's IP. It is stopped when the
+    /// workflow ends. Only a container or script step may be one. See "Daemon steps" in
+    /// docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<bool>,
+
+    /// The step's container's readiness probe (Kubernetes `Probe`, as a container's
+    /// `readinessProbe`): a daemon step is done once it passed. Only a step running a
+    /// container or a script may have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubernetes_object")]
+    pub readiness_probe: Option<Box<Probe>>,
+
     /// Run nothing and wait (Argo's suspend template): until `workflow-operator resume` or,
     /// with a `duration`, that long after the step started. No pod runs; the step needs no
     /// `image`. See "Suspend steps" in docs/api.md.
@@ -1011,6 +1027,11 @@ pub struct StepStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
 
+    /// A daemon step's pod's IP (`{{steps.NAME.ip}}`), read once its container was ready: the
+    /// step is `Succeeded` with reason `Daemoned` while it keeps running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+
     /// What it wrote to `$WORKFLOW_OUTPUTS` (`key=value` lines), recorded for a succeeded step
     /// whose outputs another step names.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -1050,6 +1071,8 @@ impl WorkFlowSpec {
     /// The timeout that applies to `step`, in seconds; [`UNLIMITED`] (-1) means none.
     pub fn effective_timeout(&self, step: &Step) -> i64 {
         match StepKind::of(self, step) {
+            // It runs until the workflow ends; `startTimeout` still bounds its pod's start.
+            StepKind::Container | StepKind::Script if step.daemon == Some(true) => UNLIMITED,
             StepKind::Container | StepKind::Script | StepKind::Http | StepKind::Resource => {
                 step.timeout.num().unwrap_or(self.max_step_timeout)
             }
@@ -1610,8 +1633,8 @@ spec:
         // number or text (`IntOrExpr`, its text boxed); Argo's step kinds and pod settings
         // (`suspend`, `fail`, `http`, `resource`, `nodeSelector`, `tolerations`, `affinity`,
         // `podSpecPatch`) 8 each (a box); custom `metrics` 8 (a box); lifecycle `hooks` 8 (a
-        // box).
-        assert!(size <= 512, "a Step is {size} bytes");
+        // box); a daemon's `readinessProbe` 8 (a box; `daemon` is a byte in the padding).
+        assert!(size <= 520, "a Step is {size} bytes");
         let spec = std::mem::size_of::<WorkFlowSpec>();
         // 80 before run control; `onExit` (a Vec) and the other run-control fields add 24, the
         // boxed `workspace` 8, `runs` 8 (one per workflow, not per step); queueing

@@ -159,6 +159,12 @@ fn step_rows() -> Vec<(&'static str, Target, Value)> {
         ("initContainers", b, json!({"initContainers": container})),
         ("sidecars", b, json!({"sidecars": container})),
         ("interactive", b, json!({"interactive": true})),
+        ("daemon", b, json!({"daemon": true})),
+        (
+            "readinessProbe",
+            b,
+            json!({"readinessProbe": {"tcpSocket": {"port": 80}}}),
+        ),
         ("suspend", b, json!({"suspend": {"duration": "5s"}})),
         ("fail", b, json!({"fail": "not yet"})),
         ("http", b, json!({"http": {"url": "http://svc/ping"}})),

@@ -138,6 +138,7 @@ impl Failure {
             reason: Some((*reason).to_string()),
             message: Some(why.clone()),
             job: None,
+            ip: None,
             outputs: BTreeMap::new(),
             items: None,
         })
@@ -179,6 +180,7 @@ impl Failure {
             reason: text(reason),
             message: text(message),
             job: Some(job.name.clone()),
+            ip: None,
             outputs: BTreeMap::new(),
             items: None,
         }

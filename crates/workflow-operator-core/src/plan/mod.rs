@@ -52,6 +52,7 @@ mod suspend;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
@@ -159,6 +160,11 @@ pub struct ObservedJob {
     /// the stop), its step is as the status recorded it when it was stopped, and a retry runs it
     /// again.
     pub stopped: bool,
+    /// The IP of a daemon step's pod, recorded on the Job by the handler once the pod was
+    /// ready (annotation `workflow.crd.com/daemoned`): the step is done while the Job runs.
+    pub daemoned: Option<IpAddr>,
+    /// A pod of the Job is ready (`status.ready` above 0): a daemon step's pod may be read.
+    pub ready: bool,
     /// The Job is suspended (`spec.suspend`).
     pub suspended: bool,
     /// When it was last suspended (its `Suspended=True` condition's time), if it is.
@@ -202,6 +208,8 @@ pub enum StopReason {
     WorkflowFailed,
     /// `spec.shutdown: Terminate`: running steps are stopped at once.
     Terminated,
+    /// The workflow ended while a daemon step ran on: a daemon lives as long as its workflow.
+    DaemonEnded,
 }
 
 impl StopReason {
@@ -210,6 +218,7 @@ impl StopReason {
         match self {
             StopReason::WorkflowFailed => "the workflow failed while it ran",
             StopReason::Terminated => "spec.shutdown: Terminate",
+            StopReason::DaemonEnded => "a daemon step stops when its workflow ends",
         }
     }
 }
@@ -707,6 +716,9 @@ pub const REASON_BACKING_OFF: &str = "BackingOff";
 /// The step status `reason` of a running step stopped because the workflow failed.
 pub const REASON_STOPPED: &str = "Stopped";
 
+/// The step status `reason` of a daemon step whose pod was ready: `Succeeded`, running on.
+pub const REASON_DAEMONED: &str = "Daemoned";
+
 /// The step status `reason` of a running step stopped by `spec.shutdown: Terminate`.
 pub const REASON_TERMINATED: &str = "Terminated";
 
@@ -766,6 +778,7 @@ pub fn running_step_status(step: &str, job: String, suspended: bool) -> StepStat
         reason: None,
         message: None,
         job: Some(job),
+        ip: None,
         outputs: BTreeMap::new(),
         items: None,
     }
@@ -797,6 +810,9 @@ static NO_STATUS: WorkFlowStatus = WorkFlowStatus {
     metrics: BTreeMap::new(),
     outputs: None,
 };
+
+#[cfg(test)]
+mod daemon_tests;
 
 #[cfg(test)]
 mod data_tests;

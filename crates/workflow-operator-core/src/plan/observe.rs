@@ -343,6 +343,15 @@ impl<'a> Planner<'a> {
     /// it when it ran past its timeout, or its pod did not start by its deadline).
     fn see(&mut self, job: &'a ObservedJob, step: &Step) -> Seen {
         let spec = &self.workflow.spec;
+        // A daemon that was ready is done, running or stopped at the end; one that failed by
+        // itself since fails its step, as Argo fails a daemon whose pod failed.
+        if job.daemoned.is_some() {
+            match &job.state {
+                JobState::Active { .. } | JobState::Succeeded => return Seen::Succeeded,
+                _ if job.stopped => return Seen::Succeeded,
+                _ => {}
+            }
+        }
         if job.stopped {
             return Seen::Stopped;
         }
@@ -495,13 +504,16 @@ enum Seen {
     Stopped,
 }
 
-/// How a step whose `job` succeeded ended: exit code 0, its Job's start and end.
+/// How a step whose `job` succeeded ended: exit code 0, its Job's start and end; a daemon's
+/// IP, and no exit code or end while it runs.
 fn succeeded(job: &ObservedJob) -> Ended {
+    let running = matches!(job.state, JobState::Active { .. });
     Ended {
         status: StepPhase::Succeeded.as_str(),
-        exit_code: Some(0),
+        exit_code: (!running).then_some(0),
         started_at: job.start_time,
         finished_at: job.finished_at,
+        ip: job.daemoned,
     }
 }
 
@@ -523,6 +535,7 @@ fn ended_by(failure: &Failure, job: Option<&ObservedJob>) -> Ended {
         exit_code,
         started_at: job.and_then(|j| j.start_time),
         finished_at: job.and_then(|j| j.finished_at),
+        ip: None,
     }
 }
 

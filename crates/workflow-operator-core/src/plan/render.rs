@@ -18,8 +18,8 @@ use crate::outputs::Outputs;
 use super::failure::Failure;
 use super::planner::{Exits, Fan, Outcome, Planner, Unit, View};
 use super::{
-    JobState, ObservedJob, Plan, QUEUE_TIMEOUT_WHY, REASON_STOPPED, REASON_TERMINATED,
-    REASON_WHEN_FALSE, running_step_status,
+    JobState, ObservedJob, Plan, QUEUE_TIMEOUT_WHY, REASON_DAEMONED, REASON_STOPPED,
+    REASON_TERMINATED, REASON_WHEN_FALSE, running_step_status,
 };
 
 /// The entry of a step its `when` (`expression`) skipped.
@@ -388,6 +388,11 @@ impl<'a> Planner<'a> {
                     }
                     lists.steps.push(entry);
                 }
+                // A daemon that was ready: done, running on or stopped at the workflow's end.
+                (Some(job), None) if job.daemoned.is_some() => {
+                    lists.steps.push(daemoned(&name, job));
+                    lists.executed.push(name.clone());
+                }
                 // Stopped with the workflow (failFast, Terminate, its deadline, a rule).
                 (Some(job), None) if self.halts(job, terminal) => {
                     lists.steps.push(self.halted_entry(&name, job, halted));
@@ -740,6 +745,26 @@ fn succeeded_with(name: &str, job: &ObservedJob, outputs: &Outputs) -> StepStatu
         started_at: job.start_time.map(Time),
         finished_at: job.finished_at.map(Time),
         outputs: outputs.clone(),
+        ..running_step_status(name, job.name.clone(), false)
+    }
+}
+
+/// The entry of daemon step `name`, whose `job`'s pod was ready: `Succeeded`, reason
+/// `Daemoned`, with its pod's IP (Argo's node `daemoned: true`), while it runs and once the
+/// workflow's end stopped it.
+fn daemoned(name: &str, job: &ObservedJob) -> StepStatus {
+    let ip = job.daemoned.map(|ip| ip.to_string());
+    let message = match (job.stopped, &ip) {
+        (true, _) => "a daemon: stopped at the workflow's end".to_string(),
+        (false, Some(ip)) => format!("a daemon: ready, running at {ip}"),
+        (false, None) => "a daemon: ready".to_string(),
+    };
+    StepStatus {
+        phase: StepPhase::Succeeded,
+        started_at: job.start_time.map(Time),
+        reason: Some(REASON_DAEMONED.to_string()),
+        message: Some(message),
+        ip,
         ..running_step_status(name, job.name.clone(), false)
     }
 }

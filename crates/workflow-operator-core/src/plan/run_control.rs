@@ -76,7 +76,21 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Stops the daemon steps still running once the workflow ended (Argo stops one when the
+    /// template that started it ends; here it lives as long as its workflow): their steps stay
+    /// done. A daemon that was not ready yet is stopped as a failed workflow's running step.
+    pub(super) fn stop_daemons(&mut self, current: &[&'a ObservedJob]) {
+        for &job in current {
+            if job.daemoned.is_some() && matches!(job.state, JobState::Active { .. }) {
+                self.stop(job, StopReason::DaemonEnded);
+            }
+        }
+    }
+
+    /// A finished workflow's Jobs: a failed one's running steps are stopped, and any
+    /// workflow's daemons (the pass that ended it stopped them, unless its actions were lost).
     pub(super) fn keep_terminal(&mut self, current: &[&'a ObservedJob]) {
+        self.stop_daemons(current);
         if self.phase == Phase::Failed {
             self.stop_running(current, StopReason::WorkflowFailed);
         }

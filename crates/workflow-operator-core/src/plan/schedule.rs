@@ -94,6 +94,7 @@ impl<'a> Planner<'a> {
         let mut failed_by = None;
         let message = if let Some((trigger, message)) = exits.end.clone() {
             self.go(trigger, message.clone());
+            self.stop_daemons(current);
             failed_by = (trigger != Trigger::AllStepsSucceeded).then_some(trigger);
             Some(message)
         } else {

@@ -44,6 +44,7 @@ enum Out {
     OldRun,
     WorkflowFailed,
     Terminated,
+    DaemonEnded,
 }
 
 fn deletes(plan: &Plan) -> Vec<(&str, Out)> {
@@ -56,6 +57,7 @@ fn deletes(plan: &Plan) -> Vec<(&str, Out)> {
                 match reason {
                     StopReason::WorkflowFailed => Out::WorkflowFailed,
                     StopReason::Terminated => Out::Terminated,
+                    StopReason::DaemonEnded => Out::DaemonEnded,
                 },
             )),
             _ => None,

@@ -122,7 +122,7 @@ pub fn unknown_forms(value: &Value, found: &mut Unfilled) {
                      {{workflow.parameters.json|duration|status|failures}}, \
                      {{inputs.parameters.NAME}} in a template, \
                      {{steps.NAME.outputs.KEY}}, \
-                     {{steps.NAME.status|exitCode|startedAt|finishedAt}}, {{item}}, {{item.FIELD}}"
+                     {{steps.NAME.status|exitCode|startedAt|finishedAt|ip}}, {{item}}, {{item.FIELD}}"
                         .into(),
                 ));
             }

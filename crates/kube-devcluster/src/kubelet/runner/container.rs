@@ -3,7 +3,8 @@
 //! message read when it ends, and the container started again as its kind and the pod's
 //! `restartPolicy` say ([`crate::kubelet::init_containers::restarts`]), after the kubelet's
 //! back-off ([`crate::kubelet::RestartBackoff`]), each run with a log and message file of its own.
-//! While its process runs, the container is registered for `exec` ([`crate::kubelet::exec`]).
+//! While its process runs, the container is registered for `exec` ([`crate::kubelet::exec`])
+//! and its readiness probe runs (`kubelet::prober`).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use super::Runner;
 use super::prepare::Prepared;
 use crate::kubelet::exec;
 use crate::kubelet::init_containers::{self, Kind, Slot};
+use crate::kubelet::prober;
 use crate::kubelet::process::{command_for, spawn_error};
 use crate::kubelet::status::{State, cannot_start, terminated};
 use crate::kubelet::termination_message::{self, MessageFile, OutputTail};
@@ -353,14 +355,34 @@ impl Runner {
         let running = State::Running {
             started_at: started_at.clone(),
         };
-        let alive = self.set(run.slot, |r| r.state = running);
+        // A regular init container has no readiness (Kubernetes refuses its probe).
+        let probe = (run.kind != Kind::Init)
+            .then(|| prober::readiness_probe(container))
+            .flatten();
+        let alive = self.set(run.slot, |r| {
+            r.state = running;
+            r.probed = probe.as_ref().map(|_| false);
+        });
         output.log.open();
         let exit = if alive {
             if let Some(started) = &run.started {
                 started.send_replace(true);
             }
-            self.wait_or_terminate(&mut child, group, run.stop.clone())
-                .await
+            let pod = &self.pod;
+            let target = prober::Target {
+                shared: &self.shared,
+                namespace: pod.namespace(),
+                pod: pod.name(),
+                uid: pod.uid(),
+                container: &run.prepared.name,
+            };
+            let probing = prober::probe_readiness(probe.as_ref(), target, |ready| {
+                self.set(run.slot, |r| r.probed = Some(ready));
+            });
+            tokio::select! {
+                exit = self.wait_or_terminate(&mut child, group, run.stop.clone()) => exit,
+                () = probing => None,
+            }
         } else {
             None
         };
