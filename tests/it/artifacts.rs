@@ -469,7 +469,7 @@ async fn a_malformed_repository_configmap_fails_the_step_naming_it(
     let store = store_of(&namespace).await;
     let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(namespace.client(), &namespace.name);
-    let s3 = s3.replace("ENDPOINT", &store.endpoint());
+    let s3 = s3.replace("ENDPOINT", store.endpoint());
     let malformed = serde_json::json!({"data": {"repository": format!("s3: {s3}")}});
     (config_maps.patch(
         workflow_operator_core::agent::REPOSITORY_CONFIGMAP,

@@ -364,11 +364,8 @@ pub fn visit_spec<V: Visitor>(spec: &WorkFlowSpec, v: &mut V) {
     v.steps(&exit, on_exit);
     visit(v, &field("workspace", RunWhenSet, Followed), workspace);
     // One run, said or not, is the same run; repeated runs have a Job per step and run.
-    visit(
-        v,
-        &field("runs", RunWhenSet, InFull),
-        &runs.filter(|&n| n != 1),
-    );
+    let repeated = runs.filter(|&n| n != 1);
+    visit(v, &field("runs", RunWhenSet, InFull), &repeated);
     visit(v, &field("interactive", RunWhenSet, InFull), interactive);
     visit(v, &field("arguments", Expanded, Followed), arguments);
     visit(v, &field("templates", Expanded, Followed), templates);
