@@ -3,7 +3,7 @@
 //! steps, and hooks that cannot be made steps refused naming them.
 
 use super::hooks::after;
-use super::tests::{expanded, names_and_deps, problems, workflow};
+use super::tests::{expanded, names_and_deps, pairs, problems, workflow};
 
 /// A steps template whose `build` has an exit hook, a hook while it runs and one on its
 /// failure; `deploy` after it; the template called as `run`.
@@ -27,12 +27,6 @@ templates:
 containers:
   - {stepName: run, template: main}
 "#;
-
-fn pairs(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
-    list.iter()
-        .map(|(n, d)| (n.to_string(), d.iter().map(|s| s.to_string()).collect()))
-        .collect()
-}
 
 #[test]
 fn a_steps_hooks_are_steps_with_it_or_after_it_and_its_dependents_wait_for_them() {

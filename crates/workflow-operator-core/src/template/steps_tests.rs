@@ -1,7 +1,7 @@
 //! Argo's `steps` templates: groups compiled to `dependsOn`, names under the call, sibling
 //! references (`steps.X`, `tasks.X`) renamed, and entries that are not steps refused.
 
-use super::tests::{expanded, names_and_deps, problems, workflow};
+use super::tests::{expanded, names_and_deps, pairs, problems, workflow};
 
 /// A coin flip as Argo writes it: a group of one, a group of two under `when`s (one in
 /// Argo's `tasks.` form), a group of one reading a sibling's output.
@@ -25,12 +25,6 @@ containers:
   - {stepName: run, template: main, dependsOn: [start]}
   - {stepName: after, image: x, dependsOn: [run]}
 "#;
-
-fn pairs(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
-    list.iter()
-        .map(|(n, d)| (n.to_string(), d.iter().map(|s| s.to_string()).collect()))
-        .collect()
-}
 
 #[test]
 fn each_group_of_a_steps_template_runs_after_every_step_of_the_group_before() {

@@ -49,6 +49,13 @@ pub(super) fn names_and_deps(spec: &WorkFlowSpec) -> Vec<(String, Vec<String>)> 
         .collect()
 }
 
+/// `(step, its dependencies)` written as literals, to compare with [`names_and_deps`].
+pub(super) fn pairs(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    list.iter()
+        .map(|(n, d)| (n.to_string(), d.iter().map(|s| s.to_string()).collect()))
+        .collect()
+}
+
 /// A release workflow using every part of templates: parameters, a container template and a
 /// `dag` template called twice.
 const RELEASE: &str = r#"
