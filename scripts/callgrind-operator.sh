@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One small burst (WORKFLOWS x 10 diamond, default 100) on PLANE_BUILD's embedded control plane,
+# served by OPERATOR_BUILD's operator under valgrind's callgrind: the operator's instructions,
+# counted, which this machine's load does not move (timings do). Compare two builds' totals, then
+# where they differ: `callgrind_annotate OUT`, `callgrind_annotate --inclusive=yes OUT`. memcpy's
+# `rep movsb` counts one instruction per byte, so copies weigh more here than in time.
+#   scripts/callgrind-operator.sh PLANE_BUILD OPERATOR_BUILD OUT [WORKFLOWS]
+set -u
+plane=$1; op=$2; out=$3; n=${4:-100}
+command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+dir=$(mktemp -d); kc=$dir/kubeconfig
+trap 'kill $oppid 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+# Older builds name the log filter `--log`.
+logflag=--log-level
+"$op" run --help | grep -q -- "--log-level" || logflag=--log
+cat > "$dir/op.sh" <<EOS
+#!/bin/sh
+while [ ! -s $kc ]; do sleep 0.05; done
+until KUBECONFIG=$kc kubectl get crd workflows.workflow.crd.com >/dev/null 2>&1; do sleep 0.1; done
+exec env KUBECONFIG=$kc valgrind --tool=callgrind --callgrind-out-file=$out $op run --concurrency 64 $logflag warn 2> $dir/operator.log
+EOS
+chmod +x "$dir/op.sh"
+"$dir/op.sh" & oppid=$!
+"$plane" bench --workflows "$n" --steps 10 --shape diamond --external --external-pid "$oppid" \
+  --kubeconfig "$kc" --external-wait-secs 300 --ceiling-secs 0 2>/dev/null >/dev/null
+kill -INT $oppid; wait $oppid 2>/dev/null
+grep -E "^==[0-9]+== (Collected|I +refs)" "$dir/operator.log" | tail -1
