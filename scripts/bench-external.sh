@@ -8,19 +8,8 @@ set -u
 plane=$1; op=$2
 dir=$(mktemp -d); kc=$dir/kubeconfig
 trap 'kill $oppid 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
-# Older builds name the log filter `--log`.
-logflag=--log-level
-"$op" run --help | grep -q -- "--log-level" || logflag=--log
-# The operator starts once the control plane has written its kubeconfig and installed the CRD
-# (an operator checks the CRD at start); `exec` keeps the pid the bench reports on.
-cat > "$dir/op.sh" <<EOS
-#!/bin/sh
-while [ ! -s $kc ]; do sleep 0.05; done
-until KUBECONFIG=$kc kubectl get crd workflows.workflow.crd.com >/dev/null 2>&1; do sleep 0.1; done
-exec env KUBECONFIG=$kc $op run --concurrency 64 $logflag warn 2> $dir/operator.log
-EOS
-chmod +x "$dir/op.sh"
-"$dir/op.sh" & oppid=$!
+. "$(dirname "$0")/external-operator.sh"
+start_external_operator "$dir" "$kc" "$op"
 "$plane" bench --workflows 1000 --steps 10 --shape diamond --external --external-pid "$oppid" \
   --kubeconfig "$kc" --external-wait-secs 60 2>/dev/null | python3 -c "
 import json, sys

@@ -10,17 +10,8 @@ plane=$1; op=$2; out=$3; n=${4:-100}
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 dir=$(mktemp -d); kc=$dir/kubeconfig
 trap 'kill $oppid 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
-# Older builds name the log filter `--log`.
-logflag=--log-level
-"$op" run --help | grep -q -- "--log-level" || logflag=--log
-cat > "$dir/op.sh" <<EOS
-#!/bin/sh
-while [ ! -s $kc ]; do sleep 0.05; done
-until KUBECONFIG=$kc kubectl get crd workflows.workflow.crd.com >/dev/null 2>&1; do sleep 0.1; done
-exec env KUBECONFIG=$kc valgrind --tool=callgrind --callgrind-out-file=$out $op run --concurrency 64 $logflag warn 2> $dir/operator.log
-EOS
-chmod +x "$dir/op.sh"
-"$dir/op.sh" & oppid=$!
+. "$(dirname "$0")/external-operator.sh"
+start_external_operator "$dir" "$kc" "$op" valgrind --tool=callgrind --callgrind-out-file="$out"
 "$plane" bench --workflows "$n" --steps 10 --shape diamond --external --external-pid "$oppid" \
   --kubeconfig "$kc" --external-wait-secs 300 --ceiling-secs 0 2>/dev/null >/dev/null
 kill -INT $oppid; wait $oppid 2>/dev/null
