@@ -116,31 +116,41 @@ async fn gates(
         }
         let mut with_hits = decided.gate.take().unwrap_or_default();
         with_hits.cached.extend(hits);
-        decided = Box::pin(replan(shared, ctx, decided, with_hits)).await?;
+        decided = replan(shared, ctx, decided, with_hits).await?;
     }
     // Kueue first: a run waiting for its admission takes no lock.
     let admitted = gate::admit_workload(&ctx.client, &decided).await;
     if let Some(kueue) = admitted.map_err(PassError::Kueue)? {
         let with_kueue = decided.gate.take().map_or(kueue.clone(), |g| g.and(kueue));
-        decided = Box::pin(replan(shared, ctx, decided, with_kueue)).await?;
+        decided = replan(shared, ctx, decided, with_kueue).await?;
     }
     let held = locks::hold(shared.locks.as_deref(), &ctx.client, &decided).await;
     if let Some(locks) = held.map_err(PassError::Locks)? {
         let with_locks = decided.gate.take().map_or(locks.clone(), |g| g.and(locks));
-        decided = Box::pin(replan(shared, ctx, decided, with_locks)).await?;
+        decided = replan(shared, ctx, decided, with_locks).await?;
     }
     if let Some(queue) = gate::admit(shared, &decided).await {
         let with_queue = decided.gate.take().map_or(queue.clone(), |g| g.and(queue));
-        decided = Box::pin(replan(shared, ctx, decided, with_queue)).await?;
+        decided = replan(shared, ctx, decided, with_queue).await?;
     }
     gate::release_unplanned(shared, &decided);
     Ok(decided)
 }
 
 /// Plans `decided` again in full behind `gate`, observing its Jobs in full first if the pass
-/// has not yet. Called boxed: only a gate that changes the plan needs it, and a future holds
-/// the futures it awaits (every pass would carry this one's size).
+/// has not yet. The work is boxed: only a gate that changes the plan needs it, and a future
+/// holds the futures it awaits (every pass would carry this one's size).
 async fn replan(
+    shared: &ControllerState,
+    ctx: &Context<WorkFlow>,
+    decided: Box<Decided>,
+    gate: plan::Gate,
+) -> Result<Box<Decided>, PassError> {
+    Box::pin(replan_in_full(shared, ctx, decided, gate)).await
+}
+
+/// [`replan`]'s work.
+async fn replan_in_full(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
     decided: Box<Decided>,
