@@ -610,10 +610,23 @@ async fn sidecar_pod_until_killed() {
     let cluster = kube_devcluster::testing::start().await;
     let pod: k8s_openapi::api::core::v1::Pod =
         serde_json::from_str(&never_initialised("survivor", Path::new(&pid_file))).unwrap();
-    Api::namespaced(cluster.client(), "default")
-        .create(&PostParams::default(), &pod)
-        .await
-        .unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client(), "default");
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    // The guarantee starts once the kubelet has both containers' process groups (it reports a
+    // container running after that): a kill in the instant between a spawn and that is the
+    // window the kubelet's module doc owns up to, and the commands can write their pids in it.
+    let running = |pod: k8s_openapi::api::core::v1::Pod| {
+        let statuses = pod.status?.init_container_statuses?;
+        let started = statuses.iter().filter(|s| {
+            let state = s.state.as_ref();
+            state.and_then(|state| state.running.as_ref()).is_some()
+        });
+        (started.count() == 2).then_some(())
+    };
+    let both = || async { pods.get("survivor").await.ok().and_then(running) };
+    kube_devcluster::testing::eventually("both containers to run", Duration::from_secs(20), both)
+        .await;
+    std::fs::write(Path::new(&pid_file).with_extension("running"), "").unwrap();
     // Runs until the parent kills this process.
     std::future::pending::<()>().await;
 }
@@ -635,6 +648,14 @@ async fn a_killed_control_plane_leaves_no_sidecar_behind() {
         .unwrap();
     let mut control_plane = KilledOnDrop(control_plane);
     let pids = read_pids(&pid_file, 4).await;
+    let marker = pid_file.with_extension("running");
+    let reported = || std::future::ready(marker.exists().then_some(()));
+    kube_devcluster::testing::eventually(
+        "the helper's containers to run",
+        Duration::from_secs(20),
+        reported,
+    )
+    .await;
     assert!(pids.iter().all(|&pid| alive(pid)));
     // SIGKILL: no destructor, no shutdown; only the reaper is left to kill the groups.
     control_plane.0.kill().unwrap();
