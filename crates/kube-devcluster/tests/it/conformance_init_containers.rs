@@ -15,7 +15,9 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 
-use crate::support::{self, Kubectl, alive, all_gone, get, read_pids, rows, setup, wait_phase};
+use crate::support::{
+    self, Kubectl, alive, all_gone, get, read_pids, rows, running_marker, setup, wait_phase,
+};
 
 /// A busybox container running `script` with `sh -c`.
 fn container(name: &str, script: &str) -> Value {
@@ -626,7 +628,7 @@ async fn sidecar_pod_until_killed() {
     let both = || async { pods.get("survivor").await.ok().and_then(running) };
     kube_devcluster::testing::eventually("both containers to run", Duration::from_secs(20), both)
         .await;
-    std::fs::write(Path::new(&pid_file).with_extension("running"), "").unwrap();
+    std::fs::write(running_marker(Path::new(&pid_file)), "").unwrap();
     // Runs until the parent kills this process.
     std::future::pending::<()>().await;
 }
@@ -648,7 +650,7 @@ async fn a_killed_control_plane_leaves_no_sidecar_behind() {
         .unwrap();
     let mut control_plane = KilledOnDrop(control_plane);
     let pids = read_pids(&pid_file, 4).await;
-    let marker = pid_file.with_extension("running");
+    let marker = running_marker(&pid_file);
     let reported = || std::future::ready(marker.exists().then_some(()));
     kube_devcluster::testing::eventually(
         "the helper's containers to run",

@@ -4,7 +4,7 @@
 //! deadline, never fixed sleeps. Process checks read `/proc`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
@@ -21,7 +21,7 @@ use rstest::{fixture, rstest};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{alive, read_pids};
+use crate::support::{alive, read_pids, running_marker};
 
 /// How long any one wait may take.
 const WAIT: Duration = Duration::from_secs(10);
@@ -1153,11 +1153,6 @@ async fn pod_runner_until_killed() {
     std::fs::write(running_marker(Path::new(&pid_file)), "").unwrap();
     // Runs until the parent kills this process.
     std::future::pending::<()>().await;
-}
-
-/// The file [`pod_runner_until_killed`] writes once its pod is reported running.
-fn running_marker(pid_file: &Path) -> PathBuf {
-    pid_file.with_extension("running")
 }
 
 #[tokio::test]

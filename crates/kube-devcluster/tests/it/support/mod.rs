@@ -302,6 +302,12 @@ pub fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// The file a helper test run in a child process writes once the kubelet reports its pod's
+/// containers running (it holds their process groups from then on), beside its pid file.
+pub fn running_marker(pid_file: &Path) -> std::path::PathBuf {
+    pid_file.with_extension("running")
+}
+
 /// The pids a pod command wrote to `file`, one a line, once it wrote `count` of them.
 pub async fn read_pids(file: &Path, count: usize) -> Vec<u32> {
     eventually("the pod to write its pids", Duration::from_secs(10), || {
