@@ -6,8 +6,11 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
 COPY crates ./crates
-# Without the default `dev` feature: no embedded control plane (`dev`, `bench`) in the image.
-RUN cargo build --release --locked --no-default-features --bin workflow-operator --bin workflow-agent
+COPY scripts/build-release.sh scripts/link-hot-first.sh ./scripts/
+COPY build ./build
+# Without the default `dev` feature: no embedded control plane (`dev`, `bench`) in the image; the
+# code a burst runs laid out together (see the script).
+RUN scripts/build-release.sh
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/workflow-operator /usr/local/bin/workflow-operator

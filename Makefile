@@ -11,7 +11,7 @@ SHELL := /bin/bash
 TEST_THREADS ?= $(shell n=$$(( $$(nproc) * 8 )); echo $$(( n > 32 ? 32 : n )))
 export RUST_TEST_THREADS = $(TEST_THREADS)
 
-.PHONY: demo test test-python test-slow lint lint-source clippy lint-docs fmt crd argo-doc bench bench-dag image deploy-kind test-kind tools help
+.PHONY: demo test test-python test-slow lint lint-source clippy lint-docs fmt crd argo-doc bench bench-dag hot-functions image deploy-kind test-kind tools help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -93,6 +93,18 @@ bench: ## measure the operator end to end (release build; BENCH_ARGS=...): one J
 
 bench-dag: ## criterion benchmarks of the pure core on 10,000-step DAGs (release build)
 	$(CARGO) bench --bench dag
+
+# The image's build (scripts/build-release.sh) profiled under callgrind in a burst of 100 x 10
+# on the debug build's control plane; the functions it ran are listed for the linker to lay out
+# first. Needs valgrind; about 20 minutes, most of it the fat-LTO build.
+HOT_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))/hot
+hot-functions: ## remake build/hot-functions.txt, the functions the image's build lays out first (needs valgrind)
+	scripts/build-release.sh --target-dir $(HOT_DIR)
+	$(CARGO) build --bin workflow-operator
+	VALGRIND_OPTS=--demangle=no scripts/callgrind-operator.sh $(DEBUG_BIN) \
+		$(HOT_DIR)/release/workflow-operator $(HOT_DIR)/callgrind.out
+	$(PYTHON) scripts/hot-functions.py $(HOT_DIR)/callgrind.out \
+		$(HOT_DIR)/release/workflow-operator > build/hot-functions.txt
 
 # --- real clusters (need Docker and kind; not available on the build machines) ---
 KIND ?= kind

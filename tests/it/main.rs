@@ -58,6 +58,7 @@ mod reliability_bad_input;
 mod reliability_crash;
 mod reliability_fanin;
 mod reliability_faults;
+mod release_layout;
 mod rules;
 mod run_control;
 mod run_control_cleanup;
