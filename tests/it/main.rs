@@ -58,6 +58,8 @@ mod reliability_bad_input;
 mod reliability_crash;
 mod reliability_fanin;
 mod reliability_faults;
+// The script it checks is used on x86-64 Linux only (lld).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod release_layout;
 mod rules;
 mod run_control;

@@ -2,7 +2,8 @@
 //! (`scripts/link-hot-first.sh`, the linker `scripts/build-release.sh` gives cargo): checked on
 //! a small program built the same way (symbol-mangling v0, the script as the linker), whose
 //! list names, by their demangled names, the two of its four functions it lays out last
-//! without the list.
+//! without the list. On x86-64 Linux only, where rustc links with lld (since Rust 1.90) and
+//! `scripts/build-release.sh` uses the script.
 
 use std::path::Path;
 use std::process::Command;
