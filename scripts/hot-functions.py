@@ -33,7 +33,10 @@ def executed(callgrind_out: str) -> set[str]:
 
 def symbols(binary: str, *flags: str) -> list[str]:
     return subprocess.run(
-        ["nm", "--defined-only", *flags, binary], capture_output=True, text=True, check=True
+        ["nm", "--defined-only", *flags, binary],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
 
 
@@ -52,9 +55,13 @@ def main() -> None:
         sys.exit("usage: hot-functions.py CALLGRIND_OUT BINARY")
     ran = executed(sys.argv[1])
     if not any(name.startswith("_R") for name in ran):
-        sys.exit("no mangled names in the callgrind output: run it with VALGRIND_OPTS=--demangle=no")
+        sys.exit(
+            "no mangled names in the callgrind output: run it with VALGRIND_OPTS=--demangle=no"
+        )
     if any(name.startswith("_ZN") for name in ran):
-        sys.exit(f"{sys.argv[2]} has legacy-mangled names: build it with scripts/build-release.sh")
+        sys.exit(
+            f"{sys.argv[2]} has legacy-mangled names: build it with scripts/build-release.sh"
+        )
     names = demangled(sys.argv[2])
     for name in sorted({names[m] for m in ran if m in names}):
         print(name)
