@@ -13,6 +13,7 @@ mod support;
 #[path = "../../crates/kube-kopf/tests/common/mod.rs"]
 mod kopf_common;
 
+mod argo_cli_notes;
 mod argo_convert;
 mod argo_daemon;
 mod argo_dag_outputs;
