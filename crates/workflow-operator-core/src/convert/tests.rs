@@ -334,7 +334,14 @@ fn a_field_the_converter_does_not_know_is_named() {
 fn several_documents_each_converted_and_other_kinds_left_out() {
     let documents = converted(include_str!("testdata/several.yaml"));
     let kinds: Vec<&Value> = documents.iter().map(|(d, _)| &d["kind"]).collect();
-    assert_eq!(kinds, [&json!("WorkFlowTemplate"), &json!("CronWorkFlow")]);
+    assert_eq!(
+        kinds,
+        [
+            &json!("WorkFlowTemplate"),
+            &json!("CronWorkFlow"),
+            &json!("ClusterWorkFlowTemplate")
+        ]
+    );
     let (library, _) = &documents[0];
     assert_eq!(library["spec"]["templates"][0]["name"], "say");
     assert!(library["spec"].get("containers").is_none());
@@ -347,6 +354,18 @@ fn several_documents_each_converted_and_other_kinds_left_out() {
     assert_eq!(
         spec["workflowSpec"]["containers"],
         json!([{"stepName": "say", "template": "say"}])
+    );
+    let (shared, problems) = &documents[2];
+    assert_eq!(problems, &Vec::<String>::new());
+    assert_eq!(shared["apiVersion"], "workflow.crd.com/v1");
+    assert_eq!(shared["metadata"], json!({"name": "shared"}));
+    assert_eq!(
+        shared["spec"],
+        json!({"maxStepTimeout": -1, "templates": [{"name": "twice", "steps": [
+            [{"name": "once", "templateRef": {"name": "lib", "template": "say"}}],
+            [{"name": "again", "templateRef": {"name": "lib", "template": "say"}}],
+        ]}]}),
+        "a library, as the WorkflowTemplate: no steps of its own, no limit on a step as in Argo"
     );
 }
 
