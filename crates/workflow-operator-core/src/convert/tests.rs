@@ -405,6 +405,14 @@ fn a_kind_argo_has_and_we_do_not_is_refused_saying_so() {
     r#"string(steps["a"].exitCode) == "0" || double(string(steps["a"].exitCode)) > 2.0 && steps["a"].finishedAt != """#
 )]
 #[case(
+    "'{{steps.a.startedAt}}' > '2000-01-01T00:00:00Z' && {{tasks.a.finishedAt}} <= {{steps.b.startedAt}}",
+    r#"timestamp(steps["a"].startedAt) > timestamp("2000-01-01T00:00:00Z") && timestamp(steps["a"].finishedAt) <= timestamp(steps["b"].startedAt)"#
+)]
+#[case(
+    "'{{steps.a.status}}' == 'Succeeded'",
+    r#"steps["a"].status == "Succeeded""#
+)]
+#[case(
     "{{workflow.status}} == Succeeded",
     r#"workflow.status == "Completed""#
 )]
@@ -430,6 +438,7 @@ fn when_is_translated_to_cel(#[case] argo: &str, #[case] cel: &str) {
 #[case("{{steps.a.ip}} == x")]
 #[case("v{{steps.a.outputs.result}} == v1")]
 #[case("{{steps.a.outputs.result}} in (a, b)")]
+#[case("{{steps.a.startedAt}} > 'yesterday'")]
 fn when_that_cannot_be_translated_safely_is_refused(#[case] argo: &str) {
     assert!(when::to_cel(argo).is_err(), "{:?}", when::to_cel(argo));
 }
