@@ -185,7 +185,11 @@ async fn numbers_written_as_text_and_from_parameters_are_counts_and_limits(
         tries.push(ns.job_log(job).await.trim().to_string());
     }
     tries.sort();
-    assert_eq!(tries, ["attempt 0", "attempt 1"], "failed once, then succeeded");
+    assert_eq!(
+        tries,
+        ["attempt 0", "attempt 1"],
+        "failed once, then succeeded"
+    );
 }
 
 /// Asserts the `pod=NAME` line of `log` names a pod of `job`.
@@ -195,7 +199,10 @@ async fn assert_names_its_pod(ns: &support::Namespace, job: &Job, log: &str) {
         .find_map(|l| l.strip_prefix("pod="))
         .unwrap_or_else(|| panic!("no pod= line: {log}"));
     let selector = format!("job-name={}", job.name_any());
-    let pods = ns.pods().list(&ListParams::default().labels(&selector)).await;
+    let pods = ns
+        .pods()
+        .list(&ListParams::default().labels(&selector))
+        .await;
     let names: Vec<String> = pods.unwrap().iter().map(ResourceExt::name_any).collect();
     assert!(names.iter().any(|n| n == pod), "{pod} among {names:?}");
 }

@@ -82,7 +82,10 @@ async fn a_pod_spec_patch_tolerations_and_a_sequence_format_reach_the_pods(
     );
     let required = (pod.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     let keys: Vec<_> = (required.iter())
         .flat_map(|r| &r.node_selector_terms)
         .flat_map(|t| t.match_expressions.iter().flatten())

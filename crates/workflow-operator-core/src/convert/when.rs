@@ -216,7 +216,11 @@ fn compare(left: Operand, op: &str, right: Operand) -> Result<String, String> {
                 as_text(right, status)
             ))
         }
-        "<" | ">" | "<=" | ">=" if [&left, &right].iter().any(|o| matches!(o, Operand::Time(_))) => {
+        "<" | ">" | "<=" | ">="
+            if [&left, &right]
+                .iter()
+                .any(|o| matches!(o, Operand::Time(_))) =>
+        {
             Ok(format!("{} {op} {}", as_time(left)?, as_time(right)?))
         }
         "<" | ">" | "<=" | ">=" => Ok(format!("{} {op} {}", as_number(left)?, as_number(right)?)),
@@ -270,7 +274,9 @@ fn as_time(operand: Operand) -> Result<String, String> {
         Operand::Text(text) if text.parse::<Timestamp>().is_ok() => {
             Ok(format!("timestamp({})", quote(&text)))
         }
-        other => Err(format!("{other:?} compared with a time (only an RFC 3339 time is)")),
+        other => Err(format!(
+            "{other:?} compared with a time (only an RFC 3339 time is)"
+        )),
     }
 }
 
