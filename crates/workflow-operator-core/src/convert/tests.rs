@@ -880,3 +880,36 @@ spec:
         ]})
     );
 }
+
+#[test]
+fn an_exit_handler_step_reading_another_is_named() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: exit}
+spec:
+  entrypoint: say
+  onExit: handler
+  templates:
+    - name: handler
+      steps:
+        - - {name: report, template: say}
+        - - {name: after, template: say, when: "{{steps.report.status}} == Failed"}
+          - name: echo
+            template: echo
+            arguments: {parameters: [{name: text, value: "{{steps.report.exitCode}}"}]}
+    - name: say
+      container: {image: busybox:1.36}
+    - name: echo
+      inputs: {parameters: [{name: text}]}
+      container: {image: busybox:1.36, command: [echo, "{{inputs.parameters.text}}"]}
+"#;
+    let (_, problems) = one(text);
+    assert_eq!(
+        problems,
+        [
+            r#"spec.onExit: the exit handler's step "after" reads its step "report": an exit step reading another is not supported yet (exit steps read the workflow's steps)"#,
+            r#"spec.onExit: the exit handler's step "echo" reads its step "report": an exit step reading another is not supported yet (exit steps read the workflow's steps)"#,
+        ]
+    );
+}
