@@ -404,14 +404,19 @@ const TRIGGER_KIND: &str = "WorkFlowTrigger";
 
 /// The WorkFlow, CronWorkFlow, WorkFlowTemplate and ClusterWorkFlowTemplate documents of a file (`-` reads
 /// standard input). Argo's documents are converted on the way, saying so once on standard
-/// error.
+/// error; one of an Argo kind that has no counterpart here is left out, named there as
+/// `convert` names it.
 pub(crate) fn read_documents(file: &Path) -> Result<Vec<Document>, String> {
     let mut documents = Vec::new();
     let (mut from_argo, mut not_converted) = (0, 0);
     for mut value in super::convert::read(file)? {
         if convert::is_argo(&value) {
-            let Ok(converted) = convert::convert(&value) else {
-                continue;
+            let converted = match convert::convert(&value) {
+                Ok(converted) => converted,
+                Err(why) => {
+                    eprintln!("{}: {why}", super::convert::describe(file, &value));
+                    continue;
+                }
             };
             from_argo += 1;
             not_converted += converted.problems.len();

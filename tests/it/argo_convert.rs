@@ -52,14 +52,14 @@ spec:
         command: [echo, "{{inputs.parameters.text}}"]
 "#;
 
-fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
         .args(args)
         .output()
         .expect("the binary runs")
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 

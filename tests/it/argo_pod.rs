@@ -1,8 +1,9 @@
 //! Argo's per-template pod settings and `withSequence.format` end to end on the embedded
 //! control plane, written in Argo's YAML and submitted as it is: a `podSpecPatch` adding an
-//! environment variable to Argo's `main` container, a template's `tolerations` on its pod,
-//! a sequence's items written with a format, the workflow's `podSpecPatch` under a template's,
-//! and a sidecar mirroring the main container's volume mounts (`mirrorVolumeMounts`).
+//! environment variable to Argo's `main` container, a template's `tolerations`, `nodeSelector`
+//! and `affinity` on its pod, a sequence's items written with a format, the workflow's
+//! `podSpecPatch` under a template's, and a sidecar mirroring the main container's volume
+//! mounts (`mirrorVolumeMounts`).
 
 use std::io::Write as _;
 
@@ -29,6 +30,12 @@ spec:
             withSequence: {start: "8", count: "3", format: "shard-%02d"}
     - name: patched
       tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}]
+      nodeSelector: {kubernetes.io/os: linux}
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions: [{key: kubernetes.io/arch, operator: Exists}]
       podSpecPatch: '{"containers": [{"name": "main", "env": [{"name": "COLOUR", "value": "teal"}]}]}'
       container:
         image: alpine:3.20
@@ -67,6 +74,24 @@ async fn a_pod_spec_patch_tolerations_and_a_sequence_format_reach_the_pods(
         .filter_map(|t| t.key.as_deref())
         .collect();
     assert_eq!(tolerations, ["gpu"]);
+    let node_selector = pod.node_selector.clone().unwrap_or_default();
+    assert_eq!(
+        node_selector.get("kubernetes.io/os").map(String::as_str),
+        Some("linux"),
+        "{node_selector:?}"
+    );
+    let required = (pod.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let keys: Vec<_> = (required.iter())
+        .flat_map(|r| &r.node_selector_terms)
+        .flat_map(|t| t.match_expressions.iter().flatten())
+        .map(|e| e.key.as_str())
+        .collect();
+    assert_eq!(keys, ["kubernetes.io/arch"], "{:?}", pod.affinity);
     let mut shards = Vec::new();
     for job in jobs.iter().filter(|j| step_of(j) == Some("shard")) {
         shards.push(ns.job_log(job).await.trim().to_string());

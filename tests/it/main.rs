@@ -13,6 +13,7 @@ mod support;
 #[path = "../../crates/kube-kopf/tests/common/mod.rs"]
 mod kopf_common;
 
+mod argo_cli_notes;
 mod argo_convert;
 mod argo_daemon;
 mod argo_dag_outputs;
@@ -28,6 +29,7 @@ mod argo_recursion;
 mod argo_resource;
 mod argo_supplied;
 mod argo_suspend;
+mod argo_time_and_json_vars;
 mod argo_vars;
 mod artifact_store;
 mod artifacts;
@@ -53,6 +55,7 @@ mod operator_production;
 mod operator_scenarios;
 mod queueing;
 mod real_workloads;
+mod release_layout;
 mod reliability_awkward_input;
 mod reliability_bad_input;
 mod reliability_crash;

@@ -379,6 +379,12 @@ impl Namespace {
     /// Runs `workflow-operator ARGS -n NAMESPACE` against the cluster, as a user would; it must
     /// succeed. Its standard output.
     pub async fn cli(&self, args: &[&str]) -> String {
+        self.cli_with_stderr(args).await.0
+    }
+
+    /// Runs `workflow-operator ARGS -n NAMESPACE` as [`Namespace::cli`] does; its standard
+    /// output and its standard error (what the CLI says to the user besides its result).
+    pub async fn cli_with_stderr(&self, args: &[&str]) -> (String, String) {
         let output = self
             .cli_command(args)
             .args(["-n", &self.name])
@@ -391,7 +397,10 @@ impl Namespace {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        (
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
     }
 
     /// The logs of the pods of `job`, concatenated (a Job with `retries` may have several).

@@ -334,7 +334,14 @@ fn a_field_the_converter_does_not_know_is_named() {
 fn several_documents_each_converted_and_other_kinds_left_out() {
     let documents = converted(include_str!("testdata/several.yaml"));
     let kinds: Vec<&Value> = documents.iter().map(|(d, _)| &d["kind"]).collect();
-    assert_eq!(kinds, [&json!("WorkFlowTemplate"), &json!("CronWorkFlow")]);
+    assert_eq!(
+        kinds,
+        [
+            &json!("WorkFlowTemplate"),
+            &json!("CronWorkFlow"),
+            &json!("ClusterWorkFlowTemplate")
+        ]
+    );
     let (library, _) = &documents[0];
     assert_eq!(library["spec"]["templates"][0]["name"], "say");
     assert!(library["spec"].get("containers").is_none());
@@ -347,6 +354,18 @@ fn several_documents_each_converted_and_other_kinds_left_out() {
     assert_eq!(
         spec["workflowSpec"]["containers"],
         json!([{"stepName": "say", "template": "say"}])
+    );
+    let (shared, problems) = &documents[2];
+    assert_eq!(problems, &Vec::<String>::new());
+    assert_eq!(shared["apiVersion"], "workflow.crd.com/v1");
+    assert_eq!(shared["metadata"], json!({"name": "shared"}));
+    assert_eq!(
+        shared["spec"],
+        json!({"maxStepTimeout": -1, "templates": [{"name": "twice", "steps": [
+            [{"name": "once", "templateRef": {"name": "lib", "template": "say"}}],
+            [{"name": "again", "templateRef": {"name": "lib", "template": "say"}}],
+        ]}]}),
+        "a library, as the WorkflowTemplate: no steps of its own, no limit on a step as in Argo"
     );
 }
 
@@ -386,6 +405,14 @@ fn a_kind_argo_has_and_we_do_not_is_refused_saying_so() {
     r#"string(steps["a"].exitCode) == "0" || double(string(steps["a"].exitCode)) > 2.0 && steps["a"].finishedAt != """#
 )]
 #[case(
+    "'{{steps.a.startedAt}}' > '2000-01-01T00:00:00Z' && {{tasks.a.finishedAt}} <= {{steps.b.startedAt}}",
+    r#"timestamp(steps["a"].startedAt) > timestamp("2000-01-01T00:00:00Z") && timestamp(steps["a"].finishedAt) <= timestamp(steps["b"].startedAt)"#
+)]
+#[case(
+    "'{{steps.a.status}}' == 'Succeeded'",
+    r#"steps["a"].status == "Succeeded""#
+)]
+#[case(
     "{{workflow.status}} == Succeeded",
     r#"workflow.status == "Completed""#
 )]
@@ -411,6 +438,7 @@ fn when_is_translated_to_cel(#[case] argo: &str, #[case] cel: &str) {
 #[case("{{steps.a.ip}} == x")]
 #[case("v{{steps.a.outputs.result}} == v1")]
 #[case("{{steps.a.outputs.result}} in (a, b)")]
+#[case("{{steps.a.startedAt}} > 'yesterday'")]
 fn when_that_cannot_be_translated_safely_is_refused(#[case] argo: &str) {
     assert!(when::to_cel(argo).is_err(), "{:?}", when::to_cel(argo));
 }
@@ -850,5 +878,38 @@ spec:
         json!({"semaphores": [
             {"name": "limits/step", "limitFrom": {"configMapKeyRef": {"name": "limits", "key": "step"}}},
         ]})
+    );
+}
+
+#[test]
+fn an_exit_handler_step_reading_another_is_named() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: exit}
+spec:
+  entrypoint: say
+  onExit: handler
+  templates:
+    - name: handler
+      steps:
+        - - {name: report, template: say}
+        - - {name: after, template: say, when: "{{steps.report.status}} == Failed"}
+          - name: echo
+            template: echo
+            arguments: {parameters: [{name: text, value: "{{steps.report.exitCode}}"}]}
+    - name: say
+      container: {image: busybox:1.36}
+    - name: echo
+      inputs: {parameters: [{name: text}]}
+      container: {image: busybox:1.36, command: [echo, "{{inputs.parameters.text}}"]}
+"#;
+    let (_, problems) = one(text);
+    assert_eq!(
+        problems,
+        [
+            r#"spec.onExit: the exit handler's step "after" reads its step "report": an exit step reading another is not supported yet (exit steps read the workflow's steps)"#,
+            r#"spec.onExit: the exit handler's step "echo" reads its step "report": an exit step reading another is not supported yet (exit steps read the workflow's steps)"#,
+        ]
     );
 }

@@ -1,8 +1,13 @@
 //! Argo's `when` (govaluate over text with `{{...}}` filled in) as a CEL `when`, where the
 //! translation keeps its meaning: comparisons of variables, bare words, quoted strings and
 //! numbers, joined by `&&`, `||`, `!` and parentheses. Anything else is refused with why, so the
-//! converter names it instead of guessing. Also Argo's `retryStrategy.expression` (expr-lang)
+//! converter names it instead of guessing. A quoted variable (`'{{steps.a.startedAt}}'`) is the
+//! variable: govaluate reads its value as text either way. A step's `startedAt` or `finishedAt`
+//! ordered against another of them or a quoted RFC 3339 time is compared as times, as govaluate
+//! compares two texts that read as dates. Also Argo's `retryStrategy.expression` (expr-lang)
 //! over `lastRetry.exitCode`.
+
+use k8s_openapi::jiff::Timestamp;
 
 /// The CEL of an Argo `when`, or why it cannot be translated safely.
 pub fn to_cel(argo: &str) -> Result<String, String> {
@@ -90,6 +95,8 @@ enum Operand {
         cel: String,
         status: Status,
     },
+    /// A step's `startedAt` or `finishedAt`: RFC 3339 text, ordered as a time.
+    Time(String),
     Text(String),
     /// A variable filled in as text before the condition is evaluated: a string literal.
     Filled(String),
@@ -166,18 +173,28 @@ impl Parser {
         self.at += 1;
         match token {
             Token::Var(name) => variable(&name),
-            Token::Quoted(text) | Token::Word(text) => Ok(Operand::Text(text)),
+            Token::Quoted(text) => match whole_variable(&text) {
+                Some(name) => variable(name),
+                None => Ok(Operand::Text(text)),
+            },
+            Token::Word(text) => Ok(Operand::Text(text)),
             Token::Number(number) => Ok(Operand::Number(number)),
             Token::Op(op) => Err(format!("{op:?} where a value belongs")),
         }
     }
 }
 
+/// The variable a quoted text is, when it is one `{{...}}` and nothing else.
+fn whole_variable(text: &str) -> Option<&str> {
+    let inner = text.strip_prefix("{{")?.strip_suffix("}}")?;
+    (!inner.contains("{{") && !inner.contains("}}")).then_some(inner.trim())
+}
+
 /// A condition that is one operand: `true`, `false`, or a variable holding `true`.
 fn alone(operand: Operand) -> Result<String, String> {
     match operand {
         Operand::Text(word) if word == "true" || word == "false" => Ok(word),
-        Operand::Var { cel, .. } => Ok(format!("{cel} == \"true\"")),
+        Operand::Var { cel, .. } | Operand::Time(cel) => Ok(format!("{cel} == \"true\"")),
         Operand::Filled(text) => Ok(format!("{} == \"true\"", quote(&text))),
         other => Err(format!("{other:?} alone is not a condition")),
     }
@@ -199,6 +216,13 @@ fn compare(left: Operand, op: &str, right: Operand) -> Result<String, String> {
                 as_text(right, status)
             ))
         }
+        "<" | ">" | "<=" | ">="
+            if [&left, &right]
+                .iter()
+                .any(|o| matches!(o, Operand::Time(_))) =>
+        {
+            Ok(format!("{} {op} {}", as_time(left)?, as_time(right)?))
+        }
         "<" | ">" | "<=" | ">=" => Ok(format!("{} {op} {}", as_number(left)?, as_number(right)?)),
         "=~" | "!~" => {
             let (Operand::Text(pattern) | Operand::Filled(pattern)) = right else {
@@ -217,7 +241,7 @@ fn compare(left: Operand, op: &str, right: Operand) -> Result<String, String> {
 
 fn as_text(operand: Operand, status: Status) -> String {
     match operand {
-        Operand::Var { cel, .. } => cel,
+        Operand::Var { cel, .. } | Operand::Time(cel) => cel,
         Operand::Text(text) | Operand::Number(text) => quote(&phase(&text, status)),
         Operand::Filled(text) => quote(&text),
     }
@@ -239,6 +263,20 @@ fn as_number(operand: Operand) -> Result<String, String> {
         Operand::Number(n) => Ok(format!("{n}.0")),
         Operand::Filled(text) => Ok(format!("double({})", quote(&text))),
         Operand::Text(text) => Err(format!("{text:?} compared as a number")),
+        Operand::Time(cel) => Err(format!("{cel} compared as a number")),
+    }
+}
+
+/// An operand ordered against a step's time: another, or a constant RFC 3339 time.
+fn as_time(operand: Operand) -> Result<String, String> {
+    match operand {
+        Operand::Time(cel) => Ok(format!("timestamp({cel})")),
+        Operand::Text(text) if text.parse::<Timestamp>().is_ok() => {
+            Ok(format!("timestamp({})", quote(&text)))
+        }
+        other => Err(format!(
+            "{other:?} compared with a time (only an RFC 3339 time is)"
+        )),
     }
 }
 
@@ -276,7 +314,7 @@ fn variable(name: &str) -> Result<Operand, String> {
             "steps" | "tasks",
             step,
             field @ ("startedAt" | "finishedAt"),
-        ] => var(format!("steps[{}].{field}", quote(step)), Status::None),
+        ] => Ok(Operand::Time(format!("steps[{}].{field}", quote(step)))),
         ["steps" | "tasks", ..] => Err(format!("{{{{{name}}}}} in a condition")),
         ["workflow", "parameters", key] => {
             var(format!("workflow.parameters{}", field(key)), Status::None)

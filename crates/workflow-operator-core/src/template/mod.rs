@@ -504,13 +504,46 @@ fn parameters(
             value.clone(),
         );
     }
-    // Argo's `workflow.parameters.json`: every parameter as `[{"name", "value"}]`.
-    let all: Vec<serde_json::Value> = (arguments.parameters.iter())
-        .map(|p| serde_json::json!({"name": p.name, "value": p.value}))
-        .collect();
+    let all: Vec<ArgoParameter<'_>> = arguments.parameters.iter().map(ArgoParameter::of).collect();
     vars.entry("workflow.parameters.json".into())
-        .or_insert_with(|| serde_json::Value::from(all).to_string());
+        .or_insert_with(|| serde_json::to_string(&all).expect("parameters serialize"));
     Some(Box::new(arguments))
+}
+
+/// A workflow parameter in Argo's `{{workflow.parameters.json}}`: as Go encodes Argo's
+/// `Parameter`, its fields in this order, the empty ones left out. The value is the one the
+/// run has (a ConfigMap's read in), not Argo's `valueFrom` without it.
+#[derive(serde::Serialize)]
+struct ArgoParameter<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<&'a str>,
+    #[serde(rename = "enum", skip_serializing_if = "Option::is_none")]
+    allowed: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+}
+
+impl<'a> ArgoParameter<'a> {
+    fn of(parameter: &'a Parameter) -> ArgoParameter<'a> {
+        let Parameter {
+            name,
+            value,
+            default,
+            allowed,
+            description,
+            value_from: _,
+        } = parameter;
+        ArgoParameter {
+            name,
+            default: default.as_deref(),
+            value: value.as_deref(),
+            allowed: (!allowed.is_empty()).then_some(allowed.as_slice()),
+            description: description.as_deref(),
+        }
+    }
 }
 
 /// The workflow's `podSpecPatch` with its `{{workflow.*}}` forms filled, then checked.
