@@ -63,5 +63,8 @@ fn the_listed_functions_come_first() {
     first.sort();
     let mut listed = plain[2..].to_vec();
     listed.sort();
-    assert_eq!(first, listed, "listed first: {ordered:?} (without the list: {plain:?})");
+    assert_eq!(
+        first, listed,
+        "listed first: {ordered:?} (without the list: {plain:?})"
+    );
 }
