@@ -52,7 +52,8 @@ spec:
         command: [echo, "{{inputs.parameters.text}}"]
 "#;
 
-fn run(args: &[&str]) -> Output {
+/// `workflow-operator ARGS`, with no cluster.
+pub(crate) fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
         .args(args)
         .output()

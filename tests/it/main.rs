@@ -22,6 +22,7 @@ mod argo_hooks;
 mod argo_http;
 mod argo_locks;
 mod argo_metrics;
+mod argo_numbers;
 mod argo_params;
 mod argo_pod;
 mod argo_recursion;
