@@ -15,7 +15,7 @@ use support::{Operator, operator};
 use workflow_operator_core::jobs::LABEL_ITEM;
 
 /// What each item of `step` of `workflow` printed, in item order.
-async fn item_logs(ns: &support::Namespace, workflow: &str, step: &str) -> Vec<String> {
+pub(crate) async fn item_logs(ns: &support::Namespace, workflow: &str, step: &str) -> Vec<String> {
     let mut jobs: Vec<Job> = (ns.jobs_of(workflow).await.into_iter())
         .filter(|j| support::step_of(j) == Some(step))
         .collect();
