@@ -29,6 +29,7 @@ mod argo_recursion;
 mod argo_resource;
 mod argo_supplied;
 mod argo_suspend;
+mod argo_template_ref;
 mod argo_vars;
 mod artifact_store;
 mod artifacts;
