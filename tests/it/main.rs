@@ -14,6 +14,7 @@ mod support;
 mod kopf_common;
 
 mod argo_convert;
+mod argo_cron;
 mod argo_daemon;
 mod argo_dag_outputs;
 mod argo_fanout;
