@@ -22,6 +22,7 @@ mod argo_forms;
 mod argo_hooks;
 mod argo_http;
 mod argo_locks;
+mod argo_memoize;
 mod argo_metrics;
 mod argo_numbers;
 mod argo_params;
