@@ -461,8 +461,9 @@ const PREAMBLE: &str = "# Coming from Argo Workflows
 `ClusterWorkflowTemplate` and `CronWorkflow` (`argoproj.io/v1alpha1`, YAML or JSON, several
 documents a file) into `WorkFlow`, `WorkFlowTemplate`, `ClusterWorkFlowTemplate` and
 `CronWorkFlow`, on standard output; what it cannot convert it names on standard error with its
-path and why (`--strict`: and exits 1). `submit` and `validate` take Argo's files as they are,
-converting them on the way. This page is generated from the converter's own table
+path and why (`--strict`: and exits 1), and what it converts but works differently here it says
+there too (`note: PATH: how`, never failing `--strict`). `submit` and `validate` take Argo's
+files as they are, converting them on the way. This page is generated from the converter's own table
 (`workflow-operator convert --table`): it is what the converter does.
 
 Where the defaults differ, the converter keeps Argo's meaning: every converted spec sets
