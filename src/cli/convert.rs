@@ -1,5 +1,6 @@
 //! `workflow-operator convert FILE...`: Argo Workflows' manifests as ours, on standard output;
-//! what could not be converted named on standard error (`--strict`: and exit 1). `--table`
+//! what could not be converted named on standard error (`--strict`: and exit 1), and what works
+//! differently here said there too (`note:`, never failing `--strict`). `--table`
 //! prints the converter's table, docs/argo.md. No cluster: the conversion is the core's
 //! `convert`.
 
@@ -68,7 +69,7 @@ pub fn convert(args: &ConvertArgs) -> ExitCode {
 }
 
 /// The document as ours (another kind as it is), each problem named on standard error and
-/// counted in `not_converted`; `None` for an Argo kind that has no counterpart here.
+/// counted in `not_converted`, each note said there; `None` for an Argo kind that has no counterpart here.
 fn converted(file: &Path, document: &Value, not_converted: &mut usize) -> Option<Value> {
     if !convert::is_argo(document) {
         return Some(document.clone());
@@ -78,6 +79,9 @@ fn converted(file: &Path, document: &Value, not_converted: &mut usize) -> Option
         Ok(converted) => {
             for problem in &converted.problems {
                 eprintln!("{what}: {problem}");
+            }
+            for note in &converted.notes {
+                eprintln!("{what}: note: {note}");
             }
             *not_converted += converted.problems.len();
             Some(converted.document)

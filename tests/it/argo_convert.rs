@@ -52,6 +52,7 @@ spec:
         command: [echo, "{{inputs.parameters.text}}"]
 "#;
 
+/// `workflow-operator ARGS`, with no cluster.
 pub(crate) fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
         .args(args)

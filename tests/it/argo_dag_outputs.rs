@@ -1,9 +1,11 @@
 //! Argo's YAML as it is, submitted unconverted, for what a `dag` or `steps` template says of
-//! its call: its own outputs read by the caller, global outputs (`globalName`) read by later
+//! its call: its own outputs read by the caller (a parameter, and a list fanned out over by
+//! `withParam`, as a task's result is), global outputs (`globalName`) read by later
 //! steps and an exit handler and shown in the status, a dag's `target` and a called template's
 //! `parallelism`. Each runs to the outcome Argo documents (its `examples/` `nested-workflow`,
 //! `global-outputs`, `dag-targets` and `parallelism-template-limit`, written anew here).
 
+use crate::argo_fanout::item_logs;
 use crate::support;
 
 use rstest::rstest;
@@ -107,6 +109,100 @@ async fn a_steps_templates_own_outputs_are_read_by_the_task_after_its_call(
         );
     }
     store.shutdown().await;
+}
+
+/// A dag template `inner` whose own outputs are its task's: `version` (a parameter by
+/// `valueFrom.parameter`) and `list` (the task's result, a JSON list); `report` reads the
+/// version, `each-of-inner` fans out over the list, and `each-of-gen` over the result of a
+/// task of the entrypoint's own dag.
+const DAG_TEMPLATE_OUTPUTS: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: dag-own-outputs
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      dag:
+        tasks:
+          - name: inner
+            template: inner
+          - name: report
+            depends: inner
+            template: show
+            arguments:
+              parameters: [{name: v, value: "version {{tasks.inner.outputs.parameters.version}}"}]
+          - name: each-of-inner
+            depends: inner
+            template: show
+            arguments:
+              parameters: [{name: v, value: "{{item}}"}]
+            withParam: "{{tasks.inner.outputs.parameters.list}}"
+          - name: gen
+            template: gen
+            arguments:
+              parameters: [{name: list, value: '[1, 2, 3]'}]
+          - name: each-of-gen
+            depends: gen
+            template: show
+            arguments:
+              parameters: [{name: v, value: "n{{item}}"}]
+            withParam: "{{tasks.gen.outputs.result}}"
+    - name: inner
+      dag:
+        tasks:
+          - name: make
+            template: gen
+            arguments:
+              parameters: [{name: list, value: '["a", "b"]'}]
+          - name: stamp
+            template: stamp
+      outputs:
+        parameters:
+          - name: version
+            valueFrom:
+              parameter: "{{tasks.stamp.outputs.parameters.v}}"
+          - name: list
+            valueFrom:
+              parameter: "{{tasks.make.outputs.result}}"
+    - name: gen
+      inputs:
+        parameters: [{name: list}]
+      script:
+        image: alpine:3.20
+        command: [sh]
+        source: echo '{{inputs.parameters.list}}'
+    - name: stamp
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "echo 2.0.1 > /tmp/v"]
+      outputs:
+        parameters:
+          - name: v
+            valueFrom: {path: /tmp/v}
+    - name: show
+      inputs:
+        parameters: [{name: v}]
+      container:
+        image: alpine:3.20
+        command: [echo, "{{inputs.parameters.v}}"]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn a_dag_templates_own_outputs_are_read_and_fanned_out_over_by_its_caller(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let file = support::yaml_file(DAG_TEMPLATE_OUTPUTS);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    ns.expect_completed("dag-own-outputs").await;
+    let report = log_of(ns, "dag-own-outputs", "report").await;
+    assert_eq!(report.trim(), "version 2.0.1");
+    let of_inner = item_logs(ns, "dag-own-outputs", "each-of-inner").await;
+    assert_eq!(of_inner, ["a", "b"]);
+    let of_gen = item_logs(ns, "dag-own-outputs", "each-of-gen").await;
+    assert_eq!(of_gen, ["n1", "n2", "n3"]);
 }
 
 /// A step's output parameter and artifact with a `globalName`, read by the next group as

@@ -1,11 +1,14 @@
 //! Argo's resource templates end to end on the embedded control plane, written in Argo's YAML
 //! and submitted as it is: a Job created from a `generateName` and waited for until
 //! `status.succeeded > 0`, its name read back by `jsonPath` into a later step, then deleted
-//! by flags (twice: the second finds nothing, which `--ignore-not-found` lets pass); and a Job
-//! that fails meeting the `failureCondition`, failing the step with a message naming it.
+//! by flags (twice: the second finds nothing, which `--ignore-not-found` lets pass); a Job
+//! that fails meeting the `failureCondition`, failing the step with a message naming it; and a
+//! ConfigMap applied, applied again changed, and merge-patched, from pods that run as the
+//! workflow's `serviceAccountName` (the step agent acts with its pod's credentials).
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::Api;
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use kube::api::{Api, PostParams};
 use rstest::rstest;
 use workflow_operator_core::WorkFlow;
 use workflow_operator_core::crd::{StepPhase, StepStatus};
@@ -194,4 +197,93 @@ async fn a_resource_meeting_its_failure_condition_fails_the_step_naming_it(
         ),
         "{message}"
     );
+}
+
+/// A ConfigMap applied, applied again with a key changed and one left out, then merge-patched
+/// with a key added (its value read back as an output), all as the service account `actor`.
+const APPLIED_AND_PATCHED: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: applied
+spec:
+  entrypoint: main
+  serviceAccountName: actor
+  templates:
+    - name: main
+      steps:
+        - - name: first
+            template: apply
+            arguments:
+              parameters: [{name: data, value: "{mode: fast, level: \"1\"}"}]
+        - - name: second
+            template: apply
+            arguments:
+              parameters: [{name: data, value: "{mode: safe}"}]
+        - - name: add
+            template: add-key
+    - name: apply
+      inputs:
+        parameters: [{name: data}]
+      resource:
+        action: apply
+        manifest: |
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: settings
+          data: {{inputs.parameters.data}}
+    - name: add-key
+      resource:
+        action: patch
+        mergeStrategy: merge
+        manifest: |
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: settings
+          data:
+            extra: "yes"
+      outputs:
+        parameters:
+          - name: mode
+            valueFrom: {jsonPath: '{.data.mode}'}
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn a_config_map_applied_twice_then_merge_patched_as_the_workflows_service_account(
+    #[future(awt)] operator: Operator,
+) {
+    if support::Cluster::is_real() {
+        return; // A real cluster's account `actor` would need RBAC on ConfigMaps this test lacks.
+    }
+    let ns = &operator.ns;
+    let accounts: Api<ServiceAccount> = Api::namespaced(ns.client(), &ns.name);
+    let actor = serde_json::from_value(serde_json::json!({"metadata": {"name": "actor"}}));
+    (accounts
+        .create(&PostParams::default(), &actor.unwrap())
+        .await)
+        .unwrap();
+    let file = support::yaml_file(APPLIED_AND_PATCHED);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    let workflow = ns.expect_completed("applied").await;
+    let added = &step(&workflow, "add").outputs;
+    assert_eq!(
+        added.get("mode").map(String::as_str),
+        Some("safe"),
+        "{added:?}"
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(ns.client(), &ns.name);
+    let data = maps.get("settings").await.unwrap().data.unwrap_or_default();
+    let data: Vec<(&str, &str)> = (data.iter())
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(data, [("extra", "yes"), ("mode", "safe")]);
+    let jobs = ns.jobs_of("applied").await;
+    for name in ["first", "second", "add"] {
+        let job = jobs.iter().find(|j| step_of(j) == Some(name)).unwrap();
+        let pod = job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        let account = pod.and_then(|p| p.service_account_name.as_deref());
+        assert_eq!(account, Some("actor"), "{name}");
+    }
 }

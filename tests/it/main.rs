@@ -15,6 +15,7 @@ mod kopf_common;
 
 mod argo_cli_notes;
 mod argo_convert;
+mod argo_cron;
 mod argo_daemon;
 mod argo_dag_outputs;
 mod argo_fanout;
@@ -22,13 +23,16 @@ mod argo_forms;
 mod argo_hooks;
 mod argo_http;
 mod argo_locks;
+mod argo_memoize;
 mod argo_metrics;
+mod argo_numbers;
 mod argo_params;
 mod argo_pod;
 mod argo_recursion;
 mod argo_resource;
 mod argo_supplied;
 mod argo_suspend;
+mod argo_template_ref;
 mod argo_time_and_json_vars;
 mod argo_vars;
 mod artifact_store;
@@ -55,15 +59,14 @@ mod operator_production;
 mod operator_scenarios;
 mod queueing;
 mod real_workloads;
+// The script it checks is used on x86-64 Linux only (lld).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod release_layout;
 mod reliability_awkward_input;
 mod reliability_bad_input;
 mod reliability_crash;
 mod reliability_fanin;
 mod reliability_faults;
-// The script it checks is used on x86-64 Linux only (lld).
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-mod release_layout;
 mod rules;
 mod run_control;
 mod run_control_cleanup;

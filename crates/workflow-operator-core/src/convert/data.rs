@@ -305,14 +305,25 @@ fn mutex_name(mutex: &Value, at: &str, report: &mut Report) -> Option<Value> {
     Some(json!({"name": name}))
 }
 
-/// A template's `memoize` as our `cache`.
+/// A template's `memoize` as our `cache`; its `cache.configMap` left out, saying where the
+/// entries are kept instead.
 pub fn memoize(value: &Value, at: &str, report: &mut Report) -> Value {
     Value::Object(walk::fields(
         Place::Memoize,
         value,
         at,
         report,
-        |_, _, _, _, _| {},
+        |_, cache, path, _, report| {
+            let named = cache.pointer("/configMap/name").and_then(Value::as_str);
+            let instead = match named {
+                Some(name) => format!("not in the ConfigMap {name}"),
+                None => "not in one ConfigMap".to_string(),
+            };
+            report.noted(
+                path,
+                format!("each entry is kept in a ConfigMap of its own (`wf-cache-<hash of the key>`), {instead}: `workflow-operator cache list` shows them"),
+            );
+        },
     ))
 }
 

@@ -42,11 +42,12 @@ const KINDS: [(&str, &str); 4] = [
     ("CronWorkflow", "CronWorkFlow"),
 ];
 
-/// A document converted, and what of it was not.
+/// A document converted, what of it was not, and what works differently here.
 #[derive(Debug)]
 pub struct Converted {
     pub document: Value,
     pub problems: Vec<Problem>,
+    pub notes: Vec<Problem>,
 }
 
 /// Whether `document` is one of Argo's (`apiVersion: argoproj.io/...`).
@@ -83,6 +84,7 @@ pub fn convert(document: &Value) -> Result<Converted, String> {
     Ok(Converted {
         document,
         problems: report.problems,
+        notes: report.notes,
     })
 }
 

@@ -381,7 +381,7 @@ const POLICY_ROWS: &[Row] = &[
     row(Synchronization, "semaphore", Converted("`semaphores: [it]`"), "as `semaphores`"),
     row(Memoize, "key", Same, ""),
     row(Memoize, "maxAge", Same, ""),
-    row(Memoize, "cache", Dropped, "each entry is a ConfigMap of its own (`wf-cache-<hash of the key>`)"),
+    row(Memoize, "cache", Converted("left out, which `convert` says"), "each entry is a ConfigMap of its own (`wf-cache-<hash of the key>`, labelled `workflow.crd.com/cache`), found in one read and never larger than one step's outputs, where Argo keeps every entry in the ConfigMap named (one object all runs update, at most 1 MiB): read them with `workflow-operator cache list`, not in that ConfigMap"),
     row(Ttl, "secondsAfterCompletion", Converted("`ttlSecondsAfterFinished`"), ""),
     row(Ttl, "secondsAfterSuccess", Converted("`ttlSecondsAfterFinished` when it is the only one or equals `secondsAfterFailure`"), "different TTLs for success and failure are not supported yet"),
     row(Ttl, "secondsAfterFailure", Converted("`ttlSecondsAfterFinished` when it is the only one or equals `secondsAfterSuccess`"), "different TTLs for success and failure are not supported yet"),
@@ -461,8 +461,9 @@ const PREAMBLE: &str = "# Coming from Argo Workflows
 `ClusterWorkflowTemplate` and `CronWorkflow` (`argoproj.io/v1alpha1`, YAML or JSON, several
 documents a file) into `WorkFlow`, `WorkFlowTemplate`, `ClusterWorkFlowTemplate` and
 `CronWorkFlow`, on standard output; what it cannot convert it names on standard error with its
-path and why (`--strict`: and exits 1). `submit` and `validate` take Argo's files as they are,
-converting them on the way. This page is generated from the converter's own table
+path and why (`--strict`: and exits 1), and what it converts but works differently here it says
+there too (`note: PATH: how`, never failing `--strict`). `submit` and `validate` take Argo's
+files as they are, converting them on the way. This page is generated from the converter's own table
 (`workflow-operator convert --table`): it is what the converter does.
 
 Where the defaults differ, the converter keeps Argo's meaning: every converted spec sets

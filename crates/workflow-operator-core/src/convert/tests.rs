@@ -913,3 +913,37 @@ spec:
         ]
     );
 }
+
+#[test]
+fn a_memoize_becomes_a_cache_and_its_config_map_is_noted_not_named_a_problem() {
+    let document = read(
+        r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: memo}
+spec:
+  entrypoint: gen
+  templates:
+    - name: gen
+      memoize: {key: "k-{{workflow.name}}", maxAge: 1h, cache: {configMap: {name: gen-cache}}}
+      container: {image: alpine, command: [date]}
+"#,
+    )
+    .unwrap();
+    let converted = convert(&document[0]).unwrap();
+    assert!(converted.problems.is_empty(), "{:?}", converted.problems);
+    let notes: Vec<String> = converted.notes.iter().map(ToString::to_string).collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with(
+            "spec.templates[0].memoize.cache: each entry is kept in a ConfigMap of its own"
+        ) && notes[0].contains("not in the ConfigMap gen-cache"),
+        "{notes:?}"
+    );
+    let templates = &converted.document["spec"]["templates"];
+    assert_eq!(
+        templates[0]["cache"],
+        json!({"key": "k-{{workflow.name}}", "maxAge": "1h"}),
+        "{templates}"
+    );
+}

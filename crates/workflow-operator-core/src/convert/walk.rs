@@ -19,10 +19,12 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// What a conversion could not convert, in the order met.
+/// What a conversion could not convert, in the order met; and what it converted with a
+/// difference an Argo user would not guess from the document (said, never failing `--strict`).
 #[derive(Debug, Default)]
 pub struct Report {
     pub problems: Vec<Problem>,
+    pub notes: Vec<Problem>,
 }
 
 impl Report {
@@ -30,6 +32,14 @@ impl Report {
         self.problems.push(Problem {
             path: path.to_string(),
             why: why.into(),
+        });
+    }
+
+    /// `path` was converted, but works differently here: `how`.
+    pub fn noted(&mut self, path: &str, how: impl Into<String>) {
+        self.notes.push(Problem {
+            path: path.to_string(),
+            why: how.into(),
         });
     }
 }

@@ -45,7 +45,7 @@ pub use cron::{
     CatchUp, ConcurrencyPolicy, CronWorkFlow, CronWorkFlowSpec, CronWorkFlowStatus, RunMetadata,
     RunRef,
 };
-pub use numbers::{IntOrExpr, OptionNum};
+pub use numbers::{IntOrExpr, OptionNum, quantity_value};
 pub use trigger::{
     BucketSource, HmacSource, RateLimit, SecretKeyRef, SecretSource, TriggerParameter,
     WebhookSource, WorkFlowTrigger, WorkFlowTriggerSpec, WorkFlowTriggerStatus,
@@ -552,7 +552,8 @@ pub struct Step {
     pub security_context: Option<Box<SecurityContext>>,
 
     /// Compute resources of the step's container: `requests` and `limits` of `cpu`, `memory`,
-    /// ... as Kubernetes quantities.
+    /// ... as Kubernetes quantities, or `{{...}}` forms (a parameter) filled before the step's
+    /// Job is made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "resources_schema")]
     pub resources: Option<Box<ResourceRequirements>>,
@@ -1100,9 +1101,14 @@ impl WorkFlow {
 }
 
 /// A compact schema for [`ResourceRequirements`]: the derived one repeats a 2 KiB description
-/// of `Quantity` and offers `claims`, which a workflow step has no use for.
+/// of `Quantity` and offers `claims`, which a workflow step has no use for. A quantity may be a
+/// `{{...}}` form (a parameter, as Argo allows), filled before the step's Job is made; a value
+/// that is still not a quantity then is refused naming it (`template::numbers`).
 fn resources_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let quantity = quantity_schema();
+    let quantity = serde_json::json!({
+        "pattern": format!(r"^(({QUANTITY})|(.*\{{\{{.*\}}\}}.*))$"),
+        "x-kubernetes-int-or-string": true,
+    });
     let map = |what: &str| {
         serde_json::json!({
             "type": "object",
@@ -1120,11 +1126,14 @@ fn resources_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
-/// A `resource.Quantity`: the pattern Kubernetes itself publishes for it (checked on strings
-/// only). No `anyOf` of integer/string: kube's structural rewriter would strip its types.
+/// A `resource.Quantity`, the pattern Kubernetes itself publishes for it without its anchors.
+const QUANTITY: &str = r"(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?";
+
+/// A `resource.Quantity` (checked on strings only). No `anyOf` of integer/string: kube's
+/// structural rewriter would strip its types.
 fn quantity_schema() -> serde_json::Value {
     serde_json::json!({
-        "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+        "pattern": format!("^{QUANTITY}$"),
         "x-kubernetes-int-or-string": true,
     })
 }

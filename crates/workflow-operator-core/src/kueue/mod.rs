@@ -160,35 +160,5 @@ fn requests(resources: Option<&ResourceRequirements>) -> Amounts {
 /// A quantity in milli-units, rounded up; 0 when it does not parse (the API server refuses
 /// such a pod, whose step then fails on its own).
 pub fn milli(_resource: &str, quantity: &Quantity) -> i128 {
-    parse_quantity(&quantity.0).map_or(0, |v| (v * 1000.0).ceil() as i128)
-}
-
-/// A quantity's value: a decimal number, then a binary (`Ki`..`Ei`), decimal (`n`..`E`) or
-/// exponent (`e3`) suffix.
-fn parse_quantity(text: &str) -> Option<f64> {
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        exponent => 10f64.powi(exponent.strip_prefix(['e', 'E'])?.parse().ok()?),
-    };
-    Some(number * factor)
+    crate::crd::quantity_value(&quantity.0).map_or(0, |v| (v * 1000.0).ceil() as i128)
 }

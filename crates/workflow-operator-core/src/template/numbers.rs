@@ -3,12 +3,13 @@
 //! a number becomes the number); the workflow's own (`parallelism`, `activeDeadlineSeconds`, a
 //! semaphore's `limit`) here. Text still not a number once filled is refused naming the field,
 //! but for a `withSequence` bound that is one `{{steps.NAME.outputs.KEY}}` (`fan_out` reads it
-//! once that step told it).
+//! once that step told it); a `resources` quantity (which may be a parameter) still not a
+//! quantity once filled is refused alike.
 
 use std::str::FromStr;
 
 use super::fill::{Unfilled, Vars, fill};
-use crate::crd::{IntOrExpr, Step, Synchronization, WorkFlowSpec};
+use crate::crd::{IntOrExpr, Step, Synchronization, WorkFlowSpec, quantity_value};
 use crate::fan_out;
 
 /// The numbers of `step` written as text, each `(path, text)`.
@@ -89,6 +90,7 @@ pub(super) fn step_problems(step: &Step) -> Vec<String> {
         })
         .map(|(path, text)| not_a_number(&format!("step {:?}: {path}", step.step_name), text))
         .collect();
+    problems.extend(quantity_problems(step));
     // The schema refuses a 0 written as such; this is one a parameter filled.
     if step.timeout == Some(IntOrExpr::Num(0)) {
         problems.push(format!(
@@ -97,6 +99,30 @@ pub(super) fn step_problems(step: &Step) -> Vec<String> {
         ));
     }
     problems
+}
+
+/// Each quantity of `step`'s `resources` that is not one once filled:
+/// `step "NAME": resources.limits.cpu: "TEXT" is not a quantity`.
+fn quantity_problems(step: &Step) -> Vec<String> {
+    let Some(resources) = step.resources.as_deref() else {
+        return Vec::new();
+    };
+    let kinds = [
+        ("limits", &resources.limits),
+        ("requests", &resources.requests),
+    ];
+    let quantities = kinds.into_iter().flat_map(|(kind, quantities)| {
+        (quantities.iter().flatten()).map(move |(name, q)| (kind, name, &q.0))
+    });
+    quantities
+        .filter(|(_, _, text)| quantity_value(text).is_none())
+        .map(|(kind, name, text)| {
+            format!(
+                "step {:?}: resources.{kind}.{name}: {text:?} is not a quantity",
+                step.step_name
+            )
+        })
+        .collect()
 }
 
 /// Each of the workflow's own numbers still text once filled.
@@ -176,6 +202,32 @@ containers:
         assert_eq!(
             written["withSequence"],
             serde_json::json!({"count": 3, "start": 10})
+        );
+    }
+
+    #[test]
+    fn a_quantity_from_a_parameter_is_filled_and_one_still_not_a_quantity_is_refused() {
+        let text = r#"
+arguments:
+  parameters: [{name: cpu, value: CPU}]
+templates:
+  - name: work
+    inputs: {parameters: [{name: mem}]}
+    image: busybox
+    resources: {limits: {cpu: "{{workflow.parameters.cpu}}", memory: "{{inputs.parameters.mem}}"}}
+containers:
+  - {stepName: a, template: work, arguments: {parameters: [{name: mem, value: 64Mi}]}}
+"#;
+        let spec = expanded(&workflow(&text.replace("CPU", "250m")));
+        let resources = spec.containers[0].resources.as_deref().unwrap();
+        let limits = resources.limits.as_ref().unwrap();
+        assert_eq!(
+            (limits["cpu"].0.as_str(), limits["memory"].0.as_str()),
+            ("250m", "64Mi")
+        );
+        assert_eq!(
+            problems(&workflow(&text.replace("CPU", "lots"))),
+            [r#"step "a": resources.limits.cpu: "lots" is not a quantity"#]
         );
     }
 

@@ -1,0 +1,83 @@
+//! An Argo `CronWorkflow` as it is, converted by `workflow-operator convert` (Argo's users
+//! create one with `argo cron create`; here the converted CronWorkFlow is created) and run on
+//! its schedule by the operator: its step reads `{{workflow.scheduledTime}}`, the time the run
+//! was scheduled for, in RFC 3339 as Argo writes it (Argo's `examples/cron-workflow`, written
+//! anew here).
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+use rstest::rstest;
+use workflow_operator_core::crd::CronWorkFlow;
+use workflow_operator_core::labels::LABEL_SCHEDULED;
+
+use crate::argo_dag_outputs::log_of;
+use crate::support;
+
+use support::{Operator, operator};
+
+/// Every 2 s, a step that prints the time its run was scheduled for.
+const CRON: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: CronWorkflow
+metadata:
+  name: stamp
+spec:
+  schedule: "@every 2s"
+  concurrencyPolicy: Forbid
+  workflowSpec:
+    entrypoint: say-when
+    templates:
+      - name: say-when
+        container:
+          image: alpine:3.20
+          command: [echo, "scheduled for {{workflow.scheduledTime}}"]
+"#;
+
+/// `workflow-operator convert --strict FILE`'s standard output, which must succeed with
+/// nothing named.
+fn converted(text: &str) -> String {
+    let file = support::yaml_file(text);
+    let output = crate::argo_convert::run(&["convert", "--strict", file.path().to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && stderr.is_empty(), "{stderr}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_cron_workflows_run_prints_its_scheduled_time_in_rfc_3339(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let cron: CronWorkFlow = serde_saphyr::from_str(&converted(CRON)).unwrap();
+    let crons: Api<CronWorkFlow> = Api::namespaced(ns.client(), &ns.name);
+    crons.create(&PostParams::default(), &cron).await.unwrap();
+    let selector = watcher::Config::default().labels("workflow.crd.com/cron=stamp");
+    let runs = support::wait_list(
+        &ns.workflows(),
+        selector,
+        "a finished run",
+        Duration::from_secs(60),
+        |runs| runs.iter().any(|r| support::is_terminal(r)),
+    )
+    .await;
+    let run = runs.iter().find(|r| support::is_terminal(r)).unwrap();
+    let name = run.name_any();
+    ns.expect_completed(&name).await;
+    let seconds: i64 = (run.labels().get(LABEL_SCHEDULED))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{name}: no {LABEL_SCHEDULED}: {:?}", run.labels()));
+    let scheduled = Timestamp::from_second(seconds).unwrap();
+    let said = log_of(ns, &name, "say-when").await;
+    let printed = (said.trim().strip_prefix("scheduled for ")).unwrap_or_else(|| panic!("{said}"));
+    assert_eq!(printed, scheduled.to_string(), "{said}");
+    let parsed: Timestamp = printed.parse().unwrap();
+    assert_eq!(parsed.as_second(), seconds);
+    assert!(
+        printed.len() == "2026-01-01T00:00:00Z".len() && printed.ends_with('Z'),
+        "{printed}: RFC 3339 in UTC, to the second"
+    );
+}
