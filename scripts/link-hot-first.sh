@@ -22,10 +22,11 @@ if [ ! -s "$list" ] || [ ${#objects[@]} -eq 0 ] || ! command -v nm >/dev/null; t
 fi
 order=$(mktemp)
 trap 'rm -f "$order"' EXIT
-# The two listings are line for line the same symbols, mangled and demangled.
-paste -d '\t' <(nm --defined-only "${objects[@]}" 2>/dev/null) \
+# The two listings are line for line the same symbols, mangled and demangled. An object nm
+# cannot read leaves the order empty rather than failing the link.
+{ paste -d '\t' <(nm --defined-only "${objects[@]}" 2>/dev/null) \
   <(nm -C --defined-only "${objects[@]}" 2>/dev/null) |
   awk -F'\t' 'NR == FNR { hot[$0] = 1; next }
     { split($1, m, " "); d = $2; sub(/^[0-9a-f]+ [tT] /, "", d) }
-    m[2] ~ /^[tT]$/ && (d in hot) { print m[3] }' "$list" - > "$order"
+    m[2] ~ /^[tT]$/ && (d in hot) { print m[3] }' "$list" - > "$order"; } || : > "$order"
 cc "$@" -Wl,--symbol-ordering-file="$order" -Wl,--no-warn-symbol-ordering
