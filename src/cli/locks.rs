@@ -158,11 +158,8 @@ fn planned(workflow: &WorkFlow) -> Cow<'_, WorkFlowSpec> {
     let recorded = (workflow.status.as_ref()).map_or(&[][..], |s| &s.resolved_config_map_keys[..]);
     let mut spec = workflow.spec.clone();
     let steps = spec.containers.iter_mut().chain(&mut spec.on_exit);
-    let locks = (spec.synchronization.as_deref_mut().into_iter())
-        .chain(steps.filter_map(|s| s.synchronization.as_deref_mut()));
-    for sync in locks {
-        config_maps::fill_limits(Some(sync), "", recorded, &mut Vec::new());
-    }
+    let own = spec.synchronization.as_deref_mut();
+    config_maps::fill_all_limits(own, steps, recorded, &mut Vec::new());
     Cow::Owned(spec)
 }
 

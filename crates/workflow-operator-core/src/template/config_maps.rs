@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 
 use crate::crd::{
-    Arguments, ConfigMapKeyRef, IntOrExpr, Parameter, ResolvedConfigMapKey, Synchronization,
+    Arguments, ConfigMapKeyRef, IntOrExpr, Parameter, ResolvedConfigMapKey, Step, Synchronization,
     Template, WorkFlow, WorkFlowSpec,
 };
 
@@ -208,6 +208,20 @@ pub fn limit_keys(spec: &WorkFlowSpec) -> Vec<ConfigMapKeyRef> {
     (all.flat_map(|s| &s.semaphores))
         .filter_map(|s| Some(s.limit_from.as_ref()?.config_map_key_ref.clone()))
         .collect()
+}
+
+/// [`fill_limits`] of the workflow's own locks (`own`) and of each of its `steps`' locks.
+pub fn fill_all_limits<'s>(
+    own: Option<&mut Synchronization>,
+    steps: impl IntoIterator<Item = &'s mut Step>,
+    recorded: &[ResolvedConfigMapKey],
+    problems: &mut Vec<String>,
+) {
+    fill_limits(own, "spec.synchronization", recorded, problems);
+    for step in steps {
+        let at = format!("step {:?}: synchronization", step.step_name);
+        fill_limits(step.synchronization.as_deref_mut(), &at, recorded, problems);
+    }
 }
 
 /// Fills the limit of each semaphore of `locks` (at `at`: `spec.synchronization`,

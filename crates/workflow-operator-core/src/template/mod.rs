@@ -351,13 +351,11 @@ pub fn expand(workflow: &WorkFlow) -> Result<Cow<'_, WorkFlowSpec>, Problems> {
     let mut on_exit = expander.top_level(&own_exit, scope, &vars);
     problems.append(&mut expander.problems);
     problems.extend(globals::apply(&mut containers, &mut on_exit));
-    let locks = spec.spec.synchronization.as_deref_mut();
-    config_maps::fill_limits(locks, "spec.synchronization", recorded, &mut problems);
-    for step in containers.iter_mut().chain(&mut on_exit) {
-        let at = format!("step {:?}: synchronization", step.step_name);
-        let locks = step.synchronization.as_deref_mut();
-        config_maps::fill_limits(locks, &at, recorded, &mut problems);
-    }
+    let (own, steps) = (
+        spec.spec.synchronization.as_deref_mut(),
+        containers.iter_mut(),
+    );
+    config_maps::fill_all_limits(own, steps.chain(&mut on_exit), recorded, &mut problems);
     problems.extend(plain_problems(&containers, &on_exit));
     problems.extend(numbers::spec_problems(&spec.spec));
     if containers.is_empty() && problems.is_empty() {
