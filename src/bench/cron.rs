@@ -133,7 +133,7 @@ pub async fn run(options: CronOptions) -> Result<CronReport> {
         start_cluster(options.port, options.kubeconfig.clone(), options.pod_millis).await?;
     let runs = RunObserver::start(cluster.store().subscribe());
     let (mut operator, pid) = operator_under_test(&cluster, &options.operator).await?;
-    wait_for_watches(&cluster, &[CRONS], Duration::from_secs(60), None).await?;
+    wait_for_watches(&cluster, &[CRONS], options.operator.wait(), None).await?;
     let api: Api<CronWorkFlow> = Api::namespaced(client, &options.namespace);
 
     cluster.reset_requests();

@@ -80,8 +80,13 @@ pub enum Error {
     },
     #[error("the operator exited ({status}); the end of its log:\n{log}")]
     OperatorExited { status: String, log: String },
-    #[error("no operator watched workflows within {0:?}{1}")]
-    NoOperator(Duration, String),
+    /// No operator did `what` (e.g. "watched cronworkflows") within `limit`.
+    #[error("no operator {what} within {limit:?}{detail}")]
+    NoOperator {
+        what: String,
+        limit: Duration,
+        detail: String,
+    },
     #[error("submitting workflow {name}: {source}")]
     Submit {
         name: String,
@@ -100,6 +105,17 @@ pub enum OperatorUnderTest {
     /// Another one, started by the user against the printed kubeconfig; `pid` (optional) lets
     /// its CPU and memory be read.
     External { pid: Option<u32>, wait: Duration },
+}
+
+impl OperatorUnderTest {
+    /// How long to wait for the operator to start watching: what the user gave for one
+    /// started by hand (`--external-wait-secs`), a minute for ours.
+    pub fn wait(&self) -> Duration {
+        match self {
+            OperatorUnderTest::Spawn(_) => Duration::from_secs(60),
+            OperatorUnderTest::External { wait, .. } => *wait,
+        }
+    }
 }
 
 /// The idle measurement of target 4.
@@ -586,7 +602,12 @@ async fn wait_for_watches(
                     )
                 })
                 .unwrap_or_default();
-            return Err(Error::NoOperator(limit, log));
+            let names: Vec<String> = resources.iter().map(|(g, r)| qualified(g, r)).collect();
+            return Err(Error::NoOperator {
+                what: format!("watched {}", names.join(" and ")),
+                limit,
+                detail: log,
+            });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -98,10 +98,11 @@ pub async fn wait_spread(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Err(Error::NoOperator(
+    Err(Error::NoOperator {
+        what: "spread the shards over the replicas".into(),
         limit,
-        format!("; the shards were not spread over the replicas: {last:?}"),
-    ))
+        detail: format!("; the Leases' holders: {last:?}"),
+    })
 }
 
 /// How many shard Leases each holder holds.
