@@ -58,10 +58,7 @@ pub async fn runs_changed(
 /// tick, when one is needed, reads it as ever.
 fn as_written(cached: &Arc<CronWorkFlow>, unseen: &Unseen) -> Arc<CronWorkFlow> {
     let uid = cached.uid().unwrap_or_default();
-    let written = unseen
-        .written_status(&uid, &json!(cached.status))
-        .and_then(|status| serde_json::from_value(status).ok());
-    match written {
+    match unseen.written_status(&uid, cached.status.as_ref()) {
         Some(status) => {
             let mut cron = (**cached).clone();
             cron.status = Some(status);
@@ -113,7 +110,6 @@ async fn carry_out(
     }
     if let Some(status) = decided.status {
         let api: Api<CronWorkFlow> = Api::namespaced(ctx.client.clone(), &namespace);
-        let status = json!(status);
         // `add /status` replaces the whole status: a field the new one lacks is removed.
         let patch = json!([{"op": "add", "path": "/status", "value": status}]);
         let patch: json_patch::Patch = serde_json::from_value(patch).expect("a JSON patch");
@@ -124,7 +120,7 @@ async fn carry_out(
         )
         .await
         .map_err(|e| RequestFailed::new("writing the status", e))?;
-        unseen.note_status(&cron_uid, status);
+        unseen.note_status(&cron_uid, &status);
     }
     Ok(())
 }
@@ -137,7 +133,7 @@ async fn current(
 ) -> Result<Arc<CronWorkFlow>, HandlerError> {
     let cached = &ctx.object;
     let cron_uid = cached.uid().unwrap_or_default();
-    if unseen.status_shown(&cron_uid, &json!(cached.status)) {
+    if unseen.status_shown(&cron_uid, cached.status.as_ref()) {
         return Ok(cached.clone());
     }
     let api: Api<CronWorkFlow> =
@@ -146,7 +142,7 @@ async fn current(
         .get(&cached.name_any())
         .await
         .map_err(|e| RequestFailed::new("reading the CronWorkFlow", e))?;
-    unseen.settle_status(&cron_uid, &json!(read.status));
+    unseen.settle_status(&cron_uid, read.status.as_ref());
     Ok(Arc::new(read))
 }
 

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use workflow_operator_core::crd::CronWorkFlowStatus;
 use workflow_operator_core::cron::plan::Run;
 
 /// What a tick did to a run, as the mirror will show it once the watch delivers it.
@@ -48,8 +49,10 @@ impl Wrote {
 #[derive(Debug, Default)]
 pub struct Unseen {
     by_cron: Mutex<HashMap<String, Vec<(String, Wrote)>>>,
-    /// The status each CronWorkFlow's last tick wrote, as sent, until a read shows it.
-    statuses: Mutex<HashMap<String, serde_json::Value>>,
+    /// The status each CronWorkFlow's last tick wrote, as sent, until a read shows it: its
+    /// JSON text ([`status_text`]), as every CronWorkFlow may have one at once (a few hundred
+    /// bytes each, where a `serde_json::Value` tree of the same status takes a few KiB).
+    statuses: Mutex<HashMap<String, String>>,
 }
 
 impl Unseen {
@@ -78,18 +81,18 @@ impl Unseen {
     }
 
     /// Notes that a tick of CronWorkFlow `cron` (its uid) wrote `status`, as sent.
-    pub fn note_status(&self, cron: &str, status: serde_json::Value) {
+    pub fn note_status(&self, cron: &str, status: &CronWorkFlowStatus) {
         let mut statuses = self.statuses.lock().expect("unseen statuses lock");
-        statuses.insert(cron.to_string(), status);
+        statuses.insert(cron.to_string(), status_text(Some(status)));
     }
 
     /// Whether `status`, as cached, shows the last status `cron`'s ticks wrote; forgets that
     /// write once it does. A cached status that differs is taken as older than the write and
     /// read again ([`Unseen::settle_status`] then tells a change by someone else).
-    pub fn status_shown(&self, cron: &str, status: &serde_json::Value) -> bool {
+    pub fn status_shown(&self, cron: &str, status: Option<&CronWorkFlowStatus>) -> bool {
         let mut statuses = self.statuses.lock().expect("unseen statuses lock");
         match statuses.get(cron) {
-            Some(written) if written != status => false,
+            Some(written) if *written != status_text(status) => false,
             Some(_) => {
                 statuses.remove(cron);
                 true
@@ -103,21 +106,25 @@ impl Unseen {
     pub fn written_status(
         &self,
         cron: &str,
-        status: &serde_json::Value,
-    ) -> Option<serde_json::Value> {
+        status: Option<&CronWorkFlowStatus>,
+    ) -> Option<CronWorkFlowStatus> {
         let statuses = self.statuses.lock().expect("unseen statuses lock");
-        statuses
-            .get(cron)
-            .filter(|written| *written != status)
-            .cloned()
+        let written = statuses.get(cron)?;
+        if *written == status_text(status) {
+            return None;
+        }
+        serde_json::from_str(written).ok()
     }
 
     /// After `cron` was read from the API with `status`: forgets the written status when the
     /// read shows another (someone changed it since; the watch will bring that), and keeps it
     /// when the read shows it, for the cache still to catch up with.
-    pub fn settle_status(&self, cron: &str, status: &serde_json::Value) {
+    pub fn settle_status(&self, cron: &str, status: Option<&CronWorkFlowStatus>) {
         let mut statuses = self.statuses.lock().expect("unseen statuses lock");
-        if statuses.get(cron).is_some_and(|written| written != status) {
+        if statuses
+            .get(cron)
+            .is_some_and(|written| *written != status_text(status))
+        {
             statuses.remove(cron);
         }
     }
@@ -135,6 +142,12 @@ impl Unseen {
         }
         false
     }
+}
+
+/// `status` as JSON text, in the field order of its type: two statuses of the same fields and
+/// values give the same text, whether built by a tick or read back from the API.
+fn status_text(status: Option<&CronWorkFlowStatus>) -> String {
+    serde_json::to_string(&status).expect("a CronWorkFlow status serializes")
 }
 
 #[cfg(test)]
@@ -197,50 +210,71 @@ mod tests {
         assert!(unseen.all_shown("c", &listed));
     }
 
+    fn status(json: serde_json::Value) -> CronWorkFlowStatus {
+        serde_json::from_value(json).expect("a CronWorkFlow status")
+    }
+
     #[test]
     fn a_cached_status_is_used_once_it_shows_the_last_status_written() {
         let unseen = Unseen::default();
-        let old = serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:00Z"});
-        let new = serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:03Z"});
-        assert!(unseen.status_shown("c", &old), "nothing written yet");
-        unseen.note_status("c", new.clone());
-        assert!(!unseen.status_shown("c", &old), "the cache lags the write");
+        let old = status(serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:00Z"}));
+        let new = status(serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:03Z"}));
+        assert!(unseen.status_shown("c", Some(&old)), "nothing written yet");
+        unseen.note_status("c", &new);
         assert!(
-            !unseen.status_shown("c", &old),
+            !unseen.status_shown("c", Some(&old)),
+            "the cache lags the write"
+        );
+        assert!(
+            !unseen.status_shown("c", Some(&old)),
             "and is read again until it shows it"
         );
-        assert!(unseen.status_shown("other", &old), "per CronWorkFlow");
-        assert!(unseen.status_shown("c", &new));
-        assert!(unseen.status_shown("c", &old), "a shown write is forgotten");
+        assert!(unseen.status_shown("other", Some(&old)), "per CronWorkFlow");
+        assert!(unseen.status_shown("c", Some(&new)));
+        assert!(
+            unseen.status_shown("c", Some(&old)),
+            "a shown write is forgotten"
+        );
     }
 
     #[test]
     fn the_status_written_is_shown_where_the_cache_lags_it_without_forgetting_it() {
         let unseen = Unseen::default();
-        let old = serde_json::json!({"active": [{"name": "r0"}]});
-        let new = serde_json::json!({"active": [{"name": "r1"}]});
-        assert_eq!(unseen.written_status("c", &old), None, "nothing written");
-        unseen.note_status("c", new.clone());
-        assert_eq!(unseen.written_status("c", &old), Some(new.clone()));
-        assert_eq!(unseen.written_status("c", &new), None, "the cache shows it");
-        assert!(!unseen.status_shown("c", &old), "still noted for the ticks");
+        let old = status(serde_json::json!({"active": [{"name": "r0"}]}));
+        let new = status(serde_json::json!({"active": [{"name": "r1"}]}));
+        assert_eq!(
+            unseen.written_status("c", Some(&old)),
+            None,
+            "nothing written"
+        );
+        unseen.note_status("c", &new);
+        assert_eq!(unseen.written_status("c", Some(&old)), Some(new.clone()));
+        assert_eq!(
+            unseen.written_status("c", Some(&new)),
+            None,
+            "the cache shows it"
+        );
+        assert!(
+            !unseen.status_shown("c", Some(&old)),
+            "still noted for the ticks"
+        );
     }
 
     #[test]
     fn a_read_showing_another_status_than_the_one_written_forgets_the_write() {
         let unseen = Unseen::default();
-        let old = serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:00Z"});
-        let written = serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:03Z"});
-        let theirs = serde_json::json!({"lastScheduleTime": "2026-11-28T09:00:00Z"});
-        unseen.note_status("c", written.clone());
-        unseen.settle_status("c", &written);
+        let old = status(serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:00Z"}));
+        let written = status(serde_json::json!({"lastScheduleTime": "2026-11-28T08:00:03Z"}));
+        let theirs = status(serde_json::json!({"lastScheduleTime": "2026-11-28T09:00:00Z"}));
+        unseen.note_status("c", &written);
+        unseen.settle_status("c", Some(&written));
         assert!(
-            !unseen.status_shown("c", &old),
+            !unseen.status_shown("c", Some(&old)),
             "read as written: the cache may still lag"
         );
-        unseen.settle_status("c", &theirs);
+        unseen.settle_status("c", Some(&theirs));
         assert!(
-            unseen.status_shown("c", &old),
+            unseen.status_shown("c", Some(&old)),
             "changed by someone else since: forgotten"
         );
     }
