@@ -2,14 +2,15 @@
 //! embedded control plane, in Argo's YAML submitted as it is: its groups run after the
 //! workflow's steps, a `when` reads an earlier exit step's `status`, an argument its result
 //! (two groups on), a false `when` skips its step, and the workflow's phase follows Argo's rule
-//! (a failed exit handler fails a workflow whose steps succeeded; a failed one stays failed).
+//! (a failed exit handler fails a workflow whose steps succeeded; a failed one stays failed),
+//! across an operator SIGKILL too.
 
 use crate::argo_dag_outputs::log_of;
 use crate::argo_forms::{expect_phases, submit};
 use crate::support;
 
 use rstest::rstest;
-use support::{Operator, operator};
+use support::{Operator, operator, operator_process, step_of};
 
 /// `main` exits with the workflow's `code`; then the exit handler: `probe` prints the
 /// workflow's status beside `check`, which fails (tolerated) unless the workflow succeeded;
@@ -57,7 +58,7 @@ spec:
     - name: check
       container:
         image: alpine:3.20
-        command: [sh, -c, 'test "{{workflow.status}}" = Succeeded']
+        command: [sh, -c, 'WAIT; test "{{workflow.status}}" = Succeeded']
     - name: say
       inputs: {parameters: [{name: text}]}
       container:
@@ -70,10 +71,13 @@ spec:
         command: [sh, -c, 'echo "finish saw {{inputs.parameters.seen}}"; test "{{inputs.parameters.seen}}" != Succeeded']
 "#;
 
-fn exit_steps(name: &str, code: u8) -> String {
+/// The exit handler above for workflow `name` whose `main` exits `code`; `check` first runs
+/// `wait` (a shell command line).
+fn exit_steps(name: &str, code: u8, wait: &str) -> String {
     EXIT_STEPS
         .replace("NAME", name)
         .replace("CODE", &code.to_string())
+        .replace("WAIT", wait)
 }
 
 #[rstest]
@@ -82,7 +86,7 @@ async fn after_a_failed_step_the_exit_handlers_steps_read_each_other_and_the_wor
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    submit(ns, &exit_steps("exit-steps-failed", 1)).await;
+    submit(ns, &exit_steps("exit-steps-failed", 1, "true")).await;
     ns.expect_failed("exit-steps-failed", &["main"]).await;
     let expected = [
         ("main", "Failed"),
@@ -105,7 +109,7 @@ async fn after_the_steps_succeeded_a_failing_exit_step_fails_the_workflow_and_th
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    submit(ns, &exit_steps("exit-steps-ok", 0)).await;
+    submit(ns, &exit_steps("exit-steps-ok", 0, "true")).await;
     ns.expect_failed("exit-steps-ok", &["finish"]).await;
     let expected = [
         ("probe", "Succeeded"),
@@ -119,4 +123,45 @@ async fn after_the_steps_succeeded_a_failing_exit_step_fails_the_workflow_and_th
     assert!(celebrate.contains("hooray"), "{celebrate}");
     let finish = log_of(ns, "exit-steps-ok", "finish").await;
     assert!(finish.contains("finish saw Succeeded"), "{finish}");
+}
+
+#[rstest]
+#[tokio::test]
+async fn exit_steps_reading_each_other_run_once_across_an_operator_sigkill(
+    #[future(awt)] operator_process: Operator,
+) {
+    let mut operator = operator_process;
+    let gate = support::Gate::new();
+    submit(
+        &operator.ns,
+        &exit_steps("exit-steps-killed", 1, &gate.wait_script()),
+    )
+    .await;
+    let succeeded = |job: &k8s_openapi::api::batch::v1::Job| {
+        (job.status.as_ref()).is_some_and(|s| s.succeeded.unwrap_or(0) > 0)
+    };
+    (operator.ns)
+        .wait_step_job("exit-steps-killed", "probe", "succeeded", succeeded)
+        .await;
+    // Down once probe told its result and while check runs: the operator that comes back has
+    // only the cluster's state, and check ends while it is down.
+    operator.kill().await;
+    gate.open();
+    operator.start();
+    let ns = &operator.ns;
+    ns.expect_failed("exit-steps-killed", &["main"]).await;
+    let expected = [
+        ("check", "Failed"),
+        ("notify", "Succeeded"),
+        ("celebrate", "Skipped"),
+        ("finish", "Succeeded"),
+    ];
+    expect_phases(ns, "exit-steps-killed", &expected).await;
+    let notify = log_of(ns, "exit-steps-killed", "notify").await;
+    assert!(notify.contains("probe said Failed"), "{notify}");
+    let jobs = ns.jobs_of("exit-steps-killed").await;
+    for step in ["main", "probe", "check", "notify", "finish"] {
+        let ran = jobs.iter().filter(|j| step_of(j) == Some(step)).count();
+        assert_eq!(ran, 1, "{step}");
+    }
 }
