@@ -838,14 +838,22 @@ impl<'a> Assessment<'a> {
             },
             fans: if main.is_some() { &no_fans } else { &self.fans },
         };
-        let mut sources = vec![own];
-        if let Some((dag, known)) = main {
-            sources.push(StepsRead {
-                dag,
-                facts: known.facts(true),
-                fans: &no_fans,
-            });
-        }
+        let both;
+        let sources: &[StepsRead<'_, 'a>] = match main {
+            Some((dag, known)) => {
+                let facts = known.facts(true);
+                both = [
+                    own,
+                    StepsRead {
+                        dag,
+                        facts,
+                        fans: &no_fans,
+                    },
+                ];
+                &both
+            }
+            None => std::slice::from_ref(&own),
+        };
         let when = whens.get(&i).map(|when| {
             let upstream = if when.every_step() {
                 // Every one of the workflow's steps (for the exit steps, not their own).
@@ -853,7 +861,7 @@ impl<'a> Assessment<'a> {
                 let names = (0..all.len()).map(|j| all.name(j));
                 data::upstream(&sources[sources.len() - 1..], names)
             } else {
-                data::upstream(&sources, when.steps().iter().map(String::as_str))
+                data::upstream(sources, when.steps().iter().map(String::as_str))
             };
             (when, upstream)
         });
@@ -881,13 +889,13 @@ impl<'a> Assessment<'a> {
                     .then_some(true);
             }
         }
-        match step_inputs(step, &sources) {
+        match step_inputs(step, sources) {
             Ok(Some(values)) => {
                 self.inputs.insert(i, values);
             }
             Ok(None) => {}
             Err(mut missing) => {
-                missing.skipped = data::is_skipped(&sources, &missing.step);
+                missing.skipped = data::is_skipped(sources, &missing.step);
                 self.blocked[i] = true;
                 let why = missing.to_string();
                 return self
