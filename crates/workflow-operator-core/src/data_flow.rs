@@ -237,6 +237,7 @@ fn check_exit_steps(
             when.as_deref(),
             flow,
         )?;
+        check_exit_artifacts(step, exit)?;
         check_input_artifacts(step, dag, &spec.containers)?;
         if runs > 1 && (step.when.is_some() || flow.read.len() > read_before) {
             return Err(refused(
@@ -263,6 +264,29 @@ fn check_exit_steps(
     // Once every exit step is checked: a later one may read an earlier one's result.
     for (i, step) in spec.on_exit.iter().enumerate() {
         check_agent(step, kinds.exit[i], flow.exit_result_read.contains(&i))?;
+    }
+    Ok(())
+}
+
+/// Refuses an input artifact of exit step `step` taken from an exit step (of `exit`): an exit
+/// step takes the artifacts of the workflow's steps only.
+fn check_exit_artifacts(step: &Step, exit: &Dag) -> Result<(), DagError> {
+    for text in input_froms(step) {
+        for reference in outputs::references(text).unwrap_or_default() {
+            if let Source::Output { step: source, .. } = reference.source
+                && exit.index_of(source).is_some()
+            {
+                return Err(DagError::Reference {
+                    step: step.step_name.clone(),
+                    problem: format!(
+                        "{} names exit step {source:?}: an exit step takes the artifacts of the \
+                         workflow's steps only (it may read an exit step's parameters, result \
+                         and end)",
+                        reference.text
+                    ),
+                });
+            }
+        }
     }
     Ok(())
 }
@@ -1040,6 +1064,18 @@ mod tests {
         assert_eq!(
             unknown,
             r#"step "notify": {{steps.nope.outputs.k}} names step "nope", which does not exist: an exit step names the workflow's steps (containers) and the exit steps before it (onExit)"#
+        );
+        let mut wf = exits().exit_step("notify", &["probe"]).build();
+        wf.spec.on_exit[2].inputs = Some(Box::new(
+            serde_yaml::from_str(
+                "artifacts: [{name: log, path: /in/log, from: '{{steps.probe.outputs.artifacts.log}}'}]",
+            )
+            .unwrap(),
+        ));
+        let artifact = flow_of(&wf).unwrap_err();
+        assert!(
+            artifact.contains(r#"names exit step "probe": an exit step takes the artifacts of the workflow's steps only"#),
+            "{artifact}"
         );
     }
 
