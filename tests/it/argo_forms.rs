@@ -17,13 +17,17 @@ use rstest::rstest;
 use support::{Operator, operator, step_of};
 
 /// Submits `argo` (an Argo Workflow's YAML) as it is, through the CLI.
-async fn submit(ns: &support::Namespace, argo: &str) {
+pub(crate) async fn submit(ns: &support::Namespace, argo: &str) {
     let file = support::yaml_file(argo);
     ns.cli(&["submit", file.path().to_str().unwrap()]).await;
 }
 
 /// Asserts the phase `workflow-operator get` shows for each step named.
-async fn expect_phases(ns: &support::Namespace, workflow: &str, expected: &[(&str, &str)]) {
+pub(crate) async fn expect_phases(
+    ns: &support::Namespace,
+    workflow: &str,
+    expected: &[(&str, &str)],
+) {
     let shown = phases(ns, workflow).await;
     for (step, phase) in expected {
         assert!(

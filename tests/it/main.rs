@@ -18,6 +18,7 @@ mod argo_convert;
 mod argo_cron;
 mod argo_daemon;
 mod argo_dag_outputs;
+mod argo_exit_handler;
 mod argo_fanout;
 mod argo_forms;
 mod argo_hooks;

@@ -53,6 +53,15 @@ pub struct DataFlow {
     /// The hooks (by index in the steps' DAG) of each hooked step that run once it ended,
     /// whatever its result (`template::hooks::after`): started after its failure too.
     pub hooks_after: HashMap<usize, Vec<usize>>,
+    /// The exit steps (by index in the exit DAG) whose outputs a later exit step names, as
+    /// `read` is for the steps: recorded in their status entries once read.
+    pub exit_read: HashSet<usize>,
+    /// The exit steps (by index in the exit DAG) whose standard output a later exit step
+    /// reads: they run under the step agent, as `result_read` for the steps.
+    pub exit_result_read: HashSet<usize>,
+    /// The exit steps (by index in the exit DAG) whose end a later exit step names and whose
+    /// outputs none does, as `ended_read` for the steps.
+    pub exit_ended_read: HashSet<usize>,
 }
 
 impl DataFlow {
@@ -66,7 +75,34 @@ impl DataFlow {
             && self.retry.is_empty()
             && self.exit_retry.is_empty()
             && self.hooks_after.is_empty()
+            && self.exit_read.is_empty()
+            && self.exit_ended_read.is_empty()
     }
+
+    /// Whether the outputs of step `index` (an exit step's when `exit`) are read.
+    pub fn outputs_read(&self, index: usize, exit: bool) -> bool {
+        match exit {
+            false => self.read.contains(&index),
+            true => self.exit_read.contains(&index),
+        }
+    }
+
+    /// Whether the standard output of step `index` (an exit step's when `exit`) is read.
+    pub fn result_read(&self, index: usize, exit: bool) -> bool {
+        match exit {
+            false => self.result_read.contains(&index),
+            true => self.exit_result_read.contains(&index),
+        }
+    }
+}
+
+/// A step a reference names, where the naming step may look.
+#[derive(Debug, Clone, Copy)]
+enum Named {
+    /// One of the workflow's steps (its index in the steps' DAG).
+    Step(usize),
+    /// An exit step that runs before the naming one (its index in the exit DAG).
+    Exit(usize),
 }
 
 /// The texts of `step` that may hold references: its image, command, args, env values, script
@@ -123,12 +159,15 @@ pub fn check(
     }
     check_item_names(spec, &flow)?;
     for (i, step) in spec.containers.iter().enumerate() {
-        let upstream = |name: &str| dag.index_of(name).filter(|&j| runs_before(dag, j, i));
+        let upstream = |name: &str| {
+            let found = dag.index_of(name).filter(|&j| runs_before(dag, j, i));
+            found.map(Named::Step)
+        };
         let fan_out = flow.fan_out.get(&i).cloned();
         let when = compile_when(step, &parameters, Place::Step)?;
         check_step(
             step,
-            (dag, Place::Step),
+            (&[dag], Place::Step),
             &upstream,
             fan_out.as_ref(),
             when.as_deref(),
@@ -156,56 +195,100 @@ pub fn check(
         check_daemon(step, kind, flow.fan_out.contains_key(&i), false)?;
         check_ip_reads(step, dag, &spec.containers)?;
     }
-    if exit.is_some() {
-        let runs = spec.runs.unwrap_or(1);
-        for (i, step) in spec.on_exit.iter().enumerate() {
-            let refused = |problem: &str| DagError::FanOut {
-                step: step.step_name.clone(),
-                problem: problem.to_string(),
-            };
-            if FanOut::compile(step, dag)
-                .map_err(|p| refused(&p))?
-                .is_some()
-            {
-                return Err(refused("is an exit step: exit steps do not fan out"));
-            }
-            let read_before = flow.read.len();
-            let any = |name: &str| dag.index_of(name);
-            let when = compile_when(step, &parameters, Place::Exit)?;
-            check_step(
-                step,
-                (dag, Place::Exit),
-                &any,
-                None,
-                when.as_deref(),
-                &mut flow,
-            )?;
-            check_input_artifacts(step, dag, &spec.containers)?;
-            if runs > 1 && (step.when.is_some() || flow.read.len() > read_before) {
-                return Err(refused(
-                    "names the steps' outputs, but the steps run several times (runs): an exit \
-                     step cannot tell which run's",
-                ));
-            }
-            if let Some(when) = when {
-                check_when_artifacts(step, &when, dag, &spec.containers)?;
-                // A when that iterates over the steps sees each one's outputs.
-                if when.every_step() {
-                    flow.read
-                        .extend((0..dag.len()).filter(|i| !flow.fan_out.contains_key(i)));
-                }
-                flow.exit_when.insert(i, when);
-            }
-            if let Some(strategy) = compile_retry(step)? {
-                flow.exit_retry.insert(i, strategy);
-            }
-            check_cache(step, false, true)?;
-            check_agent(step, kinds.exit[i], false)?;
-            check_daemon(step, kinds.exit[i], false, true)?;
-            check_ip_reads(step, dag, &spec.containers)?;
-        }
+    if let Some(exit) = exit {
+        check_exit_steps(spec, kinds, (dag, exit), &parameters, &mut flow)?;
     }
     Ok(flow)
+}
+
+/// Checks the exit steps as [`check`] does the steps: each may name any of the workflow's
+/// steps (all have ended when it runs) and the exit steps that run before it (Argo's exit
+/// handler steps read each other).
+fn check_exit_steps(
+    spec: &WorkFlowSpec,
+    kinds: &Kinds,
+    (dag, exit): (&Dag, &Dag),
+    parameters: &BTreeMap<String, String>,
+    flow: &mut DataFlow,
+) -> Result<(), DagError> {
+    let runs = spec.runs.unwrap_or(1);
+    for (i, step) in spec.on_exit.iter().enumerate() {
+        let refused = |problem: &str| DagError::FanOut {
+            step: step.step_name.clone(),
+            problem: problem.to_string(),
+        };
+        if FanOut::compile(step, dag)
+            .map_err(|p| refused(&p))?
+            .is_some()
+        {
+            return Err(refused("is an exit step: exit steps do not fan out"));
+        }
+        let read_before = flow.read.len();
+        let any = |name: &str| {
+            let earlier = || exit.index_of(name).filter(|&j| runs_before(exit, j, i));
+            (dag.index_of(name).map(Named::Step)).or_else(|| earlier().map(Named::Exit))
+        };
+        let when = compile_when(step, parameters, Place::Exit)?;
+        check_step(
+            step,
+            (&[dag, exit], Place::Exit),
+            &any,
+            None,
+            when.as_deref(),
+            flow,
+        )?;
+        check_exit_artifacts(step, exit)?;
+        check_input_artifacts(step, dag, &spec.containers)?;
+        if runs > 1 && (step.when.is_some() || flow.read.len() > read_before) {
+            return Err(refused(
+                "names the steps' outputs, but the steps run several times (runs): an exit \
+                 step cannot tell which run's",
+            ));
+        }
+        if let Some(when) = when {
+            check_when_artifacts(step, &when, dag, &spec.containers)?;
+            // A when that iterates over the steps sees each one's outputs.
+            if when.every_step() {
+                flow.read
+                    .extend((0..dag.len()).filter(|i| !flow.fan_out.contains_key(i)));
+            }
+            flow.exit_when.insert(i, when);
+        }
+        if let Some(strategy) = compile_retry(step)? {
+            flow.exit_retry.insert(i, strategy);
+        }
+        check_cache(step, false, true)?;
+        check_daemon(step, kinds.exit[i], false, true)?;
+        check_ip_reads(step, dag, &spec.containers)?;
+    }
+    // Once every exit step is checked: a later one may read an earlier one's result.
+    for (i, step) in spec.on_exit.iter().enumerate() {
+        check_agent(step, kinds.exit[i], flow.exit_result_read.contains(&i))?;
+    }
+    Ok(())
+}
+
+/// Refuses an input artifact of exit step `step` taken from an exit step (of `exit`): an exit
+/// step takes the artifacts of the workflow's steps only.
+fn check_exit_artifacts(step: &Step, exit: &Dag) -> Result<(), DagError> {
+    for text in input_froms(step) {
+        for reference in outputs::references(text).unwrap_or_default() {
+            if let Source::Output { step: source, .. } = reference.source
+                && exit.index_of(source).is_some()
+            {
+                return Err(DagError::Reference {
+                    step: step.step_name.clone(),
+                    problem: format!(
+                        "{} names exit step {source:?}: an exit step takes the artifacts of the \
+                         workflow's steps only (it may read an exit step's parameters, result \
+                         and end)",
+                        reference.text
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a step named as an item of a step that fans out (`build[3]` beside a `build` with
@@ -238,12 +321,13 @@ fn check_item_names(spec: &WorkFlowSpec, flow: &DataFlow) -> Result<(), DagError
     Ok(())
 }
 
-/// Checks the references of `step` (a step or an exit step, `place`) to the steps of `dag`,
-/// recording in `flow` whose outputs are read.
+/// Checks the references of `step` (a step or an exit step, `place`) to the steps of `dags`
+/// (the steps', and for an exit step the exit steps'), found by `upstream`, recording in
+/// `flow` whose outputs are read.
 fn check_step(
     step: &Step,
-    (dag, place): (&Dag, Place),
-    upstream: &dyn Fn(&str) -> Option<usize>,
+    (dags, place): (&[&Dag], Place),
+    upstream: &dyn Fn(&str) -> Option<Named>,
     fan_out: Option<&FanOut>,
     when: Option<&When>,
     flow: &mut DataFlow,
@@ -312,16 +396,13 @@ fn check_step(
         }
     }
     for (text, source, result, artifact) in named {
-        let Some(index) = upstream(source) else {
-            let problem = if dag.index_of(source).is_none() {
-                format!("{text} names step {source:?}, which does not exist")
-            } else {
-                format!(
-                    "{text} names step {source:?}, which does not run before it: add it to \
-                     dependsOn (directly or through another step)"
-                )
-            };
-            return Err(refused(problem));
+        let index = match upstream(source) {
+            Some(Named::Step(index)) => index,
+            Some(Named::Exit(index)) => {
+                note_exit_read(flow, index, ended.contains(&text), result);
+                continue;
+            }
+            None => return Err(refused(not_before(&text, source, dags, place))),
         };
         if flow.fan_out.contains_key(&index) {
             let read = match () {
@@ -348,6 +429,39 @@ fn check_step(
         }
     }
     Ok(())
+}
+
+/// Records that an exit step reads exit step `index`: its outputs, or only its end (`ended`),
+/// and its standard output (`result`).
+fn note_exit_read(flow: &mut DataFlow, index: usize, ended: bool, result: bool) {
+    if !ended {
+        flow.exit_ended_read.remove(&index);
+        flow.exit_read.insert(index);
+    } else if !flow.exit_read.contains(&index) {
+        flow.exit_ended_read.insert(index);
+    }
+    if result {
+        flow.exit_result_read.insert(index);
+    }
+}
+
+/// Why `text` may not name step `source`, which is not found before the naming step among the
+/// steps of `dags`: where it may look, or what it lacks in `dependsOn`.
+fn not_before(text: &str, source: &str, dags: &[&Dag], place: Place) -> String {
+    if dags.iter().any(|dag| dag.index_of(source).is_some()) {
+        return format!(
+            "{text} names step {source:?}, which does not run before it: add it to dependsOn \
+             (directly or through another step)"
+        );
+    }
+    let looks = match place {
+        Place::Step => "a step names the steps before it (containers)",
+        Place::Exit => {
+            "an exit step names the workflow's steps (containers) and the exit steps \
+             before it (onExit)"
+        }
+    };
+    format!("{text} names step {source:?}, which does not exist: {looks}")
 }
 
 /// The outputs `step` fans out over (its `withParam`, its `withSequence` bounds), each as the
@@ -848,7 +962,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             unknown,
-            r#"step "d": {{steps.x.outputs.k}} names step "x", which does not exist"#
+            r#"step "d": {{steps.x.outputs.k}} names step "x", which does not exist: a step names the steps before it (containers)"#
         );
         let sideways = flow(
             chain()
@@ -903,6 +1017,66 @@ mod tests {
         )
         .unwrap();
         assert_eq!(flow.read, HashSet::from([3]));
+    }
+
+    #[test]
+    fn an_exit_step_may_name_the_exit_steps_before_it_and_no_other() {
+        let exits = || {
+            chain()
+                .exit_step("probe", &[])
+                .command(&["echo", "hi"])
+                .exit_step("check", &[])
+                .command(&["echo", "hi"])
+        };
+        let mut wf = exits()
+            .exit_step("notify", &["probe", "check"])
+            .command(&[
+                "echo",
+                "{{steps.probe.outputs.result}}",
+                "{{steps.a.outputs.k}}",
+            ])
+            .build();
+        wf.spec.on_exit[2].when = Some(r#"steps.check.status == "Failed""#.into());
+        let read = flow_of(&wf).unwrap();
+        assert_eq!(read.exit_read, HashSet::from([0]));
+        assert_eq!(read.exit_result_read, HashSet::from([0]));
+        assert_eq!(read.exit_ended_read, HashSet::from([1]));
+        assert_eq!(read.read, HashSet::from([0]), "the steps' are apart");
+        assert!(read.result_read.is_empty());
+        let sideways = flow(
+            exits()
+                .exit_step("notify", &["probe"])
+                .command(&["echo", "{{steps.check.outputs.k}}"]),
+        )
+        .unwrap_err();
+        assert!(
+            sideways.contains(
+                r#"names step "check", which does not run before it: add it to dependsOn"#
+            ),
+            "{sideways}"
+        );
+        let unknown = flow(
+            exits()
+                .exit_step("notify", &["probe"])
+                .command(&["echo", "{{steps.nope.outputs.k}}"]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            unknown,
+            r#"step "notify": {{steps.nope.outputs.k}} names step "nope", which does not exist: an exit step names the workflow's steps (containers) and the exit steps before it (onExit)"#
+        );
+        let mut wf = exits().exit_step("notify", &["probe"]).build();
+        wf.spec.on_exit[2].inputs = Some(Box::new(
+            serde_yaml::from_str(
+                "artifacts: [{name: log, path: /in/log, from: '{{steps.probe.outputs.artifacts.log}}'}]",
+            )
+            .unwrap(),
+        ));
+        let artifact = flow_of(&wf).unwrap_err();
+        assert!(
+            artifact.contains(r#"names exit step "probe": an exit step takes the artifacts of the workflow's steps only"#),
+            "{artifact}"
+        );
     }
 
     fn with_outputs(builder: crate::testing::WorkFlowBuilder, yaml: &str) -> WorkFlow {

@@ -247,9 +247,8 @@ fn build_job(
         .ok_or_else(|| PassError::Unbuildable(format!("planned step {step} is not in the spec")))?;
     let data = StepData {
         inputs: Some(inputs),
-        // Exit steps' outputs are never read.
-        outputs_read: exit.is_none() && compiled.flow.read.contains(&index),
-        result_read: exit.is_none() && compiled.flow.result_read.contains(&index),
+        outputs_read: compiled.flow.outputs_read(index, exit.is_some()),
+        result_read: compiled.flow.result_read(index, exit.is_some()),
     };
     let kind = compiled.kind(index, exit.is_some());
     let mut job = jobs::StepJob::new(workflow, step, kind, &compiled.run);

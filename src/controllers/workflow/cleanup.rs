@@ -243,8 +243,8 @@ fn outputs_recorded(status: Option<&WorkFlowStatus>, job: &JobSummary) -> bool {
 
 /// The Jobs among `jobs` whose pods are due for deletion: owned by this very workflow (by uid)
 /// and picked by its `spec.podCleanup` with its stored `status` (none without `podCleanup`),
-/// but for those of the steps whose outputs are read (`compiled.flow.read`) and not recorded
-/// yet.
+/// but for those of the steps and exit steps whose outputs are read (`compiled.flow.read`,
+/// `exit_read`) and not recorded yet.
 pub fn pods_to_delete<'a>(
     workflow: &WorkFlow,
     compiled: &Compiled,
@@ -254,8 +254,11 @@ pub fn pods_to_delete<'a>(
     let Some(policy) = workflow.spec.pod_cleanup else {
         return Vec::new();
     };
+    let flow = &compiled.flow;
     let outputs_read: HashSet<&str> = match &compiled.dag {
-        Ok(dag) => compiled.flow.read.iter().map(|&i| dag.name(i)).collect(),
+        Ok(dag) => (flow.read.iter().map(|&i| dag.name(i)))
+            .chain((compiled.exit.iter()).flat_map(|e| flow.exit_read.iter().map(|&i| e.name(i))))
+            .collect(),
         Err(_) => HashSet::new(),
     };
     let uid = workflow.uid().unwrap_or_default();

@@ -16,6 +16,8 @@ use workflow_operator_core::WorkFlow;
 use workflow_operator_core::agent::Report;
 use workflow_operator_core::crd::suspend::{self, ANNOTATION_SUPPLIED};
 use workflow_operator_core::crd::{Step, StepKind, StepPhase};
+use workflow_operator_core::dag::Dag;
+use workflow_operator_core::data_flow::DataFlow;
 use workflow_operator_core::failure_cause::JOB_NAME_LABEL;
 use workflow_operator_core::outputs::{self, Outputs};
 use workflow_operator_core::plan::{Compiled, JobState, ObservedJob};
@@ -33,7 +35,8 @@ pub async fn read(
     let Ok(dag) = compiled.dag.as_ref() else {
         return;
     };
-    if compiled.flow.read.is_empty() {
+    let flow = &compiled.flow;
+    if flow.read.is_empty() && flow.exit_read.is_empty() {
         return;
     }
     let recorded: HashSet<&str> = workflow
@@ -46,15 +49,14 @@ pub async fn read(
     for job in observed.iter_mut() {
         let wanted = job.state == JobState::Succeeded
             && job.run == compiled.run
-            && dag
-                .index_of(&job.step)
-                .is_some_and(|i| compiled.flow.read.contains(&i))
+            && read_of(dag, compiled.exit.as_ref(), flow, &job.step)
             && !recorded.contains(job.name.as_str());
         if !wanted {
             continue;
         }
-        let suspend_step = (compiled.step(&workflow.spec, &job.step, false))
-            .filter(|&(i, _)| compiled.kind(i, false) == StepKind::Suspend);
+        let exit = dag.index_of(&job.step).is_none();
+        let suspend_step = (compiled.step(&workflow.spec, &job.step, exit))
+            .filter(|&(i, _)| compiled.kind(i, exit) == StepKind::Suspend);
         if let Some((_, step)) = suspend_step {
             job.outputs = supplied(jobs, &job.name, step).await;
             continue;
@@ -64,6 +66,15 @@ pub async fn read(
             Ok(list) => job.outputs = Some(outputs_of(&list.items)),
             Err(error) => tracing::debug!(%error, job = %job.name, "reading a step's outputs"),
         }
+    }
+}
+
+/// Whether the outputs of step `name` (of the steps' `dag`, or of the `exit` steps') are read.
+fn read_of(dag: &Dag, exit: Option<&Dag>, flow: &DataFlow, name: &str) -> bool {
+    match (dag.index_of(name), exit.and_then(|e| e.index_of(name))) {
+        (Some(i), _) => flow.outputs_read(i, false),
+        (None, Some(i)) => flow.outputs_read(i, true),
+        (None, None) => false,
     }
 }
 

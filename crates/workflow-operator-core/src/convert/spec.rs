@@ -118,36 +118,12 @@ fn steps_and_templates(
     if let Some(name) = spec.get("onExit").and_then(Value::as_str) {
         let path = walk::join(at, "onExit");
         if let Some(steps) = inline(name, &templates, &parameters, &path, report) {
-            name_sibling_reads(&steps, &path, report);
             out.insert("onExit".into(), Value::Array(steps));
             inlined.push(name);
         }
     }
     let steps = Value::Object(out.clone());
     kept_templates(templates, &inlined, &steps, usage)
-}
-
-/// Names each exit step that reads another of the exit handler's steps (its `when` or a
-/// `{{steps.X...}}`, as Argo's exit handler steps read their siblings): exit steps read the
-/// workflow's steps only, so it would be refused at submit.
-fn name_sibling_reads(steps: &[Value], at: &str, report: &mut Report) {
-    let names: Vec<&str> = (steps.iter())
-        .filter_map(|s| s.get("stepName")?.as_str())
-        .collect();
-    for step in steps {
-        let text = step.to_string();
-        let reader = step.get("stepName").and_then(Value::as_str).unwrap_or("");
-        let read = names.iter().find(|name| {
-            text.contains(&format!("{{{{steps.{name}."))
-                || text.contains(&format!("steps[\\\"{name}\\\"]"))
-        });
-        if let Some(read) = read {
-            report.not_converted(
-                at,
-                format!("the exit handler's step {reader:?} reads its step {read:?}: an exit step reading another is not supported yet (exit steps read the workflow's steps)"),
-            );
-        }
-    }
 }
 
 /// The workflow's `arguments`: parameters only.

@@ -882,7 +882,7 @@ spec:
 }
 
 #[test]
-fn an_exit_handler_step_reading_another_is_named() {
+fn an_exit_handler_step_reading_another_converts_to_exit_steps_that_compile() {
     let text = r#"
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
@@ -893,25 +893,31 @@ spec:
   templates:
     - name: handler
       steps:
-        - - {name: report, template: say}
+        - - {name: report, template: say, continueOn: {failed: true}}
         - - {name: after, template: say, when: "{{steps.report.status}} == Failed"}
           - name: echo
             template: echo
             arguments: {parameters: [{name: text, value: "{{steps.report.exitCode}}"}]}
     - name: say
-      container: {image: busybox:1.36}
+      container: {image: busybox:1.36, command: [echo, hi]}
     - name: echo
       inputs: {parameters: [{name: text}]}
       container: {image: busybox:1.36, command: [echo, "{{inputs.parameters.text}}"]}
 "#;
-    let (_, problems) = one(text);
+    let (converted, problems) = one(text);
+    assert_eq!(problems, Vec::<String>::new());
     assert_eq!(
-        problems,
-        [
-            r#"spec.onExit: the exit handler's step "after" reads its step "report": an exit step reading another is not supported yet (exit steps read the workflow's steps)"#,
-            r#"spec.onExit: the exit handler's step "echo" reads its step "report": an exit step reading another is not supported yet (exit steps read the workflow's steps)"#,
-        ]
+        converted["spec"]["onExit"][1]["dependsOn"],
+        json!(["report"]),
+        "{converted}"
     );
+    let workflow: crate::WorkFlow = serde_json::from_value(converted).unwrap();
+    let spec = crate::template::expand(&workflow).expect("expands");
+    let compiled = crate::plan::Compiled::new(&spec);
+    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+    // Both read only how `report` ended.
+    assert_eq!(compiled.flow.exit_ended_read, [0].into());
+    assert!(compiled.flow.exit_read.is_empty());
 }
 
 #[test]

@@ -47,31 +47,53 @@ impl<'a> Known<'a> {
 /// How a step that did not finish reads in an exit step's `when`.
 const OMITTED: &str = "Omitted";
 
-impl<'a> Facts<'_, 'a> {
-    /// What a `when` naming `names` (steps of `dag`) sees of them: each that is skipped,
-    /// failed, done, or succeeded with outputs (and, in an exit step, every one).
-    pub(super) fn upstream<'n>(
-        &self,
-        dag: &Dag,
-        names: impl Iterator<Item = &'n str>,
-    ) -> HashMap<&'n str, Upstream<'a>> {
-        names
-            .filter_map(|name| {
-                let i = dag.index_of(name)?;
-                let (phase, outputs) = self.phase(i)?;
-                let ended = self.ended.get(&i).copied();
-                Some((
-                    name,
-                    Upstream {
-                        phase,
-                        outputs,
-                        ended,
-                    },
-                ))
-            })
-            .collect()
-    }
+/// A set of steps another step reads: their DAG, what they told, and those of them that fan
+/// out. An exit step reads two: the exit steps before it, and the workflow's steps.
+pub(super) struct StepsRead<'k, 'a> {
+    pub(super) dag: &'k Dag,
+    pub(super) facts: Facts<'k, 'a>,
+    pub(super) fans: &'k HashMap<usize, Fan<'a>>,
+}
 
+/// The first of `sources` that holds step `name`, with its index there.
+fn find<'s, 'k, 'a>(
+    sources: &'s [StepsRead<'k, 'a>],
+    name: &str,
+) -> Option<(&'s StepsRead<'k, 'a>, usize)> {
+    sources
+        .iter()
+        .find_map(|source| Some((source, source.dag.index_of(name)?)))
+}
+
+/// Whether step `name` of `sources` was skipped by its `when`.
+pub(super) fn is_skipped(sources: &[StepsRead<'_, '_>], name: &str) -> bool {
+    find(sources, name).is_some_and(|(s, i)| s.facts.skipped.get(i).copied().unwrap_or(false))
+}
+
+/// What a `when` naming `names` (steps of `sources`) sees of them: each that is skipped,
+/// failed, done, or succeeded with outputs (and, of the steps an exit step reads, every one).
+pub(super) fn upstream<'n, 'a>(
+    sources: &[StepsRead<'_, 'a>],
+    names: impl Iterator<Item = &'n str>,
+) -> HashMap<&'n str, Upstream<'a>> {
+    names
+        .filter_map(|name| {
+            let (source, i) = find(sources, name)?;
+            let (phase, outputs) = source.facts.phase(i)?;
+            let ended = source.facts.ended.get(&i).copied();
+            Some((
+                name,
+                Upstream {
+                    phase,
+                    outputs,
+                    ended,
+                },
+            ))
+        })
+        .collect()
+}
+
+impl<'a> Facts<'_, 'a> {
     /// The phase of step `i` and its outputs, once it is skipped, failed, done, or succeeded
     /// with outputs (and, in an exit step, always).
     fn phase(&self, i: usize) -> Option<(&'static str, Option<&'a Outputs>)> {
@@ -100,22 +122,18 @@ impl<'a> Facts<'_, 'a> {
     }
 }
 
-/// The values of the outputs `step` names, from what the steps of `dag` told (`facts`: their
+/// The values of the outputs `step` names, from what the steps of `sources` told (their
 /// outputs, and how they ended for Argo's `{{steps.NAME.status}}` and the like); `None` when
-/// it names none. An output artifact of a step that fans out (`fans`, done; the
-/// only output of one a step may name) is its items' Jobs, see [`fan_in_jobs`], unless the
-/// step was `skipped`.
+/// it names none. An output artifact of a step that fans out (done; the only output of one a
+/// step may name) is its items' Jobs, see [`fan_in_jobs`], unless the step was skipped.
 ///
 /// # Errors
 /// The first output named that is not there (its step was skipped, or did not write it; the
 /// caller, which knows the skipped steps, says which).
 pub(super) fn step_inputs(
     step: &Step,
-    dag: &Dag,
-    facts: &Facts<'_, '_>,
-    fans: &HashMap<usize, Fan<'_>>,
+    sources: &[StepsRead<'_, '_>],
 ) -> Result<Option<Inputs>, outputs::MissingOutput> {
-    let (outputs, skipped) = (facts.outputs, facts.skipped);
     let mut inputs = Inputs::new();
     for text in data_flow::texts(step) {
         let Ok(found) = outputs::references(text) else {
@@ -125,16 +143,19 @@ pub(super) fn step_inputs(
             let Source::Output { step, key } = reference.source else {
                 continue;
             };
-            let index = dag.index_of(step);
-            let fan = (index.filter(|&i| !skipped.get(i).copied().unwrap_or(false)))
-                .and_then(|i| fans.get(&i));
+            let found = find(sources, step);
+            let fan = (found.filter(|(s, i)| !s.facts.skipped.get(*i).copied().unwrap_or(false)))
+                .and_then(|(s, i)| s.fans.get(&i));
             let fan_in = fan.and_then(|fan| match key.starts_with(outputs::ARTIFACT_PREFIX) {
                 true => fan_in_jobs(fan),
                 false => aggregate(fan, key),
             });
             let value = match outputs::step_field(key) {
-                Some(field) => index.and_then(|i| facts.field(i, field)),
-                None => fan_in.or_else(|| index.and_then(|i| outputs.get(&i))?.get(key).cloned()),
+                Some(field) => found.and_then(|(s, i)| s.facts.field(i, field)),
+                None => fan_in.or_else(|| {
+                    let (s, i) = found?;
+                    s.facts.outputs.get(&i)?.get(key).cloned()
+                }),
             };
             let Some(value) = value else {
                 return Err(outputs::MissingOutput {

@@ -354,3 +354,73 @@ fn a_when_reads_argos_status_and_exit_code_and_a_missing_one_fails_the_step_nami
         )
     );
 }
+
+/// Argo's exit handler as a `steps` template: after `a` failed, `probe` (writing a result)
+/// and `check` (failing, tolerated) run; then `notify` reads `probe`'s result and runs on
+/// `check`'s failure, and `cheer`, whose `when` wants its success, is skipped.
+fn exit_handler_reading_its_steps() -> WorkFlow {
+    running(
+        WorkFlow::test("exits")
+            .step("a", &[])
+            .exit_step("probe", &[])
+            .command(&["echo", "ok"])
+            .exit_step("check", &[])
+            .continue_on_failed()
+            .exit_step("notify", &["probe", "check"])
+            .when(r#"steps.check.status == "Failed""#)
+            .command(&["echo", "{{steps.probe.outputs.result}}"])
+            .exit_step("cheer", &["probe", "check"])
+            .when(r#"steps.check.status == "Succeeded""#)
+            .build(),
+    )
+}
+
+#[test]
+fn an_exit_step_reads_the_exit_steps_before_it_their_outputs_recorded_for_a_restart() {
+    let wf = exit_handler_reading_its_steps();
+    let jobs = Jobs::of(&wf).exited("a", 1, "Error", "").build();
+    let first = plan(&wf, &jobs, at(1));
+    let names: Vec<&str> = created(&first).iter().map(|(s, _)| *s).collect();
+    assert_eq!(names, ["probe", "check"]);
+    let wf = written(wf, &first);
+    let jobs = Jobs::of(&wf)
+        .exited("a", 1, "Error", "")
+        .succeeded("probe")
+        .outputs(Ok(&[("result", "ok")]))
+        .exited("check", 2, "Error", "")
+        .build();
+    let second = plan(&wf, &jobs, at(2));
+    assert_eq!(
+        created(&second),
+        [("notify", vec![triple("probe", "result", "ok")])]
+    );
+    assert_eq!(entry(&second, "cheer").phase, StepPhase::Skipped);
+    assert_eq!(entry(&second, "probe").outputs["result"], "ok");
+    // A restart whose pass did not read probe's pod decides the same from the status.
+    let wf = written(wf, &second);
+    let unread = Jobs::of(&wf)
+        .exited("a", 1, "Error", "")
+        .succeeded("probe")
+        .exited("check", 2, "Error", "")
+        .build();
+    let again = plan(&wf, &unread, at(3));
+    assert_eq!(
+        created(&again),
+        [("notify", vec![triple("probe", "result", "ok")])]
+    );
+    let ended = Jobs::of(&wf)
+        .exited("a", 1, "Error", "")
+        .succeeded("probe")
+        .exited("check", 2, "Error", "")
+        .succeeded("notify")
+        .build();
+    let last = plan(&written(wf, &again), &ended, at(4));
+    let status = last.status.as_ref().unwrap();
+    assert_eq!(status.workflow_status, Some(Phase::Failed));
+    assert_eq!(status.executed, ["probe", "notify"]);
+    assert_eq!(entry(&last, "cheer").phase, StepPhase::Skipped);
+    assert_eq!(
+        status.message.as_deref(),
+        Some("step a failed: exit code 1")
+    );
+}

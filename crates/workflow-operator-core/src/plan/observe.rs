@@ -17,7 +17,7 @@ use crate::retry::Strategy;
 use crate::when::{Ended, Upstream, When};
 
 use super::attempts::{AfterFailure, BackingOff, after_failure};
-use super::data::{Facts, item_unresolved, items_of, step_inputs};
+use super::data::{self, Facts, StepsRead, item_unresolved, items_of, step_inputs};
 use super::failure::Failure;
 use super::planner::{Fan, Known, Planner, Scope, Unit, View};
 use super::{
@@ -58,7 +58,11 @@ impl<'a> Planner<'a> {
         if main.is_none() {
             seen.hooks_after = &flow.hooks_after;
         }
-        self.see_steps(&mut seen, main.is_none(), jobs);
+        let reads = match main {
+            None => (&flow.read, &flow.ended_read),
+            Some(_) => (&flow.exit_read, &flow.exit_ended_read),
+        };
+        self.see_steps(&mut seen, reads, jobs);
         self.see_cached(&mut seen);
         self.see_fans(&mut seen, fan_outs, item_jobs, jobs);
         self.see_refused(&mut seen);
@@ -74,7 +78,10 @@ impl<'a> Planner<'a> {
         } else {
             &flow.exit_when
         };
-        let reads = !flow.read.is_empty() || !flow.ended_read.is_empty();
+        let reads = !flow.read.is_empty()
+            || !flow.ended_read.is_empty()
+            || !flow.exit_read.is_empty()
+            || !flow.exit_ended_read.is_empty();
         if !whens.is_empty() || reads || !seen.fans.is_empty() {
             seen.decide_data((whens, fan_outs), main);
         }
@@ -110,19 +117,17 @@ impl<'a> Planner<'a> {
             .collect()
     }
 
-    /// Sees the Jobs of the steps that do not fan out; `reads` when the outputs steps name are
-    /// read (the steps, not the exit steps).
-    fn see_steps(&mut self, seen: &mut Assessment<'a>, reads: bool, jobs: &[&'a ObservedJob]) {
+    /// Sees the Jobs of the steps that do not fan out; `reads` are those of them whose outputs
+    /// are read, and those whose end only is.
+    fn see_steps(
+        &mut self,
+        seen: &mut Assessment<'a>,
+        (read, ended_read): (&HashSet<usize>, &HashSet<usize>),
+        jobs: &[&'a ObservedJob],
+    ) {
         // The outputs of the steps whose outputs are named: recorded in the status, or read
         // by the handler from the pod of a Job that succeeded since.
-        let no_steps = HashSet::new();
-        let read = if reads { &self.flow.read } else { &no_steps };
-        let ended_read = if reads {
-            &self.flow.ended_read
-        } else {
-            &no_steps
-        };
-        let recorded = self.recorded_outputs(reads);
+        let recorded = self.recorded_outputs(!read.is_empty());
         let mut released = Vec::new();
         for i in 0..seen.job_of.len() {
             let Some(job) = seen.job_of[i] else { continue };
@@ -187,7 +192,7 @@ impl<'a> Planner<'a> {
     ) {
         let (dag, steps) = (seen.scope.dag, seen.scope.steps);
         let mut released = Vec::new();
-        let recorded = self.recorded_outputs(!fan_outs.is_empty());
+        let recorded = self.recorded_outputs(!fan_outs.is_empty() && !self.flow.read.is_empty());
         let order: Vec<usize> = (dag.topological_order())
             .filter(|i| fan_outs.contains_key(i))
             .collect();
@@ -265,7 +270,7 @@ impl<'a> Planner<'a> {
     /// The outputs the status records of succeeded steps and items, by Job name (only when
     /// `wanted`: some step's outputs may be read from them).
     fn recorded_outputs(&self, wanted: bool) -> HashMap<&'a str, &'a Outputs> {
-        if !wanted || self.flow.read.is_empty() {
+        if !wanted {
             return HashMap::new();
         }
         let previous: &'a WorkFlowStatus = self.previous;
@@ -819,28 +824,44 @@ impl<'a> Assessment<'a> {
         main: Option<(&'a Dag, &Known<'a>)>,
     ) -> Option<bool> {
         let step = &self.scope.steps[i];
-        let (source_dag, facts) = match main {
-            Some((dag, known)) => (dag, known.facts(true)),
-            None => (
-                self.scope.dag,
-                Facts {
-                    outputs: &self.known_outputs,
-                    skipped: self.skipped.as_slice(),
-                    phases: &self.phases,
-                    ended: &self.ended,
-                    exit: false,
-                },
-            ),
+        // These steps' own, then for the exit steps the workflow's steps (which cannot give
+        // an exit step the artifacts of one that fans out).
+        let no_fans = HashMap::new();
+        let own = StepsRead {
+            dag: self.scope.dag,
+            facts: Facts {
+                outputs: &self.known_outputs,
+                skipped: self.skipped.as_slice(),
+                phases: &self.phases,
+                ended: &self.ended,
+                exit: false,
+            },
+            fans: if main.is_some() { &no_fans } else { &self.fans },
         };
-        let seen = facts.skipped;
+        let both;
+        let sources: &[StepsRead<'_, 'a>] = match main {
+            Some((dag, known)) => {
+                let facts = known.facts(true);
+                both = [
+                    own,
+                    StepsRead {
+                        dag,
+                        facts,
+                        fans: &no_fans,
+                    },
+                ];
+                &both
+            }
+            None => std::slice::from_ref(&own),
+        };
         let when = whens.get(&i).map(|when| {
             let upstream = if when.every_step() {
-                facts.upstream(
-                    source_dag,
-                    (0..source_dag.len()).map(|j| source_dag.name(j)),
-                )
+                // Every one of the workflow's steps (for the exit steps, not their own).
+                let all: &'a Dag = main.map_or(self.scope.dag, |(dag, _)| dag);
+                let names = (0..all.len()).map(|j| all.name(j));
+                data::upstream(&sources[sources.len() - 1..], names)
             } else {
-                facts.upstream(source_dag, when.steps().iter().map(String::as_str))
+                data::upstream(sources, when.steps().iter().map(String::as_str))
             };
             (when, upstream)
         });
@@ -868,18 +889,13 @@ impl<'a> Assessment<'a> {
                     .then_some(true);
             }
         }
-        // The exit steps cannot take the artifacts of a step that fans out.
-        let no_fans = HashMap::new();
-        let fans = if main.is_some() { &no_fans } else { &self.fans };
-        match step_inputs(step, source_dag, &facts, fans) {
+        match step_inputs(step, sources) {
             Ok(Some(values)) => {
                 self.inputs.insert(i, values);
             }
             Ok(None) => {}
             Err(mut missing) => {
-                missing.skipped = source_dag
-                    .index_of(&missing.step)
-                    .is_some_and(|j| seen.get(j).copied().unwrap_or(false));
+                missing.skipped = data::is_skipped(sources, &missing.step);
                 self.blocked[i] = true;
                 let why = missing.to_string();
                 return self

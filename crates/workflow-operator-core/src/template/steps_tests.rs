@@ -140,3 +140,44 @@ fn a_steps_entry_that_is_not_a_step_is_refused_naming_its_place() {
         [r#"step "s": template "t": has both dag and steps: it is one or the other"#]
     );
 }
+
+/// An exit step calling a steps template whose steps read each other (Argo's exit handler
+/// written in our API): its steps are exit steps under the call's name, their references
+/// renamed, and the spec compiles (each reads the exit steps before it).
+#[test]
+fn an_exit_step_calling_a_steps_template_expands_to_exit_steps_that_read_each_other() {
+    let spec = expanded(&workflow(
+        r#"
+templates:
+  - name: handler
+    steps:
+      - - {name: probe, image: alpine, command: [sh, -c, "echo down"]}
+      - - name: notify
+          image: alpine
+          command: [echo, "{{steps.probe.outputs.result}}"]
+          when: 'steps.probe.status == "Succeeded"'
+containers:
+  - {stepName: build, image: x}
+onExit:
+  - {stepName: exit, template: handler}
+"#,
+    ));
+    let exits: Vec<(&str, &[String])> = (spec.on_exit.iter())
+        .map(|s| (s.step_name.as_str(), s.depends_on.as_slice()))
+        .collect();
+    assert_eq!(
+        exits,
+        [
+            ("exit/probe", &[][..]),
+            ("exit/notify", &["exit/probe".to_string()][..])
+        ]
+    );
+    assert_eq!(
+        spec.on_exit[1].command.as_deref().unwrap(),
+        ["echo", "{{steps.exit/probe.outputs.result}}"]
+    );
+    let compiled = crate::plan::Compiled::new(&spec);
+    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+    assert_eq!(compiled.flow.exit_read, [0].into());
+    assert_eq!(compiled.flow.exit_result_read, [0].into());
+}

@@ -1,0 +1,167 @@
+//! Argo's exit handler as a `steps` template whose steps read each other, end to end on the
+//! embedded control plane, in Argo's YAML submitted as it is: its groups run after the
+//! workflow's steps, a `when` reads an earlier exit step's `status`, an argument its result
+//! (two groups on), a false `when` skips its step, and the workflow's phase follows Argo's rule
+//! (a failed exit handler fails a workflow whose steps succeeded; a failed one stays failed),
+//! across an operator SIGKILL too.
+
+use crate::argo_dag_outputs::log_of;
+use crate::argo_forms::{expect_phases, submit};
+use crate::support;
+
+use rstest::rstest;
+use support::{Operator, operator, operator_process, step_of};
+
+/// `main` exits with the workflow's `code`; then the exit handler: `probe` prints the
+/// workflow's status beside `check`, which fails (tolerated) unless the workflow succeeded;
+/// `notify` (reading `probe`'s result) runs on `check`'s failure, `celebrate` on its success;
+/// `finish` reads `probe`'s result again and fails when it is `Succeeded`.
+const EXIT_STEPS: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: NAME
+spec:
+  entrypoint: main
+  onExit: exit-handler
+  arguments:
+    parameters: [{name: code, value: "CODE"}]
+  templates:
+    - name: main
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "exit {{workflow.parameters.code}}"]
+    - name: exit-handler
+      steps:
+        - - name: probe
+            template: probe
+          - name: check
+            template: check
+            continueOn: {failed: true}
+        - - name: notify
+            template: say
+            when: "{{steps.check.status}} == Failed"
+            arguments:
+              parameters: [{name: text, value: "probe said {{steps.probe.outputs.result}}"}]
+          - name: celebrate
+            template: say
+            when: "{{steps.check.status}} == Succeeded"
+            arguments:
+              parameters: [{name: text, value: hooray}]
+        - - name: finish
+            template: finish
+            arguments:
+              parameters: [{name: seen, value: "{{steps.probe.outputs.result}}"}]
+    - name: probe
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "echo {{workflow.status}}"]
+    - name: check
+      container:
+        image: alpine:3.20
+        command: [sh, -c, 'WAIT; test "{{workflow.status}}" = Succeeded']
+    - name: say
+      inputs: {parameters: [{name: text}]}
+      container:
+        image: alpine:3.20
+        command: [echo, "{{inputs.parameters.text}}"]
+    - name: finish
+      inputs: {parameters: [{name: seen}]}
+      container:
+        image: alpine:3.20
+        command: [sh, -c, 'echo "finish saw {{inputs.parameters.seen}}"; test "{{inputs.parameters.seen}}" != Succeeded']
+"#;
+
+/// The exit handler above for workflow `name` whose `main` exits `code`; `check` first runs
+/// `wait` (a shell command line).
+fn exit_steps(name: &str, code: u8, wait: &str) -> String {
+    EXIT_STEPS
+        .replace("NAME", name)
+        .replace("CODE", &code.to_string())
+        .replace("WAIT", wait)
+}
+
+#[rstest]
+#[tokio::test]
+async fn after_a_failed_step_the_exit_handlers_steps_read_each_other_and_the_workflow_stays_failed(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    submit(ns, &exit_steps("exit-steps-failed", 1, "true")).await;
+    ns.expect_failed("exit-steps-failed", &["main"]).await;
+    let expected = [
+        ("main", "Failed"),
+        ("probe", "Succeeded"),
+        ("check", "Failed"),
+        ("notify", "Succeeded"),
+        ("celebrate", "Skipped"),
+        ("finish", "Succeeded"),
+    ];
+    expect_phases(ns, "exit-steps-failed", &expected).await;
+    let notify = log_of(ns, "exit-steps-failed", "notify").await;
+    assert!(notify.contains("probe said Failed"), "{notify}");
+    let finish = log_of(ns, "exit-steps-failed", "finish").await;
+    assert!(finish.contains("finish saw Failed"), "{finish}");
+}
+
+#[rstest]
+#[tokio::test]
+async fn after_the_steps_succeeded_a_failing_exit_step_fails_the_workflow_and_the_others_skip_as_their_whens_say(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    submit(ns, &exit_steps("exit-steps-ok", 0, "true")).await;
+    ns.expect_failed("exit-steps-ok", &["finish"]).await;
+    let expected = [
+        ("probe", "Succeeded"),
+        ("check", "Succeeded"),
+        ("notify", "Skipped"),
+        ("celebrate", "Succeeded"),
+        ("finish", "Failed"),
+    ];
+    expect_phases(ns, "exit-steps-ok", &expected).await;
+    let celebrate = log_of(ns, "exit-steps-ok", "celebrate").await;
+    assert!(celebrate.contains("hooray"), "{celebrate}");
+    let finish = log_of(ns, "exit-steps-ok", "finish").await;
+    assert!(finish.contains("finish saw Succeeded"), "{finish}");
+}
+
+#[rstest]
+#[tokio::test]
+async fn exit_steps_reading_each_other_run_once_across_an_operator_sigkill(
+    #[future(awt)] operator_process: Operator,
+) {
+    let mut operator = operator_process;
+    let gate = support::Gate::new();
+    submit(
+        &operator.ns,
+        &exit_steps("exit-steps-killed", 1, &gate.wait_script()),
+    )
+    .await;
+    let succeeded = |job: &k8s_openapi::api::batch::v1::Job| {
+        (job.status.as_ref()).is_some_and(|s| s.succeeded.unwrap_or(0) > 0)
+    };
+    (operator.ns)
+        .wait_step_job("exit-steps-killed", "probe", "succeeded", succeeded)
+        .await;
+    // Down once probe told its result and while check runs: the operator that comes back has
+    // only the cluster's state, and check ends while it is down.
+    operator.kill().await;
+    gate.open();
+    operator.start();
+    let ns = &operator.ns;
+    ns.expect_failed("exit-steps-killed", &["main"]).await;
+    let expected = [
+        ("check", "Failed"),
+        ("notify", "Succeeded"),
+        ("celebrate", "Skipped"),
+        ("finish", "Succeeded"),
+    ];
+    expect_phases(ns, "exit-steps-killed", &expected).await;
+    let notify = log_of(ns, "exit-steps-killed", "notify").await;
+    assert!(notify.contains("probe said Failed"), "{notify}");
+    let jobs = ns.jobs_of("exit-steps-killed").await;
+    for step in ["main", "probe", "check", "notify", "finish"] {
+        let ran = jobs.iter().filter(|j| step_of(j) == Some(step)).count();
+        assert_eq!(ran, 1, "{step}");
+    }
+}
