@@ -947,3 +947,18 @@ spec:
         "{templates}"
     );
 }
+
+#[test]
+fn a_generate_name_among_the_labels_is_named_with_its_fix() {
+    let text = "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata:\n  labels:\n    team: a\n    generateName: gifs-\nspec:\n  entrypoint: main\n  templates:\n    - name: main\n      container: {image: alpine, command: [echo]}\n";
+    let (workflow, problems) = one(text);
+    assert_eq!(
+        problems,
+        [
+            "metadata.labels.generateName: a label named generateName, and metadata has no generateName: indented one level too deep? move it to metadata.generateName (Argo refuses the document as it is too)"
+        ]
+    );
+    assert_eq!(workflow["metadata"]["labels"]["generateName"], "gifs-");
+    let (_, problems) = one(&text.replace("metadata:\n", "metadata:\n  generateName: gifs-\n"));
+    assert_eq!(problems, Vec::<String>::new());
+}
