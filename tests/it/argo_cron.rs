@@ -1,6 +1,6 @@
-//! An Argo `CronWorkflow` as it is, converted by `workflow-operator convert` (Argo's users
-//! create one with `argo cron create`; here the converted CronWorkFlow is created) and run on
-//! its schedule by the operator: its step reads `{{workflow.scheduledTime}}`, the time the run
+//! An Argo `CronWorkflow` as it is, given to `workflow-operator submit` (Argo's users create
+//! one with `argo cron create`), which converts it on the way and creates the CronWorkFlow, run
+//! on its schedule by the operator: its step reads `{{workflow.scheduledTime}}`, the time the run
 //! was scheduled for, in RFC 3339 as Argo writes it (Argo's `examples/cron-workflow`, written
 //! anew here).
 
@@ -8,10 +8,8 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use rstest::rstest;
-use workflow_operator_core::crd::CronWorkFlow;
 use workflow_operator_core::labels::LABEL_SCHEDULED;
 
 use crate::argo_dag_outputs::log_of;
@@ -36,25 +34,21 @@ spec:
           command: [echo, "scheduled for {{workflow.scheduledTime}}"]
 "#;
 
-/// `workflow-operator convert --strict FILE`'s standard output, which must succeed with
-/// nothing named.
-fn converted(text: &str) -> String {
-    let file = support::yaml_file(text);
-    let output = crate::argo_convert::run(&["convert", "--strict", file.path().to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success() && stderr.is_empty(), "{stderr}");
-    String::from_utf8(output.stdout).unwrap()
-}
-
 #[rstest]
 #[tokio::test]
 async fn a_cron_workflows_run_prints_its_scheduled_time_in_rfc_3339(
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let cron: CronWorkFlow = serde_saphyr::from_str(&converted(CRON)).unwrap();
-    let crons: Api<CronWorkFlow> = Api::namespaced(ns.client(), &ns.name);
-    crons.create(&PostParams::default(), &cron).await.unwrap();
+    let file = support::yaml_file(CRON);
+    let (said, told) = ns
+        .cli_with_stderr(&["submit", file.path().to_str().unwrap()])
+        .await;
+    assert_eq!(
+        said, "cronworkflow.workflow.crd.com/stamp created\n",
+        "{told}"
+    );
+    assert_eq!(told.matches("converted from Argo").count(), 1, "{told}");
     let selector = watcher::Config::default().labels("workflow.crd.com/cron=stamp");
     let runs = support::wait_list(
         &ns.workflows(),
