@@ -11,6 +11,7 @@
 //! `WorkFlowTemplate` and `ClusterWorkFlowTemplate` kinds, the record) is in `crd`, re-exported
 //! here.
 //!
+//! - `called`: the template an expanded step was made from, by the step's name.
 //! - `fill`: the `{{workflow.*}}` and `{{inputs.parameters.*}}` forms.
 //! - `merge`: a call's fields over the template's.
 //! - `expand`: calls made steps, `dag` templates made named steps.
@@ -27,6 +28,7 @@
 
 mod call_outputs;
 mod call_policies;
+mod called;
 pub mod config_maps;
 mod expand;
 mod fill;
@@ -65,11 +67,13 @@ use std::fmt;
 use kube::ResourceExt;
 
 pub use crate::crd::templates::*;
+pub use called::called_template;
 pub use fill::Vars;
 pub use globals::declared as global_outputs;
 
 use crate::crd::{Step, WorkFlow, WorkFlowSpec};
 use crate::data_flow;
+use crate::outputs;
 use expand::{Expander, Scope, allowed, listed};
 use fill::unknown_forms;
 
@@ -502,10 +506,16 @@ fn parameters(
             value.clone(),
         );
     }
-    let all: Vec<ArgoParameter<'_>> = arguments.parameters.iter().map(ArgoParameter::of).collect();
     vars.entry("workflow.parameters.json".into())
-        .or_insert_with(|| serde_json::to_string(&all).expect("parameters serialize"));
+        .or_insert_with(|| parameters_json(&arguments));
     Some(Box::new(arguments))
+}
+
+/// Argo's `{{workflow.parameters.json}}` of `arguments` (their values filled): a JSON list of
+/// the parameters as Go encodes Argo's `Parameter`.
+pub fn parameters_json(arguments: &Arguments) -> String {
+    let all: Vec<ArgoParameter<'_>> = arguments.parameters.iter().map(ArgoParameter::of).collect();
+    outputs::go_json(&all)
 }
 
 /// A workflow parameter in Argo's `{{workflow.parameters.json}}`: as Go encodes Argo's
