@@ -409,6 +409,18 @@ fn a_kind_argo_has_and_we_do_not_is_refused_saying_so() {
     r#"timestamp(steps["a"].startedAt) > timestamp("2000-01-01T00:00:00Z") && timestamp(steps["a"].finishedAt) <= timestamp(steps["b"].startedAt)"#
 )]
 #[case(
+    "'{{workflow.scheduledTime}}' >= '2000-01-01T00:00:00Z'",
+    r#"timestamp("{{workflow.scheduledTime}}") >= timestamp("2000-01-01T00:00:00Z")"#
+)]
+#[case(
+    "{{workflow.duration}} > 0.5",
+    "double(string(workflow.duration)) > 0.5"
+)]
+#[case(
+    "'{{workflow.parameters.json}}' =~ 'linux'",
+    r#"workflow.parameters.json.matches("linux")"#
+)]
+#[case(
     "'{{steps.a.status}}' == 'Succeeded'",
     r#"steps["a"].status == "Succeeded""#
 )]

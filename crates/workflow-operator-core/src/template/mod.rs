@@ -73,7 +73,6 @@ pub use globals::declared as global_outputs;
 
 use crate::crd::{Step, WorkFlow, WorkFlowSpec};
 use crate::data_flow;
-use crate::outputs;
 use expand::{Expander, Scope, allowed, listed};
 use fill::unknown_forms;
 
@@ -507,51 +506,8 @@ fn parameters(
         );
     }
     vars.entry("workflow.parameters.json".into())
-        .or_insert_with(|| parameters_json(&arguments));
+        .or_insert_with(|| arguments.argo_json());
     Some(Box::new(arguments))
-}
-
-/// Argo's `{{workflow.parameters.json}}` of `arguments` (their values filled): a JSON list of
-/// the parameters as Go encodes Argo's `Parameter`.
-pub fn parameters_json(arguments: &Arguments) -> String {
-    let all: Vec<ArgoParameter<'_>> = arguments.parameters.iter().map(ArgoParameter::of).collect();
-    outputs::go_json(&all)
-}
-
-/// A workflow parameter in Argo's `{{workflow.parameters.json}}`: as Go encodes Argo's
-/// `Parameter`, its fields in this order, the empty ones left out. The value is the one the
-/// run has (a ConfigMap's read in), not Argo's `valueFrom` without it.
-#[derive(serde::Serialize)]
-struct ArgoParameter<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    value: Option<&'a str>,
-    #[serde(rename = "enum", skip_serializing_if = "Option::is_none")]
-    allowed: Option<&'a [String]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-}
-
-impl<'a> ArgoParameter<'a> {
-    fn of(parameter: &'a Parameter) -> ArgoParameter<'a> {
-        let Parameter {
-            name,
-            value,
-            default,
-            allowed,
-            description,
-            value_from: _,
-        } = parameter;
-        ArgoParameter {
-            name,
-            default: default.as_deref(),
-            value: value.as_deref(),
-            allowed: (!allowed.is_empty()).then_some(allowed.as_slice()),
-            description: description.as_deref(),
-        }
-    }
 }
 
 /// The workflow's `podSpecPatch` with its `{{workflow.*}}` forms filled, then checked.
