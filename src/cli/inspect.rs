@@ -397,7 +397,7 @@ pub(crate) struct Document {
 pub(crate) const WORKFLOW_KIND: &str = "WorkFlow";
 
 /// The kind of workflows started on a schedule.
-const CRON_KIND: &str = "CronWorkFlow";
+pub(crate) const CRON_KIND: &str = "CronWorkFlow";
 
 /// The kind of workflows started by events.
 const TRIGGER_KIND: &str = "WorkFlowTrigger";

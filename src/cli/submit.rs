@@ -2,7 +2,8 @@
 //! with its parameters given, as `argo submit` does; with `--wait`, waits until it finished
 //! and exits as it ended, with `--watch` shows it as `watch` does meanwhile, with `--log`
 //! follows its steps' logs. A file may hold shared templates besides its workflows: they are
-//! applied (created, or updated) first. Everything the operator would fail a workflow for at
+//! applied (created, or updated) first; and CronWorkFlows (Argo's `argo cron create`), applied
+//! next. Everything the operator would fail a workflow for at
 //! once (an undeclared or missing parameter, a value outside its `enum`, an unknown template,
 //! a shared template that does not exist, a bad DAG) refuses the submit before anything is
 //! created.
@@ -12,13 +13,13 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::{Args, ValueEnum};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use workflow_operator_core::WorkFlow;
-use workflow_operator_core::crd::CONDITION_FINISHED;
+use workflow_operator_core::crd::{CONDITION_FINISHED, CronWorkFlow};
 use workflow_operator_core::lifecycle::Phase;
 use workflow_operator_core::plan;
 use workflow_operator_core::template::{
@@ -34,8 +35,8 @@ use workflow_operator_core::template::resolve;
 /// Submit a workflow: from a manifest, or one that runs a shared template whole.
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
-    /// A manifest of WorkFlows, and of the WorkFlowTemplates and ClusterWorkFlowTemplates they
-    /// use (applied first), or Argo's (`-` reads standard input).
+    /// A manifest of WorkFlows and CronWorkFlows, and of the WorkFlowTemplates and
+    /// ClusterWorkFlowTemplates they use (applied first), or Argo's (`-` reads standard input).
     #[arg(
         value_name = "FILE",
         required_unless_present = "from",
@@ -201,7 +202,11 @@ async fn submit_file(args: &SubmitArgs, client: &Client, namespace: &str) -> Res
         .as_deref()
         .expect("clap requires FILE without --from");
     let documents = inspect::read_documents(file).map_err(|e| anyhow!(e))?;
-    let (templates, workflows) = split_documents(file, &documents)?;
+    let Split {
+        templates,
+        crons,
+        workflows,
+    } = split_documents(file, &documents)?;
     if args.then.follows() && workflows.len() != 1 {
         bail!(
             "{}: --wait, --watch and --log take a file with one WorkFlow",
@@ -219,8 +224,10 @@ async fn submit_file(args: &SubmitArgs, client: &Client, namespace: &str) -> Res
         check(client, &namespace, &mut workflow, &args.parameters, &shared).await?;
         checked.push((namespace, workflow));
     }
-    for document in templates {
-        apply_template(client, namespace, &args.cluster, document, args.then.output).await?;
+    check_applied(&templates)?;
+    check_applied(&crons)?;
+    for document in templates.iter().chain(&crons) {
+        apply(client, namespace, &args.cluster, document, args.then.output).await?;
     }
     let mut created = Vec::new();
     for (namespace, workflow) in &checked {
@@ -235,56 +242,90 @@ async fn submit_file(args: &SubmitArgs, client: &Client, namespace: &str) -> Res
     }
 }
 
-/// The shared templates and the workflows of a file; any other kind is refused.
+/// A file's documents by what `submit` does with them.
+struct Split<'d> {
+    /// WorkFlowTemplates and ClusterWorkFlowTemplates, applied first.
+    templates: Vec<&'d inspect::Document>,
+    /// CronWorkFlows, applied once the templates are (their runs may use them).
+    crons: Vec<&'d inspect::Document>,
+    /// WorkFlows, created last.
+    workflows: Vec<&'d inspect::Document>,
+}
+
+/// The shared templates, the CronWorkFlows and the workflows of a file; any other kind is
+/// refused.
 fn split_documents<'d>(
     file: &std::path::Path,
     documents: &'d [inspect::Document],
-) -> Result<(Vec<&'d inspect::Document>, Vec<&'d inspect::Document>)> {
-    let mut templates = Vec::new();
-    let mut workflows = Vec::new();
+) -> Result<Split<'d>> {
+    let mut split = Split {
+        templates: Vec::new(),
+        crons: Vec::new(),
+        workflows: Vec::new(),
+    };
     for document in documents {
         match document.kind {
-            WORKFLOW_KIND => workflows.push(document),
-            NAMESPACED_KIND | CLUSTER_KIND => templates.push(document),
+            WORKFLOW_KIND => split.workflows.push(document),
+            inspect::CRON_KIND => split.crons.push(document),
+            NAMESPACED_KIND | CLUSTER_KIND => split.templates.push(document),
             kind => bail!(
-                "{}: submit takes WorkFlows and the shared templates they use, not a {kind} ({}): create it with kubectl apply -f",
+                "{}: submit takes WorkFlows, CronWorkFlows and the shared templates they use, not a {kind} ({}): create it with kubectl apply -f",
                 file.display(),
                 document.name
             ),
         }
     }
-    Ok((templates, workflows))
+    Ok(split)
 }
 
-/// Creates the shared template of `document`, or updates the one of its name (server-side
-/// apply, as `kubectl apply --server-side`); prints `KIND/NAME created` or `configured`.
-async fn apply_template(
+/// Refuses the file when one of `documents` (shared templates and CronWorkFlows) has a
+/// problem `validate` names, before anything is applied.
+fn check_applied(documents: &[&inspect::Document]) -> Result<()> {
+    for document in documents {
+        let problems = inspect::problems(document);
+        if !problems.is_empty() {
+            bail!(
+                "{} {}: {}",
+                document.kind,
+                document.name,
+                problems.join("; ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The API of `kind` (a shared template's or CronWorkFlows'), in `namespace` unless
+/// cluster-scoped.
+fn applied_api(client: &Client, kind: &str, namespace: &str) -> Api<DynamicObject> {
+    if kind != inspect::CRON_KIND {
+        return super::template::api(client, kind, Some(namespace));
+    }
+    let resource = ApiResource::erase::<CronWorkFlow>(&());
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// Creates the shared template or CronWorkFlow of `document` (checked), or updates the one of
+/// its name (server-side apply, as `kubectl apply --server-side`); prints `KIND/NAME created`
+/// or `configured`.
+async fn apply(
     client: &Client,
     namespace: &str,
     cluster: &ClusterArgs,
     document: &inspect::Document,
     output: Option<Output>,
 ) -> Result<()> {
-    let problems = inspect::problems(document);
-    if !problems.is_empty() {
-        bail!(
-            "{} {}: {}",
-            document.kind,
-            document.name,
-            problems.join("; ")
-        );
-    }
     let own = document
         .value
         .pointer("/metadata/namespace")
         .and_then(|n| n.as_str());
     let namespace = cluster.namespace.as_deref().or(own).unwrap_or(namespace);
-    let api = super::template::api(client, document.kind, Some(namespace));
+    let api = applied_api(client, document.kind, namespace);
     let existed = (api.get_opt(&document.name).await)
         .with_context(|| format!("reading {} {}", document.kind, document.name))?
         .is_some();
     let mut value = document.value.clone();
-    if document.kind == NAMESPACED_KIND {
+    if document.kind != CLUSTER_KIND {
         value["metadata"]["namespace"] = json!(namespace);
     }
     let params = PatchParams::apply(super::FIELD_MANAGER).force();

@@ -1,25 +1,24 @@
-//! An Argo `CronWorkflow` as it is, converted by `workflow-operator convert` (Argo's users
-//! create one with `argo cron create`; here the converted CronWorkFlow is created) and run on
-//! its schedule by the operator: its step reads `{{workflow.scheduledTime}}`, the time the run
+//! An Argo `CronWorkflow` as it is, given to `workflow-operator submit` (Argo's users create
+//! one with `argo cron create`), which converts it on the way and creates the CronWorkFlow, run
+//! on its schedule by the operator: its step reads `{{workflow.scheduledTime}}`, the time the run
 //! was scheduled for, in RFC 3339 as Argo writes it (Argo's `examples/cron-workflow`, written
-//! anew here).
+//! anew here), and `when`s compare it with a time.
 
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use rstest::rstest;
-use workflow_operator_core::crd::CronWorkFlow;
 use workflow_operator_core::labels::LABEL_SCHEDULED;
 
-use crate::argo_dag_outputs::log_of;
+use crate::argo_dag_outputs::{log_of, phases};
 use crate::support;
 
 use support::{Operator, operator};
 
-/// Every 2 s, a step that prints the time its run was scheduled for.
+/// Every 2 s, a step that prints the time its run was scheduled for; then one step whose
+/// `when` holds (the run was scheduled after 2000) and one whose `when` does not.
 const CRON: &str = r#"apiVersion: argoproj.io/v1alpha1
 kind: CronWorkflow
 metadata:
@@ -28,33 +27,44 @@ spec:
   schedule: "@every 2s"
   concurrencyPolicy: Forbid
   workflowSpec:
-    entrypoint: say-when
+    entrypoint: main
     templates:
-      - name: say-when
+      - name: main
+        steps:
+          - - name: say-when
+              template: say
+              arguments: {parameters: [{name: text, value: "scheduled for {{workflow.scheduledTime}}"}]}
+          - - name: after-2000
+              template: say
+              when: "'{{workflow.scheduledTime}}' > '2000-01-01T00:00:00Z'"
+              arguments: {parameters: [{name: text, value: after}]}
+            - name: before-2000
+              template: say
+              when: "'{{workflow.scheduledTime}}' < '2000-01-01T00:00:00Z'"
+              arguments: {parameters: [{name: text, value: before}]}
+      - name: say
+        inputs: {parameters: [{name: text}]}
         container:
           image: alpine:3.20
-          command: [echo, "scheduled for {{workflow.scheduledTime}}"]
+          command: [echo, "{{inputs.parameters.text}}"]
 "#;
-
-/// `workflow-operator convert --strict FILE`'s standard output, which must succeed with
-/// nothing named.
-fn converted(text: &str) -> String {
-    let file = support::yaml_file(text);
-    let output = crate::argo_convert::run(&["convert", "--strict", file.path().to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success() && stderr.is_empty(), "{stderr}");
-    String::from_utf8(output.stdout).unwrap()
-}
 
 #[rstest]
 #[tokio::test]
-async fn a_cron_workflows_run_prints_its_scheduled_time_in_rfc_3339(
+async fn a_cron_workflows_run_prints_its_scheduled_time_in_rfc_3339_and_whens_compare_it(
     #[future(awt)] operator: Operator,
 ) {
     let ns = &operator.ns;
-    let cron: CronWorkFlow = serde_saphyr::from_str(&converted(CRON)).unwrap();
-    let crons: Api<CronWorkFlow> = Api::namespaced(ns.client(), &ns.name);
-    crons.create(&PostParams::default(), &cron).await.unwrap();
+    let file = support::yaml_file(CRON);
+    let (said, told) = ns
+        .cli_with_stderr(&["submit", file.path().to_str().unwrap()])
+        .await;
+    assert_eq!(
+        said, "cronworkflow.workflow.crd.com/stamp created\n",
+        "{told}"
+    );
+    assert_eq!(told.matches("converted from Argo").count(), 1, "{told}");
+    assert!(!told.contains("not supported"), "{told}");
     let selector = watcher::Config::default().labels("workflow.crd.com/cron=stamp");
     let runs = support::wait_list(
         &ns.workflows(),
@@ -76,6 +86,13 @@ async fn a_cron_workflows_run_prints_its_scheduled_time_in_rfc_3339(
     assert_eq!(printed, scheduled.to_string(), "{said}");
     let parsed: Timestamp = printed.parse().unwrap();
     assert_eq!(parsed.as_second(), seconds);
+    let expected = [
+        ("say-when", "Succeeded"),
+        ("after-2000", "Succeeded"),
+        ("before-2000", "Skipped"),
+    ]
+    .map(|(s, p)| (s.to_string(), p.to_string()));
+    assert_eq!(phases(ns, &name).await, expected);
     assert!(
         printed.len() == "2026-01-01T00:00:00Z".len() && printed.ends_with('Z'),
         "{printed}: RFC 3339 in UTC, to the second"

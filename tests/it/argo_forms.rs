@@ -239,8 +239,9 @@ async fn a_scripts_pod_name_is_its_pods_name(#[future(awt)] operator: Operator) 
     assert_names_its_pod(ns, &jobs[0], &log).await;
 }
 
-/// `probe` fails under `continueOn`; the next group decides two steps by `{{steps.X.status}}`;
-/// then `broken` fails the run. The exit handler reports `{{workflow.status}}`,
+/// `probe` fails under `continueOn`; the next group decides two steps by `{{steps.X.status}}`,
+/// and `bad-when` fails under `continueOn` (its `when` reads text as a number, and its message
+/// holds the `<`); then `broken` fails the run. The exit handler reports `{{workflow.status}}`,
 /// `{{workflow.duration}}`, `{{workflow.failures}}` and `{{pod.name}}`.
 const EXIT_VARS: &str = r#"apiVersion: argoproj.io/v1alpha1
 kind: Workflow
@@ -267,6 +268,11 @@ spec:
             template: exit
             when: "{{steps.ok.status}} == Failed"
             arguments: {parameters: [{name: code, value: "0"}]}
+          - name: bad-when
+            template: exit
+            continueOn: {failed: true}
+            when: "{{steps.ok.outputs.result}} < 5"
+            arguments: {parameters: [{name: code, value: "0"}]}
         - - name: broken
             template: exit
             arguments: {parameters: [{name: code, value: "2"}]}
@@ -279,7 +285,7 @@ spec:
       container:
         image: alpine:3.20
         env: [{name: FAILURES, value: "{{workflow.failures}}"}]
-        command: [sh, -c, 'echo "status={{workflow.status}} duration={{workflow.duration}}"; echo "failures=$FAILURES"; echo "pod={{pod.name}}"']
+        command: [sh, -c, 'echo "status={{workflow.status}} duration={{workflow.duration}}"; printf "failures=%s\\n" "$FAILURES"; echo "pod={{pod.name}}"']
 "#;
 
 #[rstest]
@@ -294,6 +300,7 @@ async fn an_exit_handler_reads_the_runs_status_duration_and_failures_and_whens_a
         ("probe", "Failed"),
         ("on-probe-failed", "Succeeded"),
         ("on-ok-failed", "Skipped"),
+        ("bad-when", "Failed"),
         ("broken", "Failed"),
         ("report", "Succeeded"),
     ];
@@ -309,17 +316,27 @@ async fn an_exit_handler_reads_the_runs_status_duration_and_failures_and_whens_a
     let failures = (report.lines())
         .find_map(|l| l.strip_prefix("failures="))
         .unwrap_or_else(|| panic!("{report}"));
+    // As Go writes JSON: `<`, `>` and `&` escaped.
+    assert!(
+        failures.contains(r"\u003c") && !failures.contains('<'),
+        "{failures}"
+    );
     let failures: serde_json::Value = serde_json::from_str(failures).unwrap();
     let mut failed: Vec<&str> = (failures.as_array().into_iter().flatten())
         .filter_map(|f| f["displayName"].as_str())
         .collect();
     failed.sort();
-    assert_eq!(failed, ["broken", "probe"], "{failures}");
+    assert_eq!(failed, ["bad-when", "broken", "probe"], "{failures}");
     for failure in failures.as_array().into_iter().flatten() {
         assert_eq!(failure["phase"], "Failed", "{failures}");
-        for key in ["message", "templateName", "podName", "finishedAt"] {
+        // The template the step called, as Argo names it, not the step.
+        assert_eq!(failure["templateName"], "exit", "{failures}");
+        for key in ["message", "podName"] {
             assert!(failure[key].is_string(), "{key}: {failures}");
         }
+        // Go writes a time it does not know as null.
+        let finished = &failure["finishedAt"];
+        assert!(finished.is_string() || finished.is_null(), "{failures}");
     }
     assert_names_its_pod(ns, &jobs[0], &report).await;
 }

@@ -16,7 +16,7 @@ use support::{Operator, operator, step_of};
 use workflow_operator_core::WorkFlow;
 
 /// `workflow-operator ARGS -n NAMESPACE`, which must fail: its standard error.
-async fn refused(ns: &support::Namespace, args: &[&str]) -> String {
+pub(crate) async fn refused(ns: &support::Namespace, args: &[&str]) -> String {
     let command = ns.cli_command(args).args(["-n", &ns.name]).output();
     let output = command.await.expect("workflow-operator runs");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();

@@ -142,12 +142,22 @@ pub fn check(
     exit: Option<&Dag>,
 ) -> Result<DataFlow, DagError> {
     let mut flow = DataFlow::default();
-    let parameters: BTreeMap<String, String> = spec
+    let mut parameters: BTreeMap<String, String> = spec
         .arguments
         .iter()
         .flat_map(|a| &a.parameters)
         .filter_map(|p| Some((p.name.clone(), p.value.clone()?)))
         .collect();
+    // Argo's `{{workflow.parameters.json}}`, read in a `when` as `workflow.parameters.json`
+    // (unless a parameter is named so); made only for a spec whose `when`s may name it.
+    let whens = spec.containers.iter().chain(&spec.on_exit);
+    if let Some(arguments) = (spec.arguments.as_deref()).filter(|_| {
+        whens
+            .filter_map(|s| s.when.as_deref())
+            .any(|w| w.contains("json"))
+    }) {
+        (parameters.entry("json".into())).or_insert_with(|| arguments.argo_json());
+    }
     for (i, step) in spec.containers.iter().enumerate() {
         let fan_out = FanOut::compile(step, dag).map_err(|problem| DagError::FanOut {
             step: step.step_name.clone(),

@@ -178,6 +178,24 @@ pub const POD_NAME: &str = "pod.name";
 /// The `{{workflow.NAME}}` forms known only when a step's Job is built, as Argo names them.
 pub const WORKFLOW_AT_RUN: [&str; 3] = ["duration", "status", "failures"];
 
+/// `value` as Go's `json.Marshal` writes it, as Argo's JSON variables are
+/// (`{{workflow.failures}}`, `{{workflow.parameters.json}}`): compact, and `<`, `>`, `&`, U+2028
+/// and U+2029 escaped (`\u003c`), which Go does so that the text is safe inside HTML. They can
+/// only be inside strings, so replacing them in the written text keeps it the same JSON.
+pub fn go_json(value: &impl serde::Serialize) -> String {
+    let text = serde_json::to_string(value).expect("a JSON value serializes");
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A `{{...}}` that is not a reference this operator knows.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
@@ -456,6 +474,17 @@ pub fn fill_workflow(text: &str, value: impl Fn(&str) -> String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_json_escapes_what_go_escapes_for_html_and_nothing_else() {
+        let value = serde_json::json!([{"m": "a<b>c&d\u{2028}\u{2029} \"é\" ü"}]);
+        assert_eq!(
+            go_json(&value),
+            r#"[{"m":"a\u003cb\u003ec\u0026d\u2028\u2029 \"é\" ü"}]"#
+        );
+        let back: serde_json::Value = serde_json::from_str(&go_json(&value)).unwrap();
+        assert_eq!(back, value);
+    }
 
     #[test]
     fn retries_is_the_attempt_filled_in_when_the_job_is_built() {

@@ -12,8 +12,9 @@
 //! its dependents. CEL's macros (`all`, `exists`, `exists_one`, `map`, `filter`) work as in
 //! Kubernetes' validation rules.
 //!
-//! An exit step's `when` may also read `workflow.status` (`Completed` or `Failed`) and every
-//! step (a step that did not finish reads `Omitted`), and may iterate over them
+//! Any step's `when` may read `workflow.duration`, the seconds since the run started (a double,
+//! as of when the `when` is decided). An exit step's `when` may also read `workflow.status`
+//! (`Completed` or `Failed`) and every step (a step that did not finish reads `Omitted`), and may iterate over them
 //! (`steps.exists(s, steps[s].phase == "Failed")`).
 //!
 //! On a step that fans out, `{{item}}` and `{{item.FIELD}}` are its item, and the `when` is
@@ -234,6 +235,15 @@ fn named_step<'t>(found: &regex::Captures<'t>) -> Option<&'t str> {
     Some(name.map_or("", |m| m.as_str()))
 }
 
+/// What a `when` reads of the workflow as it runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Run<'a> {
+    /// How it ended (`Completed` or `Failed`), an exit step's `workflow.status`.
+    pub status: Option<&'a str>,
+    /// Seconds since it started, `workflow.duration` (Argo's `{{workflow.duration}}`).
+    pub duration: f64,
+}
+
 /// Where a `when` is: on a step, or on an exit step (which may read `workflow.status` and
 /// every step).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,6 +285,9 @@ impl When {
         parameters: &BTreeMap<String, String>,
         place: Place,
     ) -> Result<When, String> {
+        if let Some(why) = run_time_form(expression) {
+            return Err(why);
+        }
         let (cel, items) = item::variables(expression);
         let program = Program::compile(&cel)
             .map_err(|e| format!("does not compile: {}", one_line(&e.to_string())))?;
@@ -354,11 +367,12 @@ impl When {
     /// The evaluation's error (a missing output is CEL's `No such key`), or a result that is
     /// not a bool.
     pub fn evaluate(&self, upstream: &HashMap<&str, Upstream<'_>>) -> Result<bool, String> {
-        self.evaluate_in(upstream, None, None)
+        self.evaluate_in(upstream, Run::default(), None)
     }
 
-    /// [`When::evaluate`] in an exit step, where `workflow.status` is `status`, and for an
-    /// item of a step that fans out, `item` (for the placeholders it holds).
+    /// [`When::evaluate`] in the workflow as `run` says (an exit step's `workflow.status`,
+    /// `workflow.duration`), and for an item of a step that fans out, `item` (for the
+    /// placeholders it holds).
     ///
     /// # Errors
     /// As [`When::evaluate`]; an item without a field a placeholder names, or none given to a
@@ -366,7 +380,7 @@ impl When {
     pub fn evaluate_in(
         &self,
         upstream: &HashMap<&str, Upstream<'_>>,
-        status: Option<&str>,
+        run: Run<'_>,
         item: Option<&serde_json::Value>,
     ) -> Result<bool, String> {
         let mut items = Vec::with_capacity(self.items.len());
@@ -391,9 +405,10 @@ impl When {
             }
             if let Some(workflow) = &self.workflow {
                 let mut fields = workflow.clone();
-                if let Some(status) = status {
+                if let Some(status) = run.status {
                     fields.insert(Key::from("status"), Value::from(status));
                 }
+                fields.insert(Key::from("duration"), Value::Float(run.duration));
                 context.add_variable_from_value("workflow", Value::Map(Map::from(fields)));
             }
             match self.program.execute(&context) {
@@ -403,6 +418,24 @@ impl When {
             }
         })
     }
+}
+
+/// Why `expression` cannot hold the first form it holds that is filled only when a Job is
+/// made (`{{pod.name}}`, `{{workflow.duration}}`, ...): left as text, it would be compared as
+/// written.
+fn run_time_form(expression: &str) -> Option<String> {
+    let inner = (expression.split("{{").skip(1))
+        .filter_map(|rest| rest.split("}}").next().map(str::trim))
+        .find(|inner| {
+            *inner == super::outputs::POD_NAME
+                || (inner.strip_prefix("workflow."))
+                    .is_some_and(|name| super::outputs::WORKFLOW_AT_RUN.contains(&name))
+        })?;
+    Some(match inner {
+        "workflow.failures" => "names {{workflow.failures}}, which a when does not read yet: an exit step's when reads workflow.status and every step (steps.exists(s, steps[s].phase == \"Failed\"))".to_string(),
+        "workflow.duration" | "workflow.status" => format!("names {{{{{inner}}}}}: write {inner}, the expression's own variable"),
+        _ => "names {{pod.name}}: a pod's name is known only inside its pod (a step's command, args, env values or source), not in a when; Argo refuses it there too".to_string(),
+    })
 }
 
 /// A step as a `when` sees it: `phase`, Argo's `status`, `outputs`, whether it is a daemon
@@ -516,7 +549,7 @@ fn workflow_variable(
         let name = found.get(2).map_or("", |m| m.as_str());
         match (field, place) {
             ("parameters", _) => {}
-            ("status", Place::Exit) => continue,
+            ("status", Place::Exit) | ("duration", _) => continue,
             ("status", Place::Step) => {
                 return Err(
                     "names workflow.status, which only an exit step's when may read (the workflow has not ended before)"
@@ -525,7 +558,7 @@ fn workflow_variable(
             }
             _ => {
                 return Err(format!(
-                    "names workflow.{field}: a when may read only workflow.parameters.NAME (and workflow.status in an exit step)"
+                    "names workflow.{field}: a when may read only workflow.parameters.NAME, workflow.duration (and workflow.status in an exit step)"
                 ));
             }
         }
@@ -719,6 +752,33 @@ mod tests {
         );
         let error = When::compile("workflow.parameters.target == 'x'").unwrap_err();
         assert!(error.contains("parameters: none"), "{error}");
+    }
+
+    #[test]
+    fn a_when_holding_a_form_filled_only_in_a_job_is_refused_saying_why() {
+        let refused = [
+            (
+                r#""{{pod.name}}" != """#,
+                "names {{pod.name}}: a pod's name",
+            ),
+            (
+                r#""{{ pod.name }}" == "x""#,
+                "names {{pod.name}}: a pod's name",
+            ),
+            (
+                r#"double("{{workflow.duration}}") > 1.0"#,
+                "names {{workflow.duration}}: write workflow.duration",
+            ),
+            (
+                r#""{{workflow.failures}}" != "null""#,
+                "names {{workflow.failures}}, which a when does not read yet",
+            ),
+        ];
+        for (expression, why) in refused {
+            let error = When::compile(expression).unwrap_err();
+            assert!(error.starts_with(why), "{expression}: {error}");
+        }
+        assert!(When::compile(r#""pod.name" != "" && workflow.duration > 1.0"#).is_ok());
     }
 
     #[test]

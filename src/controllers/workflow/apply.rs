@@ -59,7 +59,8 @@ pub(super) async fn apply(
             execute(
                 shared,
                 &api,
-                (workflow, compiled, placement, unusable),
+                (workflow, &ctx.object, compiled),
+                (placement, unusable),
                 action,
                 &refusals,
             )
@@ -104,17 +105,14 @@ async fn ensure_workspace(
 }
 
 /// Carries out one action. `compiled` is `workflow.spec`'s: its run id and step index keep a
-/// create O(1) in the number of steps (no re-hash of the spec, no scan of the steps). A Job
-/// create the API server refuses with 422 goes to `refusals`.
+/// create O(1) in the number of steps (no re-hash of the spec, no scan of the steps);
+/// `written` is the workflow before its templates were expanded. A Job create the API server
+/// refuses with 422 goes to `refusals`.
 async fn execute(
     shared: &ControllerState,
     api: &Api<Job>,
-    (workflow, compiled, placement, unusable): (
-        &WorkFlow,
-        &Compiled,
-        Option<&Placement>,
-        Option<&str>,
-    ),
+    (workflow, written, compiled): (&WorkFlow, &WorkFlow, &Compiled),
+    (placement, unusable): (Option<&Placement>, Option<&str>),
     action: &Action,
     refusals: &Mutex<Vec<Refusal>>,
 ) -> Result<(), PassError> {
@@ -148,7 +146,8 @@ async fn execute(
             // Boxed, and the match ended before the request: a Job is 2.8 KB, and what an
             // `async fn` holds across an await is part of its future, which the concurrent
             // actions move (a future of 10 KB per action, copied at every move, before).
-            let mut job = match build_job(shared, workflow, compiled, &create, unusable)? {
+            let planned = (workflow, written);
+            let mut job = match build_job(shared, planned, compiled, &create, unusable)? {
                 Ok(job) => Box::new(job),
                 Err(message) => {
                     refuse(plan::REASON_NO_ARTIFACT_REPOSITORY, message);
@@ -224,13 +223,15 @@ struct Create<'a> {
 }
 
 /// The Job of a `CreateJob` action; `Err` inside with why its step cannot run without an
-/// artifact repository (`unusable` when the namespace's ConfigMap is not one).
+/// artifact repository (`unusable` when the namespace's ConfigMap is not one). `written` is
+/// `workflow` before its templates were expanded: an exit step's `{{workflow.failures}}` names
+/// the templates the failed steps called.
 ///
 /// # Errors
 /// A step the spec does not hold, or a workflow without the metadata a Job needs (permanent).
 fn build_job(
     shared: &ControllerState,
-    workflow: &WorkFlow,
+    (workflow, written): (&WorkFlow, &WorkFlow),
     compiled: &Compiled,
     create: &Create<'_>,
     unusable: Option<&str>,
@@ -259,6 +260,7 @@ fn build_job(
     let built = job
         .retry(retry)
         .exit(exit)
+        .written(written)
         .data(data)
         .instance(instance)
         .attempt(attempt)

@@ -68,6 +68,7 @@ pub fn convert(document: &Value) -> Result<Converted, String> {
         ));
     };
     let mut report = walk::Report::default();
+    misplaced_names(document.get("metadata"), &mut report);
     let empty = json!({});
     let argo_spec = document.get("spec").unwrap_or(&empty);
     let spec = match *kind {
@@ -100,6 +101,23 @@ fn metadata(metadata: Option<&Value>) -> Value {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     Value::Object(kept)
+}
+
+/// A label named `name` or `generateName` on a document that has no name of that kind: the
+/// name indented one level too deep (Argo's own `fun-with-gifs` example has it). Kept as a
+/// label, as Argo's API server keeps it (and refuses the document for it), but named here with
+/// the fix, which the label's own refusal does not say.
+fn misplaced_names(metadata: Option<&Value>, report: &mut walk::Report) {
+    let Some(metadata) = metadata else { return };
+    for field in ["name", "generateName"] {
+        let label = metadata.pointer(&format!("/labels/{field}"));
+        if label.is_some() && metadata.get(field).is_none() {
+            report.not_converted(
+                &format!("metadata.labels.{field}"),
+                format!("a label named {field}, and metadata has no {field}: indented one level too deep? move it to metadata.{field} (Argo refuses the document as it is too)"),
+            );
+        }
+    }
 }
 
 /// The documents of a YAML or JSON text (`---` between documents), empty ones left out.

@@ -409,6 +409,18 @@ fn a_kind_argo_has_and_we_do_not_is_refused_saying_so() {
     r#"timestamp(steps["a"].startedAt) > timestamp("2000-01-01T00:00:00Z") && timestamp(steps["a"].finishedAt) <= timestamp(steps["b"].startedAt)"#
 )]
 #[case(
+    "'{{workflow.scheduledTime}}' >= '2000-01-01T00:00:00Z'",
+    r#"timestamp("{{workflow.scheduledTime}}") >= timestamp("2000-01-01T00:00:00Z")"#
+)]
+#[case(
+    "{{workflow.duration}} > 0.5",
+    "double(string(workflow.duration)) > 0.5"
+)]
+#[case(
+    "'{{workflow.parameters.json}}' =~ 'linux'",
+    r#"workflow.parameters.json.matches("linux")"#
+)]
+#[case(
     "'{{steps.a.status}}' == 'Succeeded'",
     r#"steps["a"].status == "Succeeded""#
 )]
@@ -952,4 +964,19 @@ spec:
         json!({"key": "k-{{workflow.name}}", "maxAge": "1h"}),
         "{templates}"
     );
+}
+
+#[test]
+fn a_generate_name_among_the_labels_is_named_with_its_fix() {
+    let text = "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata:\n  labels:\n    team: a\n    generateName: gifs-\nspec:\n  entrypoint: main\n  templates:\n    - name: main\n      container: {image: alpine, command: [echo]}\n";
+    let (workflow, problems) = one(text);
+    assert_eq!(
+        problems,
+        [
+            "metadata.labels.generateName: a label named generateName, and metadata has no generateName: indented one level too deep? move it to metadata.generateName (Argo refuses the document as it is too)"
+        ]
+    );
+    assert_eq!(workflow["metadata"]["labels"]["generateName"], "gifs-");
+    let (_, problems) = one(&text.replace("metadata:\n", "metadata:\n  generateName: gifs-\n"));
+    assert_eq!(problems, Vec::<String>::new());
 }

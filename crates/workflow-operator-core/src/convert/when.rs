@@ -3,8 +3,9 @@
 //! numbers, joined by `&&`, `||`, `!` and parentheses. Anything else is refused with why, so the
 //! converter names it instead of guessing. A quoted variable (`'{{steps.a.startedAt}}'`) is the
 //! variable: govaluate reads its value as text either way. A step's `startedAt` or `finishedAt`
-//! ordered against another of them or a quoted RFC 3339 time is compared as times, as govaluate
-//! compares two texts that read as dates. Also Argo's `retryStrategy.expression` (expr-lang)
+//! (or the workflow's `scheduledTime` or `creationTimestamp`) ordered against another of them or
+//! a quoted RFC 3339 time is compared as times, as govaluate compares two texts that read as
+//! dates. Also Argo's `retryStrategy.expression` (expr-lang)
 //! over `lastRetry.exitCode`.
 
 use k8s_openapi::jiff::Timestamp;
@@ -320,6 +321,12 @@ fn variable(name: &str) -> Result<Operand, String> {
             var(format!("workflow.parameters{}", field(key)), Status::None)
         }
         ["workflow", "status"] => var("workflow.status".into(), Status::Workflow),
+        // A double in CEL, text in Argo's condition once filled, as a step's `exitCode`.
+        ["workflow", "duration"] => var("string(workflow.duration)".into(), Status::None),
+        // RFC 3339 text filled in before the condition is evaluated, ordered as a time.
+        ["workflow", "scheduledTime" | "creationTimestamp"] => {
+            Ok(Operand::Time(quote(&format!("{{{{{name}}}}}"))))
+        }
         _ => Ok(Operand::Filled(format!("{{{{{name}}}}}"))),
     }
 }

@@ -21,6 +21,51 @@ pub struct Arguments {
     pub parameters: Vec<Parameter>,
 }
 
+impl Arguments {
+    /// Argo's `{{workflow.parameters.json}}` of these arguments (their values filled): a JSON
+    /// list of the parameters as Go encodes Argo's `Parameter`.
+    pub fn argo_json(&self) -> String {
+        let all: Vec<ArgoParameter<'_>> = self.parameters.iter().map(ArgoParameter::of).collect();
+        crate::outputs::go_json(&all)
+    }
+}
+
+/// A workflow parameter in Argo's `{{workflow.parameters.json}}`: as Go encodes Argo's
+/// `Parameter`, its fields in this order, the empty ones left out. The value is the one the
+/// run has (a ConfigMap's read in), not Argo's `valueFrom` without it.
+#[derive(serde::Serialize)]
+struct ArgoParameter<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<&'a str>,
+    #[serde(rename = "enum", skip_serializing_if = "Option::is_none")]
+    allowed: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+}
+
+impl<'a> ArgoParameter<'a> {
+    fn of(parameter: &'a Parameter) -> ArgoParameter<'a> {
+        let Parameter {
+            name,
+            value,
+            default,
+            allowed,
+            description,
+            value_from: _,
+        } = parameter;
+        ArgoParameter {
+            name,
+            default: default.as_deref(),
+            value: value.as_deref(),
+            allowed: (!allowed.is_empty()).then_some(allowed.as_slice()),
+            description: description.as_deref(),
+        }
+    }
+}
+
 /// A named string value: a workflow's parameter (`name`, `value`, `enum`, `description`), a
 /// template's input (`name`, `default`) or a step's argument to a template (`name`, `value`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]

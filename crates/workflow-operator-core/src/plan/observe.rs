@@ -111,7 +111,8 @@ impl<'a> Planner<'a> {
             .iter()
             .zip(from..)
             .map(|(jobs, r)| {
-                let scope = Scope::run(dag, (&spec.containers, &self.kinds.steps), r, runs);
+                let scope = Scope::run(dag, (&spec.containers, &self.kinds.steps), r, runs)
+                    .at(self.run_seconds());
                 self.assess(scope, jobs, None)
             })
             .collect()
@@ -872,8 +873,8 @@ impl<'a> Assessment<'a> {
             }
             other => (None, other),
         };
-        let verdict = once
-            .map(|(when, upstream)| when.evaluate_in(&upstream, self.scope.workflow_status, None));
+        let verdict =
+            once.map(|(when, upstream)| when.evaluate_in(&upstream, self.scope.when_run(), None));
         match verdict {
             None | Some(Ok(true)) => {}
             Some(Ok(false)) => {
@@ -941,7 +942,7 @@ impl<'a> Assessment<'a> {
             if param && item_unresolved(step, &value).is_some() {
                 continue;
             }
-            match when.evaluate_in(upstream, self.scope.workflow_status, Some(&value)) {
+            match when.evaluate_in(upstream, self.scope.when_run(), Some(&value)) {
                 Ok(true) => {}
                 Ok(false) => {
                     skipped.insert(item);

@@ -14,7 +14,7 @@ use crate::lifecycle::{Phase, Transition, Trigger};
 use crate::names;
 use crate::outputs::{Inputs, Outputs};
 use crate::rules::{self as rule_stage, Rules};
-use crate::when::Ended;
+use crate::when::{Ended, Run};
 
 use super::attempts::BackingOff;
 use super::failure::Failure;
@@ -95,6 +95,8 @@ pub(super) struct Scope<'a> {
     pub(super) whole_retry: bool,
     /// How the workflow ended, for the exit steps' `workflow.status`.
     pub(super) workflow_status: Option<&'static str>,
+    /// Seconds since the run started, for `workflow.duration` in a `when`.
+    pub(super) duration: f64,
 }
 
 impl<'a> Scope<'a> {
@@ -113,6 +115,7 @@ impl<'a> Scope<'a> {
             runs,
             whole_retry: false,
             workflow_status: None,
+            duration: 0.0,
         }
     }
 
@@ -130,6 +133,20 @@ impl<'a> Scope<'a> {
             runs: 1,
             whole_retry: true,
             workflow_status: Some(status.as_str()),
+            duration: 0.0,
+        }
+    }
+
+    /// The scope, `duration` seconds after the run started.
+    pub(super) fn at(self, duration: f64) -> Self {
+        Scope { duration, ..self }
+    }
+
+    /// What a `when` reads of the workflow in this scope.
+    pub(super) fn when_run(&self) -> Run<'static> {
+        Run {
+            status: self.workflow_status,
+            duration: self.duration,
         }
     }
 }
@@ -296,6 +313,11 @@ pub(super) struct Outcome {
 }
 
 impl<'a> Planner<'a> {
+    /// Seconds from the run's start to now (0 before it started), `workflow.duration`.
+    pub(super) fn run_seconds(&self) -> f64 {
+        (self.started_at).map_or(0.0, |t| self.now.duration_since(t).as_secs_f64().max(0.0))
+    }
+
     pub(super) fn new(
         workflow: &'a WorkFlow,
         compiled: &'a Compiled,

@@ -195,7 +195,7 @@ impl<'a> Planner<'a> {
             Phase::Failed
         };
         let view = self.assess(
-            Scope::exit(exit_dag, (&spec.on_exit, &self.kinds.exit), status),
+            Scope::exit(exit_dag, (&spec.on_exit, &self.kinds.exit), status).at(self.run_seconds()),
             exit_jobs,
             Some((dag, known)),
         );

@@ -24,7 +24,7 @@ use serde_json::json;
 
 use crate::crd::hooks::EXIT;
 use crate::crd::{ContinueOn, Hooks, LifecycleHook, Step, WorkFlowSpec};
-use crate::when::{Place, Upstream, When};
+use crate::when::{Place, Run, Upstream, When};
 
 /// The name of hook `name` of step `step` (of the workflow when `None`).
 pub fn hook_step_name(step: Option<&str>, name: &str) -> String {
@@ -172,7 +172,13 @@ fn call(name: String, hook: &LifecycleHook) -> Result<Step, String> {
 /// `upstream` run; an expression that reads anything else does not (it is decided at the end).
 fn holds_running(expression: &str, upstream: &HashMap<&str, Upstream<'_>>) -> bool {
     When::compile_for(expression, &BTreeMap::new(), Place::Exit)
-        .and_then(|when| when.evaluate_in(upstream, Some("Running"), None))
+        .and_then(|when| {
+            let run = Run {
+                status: Some("Running"),
+                duration: 0.0,
+            };
+            when.evaluate_in(upstream, run, None)
+        })
         .unwrap_or(false)
 }
 

@@ -11,6 +11,7 @@
 //! `WorkFlowTemplate` and `ClusterWorkFlowTemplate` kinds, the record) is in `crd`, re-exported
 //! here.
 //!
+//! - `called`: the template an expanded step was made from, by the step's name.
 //! - `fill`: the `{{workflow.*}}` and `{{inputs.parameters.*}}` forms.
 //! - `merge`: a call's fields over the template's.
 //! - `expand`: calls made steps, `dag` templates made named steps.
@@ -27,6 +28,7 @@
 
 mod call_outputs;
 mod call_policies;
+mod called;
 pub mod config_maps;
 mod expand;
 mod fill;
@@ -65,6 +67,7 @@ use std::fmt;
 use kube::ResourceExt;
 
 pub use crate::crd::templates::*;
+pub use called::called_template;
 pub use fill::Vars;
 pub use globals::declared as global_outputs;
 
@@ -502,46 +505,9 @@ fn parameters(
             value.clone(),
         );
     }
-    let all: Vec<ArgoParameter<'_>> = arguments.parameters.iter().map(ArgoParameter::of).collect();
     vars.entry("workflow.parameters.json".into())
-        .or_insert_with(|| serde_json::to_string(&all).expect("parameters serialize"));
+        .or_insert_with(|| arguments.argo_json());
     Some(Box::new(arguments))
-}
-
-/// A workflow parameter in Argo's `{{workflow.parameters.json}}`: as Go encodes Argo's
-/// `Parameter`, its fields in this order, the empty ones left out. The value is the one the
-/// run has (a ConfigMap's read in), not Argo's `valueFrom` without it.
-#[derive(serde::Serialize)]
-struct ArgoParameter<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    value: Option<&'a str>,
-    #[serde(rename = "enum", skip_serializing_if = "Option::is_none")]
-    allowed: Option<&'a [String]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-}
-
-impl<'a> ArgoParameter<'a> {
-    fn of(parameter: &'a Parameter) -> ArgoParameter<'a> {
-        let Parameter {
-            name,
-            value,
-            default,
-            allowed,
-            description,
-            value_from: _,
-        } = parameter;
-        ArgoParameter {
-            name,
-            default: default.as_deref(),
-            value: value.as_deref(),
-            allowed: (!allowed.is_empty()).then_some(allowed.as_slice()),
-            description: description.as_deref(),
-        }
-    }
 }
 
 /// The workflow's `podSpecPatch` with its `{{workflow.*}}` forms filled, then checked.

@@ -322,7 +322,8 @@ mod tests {
         let when = When::compile(r#""{{item.e}}" == "even" && {{item.n}} > 1"#).unwrap();
         assert_eq!(when.item_reads().len(), 2);
         let upstream = std::collections::HashMap::new();
-        let decide = |item: Json| when.evaluate_in(&upstream, None, Some(&item));
+        let decide =
+            |item: Json| when.evaluate_in(&upstream, crate::when::Run::default(), Some(&item));
         assert_eq!(decide(json!({"e": "even", "n": "2"})), Ok(true));
         assert_eq!(decide(json!({"e": "odd", "n": 2})), Ok(false));
         let without = when.evaluate(&upstream).unwrap_err();
