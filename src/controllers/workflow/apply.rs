@@ -56,14 +56,14 @@ pub(super) async fn apply(
     }
     futures::stream::iter(plan.actions.iter().map(Ok))
         .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
-            execute(
-                shared,
-                &api,
-                (workflow, &ctx.object, compiled),
-                (placement, unusable),
-                action,
-                &refusals,
-            )
+            let planned = Planned {
+                workflow,
+                written: &ctx.object,
+                compiled,
+                placement,
+                unusable,
+            };
+            execute(shared, &api, planned, action, &refusals)
         })
         .await?;
     Ok(refusals.into_inner().expect("refusals lock"))
@@ -104,18 +104,37 @@ async fn ensure_workspace(
     }
 }
 
-/// Carries out one action. `compiled` is `workflow.spec`'s: its run id and step index keep a
-/// create O(1) in the number of steps (no re-hash of the spec, no scan of the steps);
-/// `written` is the workflow before its templates were expanded. A Job create the API server
-/// refuses with 422 goes to `refusals`.
+/// What every action of one apply reads.
+#[derive(Clone, Copy)]
+struct Planned<'a> {
+    /// The workflow as planned: its templates expanded.
+    workflow: &'a WorkFlow,
+    /// The workflow before its templates were expanded: an exit step's
+    /// `{{workflow.failures}}` names the templates the failed steps called.
+    written: &'a WorkFlow,
+    /// `workflow.spec`'s: its run id and step index keep a create O(1) in the number of steps
+    /// (no re-hash of the spec, no scan of the steps).
+    compiled: &'a Compiled,
+    /// Where the run's pods go (Kueue's admission), when it was placed.
+    placement: Option<&'a Placement>,
+    /// Why the namespace's artifact repository ConfigMap is not one, when it is not: the
+    /// message of the steps with artifacts it fails.
+    unusable: Option<&'a str>,
+}
+
+/// Carries out one action. A Job create the API server refuses with 422 goes to `refusals`.
 async fn execute(
     shared: &ControllerState,
     api: &Api<Job>,
-    (workflow, written, compiled): (&WorkFlow, &WorkFlow, &Compiled),
-    (placement, unusable): (Option<&Placement>, Option<&str>),
+    planned: Planned<'_>,
     action: &Action,
     refusals: &Mutex<Vec<Refusal>>,
 ) -> Result<(), PassError> {
+    let Planned {
+        workflow,
+        placement,
+        ..
+    } = planned;
     let uid = workflow.uid().unwrap_or_default();
     match action {
         Action::CreateJob {
@@ -146,8 +165,7 @@ async fn execute(
             // Boxed, and the match ended before the request: a Job is 2.8 KB, and what an
             // `async fn` holds across an await is part of its future, which the concurrent
             // actions move (a future of 10 KB per action, copied at every move, before).
-            let planned = (workflow, written);
-            let mut job = match build_job(shared, planned, compiled, &create, unusable)? {
+            let mut job = match build_job(shared, planned, &create)? {
                 Ok(job) => Box::new(job),
                 Err(message) => {
                     refuse(plan::REASON_NO_ARTIFACT_REPOSITORY, message);
@@ -223,19 +241,22 @@ struct Create<'a> {
 }
 
 /// The Job of a `CreateJob` action; `Err` inside with why its step cannot run without an
-/// artifact repository (`unusable` when the namespace's ConfigMap is not one). `written` is
-/// `workflow` before its templates were expanded: an exit step's `{{workflow.failures}}` names
-/// the templates the failed steps called.
+/// artifact repository.
 ///
 /// # Errors
 /// A step the spec does not hold, or a workflow without the metadata a Job needs (permanent).
 fn build_job(
     shared: &ControllerState,
-    (workflow, written): (&WorkFlow, &WorkFlow),
-    compiled: &Compiled,
+    planned: Planned<'_>,
     create: &Create<'_>,
-    unusable: Option<&str>,
 ) -> Result<Result<Job, String>, PassError> {
+    let Planned {
+        workflow,
+        written,
+        compiled,
+        unusable,
+        ..
+    } = planned;
     let Create {
         step,
         retry,
