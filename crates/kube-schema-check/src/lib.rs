@@ -6,6 +6,7 @@
 //! - [`schema`]: a CRD's structural schema applied to a custom object (null dropping, pruning,
 //!   defaults, validation) and its CEL rules ([`schema::rules`], `x-kubernetes-validations`);
 //! - [`object_meta`]: the object's name, label and annotation rules;
+//! - [`quantity`]: a resource quantity's value (`2Gi`, `500m`), or that it is none;
 //! - [`FieldError`]: what every check reports, one invalid field with the real server's wording.
 //!
 //! ```
@@ -18,6 +19,7 @@
 
 pub mod field_error;
 pub mod object_meta;
+pub mod quantity;
 pub mod schema;
 
 pub use field_error::FieldError;

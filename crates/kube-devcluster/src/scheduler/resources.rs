@@ -13,7 +13,7 @@ pub(crate) type Amounts = BTreeMap<String, i64>;
 /// parse (the API server's validation refuses such a pod).
 pub(crate) fn amount(resource: &str, quantity: &Value) -> Option<i64> {
     let value = match quantity {
-        Value::String(text) => parse(text)?,
+        Value::String(text) => kube_schema_check::quantity::value(text)?,
         Value::Number(n) => n.as_f64()?,
         _ => return None,
     };
@@ -23,36 +23,6 @@ pub(crate) fn amount(resource: &str, quantity: &Value) -> Option<i64> {
         value
     };
     Some(scaled.ceil() as i64)
-}
-
-/// A quantity's value: a decimal number, then a binary (`Ki`..`Ei`), decimal (`n`..`E`) or
-/// exponent (`e3`) suffix.
-fn parse(text: &str) -> Option<f64> {
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        exponent => 10f64.powi(exponent.strip_prefix(['e', 'E'])?.parse().ok()?),
-    };
-    Some(number * factor)
 }
 
 /// One container's requests: `resources.requests`, and where a resource has only a limit, the

@@ -45,7 +45,7 @@ pub use cron::{
     CatchUp, ConcurrencyPolicy, CronWorkFlow, CronWorkFlowSpec, CronWorkFlowStatus, RunMetadata,
     RunRef,
 };
-pub use numbers::{IntOrExpr, OptionNum, quantity_value};
+pub use numbers::{IntOrExpr, OptionNum};
 pub use trigger::{
     BucketSource, HmacSource, RateLimit, SecretKeyRef, SecretSource, TriggerParameter,
     WebhookSource, WorkFlowTrigger, WorkFlowTriggerSpec, WorkFlowTriggerStatus,

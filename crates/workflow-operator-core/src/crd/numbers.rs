@@ -1,8 +1,7 @@
 //! Numbers written as Argo writes them: a number, the same number as text (`limit: "10"`), or
 //! a `{{workflow.parameters.X}}` / `{{inputs.parameters.X}}` form the template stage fills
 //! before the number is checked. A number is kept (and written back) as a number, so a
-//! workflow that writes numbers hashes as it always did. And a Kubernetes quantity's value
-//! ([`quantity_value`]), which a step's `resources` may also take from a parameter.
+//! workflow that writes numbers hashes as it always did.
 
 use std::fmt;
 use std::str::FromStr;
@@ -59,36 +58,6 @@ impl<T> From<T> for IntOrExpr<T> {
     fn from(n: T) -> Self {
         IntOrExpr::Num(n)
     }
-}
-
-/// A quantity's value: a decimal number, then a binary (`Ki`..`Ei`), decimal (`n`..`E`) or
-/// exponent (`e3`) suffix.
-pub fn quantity_value(text: &str) -> Option<f64> {
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        exponent => 10f64.powi(exponent.strip_prefix(['e', 'E'])?.parse().ok()?),
-    };
-    Some(number * factor)
 }
 
 /// [`IntOrExpr::num`] of an optional field.

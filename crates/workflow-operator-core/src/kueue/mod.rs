@@ -160,5 +160,5 @@ fn requests(resources: Option<&ResourceRequirements>) -> Amounts {
 /// A quantity in milli-units, rounded up; 0 when it does not parse (the API server refuses
 /// such a pod, whose step then fails on its own).
 pub fn milli(_resource: &str, quantity: &Quantity) -> i128 {
-    crate::crd::quantity_value(&quantity.0).map_or(0, |v| (v * 1000.0).ceil() as i128)
+    kube_schema_check::quantity::value(&quantity.0).map_or(0, |v| (v * 1000.0).ceil() as i128)
 }

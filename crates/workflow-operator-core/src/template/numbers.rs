@@ -9,7 +9,9 @@
 use std::str::FromStr;
 
 use super::fill::{Unfilled, Vars, fill};
-use crate::crd::{IntOrExpr, Step, Synchronization, WorkFlowSpec, quantity_value};
+use kube_schema_check::quantity;
+
+use crate::crd::{IntOrExpr, Step, Synchronization, WorkFlowSpec};
 use crate::fan_out;
 
 /// The numbers of `step` written as text, each `(path, text)`.
@@ -115,7 +117,7 @@ fn quantity_problems(step: &Step) -> Vec<String> {
         (quantities.iter().flatten()).map(move |(name, q)| (kind, name, &q.0))
     });
     quantities
-        .filter(|(_, _, text)| quantity_value(text).is_none())
+        .filter(|(_, _, text)| quantity::value(text).is_none())
         .map(|(kind, name, text)| {
             format!(
                 "step {:?}: resources.{kind}.{name}: {text:?} is not a quantity",
