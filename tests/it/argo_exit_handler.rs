@@ -165,3 +165,75 @@ async fn exit_steps_reading_each_other_run_once_across_an_operator_sigkill(
         assert_eq!(ran, 1, "{step}");
     }
 }
+
+/// `build` (template `compile`) exits with the workflow's `code`; the exit handler's steps are
+/// decided by `{{workflow.failures}}` in their `when`s, as Argo fills it in: the failed step's
+/// template, its message (`exit code 2`), or `null` when nothing failed.
+const ON_FAILURES: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: NAME
+spec:
+  entrypoint: main
+  onExit: exit-handler
+  arguments:
+    parameters: [{name: code, value: "CODE"}]
+  templates:
+    - name: main
+      steps:
+        - - name: build
+            template: compile
+    - name: compile
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "exit {{workflow.parameters.code}}"]
+    - name: exit-handler
+      steps:
+        - - name: on-compile
+            template: say
+            when: "'{{workflow.failures}}' =~ 'compile'"
+          - name: on-exit-code
+            template: say
+            when: "'{{workflow.failures}}' =~ 'exit code 2'"
+          - name: on-none
+            template: say
+            when: "'{{workflow.failures}}' == 'null'"
+    - name: say
+      container:
+        image: alpine:3.20
+        env: [{name: FAILURES, value: "{{workflow.failures}}"}]
+        command: [sh, -c, 'printf "failures=%s\\n" "$FAILURES"']
+"#;
+
+#[rstest]
+#[case::a_step_failed(2, &[("build", "Failed"), ("on-compile", "Succeeded"), ("on-exit-code", "Succeeded"), ("on-none", "Skipped")])]
+#[case::none_failed(0, &[("build", "Succeeded"), ("on-compile", "Skipped"), ("on-exit-code", "Skipped"), ("on-none", "Succeeded")])]
+#[tokio::test]
+async fn exit_steps_whens_read_the_failures_as_argo_writes_them(
+    #[future(awt)] operator: Operator,
+    #[case] code: u8,
+    #[case] expected: &[(&str, &str)],
+) {
+    let ns = &operator.ns;
+    let name = format!("on-failures-{code}");
+    let yaml = (ON_FAILURES.replace("NAME", &name)).replace("CODE", &code.to_string());
+    submit(ns, &yaml).await;
+    match code {
+        0 => ns.expect_completed(&name).await,
+        _ => ns.expect_failed(&name, &["build"]).await,
+    };
+    expect_phases(ns, &name, expected).await;
+    let ran = expected
+        .iter()
+        .find(|(s, p)| s.starts_with("on-") && *p == "Succeeded");
+    let log = log_of(ns, &name, ran.expect("an exit step ran").0).await;
+    if code == 0 {
+        assert!(log.contains("failures=null"), "{log}");
+    } else {
+        assert!(log.contains(r#""templateName":"compile""#), "{log}");
+        assert!(
+            log.contains(r#""message":"build: Error (exit code 2)""#),
+            "{log}"
+        );
+    }
+}

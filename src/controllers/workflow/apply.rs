@@ -58,7 +58,6 @@ pub(super) async fn apply(
         .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
             let planned = Planned {
                 workflow,
-                written: &ctx.object,
                 compiled,
                 placement,
                 unusable,
@@ -109,9 +108,6 @@ async fn ensure_workspace(
 struct Planned<'a> {
     /// The workflow as planned: its templates expanded.
     workflow: &'a WorkFlow,
-    /// The workflow before its templates were expanded: an exit step's
-    /// `{{workflow.failures}}` names the templates the failed steps called.
-    written: &'a WorkFlow,
     /// `workflow.spec`'s: its run id and step index keep a create O(1) in the number of steps
     /// (no re-hash of the spec, no scan of the steps).
     compiled: &'a Compiled,
@@ -252,7 +248,6 @@ fn build_job(
 ) -> Result<Result<Job, String>, PassError> {
     let Planned {
         workflow,
-        written,
         compiled,
         unusable,
         ..
@@ -281,7 +276,6 @@ fn build_job(
     let built = job
         .retry(retry)
         .exit(exit)
-        .written(written)
         .data(data)
         .instance(instance)
         .attempt(attempt)

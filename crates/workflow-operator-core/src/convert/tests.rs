@@ -421,6 +421,10 @@ fn a_kind_argo_has_and_we_do_not_is_refused_saying_so() {
     r#"workflow.parameters.json.matches("linux")"#
 )]
 #[case(
+    "'{{workflow.failures}}' != 'null' && '{{workflow.failures}}' =~ 'build'",
+    r#"workflow.failures != "null" && workflow.failures.matches("build")"#
+)]
+#[case(
     "'{{steps.a.status}}' == 'Succeeded'",
     r#"steps["a"].status == "Succeeded""#
 )]
