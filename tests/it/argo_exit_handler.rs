@@ -237,3 +237,49 @@ async fn exit_steps_whens_read_the_failures_as_argo_writes_them(
         );
     }
 }
+
+/// The workflow's step and an exit step are both named `notify` (Argo keeps the exit
+/// handler's names apart): the workflow's fails, the exit handler's succeeds, and `after` reads
+/// the exit handler's, as in Argo.
+const TWINS: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: twins
+spec:
+  entrypoint: main
+  onExit: handler
+  templates:
+    - name: main
+      steps:
+        - - {name: notify, template: run, arguments: {parameters: [{name: code, value: "1"}]}}
+    - name: handler
+      steps:
+        - - {name: notify, template: run, arguments: {parameters: [{name: code, value: "0"}]}}
+        - - name: after
+            template: run
+            when: "{{steps.notify.status}} == Succeeded"
+            arguments: {parameters: [{name: code, value: "{{steps.notify.exitCode}}"}]}
+    - name: run
+      inputs: {parameters: [{name: code}]}
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "echo code {{inputs.parameters.code}}; exit {{inputs.parameters.code}}"]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn an_exit_step_named_as_a_workflow_step_reads_as_argos_exit_handler_does(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    submit(ns, TWINS).await;
+    ns.expect_failed("twins", &["notify"]).await;
+    let expected = [
+        ("notify", "Failed"),
+        ("notify-on-exit", "Succeeded"),
+        ("after", "Succeeded"),
+    ];
+    expect_phases(ns, "twins", &expected).await;
+    let after = log_of(ns, "twins", "after").await;
+    assert!(after.contains("code 0"), "{after}");
+}

@@ -173,7 +173,7 @@ const WORKFLOW_ROWS: &[Row] = &[
     row(Workflow, "shutdown", Same, ""),
     row(Workflow, "workflowTemplateRef", Same, ""),
     row(Workflow, "synchronization", Converted("`synchronization`"), "held for the whole run"),
-    row(Workflow, "onExit", Converted("`onExit`: the exit template's tasks, or its steps group after group, as exit steps (a container or script template as one exit step named after it)"), "`{{workflow.status}}` in a `when` is `workflow.status`, and Argo's `Succeeded` is `Completed` here (`Error` is `Failed`); in a command use `$WORKFLOW_STATUS`; an exit step reads the exit steps before it (`{{steps.X.status}}`, their outputs), as in Argo, and the workflow's steps too; an exit step named as one of the workflow's steps is refused"),
+    row(Workflow, "onExit", Converted("`onExit`: the exit template's tasks, or its steps group after group, as exit steps (a container or script template as one exit step named after it)"), "`{{workflow.status}}` in a `when` is `workflow.status`, and Argo's `Succeeded` is `Completed` here (`Error` is `Failed`); in a command use `$WORKFLOW_STATUS`; an exit step reads the exit steps before it (`{{steps.X.status}}`, their outputs), as in Argo, and the workflow's steps too; an exit step named as one of the workflow's steps is `NAME-on-exit` (noted), and so are the exit steps' references to it"),
     row(Workflow, "ttlStrategy", Converted("`ttlSecondsAfterFinished`"), "one TTL for either outcome"),
     row(Workflow, "podGC", Converted("`podCleanup`"), ""),
     row(Workflow, "retryStrategy", Converted("the `retryStrategy` of each template that has none"), ""),

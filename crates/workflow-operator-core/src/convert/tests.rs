@@ -984,3 +984,54 @@ fn a_generate_name_among_the_labels_is_named_with_its_fix() {
     let (_, problems) = one(&text.replace("metadata:\n", "metadata:\n  generateName: gifs-\n"));
     assert_eq!(problems, Vec::<String>::new());
 }
+
+#[test]
+fn an_exit_step_named_as_a_workflow_step_is_renamed_and_so_are_the_exit_steps_references() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: twins}
+spec:
+  entrypoint: main
+  onExit: handler
+  templates:
+    - name: main
+      steps:
+        - - {name: notify, template: say}
+    - name: handler
+      steps:
+        - - {name: notify, template: say}
+        - - {name: after, template: echo, when: "{{steps.notify.status}} == Succeeded",
+             arguments: {parameters: [{name: text, value: "{{steps.notify.exitCode}}"}]}}
+    - name: say
+      container: {image: busybox:1.36, command: [echo, hi]}
+    - name: echo
+      inputs: {parameters: [{name: text}]}
+      container: {image: busybox:1.36, command: [echo, "{{inputs.parameters.text}}"]}
+"#;
+    let document = read(text).unwrap();
+    let converted = convert(&document[0]).unwrap();
+    assert!(converted.problems.is_empty(), "{:?}", converted.problems);
+    let notes: Vec<String> = converted.notes.iter().map(ToString::to_string).collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(r#"exit step "notify" is named "notify-on-exit""#)),
+        "{notes:?}"
+    );
+    let spec = &converted.document["spec"];
+    assert_eq!(spec["containers"][0]["stepName"], "notify");
+    assert_eq!(spec["onExit"][0]["stepName"], "notify-on-exit");
+    let after = &spec["onExit"][1];
+    assert_eq!(after["dependsOn"], json!(["notify-on-exit"]));
+    assert_eq!(
+        after["when"],
+        r#"steps["notify-on-exit"].status == "Succeeded""#
+    );
+    let argument = &after["arguments"]["parameters"][0]["value"];
+    assert_eq!(argument, "{{steps.notify-on-exit.exitCode}}");
+    let workflow: crate::WorkFlow = serde_json::from_value(converted.document).unwrap();
+    let spec = crate::template::expand(&workflow).expect("expands");
+    let compiled = crate::plan::Compiled::new(&spec);
+    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+}
