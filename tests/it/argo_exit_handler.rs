@@ -283,3 +283,54 @@ async fn an_exit_step_named_as_a_workflow_step_reads_as_argos_exit_handler_does(
     let after = log_of(ns, "twins", "after").await;
     assert!(after.contains("code 0"), "{after}");
 }
+
+/// The exit handler's `make` writes an artifact, which `use` (the group after) takes.
+const EXIT_ARTIFACT: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: exit-artifact
+spec:
+  entrypoint: main
+  onExit: handler
+  templates:
+    - name: main
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "echo main"]
+    - name: handler
+      steps:
+        - - name: make
+            template: make
+        - - name: use
+            template: use
+            arguments:
+              artifacts:
+                - {name: notes, from: "{{steps.make.outputs.artifacts.notes}}"}
+    - name: make
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "echo made by the exit handler > /tmp/notes"]
+      outputs:
+        artifacts:
+          - {name: notes, path: /tmp/notes}
+    - name: use
+      inputs:
+        artifacts: [{name: notes, path: /tmp/in/notes}]
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "cat /tmp/in/notes"]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn an_exit_step_takes_the_artifact_an_exit_step_before_it_made(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let store = crate::artifacts::store_of(ns).await;
+    submit(ns, EXIT_ARTIFACT).await;
+    ns.expect_completed("exit-artifact").await;
+    let used = log_of(ns, "exit-artifact", "use").await;
+    assert_eq!(used.trim(), "made by the exit handler", "{used}");
+    store.shutdown().await;
+}
