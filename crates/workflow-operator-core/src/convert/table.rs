@@ -313,7 +313,7 @@ const DATA_ROWS: &[Row] = &[
     row(Arguments, "artifacts", Converted("a task's or step's: its `inputs.artifacts` (`from`, at the path the template declares)"), "a workflow's input artifacts are not supported yet"),
     row(Inputs, "parameters", Converted("`inputs.parameters`"), "an input's `value` is its `default` here"),
     row(Inputs, "artifacts", Converted("the calling steps' `inputs.artifacts`"), "an input artifact with a source of its own (`raw`, `http`, `git`, `s3`, ...) is not supported yet"),
-    row(Outputs, "parameters", Converted("`outputs.parameters`"), ""),
+    row(Outputs, "parameters", Converted("`outputs.parameters`"), "one named `result` is `result-parameter` here, and so are the references to it (`{{steps.X.outputs.parameters.result}}`): a step's `result` is its standard output, which Argo keeps apart"),
     row(Outputs, "artifacts", Converted("`outputs.artifacts`"), ""),
     row(Outputs, "result", Dropped, "a status field"),
     row(Outputs, "exitCode", Dropped, "a status field"),

@@ -1035,3 +1035,59 @@ spec:
     let compiled = crate::plan::Compiled::new(&spec);
     assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
 }
+
+#[test]
+fn an_output_parameter_named_result_is_renamed_with_its_references_apart_from_the_standard_output()
+{
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: results}
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      steps:
+        - - {name: make, template: make}
+        - - name: show
+            template: show
+            arguments:
+              parameters:
+                - {name: file, value: "{{steps.make.outputs.parameters.result}}"}
+                - {name: said, value: "{{steps.make.outputs.result}}"}
+    - name: make
+      script:
+        image: alpine:3.20
+        command: [sh]
+        source: "echo said; echo -n kept > /tmp/r"
+      outputs:
+        parameters:
+          - name: result
+            valueFrom: {path: /tmp/r}
+    - name: show
+      inputs: {parameters: [{name: file}, {name: said}]}
+      container: {image: alpine:3.20, command: [echo, "{{inputs.parameters.file}} {{inputs.parameters.said}}"]}
+"#;
+    let document = read(text).unwrap();
+    let converted = convert(&document[0]).unwrap();
+    assert!(converted.problems.is_empty(), "{:?}", converted.problems);
+    let notes: Vec<String> = converted.notes.iter().map(ToString::to_string).collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n
+                .contains(r#"output parameter "result" of template make is "result-parameter""#)),
+        "{notes:?}"
+    );
+    let spec = &converted.document["spec"];
+    let arguments = &spec["containers"][1]["arguments"]["parameters"];
+    assert_eq!(
+        arguments[0]["value"],
+        "{{steps.make.outputs.parameters.result-parameter}}"
+    );
+    assert_eq!(arguments[1]["value"], "{{steps.make.outputs.result}}");
+    let workflow: crate::WorkFlow = serde_json::from_value(converted.document).unwrap();
+    let spec = crate::template::expand(&workflow).expect("expands");
+    let compiled = crate::plan::Compiled::new(&spec);
+    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+}
