@@ -13,19 +13,25 @@ use crate::artifacts::oci::OciTarget;
 use crate::artifacts::{S3Target, Target};
 
 /// Places each input artifact at its path (an optional one its step did not make: an empty
-/// directory).
+/// directory; a raw one: its content, with no store).
 ///
 /// # Errors
 /// Which input could not be had, and why.
 pub async fn download(task: &Task) -> Result<(), String> {
-    if task.inputs.is_empty() {
-        return Ok(());
-    }
-    let target = target(task.store.as_ref())?;
+    // Opened at the first input it holds: a step whose inputs are all raw has none.
+    let mut opened: Option<Target> = None;
     for input in &task.inputs {
+        if let Some(data) = &input.raw {
+            write_raw(input, data)?;
+            continue;
+        }
+        let target = match opened {
+            Some(ref target) => target,
+            None => opened.insert(target(task.store.as_ref())?),
+        };
         let path = Path::new(&input.path);
         if let Some(items) = &input.items {
-            download_items(&target, input, items).await?;
+            download_items(target, input, items).await?;
             continue;
         }
         if input.key.is_empty() {
@@ -61,6 +67,19 @@ async fn download_items(
         }
     }
     Ok(())
+}
+
+/// Writes a raw artifact's `data` at `input`'s path, making its missing parent directories (as
+/// Argo's executor does).
+fn write_raw(input: &InputTask, data: &str) -> Result<(), String> {
+    let path = Path::new(&input.path);
+    let failed = |doing: &str, e: std::io::Error| {
+        format!("input artifact {}: {doing} {}: {e}", input.name, input.path)
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| failed("making the directory of", e))?;
+    }
+    std::fs::write(path, data).map_err(|e| failed("writing", e))
 }
 
 /// Makes `input`'s path a directory (with no entry, or one per item to come).

@@ -29,6 +29,7 @@ mod argo_metrics;
 mod argo_numbers;
 mod argo_params;
 mod argo_pod;
+mod argo_raw_artifacts;
 mod argo_recursion;
 mod argo_resource;
 mod argo_supplied;

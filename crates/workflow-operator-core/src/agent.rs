@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::crd::artifacts::ArtifactRepository;
-use crate::crd::{OutputParameter, OutputSource, Step, StepKind};
+use crate::crd::{InputArtifact, InputSource, OutputParameter, OutputSource, Step, StepKind};
 use crate::http_call::{self, HttpTask};
 use crate::outputs::{MAX_OUTPUTS_BYTES, Outputs};
 use crate::resource_action::{self, ResourceTask};
@@ -164,8 +164,12 @@ pub struct InputTask {
     /// Where it goes.
     pub path: String,
     /// Its key in the store; empty for an optional artifact its step did not make (an empty
-    /// directory), and for one taken from a step that fans out.
+    /// directory), for one taken from a step that fans out, and for a raw one.
     pub key: String,
+    /// A raw artifact's content (filled in), written at `path`, its missing parent directories
+    /// made: nothing is read from the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
     /// Taken from a step that fans out: the key of each item's artifact, in item order, each
     /// placed at `path/<index>` (an empty key: the item did not succeed, and has no entry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -381,17 +385,19 @@ pub fn task_of(step: &Step, kind: StepKind, result_read: bool) -> Task {
     }
 }
 
-/// Whether `step` has input or output artifacts (it needs an artifact repository).
-pub fn has_artifacts(step: &Step) -> bool {
+/// Whether `step` needs an artifact repository: it has output artifacts, or input artifacts
+/// other than raw ones (whose content is in its task).
+pub fn needs_repository(step: &Step) -> bool {
     let outputs = step
         .outputs
         .as_deref()
         .is_some_and(|o| !o.artifacts.is_empty());
+    let stored = |input: &InputArtifact| !matches!(input.source(), Ok(InputSource::Raw(_)));
     outputs
         || step
             .inputs
             .as_deref()
-            .is_some_and(|i| !i.artifacts.is_empty())
+            .is_some_and(|i| i.artifacts.iter().any(stored))
 }
 
 /// What the agent runs for a step of kind `kind`: its command (`[sh]` for a script without

@@ -14,7 +14,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::agent;
-use super::crd::{IntOrExpr, Kinds, Step, StepKind, WorkFlowSpec};
+use super::crd::{
+    InputArtifact, InputSource, IntOrExpr, Kinds, MAX_RAW_BYTES, Step, StepKind, WorkFlowSpec,
+};
 use super::dag::{Dag, DagError};
 use super::fan_out::{self, FanOut, ItemList};
 use super::outputs::{self, Source};
@@ -106,7 +108,7 @@ enum Named {
 }
 
 /// The texts of `step` that may hold references: its image, command, args, env values, script
-/// (`source`) and input artifacts' `from`.
+/// (`source`), raw input artifacts' data and input artifacts' `from`.
 pub fn texts(step: &Step) -> impl Iterator<Item = &str> {
     own_texts(step).chain(input_froms(step))
 }
@@ -123,11 +125,24 @@ fn own_texts(step: &Step) -> impl Iterator<Item = &str> {
         .chain((command.chain(args).chain(env).chain(source)).map(String::as_str))
         .chain(http)
         .chain(resource)
+        .chain(input_sources(step).filter_map(|source| match source {
+            InputSource::Raw(data) => Some(data),
+            InputSource::From(_) => None,
+        }))
 }
 
-/// The `from` of each input artifact of `step`.
+/// The `from` of each input artifact of `step` taken from a step.
 fn input_froms(step: &Step) -> impl Iterator<Item = &str> {
-    (step.inputs.iter()).flat_map(|i| i.artifacts.iter().map(|a| a.from.as_str()))
+    input_sources(step).filter_map(|source| match source {
+        InputSource::From(from) => Some(from),
+        InputSource::Raw(_) => None,
+    })
+}
+
+/// Where each input artifact of `step` comes from (one naming none, or both, is refused by
+/// [`check_input_artifacts`]).
+fn input_sources(step: &Step) -> impl Iterator<Item = InputSource<'_>> {
+    (step.inputs.iter()).flat_map(|i| i.artifacts.iter().filter_map(|a| a.source().ok()))
 }
 
 /// Checks the references, `when`s and fan-outs of `spec` against its DAGs, and what the step
@@ -709,10 +724,11 @@ fn check_ip_reads(step: &Step, dag: &Dag, steps: &[Step]) -> Result<(), DagError
     Ok(())
 }
 
-/// Checks each input artifact's `from` (which [`check_step`] found upstream): one
+/// Checks each input artifact of `step`: exactly one of `from` and `raw`, its `path`
+/// absolute; a `from` (which [`check_step`] found upstream) one
 /// `{{steps.NAME.outputs.artifacts.A}}` of a step of `sources` (the workflow's steps, and for
 /// an exit step the exit steps, each list by its DAG's index) that declares an output artifact
-/// `A`, and its `path` absolute.
+/// `A`; the raw data within [`MAX_RAW_BYTES`] together.
 fn check_input_artifacts(step: &Step, sources: &[(&Dag, &[Step])]) -> Result<(), DagError> {
     let Some(inputs) = step.inputs.as_deref() else {
         return Ok(());
@@ -722,41 +738,86 @@ fn check_input_artifacts(step: &Step, sources: &[(&Dag, &[Step])]) -> Result<(),
         problem,
     };
     for input in &inputs.artifacts {
-        let from = input.from.trim();
-        let named = match outputs::references(from).as_deref() {
-            Ok([reference]) if reference.text == from => match reference.source {
-                Source::Output { step, key } => {
-                    (key.strip_prefix(outputs::ARTIFACT_PREFIX)).map(|artifact| (step, artifact))
-                }
-                _ => None,
-            },
-            _ => None,
-        };
-        let Some((source, artifact)) = named else {
-            return Err(refused(format!(
-                "input artifact {:?}: from {from:?} is not {{{{steps.NAME.outputs.artifacts.A}}}}",
-                input.name
-            )));
-        };
+        let source = (input.source())
+            .map_err(|p| refused(format!("input artifact {:?} {p}", input.name)))?;
         if !input.path.starts_with('/') {
             return Err(refused(format!(
                 "input artifact {:?}: path {:?} is not absolute: name it from /",
                 input.name, input.path
             )));
         }
-        let declared = (sources.iter())
-            .find_map(|(dag, steps)| Some(&steps[dag.index_of(source)?]))
-            .and_then(|s| s.outputs.as_deref())
-            .is_some_and(|o| o.artifacts.iter().any(|a| a.name == artifact));
-        if !declared {
-            return Err(refused(format!(
-                "input artifact {:?} is from step {source:?}, which declares no output artifact \
-                 {artifact:?} (outputs.artifacts)",
-                input.name
-            )));
+        if let InputSource::From(from) = source {
+            check_input_from(input, from, sources).map_err(refused)?;
         }
     }
+    check_raw_size(&inputs.artifacts).map_err(refused)
+}
+
+/// Checks the `from` of `input`, as [`check_input_artifacts`] says.
+fn check_input_from(
+    input: &InputArtifact,
+    from: &str,
+    sources: &[(&Dag, &[Step])],
+) -> Result<(), String> {
+    let from = from.trim();
+    let named = match outputs::references(from).as_deref() {
+        Ok([reference]) if reference.text == from => match reference.source {
+            Source::Output { step, key } => {
+                (key.strip_prefix(outputs::ARTIFACT_PREFIX)).map(|artifact| (step, artifact))
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some((source, artifact)) = named else {
+        return Err(format!(
+            "input artifact {:?}: from {from:?} is not {{{{steps.NAME.outputs.artifacts.A}}}}",
+            input.name
+        ));
+    };
+    let declared = (sources.iter())
+        .find_map(|(dag, steps)| Some(&steps[dag.index_of(source)?]))
+        .and_then(|s| s.outputs.as_deref())
+        .is_some_and(|o| o.artifacts.iter().any(|a| a.name == artifact));
+    if !declared {
+        return Err(format!(
+            "input artifact {:?} is from step {source:?}, which declares no output artifact \
+             {artifact:?} (outputs.artifacts)",
+            input.name
+        ));
+    }
     Ok(())
+}
+
+/// Checks that the raw data of `inputs` takes at most [`MAX_RAW_BYTES`] in the step agent's
+/// task, as JSON writes it, naming the largest.
+fn check_raw_size(inputs: &[InputArtifact]) -> Result<(), String> {
+    let sized = inputs.iter().filter_map(|input| match input.source() {
+        // Without the quotes around it.
+        Ok(InputSource::Raw(data)) => {
+            let json = serde_json::to_string(data).expect("a string serializes");
+            Some((input, json.len() - 2))
+        }
+        _ => None,
+    });
+    let (total, largest) = sized.fold((0, None), |(total, largest), (input, size)| {
+        let largest = match largest {
+            Some((_, most)) if most >= size => largest,
+            _ => Some((input, size)),
+        };
+        (total + size, largest)
+    });
+    match largest {
+        Some((input, size)) if total > MAX_RAW_BYTES => Err(format!(
+            "input artifact {:?}: the raw data of the step's input artifacts takes {total} bytes \
+             ({size} of them this one's, as JSON writes it), more than the {MAX_RAW_BYTES} \
+             (64 KiB) they may take together: it travels in the step agent's task, an \
+             environment variable, which Linux limits to 128 KiB; pass a larger file as an \
+             upstream step's output artifact (from)",
+            input.name
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Checks each output artifact the `when` of `step` names (`steps.NAME.outputs.artifacts.A`,
@@ -1217,6 +1278,83 @@ mod tests {
         ] {
             let error = build(from, path).unwrap_err();
             assert!(error.contains(words), "{from} {path}: {error}");
+        }
+    }
+
+    /// The workflow whose step `b`, after `side` (which declares the artifact `app` when the
+    /// input artifacts `artifacts`, a YAML list, name it), has them, compiled.
+    fn with_inputs(artifacts: &str) -> Compiled {
+        let side = WorkFlow::test("wf").step("side", &[]);
+        let mut wf = match artifacts.contains("outputs.artifacts.app") {
+            true => with_outputs(side, "artifacts: [{name: app, path: /out/app}]"),
+            false => side.build(),
+        };
+        let mut step = crate::testing::step("b", &["side"]);
+        step.inputs = Some(Box::new(
+            serde_yaml::from_str(&format!("artifacts: {artifacts}")).unwrap(),
+        ));
+        wf.spec.containers.push(step);
+        Compiled::new(&wf.spec)
+    }
+
+    #[test]
+    fn a_raw_input_artifact_needs_no_repository_and_is_refused_without_one_source_or_too_large() {
+        let raw = with_inputs(r#"[{name: text, path: /tmp/in/text, raw: {data: "one\ntwo"}}]"#);
+        assert!(raw.dag.is_ok(), "{:?}", raw.dag);
+        assert!(
+            !raw.policies.artifacts,
+            "raw inputs alone need no repository"
+        );
+        let stored = "{name: app, path: /in/app, from: '{{steps.side.outputs.artifacts.app}}'}";
+        let both = with_inputs(&format!(
+            "[{{name: t, path: /t, raw: {{data: x}}}}, {stored}]"
+        ));
+        assert!(both.dag.is_ok(), "{:?}", both.dag);
+        assert!(
+            both.policies.artifacts,
+            "a stored input needs the repository"
+        );
+        // Exactly 64 KiB as JSON writes it is taken; one byte more, or fewer characters that
+        // JSON escapes (a newline takes two bytes), is not.
+        let data = |text: &str| format!("[{{name: big, path: /big, raw: {{data: {text:?}}}}}]");
+        let at_limit = "x".repeat(MAX_RAW_BYTES);
+        assert!(with_inputs(&data(&at_limit)).dag.is_ok());
+        let split = format!(
+            "[{{name: small, path: /s, raw: {{data: x}}}}, {{name: big, path: /b, raw: {{data: {:?}}}}}]",
+            "x".repeat(MAX_RAW_BYTES)
+        );
+        let lines = "\n".repeat(MAX_RAW_BYTES / 2 + 1);
+        for (artifacts, words) in [
+            (
+                format!(
+                    "[{{name: t, path: /t, raw: {{data: x}}, from: '{{{{steps.side.outputs.artifacts.app}}}}'}}]"
+                ),
+                r#"step "b": input artifact "t" sets both from and raw: set one"#,
+            ),
+            (
+                "[{name: t, path: /t}]".to_string(),
+                r#"step "b": input artifact "t" names no source: set from"#,
+            ),
+            (
+                "[{name: t, path: tmp/t, raw: {data: x}}]".to_string(),
+                r#"step "b": input artifact "t": path "tmp/t" is not absolute"#,
+            ),
+            (
+                data(&format!("{at_limit}x")),
+                r#"input artifact "big": the raw data of the step's input artifacts takes 65537 bytes"#,
+            ),
+            (
+                split,
+                r#"input artifact "big": the raw data of the step's input artifacts takes 65537 bytes (65536 of them"#,
+            ),
+            (data(&lines), "takes 65538 bytes"),
+        ] {
+            let error = with_inputs(&artifacts)
+                .dag
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(words), "{artifacts:.80}: {error}");
         }
     }
 

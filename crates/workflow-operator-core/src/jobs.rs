@@ -21,7 +21,8 @@ use kube::{Resource, ResourceExt};
 use super::agent::{self, AgentSource};
 use super::cache;
 use super::crd::{
-    InputArtifact, OptionNum, OutputArtifact, ResolvedRepository, Step, StepKind, WorkFlow,
+    InputArtifact, InputSource, OptionNum, OutputArtifact, ResolvedRepository, Step, StepKind,
+    WorkFlow,
 };
 use super::crd::{step_pod, suspend};
 use super::fan_out::{self, Instance, Item};
@@ -757,9 +758,11 @@ impl<'a> StepJob<'a> {
         task.resource = task
             .resource
             .map(|resource| self.resource_task(resource, parts));
+        // A step whose only artifacts are raw inputs has no store (`store`).
+        let prefix = parts.store.map_or("", |store| store.prefix.as_str());
+        let inputs = self.step.inputs.iter().flat_map(|i| &i.artifacts);
+        task.inputs = (inputs.map(|input| self.input_task(input, prefix))).collect();
         if let Some(store) = parts.store {
-            let inputs = self.step.inputs.iter().flat_map(|i| &i.artifacts);
-            task.inputs = (inputs.map(|input| self.input_task(input, &store.prefix))).collect();
             let outputs = self.step.outputs.iter().flat_map(|o| &o.artifacts);
             task.artifacts = (outputs.map(|output| agent::OutputTask {
                 name: output.name.clone(),
@@ -799,17 +802,21 @@ impl<'a> StepJob<'a> {
         }
     }
 
-    /// What the agent places of `input`: the key its step reported, or, taken from a step
-    /// that fans out, the key of each item's artifact under the store's `prefix`, made from the
-    /// name of the item's Job the planner gave as the reference's value (as the item's agent
-    /// made it).
+    /// What the agent places of `input`: a raw one's content, its references filled in as a
+    /// script's; the key its step reported, or, taken from a step that fans out, the key of
+    /// each item's artifact under the store's `prefix`, made from the name of the item's Job
+    /// the planner gave as the reference's value (as the item's agent made it).
     fn input_task(&self, input: &InputArtifact, prefix: &str) -> agent::InputTask {
-        let filled = self.fill(&input.from);
         let mut task = agent::InputTask {
             name: input.name.clone(),
             path: input.path.clone(),
             ..agent::InputTask::default()
         };
+        if let Ok(InputSource::Raw(data)) = input.source() {
+            task.raw = Some(self.fill(data));
+            return task;
+        }
+        let filled = self.fill(&input.from);
         let Some(artifact) = self.fanned_output(&input.from) else {
             task.key = filled;
             return task;
@@ -845,12 +852,12 @@ impl<'a> StepJob<'a> {
         fan_out::fans_out(source).then_some(artifact)
     }
 
-    /// The store of a step with artifacts: the workflow's repository.
+    /// The store of a step with artifacts (but raw input artifacts): the workflow's repository.
     ///
     /// # Errors
     /// [`JobError::NoRepository`] when the workflow has none, or one this step cannot use.
     fn store(&self, namespace: &str, workflow: &str) -> Result<Option<Store>, JobError> {
-        if !agent::has_artifacts(self.step) {
+        if !agent::needs_repository(self.step) {
             return Ok(None);
         }
         let Some(resolved) = self.repository else {

@@ -113,8 +113,8 @@ fn call(
     out
 }
 
-/// A call's `arguments`: its parameters, and its artifacts as the step's input artifacts at the
-/// path the called template declares.
+/// A call's `arguments`: its parameters, and its artifacts (`from` or `raw`) as the step's
+/// input artifacts at the path the called template declares.
 fn arguments(
     value: &Value,
     at: &str,
@@ -145,8 +145,8 @@ fn arguments(
                     .and_then(|d| d.iter().find(|(n, _)| *n == name))
                     .map(|(_, p)| p.clone());
                 match declared_path {
-                    // One without `from` (a location of its own) is named already.
-                    Some(_) if !artifact.contains_key("from") => {}
+                    // One without `from` nor `raw` (a location of its own) is named already.
+                    Some(_) if !artifact.contains_key("from") && !data::is_raw(&artifact) => {}
                     Some(p) => {
                         artifact.entry("path").or_insert(p);
                         artifacts.push(Value::Object(artifact));

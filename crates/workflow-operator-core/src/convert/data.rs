@@ -98,7 +98,7 @@ fn scalar_text(value: &Value) -> Value {
     }
 }
 
-/// A list of artifacts (`from` reading `{{steps.X...}}`).
+/// A list of artifacts (`from` reading `{{steps.X...}}`, `raw` as it is).
 pub fn artifacts(value: &Value, at: &str, report: &mut Report) -> Vec<Map<String, Value>> {
     walk::items(value, at, report)
         .into_iter()
@@ -108,14 +108,43 @@ pub fn artifacts(value: &Value, at: &str, report: &mut Report) -> Vec<Map<String
                 artifact,
                 &at,
                 report,
-                |_, from, _, out, _| {
-                    let mut from = from.clone();
-                    walk::rewrite_strings(&mut from, &tasks_as_steps);
-                    out.insert("from".into(), from);
+                |field, value, path, out, report| match field {
+                    "raw" => {
+                        if let Some(raw) = raw(value, path, report) {
+                            out.insert(field.into(), raw);
+                        }
+                    }
+                    _ => {
+                        let mut from = value.clone();
+                        walk::rewrite_strings(&mut from, &tasks_as_steps);
+                        out.insert(field.into(), from);
+                    }
                 },
             )
         })
         .collect()
+}
+
+/// An artifact's `raw`: `{data}`, its content as text.
+pub fn raw(value: &Value, at: &str, report: &mut Report) -> Option<Value> {
+    let data = value.get("data");
+    for field in value.as_object().into_iter().flatten().map(|(f, _)| f) {
+        if field != "data" {
+            report.not_converted(&walk::join(at, field), "not a field the converter knows");
+        }
+    }
+    match data {
+        Some(Value::String(_)) => Some(json!({ "data": data })),
+        _ => {
+            report.not_converted(&walk::join(at, "data"), "expected a string");
+            None
+        }
+    }
+}
+
+/// Whether `artifact` (converted) is a raw one.
+pub fn is_raw(artifact: &Map<String, Value>) -> bool {
+    artifact.contains_key("raw")
 }
 
 /// `{{tasks.X...}}` written as ours, `{{steps.X...}}`.
@@ -135,6 +164,13 @@ pub fn outputs(value: &Value, at: &str, report: &mut Report) -> Value {
                 "parameters" => parameters(value, path, Parameters::Outputs, report),
                 _ => Value::Array(
                     (artifacts(value, path, report).into_iter())
+                        .filter(|artifact| {
+                            let raw = is_raw(artifact);
+                            if raw {
+                                report.not_converted(path, "an output artifact with raw: raw is an input artifact's content (an output is read from its path)");
+                            }
+                            !raw
+                        })
                         .map(Value::Object)
                         .collect(),
                 ),

@@ -2,6 +2,8 @@
 //! pod-level fields in `podTemplate`, the templates converted, the entrypoint inlined as the
 //! workflow's steps (`containers`) and the exit handler as its exit steps (`onExit`).
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 
 use super::data::{self, Parameters};
@@ -32,6 +34,7 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
         shared.retry = data::retry(retry, &walk::join(at, "retryStrategy"), report);
     }
     let mut templates = Vec::new();
+    let mut raw_arguments = Vec::new();
     let mut out = walk::fields(
         Place::Workflow,
         spec,
@@ -45,7 +48,11 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
                     }
                     None
                 }
-                "arguments" => Some((field, workflow_arguments(value, path, report))),
+                "arguments" => {
+                    let arguments = workflow_arguments(value, path, report);
+                    raw_arguments = arguments.1;
+                    Some((field, arguments.0))
+                }
                 "synchronization" => Some((field, data::synchronization(value, path, report))),
                 "ttlStrategy" => {
                     data::ttl(value, path, report).map(|v| ("ttlSecondsAfterFinished", v))
@@ -81,30 +88,53 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
             list.extend(shared.volumes);
         }
     }
-    let kept = steps_and_templates(spec, at, usage, templates, &mut out, report);
+    let inputs = EntryInputs {
+        raw: raw_arguments,
+        declared: &shared.declared.artifacts,
+    };
+    let kept = steps_and_templates(spec, (at, usage), (templates, &inputs), &mut out, report);
     if !kept.is_empty() {
         out.insert("templates".into(), Value::Array(kept));
     }
     Value::Object(out)
 }
 
+/// The workflow's raw argument artifacts (name, converted artifact), which the entrypoint's
+/// (and exit handler's) input artifacts of the same name take, and what each template declares
+/// (its input artifacts' paths).
+struct EntryInputs<'d> {
+    raw: Vec<(String, Map<String, Value>)>,
+    declared: &'d BTreeMap<String, Vec<(String, Value)>>,
+}
+
 /// The entrypoint inlined as the workflow's steps and the exit handler as its exit steps, in
 /// `out`; the templates to keep.
 fn steps_and_templates(
     spec: &Value,
-    at: &str,
-    usage: Use,
-    templates: Vec<Converted>,
+    (at, usage): (&str, Use),
+    (templates, inputs): (Vec<Converted>, &EntryInputs<'_>),
     out: &mut Map<String, Value>,
     report: &mut Report,
 ) -> Vec<Value> {
     let parameters = workflow_parameters(out);
+    let given = Given {
+        parameters: &parameters,
+        inputs,
+    };
     let mut inlined = Vec::new();
-    if let Some(name) = spec.get("entrypoint").and_then(Value::as_str) {
+    let entrypoint = spec.get("entrypoint").and_then(Value::as_str);
+    unused_raw_arguments(
+        entrypoint,
+        &templates,
+        inputs,
+        &walk::join(at, "arguments.artifacts"),
+        report,
+    );
+    if let Some(name) = entrypoint {
         let path = walk::join(at, "entrypoint");
         if spec.get("workflowTemplateRef").is_some() {
             report.not_converted(&path, "an entrypoint beside workflowTemplateRef is not supported: the shared template's own runs");
-        } else if let Some(steps) = inline(name, &templates, &parameters, &path, report) {
+        } else if let Some(steps) = inline(name, &templates, &given, &path, report) {
             out.insert("containers".into(), Value::Array(steps));
             inlined.push(name);
             entrypoint_policies(name, &templates, out);
@@ -117,7 +147,7 @@ fn steps_and_templates(
     }
     if let Some(name) = spec.get("onExit").and_then(Value::as_str) {
         let path = walk::join(at, "onExit");
-        if let Some(mut steps) = inline(name, &templates, &parameters, &path, report) {
+        if let Some(mut steps) = inline(name, &templates, &given, &path, report) {
             let main = out.get("containers").and_then(Value::as_array);
             rename_exit_steps(
                 &mut steps,
@@ -130,7 +160,33 @@ fn steps_and_templates(
         }
     }
     let steps = Value::Object(out.clone());
-    kept_templates(templates, &inlined, &steps, usage)
+    kept_templates(templates, &inlined, &steps, usage, report)
+}
+
+/// Names each of the workflow's raw argument artifacts that the entrypoint does not declare as
+/// an input artifact (with a path, for a container or script entrypoint): nothing takes it.
+fn unused_raw_arguments(
+    entrypoint: Option<&str>,
+    templates: &[Converted],
+    inputs: &EntryInputs<'_>,
+    at: &str,
+    report: &mut Report,
+) {
+    let template = entrypoint.and_then(|name| templates.iter().find(|t| t.name == name));
+    let declared = entrypoint.and_then(|name| inputs.declared.get(name));
+    for (name, _) in &inputs.raw {
+        let taken = match template.map(|t| &t.body) {
+            Some(Body::Container) => declared.is_some_and(|d| d.iter().any(|(n, _)| n == name)),
+            Some(Body::Dag(_) | Body::Steps(_)) => true,
+            Some(Body::Unsupported) | None => continue,
+        };
+        if !taken {
+            report.not_converted(
+                at,
+                format!("artifact {name:?}: the entrypoint declares no input artifact of that name with a path"),
+            );
+        }
+    }
 }
 
 /// Renames each exit step named as one of the workflow's steps (`main`) `NAME-on-exit`, and
@@ -189,9 +245,15 @@ fn rename_exit_steps(exit: &mut [Value], main: &[Value], at: &str, report: &mut 
     }
 }
 
-/// The workflow's `arguments`: parameters only.
-fn workflow_arguments(value: &Value, at: &str, report: &mut Report) -> Value {
-    Value::Object(walk::fields(
+/// The workflow's `arguments`: its parameters, and apart its raw artifacts by name (given to
+/// the entrypoint's input artifacts, [`inline`]); others are named.
+fn workflow_arguments(
+    value: &Value,
+    at: &str,
+    report: &mut Report,
+) -> (Value, Vec<(String, Map<String, Value>)>) {
+    let mut raw = Vec::new();
+    let arguments = walk::fields(
         Place::Arguments,
         value,
         at,
@@ -202,11 +264,20 @@ fn workflow_arguments(value: &Value, at: &str, report: &mut Report) -> Value {
                     field.into(),
                     data::parameters(value, path, Parameters::Arguments, report),
                 );
-            } else {
-                report.not_converted(path, "a workflow's input artifacts are not supported yet");
+                return;
+            }
+            for artifact in data::artifacts(value, path, report) {
+                let name = artifact.get("name").and_then(Value::as_str);
+                match name.map(str::to_string) {
+                    Some(name) if data::is_raw(&artifact) => raw.push((name, artifact)),
+                    // A source of its own is named already.
+                    _ if !artifact.contains_key("from") => {}
+                    _ => report.not_converted(path, "a workflow's input artifact taken from elsewhere than raw is not supported yet"),
+                }
             }
         },
-    ))
+    );
+    (Value::Object(arguments), raw)
 }
 
 fn artifact_gc(value: &Value, at: &str, report: &mut Report) -> Option<Value> {
@@ -231,14 +302,22 @@ fn workflow_parameters(spec: &Map<String, Value>) -> Vec<String> {
         .collect()
 }
 
+/// What the workflow gives the template it inlines: its parameters' names and its raw
+/// artifacts.
+struct Given<'g> {
+    parameters: &'g [String],
+    inputs: &'g EntryInputs<'g>,
+}
+
 /// The steps that run the template `name` at the top of the workflow: a dag's steps, a steps
 /// template's entries (each depending on the whole group before), or one step calling a
 /// container template, named after it. `{{inputs.parameters.X}}` is the workflow parameter X,
-/// as Argo fills the entrypoint's inputs from the workflow's arguments.
+/// and an input artifact the workflow's raw artifact of its name, as Argo fills the
+/// entrypoint's inputs from the workflow's arguments.
 fn inline(
     name: &str,
     templates: &[Converted],
-    parameters: &[String],
+    given: &Given<'_>,
     at: &str,
     report: &mut Report,
 ) -> Option<Vec<Value>> {
@@ -247,10 +326,10 @@ fn inline(
         return None;
     };
     let mut steps = match &template.body {
-        Body::Container => vec![container_call(template, parameters)],
+        Body::Container => vec![container_call(template, given)],
         // Only a call prunes a dag to its targets (they may be parameters).
         Body::Dag(_) if template.fields.contains_key("target") => {
-            vec![container_call(template, parameters)]
+            vec![container_call(template, given)]
         }
         Body::Dag(steps) => steps.clone(),
         Body::Steps(groups) => grouped(groups),
@@ -259,24 +338,78 @@ fn inline(
     if !matches!(template.body, Body::Container) {
         let inputs = template_inputs(template);
         for step in &mut steps {
-            walk::rewrite_strings(step, &|text| fill_inputs(text, &inputs, parameters));
+            walk::rewrite_strings(step, &|text| fill_inputs(text, &inputs, given.parameters));
+            raw_from_inputs(step, template, given.inputs);
         }
     }
     Some(steps)
 }
 
-/// One step calling a container template, its inputs given from the workflow's parameters.
-fn container_call(template: &Converted, parameters: &[String]) -> Value {
+/// One step calling a container template, its inputs given from the workflow's parameters and
+/// raw artifacts (each at the path the template declares; its own raw ones it keeps).
+fn container_call(template: &Converted, given: &Given<'_>) -> Value {
     let arguments: Vec<Value> = template_inputs(template)
         .into_iter()
-        .filter(|(input, _)| parameters.contains(input))
+        .filter(|(input, _)| given.parameters.contains(input))
         .map(|(input, _)| json!({"name": input, "value": format!("{{{{workflow.parameters.{input}}}}}")}))
         .collect();
     let mut step = json!({"stepName": template.name, "template": template.name});
     if !arguments.is_empty() {
         step["arguments"] = json!({"parameters": arguments});
     }
+    let declared = given.inputs.declared.get(&template.name);
+    let artifacts: Vec<Value> = (given.inputs.raw.iter())
+        .filter_map(|(name, artifact)| {
+            let (_, path) = declared?.iter().find(|(n, _)| n == name)?;
+            let mut artifact = artifact.clone();
+            artifact.insert("path".into(), path.clone());
+            Some(Value::Object(artifact))
+        })
+        .collect();
+    if !artifacts.is_empty() {
+        step["inputs"] = json!({ "artifacts": artifacts });
+    }
     step
+}
+
+/// A step of the inlined `template` taking one of its input artifacts
+/// (`from: "{{inputs.artifacts.NAME}}"`) takes its content instead: the workflow's raw
+/// artifact of that name, else the template's own raw one. Any other stays as written (and is
+/// refused at submit: a dag's input artifacts are not passed on yet).
+fn raw_from_inputs(step: &mut Value, template: &Converted, inputs: &EntryInputs<'_>) {
+    let own = template.raw_inputs.iter().flat_map(|(_, raw)| raw);
+    let raw_of = |name: &str| {
+        let given = inputs
+            .raw
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| a.get("raw"));
+        let own = own
+            .clone()
+            .find(|a| a.get("name").and_then(Value::as_str) == Some(name));
+        given
+            .flatten()
+            .or_else(|| own.and_then(|a| a.get("raw")))
+            .cloned()
+    };
+    let artifacts = step
+        .pointer_mut("/inputs/artifacts")
+        .and_then(Value::as_array_mut);
+    for artifact in artifacts
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        let from = artifact.get("from").and_then(Value::as_str).map(str::trim);
+        let name = from
+            .and_then(|f| f.strip_prefix("{{inputs.artifacts."))
+            .and_then(|f| f.strip_suffix("}}"))
+            .map(str::trim);
+        if let Some(raw) = name.and_then(raw_of) {
+            artifact.remove("from");
+            artifact.insert("raw".into(), raw);
+        }
+    }
 }
 
 /// A steps template's groups as steps: each entry depends on every entry of the group before.
@@ -362,6 +495,7 @@ fn kept_templates(
     inlined: &[&str],
     spec: &Value,
     usage: Use,
+    report: &mut Report,
 ) -> Vec<Value> {
     let called = |name: &str| {
         calls(spec, name)
@@ -378,12 +512,19 @@ fn kept_templates(
                 || called(&t.name)
         })
         .collect();
-    templates
-        .into_iter()
-        .zip(keep)
+    let kept: Vec<Converted> = (templates.into_iter().zip(keep))
         .filter(|(t, keep)| *keep && t.body != Body::Unsupported)
-        .map(|(t, _)| Value::Object(t.fields))
-        .collect()
+        .map(|(t, _)| t)
+        .collect();
+    // A dag or steps template called as a template: its raw input artifacts reach no step.
+    for (path, _) in kept.iter().filter_map(|t| t.raw_inputs.as_ref()) {
+        report.not_converted(
+            path,
+            "raw input artifacts of a dag or steps template are supported only on the \
+             entrypoint: give them to the steps it calls",
+        );
+    }
+    kept.into_iter().map(|t| Value::Object(t.fields)).collect()
 }
 
 /// Whether `value` holds a call `template: name`.

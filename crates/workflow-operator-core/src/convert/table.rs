@@ -310,9 +310,9 @@ const CALL_ROWS: &[Row] = &[
 #[rustfmt::skip]
 const DATA_ROWS: &[Row] = &[
     row(Arguments, "parameters", Converted("`parameters`"), ""),
-    row(Arguments, "artifacts", Converted("a task's or step's: its `inputs.artifacts` (`from`, at the path the template declares)"), "a workflow's input artifacts are not supported yet"),
+    row(Arguments, "artifacts", Converted("a task's or step's: its `inputs.artifacts` (`from` or `raw`, at the path the template declares); the workflow's `raw` ones: the entrypoint's input artifacts of the same name"), "a workflow's artifact gives its content to the entrypoint (a container or script entrypoint's step at the path the template declares; a `dag` or `steps` entrypoint's steps taking `from: {{inputs.artifacts.NAME}}`), and to the exit handler, as Argo fills both from the workflow's arguments; a workflow's artifact taken from elsewhere than `raw` is not supported yet"),
     row(Inputs, "parameters", Converted("`inputs.parameters`"), "an input's `value` is its `default` here"),
-    row(Inputs, "artifacts", Converted("the calling steps' `inputs.artifacts`"), "an input artifact with a source of its own (`raw`, `http`, `git`, `s3`, ...) is not supported yet"),
+    row(Inputs, "artifacts", Converted("the calling steps' `inputs.artifacts`; `raw` ones the template's `inputs.artifacts`"), "a container or script template keeps its `raw` input artifacts, which every call gets unless it gives one of that name; a `dag` or `steps` template's are given only where it is the entrypoint; an input artifact with another source of its own (`http`, `git`, `s3`, ...) is not supported yet"),
     row(Outputs, "parameters", Converted("`outputs.parameters`"), "one named `result` is `result-parameter` here, and so are the references to it (`{{steps.X.outputs.parameters.result}}`): a step's `result` is its standard output, which Argo keeps apart"),
     row(Outputs, "artifacts", Converted("`outputs.artifacts`"), ""),
     row(Outputs, "result", Dropped, "a status field"),
@@ -348,7 +348,7 @@ const DATA_ROWS: &[Row] = &[
     row(Artifact, "git", Unsupported, "git input artifacts are not supported yet: clone in the step"),
     row(Artifact, "http", Unsupported, "http artifacts are not supported yet"),
     row(Artifact, "plugin", Unsupported, "artifact plugins are not supported"),
-    row(Artifact, "raw", Unsupported, "raw input artifacts are not supported yet: write the file in the step"),
+    row(Artifact, "raw", Converted("`raw` (`{data}`)"), "an input artifact's content, written at its path (parent directories made) by the step agent before the command runs: no artifact repository needed; at most 64 KiB for a step's raw artifacts together (they travel in an environment variable); `{{...}}` in it filled as in the rest of the template"),
     row(Artifact, "subPath", Unsupported, "an artifact's subPath is not supported yet"),
     row(Artifact, "recurseMode", Unsupported, "recurseMode is not supported"),
     row(Artifact, "globalName", Same, "on a step's or a dag or steps template's output: `status.outputs.artifacts` names the step and artifact; an input's `from: {{workflow.outputs.artifacts.NAME}}` makes the step run after the writer"),

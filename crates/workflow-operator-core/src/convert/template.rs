@@ -44,6 +44,10 @@ pub struct Converted {
     /// workflow's.
     pub fail_fast: Option<Value>,
     pub parallelism: Option<(String, Value)>,
+    /// A `dag` or `steps` template's raw input artifacts (converted) and their path in the
+    /// document: the entrypoint's are what its calls' `{{inputs.artifacts.NAME}}` take
+    /// ([`super::spec`]); ours keeps input artifacts on container templates only.
+    pub raw_inputs: Option<(String, Vec<Value>)>,
 }
 
 /// A suspend template's supplied outputs take the `default`, `enum` and `description` they
@@ -155,6 +159,13 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
             "parallelism is a dag or steps template's: a container template is one step",
         );
     }
+    let mut raw_inputs = None;
+    if matches!(body, Body::Dag(_) | Body::Steps(_)) {
+        let inputs = fields.get_mut("inputs").and_then(Value::as_object_mut);
+        if let Some(Value::Array(raw)) = inputs.and_then(|i| i.remove("artifacts")) {
+            raw_inputs = Some((walk::join(at, "inputs.artifacts"), raw));
+        }
+    }
     match &body {
         Body::Dag(steps) => {
             fields.insert("dag".into(), Value::Array(steps.clone()));
@@ -183,6 +194,7 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
         body,
         fail_fast,
         parallelism,
+        raw_inputs,
     }
 }
 
@@ -228,8 +240,8 @@ fn own_field(
     })
 }
 
-/// A template's `inputs`: its parameters (a `value` as the `default`); its artifacts are given
-/// by its callers ([`Shared::declared`]).
+/// A template's `inputs`: its parameters (a `value` as the `default`) and raw artifacts; its
+/// other artifacts are given by its callers ([`Shared::declared`]).
 fn inputs(value: &Value, at: &str, report: &mut Report) -> Value {
     Value::Object(walk::fields(
         Place::Inputs,
@@ -242,8 +254,14 @@ fn inputs(value: &Value, at: &str, report: &mut Report) -> Value {
                     field.into(),
                     data::parameters(value, path, Parameters::Inputs, report),
                 );
-            } else {
-                data::artifacts(value, path, report);
+                return;
+            }
+            let raw: Vec<Value> = (data::artifacts(value, path, report).into_iter())
+                .filter(data::is_raw)
+                .map(Value::Object)
+                .collect();
+            if !raw.is_empty() {
+                out.insert(field.into(), Value::Array(raw));
             }
         },
     ))

@@ -1091,3 +1091,131 @@ spec:
     let compiled = crate::plan::Compiled::new(&spec);
     assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
 }
+
+/// Argo's raw input artifacts: a container template keeps its own; the workflow's raw
+/// argument artifact is given to the container entrypoint's input of that name at the path it
+/// declares; a call's raw argument is its step's input.
+#[test]
+fn raw_input_artifacts_stay_on_their_template_and_the_workflows_go_to_the_entrypoint() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: raw-}
+spec:
+  entrypoint: show
+  arguments:
+    parameters: [{name: n, value: "2"}]
+    artifacts:
+      - name: lines
+        raw: {data: "1\n2\n3\n"}
+  templates:
+    - name: show
+      inputs:
+        parameters: [{name: n}]
+        artifacts:
+          - {name: lines, path: /in/lines}
+          - name: note
+            path: /in/note
+            raw: {data: "first {{inputs.parameters.n}}\n"}
+      container: {image: alpine:3.20, command: [sh, -c, "head -n {{inputs.parameters.n}} /in/lines; cat /in/note"]}
+"#;
+    let (workflow, problems) = one(text);
+    assert_eq!(problems, Vec::<String>::new());
+    let spec = &workflow["spec"];
+    assert_eq!(
+        spec["arguments"],
+        json!({"parameters": [{"name": "n", "value": "2"}]})
+    );
+    assert_eq!(
+        spec["containers"],
+        json!([{"stepName": "show", "template": "show",
+                "arguments": {"parameters": [{"name": "n", "value": "{{workflow.parameters.n}}"}]},
+                "inputs": {"artifacts": [{"name": "lines", "path": "/in/lines", "raw": {"data": "1\n2\n3\n"}}]}}])
+    );
+    assert_eq!(
+        spec["templates"][0]["inputs"]["artifacts"],
+        json!([{"name": "note", "path": "/in/note", "raw": {"data": "first {{inputs.parameters.n}}\n"}}])
+    );
+}
+
+/// A `dag` entrypoint's step taking `{{inputs.artifacts.NAME}}` takes the workflow's raw
+/// artifact (or the entrypoint's own raw one); what has no counterpart is named.
+#[test]
+fn a_dag_entrypoints_input_artifacts_are_the_workflows_raw_ones_and_other_kinds_are_named() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: seeded}
+spec:
+  entrypoint: main
+  arguments:
+    artifacts:
+      - {name: seed, raw: {data: seed-content}}
+      - {name: remote, s3: {key: a/b}}
+  templates:
+    - name: main
+      inputs:
+        artifacts:
+          - {name: seed}
+          - {name: own, raw: {data: own-content}}
+      dag:
+        tasks:
+          - name: print
+            template: print
+            arguments:
+              artifacts:
+                - {name: in, from: "{{inputs.artifacts.seed}}"}
+                - {name: other, from: "{{inputs.artifacts.own}}"}
+    - name: print
+      inputs: {artifacts: [{name: in, path: /tmp/in}, {name: other, path: /tmp/other}]}
+      container: {image: alpine:3.20, command: [cat, /tmp/in, /tmp/other]}
+    - name: nested
+      inputs: {artifacts: [{name: x, path: /x, raw: {data: x}}]}
+      steps: [[{name: p, template: print}]]
+    - name: out
+      outputs: {artifacts: [{name: o, path: /o, raw: {data: x}}]}
+      container: {image: alpine:3.20}
+"#;
+    let (workflow, problems) = one(text);
+    assert_eq!(
+        workflow["spec"]["containers"][0]["inputs"],
+        json!({"artifacts": [
+            {"name": "in", "path": "/tmp/in", "raw": {"data": "seed-content"}},
+            {"name": "other", "path": "/tmp/other", "raw": {"data": "own-content"}},
+        ]})
+    );
+    assert_eq!(
+        problems,
+        [
+            "spec.arguments.artifacts[1].s3: an artifact's own location is not supported: artifacts live in the workflow's repository",
+            "spec.templates[3].outputs.artifacts: an output artifact with raw: raw is an input artifact's content (an output is read from its path)",
+            "spec.templates[2].inputs.artifacts: raw input artifacts of a dag or steps template are supported only on the entrypoint: give them to the steps it calls",
+        ]
+    );
+}
+
+#[test]
+fn a_workflows_raw_artifact_the_entrypoint_does_not_declare_and_one_from_a_step_are_named() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: unused}
+spec:
+  entrypoint: show
+  arguments:
+    artifacts:
+      - {name: lost, raw: {data: x}}
+      - {name: taken, from: "{{workflow.outputs.artifacts.a}}"}
+  templates:
+    - name: show
+      container: {image: alpine:3.20, command: [echo]}
+"#;
+    let (_, problems) = one(text);
+    assert_eq!(
+        problems,
+        [
+            "spec.arguments.artifacts: a workflow's input artifact taken from elsewhere than raw is not supported yet",
+            "spec.arguments.artifacts: artifact \"lost\": the entrypoint declares no input artifact of that name with a path",
+        ]
+    );
+}

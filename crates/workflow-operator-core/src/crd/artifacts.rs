@@ -1,7 +1,8 @@
 //! What a step hands the next beyond `key=value` outputs: a script (`source`), its standard
 //! output (`outputs.result`), output parameters read from files, artifacts (files and
-//! directories kept in an object store), and the containers around it (`initContainers`,
-//! `sidecars`). The step agent carries them out inside the step's pod.
+//! directories kept in an object store, or input files given in the spec), and the containers
+//! around it (`initContainers`, `sidecars`). The step agent carries them out inside the step's
+//! pod.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -296,12 +297,15 @@ pub struct OutputArtifact {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepInputs {
-    /// Artifacts of upstream steps, placed at their paths before the command runs.
+    /// Artifacts of upstream steps, or files given here (`raw`), placed at their paths before
+    /// the command runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<InputArtifact>,
 }
 
-/// An input artifact: an upstream step's output artifact at a path of this step.
+/// An input artifact at a path of this step: an upstream step's output artifact (`from`), or
+/// a file whose content is written here (`raw`, Argo's). Exactly one of the two
+/// ([`InputArtifact::source`]).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InputArtifact {
@@ -313,8 +317,64 @@ pub struct InputArtifact {
     #[schemars(length(min = 2))]
     pub path: String,
     /// `{{steps.NAME.outputs.artifacts.A}}`: the artifact `A` of the upstream step `NAME`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1))]
     pub from: String,
+    /// The file's content, given here: written at `path` (its missing parent directories
+    /// made) before the command runs, with no artifact repository. At most 64 KiB for all of a
+    /// step's raw input artifacts together, as JSON writes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<RawArtifact>,
+}
+
+/// `raw`: an input artifact's content, given in the spec (Argo's `raw.data`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct RawArtifact {
+    /// The file's content, as text; `{{...}}` forms in it are filled as in a script
+    /// (`source`).
+    pub data: String,
+}
+
+/// The most bytes a step's raw input artifacts' data may take together, as JSON writes them
+/// (a quote, a backslash or a newline takes two). They travel in the step agent's task, one
+/// environment variable, which Linux limits to 128 KiB (`MAX_ARG_STRLEN`); half of it is left
+/// for the rest of the task (a script, the other artifacts).
+pub const MAX_RAW_BYTES: usize = 64 * 1024;
+
+/// Where an input artifact comes from, as [`InputArtifact::source`] decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputSource<'a> {
+    /// An upstream step's output artifact (`from`, as written).
+    From(&'a str),
+    /// The content given (`raw.data`).
+    Raw(&'a str),
+}
+
+impl InputArtifact {
+    /// Where the artifact comes from: the one place that reads which of `from` and `raw` is
+    /// set. Both are part of what runs (through the step's `inputs`, which the incremental
+    /// planner leaves to the full one, `fields::visit_step`).
+    ///
+    /// # Errors
+    /// Neither or both set, saying so.
+    pub fn source(&self) -> Result<InputSource<'_>, String> {
+        let InputArtifact {
+            name: _,
+            path: _,
+            from,
+            raw,
+        } = self;
+        match (from.is_empty(), raw) {
+            (false, None) => Ok(InputSource::From(from)),
+            (true, Some(raw)) => Ok(InputSource::Raw(&raw.data)),
+            (true, None) => Err(
+                "names no source: set from (an upstream step's output artifact) \
+                                 or raw (its content)"
+                    .into(),
+            ),
+            (false, Some(_)) => Err("sets both from and raw: set one".into()),
+        }
+    }
 }
 
 /// The workflow's outputs (`status.outputs`): those its steps' outputs give with a

@@ -37,9 +37,9 @@ pub mod trigger;
 
 pub use artifacts::{
     ArtifactGc, ArtifactGcStrategy, ArtifactRepository, CredentialsSecret, GlobalArtifact,
-    GlobalParameter, InputArtifact, OciRepository, OutputArtifact, OutputParameter, OutputSource,
-    ResolvedRepository, S3Repository, StepInputs, StepOutputs, Supplied, ValueFrom,
-    WorkflowOutputs,
+    GlobalParameter, InputArtifact, InputSource, MAX_RAW_BYTES, OciRepository, OutputArtifact,
+    OutputParameter, OutputSource, RawArtifact, ResolvedRepository, S3Repository, StepInputs,
+    StepOutputs, Supplied, ValueFrom, WorkflowOutputs,
 };
 pub use cron::{
     CatchUp, ConcurrencyPolicy, CronWorkFlow, CronWorkFlowSpec, CronWorkFlowStatus, RunMetadata,
@@ -70,7 +70,8 @@ pub use suspend::SuspendStep;
 pub use templates::{
     Arguments, CLUSTER_KIND, ClusterWorkFlowTemplate, ClusterWorkFlowTemplateSpec, ConfigMapKeyRef,
     NAMESPACED_KIND, Parameter, ParameterSource, ResolvedConfigMapKey, ResolvedTemplate, Source,
-    Template, TemplateRef, WorkFlowTemplate, WorkFlowTemplateSpec, WorkflowTemplateRef,
+    Template, TemplateInputs, TemplateRef, WorkFlowTemplate, WorkFlowTemplateSpec,
+    WorkflowTemplateRef,
 };
 
 /// The Kopf operator's default for `maxStepTimeout`, in seconds.

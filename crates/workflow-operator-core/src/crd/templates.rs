@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Step, WorkFlowSpec};
+use super::{InputArtifact, Step, WorkFlowSpec};
 
 /// Values given to a workflow (`spec.arguments`) or to a template by a step calling it
 /// (`arguments` of the step).
@@ -178,9 +178,10 @@ pub struct Template {
     /// The name steps call it by (`template: NAME`).
     pub name: String,
 
-    /// The parameters a call gives, `{{inputs.parameters.NAME}}` inside the template.
+    /// The parameters a call gives, `{{inputs.parameters.NAME}}` inside the template, and a
+    /// container template's input artifacts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inputs: Option<Arguments>,
+    pub inputs: Option<TemplateInputs>,
 
     /// The steps of a template that is itself a DAG, as written (read as steps, unknown fields
     /// refused, when called); a step calling it becomes these steps, named `STEP/INNER`.
@@ -207,6 +208,19 @@ pub struct Template {
     /// The step fields of a container template, as written; read as a step when called.
     #[serde(flatten)]
     pub container: Map<String, Value>,
+}
+
+/// What a template takes in (`spec.templates[].inputs`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct TemplateInputs {
+    /// The parameters a call gives, `{{inputs.parameters.NAME}}` inside the template.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<Parameter>,
+    /// A container template's input artifacts, as a step's `inputs.artifacts` (Argo's `raw`
+    /// ones, written in every call's pod): a call's own input artifact of the same name is
+    /// taken instead. Their `{{inputs.parameters.NAME}}` are the call's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<InputArtifact>,
 }
 
 /// A step's call of a template of a shared `WorkFlowTemplate` or `ClusterWorkFlowTemplate`.
@@ -383,18 +397,19 @@ fn free_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// `name`, `inputs` and `dag`. Written from the step's schema, so the two never drift.
 pub(crate) fn templates_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let step = generator.subschema_for::<Step>();
-    let arguments = generator.subschema_for::<Arguments>();
+    let inputs = generator.subschema_for::<TemplateInputs>();
     let mut template = step.clone();
     let object = template.ensure_object();
     if let Some(Value::Object(properties)) = object.get_mut("properties") {
         properties.remove("stepName");
         properties.remove("dependsOn");
         properties.insert("name".into(), serde_json::json!({"type": "string", "minLength": 1, "description": "The name steps call it by (`template: NAME`)."}));
-        let mut inputs = arguments.as_value().clone();
+        let mut inputs = inputs.as_value().clone();
         if let Value::Object(inputs) = &mut inputs {
             inputs.insert(
                 "description".into(),
-                "The parameters a call gives, `{{inputs.parameters.NAME}}` inside the template."
+                "The parameters a call gives, `{{inputs.parameters.NAME}}` inside the template, \
+                 and a container template's input artifacts."
                     .into(),
             );
         }

@@ -389,7 +389,8 @@ pub struct Policies {
     pub locks: bool,
     /// `cache` on any step.
     pub cache: bool,
-    /// Input or output artifacts on any step: the workflow needs an artifact repository.
+    /// Output artifacts, or input artifacts but raw ones, on any step: the workflow needs an
+    /// artifact repository.
     pub artifacts: bool,
     /// An interactive step (its own `interactive`, or the workflow's).
     pub interactive: bool,
@@ -402,7 +403,7 @@ impl Policies {
         Policies {
             locks: spec.synchronization.is_some() || steps().any(|s| s.synchronization.is_some()),
             cache: steps().any(|s| s.cache.is_some()),
-            artifacts: steps().any(crate::agent::has_artifacts),
+            artifacts: steps().any(crate::agent::needs_repository),
             interactive: kinds.any_interactive(),
         }
     }

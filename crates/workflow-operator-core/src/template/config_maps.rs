@@ -168,20 +168,24 @@ pub fn problems(spec: &WorkFlowSpec) -> Vec<String> {
 /// Every ConfigMap key `spec` names: its parameters', its templates' inputs', the arguments
 /// of its steps and of its templates' steps, and its semaphores' limits ([`limit_keys`]).
 fn collect(spec: &WorkFlowSpec, named: &mut BTreeSet<ConfigMapKeyRef>) {
-    let mut add = |arguments: Option<&Arguments>| {
-        let parameters = arguments.into_iter().flat_map(|a| &a.parameters);
+    let mut add = |parameters: &[Parameter]| {
         named.extend(
-            parameters.filter_map(|p| Some(p.value_from.as_ref()?.config_map_key_ref.clone())),
+            parameters
+                .iter()
+                .filter_map(|p| Some(p.value_from.as_ref()?.config_map_key_ref.clone())),
         );
     };
-    add(spec.arguments.as_deref());
+    fn of(arguments: Option<&Arguments>) -> &[Parameter] {
+        arguments.map_or(&[], |a| &a.parameters)
+    }
+    add(of(spec.arguments.as_deref()));
     for step in spec.containers.iter().chain(&spec.on_exit) {
-        add(step.arguments.as_deref());
+        add(of(step.arguments.as_deref()));
     }
     for template in &spec.templates {
-        add(template.inputs.as_ref());
+        add(template.inputs.as_ref().map_or(&[], |i| &i.parameters));
         for arguments in template_arguments(template) {
-            add(Some(&arguments));
+            add(&arguments.parameters);
         }
     }
     named.extend(limit_keys(spec));

@@ -409,6 +409,10 @@ impl<'a> Expander<'a> {
             return Expanded::Refused;
         };
         let mut body = Value::Object(template.container.clone());
+        // The template's input artifacts are its step's, filled with the call's inputs.
+        if let Some(inputs) = template.inputs.as_ref().filter(|i| !i.artifacts.is_empty()) {
+            body["inputs"] = serde_json::json!({ "artifacts": inputs.artifacts });
+        }
         let mut unfilled = Vec::new();
         fill_json(&mut body, &vars, &mut unfilled);
         for (form, why) in unfilled {
@@ -471,6 +475,13 @@ impl<'a> Expander<'a> {
         let name = call.step_name.clone();
         if let Some(problem) = container_fields_of(template) {
             return self.refuse(at, &name, problem);
+        }
+        if template
+            .inputs
+            .as_ref()
+            .is_some_and(|i| !i.artifacts.is_empty())
+        {
+            return self.refuse(at, &name, format!("template {:?} is a dag or steps template with input artifacts, which only a container template may have: give them to its steps", template.name));
         }
         if call.hooks.is_some() {
             return self.refuse(at, &name, format!("calls dag template {:?} and has hooks: the hooks of a call of a dag or steps template are not supported yet (set them on its steps)", template.name));

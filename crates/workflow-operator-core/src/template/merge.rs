@@ -3,7 +3,7 @@
 //! every field by name, so a field added to the API does not compile until its merge is
 //! decided.
 
-use crate::crd::{DEFAULT_MAX_STEP_TIMEOUT, DEFAULT_START_TIMEOUT, Step, WorkFlowSpec};
+use crate::crd::{DEFAULT_MAX_STEP_TIMEOUT, DEFAULT_START_TIMEOUT, Step, StepInputs, WorkFlowSpec};
 
 /// The step `call` makes of the container template `template`: what the call sets wins, a
 /// list of named things (`env` by name, `volumeMounts` by path) adds to the template's, and
@@ -88,7 +88,7 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         arguments: None,
         source: source.or(template.source),
         outputs: outputs.or(template.outputs),
-        inputs: inputs.or(template.inputs),
+        inputs: inputs_over(inputs, template.inputs),
         init_containers: init_containers.or(template.init_containers),
         sidecars: sidecars.or(template.sidecars),
         interactive: interactive.or(template.interactive),
@@ -107,6 +107,23 @@ pub fn step_over_template(call: Step, template: Step) -> Step {
         // A step's hooks are its call's (a template with hooks is refused where it is read):
         // they were made steps of their own before the call was expanded.
         hooks,
+    }
+}
+
+/// The call's input artifacts over the template's: one of the call's replaces the template's
+/// of the same name (Argo's argument over the template's `raw`).
+fn inputs_over(
+    call: Option<Box<StepInputs>>,
+    template: Option<Box<StepInputs>>,
+) -> Option<Box<StepInputs>> {
+    match (call, template) {
+        (Some(call), Some(template)) => {
+            let StepInputs { artifacts } = *template;
+            Some(Box::new(StepInputs {
+                artifacts: by_key(artifacts, call.artifacts, |a| a.name.clone()),
+            }))
+        }
+        (call, template) => call.or(template),
     }
 }
 

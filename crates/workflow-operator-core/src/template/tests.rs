@@ -456,3 +456,58 @@ fn a_field_a_workflow_leaves_unset_is_read_from_the_template_it_takes_whole() {
     wf.spec.ttl_seconds_after_finished = Some(5);
     assert_eq!(ttl(&wf), Some(5));
 }
+
+/// A container template's raw input artifact: every call gets it, its
+/// `{{inputs.parameters.X}}` the call's; a call's own input artifact of that name is taken
+/// instead; a dag template with input artifacts is refused.
+#[test]
+fn a_container_templates_raw_input_artifact_is_every_calls_unless_the_call_gives_its_own() {
+    let spec = r#"
+templates:
+  - name: show
+    inputs:
+      parameters: [{name: who}]
+      artifacts:
+        - {name: note, path: /tmp/note, raw: {data: "hello {{inputs.parameters.who}}\n"}}
+    image: alpine:3.20
+    command: [cat, /tmp/note]
+containers:
+  - {stepName: a, template: show, arguments: {parameters: [{name: who, value: ann}]}}
+  - stepName: b
+    template: show
+    arguments: {parameters: [{name: who, value: bob}]}
+    inputs: {artifacts: [{name: note, path: /tmp/other, raw: {data: mine}}]}
+"#;
+    let spec = expanded(&workflow(spec));
+    let artifacts = |i: usize| {
+        let step: &Step = &spec.containers[i];
+        let inputs = step.inputs.as_deref().expect("input artifacts");
+        (inputs.artifacts.iter())
+            .map(|a| (a.path.clone(), a.raw.as_ref().map(|r| r.data.clone())))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        artifacts(0),
+        [("/tmp/note".to_string(), Some("hello ann\n".to_string()))]
+    );
+    assert_eq!(
+        artifacts(1),
+        [("/tmp/other".to_string(), Some("mine".to_string()))]
+    );
+    let dag = r#"
+templates:
+  - name: both
+    inputs: {artifacts: [{name: note, path: /tmp/note, raw: {data: x}}]}
+    dag: [{stepName: a, image: alpine:3.20, command: [cat, /tmp/note]}]
+containers:
+  - {stepName: run, template: both}
+"#;
+    let refused = problems(&workflow(dag));
+    assert!(
+        refused
+            .iter()
+            .any(|p| p
+                .contains(r#"template "both" is a dag or steps template with input artifacts"#)),
+        "{refused:?}"
+    );
+}
