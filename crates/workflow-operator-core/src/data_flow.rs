@@ -1326,9 +1326,7 @@ mod tests {
         let lines = "\n".repeat(MAX_RAW_BYTES / 2 + 1);
         for (artifacts, words) in [
             (
-                format!(
-                    "[{{name: t, path: /t, raw: {{data: x}}, from: '{{{{steps.side.outputs.artifacts.app}}}}'}}]"
-                ),
+                "[{name: t, path: /t, raw: {data: x}, from: '{{steps.side.outputs.artifacts.app}}'}]".to_string(),
                 r#"step "b": input artifact "t" sets both from and raw: set one"#,
             ),
             (

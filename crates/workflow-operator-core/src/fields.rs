@@ -238,9 +238,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     );
     visit(v, &field("sidecars", RunWhenSet, Followed), sidecars);
     // Artifacts and outputs run the step under the agent, and are read by the full planner; an
-    // interactive step's entry is the full planner's; a cache hit is decided behind a gate. An
-    // input artifact's source, `from` or `raw` (`InputArtifact::source`), is part of what runs
-    // as all of `inputs` is: a raw one's content changes the file the command reads.
+    // interactive step's entry is the full planner's; a cache hit is decided behind a gate.
     visit(v, &field("inputs", RunWhenSet, InFull), inputs);
     visit(v, &field("outputs", RunWhenSet, InFull), outputs);
     visit(v, &field("interactive", RunWhenSet, InFull), interactive);

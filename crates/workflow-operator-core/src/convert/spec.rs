@@ -99,11 +99,14 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
     Value::Object(out)
 }
 
-/// The workflow's raw argument artifacts (name, converted artifact), which the entrypoint's
-/// (and exit handler's) input artifacts of the same name take, and what each template declares
-/// (its input artifacts' paths).
+/// The workflow's raw argument artifacts: each name and the artifact (converted).
+type RawArguments = Vec<(String, Map<String, Value>)>;
+
+/// The workflow's raw argument artifacts, which the entrypoint's (and exit handler's) input
+/// artifacts of the same name take, and what each template declares (its input artifacts'
+/// paths).
 struct EntryInputs<'d> {
-    raw: Vec<(String, Map<String, Value>)>,
+    raw: RawArguments,
     declared: &'d BTreeMap<String, Vec<(String, Value)>>,
 }
 
@@ -247,11 +250,7 @@ fn rename_exit_steps(exit: &mut [Value], main: &[Value], at: &str, report: &mut 
 
 /// The workflow's `arguments`: its parameters, and apart its raw artifacts by name (given to
 /// the entrypoint's input artifacts, [`inline`]); others are named.
-fn workflow_arguments(
-    value: &Value,
-    at: &str,
-    report: &mut Report,
-) -> (Value, Vec<(String, Map<String, Value>)>) {
+fn workflow_arguments(value: &Value, at: &str, report: &mut Report) -> (Value, RawArguments) {
     let mut raw = Vec::new();
     let arguments = walk::fields(
         Place::Arguments,
