@@ -1,7 +1,8 @@
 //! Argo's raw input artifacts, in Argo's YAML submitted as it is, end to end on the embedded
 //! control plane with no artifact repository in the namespace (none is needed): a container
 //! template's own raw file and the workflow's raw argument artifact given to the entrypoint
-//! (Argo's `examples/input-artifact-raw` and `artifact-path-placeholders`, written anew here),
+//! (Argo's `examples/input-artifact-raw` and `artifact-path-placeholders`, written anew here:
+//! `{{inputs.artifacts.NAME.path}}` is the declared path),
 //! and a `steps` entrypoint passing the workflow's raw artifact on to the template it calls
 //! (`from: "{{inputs.artifacts.NAME}}"`), beside a called template's raw file filled with the
 //! call's parameter. Each step's log shows the files' content, lines as written.
@@ -18,7 +19,8 @@ use support::{Operator, operator};
 use workflow_operator_core::agent::REPOSITORY_CONFIGMAP;
 
 /// A container entrypoint reading its own raw file (in a directory the agent makes) and the
-/// workflow's raw argument artifact, at the path the template declares.
+/// workflow's raw argument artifact, at the path the template declares (named by Argo's
+/// placeholder).
 const CONTAINER_ENTRYPOINT: &str = r#"apiVersion: argoproj.io/v1alpha1
 kind: Workflow
 metadata:
@@ -54,7 +56,7 @@ spec:
       container:
         image: alpine:3.20
         command: [sh, -c]
-        args: ["cat /tmp/raw-contents/deep/file; head -n {{inputs.parameters.lines-count}} /tmp/raw-contents/text"]
+        args: ["cat /tmp/raw-contents/deep/file; head -n {{inputs.parameters.lines-count}} < \"{{inputs.artifacts.text.path}}\""]
 "#;
 
 /// A steps entrypoint handing the workflow's raw artifact to the template it calls, and a

@@ -203,7 +203,7 @@ const WORKFLOW_ROWS: &[Row] = &[
 #[rustfmt::skip]
 const TEMPLATE_ROWS: &[Row] = &[
     row(Template, "name", Same, ""),
-    row(Template, "inputs", Converted("`inputs`"), ""),
+    row(Template, "inputs", Converted("`inputs`"), "`{{inputs.artifacts.NAME.path}}` in the template is the path its input artifact declares, written out (and `{{outputs.artifacts.NAME.path}}`, `{{outputs.parameters.NAME.path}}` its outputs')"),
     row(Template, "outputs", Converted("`outputs`"), "a `dag` or `steps` template's own outputs (`valueFrom.parameter`, an artifact's `from`) are resolved when it is called: a caller's `{{tasks.CALL.outputs...}}` reads the inner step's; a call that fans out has none (Argo gathers its items'); its timeout, retries, cache and locks are not supported yet"),
     row(Template, "container", Converted("the container's fields on the template"), ""),
     row(Template, "script", Converted("the container's fields and `source` on the template"), "without `command`, a script runs with `sh` here"),

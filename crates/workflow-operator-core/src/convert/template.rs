@@ -2,6 +2,8 @@
 //! fields on the template, a `dag`'s tasks as steps, a `steps` template's groups as Argo writes
 //! them; its deadline as the step's `timeout`. Kinds not supported yet are named.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 
 use super::call::{self, Declared};
@@ -86,6 +88,7 @@ fn supplied_from_inputs(fields: &mut Map<String, Value>) {
 
 /// Converts `spec.templates[i]` at path `at`.
 pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Report) -> Converted {
+    let template = &*paths_written_out(template);
     let mut body = Body::Unsupported;
     let mut fail_fast = None;
     let mut parallelism = None;
@@ -448,6 +451,40 @@ fn go_duration(text: &str) -> Option<f64> {
         rest = &rest[unit_len..];
     }
     (!text.is_empty()).then_some(total)
+}
+
+/// `template` with Argo's path placeholders written out, as ours has no such form:
+/// `{{inputs.artifacts.NAME.path}}`, `{{outputs.artifacts.NAME.path}}` and
+/// `{{outputs.parameters.NAME.path}}` are the paths its inputs and outputs declare.
+fn paths_written_out(template: &Value) -> Cow<'_, Value> {
+    let mut forms: Vec<(String, String)> = Vec::new();
+    for (kind, path) in [
+        ("inputs.artifacts", "/path"),
+        ("outputs.artifacts", "/path"),
+        ("outputs.parameters", "/valueFrom/path"),
+    ] {
+        let list = format!("/{}", kind.replace('.', "/"));
+        let items = template.pointer(&list).and_then(Value::as_array);
+        forms.extend((items.into_iter().flatten()).filter_map(|item| {
+            let name = item.get("name")?.as_str()?;
+            let declared = item.pointer(path)?.as_str()?;
+            Some((format!("{kind}.{name}.path"), declared.to_string()))
+        }));
+    }
+    if forms.is_empty() {
+        return Cow::Borrowed(template);
+    }
+    let mut written = template.clone();
+    walk::rewrite_strings(&mut written, &|text| {
+        let mut text = text.to_string();
+        for (form, path) in &forms {
+            for written in [format!("{{{{{form}}}}}"), format!("{{{{ {form} }}}}")] {
+                text = text.replace(&written, path);
+            }
+        }
+        text
+    });
+    Cow::Owned(written)
 }
 
 /// A template's `name` (empty when it has none).

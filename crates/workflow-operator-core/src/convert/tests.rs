@@ -1219,3 +1219,32 @@ spec:
         ]
     );
 }
+
+/// Argo's path placeholders (`examples/artifact-path-placeholders`): the paths a template
+/// declares, written out where it names them.
+#[test]
+fn a_templates_path_placeholders_are_its_declared_paths() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: paths}
+spec:
+  entrypoint: head
+  templates:
+    - name: head
+      inputs:
+        artifacts: [{name: text, path: /in/text, raw: {data: "1\n2\n"}}]
+      outputs:
+        parameters: [{name: count, valueFrom: {path: /out/count}}]
+        artifacts: [{name: text, path: /out/text}]
+      container:
+        image: busybox
+        command: [sh, -c, 'head -n 1 < "{{inputs.artifacts.text.path}}" | tee "{{ outputs.artifacts.text.path }}" | wc -l > "{{outputs.parameters.count.path}}"']
+"#;
+    let (workflow, problems) = one(text);
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(
+        workflow["spec"]["templates"][0]["command"][2],
+        r#"head -n 1 < "/in/text" | tee "/out/text" | wc -l > "/out/count""#
+    );
+}
