@@ -18,7 +18,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::crd::{Step, StepPhase, StepStatus};
+use crate::crd::{InputSource, Step, StepPhase, StepStatus};
 use crate::outputs::{self, Inputs, Outputs};
 
 /// Label of a cache entry: the hash of its key (its name holds it too).
@@ -61,6 +61,10 @@ struct Content<'a> {
     volume_mounts: Vec<(&'a str, &'a str)>,
     inputs: BTreeMap<String, &'a str>,
     item: Option<&'a serde_json::Value>,
+    /// Each raw input artifact's path and content: left out when there are none, so a step
+    /// without them keeps the key it had before they existed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    raw: Vec<(&'a str, String)>,
 }
 
 /// The key of `step` run with `inputs` (the values of the outputs it names) and `item`.
@@ -97,6 +101,12 @@ pub fn key_of(step: &Step, inputs: &Inputs, item: Option<&serde_json::Value>) ->
                     .map(|((s, k), v)| (format!("{s}.{k}"), v.as_str()))
                     .collect(),
                 item,
+                raw: (step.inputs.iter().flat_map(|i| &i.artifacts))
+                    .filter_map(|a| match a.source() {
+                        Ok(InputSource::Raw(data)) => Some((a.path.as_str(), fill(data))),
+                        _ => None,
+                    })
+                    .collect(),
             };
             serde_json::to_string(&content).expect("plain data serializes")
         }

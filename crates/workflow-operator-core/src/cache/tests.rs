@@ -30,6 +30,17 @@ fn the_key_follows_what_the_step_runs_not_its_name() {
     );
     let item = serde_json::json!("linux");
     assert_ne!(key_of(&a, &none, Some(&item)), key_of(&a, &none, None));
+    let raw = |data: &str| {
+        let mut step = a.clone();
+        let yaml = format!("artifacts: [{{name: f, path: /f, raw: {{data: {data:?}}}}}]");
+        step.inputs = Some(Box::new(serde_yaml::from_str(&yaml).unwrap()));
+        key_of(&step, &none, None)
+    };
+    assert_ne!(
+        raw("one"),
+        raw("two"),
+        "a raw input artifact's content is in the key"
+    );
 }
 
 #[test]
