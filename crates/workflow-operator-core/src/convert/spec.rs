@@ -178,17 +178,22 @@ fn unused_raw_arguments(
     let template = entrypoint.and_then(|name| templates.iter().find(|t| t.name == name));
     let declared = entrypoint.and_then(|name| inputs.declared.get(name));
     for (name, _) in &inputs.raw {
-        let taken = match template.map(|t| &t.body) {
-            Some(Body::Container) => declared.is_some_and(|d| d.iter().any(|(n, _)| n == name)),
-            Some(Body::Dag(_) | Body::Steps(_)) => true,
-            Some(Body::Unsupported) | None => continue,
+        let why = match (entrypoint, template.map(|t| &t.body)) {
+            (_, Some(Body::Container))
+                if declared.is_some_and(|d| d.iter().any(|(n, _)| n == name)) =>
+            {
+                continue;
+            }
+            (_, Some(Body::Container)) => {
+                "the entrypoint declares no input artifact of that name with a path"
+            }
+            (None, _) => {
+                "the workflow names no entrypoint here to give it to (a workflowTemplateRef's is not given artifacts yet)"
+            }
+            // A dag's steps take it by name; a template not found or not converted is named.
+            (Some(_), _) => continue,
         };
-        if !taken {
-            report.not_converted(
-                at,
-                format!("artifact {name:?}: the entrypoint declares no input artifact of that name with a path"),
-            );
-        }
+        report.not_converted(at, format!("artifact {name:?}: {why}"));
     }
 }
 

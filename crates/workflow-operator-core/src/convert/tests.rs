@@ -1218,6 +1218,14 @@ spec:
             "spec.arguments.artifacts: artifact \"lost\": the entrypoint declares no input artifact of that name with a path",
         ]
     );
+    let by_reference = "{apiVersion: argoproj.io/v1alpha1, kind: Workflow, metadata: {name: r}, spec: {workflowTemplateRef: {name: t}, arguments: {artifacts: [{name: a, raw: {data: x}}]}}}";
+    let (_, problems) = one(by_reference);
+    assert_eq!(
+        problems,
+        [
+            "spec.arguments.artifacts: artifact \"a\": the workflow names no entrypoint here to give it to (a workflowTemplateRef's is not given artifacts yet)"
+        ]
+    );
 }
 
 /// Argo's path placeholders (`examples/artifact-path-placeholders`): the paths a template
