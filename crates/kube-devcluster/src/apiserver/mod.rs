@@ -9,6 +9,7 @@
 
 pub mod admission;
 pub mod auth_reviews;
+pub mod authn;
 pub mod builtin_schemas;
 pub mod custom_resources;
 pub mod dry_run;
@@ -27,7 +28,9 @@ pub mod patch;
 pub mod path;
 pub mod protobuf;
 pub mod query;
+pub mod rbac;
 pub mod representation;
+pub mod request_info;
 pub mod server;
 pub mod typed_decode;
 pub mod watch;

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::error::{ApiError, FieldError, Result};
 use crate::api::resources::{GroupResource, Registry, ResourceInfo};
 use crate::apiserver::admission;
+use crate::apiserver::authn::{self, User};
 use crate::apiserver::eviction;
 use crate::apiserver::exec;
 use crate::apiserver::faults::{Faults, Verb};
@@ -39,11 +40,14 @@ use crate::apiserver::openapi_v2;
 use crate::apiserver::patch;
 use crate::apiserver::path::{self, ApiPath, ResourcePath};
 use crate::apiserver::protobuf;
+use crate::apiserver::rbac;
 use crate::apiserver::representation::{self, Representation};
+use crate::apiserver::request_info;
 use crate::apiserver::typed_decode;
 use crate::apiserver::watch::{self, WatchHub, WatchRequest};
 use crate::kubelet::exec::PodExec;
 use crate::kubelet::pod_logs::PodLogs;
+use crate::kubelet::tokens::ServiceAccountTokens;
 use crate::registry::CreateHook;
 use crate::registry::services;
 use crate::storage::selector::{FieldSelector, LabelSelector};
@@ -74,6 +78,9 @@ pub struct ApiState {
     pub requests: Arc<RequestCounters>,
     pub watches: Arc<WatchHub>,
     pub bookmark_interval: Duration,
+    /// The tokens the kubelet gave pods, when requests are authenticated ([`authn`]) and
+    /// authorized by RBAC ([`rbac`]); `None` (the default): every request is the admin's.
+    pub service_account_tokens: Option<Arc<ServiceAccountTokens>>,
 }
 
 impl ApiState {
@@ -91,6 +98,7 @@ impl ApiState {
             requests: Arc::default(),
             watches,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            service_account_tokens: None,
         }
     }
 }
@@ -189,9 +197,14 @@ async fn handle(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
     body: Body,
 ) -> Response {
-    let request = (&method, &uri, &headers, upgrade.ok());
-    let response = match route(&state, request, body).await {
-        Ok(response) => response,
+    let response = match authenticate_and_authorize(&state, &method, &uri, &headers) {
+        Ok(user) => {
+            let request = (&method, &uri, &headers, upgrade.ok());
+            match route(&state, request, &user, body).await {
+                Ok(response) => response,
+                Err(error) => error.into_response(),
+            }
+        }
         Err(error) => error.into_response(),
     };
     if let Some(counted) = response.extensions().get::<Counted>() {
@@ -207,6 +220,31 @@ async fn handle(
         );
     }
     response
+}
+
+/// The request's user ([`authn`]), once RBAC allows it what it asks ([`rbac`]); with
+/// authentication off, the admin.
+///
+/// # Errors
+/// 401 for a token no pod holds, 403 for what the user's roles do not allow.
+fn authenticate_and_authorize(
+    state: &ApiState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<User> {
+    let tokens = state.service_account_tokens.as_deref();
+    let user = authn::authenticate(headers, tokens, &state.store, &state.registry)?;
+    if user.is_privileged() {
+        return Ok(user);
+    }
+    let query =
+        Query::<Vec<(String, String)>>::try_from_uri(uri).map_or_else(|_| Vec::new(), |q| q.0);
+    let info = request_info::of(method.as_str(), uri.path(), &query);
+    match rbac::authorize(&state.store, &state.registry, &user, &info) {
+        Ok(_) => Ok(user),
+        Err(reason) => Err(rbac::forbidden(&user, &info, &reason)),
+    }
 }
 
 /// Marks a response to a resource request for the request counters.
@@ -226,6 +264,7 @@ type Incoming<'a> = (&'a Method, &'a Uri, &'a HeaderMap, Option<WebSocketUpgrade
 async fn route(
     state: &ApiState,
     (method, uri, headers, upgrade): Incoming<'_>,
+    user: &User,
     body: Body,
 ) -> Result<Response> {
     let path = uri.path();
@@ -269,7 +308,7 @@ async fn route(
         }
         ApiPath::Resource(rp) => {
             let call = (method, &rp, &params, headers, accept);
-            serve_resource(state, call, upgrade, body).await
+            serve_resource(state, call, user, upgrade, body).await
         }
     }
 }
@@ -316,6 +355,7 @@ fn aggregated_discovery(state: &ApiState, core: bool, accept: &str) -> Response 
 async fn serve_resource(
     state: &ApiState,
     (method, rp, params, headers, accept): (&Method, &ResourcePath, &Params, &HeaderMap, &str),
+    user: &User,
     upgrade: Option<WebSocketUpgrade>,
     body: Body,
 ) -> Result<Response> {
@@ -333,6 +373,7 @@ async fn serve_resource(
         path: rp,
         params,
         headers,
+        user,
         representation: Representation::from_accept(accept, params.include_object.as_deref()),
         warnings: Mutex::new(Vec::new()),
     };
@@ -387,6 +428,8 @@ struct Request<'a> {
     path: &'a ResourcePath,
     params: &'a Params,
     headers: &'a HeaderMap,
+    /// Who makes it.
+    user: &'a User,
     /// How the response renders objects (`Accept`: as stored, their metadata, or a Table).
     representation: Representation,
     /// `Warning` headers for the response (unknown fields under `fieldValidation=Warn`).
@@ -448,7 +491,17 @@ impl Request<'_> {
 
     async fn dispatch(&self, method: &Method, body: Bytes) -> Result<Response> {
         if crate::api::resources::is_review(self.info) {
-            let review = crate::apiserver::auth_reviews::answer(self.info, method.as_str(), &body)?;
+            let reviewer = crate::apiserver::auth_reviews::Reviewer {
+                user: self.user,
+                rbac: (self.state.service_account_tokens.is_some())
+                    .then_some((&self.state.store, &self.state.registry)),
+            };
+            let review = crate::apiserver::auth_reviews::answer(
+                self.info,
+                method.as_str(),
+                &body,
+                &reviewer,
+            )?;
             return Ok(json_response(StatusCode::CREATED, &review));
         }
         let name = self.path.name.as_deref();
