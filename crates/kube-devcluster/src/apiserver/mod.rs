@@ -17,6 +17,7 @@ pub mod eviction;
 pub mod exec;
 pub mod faults;
 pub mod field_labels;
+pub mod impersonation;
 pub mod list_options;
 pub mod managed_fields;
 pub mod merge_keys;

@@ -31,6 +31,7 @@ use crate::apiserver::authn::{self, User};
 use crate::apiserver::eviction;
 use crate::apiserver::exec;
 use crate::apiserver::faults::{Faults, Verb};
+use crate::apiserver::impersonation;
 use crate::apiserver::list_options::{self, ListOptions};
 use crate::apiserver::managed_fields;
 use crate::apiserver::merge_keys::Shape;
@@ -222,8 +223,8 @@ async fn handle(
     response
 }
 
-/// The request's user ([`authn`]), once RBAC allows it what it asks ([`rbac`]); with
-/// authentication off, the admin.
+/// The request's user ([`authn`], or whom it impersonates: [`impersonation`]), once RBAC
+/// allows it what it asks ([`rbac`]); with authentication off, the admin.
 ///
 /// # Errors
 /// 401 for a token no pod holds, 403 for what the user's roles do not allow.
@@ -233,8 +234,11 @@ fn authenticate_and_authorize(
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<User> {
-    let tokens = state.service_account_tokens.as_deref();
-    let user = authn::authenticate(headers, tokens, &state.store, &state.registry)?;
+    let Some(tokens) = state.service_account_tokens.as_deref() else {
+        return Ok(User::admin());
+    };
+    let user = authn::authenticate(headers, Some(tokens), &state.store, &state.registry)?;
+    let user = impersonation::acting_user(headers, user, &state.store, &state.registry)?;
     if user.is_privileged() {
         return Ok(user);
     }
