@@ -1,5 +1,7 @@
 //! [`DevCluster`]: the control plane's parts started together (API server, controllers, kubelet,
-//! garbage collector) on a loopback port, with a kubeconfig that points at it.
+//! garbage collector) on a loopback port, with a kubeconfig that points at it; with
+//! [`DevClusterOptions::rbac`], the bootstrap RBAC policy stored and the token store the kubelet
+//! fills and the API server authenticates by shared between them.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,8 @@
 //!
 //! - [`cluster`]: the embedded control plane with the WorkFlow CRD installed, or, when
 //!   `WORKFLOW_TEST_CLUSTER=kube` is set, the cluster of the current kubeconfig (where the CRD
-//!   and the operator are assumed installed);
+//!   and the operator are assumed installed); [`rbac_cluster`], [`rbac_namespace`] and
+//!   [`rbac_operator`] the same with the control plane's RBAC on;
 //! - [`namespace`]: a fresh namespace per test, deleted afterwards;
 //! - [`operator`] / [`operator_process`]: our operator running against the cluster, as a tokio
 //!   task or as a separate OS process (the built binary), stoppable, killable and restartable;

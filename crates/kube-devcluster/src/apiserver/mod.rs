@@ -1,6 +1,8 @@
 //! The API server: HTTP routing of the Kubernetes API ([`server`]) and what it does to a request
-//! on the way to the store and back, as k8s.io/apiserver and kube-apiserver do: paths and query
-//! parameters, list options, admission and validation, the patch types with managed fields,
+//! on the way to the store and back, as k8s.io/apiserver and kube-apiserver do: with RBAC on
+//! (`DevClusterOptions::rbac`) who makes it ([`authn`], [`impersonation`]) and whether it is
+//! allowed ([`request_info`], [`rbac`]), then paths and query parameters, list options,
+//! admission and validation, the patch types with managed fields,
 //! dry run, request bodies in JSON, YAML and protobuf, representations (as stored, metadata
 //! only, tables), watches, discovery and OpenAPI, fault injection and request counters. Reads
 //! pod logs from the [`kubelet`](crate::kubelet) and runs `pods/exec` sessions through it

@@ -7,8 +7,9 @@
 //!
 //! A container's `command` + `args` run without a shell (unless the command is one), after
 //! `$(VAR)` expansion, with the container's environment ([`crate::kubelet::pod_env`]: `envFrom`,
-//! `env` from values, ConfigMaps, Secrets and the pod's fields) on top of `PATH`, `HOME` and
-//! `HOSTNAME`, in a fresh scratch directory that is removed afterwards. While a ConfigMap or
+//! `env` from values, ConfigMaps, Secrets and the pod's fields) on top of `PATH`, `HOME`,
+//! `HOSTNAME` and `KUBECONFIG` ([`KUBECONFIG_ENV`]: the control plane's kubeconfig, or with RBAC
+//! on the pod's own with a token issued for it, [`tokens`]), in a fresh scratch directory that is removed afterwards. While a ConfigMap or
 //! Secret it needs is missing the container waits (`CreateContainerConfigError`, phase
 //! `Pending`) and the kubelet tries again every [`CONFIG_RETRY`].
 //!
