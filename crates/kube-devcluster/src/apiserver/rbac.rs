@@ -354,6 +354,13 @@ pub fn forbidden(user: &User, request: &RequestInfo, reason: &str) -> ApiError {
     if !reason.is_empty() {
         message = format!("{message}: {reason}");
     }
+    new_forbidden(request, &message)
+}
+
+/// apimachinery's `NewForbidden` of the request's resource and name, with `why` after
+/// `is forbidden: `.
+pub fn new_forbidden(request: &RequestInfo, why: &str) -> ApiError {
+    let message = why;
     let qualified = match request.api_group.as_str() {
         "" => request.resource.clone(),
         group => format!("{}.{group}", request.resource),

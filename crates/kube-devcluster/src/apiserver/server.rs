@@ -852,6 +852,7 @@ impl Request<'_> {
         }
         if existing.is_err() && apply && target == Target::Main {
             // Server-side apply creates what does not exist yet.
+            self.authorize_create_on_update(name)?;
             let mut config = patch_doc;
             config["metadata"]["name"] = json!(name);
             let now = store::now_rfc3339();
@@ -904,6 +905,29 @@ impl Request<'_> {
         )?;
         let stored = self.after_write_unless(dry_run, stored)?;
         Ok(self.object_response(StatusCode::OK, &stored))
+    }
+
+    /// A write that creates (a server-side apply of an object not there) needs `create` too, as
+    /// k8s.io/apiserver pkg/endpoints/handlers/update.go `withAuthorization` checks it with the
+    /// create's attributes; refused with `NewForbidden` and the authorizer's reason alone.
+    fn authorize_create_on_update(&self, name: &str) -> Result<()> {
+        if self.state.service_account_tokens.is_none() || self.user.is_privileged() {
+            return Ok(());
+        }
+        let create = request_info::RequestInfo {
+            is_resource_request: true,
+            verb: "create".to_string(),
+            api_group: self.info.group.clone(),
+            api_version: self.info.version.clone(),
+            namespace: self.namespace().to_string(),
+            resource: self.info.resource.clone(),
+            name: name.to_string(),
+            ..request_info::RequestInfo::default()
+        };
+        match rbac::authorize(&self.state.store, &self.state.registry, self.user, &create) {
+            Ok(_) => Ok(()),
+            Err(reason) => Err(rbac::new_forbidden(&create, &reason)),
+        }
     }
 
     fn writer<'a>(

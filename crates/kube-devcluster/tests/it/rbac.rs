@@ -270,3 +270,53 @@ async fn a_token_no_pod_holds_is_unauthorized() {
         .await;
     assert_eq!(listed.trim(), "serviceaccount/runner");
 }
+
+/// Python: a server-side apply of the ConfigMap `applied`, `{"status": 201}` or the refusal.
+const APPLY: &str = r#"
+try:
+    client.CoreV1Api(api).patch_namespaced_config_map(
+        "applied", "default", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}},
+        field_manager="test", _content_type="application/apply-patch+yaml")
+    print(json.dumps({"status": 201}))
+except ApiException as e:
+    print(json.dumps({"status": e.status, "message": json.loads(e.body)["message"]}))
+"#;
+
+#[tokio::test]
+async fn a_server_side_apply_that_creates_needs_create_too() {
+    let Some((cluster, kubectl)) = setup("a_server_side_apply_that_creates_needs_create_too").await
+    else {
+        return;
+    };
+    let token = runner_token(&kubectl).await;
+    let role = [
+        "create",
+        "role",
+        "patcher",
+        "--verb=patch",
+        "--resource=configmaps",
+    ];
+    kubectl.ok(&role).await;
+    let binding = [
+        "create",
+        "rolebinding",
+        "patcher",
+        "--role=patcher",
+        "--serviceaccount=default:runner",
+    ];
+    kubectl.ok(&binding).await;
+    // As the real server words it: `NewForbidden` with the authorizer's reason, here none.
+    let refused = python(&cluster, &as_token(&token, APPLY)).await;
+    assert_eq!(
+        refused,
+        json!({"status": 403, "message": "configmaps \"applied\" is forbidden: "})
+    );
+    let grant = r#"[{"op": "add", "path": "/rules/0/verbs/-", "value": "create"}]"#;
+    kubectl
+        .ok(&["patch", "role", "patcher", "--type=json", "-p", grant])
+        .await;
+    assert_eq!(
+        python(&cluster, &as_token(&token, APPLY)).await,
+        json!({"status": 201})
+    );
+}
