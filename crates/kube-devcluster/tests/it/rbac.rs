@@ -151,6 +151,20 @@ async fn a_service_account_is_refused_until_a_role_allows_it() {
     );
     let can_i = run(as_runner(&["auth", "can-i", "create", "configmaps"])).await;
     assert_eq!(can_i.stdout.trim(), "yes");
+    let listed = run(as_runner(&["auth", "can-i", "--list"])).await;
+    let rows = crate::support::rows(&listed.stdout);
+    let row = |first: &str| rows.iter().find(|r| r[0] == first).cloned();
+    assert_eq!(
+        row("configmaps"),
+        Some(
+            ["configmaps", "[]", "[]", "[get", "list", "create]"]
+                .map(String::from)
+                .to_vec()
+        ),
+        "{}",
+        listed.stdout
+    );
+    assert!(listed.stdout.contains("[/api/*]"), "{}", listed.stdout);
     let deleted = run(as_runner(&["delete", "configmap", "made"])).await;
     assert_eq!(
         deleted.stderr,
