@@ -77,12 +77,10 @@ pub fn of(method: &str, path: &str, query: &[(String, String)]) -> RequestInfo {
         }
         .to_string();
     }
-    if parts[0] == "namespaces" {
-        if parts.len() > 1 {
-            info.namespace = parts[1].to_string();
-            if parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2]) {
-                parts = &parts[2..];
-            }
+    if parts[0] == "namespaces" && parts.len() > 1 {
+        info.namespace = parts[1].to_string();
+        if parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2]) {
+            parts = &parts[2..];
         }
     }
     let with_subresource = info.verb != "proxy";

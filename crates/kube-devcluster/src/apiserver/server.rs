@@ -79,8 +79,9 @@ pub struct ApiState {
     pub requests: Arc<RequestCounters>,
     pub watches: Arc<WatchHub>,
     pub bookmark_interval: Duration,
-    /// The tokens the kubelet gave pods, when requests are authenticated ([`authn`]) and
-    /// authorized by RBAC ([`rbac`]); `None` (the default): every request is the admin's.
+    /// The tokens the kubelet gave pods, when requests are authenticated (`apiserver::authn`)
+    /// and authorized by RBAC (`apiserver::rbac`); `None` (the default): every request is the
+    /// admin's.
     pub service_account_tokens: Option<Arc<ServiceAccountTokens>>,
 }
 

@@ -68,7 +68,7 @@ impl Controllers {
 
     /// From now on the kubelet gives each pod a token of its own in `tokens` and a kubeconfig
     /// with it for the API server at `server`, instead of the control plane's kubeconfig
-    /// ([`kubelet::tokens`]).
+    /// (`kubelet::tokens`).
     ///
     /// # Errors
     /// When the directory for the pods' kubeconfigs cannot be made.
