@@ -855,6 +855,7 @@ impl Reconciler for Kubelet {
             .collect();
         for uid in orphaned {
             self.shared.stop(&uid);
+            self.shared.forget_credentials(&uid);
         }
         for pod in &pods {
             queue.add((pod.namespace().to_string(), pod.name().to_string()));
