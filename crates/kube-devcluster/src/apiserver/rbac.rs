@@ -360,15 +360,14 @@ pub fn forbidden(user: &User, request: &RequestInfo, reason: &str) -> ApiError {
 /// apimachinery's `NewForbidden` of the request's resource and name, with `why` after
 /// `is forbidden: `.
 pub fn new_forbidden(request: &RequestInfo, why: &str) -> ApiError {
-    let message = why;
     let qualified = match request.api_group.as_str() {
         "" => request.resource.clone(),
         group => format!("{}.{group}", request.resource),
     };
     let message = match (qualified.is_empty(), request.name.is_empty()) {
-        (true, _) => format!("forbidden: {message}"),
-        (false, true) => format!("{qualified} is forbidden: {message}"),
-        (false, false) => format!("{qualified} {:?} is forbidden: {message}", request.name),
+        (true, _) => format!("forbidden: {why}"),
+        (false, true) => format!("{qualified} is forbidden: {why}"),
+        (false, false) => format!("{qualified} {:?} is forbidden: {why}", request.name),
     };
     let mut details = json!({});
     for (field, value) in [

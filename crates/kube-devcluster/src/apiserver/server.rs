@@ -2,7 +2,8 @@
 //! v3, get, list, watch, create, update, patch, delete, deletecollection, `/status`, `pods/log`)
 //! to the store, and `pods/exec` WebSocket upgrades to [`crate::apiserver::exec`], with what the real server does on the way: CRD schema pruning, defaulting and
 //! validation, metadata validation, size limits, `Table` output for kubectl, warnings, fault
-//! injection and request counting.
+//! injection and request counting; with RBAC on, authentication, impersonation and authorization
+//! before any of it (`authenticate_and_authorize`).
 //!
 //! One fallback handler parses the path ([`crate::apiserver::path`]) rather than a route table,
 //! because Kubernetes paths nest namespaces, resources, names and subresources in ways a router's
