@@ -165,3 +165,172 @@ async fn exit_steps_reading_each_other_run_once_across_an_operator_sigkill(
         assert_eq!(ran, 1, "{step}");
     }
 }
+
+/// `build` (template `compile`) exits with the workflow's `code`; the exit handler's steps are
+/// decided by `{{workflow.failures}}` in their `when`s, as Argo fills it in: the failed step's
+/// template, its message (`exit code 2`), or `null` when nothing failed.
+const ON_FAILURES: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: NAME
+spec:
+  entrypoint: main
+  onExit: exit-handler
+  arguments:
+    parameters: [{name: code, value: "CODE"}]
+  templates:
+    - name: main
+      steps:
+        - - name: build
+            template: compile
+    - name: compile
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "exit {{workflow.parameters.code}}"]
+    - name: exit-handler
+      steps:
+        - - name: on-compile
+            template: say
+            when: "'{{workflow.failures}}' =~ 'compile'"
+          - name: on-exit-code
+            template: say
+            when: "'{{workflow.failures}}' =~ 'exit code 2'"
+          - name: on-none
+            template: say
+            when: "'{{workflow.failures}}' == 'null'"
+    - name: say
+      container:
+        image: alpine:3.20
+        env: [{name: FAILURES, value: "{{workflow.failures}}"}]
+        command: [sh, -c, 'printf "failures=%s\\n" "$FAILURES"']
+"#;
+
+#[rstest]
+#[case::a_step_failed(2, &[("build", "Failed"), ("on-compile", "Succeeded"), ("on-exit-code", "Succeeded"), ("on-none", "Skipped")])]
+#[case::none_failed(0, &[("build", "Succeeded"), ("on-compile", "Skipped"), ("on-exit-code", "Skipped"), ("on-none", "Succeeded")])]
+#[tokio::test]
+async fn exit_steps_whens_read_the_failures_as_argo_writes_them(
+    #[future(awt)] operator: Operator,
+    #[case] code: u8,
+    #[case] expected: &[(&str, &str)],
+) {
+    let ns = &operator.ns;
+    let name = format!("on-failures-{code}");
+    let yaml = (ON_FAILURES.replace("NAME", &name)).replace("CODE", &code.to_string());
+    submit(ns, &yaml).await;
+    match code {
+        0 => ns.expect_completed(&name).await,
+        _ => ns.expect_failed(&name, &["build"]).await,
+    };
+    expect_phases(ns, &name, expected).await;
+    let ran = expected
+        .iter()
+        .find(|(s, p)| s.starts_with("on-") && *p == "Succeeded");
+    let log = log_of(ns, &name, ran.expect("an exit step ran").0).await;
+    if code == 0 {
+        assert!(log.contains("failures=null"), "{log}");
+    } else {
+        assert!(log.contains(r#""templateName":"compile""#), "{log}");
+        assert!(
+            log.contains(r#""message":"build: Error (exit code 2)""#),
+            "{log}"
+        );
+    }
+}
+
+/// The workflow's step and an exit step are both named `notify` (Argo keeps the exit
+/// handler's names apart): the workflow's fails, the exit handler's succeeds, and `after` reads
+/// the exit handler's, as in Argo.
+const TWINS: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: twins
+spec:
+  entrypoint: main
+  onExit: handler
+  templates:
+    - name: main
+      steps:
+        - - {name: notify, template: run, arguments: {parameters: [{name: code, value: "1"}]}}
+    - name: handler
+      steps:
+        - - {name: notify, template: run, arguments: {parameters: [{name: code, value: "0"}]}}
+        - - name: after
+            template: run
+            when: "{{steps.notify.status}} == Succeeded"
+            arguments: {parameters: [{name: code, value: "{{steps.notify.exitCode}}"}]}
+    - name: run
+      inputs: {parameters: [{name: code}]}
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "echo code {{inputs.parameters.code}}; exit {{inputs.parameters.code}}"]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn an_exit_step_named_as_a_workflow_step_reads_as_argos_exit_handler_does(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    submit(ns, TWINS).await;
+    ns.expect_failed("twins", &["notify"]).await;
+    let expected = [
+        ("notify", "Failed"),
+        ("notify-on-exit", "Succeeded"),
+        ("after", "Succeeded"),
+    ];
+    expect_phases(ns, "twins", &expected).await;
+    let after = log_of(ns, "twins", "after").await;
+    assert!(after.contains("code 0"), "{after}");
+}
+
+/// The exit handler's `make` writes an artifact, which `use` (the group after) takes.
+const EXIT_ARTIFACT: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: exit-artifact
+spec:
+  entrypoint: main
+  onExit: handler
+  templates:
+    - name: main
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "echo main"]
+    - name: handler
+      steps:
+        - - name: make
+            template: make
+        - - name: use
+            template: use
+            arguments:
+              artifacts:
+                - {name: notes, from: "{{steps.make.outputs.artifacts.notes}}"}
+    - name: make
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "echo made by the exit handler > /tmp/notes"]
+      outputs:
+        artifacts:
+          - {name: notes, path: /tmp/notes}
+    - name: use
+      inputs:
+        artifacts: [{name: notes, path: /tmp/in/notes}]
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "cat /tmp/in/notes"]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn an_exit_step_takes_the_artifact_an_exit_step_before_it_made(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let store = crate::artifacts::store_of(ns).await;
+    submit(ns, EXIT_ARTIFACT).await;
+    ns.expect_completed("exit-artifact").await;
+    let used = log_of(ns, "exit-artifact", "use").await;
+    assert_eq!(used.trim(), "made by the exit handler", "{used}");
+    store.shutdown().await;
+}

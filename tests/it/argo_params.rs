@@ -5,7 +5,8 @@
 //! starts: a ConfigMap changed after that does not change the run, and one that is not there
 //! fails the workflow naming it; and the outputs of a step that fans out, read by a later step
 //! as a JSON list of every item's in item order and fanned out over again (Argo's
-//! `parameter-aggregation` and `loops-param-result`, written anew here).
+//! `parameter-aggregation` and `loops-param-result`, written anew here); and an output parameter
+//! named `result` read beside the same step's standard output (`result`), as Argo keeps them.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -221,4 +222,64 @@ async fn the_outputs_of_a_step_that_fans_out_are_read_as_a_list_in_item_order(
     );
     let after = log_of(ns, "agg-outputs", "after").await;
     assert_eq!(after.trim(), "squares=[18,2,8] printed=done", "{after}");
+}
+
+/// `make` prints `said` and writes `kept` to its output parameter named `result`; `show` reads
+/// both, and the exit hook reads the parameter (Argo's `exit-handler-with-param` shape).
+const RESULT_PARAMETER: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: result-parameter
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      steps:
+        - - name: make
+            template: make
+            hooks:
+              exit:
+                template: show-one
+                arguments:
+                  parameters: [{name: text, value: "{{steps.make.outputs.parameters.result}}"}]
+        - - name: show
+            template: show
+            arguments:
+              parameters:
+                - {name: file, value: "{{steps.make.outputs.parameters.result}}"}
+                - {name: said, value: "{{steps.make.outputs.result}}"}
+    - name: make
+      script:
+        image: alpine:3.20
+        command: [sh]
+        source: "echo said; echo -n kept > /tmp/r"
+      outputs:
+        parameters:
+          - name: result
+            valueFrom: {path: /tmp/r, default: Foobar}
+    - name: show
+      inputs: {parameters: [{name: file}, {name: said}]}
+      container:
+        image: alpine:3.20
+        command: [echo, "parameter {{inputs.parameters.file}}, output {{inputs.parameters.said}}"]
+    - name: show-one
+      inputs: {parameters: [{name: text}]}
+      container:
+        image: alpine:3.20
+        command: [echo, "hook got {{inputs.parameters.text}}"]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn an_output_parameter_named_result_is_read_apart_from_the_standard_output(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let file = support::yaml_file(RESULT_PARAMETER);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    ns.expect_completed("result-parameter").await;
+    let show = log_of(ns, "result-parameter", "show").await;
+    assert_eq!(show.trim(), "parameter kept, output said", "{show}");
+    let hook = log_of(ns, "result-parameter", "make.hooks.exit").await;
+    assert_eq!(hook.trim(), "hook got kept", "{hook}");
 }

@@ -183,7 +183,7 @@ pub fn check(
             when.as_deref(),
             &mut flow,
         )?;
-        check_input_artifacts(step, dag, &spec.containers)?;
+        check_input_artifacts(step, &[(dag, &spec.containers[..])])?;
         if let Some(when) = when {
             check_when_artifacts(step, &when, dag, &spec.containers)?;
             flow.when.insert(i, when);
@@ -247,8 +247,8 @@ fn check_exit_steps(
             when.as_deref(),
             flow,
         )?;
-        check_exit_artifacts(step, exit)?;
-        check_input_artifacts(step, dag, &spec.containers)?;
+        let sources = [(dag, &spec.containers[..]), (exit, &spec.on_exit[..])];
+        check_input_artifacts(step, &sources)?;
         if runs > 1 && (step.when.is_some() || flow.read.len() > read_before) {
             return Err(refused(
                 "names the steps' outputs, but the steps run several times (runs): an exit \
@@ -274,29 +274,6 @@ fn check_exit_steps(
     // Once every exit step is checked: a later one may read an earlier one's result.
     for (i, step) in spec.on_exit.iter().enumerate() {
         check_agent(step, kinds.exit[i], flow.exit_result_read.contains(&i))?;
-    }
-    Ok(())
-}
-
-/// Refuses an input artifact of exit step `step` taken from an exit step (of `exit`): an exit
-/// step takes the artifacts of the workflow's steps only.
-fn check_exit_artifacts(step: &Step, exit: &Dag) -> Result<(), DagError> {
-    for text in input_froms(step) {
-        for reference in outputs::references(text).unwrap_or_default() {
-            if let Source::Output { step: source, .. } = reference.source
-                && exit.index_of(source).is_some()
-            {
-                return Err(DagError::Reference {
-                    step: step.step_name.clone(),
-                    problem: format!(
-                        "{} names exit step {source:?}: an exit step takes the artifacts of the \
-                         workflow's steps only (it may read an exit step's parameters, result \
-                         and end)",
-                        reference.text
-                    ),
-                });
-            }
-        }
     }
     Ok(())
 }
@@ -733,9 +710,10 @@ fn check_ip_reads(step: &Step, dag: &Dag, steps: &[Step]) -> Result<(), DagError
 }
 
 /// Checks each input artifact's `from` (which [`check_step`] found upstream): one
-/// `{{steps.NAME.outputs.artifacts.A}}` of a step that declares an output artifact `A`
-/// (`steps`: by DAG index), and its `path` absolute.
-fn check_input_artifacts(step: &Step, dag: &Dag, steps: &[Step]) -> Result<(), DagError> {
+/// `{{steps.NAME.outputs.artifacts.A}}` of a step of `sources` (the workflow's steps, and for
+/// an exit step the exit steps, each list by its DAG's index) that declares an output artifact
+/// `A`, and its `path` absolute.
+fn check_input_artifacts(step: &Step, sources: &[(&Dag, &[Step])]) -> Result<(), DagError> {
     let Some(inputs) = step.inputs.as_deref() else {
         return Ok(());
     };
@@ -766,10 +744,10 @@ fn check_input_artifacts(step: &Step, dag: &Dag, steps: &[Step]) -> Result<(), D
                 input.name, input.path
             )));
         }
-        let declared = (dag
-            .index_of(source)
-            .and_then(|i| steps[i].outputs.as_deref()))
-        .is_some_and(|o| o.artifacts.iter().any(|a| a.name == artifact));
+        let declared = (sources.iter())
+            .find_map(|(dag, steps)| Some(&steps[dag.index_of(source)?]))
+            .and_then(|s| s.outputs.as_deref())
+            .is_some_and(|o| o.artifacts.iter().any(|a| a.name == artifact));
         if !declared {
             return Err(refused(format!(
                 "input artifact {:?} is from step {source:?}, which declares no output artifact \
@@ -1082,11 +1060,18 @@ mod tests {
             )
             .unwrap(),
         ));
-        let artifact = flow_of(&wf).unwrap_err();
+        let undeclared = flow_of(&wf).unwrap_err();
         assert!(
-            artifact.contains(r#"names exit step "probe": an exit step takes the artifacts of the workflow's steps only"#),
-            "{artifact}"
+            undeclared.contains(r#"is from step "probe", which declares no output artifact "log""#),
+            "{undeclared}"
         );
+        let probe = wf.spec.on_exit.iter().position(|s| s.step_name == "probe");
+        let probe = probe.unwrap();
+        wf.spec.on_exit[probe].outputs = Some(Box::new(
+            serde_yaml::from_str("artifacts: [{name: log, path: /out/log}]").unwrap(),
+        ));
+        let flow = flow_of(&wf).expect("an exit step takes an earlier exit step's artifact");
+        assert!(flow.exit_read.contains(&probe), "{:?}", flow.exit_read);
     }
 
     fn with_outputs(builder: crate::testing::WorkFlowBuilder, yaml: &str) -> WorkFlow {

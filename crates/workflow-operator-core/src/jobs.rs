@@ -222,8 +222,6 @@ pub fn build_job(workflow: &WorkFlow, step: &Step, run: &str) -> Result<Job, Job
 #[derive(Debug, Clone)]
 pub struct StepJob<'a> {
     workflow: &'a WorkFlow,
-    /// `workflow` before its templates were expanded (`workflow` itself unless told).
-    written: &'a WorkFlow,
     step: &'a Step,
     kind: StepKind,
     run: &'a str,
@@ -242,7 +240,6 @@ impl<'a> StepJob<'a> {
     pub fn new(workflow: &'a WorkFlow, step: &'a Step, kind: StepKind, run: &'a str) -> Self {
         Self {
             workflow,
-            written: workflow,
             step,
             kind,
             run,
@@ -290,14 +287,6 @@ impl<'a> StepJob<'a> {
     /// `WORKFLOW_FAILED_STEPS` (comma-separated).
     pub fn exit(mut self, exit: Option<&'a ExitEnv>) -> Self {
         self.exit = exit;
-        self
-    }
-
-    /// With the workflow as written, before its templates were expanded: an exit step's
-    /// `{{workflow.failures}}` names the template each failed step called
-    /// (`template::called_template`), which the expanded spec no longer says.
-    pub fn written(mut self, written: &'a WorkFlow) -> Self {
-        self.written = written;
         self
     }
 
@@ -944,58 +933,11 @@ impl<'a> StepJob<'a> {
                 Some(_) => "Failed".into(),
                 None => "Running".into(),
             },
-            _ => failures_json(self.exit, self.workflow, self.written),
+            _ => self
+                .exit
+                .map_or_else(|| "null".into(), |e| e.failures.to_string()),
         }
     }
-}
-
-/// Argo's `{{workflow.failures}}`: each failed step (the exit's list, with what the status
-/// holds of it) as `{"displayName", "message", "templateName", "phase", "podName",
-/// "finishedAt"}`, written as Go writes JSON; `null` when none failed, as Go writes an empty
-/// list. `templateName` is the template the step called (the spec as written says which), else
-/// its own name. The status may not hold a step that ended in the pass that started the exit
-/// steps: its entry then has the name and phase only.
-fn failures_json(exit: Option<&ExitEnv>, workflow: &WorkFlow, written: &WorkFlow) -> String {
-    let failed = exit.map_or(&[][..], |e| &e.failed_steps[..]);
-    if failed.is_empty() {
-        return "null".into();
-    }
-    let steps = (workflow.status.as_ref()).map_or(&[][..], |s| &s.steps[..]);
-    let list: Vec<FailedNode> = failed
-        .iter()
-        .map(|name| {
-            let entry = steps.iter().find(|s| s.name == *name);
-            let text = |f: fn(&crate::crd::StepStatus) -> Option<String>| {
-                entry.and_then(f).unwrap_or_default()
-            };
-            let template = crate::template::called_template(written, name)
-                .unwrap_or_else(|| name.rsplit('/').next().unwrap_or(name).to_string());
-            FailedNode {
-                display_name: name,
-                message: text(|s| s.message.clone()),
-                template_name: template,
-                phase: "Failed",
-                pod_name: text(|s| s.job.clone()),
-                finished_at: entry
-                    .and_then(|s| s.finished_at.as_ref())
-                    .map(|t| t.0.to_string()),
-            }
-        })
-        .collect();
-    outputs::go_json(&list)
-}
-
-/// An entry of `{{workflow.failures}}`, its fields in the order of Argo's `failedNodeStatus`
-/// (`finishedAt` null when unknown, as Go writes a zero time).
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct FailedNode<'a> {
-    display_name: &'a str,
-    message: String,
-    template_name: String,
-    phase: &'static str,
-    pod_name: String,
-    finished_at: Option<String>,
 }
 
 /// What a step's pod is built from besides the step.

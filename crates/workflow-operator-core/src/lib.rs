@@ -26,6 +26,7 @@
 //!   whole DAG run `spec.runs` times: compiled fan-outs, items and instance names.
 //! - [`outputs`]: a step's outputs (its termination message) and `{{steps.X.outputs.K}}`.
 //! - [`when`]: a step's `when` condition, a CEL expression over its upstream outputs.
+//! - [`workflow_failures`]: Argo's `{{workflow.failures}}`, for exit steps' Jobs and `when`s.
 //! - [`template`]: templates and parameters, expanded into plain steps before planning.
 //! - [`rules`]: rules on a run's metrics (`spec.rules`), decided on each pass of the planner.
 //! - [`plan`]: the decision function `(workflow, observed Jobs, now) -> actions + status`.
@@ -80,5 +81,6 @@ pub mod template;
 pub mod testing;
 pub mod trigger;
 pub mod when;
+pub mod workflow_failures;
 
 pub use crd::{WorkFlow, WorkFlowSpec, WorkFlowStatus};

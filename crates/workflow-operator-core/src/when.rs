@@ -54,6 +54,8 @@ pub struct When {
     workflow: Option<HashMap<Key, Value>>,
     /// It iterates over `steps` (an exit step's only): it sees every step.
     every_step: bool,
+    /// It reads `workflow.failures` (an exit step's only).
+    reads_failures: bool,
     /// The item placeholders it holds, each a variable of the program (`item`), in order.
     items: Vec<ItemRead>,
 }
@@ -242,6 +244,9 @@ pub struct Run<'a> {
     pub status: Option<&'a str>,
     /// Seconds since it started, `workflow.duration` (Argo's `{{workflow.duration}}`).
     pub duration: f64,
+    /// The failed steps as Argo's `{{workflow.failures}}` text (`workflow_failures::json`), an
+    /// exit step's `workflow.failures`, when its `when` reads it.
+    pub failures: Option<&'a str>,
 }
 
 /// Where a `when` is: on a step, or on an exit step (which may read `workflow.status` and
@@ -315,12 +320,15 @@ impl When {
             .then(|| workflow_variable(expression, parameters, place))
             .transpose()?;
         let (steps, reads, every_step) = step_reads(expression, place)?;
+        let reads_failures =
+            (PARAMETER_NAMES.captures_iter(expression)).any(|f| &f[1] == "failures");
         Ok(When {
             program,
             steps,
             reads,
             workflow,
             every_step,
+            reads_failures,
             items,
         })
     }
@@ -354,6 +362,12 @@ impl When {
     /// Whether it iterates over `steps` (an exit step's): it must see every step.
     pub fn every_step(&self) -> bool {
         self.every_step
+    }
+
+    /// Whether it reads `workflow.failures` (an exit step's): the run's failed steps must be
+    /// given ([`Run::failures`]).
+    pub fn reads_failures(&self) -> bool {
+        self.reads_failures
     }
 
     /// The item placeholders it holds (`{{item}}`, `{{item.FIELD}}`): it is decided per item.
@@ -409,6 +423,9 @@ impl When {
                     fields.insert(Key::from("status"), Value::from(status));
                 }
                 fields.insert(Key::from("duration"), Value::Float(run.duration));
+                if let Some(failures) = run.failures {
+                    fields.insert(Key::from("failures"), Value::from(failures));
+                }
                 context.add_variable_from_value("workflow", Value::Map(Map::from(fields)));
             }
             match self.program.execute(&context) {
@@ -432,8 +449,7 @@ fn run_time_form(expression: &str) -> Option<String> {
                     .is_some_and(|name| super::outputs::WORKFLOW_AT_RUN.contains(&name))
         })?;
     Some(match inner {
-        "workflow.failures" => "names {{workflow.failures}}, which a when does not read yet: an exit step's when reads workflow.status and every step (steps.exists(s, steps[s].phase == \"Failed\"))".to_string(),
-        "workflow.duration" | "workflow.status" => format!("names {{{{{inner}}}}}: write {inner}, the expression's own variable"),
+        "workflow.duration" | "workflow.status" | "workflow.failures" => format!("names {{{{{inner}}}}}: write {inner}, the expression's own variable"),
         _ => "names {{pod.name}}: a pod's name is known only inside its pod (a step's command, args, env values or source), not in a when; Argo refuses it there too".to_string(),
     })
 }
@@ -549,16 +565,15 @@ fn workflow_variable(
         let name = found.get(2).map_or("", |m| m.as_str());
         match (field, place) {
             ("parameters", _) => {}
-            ("status", Place::Exit) | ("duration", _) => continue,
-            ("status", Place::Step) => {
-                return Err(
-                    "names workflow.status, which only an exit step's when may read (the workflow has not ended before)"
-                        .to_string(),
-                );
+            ("status" | "failures", Place::Exit) | ("duration", _) => continue,
+            ("status" | "failures", Place::Step) => {
+                return Err(format!(
+                    "names workflow.{field}, which only an exit step's when may read (the workflow has not ended before)"
+                ));
             }
             _ => {
                 return Err(format!(
-                    "names workflow.{field}: a when may read only workflow.parameters.NAME, workflow.duration (and workflow.status in an exit step)"
+                    "names workflow.{field}: a when may read only workflow.parameters.NAME, workflow.duration (and workflow.status, workflow.failures in an exit step)"
                 ));
             }
         }
@@ -771,7 +786,7 @@ mod tests {
             ),
             (
                 r#""{{workflow.failures}}" != "null""#,
-                "names {{workflow.failures}}, which a when does not read yet",
+                "names {{workflow.failures}}: write workflow.failures",
             ),
         ];
         for (expression, why) in refused {
@@ -779,6 +794,45 @@ mod tests {
             assert!(error.starts_with(why), "{expression}: {error}");
         }
         assert!(When::compile(r#""pod.name" != "" && workflow.duration > 1.0"#).is_ok());
+    }
+
+    #[test]
+    fn an_exit_steps_when_reads_the_failures_as_text_and_a_steps_when_may_not() {
+        let expression =
+            r#"workflow.failures != "null" && workflow.failures.contains("\"build\"")"#;
+        let no_parameters = BTreeMap::new();
+        let when = When::compile_for(expression, &no_parameters, Place::Exit).unwrap();
+        assert!(when.reads_failures());
+        let run = |failures| Run {
+            status: Some("Failed"),
+            duration: 1.0,
+            failures,
+        };
+        let failed = r#"[{"displayName":"build","phase":"Failed"}]"#;
+        assert_eq!(
+            when.evaluate_in(&HashMap::new(), run(Some(failed)), None),
+            Ok(true)
+        );
+        let other = r#"[{"displayName":"test","phase":"Failed"}]"#;
+        assert_eq!(
+            when.evaluate_in(&HashMap::new(), run(Some(other)), None),
+            Ok(false)
+        );
+        assert_eq!(
+            when.evaluate_in(&HashMap::new(), run(Some("null")), None),
+            Ok(false)
+        );
+        let on_status = When::compile_for(
+            r#"workflow.status == "Failed""#,
+            &no_parameters,
+            Place::Exit,
+        );
+        assert!(!on_status.unwrap().reads_failures());
+        let error = When::compile_for(expression, &no_parameters, Place::Step).unwrap_err();
+        assert!(
+            error.starts_with("names workflow.failures, which only an exit step's when"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -23,7 +23,6 @@ use workflow_operator_core::plan::{self, Action, Compiled, ExitEnv, Plan};
 
 use super::decide::Refusal;
 use super::error::PassError;
-use super::observe::Observed;
 use super::shared::{ControllerState, FIELD_MANAGER, RequestFailed, exists_already};
 
 /// Actions (Job creates, patches, deletes) of one plan carried out at once. They touch
@@ -35,17 +34,18 @@ const ACTIONS_IN_FLIGHT: usize = 16;
 /// Carries out the plan's actions, [`ACTIONS_IN_FLIGHT`] at a time; the Jobs the API server
 /// refused with 422 (a bad value inside the parts of the spec the CRD keeps whole, such as a
 /// malformed volume), which no retry can create: the pass fails their steps and carries out
-/// the plan made again with those failures. `unusable`, why the namespace's artifact
-/// repository ConfigMap is not one, is the message of the steps with artifacts it fails.
+/// the plan made again with those failures.
 pub(super) async fn apply(
     shared: &ControllerState,
     ctx: &Context<WorkFlow>,
-    seen: &Observed,
+    planned: Planned<'_>,
     plan: &Plan,
-    (placement, unusable): (Option<&Placement>, Option<&str>),
 ) -> Result<Vec<Refusal>, PassError> {
-    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &seen.namespace());
-    let (workflow, compiled) = (seen.workflow.as_ref(), seen.compiled.as_ref());
+    let Planned {
+        workflow, compiled, ..
+    } = planned;
+    let namespace = workflow.namespace().unwrap_or_default();
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
     let refusals = Mutex::new(Vec::new());
     if plan
         .actions
@@ -56,13 +56,6 @@ pub(super) async fn apply(
     }
     futures::stream::iter(plan.actions.iter().map(Ok))
         .try_for_each_concurrent(ACTIONS_IN_FLIGHT, |action| {
-            let planned = Planned {
-                workflow,
-                written: &ctx.object,
-                compiled,
-                placement,
-                unusable,
-            };
             execute(shared, &api, planned, action, &refusals)
         })
         .await?;
@@ -106,20 +99,17 @@ async fn ensure_workspace(
 
 /// What every action of one apply reads.
 #[derive(Clone, Copy)]
-struct Planned<'a> {
+pub(super) struct Planned<'a> {
     /// The workflow as planned: its templates expanded.
-    workflow: &'a WorkFlow,
-    /// The workflow before its templates were expanded: an exit step's
-    /// `{{workflow.failures}}` names the templates the failed steps called.
-    written: &'a WorkFlow,
+    pub(super) workflow: &'a WorkFlow,
     /// `workflow.spec`'s: its run id and step index keep a create O(1) in the number of steps
     /// (no re-hash of the spec, no scan of the steps).
-    compiled: &'a Compiled,
+    pub(super) compiled: &'a Compiled,
     /// Where the run's pods go (Kueue's admission), when it was placed.
-    placement: Option<&'a Placement>,
+    pub(super) placement: Option<&'a Placement>,
     /// Why the namespace's artifact repository ConfigMap is not one, when it is not: the
     /// message of the steps with artifacts it fails.
-    unusable: Option<&'a str>,
+    pub(super) unusable: Option<&'a str>,
 }
 
 /// Carries out one action. A Job create the API server refuses with 422 goes to `refusals`.
@@ -252,7 +242,6 @@ fn build_job(
 ) -> Result<Result<Job, String>, PassError> {
     let Planned {
         workflow,
-        written,
         compiled,
         unusable,
         ..
@@ -281,7 +270,6 @@ fn build_job(
     let built = job
         .retry(retry)
         .exit(exit)
-        .written(written)
         .data(data)
         .instance(instance)
         .attempt(attempt)

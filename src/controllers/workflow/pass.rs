@@ -184,8 +184,13 @@ async fn apply_plan(
         gate,
         ..
     } = &*record.decided;
-    let placement = gate.as_ref().and_then(|g| g.placement.as_ref());
-    apply::apply(shared, ctx, seen, &decision.plan, (placement, unusable)).await
+    let planned = apply::Planned {
+        workflow: &seen.workflow,
+        compiled: &seen.compiled,
+        placement: gate.as_ref().and_then(|g| g.placement.as_ref()),
+        unusable,
+    };
+    apply::apply(shared, ctx, planned, &decision.plan).await
 }
 
 /// Jobs the API server refused (422) fail their steps: the plan made again with those

@@ -11,6 +11,7 @@
 //! - [`template`]: a template; [`call`]: a dag task or a steps entry; [`data`]: parameters,
 //!   artifacts, retries and the other small objects; [`when`]: govaluate to CEL; [`cron`]: a
 //!   CronWorkflow's spec; [`http`]: an http template's request, its condition expr to CEL.
+//! - [`result_parameter`]: an output parameter named `result` renamed, before the rest.
 
 pub mod call;
 pub mod cron;
@@ -18,6 +19,7 @@ pub mod data;
 pub mod depends;
 pub mod hooks;
 pub mod http;
+pub mod result_parameter;
 pub mod spec;
 pub mod table;
 pub mod template;
@@ -69,8 +71,12 @@ pub fn convert(document: &Value) -> Result<Converted, String> {
     };
     let mut report = walk::Report::default();
     misplaced_names(document.get("metadata"), &mut report);
-    let empty = json!({});
-    let argo_spec = document.get("spec").unwrap_or(&empty);
+    let mut argo_spec = document.get("spec").cloned().unwrap_or_else(|| json!({}));
+    match argo_spec.get_mut("workflowSpec") {
+        Some(workflow) => result_parameter::rename(workflow, "spec.workflowSpec", &mut report),
+        None => result_parameter::rename(&mut argo_spec, "spec", &mut report),
+    }
+    let argo_spec = &argo_spec;
     let spec = match *kind {
         "CronWorkFlow" => cron::cron_spec(argo_spec, "spec", &mut report),
         "WorkFlow" => spec::workflow_spec(argo_spec, "spec", spec::Use::Workflow, &mut report),

@@ -117,13 +117,76 @@ fn steps_and_templates(
     }
     if let Some(name) = spec.get("onExit").and_then(Value::as_str) {
         let path = walk::join(at, "onExit");
-        if let Some(steps) = inline(name, &templates, &parameters, &path, report) {
+        if let Some(mut steps) = inline(name, &templates, &parameters, &path, report) {
+            let main = out.get("containers").and_then(Value::as_array);
+            rename_exit_steps(
+                &mut steps,
+                main.map_or(&[][..], Vec::as_slice),
+                &path,
+                report,
+            );
             out.insert("onExit".into(), Value::Array(steps));
             inlined.push(name);
         }
     }
     let steps = Value::Object(out.clone());
     kept_templates(templates, &inlined, &steps, usage)
+}
+
+/// Renames each exit step named as one of the workflow's steps (`main`) `NAME-on-exit`, and
+/// what the exit steps say of it: Argo's exit handler is a template of its own, whose steps'
+/// names are apart from the entrypoint's, where here an exit step has a name of its own in the
+/// workflow and, by a name both have, reads the workflow's step.
+fn rename_exit_steps(exit: &mut [Value], main: &[Value], at: &str, report: &mut Report) {
+    let name_of = |step: &Value| {
+        step.get("stepName")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let mut taken: Vec<String> = main.iter().chain(exit.iter()).filter_map(name_of).collect();
+    let main_names: Vec<String> = main.iter().filter_map(name_of).collect();
+    let mut renamed: Vec<(String, String)> = Vec::new();
+    for step in exit.iter_mut() {
+        let Some(old) = name_of(step).filter(|n| main_names.contains(n)) else {
+            continue;
+        };
+        let mut new = format!("{old}-on-exit");
+        while taken.contains(&new) {
+            new.push_str("-again");
+        }
+        report.noted(
+            at,
+            format!("exit step {old:?} is named {new:?}: a step of the workflow is named {old:?}"),
+        );
+        step["stepName"] = Value::String(new.clone());
+        taken.push(new.clone());
+        renamed.push((old, new));
+    }
+    if renamed.is_empty() {
+        return;
+    }
+    for step in exit.iter_mut() {
+        if let Some(Value::Array(depends)) = step.get_mut("dependsOn") {
+            for name in depends.iter_mut() {
+                if let Some((_, new)) = renamed.iter().find(|(old, _)| name == old) {
+                    *name = Value::String(new.clone());
+                }
+            }
+        }
+        walk::rewrite_strings(step, &|text| {
+            let mut text = text.to_string();
+            for (old, new) in &renamed {
+                for (from, to) in [
+                    (format!("{{{{steps.{old}."), format!("{{{{steps.{new}.")),
+                    (format!("{{{{tasks.{old}."), format!("{{{{tasks.{new}.")),
+                    (format!("steps[{old:?}]"), format!("steps[{new:?}]")),
+                ] {
+                    text = text.replace(&from, &to);
+                }
+            }
+            text
+        });
+    }
 }
 
 /// The workflow's `arguments`: parameters only.

@@ -18,6 +18,15 @@ fn converted(text: &str) -> Vec<(Value, Vec<String>)> {
         .collect()
 }
 
+/// The converted workflow `document` expanded and compiled, asserted valid.
+fn compiled(document: Value) -> crate::plan::Compiled {
+    let workflow: crate::WorkFlow = serde_json::from_value(document).unwrap();
+    let spec = crate::template::expand(&workflow).expect("expands");
+    let compiled = crate::plan::Compiled::new(&spec);
+    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+    compiled
+}
+
 fn one(text: &str) -> (Value, Vec<String>) {
     converted(text).remove(0)
 }
@@ -419,6 +428,10 @@ fn a_kind_argo_has_and_we_do_not_is_refused_saying_so() {
 #[case(
     "'{{workflow.parameters.json}}' =~ 'linux'",
     r#"workflow.parameters.json.matches("linux")"#
+)]
+#[case(
+    "'{{workflow.failures}}' != 'null' && '{{workflow.failures}}' =~ 'build'",
+    r#"workflow.failures != "null" && workflow.failures.matches("build")"#
 )]
 #[case(
     "'{{steps.a.status}}' == 'Succeeded'",
@@ -923,10 +936,7 @@ spec:
         json!(["report"]),
         "{converted}"
     );
-    let workflow: crate::WorkFlow = serde_json::from_value(converted).unwrap();
-    let spec = crate::template::expand(&workflow).expect("expands");
-    let compiled = crate::plan::Compiled::new(&spec);
-    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+    let compiled = compiled(converted);
     // Both read only how `report` ended.
     assert_eq!(compiled.flow.exit_ended_read, [0].into());
     assert!(compiled.flow.exit_read.is_empty());
@@ -979,4 +989,105 @@ fn a_generate_name_among_the_labels_is_named_with_its_fix() {
     assert_eq!(workflow["metadata"]["labels"]["generateName"], "gifs-");
     let (_, problems) = one(&text.replace("metadata:\n", "metadata:\n  generateName: gifs-\n"));
     assert_eq!(problems, Vec::<String>::new());
+}
+
+#[test]
+fn an_exit_step_named_as_a_workflow_step_is_renamed_and_so_are_the_exit_steps_references() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: twins}
+spec:
+  entrypoint: main
+  onExit: handler
+  templates:
+    - name: main
+      steps:
+        - - {name: notify, template: say}
+    - name: handler
+      steps:
+        - - {name: notify, template: say}
+        - - {name: after, template: echo, when: "{{steps.notify.status}} == Succeeded",
+             arguments: {parameters: [{name: text, value: "{{steps.notify.exitCode}}"}]}}
+    - name: say
+      container: {image: busybox:1.36, command: [echo, hi]}
+    - name: echo
+      inputs: {parameters: [{name: text}]}
+      container: {image: busybox:1.36, command: [echo, "{{inputs.parameters.text}}"]}
+"#;
+    let document = read(text).unwrap();
+    let converted = convert(&document[0]).unwrap();
+    assert!(converted.problems.is_empty(), "{:?}", converted.problems);
+    let notes: Vec<String> = converted.notes.iter().map(ToString::to_string).collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(r#"exit step "notify" is named "notify-on-exit""#)),
+        "{notes:?}"
+    );
+    let spec = &converted.document["spec"];
+    assert_eq!(spec["containers"][0]["stepName"], "notify");
+    assert_eq!(spec["onExit"][0]["stepName"], "notify-on-exit");
+    let after = &spec["onExit"][1];
+    assert_eq!(after["dependsOn"], json!(["notify-on-exit"]));
+    assert_eq!(
+        after["when"],
+        r#"steps["notify-on-exit"].status == "Succeeded""#
+    );
+    let argument = &after["arguments"]["parameters"][0]["value"];
+    assert_eq!(argument, "{{steps.notify-on-exit.exitCode}}");
+    compiled(converted.document);
+}
+
+#[test]
+fn an_output_parameter_named_result_is_renamed_with_its_references_apart_from_the_standard_output()
+{
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: results}
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      steps:
+        - - {name: make, template: make}
+        - - name: show
+            template: show
+            arguments:
+              parameters:
+                - {name: file, value: "{{steps.make.outputs.parameters.result}}"}
+                - {name: said, value: "{{steps.make.outputs.result}}"}
+    - name: make
+      script:
+        image: alpine:3.20
+        command: [sh]
+        source: "echo said; echo -n kept > /tmp/r"
+      outputs:
+        parameters:
+          - name: result
+            valueFrom: {path: /tmp/r}
+    - name: show
+      inputs: {parameters: [{name: file}, {name: said}]}
+      container: {image: alpine:3.20, command: [echo, "{{inputs.parameters.file}} {{inputs.parameters.said}}"]}
+"#;
+    let document = read(text).unwrap();
+    let converted = convert(&document[0]).unwrap();
+    assert!(converted.problems.is_empty(), "{:?}", converted.problems);
+    let notes: Vec<String> = converted.notes.iter().map(ToString::to_string).collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n
+                .contains(r#"output parameter "result" of template make is "result-parameter""#)),
+        "{notes:?}"
+    );
+    let spec = &converted.document["spec"];
+    let arguments = &spec["containers"][1]["arguments"]["parameters"];
+    assert_eq!(
+        arguments[0]["value"],
+        "{{steps.make.outputs.parameters.result-parameter}}"
+    );
+    assert_eq!(arguments[1]["value"], "{{steps.make.outputs.result}}");
+    compiled(converted.document);
 }

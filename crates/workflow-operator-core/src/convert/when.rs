@@ -321,6 +321,8 @@ fn variable(name: &str) -> Result<Operand, String> {
             var(format!("workflow.parameters{}", field(key)), Status::None)
         }
         ["workflow", "status"] => var("workflow.status".into(), Status::Workflow),
+        // The failed steps as Argo's JSON text, `null` when none: compared as text.
+        ["workflow", "failures"] => var("workflow.failures".into(), Status::None),
         // A double in CEL, text in Argo's condition once filled, as a step's `exitCode`.
         ["workflow", "duration"] => var("string(workflow.duration)".into(), Status::None),
         // RFC 3339 text filled in before the condition is evaluated, ordered as a time.

@@ -230,6 +230,9 @@ pub struct ExitEnv {
     pub status: Phase,
     /// The steps that failed or timed out, in spec order (`WORKFLOW_FAILED_STEPS`).
     pub failed_steps: Vec<String>,
+    /// The same as Argo's `{{workflow.failures}}` (`workflow_failures::json`): the text the
+    /// exit steps' `when`s read too.
+    pub failures: Arc<str>,
 }
 
 /// Something the handler must do, in order. Every action is idempotent: creating an existing
@@ -371,6 +374,11 @@ pub struct Compiled {
     pub rules: Arc<Rules>,
     /// The kind of each step and exit step ([`StepKind::of`]), by index in its DAG.
     pub kinds: Kinds,
+    /// The template each step calls (`template::called_template`), by the step's name without
+    /// its items' indices (`outer/inner` for `outer[1]/inner`), for a spec with exit steps and
+    /// templates: `{{workflow.failures}}` names them, and only the spec as written says
+    /// ([`Compiled::with_failure_templates`]).
+    pub failure_templates: Option<Arc<BTreeMap<String, String>>>,
 }
 
 /// Which run policies that need the operator's I/O a spec uses, found once per spec so that a
@@ -451,7 +459,31 @@ impl Compiled {
             unfollowed: crate::fields::unfollowed(spec),
             rules: Arc::new(rules),
             kinds,
+            failure_templates: None,
         }
+    }
+
+    /// With [`Compiled::failure_templates`] from `written` (the workflow `spec` was expanded
+    /// from) when `spec` has exit steps.
+    pub fn with_failure_templates(self, written: &WorkFlow, spec: &WorkFlowSpec) -> Compiled {
+        if spec.on_exit.is_empty() {
+            return self;
+        }
+        let called = (spec.containers.iter()).filter_map(|step| {
+            let template = template::called_template(written, &step.step_name)?;
+            Some((without_indices(&step.step_name), template))
+        });
+        Compiled {
+            failure_templates: Some(Arc::new(called.collect())),
+            ..self
+        }
+    }
+
+    /// The template the failed step `name` (a display name: `build[3]`) called, as
+    /// [`Compiled::failure_templates`] records it.
+    pub fn failure_template(&self, name: &str) -> Option<String> {
+        let templates = self.failure_templates.as_deref()?;
+        templates.get(&without_indices(name)).cloned()
     }
 
     /// The step of `spec` (which this was made from) named `name`, an exit step when `exit`,
@@ -494,6 +526,7 @@ impl Compiled {
             unfollowed: crate::fields::unfollowed(spec),
             rules: Arc::default(),
             kinds,
+            failure_templates: None,
         }
     }
 }
@@ -511,12 +544,18 @@ pub fn prepare(workflow: &WorkFlow) -> (Option<WorkFlow>, Compiled) {
     (expanded, compiled)
 }
 
+/// `name` without the items' indices of its segments: `outer/inner` for `outer[1]/inner`.
+fn without_indices(name: &str) -> String {
+    let segments = name.split('/').map(|s| s.split('[').next().unwrap_or(s));
+    segments.collect::<Vec<_>>().join("/")
+}
+
 /// [`prepare`] giving only the expanded spec.
 pub fn prepare_spec(workflow: &WorkFlow) -> (Option<WorkFlowSpec>, Compiled) {
     match template::expand(workflow) {
         Ok(Cow::Borrowed(spec)) => (None, Compiled::new(spec)),
         Ok(Cow::Owned(spec)) => {
-            let compiled = Compiled::new(&spec);
+            let compiled = Compiled::new(&spec).with_failure_templates(workflow, &spec);
             (Some(spec), compiled)
         }
         Err(problems) => (

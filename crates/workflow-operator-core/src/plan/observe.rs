@@ -48,7 +48,7 @@ impl<'a> Planner<'a> {
         } else {
             &NO_FANS
         };
-        let (job_of, item_jobs) = speaking_jobs(scope, jobs, fan_outs, self.workflow.spec.retry);
+        let (job_of, item_jobs) = speaking_jobs(&scope, jobs, fan_outs, self.workflow.spec.retry);
         let strategies = if main.is_none() {
             &flow.retry
         } else {
@@ -324,15 +324,9 @@ impl<'a> Planner<'a> {
         if refused.is_empty() {
             return;
         }
-        let scope = seen.scope;
-        let name_of = |unit: Unit| {
-            fan_out::display_name(
-                scope.dag.name(unit.node),
-                scope.run_index,
-                scope.runs,
-                unit.item,
-            )
-        };
+        let (dag, run_index, runs) = (seen.scope.dag, seen.scope.run_index, seen.scope.runs);
+        let name_of =
+            |unit: Unit| fan_out::display_name(dag.name(unit.node), run_index, runs, unit.item);
         let mut released = Vec::new();
         for unit in seen.without_jobs() {
             let name = self.job_name(&name_of(unit));
@@ -563,7 +557,7 @@ static NO_HOOKS: LazyLock<HashMap<usize, Vec<usize>>> = LazyLock::new(HashMap::n
 /// not ours).
 #[allow(clippy::type_complexity)]
 fn speaking_jobs<'a>(
-    scope: Scope<'a>,
+    scope: &Scope<'a>,
     jobs: &[&'a ObservedJob],
     fan_outs: &HashMap<usize, FanOut>,
     retry: i32,
@@ -664,10 +658,10 @@ impl<'a> Assessment<'a> {
     ) -> Self {
         let n = scope.dag.len();
         Assessment {
+            progress: scope.dag.progress(),
             scope,
             job_of,
             fans: HashMap::new(),
-            progress: scope.dag.progress(),
             failures: Vec::new(),
             tolerated: Vec::new(),
             cached: HashMap::new(),
@@ -690,7 +684,7 @@ impl<'a> Assessment<'a> {
 
     /// The name of `unit` in the status.
     fn display(&self, unit: Unit) -> String {
-        let scope = self.scope;
+        let scope = &self.scope;
         fan_out::display_name(
             scope.dag.name(unit.node),
             scope.run_index,

@@ -2,6 +2,7 @@
 //! ([`View`]): the types the planner's stages share, and its moves along the lifecycle table.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 
@@ -25,6 +26,8 @@ pub(super) struct Planner<'a> {
     pub(super) workflow: &'a WorkFlow,
     pub(super) previous: &'a WorkFlowStatus,
     pub(super) run: &'a str,
+    /// What the spec compiled to: the templates the failed steps called.
+    pub(super) compiled: &'a Compiled,
     /// Whose outputs are read, and the `when`s.
     pub(super) flow: &'a DataFlow,
     pub(super) now: Timestamp,
@@ -80,7 +83,7 @@ impl Unit {
 
 /// The set of steps one [`Planner::assess`] looks at: the steps of one run (`spec.runs`), or
 /// the exit steps.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct Scope<'a> {
     pub(super) dag: &'a Dag,
     pub(super) steps: &'a [Step],
@@ -97,6 +100,9 @@ pub(super) struct Scope<'a> {
     pub(super) workflow_status: Option<&'static str>,
     /// Seconds since the run started, for `workflow.duration` in a `when`.
     pub(super) duration: f64,
+    /// The failed steps as Argo's `{{workflow.failures}}` (`workflow_failures::json`), for
+    /// the exit steps' `workflow.failures` when a `when` reads it.
+    pub(super) failures: Option<Arc<str>>,
 }
 
 impl<'a> Scope<'a> {
@@ -116,6 +122,7 @@ impl<'a> Scope<'a> {
             whole_retry: false,
             workflow_status: None,
             duration: 0.0,
+            failures: None,
         }
     }
 
@@ -134,6 +141,7 @@ impl<'a> Scope<'a> {
             whole_retry: true,
             workflow_status: Some(status.as_str()),
             duration: 0.0,
+            failures: None,
         }
     }
 
@@ -142,11 +150,17 @@ impl<'a> Scope<'a> {
         Scope { duration, ..self }
     }
 
+    /// The scope whose `when`s read the failed steps as `failures`.
+    pub(super) fn failures(self, failures: Option<Arc<str>>) -> Self {
+        Scope { failures, ..self }
+    }
+
     /// What a `when` reads of the workflow in this scope.
-    pub(super) fn when_run(&self) -> Run<'static> {
+    pub(super) fn when_run(&self) -> Run<'_> {
         Run {
             status: self.workflow_status,
             duration: self.duration,
+            failures: self.failures.as_deref(),
         }
     }
 }
@@ -242,6 +256,37 @@ impl View<'_> {
         )
     }
 
+    /// Each failed instance (tolerated ones too), in spec order, as its `status.steps` entry
+    /// says it: from the Job that failed it, when it has one.
+    pub(super) fn failed_entries(&self) -> Vec<StepStatus> {
+        let mut failed: Vec<&(Unit, Failure)> =
+            self.failures.iter().chain(&self.tolerated).collect();
+        failed.sort_by_key(|(unit, _)| *unit);
+        failed
+            .into_iter()
+            .map(|(unit, failure)| {
+                let name = self.display(*unit);
+                let job = match unit.item {
+                    Some(item) => self
+                        .fans
+                        .get(&unit.node)
+                        .and_then(|f| f.jobs.get(&item).copied()),
+                    None => self.job_of[unit.node],
+                };
+                match job {
+                    Some(job) => failure.step_status(&name, job),
+                    None => failure
+                        .entry_without_job(&name)
+                        .unwrap_or_else(|| StepStatus {
+                            phase: failure.phase(),
+                            job: None,
+                            ..super::running_step_status(&name, String::new(), false)
+                        }),
+                }
+            })
+            .collect()
+    }
+
     /// The steps with a failed instance.
     pub(super) fn failed_steps(&self) -> usize {
         distinct_steps(&self.failures)
@@ -335,6 +380,7 @@ impl<'a> Planner<'a> {
             workflow,
             previous,
             run,
+            compiled,
             flow: &compiled.flow,
             rules: &compiled.rules,
             kinds: &compiled.kinds,

@@ -2,10 +2,13 @@
 //! items known, within `parallelism`; a failed step's hooks, which run whatever its result),
 //! and how the run moves on to its exit steps and its end.
 
-use crate::crd::Shutdown;
+use std::sync::Arc;
+
+use crate::crd::{Shutdown, StepStatus};
 use crate::dag::Dag;
 use crate::fan_out::{self, Instance};
 use crate::lifecycle::{Phase, Trigger};
+use crate::workflow_failures;
 
 use super::failure::Failure;
 use super::planner::{Exits, Planner, Scope, Unit, View};
@@ -194,24 +197,17 @@ impl<'a> Planner<'a> {
         } else {
             Phase::Failed
         };
-        let view = self.assess(
-            Scope::exit(exit_dag, (&spec.on_exit, &self.kinds.exit), status).at(self.run_seconds()),
-            exit_jobs,
-            Some((dag, known)),
-        );
+        let failed: Vec<StepStatus> = mains.iter().flat_map(View::failed_entries).collect();
+        let failures = workflow_failures::json(&failed, |n| self.compiled.failure_template(n));
         let exit_env = ExitEnv {
             status,
-            failed_steps: mains
-                .iter()
-                .flat_map(|v| {
-                    let mut failed: Vec<&Unit> = (v.failures.iter().chain(&v.tolerated))
-                        .map(|(unit, _)| unit)
-                        .collect();
-                    failed.sort();
-                    failed.into_iter().map(|unit| v.display(*unit))
-                })
-                .collect(),
+            failed_steps: failed.into_iter().map(|entry| entry.name).collect(),
+            failures: Arc::from(failures),
         };
+        let scope = Scope::exit(exit_dag, (&spec.on_exit, &self.kinds.exit), status)
+            .at(self.run_seconds())
+            .failures(Some(exit_env.failures.clone()));
+        let view = self.assess(scope, exit_jobs, Some((dag, known)));
         let none_yet = view.job_of.iter().all(Option::is_none);
         // Suspended: the exit steps wait too (and the workflow has not ended).
         let mut wanted: Vec<Unit> = Vec::new();

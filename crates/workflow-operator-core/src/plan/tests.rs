@@ -1733,6 +1733,7 @@ fn stop_runs_the_exit_steps_once_nothing_runs_then_ends() {
     let want = ExitEnv {
         status: Phase::Failed,
         failed_steps: vec![],
+        failures: "null".into(),
     };
     assert_eq!(exit_creates(&plan2), [("notify", &want)]);
     assert_eq!(reasons(&plan2), ["ExitStepsStarted"]);
@@ -2026,6 +2027,7 @@ fn exit_steps_run_after_success_and_after_failure_told_how_it_ended() {
     let completed = ExitEnv {
         status: Phase::Completed,
         failed_steps: vec![],
+        failures: "null".into(),
     };
     assert_eq!(exit_creates(&plan1), [("notify", &completed)]);
     assert_eq!(phase(&plan1), Some(Phase::Started));
@@ -2066,11 +2068,20 @@ fn exit_steps_run_after_success_and_after_failure_told_how_it_ended() {
         .active("b", at(0))
         .build();
     let plan1 = plan(&bad, &jobs, at(1));
-    let failed = ExitEnv {
-        status: Phase::Failed,
-        failed_steps: vec!["a".into()],
+    let [("notify", exit)] = exit_creates(&plan1)[..] else {
+        panic!("{:?}", exit_creates(&plan1));
     };
-    assert_eq!(exit_creates(&plan1), [("notify", &failed)]);
+    assert_eq!(
+        (exit.status, &exit.failed_steps[..]),
+        (Phase::Failed, &["a".to_string()][..])
+    );
+    // Argo's `{{workflow.failures}}` from the pass that saw `a` fail, before its status entry
+    // was written.
+    let failures: serde_json::Value = serde_json::from_str(&exit.failures).unwrap();
+    assert_eq!(failures[0]["displayName"], "a");
+    assert_eq!(failures[0]["message"], "a: Error (exit code 3)");
+    assert_eq!(failures[0]["templateName"], "a");
+    assert_eq!(failures[0]["podName"], job_name(&bad, "a").as_str());
     assert_eq!(
         deletes(&plan1),
         [(job_name(&bad, "b").as_str(), Out::WorkflowFailed)]
@@ -2178,6 +2189,7 @@ fn a_retry_runs_the_exit_steps_again() {
     let completed = ExitEnv {
         status: Phase::Completed,
         failed_steps: vec![],
+        failures: "null".into(),
     };
     assert_eq!(exit_creates(&exit), [("notify", &completed)]);
 }

@@ -1,7 +1,8 @@
 //! The template a step of the expanded spec was made from, found by the step's name
 //! (`OUTER/INNER`, `OUTER[i]/INNER`) in the spec as written: Argo names a failed node's
 //! template in `{{workflow.failures}}` (`templateName`), and expansion keeps no template names,
-//! so the Job builder asks here for the few steps that failed.
+//! so a spec with exit steps records here, once, the template each step calls
+//! (`plan::Compiled::failure_templates`).
 
 use super::groups::inner_steps;
 use crate::crd::{ResolvedTemplate, Source, Step, Template, WorkFlow};

@@ -176,6 +176,7 @@ fn holds_running(expression: &str, upstream: &HashMap<&str, Upstream<'_>>) -> bo
             let run = Run {
                 status: Some("Running"),
                 duration: 0.0,
+                failures: None,
             };
             when.evaluate_in(upstream, run, None)
         })
