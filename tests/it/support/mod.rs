@@ -15,6 +15,7 @@
 //! - [`JobRecorder`]: every Job and pod that ever existed in a namespace, to prove no step ran
 //!   twice;
 //! - [`Shape`]: workflows of mixed shapes with their expected outcomes.
+//! - [`dev_process::start_dev`]: `workflow-operator dev` as a process, and a client of it;
 //! - [`session::Session`]: a user's kubectl session on the embedded control plane with the
 //!   operator running, and the `workflow-operator` CLI pointed at it.
 //!
@@ -26,6 +27,7 @@
 //! stop the operator, skip themselves on a real cluster.
 #![allow(dead_code)]
 
+pub mod dev_process;
 pub mod kueue;
 pub mod queueing;
 pub mod session;
