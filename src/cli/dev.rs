@@ -55,6 +55,12 @@ pub struct DevArgs {
     /// Only the control plane and the CRD; run the operator yourself (`workflow-operator run`).
     #[arg(long)]
     no_operator: bool,
+    /// Authorize as a cluster does: each pod acts as its service account (a token of its own,
+    /// in the kubeconfig its containers get), refused what no Role or ClusterRole grants it, so
+    /// a resource step shows the RBAC it needs. kubectl and the operator stay the cluster's
+    /// admin.
+    #[arg(long)]
+    rbac: bool,
     /// A manifest file to submit once the control plane is up (repeatable; multi-document YAML).
     #[arg(long = "apply", value_name = "FILE")]
     apply: Vec<PathBuf>,
@@ -171,6 +177,7 @@ async fn start_cluster(args: &DevArgs) -> Result<DevCluster> {
             JobBackoff::FAST
         },
         event_ttl: Some(args.event_ttl),
+        rbac: args.rbac,
         ..Default::default()
     })
     .await

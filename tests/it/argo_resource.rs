@@ -4,10 +4,13 @@
 //! by flags (twice: the second finds nothing, which `--ignore-not-found` lets pass); a Job
 //! that fails meeting the `failureCondition`, failing the step with a message naming it; and a
 //! ConfigMap applied, applied again changed, and merge-patched, from pods that run as the
-//! workflow's `serviceAccountName` (the step agent acts with its pod's credentials).
+//! workflow's `serviceAccountName` (the step agent acts with its pod's credentials); and, on a
+//! control plane with RBAC, a ConfigMap created as the workflow's service account: refused
+//! with the API server's Forbidden message until a Role bound to the account allows it.
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use rstest::rstest;
 use workflow_operator_core::WorkFlow;
@@ -16,7 +19,7 @@ use workflow_operator_core::resource_action::ANNOTATION_CREATED_BY;
 
 use crate::support;
 
-use support::{Operator, operator, step_of};
+use support::{Operator, operator, rbac_operator, step_of};
 
 /// Make a Job and wait for it, print its name and how many pods succeeded, delete it, and
 /// delete it again.
@@ -286,4 +289,102 @@ async fn a_config_map_applied_twice_then_merge_patched_as_the_workflows_service_
         let account = pod.and_then(|p| p.service_account_name.as_deref());
         assert_eq!(account, Some("actor"), "{name}");
     }
+}
+
+/// A workflow whose only step creates the ConfigMap `made-by-runner` as the service account
+/// `runner`.
+fn create_as_runner(name: &str) -> String {
+    format!(
+        r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: {name}
+spec:
+  entrypoint: make-map
+  serviceAccountName: runner
+  templates:
+    - name: make-map
+      resource:
+        action: create
+        manifest: |
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: made-by-runner
+          data:
+            made-by: {name}
+"#
+    )
+}
+
+/// What the step pods of a resource step need of the API to create a ConfigMap: the
+/// action's `create`, and `get`, with which the step agent reads an object already there
+/// (an earlier try of its Job may have made it). Discovery, which it reads first, every
+/// authenticated user may read.
+const CONFIG_MAP_MAKER: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: config-map-maker
+rules:
+  - apiGroups: [""]
+    resources: [configmaps]
+    verbs: [create, get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: runner-makes-config-maps
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: config-map-maker
+subjects:
+  - kind: ServiceAccount
+    name: runner
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn a_resource_step_acts_as_the_workflows_service_account_refused_until_a_role_allows_it(
+    #[future(awt)] rbac_operator: Operator,
+) {
+    if support::Cluster::is_real() {
+        return; // The account `runner` and its Role would be the real cluster's to set up.
+    }
+    let ns = &rbac_operator.ns;
+    let accounts: Api<ServiceAccount> = Api::namespaced(ns.client(), &ns.name);
+    let runner = serde_json::from_value(serde_json::json!({"metadata": {"name": "runner"}}));
+    (accounts
+        .create(&PostParams::default(), &runner.unwrap())
+        .await)
+        .unwrap();
+    let denied = support::yaml_file(&create_as_runner("denied"));
+    ns.cli(&["submit", denied.path().to_str().unwrap()]).await;
+    let refused = format!(
+        "configmaps is forbidden: User \"system:serviceaccount:{0}:runner\" cannot create \
+         resource \"configmaps\" in API group \"\" in the namespace \"{0}\"",
+        ns.name
+    );
+    let workflow = ns.expect_failed("denied", &["make-map"]).await;
+    let failed = step(&workflow, "make-map");
+    assert_eq!(failed.phase, StepPhase::Failed);
+    let message = failed.message.as_deref().unwrap_or_default();
+    assert!(message.contains(&refused), "{message}");
+    let maps: Api<ConfigMap> = Api::namespaced(ns.client(), &ns.name);
+    assert!(maps.get_opt("made-by-runner").await.unwrap().is_none());
+    // The admin (this test's client) grants it; the same workflow, named anew, succeeds.
+    let mut documents = serde_yaml::Deserializer::from_str(CONFIG_MAP_MAKER);
+    let role: Role = serde::Deserialize::deserialize(documents.next().unwrap()).unwrap();
+    let binding: RoleBinding = serde::Deserialize::deserialize(documents.next().unwrap()).unwrap();
+    let create = PostParams::default();
+    let roles: Api<Role> = Api::namespaced(ns.client(), &ns.name);
+    roles.create(&create, &role).await.unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(ns.client(), &ns.name);
+    bindings.create(&create, &binding).await.unwrap();
+    let allowed = support::yaml_file(&create_as_runner("allowed"));
+    ns.cli(&["submit", allowed.path().to_str().unwrap()]).await;
+    ns.expect_completed("allowed").await;
+    let made = maps.get("made-by-runner").await.unwrap();
+    let data = made.data.unwrap_or_default();
+    assert_eq!(data.get("made-by").map(String::as_str), Some("allowed"));
 }

@@ -7,11 +7,12 @@
 //! `throughput_of_a_100_mib_file_against_cp` is `#[ignore]`d: a measurement, run with
 //! `cargo test --release --test it artifact_store::throughput -- --ignored --nocapture`.
 
+use crate::support::dev_process::start_dev;
 use crate::support::{Namespace, namespace};
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -452,76 +453,6 @@ async fn the_default_repository_written_into_a_cluster_reaches_the_store(
         .await
         .unwrap();
     round_trip_through_the_default_repository(namespace.client(), &namespace.name).await;
-}
-
-/// A `dev` process and the lines it printed up to the artifact store's.
-struct Dev {
-    child: Child,
-    kubeconfig: PathBuf,
-    store_line: String,
-}
-
-fn start_dev(extra: &[&str]) -> Dev {
-    let child = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
-        .args(["dev", "--no-operator", "--web-addr", "off"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("dev starts");
-    let mut dev = Dev {
-        child,
-        kubeconfig: PathBuf::new(),
-        store_line: String::new(),
-    };
-    let stdout = dev.child.stdout.take().expect("piped");
-    for line in BufReader::new(stdout).lines() {
-        let line = line.unwrap();
-        if let Some(path) = line.strip_prefix("export KUBECONFIG=") {
-            dev.kubeconfig = PathBuf::from(path);
-        }
-        if line.starts_with("artifact store at ") {
-            assert!(
-                !dev.kubeconfig.as_os_str().is_empty(),
-                "the kubeconfig line comes first"
-            );
-            dev.store_line = line;
-            return dev;
-        }
-    }
-    panic!("dev exited without printing the artifact store's line");
-}
-
-impl Dev {
-    async fn client(&self) -> kube::Client {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
-        let options = kube::config::KubeConfigOptions::default();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .unwrap();
-        kube::Client::try_from(config).unwrap()
-    }
-
-    /// The directory the printed line says the bucket is in.
-    fn store_dir(&self) -> PathBuf {
-        let (_, rest) = self.store_line.split_once(" in ").expect(&self.store_line);
-        PathBuf::from(rest.split_once(", ").expect(&self.store_line).0)
-    }
-
-    /// SIGTERM, then the exit.
-    fn stop(mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "dev exited with {status}");
-    }
-}
-
-impl Drop for Dev {
-    /// A test that failed half-way leaves no `dev` running.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[tokio::test]

@@ -1094,3 +1094,29 @@ fn output_to_a_closed_pipe_ends_quietly_without_a_cluster() {
     assert_eq!(output.status.code(), Some(141), "{output:?}");
     assert_eq!(stderr(&output), "");
 }
+
+/// `dev --rbac` authorizes as a cluster does: the namespace's `default` service account, which
+/// no Role grants anything, may not create a ConfigMap; without `--rbac` everything is allowed.
+#[tokio::test]
+async fn dev_with_rbac_refuses_a_service_account_what_no_role_grants_it() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+    let account = "system:serviceaccount:default:default";
+    for (flags, refused) in [(&["--rbac"][..], true), (&[][..], false)] {
+        let dev = crate::support::dev_process::start_dev(flags);
+        let maps: Api<ConfigMap> = Api::namespaced(dev.client_as(Some(account)).await, "default");
+        let map = serde_json::from_value(serde_json::json!({"metadata": {"name": "made"}}));
+        let made = maps.create(&PostParams::default(), &map.unwrap()).await;
+        match made {
+            Err(kube::Error::Api(e)) if refused => {
+                assert_eq!(e.code, 403, "{e:?}");
+                let forbidden = format!(
+                    "configmaps is forbidden: User \"{account}\" cannot create resource \"configmaps\""
+                );
+                assert!(e.message.starts_with(&forbidden), "{}", e.message);
+            }
+            made => assert!(!refused && made.is_ok(), "{flags:?}: {made:?}"),
+        }
+        dev.stop();
+    }
+}

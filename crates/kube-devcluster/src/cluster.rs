@@ -1,5 +1,7 @@
 //! [`DevCluster`]: the control plane's parts started together (API server, controllers, kubelet,
-//! garbage collector) on a loopback port, with a kubeconfig that points at it.
+//! garbage collector) on a loopback port, with a kubeconfig that points at it; with
+//! [`DevClusterOptions::rbac`], the bootstrap RBAC policy stored and the token store the kubelet
+//! fills and the API server authenticates by shared between them.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,6 +18,7 @@ use crate::apiserver::{faults, metrics, server, watch};
 use crate::controllers;
 use crate::controllers::Controllers;
 pub use crate::kubelet::PodMode;
+use crate::kubelet::tokens::ServiceAccountTokens;
 use crate::storage::store;
 use crate::storage::store::{HistoryLimits, Store};
 
@@ -38,6 +41,8 @@ pub enum Error {
     Url(String, #[source] http::uri::InvalidUri),
     #[error("cannot build a client for the control plane: {0}")]
     Client(#[source] kube::Error),
+    #[error("cannot make the directory of the pods' kubeconfigs: {0}")]
+    Credentials(#[source] std::io::Error),
 }
 
 /// How to start the control plane.
@@ -69,6 +74,13 @@ pub struct DevClusterOptions {
     /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`); `None` is
     /// its default, `DEFAULT_EVENT_TTL` (one hour).
     pub event_ttl: Option<Duration>,
+    /// Authentication and RBAC, off by default (every request is the admin's). On, each pod's
+    /// containers get a kubeconfig of their own with a token for the pod, requests with such a
+    /// token are its service account's, and RBAC (Roles, ClusterRoles and their bindings, and
+    /// the bootstrap policy's roles for every authenticated user) decides what they may do:
+    /// 403 Forbidden otherwise, 401 for a token no pod holds. Requests without a token (the
+    /// written kubeconfig's, [`DevCluster::client`]) stay the admin's, in `system:masters`.
+    pub rbac: bool,
 }
 
 /// A running control plane; stops (and kills every process it started) when dropped.
@@ -124,6 +136,11 @@ impl DevCluster {
         if let Some(interval) = options.bookmark_interval {
             state.bookmark_interval = interval;
         }
+        let tokens = options.rbac.then(|| {
+            crate::apiserver::rbac::bootstrap(&store, &registry);
+            Arc::new(ServiceAccountTokens::default())
+        });
+        state.service_account_tokens = tokens.clone();
         let (faults, requests, watches) = (
             state.faults.clone(),
             state.requests.clone(),
@@ -172,6 +189,9 @@ impl DevCluster {
             }
         })?;
         controllers.set_kubeconfig(kubeconfig.clone());
+        if let Some(tokens) = tokens {
+            (controllers.give_pods_tokens(tokens, base_url.clone())).map_err(Error::Credentials)?;
+        }
         Ok(Self {
             base_url,
             kubeconfig,

@@ -13,8 +13,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The server speaks plain HTTP on loopback without authentication: it is a local tool for
-//! trying, testing and measuring, not for production.
+//! The server speaks plain HTTP on loopback, by default without authentication or
+//! authorization: it is a local tool for trying, testing and measuring, not for production.
+//! `DevClusterOptions::rbac` turns on what a test of permissions needs: each pod's own token,
+//! its service account as the user of requests carrying it, impersonation, and RBAC with the
+//! API server's 401 and 403 (requests without a token stay the admin's).
 //!
 //! Its modules mirror Kubernetes' components, each importing only the ones listed before it:
 //! `api` (errors and the registry of served resources, as apimachinery), `storage` (the object

@@ -3,7 +3,8 @@
 //!
 //! - [`cluster`]: the embedded control plane with the WorkFlow CRD installed, or, when
 //!   `WORKFLOW_TEST_CLUSTER=kube` is set, the cluster of the current kubeconfig (where the CRD
-//!   and the operator are assumed installed);
+//!   and the operator are assumed installed); [`rbac_cluster`], [`rbac_namespace`] and
+//!   [`rbac_operator`] the same with the control plane's RBAC on;
 //! - [`namespace`]: a fresh namespace per test, deleted afterwards;
 //! - [`operator`] / [`operator_process`]: our operator running against the cluster, as a tokio
 //!   task or as a separate OS process (the built binary), stoppable, killable and restartable;
@@ -14,6 +15,7 @@
 //! - [`JobRecorder`]: every Job and pod that ever existed in a namespace, to prove no step ran
 //!   twice;
 //! - [`Shape`]: workflows of mixed shapes with their expected outcomes.
+//! - [`dev_process::start_dev`]: `workflow-operator dev` as a process, and a client of it;
 //! - [`session::Session`]: a user's kubectl session on the embedded control plane with the
 //!   operator running, and the `workflow-operator` CLI pointed at it.
 //!
@@ -25,6 +27,7 @@
 //! stop the operator, skip themselves on a real cluster.
 #![allow(dead_code)]
 
+pub mod dev_process;
 pub mod kueue;
 pub mod queueing;
 pub mod session;

@@ -38,6 +38,13 @@ pub async fn operator(#[future] namespace: Namespace) -> Operator {
     Operator::start_new(namespace.await, false, Vec::new())
 }
 
+/// [`operator`] on a control plane with RBAC ([`rbac_cluster`]): step pods act as their
+/// service account, with what Roles bound to it allow; the operator is the admin.
+#[fixture]
+pub async fn rbac_operator(#[future] rbac_namespace: Namespace) -> Operator {
+    Operator::start_new(rbac_namespace.await, false, Vec::new())
+}
+
 /// The operator as a separate OS process (the built `workflow-operator run`), watching only the
 /// test's namespace; killable with SIGKILL.
 #[fixture]

@@ -41,6 +41,20 @@ fn init_tracing() {
 /// kubeconfig's cluster with `WORKFLOW_TEST_CLUSTER=kube` (the CRD must be installed there).
 #[fixture]
 pub async fn cluster() -> Arc<Cluster> {
+    start_cluster(false).await
+}
+
+/// [`cluster`], the embedded control plane with authentication and RBAC
+/// (`DevClusterOptions::rbac`): each pod acts as its service account, allowed only what Roles
+/// bound to it allow; the tests' and the operator's clients stay the admin. A real cluster has
+/// RBAC of its own.
+#[fixture]
+pub async fn rbac_cluster() -> Arc<Cluster> {
+    start_cluster(true).await
+}
+
+/// The cluster, the embedded control plane with `rbac` as asked.
+async fn start_cluster(rbac: bool) -> Arc<Cluster> {
     init_tracing();
     if Cluster::is_real() {
         let client = Client::try_default()
@@ -54,6 +68,7 @@ pub async fn cluster() -> Arc<Cluster> {
     let dev = DevCluster::start(DevClusterOptions {
         // Step retries in moments, as before the control plane had Kubernetes' 10 s back-off.
         job_backoff: kube_devcluster::jobs::JobBackoff::FAST,
+        rbac,
         ..DevClusterOptions::default()
     })
     .await
@@ -77,7 +92,17 @@ pub struct Namespace {
 /// A fresh namespace named after the running test (libtest names the test's thread after it).
 #[fixture]
 pub async fn namespace(#[future] cluster: Arc<Cluster>) -> Namespace {
-    let cluster = cluster.await;
+    namespace_for_test(cluster.await).await
+}
+
+/// [`namespace`] on a cluster with RBAC ([`rbac_cluster`]).
+#[fixture]
+pub async fn rbac_namespace(#[future] rbac_cluster: Arc<Cluster>) -> Namespace {
+    namespace_for_test(rbac_cluster.await).await
+}
+
+/// A fresh namespace on `cluster` named after the running test.
+async fn namespace_for_test(cluster: Arc<Cluster>) -> Namespace {
     let test = std::thread::current()
         .name()
         .unwrap_or("test")

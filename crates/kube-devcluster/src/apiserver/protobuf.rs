@@ -128,6 +128,77 @@ pub fn decode(body: &[u8], info: &ResourceInfo) -> Result<Value> {
     Ok(Value::Object(out))
 }
 
+/// The `spec` of a `SelfSubjectAccessReview` or `SelfSubjectRulesReview` sent in protobuf (as
+/// kubectl's `auth can-i` sends them), as JSON: their messages are not in the generated table
+/// (the server stores no review), so their few string fields are read here, by the numbers of
+/// k8s.io/api authorization/v1 generated.proto (`SelfSubjectAccessReview.spec = 2`,
+/// `resourceAttributes = 1 {namespace, verb, group, version, resource, subresource, name = 1..7}`,
+/// `nonResourceAttributes = 2 {path = 1, verb = 2}`; `SelfSubjectRulesReviewSpec.namespace = 1`).
+/// Selectors in the attributes are left out.
+///
+/// # Errors
+/// 400 for a body that is not a protobuf message.
+pub fn review_spec(body: &[u8], kind: &str) -> Result<Value> {
+    let bad = |why: String| {
+        ApiError::bad_request(format!("the request body could not be decoded: {why}"))
+    };
+    let data = body
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| bad("not a protobuf message".into()))?;
+    let unknown = Unknown::decode(data).map_err(bad)?;
+    let message = |bytes: &[u8]| -> std::result::Result<Vec<(u32, Vec<u8>)>, String> {
+        let mut reader = wire::Reader::new(bytes);
+        let mut fields = Vec::new();
+        while let Some((number, value)) = reader.field()? {
+            if let wire::WireValue::Bytes(b) = value {
+                fields.push((number, b.to_vec()));
+            }
+        }
+        Ok(fields)
+    };
+    let strings = |bytes: &[u8], names: &[&str]| -> std::result::Result<Value, String> {
+        let mut object = serde_json::Map::new();
+        for (number, value) in message(bytes)? {
+            let name = usize::try_from(number)
+                .ok()
+                .and_then(|n| names.get(n.wrapping_sub(1)));
+            if let Some(name) = name {
+                let text = String::from_utf8_lossy(&value).into_owned();
+                object.insert((*name).to_string(), json!(text));
+            }
+        }
+        Ok(Value::Object(object))
+    };
+    let spec = (message(&unknown.raw).map_err(bad)?.into_iter())
+        .find(|(number, _)| *number == 2)
+        .map(|(_, bytes)| bytes)
+        .unwrap_or_default();
+    if kind == "SelfSubjectRulesReview" {
+        return strings(&spec, &["namespace"]).map_err(bad);
+    }
+    let mut out = serde_json::Map::new();
+    for (number, bytes) in message(&spec).map_err(bad)? {
+        let (field, names): (&str, &[&str]) = match number {
+            1 => (
+                "resourceAttributes",
+                &[
+                    "namespace",
+                    "verb",
+                    "group",
+                    "version",
+                    "resource",
+                    "subresource",
+                    "name",
+                ],
+            ),
+            2 => ("nonResourceAttributes", &["path", "verb"]),
+            _ => continue,
+        };
+        out.insert(field.to_string(), strings(&bytes, names).map_err(bad)?);
+    }
+    Ok(Value::Object(out))
+}
+
 /// runtime.Unknown, the envelope of every protobuf body.
 struct Unknown {
     api_version: Option<String>,

@@ -2,7 +2,8 @@
 //! v3, get, list, watch, create, update, patch, delete, deletecollection, `/status`, `pods/log`)
 //! to the store, and `pods/exec` WebSocket upgrades to [`crate::apiserver::exec`], with what the real server does on the way: CRD schema pruning, defaulting and
 //! validation, metadata validation, size limits, `Table` output for kubectl, warnings, fault
-//! injection and request counting.
+//! injection and request counting; with RBAC on, authentication, impersonation and authorization
+//! before any of it (`authenticate_and_authorize`).
 //!
 //! One fallback handler parses the path ([`crate::apiserver::path`]) rather than a route table,
 //! because Kubernetes paths nest namespaces, resources, names and subresources in ways a router's
@@ -27,9 +28,11 @@ use tokio_util::sync::CancellationToken;
 use crate::api::error::{ApiError, FieldError, Result};
 use crate::api::resources::{GroupResource, Registry, ResourceInfo};
 use crate::apiserver::admission;
+use crate::apiserver::authn::{self, User};
 use crate::apiserver::eviction;
 use crate::apiserver::exec;
 use crate::apiserver::faults::{Faults, Verb};
+use crate::apiserver::impersonation;
 use crate::apiserver::list_options::{self, ListOptions};
 use crate::apiserver::managed_fields;
 use crate::apiserver::merge_keys::Shape;
@@ -39,11 +42,14 @@ use crate::apiserver::openapi_v2;
 use crate::apiserver::patch;
 use crate::apiserver::path::{self, ApiPath, ResourcePath};
 use crate::apiserver::protobuf;
+use crate::apiserver::rbac;
 use crate::apiserver::representation::{self, Representation};
+use crate::apiserver::request_info;
 use crate::apiserver::typed_decode;
 use crate::apiserver::watch::{self, WatchHub, WatchRequest};
 use crate::kubelet::exec::PodExec;
 use crate::kubelet::pod_logs::PodLogs;
+use crate::kubelet::tokens::ServiceAccountTokens;
 use crate::registry::CreateHook;
 use crate::registry::services;
 use crate::storage::selector::{FieldSelector, LabelSelector};
@@ -74,6 +80,10 @@ pub struct ApiState {
     pub requests: Arc<RequestCounters>,
     pub watches: Arc<WatchHub>,
     pub bookmark_interval: Duration,
+    /// The tokens the kubelet gave pods, when requests are authenticated (`apiserver::authn`)
+    /// and authorized by RBAC (`apiserver::rbac`); `None` (the default): every request is the
+    /// admin's.
+    pub service_account_tokens: Option<Arc<ServiceAccountTokens>>,
 }
 
 impl ApiState {
@@ -91,6 +101,7 @@ impl ApiState {
             requests: Arc::default(),
             watches,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            service_account_tokens: None,
         }
     }
 }
@@ -189,9 +200,14 @@ async fn handle(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
     body: Body,
 ) -> Response {
-    let request = (&method, &uri, &headers, upgrade.ok());
-    let response = match route(&state, request, body).await {
-        Ok(response) => response,
+    let response = match authenticate_and_authorize(&state, &method, &uri, &headers) {
+        Ok(user) => {
+            let request = (&method, &uri, &headers, upgrade.ok());
+            match route(&state, request, &user, body).await {
+                Ok(response) => response,
+                Err(error) => error.into_response(),
+            }
+        }
         Err(error) => error.into_response(),
     };
     if let Some(counted) = response.extensions().get::<Counted>() {
@@ -207,6 +223,34 @@ async fn handle(
         );
     }
     response
+}
+
+/// The request's user ([`authn`], or whom it impersonates: [`impersonation`]), once RBAC
+/// allows it what it asks ([`rbac`]); with authentication off, the admin.
+///
+/// # Errors
+/// 401 for a token no pod holds, 403 for what the user's roles do not allow.
+fn authenticate_and_authorize(
+    state: &ApiState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<User> {
+    let Some(tokens) = state.service_account_tokens.as_deref() else {
+        return Ok(User::admin());
+    };
+    let user = authn::authenticate(headers, Some(tokens), &state.store, &state.registry)?;
+    let user = impersonation::acting_user(headers, user, &state.store, &state.registry)?;
+    if user.is_privileged() {
+        return Ok(user);
+    }
+    let query =
+        Query::<Vec<(String, String)>>::try_from_uri(uri).map_or_else(|_| Vec::new(), |q| q.0);
+    let info = request_info::of(method.as_str(), uri.path(), &query);
+    match rbac::authorize(&state.store, &state.registry, &user, &info) {
+        Ok(_) => Ok(user),
+        Err(reason) => Err(rbac::forbidden(&user, &info, &reason)),
+    }
 }
 
 /// Marks a response to a resource request for the request counters.
@@ -226,6 +270,7 @@ type Incoming<'a> = (&'a Method, &'a Uri, &'a HeaderMap, Option<WebSocketUpgrade
 async fn route(
     state: &ApiState,
     (method, uri, headers, upgrade): Incoming<'_>,
+    user: &User,
     body: Body,
 ) -> Result<Response> {
     let path = uri.path();
@@ -269,7 +314,7 @@ async fn route(
         }
         ApiPath::Resource(rp) => {
             let call = (method, &rp, &params, headers, accept);
-            serve_resource(state, call, upgrade, body).await
+            serve_resource(state, call, user, upgrade, body).await
         }
     }
 }
@@ -316,6 +361,7 @@ fn aggregated_discovery(state: &ApiState, core: bool, accept: &str) -> Response 
 async fn serve_resource(
     state: &ApiState,
     (method, rp, params, headers, accept): (&Method, &ResourcePath, &Params, &HeaderMap, &str),
+    user: &User,
     upgrade: Option<WebSocketUpgrade>,
     body: Body,
 ) -> Result<Response> {
@@ -333,6 +379,7 @@ async fn serve_resource(
         path: rp,
         params,
         headers,
+        user,
         representation: Representation::from_accept(accept, params.include_object.as_deref()),
         warnings: Mutex::new(Vec::new()),
     };
@@ -387,6 +434,8 @@ struct Request<'a> {
     path: &'a ResourcePath,
     params: &'a Params,
     headers: &'a HeaderMap,
+    /// Who makes it.
+    user: &'a User,
     /// How the response renders objects (`Accept`: as stored, their metadata, or a Table).
     representation: Representation,
     /// `Warning` headers for the response (unknown fields under `fieldValidation=Warn`).
@@ -448,7 +497,17 @@ impl Request<'_> {
 
     async fn dispatch(&self, method: &Method, body: Bytes) -> Result<Response> {
         if crate::api::resources::is_review(self.info) {
-            let review = crate::apiserver::auth_reviews::answer(self.info, method.as_str(), &body)?;
+            let reviewer = crate::apiserver::auth_reviews::Reviewer {
+                user: self.user,
+                rbac: (self.state.service_account_tokens.is_some())
+                    .then_some((&self.state.store, &self.state.registry)),
+            };
+            let review = crate::apiserver::auth_reviews::answer(
+                self.info,
+                method.as_str(),
+                &body,
+                &reviewer,
+            )?;
             return Ok(json_response(StatusCode::CREATED, &review));
         }
         let name = self.path.name.as_deref();
@@ -795,6 +854,7 @@ impl Request<'_> {
         }
         if existing.is_err() && apply && target == Target::Main {
             // Server-side apply creates what does not exist yet.
+            self.authorize_create_on_update(name)?;
             let mut config = patch_doc;
             config["metadata"]["name"] = json!(name);
             let now = store::now_rfc3339();
@@ -847,6 +907,29 @@ impl Request<'_> {
         )?;
         let stored = self.after_write_unless(dry_run, stored)?;
         Ok(self.object_response(StatusCode::OK, &stored))
+    }
+
+    /// A write that creates (a server-side apply of an object not there) needs `create` too, as
+    /// k8s.io/apiserver pkg/endpoints/handlers/update.go `withAuthorization` checks it with the
+    /// create's attributes; refused with `NewForbidden` and the authorizer's reason alone.
+    fn authorize_create_on_update(&self, name: &str) -> Result<()> {
+        if self.state.service_account_tokens.is_none() || self.user.is_privileged() {
+            return Ok(());
+        }
+        let create = request_info::RequestInfo {
+            is_resource_request: true,
+            verb: "create".to_string(),
+            api_group: self.info.group.clone(),
+            api_version: self.info.version.clone(),
+            namespace: self.namespace().to_string(),
+            resource: self.info.resource.clone(),
+            name: name.to_string(),
+            ..request_info::RequestInfo::default()
+        };
+        match rbac::authorize(&self.state.store, &self.state.registry, self.user, &create) {
+            Ok(_) => Ok(()),
+            Err(reason) => Err(rbac::new_forbidden(&create, &reason)),
+        }
     }
 
     fn writer<'a>(

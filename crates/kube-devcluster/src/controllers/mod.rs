@@ -66,6 +66,20 @@ impl Controllers {
         self.kubelet.set_kubeconfig(path);
     }
 
+    /// From now on the kubelet gives each pod a token of its own in `tokens` and a kubeconfig
+    /// with it for the API server at `server`, instead of the control plane's kubeconfig
+    /// (`kubelet::tokens`).
+    ///
+    /// # Errors
+    /// When the directory for the pods' kubeconfigs cannot be made.
+    pub fn give_pods_tokens(
+        &self,
+        tokens: Arc<kubelet::tokens::ServiceAccountTokens>,
+        server: String,
+    ) -> std::io::Result<()> {
+        self.kubelet.give_pods_tokens(tokens, server)
+    }
+
     /// How long the kubelet waits before it restarts a container (default: the kubelet's, at
     /// once, then 10 s doubling to 5 minutes; [`kubelet::RestartBackoff::FAST`] for tests).
     pub fn set_restart_backoff(&self, backoff: kubelet::RestartBackoff) {

@@ -7,8 +7,9 @@
 //!
 //! A container's `command` + `args` run without a shell (unless the command is one), after
 //! `$(VAR)` expansion, with the container's environment ([`crate::kubelet::pod_env`]: `envFrom`,
-//! `env` from values, ConfigMaps, Secrets and the pod's fields) on top of `PATH`, `HOME` and
-//! `HOSTNAME`, in a fresh scratch directory that is removed afterwards. While a ConfigMap or
+//! `env` from values, ConfigMaps, Secrets and the pod's fields) on top of `PATH`, `HOME`,
+//! `HOSTNAME` and `KUBECONFIG` ([`KUBECONFIG_ENV`]: the control plane's kubeconfig, or with RBAC
+//! on the pod's own with a token issued for it, [`tokens`]), in a fresh scratch directory that is removed afterwards. While a ConfigMap or
 //! Secret it needs is missing the container waits (`CreateContainerConfigError`, phase
 //! `Pending`) and the kubelet tries again every [`CONFIG_RETRY`].
 //!
@@ -119,6 +120,7 @@ mod sandbox_setup;
 mod sidecars;
 mod status;
 pub mod termination_message;
+pub mod tokens;
 pub(crate) mod volumes;
 
 /// How the kubelet runs pods.
@@ -136,10 +138,12 @@ pub enum PodMode {
 /// used by pkg/kubelet/pod_workers.go; the real one adds up to 50% jitter).
 pub const CONFIG_RETRY: Duration = Duration::from_secs(10);
 
-/// The variable naming the control plane's kubeconfig in every container whose pod does not
-/// say `automountServiceAccountToken: false`: what kube-rs' `Config::infer`, client-go and
-/// kubectl read, where a real pod reads its service account's token. Everyone is allowed
-/// everything here, so the pod's service account grants nothing more or less.
+/// The variable naming a kubeconfig in every container whose pod does not say
+/// `automountServiceAccountToken: false`: what kube-rs' `Config::infer`, client-go and kubectl
+/// read, where a real pod reads its service account's token. By default it is the control
+/// plane's (everyone is allowed everything, so the pod's service account grants nothing more or
+/// less); with `DevClusterOptions::rbac` it is the pod's own, with a token that makes its
+/// requests its service account's ([`tokens`]).
 pub const KUBECONFIG_ENV: &str = "KUBECONFIG";
 
 /// When a terminating container is to be killed (`None`: it is not terminating).
@@ -312,8 +316,11 @@ pub(crate) struct Shared {
     /// The back-off before a container is restarted (`DevClusterOptions::restart_backoff`).
     restart_backoff: Mutex<RestartBackoff>,
     /// The control plane's kubeconfig, named by `$KUBECONFIG` in every container
-    /// ([`KUBECONFIG_ENV`]).
+    /// ([`KUBECONFIG_ENV`]) unless pods get credentials of their own.
     kubeconfig: Mutex<Option<std::path::PathBuf>>,
+    /// Each pod's own token and kubeconfig instead, when the API server authenticates
+    /// requests (`DevClusterOptions::rbac`).
+    credentials: Mutex<Option<Arc<tokens::Credentials>>>,
 }
 
 impl Shared {
@@ -328,6 +335,7 @@ impl Shared {
             exec_targets: exec::Targets::default(),
             restart_backoff: Mutex::default(),
             kubeconfig: Mutex::default(),
+            credentials: Mutex::default(),
         })
     }
 
@@ -376,12 +384,59 @@ impl Shared {
         *self.kubeconfig.lock().expect("kubelet lock poisoned") = Some(path);
     }
 
-    /// The kubeconfig a container is given (`$KUBECONFIG`).
-    pub fn kubeconfig(&self) -> Option<std::path::PathBuf> {
-        self.kubeconfig
+    /// From now on each pod's containers get a kubeconfig of their own, with a token issued
+    /// for the pod into `tokens`, for the API server at `server` ([`tokens`]).
+    ///
+    /// # Errors
+    /// When the directory for the pods' kubeconfigs cannot be made.
+    pub fn give_pods_tokens(
+        &self,
+        tokens: Arc<tokens::ServiceAccountTokens>,
+        server: String,
+    ) -> std::io::Result<()> {
+        let dir = tempfile::Builder::new()
+            .prefix("devcluster-credentials-")
+            .tempdir()?;
+        let credentials = tokens::Credentials {
+            tokens,
+            server,
+            dir,
+        };
+        *self.credentials.lock().expect("kubelet lock poisoned") = Some(Arc::new(credentials));
+        Ok(())
+    }
+
+    /// The kubeconfig a container of `pod` is given (`$KUBECONFIG`): the pod's own when pods
+    /// get tokens, else the control plane's.
+    ///
+    /// # Errors
+    /// When the pod's own cannot be written.
+    pub fn kubeconfig_for(&self, pod: &StoredObject) -> Result<Option<std::path::PathBuf>, String> {
+        let credentials = self
+            .credentials
             .lock()
             .expect("kubelet lock poisoned")
-            .clone()
+            .clone();
+        match credentials {
+            Some(credentials) => credentials.kubeconfig_for(pod).map(Some),
+            None => Ok(self
+                .kubeconfig
+                .lock()
+                .expect("kubelet lock poisoned")
+                .clone()),
+        }
+    }
+
+    /// Forgets a deleted pod's token, if it has one.
+    fn forget_credentials(&self, uid: &str) {
+        let credentials = self
+            .credentials
+            .lock()
+            .expect("kubelet lock poisoned")
+            .clone();
+        if let Some(credentials) = credentials {
+            credentials.forget(uid);
+        }
     }
 
     pub fn restart_backoff(&self) -> RestartBackoff {
@@ -781,6 +836,7 @@ impl Reconciler for Kubelet {
             self.shared.stop(pod.uid());
             self.shared
                 .forget_log(pod.namespace(), pod.name(), pod.uid());
+            self.shared.forget_credentials(pod.uid());
             return;
         }
         queue.add((pod.namespace().to_string(), pod.name().to_string()));
@@ -799,6 +855,7 @@ impl Reconciler for Kubelet {
             .collect();
         for uid in orphaned {
             self.shared.stop(&uid);
+            self.shared.forget_credentials(&uid);
         }
         for pod in &pods {
             queue.add((pod.namespace().to_string(), pod.name().to_string()));

@@ -1,6 +1,7 @@
 //! The integration tests of the embedded control plane, one binary (one link of the control
 //! plane instead of one per file): conformance to the real API server as kubectl, the Python
-//! client and kube-rs see it, the Job controller and kubelet, and fault injection. A module per
+//! client and kube-rs see it, the Job controller and kubelet, fault injection, and
+//! authentication and RBAC. A module per
 //! area; `support` holds the fixtures they share.
 
 mod support;
@@ -22,5 +23,6 @@ mod faults;
 mod jobs;
 mod kubectl;
 mod python;
+mod rbac;
 mod scheduling;
 mod smoke;

@@ -18,6 +18,15 @@ fn converted(text: &str) -> Vec<(Value, Vec<String>)> {
         .collect()
 }
 
+/// The converted workflow `document` expanded and compiled, asserted valid.
+fn compiled(document: Value) -> crate::plan::Compiled {
+    let workflow: crate::WorkFlow = serde_json::from_value(document).unwrap();
+    let spec = crate::template::expand(&workflow).expect("expands");
+    let compiled = crate::plan::Compiled::new(&spec);
+    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+    compiled
+}
+
 fn one(text: &str) -> (Value, Vec<String>) {
     converted(text).remove(0)
 }
@@ -927,10 +936,7 @@ spec:
         json!(["report"]),
         "{converted}"
     );
-    let workflow: crate::WorkFlow = serde_json::from_value(converted).unwrap();
-    let spec = crate::template::expand(&workflow).expect("expands");
-    let compiled = crate::plan::Compiled::new(&spec);
-    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+    let compiled = compiled(converted);
     // Both read only how `report` ended.
     assert_eq!(compiled.flow.exit_ended_read, [0].into());
     assert!(compiled.flow.exit_read.is_empty());
@@ -1030,10 +1036,7 @@ spec:
     );
     let argument = &after["arguments"]["parameters"][0]["value"];
     assert_eq!(argument, "{{steps.notify-on-exit.exitCode}}");
-    let workflow: crate::WorkFlow = serde_json::from_value(converted.document).unwrap();
-    let spec = crate::template::expand(&workflow).expect("expands");
-    let compiled = crate::plan::Compiled::new(&spec);
-    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+    compiled(converted.document);
 }
 
 #[test]
@@ -1086,10 +1089,7 @@ spec:
         "{{steps.make.outputs.parameters.result-parameter}}"
     );
     assert_eq!(arguments[1]["value"], "{{steps.make.outputs.result}}");
-    let workflow: crate::WorkFlow = serde_json::from_value(converted.document).unwrap();
-    let spec = crate::template::expand(&workflow).expect("expands");
-    let compiled = crate::plan::Compiled::new(&spec);
-    assert!(compiled.dag.is_ok(), "{:?}", compiled.dag);
+    compiled(converted.document);
 }
 
 /// Argo's raw input artifacts: a container template keeps its own; the workflow's raw

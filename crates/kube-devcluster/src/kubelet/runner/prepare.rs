@@ -198,13 +198,12 @@ impl Runner {
         );
         env.insert("HOSTNAME".to_string(), self.pod.name().to_string());
         // A real cluster's pod reaches the API server with its service account's token,
-        // mounted unless `automountServiceAccountToken: false`; a local process reads the
-        // control plane's kubeconfig instead (the container's own env may name another).
+        // mounted unless `automountServiceAccountToken: false`; a local process reads a
+        // kubeconfig instead, the pod's own (with its token) when the API server authenticates,
+        // else the control plane's (the container's own env may name another).
         let automount = self.pod.value.pointer("/spec/automountServiceAccountToken");
-        if let Some(path) = self
-            .shared
-            .kubeconfig()
-            .filter(|_| automount != Some(&Value::Bool(false)))
+        if automount != Some(&Value::Bool(false))
+            && let Some(path) = self.shared.kubeconfig_for(&self.pod)?
         {
             env.insert(
                 crate::kubelet::KUBECONFIG_ENV.to_string(),

@@ -140,6 +140,29 @@ pub async fn raw_accepting(
         .header(http::header::CONTENT_TYPE, content_type)
         .body(kube::client::Body::from(body))
         .unwrap();
+    send(cluster, request).await
+}
+
+/// A request without a body carrying `Authorization: Bearer TOKEN`, for a control plane with
+/// `DevClusterOptions::rbac`.
+pub async fn raw_with_token(
+    cluster: &DevCluster,
+    method: &str,
+    path: &str,
+    token: &str,
+) -> RawResponse {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::ACCEPT, "application/json")
+        .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(kube::client::Body::empty())
+        .unwrap();
+    send(cluster, request).await
+}
+
+/// Sends `request` to `cluster` as it is and reads the whole answer.
+async fn send(cluster: &DevCluster, request: http::Request<kube::client::Body>) -> RawResponse {
     // Without kube-rs's retries (it retries 429s), so the test sees each answer as it was.
     let mut config = kube::Config::new(cluster.base_url().parse().unwrap());
     config.default_retry = false;
