@@ -130,3 +130,38 @@ async fn cache_list_shows_an_entry_and_clear_makes_the_step_run_again(
         "gen ran again"
     );
 }
+
+/// `gen` (cached) is a script writing `n=VALUE`; `use` prints it.
+fn script_then_use(name: &str, value: &str) -> workflow_operator_core::testing::WorkFlowBuilder {
+    WorkFlow::test(name)
+        .step("gen", &[])
+        .command(&["sh"])
+        .source(&format!("echo n={value} >> $WORKFLOW_OUTPUTS"))
+        .cache("{maxAge: 1h}")
+        .step("use", &["gen"])
+        .command(&["sh", "-c", "echo got {{steps.gen.outputs.n}}"])
+}
+
+#[rstest]
+#[tokio::test]
+async fn a_cached_script_edited_runs_again_and_its_new_output_is_read(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    ns.create(script_then_use("before", "1")).await;
+    ns.expect_completed("before").await;
+    ns.create(script_then_use("after", "2")).await;
+    ns.expect_completed("after").await;
+    assert_eq!(
+        steps_run(ns, "after").await,
+        ["gen", "use"],
+        "the edited script ran"
+    );
+    let jobs = ns.jobs_of("after").await;
+    let used = jobs
+        .iter()
+        .find(|j| step_of(j) == Some("use"))
+        .expect("use's Job");
+    assert_eq!(ns.job_log(used).await.trim(), "got 2");
+    assert_eq!(entries(ns).await, 2, "an entry for each script");
+}

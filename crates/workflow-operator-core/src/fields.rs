@@ -5,7 +5,10 @@
 //!   exactly the fields that are part of what runs, so a limit or run control applies in place;
 //! - whether the incremental planner follows a workflow that sets it ([`Follow`]): `incremental`
 //!   plans in full any workflow that sets a field it does not follow, and its property test
-//!   generates every field it does.
+//!   generates every field it does;
+//! - for a step's field, whether it is part of what the step computes ([`Keyed`]): its default
+//!   cache key (`cache::key_of`) holds exactly those, so a cached result is never another
+//!   step's (a script's edited `source`, an output added).
 //!
 //! docs/api.md's "What a change does" lists the same decision, and a test holds the two
 //! together. A template is expanded into steps before the run is hashed, so its fields are part
@@ -54,6 +57,19 @@ pub enum Follow {
     InFull,
 }
 
+/// Whether a step's field is part of what the step computes: what a cache entry stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keyed {
+    /// In the cache key's first form, which `cache::key_of` writes itself (its text filled with
+    /// the step's inputs).
+    First,
+    /// In the cache key as written, when set: a step that leaves it unset keeps its key.
+    WhenSet,
+    /// Not: the step's name and place, whether and how often it runs, limits, run control,
+    /// where its pod is placed, what is reported of it; and every field not of a step.
+    No,
+}
+
 /// One field of the API and what it means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field {
@@ -65,10 +81,20 @@ pub struct Field {
     pub change: Change,
     /// Whether the incremental planner follows it.
     pub follow: Follow,
+    /// Whether it is in a step's default cache key.
+    pub keyed: Keyed,
+}
+
+impl Field {
+    /// The field, part of what a step computes as `keyed` says.
+    const fn keyed(self, keyed: Keyed) -> Field {
+        Field { keyed, ..self }
+    }
 }
 
 use Change::{Expanded, InPlace, Run, RunWhenSet};
 use Follow::{Followed, InFull};
+use Keyed::{First, WhenSet};
 
 const fn field(name: &'static str, change: Change, follow: Follow) -> Field {
     Field {
@@ -76,6 +102,7 @@ const fn field(name: &'static str, change: Change, follow: Follow) -> Field {
         key: name,
         change,
         follow,
+        keyed: Keyed::No,
     }
 }
 
@@ -86,6 +113,7 @@ const fn seed(name: &'static str, key: &'static str) -> Field {
         key,
         change: Run,
         follow: Followed,
+        keyed: Keyed::No,
     }
 }
 
@@ -196,20 +224,26 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     let mut dependencies: Vec<&str> = depends_on.iter().map(String::as_str).collect();
     dependencies.sort_unstable();
     dependencies.dedup();
+    // What a cache entry stands for is what the step computes: not its name nor its place.
     visit(v, &seed("stepName", "name"), step_name);
-    visit(v, &seed("image", "image"), image);
-    visit(v, &seed("command", "command"), command);
-    visit(v, &seed("args", "args"), args);
-    visit(v, &seed("env", "env"), env);
+    visit(v, &seed("image", "image").keyed(First), image);
+    visit(v, &seed("command", "command").keyed(First), command);
+    visit(v, &seed("args", "args").keyed(First), args);
+    visit(v, &seed("env", "env").keyed(First), env);
     visit(v, &seed("dependsOn", "depends_on"), &dependencies);
     visit(v, &seed("resources", "resources"), resources);
     let since = |name, key| Field {
         key,
         ..field(name, RunWhenSet, Followed)
     };
-    visit(v, &since("envFrom", "env_from"), env_from);
-    visit(v, &since("volumeMounts", "volume_mounts"), volume_mounts);
-    visit(v, &since("workingDir", "working_dir"), working_dir);
+    visit(v, &since("envFrom", "env_from").keyed(WhenSet), env_from);
+    let mounts = since("volumeMounts", "volume_mounts").keyed(First);
+    visit(v, &mounts, volume_mounts);
+    visit(
+        v,
+        &since("workingDir", "working_dir").keyed(First),
+        working_dir,
+    );
     visit(
         v,
         &since("imagePullPolicy", "image_pull_policy"),
@@ -217,7 +251,7 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     );
     visit(
         v,
-        &since("securityContext", "security_context"),
+        &since("securityContext", "security_context").keyed(WhenSet),
         security_context,
     );
     // A `when` and a fan-out are decided with upstream outputs, which the full planner reads.
@@ -230,26 +264,23 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &decided("withParam", "with_param"), with_param);
     visit(v, &decided("withSequence", "with_sequence"), with_sequence);
     // What the step's pod runs besides its container.
-    visit(v, &field("source", RunWhenSet, Followed), source);
-    visit(
-        v,
-        &field("initContainers", RunWhenSet, Followed),
-        init_containers,
-    );
-    visit(v, &field("sidecars", RunWhenSet, Followed), sidecars);
+    let computes = |name, follow| field(name, RunWhenSet, follow).keyed(WhenSet);
+    visit(v, &computes("source", Followed), source);
+    visit(v, &computes("initContainers", Followed), init_containers);
+    visit(v, &computes("sidecars", Followed), sidecars);
     // Artifacts and outputs run the step under the agent, and are read by the full planner; an
     // interactive step's entry is the full planner's; a cache hit is decided behind a gate.
-    visit(v, &field("inputs", RunWhenSet, InFull), inputs);
-    visit(v, &field("outputs", RunWhenSet, InFull), outputs);
+    visit(v, &computes("inputs", InFull), inputs);
+    visit(v, &computes("outputs", InFull), outputs);
     visit(v, &field("interactive", RunWhenSet, InFull), interactive);
     visit(v, &field("cache", RunWhenSet, InFull), cache);
     let pod = (node_selector, tolerations, affinity, pod_spec_patch);
     visit_argo_kinds(v, (suspend, fail, daemon, readiness_probe), pod);
     // An HTTP step's Job is built alike by both planners, but its kind is left to the full one
     // until the incremental planner's property test generates it.
-    visit(v, &field("http", RunWhenSet, InFull), http);
+    visit(v, &computes("http", InFull), http);
     // Likewise a resource step's.
-    visit(v, &field("resource", RunWhenSet, InFull), resource);
+    visit(v, &computes("resource", InFull), resource);
     // Gone once the templates are expanded: the step is then what they made of it.
     visit(v, &field("template", Expanded, Followed), template);
     visit(v, &field("templateRef", Expanded, Followed), template_ref);
@@ -286,14 +317,14 @@ fn visit_argo_kinds<V: Visitor>(
         &Option<Box<String>>,
     ),
 ) {
+    let computes = |name| field(name, RunWhenSet, InFull).keyed(WhenSet);
     // A suspend step runs no pod; the full planner resumes it (`resume`, or its duration).
-    visit(v, &field("suspend", RunWhenSet, InFull), suspend);
+    visit(v, &computes("suspend"), suspend);
     // A failing step's Job is born failed: the full planner reads it, as any failure.
-    visit(v, &field("fail", RunWhenSet, InFull), fail);
+    visit(v, &computes("fail"), fail);
     // A daemon's readiness, its IP and its stop at the end are the full planner's.
-    visit(v, &field("daemon", RunWhenSet, InFull), daemon);
-    let probe = field("readinessProbe", RunWhenSet, InFull);
-    visit(v, &probe, readiness_probe);
+    visit(v, &computes("daemon"), daemon);
+    visit(v, &computes("readinessProbe"), readiness_probe);
     // Where and how the step's pod runs, as Argo's template sets it (`crd::step_pod`): part
     // of the Job, built alike by both planners, but left to the full one until its property
     // test generates them.
@@ -304,7 +335,9 @@ fn visit_argo_kinds<V: Visitor>(
     visit(v, &pod("nodeSelector", "node_selector"), node_selector);
     visit(v, &pod("tolerations", "tolerations"), tolerations);
     visit(v, &pod("affinity", "affinity"), affinity);
-    visit(v, &pod("podSpecPatch", "pod_spec_patch"), pod_spec_patch);
+    // A patch may change the container itself, where the others only place the pod.
+    let patch = pod("podSpecPatch", "pod_spec_patch").keyed(WhenSet);
+    visit(v, &patch, pod_spec_patch);
 }
 
 /// The fields of a workflow's spec; the run key's in the order it has always written them.

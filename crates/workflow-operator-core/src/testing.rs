@@ -191,6 +191,12 @@ impl WorkFlowBuilder {
         self
     }
 
+    /// Sets the last step's script (`source`, run by its command).
+    pub fn source(mut self, source: &str) -> Self {
+        self.last().source = Some(Box::new(source.to_string()));
+        self
+    }
+
     /// Sets the last step's args.
     pub fn args(mut self, args: &[&str]) -> Self {
         self.last().args = Some(args.iter().map(|c| c.to_string()).collect());

@@ -3,13 +3,15 @@
 //! outputs), whether an entry is fresh, and how a hit reads in the status. Pure: the
 //! operator's `cache` stage does the I/O.
 //!
-//! The automatic key is a SHA-256 over what the step runs with everything filled in: its
-//! image, command, args, working directory, env (names with values, or the Secret or ConfigMap
-//! key a value comes from, not the value itself), volume mounts, the values of the outputs it
-//! names and its item. Not in it: the step's or workflow's name (two workflows running the
-//! same step share its entry), its timeout, retries, resources, `when` and dependencies, and
-//! the contents of Secrets, ConfigMaps and volumes. `cache.key`, filled in the same way,
-//! replaces all of it.
+//! The automatic key is a SHA-256 over what the step computes, as `fields` decides it for each
+//! step field ([`fields::Keyed`]): its image, command, args, working directory, env (names with
+//! values, or the Secret or ConfigMap key a value comes from, not the value itself) and volume
+//! mounts with everything filled in, the values of the outputs it names, its item, and, as
+//! written when set, its script's source, its inputs and outputs, its kind's own fields (an
+//! HTTP request, a resource action, ...), its init containers and sidecars. Not in it: the
+//! step's or workflow's name (two workflows running the same step share its entry), its
+//! timeout, retries, resources, `when` and dependencies, and the contents of Secrets,
+//! ConfigMaps and volumes. `cache.key`, filled in the same way, replaces all of it.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +21,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::crd::{InputSource, Step, StepPhase, StepStatus};
+use crate::fields::{self, Field, Keyed};
 use crate::outputs::{self, Inputs, Outputs};
 
 /// Label of a cache entry: the hash of its key (its name holds it too).
@@ -65,6 +68,25 @@ struct Content<'a> {
     /// without them keeps the key it had before they existed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     raw: Vec<(&'a str, String)>,
+    /// The step's other fields that are part of what it computes ([`Keyed::WhenSet`]), those
+    /// it sets, as written: left out when there are none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    computes: BTreeMap<&'static str, serde_json::Value>,
+}
+
+/// The fields of a step that are in its key as written, when set ([`Keyed::WhenSet`]).
+#[derive(Default)]
+struct KeyedWhenSet(BTreeMap<&'static str, serde_json::Value>);
+
+impl fields::Visitor for KeyedWhenSet {
+    fn field<T: Serialize + ?Sized>(&mut self, field: &Field, value: &T, set: bool) {
+        if set && field.keyed == Keyed::WhenSet {
+            let value = serde_json::to_value(value).expect("plain data serializes");
+            self.0.insert(field.name, value);
+        }
+    }
+
+    fn steps(&mut self, _: &Field, _: &[Step]) {}
 }
 
 /// The key of `step` run with `inputs` (the values of the outputs it names) and `item`.
@@ -107,6 +129,11 @@ pub fn key_of(step: &Step, inputs: &Inputs, item: Option<&serde_json::Value>) ->
                         _ => None,
                     })
                     .collect(),
+                computes: {
+                    let mut keyed = KeyedWhenSet::default();
+                    fields::visit_step(step, &mut keyed);
+                    keyed.0
+                },
             };
             serde_json::to_string(&content).expect("plain data serializes")
         }

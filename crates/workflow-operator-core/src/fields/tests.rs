@@ -470,6 +470,35 @@ fn changing_a_field_starts_a_new_run_exactly_when_it_is_part_of_the_run() {
 
 /// A container template's fields are a step's: each changed in the template `t` that step `c`
 /// calls starts a new run exactly when the same change to a step does.
+/// A step's default cache key follows exactly its fields that are part of what it computes:
+/// each row's change of a step field changes the key when the field is [`Keyed`] (so a
+/// cached result is never that of a step that computes otherwise), and only then.
+#[test]
+fn a_steps_cache_key_changes_exactly_with_the_fields_it_computes_with() {
+    let fields = step_fields();
+    let key = |workflow: &Value, i: usize| {
+        let step: Step =
+            serde_json::from_value(workflow["spec"]["containers"][i].clone()).expect("a step");
+        crate::cache::key_of(&step, &crate::outputs::Inputs::default(), None).hash
+    };
+    let mut failures = Vec::new();
+    for (name, target, patch) in step_rows() {
+        let field = fields.iter().find(|f| f.name == name).expect("a field");
+        // Gone once the templates are expanded; `cache.key` replaces the whole key.
+        if field.change == Expanded || name == "cache" {
+            continue;
+        }
+        let Target::Step(i) = target else {
+            panic!("step row {name} targets {target:?}");
+        };
+        let changed = key(&base(), i) != key(&patched(target, &patch), i);
+        if changed != (field.keyed != Keyed::No) {
+            failures.push(format!("{name} ({:?}): key changed {changed}", field.keyed));
+        }
+    }
+    assert_eq!(failures, Vec::<String>::new());
+}
+
 #[test]
 fn a_template_field_means_what_the_step_field_means() {
     let before = run_of(&base());
