@@ -224,7 +224,6 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     let mut dependencies: Vec<&str> = depends_on.iter().map(String::as_str).collect();
     dependencies.sort_unstable();
     dependencies.dedup();
-    // What a cache entry stands for is what the step computes: not its name nor its place.
     visit(v, &seed("stepName", "name"), step_name);
     visit(v, &seed("image", "image").keyed(First), image);
     visit(v, &seed("command", "command").keyed(First), command);
@@ -232,28 +231,21 @@ pub fn visit_step<V: Visitor>(step: &Step, v: &mut V) {
     visit(v, &seed("env", "env").keyed(First), env);
     visit(v, &seed("dependsOn", "depends_on"), &dependencies);
     visit(v, &seed("resources", "resources"), resources);
-    let since = |name, key| Field {
+    let since = |name, key, keyed| Field {
         key,
-        ..field(name, RunWhenSet, Followed)
+        ..field(name, RunWhenSet, Followed).keyed(keyed)
     };
-    visit(v, &since("envFrom", "env_from").keyed(WhenSet), env_from);
-    let mounts = since("volumeMounts", "volume_mounts").keyed(First);
-    visit(v, &mounts, volume_mounts);
+    visit(v, &since("envFrom", "env_from", WhenSet), env_from);
     visit(
         v,
-        &since("workingDir", "working_dir").keyed(First),
-        working_dir,
+        &since("volumeMounts", "volume_mounts", First),
+        volume_mounts,
     );
-    visit(
-        v,
-        &since("imagePullPolicy", "image_pull_policy"),
-        image_pull_policy,
-    );
-    visit(
-        v,
-        &since("securityContext", "security_context").keyed(WhenSet),
-        security_context,
-    );
+    visit(v, &since("workingDir", "working_dir", First), working_dir);
+    let pull = since("imagePullPolicy", "image_pull_policy", Keyed::No);
+    visit(v, &pull, image_pull_policy);
+    let security = since("securityContext", "security_context", WhenSet);
+    visit(v, &security, security_context);
     // A `when` and a fan-out are decided with upstream outputs, which the full planner reads.
     let decided = |name, key| Field {
         key,
