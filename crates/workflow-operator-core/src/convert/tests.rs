@@ -31,6 +31,15 @@ fn one(text: &str) -> (Value, Vec<String>) {
     converted(text).remove(0)
 }
 
+/// The first document of `text` converted without a problem, and its notes.
+fn noted(text: &str) -> (Value, Vec<String>) {
+    let document = read(text).expect("the test data parses");
+    let converted = convert(&document[0]).unwrap();
+    assert!(converted.problems.is_empty(), "{:?}", converted.problems);
+    let notes = converted.notes.iter().map(ToString::to_string).collect();
+    (converted.document, notes)
+}
+
 #[test]
 fn a_dag_entrypoint_becomes_the_steps_with_the_task_names_and_argos_meaning() {
     let (workflow, problems) = one(include_str!("testdata/dag.yaml"));
@@ -944,7 +953,7 @@ spec:
 
 #[test]
 fn a_memoize_becomes_a_cache_and_its_config_map_is_noted_not_named_a_problem() {
-    let document = read(
+    let (document, notes) = noted(
         r#"
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
@@ -956,11 +965,7 @@ spec:
       memoize: {key: "k-{{workflow.name}}", maxAge: 1h, cache: {configMap: {name: gen-cache}}}
       container: {image: alpine, command: [date]}
 "#,
-    )
-    .unwrap();
-    let converted = convert(&document[0]).unwrap();
-    assert!(converted.problems.is_empty(), "{:?}", converted.problems);
-    let notes: Vec<String> = converted.notes.iter().map(ToString::to_string).collect();
+    );
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
         notes[0].starts_with(
@@ -968,7 +973,7 @@ spec:
         ) && notes[0].contains("not in the ConfigMap gen-cache"),
         "{notes:?}"
     );
-    let templates = &converted.document["spec"]["templates"];
+    let templates = &document["spec"]["templates"];
     assert_eq!(
         templates[0]["cache"],
         json!({"key": "k-{{workflow.name}}", "maxAge": "1h"}),
@@ -1015,17 +1020,14 @@ spec:
       inputs: {parameters: [{name: text}]}
       container: {image: busybox:1.36, command: [echo, "{{inputs.parameters.text}}"]}
 "#;
-    let document = read(text).unwrap();
-    let converted = convert(&document[0]).unwrap();
-    assert!(converted.problems.is_empty(), "{:?}", converted.problems);
-    let notes: Vec<String> = converted.notes.iter().map(ToString::to_string).collect();
+    let (document, notes) = noted(text);
     assert!(
         notes
             .iter()
             .any(|n| n.contains(r#"exit step "notify" is named "notify-on-exit""#)),
         "{notes:?}"
     );
-    let spec = &converted.document["spec"];
+    let spec = &document["spec"];
     assert_eq!(spec["containers"][0]["stepName"], "notify");
     assert_eq!(spec["onExit"][0]["stepName"], "notify-on-exit");
     let after = &spec["onExit"][1];
@@ -1036,7 +1038,7 @@ spec:
     );
     let argument = &after["arguments"]["parameters"][0]["value"];
     assert_eq!(argument, "{{steps.notify-on-exit.exitCode}}");
-    compiled(converted.document);
+    compiled(document);
 }
 
 #[test]
@@ -1071,10 +1073,7 @@ spec:
       inputs: {parameters: [{name: file}, {name: said}]}
       container: {image: alpine:3.20, command: [echo, "{{inputs.parameters.file}} {{inputs.parameters.said}}"]}
 "#;
-    let document = read(text).unwrap();
-    let converted = convert(&document[0]).unwrap();
-    assert!(converted.problems.is_empty(), "{:?}", converted.problems);
-    let notes: Vec<String> = converted.notes.iter().map(ToString::to_string).collect();
+    let (document, notes) = noted(text);
     assert!(
         notes
             .iter()
@@ -1082,14 +1081,14 @@ spec:
                 .contains(r#"output parameter "result" of template make is "result-parameter""#)),
         "{notes:?}"
     );
-    let spec = &converted.document["spec"];
+    let spec = &document["spec"];
     let arguments = &spec["containers"][1]["arguments"]["parameters"];
     assert_eq!(
         arguments[0]["value"],
         "{{steps.make.outputs.parameters.result-parameter}}"
     );
     assert_eq!(arguments[1]["value"], "{{steps.make.outputs.result}}");
-    compiled(converted.document);
+    compiled(document);
 }
 
 /// Argo's raw input artifacts: a container template keeps its own; the workflow's raw
