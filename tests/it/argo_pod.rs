@@ -2,8 +2,9 @@
 //! control plane, written in Argo's YAML and submitted as it is: a `podSpecPatch` adding an
 //! environment variable to Argo's `main` container, a template's `tolerations`, `nodeSelector`
 //! and `affinity` on its pod, a sequence's items written with a format, the workflow's
-//! `podSpecPatch` under a template's, and a sidecar mirroring the main container's volume
-//! mounts (`mirrorVolumeMounts`).
+//! `podSpecPatch` under a template's, a sidecar mirroring the main container's volume
+//! mounts (`mirrorVolumeMounts`), and pod fields that have no field here (`hostAliases`, a
+//! template's `securityContext` and `serviceAccountName`, a container's `ports`) on the pod.
 
 use std::io::Write as _;
 
@@ -192,4 +193,58 @@ async fn a_sidecar_mirroring_the_main_container_s_mounts_reads_what_it_wrote(
     let jobs = ns.jobs_of("mirrored").await;
     assert_eq!(jobs.len(), 1);
     assert_eq!(ns.job_log(&jobs[0]).await.trim(), "sidecar read hello");
+}
+
+/// Pod fields that have no field of their own here: the workflow's `hostAliases`, a template's
+/// pod `securityContext` and `serviceAccountName`, its container's `ports`.
+const POD_FIELDS: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: pod-fields
+spec:
+  entrypoint: serve
+  hostAliases: [{ip: 10.1.2.3, hostnames: [registry.local]}]
+  templates:
+    - name: serve
+      securityContext: {fsGroup: 2000}
+      serviceAccountName: runner
+      container:
+        image: alpine:3.20
+        command: [sh, -c, "echo served"]
+        ports: [{name: http, containerPort: 8080}]
+"#;
+
+#[rstest]
+#[tokio::test]
+async fn pod_fields_without_a_field_here_reach_the_pod_through_its_patch(
+    #[future(awt)] operator: Operator,
+) {
+    let ns = &operator.ns;
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(ns.client(), &ns.name);
+    let runner = serde_json::from_value(serde_json::json!({"metadata": {"name": "runner"}}));
+    let created = accounts.create(&Default::default(), &runner.unwrap()).await;
+    created.unwrap();
+    let file = support::yaml_file(POD_FIELDS);
+    ns.cli(&["submit", file.path().to_str().unwrap()]).await;
+    ns.expect_completed("pod-fields").await;
+    let jobs = ns.jobs_of("pod-fields").await;
+    let job = (jobs.iter())
+        .find(|j| step_of(j) == Some("serve"))
+        .expect("serve's Job");
+    assert_eq!(ns.job_log(job).await.trim(), "served");
+    let pod = (job.spec.as_ref())
+        .and_then(|s| s.template.spec.as_ref())
+        .unwrap();
+    let aliases: Vec<_> = (pod.host_aliases.iter().flatten())
+        .map(|a| (a.ip.as_str(), a.hostnames.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(aliases, [("10.1.2.3", vec!["registry.local".to_string()])]);
+    let fs_group = pod.security_context.as_ref().and_then(|s| s.fs_group);
+    assert_eq!(fs_group, Some(2000));
+    assert_eq!(pod.service_account_name.as_deref(), Some("runner"));
+    let ports: Vec<_> = (pod.containers[0].ports.iter().flatten())
+        .map(|p| (p.name.as_deref(), p.container_port))
+        .collect();
+    assert_eq!(ports, [(Some("http"), 8080)]);
 }

@@ -12,6 +12,7 @@
 //!   artifacts, retries and the other small objects; [`when`]: govaluate to CEL; [`cron`]: a
 //!   CronWorkflow's spec; [`http`]: an http template's request, its condition expr to CEL.
 //! - [`result_parameter`]: an output parameter named `result` renamed, before the rest.
+//! - [`pod_patch`]: the pod's fields that have no field here, into `podSpecPatch`.
 
 pub mod call;
 pub mod cron;
@@ -19,6 +20,7 @@ pub mod data;
 pub mod depends;
 pub mod hooks;
 pub mod http;
+pub mod pod_patch;
 pub mod result_parameter;
 pub mod spec;
 pub mod table;

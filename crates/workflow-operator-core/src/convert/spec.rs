@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::data::{self, Parameters};
+use super::pod_patch::PodFields;
 use super::table::Place;
 use super::template::{self, Body, Converted, Shared};
 use super::walk::{self, Report};
@@ -35,6 +36,7 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
     }
     let mut templates = Vec::new();
     let mut raw_arguments = Vec::new();
+    let mut pod = PodFields::default();
     let mut out = walk::fields(
         Place::Workflow,
         spec,
@@ -60,6 +62,15 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
                 "podGC" => data::pod_gc(value, path, report).map(|v| ("podCleanup", v)),
                 "artifactGC" => artifact_gc(value, path, report).map(|v| (field, v)),
                 "hooks" => super::hooks::hooks(Some(value), None, path, report).map(|v| (field, v)),
+                "hostNetwork"
+                | "dnsPolicy"
+                | "dnsConfig"
+                | "schedulerName"
+                | "hostAliases"
+                | "automountServiceAccountToken" => {
+                    pod.pod(field, value);
+                    None
+                }
                 // entrypoint, onExit and retryStrategy: once the templates are converted.
                 _ => None,
             };
@@ -68,6 +79,7 @@ pub fn workflow_spec(spec: &Value, at: &str, usage: Use, report: &mut Report) ->
             }
         },
     );
+    pod.write(&mut out, at, report);
     if let Some(claims) = spec.get("volumeClaimTemplates") {
         let path = walk::join(at, "volumeClaimTemplates");
         if let Some(workspace) = workspace(claims, &path, &mut templates, report) {

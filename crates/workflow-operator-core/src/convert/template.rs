@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::call::{self, Declared};
 use super::data::{self, Parameters};
+use super::pod_patch::PodFields;
 use super::table::Place;
 use super::walk::{self, Report, int_or_string};
 
@@ -86,6 +87,32 @@ fn supplied_from_inputs(fields: &mut Map<String, Value>) {
     }
 }
 
+/// A dag or steps template's `parallelism` and `target` into `fields` (its fields other than
+/// its calls' named as not converted); a container template's `parallelism` named.
+fn calls_policies(
+    body: &Body,
+    fields: &mut Map<String, Value>,
+    (parallelism, target): (&Option<(String, Value)>, Option<Value>),
+    at: &str,
+    report: &mut Report,
+) {
+    if matches!(body, Body::Dag(_) | Body::Steps(_)) {
+        only_calls(fields, at, report);
+        // A called template's own; the entrypoint's is the workflow's too.
+        if let Some((_, limit)) = parallelism {
+            fields.insert("parallelism".into(), int_or_string(limit));
+        }
+        if let Some(target) = target {
+            fields.insert("target".into(), target);
+        }
+    } else if let Some((path, _)) = parallelism {
+        report.not_converted(
+            path,
+            "parallelism is a dag or steps template's: a container template is one step",
+        );
+    }
+}
+
 /// Converts `spec.templates[i]` at path `at`.
 pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Report) -> Converted {
     let template = &*paths_written_out(template);
@@ -94,6 +121,7 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
     let mut parallelism = None;
     let mut target = None;
     let mut container = Map::new();
+    let mut pod = PodFields::default();
     let mut fields = walk::fields(
         Place::Template,
         template,
@@ -102,7 +130,15 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
         |field, value, path, out, report| match field {
             "container" | "script" => {
                 body = Body::Container;
-                container = walk::fields(Place::Container, value, path, report, |_, _, _, _, _| {});
+                // Its only converted fields are the pod's container's.
+                let aside = |field: &str,
+                             value: &Value,
+                             _: &str,
+                             _: &mut Map<String, Value>,
+                             _: &mut Report| {
+                    pod.container(field, value);
+                };
+                container = walk::fields(Place::Container, value, path, report, aside);
             }
             "dag" => {
                 let policies = (&mut fail_fast, &mut target);
@@ -133,6 +169,12 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
             "metrics" => {
                 out.insert(field.into(), value.clone());
             }
+            "hostAliases"
+            | "securityContext"
+            | "priorityClassName"
+            | "serviceAccountName"
+            | "automountServiceAccountToken"
+            | "schedulerName" => pod.pod(field, value),
             "failFast" => fail_fast = Some(value.clone()),
             "parallelism" => parallelism = Some((path.to_string(), value.clone())),
             "volumes" => shared
@@ -146,22 +188,9 @@ pub fn template(template: &Value, at: &str, shared: &mut Shared, report: &mut Re
         },
     );
     fields.extend(container);
+    pod.write(&mut fields, at, report);
     mirror_volume_mounts(&mut fields);
-    if matches!(body, Body::Dag(_) | Body::Steps(_)) {
-        only_calls(&mut fields, at, report);
-        // A called template's own; the entrypoint's is the workflow's too.
-        if let Some((_, limit)) = &parallelism {
-            fields.insert("parallelism".into(), int_or_string(limit));
-        }
-        if let Some(target) = target {
-            fields.insert("target".into(), target);
-        }
-    } else if let Some((path, _)) = &parallelism {
-        report.not_converted(
-            path,
-            "parallelism is a dag or steps template's: a container template is one step",
-        );
-    }
+    calls_policies(&body, &mut fields, (&parallelism, target), at, report);
     let mut raw_inputs = None;
     if matches!(body, Body::Dag(_) | Body::Steps(_)) {
         let inputs = fields.get_mut("inputs").and_then(Value::as_object_mut);

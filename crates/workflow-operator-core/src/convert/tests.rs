@@ -292,7 +292,7 @@ fn what_cannot_be_converted_is_named_with_its_path_and_why() {
     assert_eq!(
         problems,
         [
-            "spec.hostNetwork: hostNetwork is not supported yet",
+            "spec.podDisruptionBudget: podDisruptionBudget is not supported yet",
             "spec.templates[2].outputs.parameters[0].valueFrom.jqFilter: an output from a resource's jqFilter is not supported yet: read the field with jsonPath",
             "spec.templates[2].resource.manifestFrom: a manifest from an artifact is not supported yet: give it as text (manifest)",
         ]

@@ -96,7 +96,7 @@ pub fn workflow_problems(patch: Option<&str>) -> Vec<String> {
 }
 
 /// The patch in `text`, JSON or YAML, which must be an object.
-fn parse(text: &str) -> Result<Value, String> {
+pub(crate) fn parse(text: &str) -> Result<Value, String> {
     let value: Value = serde_yaml::from_str(text).map_err(|e| format!("not JSON or YAML: {e}"))?;
     if !value.is_object() {
         return Err(format!(
@@ -118,7 +118,7 @@ fn rename_main(patch: &mut Value, container: &str) {
 }
 
 /// Applies `patch` to `target` as described in the module's documentation.
-fn merge(target: &mut Value, patch: Value) {
+pub(crate) fn merge(target: &mut Value, patch: Value) {
     match patch {
         Value::Object(patch) => {
             if !target.is_object() {
