@@ -20,7 +20,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::crd::{InputSource, Step, StepPhase, StepStatus};
+use crate::crd::{Step, StepPhase, StepStatus};
 use crate::fields::{self, Field, Keyed};
 use crate::outputs::{self, Inputs, Outputs};
 
@@ -64,10 +64,6 @@ struct Content<'a> {
     volume_mounts: Vec<(&'a str, &'a str)>,
     inputs: BTreeMap<String, &'a str>,
     item: Option<&'a serde_json::Value>,
-    /// Each raw input artifact's path and content: left out when there are none, so a step
-    /// without them keeps the key it had before they existed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    raw: Vec<(&'a str, String)>,
     /// The step's other fields that are part of what it computes ([`Keyed::WhenSet`]), those
     /// it sets, as written: left out when there are none.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -123,12 +119,6 @@ pub fn key_of(step: &Step, inputs: &Inputs, item: Option<&serde_json::Value>) ->
                     .map(|((s, k), v)| (format!("{s}.{k}"), v.as_str()))
                     .collect(),
                 item,
-                raw: (step.inputs.iter().flat_map(|i| &i.artifacts))
-                    .filter_map(|a| match a.source() {
-                        Ok(InputSource::Raw(data)) => Some((a.path.as_str(), fill(data))),
-                        _ => None,
-                    })
-                    .collect(),
                 computes: {
                     let mut keyed = KeyedWhenSet::default();
                     fields::visit_step(step, &mut keyed);
